@@ -1,0 +1,164 @@
+#include "agent/agent_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/flags.h"
+#include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace profctl::agent {
+namespace {
+
+absl::Status ValidateOptions(const AgentOptions& o) {
+  if (o.port < 0 || o.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port=", o.port, " is not in 0..65535"));
+  }
+  if (o.bind.empty()) return absl::InvalidArgumentError("--bind must not be empty");
+  if (o.max_duration_ms < 1 || o.max_duration_ms > 3'600'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-duration-ms=", o.max_duration_ms, " is not in 1..3600000"));
+  }
+  if (o.clock_skew_ms < -86'400'000 || o.clock_skew_ms > 86'400'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--clock-skew-ms=", o.clock_skew_ms, " is more than a day"));
+  }
+  if (o.collectors.empty()) return absl::InvalidArgumentError("--collectors is empty");
+  for (const std::string& c : o.collectors) {
+    const auto& known = KnownCollectors();
+    if (std::find(known.begin(), known.end(), c) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--collectors: unknown collector '", c, "' (known: ", absl::StrJoin(known, ", "), ")"));
+    }
+  }
+  if (!o.name.empty()) PROFCTL_RETURN_IF_ERROR(ValidateFileStem("--name", o.name));
+  if (o.port == 0 && o.port_file.empty()) {
+    return absl::InvalidArgumentError("--port=0 picks a free port: give --port-file to learn it");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  return absl::StrSplit(s, ',', absl::SkipWhitespace());
+}
+
+}  // namespace
+
+const std::vector<std::string>& KnownCollectors() {
+  static const auto* const kKnown = new std::vector<std::string>{"synthetic"};
+  return *kKnown;
+}
+
+absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,
+                                  AgentOptions* options) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid YAML: ", e.what()));
+  }
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of settings"));
+  }
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>("");
+    const YAML::Node& v = kv.second;
+    const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1, ": '", key, "'");
+    try {
+      if (key == "port") {
+        options->port = v.as<int64_t>();
+      } else if (key == "bind") {
+        options->bind = v.as<std::string>();
+      } else if (key == "port_file") {
+        options->port_file = v.as<std::string>();
+      } else if (key == "name") {
+        options->name = v.as<std::string>();
+      } else if (key == "collectors") {
+        options->collectors =
+            v.IsSequence() ? v.as<std::vector<std::string>>() : SplitList(v.as<std::string>());
+      } else if (key == "synthetic") {
+        if (v.IsMap()) {
+          std::vector<std::string> items;
+          for (const auto& knob : v) {
+            items.push_back(
+                absl::StrCat(knob.first.as<std::string>(), "=", knob.second.as<std::string>()));
+          }
+          options->synthetic = absl::StrJoin(items, ",");
+        } else {
+          options->synthetic = v.as<std::string>();
+        }
+      } else if (key == "clock_skew_ms") {
+        options->clock_skew_ms = v.as<int64_t>();
+      } else if (key == "max_duration_ms") {
+        options->max_duration_ms = v.as<int64_t>();
+      } else if (key == "log_level") {
+        options->log_level = v.as<std::string>();
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where,
+                         " is not a setting (port, bind, port_file, name, collectors, synthetic, "
+                         "clock_skew_ms, max_duration_ms, log_level)"));
+      }
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args) {
+  AgentOptions defaults;
+  AgentOptions flags_in = defaults;
+  std::string collectors = absl::StrJoin(defaults.collectors, ",");
+  std::string config;
+  FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
+  fs.Int64("port", &flags_in.port, "port to serve AgentService on; 0 picks a free one");
+  fs.String("bind", &flags_in.bind, "address to listen on");
+  fs.String("port-file", &flags_in.port_file, "write the chosen port here (for --port=0)");
+  fs.String("name", &flags_in.name, "name for this host's trace files (default: its address)");
+  fs.String(
+      "collectors", &collectors,
+      absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "), ")"));
+  fs.String("synthetic", &flags_in.synthetic,
+            "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
+            "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
+            "input_stall_ms, allreduce_ms, jitter)");
+  fs.Int64("clock-skew-ms", &flags_in.clock_skew_ms,
+           "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)");
+  fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");
+  fs.String("config", &config, "YAML file with the same settings (flags win)");
+  fs.String("log-level", &flags_in.log_level, "trace, debug, info, warn, error or off");
+  PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
+  if (fs.help_requested()) {
+    AgentOptions o;
+    o.help = true;
+    o.help_text = fs.Help();
+    return o;
+  }
+  if (!fs.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  AgentOptions o = defaults;
+  if (!config.empty()) {
+    PROFCTL_ASSIGN_OR_RETURN(const std::string text, ReadFile(config));
+    PROFCTL_RETURN_IF_ERROR(ApplyAgentConfigYaml(text, config, &o));
+  }
+  if (fs.WasSet("port")) o.port = flags_in.port;
+  if (fs.WasSet("bind")) o.bind = flags_in.bind;
+  if (fs.WasSet("port-file")) o.port_file = flags_in.port_file;
+  if (fs.WasSet("name")) o.name = flags_in.name;
+  if (fs.WasSet("collectors")) o.collectors = SplitList(collectors);
+  if (fs.WasSet("synthetic")) o.synthetic = flags_in.synthetic;
+  if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
+  if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
+  if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
+  PROFCTL_RETURN_IF_ERROR(ValidateOptions(o));
+  return o;
+}
+
+}  // namespace profctl::agent

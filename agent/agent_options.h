@@ -1,0 +1,39 @@
+// profctl-agent's settings: defaults, then --config=agent.yaml, then command-line flags.
+#ifndef PROFCTL_AGENT_AGENT_OPTIONS_H_
+#define PROFCTL_AGENT_AGENT_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace profctl::agent {
+
+struct AgentOptions {
+  int64_t port = 6000;
+  std::string bind = "0.0.0.0";
+  std::string port_file;
+  std::string name;
+  std::vector<std::string> collectors = {"synthetic"};
+  std::string synthetic;  // key=value,... for the synthetic job
+  int64_t clock_skew_ms = 0;
+  int64_t max_duration_ms = 60'000;
+  std::string log_level = "info";
+  bool help = false;
+  std::string help_text;
+};
+
+// Every collector this build knows.
+const std::vector<std::string>& KnownCollectors();
+
+// Parses profctl-agent's arguments (without argv[0]). Errors name the flag or the config file key.
+absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args);
+
+// Applies a YAML config document on top of `options`; `source` names it in errors.
+absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,
+                                  AgentOptions* options);
+
+}  // namespace profctl::agent
+
+#endif  // PROFCTL_AGENT_AGENT_OPTIONS_H_

@@ -1,0 +1,72 @@
+#include "agent/agent_options.h"
+
+#include <unistd.h>
+
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AgentOptionsTest, DefaultsAndFlags) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->port, 6000);
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));
+  o = ParseAgentOptions({"--port=0", "--port-file=/tmp/p", "--name=w-1", "--clock-skew-ms=-30",
+                         "--synthetic=rank=1,world=2", "--max-duration-ms=500"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->port, 0);
+  EXPECT_EQ(o->clock_skew_ms, -30);
+  EXPECT_EQ(o->synthetic, "rank=1,world=2");
+  EXPECT_EQ(o->max_duration_ms, 500);
+}
+
+TEST(AgentOptionsTest, BadFlagsAreNamed) {
+  EXPECT_THAT(ParseAgentOptions({"--port=70000"}).status().message(), HasSubstr("--port=70000"));
+  EXPECT_THAT(ParseAgentOptions({"--port=0"}).status().message(), HasSubstr("--port-file"));
+  EXPECT_THAT(ParseAgentOptions({"--collectors=cupti"}).status().message(),
+              HasSubstr("unknown collector 'cupti' (known: synthetic)"));
+  EXPECT_THAT(ParseAgentOptions({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
+  EXPECT_THAT(ParseAgentOptions({"--max-duration-ms=0"}).status().message(),
+              HasSubstr("--max-duration-ms=0"));
+  EXPECT_THAT(ParseAgentOptions({"extra"}).status().message(), HasSubstr("'extra'"));
+  EXPECT_THAT(ParseAgentOptions({"--config=/nonexistent.yaml"}).status().message(),
+              HasSubstr("/nonexistent.yaml"));
+}
+
+TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
+  char tmpl[] = "/tmp/agent_yaml_XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/agent.yaml";
+  ASSERT_TRUE(WriteFileAtomically(path,
+                                  "port: 7001\nname: gpu-host-3\n"
+                                  "synthetic: {rank: 3, world: 8}\n"
+                                  "max_duration_ms: 20000\n")
+                  .ok());
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--config=" + path, "--port=7002"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->port, 7002);  // flag wins
+  EXPECT_EQ(o->name, "gpu-host-3");
+  EXPECT_EQ(o->synthetic, "rank=3,world=8");
+  EXPECT_EQ(o->max_duration_ms, 20000);
+}
+
+TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
+  AgentOptions o;
+  absl::Status s = ApplyAgentConfigYaml("port: 1\nprot: 2\n", "agent.yaml", &o);
+  EXPECT_THAT(s.message(), HasSubstr("agent.yaml:2: 'prot' is not a setting"));
+  s = ApplyAgentConfigYaml("port: [1, 2]\n", "agent.yaml", &o);
+  EXPECT_THAT(s.message(), HasSubstr("agent.yaml:1: 'port' has a value of the wrong type"));
+  s = ApplyAgentConfigYaml("port: 1\n  bad: [", "agent.yaml", &o);
+  EXPECT_THAT(s.message(), HasSubstr("agent.yaml: not valid YAML"));
+  s = ApplyAgentConfigYaml("- a\n- b\n", "agent.yaml", &o);
+  EXPECT_THAT(s.message(), HasSubstr("expected a mapping"));
+  EXPECT_TRUE(ApplyAgentConfigYaml("", "empty.yaml", &o).ok());
+}
+
+}  // namespace
+}  // namespace profctl::agent

@@ -1,0 +1,41 @@
+// The Collector seam: one source of trace data on the agent's host (synthetic job, CUPTI, TSL
+// profiler server, /proc). The agent's capture session drives every collector through one
+// lifecycle and does not know which collectors exist.
+#ifndef PROFCTL_AGENT_COLLECTORS_COLLECTOR_H_
+#define PROFCTL_AGENT_COLLECTORS_COLLECTOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "tensorflow/profiler/xplane.pb.h"
+
+namespace profctl::agent {
+
+struct CaptureOptions {
+  std::string session_id;
+  // Planned recording window on the agent's wall clock.
+  int64_t start_wall_ns = 0;
+  int64_t duration_ns = 0;
+};
+
+// Lifecycle, in order, all calls from one thread per session: Prepare (before the start instant;
+// may allocate or connect), Start (at the start instant), Stop (at the end, or early on cancel),
+// Collect (adds this collector's planes to the session's XSpace). After a failed Prepare or Start
+// the session skips the collector's remaining calls for that session and reports the error in
+// XSpace.errors. A collector is reused for later sessions, one at a time.
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual absl::string_view name() const = 0;
+  virtual absl::Status Prepare(const CaptureOptions& options) = 0;
+  // `wall_ns`: the agent-clock instant recording actually starts.
+  virtual absl::Status Start(int64_t wall_ns) = 0;
+  virtual absl::Status Stop(int64_t wall_ns) = 0;
+  virtual absl::Status Collect(tensorflow::profiler::XSpace* space) = 0;
+};
+
+}  // namespace profctl::agent
+
+#endif  // PROFCTL_AGENT_COLLECTORS_COLLECTOR_H_

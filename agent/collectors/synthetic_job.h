@@ -1,0 +1,106 @@
+// A simulated data-parallel training job, the same on every host of one job.
+//
+// Every agent of a job is given the same knobs and derives the same global schedule from
+// (seed, world, true time): step k starts at true time phase + k * period on every rank, and each
+// step's NCCL all-reduce ends at the same true instant on every rank (fast ranks wait inside it for
+// the slowest). Each agent emits only its own rank's events, stamped with its own (possibly
+// skewed) wall clock. docs/synthetic-job.md describes the model; it is the ground truth for the
+// analysis and alignment tests.
+#ifndef PROFCTL_AGENT_COLLECTORS_SYNTHETIC_JOB_H_
+#define PROFCTL_AGENT_COLLECTORS_SYNTHETIC_JOB_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tensorflow/profiler/xplane.pb.h"
+
+namespace profctl::agent {
+
+struct SyntheticJobConfig {
+  int64_t rank = 0;
+  int64_t world = 1;
+  int64_t seed = 1;
+  // Nominal step period of a healthy job, ms. Phases are fractions of it (see synthetic-job.md).
+  int64_t step_ms = 100;
+  // Simulated GPUs per host; each runs the host's schedule with its own jitter.
+  int64_t gpus = 1;
+  int64_t kernels_per_step = 8;
+  // Rank whose compute is straggler_factor times slower (-1: none).
+  int64_t straggler_rank = -1;
+  double straggler_factor = 1.0;
+  // Rank whose input pipeline stalls input_stall_ms extra every step (-1: none).
+  int64_t input_stall_rank = -1;
+  int64_t input_stall_ms = 0;
+  // All-reduce time once every rank is ready; -1 means 15% of step_ms.
+  int64_t allreduce_ms = -1;
+  // Relative per-step random variation of input and compute time, in [0, 0.5].
+  double jitter = 0.05;
+  // Not a knob: the agent's injected clock skew. Events are stamped true_time + clock_skew_ns.
+  int64_t clock_skew_ns = 0;
+};
+
+// Parses "key=value,key=value" on top of `base`. Unknown keys, bad numbers and out-of-range
+// values are errors naming the key and value.
+absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spec,
+                                                           SyntheticJobConfig base = {});
+absl::Status ValidateSyntheticJobConfig(const SyntheticJobConfig& config);
+
+// One step of one (rank, GPU) in true time (ns since the epoch).
+struct StepPlan {
+  int64_t index = 0;     // global step index k
+  int64_t step_num = 0;  // k mod 1e6, the step_num stat
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;  // start of the next step
+  int64_t input_end_ns = 0;
+  struct Op {
+    absl::string_view name;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+  };
+  // Host API calls in order: H2D memcpy, kernel launches, NCCL launch, D2H memcpy, sync.
+  std::vector<Op> host_calls;
+  // Device ops in order: H2D, kernels..., all-reduce, D2H (host_calls[i] launches device_ops[i]).
+  std::vector<Op> device_ops;
+  int64_t allreduce_start_ns = 0;
+  int64_t allreduce_end_ns = 0;
+};
+
+class SyntheticJob {
+ public:
+  // `config` must be valid (ValidateSyntheticJobConfig).
+  explicit SyntheticJob(const SyntheticJobConfig& config);
+
+  const SyntheticJobConfig& config() const { return config_; }
+  int64_t period_ns() const { return period_ns_; }
+  // True start of step k.
+  int64_t StepStartNs(int64_t k) const { return phase_ns_ + k * period_ns_; }
+  // Index of the step running at true time t.
+  int64_t StepIndexAt(int64_t true_ns) const;
+  StepPlan Plan(int64_t k, int64_t rank, int64_t gpu) const;
+
+  // Appends this rank's planes ("/host:CPU" and one "/device:GPU:<g>" per GPU) with every event
+  // that lies wholly inside the true window [true_start_ns, true_stop_ns), stamped with the agent
+  // clock (true + clock_skew_ns).
+  void Generate(int64_t true_start_ns, int64_t true_stop_ns,
+                tensorflow::profiler::XSpace* space) const;
+
+  // Events per complete step on one host: host-plane events and device-plane events.
+  int64_t HostEventsPerStep() const;
+  int64_t DeviceEventsPerStep() const;
+
+ private:
+  struct Durations;
+  int64_t ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* plan) const;
+
+  SyntheticJobConfig config_;
+  int64_t period_ns_ = 0;
+  int64_t phase_ns_ = 0;
+  std::vector<double> kernel_weights_;  // sums to 1
+};
+
+}  // namespace profctl::agent
+
+#endif  // PROFCTL_AGENT_COLLECTORS_SYNTHETIC_JOB_H_

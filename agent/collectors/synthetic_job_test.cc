@@ -1,0 +1,213 @@
+#include "agent/collectors/synthetic_job.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/clock.h"
+#include "common/xspace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
+
+SyntheticJobConfig Job(int64_t rank) {
+  return *ParseSyntheticJobConfig(
+      "world=4,seed=11,step_ms=50,gpus=2,kernels_per_step=5,straggler_rank=1,"
+      "straggler_factor=2,input_stall_rank=2,input_stall_ms=20,rank=" +
+      std::to_string(rank));
+}
+
+TEST(SyntheticJobConfigTest, ParsesKnobsAndDefaults) {
+  absl::StatusOr<SyntheticJobConfig> c = ParseSyntheticJobConfig(" rank=1, world=2 ,jitter=0.1");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rank, 1);
+  EXPECT_EQ(c->world, 2);
+  EXPECT_DOUBLE_EQ(c->jitter, 0.1);
+  EXPECT_EQ(c->step_ms, 100);
+  EXPECT_TRUE(ParseSyntheticJobConfig("").ok());
+}
+
+TEST(SyntheticJobConfigTest, BadKnobsAreNamed) {
+  EXPECT_THAT(ParseSyntheticJobConfig("bogus=1").status().message(),
+              HasSubstr("unknown knob 'bogus' (known: rank, world"));
+  EXPECT_THAT(ParseSyntheticJobConfig("world=x").status().message(),
+              HasSubstr("world must be a whole number, got 'x'"));
+  EXPECT_THAT(ParseSyntheticJobConfig("rank=4,world=4").status().message(),
+              HasSubstr("rank=4 is out of range"));
+  EXPECT_THAT(ParseSyntheticJobConfig("rank").status().message(), HasSubstr("not key=value"));
+  EXPECT_THAT(ParseSyntheticJobConfig("straggler_factor=0.5").status().message(),
+              HasSubstr("straggler_factor"));
+  EXPECT_THAT(ParseSyntheticJobConfig("jitter=nan").status().message(), HasSubstr("jitter"));
+  EXPECT_THAT(ParseSyntheticJobConfig("gpus=0").status().message(), HasSubstr("gpus=0"));
+}
+
+TEST(SyntheticJobTest, EveryRankDerivesTheSameSchedule) {
+  std::vector<SyntheticJob> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(Job(r));
+  const int64_t k = ranks[0].StepIndexAt(kT0);
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(ranks[r].period_ns(), ranks[0].period_ns());
+    EXPECT_EQ(ranks[r].StepStartNs(k), ranks[0].StepStartNs(k));
+  }
+  // The all-reduce ends at one true instant on every rank and GPU.
+  const int64_t end = ranks[0].Plan(k, 0, 0).allreduce_end_ns;
+  for (int r = 0; r < 4; ++r) {
+    for (int g = 0; g < 2; ++g) EXPECT_EQ(ranks[r].Plan(k, r, g).allreduce_end_ns, end);
+  }
+}
+
+TEST(SyntheticJobTest, StragglerIsLastReadyAndOthersWaitInsideTheAllReduce) {
+  SyntheticJob job(Job(0));
+  for (int64_t k = job.StepIndexAt(kT0); k < job.StepIndexAt(kT0) + 20; ++k) {
+    const StepPlan straggler = job.Plan(k, 1, 0);
+    for (int r : {0, 3}) {
+      const StepPlan healthy = job.Plan(k, r, 0);
+      EXPECT_GT(straggler.allreduce_start_ns, healthy.allreduce_start_ns);
+      // Healthy ranks wait for the straggler: their all-reduce kernel is longer.
+      EXPECT_GT(healthy.allreduce_end_ns - healthy.allreduce_start_ns,
+                straggler.allreduce_end_ns - straggler.allreduce_start_ns);
+    }
+  }
+}
+
+TEST(SyntheticJobTest, InputStallRankWaitsLongerForInput) {
+  SyntheticJob job(Job(0));
+  const int64_t k = job.StepIndexAt(kT0);
+  const StepPlan stalled = job.Plan(k, 2, 0);
+  const StepPlan healthy = job.Plan(k, 0, 0);
+  const int64_t stalled_input = stalled.input_end_ns - stalled.start_ns;
+  const int64_t healthy_input = healthy.input_end_ns - healthy.start_ns;
+  // 10% of 50 ms +-5% jitter, plus the 20 ms stall.
+  EXPECT_GE(stalled_input, 20 * kNanosPerMilli + 4'750'000);
+  EXPECT_LE(healthy_input, 5'250'000);
+}
+
+TEST(SyntheticJobTest, StepsNeverOverlapAndOpsStayInsideTheirStep) {
+  SyntheticJob job(Job(0));
+  for (int64_t k = job.StepIndexAt(kT0); k < job.StepIndexAt(kT0) + 50; ++k) {
+    for (int r = 0; r < 4; ++r) {
+      const StepPlan p = job.Plan(k, r, 1);
+      EXPECT_EQ(p.end_ns, job.StepStartNs(k + 1));
+      ASSERT_EQ(p.host_calls.size(), 5u + 4);
+      ASSERT_EQ(p.device_ops.size(), 5u + 3);
+      for (const auto& op : p.host_calls) {
+        EXPECT_GE(op.start_ns, p.input_end_ns);
+        EXPECT_LE(op.end_ns, p.end_ns);
+      }
+      for (size_t i = 0; i < p.device_ops.size(); ++i) {
+        // A device op never starts before its launch ends.
+        EXPECT_GE(p.device_ops[i].start_ns, p.host_calls[i].end_ns);
+        EXPECT_LE(p.device_ops[i].end_ns, p.end_ns);
+      }
+    }
+  }
+}
+
+// Checks XSpace's rule that events on one line nest but never partly overlap.
+void ExpectProperNesting(const xspace::XPlane& plane) {
+  for (const auto& line : plane.lines()) {
+    std::vector<std::pair<int64_t, int64_t>> open;  // stack of [start, end)
+    for (const auto& e : line.events()) {
+      const int64_t s = xspace::EventStartNs(line, e), end = s + xspace::EventDurationNs(e);
+      while (!open.empty() && open.back().second <= s) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back().second) << plane.name() << " " << line.name();
+      }
+      open.emplace_back(s, end);
+    }
+  }
+}
+
+TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelationIds) {
+  SyntheticJob job(Job(1));
+  const int64_t start = kT0 + 3 * kNanosPerMilli, stop = start + 700 * kNanosPerMilli;
+  tensorflow::profiler::XSpace space;
+  job.Generate(start, stop, &space);
+  ASSERT_EQ(space.planes_size(), 3);  // host + 2 GPUs
+  EXPECT_EQ(space.planes(0).name(), "/host:CPU");
+  EXPECT_EQ(space.planes(1).name(), "/device:GPU:0");
+  EXPECT_EQ(space.planes(2).name(), "/device:GPU:1");
+  ASSERT_TRUE(xspace::Validate(space).ok());
+
+  int64_t full_steps = 0;
+  for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop); ++k) {
+    full_steps += job.StepStartNs(k) >= start && job.StepStartNs(k + 1) <= stop;
+  }
+  ASSERT_GE(full_steps, 3);
+
+  std::map<uint64_t, std::string> launches;
+  std::set<int64_t> step_nums;
+  int64_t roots = 0;
+  for (const auto& plane : space.planes()) {
+    ExpectProperNesting(plane);
+    const xspace::XPlaneReader r(plane);
+    r.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
+      const int64_t s = xspace::EventStartNs(line, e);
+      EXPECT_GE(s, start);
+      EXPECT_LE(s + xspace::EventDurationNs(e), stop);
+      if (r.IntStat(e, xspace::kStatIsRoot) == 1) {
+        ++roots;
+        EXPECT_EQ(r.EventName(e), "train");
+        step_nums.insert(*r.IntStat(e, xspace::kStatStepNum));
+      }
+      if (plane.name() == "/host:CPU") {
+        if (auto c = r.IntStat(e, xspace::kStatCorrelationId)) {
+          EXPECT_TRUE(launches.emplace(*c, std::string(r.EventName(e))).second);
+        }
+      }
+    });
+  }
+  EXPECT_EQ(roots, full_steps * 2);  // one root per GPU process per step
+  EXPECT_EQ(static_cast<int64_t>(step_nums.size()), full_steps);
+  // Every device op has a host launch with the same correlation id.
+  int64_t device_ops = 0;
+  for (int p = 1; p < 3; ++p) {
+    const xspace::XPlaneReader r(space.planes(p));
+    r.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
+      ++device_ops;
+      auto c = r.IntStat(e, xspace::kStatCorrelationId);
+      ASSERT_TRUE(c.has_value());
+      ASSERT_TRUE(launches.contains(*c)) << r.EventName(e);
+      const std::string& api = launches[*c];
+      const std::string_view name(r.EventName(e).data(), r.EventName(e).size());
+      if (name.rfind("ncclDevKernel", 0) == 0) {
+        EXPECT_EQ(api, "ncclAllReduce");
+      }
+      if (name.rfind("Memcpy", 0) == 0) {
+        EXPECT_EQ(api, "cudaMemcpyAsync");
+      }
+    });
+  }
+  EXPECT_GE(device_ops, full_steps * job.DeviceEventsPerStep());
+}
+
+TEST(SyntheticJobTest, ClockSkewShiftsEveryTimestampExactly) {
+  SyntheticJobConfig plain = Job(3);
+  SyntheticJobConfig skewed = plain;
+  skewed.clock_skew_ns = 37 * kNanosPerMilli + 123;
+  tensorflow::profiler::XSpace a, b;
+  SyntheticJob(plain).Generate(kT0, kT0 + 300 * kNanosPerMilli, &a);
+  SyntheticJob(skewed).Generate(kT0, kT0 + 300 * kNanosPerMilli, &b);
+  ASSERT_EQ(a.planes_size(), b.planes_size());
+  ASSERT_GT(xspace::CountEvents(a), 0);
+  ASSERT_EQ(xspace::CountEvents(a), xspace::CountEvents(b));
+  for (int p = 0; p < a.planes_size(); ++p) {
+    for (int l = 0; l < a.planes(p).lines_size(); ++l) {
+      const auto& la = a.planes(p).lines(l);
+      const auto& lb = b.planes(p).lines(l);
+      for (int e = 0; e < la.events_size(); ++e) {
+        EXPECT_EQ(xspace::EventStartNs(lb, lb.events(e)) - xspace::EventStartNs(la, la.events(e)),
+                  skewed.clock_skew_ns);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace profctl::agent

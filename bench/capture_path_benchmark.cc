@@ -1,0 +1,71 @@
+// The per-host work on a capture's critical path: generating (synthetic) or receiving a trace,
+// parsing and validating it on the coordinator, and writing the aligned pod trace.
+// Results and the command to reproduce them: docs/perf.md.
+#include <benchmark/benchmark.h>
+
+#include "agent/collectors/synthetic_job.h"
+#include "common/clock.h"
+#include "common/gzip.h"
+#include "common/xspace.h"
+#include "coordinator/trace_json.h"
+
+namespace profctl {
+namespace {
+
+constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;
+
+tensorflow::profiler::XSpace OneHost(int64_t seconds) {
+  agent::SyntheticJobConfig c =
+      *agent::ParseSyntheticJobConfig("world=8,gpus=8,step_ms=100,kernels_per_step=64");
+  tensorflow::profiler::XSpace space;
+  agent::SyntheticJob(c).Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
+  return space;
+}
+
+// One host (8 GPUs, 64 kernels per step) for `range(0)` seconds of capture.
+void BM_SyntheticGenerate(benchmark::State& state) {
+  int64_t events = 0;
+  for (auto _ : state) {
+    tensorflow::profiler::XSpace space = OneHost(state.range(0));
+    events = xspace::CountEvents(space);
+    benchmark::DoNotOptimize(space);
+  }
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SyntheticGenerate)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
+
+void BM_ParseAndValidate(benchmark::State& state) {
+  const std::string bytes = OneHost(state.range(0)).SerializeAsString();
+  for (auto _ : state) {
+    tensorflow::profiler::XSpace space;
+    benchmark::DoNotOptimize(space.ParseFromString(bytes));
+    benchmark::DoNotOptimize(xspace::Validate(space));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(bytes.size()));
+}
+BENCHMARK(BM_ParseAndValidate)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
+
+void BM_PodTraceJsonGzip(benchmark::State& state) {
+  const tensorflow::profiler::XSpace space = OneHost(state.range(0));
+  std::vector<coordinator::HostTrace> hosts;
+  for (int h = 0; h < 4; ++h) hosts.push_back({"host" + std::to_string(h), &space, h * 1000});
+  size_t json_bytes = 0;
+  for (auto _ : state) {
+    const std::string json = coordinator::PodTraceJson(hosts, kT0);
+    json_bytes = json.size();
+    benchmark::DoNotOptimize(GzipCompress(json));
+  }
+  state.counters["json_MiB"] = static_cast<double>(json_bytes) / (1 << 20);
+  state.counters["events/s"] =
+      benchmark::Counter(4.0 * static_cast<double>(xspace::CountEvents(space)),
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PodTraceJsonGzip)->Arg(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace profctl
+
+BENCHMARK_MAIN();

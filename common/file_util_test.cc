@@ -1,0 +1,87 @@
+#include "common/file_util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/gzip.h"
+#include "common/json_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/profctl_test_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+int CountEntries(const std::string& dir) {
+  int n = 0;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+TEST(FileUtilTest, AtomicWriteReplacesWholeFileAndLeavesNoTemporaries) {
+  const std::string dir = TempDir();
+  const std::string path = JoinPath(dir, "a.pb");
+  ASSERT_TRUE(WriteFileAtomically(path, "first version").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, "second").ok());
+  EXPECT_EQ(*ReadFile(path), "second");
+  EXPECT_EQ(CountEntries(dir), 1);
+}
+
+TEST(FileUtilTest, ErrorsNameThePath) {
+  absl::StatusOr<std::string> r = ReadFile("/nonexistent/x");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("/nonexistent/x"));
+  absl::Status w = WriteFileAtomically("/nonexistent/dir/x", "y");
+  EXPECT_FALSE(w.ok());
+  EXPECT_THAT(w.message(), ::testing::HasSubstr("/nonexistent/dir/x"));
+}
+
+TEST(FileUtilTest, MakeDirsCreatesNestedAndRejectsFiles) {
+  const std::string dir = TempDir();
+  ASSERT_TRUE(MakeDirs(JoinPath(dir, "a/b/c")).ok());
+  EXPECT_TRUE(PathExists(JoinPath(dir, "a/b/c")));
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, "f"), "x").ok());
+  EXPECT_FALSE(MakeDirs(JoinPath(dir, "f")).ok());
+}
+
+TEST(FileUtilTest, FileStems) {
+  EXPECT_TRUE(ValidateFileStem("name", "worker-0_a.b").ok());
+  for (const char* bad : {"", ".", "..", "a/b", "a b", "x:1"}) {
+    EXPECT_FALSE(ValidateFileStem("name", bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ValidateFileStem("name", std::string(129, 'a')).ok());
+  EXPECT_EQ(JoinPath("a/", "/b"), "a/b");
+}
+
+TEST(GzipTest, RoundTripsAndRejectsCorruptData) {
+  std::string data;
+  for (int i = 0; i < 10000; ++i) data += "event " + std::to_string(i) + "\n";
+  absl::StatusOr<std::string> gz = GzipCompress(data);
+  ASSERT_TRUE(gz.ok());
+  EXPECT_LT(gz->size(), data.size() / 3);
+  EXPECT_EQ(static_cast<unsigned char>((*gz)[0]), 0x1f);  // gzip magic
+  EXPECT_EQ(*GzipDecompress(*gz), data);
+  EXPECT_EQ(GzipDecompress(gz->substr(0, gz->size() / 2)).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(JsonUtilTest, EscapesAndKeepsOutputValidUtf8) {
+  std::string out;
+  AppendJsonString(&out, "a\"b\\c\n\x01 \xc3\xa9 \xff");
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001 \xc3\xa9 \xef\xbf\xbd\"");
+  out.clear();
+  AppendJsonDouble(&out, 1.5);
+  out += ",";
+  AppendJsonDouble(&out, 0.0 / 0.0);
+  EXPECT_EQ(out, "1.5,null");
+}
+
+}  // namespace
+}  // namespace profctl

@@ -1,0 +1,63 @@
+// A small command-line flag parser: --name=value or --name value, booleans as --name or
+// --name=true|false, "--" ends flags. Values are parsed into caller-owned variables; every error
+// names the flag and the bad value (callers prefix the program name). No globals: each command
+// builds its own FlagSet.
+#ifndef PROFCTL_COMMON_FLAGS_H_
+#define PROFCTL_COMMON_FLAGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace profctl {
+
+class FlagSet {
+ public:
+  // `command` names the program in errors and help, e.g. "profctl capture".
+  explicit FlagSet(std::string command, std::string synopsis = "");
+
+  void String(const std::string& name, std::string* value, const std::string& help);
+  void Int64(const std::string& name, int64_t* value, const std::string& help);
+  void Bool(const std::string& name, bool* value, const std::string& help);
+  // Marks a flag that must be given.
+  void Require(const std::string& name);
+
+  // Parses args (not including the program/subcommand name). Positional arguments are collected
+  // into positional(). --help / -h sets help_requested() and stops parsing.
+  absl::Status Parse(const std::vector<std::string>& args);
+
+  bool help_requested() const { return help_requested_; }
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Whether a flag appeared on the command line.
+  bool WasSet(const std::string& name) const;
+  std::string Help() const;
+
+ private:
+  struct Flag {
+    std::string name;
+    std::string help;
+    std::string default_text;
+    bool is_bool = false;
+    bool required = false;
+    bool set = false;
+    std::function<absl::Status(const std::string&)> parse;
+  };
+  Flag* Find(const std::string& name);
+  void Add(Flag flag);
+
+  std::string command_;
+  std::string synopsis_;
+  std::vector<Flag> flags_;
+  std::vector<std::string> positional_;
+  bool help_requested_ = false;
+};
+
+// Parses a whole decimal int64; the error names `what`.
+absl::Status ParseInt64(const std::string& text, const std::string& what, int64_t* out);
+
+}  // namespace profctl
+
+#endif  // PROFCTL_COMMON_FLAGS_H_

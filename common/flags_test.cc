@@ -1,0 +1,90 @@
+#include "common/flags.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fixture {
+  std::string workers;
+  int64_t duration = 2000;
+  bool json = false;
+  FlagSet fs{"profctl capture", "[flags]"};
+  Fixture() {
+    fs.String("workers", &workers, "workers");
+    fs.Int64("duration", &duration, "ms");
+    fs.Bool("json", &json, "json");
+  }
+};
+
+TEST(FlagSetTest, ParsesEqualsSpaceAndBoolForms) {
+  Fixture f;
+  ASSERT_TRUE(f.fs.Parse({"--workers=a:1", "--duration", "50", "--json", "pos"}).ok());
+  EXPECT_EQ(f.workers, "a:1");
+  EXPECT_EQ(f.duration, 50);
+  EXPECT_TRUE(f.json);
+  EXPECT_THAT(f.fs.positional(), ::testing::ElementsAre("pos"));
+  EXPECT_TRUE(f.fs.WasSet("duration"));
+}
+
+TEST(FlagSetTest, ErrorsNameTheFlagAndValue) {
+  {
+    Fixture f;
+    absl::Status s = f.fs.Parse({"--duration=abc"});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("--duration"));
+    EXPECT_THAT(s.message(), HasSubstr("'abc'"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--nope=1"}).message(), HasSubstr("unknown flag --nope"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--duration"}).message(), HasSubstr("needs a value"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--json=maybe"}).message(), HasSubstr("true or false"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--duration=1", "--duration=2"}).message(),
+                HasSubstr("more than once"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"-x"}).message(), HasSubstr("bad flag '-x'"));
+  }
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--duration=99999999999999999999"}).message(),
+                HasSubstr("whole number"));
+  }
+}
+
+TEST(FlagSetTest, RequiredAndHelp) {
+  Fixture f;
+  f.fs.Require("workers");
+  EXPECT_THAT(f.fs.Parse({}).message(), HasSubstr("--workers is required"));
+  Fixture g;
+  g.fs.Require("workers");
+  ASSERT_TRUE(g.fs.Parse({"--help"}).ok());
+  EXPECT_TRUE(g.fs.help_requested());
+  EXPECT_THAT(g.fs.Help(), HasSubstr("--duration"));
+  EXPECT_THAT(g.fs.Help(), HasSubstr("(default 2000)"));
+  EXPECT_THAT(g.fs.Help(), HasSubstr("(required)"));
+}
+
+TEST(FlagSetTest, DoubleDashEndsFlags) {
+  Fixture f;
+  ASSERT_TRUE(f.fs.Parse({"--", "--json"}).ok());
+  EXPECT_FALSE(f.json);
+  EXPECT_THAT(f.fs.positional(), ::testing::ElementsAre("--json"));
+}
+
+}  // namespace
+}  // namespace profctl

@@ -1,0 +1,42 @@
+// The profctl command line, as a function tests can call with fakes.
+#ifndef PROFCTL_COORDINATOR_CLI_H_
+#define PROFCTL_COORDINATOR_CLI_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "coordinator/agent_client.h"
+#include "coordinator/capture_engine.h"
+
+namespace profctl::coordinator {
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;   // every host failed, or an environment error
+inline constexpr int kExitUsage = 2;    // bad flags or arguments; nothing was contacted
+inline constexpr int kExitPartial = 3;  // some hosts failed; the others' traces are saved
+
+struct CliEnv {
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  const Clock* clock = nullptr;
+  AgentClientFactory* clients = nullptr;
+  // Path of the running profctl binary; `demo` looks for profctl-agent beside it.
+  std::string self_path;
+};
+
+// TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.
+std::string DefaultSessionName(const Clock& clock, absl::string_view prefix);
+
+// Creates the session folder, runs the capture, prints the summary (or the manifest with json),
+// returns the exit code. `command` names the caller in errors.
+int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std::string& command);
+
+// args: without the program name, e.g. {"capture", "--workers=h:1"}.
+int RunCli(const std::vector<std::string>& args, const CliEnv& env);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_CLI_H_

@@ -1,0 +1,133 @@
+#include "coordinator/cli.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+#include "tests/fake_agent.h"
+#include "tests/fake_clock.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::profctl::testing::FakeAgent;
+using ::profctl::testing::FakeAgentFactory;
+using ::profctl::testing::FakeClock;
+using ::testing::HasSubstr;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/profctl_cli_XXXXXX";
+    logdir_ = mkdtemp(tmpl);
+  }
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    return RunCli(args, {&out_, &err_, &clock_, &factory_, "/nonexistent/profctl"});
+  }
+  std::string Logdir() const { return "--logdir=" + logdir_; }
+
+  FakeClock clock_;
+  FakeAgentFactory factory_;
+  std::ostringstream out_, err_;
+  std::string logdir_;
+};
+
+TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"capture"}, "profctl capture: --workers is required"},
+      {{"capture", "--workers=h:99999"}, "worker 'h:99999': port '99999' is not a number"},
+      {{"capture", "--workers=h"}, "missing :port"},
+      {{"capture", "--workers=h:1,h:1"}, "listed twice"},
+      {{"capture", "--workers=h:1", "--duration=0"}, "--duration=0 is not in 1..3600000"},
+      {{"capture", "--workers=h:1", "--duration=2s"}, "--duration: expected a whole number"},
+      {{"capture", "--workers=h:1", "--frobnicate"}, "unknown flag --frobnicate"},
+      {{"capture", "--workers=h:1", "--logdir="}, "--logdir must not be empty"},
+      {{"capture", "--workers=h:1", "--session=a/b"}, "session name 'a/b'"},
+      {{"capture", "--workers=h:1", "stray"}, "unexpected argument 'stray'"},
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"demo", "--workers=0"}, "--workers=0 is not in 1..64"},
+      {{"demo", "--duration=600000"}, "--duration=600000 is not in 1..60000"},
+      {{"demo"}, "cannot find an executable profctl-agent"},
+  };
+  for (Case& c : cases) {
+    const bool has_logdir = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) {
+      return a.rfind("--logdir", 0) == 0;
+    });
+    if (c.args[0] != "frobnicate" && !has_logdir) c.args.push_back(Logdir());
+    EXPECT_EQ(Run(c.args), kExitUsage) << c.args[1];
+    EXPECT_THAT(err_.str(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(factory_.connects(), 0);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/a"));
+}
+
+TEST_F(CliTest, ExistingSessionIsNeverOverwritten) {
+  FakeAgent a(&clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=s", Logdir()}), kExitOk);
+  const std::string file = logdir_ + "/plugins/profile/s/a.xplane.pb";
+  const std::string before = *ReadFile(file);
+  EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=s", Logdir()}),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("already exists"));
+  EXPECT_EQ(*ReadFile(file), before);
+  EXPECT_EQ(a.captures(), 1);
+}
+
+TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
+  FakeAgent a(&clock_, {.clock_offset_ns = 2 * kNanosPerMilli, .name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=300", "--session=t1", Logdir()}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("session t1: ok, 1/1 hosts captured"));
+  EXPECT_THAT(out_.str(), HasSubstr("gpu-a"));
+  EXPECT_THAT(out_.str(), HasSubstr("+2.000"));
+  EXPECT_EQ(err_.str(), "");  // no progress chatter for captures <= 1 s
+
+  ASSERT_EQ(
+      Run({"capture", "--workers=a:1", "--duration=1500", "--session=t2", "--json", Logdir()}),
+      kExitOk);
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  EXPECT_EQ(m.status(), "ok");
+  EXPECT_EQ(m.hosts(0).host(), "gpu-a");
+  EXPECT_THAT(err_.str(), HasSubstr("profctl: a:1: clock offset +2.000 ms"));  // progress
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
+}
+
+TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
+  FakeAgent a(&clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  EXPECT_EQ(Run({"capture", "--workers=a:1,gone:1", "--duration=50", "--session=p", Logdir()}),
+            kExitPartial);
+  EXPECT_THAT(out_.str(), HasSubstr("session p: partial, 1/2 hosts captured"));
+  EXPECT_THAT(out_.str(), HasSubstr("gone_1"));
+  EXPECT_THAT(out_.str(), HasSubstr("UNAVAILABLE"));
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/p/a.xplane.pb"));
+  EXPECT_EQ(Run({"capture", "--workers=gone:1", "--duration=50", "--session=f", Logdir()}),
+            kExitFailed);
+  EXPECT_THAT(out_.str(), HasSubstr("session f: failed, 0/1"));
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("capture"));
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_EQ(Run({"capture", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("--workers"));
+  EXPECT_EQ(Run({"version"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("profctl 0."));
+}
+
+}  // namespace
+}  // namespace profctl::coordinator

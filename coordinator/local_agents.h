@@ -1,0 +1,40 @@
+// profctl-agent child processes on this machine, for `profctl demo` and end-to-end tests.
+// Each agent's stdout and stderr go to <scratch>/agent-<i>.log. Destruction stops them all.
+#ifndef PROFCTL_COORDINATOR_LOCAL_AGENTS_H_
+#define PROFCTL_COORDINATOR_LOCAL_AGENTS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace profctl::coordinator {
+
+class LocalAgents {
+ public:
+  explicit LocalAgents(std::string scratch_dir) : scratch_(std::move(scratch_dir)) {}
+  ~LocalAgents() { StopAll(); }
+  LocalAgents(const LocalAgents&) = delete;
+  LocalAgents& operator=(const LocalAgents&) = delete;
+
+  // Starts `binary args...`; agent i is the i-th call.
+  absl::Status Spawn(const std::string& binary, const std::vector<std::string>& args);
+  // Waits (polling every 20 ms on `clock`, up to 20 s) for agent i to write its --port-file;
+  // fails early, naming its log, if the agent exits.
+  absl::StatusOr<int> WaitForPort(size_t i, const std::string& port_file, const Clock& clock);
+  // SIGTERM to every agent still running, then reaps them.
+  void StopAll();
+  const std::string& log(size_t i) const { return logs_[i]; }
+
+ private:
+  std::string scratch_;
+  std::vector<pid_t> pids_;
+  std::vector<std::string> logs_;
+};
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_LOCAL_AGENTS_H_

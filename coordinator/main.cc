@@ -1,0 +1,19 @@
+// profctl: the command-line front end. Thin shell over RunCli.
+#include <unistd.h>
+
+#include <climits>
+#include <iostream>
+
+#include "common/clock.h"
+#include "coordinator/cli.h"
+#include "coordinator/grpc_agent_client.h"
+
+int main(int argc, char** argv) {
+  profctl::RealClock clock;
+  profctl::coordinator::GrpcAgentClientFactory clients;
+  char self[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  profctl::coordinator::CliEnv env{&std::cout, &std::cerr, &clock, &clients,
+                                   n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0]};
+  return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
+}

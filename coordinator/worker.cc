@@ -1,0 +1,94 @@
+#include "coordinator/worker.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace profctl::coordinator {
+
+std::string WorkerAddress::target() const {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
+}
+
+std::string WorkerAddress::file_stem() const {
+  return absl::StrReplaceAll(address, {{":", "_"}, {"[", ""}, {"]", ""}});
+}
+
+absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("worker '", text, "': ", why));
+  };
+  if (absl::StrContains(text, "://")) {
+    return bad("URL schemes are not supported; give host:port of a profctl-agent");
+  }
+  WorkerAddress w;
+  w.address = text;
+  absl::string_view port_text;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) return bad("IPv6 address is missing its ']'");
+    w.host = text.substr(1, close - 1);
+    absl::string_view rest = absl::string_view(text).substr(close + 1);
+    if (!absl::ConsumePrefix(&rest, ":")) return bad("expected :port after ']'");
+    port_text = rest;
+    if (w.host.empty() || !std::all_of(w.host.begin(), w.host.end(), [](char c) {
+          return absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+        })) {
+      return bad("not a valid IPv6 address between [ and ]");
+    }
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return bad("missing :port (expected host:port)");
+    w.host = text.substr(0, colon);
+    port_text = absl::string_view(text).substr(colon + 1);
+    if (w.host.empty()) return bad("missing host before ':'");
+    if (w.host.find(':') != std::string::npos) {
+      return bad("IPv6 addresses must be written as [addr]:port");
+    }
+    if (w.host.size() > 253 || !std::all_of(w.host.begin(), w.host.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
+                 c == '_';
+        })) {
+      return bad("host name may only contain letters, digits, '.', '-' and '_'");
+    }
+  }
+  int port = 0;
+  if (port_text.empty() ||
+      !std::all_of(port_text.begin(), port_text.end(),
+                   [](char c) { return absl::ascii_isdigit(c); }) ||
+      !absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
+    return bad(absl::StrCat("port '", port_text, "' is not a number in 1..65535"));
+  }
+  w.port = port;
+  return w;
+}
+
+absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerList(const std::string& text) {
+  std::vector<WorkerAddress> out;
+  absl::flat_hash_set<std::string> seen;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    const std::string entry(absl::StripAsciiWhitespace(item));
+    if (entry.empty()) {
+      return absl::InvalidArgumentError(
+          text.empty() ? "no workers given"
+                       : absl::StrCat("empty entry in worker list '", text, "'"));
+    }
+    absl::StatusOr<WorkerAddress> w = ParseWorker(entry);
+    if (!w.ok()) return w.status();
+    if (!seen.insert(w->target()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("worker '", entry, "' is listed twice"));
+    }
+    out.push_back(*std::move(w));
+  }
+  return out;
+}
+
+}  // namespace profctl::coordinator

@@ -1,0 +1,56 @@
+#include "coordinator/worker.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(WorkerTest, ParsesHostsAndIpv6) {
+  absl::StatusOr<WorkerAddress> w = ParseWorker("host-1.example:6000");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->host, "host-1.example");
+  EXPECT_EQ(w->port, 6000);
+  EXPECT_EQ(w->target(), "host-1.example:6000");
+  EXPECT_EQ(w->file_stem(), "host-1.example_6000");
+  w = ParseWorker("[::1]:7000");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->host, "::1");
+  EXPECT_EQ(w->target(), "[::1]:7000");
+  EXPECT_EQ(w->file_stem(), "__1_7000");
+}
+
+TEST(WorkerTest, ErrorsNameTheEntry) {
+  struct Case {
+    const char* text;
+    const char* why;
+  } cases[] = {
+      {"host", "missing :port"},        {"host:", "port '' is not a number"},
+      {"host:0", "port '0'"},           {"host:65536", "port '65536'"},
+      {"host:12ab", "port '12ab'"},     {"host:-1", "port '-1'"},
+      {":6000", "missing host"},        {"::1:6000", "[addr]:port"},
+      {"[::1:6000", "missing its ']'"}, {"[::1]6000", "expected :port"},
+      {"[zz]:1", "not a valid IPv6"},   {"ho st:1", "host name may only contain"},
+      {"grpc://h:1", "URL schemes"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<WorkerAddress> w = ParseWorker(c.text);
+    ASSERT_FALSE(w.ok()) << c.text;
+    EXPECT_THAT(w.status().message(), HasSubstr(std::string("worker '") + c.text + "'"));
+    EXPECT_THAT(w.status().message(), HasSubstr(c.why)) << c.text;
+  }
+}
+
+TEST(WorkerTest, ListRejectsEmptyAndDuplicates) {
+  absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkerList("a:1, b:2");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(), 2u);
+  EXPECT_THAT(ParseWorkerList("").status().message(), HasSubstr("no workers"));
+  EXPECT_THAT(ParseWorkerList("a:1,,b:2").status().message(), HasSubstr("empty entry"));
+  EXPECT_THAT(ParseWorkerList("a:1,a:1").status().message(), HasSubstr("listed twice"));
+}
+
+}  // namespace
+}  // namespace profctl::coordinator
