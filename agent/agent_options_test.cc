@@ -5,6 +5,7 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/temp_dir.h"
 
 namespace profctl::agent {
 namespace {
@@ -39,9 +40,8 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
 }
 
 TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
-  char tmpl[] = "/tmp/agent_yaml_XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
-  const std::string path = dir + "/agent.yaml";
+  const testing::TempDir tmp;
+  const std::string path = tmp.path() + "/agent.yaml";
   ASSERT_TRUE(WriteFileAtomically(path,
                                   "port: 7001\nname: gpu-host-3\n"
                                   "synthetic: {rank: 3, world: 8}\n"

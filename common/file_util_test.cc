@@ -8,14 +8,10 @@
 #include "common/json_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/temp_dir.h"
 
 namespace profctl {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/profctl_test_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 int CountEntries(const std::string& dir) {
   int n = 0;
@@ -26,7 +22,8 @@ int CountEntries(const std::string& dir) {
 }
 
 TEST(FileUtilTest, AtomicWriteReplacesWholeFileAndLeavesNoTemporaries) {
-  const std::string dir = TempDir();
+  const testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = JoinPath(dir, "a.pb");
   ASSERT_TRUE(WriteFileAtomically(path, "first version").ok());
   ASSERT_TRUE(WriteFileAtomically(path, "second").ok());
@@ -44,7 +41,8 @@ TEST(FileUtilTest, ErrorsNameThePath) {
 }
 
 TEST(FileUtilTest, MakeDirsCreatesNestedAndRejectsFiles) {
-  const std::string dir = TempDir();
+  const testing::TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_TRUE(MakeDirs(JoinPath(dir, "a/b/c")).ok());
   EXPECT_TRUE(PathExists(JoinPath(dir, "a/b/c")));
   ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, "f"), "x").ok());

@@ -12,6 +12,7 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
+#include "tests/temp_dir.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -23,10 +24,6 @@ using ::testing::HasSubstr;
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/profctl_cli_XXXXXX";
-    logdir_ = mkdtemp(tmpl);
-  }
   int Run(std::vector<std::string> args) {
     out_.str("");
     err_.str("");
@@ -37,7 +34,8 @@ class CliTest : public ::testing::Test {
   FakeClock clock_;
   FakeAgentFactory factory_;
   std::ostringstream out_, err_;
-  std::string logdir_;
+  const testing::TempDir tmp_;
+  const std::string logdir_ = tmp_.path();
 };
 
 TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {

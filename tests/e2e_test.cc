@@ -26,6 +26,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/temp_dir.h"
 
 extern char** environ;
 
@@ -33,11 +34,6 @@ namespace profctl {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string MakeTempDir() {
-  char tmpl[] = "/tmp/profctl_e2e_XXXXXX";
-  return mkdtemp(tmpl);
-}
 
 struct ProcessResult {
   int exit_code = -1;
@@ -82,8 +78,6 @@ int ClosedPort() {
 
 class EndToEndTest : public ::testing::Test {
  protected:
-  void SetUp() override { scratch_ = MakeTempDir(); }
-
   // Starts agent `rank` of the job; returns its address.
   std::string StartAgent(coordinator::LocalAgents& agents, int rank, const std::string& knobs,
                          int64_t skew_ms) {
@@ -100,7 +94,8 @@ class EndToEndTest : public ::testing::Test {
   }
 
   RealClock clock_;
-  std::string scratch_;
+  const testing::TempDir tmp_;
+  const std::string scratch_ = tmp_.path();
 };
 
 constexpr char kJob[] =
