@@ -1,13 +1,13 @@
 #include "coordinator/capture_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "boost/asio/post.hpp"
 #include "boost/asio/thread_pool.hpp"
 #include "common/file_util.h"
@@ -27,17 +27,28 @@ using tensorflow::profiler::XSpace;
 constexpr char kOk[] = "ok";
 constexpr char kFailed[] = "failed";
 
-// Runs fn(i) for i in [0, n) on `pool` and waits for all.
+// Runs fn(i) for i in [0, n) on `pool` and waits for all. While waiting, calls tick() every
+// tick_ns of `clock` time when a tick is given.
 template <typename Fn>
-void ParallelFor(boost::asio::thread_pool& pool, size_t n, Fn fn) {
-  absl::BlockingCounter done(static_cast<int>(n));
+void ParallelFor(boost::asio::thread_pool& pool, size_t n, Fn fn, const Clock& clock,
+                 int64_t tick_ns = 0, const std::function<void()>& tick = {}) {
+  if (n == 0) return;
+  // Shared: the last task may still be inside Stop() when the waiter wakes and returns.
+  auto done = std::make_shared<StopSignal>();
+  auto left = std::make_shared<std::atomic<size_t>>(n);
   for (size_t i = 0; i < n; ++i) {
-    boost::asio::post(pool, [&, i] {
+    boost::asio::post(pool, [&fn, done, left, i] {
       fn(i);
-      done.DecrementCount();
+      if (left->fetch_sub(1) == 1) done->Stop();
     });
   }
-  done.Wait();
+  if (tick) {
+    for (int64_t next = clock.MonoNs() + tick_ns; clock.WaitUntil(next, *done); next += tick_ns) {
+      tick();
+    }
+  }
+  done->Wait(
+      +[](const void*) { return false; }, nullptr, absl::InfiniteDuration());
 }
 
 double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
@@ -117,40 +128,44 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
   };
 
   // 1. Prepare: identity and clock offset of every worker.
-  ParallelFor(pool, n, [&](size_t i) {
-    HostState& h = state[i];
-    HostResult& r = results[i];
-    const int64_t t0 = clock.MonoNs();
-    h.client = deps_.clients->Connect(plan.workers[i]);
-    absl::StatusOr<AgentInfo> info = h.client->GetInfo(options_.rpc_timeout_ms);
-    if (!info.ok()) {
-      r.set_error(absl::StrCat("prepare: ", info.status().ToString()));
-    } else {
-      h.info = *info;
-      r.set_agent_name(info->name);
-      r.set_agent_hostname(info->hostname);
-      r.set_agent_version(info->version);
-      absl::StatusOr<ClockOffset> offset = EstimateClockOffset(
-          *h.client, clock, options_.clock_sync_samples, options_.rpc_timeout_ms);
-      if (!offset.ok()) {
-        r.set_error(absl::StrCat("clock sync: ", offset.status().ToString()));
-      } else if (plan.duration_ms > info->max_duration_ms && info->max_duration_ms > 0) {
-        r.set_error(absl::StrCat("prepare: agent accepts captures of at most ",
-                                 info->max_duration_ms, " ms, asked for ", plan.duration_ms));
-      } else {
-        auto* c = r.mutable_clock();
-        c->set_offset_ns(offset->offset_ns);
-        c->set_rtt_ns(offset->rtt_ns);
-        c->set_samples(static_cast<uint32_t>(offset->samples));
-        h.prepared = true;
-      }
-    }
-    r.set_prepare_ms(Millis(clock.MonoNs() - t0));
-    progress(h.prepared ? absl::StrFormat("%s: clock offset %+.3f ms (rtt %.3f ms)",
-                                          plan.workers[i].address, Millis(r.clock().offset_ns()),
-                                          Millis(r.clock().rtt_ns()))
-                        : absl::StrCat(plan.workers[i].address, ": FAILED ", r.error()));
-  });
+  ParallelFor(
+      pool, n,
+      [&](size_t i) {
+        HostState& h = state[i];
+        HostResult& r = results[i];
+        const int64_t t0 = clock.MonoNs();
+        h.client = deps_.clients->Connect(plan.workers[i]);
+        absl::StatusOr<AgentInfo> info = h.client->GetInfo(options_.rpc_timeout_ms);
+        if (!info.ok()) {
+          r.set_error(absl::StrCat("prepare: ", info.status().ToString()));
+        } else {
+          h.info = *info;
+          r.set_agent_name(info->name);
+          r.set_agent_hostname(info->hostname);
+          r.set_agent_version(info->version);
+          absl::StatusOr<ClockOffset> offset = EstimateClockOffset(
+              *h.client, clock, options_.clock_sync_samples, options_.rpc_timeout_ms);
+          if (!offset.ok()) {
+            r.set_error(absl::StrCat("clock sync: ", offset.status().ToString()));
+          } else if (plan.duration_ms > info->max_duration_ms && info->max_duration_ms > 0) {
+            r.set_error(absl::StrCat("prepare: agent accepts captures of at most ",
+                                     info->max_duration_ms, " ms, asked for ", plan.duration_ms));
+          } else {
+            auto* c = r.mutable_clock();
+            c->set_offset_ns(offset->offset_ns);
+            c->set_rtt_ns(offset->rtt_ns);
+            c->set_samples(static_cast<uint32_t>(offset->samples));
+            h.prepared = true;
+          }
+        }
+        r.set_prepare_ms(Millis(clock.MonoNs() - t0));
+        progress(h.prepared
+                     ? absl::StrFormat("%s: clock offset %+.3f ms (rtt %.3f ms)",
+                                       plan.workers[i].address, Millis(r.clock().offset_ns()),
+                                       Millis(r.clock().rtt_ns()))
+                     : absl::StrCat(plan.workers[i].address, ": FAILED ", r.error()));
+      },
+      clock);
 
   std::vector<std::string> names;
   for (const HostState& h : state) names.push_back(h.info.name);
@@ -173,57 +188,77 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
                              prepared, n, lead_ns / kNanosPerMilli, plan.duration_ms));
   }
 
-  // 3. Capture everyone prepared; save each trace as it arrives.
-  ParallelFor(pool, n, [&](size_t i) {
-    HostState& h = state[i];
-    HostResult& r = results[i];
-    if (!h.prepared) return;
-    const int64_t t0 = clock.MonoNs();
-    const int64_t offset = r.clock().offset_ns();
-    CaptureArgs args{plan.session, start_at + offset, plan.duration_ms};
-    const int64_t timeout_ms =
-        lead_ns / kNanosPerMilli + plan.duration_ms + options_.transfer_timeout_ms;
-    absl::StatusOr<CaptureReply> reply = h.client->Capture(args, timeout_ms);
-    r.set_capture_ms(Millis(clock.MonoNs() - t0));
-    if (!reply.ok()) {
-      r.set_error(absl::StrCat("capture: ", reply.status().ToString()));
-      progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-      return;
+  // 3. Capture everyone prepared; save each trace as it arrives. Tick while waiting.
+  const int64_t window_start_mono = clock.MonoNs() + lead_ns;
+  const int64_t window_end_mono = window_start_mono + plan.duration_ms * kNanosPerMilli;
+  std::atomic<size_t> pending{prepared};
+  auto tick = [&] {
+    const int64_t now = clock.MonoNs();
+    if (now < window_start_mono) return;
+    if (now < window_end_mono) {
+      progress(absl::StrFormat("recording: %.0f of %.0f s", Millis(now - window_start_mono) / 1000,
+                               static_cast<double>(plan.duration_ms) / 1000));
+    } else {
+      progress(absl::StrFormat("waiting for %d host(s) to send their traces", pending.load()));
     }
-    r.set_bytes(reply->xspace_bytes.size());
-    r.set_agent_start_ns(reply->start_ns);
-    r.set_agent_stop_ns(reply->stop_ns);
-    r.set_aligned_start_ns(reply->start_ns - offset);
-    r.set_aligned_stop_ns(reply->stop_ns - offset);
-    r.set_cancelled(reply->cancelled);
-    absl::Status valid = h.space.ParseFromString(reply->xspace_bytes)
-                             ? xspace::Validate(h.space)
-                             : absl::DataLossError("not a serialized XSpace");
-    if (!valid.ok()) {
-      h.space.Clear();
-      // Keep the bytes for inspection, under a name TensorBoard will not try to load.
-      absl::StatusOr<std::string> kept =
-          deps_.sink->Write(RejectedXPlaneFileName(r.host()), reply->xspace_bytes);
-      r.set_error(absl::StrCat("capture: agent sent an invalid trace (", valid.ToString(), ")",
-                               kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : ""));
-      progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-      return;
-    }
-    absl::StatusOr<std::string> file =
-        deps_.sink->Write(XPlaneFileName(r.host()), reply->xspace_bytes);
-    if (!file.ok()) {
-      h.space.Clear();
-      r.set_error(absl::StrCat("write: ", file.status().ToString()));
-      progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-      return;
-    }
-    r.set_xplane_file(*file);
-    r.set_events(static_cast<uint64_t>(xspace::CountEvents(h.space)));
-    r.set_steps(static_cast<uint64_t>(CountSteps(h.space)));
-    r.set_status(kOk);
-    progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", r.host(), *file,
-                             r.bytes(), r.events(), r.steps()));
-  });
+  };
+  ParallelFor(
+      pool, n,
+      [&](size_t i) {
+        HostState& h = state[i];
+        HostResult& r = results[i];
+        if (!h.prepared) return;
+        struct Done {
+          std::atomic<size_t>& pending;
+          ~Done() { --pending; }
+        } done_guard{pending};
+        const int64_t t0 = clock.MonoNs();
+        const int64_t offset = r.clock().offset_ns();
+        CaptureArgs args{plan.session, start_at + offset, plan.duration_ms};
+        const int64_t timeout_ms =
+            lead_ns / kNanosPerMilli + plan.duration_ms + options_.transfer_timeout_ms;
+        absl::StatusOr<CaptureReply> reply = h.client->Capture(args, timeout_ms);
+        r.set_capture_ms(Millis(clock.MonoNs() - t0));
+        if (!reply.ok()) {
+          r.set_error(absl::StrCat("capture: ", reply.status().ToString()));
+          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
+          return;
+        }
+        r.set_bytes(reply->xspace_bytes.size());
+        r.set_agent_start_ns(reply->start_ns);
+        r.set_agent_stop_ns(reply->stop_ns);
+        r.set_aligned_start_ns(reply->start_ns - offset);
+        r.set_aligned_stop_ns(reply->stop_ns - offset);
+        r.set_cancelled(reply->cancelled);
+        absl::Status valid = h.space.ParseFromString(reply->xspace_bytes)
+                                 ? xspace::Validate(h.space)
+                                 : absl::DataLossError("not a serialized XSpace");
+        if (!valid.ok()) {
+          h.space.Clear();
+          // Keep the bytes for inspection, under a name TensorBoard will not try to load.
+          absl::StatusOr<std::string> kept =
+              deps_.sink->Write(RejectedXPlaneFileName(r.host()), reply->xspace_bytes);
+          r.set_error(absl::StrCat("capture: agent sent an invalid trace (", valid.ToString(), ")",
+                                   kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : ""));
+          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
+          return;
+        }
+        absl::StatusOr<std::string> file =
+            deps_.sink->Write(XPlaneFileName(r.host()), reply->xspace_bytes);
+        if (!file.ok()) {
+          h.space.Clear();
+          r.set_error(absl::StrCat("write: ", file.status().ToString()));
+          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
+          return;
+        }
+        r.set_xplane_file(*file);
+        r.set_events(static_cast<uint64_t>(xspace::CountEvents(h.space)));
+        r.set_steps(static_cast<uint64_t>(CountSteps(h.space)));
+        r.set_status(kOk);
+        progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", r.host(), *file,
+                                 r.bytes(), r.events(), r.steps()));
+      },
+      clock, options_.progress_tick_ms * kNanosPerMilli, tick);
   pool.join();
 
   // 4. Pod outputs and manifest.

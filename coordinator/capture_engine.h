@@ -39,6 +39,8 @@ struct CaptureEngineOptions {
   int64_t transfer_timeout_ms = 60'000;
   // Threads for talking to workers concurrently.
   int max_parallel = 64;
+  // While capturing, a progress line every this often.
+  int64_t progress_tick_ms = 1000;
 };
 
 class CaptureEngine {

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "common/gzip.h"
 #include "common/xspace.h"
@@ -201,6 +202,23 @@ TEST_F(CaptureEngineTest, PodTraceIsAlignedChromeJson) {
   // Exact to the nanosecond; the tolerance only absorbs adding two decimals in floating point.
   EXPECT_THAT(nccl_ends["a /device:GPU:0"],
               ::testing::Pointwise(::testing::DoubleNear(1e-4), nccl_ends["b /device:GPU:0"]));
+}
+
+TEST_F(CaptureEngineTest, ReportsProgressEverySecondWhileWaiting) {
+  FakeAgent slow(&clock_, {.capture_wait_ns = 10 * kNanosPerSecond, .name = "slow"}, Rank(0));
+  factory_.Add("slow:1", &slow);
+  std::thread runner([&] { Run(Plan({"slow:1"}, /*duration_ms=*/2000)); });
+  for (int s = 1; s <= 3; ++s) {
+    clock_.AwaitWaiters(2);  // the agent's transfer and the engine's next tick
+    clock_.Advance(kNanosPerSecond);
+  }
+  clock_.AwaitWaiters(2);
+  clock_.Advance(7 * kNanosPerSecond);
+  runner.join();
+  // The window opens 200 ms after the plan: ticks at 1, 2 and 3 s.
+  EXPECT_THAT(progress_, ::testing::IsSupersetOf({"recording: 1 of 2 s", "recording: 2 of 2 s",
+                                                  "waiting for 1 host(s) to send their traces"}));
+  EXPECT_THAT(progress_, ::testing::Contains(HasSubstr("slow: saved slow.xplane.pb")));
 }
 
 TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {

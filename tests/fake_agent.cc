@@ -56,6 +56,11 @@ class FakeAgent::Client final : public coordinator::AgentClient {
   absl::StatusOr<coordinator::CaptureReply> Capture(const coordinator::CaptureArgs& args,
                                                     int64_t) override {
     ++agent_->captures_;
+    if (agent_->behavior_.capture_wait_ns > 0) {
+      StopSignal never;
+      agent_->clock_->WaitUntil(agent_->clock_->MonoNs() + agent_->behavior_.capture_wait_ns,
+                                never);
+    }
     if (!agent_->behavior_.capture_error.ok()) return agent_->behavior_.capture_error;
     // The request is checked by the real CaptureManager; the window itself is simulated as
     // recorded exactly from start_at for the duration, so results do not depend on threads

@@ -23,6 +23,7 @@ struct FakeAgentBehavior {
   bool corrupt_trace = false;                      // Capture returns bytes that are not an XSpace
   int64_t clock_offset_ns = 0;                     // the agent's clock = coordinator clock + this
   int64_t one_way_delay_ns = 0;  // each SyncClock leg takes this long (advances the clock)
+  int64_t capture_wait_ns = 0;   // Capture waits this long on the fake clock before answering
   std::string name = "";
 };
 
