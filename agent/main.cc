@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent_options.h"
@@ -70,6 +71,7 @@ int Run(int argc, char** argv) {
     }
   }
   std::vector<Collector*> collector_ptrs;
+  collector_ptrs.reserve(collectors.size());
   for (auto& c : collectors) collector_ptrs.push_back(c.get());
 
   const std::string hostname = Hostname();
@@ -79,7 +81,7 @@ int Run(int argc, char** argv) {
   boost::asio::thread_pool executor(2);
   AgentServiceImpl service(&manager, &clock, &executor, {opts->name, hostname});
 
-  const bool ipv6 = opts->bind.find(':') != std::string::npos && opts->bind.front() != '[';
+  const bool ipv6 = absl::StrContains(opts->bind, ':') && opts->bind.front() != '[';
   const std::string address =
       absl::StrCat(ipv6 ? "[" : "", opts->bind, ipv6 ? "]" : "", ":", opts->port);
   int selected_port = 0;
@@ -115,4 +117,11 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently
+    std::cerr << "profctl-agent: fatal: " << e.what() << "\n";
+    return 1;
+  }
+}

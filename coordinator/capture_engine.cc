@@ -168,6 +168,7 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
       clock);
 
   std::vector<std::string> names;
+  names.reserve(n);
   for (const HostState& h : state) names.push_back(h.info.name);
   const std::vector<std::string> stems = AssignHostStems(plan.workers, names);
   int64_t max_rtt = 0;

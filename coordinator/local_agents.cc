@@ -31,6 +31,7 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_storage.size() + 1);
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;

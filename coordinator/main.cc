@@ -15,5 +15,10 @@ int main(int argc, char** argv) {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   profctl::coordinator::CliEnv env{&std::cout, &std::cerr, &clock, &clients,
                                    n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0]};
-  return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
+  try {
+    return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
+  } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently
+    std::cerr << "profctl: fatal: " << e.what() << "\n";
+    return 1;
+  }
 }

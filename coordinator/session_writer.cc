@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -50,7 +51,7 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir,
 }
 
 absl::StatusOr<std::string> SessionDir::Write(const std::string& name, absl::string_view contents) {
-  if (name.empty() || name.find('/') != std::string::npos) {
+  if (name.empty() || absl::StrContains(name, '/')) {
     return absl::InvalidArgumentError(absl::StrCat("bad file name '", name, "'"));
   }
   PROFCTL_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(path_, name), contents));

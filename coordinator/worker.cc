@@ -14,8 +14,8 @@
 namespace profctl::coordinator {
 
 std::string WorkerAddress::target() const {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                             : absl::StrCat(host, ":", port);
+  return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
+                                      : absl::StrCat(host, ":", port);
 }
 
 std::string WorkerAddress::file_stem() const {
@@ -50,7 +50,7 @@ absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text) {
     w.host = text.substr(0, colon);
     port_text = absl::string_view(text).substr(colon + 1);
     if (w.host.empty()) return bad("missing host before ':'");
-    if (w.host.find(':') != std::string::npos) {
+    if (absl::StrContains(w.host, ':')) {
       return bad("IPv6 addresses must be written as [addr]:port");
     }
     if (w.host.size() > 253 || !std::all_of(w.host.begin(), w.host.end(), [](char c) {

@@ -8,7 +8,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libboost-dev libspdlog-dev libyaml-cpp-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-format
+  clang-format clang-tidy
 )
 
 missing=()

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -135,7 +136,7 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
     const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
     const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
     const absl::string_view value = absl::StripAsciiWhitespace(kv.second);
-    if (item.find('=') == absl::string_view::npos || value.empty()) {
+    if (!absl::StrContains(item, '=') || value.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("synthetic job: '", item, "' is not key=value"));
     }
@@ -190,9 +191,11 @@ SyntheticJob::SyntheticJob(const SyntheticJobConfig& config) : config_(config) {
                         kSyncTailNs + config_.step_ms * kNanosPerMilli / 100;
   period_ns_ = std::max(config_.step_ms * kNanosPerMilli, bound);
   period_ns_ = (period_ns_ + kNanosPerMicro - 1) / kNanosPerMicro * kNanosPerMicro;
-  phase_ns_ = static_cast<int64_t>(Uniform(config_.seed, kDrawPhase) *
-                                   static_cast<double>(period_ns_ / kNanosPerMicro)) *
-              kNanosPerMicro;
+  // A whole number of microseconds in [0, period).
+  const int64_t period_us = period_ns_ / kNanosPerMicro;
+  phase_ns_ =
+      static_cast<int64_t>(Uniform(config_.seed, kDrawPhase) * static_cast<double>(period_us)) *
+      kNanosPerMicro;
 }
 
 int64_t SyntheticJob::StepIndexAt(int64_t true_ns) const {
