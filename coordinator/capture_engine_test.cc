@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
+#include "tests/memory_sink.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -19,23 +20,8 @@ namespace {
 using ::profctl::testing::FakeAgent;
 using ::profctl::testing::FakeAgentFactory;
 using ::profctl::testing::FakeClock;
+using ::profctl::testing::MemorySink;
 using ::testing::HasSubstr;
-
-class MemorySink final : public TraceSink {
- public:
-  absl::StatusOr<std::string> Write(const std::string& name, absl::string_view data) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (name == fail_name) return absl::ResourceExhaustedError("disk full");
-    files[name] = std::string(data);
-    return name;
-  }
-  std::string location() const override { return "/mem/session"; }
-  std::string fail_name;
-  std::map<std::string, std::string> files;
-
- private:
-  std::mutex mu_;
-};
 
 agent::SyntheticJobConfig Rank(int r) {
   agent::SyntheticJobConfig c;

@@ -1,6 +1,9 @@
 // The agent's gRPC service and the coordinator's gRPC client, talking over loopback in one
 // process. The agent runs on a FakeClock, so captures wait exactly as long as the test says.
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 #include <thread>
@@ -10,10 +13,12 @@
 #include "agent/collectors/synthetic_collector.h"
 #include "boost/asio/thread_pool.hpp"
 #include "common/xspace.h"
+#include "coordinator/capture_engine.h"
 #include "coordinator/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
+#include "tests/memory_sink.h"
 
 namespace profctl {
 namespace {
@@ -117,6 +122,50 @@ TEST_F(AgentGrpcTest, InvalidArgumentsCrossTheWire) {
   r = client_->Capture({"bad id", 0, 10}, 5000);
   EXPECT_THAT(r.status().message(), HasSubstr("session id 'bad id'"));
   EXPECT_FALSE(manager_.busy());
+}
+
+// A peer that accepts TCP connections and never says a word.
+class SilentPeer {
+ public:
+  SilentPeer() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 16);  // the kernel completes handshakes; nobody ever reads
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentPeer() { close(fd_); }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST_F(AgentGrpcTest, AHangingPeerTimesOutWithoutHoldingUpTheOthers) {
+  SilentPeer silent;
+  RealClock real;
+  testing::MemorySink sink;
+  coordinator::CaptureEngine engine({&real, &factory_, &sink, nullptr},
+                                    {.rpc_timeout_ms = 300, .min_lead_ms = 50});
+  coordinator::CapturePlan plan{{*coordinator::ParseWorker("127.0.0.1:" + std::to_string(port_)),
+                                 *coordinator::ParseWorker(silent.address())},
+                                /*duration_ms=*/20,
+                                "hang",
+                                "/logs"};
+  // The healthy agent runs on the fake clock: let its waits pass as soon as they begin.
+  clock_.SetAutoAdvance(true);
+  absl::StatusOr<profctl::v1::SessionManifest> m = engine.Run(plan);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->status(), "partial");
+  EXPECT_EQ(m->hosts(0).status(), "ok") << m->hosts(0).error();
+  EXPECT_THAT(m->hosts(1).error(), HasSubstr("prepare: DEADLINE_EXCEEDED"));
+  EXPECT_LT(m->hosts(1).prepare_ms(), 5000);
+  EXPECT_TRUE(sink.files.contains("node-7.xplane.pb"));
 }
 
 TEST(GrpcAgentClientTest, UnreachableAgentIsUnavailable) {
