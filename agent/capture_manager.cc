@@ -74,6 +74,11 @@ absl::Status CaptureManager::Cancel(const std::string& session_id) {
   return absl::OkStatus();
 }
 
+void CaptureManager::CancelActive() {
+  absl::MutexLock lock(&mu_);
+  if (active_ != nullptr) active_->Stop();
+}
+
 bool CaptureManager::busy() const {
   absl::MutexLock lock(&mu_);
   return active_ != nullptr;

@@ -84,6 +84,8 @@ class CaptureManager {
   absl::StatusOr<std::unique_ptr<Session>> Begin(CaptureSpec spec);
   // NOT_FOUND when `session_id` is not running.
   absl::Status Cancel(const std::string& session_id);
+  // Stops whatever session is running (agent shutdown); it still returns what it recorded.
+  void CancelActive();
   bool busy() const;
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }

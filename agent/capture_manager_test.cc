@@ -131,6 +131,20 @@ TEST_F(CaptureManagerTest, CancelStopsEarlyAndKeepsWhatWasRecorded) {
   EXPECT_THAT(fake_.calls, ::testing::ElementsAre("prepare", "start", "stop", "collect"));
 }
 
+TEST_F(CaptureManagerTest, CancelActiveStopsWhateverRuns) {
+  manager_.CancelActive();  // nothing running: no effect
+  auto session = manager_.Begin(Spec(0, 5000));
+  ASSERT_TRUE(session.ok());
+  CaptureResult result;
+  std::thread runner([&] { result = (*session)->Run(); });
+  clock_.AwaitWaiters(1);
+  clock_.Advance(40 * kNanosPerMilli);
+  manager_.CancelActive();
+  runner.join();
+  EXPECT_TRUE(result.cancelled);
+  EXPECT_EQ(result.stop_ns - result.start_ns, 40 * kNanosPerMilli);
+}
+
 TEST_F(CaptureManagerTest, CancelBeforeStartRecordsNothing) {
   auto session = manager_.Begin(Spec(1000, 100));
   ASSERT_TRUE(session.ok());

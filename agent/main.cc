@@ -109,7 +109,9 @@ int Run(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: shutting down", sig);
-  // Running captures are cancelled; give in-flight transfers two seconds.
+  // A running capture stops now and streams back what it recorded; in-flight transfers get two
+  // seconds before gRPC cancels them.
+  manager.CancelActive();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   executor.join();
   return 0;

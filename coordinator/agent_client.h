@@ -43,7 +43,8 @@ struct CaptureReply {
   std::string hostname;
 };
 
-// Calls may come from several threads, one call at a time per client. Every call has a timeout;
+// Calls may come from several threads, one call at a time per client, except that Cancel may be
+// called while a Capture on the same client is in flight. Every call has a timeout;
 // errors carry canonical codes (UNAVAILABLE and DEADLINE_EXCEEDED for transport trouble).
 class AgentClient {
  public:

@@ -92,6 +92,28 @@ std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& worke
   return stems;
 }
 
+bool CaptureEngine::BeginCapture(AgentClient* client) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return false;
+  capturing_.push_back(client);
+  return true;
+}
+
+void CaptureEngine::EndCapture(AgentClient* client) {
+  absl::MutexLock lock(&mu_);  // waits for a Cancel() in progress, which may use the client
+  capturing_.erase(std::find(capturing_.begin(), capturing_.end(), client));
+}
+
+void CaptureEngine::Cancel() {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return;
+  cancelled_ = true;
+  for (AgentClient* client : capturing_) {
+    // A failed Cancel leaves that host to finish its window: nothing is lost either way.
+    (void)client->Cancel(session_, options_.rpc_timeout_ms);
+  }
+}
+
 void CaptureEngine::Progress(const std::string& line) {
   if (deps_.progress) deps_.progress(line);
 }
@@ -103,6 +125,14 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
   }
   const Clock& clock = *deps_.clock;
   const size_t n = plan.workers.size();
+  {
+    absl::MutexLock lock(&mu_);
+    session_ = plan.session;
+  }
+  auto cancelled = [&] {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  };
 
   SessionManifest manifest;
   manifest.set_profctl_version(kVersion);
@@ -133,6 +163,10 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
       [&](size_t i) {
         HostState& h = state[i];
         HostResult& r = results[i];
+        if (cancelled()) {
+          r.set_error("interrupted before capture");
+          return;
+        }
         const int64_t t0 = clock.MonoNs();
         h.client = deps_.clients->Connect(plan.workers[i]);
         absl::StatusOr<AgentInfo> info = h.client->GetInfo(options_.rpc_timeout_ms);
@@ -218,7 +252,12 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
         CaptureArgs args{plan.session, start_at + offset, plan.duration_ms};
         const int64_t timeout_ms =
             lead_ns / kNanosPerMilli + plan.duration_ms + options_.transfer_timeout_ms;
+        if (!BeginCapture(h.client.get())) {
+          r.set_error("interrupted before capture");
+          return;
+        }
         absl::StatusOr<CaptureReply> reply = h.client->Capture(args, timeout_ms);
+        EndCapture(h.client.get());
         r.set_capture_ms(Millis(clock.MonoNs() - t0));
         if (!reply.ok()) {
           r.set_error(absl::StrCat("capture: ", reply.status().ToString()));
@@ -273,6 +312,10 @@ absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
     *manifest.add_hosts() = std::move(results[i]);
   }
   manifest.set_status(ok == n ? "ok" : ok == 0 ? "failed" : "partial");
+  if (cancelled()) {
+    manifest.add_errors(
+        "interrupted: capture was cancelled; saved traces hold what was recorded until then");
+  }
   if (!traces.empty()) {
     absl::StatusOr<std::string> gz = GzipCompress(PodTraceJson(traces, start_at));
     absl::StatusOr<std::string> file =

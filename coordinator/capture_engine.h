@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/session_writer.h"
@@ -58,14 +60,26 @@ class CaptureEngine {
 
   // Runs the whole capture. Per-host failures are in the manifest (status "partial"/"failed");
   // the returned error is only for a bad plan. Session-level write failures are listed in
-  // manifest.errors.
+  // manifest.errors. Call once per engine.
   absl::StatusOr<profctl::v1::SessionManifest> Run(const CapturePlan& plan);
+
+  // Interrupts Run() from another thread (e.g. on Ctrl-C): hosts still capturing are sent
+  // AgentService.Cancel and hand back what they recorded, which is saved as usual; hosts not yet
+  // capturing are not asked to; manifest.errors says the session was interrupted.
+  void Cancel();
 
  private:
   void Progress(const std::string& line);
+  // Registers a client about to capture; false when the session is already cancelled.
+  bool BeginCapture(AgentClient* client);
+  void EndCapture(AgentClient* client);
 
   Dependencies deps_;
   CaptureEngineOptions options_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::string session_ ABSL_GUARDED_BY(mu_);
+  std::vector<AgentClient*> capturing_ ABSL_GUARDED_BY(mu_);
 };
 
 // Picks each host's file stem: the agent's name when it has a valid one, else the address stem;

@@ -207,6 +207,40 @@ TEST_F(CaptureEngineTest, ReportsProgressEverySecondWhileWaiting) {
   EXPECT_THAT(progress_, ::testing::Contains(HasSubstr("slow: saved slow.xplane.pb")));
 }
 
+TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
+  FakeAgent slow(&clock_, {.capture_wait_ns = 10 * kNanosPerSecond, .name = "slow"}, Rank(0));
+  factory_.Add("slow:1", &slow);
+  CaptureEngine engine({&clock_, &factory_, &sink_, nullptr}, {});
+  absl::StatusOr<profctl::v1::SessionManifest> m;
+  std::thread runner([&] { m = engine.Run(Plan({"slow:1"}, /*duration_ms=*/5000)); });
+  clock_.AwaitWaiters(2);  // the agent is recording, the engine is ticking
+  clock_.Advance(1500 * kNanosPerMilli);
+  clock_.AwaitWaiters(2);
+  engine.Cancel();
+  runner.join();
+  ASSERT_TRUE(m.ok());
+  const auto& h = m->hosts(0);
+  EXPECT_EQ(h.status(), "ok");
+  EXPECT_TRUE(h.cancelled());
+  EXPECT_EQ(h.agent_stop_ns() - h.agent_start_ns(), 1500 * kNanosPerMilli);
+  EXPECT_TRUE(sink_.files.contains("slow.xplane.pb"));
+  EXPECT_THAT(m->errors(), ::testing::ElementsAre(HasSubstr("interrupted")));
+  EXPECT_TRUE(sink_.files.contains("session.json"));
+}
+
+TEST_F(CaptureEngineTest, CancelBeforeCaptureAsksNoHostToRecord) {
+  FakeAgent a(&clock_, {.name = "a"}, Rank(0));
+  factory_.Add("a:1", &a);
+  CaptureEngine engine({&clock_, &factory_, &sink_, nullptr}, {});
+  engine.Cancel();
+  absl::StatusOr<profctl::v1::SessionManifest> m = engine.Run(Plan({"a:1"}));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status(), "failed");
+  EXPECT_EQ(m->hosts(0).error(), "interrupted before capture");
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_EQ(factory_.connects(), 0);
+}
+
 TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
   std::vector<WorkerAddress> w;
   for (const char* a : {"h:1", "h:2", "h:3", "h:4"}) w.push_back(*ParseWorker(a));

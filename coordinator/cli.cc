@@ -1,6 +1,8 @@
 #include "coordinator/cli.h"
 
+#include <atomic>
 #include <ctime>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +19,8 @@ namespace {
 constexpr char kUsage[] = R"(profctl: capture performance profiles from many hosts at once.
 
 usage: profctl <command> [flags]
+
+Ctrl-C during a capture cancels it on every host and saves what was recorded (exit code 3).
 
 commands:
   capture   capture every --workers agent over one synchronized window
@@ -102,7 +106,37 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
                               if (show_progress) *env.err << "profctl: " << line << std::endl;
                             }},
                        {});
+  // Turns an interrupt into CaptureEngine::Cancel while the capture runs; one that came before
+  // (during validation) cancels it up front.
+  auto announce = [&] {
+    *env.err << "profctl: interrupted: cancelling the capture, saving what was recorded "
+                "(interrupt again to quit at once)"
+             << std::endl;
+  };
+  const bool already_interrupted = env.interrupt != nullptr && env.interrupt->stopped();
+  if (already_interrupted) {
+    announce();
+    engine.Cancel();
+  }
+  std::atomic<bool> finished{false};
+  std::thread watcher;
+  if (env.interrupt != nullptr) {
+    watcher = std::thread([&] {
+      env.interrupt->Wait(
+          +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); },
+          &finished, absl::InfiniteDuration());
+      if (!finished.load() && !already_interrupted) {
+        announce();
+        engine.Cancel();
+      }
+    });
+  }
   absl::StatusOr<profctl::v1::SessionManifest> manifest = engine.Run(plan);
+  finished = true;
+  if (watcher.joinable()) {
+    env.interrupt->Poke();
+    watcher.join();
+  }
   if (!manifest.ok()) {
     *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
     return kExitFailed;

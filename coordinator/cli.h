@@ -25,6 +25,9 @@ struct CliEnv {
   AgentClientFactory* clients = nullptr;
   // Path of the running profctl binary; `demo` looks for profctl-agent beside it.
   std::string self_path;
+  // Stopped on SIGINT/SIGTERM; a capture in progress is then cancelled (CaptureEngine::Cancel)
+  // and what the hosts recorded is saved. May be null.
+  const StopSignal* interrupt = nullptr;
 };
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.

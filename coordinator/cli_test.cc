@@ -117,6 +117,22 @@ TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
   EXPECT_THAT(out_.str(), HasSubstr("session f: failed, 0/1"));
 }
 
+TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
+  FakeAgent a(&clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  StopSignal interrupt;
+  interrupt.Stop();  // as if Ctrl-C came at once
+  out_.str("");
+  err_.str("");
+  const int rc = RunCli({"capture", "--workers=a:1", "--duration=50", "--session=i", Logdir()},
+                        {&out_, &err_, &clock_, &factory_, "", &interrupt});
+  EXPECT_EQ(rc, kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl: interrupted: cancelling the capture"));
+  EXPECT_THAT(out_.str(), HasSubstr("error: interrupted"));
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/i/session.json"));
+  EXPECT_EQ(a.captures(), 0);
+}
+
 TEST_F(CliTest, HelpAndVersion) {
   EXPECT_EQ(Run({"--help"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("capture"));

@@ -34,8 +34,20 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
   argv.reserve(argv_storage.size() + 1);
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The child starts with no signals blocked or ignored, whatever this process does with them.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(rc)));

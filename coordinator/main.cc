@@ -2,19 +2,41 @@
 #include <unistd.h>
 
 #include <climits>
+#include <csignal>
 #include <iostream>
+#include <thread>
 
 #include "common/clock.h"
 #include "coordinator/cli.h"
 #include "coordinator/grpc_agent_client.h"
 
 int main(int argc, char** argv) {
+  // SIGINT/SIGTERM are taken by a thread with sigwait: the first cancels the capture in progress
+  // (which then saves what was recorded), a second one quits at once.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  static profctl::StopSignal interrupt;  // outlives the detached thread
+  std::thread([signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    interrupt.Stop();
+    sigwait(&signals, &sig);
+    _exit(128 + sig);
+  }).detach();
+
   profctl::RealClock clock;
   profctl::coordinator::GrpcAgentClientFactory clients;
   char self[PATH_MAX] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  profctl::coordinator::CliEnv env{&std::cout, &std::cerr, &clock, &clients,
-                                   n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0]};
+  profctl::coordinator::CliEnv env{&std::cout,
+                                   &std::cerr,
+                                   &clock,
+                                   &clients,
+                                   n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
+                                   &interrupt};
   try {
     return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently

@@ -2,6 +2,7 @@
 // captured through the real CLI code path, gRPC and disk.
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -40,8 +41,8 @@ struct ProcessResult {
   std::string out, err;
 };
 
-// Runs a program to completion with its output captured.
-ProcessResult RunProcess(std::vector<std::string> argv, const std::string& scratch) {
+// Starts a program with stdout and stderr going to <scratch>/proc.{out,err}.
+pid_t SpawnProcess(std::vector<std::string> argv, const std::string& scratch) {
   const std::string out = scratch + "/proc.out", err = scratch + "/proc.err";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -51,16 +52,25 @@ ProcessResult RunProcess(std::vector<std::string> argv, const std::string& scrat
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   pid_t pid = 0;
+  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+ProcessResult WaitProcess(pid_t pid, const std::string& scratch) {
   ProcessResult r;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) == 0) {
-    int status = 0;
-    waitpid(pid, &status, 0);
+  int status = 0;
+  if (pid > 0 && waitpid(pid, &status, 0) == pid) {
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
-  posix_spawn_file_actions_destroy(&actions);
-  r.out = ReadFile(out).value_or("");
-  r.err = ReadFile(err).value_or("");
+  r.out = ReadFile(scratch + "/proc.out").value_or("");
+  r.err = ReadFile(scratch + "/proc.err").value_or("");
   return r;
+}
+
+// Runs a program to completion with its output captured.
+ProcessResult RunProcess(std::vector<std::string> argv, const std::string& scratch) {
+  return WaitProcess(SpawnProcess(std::move(argv), scratch), scratch);
 }
 
 // A loopback port with nothing listening: bound by the kernel's choice, then closed.
@@ -220,6 +230,37 @@ TEST_F(EndToEndTest, AgentRefusesAPortThatIsTaken) {
       RunProcess({PROFCTL_AGENT_BINARY, "--bind=127.0.0.1", "--port=" + port}, scratch_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:" + port));
+}
+
+TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
+  coordinator::LocalAgents agents(scratch_);
+  const std::string worker = StartAgent(agents, 0, "step_ms=20", 0);
+  const std::string logdir = scratch_ + "/logs";
+  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + worker,
+                                  "--duration=30000", "--session=int", "--logdir=" + logdir},
+                                 scratch_);
+  ASSERT_GT(pid, 0);
+  // Wait (polling its progress output, at most 20 s) until it is recording, then press Ctrl-C.
+  const int64_t deadline = clock_.MonoNs() + 20 * kNanosPerSecond;
+  StopSignal never;
+  while (clock_.MonoNs() < deadline &&
+         !absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:")) {
+    clock_.WaitUntil(clock_.MonoNs() + 20 * kNanosPerMilli, never);
+  }
+  kill(pid, SIGINT);
+  ProcessResult r = WaitProcess(pid, scratch_);
+  EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
+                  .ok());
+  ASSERT_EQ(m.hosts_size(), 1);
+  EXPECT_EQ(m.hosts(0).status(), "ok") << m.hosts(0).error();
+  EXPECT_TRUE(m.hosts(0).cancelled());
+  EXPECT_LT(m.hosts(0).agent_stop_ns() - m.hosts(0).agent_start_ns(), 25 * kNanosPerSecond);
+  EXPECT_GT(m.hosts(0).events(), 0u);
+  EXPECT_TRUE(PathExists(logdir + "/plugins/profile/int/worker-0.xplane.pb"));
 }
 
 TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {

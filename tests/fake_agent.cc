@@ -1,5 +1,7 @@
 #include "tests/fake_agent.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace profctl::testing {
@@ -56,21 +58,26 @@ class FakeAgent::Client final : public coordinator::AgentClient {
   absl::StatusOr<coordinator::CaptureReply> Capture(const coordinator::CaptureArgs& args,
                                                     int64_t) override {
     ++agent_->captures_;
-    if (agent_->behavior_.capture_wait_ns > 0) {
-      StopSignal never;
-      agent_->clock_->WaitUntil(agent_->clock_->MonoNs() + agent_->behavior_.capture_wait_ns,
-                                never);
-    }
     if (!agent_->behavior_.capture_error.ok()) return agent_->behavior_.capture_error;
-    // The request is checked by the real CaptureManager; the window itself is simulated as
-    // recorded exactly from start_at for the duration, so results do not depend on threads
-    // racing on a shared fake clock (CaptureManager::Session::Run has its own tests).
+    // The request is checked, and the capture slot held while "recording", by the real
+    // CaptureManager; the window itself is simulated as recorded exactly from start_at, so
+    // results do not depend on threads racing on a shared fake clock
+    // (CaptureManager::Session::Run has its own tests).
     absl::StatusOr<std::unique_ptr<agent::CaptureManager::Session>> session =
         agent_->manager_.Begin({args.session_id, args.start_at_ns, args.duration_ms, {}});
     if (!session.ok()) return session.status();
+    int64_t recorded_ns = args.duration_ms * kNanosPerMilli;
+    bool cancelled = false;
+    if (agent_->behavior_.capture_wait_ns > 0) {
+      const int64_t t0 = agent_->clock_->MonoNs();
+      cancelled =
+          !agent_->clock_->WaitUntil(t0 + agent_->behavior_.capture_wait_ns, agent_->cancel_);
+      if (cancelled) recorded_ns = std::min(recorded_ns, agent_->clock_->MonoNs() - t0);
+    }
     coordinator::CaptureReply reply;
     reply.start_ns = args.start_at_ns;
-    reply.stop_ns = args.start_at_ns + args.duration_ms * kNanosPerMilli;
+    reply.stop_ns = args.start_at_ns + recorded_ns;
+    reply.cancelled = cancelled;
     reply.name = agent_->behavior_.name;
     tensorflow::profiler::XSpace space;
     space.add_hostnames(agent_->behavior_.name);
@@ -85,7 +92,9 @@ class FakeAgent::Client final : public coordinator::AgentClient {
   }
 
   absl::Status Cancel(const std::string& session_id, int64_t) override {
-    return agent_->manager_.Cancel(session_id);
+    absl::Status s = agent_->manager_.Cancel(session_id);
+    if (s.ok()) agent_->cancel_.Stop();
+    return s;
   }
 
  private:

@@ -23,7 +23,9 @@ struct FakeAgentBehavior {
   bool corrupt_trace = false;                      // Capture returns bytes that are not an XSpace
   int64_t clock_offset_ns = 0;                     // the agent's clock = coordinator clock + this
   int64_t one_way_delay_ns = 0;  // each SyncClock leg takes this long (advances the clock)
-  int64_t capture_wait_ns = 0;   // Capture waits this long on the fake clock before answering
+  // Capture waits this long on the fake clock before answering; Cancel ends the wait early, and
+  // the reply then holds the window up to that moment with cancelled=true.
+  int64_t capture_wait_ns = 0;
   std::string name = "";
 };
 
@@ -44,6 +46,7 @@ class FakeAgent {
   agent::SyntheticCollector collector_;
   agent::CaptureManager manager_;
   std::atomic<int> captures_{0};
+  StopSignal cancel_;  // one-way: after a Cancel, later waits end at once
 };
 
 // Hands out clients for registered FakeAgents by worker address; unknown addresses are
