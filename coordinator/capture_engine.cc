@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -108,10 +109,17 @@ void CaptureEngine::Cancel() {
   absl::MutexLock lock(&mu_);
   if (cancelled_) return;
   cancelled_ = true;
+  // All at once, so hosts that do not answer cost one deadline in total, not one each. The lock
+  // stays held until every call returns: capture tasks cannot finish (and free their clients)
+  // meanwhile. A failed Cancel leaves that host to finish its window: nothing is lost either way.
+  std::vector<std::thread> calls;
+  calls.reserve(capturing_.size());
   for (AgentClient* client : capturing_) {
-    // A failed Cancel leaves that host to finish its window: nothing is lost either way.
-    (void)client->Cancel(session_, options_.rpc_timeout_ms);
+    calls.emplace_back([this, client]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      (void)client->Cancel(session_, options_.rpc_timeout_ms);
+    });
   }
+  for (std::thread& t : calls) t.join();
 }
 
 void CaptureEngine::Progress(const std::string& line) {
