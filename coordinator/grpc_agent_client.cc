@@ -64,14 +64,21 @@ class GrpcAgentClient final : public AgentClient {
     std::unique_ptr<grpc::ClientReader<profctl::v1::CaptureChunk>> reader =
         stub_->Capture(&ctx, req);
     CaptureReply reply;
-    bool saw_header = false;
-    const absl::Status framing = ReadStream(reader.get(), &reply, &saw_header);
-    // A broken stream from a live agent is the agent's fault: report that, not our cancel.
-    if (!framing.ok() && saw_header) ctx.TryCancel();
+    StreamState stream;
+    // A protocol violation seen while reading is the agent's fault: report it, not our cancel.
+    const absl::Status violation = ReadStream(reader.get(), &reply, &stream);
+    if (!violation.ok()) ctx.TryCancel();
     const grpc::Status s = reader->Finish();
-    if (!framing.ok() && saw_header) return framing;
+    if (!violation.ok()) return violation;
+    // A stream cut short by the deadline or a dying agent: the transport's status says why.
     if (!s.ok()) return FromGrpc(s, "Capture");
-    if (!framing.ok()) return framing;
+    // The agent claims success: the stream must then be complete.
+    if (!stream.header) return absl::DataLossError("Capture: stream ended before its header");
+    if (!stream.trailer || reply.xspace_bytes.size() != stream.total) {
+      return absl::DataLossError(absl::StrCat("Capture: stream ended after ",
+                                              reply.xspace_bytes.size(), " of ", stream.total,
+                                              " bytes"));
+    }
     return reply;
   }
 
@@ -85,25 +92,31 @@ class GrpcAgentClient final : public AgentClient {
   }
 
  private:
+  struct StreamState {
+    bool header = false;
+    bool trailer = false;
+    uint64_t total = 0;
+  };
+
+  // Reads chunks until the stream ends; returns the first protocol violation (out-of-order
+  // parts, more bytes than announced, a wrong chunk count, an oversized trace).
   absl::Status ReadStream(grpc::ClientReader<profctl::v1::CaptureChunk>* reader,
-                          CaptureReply* reply, bool* saw_header) {
+                          CaptureReply* reply, StreamState* st) {
     profctl::v1::CaptureChunk chunk;
-    bool& have_header = *saw_header;
-    bool have_trailer = false;
-    uint64_t total = 0, chunks = 0;
+    uint64_t chunks = 0;
     while (reader->Read(&chunk)) {
       switch (chunk.part_case()) {
         case profctl::v1::CaptureChunk::kHeader: {
-          if (have_header) return absl::DataLossError("Capture: agent sent a second header");
-          have_header = true;
+          if (st->header) return absl::DataLossError("Capture: agent sent a second header");
+          st->header = true;
           const auto& h = chunk.header();
-          total = h.total_bytes();
-          if (total > options_.max_trace_bytes) {
-            return absl::ResourceExhaustedError(absl::StrCat("Capture: agent announced a ", total,
-                                                             "-byte trace; the limit is ",
-                                                             options_.max_trace_bytes));
+          st->total = h.total_bytes();
+          if (st->total > options_.max_trace_bytes) {
+            return absl::ResourceExhaustedError(
+                absl::StrCat("Capture: agent announced a ", st->total, "-byte trace; the limit is ",
+                             options_.max_trace_bytes));
           }
-          reply->xspace_bytes.reserve(total);
+          reply->xspace_bytes.reserve(st->total);
           reply->start_ns = h.start_ns();
           reply->stop_ns = h.stop_ns();
           reply->cancelled = h.cancelled();
@@ -112,21 +125,21 @@ class GrpcAgentClient final : public AgentClient {
           break;
         }
         case profctl::v1::CaptureChunk::kData:
-          if (!have_header || have_trailer) {
+          if (!st->header || st->trailer) {
             return absl::DataLossError("Capture: agent sent data outside header..trailer");
           }
-          if (reply->xspace_bytes.size() + chunk.data().size() > total) {
+          if (reply->xspace_bytes.size() + chunk.data().size() > st->total) {
             return absl::DataLossError(
-                absl::StrCat("Capture: agent sent more than the announced ", total, " bytes"));
+                absl::StrCat("Capture: agent sent more than the announced ", st->total, " bytes"));
           }
           reply->xspace_bytes.append(chunk.data());
           ++chunks;
           break;
         case profctl::v1::CaptureChunk::kTrailer:
-          if (!have_header || have_trailer) {
+          if (!st->header || st->trailer) {
             return absl::DataLossError("Capture: agent sent a trailer out of order");
           }
-          have_trailer = true;
+          st->trailer = true;
           if (chunk.trailer().chunks() != chunks) {
             return absl::DataLossError(absl::StrCat("Capture: agent's trailer counts ",
                                                     chunk.trailer().chunks(), " chunks, received ",
@@ -136,11 +149,6 @@ class GrpcAgentClient final : public AgentClient {
         default:
           return absl::DataLossError("Capture: agent sent an empty chunk");
       }
-    }
-    if (!have_header) return absl::DataLossError("Capture: stream ended before its header");
-    if (!have_trailer || reply->xspace_bytes.size() != total) {
-      return absl::DataLossError(absl::StrCat("Capture: stream ended after ",
-                                              reply->xspace_bytes.size(), " of ", total, " bytes"));
     }
     return absl::OkStatus();
   }

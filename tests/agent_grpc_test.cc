@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "agent/agent_service.h"
 #include "agent/capture_manager.h"
 #include "agent/collectors/synthetic_collector.h"
@@ -181,9 +182,14 @@ TEST(GrpcAgentClientTest, UnreachableAgentIsUnavailable) {
 class LyingAgent final : public profctl::v1::AgentService::Service {
  public:
   std::vector<profctl::v1::CaptureChunk> script;
-  grpc::Status Capture(grpc::ServerContext*, const profctl::v1::CaptureRequest*,
+  bool stall_after_script = false;  // then say nothing more until the caller gives up
+  grpc::Status Capture(grpc::ServerContext* ctx, const profctl::v1::CaptureRequest*,
                        grpc::ServerWriter<profctl::v1::CaptureChunk>* writer) override {
     for (const auto& c : script) writer->Write(c);
+    if (stall_after_script) {
+      absl::Notification never;
+      while (!ctx->IsCancelled()) never.WaitForNotificationWithTimeout(absl::Milliseconds(10));
+    }
     return grpc::Status::OK;
   }
 };
@@ -238,6 +244,22 @@ TEST(GrpcAgentClientTest, BrokenStreamsFromALyingPeerAreDataLoss) {
     }
     server->Shutdown();
   }
+}
+
+TEST(GrpcAgentClientTest, APeerThatStallsMidTransferHitsTheDeadline) {
+  LyingAgent staller;
+  staller.script = {Header(1000), Data(std::string(100, 'x'))};
+  staller.stall_after_script = true;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&staller);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  coordinator::GrpcAgentClientFactory factory;
+  auto client = factory.Connect(*coordinator::ParseWorker("127.0.0.1:" + std::to_string(port)));
+  absl::StatusOr<coordinator::CaptureReply> r = client->Capture({"s", 0, 1}, /*timeout_ms=*/300);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  server->Shutdown();
 }
 
 }  // namespace
