@@ -140,7 +140,7 @@ std::string FlagSet::Help() const {
     }
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(&out, "  --help  show this help\n");
+  absl::StrAppendFormat(&out, "  --%-*s  %s\n", static_cast<int>(width), "help", "show this help");
   return out;
 }
 
