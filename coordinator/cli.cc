@@ -1,5 +1,6 @@
 #include "coordinator/cli.h"
 
+#include <algorithm>
 #include <atomic>
 #include <ctime>
 #include <thread>
@@ -53,32 +54,41 @@ std::string HumanBytes(uint64_t b) {
   return absl::StrCat(b, " B");
 }
 
-void PrintSummary(const profctl::v1::SessionManifest& m, std::ostream& out) {
+}  // namespace
+
+std::string FormatSummary(const profctl::v1::SessionManifest& m) {
   size_t ok = 0;
-  for (const auto& h : m.hosts()) ok += h.status() == "ok";
-  out << absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
-                         m.status(), ok, m.hosts_size());
-  out << absl::StrFormat("  %-22s %-7s %11s %8s %6s %8s %10s\n", "HOST", "STATUS", "OFFSET(ms)",
-                         "RTT(ms)", "STEPS", "EVENTS", "SIZE");
+  int width = 22;  // the HOST column grows to the longest name, so the columns stay aligned
+  for (const auto& h : m.hosts()) {
+    ok += h.status() == "ok";
+    width = std::max(width, static_cast<int>(h.host().size()));
+  }
+  std::string out = absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
+                                    m.status(), ok, m.hosts_size());
+  absl::StrAppendFormat(&out, "  %-*s %-7s %11s %8s %6s %8s %10s\n", width, "HOST", "STATUS",
+                        "OFFSET(ms)", "RTT(ms)", "STEPS", "EVENTS", "SIZE");
   for (const auto& h : m.hosts()) {
     if (h.status() == "ok") {
-      out << absl::StrFormat("  %-22s %-7s %+11.3f %8.3f %6d %8d %10s\n", h.host(), h.status(),
-                             static_cast<double>(h.clock().offset_ns()) / kNanosPerMilli,
-                             static_cast<double>(h.clock().rtt_ns()) / kNanosPerMilli, h.steps(),
-                             h.events(), HumanBytes(h.bytes()));
+      absl::StrAppendFormat(&out, "  %-*s %-7s %+11.3f %8.3f %6d %8d %10s\n", width, h.host(),
+                            h.status(), static_cast<double>(h.clock().offset_ns()) / kNanosPerMilli,
+                            static_cast<double>(h.clock().rtt_ns()) / kNanosPerMilli, h.steps(),
+                            h.events(), HumanBytes(h.bytes()));
     } else {
-      out << absl::StrFormat("  %-22s %-7s %s\n", h.host(), h.status(), h.error());
+      absl::StrAppendFormat(&out, "  %-*s %-7s %s\n", width, h.host(), h.status(), h.error());
     }
   }
-  for (const auto& e : m.errors()) out << "  error: " << e << "\n";
-  out << "files: " << m.session_dir() << "/\n";
+  for (const auto& e : m.errors()) absl::StrAppend(&out, "  error: ", e, "\n");
+  absl::StrAppend(&out, "files: ", m.session_dir(), "/\n");
   if (!m.pod_trace_file().empty()) {
-    out << "  TensorBoard/XProf: tensorboard --logdir " << m.request().logdir()
-        << "  (Profile tab)\n";
-    out << "  Perfetto/Chrome:   open " << m.session_dir() << "/" << m.pod_trace_file()
-        << " in ui.perfetto.dev\n";
+    absl::StrAppend(&out, "  TensorBoard/XProf: tensorboard --logdir ", m.request().logdir(),
+                    "  (Profile tab)\n");
+    absl::StrAppend(&out, "  Perfetto/Chrome:   open ", m.session_dir(), "/", m.pod_trace_file(),
+                    " in ui.perfetto.dev\n");
   }
+  return out;
 }
+
+namespace {
 
 int ExitCodeFor(const profctl::v1::SessionManifest& m) {
   if (m.status() == "ok" && m.errors().empty()) return kExitOk;
@@ -144,7 +154,7 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
   if (json) {
     *env.out << ManifestJson(*manifest);
   } else {
-    PrintSummary(*manifest, *env.out);
+    *env.out << FormatSummary(*manifest);
   }
   return ExitCodeFor(*manifest);
 }

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/capture_engine.h"
+#include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {
 
@@ -36,6 +37,9 @@ std::string DefaultSessionName(const Clock& clock, absl::string_view prefix);
 // Creates the session folder, runs the capture, prints the summary (or the manifest with json),
 // returns the exit code. `command` names the caller in errors.
 int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std::string& command);
+
+// The human summary of a finished session: one row per host, columns aligned.
+std::string FormatSummary(const profctl::v1::SessionManifest& m);
 
 // args: without the program name, e.g. {"capture", "--workers=h:1"}.
 int RunCli(const std::vector<std::string>& args, const CliEnv& env);

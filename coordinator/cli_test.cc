@@ -103,6 +103,38 @@ TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
 }
 
+TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
+  profctl::v1::SessionManifest m;
+  m.set_status("partial");
+  m.mutable_request()->set_session("s");
+  auto* a = m.add_hosts();
+  a->set_host("a");
+  a->set_status("ok");
+  a->set_events(7);
+  auto* b = m.add_hosts();
+  b->set_host("a-very-long-host-name-from-a-big-cluster_6000");
+  b->set_status("ok");
+  b->set_events(8);
+  auto* c = m.add_hosts();
+  c->set_host("gone_1");
+  c->set_status("failed");
+  c->set_error("UNAVAILABLE: down");
+  std::vector<std::string> lines;
+  std::istringstream in(FormatSummary(m));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "session s: partial, 2/3 hosts captured");
+  // Every row's STATUS starts where the header's does, and EVENTS ends where the header's does.
+  const size_t status_col = lines[1].find("STATUS");
+  const size_t events_end = lines[1].find("EVENTS") + 6;
+  for (size_t i = 2; i <= 4; ++i) {
+    EXPECT_EQ(lines[i].find(i == 4 ? "failed" : "ok"), status_col) << lines[i];
+  }
+  EXPECT_EQ(lines[2].substr(events_end - 1, 1), "7") << lines[2];
+  EXPECT_EQ(lines[3].substr(events_end - 1, 1), "8") << lines[3];
+  EXPECT_NE(lines[4].find("UNAVAILABLE: down"), std::string::npos);
+}
+
 TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
   FakeAgent a(&clock_, {.name = "a"});
   factory_.Add("a:1", &a);
