@@ -102,7 +102,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   CapturePlan plan{{}, duration_ms, session, logdir};
   for (int64_t r = 0; r < job.workers; ++r) {
     absl::StatusOr<int> port =
-        agents.WaitForPort(static_cast<size_t>(r), port_files[r], *env.clock);
+        agents.WaitForPort(static_cast<size_t>(r), port_files[r], *env.clock, env.interrupt);
     if (!port.ok()) {
       *env.err << "profctl demo: " << port.status().message() << "\n";
       return kExitFailed;
@@ -115,7 +115,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
              << " GPUs each, rank 1 straggles x1.5, rank 2 waits " << job.step_ms * 3 / 10
              << " ms for input every step, clocks skewed by";
     for (int64_t r = 0; r < job.workers; ++r) *env.err << " " << DemoClockSkewMs(r);
-    *env.err << " ms)\n";
+    *env.err << " ms); their logs: " << scratch << "/\n";
   }
   const int rc = RunCapture(plan, json, env, "demo");
   agents.StopAll();

@@ -2,10 +2,11 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -23,34 +24,59 @@ constexpr int64_t kPollMs = 20;
 
 absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std::string>& args) {
   const std::string log = JoinPath(scratch_, absl::StrCat("agent-", pids_.size(), ".log"));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   argv.reserve(argv_storage.size() + 1);
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The child starts with no signals blocked or ignored, whatever this process does with them.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(rc)));
+  // The child reports a failure before exec as an errno on this close-on-exec pipe; a successful
+  // exec closes it empty.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": pipe: ", strerror(errno)));
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(report[0]);
+    close(report[1]);
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": fork: ", strerror(err)));
+  }
+  if (pid == 0) {
+    // Child: async-signal-safe calls only. Its own process group keeps a terminal's Ctrl-C for
+    // the parent, which cancels the capture in order and then stops the agents; PDEATHSIG stops
+    // the agent if the parent dies without doing so (even by SIGKILL).
+    auto fail = [&](int err) {
+      (void)!write(report[1], &err, sizeof(err));
+      _exit(127);
+    };
+    setpgid(0, 0);
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) fail(errno);
+    if (getppid() != parent) _exit(0);  // the parent is already gone
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(errno);
+    if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) fail(errno);
+    // The agent starts with no signals blocked or ignored, whatever this process does with them.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execve(binary.c_str(), argv.data(), environ);
+    fail(errno);
+  }
+  close(report[1]);
+  int child_errno = 0;
+  ssize_t n = 0;
+  do {
+    n = read(report[0], &child_errno, sizeof(child_errno));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+    waitpid(pid, nullptr, 0);
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", strerror(child_errno)));
   }
   pids_.push_back(pid);
   logs_.push_back(log);
@@ -58,9 +84,10 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
 }
 
 absl::StatusOr<int> LocalAgents::WaitForPort(size_t i, const std::string& port_file,
-                                             const Clock& clock) {
+                                             const Clock& clock, const StopSignal* stop) {
   const int64_t deadline = clock.MonoNs() + kAgentStartTimeoutMs * kNanosPerMilli;
   StopSignal never;
+  const StopSignal& interrupt = stop != nullptr ? *stop : never;
   while (clock.MonoNs() < deadline) {
     if (absl::StatusOr<std::string> text = ReadFile(port_file); text.ok()) {
       int port = 0;
@@ -72,7 +99,9 @@ absl::StatusOr<int> LocalAgents::WaitForPort(size_t i, const std::string& port_f
       return absl::UnavailableError(
           absl::StrCat("agent ", i, " exited before listening; its log: ", logs_[i]));
     }
-    clock.WaitUntil(clock.MonoNs() + kPollMs * kNanosPerMilli, never);
+    if (!clock.WaitUntil(clock.MonoNs() + kPollMs * kNanosPerMilli, interrupt)) {
+      return absl::CancelledError(absl::StrCat("interrupted while agent ", i, " was starting"));
+    }
   }
   return absl::DeadlineExceededError(absl::StrCat("agent ", i, " did not start listening within ",
                                                   kAgentStartTimeoutMs,

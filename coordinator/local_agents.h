@@ -1,5 +1,8 @@
 // profctl-agent child processes on this machine, for `profctl demo` and end-to-end tests.
 // Each agent's stdout and stderr go to <scratch>/agent-<i>.log. Destruction stops them all.
+// Each agent runs in its own process group, so a terminal's Ctrl-C reaches only this process,
+// which cancels the capture in order and then stops the agents; and each gets SIGTERM if the
+// thread that spawned it exits (PR_SET_PDEATHSIG), so no agent outlives a killed profctl.
 #ifndef PROFCTL_COORDINATOR_LOCAL_AGENTS_H_
 #define PROFCTL_COORDINATOR_LOCAL_AGENTS_H_
 
@@ -23,8 +26,9 @@ class LocalAgents {
   // Starts `binary args...`; agent i is the i-th call.
   absl::Status Spawn(const std::string& binary, const std::vector<std::string>& args);
   // Waits (polling every 20 ms on `clock`, up to 20 s) for agent i to write its --port-file;
-  // fails early, naming its log, if the agent exits.
-  absl::StatusOr<int> WaitForPort(size_t i, const std::string& port_file, const Clock& clock);
+  // fails early, naming its log, if the agent exits, and with CANCELLED once `stop` is stopped.
+  absl::StatusOr<int> WaitForPort(size_t i, const std::string& port_file, const Clock& clock,
+                                  const StopSignal* stop = nullptr);
   // SIGTERM to every agent still running, then reaps them.
   void StopAll();
   const std::string& log(size_t i) const { return logs_[i]; }

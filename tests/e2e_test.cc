@@ -8,13 +8,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "agent/collectors/synthetic_job.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
@@ -41,8 +46,10 @@ struct ProcessResult {
   std::string out, err;
 };
 
-// Starts a program with stdout and stderr going to <scratch>/proc.{out,err}.
-pid_t SpawnProcess(std::vector<std::string> argv, const std::string& scratch) {
+// Starts a program with stdout and stderr going to <scratch>/proc.{out,err}; with `own_group`, in
+// a new process group, as a shell starts a foreground job.
+pid_t SpawnProcess(std::vector<std::string> argv, const std::string& scratch,
+                   bool own_group = false) {
   const std::string out = scratch + "/proc.out", err = scratch + "/proc.err";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -51,8 +58,15 @@ pid_t SpawnProcess(std::vector<std::string> argv, const std::string& scratch) {
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (own_group) {
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  }
   pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
+  if (posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ) != 0) pid = -1;
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   return pid;
 }
@@ -86,8 +100,62 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
+// True when something accepts TCP connections on 127.0.0.1:port.
+bool Listening(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 class EndToEndTest : public ::testing::Test {
  protected:
+  // Polls (every 20 ms, at most 20 s) until `done` holds; returns whether it did.
+  bool PollUntil(const std::function<bool()>& done) {
+    const int64_t deadline = clock_.MonoNs() + 20 * kNanosPerSecond;
+    StopSignal never;
+    while (!done()) {
+      if (clock_.MonoNs() >= deadline) return false;
+      clock_.WaitUntil(clock_.MonoNs() + 20 * kNanosPerMilli, never);
+    }
+    return true;
+  }
+
+  // Starts `profctl demo` in its own process group with 3 workers and a long window, waits until
+  // it records, and returns its pid and the scratch folder holding its agents' ports and logs.
+  std::pair<pid_t, std::string> StartLongDemo(const std::string& logdir) {
+    const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "demo", "--workers=3", "--duration=30000",
+                                    "--step-ms=20", "--session=int", "--logdir=" + logdir},
+                                   scratch_, /*own_group=*/true);
+    EXPECT_GT(pid, 0);
+    EXPECT_TRUE(PollUntil([&] {
+      return absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:");
+    })) << ReadFile(scratch_ + "/proc.err").value_or("");
+    const std::string err = ReadFile(scratch_ + "/proc.err").value_or("");
+    const size_t at = err.find("their logs: ");
+    const size_t end = err.find("/\n", at);
+    EXPECT_NE(at, std::string::npos) << err;
+    return {pid, at == std::string::npos ? "" : err.substr(at + 12, end - at - 12)};
+  }
+
+  // The demo agents' ports, from their port files.
+  static std::vector<int> DemoPorts(const std::string& demo_scratch) {
+    std::vector<int> ports;
+    for (int r = 0; r < 3; ++r) {
+      int port = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(
+          absl::StripAsciiWhitespace(
+              ReadFile(absl::StrCat(demo_scratch, "/agent-", r, ".port")).value_or("")),
+          &port));
+      ports.push_back(port);
+    }
+    return ports;
+  }
+
   // Starts agent `rank` of the job; returns its address.
   std::string StartAgent(coordinator::LocalAgents& agents, int rank, const std::string& knobs,
                          int64_t skew_ms) {
@@ -275,6 +343,60 @@ TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {
         PathExists(absl::StrCat(scratch_, "/demo/plugins/profile/d/worker-", i, ".xplane.pb")));
   }
   EXPECT_TRUE(PathExists(scratch_ + "/demo/plugins/profile/d/pod.trace.json.gz"));
+}
+
+TEST_F(EndToEndTest, LocalAgentsReportABadBinaryAndAnInterruptedStart) {
+  coordinator::LocalAgents agents(scratch_);
+  absl::Status s = agents.Spawn(scratch_ + "/no-such-agent", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no-such-agent: No such file or directory"));
+  // A child that never writes its port file: an interrupt ends the wait at once.
+  ASSERT_TRUE(agents.Spawn("/bin/sleep", {"30"}).ok());
+  StopSignal interrupt;
+  interrupt.Stop();
+  absl::StatusOr<int> port = agents.WaitForPort(0, scratch_ + "/never.port", clock_, &interrupt);
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kCancelled) << port.status();
+  EXPECT_THAT(std::string(port.status().message()), HasSubstr("interrupted"));
+}
+
+TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
+  const std::string logdir = scratch_ + "/demo";
+  auto [pid, demo_scratch] = StartLongDemo(logdir);
+  ASSERT_FALSE(demo_scratch.empty());
+  const std::vector<int> ports = DemoPorts(demo_scratch);
+  for (int port : ports) EXPECT_TRUE(Listening(port)) << port;
+  kill(-pid, SIGINT);  // what a terminal's Ctrl-C does: the whole foreground process group
+  ProcessResult r = WaitProcess(pid, scratch_);
+  EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
+                  .ok());
+  ASSERT_EQ(m.hosts_size(), 3);
+  for (const auto& h : m.hosts()) {
+    // Only profctl got the SIGINT: each agent was cancelled by profctl and sent its trace back.
+    EXPECT_EQ(h.status(), "ok") << h.host() << ": " << h.error();
+    EXPECT_TRUE(h.cancelled()) << h.host();
+    EXPECT_GT(h.events(), 0u) << h.host();
+    EXPECT_TRUE(PathExists(absl::StrCat(logdir, "/plugins/profile/int/", h.host(), ".xplane.pb")));
+  }
+  // profctl reaped its agents before exiting: none listens any more.
+  for (int port : ports) EXPECT_FALSE(Listening(port)) << port;
+  std::filesystem::remove_all(demo_scratch);
+}
+
+TEST_F(EndToEndTest, DemoKilledOutrightTakesItsAgentsWithIt) {
+  auto [pid, demo_scratch] = StartLongDemo(scratch_ + "/demo");
+  ASSERT_FALSE(demo_scratch.empty());
+  const std::vector<int> ports = DemoPorts(demo_scratch);
+  kill(pid, SIGKILL);
+  WaitProcess(pid, scratch_);
+  // PR_SET_PDEATHSIG: every agent gets SIGTERM when profctl dies, however it dies.
+  EXPECT_TRUE(PollUntil([&] {
+    return std::none_of(ports.begin(), ports.end(), [](int port) { return Listening(port); });
+  }));
+  std::filesystem::remove_all(demo_scratch);
 }
 
 }  // namespace
