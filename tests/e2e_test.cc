@@ -125,6 +125,28 @@ class EndToEndTest : public ::testing::Test {
     return true;
   }
 
+  // Waits (at most 20 s) until the profctl started by SpawnProcess says it is recording.
+  void WaitUntilRecording() {
+    EXPECT_TRUE(PollUntil([&] {
+      return absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:");
+    })) << ReadFile(scratch_ + "/proc.err").value_or("");
+  }
+
+  // Sends SIGINT to `target` (profctl's pid, or minus its process group), expects profctl `pid`
+  // to cancel, save and exit 3, and returns the manifest of its session "int" under `logdir`.
+  profctl::v1::SessionManifest InterruptAndReadManifest(pid_t pid, pid_t target,
+                                                        const std::string& logdir) {
+    kill(target, SIGINT);
+    ProcessResult r = WaitProcess(pid, scratch_);
+    EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
+    profctl::v1::SessionManifest m;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
+                    ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
+                    .ok());
+    return m;
+  }
+
   // Starts `profctl demo` in its own process group with 3 workers and a long window, waits until
   // it records, and returns its pid and the scratch folder holding its agents' ports and logs.
   std::pair<pid_t, std::string> StartLongDemo(const std::string& logdir) {
@@ -132,9 +154,7 @@ class EndToEndTest : public ::testing::Test {
                                     "--step-ms=20", "--session=int", "--logdir=" + logdir},
                                    scratch_, /*own_group=*/true);
     EXPECT_GT(pid, 0);
-    EXPECT_TRUE(PollUntil([&] {
-      return absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:");
-    })) << ReadFile(scratch_ + "/proc.err").value_or("");
+    WaitUntilRecording();
     const std::string err = ReadFile(scratch_ + "/proc.err").value_or("");
     const size_t at = err.find("their logs: ");
     const size_t end = err.find("/\n", at);
@@ -308,21 +328,8 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
                                   "--duration=30000", "--session=int", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
-  // Wait (polling its progress output, at most 20 s) until it is recording, then press Ctrl-C.
-  const int64_t deadline = clock_.MonoNs() + 20 * kNanosPerSecond;
-  StopSignal never;
-  while (clock_.MonoNs() < deadline &&
-         !absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:")) {
-    clock_.WaitUntil(clock_.MonoNs() + 20 * kNanosPerMilli, never);
-  }
-  kill(pid, SIGINT);
-  ProcessResult r = WaitProcess(pid, scratch_);
-  EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
-  profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
-                  .ok());
+  WaitUntilRecording();
+  const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, pid, logdir);
   ASSERT_EQ(m.hosts_size(), 1);
   EXPECT_EQ(m.hosts(0).status(), "ok") << m.hosts(0).error();
   EXPECT_TRUE(m.hosts(0).cancelled());
@@ -365,14 +372,8 @@ TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   ASSERT_FALSE(demo_scratch.empty());
   const std::vector<int> ports = DemoPorts(demo_scratch);
   for (int port : ports) EXPECT_TRUE(Listening(port)) << port;
-  kill(-pid, SIGINT);  // what a terminal's Ctrl-C does: the whole foreground process group
-  ProcessResult r = WaitProcess(pid, scratch_);
-  EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
-  EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
-  profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
-                  .ok());
+  // What a terminal's Ctrl-C does: SIGINT to the whole foreground process group.
+  const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, -pid, logdir);
   ASSERT_EQ(m.hosts_size(), 3);
   for (const auto& h : m.hosts()) {
     // Only profctl got the SIGINT: each agent was cancelled by profctl and sent its trace back.
