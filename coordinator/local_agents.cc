@@ -22,6 +22,16 @@ constexpr int64_t kAgentStartTimeoutMs = 20'000;
 constexpr int64_t kPollMs = 20;
 }  // namespace
 
+absl::StatusOr<int> ReadPortFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return absl::NotFoundError(text.status().message());
+  int port = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) || port <= 0) {
+    return absl::NotFoundError(absl::StrCat(path, " holds no port yet"));
+  }
+  return port;
+}
+
 absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std::string>& args) {
   const std::string log = JoinPath(scratch_, absl::StrCat("agent-", pids_.size(), ".log"));
   std::vector<std::string> argv_storage = {binary};
@@ -34,7 +44,8 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
   // exec closes it empty.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("cannot start ", binary, ": pipe: ", strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot start ", binary, ": pipe: ", std::strerror(errno)));
   }
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -42,7 +53,8 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
     const int err = errno;
     close(report[0]);
     close(report[1]);
-    return absl::InternalError(absl::StrCat("cannot start ", binary, ": fork: ", strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("cannot start ", binary, ": fork: ", std::strerror(err)));
   }
   if (pid == 0) {
     // Child: async-signal-safe calls only. Its own process group keeps a terminal's Ctrl-C for
@@ -76,7 +88,8 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
   close(report[0]);
   if (n == static_cast<ssize_t>(sizeof(child_errno))) {
     waitpid(pid, nullptr, 0);
-    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", strerror(child_errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot start ", binary, ": ", std::strerror(child_errno)));
   }
   pids_.push_back(pid);
   logs_.push_back(log);
@@ -89,10 +102,7 @@ absl::StatusOr<int> LocalAgents::WaitForPort(size_t i, const std::string& port_f
   StopSignal never;
   const StopSignal& interrupt = stop != nullptr ? *stop : never;
   while (clock.MonoNs() < deadline) {
-    if (absl::StatusOr<std::string> text = ReadFile(port_file); text.ok()) {
-      int port = 0;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) && port > 0) return port;
-    }
+    if (absl::StatusOr<int> port = ReadPortFile(port_file); port.ok()) return *port;
     int status = 0;
     if (pids_[i] > 0 && waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
       pids_[i] = -1;

@@ -16,6 +16,9 @@
 
 namespace profctl::coordinator {
 
+// The port an agent wrote to its --port-file; NOT_FOUND while it has not (yet) written one.
+absl::StatusOr<int> ReadPortFile(const std::string& path);
+
 class LocalAgents {
  public:
   explicit LocalAgents(std::string scratch_dir) : scratch_(std::move(scratch_dir)) {}

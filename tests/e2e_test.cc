@@ -16,10 +16,8 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "agent/collectors/synthetic_job.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
@@ -87,12 +85,18 @@ ProcessResult RunProcess(std::vector<std::string> argv, const std::string& scrat
   return WaitProcess(SpawnProcess(std::move(argv), scratch), scratch);
 }
 
-// A loopback port with nothing listening: bound by the kernel's choice, then closed.
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+sockaddr_in LoopbackAddress(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+// A loopback port with nothing listening: bound by the kernel's choice, then closed.
+int ClosedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = LoopbackAddress(0);
   bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -103,11 +107,8 @@ int ClosedPort() {
 // True when something accepts TCP connections on 127.0.0.1:port.
 bool Listening(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  const sockaddr_in addr = LoopbackAddress(port);
+  const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return ok;
 }
@@ -147,31 +148,35 @@ class EndToEndTest : public ::testing::Test {
     return m;
   }
 
-  // Starts `profctl demo` in its own process group with 3 workers and a long window, waits until
-  // it records, and returns its pid and the scratch folder holding its agents' ports and logs.
+  static constexpr int kDemoWorkers = 3;
+
+  // Starts `profctl demo` in its own process group with kDemoWorkers agents and a long window,
+  // waits until it records, and returns its pid and the scratch folder holding its agents' ports
+  // and logs.
   std::pair<pid_t, std::string> StartLongDemo(const std::string& logdir) {
-    const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "demo", "--workers=3", "--duration=30000",
-                                    "--step-ms=20", "--session=int", "--logdir=" + logdir},
-                                   scratch_, /*own_group=*/true);
+    const pid_t pid =
+        SpawnProcess({PROFCTL_CLI_BINARY, "demo", absl::StrCat("--workers=", kDemoWorkers),
+                      "--duration=30000", "--step-ms=20", "--session=int", "--logdir=" + logdir},
+                     scratch_, /*own_group=*/true);
     EXPECT_GT(pid, 0);
     WaitUntilRecording();
     const std::string err = ReadFile(scratch_ + "/proc.err").value_or("");
-    const size_t at = err.find("their logs: ");
-    const size_t end = err.find("/\n", at);
+    const std::string marker = "their logs: ";
+    const size_t at = err.find(marker);
     EXPECT_NE(at, std::string::npos) << err;
-    return {pid, at == std::string::npos ? "" : err.substr(at + 12, end - at - 12)};
+    if (at == std::string::npos) return {pid, ""};
+    const size_t begin = at + marker.size();
+    return {pid, err.substr(begin, err.find("/\n", begin) - begin)};
   }
 
   // The demo agents' ports, from their port files.
   static std::vector<int> DemoPorts(const std::string& demo_scratch) {
     std::vector<int> ports;
-    for (int r = 0; r < 3; ++r) {
-      int port = 0;
-      EXPECT_TRUE(absl::SimpleAtoi(
-          absl::StripAsciiWhitespace(
-              ReadFile(absl::StrCat(demo_scratch, "/agent-", r, ".port")).value_or("")),
-          &port));
-      ports.push_back(port);
+    for (int r = 0; r < kDemoWorkers; ++r) {
+      absl::StatusOr<int> port =
+          coordinator::ReadPortFile(absl::StrCat(demo_scratch, "/agent-", r, ".port"));
+      EXPECT_TRUE(port.ok()) << port.status();
+      ports.push_back(port.value_or(0));
     }
     return ports;
   }
@@ -374,7 +379,7 @@ TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   for (int port : ports) EXPECT_TRUE(Listening(port)) << port;
   // What a terminal's Ctrl-C does: SIGINT to the whole foreground process group.
   const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, -pid, logdir);
-  ASSERT_EQ(m.hosts_size(), 3);
+  ASSERT_EQ(m.hosts_size(), kDemoWorkers);
   for (const auto& h : m.hosts()) {
     // Only profctl got the SIGINT: each agent was cancelled by profctl and sent its trace back.
     EXPECT_EQ(h.status(), "ok") << h.host() << ": " << h.error();
