@@ -35,8 +35,23 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     }
   }
   if (!o.name.empty()) PROFCTL_RETURN_IF_ERROR(ValidateFileStem("--name", o.name));
+  if (o.endpoints < 1 || o.endpoints > kMaxEndpoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--endpoints=", o.endpoints, " is not in 1..", kMaxEndpoints));
+  }
+  if (o.port > 0 && o.port + o.endpoints - 1 > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port=", o.port, " with --endpoints=", o.endpoints, " needs ports up to ",
+                     o.port + o.endpoints - 1, ", above 65535"));
+  }
+  if (o.endpoint_skew_spread_ms < 0 || o.endpoint_skew_spread_ms > 86'400'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--endpoint-skew-spread-ms=", o.endpoint_skew_spread_ms, " is not in 0..86400000"));
+  }
   if (o.port == 0 && o.port_file.empty()) {
-    return absl::InvalidArgumentError("--port=0 picks a free port: give --port-file to learn it");
+    return absl::InvalidArgumentError(
+        o.endpoints == 1 ? "--port=0 picks a free port: give --port-file to learn it"
+                         : "--port=0 picks free ports: give --port-file to learn them");
   }
   return absl::OkStatus();
 }
@@ -97,11 +112,16 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->max_duration_ms = v.as<int64_t>();
       } else if (key == "log_level") {
         options->log_level = v.as<std::string>();
+      } else if (key == "endpoints") {
+        options->endpoints = v.as<int64_t>();
+      } else if (key == "endpoint_skew_spread_ms") {
+        options->endpoint_skew_spread_ms = v.as<int64_t>();
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat(where,
                          " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-                         "clock_skew_ms, max_duration_ms, log_level)"));
+                         "clock_skew_ms, max_duration_ms, log_level, endpoints, "
+                         "endpoint_skew_spread_ms)"));
       }
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
@@ -116,9 +136,13 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   std::string collectors = absl::StrJoin(defaults.collectors, ",");
   std::string config;
   FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
-  fs.Int64("port", &flags_in.port, "port to serve AgentService on; 0 picks a free one");
+  fs.Int64("port", &flags_in.port,
+           "port to serve AgentService on; 0 picks a free one (with --endpoints=N: the first of "
+           "N consecutive ports, or N free ones)");
   fs.String("bind", &flags_in.bind, "address to listen on");
-  fs.String("port-file", &flags_in.port_file, "write the chosen port here (for --port=0)");
+  fs.String("port-file", &flags_in.port_file,
+            "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
+            "per endpoint in order");
   fs.String("name", &flags_in.name, "name for this host's trace files (default: its address)");
   fs.String(
       "collectors", &collectors,
@@ -132,6 +156,15 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");
   fs.String("config", &config, "YAML file with the same settings (flags win)");
   fs.String("log-level", &flags_in.log_level, "trace, debug, info, warn, error or off");
+  fs.Int64("endpoints", &flags_in.endpoints,
+           absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
+                        "process (1..",
+                        kMaxEndpoints,
+                        "), each on its own port with its own capture slot, named <name>-<i> "
+                        "(ep-<i> without --name) and running synthetic rank <rank>+i"));
+  fs.Int64("endpoint-skew-spread-ms", &flags_in.endpoint_skew_spread_ms,
+           "FOR TESTS AND BENCHMARKS ONLY: give endpoint i an extra clock skew in [-S, +S] ms, "
+           "a fixed function of i");
   PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
   if (fs.help_requested()) {
     AgentOptions o;
@@ -157,6 +190,10 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
   if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
   if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
+  if (fs.WasSet("endpoints")) o.endpoints = flags_in.endpoints;
+  if (fs.WasSet("endpoint-skew-spread-ms")) {
+    o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;
+  }
   PROFCTL_RETURN_IF_ERROR(ValidateOptions(o));
   return o;
 }

@@ -20,9 +20,17 @@ struct AgentOptions {
   int64_t clock_skew_ms = 0;
   int64_t max_duration_ms = 60'000;
   std::string log_level = "info";
+  // Tests and benchmarks only: serve this many independent agents in one process, on ports
+  // port..port+N-1 (or N free ports with --port=0). See agent_server.h for what each gets.
+  int64_t endpoints = 1;
+  // Tests and benchmarks only: endpoint i's wall clock is shifted by clock_skew_ms plus a
+  // deterministic amount in [-S, +S] ms derived from i alone (EndpointSkewMs).
+  int64_t endpoint_skew_spread_ms = 0;
   bool help = false;
   std::string help_text;
 };
+
+inline constexpr int64_t kMaxEndpoints = 2048;
 
 // Every collector this build knows.
 const std::vector<std::string>& KnownCollectors();

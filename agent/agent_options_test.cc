@@ -39,6 +39,49 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
               HasSubstr("/nonexistent.yaml"));
 }
 
+TEST(AgentOptionsTest, Endpoints) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->endpoints, 1);
+  EXPECT_EQ(o->endpoint_skew_spread_ms, 0);
+  o = ParseAgentOptions(
+      {"--port=0", "--port-file=/tmp/p", "--endpoints=300", "--endpoint-skew-spread-ms=50"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->endpoints, 300);
+  EXPECT_EQ(o->endpoint_skew_spread_ms, 50);
+  o = ParseAgentOptions({"--port=63536", "--endpoints=2000"});  // ports 63536..65535
+  EXPECT_TRUE(o.ok()) << o.status();
+}
+
+TEST(AgentOptionsTest, BadEndpointFlagsAreInvalidArgumentsNamingTheFlag) {
+  auto error = [](std::vector<std::string> args) { return ParseAgentOptions(args).status(); };
+  for (const char* bad : {"--endpoints=0", "--endpoints=-3", "--endpoints=2049"}) {
+    const absl::Status s = error({bad});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr(bad));
+    EXPECT_THAT(s.message(), HasSubstr("1..2048"));
+  }
+  EXPECT_THAT(error({"--endpoints=lots"}).message(), HasSubstr("--endpoints"));
+  absl::Status s = error({"--port=65000", "--endpoints=600"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--port=65000 with --endpoints=600 needs ports up to 65599"));
+  s = error({"--endpoint-skew-spread-ms=-1"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--endpoint-skew-spread-ms=-1"));
+  EXPECT_THAT(error({"--endpoint-skew-spread-ms=86400001"}).message(),
+              HasSubstr("--endpoint-skew-spread-ms=86400001 is not in 0..86400000"));
+  EXPECT_THAT(error({"--port=0", "--endpoints=3"}).message(),
+              HasSubstr("give --port-file to learn them"));
+}
+
+TEST(AgentOptionsTest, EndpointSettingsInYaml) {
+  AgentOptions o;
+  ASSERT_TRUE(
+      ApplyAgentConfigYaml("endpoints: 12\nendpoint_skew_spread_ms: 40\n", "agent.yaml", &o).ok());
+  EXPECT_EQ(o.endpoints, 12);
+  EXPECT_EQ(o.endpoint_skew_spread_ms, 40);
+}
+
 TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
   const testing::TempDir tmp;
   const std::string path = tmp.path() + "/agent.yaml";

@@ -1,30 +1,52 @@
-// gRPC adapter for the agent: translates profctl.v1.AgentService calls to the CaptureManager.
-// Uses the callback API: no handler blocks a gRPC thread. A capture runs on the executor; its
-// result is streamed back in chunks by a write reactor that owns its own lifetime.
+// gRPC adapter for the agent: translates profctl.v1.AgentService calls to a CaptureManager.
+// Uses the callback API: no handler blocks a gRPC thread. A capture runs as a CaptureManager
+// session on the executors; a write reactor that owns its own lifetime streams it back:
+// started (the moment recording begins), header, data chunks, trailer.
+//
+// One service can serve several endpoints (profctl-agent --endpoints=N, for tests and
+// benchmarks): one grpc::Server listens on N ports and each call is routed to the endpoint whose
+// port appears in the call's :authority ("host:port", which every gRPC client sends from its
+// target). With a single endpoint every call goes to it, whatever the authority says.
 #ifndef PROFCTL_AGENT_AGENT_SERVICE_H_
 #define PROFCTL_AGENT_AGENT_SERVICE_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/capture_manager.h"
-#include "boost/asio/thread_pool.hpp"
 #include "common/clock.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
 namespace profctl::agent {
 
+// One agent as seen from the network.
+struct AgentEndpoint {
+  CaptureManager* manager = nullptr;  // not owned; its executors must be set
+  const Clock* clock = nullptr;       // not owned; SyncClock answers with its wall time
+  std::string name;                   // GetInfo.name and the header's name; may be empty
+  std::string hostname;               // the machine's
+};
+
 struct AgentServiceOptions {
-  std::string name;      // --name, may be empty
-  std::string hostname;  // the machine's
   size_t chunk_bytes = 1 << 20;
 };
 
 class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService {
  public:
-  // None owned; all outlive the service (and the server's Shutdown).
-  AgentServiceImpl(CaptureManager* manager, const Clock* clock, boost::asio::thread_pool* executor,
-                   AgentServiceOptions options);
+  // Every endpoint's manager and clock outlive the service (and the server's Shutdown).
+  explicit AgentServiceImpl(std::vector<AgentEndpoint> endpoints, AgentServiceOptions options = {});
+
+  // With more than one endpoint: `ports[i]` is endpoint i's listening port. Call once, after the
+  // server started (its ports are known only then) and before anyone learns the ports; calls that
+  // arrive earlier fail with UNAVAILABLE. Ignored with a single endpoint.
+  void SetPorts(const std::vector<int>& ports);
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const profctl::v1::GetInfoRequest* request,
@@ -39,13 +61,21 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
                                    profctl::v1::CancelResponse* response) override;
 
  private:
-  CaptureManager* manager_;
-  const Clock* clock_;
-  boost::asio::thread_pool* executor_;
+  // The endpoint a call is for. NOT_FOUND when its :authority names no port of this process,
+  // UNAVAILABLE before SetPorts.
+  absl::StatusOr<const AgentEndpoint*> Route(const grpc::CallbackServerContext& ctx) const;
+
+  const std::vector<AgentEndpoint> endpoints_;
   const AgentServiceOptions options_;
+  mutable absl::Mutex mu_;
+  bool ports_set_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<int, size_t> endpoint_by_port_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The port of an :authority such as "host:6000", "[::1]:6000"; nullopt when it has none.
+std::optional<int> AuthorityPort(absl::string_view authority);
 
 }  // namespace profctl::agent
 

@@ -1,10 +1,14 @@
 #include "agent/capture_manager.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 #include "common/xspace.h"
 #include "spdlog/spdlog.h"
 
@@ -12,8 +16,184 @@ namespace profctl::agent {
 
 absl::Status ValidateSessionId(const std::string& id) { return ValidateFileStem("session id", id); }
 
+// One session's state machine. Phase changes happen only in tasks on the timeline executor
+// (deps.executor); the collect executor runs Prepare, Collect and on_done. Data is handed from one
+// to the other by posting, so each field has one owner at a time and needs no lock; only the stop
+// request crosses threads freely (atomic). Tasks hold a shared_ptr, so a stale timer task finds
+// the state alive and ignores itself by checking the phase.
+class CaptureManager::SessionState : public std::enable_shared_from_this<SessionState> {
+ public:
+  SessionState(CaptureManager* manager, CaptureSpec spec, std::vector<Collector*> collectors)
+      : manager_(manager),
+        spec_(std::move(spec)),
+        collectors_(std::move(collectors)),
+        ok_(collectors_.size(), true) {}
+
+  const std::string& id() const { return spec_.session_id; }
+  bool run_called() const { return run_called_.load(); }
+  CaptureManager* manager() const { return manager_; }
+
+  // Any thread, once.
+  void Run(SessionCallbacks callbacks) {
+    [[maybe_unused]] const bool ran_before = run_called_.exchange(true);
+    assert(!ran_before && "Session::Run() called twice");
+    assert(manager_->deps_.executor != nullptr && "Session::Run() needs Dependencies::executor");
+    callbacks_ = std::move(callbacks);
+    result_.session_id = spec_.session_id;
+    result_.space.add_hostnames(manager_->options_.host_name);
+    collect_executor().Post([self = shared_from_this()] { self->Prepare(); });
+  }
+
+  // Any thread. Without an executor (a manager used only to hold the slot) only the flag is set.
+  void RequestStop() {
+    stop_requested_.store(true);
+    if (manager_->deps_.executor != nullptr) {
+      manager_->deps_.executor->Post([self = shared_from_this()] { self->OnStopRequested(); });
+    }
+  }
+
+ private:
+  enum class Phase { kPreparing, kWaiting, kRecording, kStopped };
+
+  Executor& timeline() const { return *manager_->deps_.executor; }
+  Executor& collect_executor() const {
+    return manager_->deps_.collect_executor != nullptr ? *manager_->deps_.collect_executor
+                                                       : *manager_->deps_.executor;
+  }
+  const Clock& clock() const { return *manager_->deps_.clock; }
+
+  // Runs `fn` on every collector still in good standing. A collector that fails a step is
+  // reported in XSpace.errors and skipped for the rest of this session.
+  void Step(absl::string_view what, absl::FunctionRef<absl::Status(Collector*)> fn) {
+    for (size_t i = 0; i < collectors_.size(); ++i) {
+      if (!ok_[i]) continue;
+      if (absl::Status s = fn(collectors_[i]); !s.ok()) {
+        ok_[i] = false;
+        result_.space.add_errors(absl::StrCat("collector ", collectors_[i]->name(), ": ", what,
+                                              " failed: ", s.ToString()));
+        spdlog::warn("session {}: collector {} {} failed: {}", id(),
+                     std::string(collectors_[i]->name()), std::string(what), s.ToString());
+      }
+    }
+  }
+
+  // Collect executor.
+  void Prepare() {
+    const CaptureOptions opts{spec_.session_id, spec_.start_at_ns,
+                              spec_.duration_ms * kNanosPerMilli};
+    Step("prepare", [&](Collector* c) { return c->Prepare(opts); });
+    timeline().Post([self = shared_from_this()] { self->Prepared(); });
+  }
+
+  // Timeline.
+  void Prepared() {
+    if (stop_requested_.load()) {
+      FinishBeforeStart();
+      return;
+    }
+    const int64_t wait_ns = spec_.start_at_ns == 0 ? 0 : spec_.start_at_ns - clock().WallNs();
+    if (wait_ns <= 0) {
+      StartRecording();
+      return;
+    }
+    phase_ = Phase::kWaiting;
+    timeline().PostAt(clock().MonoNs() + wait_ns, [self = shared_from_this()] {
+      if (self->phase_ == Phase::kWaiting) self->StartRecording();
+    });
+  }
+
+  // Timeline.
+  void OnStopRequested() {
+    switch (phase_) {
+      case Phase::kPreparing:  // Prepared() sees the flag
+      case Phase::kStopped:
+        return;
+      case Phase::kWaiting:
+        FinishBeforeStart();
+        return;
+      case Phase::kRecording:
+        StopRecording(/*cancelled=*/true);
+        return;
+    }
+  }
+
+  // Timeline.
+  void StartRecording() {
+    phase_ = Phase::kRecording;
+    start_mono_ = clock().MonoNs();
+    result_.start_ns = clock().WallNs();
+    if (spec_.start_at_ns != 0 && result_.start_ns - spec_.start_at_ns > kNanosPerMilli) {
+      result_.space.add_warnings(
+          absl::StrCat("capture started ", (result_.start_ns - spec_.start_at_ns) / kNanosPerMicro,
+                       " us after the requested start instant"));
+    }
+    Step("start", [&](Collector* c) { return c->Start(result_.start_ns); });
+    if (callbacks_.on_started) callbacks_.on_started(result_.start_ns);
+    timeline().PostAt(start_mono_ + spec_.duration_ms * kNanosPerMilli,
+                      [self = shared_from_this()] {
+                        if (self->phase_ == Phase::kRecording) {
+                          self->StopRecording(/*cancelled=*/false);
+                        }
+                      });
+  }
+
+  // Timeline. Only the cheap Stop runs here; Collect goes to the collect executor, so a long
+  // Collect never delays another session's start or stop on a shared timeline.
+  void StopRecording(bool cancelled) {
+    phase_ = Phase::kStopped;
+    result_.cancelled = cancelled;
+    result_.stop_ns = clock().WallNs();
+    Step("stop", [&](Collector* c) { return c->Stop(result_.stop_ns); });
+    collect_executor().Post([self = shared_from_this()] { self->CollectAndDeliver(); });
+  }
+
+  // Timeline.
+  void FinishBeforeStart() {
+    phase_ = Phase::kStopped;
+    result_.cancelled = true;
+    result_.start_ns = result_.stop_ns = clock().WallNs();
+    result_.space.add_warnings("capture cancelled before its start instant; nothing was recorded");
+    xspace::SetProfileWindow(&result_.space, result_.start_ns, result_.stop_ns);
+    collect_executor().Post([self = shared_from_this()] { self->Deliver(); });
+  }
+
+  // Collect executor.
+  void CollectAndDeliver() {
+    Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
+    if (result_.cancelled) {
+      result_.space.add_warnings(absl::StrCat("capture cancelled after ",
+                                              (result_.stop_ns - result_.start_ns) / kNanosPerMilli,
+                                              " ms of ", spec_.duration_ms, " ms"));
+    }
+    // The session's window is the authority, whatever a collector recorded (idempotent).
+    xspace::SetProfileWindow(&result_.space, result_.start_ns, result_.stop_ns);
+    Deliver();
+  }
+
+  // Collect executor: frees the slot, then reports. `this` stays alive through the task's
+  // shared_ptr.
+  void Deliver() {
+    manager_->Release(this);
+    std::move(callbacks_.on_done)(std::move(result_));
+  }
+
+  CaptureManager* const manager_;
+  const CaptureSpec spec_;
+  const std::vector<Collector*> collectors_;
+  std::atomic<bool> run_called_{false};
+  std::atomic<bool> stop_requested_{false};
+  // Owned by whichever executor runs the session's current task (see the class comment).
+  Phase phase_ = Phase::kPreparing;  // timeline only
+  SessionCallbacks callbacks_;
+  CaptureResult result_;
+  std::vector<bool> ok_;
+  int64_t start_mono_ = 0;
+};
+
 CaptureManager::CaptureManager(Dependencies deps, CaptureManagerOptions options)
     : deps_(std::move(deps)), options_(std::move(options)) {}
+
+CaptureManager::~CaptureManager() = default;
 
 std::vector<std::string> CaptureManager::collector_names() const {
   std::vector<std::string> names;
@@ -56,27 +236,56 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
     }
   }
   absl::MutexLock lock(&mu_);
+  // Checked under the same lock as the slot: a Cancel either comes first (and is seen here) or
+  // finds this session active and stops it.
+  PruneCancelled(deps_.clock->MonoNs());
+  if (cancelled_.contains(spec.session_id)) {
+    return absl::AbortedError(absl::StrCat(
+        "session '", spec.session_id, "' was cancelled before it started (this agent remembers ",
+        "cancelled ids for ", options_.cancelled_id_ttl_ms / 1000, " s)"));
+  }
   if (active_ != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("agent busy: capture session '", active_->id(),
                                                  "' is running; retry when it ends"));
   }
-  auto session = std::unique_ptr<Session>(new Session(this, std::move(spec), std::move(chosen)));
-  active_ = session.get();
-  return session;
+  active_ = std::make_shared<SessionState>(this, std::move(spec), std::move(chosen));
+  return std::unique_ptr<Session>(new Session(active_));
 }
 
 absl::Status CaptureManager::Cancel(const std::string& session_id) {
+  PROFCTL_RETURN_IF_ERROR(ValidateSessionId(session_id));
   absl::MutexLock lock(&mu_);
-  if (active_ == nullptr || active_->id() != session_id) {
-    return absl::NotFoundError(absl::StrCat("no running capture session '", session_id, "'"));
+  const int64_t now = deps_.clock->MonoNs();
+  PruneCancelled(now);
+  if (!cancelled_.contains(session_id)) {
+    while (!cancelled_order_.empty() &&
+           static_cast<int64_t>(cancelled_.size()) >= options_.max_cancelled_ids) {
+      cancelled_.erase(cancelled_order_.front().second);
+      cancelled_order_.pop_front();
+    }
+    cancelled_.emplace(session_id, now);
+    cancelled_order_.emplace_back(now, session_id);
   }
-  active_->Stop();
+  if (active_ != nullptr && active_->id() == session_id) active_->RequestStop();
   return absl::OkStatus();
+}
+
+void CaptureManager::PruneCancelled(int64_t now_mono) {
+  const int64_t ttl_ns = options_.cancelled_id_ttl_ms * kNanosPerMilli;
+  while (!cancelled_order_.empty() && now_mono - cancelled_order_.front().first >= ttl_ns) {
+    cancelled_.erase(cancelled_order_.front().second);
+    cancelled_order_.pop_front();
+  }
+}
+
+size_t CaptureManager::cancelled_ids_for_testing() const {
+  absl::MutexLock lock(&mu_);
+  return cancelled_.size();
 }
 
 void CaptureManager::CancelActive() {
   absl::MutexLock lock(&mu_);
-  if (active_ != nullptr) active_->Stop();
+  if (active_ != nullptr) active_->RequestStop();
 }
 
 bool CaptureManager::busy() const {
@@ -84,67 +293,19 @@ bool CaptureManager::busy() const {
   return active_ != nullptr;
 }
 
-void CaptureManager::Release(Session* session) {
+void CaptureManager::Release(const SessionState* session) {
   absl::MutexLock lock(&mu_);
-  if (active_ == session) active_ = nullptr;
+  if (active_.get() == session) active_.reset();
 }
 
-CaptureManager::Session::~Session() { manager_->Release(this); }
-
-CaptureResult CaptureManager::Session::Run() {
-  const Clock& clock = *manager_->deps_.clock;
-  CaptureResult result;
-  result.session_id = spec_.session_id;
-  tensorflow::profiler::XSpace& space = result.space;
-  space.add_hostnames(manager_->options_.host_name);
-
-  // A collector that fails a step is reported and skipped for the rest of this session.
-  std::vector<bool> ok(collectors_.size(), true);
-  auto step = [&](absl::string_view what, auto&& fn) {
-    for (size_t i = 0; i < collectors_.size(); ++i) {
-      if (!ok[i]) continue;
-      if (absl::Status s = fn(collectors_[i]); !s.ok()) {
-        ok[i] = false;
-        space.add_errors(absl::StrCat("collector ", collectors_[i]->name(), ": ", what,
-                                      " failed: ", s.ToString()));
-        spdlog::warn("session {}: collector {} {} failed: {}", id(),
-                     std::string(collectors_[i]->name()), std::string(what), s.ToString());
-      }
-    }
-  };
-
-  CaptureOptions opts{spec_.session_id, spec_.start_at_ns, spec_.duration_ms * kNanosPerMilli};
-  step("prepare", [&](Collector* c) { return c->Prepare(opts); });
-
-  const int64_t wait_ns = spec_.start_at_ns == 0 ? 0 : spec_.start_at_ns - clock.WallNs();
-  if (wait_ns > 0 && !clock.WaitUntil(clock.MonoNs() + wait_ns, stop_)) {
-    result.cancelled = true;
-    result.start_ns = result.stop_ns = clock.WallNs();
-    space.add_warnings("capture cancelled before its start instant; nothing was recorded");
-    return result;
-  }
-  const int64_t start_mono = clock.MonoNs();
-  result.start_ns = clock.WallNs();
-  if (spec_.start_at_ns != 0 && result.start_ns - spec_.start_at_ns > kNanosPerMilli) {
-    space.add_warnings(absl::StrCat("capture started ",
-                                    (result.start_ns - spec_.start_at_ns) / kNanosPerMicro,
-                                    " us after the requested start instant"));
-  }
-  step("start", [&](Collector* c) { return c->Start(result.start_ns); });
-  result.cancelled = !clock.WaitUntil(start_mono + spec_.duration_ms * kNanosPerMilli, stop_);
-  result.stop_ns = clock.WallNs();
-  step("stop", [&](Collector* c) { return c->Stop(result.stop_ns); });
-  step("collect", [&](Collector* c) { return c->Collect(&space); });
-  if (result.cancelled) {
-    space.add_warnings(absl::StrCat("capture cancelled after ",
-                                    (result.stop_ns - result.start_ns) / kNanosPerMilli, " ms of ",
-                                    spec_.duration_ms, " ms"));
-  }
-
-  xspace::XPlaneBuilder env(space.add_planes(), /*id=*/1000, xspace::kTaskEnvPlaneName);
-  env.AddPlaneStat(env.StatMetadataId(xspace::kStatProfileStart), result.start_ns);
-  env.AddPlaneStat(env.StatMetadataId(xspace::kStatProfileStop), result.stop_ns);
-  return result;
+CaptureManager::Session::~Session() {
+  if (!state_->run_called()) state_->manager()->Release(state_.get());
 }
+
+void CaptureManager::Session::Run(SessionCallbacks callbacks) { state_->Run(std::move(callbacks)); }
+
+void CaptureManager::Session::Stop() { state_->RequestStop(); }
+
+const std::string& CaptureManager::Session::id() const { return state_->id(); }
 
 }  // namespace profctl::agent

@@ -1,22 +1,39 @@
 // The agent's capture sessions, independent of any transport.
 //
-// One capture runs at a time. Begin() validates a request and claims the single slot without
-// blocking; the returned Session's Run() blocks the calling (executor) thread while it waits for
-// the start instant, records for the duration and collects; destroying the Session frees the slot.
-// Cancel() (another thread) stops a running session early; Run() then returns what was recorded.
+// One capture runs at a time per CaptureManager. Begin() validates a request and claims the single
+// slot without blocking. The returned Session's Run() starts it and returns at once: the session
+// is a state machine on the injected executors, never a blocked thread, so one process can host
+// hundreds of managers (profctl-agent --endpoints) on a couple of threads:
+//
+//   Run ─> Prepare (collect executor) ─> wait for start_at (a timer task on the executor)
+//       ─> Start; on_started(start_ns) ─> timer at start + duration (or Stop/Cancel) ─> Stop
+//       ─> Collect (collect executor) ─> slot freed ─> on_done(result)
+//
+// Cancel(id) stops that session early (Run then delivers what was recorded) and remembers the id,
+// so a Capture that Cancel overtook fails at Begin with ABORTED instead of running its window.
+//
+// Threading: Begin, Cancel, CancelActive, busy and Session::Stop are thread-safe. Session state
+// is touched only by tasks of the two executors, handed from one to the other by posting, so it
+// needs no lock. The manager, its collectors and both executors must outlive every session's
+// on_done.
 #ifndef PROFCTL_AGENT_CAPTURE_MANAGER_H_
 #define PROFCTL_AGENT_CAPTURE_MANAGER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/collectors/collector.h"
 #include "common/clock.h"
+#include "common/executor.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::agent {
@@ -45,58 +62,98 @@ struct CaptureManagerOptions {
   int64_t max_start_delay_ms = 60'000;
   // Goes into XSpace.hostnames: the agent's --name, else the machine's hostname.
   std::string host_name;
+  // Cancelled ids are remembered for cancelled_id_ttl_ms after their first Cancel (monotonic
+  // time), and at most max_cancelled_ids of them (the oldest is forgotten first). The TTL is ten
+  // times the longest allowed start delay, far longer than a Capture can trail its own Cancel;
+  // the count bounds memory at about 4096 * (128 + 64) bytes whatever a client sends.
+  int64_t cancelled_id_ttl_ms = 600'000;
+  int64_t max_cancelled_ids = 4096;
+};
+
+// What a running session reports, in this order.
+struct SessionCallbacks {
+  // Optional. Called at most once, on the executor, the moment recording begins, with the actual
+  // start on the agent's wall clock; not called when the session is stopped before its start
+  // instant. Must not block (it runs on the session timeline of every endpoint).
+  absl::AnyInvocable<void(int64_t start_ns)> on_started;
+  // Required. Called exactly once, last, on the collect executor, after the capture slot was
+  // freed. May do heavy work (serializing the trace).
+  absl::AnyInvocable<void(CaptureResult result) &&> on_done;
 };
 
 class CaptureManager {
  public:
   struct Dependencies {
+    // Wall time for the recording window; its MonoNs() must be the executors' monotonic time.
     const Clock* clock = nullptr;
     // Not owned; outlive the manager.
     std::vector<Collector*> collectors;
+    // The session timeline: waits, Start, Stop and on_started. Only cheap tasks run here, so one
+    // executor can keep many managers' windows exact. Needed by Session::Run only.
+    Executor* executor = nullptr;
+    // Prepare, Collect and on_done: work that may take a while. Null: `executor`.
+    Executor* collect_executor = nullptr;
   };
 
+  class SessionState;
+
+  // A claimed capture slot. Destroying a Session that was never Run() frees the slot; once Run()
+  // was called the session keeps itself alive until its on_done, and destroying the handle earlier
+  // neither stops it nor cancels its callbacks.
   class Session {
    public:
-    ~Session();  // frees the capture slot
+    ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // Blocks until the capture is done (or cancelled). Call once.
-    CaptureResult Run();
-    // Stops the session early; thread-safe, idempotent.
-    void Stop() { stop_.Stop(); }
-    const std::string& id() const { return spec_.session_id; }
+    // Starts the session and returns at once; see SessionCallbacks. Call at most once.
+    void Run(SessionCallbacks callbacks);
+    // Stops the session now (an executor task): a wait for start_at ends at once with nothing
+    // recorded, a recording stops early and is still collected. Unlike CaptureManager::Cancel it
+    // does not remember the id (use it when the client went away: its retry may reuse the id).
+    // Thread-safe, idempotent, harmless after the session ended.
+    void Stop();
+    const std::string& id() const;
 
    private:
     friend class CaptureManager;
-    Session(CaptureManager* manager, CaptureSpec spec, std::vector<Collector*> collectors)
-        : manager_(manager), spec_(std::move(spec)), collectors_(std::move(collectors)) {}
-
-    CaptureManager* manager_;
-    CaptureSpec spec_;
-    std::vector<Collector*> collectors_;
-    StopSignal stop_;
+    explicit Session(std::shared_ptr<SessionState> state) : state_(std::move(state)) {}
+    std::shared_ptr<SessionState> state_;
   };
 
   CaptureManager(Dependencies deps, CaptureManagerOptions options);
+  ~CaptureManager();
 
-  // INVALID_ARGUMENT for a bad request (never retry), ALREADY_EXISTS while another session runs.
+  // INVALID_ARGUMENT for a bad request (never retry), ABORTED when the id was cancelled (Cancel
+  // overtook this Capture; never retry), ALREADY_EXISTS while another session holds the slot.
   absl::StatusOr<std::unique_ptr<Session>> Begin(CaptureSpec spec);
-  // NOT_FOUND when `session_id` is not running.
+  // Remembers `session_id` as cancelled (see CaptureManagerOptions for the bound) and stops it
+  // if it holds the slot. OK for any valid id, running or not; INVALID_ARGUMENT for an id that is
+  // not a valid session id.
   absl::Status Cancel(const std::string& session_id);
-  // Stops whatever session is running (agent shutdown); it still returns what it recorded.
+  // Stops whatever session holds the slot (agent shutdown), without remembering its id; it still
+  // delivers what it recorded.
   void CancelActive();
   bool busy() const;
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
 
+  // How many cancelled ids are remembered now (expired ones not yet forgotten may count).
+  size_t cancelled_ids_for_testing() const;
+
  private:
-  void Release(Session* session);
+  void Release(const SessionState* session);
+  // Forgets expired ids. Requires mu_.
+  void PruneCancelled(int64_t now_mono) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Dependencies deps_;
   const CaptureManagerOptions options_;
   mutable absl::Mutex mu_;
-  Session* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::shared_ptr<SessionState> active_ ABSL_GUARDED_BY(mu_);
+  // Remembered cancelled ids: id -> monotonic time of its first Cancel, and the same ids in that
+  // order (oldest first), so pruning and eviction are O(1) per id.
+  absl::flat_hash_map<std::string, int64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);
 };
 
 // A safe file stem (ValidateFileStem).

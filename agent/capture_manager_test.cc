@@ -1,17 +1,20 @@
 #include "agent/capture_manager.h"
 
-#include <thread>
+#include <optional>
 
 #include "agent/collectors/synthetic_collector.h"
 #include "common/xspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
 
 namespace profctl::agent {
 namespace {
 
 using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A collector whose steps fail on request and that records the calls it got.
@@ -40,19 +43,44 @@ class FakeCollector final : public Collector {
   }
 };
 
+// What a session reported through its callbacks, in order.
+struct Outcome {
+  std::vector<std::string> events;  // "started", "done"
+  std::vector<int64_t> started_ns;
+  std::optional<CaptureResult> result;
+  bool busy_at_done = true;
+};
+
 class CaptureManagerTest : public ::testing::Test {
  protected:
   FakeClock clock_;
+  FakeExecutor executor_{&clock_};
   SyntheticCollector synthetic_{SyntheticJobConfig{}};
   FakeCollector fake_;
-  CaptureManager manager_{{&clock_, {&synthetic_, &fake_}},
+  CaptureManager manager_{{&clock_, {&synthetic_, &fake_}, &executor_},
                           {.max_duration_ms = 10'000, .host_name = "host-a"}};
 
-  CaptureSpec Spec(int64_t start_in_ms, int64_t duration_ms) {
-    return {"s1",
+  CaptureSpec Spec(int64_t start_in_ms, int64_t duration_ms, std::string id = "s1") {
+    return {std::move(id),
             start_in_ms == 0 ? 0 : clock_.WallNs() + start_in_ms * kNanosPerMilli,
             duration_ms,
             {}};
+  }
+
+  // Runs `session` with callbacks that fill `out` (which must outlive the session's on_done).
+  void Run(CaptureManager::Session& session, Outcome* out, CaptureManager* manager = nullptr) {
+    if (manager == nullptr) manager = &manager_;
+    session.Run({.on_started =
+                     [out](int64_t start_ns) {
+                       out->events.push_back("started");
+                       out->started_ns.push_back(start_ns);
+                     },
+                 .on_done =
+                     [out, manager](CaptureResult result) {
+                       out->events.push_back("done");
+                       out->busy_at_done = manager->busy();
+                       out->result = std::move(result);
+                     }});
   }
 };
 
@@ -60,43 +88,89 @@ TEST_F(CaptureManagerTest, WaitsForStartRecordsForDurationAndCollects) {
   const CaptureSpec spec = Spec(/*start_in_ms=*/500, /*duration_ms=*/1000);
   auto session = manager_.Begin(spec);
   ASSERT_TRUE(session.ok()) << session.status();
-  CaptureResult result;
-  std::thread runner([&] { result = (*session)->Run(); });
-  clock_.AwaitWaiters(1);
-  EXPECT_TRUE(fake_.calls == std::vector<std::string>{"prepare"});  // not started early
-  clock_.Advance(500 * kNanosPerMilli);
-  clock_.AwaitWaiters(1);  // now recording
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));  // not started early
+  EXPECT_TRUE(out.events.empty());
+  executor_.Advance(500 * kNanosPerMilli);
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start"));
   EXPECT_EQ(fake_.start_ns, spec.start_at_ns);
-  clock_.Advance(1000 * kNanosPerMilli);
-  runner.join();
+  EXPECT_THAT(out.events, ElementsAre("started"));
+  executor_.Advance(999 * kNanosPerMilli);
+  EXPECT_FALSE(out.result.has_value());  // still recording
+  executor_.Advance(1 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
 
+  const CaptureResult& result = *out.result;
   EXPECT_FALSE(result.cancelled);
   EXPECT_EQ(result.start_ns, spec.start_at_ns);
   EXPECT_EQ(result.stop_ns, spec.start_at_ns + 1000 * kNanosPerMilli);
-  EXPECT_THAT(fake_.calls, ::testing::ElementsAre("prepare", "start", "stop", "collect"));
-  EXPECT_THAT(result.space.hostnames(), ::testing::ElementsAre("host-a"));
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start", "stop", "collect"));
+  EXPECT_THAT(result.space.hostnames(), ElementsAre("host-a"));
   EXPECT_NE(xspace::FindPlane(result.space, "/host:CPU"), nullptr);
   EXPECT_NE(xspace::FindPlane(result.space, "/device:GPU:0"), nullptr);
-  const xspace::XPlane* env = xspace::FindPlane(result.space, xspace::kTaskEnvPlaneName);
-  ASSERT_NE(env, nullptr);
-  ASSERT_EQ(env->stats_size(), 2);
-  EXPECT_EQ(env->stats(0).int64_value(), result.start_ns);
-  EXPECT_EQ(env->stats(1).int64_value(), result.stop_ns);
+  EXPECT_EQ(xspace::ProfileStartNs(result.space), result.start_ns);
+  EXPECT_EQ(xspace::ProfileStopNs(result.space), result.stop_ns);
   EXPECT_TRUE(result.space.errors().empty());
+  EXPECT_FALSE(out.busy_at_done);  // the slot is free before on_done
+  EXPECT_EQ(executor_.pending(), 0u);
+}
+
+TEST_F(CaptureManagerTest, StartedReportsTheActualStartOnTheAgentClockBeforeDone) {
+  // A skewed agent clock: the start is reported on it, not on the fake clock underneath.
+  SkewedClock agent_clock(&clock_, 7 * kNanosPerSecond);
+  CaptureManager manager({&agent_clock, {&fake_}, &executor_}, {.host_name = "skewed"});
+  CaptureSpec spec = Spec(0, 100);
+  spec.start_at_ns = agent_clock.WallNs() + 250 * kNanosPerMilli;
+  auto session = manager.Begin(spec);
+  ASSERT_TRUE(session.ok()) << session.status();
+  Outcome out;
+  Run(**session, &out, &manager);
+  executor_.Advance(250 * kNanosPerMilli);
+  ASSERT_THAT(out.started_ns, ElementsAre(spec.start_at_ns));
+  EXPECT_EQ(out.started_ns[0], fake_.start_ns);
+  executor_.Advance(100 * kNanosPerMilli);
+  EXPECT_THAT(out.events, ElementsAre("started", "done"));
+  EXPECT_EQ(out.result->start_ns, out.started_ns[0]);
+}
+
+TEST_F(CaptureManagerTest, StartedIsTheRealStartWhenStartAtHasPassed) {
+  CaptureSpec spec = Spec(0, 50);
+  spec.start_at_ns = clock_.WallNs() - 20 * kNanosPerMilli;
+  auto session = manager_.Begin(spec);
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  EXPECT_THAT(out.started_ns, ElementsAre(spec.start_at_ns + 20 * kNanosPerMilli));
+  executor_.Advance(50 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(out.result->start_ns, spec.start_at_ns + 20 * kNanosPerMilli);
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Contains(HasSubstr("20000 us after the requested start")));
 }
 
 TEST_F(CaptureManagerTest, OneSessionAtATime) {
   auto first = manager_.Begin(Spec(0, 100));
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(manager_.busy());
-  CaptureSpec second = Spec(0, 100);
-  second.session_id = "s2";
+  CaptureSpec second = Spec(0, 100, "s2");
   absl::StatusOr<std::unique_ptr<CaptureManager::Session>> rejected = manager_.Begin(second);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(rejected.status().message(), HasSubstr("'s1' is running"));
-  first->reset();
+  first->reset();  // never run: destroying it frees the slot
   EXPECT_FALSE(manager_.busy());
-  EXPECT_TRUE(manager_.Begin(second).ok());
+  auto again = manager_.Begin(second);
+  ASSERT_TRUE(again.ok());
+  Outcome out;
+  Run(**again, &out);
+  again->reset();  // once running, the session lives on without its handle
+  EXPECT_TRUE(manager_.busy());
+  executor_.Advance(100 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_FALSE(out.result->cancelled);
+  EXPECT_FALSE(manager_.busy());
 }
 
 TEST_F(CaptureManagerTest, RejectsBadRequests) {
@@ -104,9 +178,7 @@ TEST_F(CaptureManagerTest, RejectsBadRequests) {
   EXPECT_EQ(code(Spec(0, 0)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(code(Spec(0, 10'001)).message(), HasSubstr("outside [1, 10000]"));
   EXPECT_THAT(code(Spec(61'000, 10)).message(), HasSubstr("in the future"));
-  CaptureSpec bad_id = Spec(0, 10);
-  bad_id.session_id = "../x";
-  EXPECT_THAT(code(bad_id).message(), HasSubstr("session id '../x'"));
+  EXPECT_THAT(code(Spec(0, 10, "../x")).message(), HasSubstr("session id '../x'"));
   CaptureSpec bad_collector = Spec(0, 10);
   bad_collector.collectors = {"cupti"};
   EXPECT_THAT(
@@ -118,68 +190,187 @@ TEST_F(CaptureManagerTest, RejectsBadRequests) {
 TEST_F(CaptureManagerTest, CancelStopsEarlyAndKeepsWhatWasRecorded) {
   auto session = manager_.Begin(Spec(0, 5000));
   ASSERT_TRUE(session.ok());
-  CaptureResult result;
-  std::thread runner([&] { result = (*session)->Run(); });
-  clock_.AwaitWaiters(1);
-  clock_.Advance(300 * kNanosPerMilli);
-  EXPECT_EQ(manager_.Cancel("other").code(), absl::StatusCode::kNotFound);
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(300 * kNanosPerMilli);
+  EXPECT_TRUE(manager_.Cancel("other").ok());  // not running: only remembered
+  EXPECT_FALSE(out.result.has_value());
   ASSERT_TRUE(manager_.Cancel("s1").ok());
-  runner.join();
-  EXPECT_TRUE(result.cancelled);
-  EXPECT_EQ(result.stop_ns - result.start_ns, 300 * kNanosPerMilli);
-  EXPECT_THAT(result.space.warnings(), ::testing::Contains(HasSubstr("cancelled after 300 ms")));
-  EXPECT_THAT(fake_.calls, ::testing::ElementsAre("prepare", "start", "stop", "collect"));
+  executor_.RunUntilIdle();  // no time passes
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_EQ(out.result->stop_ns - out.result->start_ns, 300 * kNanosPerMilli);
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Contains(HasSubstr("cancelled after 300 ms")));
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start", "stop", "collect"));
+  // The stop timer of the original window finds the session over and does nothing.
+  executor_.Advance(5000 * kNanosPerMilli);
+  EXPECT_THAT(out.events, ElementsAre("started", "done"));
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start", "stop", "collect"));
 }
 
-TEST_F(CaptureManagerTest, CancelActiveStopsWhateverRuns) {
+TEST_F(CaptureManagerTest, CancelActiveStopsWhateverRunsWithoutRememberingIt) {
   manager_.CancelActive();  // nothing running: no effect
   auto session = manager_.Begin(Spec(0, 5000));
   ASSERT_TRUE(session.ok());
-  CaptureResult result;
-  std::thread runner([&] { result = (*session)->Run(); });
-  clock_.AwaitWaiters(1);
-  clock_.Advance(40 * kNanosPerMilli);
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(40 * kNanosPerMilli);
   manager_.CancelActive();
-  runner.join();
-  EXPECT_TRUE(result.cancelled);
-  EXPECT_EQ(result.stop_ns - result.start_ns, 40 * kNanosPerMilli);
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_EQ(out.result->stop_ns - out.result->start_ns, 40 * kNanosPerMilli);
+  EXPECT_EQ(manager_.cancelled_ids_for_testing(), 0u);
 }
 
-TEST_F(CaptureManagerTest, CancelBeforeStartRecordsNothing) {
-  auto session = manager_.Begin(Spec(1000, 100));
+TEST_F(CaptureManagerTest, CancelDuringTheStartWaitEndsItAtOnce) {
+  auto session = manager_.Begin(Spec(/*start_in_ms=*/1000, /*duration_ms=*/100));
   ASSERT_TRUE(session.ok());
-  CaptureResult result;
-  std::thread runner([&] { result = (*session)->Run(); });
-  clock_.AwaitWaiters(1);
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();  // prepared, now waiting for start_at
+  const int64_t before = clock_.MonoNs();
   ASSERT_TRUE(manager_.Cancel("s1").ok());
-  runner.join();
-  EXPECT_TRUE(result.cancelled);
-  EXPECT_THAT(fake_.calls, ::testing::ElementsAre("prepare"));
-  EXPECT_EQ(xspace::CountEvents(result.space), 0);
+  executor_.RunUntilIdle();
+  EXPECT_EQ(clock_.MonoNs(), before);  // ended without waiting
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_THAT(out.events, ElementsAre("done"));  // never started
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+  EXPECT_EQ(xspace::CountEvents(out.result->space), 0);
+  EXPECT_THAT(out.result->space.warnings(),
+              ElementsAre(HasSubstr("cancelled before its start instant")));
+  EXPECT_FALSE(manager_.busy());
+  executor_.Advance(2000 * kNanosPerMilli);  // the start timer fires into a finished session
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+  EXPECT_THAT(out.events, ElementsAre("done"));
+}
+
+TEST_F(CaptureManagerTest, CancelThatOvertakesItsCaptureMakesItFailWithAborted) {
+  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  absl::StatusOr<std::unique_ptr<CaptureManager::Session>> session = manager_.Begin(Spec(0, 100));
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(session.status().message(),
+              HasSubstr("session 's1' was cancelled before it started"));
+  EXPECT_FALSE(manager_.busy());
+  EXPECT_TRUE(fake_.calls.empty());                      // its window never ran
+  EXPECT_TRUE(manager_.Begin(Spec(0, 100, "s2")).ok());  // other ids are unaffected
+}
+
+TEST_F(CaptureManagerTest, CancelBetweenBeginAndRunRecordsNothing) {
+  auto session = manager_.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_THAT(out.events, ElementsAre("done"));
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+}
+
+TEST_F(CaptureManagerTest, CancelOfACapturedIdAbortsItsRetry) {
+  auto session = manager_.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(manager_.Begin(Spec(0, 100)).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(CaptureManagerTest, SessionStopDoesNotRememberTheId) {
+  // Session::Stop is for a client that went away: its retry may reuse the id.
+  auto session = manager_.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  (*session)->Stop();
+  (*session)->Stop();  // idempotent
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_TRUE(manager_.Begin(Spec(0, 100)).ok());
+}
+
+TEST_F(CaptureManagerTest, CancelRejectsInvalidIds) {
+  absl::Status s = manager_.Cancel("../x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("session id '../x'"));
+  EXPECT_EQ(manager_.Cancel("").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_.cancelled_ids_for_testing(), 0u);
+}
+
+TEST_F(CaptureManagerTest, RememberedIdsAreBoundedInNumberAndTime) {
+  CaptureManager manager({&clock_, {&fake_}, &executor_},
+                         {.host_name = "h", .cancelled_id_ttl_ms = 1000, .max_cancelled_ids = 3});
+  auto aborted = [&](const std::string& id) {
+    absl::StatusOr<std::unique_ptr<CaptureManager::Session>> s = manager.Begin(Spec(0, 10, id));
+    return s.status().code() == absl::StatusCode::kAborted;
+  };
+  for (const char* id : {"a", "b", "c", "c", "d"}) ASSERT_TRUE(manager.Cancel(id).ok());
+  EXPECT_EQ(manager.cancelled_ids_for_testing(), 3u);
+  EXPECT_FALSE(aborted("a"));  // the oldest was forgotten to make room
+  EXPECT_TRUE(aborted("b"));
+  EXPECT_TRUE(aborted("c"));
+  EXPECT_TRUE(aborted("d"));
+  clock_.Advance(600 * kNanosPerMilli);
+  ASSERT_TRUE(manager.Cancel("e").ok());  // evicts b
+  clock_.Advance(400 * kNanosPerMilli);   // b, c, d are 1000 ms old now: expired
+  EXPECT_FALSE(aborted("c"));
+  EXPECT_FALSE(aborted("d"));
+  EXPECT_TRUE(aborted("e"));
+  EXPECT_EQ(manager.cancelled_ids_for_testing(), 1u);
+  clock_.Advance(600 * kNanosPerMilli);  // e is 1000 ms old
+  EXPECT_FALSE(aborted("e"));
+  EXPECT_EQ(manager.cancelled_ids_for_testing(), 0u);
+}
+
+TEST_F(CaptureManagerTest, DefaultBoundIs4096IdsForTenMinutes) {
+  EXPECT_EQ(manager_.options().max_cancelled_ids, 4096);
+  EXPECT_EQ(manager_.options().cancelled_id_ttl_ms, 600'000);
+  for (int i = 0; i <= 4096; ++i) ASSERT_TRUE(manager_.Cancel(absl::StrCat("id-", i)).ok());
+  EXPECT_EQ(manager_.cancelled_ids_for_testing(), 4096u);
+  EXPECT_TRUE(manager_.Begin(Spec(0, 10, "id-0")).ok());  // forgotten: the oldest
+  EXPECT_EQ(manager_.Begin(Spec(0, 10, "id-1")).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(CaptureManagerTest, CollectRunsOnTheCollectExecutorAndNeverDelaysTheTimeline) {
+  FakeExecutor collect(&clock_);
+  CaptureManager manager({&clock_, {&fake_}, &executor_, &collect}, {.host_name = "h"});
+  auto session = manager.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out, &manager);
+  collect.RunUntilIdle();  // Prepare
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+  executor_.RunUntilIdle();  // started
+  executor_.Advance(100 * kNanosPerMilli);
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start", "stop"));  // stopped on time
+  EXPECT_FALSE(out.result.has_value());
+  collect.RunUntilIdle();
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start", "stop", "collect"));
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(out.result->stop_ns - out.result->start_ns, 100 * kNanosPerMilli);
 }
 
 TEST_F(CaptureManagerTest, FailingCollectorIsReportedAndOthersStillDeliver) {
   fake_.fail_at = "start";
-  clock_.SetAutoAdvance(true);
   auto session = manager_.Begin(Spec(0, 200));
   ASSERT_TRUE(session.ok());
-  CaptureResult result = (*session)->Run();
-  EXPECT_THAT(result.space.errors(),
-              ::testing::ElementsAre(HasSubstr("collector fake: start failed: INTERNAL: boom")));
-  EXPECT_THAT(fake_.calls, ::testing::ElementsAre("prepare", "start"));  // skipped afterwards
-  EXPECT_GT(xspace::CountEvents(result.space), 0);  // the synthetic collector's events
-}
-
-TEST_F(CaptureManagerTest, LateStartBeginsAtOnceWithAWarning) {
-  clock_.SetAutoAdvance(true);
-  CaptureSpec spec = Spec(0, 50);
-  spec.start_at_ns = clock_.WallNs() - 20 * kNanosPerMilli;
-  auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok());
-  CaptureResult result = (*session)->Run();
-  EXPECT_EQ(result.start_ns, spec.start_at_ns + 20 * kNanosPerMilli);
-  EXPECT_THAT(result.space.warnings(),
-              ::testing::Contains(HasSubstr("20000 us after the requested start")));
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(200 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_THAT(out.result->space.errors(),
+              ElementsAre(HasSubstr("collector fake: start failed: INTERNAL: boom")));
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare", "start"));  // skipped afterwards
+  EXPECT_GT(xspace::CountEvents(out.result->space), 0);       // the synthetic collector's events
 }
 
 }  // namespace

@@ -1,22 +1,18 @@
-// profctl-agent: serves AgentService on one host. Thin shell: parse flags, wire objects, serve
-// until SIGINT/SIGTERM.
-#include <grpcpp/grpcpp.h>
+// profctl-agent: serves AgentService on one host (or, for tests and benchmarks, N endpoints in
+// one process: --endpoints). Thin shell: parse flags, wire objects, serve until SIGINT/SIGTERM.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <iostream>
 #include <memory>
-#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent_options.h"
-#include "agent/agent_service.h"
-#include "agent/capture_manager.h"
-#include "agent/collectors/synthetic_collector.h"
-#include "boost/asio/thread_pool.hpp"
+#include "agent/agent_server.h"
 #include "common/clock.h"
+#include "common/executor.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/version.h"
@@ -28,6 +24,22 @@ std::string Hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
+}
+
+// Each endpoint holds a listening socket and usually one connection: raise the soft limit on
+// open files to the hard one so a few hundred endpoints fit.
+void RaiseOpenFileLimit(int64_t endpoints) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  const auto needed = static_cast<rlim_t>(2 * endpoints + 64);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    spdlog::warn("open-file limit {} is low for {} endpoints (want about {})", limit.rlim_cur,
+                 endpoints, needed);
+  }
 }
 
 int Run(int argc, char** argv) {
@@ -46,6 +58,11 @@ int Run(int argc, char** argv) {
     std::cerr << "profctl-agent: " << s.message() << "\n";
     return 2;
   }
+  if (absl::StatusOr<std::vector<EndpointPlan>> plans = PlanEndpoints(*opts); !plans.ok()) {
+    std::cerr << "profctl-agent: " << plans.status().message() << "\n";
+    return 2;
+  }
+  if (opts->endpoints > 1) RaiseOpenFileLimit(opts->endpoints);
 
   // Signals are taken synchronously by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -54,66 +71,41 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  RealClock real_clock;
-  SkewedClock clock(&real_clock, opts->clock_skew_ms * kNanosPerMilli);
-
-  std::vector<std::unique_ptr<Collector>> collectors;
-  for (const std::string& name : opts->collectors) {
-    if (name == "synthetic") {
-      SyntheticJobConfig base;
-      base.clock_skew_ns = clock.skew_ns();
-      absl::StatusOr<SyntheticJobConfig> job = ParseSyntheticJobConfig(opts->synthetic, base);
-      if (!job.ok()) {
-        std::cerr << "profctl-agent: --synthetic: " << job.status().message() << "\n";
-        return 2;
-      }
-      collectors.push_back(std::make_unique<SyntheticCollector>(*job));
-    }
-  }
-  std::vector<Collector*> collector_ptrs;
-  collector_ptrs.reserve(collectors.size());
-  for (auto& c : collectors) collector_ptrs.push_back(c.get());
-
-  const std::string hostname = Hostname();
-  CaptureManager manager({&clock, collector_ptrs},
-                         {.max_duration_ms = opts->max_duration_ms,
-                          .host_name = opts->name.empty() ? hostname : opts->name});
-  boost::asio::thread_pool executor(2);
-  AgentServiceImpl service(&manager, &clock, &executor, {opts->name, hostname});
-
-  const bool ipv6 = absl::StrContains(opts->bind, ':') && opts->bind.front() != '[';
-  const std::string address =
-      absl::StrCat(ipv6 ? "[" : "", opts->bind, ipv6 ? "]" : "", ":", opts->port);
-  int selected_port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port must fail loudly
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || selected_port == 0) {
-    spdlog::error("cannot listen on {} (address in use or not local?)", address);
+  RealClock clock;
+  // Every endpoint's session timeline (waits, start, stop: cheap tasks) on one thread; collecting
+  // and serializing traces on another, so a slow collect never shifts another window.
+  AsioExecutor timeline(&clock, /*threads=*/1);
+  AsioExecutor collect(&clock, /*threads=*/1);
+  absl::StatusOr<std::unique_ptr<AgentServer>> server =
+      AgentServer::Start(*opts, {.clock = &clock,
+                                 .executor = &timeline,
+                                 .collect_executor = &collect,
+                                 .hostname = Hostname()});
+  if (!server.ok()) {
+    spdlog::error("{}", std::string(server.status().message()));
     return 1;
   }
   if (!opts->port_file.empty()) {
-    if (absl::Status s = WriteFileAtomically(opts->port_file, absl::StrCat(selected_port, "\n"));
-        !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(opts->port_file, (*server)->PortFileText()); !s.ok()) {
       spdlog::error("--port-file: {}", s.ToString());
-      server->Shutdown();
       return 1;
     }
   }
-  spdlog::info("profctl-agent {} listening on {}:{} (collectors: {}, clock skew {} ms)", kVersion,
-               opts->bind, selected_port, absl::StrJoin(opts->collectors, ","),
-               opts->clock_skew_ms);
+  const std::vector<int>& ports = (*server)->ports();
+  spdlog::info("profctl-agent {} listening on {}:{}{} (collectors: {}, clock skew {} ms{})",
+               kVersion, opts->bind, ports.front(),
+               ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
+               absl::StrJoin(opts->collectors, ","), opts->clock_skew_ms,
+               opts->endpoint_skew_spread_ms > 0
+                   ? absl::StrCat(" +- ", opts->endpoint_skew_spread_ms, " per endpoint")
+                   : "");
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: shutting down", sig);
   // A running capture stops now and streams back what it recorded; in-flight transfers get two
-  // seconds before gRPC cancels them.
-  manager.CancelActive();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  executor.join();
+  // seconds before gRPC cancels them. The executors outlive the server (declared before it).
+  (*server)->Shutdown(absl::Seconds(2));
   return 0;
 }
 

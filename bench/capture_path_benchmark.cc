@@ -3,11 +3,13 @@
 // Results and the command to reproduce them: docs/perf.md.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+
 #include "agent/collectors/synthetic_job.h"
 #include "common/clock.h"
 #include "common/gzip.h"
 #include "common/xspace.h"
-#include "coordinator/trace_json.h"
+#include "coordinator/report/pod_trace_writer.h"
 
 namespace profctl {
 namespace {
@@ -50,15 +52,15 @@ BENCHMARK(BM_ParseAndValidate)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
 
 void BM_PodTraceJsonGzip(benchmark::State& state) {
   const tensorflow::profiler::XSpace space = OneHost(state.range(0));
-  std::vector<coordinator::HostTrace> hosts;
-  for (int h = 0; h < 4; ++h) hosts.push_back({"host" + std::to_string(h), &space, h * 1000});
-  size_t json_bytes = 0;
+  const std::string path = "/tmp/profctl_bench_pod.trace.json.gz";
   for (auto _ : state) {
-    const std::string json = coordinator::PodTraceJson(hosts, kT0);
-    json_bytes = json.size();
-    benchmark::DoNotOptimize(GzipCompress(json));
+    absl::StatusOr<report::PodTraceWriter> w = report::PodTraceWriter::Open(path, kT0);
+    for (int h = 0; h < 4; ++h) {
+      benchmark::DoNotOptimize(w->AddHost("host" + std::to_string(h), space, h * 1000));
+    }
+    benchmark::DoNotOptimize(w->Finish());
   }
-  state.counters["json_MiB"] = static_cast<double>(json_bytes) / (1 << 20);
+  std::remove(path.c_str());
   state.counters["events/s"] =
       benchmark::Counter(4.0 * static_cast<double>(xspace::CountEvents(space)),
                          benchmark::Counter::kIsIterationInvariantRate);

@@ -1,13 +1,187 @@
 #include "common/gzip.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace profctl {
 namespace {
+
 constexpr int kGzipWindowBits = 15 + 16;  // zlib: 15-bit window, gzip wrapper.
+constexpr int kMemLevel = 8;              // zlib's default
+constexpr size_t kOutBufferBytes = 64 << 10;
+// zlib counts input in uInt: feed at most this much per deflate() call.
+constexpr size_t kMaxInputChunk = 1 << 30;
+
+absl::Status FileError(absl::string_view what, const std::string& path, const std::string& tmp,
+                       int err) {
+  std::string msg = absl::StrCat("gzip writer: ", what, " ", path, " (temporary ", tmp,
+                                 "): ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
 }  // namespace
+
+struct GzipFileWriter::State {
+  std::string path;
+  std::string tmp;
+  int fd = -1;
+  z_stream zs{};
+  bool zs_initialized = false;
+  bool finished = false;
+  absl::Status error;  // sticky
+  int64_t bytes_in = 0;
+  int64_t bytes_out = 0;
+  char out[kOutBufferBytes];
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() { Abandon(); }
+
+  // Releases zlib and removes the temporary file unless it was renamed.
+  void Abandon() {
+    if (zs_initialized) deflateEnd(&zs);
+    zs_initialized = false;
+    if (fd >= 0) close(fd);
+    fd = -1;
+    if (!finished && !tmp.empty()) unlink(tmp.c_str());
+  }
+
+  absl::Status Fail(absl::Status status) {
+    error = std::move(status);
+    Abandon();
+    return error;
+  }
+
+  absl::Status WriteAll(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = write(fd, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return Fail(FileError("cannot write", path, tmp, errno));
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+      bytes_out += w;
+    }
+    return absl::OkStatus();
+  }
+
+  // Runs deflate over the pending input with `flush`, writing every byte it emits. With
+  // Z_NO_FLUSH it returns once the input is consumed; with Z_FINISH once the stream is ended.
+  absl::Status Deflate(int flush) {
+    int rc = Z_OK;
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(out);
+      zs.avail_out = static_cast<uInt>(sizeof(out));
+      rc = deflate(&zs, flush);
+      if (rc == Z_STREAM_ERROR) {
+        return Fail(absl::InternalError(
+            absl::StrCat("gzip writer: zlib stream error while writing ", path)));
+      }
+      if (absl::Status s = WriteAll(out, sizeof(out) - zs.avail_out); !s.ok()) return s;
+    } while (zs.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+    return absl::OkStatus();
+  }
+
+  absl::Status Usable() const {
+    if (!error.ok()) return error;
+    if (finished) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("gzip writer: ", path, " is already finished"));
+    }
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<GzipFileWriter> GzipFileWriter::Open(const std::string& path) {
+  auto state = std::make_unique<State>();
+  state->path = path;
+  std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return FileError("cannot create temporary file for", path, tmp, errno);
+  state->fd = fd;
+  state->tmp = std::move(tmp);
+  if (deflateInit2(&state->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, kMemLevel,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gzip writer: zlib could not start a stream for ", path));
+  }
+  state->zs_initialized = true;
+  return GzipFileWriter(std::move(state));
+}
+
+GzipFileWriter::GzipFileWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+GzipFileWriter::GzipFileWriter(GzipFileWriter&& other) noexcept = default;
+GzipFileWriter& GzipFileWriter::operator=(GzipFileWriter&& other) noexcept = default;
+GzipFileWriter::~GzipFileWriter() = default;
+
+absl::Status GzipFileWriter::Append(absl::string_view data) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("gzip writer: moved from");
+  if (absl::Status s = state_->Usable(); !s.ok()) return s;
+  while (!data.empty()) {
+    const size_t n = std::min(data.size(), kMaxInputChunk);
+    state_->zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    state_->zs.avail_in = static_cast<uInt>(n);
+    if (absl::Status s = state_->Deflate(Z_NO_FLUSH); !s.ok()) return s;
+    state_->bytes_in += static_cast<int64_t>(n);
+    data.remove_prefix(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GzipFileWriter::Finish() {
+  if (state_ == nullptr) return absl::FailedPreconditionError("gzip writer: moved from");
+  State& st = *state_;
+  if (absl::Status s = st.Usable(); !s.ok()) return s;
+  st.zs.next_in = nullptr;
+  st.zs.avail_in = 0;
+  if (absl::Status s = st.Deflate(Z_FINISH); !s.ok()) return s;
+  deflateEnd(&st.zs);
+  st.zs_initialized = false;
+  if (fchmod(st.fd, 0644) != 0 || fsync(st.fd) != 0) {
+    return st.Fail(FileError("cannot sync", st.path, st.tmp, errno));
+  }
+  const int fd = std::exchange(st.fd, -1);
+  if (close(fd) != 0) return st.Fail(FileError("cannot close", st.path, st.tmp, errno));
+  if (rename(st.tmp.c_str(), st.path.c_str()) != 0) {
+    return st.Fail(FileError("cannot rename the temporary file onto", st.path, st.tmp, errno));
+  }
+  st.finished = true;
+  return absl::OkStatus();
+}
+
+absl::string_view GzipFileWriter::path() const {
+  return state_ != nullptr ? absl::string_view(state_->path) : absl::string_view();
+}
+absl::string_view GzipFileWriter::temp_path() const {
+  return state_ != nullptr ? absl::string_view(state_->tmp) : absl::string_view();
+}
+int64_t GzipFileWriter::bytes_in() const { return state_ != nullptr ? state_->bytes_in : 0; }
+int64_t GzipFileWriter::bytes_out() const { return state_ != nullptr ? state_->bytes_out : 0; }
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data) {
   z_stream zs{};

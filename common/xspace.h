@@ -1,7 +1,18 @@
 // Building, reading and validating XSpace traces (tensorflow.profiler.XSpace).
 //
-// Event times in XSpace are XLine.timestamp_ns + XEvent.offset_ps. Absolute picoseconds since the
-// epoch overflow int64, so everything here works in absolute nanoseconds and converts offsets.
+// Time on disk, as TSL writes it and XProf reads it (TSL_WIRE.md "How XProf reads an XSpace"):
+//   - The profile start P is the uint64 stat `profile_start_time` of the `Task Environment` plane:
+//     ns since the Unix epoch on the recording host's own clock (`profile_stop_time` likewise).
+//   - XLine.timestamp_ns is relative to P, and an event starts at timestamp_ns + offset_ps / 1000
+//     after P. XProf computes timestamp_ns * 1000 + offset_ps in int64 picoseconds, so absolute
+//     epoch line timestamps (~1.8e18 ns) overflow there; relative ones do not.
+//   - The rule for files without a profile start: P = 0, i.e. line timestamps are absolute
+//     (foreign writers, and profctl files written before lines became relative). Only a uint64
+//     `profile_start_time` counts, as TSL writes it: older profctl files stored an int64 one next
+//     to absolute lines, and reading that as P would count the start twice.
+// Every consumer reads times through ProfileStartNs() and EventStartNs()/EventEndNs(); nothing
+// adds timestamp_ns and offset_ps itself. Writers pass absolute times to an XPlaneBuilder made
+// with the profile start and record the window with SetProfileWindow().
 #ifndef PROFCTL_COMMON_XSPACE_H_
 #define PROFCTL_COMMON_XSPACE_H_
 
@@ -28,6 +39,8 @@ using tensorflow::profiler::XStatMetadata;
 // Well-known plane, line and stat names (TSL_WIRE.md).
 inline constexpr absl::string_view kHostPlaneName = "/host:CPU";
 inline constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
+inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
+inline constexpr absl::string_view kCustomPlanePrefix = "/device:CUSTOM:";
 inline constexpr absl::string_view kTaskEnvPlaneName = "Task Environment";
 inline constexpr absl::string_view kStatStepNum = "step_num";
 inline constexpr absl::string_view kStatIsRoot = "_r";
@@ -38,35 +51,67 @@ inline constexpr absl::string_view kStatMemcpyDetails = "memcpy_details";
 inline constexpr absl::string_view kStatProfileStart = "profile_start_time";
 inline constexpr absl::string_view kStatProfileStop = "profile_stop_time";
 
+// The `Task Environment` plane's id when SetProfileWindow creates it (ids are only keys).
+inline constexpr int64_t kTaskEnvPlaneId = 1000;
+
+// The profile start P in ns since the epoch on the recording host's clock: the first uint64
+// `profile_start_time` on a `Task Environment` plane, or 0 when there is none (then line
+// timestamps are absolute, see the top of this file). A value above INT64_MAX (Validate rejects
+// it) reads as INT64_MAX.
+int64_t ProfileStartNs(const XSpace& space);
+// The uint64 `profile_stop_time` beside it, if present (same rules).
+std::optional<int64_t> ProfileStopNs(const XSpace& space);
+
+// Records the recording window [start_ns, stop_ns] (ns since the epoch, both >= 0, on the
+// recording host's clock) as uint64 `profile_start_time`/`profile_stop_time` on the space's first
+// `Task Environment` plane, creating it (id kTaskEnvPlaneId) if needed and replacing earlier values
+// of these two stats. Idempotent: every writer of one session may call it with the same window.
+// Lines written for this space must be relative to start_ns (XPlaneBuilder with start_ns).
+void SetProfileWindow(XSpace* space, int64_t start_ns, int64_t stop_ns);
+
+// Absolute start, end and duration of an event in ns (on the recording host's clock), given its
+// space's ProfileStartNs(). Start and end round down to whole ns; an event that does not fit in
+// int64 ns (Validate rejects those) saturates instead of overflowing. Events that carry
+// num_occurrences instead of an offset start at their line's timestamp.
+int64_t EventStartNs(int64_t profile_start_ns, const XLine& line, const XEvent& event);
+int64_t EventEndNs(int64_t profile_start_ns, const XLine& line, const XEvent& event);
+inline int64_t EventDurationNs(const XEvent& event) { return event.duration_ps() / 1000; }
+
 // Appends to one plane, interning event and stat names. The plane must outlive the builder.
+// Times passed in are absolute ns on the recording host's clock; they are stored relative to the
+// profile start given at construction, as XProf expects. Not thread-safe.
 class XPlaneBuilder {
  public:
-  XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name);
+  // `profile_start_ns`: the space's profile start (what SetProfileWindow records); >= 0.
+  XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name, int64_t profile_start_ns);
+  // For planes without lines (Task Environment, metadata planes) and for spaces with no profile
+  // start: times are stored as given (profile start 0, i.e. absolute line timestamps).
+  XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name)
+      : XPlaneBuilder(plane, id, name, /*profile_start_ns=*/0) {}
 
   int64_t EventMetadataId(absl::string_view name);
   int64_t StatMetadataId(absl::string_view name);
-  // A line whose events are stored relative to `timestamp_ns`; events must not start before it.
+  // A line starting at absolute `timestamp_ns` (stored as timestamp_ns - profile start). Its events
+  // must not start before it, and must start less than ~106 days after it (int64 ps offsets).
   XLine* AddLine(int64_t id, absl::string_view name, int64_t timestamp_ns);
+  // An event at absolute `start_ns` on `line`, which must belong to this builder's plane.
   XEvent* AddEvent(XLine* line, int64_t metadata_id, int64_t start_ns, int64_t duration_ns);
 
   void AddStat(XEvent* event, int64_t stat_id, int64_t v);
   void AddStat(XEvent* event, int64_t stat_id, uint64_t v);
   void AddStat(XEvent* event, int64_t stat_id, absl::string_view v);
   void AddPlaneStat(int64_t stat_id, int64_t v);
+  void AddPlaneStat(int64_t stat_id, uint64_t v);
 
   XPlane* plane() { return plane_; }
+  int64_t profile_start_ns() const { return profile_start_ns_; }
 
  private:
   XPlane* plane_;
+  int64_t profile_start_ns_;
   absl::flat_hash_map<std::string, int64_t> event_ids_;
   absl::flat_hash_map<std::string, int64_t> stat_ids_;
 };
-
-// Absolute start of an event in nanoseconds.
-inline int64_t EventStartNs(const XLine& line, const XEvent& event) {
-  return line.timestamp_ns() + event.offset_ps() / 1000;
-}
-inline int64_t EventDurationNs(const XEvent& event) { return event.duration_ps() / 1000; }
 
 // Read access to one plane with names resolved.
 class XPlaneReader {
@@ -93,7 +138,11 @@ int64_t CountEvents(const XSpace& space);
 
 // Checks what consumers rely on, for traces that came from elsewhere: every event's metadata id is
 // defined in its plane, offsets and durations are not negative, stat ids are defined, plane names
-// are set. The error names the plane, line and event index.
+// are set, and times fit: profile_start_time/profile_stop_time <= INT64_MAX, every line's
+// timestamp_ns * 1000 + offset_ps (+ duration_ps) fits int64 ps as XProf computes it, and every
+// event's absolute end fits int64 ns. Errors are INVALID_ARGUMENT naming the plane, line, event
+// index and the bad value. Files with absolute epoch line timestamps fail the time check (XProf
+// misreads them too); the time helpers above still read them.
 absl::Status Validate(const XSpace& space);
 
 }  // namespace profctl::xspace

@@ -1,5 +1,16 @@
-// The AgentClient seam: how the coordinator talks to one agent. The fan-out engine only knows
-// this interface; GrpcAgentClient is the real one, tests use fakes that fail, hang or lie.
+// The AgentClient seam: how the coordinator talks to one agent, asynchronously. The engine only
+// knows this interface; GrpcAgentClient (gRPC callback API) is the real one, tests use fakes
+// that fail, hang, lie or answer slowly.
+//
+// Threading contract:
+//   - Every call returns at once; its outcome arrives later through a callback. Callbacks run on
+//     a transport thread (or, for fakes, on the test's executor), never inline inside the call
+//     that started the RPC, and never block: they copy what they need and post to the caller's
+//     executor.
+//   - Each call takes a timeout; transport trouble is UNAVAILABLE or DEADLINE_EXCEEDED, other
+//     errors keep the agent's canonical code with a message that names the RPC.
+//   - Several calls may be in flight on one client at once (SyncClock samples, Cancel during
+//     Capture). The client must outlive every call in flight: it waits in its destructor.
 #ifndef PROFCTL_COORDINATOR_AGENT_CLIENT_H_
 #define PROFCTL_COORDINATOR_AGENT_CLIENT_H_
 
@@ -8,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "coordinator/worker.h"
 
@@ -22,10 +34,14 @@ struct AgentInfo {
   bool busy = false;
 };
 
-// One SyncClock answer: agent wall clock at receive and at send.
+// One SyncClock round trip. The agent's wall clock at receive and at send, and the caller's wall
+// clock when the request left and the reply arrived, stamped by the transport as close to the
+// wire as it can (so executor queueing does not inflate the round trip).
 struct ClockReading {
-  int64_t receive_ns = 0;
-  int64_t send_ns = 0;
+  int64_t receive_ns = 0;  // agent clock
+  int64_t send_ns = 0;     // agent clock
+  int64_t local_send_ns = 0;
+  int64_t local_receive_ns = 0;
 };
 
 struct CaptureArgs {
@@ -34,27 +50,52 @@ struct CaptureArgs {
   int64_t duration_ms = 0;
 };
 
-struct CaptureReply {
-  std::string xspace_bytes;  // serialized tensorflow.profiler.XSpace, not yet validated
-  int64_t start_ns = 0;      // agent's clock
+// What the agent says about the recording, first when it starts and then after it stopped.
+struct CaptureHeaderInfo {
+  int64_t start_ns = 0;  // agent's clock: actual start of recording
   int64_t stop_ns = 0;
+  uint64_t total_bytes = 0;  // the serialized XSpace the data chunks add up to
   bool cancelled = false;
   std::string name;
   std::string hostname;
 };
 
-// Calls may come from several threads, one call at a time per client, except that Cancel may be
-// called while a Capture on the same client is in flight. Every call has a timeout;
-// errors carry canonical codes (UNAVAILABLE and DEADLINE_EXCEEDED for transport trouble).
+// Receives one Capture stream. Calls come from a transport thread, one at a time and in this
+// order: OnStarted (at most once, as soon as the agent begins recording; agents that predate it
+// never send it), OnHeader (once), OnData (zero or more, in order), then OnDone exactly once, last.
+// The client checks the stream's framing before calling: OnData never exceeds the announced
+// total, and OnDone is OK only when the header came, the data added up to total_bytes and the
+// trailer's chunk count matched. OnData may block briefly (it is the place to write a chunk to
+// disk); the next chunk is not read before it returns, so memory stays bounded per stream.
+class CaptureStream {
+ public:
+  virtual ~CaptureStream() = default;
+  virtual void OnStarted(int64_t agent_start_ns) = 0;
+  virtual void OnHeader(const CaptureHeaderInfo& header) = 0;
+  // Returns an error to abort the stream (e.g. the disk is full); OnDone then gets that error.
+  virtual absl::Status OnData(std::string_view chunk) = 0;
+  virtual void OnDone(absl::Status status) = 0;
+};
+
 class AgentClient {
  public:
+  template <typename T>
+  using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+  using DoneCallback = absl::AnyInvocable<void(absl::Status) &&>;
+
+  // Waits for every call in flight to finish (their callbacks have run).
   virtual ~AgentClient() = default;
-  virtual absl::StatusOr<AgentInfo> GetInfo(int64_t timeout_ms) = 0;
-  virtual absl::StatusOr<ClockReading> SyncClock(int64_t timeout_ms) = 0;
-  // Blocks until the whole trace has arrived (or the timeout). Checks the stream's framing:
-  // header first, data adding up to the announced size, trailer with the chunk count.
-  virtual absl::StatusOr<CaptureReply> Capture(const CaptureArgs& args, int64_t timeout_ms) = 0;
-  virtual absl::Status Cancel(const std::string& session_id, int64_t timeout_ms) = 0;
+  virtual void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) = 0;
+  virtual void SyncClock(int64_t timeout_ms, Callback<ClockReading> done) = 0;
+  // `stream` must stay alive until its OnDone has returned.
+  virtual void Capture(const CaptureArgs& args, int64_t timeout_ms, CaptureStream* stream) = 0;
+  // Asks the agent to stop the session early (it returns what it recorded). Harmless when the
+  // session is not running; an agent remembers recently cancelled ids, so a Cancel that overtakes
+  // its Capture still stops it.
+  virtual void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) = 0;
+  // Ends the Capture in flight on this client, if any, without asking the agent: its OnDone gets
+  // CANCELLED. Thread-safe.
+  virtual void AbortCapture() = 0;
 };
 
 class AgentClientFactory {

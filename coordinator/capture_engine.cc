@@ -1,56 +1,29 @@
 #include "coordinator/capture_engine.h"
 
 #include <algorithm>
-#include <atomic>
-#include <memory>
-#include <mutex>
-#include <thread>
+#include <limits>
+#include <optional>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "boost/asio/post.hpp"
-#include "boost/asio/thread_pool.hpp"
+#include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
-#include "common/gzip.h"
 #include "common/version.h"
 #include "common/xspace.h"
+#include "coordinator/analysis/alignment.h"
 #include "coordinator/clock_sync.h"
-#include "coordinator/trace_json.h"
+#include "coordinator/report/pod_trace_writer.h"
 
 namespace profctl::coordinator {
-namespace {
 
+using profctl::v1::FailureStep;
 using profctl::v1::HostResult;
 using profctl::v1::SessionManifest;
 using tensorflow::profiler::XSpace;
 
-constexpr char kOk[] = "ok";
-constexpr char kFailed[] = "failed";
-
-// Runs fn(i) for i in [0, n) on `pool` and waits for all. While waiting, calls tick() every
-// tick_ns of `clock` time when a tick is given.
-template <typename Fn>
-void ParallelFor(boost::asio::thread_pool& pool, size_t n, Fn fn, const Clock& clock,
-                 int64_t tick_ns = 0, const std::function<void()>& tick = {}) {
-  if (n == 0) return;
-  // Shared: the last task may still be inside Stop() when the waiter wakes and returns.
-  auto done = std::make_shared<StopSignal>();
-  auto left = std::make_shared<std::atomic<size_t>>(n);
-  for (size_t i = 0; i < n; ++i) {
-    boost::asio::post(pool, [&fn, done, left, i] {
-      fn(i);
-      if (left->fetch_sub(1) == 1) done->Stop();
-    });
-  }
-  if (tick) {
-    for (int64_t next = clock.MonoNs() + tick_ns; clock.WaitUntil(next, *done); next += tick_ns) {
-      tick();
-    }
-  }
-  done->Wait(
-      +[](const void*) { return false; }, nullptr, absl::InfiniteDuration());
-}
+namespace {
 
 double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
 
@@ -67,14 +40,56 @@ int64_t CountSteps(const XSpace& space) {
   return static_cast<int64_t>(steps.size());
 }
 
-struct HostState {
-  std::unique_ptr<AgentClient> client;
-  AgentInfo info;
-  bool prepared = false;
-  XSpace space;  // parsed trace, for the pod timeline
-};
-
 }  // namespace
+
+std::string HostStatusName(profctl::v1::HostStatus s) {
+  switch (s) {
+    case profctl::v1::HOST_STATUS_OK:
+      return "ok";
+    case profctl::v1::HOST_STATUS_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string SessionStatusName(profctl::v1::SessionStatus s) {
+  switch (s) {
+    case profctl::v1::SESSION_STATUS_OK:
+      return "ok";
+    case profctl::v1::SESSION_STATUS_PARTIAL:
+      return "partial";
+    case profctl::v1::SESSION_STATUS_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string FailureStepName(FailureStep s) {
+  switch (s) {
+    case profctl::v1::FAILURE_STEP_GET_INFO:
+      return "get info";
+    case profctl::v1::FAILURE_STEP_CLOCK_SYNC:
+      return "clock sync";
+    case profctl::v1::FAILURE_STEP_PREPARE:
+      return "prepare";
+    case profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT:
+      return "prepare timeout";
+    case profctl::v1::FAILURE_STEP_CAPTURE:
+      return "capture";
+    case profctl::v1::FAILURE_STEP_LATE:
+      return "late";
+    case profctl::v1::FAILURE_STEP_VALIDATE:
+      return "validate";
+    case profctl::v1::FAILURE_STEP_WRITE:
+      return "write";
+    case profctl::v1::FAILURE_STEP_INTERRUPTED:
+      return "interrupted";
+    default:
+      return "unknown";
+  }
+}
 
 std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
                                          const std::vector<std::string>& agent_names) {
@@ -93,253 +108,703 @@ std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& worke
   return stems;
 }
 
-bool CaptureEngine::BeginCapture(AgentClient* client) {
-  absl::MutexLock lock(&mu_);
-  if (cancelled_) return false;
-  capturing_.push_back(client);
-  return true;
+// ---------------------------------------------------------------------------------------------
+// The state machine. Everything below runs on the executor (one task at a time), except the
+// HostStream methods, which run on transport threads and only touch their own stream's file
+// and header before posting.
+
+class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine::Session> {
+ public:
+  Session(Dependencies deps, CaptureEngineOptions options, CapturePlan plan, DoneCallback done)
+      : deps_(std::move(deps)),
+        options_(options),
+        plan_(std::move(plan)),
+        done_(std::move(done)),
+        ex_(*deps_.executor),
+        clock_(ex_.clock()) {}
+
+  ~Session() {
+    // Clients first: each waits for its calls in flight, whose callbacks touch streams.
+    for (Host& h : hosts_) h.client.reset();
+  }
+
+  void Begin();
+  void Interrupt();
+
+ private:
+  enum class Phase { kPreparing, kReady, kCapturing, kDone };
+
+  struct Host;
+  // Receives one host's Capture stream on a transport thread.
+  class HostStream final : public CaptureStream {
+   public:
+    HostStream(std::weak_ptr<Session> session, size_t index, std::unique_ptr<TraceFile> file)
+        : session_(std::move(session)), index_(index), file_(std::move(file)) {}
+    void OnStarted(int64_t agent_start_ns) override {
+      Post([agent_start_ns](Session& s, Host& h) { s.OnStarted(h, agent_start_ns); });
+    }
+    void OnHeader(const CaptureHeaderInfo& header) override { header_ = header; }
+    absl::Status OnData(std::string_view chunk) override {
+      return file_->Append(absl::string_view(chunk.data(), chunk.size()));
+    }
+    void OnDone(absl::Status status) override {
+      Post([status = std::move(status)](Session& s, Host& h) { s.OnCaptureDone(h, status); });
+    }
+
+    // Read on the executor once OnDone was posted (the post orders them).
+    const CaptureHeaderInfo& header() const { return header_; }
+    TraceFile& file() { return *file_; }
+
+   private:
+    template <typename Fn>
+    void Post(Fn fn) {
+      std::weak_ptr<Session> weak = session_;
+      const size_t index = index_;
+      if (std::shared_ptr<Session> session = weak.lock()) {
+        session->ex_.Post([weak, index, fn = std::move(fn)]() mutable {
+          if (std::shared_ptr<Session> s = weak.lock()) fn(*s, s->hosts_[index]);
+        });
+      }
+    }
+    std::weak_ptr<Session> session_;
+    size_t index_;
+    std::unique_ptr<TraceFile> file_;
+    CaptureHeaderInfo header_;
+  };
+
+  struct Host {
+    size_t index = 0;
+    HostResult r;
+    Phase phase = Phase::kPreparing;
+    // Declared before `client`: destroyed after it, since the client's destructor waits for the
+    // stream's last callback.
+    std::unique_ptr<HostStream> stream;
+    std::unique_ptr<AgentClient> client;
+    int64_t prepare_started_mono = 0;
+    bool info_done = false;
+    absl::Status info_status;
+    AgentInfo info;
+    int samples_left = 0;
+    ClockSampler sampler;
+    absl::Status last_sample_error;
+    bool started_seen = false;
+    int64_t capture_started_mono = 0;
+    std::vector<int64_t> collective_ends;  // agent clock, absolute
+  };
+
+  // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
+  // arrives after the session is gone does nothing.
+  template <typename Fn>
+  auto Bind(Fn fn) {
+    return [weak = weak_from_this(), fn = std::move(fn)](auto&&... args) mutable {
+      std::shared_ptr<Session> session = weak.lock();
+      if (session == nullptr) return;
+      Executor& ex = session->ex_;
+      ex.Post([weak, fn = std::move(fn),
+               tup = std::make_tuple(std::forward<decltype(args)>(args)...)]() mutable {
+        if (std::shared_ptr<Session> s = weak.lock()) {
+          std::apply([&](auto&&... a) { fn(*s, std::move(a)...); }, std::move(tup));
+        }
+      });
+    };
+  }
+
+  // Phase 1.
+  void StartPrepare(Host& h);
+  void TakeSample(Host& h);
+  void OnInfo(Host& h, absl::StatusOr<AgentInfo> info);
+  void OnSample(Host& h, absl::StatusOr<ClockReading> reading);
+  void MaybeReady(Host& h);
+  void ScheduleBudget(int64_t deadline_mono);
+  void OnPrepareDeadline(uint64_t generation);
+  // Phase 2.
+  void EndPrepare();
+  // Phase 3.
+  void StartCapture(Host& h);
+  void OnStarted(Host& h, int64_t agent_start_ns);
+  void OnCaptureDone(Host& h, const absl::Status& status);
+  void SaveTrace(Host& h);
+  void OnWindowClosed();
+  void Tick(int64_t next_mono);
+  // Phases 4 and 5.
+  void MaybeFinish();
+  void Align();
+  void WritePodOutputs();
+
+  void Fail(Host& h, FailureStep step, const absl::Status& status);
+  void Succeed(Host& h);
+  void Progress(const std::string& line) {
+    if (deps_.progress) deps_.progress(line);
+  }
+  int64_t NowMono() const { return clock_.MonoNs(); }
+
+  Dependencies deps_;
+  const CaptureEngineOptions options_;
+  const CapturePlan plan_;
+  DoneCallback done_;
+  Executor& ex_;
+  const Clock& clock_;
+  SessionManifest manifest_;
+  std::vector<Host> hosts_;
+
+  bool preparing_ = true;  // the session-wide prepare phase
+  bool cancelled_ = false;
+  bool finished_ = false;
+  int64_t prepare_started_mono_ = 0;
+  int64_t prepare_deadline_mono_ = 0;
+  uint64_t budget_generation_ = 0;
+  std::vector<int64_t> ready_prepare_ns_;  // prepare times of hosts ready so far
+  size_t settled_ = 0;                     // hosts past the prepare phase (ready or failed)
+  size_t terminal_ = 0;                    // hosts with a final status
+  int64_t start_at_ = 0;                   // wall, coordinator clock
+  int64_t lead_ns_ = 0;
+  int64_t window_start_mono_ = 0;
+  int64_t window_end_mono_ = 0;
+};
+
+void CaptureEngine::Session::Begin() {
+  manifest_.set_profctl_version(kVersion);
+  auto* req = manifest_.mutable_request();
+  for (const WorkerAddress& w : plan_.workers) req->add_workers(w.address);
+  req->set_duration_ms(static_cast<uint64_t>(plan_.duration_ms));
+  req->set_logdir(plan_.logdir);
+  req->set_session(plan_.session);
+  req->set_prepare_timeout_ms(
+      static_cast<uint64_t>(std::max<int64_t>(0, plan_.prepare_timeout_ms)));
+  req->set_late(plan_.late);
+  req->set_align(plan_.align);
+  manifest_.set_late_tolerance_ns(options_.late_tolerance_ms * kNanosPerMilli);
+  if (deps_.sink != nullptr) manifest_.set_session_dir(deps_.sink->location());
+
+  hosts_.resize(plan_.workers.size());
+  prepare_started_mono_ = NowMono();
+  const int64_t budget_ms =
+      plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
+  manifest_.set_prepare_budget_ms(static_cast<double>(budget_ms));
+  ScheduleBudget(prepare_started_mono_ + budget_ms * kNanosPerMilli);
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    Host& h = hosts_[i];
+    h.index = i;
+    h.r.set_address(plan_.workers[i].address);
+    h.r.set_host(plan_.workers[i].file_stem());
+    h.r.set_attempts(1);
+    h.client = deps_.clients->Connect(plan_.workers[i]);
+  }
+  for (Host& h : hosts_) StartPrepare(h);
 }
 
-void CaptureEngine::EndCapture(AgentClient* client) {
-  absl::MutexLock lock(&mu_);  // waits for a Cancel() in progress, which may use the client
-  capturing_.erase(std::find(capturing_.begin(), capturing_.end(), client));
+// --- Phase 1: prepare --------------------------------------------------------------------------
+
+void CaptureEngine::Session::StartPrepare(Host& h) {
+  h.prepare_started_mono = NowMono();
+  h.samples_left = std::max(1, options_.clock_sync_samples);
+  h.client->GetInfo(options_.rpc_timeout_ms,
+                    Bind([i = h.index](Session& s, absl::StatusOr<AgentInfo> info) {
+                      s.OnInfo(s.hosts_[i], std::move(info));
+                    }));
+  TakeSample(h);
+}
+
+void CaptureEngine::Session::TakeSample(Host& h) {
+  h.client->SyncClock(options_.sample_timeout_ms,
+                      Bind([i = h.index](Session& s, absl::StatusOr<ClockReading> r) {
+                        s.OnSample(s.hosts_[i], std::move(r));
+                      }));
+}
+
+void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
+  if (h.phase != Phase::kPreparing) return;
+  h.info_done = true;
+  if (info.ok()) {
+    h.info = *std::move(info);
+    h.r.set_agent_name(h.info.name);
+    h.r.set_agent_hostname(h.info.hostname);
+    h.r.set_agent_version(h.info.version);
+    h.r.set_agent_busy(h.info.busy);
+  } else {
+    h.info_status = info.status();
+  }
+  MaybeReady(h);
+}
+
+void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> reading) {
+  if (h.phase != Phase::kPreparing) return;
+  --h.samples_left;
+  absl::StatusOr<ClockOffset> sample =
+      reading.ok() ? OffsetFromReading(*reading) : reading.status();
+  if (sample.ok()) {
+    h.sampler.Add(*sample);
+  } else {
+    h.last_sample_error = sample.status();
+  }
+  // An agent that refuses the connection will not answer the next sample either.
+  const bool hopeless =
+      h.sampler.empty() && !sample.ok() && sample.status().code() == absl::StatusCode::kUnavailable;
+  if (h.samples_left > 0 && !hopeless) {
+    TakeSample(h);
+    return;
+  }
+  h.samples_left = 0;
+  MaybeReady(h);
+}
+
+void CaptureEngine::Session::MaybeReady(Host& h) {
+  if (h.phase != Phase::kPreparing) return;
+  const bool sync_done = h.samples_left == 0;
+  // Fail as soon as the cause is known; otherwise wait for both GetInfo and clock sync.
+  if (h.info_done && !h.info_status.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_GET_INFO, h.info_status);
+    return;
+  }
+  if (!sync_done || !h.info_done) return;
+  if (h.sampler.empty()) {
+    Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
+    return;
+  }
+  if (h.info.max_duration_ms > 0 && plan_.duration_ms > h.info.max_duration_ms) {
+    Fail(h, profctl::v1::FAILURE_STEP_PREPARE,
+         absl::InvalidArgumentError(absl::StrCat("agent accepts captures of at most ",
+                                                 h.info.max_duration_ms, " ms, asked for ",
+                                                 plan_.duration_ms)));
+    return;
+  }
+  const ClockOffset& c = h.sampler.best();
+  auto* clock = h.r.mutable_clock();
+  clock->set_offset_ns(c.offset_ns);
+  clock->set_rtt_offset_ns(c.offset_ns);
+  clock->set_rtt_ns(c.rtt_ns);
+  clock->set_uncertainty_ns(c.uncertainty_ns());
+  clock->set_samples(static_cast<uint32_t>(c.samples));
+  clock->set_method("rtt");
+  const int64_t took = NowMono() - h.prepare_started_mono;
+  h.r.set_prepare_ms(Millis(took));
+  h.phase = Phase::kReady;
+  Progress(absl::StrFormat("%s: clock offset %+.3f ms +- %.3f ms (rtt %.3f ms)", h.r.address(),
+                           Millis(c.offset_ns), Millis(c.uncertainty_ns()), Millis(c.rtt_ns)));
+  if (preparing_) {
+    ++settled_;
+    ready_prepare_ns_.push_back(took);
+    // The derived budget: once half the hosts are ready, the rest get 4 x their median time.
+    if (plan_.prepare_timeout_ms <= 0 && ready_prepare_ns_.size() * 2 >= hosts_.size() &&
+        ready_prepare_ns_.size() * 2 < hosts_.size() + 2) {
+      std::vector<int64_t> t = ready_prepare_ns_;
+      std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
+      const int64_t budget =
+          std::clamp(4 * t[t.size() / 2], options_.min_prepare_budget_ms * kNanosPerMilli,
+                     options_.max_prepare_budget_ms * kNanosPerMilli);
+      manifest_.set_prepare_budget_ms(Millis(budget));
+      if (prepare_started_mono_ + budget < prepare_deadline_mono_) {
+        ScheduleBudget(prepare_started_mono_ + budget);
+      }
+    }
+    if (settled_ == hosts_.size()) EndPrepare();
+  } else if (!cancelled_ && !plan_.prepare_only) {
+    // Ready after the budget, with --late=capture: capture it if its window is still open.
+    if (NowMono() < window_end_mono_) {
+      StartCapture(h);
+    } else {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError("ready only after the capture window closed"));
+    }
+  }
+}
+
+void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
+  prepare_deadline_mono_ = deadline_mono;
+  const uint64_t generation = ++budget_generation_;
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(deadline_mono, [weak, generation] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnPrepareDeadline(generation);
+  });
+}
+
+void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
+  if (generation != budget_generation_ || !preparing_) return;
+  const double budget_ms = Millis(prepare_deadline_mono_ - prepare_started_mono_);
+  manifest_.set_prepare_budget_ms(budget_ms);
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kPreparing) continue;
+    if (plan_.late == profctl::v1::LATE_POLICY_FAIL || plan_.prepare_only) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError(
+               absl::StrFormat("not ready within the prepare budget of %.0f ms (%s)", budget_ms,
+                               h.info_done ? "clock sync unanswered" : "GetInfo unanswered")));
+    } else {
+      Progress(absl::StrFormat("%s: not ready within %.0f ms; capturing the others, it joins late",
+                               h.r.address(), budget_ms));
+    }
+  }
+  if (preparing_) EndPrepare();
+}
+
+// --- Phase 2: one start instant ----------------------------------------------------------------
+
+void CaptureEngine::Session::EndPrepare() {
+  if (!preparing_) return;
+  preparing_ = false;
+  ++budget_generation_;  // a pending budget timer is now moot
+  manifest_.set_prepare_ms(Millis(NowMono() - prepare_started_mono_));
+  // File stems from agent names, fixed now (hosts joining late keep their address stem).
+  std::vector<std::string> names;
+  names.reserve(hosts_.size());
+  for (const Host& h : hosts_) names.push_back(h.info.name);
+  const std::vector<std::string> stems = AssignHostStems(plan_.workers, names);
+  int64_t max_rtt = 0;
+  size_t ready = 0;
+  for (Host& h : hosts_) {
+    h.r.set_host(stems[h.index]);
+    if (h.phase == Phase::kReady) {
+      max_rtt = std::max(max_rtt, h.r.clock().rtt_ns());
+      ++ready;
+    }
+  }
+  if (plan_.prepare_only || cancelled_) {
+    for (Host& h : hosts_) {
+      if (h.phase == Phase::kReady) {
+        if (cancelled_) {
+          Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+               absl::CancelledError("interrupted before capture"));
+        } else {
+          Succeed(h);
+        }
+      }
+    }
+    MaybeFinish();
+    return;
+  }
+  lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli, 4 * max_rtt) +
+             static_cast<int64_t>(hosts_.size()) * 20 * kNanosPerMicro;
+  start_at_ = clock_.WallNs() + lead_ns_;
+  manifest_.set_start_at_ns(start_at_);
+  window_start_mono_ = NowMono() + lead_ns_;
+  window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
+  if (ready > 0) {
+    Progress(absl::StrFormat("capturing %d of %d workers: window starts in %.0f ms, lasts %d ms",
+                             ready, hosts_.size(), Millis(lead_ns_), plan_.duration_ms));
+  }
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kReady) StartCapture(h);
+  }
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(window_end_mono_, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnWindowClosed();
+  });
+  if (options_.progress_tick_ms > 0) Tick(NowMono() + options_.progress_tick_ms * kNanosPerMilli);
+  MaybeFinish();
+}
+
+// --- Phase 3: capture --------------------------------------------------------------------------
+
+void CaptureEngine::Session::StartCapture(Host& h) {
+  absl::StatusOr<std::unique_ptr<TraceFile>> file = deps_.sink->Create(XPlaneFileName(h.r.host()));
+  if (!file.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_WRITE, file.status());
+    return;
+  }
+  h.phase = Phase::kCapturing;
+  h.capture_started_mono = NowMono();
+  // Offsets are bounded (clock_sync.h), so this cannot overflow.
+  const int64_t agent_start = start_at_ + h.r.clock().rtt_offset_ns();
+  h.r.set_requested_start_ns(agent_start);
+  const int64_t until_start_ms =
+      std::max<int64_t>(0, window_start_mono_ - NowMono()) / kNanosPerMilli;
+  const int64_t timeout_ms = until_start_ms + plan_.duration_ms + options_.transfer_timeout_ms;
+  h.stream = std::make_unique<HostStream>(weak_from_this(), h.index, *std::move(file));
+  h.client->Capture({plan_.session, agent_start, plan_.duration_ms}, timeout_ms, h.stream.get());
+}
+
+void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
+  if (h.phase != Phase::kCapturing || h.started_seen) return;
+  h.started_seen = true;
+  h.r.set_agent_start_ns(agent_start_ns);
+  const int64_t lateness = agent_start_ns - h.r.requested_start_ns();
+  h.r.set_lateness_ns(lateness);
+  h.r.set_late(lateness > options_.late_tolerance_ms * kNanosPerMilli);
+  if (!h.r.late()) return;
+  if (plan_.late == profctl::v1::LATE_POLICY_FAIL) {
+    Fail(h, profctl::v1::FAILURE_STEP_LATE,
+         absl::DeadlineExceededError(absl::StrFormat(
+             "started %.3f ms after the common start (tolerance %d ms, --late=fail)",
+             Millis(lateness), options_.late_tolerance_ms)));
+    h.client->AbortCapture();  // the agent stops when its stream is cancelled
+  } else {
+    Progress(absl::StrFormat("%s: started %.3f ms late", h.r.host(), Millis(lateness)));
+  }
+}
+
+void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) {
+  if (h.phase != Phase::kCapturing) {
+    h.stream.reset();  // failed meanwhile (late, interrupted): drop the temporary file
+    return;
+  }
+  h.r.set_capture_ms(Millis(NowMono() - h.capture_started_mono));
+  if (!status.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, status);
+    h.stream.reset();
+    return;
+  }
+  const CaptureHeaderInfo& header = h.stream->header();
+  if (!h.started_seen) OnStarted(h, header.start_ns);  // agents that send no `started`
+  if (h.phase != Phase::kCapturing) {
+    h.stream.reset();
+    return;
+  }
+  h.r.set_agent_start_ns(header.start_ns);
+  h.r.set_agent_stop_ns(header.stop_ns);
+  h.r.set_cancelled(header.cancelled);
+  h.r.set_bytes(h.stream->file().size());
+  SaveTrace(h);
+  h.stream.reset();
+}
+
+void CaptureEngine::Session::SaveTrace(Host& h) {
+  TraceFile& file = h.stream->file();
+  absl::StatusOr<std::string> bytes = file.ReadAll();
+  if (!bytes.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_WRITE, bytes.status());
+    return;
+  }
+  XSpace space;
+  absl::Status valid = space.ParseFromString(*bytes)
+                           ? xspace::Validate(space)
+                           : absl::DataLossError("not a serialized XSpace");
+  bytes->clear();
+  if (!valid.ok()) {
+    // Keep the bytes for inspection, under a name TensorBoard will not try to load.
+    absl::StatusOr<std::string> kept = file.Commit(RejectedXPlaneFileName(h.r.host()));
+    Fail(h, profctl::v1::FAILURE_STEP_VALIDATE,
+         absl::DataLossError(
+             absl::StrCat("agent sent an invalid trace (", valid.message(), ")",
+                          kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : "")));
+    return;
+  }
+  absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(h.r.host()));
+  if (!path.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_WRITE, path.status());
+    return;
+  }
+  h.r.set_xplane_file(*path);
+  h.r.set_events(static_cast<uint64_t>(xspace::CountEvents(space)));
+  h.r.set_steps(static_cast<uint64_t>(CountSteps(space)));
+  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) {
+    h.collective_ends = analysis::CollectiveEndsNs(space);
+    if (h.collective_ends.size() > options_.max_collective_ends) {
+      h.collective_ends.resize(options_.max_collective_ends);
+    }
+  }
+  Progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", h.r.host(), *path,
+                           h.r.bytes(), h.r.events(), h.r.steps()));
+  Succeed(h);
+}
+
+void CaptureEngine::Session::OnWindowClosed() {
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kPreparing) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError(
+               absl::StrCat("not ready before the capture window closed (",
+                            h.info_done ? "clock sync unanswered" : "GetInfo unanswered", ")")));
+    }
+  }
+}
+
+void CaptureEngine::Session::Tick(int64_t next_mono) {
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(next_mono, [weak, next_mono] {
+    std::shared_ptr<Session> s = weak.lock();
+    if (s == nullptr || s->finished_) return;
+    const int64_t now = s->NowMono();
+    if (now >= s->window_start_mono_) {
+      size_t capturing = 0;
+      for (const Host& h : s->hosts_) capturing += h.phase == Phase::kCapturing;
+      if (now < s->window_end_mono_) {
+        s->Progress(absl::StrFormat("recording: %.0f of %.0f s",
+                                    Millis(now - s->window_start_mono_) / 1000,
+                                    static_cast<double>(s->plan_.duration_ms) / 1000));
+      } else {
+        s->Progress(absl::StrFormat("waiting for %d host(s) to send their traces", capturing));
+      }
+    }
+    s->Tick(next_mono + s->options_.progress_tick_ms * kNanosPerMilli);
+  });
+}
+
+// --- Host outcomes -----------------------------------------------------------------------------
+
+void CaptureEngine::Session::Fail(Host& h, FailureStep step, const absl::Status& status) {
+  if (h.phase == Phase::kDone) return;
+  const bool was_preparing = h.phase == Phase::kPreparing;
+  h.phase = Phase::kDone;
+  h.r.set_status(profctl::v1::HOST_STATUS_FAILED);
+  auto* e = h.r.mutable_error();
+  e->set_step(step);
+  e->set_code(static_cast<int32_t>(status.code()));
+  e->set_message(status.ok() ? "unknown error" : std::string(status.message()));
+  if (was_preparing && h.prepare_started_mono > 0) {
+    h.r.set_prepare_ms(Millis(NowMono() - h.prepare_started_mono));
+  }
+  Progress(absl::StrCat(h.r.host(), ": FAILED (", FailureStepName(step), ") ", e->message()));
+  ++terminal_;
+  if (preparing_ && was_preparing) {
+    ++settled_;
+    if (settled_ == hosts_.size()) {
+      EndPrepare();
+      return;
+    }
+  }
+  MaybeFinish();
+}
+
+void CaptureEngine::Session::Succeed(Host& h) {
+  h.phase = Phase::kDone;
+  h.r.set_status(profctl::v1::HOST_STATUS_OK);
+  ++terminal_;
+  MaybeFinish();
+}
+
+void CaptureEngine::Session::Interrupt() {
+  if (finished_ || cancelled_) return;
+  cancelled_ = true;
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kCapturing) {
+      // All at once; a host that does not answer finishes its window: nothing is lost.
+      h.client->Cancel(plan_.session, options_.rpc_timeout_ms, [](const absl::Status&) {});
+    }
+  }
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kPreparing || h.phase == Phase::kReady) {
+      Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+           absl::CancelledError("interrupted before capture"));
+    }
+  }
+}
+
+// --- Phases 4 and 5 ----------------------------------------------------------------------------
+
+void CaptureEngine::Session::MaybeFinish() {
+  if (finished_ || preparing_ || terminal_ < hosts_.size()) return;
+  finished_ = true;
+  size_t ok = 0;
+  for (const Host& h : hosts_) ok += h.r.status() == profctl::v1::HOST_STATUS_OK;
+  manifest_.set_status(ok == hosts_.size() ? profctl::v1::SESSION_STATUS_OK
+                       : ok == 0           ? profctl::v1::SESSION_STATUS_FAILED
+                                           : profctl::v1::SESSION_STATUS_PARTIAL);
+  if (cancelled_) {
+    manifest_.add_errors(
+        "interrupted: capture was cancelled; saved traces hold what was recorded until then");
+  }
+  if (!plan_.prepare_only) {
+    Align();
+    WritePodOutputs();
+  }
+  for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
+  manifest_.set_finished_ns(clock_.WallNs());
+  if (!plan_.prepare_only) {
+    if (absl::StatusOr<std::string> f =
+            deps_.sink->Write(kManifestFileName, ManifestJson(manifest_));
+        !f.ok()) {
+      manifest_.add_errors(absl::StrCat("manifest: ", f.status().message()));
+    }
+  }
+  // Reported as a task of its own, after the current one: whoever waits may tear down its side
+  // as soon as it hears, and nothing of this session runs after that but no-ops.
+  ex_.Post([done = std::move(done_), manifest = std::move(manifest_)]() mutable {
+    std::move(done)(std::move(manifest));
+  });
+}
+
+void CaptureEngine::Session::Align() {
+  std::vector<Host*> saved;
+  std::vector<analysis::HostClockInput> inputs;
+  for (Host& h : hosts_) {
+    if (h.r.status() != profctl::v1::HOST_STATUS_OK) continue;
+    saved.push_back(&h);
+    inputs.push_back(
+        {h.r.clock().rtt_offset_ns(), h.r.clock().uncertainty_ns(), std::move(h.collective_ends)});
+  }
+  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES && !saved.empty()) {
+    absl::StatusOr<std::vector<analysis::HostOffset>> refined = analysis::RefineOffsets(inputs);
+    if (!refined.ok()) {
+      manifest_.add_errors(
+          absl::StrCat("alignment: ", refined.status().message(), "; using clock-sync offsets"));
+    } else {
+      for (size_t i = 0; i < saved.size() && i < refined->size(); ++i) {
+        const analysis::HostOffset& o = (*refined)[i];
+        auto* c = saved[i]->r.mutable_clock();
+        c->set_offset_ns(o.offset_ns);
+        c->set_method(std::string(analysis::OffsetMethodName(o.method)));
+        c->set_residual_ns(o.residual_ns);
+        c->set_matched_collectives(static_cast<uint32_t>(o.matched));
+      }
+    }
+  }
+  int64_t min_start = std::numeric_limits<int64_t>::max();
+  int64_t max_start = std::numeric_limits<int64_t>::min();
+  for (Host* h : saved) {
+    const int64_t offset = h->r.clock().offset_ns();
+    h->r.set_aligned_start_ns(h->r.agent_start_ns() - offset);
+    h->r.set_aligned_stop_ns(h->r.agent_stop_ns() - offset);
+    h->r.set_lateness_ns(h->r.aligned_start_ns() - start_at_);
+    min_start = std::min(min_start, h->r.aligned_start_ns());
+    max_start = std::max(max_start, h->r.aligned_start_ns());
+  }
+  if (!saved.empty()) manifest_.set_start_spread_ns(max_start - min_start);
+}
+
+void CaptureEngine::Session::WritePodOutputs() {
+  std::vector<const Host*> saved;
+  for (const Host& h : hosts_) {
+    if (h.r.status() == profctl::v1::HOST_STATUS_OK) saved.push_back(&h);
+  }
+  if (saved.empty()) return;
+  const std::string path = deps_.sink->LocalPath(kPodTraceFileName);
+  if (path.empty()) return;  // not a local folder (tests' in-memory sink)
+  absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_);
+  absl::Status status = writer.status();
+  // Host by host, read back from disk: only one XSpace is in memory at a time.
+  for (size_t i = 0; status.ok() && i < saved.size(); ++i) {
+    const Host* h = saved[i];
+    absl::StatusOr<std::string> bytes = deps_.sink->Read(h->r.xplane_file());
+    XSpace space;
+    if (!bytes.ok() || !space.ParseFromString(*bytes)) {
+      manifest_.add_errors(absl::StrCat("pod trace: cannot read back ", h->r.xplane_file(),
+                                        "; that host is missing from it"));
+      continue;
+    }
+    status = writer->AddHost(h->r.host(), space, h->r.clock().offset_ns());
+  }
+  if (status.ok()) status = writer->Finish();
+  if (status.ok()) manifest_.set_pod_trace_file(kPodTraceFileName);
+  if (!status.ok()) manifest_.add_errors(absl::StrCat("pod trace: ", status.message()));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CaptureEngine::CaptureEngine(Dependencies deps, CaptureEngineOptions options)
+    : deps_(std::move(deps)), options_(options) {}
+
+CaptureEngine::~CaptureEngine() = default;
+
+void CaptureEngine::Start(const CapturePlan& plan, DoneCallback done) {
+  absl::Status bad;
+  if (plan.workers.empty()) bad = absl::InvalidArgumentError("no workers to capture");
+  if (plan.duration_ms < 1) {
+    bad = absl::InvalidArgumentError(absl::StrCat("duration_ms=", plan.duration_ms, " < 1"));
+  }
+  if (!bad.ok()) {
+    deps_.executor->Post([done = std::move(done), bad]() mutable { std::move(done)(bad); });
+    return;
+  }
+  session_ = std::make_shared<Session>(deps_, options_, plan, std::move(done));
+  deps_.executor->Post([weak = std::weak_ptr<Session>(session_)] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->Begin();
+  });
 }
 
 void CaptureEngine::Cancel() {
-  absl::MutexLock lock(&mu_);
-  if (cancelled_) return;
-  cancelled_ = true;
-  // All at once, so hosts that do not answer cost one deadline in total, not one each. The lock
-  // stays held until every call returns: capture tasks cannot finish (and free their clients)
-  // meanwhile. A failed Cancel leaves that host to finish its window: nothing is lost either way.
-  std::vector<std::thread> calls;
-  calls.reserve(capturing_.size());
-  for (AgentClient* client : capturing_) {
-    calls.emplace_back([this, client]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      (void)client->Cancel(session_, options_.rpc_timeout_ms);
-    });
-  }
-  for (std::thread& t : calls) t.join();
-}
-
-void CaptureEngine::Progress(const std::string& line) {
-  if (deps_.progress) deps_.progress(line);
-}
-
-absl::StatusOr<SessionManifest> CaptureEngine::Run(const CapturePlan& plan) {
-  if (plan.workers.empty()) return absl::InvalidArgumentError("no workers to capture");
-  if (plan.duration_ms < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("duration_ms=", plan.duration_ms, " < 1"));
-  }
-  const Clock& clock = *deps_.clock;
-  const size_t n = plan.workers.size();
-  {
-    absl::MutexLock lock(&mu_);
-    session_ = plan.session;
-  }
-  auto cancelled = [&] {
-    absl::MutexLock lock(&mu_);
-    return cancelled_;
-  };
-
-  SessionManifest manifest;
-  manifest.set_profctl_version(kVersion);
-  auto* req = manifest.mutable_request();
-  for (const WorkerAddress& w : plan.workers) req->add_workers(w.address);
-  req->set_duration_ms(static_cast<uint64_t>(plan.duration_ms));
-  req->set_logdir(plan.logdir);
-  req->set_session(plan.session);
-  manifest.set_session_dir(deps_.sink->location());
-  std::vector<HostState> state(n);
-  std::vector<HostResult> results(n);
-  for (size_t i = 0; i < n; ++i) {
-    results[i].set_address(plan.workers[i].address);
-    results[i].set_status(kFailed);
-    results[i].set_attempts(1);
-  }
-  boost::asio::thread_pool pool(
-      static_cast<size_t>(std::clamp<int64_t>(static_cast<int64_t>(n), 1, options_.max_parallel)));
-  std::mutex progress_mu;
-  auto progress = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(progress_mu);
-    Progress(line);
-  };
-
-  // 1. Prepare: identity and clock offset of every worker.
-  ParallelFor(
-      pool, n,
-      [&](size_t i) {
-        HostState& h = state[i];
-        HostResult& r = results[i];
-        if (cancelled()) {
-          r.set_error("interrupted before capture");
-          return;
-        }
-        const int64_t t0 = clock.MonoNs();
-        h.client = deps_.clients->Connect(plan.workers[i]);
-        absl::StatusOr<AgentInfo> info = h.client->GetInfo(options_.rpc_timeout_ms);
-        if (!info.ok()) {
-          r.set_error(absl::StrCat("prepare: ", info.status().ToString()));
-        } else {
-          h.info = *info;
-          r.set_agent_name(info->name);
-          r.set_agent_hostname(info->hostname);
-          r.set_agent_version(info->version);
-          absl::StatusOr<ClockOffset> offset = EstimateClockOffset(
-              *h.client, clock, options_.clock_sync_samples, options_.rpc_timeout_ms);
-          if (!offset.ok()) {
-            r.set_error(absl::StrCat("clock sync: ", offset.status().ToString()));
-          } else if (plan.duration_ms > info->max_duration_ms && info->max_duration_ms > 0) {
-            r.set_error(absl::StrCat("prepare: agent accepts captures of at most ",
-                                     info->max_duration_ms, " ms, asked for ", plan.duration_ms));
-          } else {
-            auto* c = r.mutable_clock();
-            c->set_offset_ns(offset->offset_ns);
-            c->set_rtt_ns(offset->rtt_ns);
-            c->set_samples(static_cast<uint32_t>(offset->samples));
-            h.prepared = true;
-          }
-        }
-        r.set_prepare_ms(Millis(clock.MonoNs() - t0));
-        progress(h.prepared
-                     ? absl::StrFormat("%s: clock offset %+.3f ms (rtt %.3f ms)",
-                                       plan.workers[i].address, Millis(r.clock().offset_ns()),
-                                       Millis(r.clock().rtt_ns()))
-                     : absl::StrCat(plan.workers[i].address, ": FAILED ", r.error()));
-      },
-      clock);
-
-  std::vector<std::string> names;
-  names.reserve(n);
-  for (const HostState& h : state) names.push_back(h.info.name);
-  const std::vector<std::string> stems = AssignHostStems(plan.workers, names);
-  int64_t max_rtt = 0;
-  for (size_t i = 0; i < n; ++i) {
-    results[i].set_host(stems[i]);
-    if (state[i].prepared) max_rtt = std::max(max_rtt, results[i].clock().rtt_ns());
-  }
-
-  // 2. One start instant for everyone, on the coordinator's clock.
-  const int64_t lead_ns =
-      std::max(options_.min_lead_ms * kNanosPerMilli, 2 * max_rtt + 50 * kNanosPerMilli);
-  const int64_t start_at = clock.WallNs() + lead_ns;
-  manifest.set_start_at_ns(start_at);
-  const size_t prepared = static_cast<size_t>(
-      std::count_if(state.begin(), state.end(), [](const HostState& h) { return h.prepared; }));
-  if (prepared > 0) {
-    progress(absl::StrFormat("capturing %d of %d workers: window starts in %d ms, lasts %d ms",
-                             prepared, n, lead_ns / kNanosPerMilli, plan.duration_ms));
-  }
-
-  // 3. Capture everyone prepared; save each trace as it arrives. Tick while waiting.
-  const int64_t window_start_mono = clock.MonoNs() + lead_ns;
-  const int64_t window_end_mono = window_start_mono + plan.duration_ms * kNanosPerMilli;
-  std::atomic<size_t> pending{prepared};
-  auto tick = [&] {
-    const int64_t now = clock.MonoNs();
-    if (now < window_start_mono) return;
-    if (now < window_end_mono) {
-      progress(absl::StrFormat("recording: %.0f of %.0f s", Millis(now - window_start_mono) / 1000,
-                               static_cast<double>(plan.duration_ms) / 1000));
-    } else {
-      progress(absl::StrFormat("waiting for %d host(s) to send their traces", pending.load()));
-    }
-  };
-  ParallelFor(
-      pool, n,
-      [&](size_t i) {
-        HostState& h = state[i];
-        HostResult& r = results[i];
-        if (!h.prepared) return;
-        struct Done {
-          std::atomic<size_t>& pending;
-          ~Done() { --pending; }
-        } done_guard{pending};
-        const int64_t t0 = clock.MonoNs();
-        const int64_t offset = r.clock().offset_ns();
-        CaptureArgs args{plan.session, start_at + offset, plan.duration_ms};
-        const int64_t timeout_ms =
-            lead_ns / kNanosPerMilli + plan.duration_ms + options_.transfer_timeout_ms;
-        if (!BeginCapture(h.client.get())) {
-          r.set_error("interrupted before capture");
-          return;
-        }
-        absl::StatusOr<CaptureReply> reply = h.client->Capture(args, timeout_ms);
-        EndCapture(h.client.get());
-        r.set_capture_ms(Millis(clock.MonoNs() - t0));
-        if (!reply.ok()) {
-          r.set_error(absl::StrCat("capture: ", reply.status().ToString()));
-          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-          return;
-        }
-        r.set_bytes(reply->xspace_bytes.size());
-        r.set_agent_start_ns(reply->start_ns);
-        r.set_agent_stop_ns(reply->stop_ns);
-        r.set_aligned_start_ns(reply->start_ns - offset);
-        r.set_aligned_stop_ns(reply->stop_ns - offset);
-        r.set_cancelled(reply->cancelled);
-        absl::Status valid = h.space.ParseFromString(reply->xspace_bytes)
-                                 ? xspace::Validate(h.space)
-                                 : absl::DataLossError("not a serialized XSpace");
-        if (!valid.ok()) {
-          h.space.Clear();
-          // Keep the bytes for inspection, under a name TensorBoard will not try to load.
-          absl::StatusOr<std::string> kept =
-              deps_.sink->Write(RejectedXPlaneFileName(r.host()), reply->xspace_bytes);
-          r.set_error(absl::StrCat("capture: agent sent an invalid trace (", valid.ToString(), ")",
-                                   kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : ""));
-          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-          return;
-        }
-        absl::StatusOr<std::string> file =
-            deps_.sink->Write(XPlaneFileName(r.host()), reply->xspace_bytes);
-        if (!file.ok()) {
-          h.space.Clear();
-          r.set_error(absl::StrCat("write: ", file.status().ToString()));
-          progress(absl::StrCat(r.host(), ": FAILED ", r.error()));
-          return;
-        }
-        r.set_xplane_file(*file);
-        r.set_events(static_cast<uint64_t>(xspace::CountEvents(h.space)));
-        r.set_steps(static_cast<uint64_t>(CountSteps(h.space)));
-        r.set_status(kOk);
-        progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", r.host(), *file,
-                                 r.bytes(), r.events(), r.steps()));
-      },
-      clock, options_.progress_tick_ms * kNanosPerMilli, tick);
-  pool.join();
-
-  // 4. Pod outputs and manifest.
-  size_t ok = 0;
-  std::vector<HostTrace> traces;
-  for (size_t i = 0; i < n; ++i) {
-    if (results[i].status() == kOk) {
-      ++ok;
-      traces.push_back({results[i].host(), &state[i].space, results[i].clock().offset_ns()});
-    }
-    *manifest.add_hosts() = std::move(results[i]);
-  }
-  manifest.set_status(ok == n ? "ok" : ok == 0 ? "failed" : "partial");
-  if (cancelled()) {
-    manifest.add_errors(
-        "interrupted: capture was cancelled; saved traces hold what was recorded until then");
-  }
-  if (!traces.empty()) {
-    absl::StatusOr<std::string> gz = GzipCompress(PodTraceJson(traces, start_at));
-    absl::StatusOr<std::string> file =
-        gz.ok() ? deps_.sink->Write(kPodTraceFileName, *gz) : gz.status();
-    if (file.ok()) {
-      manifest.set_pod_trace_file(*file);
-    } else {
-      manifest.add_errors(absl::StrCat("pod trace: ", file.status().ToString()));
-    }
-  }
-  manifest.set_finished_ns(clock.WallNs());
-  if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, ManifestJson(manifest));
-      !f.ok()) {
-    manifest.add_errors(absl::StrCat("manifest: ", f.status().ToString()));
-  }
-  return manifest;
+  deps_.executor->Post([weak = std::weak_ptr<Session>(session_)] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->Interrupt();
+  });
 }
 
 }  // namespace profctl::coordinator

@@ -1,23 +1,34 @@
-// The coordinator's capture fan-out, independent of transport and disk.
+// The coordinator's capture fan-out: one state machine per host, all driven by one Executor.
+// Independent of transport (AgentClient) and disk (TraceSink). No thread per host and no
+// blocking: every wait is a timer task or an RPC callback posted to the executor, so a handful
+// of threads (the executor's and the transport's) drives 1,024+ hosts in one window.
 //
-// Life of a capture (docs/life-of-a-capture.md):
-//   1. prepare, all workers concurrently: Connect, GetInfo, clock offset (EstimateClockOffset);
-//   2. pick one start instant on the coordinator's clock, late enough for the slowest worker;
-//   3. capture, all prepared workers concurrently: Capture(start translated to the agent's
-//      clock), validate the XSpace, write <host>.xplane.pb through the sink as soon as it arrives;
-//   4. write the aligned pod timeline and the manifest (session.json).
-// A failing worker never delays or fails the others; its error is recorded per host.
+// Life of a capture (docs/life-of-a-capture.md), one small function per phase:
+//   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo and `clock_sync_samples` SyncClock round
+//      trips per host, all hosts at once, each sample with a short timeout, inside a prepare
+//      budget (plan.prepare_timeout_ms, or derived from the measured round trips). A host not
+//      ready in time never moves the others' window: the late policy decides its fate.
+//   2. Choose the start (EndPrepare): one instant on the coordinator's clock, far enough ahead
+//      that every Capture arrives before it; each agent is sent it translated into its clock.
+//   3. Capture (StartCapture/OnStarted/OnCaptureDone): chunks stream into a temporary file per
+//      host; the agent reports its actual start, giving each host's lateness; a complete trace
+//      is validated and renamed to <host>.xplane.pb as soon as it arrives.
+//   4. Align (Align): offsets from clock sync, refined from collective ends in the traces.
+//   5. Pod outputs (WritePodOutputs): the aligned pod timeline, host by host, and session.json.
+// A failing host never delays or fails the others; its error is recorded per host with the
+// step it failed in.
 #ifndef PROFCTL_COORDINATOR_CAPTURE_ENGINE_H_
 #define PROFCTL_COORDINATOR_CAPTURE_ENGINE_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
-#include "common/clock.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "common/executor.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/session_writer.h"
 #include "coordinator/worker.h"
@@ -30,62 +41,82 @@ struct CapturePlan {
   int64_t duration_ms = 2000;
   std::string session;
   std::string logdir;  // recorded in the manifest
+  // Budget for preparing every host; 0 = derived from the measured round trips.
+  int64_t prepare_timeout_ms = 0;
+  profctl::v1::LatePolicy late = profctl::v1::LATE_POLICY_CAPTURE;
+  profctl::v1::AlignMode align = profctl::v1::ALIGN_MODE_COLLECTIVES;
+  // Stop after preparing (profctl ping): identity and clock of every host, nothing captured or
+  // written.
+  bool prepare_only = false;
 };
 
 struct CaptureEngineOptions {
   int clock_sync_samples = 5;
-  int64_t rpc_timeout_ms = 2000;  // GetInfo, SyncClock, Cancel
-  // The common start is at least this far ahead, and at least 2 x the largest round trip + 50 ms.
-  int64_t min_lead_ms = 200;
+  int64_t sample_timeout_ms = 1000;  // each SyncClock
+  int64_t rpc_timeout_ms = 2000;     // GetInfo, Cancel
+  // The derived prepare budget: 4 x the median prepare time of the first half of the hosts to
+  // be ready, within [min, max]. An explicit plan.prepare_timeout_ms replaces it.
+  int64_t min_prepare_budget_ms = 250;
+  int64_t max_prepare_budget_ms = 10'000;
+  // The common start is this far after preparing ends, at least, and at least 4 x the largest
+  // round trip plus 20 us per host (sending every Capture takes time too).
+  int64_t min_lead_ms = 100;
+  // A host whose realized start is later than this after the common start is late.
+  int64_t late_tolerance_ms = 5;
   // Extra time allowed after the window for stopping, collecting and transferring.
   int64_t transfer_timeout_ms = 60'000;
-  // Threads for talking to workers concurrently.
-  int max_parallel = 64;
   // While capturing, a progress line every this often.
   int64_t progress_tick_ms = 1000;
+  // Collective ends kept per host for alignment: a memory bound (8 bytes each; 32 MiB at 1,024
+  // hosts). Refinement needs a few dozen matched steps; 4,096 is ~7 minutes of 100 ms steps.
+  size_t max_collective_ends = 4096;
 };
 
 class CaptureEngine {
  public:
   struct Dependencies {
-    const Clock* clock = nullptr;
+    Executor* executor = nullptr;
     AgentClientFactory* clients = nullptr;
-    TraceSink* sink = nullptr;
-    // Human-readable progress lines; called from worker threads, one call at a time.
+    TraceSink* sink = nullptr;  // unused with plan.prepare_only
+    // Human-readable progress lines, called on the executor.
     std::function<void(const std::string&)> progress;
   };
+  using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
 
-  CaptureEngine(Dependencies deps, CaptureEngineOptions options)
-      : deps_(std::move(deps)), options_(options) {}
+  CaptureEngine(Dependencies deps, CaptureEngineOptions options);
+  // Waits for RPCs still in flight (hosts abandoned by the late policy) to end; their late
+  // callbacks are ignored. Do not destroy the engine from inside one of its own callbacks.
+  ~CaptureEngine();
+  CaptureEngine(const CaptureEngine&) = delete;
+  CaptureEngine& operator=(const CaptureEngine&) = delete;
 
-  // Runs the whole capture. Per-host failures are in the manifest (status "partial"/"failed");
-  // the returned error is only for a bad plan. Session-level write failures are listed in
-  // manifest.errors. Call once per engine.
-  absl::StatusOr<profctl::v1::SessionManifest> Run(const CapturePlan& plan);
+  // Starts the capture; `done` runs once, on the executor, with the manifest (per-host failures
+  // are in it: status partial/failed) or an error for a bad plan. Session-level write failures
+  // are listed in manifest.errors. Call once.
+  void Start(const CapturePlan& plan, DoneCallback done);
 
-  // Interrupts Run() from another thread (e.g. on Ctrl-C): hosts still capturing are sent
-  // AgentService.Cancel and hand back what they recorded, which is saved as usual; hosts not yet
-  // capturing are not asked to; manifest.errors says the session was interrupted.
+  // Thread-safe (e.g. from a signal watcher): hosts still capturing are sent AgentService.Cancel
+  // and hand back what they recorded, which is saved as usual; hosts not yet capturing are not
+  // asked to; manifest.errors says the session was interrupted.
   void Cancel();
 
- private:
-  void Progress(const std::string& line);
-  // Registers a client about to capture; false when the session is already cancelled.
-  bool BeginCapture(AgentClient* client);
-  void EndCapture(AgentClient* client);
+  class Session;  // the per-capture state machine (capture_engine.cc)
 
+ private:
   Dependencies deps_;
   CaptureEngineOptions options_;
-  absl::Mutex mu_;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::string session_ ABSL_GUARDED_BY(mu_);
-  std::vector<AgentClient*> capturing_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Session> session_;
 };
 
 // Picks each host's file stem: the agent's name when it has a valid one, else the address stem;
 // a stem already taken falls back to the address stem, then gets "-2", "-3", ...
 std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
                                          const std::vector<std::string>& agent_names);
+
+// Canonical names for people ("ok", "failed", "partial", "clock sync", ...).
+std::string HostStatusName(profctl::v1::HostStatus s);
+std::string SessionStatusName(profctl::v1::SessionStatus s);
+std::string FailureStepName(profctl::v1::FailureStep s);
 
 }  // namespace profctl::coordinator
 

@@ -1,33 +1,39 @@
 #include "coordinator/capture_engine.h"
 
+#include <cstdlib>
 #include <map>
-#include <mutex>
-#include <thread>
+#include <random>
 
+#include "common/file_util.h"
 #include "common/gzip.h"
 #include "common/xspace.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
 #include "tests/memory_sink.h"
+#include "tests/temp_dir.h"
 
 namespace profctl::coordinator {
 namespace {
 
 using ::profctl::testing::FakeAgent;
+using ::profctl::testing::FakeAgentBehavior;
 using ::profctl::testing::FakeAgentFactory;
 using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
 using ::profctl::testing::MemorySink;
+using ::profctl::v1::HostResult;
+using ::profctl::v1::SessionManifest;
 using ::testing::HasSubstr;
 
-agent::SyntheticJobConfig Rank(int r) {
+agent::SyntheticJobConfig Rank(int r, int world = 3) {
   agent::SyntheticJobConfig c;
   c.rank = r;
-  c.world = 3;
+  c.world = world;
   c.step_ms = 20;
+  c.jitter = 0.02;
   return c;
 }
 
@@ -38,217 +44,359 @@ class CaptureEngineTest : public ::testing::Test {
     for (const std::string& a : addresses) plan.workers.push_back(*ParseWorker(a));
     return plan;
   }
-  profctl::v1::SessionManifest Run(const CapturePlan& plan) {
-    CaptureEngine engine(
-        {&clock_, &factory_, &sink_, [&](const std::string& l) { progress_.push_back(l); }}, {});
-    absl::StatusOr<profctl::v1::SessionManifest> m = engine.Run(plan);
-    EXPECT_TRUE(m.ok()) << m.status();
-    return *m;
+  FakeAgent& Agent(const std::string& address, FakeAgentBehavior b,
+                   agent::SyntheticJobConfig job = Rank(0)) {
+    agents_.push_back(std::make_unique<FakeAgent>(&ex_, &clock_, std::move(b), job));
+    factory_.Add(address, agents_.back().get());
+    return *agents_.back();
   }
+  SessionManifest Run(const CapturePlan& plan, CaptureEngineOptions options = {},
+                      const std::function<void(CaptureEngine&)>& during = {}) {
+    CaptureEngine engine(
+        {&ex_, &factory_, &sink_, [&](const std::string& l) { progress_.push_back(l); }}, options);
+    std::optional<absl::StatusOr<SessionManifest>> result;
+    engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
+    if (during) during(engine);
+    EXPECT_TRUE(
+        ex_.RunUntil([&] { return result.has_value(); }, clock_.MonoNs() + 3600 * kNanosPerSecond))
+        << "engine did not finish";
+    if (!result.has_value()) return {};
+    EXPECT_TRUE(result->ok()) << result->status();
+    return result->ok() ? **result : SessionManifest{};
+  }
+  static const HostResult& Host(const SessionManifest& m, const std::string& address) {
+    for (const HostResult& h : m.hosts()) {
+      if (h.address() == address) return h;
+    }
+    static const HostResult kNone;
+    ADD_FAILURE() << "no host " << address;
+    return kNone;
+  }
+
+  void SetUp() override { sink_.dir = tmp_.path(); }
+
+  const testing::TempDir tmp_;
   FakeClock clock_;
-  FakeAgentFactory factory_;
+  FakeExecutor ex_{&clock_};
+  FakeAgentFactory factory_{&ex_};
   MemorySink sink_;
   std::vector<std::string> progress_;
+  std::vector<std::unique_ptr<FakeAgent>> agents_;
 };
 
 TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
-  FakeAgent a(&clock_, {.clock_offset_ns = 0, .name = "w0"}, Rank(0));
-  FakeAgent b(&clock_, {.clock_offset_ns = 25 * kNanosPerMilli, .name = "w1"}, Rank(1));
-  FakeAgent c(&clock_, {.clock_offset_ns = -7 * kNanosPerMilli}, Rank(2));
-  factory_.Add("h0:1", &a);
-  factory_.Add("h1:1", &b);
-  factory_.Add("h2:1", &c);
-  const int64_t now = clock_.WallNs();
-  profctl::v1::SessionManifest m = Run(Plan({"h0:1", "h1:1", "h2:1"}));
-
-  EXPECT_EQ(m.status(), "ok");
-  EXPECT_EQ(m.session_dir(), "/mem/session");
-  EXPECT_EQ(m.start_at_ns(), now + 200 * kNanosPerMilli);  // min lead: clocks do not move here
+  Agent("h0:1", {.name = "w0"}, Rank(0));
+  FakeAgent& b = Agent("h1:1",
+                       {.clock_offset_ns = 25 * kNanosPerMilli,
+                        .up_delay_ns = 300'000,
+                        .down_delay_ns = 300'000,
+                        .name = "w1"},
+                       Rank(1));
+  Agent("h2:1", {.clock_offset_ns = -7 * kNanosPerMilli}, Rank(2));
+  const SessionManifest m = Run(Plan({"h0:1", "h1:1", "h2:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
   ASSERT_EQ(m.hosts_size(), 3);
-  EXPECT_EQ(m.hosts(0).host(), "w0");
-  EXPECT_EQ(m.hosts(1).host(), "w1");
-  EXPECT_EQ(m.hosts(2).host(), "h2_1");  // no agent name: the address
-  const int64_t offsets[] = {0, 25 * kNanosPerMilli, -7 * kNanosPerMilli};
-  for (int i = 0; i < 3; ++i) {
-    const auto& h = m.hosts(i);
-    EXPECT_EQ(h.status(), "ok") << h.error();
-    EXPECT_EQ(h.clock().offset_ns(), offsets[i]);
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_FALSE(h.late()) << h.address();
+    EXPECT_EQ(h.lateness_ns(), 0) << h.address();  // symmetric paths: offsets exact
+    EXPECT_GT(h.events(), 0u);
+    EXPECT_GT(h.steps(), 10u);
     EXPECT_EQ(h.clock().samples(), 5u);
-    // Each agent was asked to start at the common instant translated to its clock...
-    EXPECT_EQ(h.agent_start_ns(), m.start_at_ns() + offsets[i]);
-    // ... which aligns back to the same instant on the coordinator's clock.
-    EXPECT_EQ(h.aligned_start_ns(), m.start_at_ns());
-    EXPECT_EQ(h.aligned_stop_ns(), m.start_at_ns() + 500 * kNanosPerMilli);
-    EXPECT_GT(h.steps(), 15u);
-    ASSERT_TRUE(sink_.files.contains(h.xplane_file()));
-    tensorflow::profiler::XSpace space;
-    ASSERT_TRUE(space.ParseFromString(sink_.files[h.xplane_file()]));
-    EXPECT_EQ(h.bytes(), sink_.files[h.xplane_file()].size());
-    EXPECT_EQ(h.events(), static_cast<uint64_t>(xspace::CountEvents(space)));
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << h.xplane_file();
   }
+  EXPECT_EQ(Host(m, "h1:1").host(), "w1");
+  EXPECT_EQ(Host(m, "h2:1").host(), "h2_1");  // no name: the address
+  EXPECT_EQ(Host(m, "h1:1").clock().rtt_offset_ns(), 25 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "h1:1").clock().rtt_ns(), 600'000);
+  EXPECT_EQ(Host(m, "h1:1").clock().uncertainty_ns(), 300'000);
+  // The agent was asked to start at the common instant in its own clock, and did.
+  EXPECT_EQ(b.last_start_ns(), m.start_at_ns() + 25 * kNanosPerMilli);
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  EXPECT_TRUE(sink_.files.count("session.json"));
   EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
-  ASSERT_TRUE(sink_.files.contains("session.json"));
-  profctl::v1::SessionManifest reread;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(sink_.files["session.json"], &reread).ok());
-  EXPECT_EQ(reread.status(), "ok");
-  EXPECT_EQ(reread.hosts(1).clock().offset_ns(), 25 * kNanosPerMilli);
-  EXPECT_THAT(progress_, ::testing::Contains(HasSubstr("window starts in 200 ms")));
-}
-
-TEST_F(CaptureEngineTest, UnreachableAndFailingHostsDoNotCostTheOthers) {
-  FakeAgent ok(&clock_, {.name = "good"}, Rank(0));
-  FakeAgent busy(&clock_, {.capture_error = absl::AlreadyExistsError("agent busy"), .name = "busy"},
-                 Rank(1));
-  FakeAgent no_clock(&clock_, {.sync_error = absl::DeadlineExceededError("slow"), .name = "nc"},
-                     Rank(2));
-  factory_.Add("good:1", &ok);
-  factory_.Add("busy:1", &busy);
-  factory_.Add("nc:1", &no_clock);
-  profctl::v1::SessionManifest m = Run(Plan({"good:1", "down:1", "busy:1", "nc:1"}));
-  EXPECT_EQ(m.status(), "partial");
-  EXPECT_EQ(m.hosts(0).status(), "ok");
-  EXPECT_EQ(m.hosts(1).status(), "failed");
-  EXPECT_THAT(m.hosts(1).error(), HasSubstr("prepare: UNAVAILABLE: failed to connect to down:1"));
-  EXPECT_EQ(m.hosts(1).xplane_file(), "");
-  EXPECT_THAT(m.hosts(2).error(), HasSubstr("capture: ALREADY_EXISTS: agent busy"));
-  EXPECT_THAT(m.hosts(3).error(), HasSubstr("clock sync: DEADLINE_EXCEEDED"));
-  EXPECT_EQ(no_clock.captures(), 0);  // never asked to capture without an offset
-  EXPECT_TRUE(sink_.files.contains("good.xplane.pb"));
-  EXPECT_TRUE(sink_.files.contains("pod.trace.json.gz"));
-  EXPECT_TRUE(sink_.files.contains("session.json"));
-}
-
-TEST_F(CaptureEngineTest, CorruptTraceIsKeptAsInvalidAndReported) {
-  FakeAgent bad(&clock_, {.corrupt_trace = true, .name = "bad"}, Rank(0));
-  factory_.Add("bad:1", &bad);
-  profctl::v1::SessionManifest m = Run(Plan({"bad:1"}));
-  EXPECT_EQ(m.status(), "failed");
-  EXPECT_THAT(m.hosts(0).error(), HasSubstr("agent sent an invalid trace"));
-  EXPECT_THAT(m.hosts(0).error(), HasSubstr("bad.xplane.pb.invalid"));
-  EXPECT_FALSE(sink_.files.contains("bad.xplane.pb"));
-  EXPECT_EQ(sink_.files["bad.xplane.pb.invalid"].size(), 11u);
-  EXPECT_FALSE(sink_.files.contains("pod.trace.json.gz"));  // nothing to show
-  EXPECT_TRUE(sink_.files.contains("session.json"));        // but the story is written
-}
-
-TEST_F(CaptureEngineTest, WriteFailureIsPerHost) {
-  FakeAgent a(&clock_, {.name = "a"}, Rank(0));
-  FakeAgent b(&clock_, {.name = "b"}, Rank(1));
-  factory_.Add("a:1", &a);
-  factory_.Add("b:1", &b);
-  sink_.fail_name = "b.xplane.pb";
-  profctl::v1::SessionManifest m = Run(Plan({"a:1", "b:1"}));
-  EXPECT_EQ(m.status(), "partial");
-  EXPECT_EQ(m.hosts(0).status(), "ok");
-  EXPECT_THAT(m.hosts(1).error(), HasSubstr("write: RESOURCE_EXHAUSTED: disk full"));
-}
-
-TEST_F(CaptureEngineTest, AgentDurationLimitIsCheckedBeforeCapturing) {
-  FakeAgent a(&clock_, {.name = "a"}, Rank(0));
-  factory_.Add("a:1", &a);
-  profctl::v1::SessionManifest m = Run(Plan({"a:1"}, /*duration_ms=*/120'000));
-  EXPECT_THAT(m.hosts(0).error(), HasSubstr("at most 60000 ms, asked for 120000"));
-  EXPECT_EQ(a.captures(), 0);
-}
-
-TEST_F(CaptureEngineTest, PodTraceIsAlignedChromeJson) {
-  FakeAgent a(&clock_, {.clock_offset_ns = 0, .name = "a"}, Rank(0));
-  FakeAgent b(&clock_, {.clock_offset_ns = 33 * kNanosPerMilli, .name = "b"}, Rank(1));
-  factory_.Add("a:1", &a);
-  factory_.Add("b:1", &b);
-  profctl::v1::SessionManifest m = Run(Plan({"a:1", "b:1"}, 300));
-  ASSERT_EQ(m.status(), "ok");
-  absl::StatusOr<std::string> json = GzipDecompress(sink_.files["pod.trace.json.gz"]);
+  absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  absl::StatusOr<std::string> json = GzipDecompress(*gz);
   ASSERT_TRUE(json.ok());
-  google::protobuf::Struct doc;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &doc).ok());
-  const auto& events = doc.fields().at("traceEvents").list_value().values();
-  std::map<double, std::string> process_names;
-  // All-reduce ends per process: after alignment both hosts' ends coincide exactly.
-  std::map<std::string, std::vector<double>> nccl_ends;
-  int64_t complete_events = 0;
-  for (const auto& v : events) {
-    const auto& f = v.struct_value().fields();
-    if (f.at("ph").string_value() == "M" && f.at("name").string_value() == "process_name") {
-      process_names[f.at("pid").number_value()] =
-          f.at("args").struct_value().fields().at("name").string_value();
-    }
-    if (f.at("ph").string_value() != "X") continue;
-    ++complete_events;
-    EXPECT_GE(f.at("ts").number_value(), 0.0);  // nothing before the common start
-    if (f.at("name").string_value().rfind("ncclDevKernel", 0) == 0) {
-      nccl_ends[process_names[f.at("pid").number_value()]].push_back(f.at("ts").number_value() +
-                                                                     f.at("dur").number_value());
-    }
-  }
-  EXPECT_EQ(complete_events, static_cast<int64_t>(m.hosts(0).events() + m.hosts(1).events()));
-  EXPECT_THAT(process_names, ::testing::Contains(::testing::Pair(::testing::_, "b /device:GPU:0")));
-  ASSERT_FALSE(nccl_ends["a /device:GPU:0"].empty());
-  // Exact to the nanosecond; the tolerance only absorbs adding two decimals in floating point.
-  EXPECT_THAT(nccl_ends["a /device:GPU:0"],
-              ::testing::Pointwise(::testing::DoubleNear(1e-4), nccl_ends["b /device:GPU:0"]));
+  EXPECT_THAT(*json, HasSubstr("w1 /device:GPU:0"));
 }
 
-TEST_F(CaptureEngineTest, ReportsProgressEverySecondWhileWaiting) {
-  FakeAgent slow(&clock_, {.capture_wait_ns = 10 * kNanosPerSecond, .name = "slow"}, Rank(0));
-  factory_.Add("slow:1", &slow);
-  std::thread runner([&] { Run(Plan({"slow:1"}, /*duration_ms=*/2000)); });
-  for (int s = 1; s <= 3; ++s) {
-    clock_.AwaitWaiters(2);  // the agent's transfer and the engine's next tick
-    clock_.Advance(kNanosPerSecond);
+TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {
+  Agent("ok:1", {.name = "ok"});
+  Agent("info:1", {.get_info_error = absl::InternalError("boom")});
+  Agent("sync:1", {.sync_error = absl::PermissionDeniedError("no")});
+  Agent("cap:1", {.capture_error = absl::ResourceExhaustedError("busy disk")});
+  Agent("long:1", {.max_duration_ms = 100});
+  const SessionManifest m = Run(Plan({"ok:1", "gone:1", "info:1", "sync:1", "cap:1", "long:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "gone:1").error().step(), v1::FAILURE_STEP_GET_INFO);
+  EXPECT_EQ(Host(m, "gone:1").error().code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(Host(m, "info:1").error().step(), v1::FAILURE_STEP_GET_INFO);
+  EXPECT_EQ(Host(m, "sync:1").error().step(), v1::FAILURE_STEP_CLOCK_SYNC);
+  EXPECT_EQ(Host(m, "cap:1").error().step(), v1::FAILURE_STEP_CAPTURE);
+  EXPECT_THAT(Host(m, "cap:1").error().message(), HasSubstr("busy disk"));
+  EXPECT_EQ(Host(m, "long:1").error().step(), v1::FAILURE_STEP_PREPARE);
+  EXPECT_THAT(Host(m, "long:1").error().message(), HasSubstr("at most 100 ms"));
+  for (const HostResult& h : m.hosts()) {
+    if (h.address() != "ok:1") {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+    }
   }
-  clock_.AwaitWaiters(2);
-  clock_.Advance(7 * kNanosPerSecond);
-  runner.join();
-  // The window opens 200 ms after the plan: ticks at 1, 2 and 3 s.
-  EXPECT_THAT(progress_, ::testing::IsSupersetOf({"recording: 1 of 2 s", "recording: 2 of 2 s",
-                                                  "waiting for 1 host(s) to send their traces"}));
-  EXPECT_THAT(progress_, ::testing::Contains(HasSubstr("slow: saved slow.xplane.pb")));
+}
+
+TEST_F(CaptureEngineTest, CorruptTraceIsKeptAsInvalidAndWriteFailureIsPerHost) {
+  Agent("bad:1", {.corrupt_trace = true, .name = "bad"});
+  Agent("full:1", {.name = "full"});
+  Agent("ok:1", {.name = "ok"});
+  sink_.fail_name = "full.xplane.pb";
+  const SessionManifest m = Run(Plan({"bad:1", "full:1", "ok:1"}));
+  EXPECT_EQ(Host(m, "bad:1").error().step(), v1::FAILURE_STEP_VALIDATE);
+  EXPECT_THAT(Host(m, "bad:1").error().message(), HasSubstr("bad.xplane.pb.invalid"));
+  EXPECT_TRUE(sink_.files.count("bad.xplane.pb.invalid"));
+  EXPECT_FALSE(sink_.files.count("bad.xplane.pb"));
+  EXPECT_EQ(Host(m, "full:1").error().step(), v1::FAILURE_STEP_WRITE);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, AThousandHostsAllGetTheirCaptureBeforeTheStartAndStartTogether) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> delay(20'000, 2'000'000);  // 20 us .. 2 ms one way
+  std::uniform_int_distribution<int64_t> skew(-5 * kNanosPerSecond, 5 * kNanosPerSecond);
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t d = delay(rng);
+    addresses.push_back(absl::StrCat("host", i, ":6000"));
+    agent::SyntheticJobConfig job = Rank(i, 1000);
+    job.step_ms = 50;
+    Agent(addresses.back(),
+          {.clock_offset_ns = skew(rng),
+           .up_delay_ns = d,
+           .down_delay_ns = d,
+           .name = absl::StrCat("w", i)},
+          job);
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    const HostResult& h = m.hosts(static_cast<int>(i));
+    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    // Capture arrived before start_at: the agent started exactly when asked.
+    EXPECT_EQ(agents_[i]->last_start_ns(), h.requested_start_ns()) << h.address();
+    EXPECT_FALSE(h.late());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  // Preparing took a few round trips, not seconds.
+  EXPECT_LT(m.prepare_ms(), 50.0);
+  EXPECT_LT(clock_.MonoNs() - t0, 2 * kNanosPerSecond);
+}
+
+TEST_F(CaptureEngineTest, HostWhoseClockSyncHangsDoesNotMoveTheOthersWindow) {
+  for (int i = 0; i < 9; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i, 10));
+  Agent("hung:1", {.hang_sync = true}, Rank(9, 10));
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 9; ++i) addresses.push_back(absl::StrCat("h", i, ":1"));
+  addresses.push_back("hung:1");
+  const int64_t t0_wall = clock_.WallNs();
+  const SessionManifest m = Run(Plan(addresses, 300));
+  // The budget shrank to its floor (the others were ready at once): the window opened then.
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 250.0);
+  EXPECT_LE(m.start_at_ns() - t0_wall, 400 * kNanosPerMilli);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  const HostResult& hung = Host(m, "hung:1");
+  EXPECT_EQ(hung.status(), v1::HOST_STATUS_FAILED);
+  // --late=capture kept trying until its samples timed out.
+  EXPECT_TRUE(hung.error().step() == v1::FAILURE_STEP_CLOCK_SYNC ||
+              hung.error().step() == v1::FAILURE_STEP_PREPARE_TIMEOUT)
+      << hung.error().DebugString();
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(m.hosts(i).status(), v1::HOST_STATUS_OK);
+    EXPECT_FALSE(m.hosts(i).late());
+  }
+}
+
+TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
+  Agent("a:1", {});
+  Agent("hung:1", {.hang_get_info = true});
+  CapturePlan plan = Plan({"a:1", "hung:1"});
+  plan.prepare_timeout_ms = 120;
+  plan.late = v1::LATE_POLICY_FAIL;
+  const int64_t t0_wall = clock_.WallNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 120.0);
+  EXPECT_LE(m.start_at_ns() - t0_wall, 120 * kNanosPerMilli + 200 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "hung:1").error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
+  EXPECT_THAT(Host(m, "hung:1").error().message(), HasSubstr("GetInfo unanswered"));
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, SlowHostJoinsLateWithCaptureAndIsFlagged) {
+  Agent("a:1", {}, Rank(0));
+  Agent("b:1", {}, Rank(1));
+  // 5 sequential samples at 200 ms each: ready after ~1 s, long after the 250 ms budget.
+  Agent("slow:1", {.up_delay_ns = 100 * kNanosPerMilli, .down_delay_ns = 100 * kNanosPerMilli},
+        Rank(2));
+  const SessionManifest m = Run(Plan({"a:1", "b:1", "slow:1"}, 3000));
+  const HostResult& slow = Host(m, "slow:1");
+  ASSERT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.error().message();
+  EXPECT_TRUE(slow.late());
+  EXPECT_GT(slow.lateness_ns(), 500 * kNanosPerMilli);
+  EXPECT_FALSE(Host(m, "a:1").late());
+  EXPECT_EQ(m.start_spread_ns(), slow.lateness_ns());
+}
+
+TEST_F(CaptureEngineTest, LatePolicyDecidesAboutAHostThatStartsLate) {
+  for (v1::LatePolicy policy : {v1::LATE_POLICY_CAPTURE, v1::LATE_POLICY_FAIL}) {
+    SCOPED_TRACE(v1::LatePolicy_Name(policy));
+    sink_.files.clear();
+    const std::string a = absl::StrCat("a", policy, ":1");
+    const std::string l = absl::StrCat("late", policy, ":1");
+    Agent(a, {.name = "a"}, Rank(0));
+    FakeAgent& late = Agent(l, {.start_delay_ns = 40 * kNanosPerMilli, .name = "late"}, Rank(1));
+    CapturePlan plan = Plan({a, l});
+    plan.late = policy;
+    const SessionManifest m = Run(plan);
+    EXPECT_EQ(Host(m, a).status(), v1::HOST_STATUS_OK);
+    const HostResult& h = Host(m, l);
+    if (policy == v1::LATE_POLICY_CAPTURE) {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK);
+      EXPECT_TRUE(h.late());
+      EXPECT_EQ(h.lateness_ns(), 40 * kNanosPerMilli);
+      EXPECT_TRUE(sink_.files.count("late.xplane.pb"));
+    } else {
+      EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_LATE);
+      EXPECT_THAT(h.error().message(), HasSubstr("40.000 ms after the common start"));
+      EXPECT_FALSE(sink_.files.count("late.xplane.pb"));
+      EXPECT_EQ(late.captures(), 1);
+    }
+  }
+}
+
+TEST_F(CaptureEngineTest, AgentThatSendsNoStartedMessageIsJudgedByItsHeader) {
+  Agent("old:1", {.start_delay_ns = 30 * kNanosPerMilli, .send_started = false});
+  CapturePlan plan = Plan({"old:1"});
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_TRUE(m.hosts(0).late());
+  EXPECT_EQ(m.hosts(0).lateness_ns(), 30 * kNanosPerMilli);
+}
+
+TEST_F(CaptureEngineTest, CollectivesRefineOffsetsPastAsymmetricPaths) {
+  const int64_t offsets[] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli,
+                             4011 * kNanosPerMilli};
+  for (int i = 0; i < 4; ++i) {
+    FakeAgentBehavior b{.clock_offset_ns = offsets[i], .name = absl::StrCat("w", i)};
+    if (i == 1) b.up_delay_ns = 10 * kNanosPerMilli;   // RTT offset off by +5 ms
+    if (i == 2) b.down_delay_ns = 6 * kNanosPerMilli;  // off by -3 ms
+    if (i == 3) b.up_delay_ns = b.down_delay_ns = 50'000;
+    agent::SyntheticJobConfig job = Rank(i, 4);
+    job.step_ms = 40;
+    Agent(absl::StrCat("h", i, ":1"), b, job);
+  }
+  for (v1::AlignMode mode : {v1::ALIGN_MODE_NTP, v1::ALIGN_MODE_COLLECTIVES}) {
+    SCOPED_TRACE(v1::AlignMode_Name(mode));
+    sink_.files.clear();
+    CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1", "h3:1"}, 1000);
+    plan.session = v1::AlignMode_Name(mode);
+    plan.align = mode;
+    const SessionManifest m = Run(plan);
+    ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    int64_t worst = 0;
+    for (int i = 1; i < 4; ++i) {
+      const auto& c = m.hosts(i).clock();
+      // Relative to host 0: what matters for one timeline.
+      const int64_t error = (c.offset_ns() - m.hosts(0).clock().offset_ns()) - offsets[i];
+      worst = std::max<int64_t>(worst, std::llabs(error));
+      // The offset used stays within the clock-sync bound.
+      EXPECT_LE(std::llabs(c.offset_ns() - c.rtt_offset_ns()), c.uncertainty_ns()) << i;
+      EXPECT_EQ(c.method(), mode == v1::ALIGN_MODE_NTP ? "rtt" : "collectives") << i;
+    }
+    if (mode == v1::ALIGN_MODE_NTP) {
+      EXPECT_GT(worst, 2 * kNanosPerMilli);  // half the asymmetry shows
+    } else {
+      EXPECT_LT(worst, 100 * kNanosPerMicro);
+      EXPECT_GT(m.hosts(1).clock().matched_collectives(), 10u);
+    }
+  }
+}
+
+TEST_F(CaptureEngineTest, AgentWhoseClockIsAbsurdIsRejectedWithoutOverflow) {
+  Agent("liar:1", {.clock_offset_ns = 3LL * 365 * 24 * 3600 * kNanosPerSecond});
+  Agent("ok:1", {});
+  const SessionManifest m = Run(Plan({"liar:1", "ok:1"}));
+  EXPECT_EQ(Host(m, "liar:1").error().step(), v1::FAILURE_STEP_CLOCK_SYNC);
+  EXPECT_THAT(Host(m, "liar:1").error().message(), HasSubstr("more than a year"));
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
 }
 
 TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
-  FakeAgent slow(&clock_, {.capture_wait_ns = 10 * kNanosPerSecond, .name = "slow"}, Rank(0));
-  factory_.Add("slow:1", &slow);
-  CaptureEngine engine({&clock_, &factory_, &sink_, nullptr}, {});
-  absl::StatusOr<profctl::v1::SessionManifest> m;
-  std::thread runner([&] { m = engine.Run(Plan({"slow:1"}, /*duration_ms=*/5000)); });
-  clock_.AwaitWaiters(2);  // the agent is recording, the engine is ticking
-  clock_.Advance(1500 * kNanosPerMilli);
-  clock_.AwaitWaiters(2);
-  engine.Cancel();
-  runner.join();
-  ASSERT_TRUE(m.ok());
-  const auto& h = m->hosts(0);
-  EXPECT_EQ(h.status(), "ok");
+  FakeAgent& a = Agent("a:1", {.name = "a"});
+  const SessionManifest m = Run(Plan({"a:1"}, 10'000), {}, [&](CaptureEngine& engine) {
+    // Interrupt 2 s into the 10 s window.
+    ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                             clock_.MonoNs() + 60 * kNanosPerSecond));
+    ex_.Advance(2 * kNanosPerSecond);
+    engine.Cancel();
+  });
+  EXPECT_EQ(a.cancels(), 1);
+  const HostResult& h = m.hosts(0);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK);
   EXPECT_TRUE(h.cancelled());
-  EXPECT_EQ(h.agent_stop_ns() - h.agent_start_ns(), 1500 * kNanosPerMilli);
-  EXPECT_TRUE(sink_.files.contains("slow.xplane.pb"));
-  EXPECT_THAT(m->errors(), ::testing::ElementsAre(HasSubstr("interrupted")));
-  EXPECT_TRUE(sink_.files.contains("session.json"));
+  EXPECT_NEAR(static_cast<double>(h.agent_stop_ns() - h.agent_start_ns()), 2.0 * kNanosPerSecond,
+              1.0 * kNanosPerMilli);
+  ASSERT_EQ(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(0), HasSubstr("interrupted"));
 }
 
 TEST_F(CaptureEngineTest, CancelBeforeCaptureAsksNoHostToRecord) {
-  FakeAgent a(&clock_, {.name = "a"}, Rank(0));
-  factory_.Add("a:1", &a);
-  CaptureEngine engine({&clock_, &factory_, &sink_, nullptr}, {});
-  engine.Cancel();
-  absl::StatusOr<profctl::v1::SessionManifest> m = engine.Run(Plan({"a:1"}));
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->status(), "failed");
-  EXPECT_EQ(m->hosts(0).error(), "interrupted before capture");
+  FakeAgent& a = Agent("a:1", {});
+  const SessionManifest m = Run(Plan({"a:1"}), {}, [&](CaptureEngine& engine) { engine.Cancel(); });
   EXPECT_EQ(a.captures(), 0);
-  EXPECT_EQ(factory_.connects(), 0);
+  EXPECT_EQ(m.hosts(0).error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_TRUE(sink_.files.count("session.json"));
+}
+
+TEST_F(CaptureEngineTest, PrepareOnlyReportsIdentityAndClockAndCapturesNothing) {
+  FakeAgent& a = Agent("a:1", {.clock_offset_ns = 5 * kNanosPerMilli,
+                               .up_delay_ns = 1000,
+                               .down_delay_ns = 1000,
+                               .name = "alpha"});
+  CapturePlan plan = Plan({"a:1", "gone:1"});
+  plan.prepare_only = true;
+  CaptureEngine engine({&ex_, &factory_, nullptr, nullptr}, {});
+  std::optional<absl::StatusOr<SessionManifest>> result;
+  engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
+  ASSERT_TRUE(ex_.RunUntil([&] { return result.has_value(); }, clock_.MonoNs() + kNanosPerSecond));
+  ASSERT_TRUE(result->ok());
+  const SessionManifest& m = **result;
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_TRUE(sink_.files.empty());
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(m.hosts(0).agent_name(), "alpha");
+  EXPECT_EQ(m.hosts(0).clock().offset_ns(), 5 * kNanosPerMilli);
+  EXPECT_EQ(m.hosts(0).clock().rtt_ns(), 2000);
+  EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_FAILED);
+}
+
+TEST_F(CaptureEngineTest, ReportsProgressEverySecondWhileRecording) {
+  Agent("a:1", {});
+  Run(Plan({"a:1"}, 3000));
+  int recording = 0;
+  for (const std::string& l : progress_) recording += l.rfind("recording:", 0) == 0;
+  EXPECT_GE(recording, 2);
+  EXPECT_LE(recording, 4);
 }
 
 TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
-  std::vector<WorkerAddress> w;
-  for (const char* a : {"h:1", "h:2", "h:3", "h:4"}) w.push_back(*ParseWorker(a));
-  EXPECT_THAT(AssignHostStems(w, {"gpu0", "gpu0", "../evil", ""}),
-              ::testing::ElementsAre("gpu0", "h_2", "h_3", "h_4"));
-  // A name equal to another host's address stem pushes that one to a suffix.
-  EXPECT_THAT(AssignHostStems(w, {"h_2", "", "", ""}),
-              ::testing::ElementsAre("h_2", "h_2-2", "h_3", "h_4"));
+  std::vector<WorkerAddress> w = {*ParseWorker("a:1"), *ParseWorker("b:2"), *ParseWorker("c:3"),
+                                  *ParseWorker("d:4")};
+  EXPECT_EQ(AssignHostStems(w, {"x", "x", "bad/name", ""}),
+            (std::vector<std::string>{"x", "b_2", "c_3", "d_4"}));
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ Ctrl-C during a capture cancels it on every host and saves what was recorded (ex
 
 commands:
   capture   capture every --workers agent over one synchronized window
+  ping      check every --workers agent: reachable, version, busy, clock offset and RTT
   demo      start local agents running a synthetic 4-worker training job and capture them
   version   print the version
 
@@ -60,22 +61,39 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
   size_t ok = 0;
   int width = 22;  // the HOST column grows to the longest name, so the columns stay aligned
   for (const auto& h : m.hosts()) {
-    ok += h.status() == "ok";
+    ok += h.status() == profctl::v1::HOST_STATUS_OK;
     width = std::max(width, static_cast<int>(h.host().size()));
   }
   std::string out = absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
-                                    m.status(), ok, m.hosts_size());
-  absl::StrAppendFormat(&out, "  %-*s %-7s %11s %8s %6s %8s %10s\n", width, "HOST", "STATUS",
-                        "OFFSET(ms)", "RTT(ms)", "STEPS", "EVENTS", "SIZE");
+                                    SessionStatusName(m.status()), ok, m.hosts_size());
+  absl::StrAppendFormat(&out, "  %-*s %-7s %11s %9s %11s %-11s %8s %6s %8s %10s\n", width, "HOST",
+                        "STATUS", "OFFSET(ms)", "+-(ms)", "START(ms)", "ALIGNED BY", "RTT(ms)",
+                        "STEPS", "EVENTS", "SIZE");
   for (const auto& h : m.hosts()) {
-    if (h.status() == "ok") {
-      absl::StrAppendFormat(&out, "  %-*s %-7s %+11.3f %8.3f %6d %8d %10s\n", width, h.host(),
-                            h.status(), static_cast<double>(h.clock().offset_ns()) / kNanosPerMilli,
-                            static_cast<double>(h.clock().rtt_ns()) / kNanosPerMilli, h.steps(),
-                            h.events(), HumanBytes(h.bytes()));
+    if (h.status() == profctl::v1::HOST_STATUS_OK) {
+      const auto& c = h.clock();
+      const double unc = c.method() == "collectives"
+                             ? static_cast<double>(c.residual_ns()) / kNanosPerMilli
+                             : static_cast<double>(c.uncertainty_ns()) / kNanosPerMilli;
+      absl::StrAppendFormat(&out, "  %-*s %-7s %+11.3f %9.3f %+11.3f %-11s %8.3f %6d %8d %10s%s\n",
+                            width, h.host(), "ok",
+                            static_cast<double>(c.offset_ns()) / kNanosPerMilli, unc,
+                            static_cast<double>(h.lateness_ns()) / kNanosPerMilli, c.method(),
+                            static_cast<double>(c.rtt_ns()) / kNanosPerMilli, h.steps(), h.events(),
+                            HumanBytes(h.bytes()), h.late() ? "  LATE" : "");
     } else {
-      absl::StrAppendFormat(&out, "  %-*s %-7s %s\n", width, h.host(), h.status(), h.error());
+      absl::StrAppendFormat(
+          &out, "  %-*s %-7s %s: %s (%s)\n", width, h.host(), "failed",
+          FailureStepName(h.error().step()),
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(h.error().code())),
+          h.error().message());
     }
+  }
+  if (ok > 0 && m.start_at_ns() != 0) {
+    absl::StrAppendFormat(&out,
+                          "  realized start spread %.3f ms across %d hosts (START: realized start "
+                          "minus the common start, aligned)\n",
+                          static_cast<double>(m.start_spread_ns()) / kNanosPerMilli, ok);
   }
   for (const auto& e : m.errors()) absl::StrAppend(&out, "  error: ", e, "\n");
   absl::StrAppend(&out, "files: ", m.session_dir(), "/\n");
@@ -88,12 +106,67 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
   return out;
 }
 
+std::string FormatPing(const profctl::v1::SessionManifest& m) {
+  int width = 22;
+  for (const auto& h : m.hosts()) width = std::max(width, static_cast<int>(h.address().size()));
+  std::string out;
+  absl::StrAppendFormat(&out, "%-*s %-6s %-10s %-5s %12s %9s %8s %s\n", width, "WORKER", "STATUS",
+                        "VERSION", "BUSY", "OFFSET(ms)", "+-(ms)", "RTT(ms)", "NAME");
+  for (const auto& h : m.hosts()) {
+    if (h.status() == profctl::v1::HOST_STATUS_OK) {
+      absl::StrAppendFormat(&out, "%-*s %-6s %-10s %-5s %+12.3f %9.3f %8.3f %s\n", width,
+                            h.address(), "ok", h.agent_version(), h.agent_busy() ? "yes" : "no",
+                            static_cast<double>(h.clock().offset_ns()) / kNanosPerMilli,
+                            static_cast<double>(h.clock().uncertainty_ns()) / kNanosPerMilli,
+                            static_cast<double>(h.clock().rtt_ns()) / kNanosPerMilli,
+                            h.agent_name());
+    } else {
+      absl::StrAppendFormat(
+          &out, "%-*s %-6s %s: %s (%s)\n", width, h.address(), "failed",
+          FailureStepName(h.error().step()),
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(h.error().code())),
+          h.error().message());
+    }
+  }
+  return out;
+}
+
 namespace {
 
 int ExitCodeFor(const profctl::v1::SessionManifest& m) {
-  if (m.status() == "ok" && m.errors().empty()) return kExitOk;
-  if (m.status() == "failed") return kExitFailed;
+  if (m.status() == profctl::v1::SESSION_STATUS_OK && m.errors().empty()) return kExitOk;
+  if (m.status() == profctl::v1::SESSION_STATUS_FAILED) return kExitFailed;
   return kExitPartial;
+}
+
+// Runs one engine to completion on env's executor; the engine is destroyed before returning.
+absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
+    const CapturePlan& plan, TraceSink* sink, const CliEnv& env,
+    std::function<void(const std::string&)> progress,
+    const std::function<void(CaptureEngine&)>& started,
+    const std::function<void()>& before_destroy) {
+  absl::StatusOr<profctl::v1::SessionManifest> result =
+      absl::InternalError("capture did not finish");
+  absl::Notification finished;
+  {
+    CaptureEngine engine({.executor = env.executor,
+                          .clients = env.clients,
+                          .sink = sink,
+                          .progress = std::move(progress)},
+                         {});
+    engine.Start(plan, [&](absl::StatusOr<profctl::v1::SessionManifest> m) {
+      result = std::move(m);
+      finished.Notify();
+    });
+    if (started) started(engine);
+    if (env.await) {
+      env.await(finished);
+    } else {
+      finished.WaitForNotification();
+    }
+    if (before_destroy) before_destroy();
+  }
+  return result;
 }
 
 }  // namespace
@@ -108,14 +181,9 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
                : kExitFailed;
   }
   const bool show_progress = plan.duration_ms > 1000;
-  CaptureEngine engine({.clock = env.clock,
-                        .clients = env.clients,
-                        .sink = &*dir,
-                        .progress =
-                            [&](const std::string& line) {
-                              if (show_progress) *env.err << "profctl: " << line << std::endl;
-                            }},
-                       {});
+  auto progress = [&](const std::string& line) {
+    if (show_progress) *env.err << "profctl: " << line << std::endl;
+  };
   // Turns an interrupt into CaptureEngine::Cancel while the capture runs; one that came before
   // (during validation) cancels it up front.
   auto announce = [&] {
@@ -123,30 +191,34 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
                 "(interrupt again to quit at once)"
              << std::endl;
   };
-  const bool already_interrupted = env.interrupt != nullptr && env.interrupt->stopped();
-  if (already_interrupted) {
-    announce();
-    engine.Cancel();
-  }
   std::atomic<bool> finished{false};
   std::thread watcher;
-  if (env.interrupt != nullptr) {
-    watcher = std::thread([&] {
-      env.interrupt->Wait(
-          +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); },
-          &finished, absl::InfiniteDuration());
-      if (!finished.load() && !already_interrupted) {
-        announce();
-        engine.Cancel();
-      }
-    });
-  }
-  absl::StatusOr<profctl::v1::SessionManifest> manifest = engine.Run(plan);
-  finished = true;
-  if (watcher.joinable()) {
-    env.interrupt->Poke();
-    watcher.join();
-  }
+  absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
+      plan, &*dir, env, progress,
+      [&](CaptureEngine& engine) {
+        if (env.interrupt == nullptr) return;
+        if (env.interrupt->stopped()) {
+          announce();
+          engine.Cancel();
+          return;
+        }
+        watcher = std::thread([&] {
+          env.interrupt->Wait(
+              +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); },
+              &finished, absl::InfiniteDuration());
+          if (!finished.load()) {
+            announce();
+            engine.Cancel();
+          }
+        });
+      },
+      [&] {  // before the engine is destroyed: the watcher must not Cancel it any more
+        finished = true;
+        if (watcher.joinable()) {
+          env.interrupt->Poke();
+          watcher.join();
+        }
+      });
   if (!manifest.ok()) {
     *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
     return kExitFailed;
@@ -167,12 +239,23 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string logdir = "profctl-logs";
   std::string session;
   bool json = false;
+  int64_t prepare_timeout_ms = 0;
+  std::string late = "capture";
+  std::string align = "collectives";
   FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
   fs.String("workers", &workers, "comma-separated profctl-agent addresses, host:port or [v6]:port");
   fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..3600000)");
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: UTC time YYYY_MM_DD_HH_MM_SS)");
   fs.Bool("json", &json, "print the session manifest as JSON on stdout instead of a table");
+  fs.Int64("prepare-timeout", &prepare_timeout_ms,
+           "ms to get every host's identity and clock offset; 0 = derived from the measured "
+           "round trips (4 x the median, 250..10000 ms)");
+  fs.String("late", &late,
+            "a host that cannot start at the common instant: capture (flag it late) or fail");
+  fs.String("align", &align,
+            "collectives (refine clock offsets from collective ends in the traces) or ntp "
+            "(clock sync only, +- RTT/2)");
   fs.Require("workers");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
   if (fs.help_requested()) {
@@ -190,8 +273,69 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
                       absl::StrCat("--duration=", duration_ms, " is not in 1..3600000 ms"));
   }
   if (logdir.empty()) return UsageError(env, "capture", "--logdir must not be empty");
-  if (session.empty()) session = DefaultSessionName(*env.clock, "");
-  return RunCapture({*std::move(parsed), duration_ms, session, logdir}, json, env, "capture");
+  if (prepare_timeout_ms < 0 || prepare_timeout_ms > 600'000) {
+    return UsageError(
+        env, "capture",
+        absl::StrCat("--prepare-timeout=", prepare_timeout_ms, " is not in 0..600000 ms"));
+  }
+  CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
+  if (late == "capture") {
+    plan.late = profctl::v1::LATE_POLICY_CAPTURE;
+  } else if (late == "fail") {
+    plan.late = profctl::v1::LATE_POLICY_FAIL;
+  } else {
+    return UsageError(env, "capture",
+                      absl::StrCat("--late=", late, " is not one of: capture, fail"));
+  }
+  if (align == "collectives") {
+    plan.align = profctl::v1::ALIGN_MODE_COLLECTIVES;
+  } else if (align == "ntp") {
+    plan.align = profctl::v1::ALIGN_MODE_NTP;
+  } else {
+    return UsageError(env, "capture",
+                      absl::StrCat("--align=", align, " is not one of: collectives, ntp"));
+  }
+  if (plan.session.empty()) plan.session = DefaultSessionName(*env.clock, "");
+  return RunCapture(plan, json, env, "capture");
+}
+
+int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string workers;
+  bool json = false;
+  int64_t timeout_ms = 2000;
+  FlagSet fs("profctl ping", "--workers=HOST:PORT,... [--json]");
+  fs.String("workers", &workers, "comma-separated profctl-agent addresses, host:port or [v6]:port");
+  fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
+  fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");
+  fs.Require("workers");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "ping", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "ping",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(workers);
+  if (!parsed.ok()) return UsageError(env, "ping", parsed.status().message());
+  if (timeout_ms < 1 || timeout_ms > 600'000) {
+    return UsageError(env, "ping",
+                      absl::StrCat("--timeout=", timeout_ms, " is not in 1..600000 ms"));
+  }
+  CapturePlan plan{*std::move(parsed), /*duration_ms=*/1, "ping", "", timeout_ms};
+  plan.prepare_only = true;
+  absl::StatusOr<profctl::v1::SessionManifest> m = RunEngine(plan, nullptr, env, nullptr, {}, {});
+  if (!m.ok()) {
+    *env.err << "profctl ping: " << m.status().message() << "\n";
+    return kExitFailed;
+  }
+  if (json) {
+    *env.out << ManifestJson(*m);
+  } else {
+    *env.out << FormatPing(*m);
+  }
+  return ExitCodeFor(*m);
 }
 
 }  // namespace
@@ -203,6 +347,7 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "capture") return CaptureCommand(rest, env);
+  if (args[0] == "ping") return PingCommand(rest, env);
   if (args[0] == "demo") return DemoCommand(rest, env);
   if (args[0] == "version" || args[0] == "--version") {
     *env.out << "profctl " << kVersion << "\n";

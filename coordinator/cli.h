@@ -2,11 +2,14 @@
 #ifndef PROFCTL_COORDINATOR_CLI_H_
 #define PROFCTL_COORDINATOR_CLI_H_
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "common/executor.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/capture_engine.h"
 #include "profctl/v1/session.pb.h"
@@ -24,11 +27,16 @@ struct CliEnv {
   std::ostream* err = nullptr;
   const Clock* clock = nullptr;
   AgentClientFactory* clients = nullptr;
+  // Runs the capture engine's tasks (its clock must be `clock`).
+  Executor* executor = nullptr;
   // Path of the running profctl binary; `demo` looks for profctl-agent beside it.
   std::string self_path;
   // Stopped on SIGINT/SIGTERM; a capture in progress is then cancelled (CaptureEngine::Cancel)
   // and what the hosts recorded is saved. May be null.
   const StopSignal* interrupt = nullptr;
+  // Blocks until `done` is notified. Null = wait on it (a real executor runs on its own
+  // threads); tests pass one that runs their FakeExecutor until then.
+  std::function<void(const absl::Notification& done)> await;
 };
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.
@@ -40,6 +48,8 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
 
 // The human summary of a finished session: one row per host, columns aligned.
 std::string FormatSummary(const profctl::v1::SessionManifest& m);
+// profctl ping's table: reachability, version, busy, clock offset +- uncertainty, RTT.
+std::string FormatPing(const profctl::v1::SessionManifest& m);
 
 // args: without the program name, e.g. {"capture", "--workers=h:1"}.
 int RunCli(const std::vector<std::string>& args, const CliEnv& env);

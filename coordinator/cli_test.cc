@@ -12,6 +12,7 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
 #include "tests/temp_dir.h"
 
 namespace profctl::coordinator {
@@ -20,6 +21,7 @@ namespace {
 using ::profctl::testing::FakeAgent;
 using ::profctl::testing::FakeAgentFactory;
 using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
 using ::testing::HasSubstr;
 
 class CliTest : public ::testing::Test {
@@ -27,12 +29,26 @@ class CliTest : public ::testing::Test {
   int Run(std::vector<std::string> args) {
     out_.str("");
     err_.str("");
-    return RunCli(args, {&out_, &err_, &clock_, &factory_, "/nonexistent/profctl"});
+    return RunCli(args, Env());
+  }
+  CliEnv Env(const StopSignal* interrupt = nullptr) {
+    return {&out_,
+            &err_,
+            &clock_,
+            &factory_,
+            &ex_,
+            "/nonexistent/profctl",
+            interrupt,
+            [this](const absl::Notification& done) {
+              ASSERT_TRUE(ex_.RunUntil([&] { return done.HasBeenNotified(); },
+                                       clock_.MonoNs() + 3600 * kNanosPerSecond));
+            }};
   }
   std::string Logdir() const { return "--logdir=" + logdir_; }
 
   FakeClock clock_;
-  FakeAgentFactory factory_;
+  FakeExecutor ex_{&clock_};
+  FakeAgentFactory factory_{&ex_};
   std::ostringstream out_, err_;
   const testing::TempDir tmp_;
   const std::string logdir_ = tmp_.path();
@@ -53,6 +69,11 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
       {{"capture", "--workers=h:1", "--logdir="}, "--logdir must not be empty"},
       {{"capture", "--workers=h:1", "--session=a/b"}, "session name 'a/b'"},
       {{"capture", "--workers=h:1", "stray"}, "unexpected argument 'stray'"},
+      {{"capture", "--workers=h:1", "--late=maybe"}, "--late=maybe is not one of: capture, fail"},
+      {{"capture", "--workers=h:1", "--align=gps"}, "--align=gps is not one of: collectives, ntp"},
+      {{"capture", "--workers=h:1", "--prepare-timeout=-1"}, "--prepare-timeout=-1 is not in"},
+      {{"ping"}, "profctl ping: --workers is required"},
+      {{"ping", "--workers=h:1", "--timeout=0"}, "--timeout=0 is not in 1..600000"},
       {{"frobnicate"}, "unknown command 'frobnicate'"},
       {{"demo", "--workers=0"}, "--workers=0 is not in 1..64"},
       {{"demo", "--duration=600000"}, "--duration=600000 is not in 1..60000"},
@@ -62,7 +83,9 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
     const bool has_logdir = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) {
       return a.rfind("--logdir", 0) == 0;
     });
-    if (c.args[0] != "frobnicate" && !has_logdir) c.args.push_back(Logdir());
+    if ((c.args[0] == "capture" || c.args[0] == "demo") && !has_logdir) {
+      c.args.push_back(Logdir());
+    }
     EXPECT_EQ(Run(c.args), kExitUsage) << c.args[1];
     EXPECT_THAT(err_.str(), HasSubstr(c.message));
   }
@@ -71,7 +94,7 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
 }
 
 TEST_F(CliTest, ExistingSessionIsNeverOverwritten) {
-  FakeAgent a(&clock_, {.name = "a"});
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
   ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=s", Logdir()}), kExitOk);
   const std::string file = logdir_ + "/plugins/profile/s/a.xplane.pb";
@@ -84,7 +107,7 @@ TEST_F(CliTest, ExistingSessionIsNeverOverwritten) {
 }
 
 TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
-  FakeAgent a(&clock_, {.clock_offset_ns = 2 * kNanosPerMilli, .name = "gpu-a"});
+  FakeAgent a(&ex_, &clock_, {.clock_offset_ns = 2 * kNanosPerMilli, .name = "gpu-a"});
   factory_.Add("a:1", &a);
   ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=300", "--session=t1", Logdir()}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("session t1: ok, 1/1 hosts captured"));
@@ -97,7 +120,7 @@ TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
       kExitOk);
   profctl::v1::SessionManifest m;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
-  EXPECT_EQ(m.status(), "ok");
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_OK);
   EXPECT_EQ(m.hosts(0).host(), "gpu-a");
   EXPECT_THAT(err_.str(), HasSubstr("profctl: a:1: clock offset +2.000 ms"));  // progress
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
@@ -105,20 +128,22 @@ TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
 
 TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
   profctl::v1::SessionManifest m;
-  m.set_status("partial");
+  m.set_status(profctl::v1::SESSION_STATUS_PARTIAL);
   m.mutable_request()->set_session("s");
   auto* a = m.add_hosts();
   a->set_host("a");
-  a->set_status("ok");
+  a->set_status(profctl::v1::HOST_STATUS_OK);
   a->set_events(7);
   auto* b = m.add_hosts();
   b->set_host("a-very-long-host-name-from-a-big-cluster_6000");
-  b->set_status("ok");
+  b->set_status(profctl::v1::HOST_STATUS_OK);
   b->set_events(8);
   auto* c = m.add_hosts();
   c->set_host("gone_1");
-  c->set_status("failed");
-  c->set_error("UNAVAILABLE: down");
+  c->set_status(profctl::v1::HOST_STATUS_FAILED);
+  c->mutable_error()->set_step(profctl::v1::FAILURE_STEP_GET_INFO);
+  c->mutable_error()->set_code(14);
+  c->mutable_error()->set_message("down");
   std::vector<std::string> lines;
   std::istringstream in(FormatSummary(m));
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -132,11 +157,11 @@ TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
   }
   EXPECT_EQ(lines[2].substr(events_end - 1, 1), "7") << lines[2];
   EXPECT_EQ(lines[3].substr(events_end - 1, 1), "8") << lines[3];
-  EXPECT_NE(lines[4].find("UNAVAILABLE: down"), std::string::npos);
+  EXPECT_NE(lines[4].find("get info: UNAVAILABLE (down)"), std::string::npos) << lines[4];
 }
 
 TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
-  FakeAgent a(&clock_, {.name = "a"});
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
   EXPECT_EQ(Run({"capture", "--workers=a:1,gone:1", "--duration=50", "--session=p", Logdir()}),
             kExitPartial);
@@ -150,19 +175,42 @@ TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
 }
 
 TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
-  FakeAgent a(&clock_, {.name = "a"});
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
   StopSignal interrupt;
   interrupt.Stop();  // as if Ctrl-C came at once
   out_.str("");
   err_.str("");
   const int rc = RunCli({"capture", "--workers=a:1", "--duration=50", "--session=i", Logdir()},
-                        {&out_, &err_, &clock_, &factory_, "", &interrupt});
+                        Env(&interrupt));
   EXPECT_EQ(rc, kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr("profctl: interrupted: cancelling the capture"));
   EXPECT_THAT(out_.str(), HasSubstr("error: interrupted"));
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/i/session.json"));
   EXPECT_EQ(a.captures(), 0);
+}
+
+TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
+  FakeAgent a(&ex_, &clock_,
+              {.clock_offset_ns = -3 * kNanosPerMilli,
+               .up_delay_ns = 250'000,
+               .down_delay_ns = 250'000,
+               .name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  EXPECT_EQ(Run({"ping", "--workers=a:1,gone:1"}), kExitPartial);
+  EXPECT_THAT(out_.str(), HasSubstr("WORKER"));
+  EXPECT_THAT(out_.str(), HasSubstr("-3.000"));  // offset
+  EXPECT_THAT(out_.str(), HasSubstr("0.500"));   // rtt
+  EXPECT_THAT(out_.str(), HasSubstr("gpu-a"));
+  EXPECT_THAT(out_.str(), HasSubstr("gone:1"));
+  EXPECT_THAT(out_.str(), HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins"));
+  ASSERT_EQ(Run({"ping", "--workers=a:1", "--json"}), kExitOk);
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  EXPECT_EQ(m.hosts(0).clock().offset_ns(), -3 * kNanosPerMilli);
+  EXPECT_EQ(m.hosts(0).agent_version(), "test");
 }
 
 TEST_F(CliTest, HelpAndVersion) {

@@ -1,39 +1,44 @@
 #include "coordinator/clock_sync.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 
 namespace profctl::coordinator {
 
-absl::StatusOr<ClockOffset> EstimateClockOffset(AgentClient& client, const Clock& clock,
-                                                int samples, int64_t timeout_ms) {
-  ClockOffset best;
-  absl::Status last_error = absl::InvalidArgumentError("no clock samples requested");
-  for (int i = 0; i < samples; ++i) {
-    const int64_t t0_wall = clock.WallNs();
-    const int64_t t0_mono = clock.MonoNs();
-    absl::StatusOr<ClockReading> r = client.SyncClock(timeout_ms);
-    const int64_t round_trip = clock.MonoNs() - t0_mono;
-    if (!r.ok()) {
-      last_error = r.status();
-      continue;
-    }
-    const int64_t processing = r->send_ns - r->receive_ns;
-    if (processing < 0 || processing > round_trip) {
+absl::StatusOr<ClockOffset> OffsetFromReading(const ClockReading& r) {
+  for (const int64_t t : {r.receive_ns, r.send_ns, r.local_send_ns, r.local_receive_ns}) {
+    if (t < 0 || t > kMaxStampNs) {
       return absl::DataLossError(
-          absl::StrCat("SyncClock: agent's answer is impossible (processing time ", processing,
-                       " ns for a ", round_trip, " ns round trip)"));
+          absl::StrCat("SyncClock: time stamp ", t, " ns is outside 0..", kMaxStampNs));
     }
-    const int64_t rtt = round_trip - processing;
-    const int64_t t3_wall = t0_wall + round_trip;
-    const int64_t offset = ((r->receive_ns - t0_wall) + (r->send_ns - t3_wall)) / 2;
-    if (best.samples == 0 || rtt < best.rtt_ns) {
-      best.offset_ns = offset;
-      best.rtt_ns = rtt;
-    }
-    ++best.samples;
   }
-  if (best.samples == 0) return last_error;
-  return best;
+  const int64_t round_trip = r.local_receive_ns - r.local_send_ns;
+  const int64_t processing = r.send_ns - r.receive_ns;
+  if (round_trip < 0) {
+    return absl::DataLossError("SyncClock: reply arrived before the request left");
+  }
+  if (processing < 0 || processing > round_trip) {
+    return absl::DataLossError(
+        absl::StrCat("SyncClock: agent's answer is impossible (processing time ", processing,
+                     " ns for a ", round_trip, " ns round trip)"));
+  }
+  // All stamps are in [0, 2^62]: these differences and their sum cannot overflow.
+  const int64_t offset = ((r.receive_ns - r.local_send_ns) + (r.send_ns - r.local_receive_ns)) / 2;
+  if (std::llabs(offset) > kMaxClockOffsetNs) {
+    return absl::DataLossError(absl::StrCat("SyncClock: agent's clock is off by ",
+                                            offset / kNanosPerSecond,
+                                            " s, more than a year: refusing to align with it"));
+  }
+  return ClockOffset{offset, round_trip - processing, 1};
+}
+
+void ClockSampler::Add(const ClockOffset& sample) {
+  if (best_.samples == 0 || sample.rtt_ns < best_.rtt_ns) {
+    best_.offset_ns = sample.offset_ns;
+    best_.rtt_ns = sample.rtt_ns;
+  }
+  best_.samples += sample.samples;
 }
 
 }  // namespace profctl::coordinator

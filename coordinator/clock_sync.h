@@ -1,9 +1,15 @@
-// Clock-offset estimation against one agent (Cristian / NTP style).
+// Clock-offset estimation against one agent (Cristian / NTP style), as pure functions over the
+// round trips the engine collects asynchronously.
 //
-// Each sample: coordinator stamps t0 (wall) before the SyncClock call and measures the round trip
-// on its monotonic clock; the agent answers its receive (t1) and send (t2) wall times. With
-// rtt = round trip - (t2 - t1) and t3 = t0 + round trip, offset = ((t1 - t0) + (t2 - t3)) / 2 is
-// agent_clock - coordinator_clock, good to +- rtt/2. The sample with the smallest rtt wins.
+// One sample: the caller stamps t0 when the request leaves and t3 when the reply arrives (its
+// wall clock); the agent answers its receive (t1) and send (t2) wall times. With
+// rtt = (t3 - t0) - (t2 - t1), offset = ((t1 - t0) + (t2 - t3)) / 2 is agent_clock -
+// coordinator_clock, good to +- rtt/2 whatever the path's asymmetry. The sample with the smallest
+// rtt wins.
+//
+// Agent stamps are untrusted input: a reading is rejected unless every stamp lies in
+// [0, kMaxStampNs] and the offset within +-kMaxClockOffsetNs, so translating instants between
+// clocks can never overflow int64.
 #ifndef PROFCTL_COORDINATOR_CLOCK_SYNC_H_
 #define PROFCTL_COORDINATOR_CLOCK_SYNC_H_
 
@@ -15,16 +21,34 @@
 
 namespace profctl::coordinator {
 
+// 2^62 ns since the epoch is the year 2116.
+inline constexpr int64_t kMaxStampNs = int64_t{1} << 62;
+// An agent whose clock is off by more than a year is broken, or lying.
+inline constexpr int64_t kMaxClockOffsetNs = 366 * 24 * 3600 * kNanosPerSecond;
+
 struct ClockOffset {
   int64_t offset_ns = 0;  // agent - coordinator
   int64_t rtt_ns = 0;
   int samples = 0;  // successful samples
+  // The offset is exact to within this (half the round trip, rounded up).
+  int64_t uncertainty_ns() const { return (rtt_ns + 1) / 2; }
 };
 
-// Takes `samples` round trips; failed ones are skipped. Fails only when none succeeds (with the
-// last error) or an answer is impossible (send before receive).
-absl::StatusOr<ClockOffset> EstimateClockOffset(AgentClient& client, const Clock& clock,
-                                                int samples, int64_t timeout_ms);
+// One reading -> one sample (samples = 1). DATA_LOSS naming the problem for an impossible or
+// absurd answer (send before receive, processing longer than the round trip, stamps out of
+// range, offset beyond a year).
+absl::StatusOr<ClockOffset> OffsetFromReading(const ClockReading& r);
+
+// Keeps the best (smallest-rtt) of the samples added and counts them.
+class ClockSampler {
+ public:
+  void Add(const ClockOffset& sample);
+  bool empty() const { return best_.samples == 0; }
+  const ClockOffset& best() const { return best_; }
+
+ private:
+  ClockOffset best_;
+};
 
 }  // namespace profctl::coordinator
 

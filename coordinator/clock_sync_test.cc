@@ -1,102 +1,79 @@
 #include "coordinator/clock_sync.h"
 
-#include <deque>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/fake_agent.h"
-#include "tests/fake_clock.h"
 
 namespace profctl::coordinator {
 namespace {
 
-using ::profctl::testing::FakeAgent;
-using ::profctl::testing::FakeClock;
+using ::testing::HasSubstr;
 
-TEST(ClockSyncTest, RecoversOffsetAndRoundTripWithSymmetricDelay) {
-  FakeClock clock;
-  clock.SetAutoAdvance(true);
-  FakeAgent agent(&clock, {.clock_offset_ns = -42 * kNanosPerMilli + 17,
-                           .one_way_delay_ns = 300 * kNanosPerMicro});
-  auto client = agent.NewClient();
-  absl::StatusOr<ClockOffset> o = EstimateClockOffset(*client, clock, 5, 1000);
+constexpr int64_t kT = 1'767'225'600LL * kNanosPerSecond;
+
+// A reading for an agent `offset` ahead, with `up`/`down` one-way delays and `processing`.
+ClockReading Reading(int64_t offset, int64_t up, int64_t down, int64_t processing = 0) {
+  const int64_t t1 = kT + up + offset;
+  return {t1, t1 + processing, kT, kT + up + processing + down};
+}
+
+TEST(ClockSyncTest, SymmetricPathGivesTheExactOffset) {
+  absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(-42 * kNanosPerMilli + 17, 300, 300));
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->offset_ns, -42 * kNanosPerMilli + 17);
-  EXPECT_EQ(o->rtt_ns, 600 * kNanosPerMicro);
-  EXPECT_EQ(o->samples, 5);
+  EXPECT_EQ(o->rtt_ns, 600);
+  EXPECT_EQ(o->uncertainty_ns(), 300);
 }
 
-// Answers scripted readings, advancing the clock by scripted delays around each one.
-class ScriptedClient final : public AgentClient {
- public:
-  struct Step {
-    int64_t before_ns;  // request travel time
-    int64_t after_ns;   // reply travel time
-    absl::Status error;
-    int64_t processing_ns = 0;
-  };
-  ScriptedClient(FakeClock* clock, int64_t offset, std::deque<Step> steps)
-      : clock_(clock), offset_(offset), steps_(std::move(steps)) {}
-  absl::StatusOr<ClockReading> SyncClock(int64_t) override {
-    Step s = steps_.front();
-    steps_.pop_front();
-    clock_->Advance(s.before_ns);
-    const int64_t t1 = clock_->WallNs() + offset_;
-    clock_->Advance(s.processing_ns + s.after_ns);
-    if (!s.error.ok()) return s.error;
-    return ClockReading{t1, t1 + s.processing_ns};
-  }
-  absl::StatusOr<AgentInfo> GetInfo(int64_t) override { return AgentInfo{}; }
-  absl::StatusOr<CaptureReply> Capture(const CaptureArgs&, int64_t) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Cancel(const std::string&, int64_t) override { return absl::OkStatus(); }
-
- private:
-  FakeClock* clock_;
-  int64_t offset_;
-  std::deque<Step> steps_;
-};
-
-TEST(ClockSyncTest, KeepsTheSampleWithTheSmallestRoundTrip) {
-  FakeClock clock;
-  // A congested first sample (asymmetric: 9 ms out, 1 ms back) would be 4 ms off; the quiet
-  // second one gives the truth.
-  ScriptedClient client(&clock, 10 * kNanosPerMilli,
-                        {{9 * kNanosPerMilli, 1 * kNanosPerMilli, absl::OkStatus()},
-                         {100'000, 100'000, absl::OkStatus(), 50'000},
-                         {2 * kNanosPerMilli, 2 * kNanosPerMilli, absl::UnavailableError("x")}});
-  absl::StatusOr<ClockOffset> o = EstimateClockOffset(client, clock, 3, 1000);
+TEST(ClockSyncTest, AsymmetricPathIsOffByHalfTheAsymmetryWithinTheUncertainty) {
+  const int64_t up = 10 * kNanosPerMilli;
+  absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(5 * kNanosPerSecond, up, 0));
   ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->offset_ns, 10 * kNanosPerMilli);
-  EXPECT_EQ(o->rtt_ns, 200'000);  // agent processing excluded
-  EXPECT_EQ(o->samples, 2);       // the failed sample is skipped
+  EXPECT_EQ(o->offset_ns, 5 * kNanosPerSecond + up / 2);
+  EXPECT_LE(std::llabs(o->offset_ns - 5 * kNanosPerSecond), o->uncertainty_ns());
 }
 
-TEST(ClockSyncTest, AllSamplesFailingReturnsTheLastError) {
-  FakeClock clock;
-  ScriptedClient client(
-      &clock, 0,
-      {{1, 1, absl::UnavailableError("down")}, {1, 1, absl::DeadlineExceededError("slow")}});
-  EXPECT_EQ(EstimateClockOffset(client, clock, 2, 1000).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+TEST(ClockSyncTest, ProcessingTimeIsNotPartOfTheRoundTrip) {
+  absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(0, 100, 100, 5000));
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->rtt_ns, 200);
+  EXPECT_EQ(o->offset_ns, 0);
 }
 
-TEST(ClockSyncTest, ImpossibleAnswerIsRejected) {
-  FakeClock clock;
-  // Answers that it sent its reply before receiving the request.
-  class Liar final : public AgentClient {
-   public:
-    absl::StatusOr<ClockReading> SyncClock(int64_t) override { return ClockReading{10, 5}; }
-    absl::StatusOr<AgentInfo> GetInfo(int64_t) override { return AgentInfo{}; }
-    absl::StatusOr<CaptureReply> Capture(const CaptureArgs&, int64_t) override {
-      return absl::UnimplementedError("");
-    }
-    absl::Status Cancel(const std::string&, int64_t) override { return absl::OkStatus(); }
-  } liar;
-  absl::StatusOr<ClockOffset> o = EstimateClockOffset(liar, clock, 3, 1000);
-  EXPECT_EQ(o.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(o.status().message(), ::testing::HasSubstr("impossible"));
+TEST(ClockSyncTest, SamplerKeepsTheSmallestRoundTripAndCounts) {
+  ClockSampler s;
+  EXPECT_TRUE(s.empty());
+  s.Add(*OffsetFromReading(Reading(1000, 5000, 100)));
+  s.Add(*OffsetFromReading(Reading(1000, 200, 200)));
+  s.Add(*OffsetFromReading(Reading(1000, 100, 9000)));
+  EXPECT_EQ(s.best().rtt_ns, 400);
+  EXPECT_EQ(s.best().offset_ns, 1000);
+  EXPECT_EQ(s.best().samples, 3);
+}
+
+TEST(ClockSyncTest, ImpossibleAndAbsurdAnswersAreRejected) {
+  ClockReading send_before_receive = Reading(0, 100, 100);
+  send_before_receive.send_ns = send_before_receive.receive_ns - 1;
+  EXPECT_THAT(OffsetFromReading(send_before_receive).status().message(), HasSubstr("impossible"));
+  EXPECT_THAT(OffsetFromReading(Reading(0, 100, 100, /*processing=*/0)).status().code(),
+              absl::StatusCode::kOk);
+  ClockReading long_processing = Reading(0, 10, 10);
+  long_processing.send_ns += 1000;  // longer than the round trip
+  EXPECT_EQ(OffsetFromReading(long_processing).status().code(), absl::StatusCode::kDataLoss);
+  // Stamps that would overflow int64 arithmetic.
+  for (int64_t bad : {INT64_MIN, int64_t{-1}, INT64_MAX, kMaxStampNs + 1}) {
+    ClockReading r = Reading(0, 10, 10);
+    r.receive_ns = bad;
+    r.send_ns = bad;
+    absl::StatusOr<ClockOffset> o = OffsetFromReading(r);
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kDataLoss) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("outside"));
+  }
+  absl::StatusOr<ClockOffset> far =
+      OffsetFromReading(Reading(400LL * 24 * 3600 * kNanosPerSecond, 10, 10));
+  EXPECT_THAT(far.status().message(), HasSubstr("more than a year"));
+  ClockReading backwards = Reading(0, 10, 10);
+  backwards.local_receive_ns = backwards.local_send_ns - 1;
+  EXPECT_THAT(OffsetFromReading(backwards).status().message(), HasSubstr("before the request"));
 }
 
 }  // namespace

@@ -2,159 +2,383 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+#include <cassert>
 #include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
 namespace profctl::coordinator {
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
+using profctl::v1::AgentService;
+using profctl::v1::CaptureChunk;
+
+// Why this side cancelled a call, so that its callback can say so instead of gRPC's bare
+// "Cancelled".
+enum class LocalCancel { kNone, kAbortCapture, kClientDestroyed };
+
+absl::Status FromGrpc(const grpc::Status& s, absl::string_view rpc) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, ": ", s.error_message()));
+                      absl::StrCat(rpc, ": ", s.error_message()));
 }
 
-void SetDeadline(grpc::ClientContext* ctx, int64_t timeout_ms) {
-  // gRPC deadlines are real time by nature; this transport is the one place that reads it.
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+// One call in flight: its context, shared by the call object (which owns it until the call's
+// last callback) and the client's registry (so AbortCapture and the destructor can TryCancel it
+// without holding the registry's lock, whatever moment the call finishes).
+struct CallHandle {
+  uint64_t id = 0;
+  bool capture = false;
+  grpc::ClientContext ctx;
+  std::atomic<LocalCancel> local_cancel{LocalCancel::kNone};
+};
+
+// The status a call that ended with `s` reports.
+absl::Status CallStatus(const grpc::Status& s, const CallHandle& call, absl::string_view rpc) {
+  if (s.error_code() == grpc::StatusCode::CANCELLED) {
+    switch (call.local_cancel.load()) {
+      case LocalCancel::kAbortCapture:
+        return absl::CancelledError(absl::StrCat(rpc, ": aborted by the caller (AbortCapture)"));
+      case LocalCancel::kClientDestroyed:
+        return absl::CancelledError(
+            absl::StrCat(rpc, ": the client was destroyed with the call in flight"));
+      case LocalCancel::kNone:
+        break;
+    }
+  }
+  return FromGrpc(s, rpc);
 }
 
-class GrpcAgentClient final : public AgentClient {
+// The calls in flight on one client. Thread-safe.
+class CallRegistry {
  public:
-  GrpcAgentClient(const WorkerAddress& worker, GrpcAgentClientOptions options) : options_(options) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(16 << 20);  // chunks are 1 MiB; leave room
-    stub_ = profctl::v1::AgentService::NewStub(
-        grpc::CreateCustomChannel(worker.target(), grpc::InsecureChannelCredentials(), args));
+  // Registers a new call whose context's deadline is `timeout_ms` from now. gRPC deadlines are
+  // real time by nature; this is the one place the client reads the real clock for them.
+  std::shared_ptr<CallHandle> Begin(bool capture, int64_t timeout_ms) {
+    auto call = std::make_shared<CallHandle>();
+    call->capture = capture;
+    call->ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(timeout_ms));
+    absl::MutexLock lock(&mu_);
+    call->id = next_id_++;
+    calls_.emplace(call->id, call);
+    return call;
   }
 
-  absl::StatusOr<AgentInfo> GetInfo(int64_t timeout_ms) override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout_ms);
-    profctl::v1::GetInfoResponse resp;
-    if (grpc::Status s = stub_->GetInfo(&ctx, {}, &resp); !s.ok()) return FromGrpc(s, "GetInfo");
-    AgentInfo info{resp.name(),
-                   resp.hostname(),
-                   resp.version(),
-                   {resp.collectors().begin(), resp.collectors().end()},
-                   static_cast<int64_t>(resp.max_duration_ms()),
-                   resp.busy()};
-    return info;
+  // Forgets call `id`. The last thing a call does, after its callbacks have run: the client
+  // (and this registry) may be destroyed as soon as the lock is released.
+  void End(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(id);
+    assert(it != calls_.end());  // each call ends once
+    // Destroys the context here (unless a canceller holds it for a moment), before the
+    // destructor may proceed, so the channel it references goes away with the client.
+    calls_.erase(it);
   }
 
-  absl::StatusOr<ClockReading> SyncClock(int64_t timeout_ms) override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout_ms);
-    profctl::v1::SyncClockResponse resp;
-    if (grpc::Status s = stub_->SyncClock(&ctx, {}, &resp); !s.ok()) {
-      return FromGrpc(s, "SyncClock");
+  // Cancels the calls in flight (only Capture calls when `captures_only`); their callbacks then
+  // report CANCELLED with `why`. Never blocks on the calls.
+  void CancelAll(bool captures_only, LocalCancel why) {
+    std::vector<std::shared_ptr<CallHandle>> victims;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, call] : calls_) {
+        if (!captures_only || call->capture) victims.push_back(call);
+      }
     }
-    return ClockReading{resp.receive_ns(), resp.send_ns()};
-  }
-
-  absl::StatusOr<CaptureReply> Capture(const CaptureArgs& args, int64_t timeout_ms) override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout_ms);
-    profctl::v1::CaptureRequest req;
-    req.set_session_id(args.session_id);
-    req.set_start_at_ns(args.start_at_ns);
-    req.set_duration_ms(static_cast<uint64_t>(args.duration_ms));
-    std::unique_ptr<grpc::ClientReader<profctl::v1::CaptureChunk>> reader =
-        stub_->Capture(&ctx, req);
-    CaptureReply reply;
-    StreamState stream;
-    // A protocol violation seen while reading is the agent's fault: report it, not our cancel.
-    const absl::Status violation = ReadStream(reader.get(), &reply, &stream);
-    if (!violation.ok()) ctx.TryCancel();
-    const grpc::Status s = reader->Finish();
-    if (!violation.ok()) return violation;
-    // A stream cut short by the deadline or a dying agent: the transport's status says why.
-    if (!s.ok()) return FromGrpc(s, "Capture");
-    // The agent claims success: the stream must then be complete.
-    if (!stream.header) return absl::DataLossError("Capture: stream ended before its header");
-    if (!stream.trailer || reply.xspace_bytes.size() != stream.total) {
-      return absl::DataLossError(absl::StrCat("Capture: stream ended after ",
-                                              reply.xspace_bytes.size(), " of ", stream.total,
-                                              " bytes"));
+    // Outside the lock: TryCancel makes gRPC schedule the call's callbacks, which end in End().
+    for (const std::shared_ptr<CallHandle>& call : victims) {
+      LocalCancel expected = LocalCancel::kNone;
+      call->local_cancel.compare_exchange_strong(expected, why);
+      call->ctx.TryCancel();
     }
-    return reply;
   }
 
-  absl::Status Cancel(const std::string& session_id, int64_t timeout_ms) override {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, timeout_ms);
-    profctl::v1::CancelRequest req;
-    req.set_session_id(session_id);
-    profctl::v1::CancelResponse resp;
-    return FromGrpc(stub_->Cancel(&ctx, req, &resp), "Cancel");
+  // Blocks until no call is in flight.
+  void AwaitIdle() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](absl::flat_hash_map<uint64_t, std::shared_ptr<CallHandle>>* calls) {
+          return calls->empty();
+        },
+        &calls_));
   }
 
  private:
-  struct StreamState {
-    bool header = false;
-    bool trailer = false;
-    uint64_t total = 0;
-  };
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<CallHandle>> calls_ ABSL_GUARDED_BY(mu_);
+};
 
-  // Reads chunks until the stream ends; returns the first protocol violation (out-of-order
-  // parts, more bytes than announced, a wrong chunk count, an oversized trace).
-  absl::Status ReadStream(grpc::ClientReader<profctl::v1::CaptureChunk>* reader,
-                          CaptureReply* reply, StreamState* st) {
-    profctl::v1::CaptureChunk chunk;
-    uint64_t chunks = 0;
-    while (reader->Read(&chunk)) {
-      switch (chunk.part_case()) {
-        case profctl::v1::CaptureChunk::kHeader: {
-          if (st->header) return absl::DataLossError("Capture: agent sent a second header");
-          st->header = true;
-          const auto& h = chunk.header();
-          st->total = h.total_bytes();
-          if (st->total > options_.max_trace_bytes) {
-            return absl::ResourceExhaustedError(
-                absl::StrCat("Capture: agent announced a ", st->total, "-byte trace; the limit is ",
-                             options_.max_trace_bytes));
-          }
-          reply->xspace_bytes.reserve(st->total);
-          reply->start_ns = h.start_ns();
-          reply->stop_ns = h.stop_ns();
-          reply->cancelled = h.cancelled();
-          reply->name = h.name();
-          reply->hostname = h.hostname();
-          break;
+// One unary RPC in flight: everything gRPC reads or writes until the completion callback.
+template <typename Request, typename Response>
+struct UnaryCall {
+  using Finish = absl::AnyInvocable<void(const grpc::Status&, UnaryCall&) &&>;
+  std::shared_ptr<CallHandle> call;
+  Request request;
+  Response response;
+  int64_t local_send_ns = 0;     // clock's wall time right before the call started
+  int64_t local_receive_ns = 0;  // ... and first thing in the completion callback
+  Finish finish;                 // runs the caller's callback
+};
+
+// Receives one Capture stream, checks its framing and hands it to a CaptureStream. Lifetime:
+// created by Capture(), deletes itself in OnDone() (gRPC's last call into a reactor).
+//
+// Threading: gRPC calls OnReadDone and OnDone one at a time; only one read is outstanding, and
+// the next starts after the CaptureStream has taken the current chunk, so the framing state
+// below needs no lock.
+class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
+ public:
+  CaptureCall(CallRegistry* registry, std::shared_ptr<CallHandle> call, const CaptureArgs& args,
+              uint64_t max_trace_bytes, CaptureStream* stream)
+      : registry_(registry),
+        call_(std::move(call)),
+        max_trace_bytes_(max_trace_bytes),
+        stream_(stream) {
+    request_.set_session_id(args.session_id);
+    request_.set_start_at_ns(args.start_at_ns);
+    request_.set_duration_ms(static_cast<uint64_t>(args.duration_ms));
+  }
+
+  void Start(AgentService::Stub* stub) {
+    stub->async()->Capture(&call_->ctx, &request_, this);
+    StartRead(&chunk_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone says how
+    absl::Status status = Consume();
+    if (!status.ok()) {
+      // The first violation wins over whatever status the cancelled call ends with.
+      violation_ = std::move(status);
+      call_->ctx.TryCancel();
+      return;
+    }
+    StartRead(&chunk_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    stream_->OnDone(Outcome(s));
+    CallRegistry* registry = registry_;
+    const uint64_t id = call_->id;
+    delete this;
+    registry->End(id);
+  }
+
+ private:
+  // Checks the chunk just read against the stream so far and hands it on. Returns the first
+  // protocol violation, or OnData's error.
+  absl::Status Consume() {
+    switch (chunk_.part_case()) {
+      case CaptureChunk::kStarted:
+        if (header_) return absl::DataLossError("Capture: agent sent 'started' after the header");
+        if (started_) return absl::DataLossError("Capture: agent sent a second 'started'");
+        started_ = true;
+        stream_->OnStarted(chunk_.started().start_ns());
+        return absl::OkStatus();
+      case CaptureChunk::kHeader: {
+        if (header_) return absl::DataLossError("Capture: agent sent a second header");
+        header_ = true;
+        const profctl::v1::CaptureHeader& h = chunk_.header();
+        total_ = h.total_bytes();
+        if (total_ > max_trace_bytes_) {
+          return absl::ResourceExhaustedError(absl::StrCat("Capture: agent announced a ", total_,
+                                                           "-byte trace; the limit is ",
+                                                           max_trace_bytes_));
         }
-        case profctl::v1::CaptureChunk::kData:
-          if (!st->header || st->trailer) {
-            return absl::DataLossError("Capture: agent sent data outside header..trailer");
-          }
-          if (reply->xspace_bytes.size() + chunk.data().size() > st->total) {
-            return absl::DataLossError(
-                absl::StrCat("Capture: agent sent more than the announced ", st->total, " bytes"));
-          }
-          reply->xspace_bytes.append(chunk.data());
-          ++chunks;
-          break;
-        case profctl::v1::CaptureChunk::kTrailer:
-          if (!st->header || st->trailer) {
-            return absl::DataLossError("Capture: agent sent a trailer out of order");
-          }
-          st->trailer = true;
-          if (chunk.trailer().chunks() != chunks) {
-            return absl::DataLossError(absl::StrCat("Capture: agent's trailer counts ",
-                                                    chunk.trailer().chunks(), " chunks, received ",
-                                                    chunks));
-          }
-          break;
-        default:
-          return absl::DataLossError("Capture: agent sent an empty chunk");
+        stream_->OnHeader(
+            {h.start_ns(), h.stop_ns(), total_, h.cancelled(), h.name(), h.hostname()});
+        return absl::OkStatus();
       }
+      case CaptureChunk::kData: {
+        if (!header_ || trailer_) {
+          return absl::DataLossError("Capture: agent sent data outside header..trailer");
+        }
+        const std::string& data = chunk_.data();
+        if (data.size() > total_ - received_) {
+          return absl::DataLossError(absl::StrCat("Capture: agent sent more than the announced ",
+                                                  total_, " bytes (", received_ + data.size(),
+                                                  " so far)"));
+        }
+        received_ += data.size();
+        ++chunks_;
+        return stream_->OnData(data);
+      }
+      case CaptureChunk::kTrailer:
+        if (!header_ || trailer_) {
+          return absl::DataLossError("Capture: agent sent a trailer out of order");
+        }
+        trailer_ = true;
+        if (chunk_.trailer().chunks() != chunks_) {
+          return absl::DataLossError(absl::StrCat("Capture: agent's trailer counts ",
+                                                  chunk_.trailer().chunks(), " chunks, received ",
+                                                  chunks_));
+        }
+        return absl::OkStatus();
+      case CaptureChunk::PART_NOT_SET:
+        break;
+    }
+    return absl::DataLossError("Capture: agent sent an empty chunk");
+  }
+
+  absl::Status Outcome(const grpc::Status& s) const {
+    if (!violation_.ok()) return violation_;
+    // A stream cut short by the deadline, a dying agent or AbortCapture: the transport's status
+    // says why.
+    if (!s.ok()) return CallStatus(s, *call_, "Capture");
+    // The agent claims success: the stream must then be complete.
+    if (!header_) return absl::DataLossError("Capture: stream ended before its header");
+    if (!trailer_ || received_ != total_) {
+      return absl::DataLossError(
+          absl::StrCat("Capture: stream ended after ", received_, " of ", total_, " bytes"));
     }
     return absl::OkStatus();
   }
 
-  GrpcAgentClientOptions options_;
-  std::unique_ptr<profctl::v1::AgentService::Stub> stub_;
+  CallRegistry* const registry_;
+  const std::shared_ptr<CallHandle> call_;
+  const uint64_t max_trace_bytes_;
+  CaptureStream* const stream_;
+  profctl::v1::CaptureRequest request_;
+  CaptureChunk chunk_;  // the one chunk being read or handed on
+  bool started_ = false;
+  bool header_ = false;
+  bool trailer_ = false;
+  uint64_t total_ = 0;
+  uint64_t received_ = 0;
+  uint64_t chunks_ = 0;
+  absl::Status violation_;
+};
+
+class GrpcAgentClient final : public AgentClient {
+ public:
+  GrpcAgentClient(const WorkerAddress& worker, const GrpcAgentClientOptions& options)
+      : max_trace_bytes_(options.max_trace_bytes),
+        clock_(options.clock != nullptr ? options.clock : &real_clock_) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);  // chunks are 1 MiB; leave room
+    if (options.authority_for_testing) {
+      if (std::string authority = options.authority_for_testing(worker); !authority.empty()) {
+        args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
+      }
+    }
+    stub_ = AgentService::NewStub(
+        grpc::CreateCustomChannel(worker.target(), grpc::InsecureChannelCredentials(), args));
+  }
+
+  ~GrpcAgentClient() override {
+    calls_.CancelAll(/*captures_only=*/false, LocalCancel::kClientDestroyed);
+    calls_.AwaitIdle();
+  }
+
+  GrpcAgentClient(const GrpcAgentClient&) = delete;
+  GrpcAgentClient& operator=(const GrpcAgentClient&) = delete;
+
+  void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) override {
+    using Call = UnaryCall<profctl::v1::GetInfoRequest, profctl::v1::GetInfoResponse>;
+    StartUnary<Call>(
+        timeout_ms, {},
+        [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
+          stub_->async()->GetInfo(ctx, req, resp, std::move(cb));
+        },
+        [done = std::move(done)](const grpc::Status& s, Call& call) mutable {
+          if (!s.ok()) {
+            std::move(done)(CallStatus(s, *call.call, "GetInfo"));
+            return;
+          }
+          const profctl::v1::GetInfoResponse& r = call.response;
+          std::move(done)(AgentInfo{r.name(),
+                                    r.hostname(),
+                                    r.version(),
+                                    {r.collectors().begin(), r.collectors().end()},
+                                    static_cast<int64_t>(r.max_duration_ms()),
+                                    r.busy()});
+        });
+  }
+
+  void SyncClock(int64_t timeout_ms, Callback<ClockReading> done) override {
+    using Call = UnaryCall<profctl::v1::SyncClockRequest, profctl::v1::SyncClockResponse>;
+    StartUnary<Call>(
+        timeout_ms, {},
+        [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
+          stub_->async()->SyncClock(ctx, req, resp, std::move(cb));
+        },
+        [done = std::move(done)](const grpc::Status& s, Call& call) mutable {
+          if (!s.ok()) {
+            std::move(done)(CallStatus(s, *call.call, "SyncClock"));
+            return;
+          }
+          std::move(done)(ClockReading{call.response.receive_ns(), call.response.send_ns(),
+                                       call.local_send_ns, call.local_receive_ns});
+        });
+  }
+
+  void Capture(const CaptureArgs& args, int64_t timeout_ms, CaptureStream* stream) override {
+    auto* call = new CaptureCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), args,
+                                 max_trace_bytes_, stream);
+    call->Start(stub_.get());
+  }
+
+  void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) override {
+    using Call = UnaryCall<profctl::v1::CancelRequest, profctl::v1::CancelResponse>;
+    profctl::v1::CancelRequest request;
+    request.set_session_id(session_id);
+    StartUnary<Call>(
+        timeout_ms, std::move(request),
+        [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
+          stub_->async()->Cancel(ctx, req, resp, std::move(cb));
+        },
+        [done = std::move(done)](const grpc::Status& s, Call& call) mutable {
+          std::move(done)(CallStatus(s, *call.call, "Cancel"));
+        });
+  }
+
+  void AbortCapture() override {
+    calls_.CancelAll(/*captures_only=*/true, LocalCancel::kAbortCapture);
+  }
+
+ private:
+  // Starts one unary call: `start(ctx, request, response, callback)` issues it on the stub;
+  // `finish` runs in the completion callback and calls the caller's callback.
+  template <typename Call, typename Start>
+  void StartUnary(int64_t timeout_ms, decltype(Call::request) request, Start start,
+                  typename Call::Finish finish) {
+    auto* call = new Call{calls_.Begin(/*capture=*/false, timeout_ms),
+                          std::move(request),
+                          {},
+                          0,
+                          0,
+                          std::move(finish)};
+    call->local_send_ns = clock_->WallNs();
+    // std::function needs a copyable callable: it holds only pointers; the call owns the rest.
+    start(&call->call->ctx, &call->request, &call->response,
+          std::function<void(grpc::Status)>([this, call](const grpc::Status& s) {
+            call->local_receive_ns = clock_->WallNs();
+            std::move(call->finish)(s, *call);
+            const uint64_t id = call->call->id;
+            delete call;
+            calls_.End(id);  // last: `this` may be gone once it returns
+          }));
+  }
+
+  const uint64_t max_trace_bytes_;
+  const RealClock real_clock_;
+  const Clock* const clock_;
+  std::unique_ptr<AgentService::Stub> stub_;
+  CallRegistry calls_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
 
@@ -22,14 +23,25 @@ constexpr int64_t kAgentStartTimeoutMs = 20'000;
 constexpr int64_t kPollMs = 20;
 }  // namespace
 
-absl::StatusOr<int> ReadPortFile(const std::string& path) {
+absl::StatusOr<std::vector<int>> ReadPortFileAll(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return absl::NotFoundError(text.status().message());
-  int port = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port) || port <= 0) {
-    return absl::NotFoundError(absl::StrCat(path, " holds no port yet"));
+  std::vector<int> ports;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    int port = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &port) || port <= 0 || port > 65535) {
+      return absl::DataLossError(absl::StrCat(path, ": '", line, "' is not a port"));
+    }
+    ports.push_back(port);
   }
-  return port;
+  if (ports.empty()) return absl::NotFoundError(absl::StrCat(path, " holds no port yet"));
+  return ports;
+}
+
+absl::StatusOr<int> ReadPortFile(const std::string& path) {
+  absl::StatusOr<std::vector<int>> ports = ReadPortFileAll(path);
+  if (!ports.ok()) return ports.status();
+  return ports->front();
 }
 
 absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std::string>& args) {
@@ -98,11 +110,23 @@ absl::Status LocalAgents::Spawn(const std::string& binary, const std::vector<std
 
 absl::StatusOr<int> LocalAgents::WaitForPort(size_t i, const std::string& port_file,
                                              const Clock& clock, const StopSignal* stop) {
+  absl::StatusOr<std::vector<int>> ports = WaitForPorts(i, port_file, clock, stop);
+  if (!ports.ok()) return ports.status();
+  return ports->front();
+}
+
+absl::StatusOr<std::vector<int>> LocalAgents::WaitForPorts(size_t i, const std::string& port_file,
+                                                           const Clock& clock,
+                                                           const StopSignal* stop) {
   const int64_t deadline = clock.MonoNs() + kAgentStartTimeoutMs * kNanosPerMilli;
   StopSignal never;
   const StopSignal& interrupt = stop != nullptr ? *stop : never;
   while (clock.MonoNs() < deadline) {
-    if (absl::StatusOr<int> port = ReadPortFile(port_file); port.ok()) return *port;
+    if (absl::StatusOr<std::vector<int>> ports = ReadPortFileAll(port_file); ports.ok()) {
+      return ports;
+    } else if (ports.status().code() != absl::StatusCode::kNotFound) {
+      return ports.status();
+    }
     int status = 0;
     if (pids_[i] > 0 && waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
       pids_[i] = -1;

@@ -16,7 +16,11 @@
 
 namespace profctl::coordinator {
 
-// The port an agent wrote to its --port-file; NOT_FOUND while it has not (yet) written one.
+// The ports an agent wrote to its --port-file, one per line in endpoint order (one line unless
+// it serves --endpoints=N); NOT_FOUND while it has not (yet) written the file. The agent writes
+// it atomically, so a file is never seen half-written.
+absl::StatusOr<std::vector<int>> ReadPortFileAll(const std::string& path);
+// The first port of the file (the only one for a single-endpoint agent).
 absl::StatusOr<int> ReadPortFile(const std::string& path);
 
 class LocalAgents {
@@ -32,6 +36,10 @@ class LocalAgents {
   // fails early, naming its log, if the agent exits, and with CANCELLED once `stop` is stopped.
   absl::StatusOr<int> WaitForPort(size_t i, const std::string& port_file, const Clock& clock,
                                   const StopSignal* stop = nullptr);
+  // The same for an agent started with --endpoints: all its ports, in endpoint order.
+  absl::StatusOr<std::vector<int>> WaitForPorts(size_t i, const std::string& port_file,
+                                                const Clock& clock,
+                                                const StopSignal* stop = nullptr);
   // SIGTERM to every agent still running, then reaps them.
   void StopAll();
   const std::string& log(size_t i) const { return logs_[i]; }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/executor.h"
 #include "coordinator/cli.h"
 #include "coordinator/grpc_agent_client.h"
 
@@ -28,15 +29,15 @@ int main(int argc, char** argv) {
   }).detach();
 
   profctl::RealClock clock;
-  profctl::coordinator::GrpcAgentClientFactory clients;
+  profctl::AsioExecutor executor(&clock, /*threads=*/1);
+  profctl::coordinator::GrpcAgentClientFactory clients({.clock = &clock});
   char self[PATH_MAX] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  profctl::coordinator::CliEnv env{&std::cout,
-                                   &std::cerr,
-                                   &clock,
-                                   &clients,
-                                   n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
-                                   &interrupt};
+  profctl::coordinator::CliEnv env{
+      &std::cout,       &std::cerr, &clock,
+      &clients,         &executor,  n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
+      &interrupt,
+      /*await=*/nullptr};
   try {
     return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently

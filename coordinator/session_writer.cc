@@ -1,6 +1,8 @@
 #include "coordinator/session_writer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -50,10 +52,91 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir,
   return SessionDir(std::move(path));
 }
 
-absl::StatusOr<std::string> SessionDir::Write(const std::string& name, absl::string_view contents) {
+namespace {
+
+absl::Status CheckPlainName(const std::string& name) {
   if (name.empty() || absl::StrContains(name, '/')) {
     return absl::InvalidArgumentError(absl::StrCat("bad file name '", name, "'"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Errno(absl::string_view what, const std::string& path, int err) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  return err == ENOSPC || err == EDQUOT ? absl::ResourceExhaustedError(msg)
+                                        : absl::InternalError(msg);
+}
+
+// A temporary file in the session folder, renamed into place by Commit.
+class TempTraceFile final : public TraceFile {
+ public:
+  TempTraceFile(std::string dir, std::string tmp, int fd)
+      : dir_(std::move(dir)), tmp_(std::move(tmp)), fd_(fd) {}
+  ~TempTraceFile() override {
+    if (fd_ >= 0) close(fd_);
+    if (!committed_) unlink(tmp_.c_str());
+  }
+
+  absl::Status Append(absl::string_view data) override {
+    if (committed_) return absl::FailedPreconditionError("append after commit");
+    while (!data.empty()) {
+      const ssize_t n = write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno("cannot write", tmp_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+      size_ += static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t size() const override { return size_; }
+
+  absl::StatusOr<std::string> ReadAll() override { return ReadFile(tmp_); }
+
+  absl::StatusOr<std::string> Commit(const std::string& name) override {
+    PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
+    if (committed_) return absl::FailedPreconditionError("file already committed");
+    if (fchmod(fd_, 0644) != 0 || fsync(fd_) != 0) return Errno("cannot sync", tmp_, errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (close(fd) != 0) return Errno("cannot close", tmp_, errno);
+    const std::string path = JoinPath(dir_, name);
+    if (rename(tmp_.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path, errno);
+    committed_ = true;
+    return name;
+  }
+
+ private:
+  std::string dir_;
+  std::string tmp_;
+  int fd_;
+  uint64_t size_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TraceFile>> SessionDir::Create(const std::string& hint) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(hint));
+  std::string tmp = JoinPath(path_, absl::StrCat(".", hint, ".tmp.XXXXXX"));
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) return Errno("cannot create", tmp, errno);
+  return std::make_unique<TempTraceFile>(path_, std::move(tmp), fd);
+}
+
+absl::StatusOr<std::string> SessionDir::Read(const std::string& name) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
+  return ReadFile(JoinPath(path_, name));
+}
+
+std::string SessionDir::LocalPath(const std::string& name) const {
+  return CheckPlainName(name).ok() ? JoinPath(path_, name) : std::string();
+}
+
+absl::StatusOr<std::string> SessionDir::Write(const std::string& name, absl::string_view contents) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
   PROFCTL_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(path_, name), contents));
   return name;
 }

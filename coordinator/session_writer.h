@@ -3,6 +3,8 @@
 #ifndef PROFCTL_COORDINATOR_SESSION_WRITER_H_
 #define PROFCTL_COORDINATOR_SESSION_WRITER_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,6 +13,21 @@
 
 namespace profctl::coordinator {
 
+// One file being streamed into the session: invisible under its final name until Commit, so a
+// crash or an error never leaves a half trace where TensorBoard looks. Thread-compatible: one
+// writer at a time. Destroying an uncommitted file removes it.
+class TraceFile {
+ public:
+  virtual ~TraceFile() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+  virtual uint64_t size() const = 0;
+  // The bytes appended so far (for validation before Commit).
+  virtual absl::StatusOr<std::string> ReadAll() = 0;
+  // Makes the file visible as `name` (a plain file name) atomically; returns its path relative
+  // to the session. The file cannot be appended to afterwards.
+  virtual absl::StatusOr<std::string> Commit(const std::string& name) = 0;
+};
+
 // Thread-safe: hosts' traces are written concurrently as they arrive. Every write is atomic.
 class TraceSink {
  public:
@@ -18,6 +35,13 @@ class TraceSink {
   // Writes `name` (a plain file name) into the session; returns its path relative to the session.
   virtual absl::StatusOr<std::string> Write(const std::string& name,
                                             absl::string_view contents) = 0;
+  // Starts a file to stream into; `hint` (a plain file name) names the temporary.
+  virtual absl::StatusOr<std::unique_ptr<TraceFile>> Create(const std::string& hint) = 0;
+  // Reads back a file written earlier.
+  virtual absl::StatusOr<std::string> Read(const std::string& name) = 0;
+  // Where `name` lives on the local file system, for writers that need a path (the streaming
+  // pod trace); empty when the sink is not a local folder.
+  virtual std::string LocalPath(const std::string& name) const = 0;
   virtual std::string location() const = 0;
 };
 
@@ -28,6 +52,9 @@ class SessionDir final : public TraceSink {
   static absl::StatusOr<SessionDir> Create(const std::string& logdir, const std::string& session);
 
   absl::StatusOr<std::string> Write(const std::string& name, absl::string_view contents) override;
+  absl::StatusOr<std::unique_ptr<TraceFile>> Create(const std::string& hint) override;
+  absl::StatusOr<std::string> Read(const std::string& name) override;
+  std::string LocalPath(const std::string& name) const override;
   std::string location() const override { return path_; }
 
  private:

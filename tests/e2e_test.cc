@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/collectors/synthetic_job.h"
+#include "common/executor.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
 #include "common/xspace.h"
@@ -215,12 +216,14 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   const std::string unreachable = absl::StrCat("127.0.0.1:", ClosedPort());
   workers.push_back(unreachable);
 
-  coordinator::GrpcAgentClientFactory clients;
+  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+  AsioExecutor executor(&clock_);
   std::ostringstream out, err;
   const std::string logdir = scratch_ + "/logs";
-  const int rc = coordinator::RunCli({"capture", "--workers=" + absl::StrJoin(workers, ","),
-                                      "--duration=800", "--session=e2e", "--logdir=" + logdir},
-                                     {&out, &err, &clock_, &clients, ""});
+  const int rc =
+      coordinator::RunCli({"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=800",
+                           "--session=e2e", "--logdir=" + logdir},
+                          {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr});
   EXPECT_EQ(rc, coordinator::kExitPartial) << out.str() << err.str();
   EXPECT_THAT(out.str(), HasSubstr("session e2e: partial, 3/4 hosts captured"));
 
@@ -230,18 +233,18 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   profctl::v1::SessionManifest m;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &m).ok());
   ASSERT_EQ(m.hosts_size(), 4);
-  EXPECT_EQ(m.status(), "partial");
-  EXPECT_EQ(m.hosts(3).status(), "failed");
-  EXPECT_THAT(m.hosts(3).error(), HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_PARTIAL);
+  EXPECT_EQ(m.hosts(3).status(), profctl::v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(3).error().code(), static_cast<int>(absl::StatusCode::kUnavailable));
   EXPECT_FALSE(PathExists(dir + "/" + m.hosts(3).host() + ".xplane.pb"));
 
   std::map<int, std::vector<int64_t>> nccl_ends;  // rank -> aligned all-reduce ends on GPU:0
   for (int r = 0; r < 3; ++r) {
     const auto& h = m.hosts(r);
-    ASSERT_EQ(h.status(), "ok") << h.error();
+    ASSERT_EQ(h.status(), profctl::v1::HOST_STATUS_OK) << h.error().message();
     EXPECT_EQ(h.host(), absl::StrCat("worker-", r));
     // Cristian's bound: the true offset lies within +-rtt/2 of the estimate.
-    EXPECT_LE(std::abs(h.clock().offset_ns() - kSkewMs[r] * kNanosPerMilli),
+    EXPECT_LE(std::abs(h.clock().rtt_offset_ns() - kSkewMs[r] * kNanosPerMilli),
               h.clock().rtt_ns() / 2 + 50 * kNanosPerMicro)
         << "rank " << r << " rtt " << h.clock().rtt_ns();
 
@@ -268,21 +271,22 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
     EXPECT_EQ(h.events(), static_cast<uint64_t>(xspace::CountEvents(expected)));
     EXPECT_GE(h.steps(), 800u / (job.period_ns() / kNanosPerMilli) - 2);
 
+    const int64_t profile_start = xspace::ProfileStartNs(space);
+    EXPECT_EQ(profile_start, h.agent_start_ns());  // lines are relative to it, as XProf expects
     const xspace::XPlaneReader gpu(*xspace::FindPlane(space, "/device:GPU:0"));
     gpu.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
       if (absl::StartsWith(gpu.EventName(e), "ncclDevKernel")) {
-        nccl_ends[r].push_back(xspace::EventStartNs(line, e) + xspace::EventDurationNs(e) -
-                               h.clock().offset_ns());
+        nccl_ends[r].push_back(xspace::EventEndNs(profile_start, line, e) - h.clock().offset_ns());
       }
     });
+    EXPECT_EQ(h.clock().method(), "collectives");
   }
 
-  // After alignment every rank's all-reduce ends at the same instant, to within the offsets'
-  // uncertainty (the synthetic job ends them at one true instant).
+  // After alignment (refined from the collectives) every rank's all-reduce ends at the same
+  // instant within 100 us (the synthetic job ends them at one true instant).
   int matched = 0;
   for (int r = 1; r < 3; ++r) {
-    const int64_t bound =
-        (m.hosts(0).clock().rtt_ns() + m.hosts(r).clock().rtt_ns()) / 2 + 100 * kNanosPerMicro;
+    const int64_t bound = 100 * kNanosPerMicro;
     for (int64_t end : nccl_ends[r]) {
       for (int64_t end0 : nccl_ends[0]) {
         if (std::abs(end - end0) < 10 * kNanosPerMilli) {
@@ -336,7 +340,7 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   WaitUntilRecording();
   const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, pid, logdir);
   ASSERT_EQ(m.hosts_size(), 1);
-  EXPECT_EQ(m.hosts(0).status(), "ok") << m.hosts(0).error();
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
   EXPECT_TRUE(m.hosts(0).cancelled());
   EXPECT_LT(m.hosts(0).agent_stop_ns() - m.hosts(0).agent_start_ns(), 25 * kNanosPerSecond);
   EXPECT_GT(m.hosts(0).events(), 0u);
@@ -382,7 +386,7 @@ TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   ASSERT_EQ(m.hosts_size(), kDemoWorkers);
   for (const auto& h : m.hosts()) {
     // Only profctl got the SIGINT: each agent was cancelled by profctl and sent its trace back.
-    EXPECT_EQ(h.status(), "ok") << h.host() << ": " << h.error();
+    EXPECT_EQ(h.status(), profctl::v1::HOST_STATUS_OK) << h.host() << ": " << h.error().message();
     EXPECT_TRUE(h.cancelled()) << h.host();
     EXPECT_GT(h.events(), 0u) << h.host();
     EXPECT_TRUE(PathExists(absl::StrCat(logdir, "/plugins/profile/int/", h.host(), ".xplane.pb")));

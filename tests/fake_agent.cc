@@ -7,117 +7,264 @@
 namespace profctl::testing {
 namespace {
 
+using coordinator::AgentClient;
+
 agent::SyntheticJobConfig WithSkew(agent::SyntheticJobConfig job, int64_t skew) {
   job.clock_skew_ns = skew;
   return job;
 }
 
-class UnreachableClient final : public coordinator::AgentClient {
+class UnreachableClient final : public AgentClient {
  public:
-  explicit UnreachableClient(std::string address) : address_(std::move(address)) {}
-  absl::StatusOr<coordinator::AgentInfo> GetInfo(int64_t) override { return Error(); }
-  absl::StatusOr<coordinator::ClockReading> SyncClock(int64_t) override { return Error(); }
-  absl::StatusOr<coordinator::CaptureReply> Capture(const coordinator::CaptureArgs&,
-                                                    int64_t) override {
-    return Error();
+  UnreachableClient(FakeExecutor* ex, std::string address)
+      : ex_(ex), address_(std::move(address)) {}
+  void GetInfo(int64_t, Callback<coordinator::AgentInfo> done) override {
+    ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
-  absl::Status Cancel(const std::string&, int64_t) override { return Error(); }
+  void SyncClock(int64_t, Callback<coordinator::ClockReading> done) override {
+    ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
+  }
+  void Capture(const coordinator::CaptureArgs&, int64_t,
+               coordinator::CaptureStream* stream) override {
+    ex_->Post([stream, e = Error()] { stream->OnDone(e); });
+  }
+  void Cancel(const std::string&, int64_t, DoneCallback done) override {
+    ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
+  }
+  void AbortCapture() override {}
 
  private:
   absl::Status Error() const {
     return absl::UnavailableError(absl::StrCat("failed to connect to ", address_));
   }
+  FakeExecutor* ex_;
   std::string address_;
 };
 
 }  // namespace
 
-class FakeAgent::Client final : public coordinator::AgentClient {
+// One capture the agent is running: recording until stop_mono (or a Cancel), then answering.
+struct FakeAgent::Recording {
+  std::string session_id;
+  std::unique_ptr<agent::CaptureManager::Session> slot;
+  coordinator::CaptureStream* stream = nullptr;
+  int64_t start_ns = 0;  // agent clock
+  int64_t stop_ns = 0;
+  int64_t deadline_mono = 0;  // the caller's deadline
+  bool cancelled = false;
+  bool finished = false;  // OnDone delivered or scheduled
+  uint64_t generation = 0;
+};
+
+class FakeAgent::Client final : public AgentClient {
  public:
-  explicit Client(FakeAgent* agent) : agent_(agent) {}
+  explicit Client(FakeAgent* agent) : a_(agent) {}
 
-  absl::StatusOr<coordinator::AgentInfo> GetInfo(int64_t) override {
-    if (!agent_->behavior_.get_info_error.ok()) return agent_->behavior_.get_info_error;
-    return coordinator::AgentInfo{agent_->behavior_.name, "fakehost", "test",
-                                  {"synthetic"},          60'000,     agent_->manager_.busy()};
+  void GetInfo(int64_t timeout_ms, Callback<coordinator::AgentInfo> done) override {
+    const FakeAgentBehavior& b = a_->behavior_;
+    absl::StatusOr<coordinator::AgentInfo> info =
+        b.get_info_error.ok()
+            ? absl::StatusOr<coordinator::AgentInfo>(coordinator::AgentInfo{b.name,
+                                                                            "fakehost",
+                                                                            "test",
+                                                                            {"synthetic"},
+                                                                            b.max_duration_ms,
+                                                                            a_->manager_.busy()})
+            : b.get_info_error;
+    Answer(timeout_ms, b.hang_get_info, std::move(done), std::move(info));
   }
 
-  absl::StatusOr<coordinator::ClockReading> SyncClock(int64_t) override {
-    if (!agent_->behavior_.sync_error.ok()) return agent_->behavior_.sync_error;
-    StopSignal never;
-    auto delay = [&] {
-      agent_->clock_->WaitUntil(agent_->clock_->MonoNs() + agent_->behavior_.one_way_delay_ns,
-                                never);
+  void SyncClock(int64_t timeout_ms, Callback<coordinator::ClockReading> done) override {
+    const FakeAgentBehavior& b = a_->behavior_;
+    const int64_t local_send = a_->clock_->WallNs();
+    // The agent stamps when the request arrives, i.e. up_delay from now.
+    const int64_t t = local_send + b.up_delay_ns + b.clock_offset_ns;
+    FakeClock* clock = a_->clock_;
+    auto stamp = [done = std::move(done), clock, local_send,
+                  t](absl::StatusOr<coordinator::ClockReading> r) mutable {
+      if (r.ok()) *r = {t, t, local_send, clock->WallNs()};
+      std::move(done)(std::move(r));
     };
-    delay();
-    const int64_t t = agent_->agent_clock_.WallNs();
-    delay();
-    return coordinator::ClockReading{t, t};
+    absl::StatusOr<coordinator::ClockReading> r =
+        b.sync_error.ok() ? absl::StatusOr<coordinator::ClockReading>(coordinator::ClockReading{})
+                          : b.sync_error;
+    Answer(timeout_ms, b.hang_sync, std::move(stamp), std::move(r));
   }
 
-  absl::StatusOr<coordinator::CaptureReply> Capture(const coordinator::CaptureArgs& args,
-                                                    int64_t) override {
-    ++agent_->captures_;
-    if (!agent_->behavior_.capture_error.ok()) return agent_->behavior_.capture_error;
-    // The request is checked, and the capture slot held while "recording", by the real
-    // CaptureManager; the window itself is simulated as recorded exactly from start_at, so
-    // results do not depend on threads racing on a shared fake clock
-    // (CaptureManager::Session::Run has its own tests).
-    absl::StatusOr<std::unique_ptr<agent::CaptureManager::Session>> session =
-        agent_->manager_.Begin({args.session_id, args.start_at_ns, args.duration_ms, {}});
-    if (!session.ok()) return session.status();
-    int64_t recorded_ns = args.duration_ms * kNanosPerMilli;
-    bool cancelled = false;
-    if (agent_->behavior_.capture_wait_ns > 0) {
-      const int64_t t0 = agent_->clock_->MonoNs();
-      cancelled =
-          !agent_->clock_->WaitUntil(t0 + agent_->behavior_.capture_wait_ns, agent_->cancel_);
-      if (cancelled) recorded_ns = std::min(recorded_ns, agent_->clock_->MonoNs() - t0);
-    }
-    coordinator::CaptureReply reply;
-    reply.start_ns = args.start_at_ns;
-    reply.stop_ns = args.start_at_ns + recorded_ns;
-    reply.cancelled = cancelled;
-    reply.name = agent_->behavior_.name;
-    tensorflow::profiler::XSpace space;
-    space.add_hostnames(agent_->behavior_.name);
-    agent::SyntheticCollector& c = agent_->collector_;
-    if (!c.Prepare({}).ok() || !c.Start(reply.start_ns).ok() || !c.Stop(reply.stop_ns).ok() ||
-        !c.Collect(&space).ok()) {
-      return absl::InternalError("fake agent: synthetic collector failed");
-    }
-    reply.xspace_bytes = agent_->behavior_.corrupt_trace ? std::string("\xff\xff\xff garbage", 11)
-                                                         : space.SerializeAsString();
-    return reply;
+  void Capture(const coordinator::CaptureArgs& args, int64_t timeout_ms,
+               coordinator::CaptureStream* stream) override {
+    FakeAgent* a = a_;
+    const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
+    const int64_t deadline = a->clock_->MonoNs() + timeout_ms * kNanosPerMilli;
+    ++a->captures_;
+    a->ex_->PostAt(arrive,
+                   [a, args, stream, deadline] { a->OnCaptureArrived(args, stream, deadline); });
   }
 
-  absl::Status Cancel(const std::string& session_id, int64_t) override {
-    absl::Status s = agent_->manager_.Cancel(session_id);
-    if (s.ok()) agent_->cancel_.Stop();
-    return s;
+  void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) override {
+    FakeAgent* a = a_;
+    const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
+    a->ex_->PostAt(arrive, [a, session_id] { a->OnCancelArrived(session_id); });
+    Answer(
+        timeout_ms, false,
+        [done = std::move(done)](const absl::StatusOr<bool>& r) mutable {
+          std::move(done)(r.status());
+        },
+        absl::StatusOr<bool>(true));
+  }
+
+  void AbortCapture() override {
+    std::shared_ptr<Recording> rec = a_->recording_;
+    if (rec == nullptr || rec->finished) return;
+    rec->finished = true;
+    FakeAgent* a = a_;
+    a->ex_->Post([a, rec] {
+      rec->stream->OnDone(absl::CancelledError("Capture: cancelled by the caller"));
+      a->EndRecording(rec);
+    });
   }
 
  private:
-  FakeAgent* agent_;
+  // Delivers `value` after the round trip, or DEADLINE_EXCEEDED at the timeout if that comes
+  // first (or the agent hangs).
+  template <typename T, typename Done>
+  void Answer(int64_t timeout_ms, bool hang, Done done, absl::StatusOr<T> value) {
+    const FakeAgentBehavior& b = a_->behavior_;
+    const int64_t now = a_->clock_->MonoNs();
+    const int64_t reply_at = now + b.up_delay_ns + b.down_delay_ns;
+    const int64_t deadline = now + timeout_ms * kNanosPerMilli;
+    if (hang || reply_at > deadline) {
+      a_->ex_->PostAt(deadline, [done = std::move(done)]() mutable {
+        std::move(done)(absl::StatusOr<T>(absl::DeadlineExceededError("fake: deadline exceeded")));
+      });
+      return;
+    }
+    a_->ex_->PostAt(reply_at, [done = std::move(done), value = std::move(value)]() mutable {
+      std::move(done)(std::move(value));
+    });
+  }
+
+  FakeAgent* a_;
 };
 
-FakeAgent::FakeAgent(FakeClock* clock, FakeAgentBehavior behavior, agent::SyntheticJobConfig job)
-    : clock_(clock),
+FakeAgent::FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,
+                     agent::SyntheticJobConfig job)
+    : ex_(executor),
+      clock_(clock),
       behavior_(std::move(behavior)),
       agent_clock_(clock, behavior_.clock_offset_ns),
       collector_(WithSkew(job, behavior_.clock_offset_ns)),
       manager_({&agent_clock_, {&collector_}},
                {.host_name = behavior_.name.empty() ? "fakehost" : behavior_.name}) {}
 
-std::unique_ptr<coordinator::AgentClient> FakeAgent::NewClient() {
-  return std::make_unique<Client>(this);
+FakeAgent::~FakeAgent() = default;
+
+std::unique_ptr<AgentClient> FakeAgent::NewClient() { return std::make_unique<Client>(this); }
+
+void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
+                                 coordinator::CaptureStream* stream, int64_t deadline_mono) {
+  auto fail = [&](absl::Status s) {
+    ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns,
+                [stream, s = std::move(s)] { stream->OnDone(s); });
+  };
+  if (behavior_.hang_capture) {
+    ex_->PostAt(deadline_mono, [stream] {
+      stream->OnDone(absl::DeadlineExceededError("Capture: fake: deadline exceeded"));
+    });
+    return;
+  }
+  if (!behavior_.capture_error.ok()) return fail(behavior_.capture_error);
+  if (cancelled_ids_.count(args.session_id) > 0) {
+    return fail(absl::AbortedError(
+        absl::StrCat("session '", args.session_id, "' was cancelled before it started")));
+  }
+  absl::StatusOr<std::unique_ptr<agent::CaptureManager::Session>> slot =
+      manager_.Begin({args.session_id, args.start_at_ns, args.duration_ms, {}});
+  if (!slot.ok()) return fail(slot.status());
+  auto rec = std::make_shared<Recording>();
+  rec->session_id = args.session_id;
+  rec->slot = *std::move(slot);
+  rec->stream = stream;
+  rec->deadline_mono = deadline_mono;
+  const int64_t now_agent = agent_clock_.WallNs();
+  rec->start_ns = std::max(now_agent, args.start_at_ns) + behavior_.start_delay_ns;
+  rec->stop_ns = rec->start_ns + args.duration_ms * kNanosPerMilli;
+  recording_ = rec;
+  const int64_t start_mono = clock_->MonoNs() + (rec->start_ns - now_agent);
+  const int64_t stop_mono = clock_->MonoNs() + (rec->stop_ns - now_agent);
+  if (behavior_.send_started) {
+    ex_->PostAt(start_mono + behavior_.down_delay_ns, [rec, this] {
+      last_start_ns_ = rec->start_ns;
+      if (!rec->finished) rec->stream->OnStarted(rec->start_ns);
+    });
+  } else {
+    ex_->PostAt(start_mono, [rec, this] { last_start_ns_ = rec->start_ns; });
+  }
+  ex_->PostAt(stop_mono, [rec, this] { FinishRecording(rec); });
+  if (deadline_mono < stop_mono + behavior_.down_delay_ns) {
+    ex_->PostAt(deadline_mono, [rec, this] {
+      if (rec->finished) return;
+      rec->finished = true;
+      rec->stream->OnDone(absl::DeadlineExceededError("Capture: fake: deadline exceeded"));
+      EndRecording(rec);
+    });
+  }
 }
 
-std::unique_ptr<coordinator::AgentClient> FakeAgentFactory::Connect(
-    const coordinator::WorkerAddress& worker) {
+void FakeAgent::OnCancelArrived(const std::string& session_id) {
+  ++cancels_;
+  cancelled_ids_.insert(session_id);
+  std::shared_ptr<Recording> rec = recording_;
+  if (rec == nullptr || rec->session_id != session_id || rec->finished) return;
+  rec->cancelled = true;
+  rec->stop_ns = std::max(rec->start_ns, agent_clock_.WallNs());
+  FinishRecording(rec);
+}
+
+void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
+  if (rec->finished || rec->generation != 0) return;
+  rec->generation = 1;  // the answer is on its way
+  coordinator::CaptureHeaderInfo header;
+  header.start_ns = rec->start_ns;
+  header.stop_ns = rec->stop_ns;
+  header.cancelled = rec->cancelled;
+  header.name = behavior_.name;
+  header.hostname = "fakehost";
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames(behavior_.name.empty() ? "fakehost" : behavior_.name);
+  std::string bytes;
+  if (!collector_.Prepare({}).ok() || !collector_.Start(rec->start_ns).ok() ||
+      !collector_.Stop(rec->stop_ns).ok() || !collector_.Collect(&space).ok()) {
+    bytes = "collector failed";
+  } else {
+    bytes = behavior_.corrupt_trace ? std::string("\xff\xff\xff garbage", 11)
+                                    : space.SerializeAsString();
+  }
+  header.total_bytes = bytes.size();
+  ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns,
+              [this, rec, header, bytes = std::move(bytes)] {
+                if (rec->finished) return;
+                rec->finished = true;
+                rec->stream->OnHeader(header);
+                absl::Status s;
+                constexpr size_t kChunk = 1 << 20;
+                for (size_t off = 0; off < bytes.size() && s.ok(); off += kChunk) {
+                  s = rec->stream->OnData(std::string_view(bytes).substr(off, kChunk));
+                }
+                rec->stream->OnDone(s);
+                EndRecording(rec);
+              });
+}
+
+void FakeAgent::EndRecording(const std::shared_ptr<Recording>& rec) {
+  rec->slot.reset();
+  if (recording_ == rec) recording_.reset();
+}
+
+std::unique_ptr<AgentClient> FakeAgentFactory::Connect(const coordinator::WorkerAddress& worker) {
   ++connects_;
   auto it = agents_.find(worker.address);
-  if (it == agents_.end()) return std::make_unique<UnreachableClient>(worker.address);
+  if (it == agents_.end()) return std::make_unique<UnreachableClient>(ex_, worker.address);
   return it->second->NewClient();
 }
 

@@ -1,18 +1,22 @@
-// In-process fake agents for coordinator tests. A FakeAgent runs a real CaptureManager with a
-// synthetic collector on an auto-advancing FakeClock (so captures finish at once) and can be told
-// to misbehave: be unreachable, fail a step, lie about its clock, or send a corrupt trace.
+// In-process fake agents for coordinator tests, driven by a FakeExecutor: every RPC is a posted
+// task that answers after the simulated network's one-way delays, on the fake clock. A FakeAgent
+// validates captures with a real CaptureManager, records with a real synthetic collector, and can
+// be told to misbehave: be unreachable, hang, fail a step, lie about its clock, start late, send a
+// corrupt trace. Thousands of them run in one test thread in milliseconds.
 #ifndef PROFCTL_TESTS_FAKE_AGENT_H_
 #define PROFCTL_TESTS_FAKE_AGENT_H_
 
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "agent/capture_manager.h"
 #include "agent/collectors/synthetic_collector.h"
 #include "coordinator/agent_client.h"
 #include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
 
 namespace profctl::testing {
 
@@ -22,43 +26,69 @@ struct FakeAgentBehavior {
   absl::Status capture_error = absl::OkStatus();   // returned by Capture when not OK
   bool corrupt_trace = false;                      // Capture returns bytes that are not an XSpace
   int64_t clock_offset_ns = 0;                     // the agent's clock = coordinator clock + this
-  int64_t one_way_delay_ns = 0;  // each SyncClock leg takes this long (advances the clock)
-  // Capture waits this long on the fake clock before answering; Cancel ends the wait early, and
-  // the reply then holds the window up to that moment with cancelled=true.
-  int64_t capture_wait_ns = 0;
+  // Network one-way delays, coordinator -> agent and back.
+  int64_t up_delay_ns = 0;
+  int64_t down_delay_ns = 0;
+  // Never answers that RPC: the caller gets DEADLINE_EXCEEDED at its timeout.
+  bool hang_get_info = false;
+  bool hang_sync = false;
+  bool hang_capture = false;
+  // The agent begins recording this long after it could have (a slow or overloaded host).
+  int64_t start_delay_ns = 0;
+  // Sends the `started` message (new agents do; old ones only report the start in the header).
+  bool send_started = true;
+  int64_t max_duration_ms = 60'000;
   std::string name = "";
 };
 
 class FakeAgent {
  public:
   // `clock` is the coordinator's (shared) fake clock; the agent sees it shifted by the offset.
-  FakeAgent(FakeClock* clock, FakeAgentBehavior behavior, agent::SyntheticJobConfig job = {});
+  FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,
+            agent::SyntheticJobConfig job = {});
+  ~FakeAgent();
 
   std::unique_ptr<coordinator::AgentClient> NewClient();
-  const FakeAgentBehavior& behavior() const { return behavior_; }
-  int captures() const { return captures_.load(); }
+  FakeAgentBehavior& behavior() { return behavior_; }
+  int captures() const { return captures_; }
+  int cancels() const { return cancels_; }
+  // Agent wall clock when the last capture started recording (0 if none).
+  int64_t last_start_ns() const { return last_start_ns_; }
 
  private:
   class Client;
+  struct Recording;
+  void OnCaptureArrived(const coordinator::CaptureArgs& args, coordinator::CaptureStream* stream,
+                        int64_t deadline_mono);
+  void OnCancelArrived(const std::string& session_id);
+  void FinishRecording(const std::shared_ptr<Recording>& rec);
+  void EndRecording(const std::shared_ptr<Recording>& rec);
+  FakeExecutor* ex_;
   FakeClock* clock_;
   FakeAgentBehavior behavior_;
   SkewedClock agent_clock_;
   agent::SyntheticCollector collector_;
   agent::CaptureManager manager_;
-  std::atomic<int> captures_{0};
-  StopSignal cancel_;  // one-way: after a Cancel, later waits end at once
+  int captures_ = 0;
+  int cancels_ = 0;
+  int64_t last_start_ns_ = 0;
+  std::set<std::string> cancelled_ids_;
+  std::shared_ptr<Recording> recording_;  // the capture in progress
 };
 
 // Hands out clients for registered FakeAgents by worker address; unknown addresses are
-// unreachable (UNAVAILABLE). Counts Connect calls so tests can prove nothing was contacted.
+// unreachable (UNAVAILABLE, answered on the executor). Counts Connect calls so tests can prove
+// nothing was contacted.
 class FakeAgentFactory final : public coordinator::AgentClientFactory {
  public:
+  explicit FakeAgentFactory(FakeExecutor* executor) : ex_(executor) {}
   void Add(const std::string& address, FakeAgent* agent) { agents_[address] = agent; }
   std::unique_ptr<coordinator::AgentClient> Connect(
       const coordinator::WorkerAddress& worker) override;
   int connects() const { return connects_.load(); }
 
  private:
+  FakeExecutor* ex_;
   std::map<std::string, FakeAgent*> agents_;
   std::atomic<int> connects_{0};
 };

@@ -3,6 +3,7 @@
 #define PROFCTL_TESTS_MEMORY_SINK_H_
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -18,12 +19,44 @@ class MemorySink final : public coordinator::TraceSink {
     files[name] = std::string(data);
     return name;
   }
+  absl::StatusOr<std::unique_ptr<coordinator::TraceFile>> Create(const std::string&) override {
+    return std::make_unique<File>(this);
+  }
+  absl::StatusOr<std::string> Read(const std::string& name) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = files.find(name);
+    if (it == files.end()) return absl::NotFoundError(name);
+    return it->second;
+  }
+  std::string LocalPath(const std::string& name) const override {
+    return dir.empty() ? std::string() : dir + "/" + name;
+  }
   std::string location() const override { return "/mem/session"; }
 
-  std::string fail_name;  // a write of this name fails
+  // A real folder for the files only a path-based writer can write (the pod trace); empty = none.
+  std::string dir;
+
+  std::string fail_name;  // a write or commit of this name fails
   std::map<std::string, std::string> files;
 
  private:
+  class File final : public coordinator::TraceFile {
+   public:
+    explicit File(MemorySink* sink) : sink_(sink) {}
+    absl::Status Append(absl::string_view data) override {
+      data_.append(data.data(), data.size());
+      return absl::OkStatus();
+    }
+    uint64_t size() const override { return data_.size(); }
+    absl::StatusOr<std::string> ReadAll() override { return data_; }
+    absl::StatusOr<std::string> Commit(const std::string& name) override {
+      return sink_->Write(name, data_);
+    }
+
+   private:
+    MemorySink* sink_;
+    std::string data_;
+  };
   std::mutex mu_;
 };
 

@@ -20,11 +20,15 @@ struct CaptureOptions {
   int64_t duration_ns = 0;
 };
 
-// Lifecycle, in order, all calls from one thread per session: Prepare (before the start instant;
+// Lifecycle, in order and never concurrently (a session's calls run as tasks on its executors,
+// not on one dedicated thread): Prepare (before the start instant;
 // may allocate or connect), Start (at the start instant), Stop (at the end, or early on cancel),
-// Collect (adds this collector's planes to the session's XSpace). After a failed Prepare or Start
-// the session skips the collector's remaining calls for that session and reports the error in
-// XSpace.errors. A collector is reused for later sessions, one at a time.
+// Collect (adds this collector's planes to the session's XSpace). Collect writes times as XProf
+// reads them (common/xspace.h): line timestamps relative to the profile start, which is the
+// `wall_ns` given to Start, and it records the window with xspace::SetProfileWindow(space,
+// start wall_ns, stop wall_ns) (idempotent, so every collector of a session may call it). After a
+// failed Prepare or Start the session skips the collector's remaining calls for that session and
+// reports the error in XSpace.errors. A collector is reused for later sessions, one at a time.
 class Collector {
  public:
   virtual ~Collector() = default;

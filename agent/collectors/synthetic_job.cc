@@ -283,12 +283,14 @@ int64_t SyntheticJob::DeviceEventsPerStep() const {
 void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
                             tensorflow::profiler::XSpace* space) const {
   const int64_t skew = config_.clock_skew_ns;
-  const int64_t line_ts = true_start_ns + skew;
+  // Lines start at the profile start and are stored relative to it (xspace.h).
+  const int64_t profile_start = true_start_ns + skew;
+  const int64_t line_ts = profile_start;
   auto inside = [&](int64_t start, int64_t end) {
     return start >= true_start_ns && end <= true_stop_ns;
   };
 
-  XPlaneBuilder host(space->add_planes(), kHostPlaneId, xspace::kHostPlaneName);
+  XPlaneBuilder host(space->add_planes(), kHostPlaneId, xspace::kHostPlaneName, profile_start);
   const int64_t root_id = host.EventMetadataId("train");
   const int64_t input_id = host.EventMetadataId("GetNextBatch");
   const int64_t h_is_root = host.StatMetadataId(xspace::kStatIsRoot);
@@ -305,7 +307,8 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
   for (int64_t g = 0; g < config_.gpus; ++g) {
     host_lines.push_back(
         host.AddLine(kHostLineBase + g, absl::StrCat("python3 main (GPU ", g, ")"), line_ts));
-    XPlaneBuilder p(space->add_planes(), g, absl::StrCat(xspace::kGpuPlanePrefix, g));
+    XPlaneBuilder p(space->add_planes(), g, absl::StrCat(xspace::kGpuPlanePrefix, g),
+                    profile_start);
     Gpu gpu{p,
             p.AddLine(kComputeStream, "Stream #7(Compute)", line_ts),
             p.AddLine(kH2DStream, "Stream #13(MemcpyH2D)", line_ts),
@@ -370,6 +373,7 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
       }
     }
   }
+  xspace::SetProfileWindow(space, profile_start, true_stop_ns + skew);
 }
 
 }  // namespace profctl::agent

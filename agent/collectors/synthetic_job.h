@@ -83,7 +83,10 @@ class SyntheticJob {
 
   // Appends this rank's planes ("/host:CPU" and one "/device:GPU:<g>" per GPU) with every event
   // that lies wholly inside the true window [true_start_ns, true_stop_ns), stamped with the agent
-  // clock (true + clock_skew_ns).
+  // clock (true + clock_skew_ns), and records that window on the agent clock as the profile
+  // window (xspace::SetProfileWindow, creating or updating the "Task Environment" plane). Line
+  // timestamps are relative to the profile start true_start_ns + clock_skew_ns, as XProf expects;
+  // read times with xspace::ProfileStartNs and xspace::EventStartNs.
   void Generate(int64_t true_start_ns, int64_t true_stop_ns,
                 tensorflow::profiler::XSpace* space) const;
 

@@ -4,9 +4,11 @@
 #include <map>
 #include <set>
 
+#include "agent/collectors/synthetic_collector.h"
 #include "common/clock.h"
 #include "common/xspace.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace profctl::agent {
@@ -110,11 +112,12 @@ TEST(SyntheticJobTest, StepsNeverOverlapAndOpsStayInsideTheirStep) {
 }
 
 // Checks XSpace's rule that events on one line nest but never partly overlap.
-void ExpectProperNesting(const xspace::XPlane& plane) {
+void ExpectProperNesting(int64_t profile_start_ns, const xspace::XPlane& plane) {
   for (const auto& line : plane.lines()) {
     std::vector<std::pair<int64_t, int64_t>> open;  // stack of [start, end)
     for (const auto& e : line.events()) {
-      const int64_t s = xspace::EventStartNs(line, e), end = s + xspace::EventDurationNs(e);
+      const int64_t s = xspace::EventStartNs(profile_start_ns, line, e);
+      const int64_t end = xspace::EventEndNs(profile_start_ns, line, e);
       while (!open.empty() && open.back().second <= s) open.pop_back();
       if (!open.empty()) {
         EXPECT_LE(end, open.back().second) << plane.name() << " " << line.name();
@@ -129,11 +132,15 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
   const int64_t start = kT0 + 3 * kNanosPerMilli, stop = start + 700 * kNanosPerMilli;
   tensorflow::profiler::XSpace space;
   job.Generate(start, stop, &space);
-  ASSERT_EQ(space.planes_size(), 3);  // host + 2 GPUs
+  ASSERT_EQ(space.planes_size(), 4);  // host + 2 GPUs + Task Environment
   EXPECT_EQ(space.planes(0).name(), "/host:CPU");
   EXPECT_EQ(space.planes(1).name(), "/device:GPU:0");
   EXPECT_EQ(space.planes(2).name(), "/device:GPU:1");
-  ASSERT_TRUE(xspace::Validate(space).ok());
+  EXPECT_EQ(space.planes(3).name(), xspace::kTaskEnvPlaneName);
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  const int64_t profile_start = xspace::ProfileStartNs(space);
+  EXPECT_EQ(profile_start, start);  // no skew: agent clock == true time
+  EXPECT_EQ(xspace::ProfileStopNs(space), stop);
 
   int64_t full_steps = 0;
   for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop); ++k) {
@@ -145,12 +152,11 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
   std::set<int64_t> step_nums;
   int64_t roots = 0;
   for (const auto& plane : space.planes()) {
-    ExpectProperNesting(plane);
+    ExpectProperNesting(profile_start, plane);
     const xspace::XPlaneReader r(plane);
     r.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
-      const int64_t s = xspace::EventStartNs(line, e);
-      EXPECT_GE(s, start);
-      EXPECT_LE(s + xspace::EventDurationNs(e), stop);
+      EXPECT_GE(xspace::EventStartNs(profile_start, line, e), start);
+      EXPECT_LE(xspace::EventEndNs(profile_start, line, e), stop);
       if (r.IntStat(e, xspace::kStatIsRoot) == 1) {
         ++roots;
         EXPECT_EQ(r.EventName(e), "train");
@@ -201,12 +207,65 @@ TEST(SyntheticJobTest, ClockSkewShiftsEveryTimestampExactly) {
     for (int l = 0; l < a.planes(p).lines_size(); ++l) {
       const auto& la = a.planes(p).lines(l);
       const auto& lb = b.planes(p).lines(l);
+      // Stored relative to each host's own profile start: identical bytes, ...
+      EXPECT_EQ(la.timestamp_ns(), lb.timestamp_ns());
       for (int e = 0; e < la.events_size(); ++e) {
-        EXPECT_EQ(xspace::EventStartNs(lb, lb.events(e)) - xspace::EventStartNs(la, la.events(e)),
+        EXPECT_EQ(la.events(e).offset_ps(), lb.events(e).offset_ps());
+        // ... and shifted by the skew once read as absolute agent-clock times.
+        EXPECT_EQ(xspace::EventStartNs(xspace::ProfileStartNs(b), lb, lb.events(e)) -
+                      xspace::EventStartNs(xspace::ProfileStartNs(a), la, la.events(e)),
                   skewed.clock_skew_ns);
       }
     }
   }
+}
+
+TEST(SyntheticJobTest, WritesTimesAsXProfReadsThem) {
+  SyntheticJobConfig c = Job(0);
+  c.clock_skew_ns = -1537 * kNanosPerMilli;
+  tensorflow::profiler::XSpace space;
+  SyntheticJob(c).Generate(kT0, kT0 + 2 * kNanosPerSecond, &space);
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  // The absolute window lives in Task Environment, on the agent's clock.
+  EXPECT_EQ(xspace::ProfileStartNs(space), kT0 + c.clock_skew_ns);
+  EXPECT_EQ(xspace::ProfileStopNs(space), kT0 + 2 * kNanosPerSecond + c.clock_skew_ns);
+  const xspace::XPlane* env = xspace::FindPlane(space, xspace::kTaskEnvPlaneName);
+  ASSERT_NE(env, nullptr);
+  for (const auto& stat : env->stats()) {
+    EXPECT_EQ(stat.value_case(), tensorflow::profiler::XStat::kUint64Value);
+  }
+  // Lines are relative: timestamp_ns * 1000 + offset_ps stays far inside int64 picoseconds.
+  for (const auto& plane : space.planes()) {
+    for (const auto& line : plane.lines()) {
+      EXPECT_EQ(line.timestamp_ns(), 0) << plane.name() << " " << line.name();
+      for (const auto& e : line.events()) {
+        EXPECT_GE(e.offset_ps(), 0);
+        EXPECT_LE(e.offset_ps() + e.duration_ps(), 2 * kNanosPerSecond * 1000);
+      }
+    }
+  }
+}
+
+TEST(SyntheticCollectorTest, CollectsTheRecordedWindowOnTheAgentClock) {
+  SyntheticJobConfig c = Job(2);
+  c.clock_skew_ns = 263 * kNanosPerMilli;
+  SyntheticCollector collector(c);
+  const int64_t start = kT0 + c.clock_skew_ns, stop = start + 500 * kNanosPerMilli;
+  ASSERT_TRUE(collector.Prepare({}).ok());
+  ASSERT_TRUE(collector.Start(start).ok());
+  ASSERT_TRUE(collector.Stop(stop).ok());
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(collector.Collect(&space).ok());
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  EXPECT_EQ(xspace::ProfileStartNs(space), start);
+  EXPECT_EQ(xspace::ProfileStopNs(space), stop);
+  // Same events as the job generates for the true window.
+  tensorflow::profiler::XSpace expected;
+  collector.job().Generate(kT0, kT0 + 500 * kNanosPerMilli, &expected);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(space, expected));
+  // A session-level writer recording the same window again leaves one Task Environment plane.
+  xspace::SetProfileWindow(&space, start, stop);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(space, expected));
 }
 
 }  // namespace

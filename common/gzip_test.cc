@@ -1,0 +1,209 @@
+#include "common/gzip.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/temp_dir.h"
+
+namespace profctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Names in `dir`, without "." and "..".
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  return names;
+}
+
+int64_t FileSize(absl::string_view path) {
+  struct stat st {};
+  return stat(std::string(path).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+// Deterministic bytes that deflate cannot shrink (splitmix64).
+std::string Incompressible(size_t n, uint64_t seed) {
+  std::string out(n, '\0');
+  uint64_t x = seed;
+  for (char& c : out) {
+    x += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    c = static_cast<char>((z ^ (z >> 31)) >> 56);
+  }
+  return out;
+}
+
+TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::string all;
+  for (int i = 0; i < 5000; ++i) {
+    const std::string piece = absl::StrCat("{\"event\":", i, "}\n");
+    ASSERT_TRUE(w->Append(piece).ok());
+    all += piece;
+  }
+  ASSERT_TRUE(w->Append("").ok());
+  EXPECT_FALSE(PathExists(path));  // nothing visible before Finish
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(w->bytes_in(), static_cast<int64_t>(all.size()));
+  EXPECT_EQ(w->bytes_out(), FileSize(path));
+
+  absl::StatusOr<std::string> gz = ReadFile(path);
+  ASSERT_TRUE(gz.ok());
+  EXPECT_EQ(*GzipDecompress(*gz), all);
+  EXPECT_THAT(Entries(tmp.path()), ::testing::ElementsAre("pod.trace.json.gz"));
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+
+  EXPECT_EQ(w->Append("x").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w->Finish().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(GzipFileWriterTest, EmptyFileIsAValidGzipStream) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "empty.gz");
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(*GzipDecompress(*ReadFile(path)), "");
+}
+
+TEST(GzipFileWriterTest, LargeInputStreamsToDiskWithBoundedMemory) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "big.gz");
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  constexpr size_t kChunk = 16 << 10;
+  constexpr int kChunks = 2048;  // 32 MiB
+  std::string expected;
+  expected.reserve(kChunk * kChunks);
+  for (int i = 0; i < kChunks; ++i) {
+    const std::string chunk = Incompressible(kChunk, static_cast<uint64_t>(i) + 1);
+    ASSERT_TRUE(w->Append(chunk).ok());
+    expected += chunk;
+    if (i == kChunks / 2) {
+      // Half the input is already on disk in the temporary file, not held in memory: what is
+      // not written yet is bounded by zlib's window and the output buffer.
+      const int64_t on_disk = FileSize(w->temp_path());
+      EXPECT_GE(on_disk, static_cast<int64_t>(expected.size()) - (512 << 10));
+      EXPECT_FALSE(PathExists(path));
+    }
+  }
+  ASSERT_TRUE(w->Finish().ok());
+  absl::StatusOr<std::string> gz = ReadFile(path);
+  ASSERT_TRUE(gz.ok());
+  absl::StatusOr<std::string> back = GzipDecompress(*gz);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == expected);  // not EXPECT_EQ: no 32 MiB diff on failure
+  EXPECT_EQ(Entries(tmp.path()).size(), 1u);
+}
+
+TEST(GzipFileWriterTest, OpenInAMissingFolderNamesThePath) {
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open("/nonexistent/dir/pod.trace.json.gz");
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(w.status().message(), HasSubstr("/nonexistent/dir/pod.trace.json.gz"));
+}
+
+TEST(GzipFileWriterTest, UnfinishedWriterLeavesNothingAndKeepsTheOldFile) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "t.gz");
+  ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
+  {
+    absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Append(Incompressible(1 << 20, 3)).ok());
+    // Moving keeps one owner of the temporary file.
+    GzipFileWriter moved = *std::move(w);
+    EXPECT_TRUE(PathExists(std::string(moved.temp_path())));
+    EXPECT_EQ(Entries(tmp.path()).size(), 2u);
+  }  // destroyed without Finish
+  EXPECT_THAT(Entries(tmp.path()), ::testing::ElementsAre("t.gz"));
+  EXPECT_EQ(*ReadFile(path), "old contents");
+}
+
+// Makes write() fail with EFBIG past `limit` bytes for this process while in scope.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t limit) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);  // else the kernel kills the process
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit lower = old_;
+    lower.rlim_cur = limit;
+    ok_ = setrlimit(RLIMIT_FSIZE, &lower) == 0;
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+  bool ok_ = false;
+};
+
+TEST(GzipFileWriterTest, FailedWriteLeavesNoFileAndTheErrorSticks) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "full.gz");
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  const std::string temp(w->temp_path());
+  absl::Status failed;
+  {
+    FileSizeLimit limit(/*limit=*/256 << 10);  // as a full disk would, after 256 KiB
+    ASSERT_TRUE(limit.ok());
+    for (int i = 0; i < 64 && failed.ok(); ++i) failed = w->Append(Incompressible(64 << 10, i + 1));
+  }
+  EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
+  EXPECT_THAT(failed.message(), HasSubstr(path));
+  EXPECT_THAT(failed.message(), HasSubstr("cannot write"));
+  EXPECT_FALSE(PathExists(temp));  // removed at once
+  EXPECT_EQ(w->Append("more"), failed);
+  EXPECT_EQ(w->Finish(), failed);
+  EXPECT_FALSE(PathExists(path));
+  EXPECT_TRUE(Entries(tmp.path()).empty());
+}
+
+TEST(GzipFileWriterTest, FailedRenameLeavesTheTargetUntouched) {
+  const testing::TempDir tmp;
+  // The target is a non-empty folder: rename() cannot replace it.
+  const std::string path = JoinPath(tmp.path(), "taken");
+  ASSERT_TRUE(MakeDirs(JoinPath(path, "inside")).ok());
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Append("data").ok());
+  const absl::Status s = w->Finish();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("cannot rename the temporary file onto " + path));
+  EXPECT_THAT(Entries(tmp.path()), ::testing::ElementsAre("taken"));  // temporary removed
+  EXPECT_THAT(Entries(path), ::testing::ElementsAre("inside"));
+  EXPECT_EQ(w->Finish(), s);
+}
+
+}  // namespace
+}  // namespace profctl
