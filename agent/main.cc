@@ -15,6 +15,7 @@
 #include "common/executor.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/process_setup.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
 
@@ -71,6 +72,7 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  DisableMutexDeadlockDetection();
   RealClock clock;
   // Every endpoint's session timeline (waits, start, stop: cheap tasks) on one thread; collecting
   // and serializing traces on another, so a slow collect never shifts another window.

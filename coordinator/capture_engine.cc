@@ -138,14 +138,27 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Receives one host's Capture stream on a transport thread.
   class HostStream final : public CaptureStream {
    public:
-    HostStream(std::weak_ptr<Session> session, size_t index, std::unique_ptr<TraceFile> file)
-        : session_(std::move(session)), index_(index), file_(std::move(file)) {}
+    HostStream(std::weak_ptr<Session> session, size_t index, TraceSink* sink, std::string name)
+        : session_(std::move(session)), index_(index), sink_(sink), name_(std::move(name)) {}
     void OnStarted(int64_t agent_start_ns) override {
       Post([agent_start_ns](Session& s, Host& h) { s.OnStarted(h, agent_start_ns); });
     }
-    void OnHeader(const CaptureHeaderInfo& header) override { header_ = header; }
+    void OnHeader(const CaptureHeaderInfo& header) override {
+      header_ = header;
+      // The file is made when the trace starts to arrive, not before the window: a big pod
+      // then holds no file per host while it waits, and sending Capture stays cheap.
+      absl::StatusOr<std::unique_ptr<TraceFile>> file = sink_->Create(name_);
+      if (file.ok()) {
+        file_ = *std::move(file);
+      } else {
+        file_error_ = file.status();
+      }
+    }
     absl::Status OnData(std::string_view chunk) override {
-      return file_->Append(absl::string_view(chunk.data(), chunk.size()));
+      if (!file_error_.ok()) return file_error_;
+      if (file_ == nullptr) return absl::InternalError("trace data before the header");
+      file_error_ = file_->Append(absl::string_view(chunk.data(), chunk.size()));
+      return file_error_;
     }
     void OnDone(absl::Status status) override {
       Post([status = std::move(status)](Session& s, Host& h) { s.OnCaptureDone(h, status); });
@@ -153,7 +166,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 
     // Read on the executor once OnDone was posted (the post orders them).
     const CaptureHeaderInfo& header() const { return header_; }
-    TraceFile& file() { return *file_; }
+    // Creating or writing the file failed (the disk, not the agent).
+    const absl::Status& file_error() const { return file_error_; }
+    // Null until the header came.
+    TraceFile* file() { return file_.get(); }
 
    private:
     template <typename Fn>
@@ -168,7 +184,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     }
     std::weak_ptr<Session> session_;
     size_t index_;
+    TraceSink* sink_;
+    std::string name_;
     std::unique_ptr<TraceFile> file_;
+    absl::Status file_error_;
     CaptureHeaderInfo header_;
   };
 
@@ -258,6 +277,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   size_t terminal_ = 0;                    // hosts with a final status
   int64_t start_at_ = 0;                   // wall, coordinator clock
   int64_t lead_ns_ = 0;
+  int64_t per_host_send_ns_ = 0;  // measured in Begin
   int64_t window_start_mono_ = 0;
   int64_t window_end_mono_ = 0;
 };
@@ -290,7 +310,11 @@ void CaptureEngine::Session::Begin() {
     h.r.set_attempts(1);
     h.client = deps_.clients->Connect(plan_.workers[i]);
   }
+  const int64_t fan_out_start = NowMono();
   for (Host& h : hosts_) StartPrepare(h);
+  // What starting one host's RPCs costs here (channel set-up, request encoding): sending every
+  // Capture costs about as much, and the lead must cover it (EndPrepare).
+  per_host_send_ns_ = (NowMono() - fan_out_start) / static_cast<int64_t>(hosts_.size());
 }
 
 // --- Phase 1: prepare --------------------------------------------------------------------------
@@ -472,8 +496,12 @@ void CaptureEngine::Session::EndPrepare() {
     MaybeFinish();
     return;
   }
-  lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli, 4 * max_rtt) +
-             static_cast<int64_t>(hosts_.size()) * 20 * kNanosPerMicro;
+  // Every Capture must reach its agent before the start: cover the round trips, and sending
+  // them one after another (twice the measured per-host cost of the prepare fan-out, at least
+  // 20 us a host).
+  lead_ns_ =
+      std::max(options_.min_lead_ms * kNanosPerMilli, 4 * max_rtt) +
+      static_cast<int64_t>(ready) * std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send_ns_);
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
   window_start_mono_ = NowMono() + lead_ns_;
@@ -496,11 +524,6 @@ void CaptureEngine::Session::EndPrepare() {
 // --- Phase 3: capture --------------------------------------------------------------------------
 
 void CaptureEngine::Session::StartCapture(Host& h) {
-  absl::StatusOr<std::unique_ptr<TraceFile>> file = deps_.sink->Create(XPlaneFileName(h.r.host()));
-  if (!file.ok()) {
-    Fail(h, profctl::v1::FAILURE_STEP_WRITE, file.status());
-    return;
-  }
   h.phase = Phase::kCapturing;
   h.capture_started_mono = NowMono();
   // Offsets are bounded (clock_sync.h), so this cannot overflow.
@@ -509,7 +532,8 @@ void CaptureEngine::Session::StartCapture(Host& h) {
   const int64_t until_start_ms =
       std::max<int64_t>(0, window_start_mono_ - NowMono()) / kNanosPerMilli;
   const int64_t timeout_ms = until_start_ms + plan_.duration_ms + options_.transfer_timeout_ms;
-  h.stream = std::make_unique<HostStream>(weak_from_this(), h.index, *std::move(file));
+  h.stream = std::make_unique<HostStream>(weak_from_this(), h.index, deps_.sink,
+                                          XPlaneFileName(h.r.host()));
   h.client->Capture({plan_.session, agent_start, plan_.duration_ms}, timeout_ms, h.stream.get());
 }
 
@@ -538,8 +562,19 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
     return;
   }
   h.r.set_capture_ms(Millis(NowMono() - h.capture_started_mono));
+  if (!h.stream->file_error().ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_WRITE, h.stream->file_error());
+    h.stream.reset();
+    return;
+  }
   if (!status.ok()) {
     Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, status);
+    h.stream.reset();
+    return;
+  }
+  if (h.stream->file() == nullptr) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError("Capture: the stream ended without a header"));
     h.stream.reset();
     return;
   }
@@ -552,13 +587,13 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
   h.r.set_agent_start_ns(header.start_ns);
   h.r.set_agent_stop_ns(header.stop_ns);
   h.r.set_cancelled(header.cancelled);
-  h.r.set_bytes(h.stream->file().size());
+  h.r.set_bytes(h.stream->file()->size());
   SaveTrace(h);
   h.stream.reset();
 }
 
 void CaptureEngine::Session::SaveTrace(Host& h) {
-  TraceFile& file = h.stream->file();
+  TraceFile& file = *h.stream->file();
   absl::StatusOr<std::string> bytes = file.ReadAll();
   if (!bytes.ok()) {
     Fail(h, profctl::v1::FAILURE_STEP_WRITE, bytes.status());

@@ -59,7 +59,8 @@ struct CaptureEngineOptions {
   int64_t min_prepare_budget_ms = 250;
   int64_t max_prepare_budget_ms = 10'000;
   // The common start is this far after preparing ends, at least, and at least 4 x the largest
-  // round trip plus 20 us per host (sending every Capture takes time too).
+  // round trip, plus per ready host twice the measured cost of starting its prepare RPCs (at
+  // least 20 us): sending every Capture takes time too.
   int64_t min_lead_ms = 100;
   // A host whose realized start is later than this after the common start is late.
   int64_t late_tolerance_ms = 5;

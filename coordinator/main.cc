@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/executor.h"
+#include "common/process_setup.h"
 #include "coordinator/cli.h"
 #include "coordinator/grpc_agent_client.h"
 
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
     _exit(128 + sig);
   }).detach();
 
+  profctl::DisableMutexDeadlockDetection();
+  profctl::RaiseOpenFileLimit();
   profctl::RealClock clock;
   profctl::AsioExecutor executor(&clock, /*threads=*/1);
   profctl::coordinator::GrpcAgentClientFactory clients({.clock = &clock});
