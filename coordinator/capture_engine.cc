@@ -13,7 +13,9 @@
 #include "common/version.h"
 #include "common/xspace.h"
 #include "coordinator/analysis/alignment.h"
+#include "coordinator/analysis/xspace_reader.h"
 #include "coordinator/clock_sync.h"
+#include "coordinator/report/breakdown_writers.h"
 #include "coordinator/report/pod_trace_writer.h"
 
 namespace profctl::coordinator {
@@ -209,6 +211,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     bool started_seen = false;
     int64_t capture_started_mono = 0;
     std::vector<int64_t> collective_ends;  // agent clock, absolute
+    // The compact per-step summary for the breakdown (times on the clock-sync timeline until
+    // Align shifts them onto the refined one).
+    std::optional<analysis::HostSummary> summary;
   };
 
   // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
@@ -249,6 +254,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void MaybeFinish();
   void Align();
   void WritePodOutputs();
+  void WriteBreakdown();
 
   void Fail(Host& h, FailureStep step, const absl::Status& status);
   void Succeed(Host& h);
@@ -293,6 +299,9 @@ void CaptureEngine::Session::Begin() {
       static_cast<uint64_t>(std::max<int64_t>(0, plan_.prepare_timeout_ms)));
   req->set_late(plan_.late);
   req->set_align(plan_.align);
+  if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
+    manifest_.set_step_pattern(plan_.reader.step_pattern);
+  }
   manifest_.set_late_tolerance_ns(options_.late_tolerance_ms * kNanosPerMilli);
   if (deps_.sink != nullptr) manifest_.set_session_dir(deps_.sink->location());
 
@@ -627,6 +636,15 @@ void CaptureEngine::Session::SaveTrace(Host& h) {
       h.collective_ends.resize(options_.max_collective_ends);
     }
   }
+  // The breakdown's per-host summary, now, while the trace is parsed: only the summary stays.
+  absl::StatusOr<analysis::HostTrace> trace =
+      analysis::ReadXSpaceHost(space, h.r.host(), h.r.clock().rtt_offset_ns(), plan_.reader);
+  if (trace.ok()) {
+    h.summary = analysis::SummarizeHost(*trace);
+  } else {
+    manifest_.add_errors(
+        absl::StrCat("breakdown: ", h.r.host(), " left out: ", trace.status().message()));
+  }
   Progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", h.r.host(), *path,
                            h.r.bytes(), h.r.events(), h.r.steps()));
   Succeed(h);
@@ -731,6 +749,7 @@ void CaptureEngine::Session::MaybeFinish() {
   if (!plan_.prepare_only) {
     Align();
     WritePodOutputs();
+    WriteBreakdown();
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
   manifest_.set_finished_ns(clock_.WallNs());
@@ -773,6 +792,16 @@ void CaptureEngine::Session::Align() {
       }
     }
   }
+  for (Host* h : saved) {
+    // Summaries were made with the clock-sync offset: move them onto the refined timeline.
+    const int64_t shift = h->r.clock().offset_ns() - h->r.clock().rtt_offset_ns();
+    if (shift != 0 && h->summary.has_value()) {
+      for (analysis::HostStep& step : h->summary->steps) {
+        step.start_ns -= shift;
+        step.end_ns -= shift;
+      }
+    }
+  }
   int64_t min_start = std::numeric_limits<int64_t>::max();
   int64_t max_start = std::numeric_limits<int64_t>::min();
   for (Host* h : saved) {
@@ -811,6 +840,36 @@ void CaptureEngine::Session::WritePodOutputs() {
   if (status.ok()) status = writer->Finish();
   if (status.ok()) manifest_.set_pod_trace_file(kPodTraceFileName);
   if (!status.ok()) manifest_.add_errors(absl::StrCat("pod trace: ", status.message()));
+}
+
+void CaptureEngine::Session::WriteBreakdown() {
+  std::vector<analysis::HostSummary> summaries;
+  report::BreakdownContext context;
+  context.session = plan_.session;
+  context.source = report::BreakdownSource::kCapture;
+  for (Host& h : hosts_) {
+    if (h.r.status() != profctl::v1::HOST_STATUS_OK || !h.summary.has_value()) continue;
+    context.host_files[h.r.host()].push_back(h.r.xplane_file());
+    summaries.push_back(*std::move(h.summary));
+    h.summary.reset();
+  }
+  if (summaries.empty()) return;
+  const analysis::PodBreakdown breakdown = analysis::BuildPodBreakdown(summaries);
+  if (!manifest_.pod_trace_file().empty()) {
+    context.session_files.push_back(manifest_.pod_trace_file());
+  }
+  context.session_files.push_back(kManifestFileName);
+  context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
+  for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+    const std::string name(out.file_name);
+    absl::StatusOr<std::string> written = deps_.sink->Write(name, out.render(breakdown, context));
+    if (written.ok()) {
+      manifest_.add_breakdown_files(*written);
+    } else {
+      manifest_.add_errors(absl::StrCat("breakdown: ", written.status().message()));
+    }
+  }
+  if (deps_.breakdown) deps_.breakdown(breakdown);
 }
 
 // ---------------------------------------------------------------------------------------------

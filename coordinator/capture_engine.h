@@ -14,7 +14,9 @@
 //      host; the agent reports its actual start, giving each host's lateness; a complete trace
 //      is validated and renamed to <host>.xplane.pb as soon as it arrives.
 //   4. Align (Align): offsets from clock sync, refined from collective ends in the traces.
-//   5. Pod outputs (WritePodOutputs): the aligned pod timeline, host by host, and session.json.
+//   5. Pod outputs (WritePodOutputs): the aligned pod timeline, host by host; the pod step
+//      breakdown (each host was summarized as it was saved: SummarizeHost; BuildPodBreakdown
+//      here) as pod_step_breakdown.json/.csv and report.html; session.json last.
 // A failing host never delays or fails the others; its error is recorded per host with the
 // step it failed in.
 #ifndef PROFCTL_COORDINATOR_CAPTURE_ENGINE_H_
@@ -30,6 +32,8 @@
 #include "absl/status/statusor.h"
 #include "common/executor.h"
 #include "coordinator/agent_client.h"
+#include "coordinator/analysis/breakdown.h"
+#include "coordinator/analysis/op_classify.h"
 #include "coordinator/session_writer.h"
 #include "coordinator/worker.h"
 #include "profctl/v1/session.pb.h"
@@ -48,6 +52,8 @@ struct CapturePlan {
   // Stop after preparing (profctl ping): identity and clock of every host, nothing captured or
   // written.
   bool prepare_only = false;
+  // How the step breakdown finds steps (--step-pattern).
+  analysis::ReaderOptions reader = {};
 };
 
 struct CaptureEngineOptions {
@@ -80,7 +86,9 @@ class CaptureEngine {
     AgentClientFactory* clients = nullptr;
     TraceSink* sink = nullptr;  // unused with plan.prepare_only
     // Human-readable progress lines, called on the executor.
-    std::function<void(const std::string&)> progress;
+    std::function<void(const std::string&)> progress = nullptr;
+    // The pod step breakdown, once, on the executor, before `done` (not with prepare_only).
+    std::function<void(const analysis::PodBreakdown&)> breakdown = nullptr;
   };
   using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
 

@@ -5,12 +5,16 @@
 #include <ctime>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_util.h"
 #include "common/flags.h"
 #include "common/version.h"
+#include "coordinator/analyze.h"
 #include "coordinator/capture_engine.h"
 #include "coordinator/demo.h"
+#include "coordinator/report/breakdown_writers.h"
 #include "coordinator/session_writer.h"
 #include "coordinator/worker.h"
 
@@ -26,6 +30,7 @@ Ctrl-C during a capture cancels it on every host and saves what was recorded (ex
 commands:
   capture   capture every --workers agent over one synchronized window
   ping      check every --workers agent: reachable, version, busy, clock offset and RTT
+  analyze   the pod step breakdown of a saved session, XSpace files or PyTorch traces
   demo      start local agents running a synthetic 4-worker training job and capture them
   version   print the version
 
@@ -143,6 +148,7 @@ int ExitCodeFor(const profctl::v1::SessionManifest& m) {
 absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
     const CapturePlan& plan, TraceSink* sink, const CliEnv& env,
     std::function<void(const std::string&)> progress,
+    std::optional<analysis::PodBreakdown>* breakdown,
     const std::function<void(CaptureEngine&)>& started,
     const std::function<void()>& before_destroy) {
   absl::StatusOr<profctl::v1::SessionManifest> result =
@@ -152,7 +158,11 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
     CaptureEngine engine({.executor = env.executor,
                           .clients = env.clients,
                           .sink = sink,
-                          .progress = std::move(progress)},
+                          .progress = std::move(progress),
+                          .breakdown =
+                              [breakdown](const analysis::PodBreakdown& b) {
+                                if (breakdown != nullptr) *breakdown = b;
+                              }},
                          {});
     engine.Start(plan, [&](absl::StatusOr<profctl::v1::SessionManifest> m) {
       result = std::move(m);
@@ -193,8 +203,9 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
   };
   std::atomic<bool> finished{false};
   std::thread watcher;
+  std::optional<analysis::PodBreakdown> breakdown;
   absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
-      plan, &*dir, env, progress,
+      plan, &*dir, env, progress, &breakdown,
       [&](CaptureEngine& engine) {
         if (env.interrupt == nullptr) return;
         if (env.interrupt->stopped()) {
@@ -227,6 +238,12 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
     *env.out << ManifestJson(*manifest);
   } else {
     *env.out << FormatSummary(*manifest);
+    if (breakdown.has_value()) {
+      report::BreakdownContext context;
+      context.session = plan.session;
+      context.report_path = absl::StrCat(manifest->session_dir(), "/", report::kReportHtmlFile);
+      *env.out << "\n" << report::FormatBreakdownTable(*breakdown, context);
+    }
   }
   return ExitCodeFor(*manifest);
 }
@@ -240,6 +257,7 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string session;
   bool json = false;
   int64_t prepare_timeout_ms = 0;
+  std::string step_pattern(analysis::kDefaultStepPattern);
   std::string late = "capture";
   std::string align = "collectives";
   FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
@@ -253,6 +271,8 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "round trips (4 x the median, 250..10000 ms)");
   fs.String("late", &late,
             "a host that cannot start at the common instant: capture (flag it late) or fail");
+  fs.String("step-pattern", &step_pattern,
+            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
   fs.String("align", &align,
             "collectives (refine clock offsets from collective ends in the traces) or ntp "
             "(clock sync only, +- RTT/2)");
@@ -279,6 +299,10 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
         absl::StrCat("--prepare-timeout=", prepare_timeout_ms, " is not in 0..600000 ms"));
   }
   CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
+  plan.reader.step_pattern = step_pattern;
+  if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
+    return UsageError(env, "capture", absl::StrCat("--step-pattern: ", s.message()));
+  }
   if (late == "capture") {
     plan.late = profctl::v1::LATE_POLICY_CAPTURE;
   } else if (late == "fail") {
@@ -325,7 +349,8 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   }
   CapturePlan plan{*std::move(parsed), /*duration_ms=*/1, "ping", "", timeout_ms};
   plan.prepare_only = true;
-  absl::StatusOr<profctl::v1::SessionManifest> m = RunEngine(plan, nullptr, env, nullptr, {}, {});
+  absl::StatusOr<profctl::v1::SessionManifest> m =
+      RunEngine(plan, nullptr, env, nullptr, nullptr, {}, {});
   if (!m.ok()) {
     *env.err << "profctl ping: " << m.status().message() << "\n";
     return kExitFailed;
@@ -338,6 +363,79 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   return ExitCodeFor(*m);
 }
 
+int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  bool json = false;
+  bool csv = false;
+  std::string out_dir;
+  std::string step_pattern(analysis::kDefaultStepPattern);
+  FlagSet fs("profctl analyze", "PATH... [--json|--csv] [--step-pattern=RE] [--out=DIR]");
+  fs.Bool("json", &json, "print pod_step_breakdown.json on stdout instead of the table");
+  fs.Bool("csv", &csv, "print the breakdown as CSV (one row per step x host) on stdout");
+  fs.String("out", &out_dir,
+            "write pod_step_breakdown.json/.csv and report.html into DIR (default: the session "
+            "folder when PATH is one; else none)");
+  fs.String("step-pattern", &step_pattern,
+            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "analyze", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help()
+             << "\nPATH: a saved session folder (LOGDIR/plugins/profile/SESSION), a folder of "
+                "*.xplane.pb files (TensorFlow, JAX, profctl) or of PyTorch profiler traces "
+                "(*.pt.trace.json[.gz], one per rank), or such files.\n";
+    return kExitOk;
+  }
+  if (json && csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
+  analysis::ReaderOptions options;
+  options.step_pattern = step_pattern;
+  if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
+    return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
+  }
+  absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(fs.positional());
+  if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
+  if (out_dir.empty()) out_dir = inputs->session_dir;
+  const AnalyzeResult result = AnalyzeTraces(*inputs, options);
+  for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
+  if (result.hosts.empty()) {
+    *env.err << "profctl analyze: no trace could be analysed\n";
+    return kExitFailed;
+  }
+  report::BreakdownContext context;
+  context.session = inputs->session.empty() ? "analyze" : inputs->session;
+  context.source = report::BreakdownSource::kAnalyze;
+  for (const TraceInput& in : inputs->files) {
+    std::string link = in.path;
+    if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
+        absl::StartsWith(link, inputs->session_dir + "/")) {
+      link = link.substr(inputs->session_dir.size() + 1);  // relative: the report links it
+    }
+    context.host_files[in.host].push_back(link);
+  }
+  int rc = result.errors.empty() ? kExitOk : kExitPartial;
+  if (!out_dir.empty()) {
+    if (absl::Status s = MakeDirs(out_dir); !s.ok()) {
+      *env.err << "profctl analyze: " << s.message() << "\n";
+      return kExitFailed;
+    }
+    context.report_path = JoinPath(out_dir, report::kReportHtmlFile);
+    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+      if (absl::Status s = WriteFileAtomically(JoinPath(out_dir, out.file_name),
+                                               out.render(result.breakdown, context));
+          !s.ok()) {
+        *env.err << "profctl analyze: " << s.message() << "\n";
+        rc = kExitPartial;
+      }
+    }
+  }
+  if (json) {
+    *env.out << report::BreakdownJson(result.breakdown, context);
+  } else if (csv) {
+    *env.out << report::BreakdownCsv(result.breakdown);
+  } else {
+    *env.out << report::FormatBreakdownTable(result.breakdown, context);
+  }
+  return rc;
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
@@ -348,6 +446,7 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "capture") return CaptureCommand(rest, env);
   if (args[0] == "ping") return PingCommand(rest, env);
+  if (args[0] == "analyze") return AnalyzeCommand(rest, env);
   if (args[0] == "demo") return DemoCommand(rest, env);
   if (args[0] == "version" || args[0] == "--version") {
     *env.out << "profctl " << kVersion << "\n";

@@ -7,6 +7,7 @@
 
 #include "common/file_util.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
@@ -211,6 +212,100 @@ TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
   EXPECT_EQ(m.hosts(0).clock().offset_ns(), -3 * kNanosPerMilli);
   EXPECT_EQ(m.hosts(0).agent_version(), "test");
+}
+
+agent::SyntheticJobConfig Rank(int r) {
+  agent::SyntheticJobConfig c;
+  c.rank = r;
+  c.world = 3;
+  c.step_ms = 20;
+  c.straggler_rank = 1;
+  c.straggler_factor = 1.5;
+  return c;
+}
+
+TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
+  FakeAgent a(&ex_, &clock_, {.name = "w0"}, Rank(0));
+  FakeAgent b(&ex_, &clock_, {.clock_offset_ns = 7 * kNanosPerMilli, .name = "w1"}, Rank(1));
+  FakeAgent c(&ex_, &clock_, {.clock_offset_ns = -3 * kNanosPerMilli, .name = "w2"}, Rank(2));
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  factory_.Add("c:1", &c);
+  ASSERT_EQ(Run({"capture", "--workers=a:1,b:1,c:1", "--duration=500", "--session=bd", Logdir()}),
+            kExitOk)
+      << err_.str();
+  const std::string dir = logdir_ + "/plugins/profile/bd";
+  for (const char* f : {"pod_step_breakdown.json", "pod_step_breakdown.csv", "report.html"}) {
+    EXPECT_TRUE(PathExists(dir + "/" + f)) << f;
+  }
+  EXPECT_THAT(out_.str(), HasSubstr("pod step breakdown of bd: 3 hosts"));
+  EXPECT_THAT(out_.str(), HasSubstr("straggler: w1"));
+  EXPECT_THAT(out_.str(), HasSubstr("report: " + dir + "/report.html"));
+  const std::string captured = *ReadFile(dir + "/pod_step_breakdown.json");
+
+  // Offline, on the saved session: the same answer, from the files alone.
+  ASSERT_EQ(Run({"analyze", dir, "--json"}), kExitOk) << err_.str();
+  google::protobuf::Struct json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &json).ok()) << out_.str();
+  const auto& steps = json.fields().at("steps").list_value();
+  ASSERT_GT(steps.values_size(), 5);
+  for (const auto& step : steps.values()) {
+    EXPECT_EQ(step.struct_value().fields().at("straggler").string_value(), "w1");
+  }
+  EXPECT_TRUE(PathExists(dir + "/report.html"));
+  ASSERT_EQ(Run({"analyze", dir, "--csv"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("step,host,step_time_ms"));
+  EXPECT_THAT(out_.str(), HasSubstr(",w1,"));
+  // A folder of plain .xplane.pb files (no session.json) also works, without offsets.
+  const std::string plain = tmp_.path() + "/plain";
+  ASSERT_TRUE(MakeDirs(plain).ok());
+  for (const char* h : {"w0", "w1", "w2"}) {
+    ASSERT_TRUE(
+        WriteFileAtomically(plain + "/" + h + ".xplane.pb", *ReadFile(dir + "/" + h + ".xplane.pb"))
+            .ok());
+  }
+  ASSERT_EQ(Run({"analyze", plain}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("straggler: w1"));
+  EXPECT_FALSE(PathExists(plain + "/report.html"));  // no --out: nothing written
+  EXPECT_FALSE(captured.empty());
+}
+
+TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/mixed";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json"))
+          .ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": [").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto").ok());
+  const std::string out = tmp_.path() + "/out";
+  EXPECT_EQ(Run({"analyze", dir, "--out=" + out}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr("broken.pt.trace.json"));
+  EXPECT_THAT(err_.str(), HasSubstr("junk.xplane.pb"));
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));  // named from distributedInfo.rank
+  EXPECT_TRUE(PathExists(out + "/pod_step_breakdown.json"));
+  EXPECT_TRUE(PathExists(out + "/report.html"));
+  // The gzip variant reads the same.
+  ASSERT_EQ(Run({"analyze", data + "/rank3.pt.trace.json.gz", "--csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
+}
+
+TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
+  EXPECT_EQ(Run({"analyze"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("no path given"));
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/nope"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("no such file"));
+  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/notes.txt", "hi").ok());
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/notes.txt"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("not a trace file profctl reads"));
+  ASSERT_TRUE(MakeDirs(tmp_.path() + "/logs/plugins/profile/run1").ok());
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/logs"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("is a logdir: pass one run folder"));
+  EXPECT_THAT(err_.str(), HasSubstr("run1"));
+  EXPECT_EQ(Run({"analyze", tmp_.path(), "--step-pattern=step(no group"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--step-pattern"));
+  EXPECT_EQ(Run({"analyze", tmp_.path(), "--json", "--csv"}), kExitUsage);
 }
 
 TEST_F(CliTest, HelpAndVersion) {

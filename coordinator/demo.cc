@@ -26,7 +26,7 @@ std::string DemoSyntheticKnobs(const DemoJob& job, int64_t rank) {
   return absl::StrCat(
       "rank=", rank, ",world=", job.workers, ",seed=", job.seed, ",step_ms=", job.step_ms,
       ",gpus=", job.gpus, ",straggler_rank=", job.workers > 1 ? 1 : -1, ",straggler_factor=1.5",
-      ",input_stall_rank=", job.workers > 2 ? 2 : -1, ",input_stall_ms=", job.step_ms * 3 / 10);
+      ",input_stall_rank=", job.workers > 2 ? 2 : -1, ",input_stall_ms=", job.step_ms * 2 / 10);
 }
 
 int64_t DemoClockSkewMs(int64_t rank) {
@@ -112,7 +112,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (!json) {
     *env.err << "profctl demo: " << job.workers
              << " local agents running a synthetic data-parallel job (" << job.gpus
-             << " GPUs each, rank 1 straggles x1.5, rank 2 waits " << job.step_ms * 3 / 10
+             << " GPUs each, rank 1 straggles x1.5, rank 2 waits " << job.step_ms * 2 / 10
              << " ms for input every step, clocks skewed by";
     for (int64_t r = 0; r < job.workers; ++r) *env.err << " " << DemoClockSkewMs(r);
     *env.err << " ms); their logs: " << scratch << "/\n";

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages profctl needs to build and test. Idempotent: prints nothing and
-# touches nothing when every package is already installed.
+# Installs the Debian 12 packages profctl needs to build (and, with --test, to test). Idempotent:
+# prints nothing and touches nothing when every package is already installed.
+#   scripts/bootstrap.sh          build and demo
+#   scripts/bootstrap.sh --test   also what only tests need (headless Chromium for report.html)
 set -euo pipefail
 
 PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libboost-dev libspdlog-dev libyaml-cpp-dev zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev libre2-dev
   clang-format clang-tidy
 )
+if [ "${1:-}" = "--test" ]; then
+  PACKAGES+=(chromium)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -359,6 +359,15 @@ TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {
         PathExists(absl::StrCat(scratch_, "/demo/plugins/profile/d/worker-", i, ".xplane.pb")));
   }
   EXPECT_TRUE(PathExists(scratch_ + "/demo/plugins/profile/d/pod.trace.json.gz"));
+  // The demo answers the question: who straggles and why, who is input-bound and by how much.
+  EXPECT_THAT(r.out, HasSubstr("pod step breakdown of d: 3 hosts"));
+  EXPECT_THAT(r.out, HasSubstr("straggler: worker-1"));
+  EXPECT_THAT(r.out, HasSubstr("typical cause compute"));
+  EXPECT_THAT(r.out, HasSubstr("input-bound: worker-2"));
+  EXPECT_THAT(r.out, HasSubstr("report: "));
+  for (const char* f : {"pod_step_breakdown.json", "pod_step_breakdown.csv", "report.html"}) {
+    EXPECT_TRUE(PathExists(absl::StrCat(scratch_, "/demo/plugins/profile/d/", f))) << f;
+  }
 }
 
 TEST_F(EndToEndTest, LocalAgentsReportABadBinaryAndAnInterruptedStart) {

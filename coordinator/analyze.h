@@ -1,0 +1,53 @@
+// profctl analyze: the pod step breakdown, offline, for saved sessions, folders of XSpace files
+// (ours, TensorFlow's, JAX's) and PyTorch profiler traces (Kineto JSON, one file per rank).
+//
+// Inputs are read one host at a time (read, decode, summarize, drop), so memory is bounded by the
+// largest host's file plus a compact per-step summary per host. A file that cannot be read or
+// decoded is reported with its path and the problem; the other hosts are still analysed.
+#ifndef PROFCTL_COORDINATOR_ANALYZE_H_
+#define PROFCTL_COORDINATOR_ANALYZE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/analysis/breakdown.h"
+#include "coordinator/analysis/op_classify.h"
+
+namespace profctl::coordinator {
+
+// One trace file to analyse, with how to read it.
+struct TraceInput {
+  enum class Format { kXSpace, kKineto };
+  std::string path;
+  Format format = Format::kXSpace;
+  std::string host;       // name to report; Kineto files may rename it from distributedInfo
+  int64_t offset_ns = 0;  // agent clock - common clock (from the session's alignment), else 0
+};
+
+struct AnalyzeInputs {
+  std::vector<TraceInput> files;
+  // When the paths were exactly one saved session folder: that folder (outputs go there by
+  // default) and its name.
+  std::string session_dir;
+  std::string session;
+};
+
+// Expands the command line's paths: a session folder (session.json: per-host files and aligned
+// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] files, or single files. INVALID_ARGUMENT
+// naming the path for anything else (a missing path, a folder with no trace, an unknown file
+// type); a logdir is answered with the runs found under plugins/profile/.
+absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>& paths);
+
+struct AnalyzeResult {
+  analysis::PodBreakdown breakdown;
+  std::vector<std::string> hosts;   // analysed, in order
+  std::vector<std::string> errors;  // "<path>: <problem>" per file that could not be analysed
+};
+
+// Reads and summarizes every input, one at a time, then builds the pod view.
+AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_ANALYZE_H_
