@@ -4,9 +4,10 @@
 //   - Tasks run one at a time, never concurrently with each other (a sequence, like an Asio
 //     strand), so state touched only from tasks needs no lock.
 //   - Post(task) runs task soon, after tasks already posted.
-//   - PostAt(deadline, task) runs task once clock().MonoNs() >= deadline (monotonic time); tasks
-//     due at the same instant run in posting order. There is no cancel: a timer task checks
-//     whether it still matters (e.g. compares a generation number) when it runs.
+//   - PostAt(deadline, task) runs task once clock().MonoNs() >= deadline (monotonic time), never
+//     before. Only FakeExecutor promises posting order for equal deadlines; logic must not rely
+//     on the order of timers. There is no cancel: a timer task checks whether it still matters
+//     (e.g. compares a generation number) when it runs.
 //   - Post/PostAt are thread-safe: transport threads (gRPC callbacks) post into the executor.
 //   - Tasks never block on time; they post continuations.
 //
@@ -36,8 +37,8 @@ class Executor {
 };
 
 // A real executor: `threads` threads run an io_context; tasks are sequenced on one strand.
-// The destructor stops the threads after the tasks already due have run; tasks still waiting for
-// a later deadline are dropped.
+// The destructor stops the threads after the task running now (if any) ends; every task not yet
+// run, due or not, is dropped. Destroy what posts into it first.
 class AsioExecutor final : public Executor {
  public:
   // `clock` must be a clock whose MonoNs() is CLOCK_MONOTONIC (RealClock): Asio timers wait on

@@ -87,7 +87,9 @@ class AgentClient {
   virtual ~AgentClient() = default;
   virtual void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) = 0;
   virtual void SyncClock(int64_t timeout_ms, Callback<ClockReading> done) = 0;
-  // `stream` must stay alive until its OnDone has returned.
+  // `stream` must stay alive until its OnDone is called; the client never touches the stream
+  // after calling OnDone, so OnDone may hand the stream's end to another thread that frees it
+  // (it must then not touch `this` itself after handing it over).
   virtual void Capture(const CaptureArgs& args, int64_t timeout_ms, CaptureStream* stream) = 0;
   // Asks the agent to stop the session early (it returns what it recorded). Harmless when the
   // session is not running; an agent remembers recently cancelled ids, so a Cancel that overtakes

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/file_util.h"
 #include "common/version.h"
 #include "common/xspace.h"
@@ -130,6 +131,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     for (Host& h : hosts_) h.client.reset();
   }
 
+  // Notified when this session is gone, after every member (ClientsGone is declared first, so
+  // it is destroyed last).
+  std::shared_ptr<absl::Notification> gone() const { return gone_.notification; }
+
   void Begin();
   void Interrupt();
 
@@ -140,8 +145,13 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Receives one host's Capture stream on a transport thread.
   class HostStream final : public CaptureStream {
    public:
-    HostStream(std::weak_ptr<Session> session, size_t index, TraceSink* sink, std::string name)
-        : session_(std::move(session)), index_(index), sink_(sink), name_(std::move(name)) {}
+    HostStream(std::weak_ptr<Session> session, Executor* ex, size_t index, TraceSink* sink,
+               std::string name)
+        : session_(std::move(session)),
+          ex_(ex),
+          index_(index),
+          sink_(sink),
+          name_(std::move(name)) {}
     void OnStarted(int64_t agent_start_ns) override {
       Post([agent_start_ns](Session& s, Host& h) { s.OnStarted(h, agent_start_ns); });
     }
@@ -174,17 +184,17 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     TraceFile* file() { return file_.get(); }
 
    private:
+    // Never locks the session here, on a transport thread: the last reference to it must not
+    // end up on a gRPC thread (its destructor waits for the clients' callbacks, this one
+    // included). The executor outlives the session (~CaptureEngine waits for it).
     template <typename Fn>
     void Post(Fn fn) {
-      std::weak_ptr<Session> weak = session_;
-      const size_t index = index_;
-      if (std::shared_ptr<Session> session = weak.lock()) {
-        session->ex_.Post([weak, index, fn = std::move(fn)]() mutable {
-          if (std::shared_ptr<Session> s = weak.lock()) fn(*s, s->hosts_[index]);
-        });
-      }
+      ex_->Post([weak = session_, index = index_, fn = std::move(fn)]() mutable {
+        if (std::shared_ptr<Session> s = weak.lock()) fn(*s, s->hosts_[index]);
+      });
     }
     std::weak_ptr<Session> session_;
+    Executor* ex_;
     size_t index_;
     TraceSink* sink_;
     std::string name_;
@@ -218,14 +228,13 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 
   // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
   // arrives after the session is gone does nothing.
+  // Like HostStream::Post: the callback runs on a transport thread and only posts, holding the
+  // session weakly.
   template <typename Fn>
   auto Bind(Fn fn) {
-    return [weak = weak_from_this(), fn = std::move(fn)](auto&&... args) mutable {
-      std::shared_ptr<Session> session = weak.lock();
-      if (session == nullptr) return;
-      Executor& ex = session->ex_;
-      ex.Post([weak, fn = std::move(fn),
-               tup = std::make_tuple(std::forward<decltype(args)>(args)...)]() mutable {
+    return [weak = weak_from_this(), ex = &ex_, fn = std::move(fn)](auto&&... args) mutable {
+      ex->Post([weak, fn = std::move(fn),
+                tup = std::make_tuple(std::forward<decltype(args)>(args)...)]() mutable {
         if (std::shared_ptr<Session> s = weak.lock()) {
           std::apply([&](auto&&... a) { fn(*s, std::move(a)...); }, std::move(tup));
         }
@@ -263,6 +272,11 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   }
   int64_t NowMono() const { return clock_.MonoNs(); }
 
+  struct NotifyOnDestruction {
+    std::shared_ptr<absl::Notification> notification = std::make_shared<absl::Notification>();
+    ~NotifyOnDestruction() { notification->Notify(); }
+  };
+  NotifyOnDestruction gone_;  // first member: destroyed last
   Dependencies deps_;
   const CaptureEngineOptions options_;
   const CapturePlan plan_;
@@ -541,7 +555,7 @@ void CaptureEngine::Session::StartCapture(Host& h) {
   const int64_t until_start_ms =
       std::max<int64_t>(0, window_start_mono_ - NowMono()) / kNanosPerMilli;
   const int64_t timeout_ms = until_start_ms + plan_.duration_ms + options_.transfer_timeout_ms;
-  h.stream = std::make_unique<HostStream>(weak_from_this(), h.index, deps_.sink,
+  h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, deps_.sink,
                                           XPlaneFileName(h.r.host()));
   h.client->Capture({plan_.session, agent_start, plan_.duration_ms}, timeout_ms, h.stream.get());
 }
@@ -549,6 +563,13 @@ void CaptureEngine::Session::StartCapture(Host& h) {
 void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
   if (h.phase != Phase::kCapturing || h.started_seen) return;
   h.started_seen = true;
+  if (agent_start_ns < 0 || agent_start_ns > kMaxStampNs) {  // untrusted: keep arithmetic sane
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError(absl::StrCat("Capture: agent reported a start of ", agent_start_ns,
+                                          " ns, outside 0..", kMaxStampNs)));
+    h.client->AbortCapture();
+    return;
+  }
   h.r.set_agent_start_ns(agent_start_ns);
   const int64_t lateness = agent_start_ns - h.r.requested_start_ns();
   h.r.set_lateness_ns(lateness);
@@ -588,6 +609,13 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
     return;
   }
   const CaptureHeaderInfo& header = h.stream->header();
+  if (header.start_ns < 0 || header.stop_ns < header.start_ns || header.stop_ns > kMaxStampNs) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError(absl::StrCat("Capture: agent reported an impossible window ",
+                                          header.start_ns, "..", header.stop_ns, " ns")));
+    h.stream.reset();
+    return;
+  }
   if (!h.started_seen) OnStarted(h, header.start_ns);  // agents that send no `started`
   if (h.phase != Phase::kCapturing) {
     h.stream.reset();
@@ -877,7 +905,15 @@ void CaptureEngine::Session::WriteBreakdown() {
 CaptureEngine::CaptureEngine(Dependencies deps, CaptureEngineOptions options)
     : deps_(std::move(deps)), options_(options) {}
 
-CaptureEngine::~CaptureEngine() = default;
+CaptureEngine::~CaptureEngine() {
+  if (session_ == nullptr) return;
+  // A task of the session may be running on the executor right now, holding it: then the
+  // session ends when that task does. Wait for it, so nothing of it (its clients' callbacks,
+  // its sink) outlives the engine and what the caller gave it.
+  std::shared_ptr<absl::Notification> gone = session_->gone();
+  session_.reset();
+  gone->WaitForNotification();
+}
 
 void CaptureEngine::Start(const CapturePlan& plan, DoneCallback done) {
   absl::Status bad;

@@ -93,8 +93,9 @@ class CaptureEngine {
   using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
 
   CaptureEngine(Dependencies deps, CaptureEngineOptions options);
-  // Waits for RPCs still in flight (hosts abandoned by the late policy) to end; their late
-  // callbacks are ignored. Do not destroy the engine from inside one of its own callbacks.
+  // Waits until the session is gone: RPCs still in flight (hosts abandoned by the late policy)
+  // are cancelled and their callbacks ignored. The executor must outlive the engine. Do not
+  // destroy the engine from inside one of its own callbacks or tasks (it would wait forever).
   ~CaptureEngine();
   CaptureEngine(const CaptureEngine&) = delete;
   CaptureEngine& operator=(const CaptureEngine&) = delete;

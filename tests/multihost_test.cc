@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -300,6 +301,48 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
 // One agent process serving 200 endpoints (ranks of one job, clocks up to +-2 s apart), plus
 // three dead addresses and one hung endpoint (a stalled proxy in front of a real one), in one
 // capture on a 2-core machine.
+// A host abandoned by --late=fail still has RPCs in flight when the session reports: the engine
+// must end (cancelling them) without hanging on a callback of its own and without touching the
+// session folder afterwards. A deadlock here hangs the test until ctest's timeout.
+TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
+  coordinator::LocalAgents agents(scratch_);
+  std::vector<int> ports;
+  for (int r = 0; r < 2; ++r) {
+    const std::string port_file = absl::StrCat(scratch_, "/a", r, ".port");
+    ASSERT_TRUE(
+        agents
+            .Spawn(PROFCTL_AGENT_BINARY,
+                   {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                    absl::StrCat("--name=w", r),
+                    absl::StrCat("--synthetic=world=2,step_ms=20,rank=", r), "--log-level=warn"})
+            .ok());
+    absl::StatusOr<int> port = agents.WaitForPort(r, port_file, clock_);
+    ASSERT_TRUE(port.ok()) << port.status();
+    ports.push_back(*port);
+  }
+  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> hung =
+      testing::TcpProxy::Start("127.0.0.1", ports[1]);
+  ASSERT_TRUE(hung.ok()) << hung.status();
+  (*hung)->Stall(true);
+  for (int round = 0; round < 3; ++round) {
+    SessionManifest m;
+    EXPECT_EQ(Capture({Loopback(ports[0]), (*hung)->address()},
+                      {"--duration=200", "--late=fail", "--prepare-timeout=100"},
+                      absl::StrCat("abandon", round), &m),
+              coordinator::kExitPartial)
+        << summary_;
+    ASSERT_EQ(m.hosts_size(), 2);
+    EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+    EXPECT_EQ(m.hosts(1).error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
+    // Nothing of the abandoned host was left in the session folder, not even a temporary file.
+    int temporaries = 0;
+    for (const auto& e : std::filesystem::directory_iterator(SessionDir(m.request().session()))) {
+      temporaries += absl::StrContains(e.path().filename().string(), ".tmp.");
+    }
+    EXPECT_EQ(temporaries, 0);
+  }
+}
+
 TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
   constexpr int kEndpoints = 200;
   constexpr int kDead = 3;
