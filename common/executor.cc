@@ -10,6 +10,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
+#include "boost/asio/thread_pool.hpp"
 
 namespace profctl {
 
@@ -52,6 +53,20 @@ void AsioExecutor::PostAt(int64_t deadline_mono_ns, Task task) {
       impl_->strand, [timer, holder](const boost::system::error_code& ec) {
         if (!ec) std::move (*holder)();
       }));
+}
+
+struct ThreadWorkPool::Impl {
+  explicit Impl(int threads) : pool(static_cast<size_t>(std::max(1, threads))) {}
+  boost::asio::thread_pool pool;
+};
+
+ThreadWorkPool::ThreadWorkPool(int threads) : impl_(std::make_unique<Impl>(threads)) {}
+
+ThreadWorkPool::~ThreadWorkPool() { impl_->pool.join(); }
+
+void ThreadWorkPool::Submit(Executor::Task job) {
+  auto holder = std::make_shared<Executor::Task>(std::move(job));
+  boost::asio::post(impl_->pool, [holder] { std::move (*holder)(); });
 }
 
 }  // namespace profctl

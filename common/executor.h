@@ -58,6 +58,28 @@ class AsioExecutor final : public Executor {
   std::unique_ptr<Impl> impl_;
 };
 
+// Runs independent jobs that may block (parsing, disk I/O, fsync) concurrently on a few
+// threads, unlike an Executor's one-at-a-time tasks. Jobs post their results back to an Executor.
+class WorkPool {
+ public:
+  virtual ~WorkPool() = default;
+  virtual void Submit(Executor::Task job) = 0;
+};
+
+// A WorkPool of `threads` threads. The destructor waits for every submitted job to finish.
+class ThreadWorkPool final : public WorkPool {
+ public:
+  explicit ThreadWorkPool(int threads);
+  ~ThreadWorkPool() override;
+  ThreadWorkPool(const ThreadWorkPool&) = delete;
+  ThreadWorkPool& operator=(const ThreadWorkPool&) = delete;
+  void Submit(Executor::Task job) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace profctl
 
 #endif  // PROFCTL_COMMON_EXECUTOR_H_

@@ -43,6 +43,73 @@ int64_t CountSteps(const XSpace& space) {
   return static_cast<int64_t>(steps.size());
 }
 
+// What saving one host's trace needs, copied: SaveHostTrace runs on a pool thread.
+struct SaveInput {
+  std::string host;
+  int64_t rtt_offset_ns = 0;
+  bool collectives = false;
+  size_t max_collective_ends = 0;
+  analysis::ReaderOptions reader;
+};
+
+struct SaveOutcome {
+  profctl::v1::FailureStep failed_step = profctl::v1::FAILURE_STEP_UNSPECIFIED;
+  absl::Status status;
+  std::string path;
+  uint64_t events = 0;
+  uint64_t steps = 0;
+  std::vector<int64_t> collective_ends;
+  std::optional<analysis::HostSummary> summary;
+  std::string breakdown_error;
+};
+
+// Validates a finished trace, renames it into place (or keeps it as .invalid), and reduces it to
+// the compact summary the session keeps. Touches no session state: safe on any thread.
+SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
+  SaveOutcome out;
+  auto fail = [&](profctl::v1::FailureStep step, absl::Status status) {
+    out.failed_step = step;
+    out.status = std::move(status);
+    return std::move(out);
+  };
+  absl::StatusOr<std::string> bytes = file.ReadAll();
+  if (!bytes.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, bytes.status());
+  XSpace space;
+  absl::Status valid = space.ParseFromString(*bytes)
+                           ? xspace::Validate(space)
+                           : absl::DataLossError("not a serialized XSpace");
+  bytes->clear();
+  bytes->shrink_to_fit();
+  if (!valid.ok()) {
+    // Keep the bytes for inspection, under a name TensorBoard will not try to load.
+    absl::StatusOr<std::string> kept = file.Commit(RejectedXPlaneFileName(in.host));
+    return fail(profctl::v1::FAILURE_STEP_VALIDATE,
+                absl::DataLossError(
+                    absl::StrCat("agent sent an invalid trace (", valid.message(), ")",
+                                 kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : "")));
+  }
+  absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(in.host));
+  if (!path.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, path.status());
+  out.path = *path;
+  out.events = static_cast<uint64_t>(xspace::CountEvents(space));
+  out.steps = static_cast<uint64_t>(CountSteps(space));
+  if (in.collectives) {
+    out.collective_ends = analysis::CollectiveEndsNs(space);
+    if (out.collective_ends.size() > in.max_collective_ends) {
+      out.collective_ends.resize(in.max_collective_ends);
+    }
+  }
+  // The breakdown's per-host summary, now, while the trace is parsed: only the summary stays.
+  absl::StatusOr<analysis::HostTrace> trace =
+      analysis::ReadXSpaceHost(space, in.host, in.rtt_offset_ns, in.reader);
+  if (trace.ok()) {
+    out.summary = analysis::SummarizeHost(*trace);
+  } else {
+    out.breakdown_error = std::string(trace.status().message());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string HostStatusName(profctl::v1::HostStatus s) {
@@ -139,7 +206,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void Interrupt();
 
  private:
-  enum class Phase { kPreparing, kReady, kCapturing, kDone };
+  enum class Phase { kPreparing, kReady, kCapturing, kSaving, kDone };
 
   struct Host;
   // Receives one host's Capture stream on a transport thread.
@@ -216,6 +283,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     absl::Status info_status;
     AgentInfo info;
     int samples_left = 0;
+    int samples_without_improvement = 0;
     ClockSampler sampler;
     absl::Status last_sample_error;
     bool started_seen = false;
@@ -257,6 +325,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void OnStarted(Host& h, int64_t agent_start_ns);
   void OnCaptureDone(Host& h, const absl::Status& status);
   void SaveTrace(Host& h);
+  void OnSaved(Host& h, SaveOutcome out);
   void OnWindowClosed();
   void Tick(int64_t next_mono);
   // Phases 4 and 5.
@@ -380,14 +449,20 @@ void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> read
   absl::StatusOr<ClockOffset> sample =
       reading.ok() ? OffsetFromReading(*reading) : reading.status();
   if (sample.ok()) {
+    const bool improves = h.sampler.empty() || sample->rtt_ns < h.sampler.best().rtt_ns;
+    h.samples_without_improvement = improves ? 0 : h.samples_without_improvement + 1;
     h.sampler.Add(*sample);
   } else {
     h.last_sample_error = sample.status();
   }
+  // Enough: the minimum taken and the last two samples no better than the best (a quiet path;
+  // more samples would only cost every host round trips). A noisy path gets all of them.
+  const bool settled = h.sampler.best().samples >= options_.min_clock_sync_samples &&
+                       h.samples_without_improvement >= 2;
   // An agent that refuses the connection will not answer the next sample either.
   const bool hopeless =
       h.sampler.empty() && !sample.ok() && sample.status().code() == absl::StatusCode::kUnavailable;
-  if (h.samples_left > 0 && !hopeless) {
+  if (h.samples_left > 0 && !hopeless && !settled) {
     TakeSample(h);
     return;
   }
@@ -626,54 +701,48 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
   h.r.set_cancelled(header.cancelled);
   h.r.set_bytes(h.stream->file()->size());
   SaveTrace(h);
-  h.stream.reset();
 }
 
 void CaptureEngine::Session::SaveTrace(Host& h) {
-  TraceFile& file = *h.stream->file();
-  absl::StatusOr<std::string> bytes = file.ReadAll();
-  if (!bytes.ok()) {
-    Fail(h, profctl::v1::FAILURE_STEP_WRITE, bytes.status());
+  h.phase = Phase::kSaving;
+  SaveInput in{h.r.host(), h.r.clock().rtt_offset_ns(),
+               plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES, options_.max_collective_ends,
+               plan_.reader};
+  std::unique_ptr<HostStream> stream = std::move(h.stream);
+  if (deps_.pool == nullptr) {
+    OnSaved(h, SaveHostTrace(*stream->file(), in));
     return;
   }
-  XSpace space;
-  absl::Status valid = space.ParseFromString(*bytes)
-                           ? xspace::Validate(space)
-                           : absl::DataLossError("not a serialized XSpace");
-  bytes->clear();
-  if (!valid.ok()) {
-    // Keep the bytes for inspection, under a name TensorBoard will not try to load.
-    absl::StatusOr<std::string> kept = file.Commit(RejectedXPlaneFileName(h.r.host()));
-    Fail(h, profctl::v1::FAILURE_STEP_VALIDATE,
-         absl::DataLossError(
-             absl::StrCat("agent sent an invalid trace (", valid.message(), ")",
-                          kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : "")));
+  // Parsing, validating and fsyncing a trace is the heaviest per-host work: on the pool, so the
+  // executor keeps serving the other hosts. The job holds the session (a pool thread is no
+  // transport thread: if it ends up with the last reference, nothing waits on itself), so the
+  // sink it writes through outlives it.
+  deps_.pool->Submit([self = shared_from_this(), index = h.index, stream = std::move(stream),
+                      in = std::move(in)]() mutable {
+    SaveOutcome out = SaveHostTrace(*stream->file(), in);
+    stream.reset();  // the temporary file, if it was not committed
+    self->ex_.Post([weak = std::weak_ptr<Session>(self), index, out = std::move(out)]() mutable {
+      if (std::shared_ptr<Session> s = weak.lock()) s->OnSaved(s->hosts_[index], std::move(out));
+    });
+  });
+}
+
+void CaptureEngine::Session::OnSaved(Host& h, SaveOutcome out) {
+  if (h.phase != Phase::kSaving) return;
+  if (out.failed_step != profctl::v1::FAILURE_STEP_UNSPECIFIED) {
+    Fail(h, out.failed_step, out.status);
     return;
   }
-  absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(h.r.host()));
-  if (!path.ok()) {
-    Fail(h, profctl::v1::FAILURE_STEP_WRITE, path.status());
-    return;
-  }
-  h.r.set_xplane_file(*path);
-  h.r.set_events(static_cast<uint64_t>(xspace::CountEvents(space)));
-  h.r.set_steps(static_cast<uint64_t>(CountSteps(space)));
-  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) {
-    h.collective_ends = analysis::CollectiveEndsNs(space);
-    if (h.collective_ends.size() > options_.max_collective_ends) {
-      h.collective_ends.resize(options_.max_collective_ends);
-    }
-  }
-  // The breakdown's per-host summary, now, while the trace is parsed: only the summary stays.
-  absl::StatusOr<analysis::HostTrace> trace =
-      analysis::ReadXSpaceHost(space, h.r.host(), h.r.clock().rtt_offset_ns(), plan_.reader);
-  if (trace.ok()) {
-    h.summary = analysis::SummarizeHost(*trace);
-  } else {
+  h.r.set_xplane_file(out.path);
+  h.r.set_events(out.events);
+  h.r.set_steps(out.steps);
+  h.collective_ends = std::move(out.collective_ends);
+  h.summary = std::move(out.summary);
+  if (!out.breakdown_error.empty()) {
     manifest_.add_errors(
-        absl::StrCat("breakdown: ", h.r.host(), " left out: ", trace.status().message()));
+        absl::StrCat("breakdown: ", h.r.host(), " left out: ", out.breakdown_error));
   }
-  Progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", h.r.host(), *path,
+  Progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", h.r.host(), out.path,
                            h.r.bytes(), h.r.events(), h.r.steps()));
   Succeed(h);
 }

@@ -57,7 +57,10 @@ struct CapturePlan {
 };
 
 struct CaptureEngineOptions {
+  // Clock-sync round trips per host: at most `clock_sync_samples`; sampling stops after
+  // `min_clock_sync_samples` once two samples in a row did not beat the best round trip.
   int clock_sync_samples = 5;
+  int min_clock_sync_samples = 3;
   int64_t sample_timeout_ms = 1000;  // each SyncClock
   int64_t rpc_timeout_ms = 2000;     // GetInfo, Cancel
   // The derived prepare budget: 4 x the median prepare time of the first half of the hosts to
@@ -83,6 +86,9 @@ class CaptureEngine {
  public:
   struct Dependencies {
     Executor* executor = nullptr;
+    // Where finished traces are validated, saved and summarized; null = on the executor (tests).
+    // Must outlive the engine.
+    WorkPool* pool = nullptr;
     AgentClientFactory* clients = nullptr;
     TraceSink* sink = nullptr;  // unused with plan.prepare_only
     // Human-readable progress lines, called on the executor.

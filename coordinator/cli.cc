@@ -156,6 +156,7 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
   absl::Notification finished;
   {
     CaptureEngine engine({.executor = env.executor,
+                          .pool = env.pool,
                           .clients = env.clients,
                           .sink = sink,
                           .progress = std::move(progress),

@@ -37,6 +37,8 @@ struct CliEnv {
   // Blocks until `done` is notified. Null = wait on it (a real executor runs on its own
   // threads); tests pass one that runs their FakeExecutor until then.
   std::function<void(const absl::Notification& done)> await;
+  // Where finished traces are validated and saved; null = on the executor.
+  WorkPool* pool = nullptr;
 };
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.

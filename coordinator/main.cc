@@ -33,14 +33,16 @@ int main(int argc, char** argv) {
   profctl::RaiseOpenFileLimit();
   profctl::RealClock clock;
   profctl::AsioExecutor executor(&clock, /*threads=*/1);
+  // Validating and fsyncing traces: CPU and disk waits, so a few more threads than cores.
+  profctl::ThreadWorkPool pool(/*threads=*/4);
   profctl::coordinator::GrpcAgentClientFactory clients({.clock = &clock});
   char self[PATH_MAX] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   profctl::coordinator::CliEnv env{
-      &std::cout,       &std::cerr, &clock,
-      &clients,         &executor,  n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
+      &std::cout,        &std::cerr, &clock,
+      &clients,          &executor,  n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
       &interrupt,
-      /*await=*/nullptr};
+      /*await=*/nullptr, &pool};
   try {
     return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently

@@ -168,12 +168,13 @@ class MultiHostTest : public ::testing::Test {
     client_options.clock = &clock_;
     coordinator::GrpcAgentClientFactory clients(std::move(client_options));
     AsioExecutor executor(&clock_);
+    ThreadWorkPool pool(/*threads=*/2);  // as profctl runs: traces saved off the executor
     std::ostringstream out, err;
     std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
                                      "--session=" + session, "--logdir=" + logdir_};
     args.insert(args.end(), flags.begin(), flags.end());
-    const int rc =
-        coordinator::RunCli(args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr});
+    const int rc = coordinator::RunCli(
+        args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr, &pool});
     absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
     EXPECT_TRUE(json.ok()) << json.status() << "\n" << out.str() << err.str();
     if (json.ok()) {
