@@ -63,6 +63,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 
 extern char** environ;
@@ -102,20 +103,8 @@ std::string LoadAverage() {
   return text.substr(0, text.find(' '));
 }
 
-// A loopback port with nothing listening: bound by the kernel's choice, then closed.
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+int ClosedPort() { return testing::ClosedLoopbackPort(); }
+std::string Loopback(int port) { return testing::LoopbackAddress(port); }
 
 // Nearest-rank percentile of `v` (p in 0..100); 0 for an empty sample.
 double Percentile(std::vector<double> v, double p) {

@@ -31,6 +31,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/loopback.h"
 #include "tests/temp_dir.h"
 
 extern char** environ;
@@ -95,15 +96,7 @@ sockaddr_in LoopbackAddress(int port) {
 }
 
 // A loopback port with nothing listening: bound by the kernel's choice, then closed.
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr = LoopbackAddress(0);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+int ClosedPort() { return testing::ClosedLoopbackPort(); }
 
 // True when something accepts TCP connections on 127.0.0.1:port.
 bool Listening(int port) {

@@ -43,6 +43,7 @@
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
 
@@ -53,20 +54,8 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using v1::SessionManifest;
 
-// A loopback port with nothing listening: bound by the kernel's choice, then closed.
-int ClosedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+int ClosedPort() { return testing::ClosedLoopbackPort(); }
+std::string Loopback(int port) { return testing::LoopbackAddress(port); }
 
 // The ends of every all-reduce kernel (ncclDevKernel*) on /device:GPU:0 of a saved host file, on
 // the coordinator's timeline: read through xspace::ProfileStartNs/EventEndNs and shifted by
