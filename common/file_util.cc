@@ -71,10 +71,17 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("cannot open", path, errno);
+  // Sized once from fstat for regular files (no doubling copies of big traces); files that grow
+  // meanwhile, and pipes or /proc files (size 0), are read on in 64 KiB steps.
+  struct stat st {};
+  const size_t expected =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0;
   std::string out;
-  char buf[1 << 16];
+  out.resize(std::max<size_t>(expected, 1) + 1);
+  size_t used = 0;
   for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (used == out.size()) out.resize(out.size() + std::max<size_t>(out.size() / 2, 1 << 16));
+    const ssize_t n = read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
@@ -82,9 +89,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
       return ErrnoError("cannot read", path, err);
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
   }
   close(fd);
+  out.resize(used);
   return out;
 }
 

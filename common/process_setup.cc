@@ -1,5 +1,6 @@
 #include "common/process_setup.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include "absl/synchronization/mutex.h"
@@ -20,5 +21,7 @@ uint64_t RaiseOpenFileLimit() {
 void DisableMutexDeadlockDetection() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
+
+void ReturnLargeBuffersToTheSystem() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 }  // namespace profctl

@@ -28,8 +28,8 @@ __int128 FloorDiv(__int128 a, int64_t b) {
 bool FitsInt64(__int128 v) { return v >= kInt64Min && v <= kInt64Max; }
 
 // Start of an event relative to the profile start, in ps (exact: cannot overflow __int128).
-__int128 RelativeStartPs(const XLine& line, const XEvent& event) {
-  return static_cast<__int128>(line.timestamp_ns()) * kPicosPerNano + event.offset_ps();
+__int128 RelativeStartPs(int64_t line_timestamp_ns, int64_t offset_ps) {
+  return static_cast<__int128>(line_timestamp_ns) * kPicosPerNano + offset_ps;
 }
 
 // The first uint64 value of stat `name` on a Task Environment plane.
@@ -83,13 +83,24 @@ void SetProfileWindow(XSpace* space, int64_t start_ns, int64_t stop_ns) {
   builder.AddPlaneStat(stop_id, static_cast<uint64_t>(std::max<int64_t>(stop_ns, 0)));
 }
 
+int64_t EventStartNs(int64_t profile_start_ns, int64_t line_timestamp_ns, int64_t offset_ps) {
+  return Saturate(profile_start_ns +
+                  FloorDiv(RelativeStartPs(line_timestamp_ns, offset_ps), kPicosPerNano));
+}
+
+int64_t EventEndNs(int64_t profile_start_ns, int64_t line_timestamp_ns, int64_t offset_ps,
+                   int64_t duration_ps) {
+  return Saturate(
+      profile_start_ns +
+      FloorDiv(RelativeStartPs(line_timestamp_ns, offset_ps) + duration_ps, kPicosPerNano));
+}
+
 int64_t EventStartNs(int64_t profile_start_ns, const XLine& line, const XEvent& event) {
-  return Saturate(profile_start_ns + FloorDiv(RelativeStartPs(line, event), kPicosPerNano));
+  return EventStartNs(profile_start_ns, line.timestamp_ns(), event.offset_ps());
 }
 
 int64_t EventEndNs(int64_t profile_start_ns, const XLine& line, const XEvent& event) {
-  return Saturate(profile_start_ns +
-                  FloorDiv(RelativeStartPs(line, event) + event.duration_ps(), kPicosPerNano));
+  return EventEndNs(profile_start_ns, line.timestamp_ns(), event.offset_ps(), event.duration_ps());
 }
 
 XPlaneBuilder::XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name,
@@ -274,8 +285,9 @@ absl::Status Validate(const XSpace& space) {
           return absl::InvalidArgumentError(
               absl::StrCat(where, " has a negative offset or duration"));
         }
-        const __int128 end_ps = RelativeStartPs(line, e) + e.duration_ps();
-        if (!FitsInt64(RelativeStartPs(line, e)) || !FitsInt64(end_ps)) {
+        const __int128 end_ps =
+            RelativeStartPs(line.timestamp_ns(), e.offset_ps()) + e.duration_ps();
+        if (!FitsInt64(RelativeStartPs(line.timestamp_ns(), e.offset_ps())) || !FitsInt64(end_ps)) {
           return absl::InvalidArgumentError(absl::StrCat(
               where, " (line timestamp_ns ", line.timestamp_ns(), ", offset_ps ", e.offset_ps(),
               ", duration_ps ", e.duration_ps(), ") overflows int64 picoseconds"));

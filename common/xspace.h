@@ -75,6 +75,11 @@ void SetProfileWindow(XSpace* space, int64_t start_ns, int64_t stop_ns);
 // num_occurrences instead of an offset start at their line's timestamp.
 int64_t EventStartNs(int64_t profile_start_ns, const XLine& line, const XEvent& event);
 int64_t EventEndNs(int64_t profile_start_ns, const XLine& line, const XEvent& event);
+// The same from the raw field values (XLine.timestamp_ns, XEvent.offset_ps, XEvent.duration_ps),
+// for readers that walk the wire format instead of decoded messages.
+int64_t EventStartNs(int64_t profile_start_ns, int64_t line_timestamp_ns, int64_t offset_ps);
+int64_t EventEndNs(int64_t profile_start_ns, int64_t line_timestamp_ns, int64_t offset_ps,
+                   int64_t duration_ps);
 inline int64_t EventDurationNs(const XEvent& event) { return event.duration_ps() / 1000; }
 
 // Appends to one plane, interning event and stat names. The plane must outlive the builder.

@@ -4,13 +4,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/byte_source.h"
 #include "common/file_util.h"
-#include "common/xspace.h"
 #include "coordinator/analysis/kineto_reader.h"
 #include "coordinator/analysis/xspace_reader.h"
 #include "coordinator/session_writer.h"
@@ -150,37 +155,70 @@ absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>
   return out;
 }
 
-AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options) {
+int AnalyzeJobs(int requested, size_t inputs) {
+  int jobs = requested;
+  if (jobs <= 0) {
+    jobs = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxAutoJobs);
+  }
+  return std::max(1, std::min(jobs, static_cast<int>(std::max<size_t>(inputs, 1))));
+}
+
+namespace {
+
+// One input, read and summarized: the bytes and the decoded trace are dropped on return.
+absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
+                                                     const analysis::ReaderOptions& options) {
+  absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
+    if (in.format == Format::kKineto) {
+      absl::StatusOr<std::string> bytes = ReadFile(in.path);
+      if (!bytes.ok()) return bytes.status();
+      return analysis::ReadKinetoTraceFile(*bytes, in.path, in.offset_ns, options);
+    }
+    // Streamed from the file (pread through a small buffer): no whole-file copy, no XSpace.
+    absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(in.path);
+    if (!file.ok()) return file.status();
+    return analysis::ReadXSpaceHost(**file, in.host, in.offset_ns, options);
+  }();
+  if (!trace.ok()) return trace.status();
+  return analysis::SummarizeHost(*std::move(trace));
+}
+
+}  // namespace
+
+AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                            int jobs) {
+  const size_t n = inputs.files.size();
+  std::vector<std::optional<absl::StatusOr<analysis::HostSummary>>> done(n);
+  // Workers take the next input in order; results land in input order.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      done[i] = SummarizeInput(inputs.files[i], options);
+    }
+  };
+  {
+    std::vector<std::thread> workers;
+    for (int w = 1; w < AnalyzeJobs(jobs, n); ++w) workers.emplace_back(work);
+    work();
+    for (std::thread& t : workers) t.join();
+  }
+
   AnalyzeResult result;
   std::vector<analysis::HostSummary> summaries;
   absl::flat_hash_set<std::string> taken;
-  for (const TraceInput& in : inputs.files) {
-    // One host at a time: its bytes and decoded trace are dropped before the next is read.
-    absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
-      absl::StatusOr<std::string> bytes = ReadFile(in.path);
-      if (!bytes.ok()) return bytes.status();
-      if (in.format == Format::kKineto) {
-        return analysis::ReadKinetoTraceFile(*bytes, in.path, in.offset_ns, options);
-      }
-      tensorflow::profiler::XSpace space;
-      if (!space.ParseFromString(*bytes)) {
-        return absl::DataLossError("not a serialized XSpace (tensorflow.profiler.XSpace)");
-      }
-      bytes->clear();
-      if (absl::Status valid = xspace::Validate(space); !valid.ok()) return valid;
-      return analysis::ReadXSpaceHost(space, in.host, in.offset_ns, options);
-    }();
-    if (!trace.ok()) {
-      result.errors.push_back(absl::StrCat(in.path, ": ", trace.status().message()));
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<analysis::HostSummary>& summary = *done[i];
+    if (!summary.ok()) {
+      result.errors.push_back(absl::StrCat(inputs.files[i].path, ": ", summary.status().message()));
       continue;
     }
     // Two ranks' files may name the same host (same stem, same rank): keep both, apart.
-    std::string host = trace->host;
-    for (int n = 2; taken.contains(host); ++n) host = absl::StrCat(trace->host, "-", n);
+    std::string host = summary->host;
+    for (int k = 2; taken.contains(host); ++k) host = absl::StrCat(summary->host, "-", k);
     taken.insert(host);
-    trace->host = host;
-    summaries.push_back(analysis::SummarizeHost(*trace));
+    summary->host = host;
     result.hosts.push_back(host);
+    summaries.push_back(*std::move(summary));
   }
   result.breakdown = analysis::BuildPodBreakdown(summaries);
   return result;

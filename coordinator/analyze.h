@@ -1,9 +1,12 @@
 // profctl analyze: the pod step breakdown, offline, for saved sessions, folders of XSpace files
 // (ours, TensorFlow's, JAX's) and PyTorch profiler traces (Kineto JSON, one file per rank).
 //
-// Inputs are read one host at a time (read, decode, summarize, drop), so memory is bounded by the
-// largest host's file plus a compact per-step summary per host. A file that cannot be read or
-// decoded is reported with its path and the problem; the other hosts are still analysed.
+// Each input is read, decoded, summarized and dropped by one of `jobs` worker threads (one per
+// core, at most kMaxAutoJobs, by default). XSpace files are streamed through the wire-format
+// reader (pread through a 256 KiB buffer, no XSpace built), so memory is about `jobs` decoded
+// host traces (24 bytes per event) plus a compact per-step summary per host, whatever the file
+// sizes (docs/perf.md). A file that cannot be read or decoded is reported with its path and the
+// problem; the other hosts are still analysed. Results do not depend on `jobs`.
 #ifndef PROFCTL_COORDINATOR_ANALYZE_H_
 #define PROFCTL_COORDINATOR_ANALYZE_H_
 
@@ -45,8 +48,15 @@ struct AnalyzeResult {
   std::vector<std::string> errors;  // "<path>: <problem>" per file that could not be analysed
 };
 
-// Reads and summarizes every input, one at a time, then builds the pod view.
-AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options);
+inline constexpr int kMaxAutoJobs = 4;
+// The worker count AnalyzeTraces uses: `requested` when > 0, else the cores (at most
+// kMaxAutoJobs); never more than the inputs, at least 1.
+int AnalyzeJobs(int requested, size_t inputs);
+
+// Reads and summarizes every input on `jobs` threads (0: AnalyzeJobs' default), then builds the
+// pod view. Hosts and errors come in input order.
+AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                            int jobs = 0);
 
 }  // namespace profctl::coordinator
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/version.h"
 #include "common/xspace.h"
@@ -78,6 +79,16 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
   absl::Status valid = space.ParseFromString(*bytes)
                            ? xspace::Validate(space)
                            : absl::DataLossError("not a serialized XSpace");
+  // The breakdown's per-host summary, now, from the bytes: only the summary stays.
+  if (valid.ok()) {
+    absl::StatusOr<analysis::HostTrace> trace =
+        analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host, in.rtt_offset_ns, in.reader);
+    if (trace.ok()) {
+      out.summary = analysis::SummarizeHost(*std::move(trace));
+    } else {
+      out.breakdown_error = std::string(trace.status().message());
+    }
+  }
   bytes->clear();
   bytes->shrink_to_fit();
   if (!valid.ok()) {
@@ -98,14 +109,6 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
     if (out.collective_ends.size() > in.max_collective_ends) {
       out.collective_ends.resize(in.max_collective_ends);
     }
-  }
-  // The breakdown's per-host summary, now, while the trace is parsed: only the summary stays.
-  absl::StatusOr<analysis::HostTrace> trace =
-      analysis::ReadXSpaceHost(space, in.host, in.rtt_offset_ns, in.reader);
-  if (trace.ok()) {
-    out.summary = analysis::SummarizeHost(*trace);
-  } else {
-    out.breakdown_error = std::string(trace.status().message());
   }
   return out;
 }

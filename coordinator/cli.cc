@@ -369,7 +369,9 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   bool csv = false;
   std::string out_dir;
   std::string step_pattern(analysis::kDefaultStepPattern);
-  FlagSet fs("profctl analyze", "PATH... [--json|--csv] [--step-pattern=RE] [--out=DIR]");
+  int64_t jobs = 0;
+  FlagSet fs("profctl analyze",
+             "PATH... [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
   fs.Bool("json", &json, "print pod_step_breakdown.json on stdout instead of the table");
   fs.Bool("csv", &csv, "print the breakdown as CSV (one row per step x host) on stdout");
   fs.String("out", &out_dir,
@@ -377,6 +379,9 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
             "folder when PATH is one; else none)");
   fs.String("step-pattern", &step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
+  fs.Int64("jobs", &jobs,
+           absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
+                        kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "analyze", s.message());
   if (fs.help_requested()) {
     *env.out << fs.Help()
@@ -386,6 +391,9 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return kExitOk;
   }
   if (json && csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
+  if (jobs < 0 || jobs > 256) {
+    return UsageError(env, "analyze", absl::StrCat("--jobs=", jobs, ": must be 0..256"));
+  }
   analysis::ReaderOptions options;
   options.step_pattern = step_pattern;
   if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
@@ -394,7 +402,7 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(fs.positional());
   if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
   if (out_dir.empty()) out_dir = inputs->session_dir;
-  const AnalyzeResult result = AnalyzeTraces(*inputs, options);
+  const AnalyzeResult result = AnalyzeTraces(*inputs, options, static_cast<int>(jobs));
   for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
   if (result.hosts.empty()) {
     *env.err << "profctl analyze: no trace could be analysed\n";

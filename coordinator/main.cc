@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
 
   profctl::DisableMutexDeadlockDetection();
   profctl::RaiseOpenFileLimit();
+  profctl::ReturnLargeBuffersToTheSystem();
   profctl::RealClock clock;
   profctl::AsioExecutor executor(&clock, /*threads=*/1);
   // Validating and fsyncing traces: CPU and disk waits, so a few more threads than cores.

@@ -353,9 +353,18 @@ void SweepSorted(size_t num_events, EventAt event, size_t num_devices, int64_t l
   while (next_query < queries.size()) answer(queries[next_query++]);
 }
 
+// Frees the trace's ops (a consumed trace, once its edges are extracted).
+void ReleaseOps(HostTrace* trace) {
+  if (trace == nullptr) return;
+  std::vector<Op>().swap(trace->host_ops);
+  for (DeviceTrace& d : trace->devices) std::vector<Op>().swap(d.ops);
+}
+
 // Fills each step's host view and per-device categories. steps[i] has start/end set and
-// `devices` sized to trace.devices.
-void Sweep(const HostTrace& trace, std::vector<HostStep>& steps, HostSummary& summary) {
+// `devices` sized to trace.devices. With `consumed` (== &trace), the trace's ops are freed as
+// soon as their edges are extracted, before the sort.
+void Sweep(const HostTrace& trace, std::vector<HostStep>& steps, HostSummary& summary,
+           HostTrace* consumed) {
   if (steps.empty()) return;
   int64_t lo = steps.front().start_ns;
   int64_t hi = steps.front().end_ns;
@@ -372,6 +381,7 @@ void Sweep(const HostTrace& trace, std::vector<HostStep>& steps, HostSummary& su
     std::vector<uint64_t> keys;
     keys.reserve(2 * num_ops);
     ForEachEdge(trace, lo, hi, summary, [&](const Event& e) { keys.push_back(Pack(e, lo)); });
+    ReleaseOps(consumed);
     SortByTime(keys, hi - lo);
     SweepSorted(
         keys.size(), [&](size_t i) { return Unpack(keys[i], lo); }, num_devices, lo, steps);
@@ -379,6 +389,7 @@ void Sweep(const HostTrace& trace, std::vector<HostStep>& steps, HostSummary& su
     std::vector<Event> events;
     events.reserve(2 * num_ops);
     ForEachEdge(trace, lo, hi, summary, [&](const Event& e) { events.push_back(e); });
+    ReleaseOps(consumed);
     std::sort(events.begin(), events.end(),
               [](const Event& a, const Event& b) { return a.t < b.t; });
     SweepSorted(
@@ -529,7 +540,10 @@ int64_t CategoryTimes::total() const {
   return sum;
 }
 
-HostSummary SummarizeHost(const HostTrace& trace, const BreakdownOptions& options) {
+namespace {
+
+HostSummary Summarize(const HostTrace& trace, const BreakdownOptions& options,
+                      HostTrace* consumed) {
   HostSummary summary;
   summary.host = trace.host;
   // The trace is dropped after this: its reader's warnings live on in the summary.
@@ -586,8 +600,19 @@ HostSummary SummarizeHost(const HostTrace& trace, const BreakdownOptions& option
     s.devices.reserve(trace.devices.size());
     for (const DeviceTrace& d : trace.devices) s.devices.emplace_back(d.id, CategoryTimes{});
   }
-  Sweep(trace, summary.steps, summary);
+  Sweep(trace, summary.steps, summary, consumed);
+  ReleaseOps(consumed);  // also when there was nothing to sweep
   return summary;
+}
+
+}  // namespace
+
+HostSummary SummarizeHost(const HostTrace& trace, const BreakdownOptions& options) {
+  return Summarize(trace, options, nullptr);
+}
+
+HostSummary SummarizeHost(HostTrace&& trace, const BreakdownOptions& options) {
+  return Summarize(trace, options, &trace);
 }
 
 PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {

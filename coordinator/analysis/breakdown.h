@@ -84,6 +84,10 @@ struct HostSummary {
 };
 
 HostSummary SummarizeHost(const HostTrace& trace, const BreakdownOptions& options = {});
+// The same, consuming the trace: its ops are freed as soon as they are extracted for the sweep,
+// so a host's peak is its ops or the sweep's sort keys, not both (the trace is left with its
+// steps and devices but no ops).
+HostSummary SummarizeHost(HostTrace&& trace, const BreakdownOptions& options = {});
 
 // --- The pod view ------------------------------------------------------------------------------
 

@@ -496,6 +496,40 @@ TEST(SummarizeHostPropertyTest, WideAndPackedPathsAgree) {
   }
 }
 
+// Consuming the trace (what analyze and the engine do, to halve the peak) changes nothing but the
+// trace: its ops are gone afterwards, on both sweep paths.
+TEST(SummarizeHostPropertyTest, ConsumingTheTraceGivesTheSameSummary) {
+  std::mt19937_64 rng(77);
+  for (int trial = 0; trial < 40; ++trial) {
+    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    HostTrace t = RandomTrace(rng, RandomSize{/*max_window=*/3000, /*max_ops=*/500,
+                                              /*max_len=*/300, /*max_step_len=*/1500});
+    if (trial % 2 == 1) {  // the wide path
+      constexpr int64_t kFar = int64_t{1} << 50;
+      t.window_end_ns = kFar + 10;
+      t.steps.push_back(StepMarker{1000, kFar, kFar + 5, 0});
+    }
+    const HostSummary kept = SummarizeHost(t);
+    HostTrace consumed = t;
+    const HostSummary moved = SummarizeHost(std::move(consumed));
+    ASSERT_EQ(moved.steps.size(), kept.steps.size());
+    for (size_t i = 0; i < kept.steps.size(); ++i) {
+      EXPECT_EQ(moved.steps[i].step, kept.steps[i].step);
+      EXPECT_EQ(moved.steps[i].host.ns, kept.steps[i].host.ns);
+      ASSERT_EQ(moved.steps[i].devices.size(), kept.steps[i].devices.size());
+      for (size_t d = 0; d < kept.steps[i].devices.size(); ++d) {
+        EXPECT_EQ(moved.steps[i].devices[d].second.ns, kept.steps[i].devices[d].second.ns);
+      }
+    }
+    EXPECT_EQ(moved.warnings, kept.warnings);
+    EXPECT_EQ(moved.partial_steps, kept.partial_steps);
+    // NOLINTNEXTLINE(bugprone-use-after-move): the contract is what it leaves behind.
+    EXPECT_TRUE(consumed.host_ops.empty());
+    for (const DeviceTrace& d : consumed.devices) EXPECT_TRUE(d.ops.empty());
+    EXPECT_EQ(consumed.devices.size(), t.devices.size());
+  }
+}
+
 // --- The pod view ------------------------------------------------------------------------------
 
 // A synchronous data-parallel job like docs/synthetic-job.md's, one GPU per host: per step,
