@@ -48,6 +48,10 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--endpoint-skew-spread-ms=", o.endpoint_skew_spread_ms, " is not in 0..86400000"));
   }
+  if (!o.tsl_save_root.empty() && o.tsl_save_root.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tsl-save-root=", o.tsl_save_root, " must be an absolute path"));
+  }
   if (o.port == 0 && o.port_file.empty()) {
     return absl::InvalidArgumentError(
         o.endpoints == 1 ? "--port=0 picks a free port: give --port-file to learn it"
@@ -112,6 +116,8 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->max_duration_ms = v.as<int64_t>();
       } else if (key == "log_level") {
         options->log_level = v.as<std::string>();
+      } else if (key == "tsl_save_root") {
+        options->tsl_save_root = v.as<std::string>();
       } else if (key == "endpoints") {
         options->endpoints = v.as<int64_t>();
       } else if (key == "endpoint_skew_spread_ms") {
@@ -120,7 +126,7 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         return absl::InvalidArgumentError(
             absl::StrCat(where,
                          " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-                         "clock_skew_ms, max_duration_ms, log_level, endpoints, "
+                         "clock_skew_ms, max_duration_ms, log_level, tsl_save_root, endpoints, "
                          "endpoint_skew_spread_ms)"));
       }
     } catch (const YAML::Exception& e) {
@@ -137,8 +143,8 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   std::string config;
   FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
   fs.Int64("port", &flags_in.port,
-           "port to serve AgentService on; 0 picks a free one (with --endpoints=N: the first of "
-           "N consecutive ports, or N free ones)");
+           "port to serve AgentService and tensorflow.ProfilerService on; 0 picks a free one "
+           "(with --endpoints=N: the first of N consecutive ports, or N free ones)");
   fs.String("bind", &flags_in.bind, "address to listen on");
   fs.String("port-file", &flags_in.port_file,
             "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
@@ -156,6 +162,10 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");
   fs.String("config", &config, "YAML file with the same settings (flags win)");
   fs.String("log-level", &flags_in.log_level, "trace, debug, info, warn, error or off");
+  fs.String("tsl-save-root", &flags_in.tsl_save_root,
+            "existing folder (absolute) inside which tensorflow.ProfilerService clients may have "
+            "traces saved on this machine (their repository_root); default: never, the trace "
+            "goes back in the response");
   fs.Int64("endpoints", &flags_in.endpoints,
            absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
                         "process (1..",
@@ -190,6 +200,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
   if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
   if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
+  if (fs.WasSet("tsl-save-root")) o.tsl_save_root = flags_in.tsl_save_root;
   if (fs.WasSet("endpoints")) o.endpoints = flags_in.endpoints;
   if (fs.WasSet("endpoint-skew-spread-ms")) {
     o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;

@@ -20,6 +20,10 @@ struct AgentOptions {
   int64_t clock_skew_ms = 0;
   int64_t max_duration_ms = 60'000;
   std::string log_level = "info";
+  // tensorflow.ProfilerService clients may have the agent write their trace on this machine only
+  // inside this folder (absolute; it must exist). Empty: never (the trace goes back in the
+  // response). See docs/tensorflow-interop.md.
+  std::string tsl_save_root;
   // Tests and benchmarks only: serve this many independent agents in one process, on ports
   // port..port+N-1 (or N free ports with --port=0). See agent_server.h for what each gets.
   int64_t endpoints = 1;

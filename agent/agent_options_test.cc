@@ -82,6 +82,20 @@ TEST(AgentOptionsTest, EndpointSettingsInYaml) {
   EXPECT_EQ(o.endpoint_skew_spread_ms, 40);
 }
 
+TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->tsl_save_root, "");
+  o = ParseAgentOptions({"--tsl-save-root=/srv/profiles"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->tsl_save_root, "/srv/profiles");
+  EXPECT_THAT(ParseAgentOptions({"--tsl-save-root=profiles"}).status().message(),
+              HasSubstr("--tsl-save-root=profiles must be an absolute path"));
+  AgentOptions yaml;
+  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_save_root: /data/tb\n", "agent.yaml", &yaml).ok());
+  EXPECT_EQ(yaml.tsl_save_root, "/data/tb");
+}
+
 TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
   const testing::TempDir tmp;
   const std::string path = tmp.path() + "/agent.yaml";

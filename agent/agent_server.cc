@@ -101,6 +101,10 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
 absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptions& options,
                                                                 const Dependencies& deps) {
   PROFCTL_ASSIGN_OR_RETURN(const std::vector<EndpointPlan> plans, PlanEndpoints(options));
+  TslServiceOptions tsl_options;
+  if (!options.tsl_save_root.empty()) {
+    PROFCTL_ASSIGN_OR_RETURN(tsl_options.save_root, CanonicalSaveRoot(options.tsl_save_root));
+  }
   auto server = std::unique_ptr<AgentServer>(new AgentServer());
   std::vector<AgentEndpoint> service_endpoints;
   for (const EndpointPlan& plan : plans) {
@@ -125,6 +129,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
     service_endpoints.push_back({ep->manager.get(), &ep->clock, plan.name, deps.hostname});
     server->endpoints_.push_back(std::move(ep));
   }
+  server->tsl_service_ =
+      std::make_unique<TslProfilerServiceImpl>(service_endpoints, std::move(tsl_options));
   server->service_ = std::make_unique<AgentServiceImpl>(std::move(service_endpoints));
 
   const size_t n = plans.size();
@@ -137,6 +143,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
                              &selected[i]);
   }
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->tsl_service_.get());
   server->server_ = builder.BuildAndStart();
   const std::string where =
       n == 1 ? ListenAddress(options.bind, options.port)
@@ -151,6 +158,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
   }
   server->ports_ = selected;
   server->service_->SetPorts(selected);
+  server->tsl_service_->SetPorts(selected);
   return server;
 }
 

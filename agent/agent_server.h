@@ -37,6 +37,7 @@
 #include "agent/capture_manager.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/synthetic_job.h"
+#include "agent/tsl_profiler_service.h"
 #include "common/clock.h"
 #include "common/executor.h"
 
@@ -71,9 +72,11 @@ class AgentServer {
     std::string hostname;                  // the machine's
   };
 
-  // Builds every endpoint and starts one gRPC server listening on all their ports. The
-  // dependencies outlive the server. INVALID_ARGUMENT for options PlanEndpoints rejects,
-  // UNAVAILABLE when a port cannot be listened on (in use, or not a local address).
+  // Builds every endpoint and starts one gRPC server listening on all their ports, serving
+  // profctl.v1.AgentService and tensorflow.ProfilerService there. The dependencies outlive the
+  // server. INVALID_ARGUMENT for options PlanEndpoints rejects and for a --tsl-save-root that is
+  // not an existing directory, UNAVAILABLE when a port cannot be listened on (in use, or not a
+  // local address).
   static absl::StatusOr<std::unique_ptr<AgentServer>> Start(const AgentOptions& options,
                                                             const Dependencies& deps);
   ~AgentServer();
@@ -107,6 +110,7 @@ class AgentServer {
   // Destroyed in reverse: the server first, then what its calls use.
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::unique_ptr<AgentServiceImpl> service_;
+  std::unique_ptr<TslProfilerServiceImpl> tsl_service_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<int> ports_;
   bool shut_down_ = false;

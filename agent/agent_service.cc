@@ -201,14 +201,14 @@ class FailedCaptureReactor final : public grpc::ServerWriteReactor<CaptureChunk>
   void OnDone() override { delete this; }
 };
 
+}  // namespace
+
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
                                       const grpc::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(status);
   return reactor;
 }
-
-}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -227,11 +227,10 @@ std::optional<int> AuthorityPort(absl::string_view authority) {
   return port;
 }
 
-AgentServiceImpl::AgentServiceImpl(std::vector<AgentEndpoint> endpoints,
-                                   AgentServiceOptions options)
-    : endpoints_(std::move(endpoints)), options_(options) {}
+EndpointRouter::EndpointRouter(std::vector<AgentEndpoint> endpoints)
+    : endpoints_(std::move(endpoints)) {}
 
-void AgentServiceImpl::SetPorts(const std::vector<int>& ports) {
+void EndpointRouter::SetPorts(const std::vector<int>& ports) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < ports.size() && i < endpoints_.size(); ++i) {
     endpoint_by_port_[ports[i]] = i;
@@ -239,7 +238,7 @@ void AgentServiceImpl::SetPorts(const std::vector<int>& ports) {
   ports_set_ = true;
 }
 
-absl::StatusOr<const AgentEndpoint*> AgentServiceImpl::Route(
+absl::StatusOr<const AgentEndpoint*> EndpointRouter::Route(
     const grpc::CallbackServerContext& ctx) const {
   if (endpoints_.size() == 1) return &endpoints_.front();
   const grpc::string_ref authority = ctx.ExperimentalGetAuthority();
@@ -256,10 +255,14 @@ absl::StatusOr<const AgentEndpoint*> AgentServiceImpl::Route(
   return &endpoints_[it->second];
 }
 
+AgentServiceImpl::AgentServiceImpl(std::vector<AgentEndpoint> endpoints,
+                                   AgentServiceOptions options)
+    : router_(std::move(endpoints)), options_(options) {}
+
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
                                                     const profctl::v1::GetInfoRequest* /*request*/,
                                                     profctl::v1::GetInfoResponse* response) {
-  absl::StatusOr<const AgentEndpoint*> endpoint = Route(*ctx);
+  absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
   const CaptureManager& manager = *(*endpoint)->manager;
   response->set_name((*endpoint)->name);
@@ -274,7 +277,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* AgentServiceImpl::SyncClock(
     grpc::CallbackServerContext* ctx, const profctl::v1::SyncClockRequest* /*request*/,
     profctl::v1::SyncClockResponse* response) {
-  absl::StatusOr<const AgentEndpoint*> endpoint = Route(*ctx);
+  absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
   const Clock& clock = *(*endpoint)->clock;
   response->set_receive_ns(clock.WallNs());
@@ -284,7 +287,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::SyncClock(
 
 grpc::ServerWriteReactor<CaptureChunk>* AgentServiceImpl::Capture(
     grpc::CallbackServerContext* ctx, const profctl::v1::CaptureRequest* request) {
-  absl::StatusOr<const AgentEndpoint*> endpoint = Route(*ctx);
+  absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return new FailedCaptureReactor(ToGrpcStatus(endpoint.status()));
   return new CaptureReactor(**endpoint, *request, options_.chunk_bytes);
 }
@@ -292,7 +295,7 @@ grpc::ServerWriteReactor<CaptureChunk>* AgentServiceImpl::Capture(
 grpc::ServerUnaryReactor* AgentServiceImpl::Cancel(grpc::CallbackServerContext* ctx,
                                                    const profctl::v1::CancelRequest* request,
                                                    profctl::v1::CancelResponse* /*response*/) {
-  absl::StatusOr<const AgentEndpoint*> endpoint = Route(*ctx);
+  absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
   absl::Status s = (*endpoint)->manager->Cancel(request->session_id());
   spdlog::info("{}{}cancel '{}': {}", (*endpoint)->name, (*endpoint)->name.empty() ? "" : ": ",

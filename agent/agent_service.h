@@ -34,6 +34,28 @@ struct AgentEndpoint {
   std::string hostname;               // the machine's
 };
 
+// Routes each call to its endpoint (see the top of this file). Shared by every service the agent
+// serves on its ports (AgentService, tensorflow.ProfilerService). Thread-safe.
+class EndpointRouter {
+ public:
+  explicit EndpointRouter(std::vector<AgentEndpoint> endpoints);
+
+  // With more than one endpoint: `ports[i]` is endpoint i's listening port. Call once, after the
+  // server started (its ports are known only then) and before anyone learns the ports; calls that
+  // arrive earlier fail with UNAVAILABLE. Ignored with a single endpoint.
+  void SetPorts(const std::vector<int>& ports);
+
+  // The endpoint a call is for. NOT_FOUND when its :authority names no port of this process,
+  // UNAVAILABLE before SetPorts.
+  absl::StatusOr<const AgentEndpoint*> Route(const grpc::CallbackServerContext& ctx) const;
+
+ private:
+  const std::vector<AgentEndpoint> endpoints_;
+  mutable absl::Mutex mu_;
+  bool ports_set_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<int, size_t> endpoint_by_port_ ABSL_GUARDED_BY(mu_);
+};
+
 struct AgentServiceOptions {
   size_t chunk_bytes = 1 << 20;
 };
@@ -43,10 +65,8 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
   // Every endpoint's manager and clock outlive the service (and the server's Shutdown).
   explicit AgentServiceImpl(std::vector<AgentEndpoint> endpoints, AgentServiceOptions options = {});
 
-  // With more than one endpoint: `ports[i]` is endpoint i's listening port. Call once, after the
-  // server started (its ports are known only then) and before anyone learns the ports; calls that
-  // arrive earlier fail with UNAVAILABLE. Ignored with a single endpoint.
-  void SetPorts(const std::vector<int>& ports);
+  // See EndpointRouter::SetPorts.
+  void SetPorts(const std::vector<int>& ports) { router_.SetPorts(ports); }
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const profctl::v1::GetInfoRequest* request,
@@ -61,18 +81,14 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
                                    profctl::v1::CancelResponse* response) override;
 
  private:
-  // The endpoint a call is for. NOT_FOUND when its :authority names no port of this process,
-  // UNAVAILABLE before SetPorts.
-  absl::StatusOr<const AgentEndpoint*> Route(const grpc::CallbackServerContext& ctx) const;
-
-  const std::vector<AgentEndpoint> endpoints_;
+  EndpointRouter router_;
   const AgentServiceOptions options_;
-  mutable absl::Mutex mu_;
-  bool ports_set_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<int, size_t> endpoint_by_port_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// A unary call's reactor that has finished with `status` at once.
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, const grpc::Status& status);
 
 // The port of an :authority such as "host:6000", "[::1]:6000"; nullopt when it has none.
 std::optional<int> AuthorityPort(absl::string_view authority);

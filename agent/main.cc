@@ -1,5 +1,6 @@
-// profctl-agent: serves AgentService on one host (or, for tests and benchmarks, N endpoints in
-// one process: --endpoints). Thin shell: parse flags, wire objects, serve until SIGINT/SIGTERM.
+// profctl-agent: serves AgentService and tensorflow.ProfilerService on one host (or, for tests and
+// benchmarks, N endpoints in one process: --endpoints). Thin shell: parse flags, wire objects,
+// serve until SIGINT/SIGTERM.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -94,13 +95,17 @@ int Run(int argc, char** argv) {
     }
   }
   const std::vector<int>& ports = (*server)->ports();
-  spdlog::info("profctl-agent {} listening on {}:{}{} (collectors: {}, clock skew {} ms{})",
-               kVersion, opts->bind, ports.front(),
-               ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
-               absl::StrJoin(opts->collectors, ","), opts->clock_skew_ms,
-               opts->endpoint_skew_spread_ms > 0
-                   ? absl::StrCat(" +- ", opts->endpoint_skew_spread_ms, " per endpoint")
-                   : "");
+  spdlog::info(
+      "profctl-agent {} listening on {}:{}{} (AgentService and tensorflow.ProfilerService; "
+      "collectors: {}, clock skew {} ms{}; ProfilerService saves: {})",
+      kVersion, opts->bind, ports.front(),
+      ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
+      absl::StrJoin(opts->collectors, ","), opts->clock_skew_ms,
+      opts->endpoint_skew_spread_ms > 0
+          ? absl::StrCat(" +- ", opts->endpoint_skew_spread_ms, " per endpoint")
+          : "",
+      opts->tsl_save_root.empty() ? std::string("never (traces go back in the response)")
+                                  : absl::StrCat("inside ", opts->tsl_save_root));
 
   int sig = 0;
   sigwait(&signals, &sig);

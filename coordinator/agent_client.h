@@ -48,6 +48,10 @@ struct CaptureArgs {
   std::string session_id;
   int64_t start_at_ns = 0;  // agent's clock
   int64_t duration_ms = 0;
+  // For peers that can only save a trace on their own disk (TSL servers that ignore
+  // emit_xspace): the absolute folder that holds the session folder (`<logdir>/plugins/profile`),
+  // so on a shared filesystem their file lands where profctl saves it. "" when not local.
+  std::string repository_root = {};
 };
 
 // What the agent says about the recording, first when it starts and then after it stopped.
@@ -98,6 +102,10 @@ class AgentClient {
   // Ends the Capture in flight on this client, if any, without asking the agent: its OnDone gets
   // CANCELLED. Thread-safe.
   virtual void AbortCapture() = 0;
+  // False for peers whose clock cannot be measured by RPC (TSL profiler servers): the engine
+  // then takes no SyncClock samples, marks the host's clock `unmeasured` and aligns it from its
+  // collectives when it can (their SyncClock answers UNIMPLEMENTED).
+  virtual bool MeasuresClock() const { return true; }
 };
 
 class AgentClientFactory {

@@ -1,6 +1,7 @@
 #include "coordinator/capture_engine.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -290,6 +291,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     ClockSampler sampler;
     absl::Status last_sample_error;
     bool started_seen = false;
+    bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
     std::vector<int64_t> collective_ends;  // agent clock, absolute
     // The compact per-step summary for the breakdown (times on the clock-sync timeline until
@@ -334,6 +336,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Phases 4 and 5.
   void MaybeFinish();
   void Align();
+  // Step-number estimates for the clocks clock sync could not measure (alignment.h
+  // OffsetFromSteps): clock.method "steps".
+  void EstimateUnmeasuredOffsets(const std::vector<Host*>& saved);
   void WritePodOutputs();
   void WriteBreakdown();
 
@@ -368,6 +373,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   size_t settled_ = 0;                     // hosts past the prepare phase (ready or failed)
   size_t terminal_ = 0;                    // hosts with a final status
   int64_t start_at_ = 0;                   // wall, coordinator clock
+  std::string repository_root_;  // CaptureArgs::repository_root: the session folder's parent
   int64_t lead_ns_ = 0;
   int64_t per_host_send_ns_ = 0;  // measured in Begin
   int64_t window_start_mono_ = 0;
@@ -389,7 +395,14 @@ void CaptureEngine::Session::Begin() {
     manifest_.set_step_pattern(plan_.reader.step_pattern);
   }
   manifest_.set_late_tolerance_ns(options_.late_tolerance_ms * kNanosPerMilli);
-  if (deps_.sink != nullptr) manifest_.set_session_dir(deps_.sink->location());
+  if (deps_.sink != nullptr) {
+    manifest_.set_session_dir(deps_.sink->location());
+    if (const std::string local = deps_.sink->LocalPath(kManifestFileName); !local.empty()) {
+      std::error_code ec;
+      const std::filesystem::path session = std::filesystem::absolute(local, ec).parent_path();
+      if (!ec) repository_root_ = session.parent_path().string();
+    }
+  }
 
   hosts_.resize(plan_.workers.size());
   prepare_started_mono_ = NowMono();
@@ -416,12 +429,13 @@ void CaptureEngine::Session::Begin() {
 
 void CaptureEngine::Session::StartPrepare(Host& h) {
   h.prepare_started_mono = NowMono();
-  h.samples_left = std::max(1, options_.clock_sync_samples);
+  // A peer whose clock cannot be measured (a TSL server) is ready once GetInfo answers.
+  h.samples_left = h.client->MeasuresClock() ? std::max(1, options_.clock_sync_samples) : 0;
   h.client->GetInfo(options_.rpc_timeout_ms,
                     Bind([i = h.index](Session& s, absl::StatusOr<AgentInfo> info) {
                       s.OnInfo(s.hosts_[i], std::move(info));
                     }));
-  TakeSample(h);
+  if (h.samples_left > 0) TakeSample(h);
 }
 
 void CaptureEngine::Session::TakeSample(Host& h) {
@@ -482,7 +496,8 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
     return;
   }
   if (!sync_done || !h.info_done) return;
-  if (h.sampler.empty()) {
+  const bool measured = h.client->MeasuresClock();
+  if (measured && h.sampler.empty()) {
     Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
     return;
   }
@@ -493,19 +508,31 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
                                                  plan_.duration_ms)));
     return;
   }
-  const ClockOffset& c = h.sampler.best();
   auto* clock = h.r.mutable_clock();
-  clock->set_offset_ns(c.offset_ns);
-  clock->set_rtt_offset_ns(c.offset_ns);
-  clock->set_rtt_ns(c.rtt_ns);
-  clock->set_uncertainty_ns(c.uncertainty_ns());
-  clock->set_samples(static_cast<uint32_t>(c.samples));
-  clock->set_method("rtt");
+  h.clock_measured = measured;
+  if (measured) {
+    const ClockOffset& c = h.sampler.best();
+    clock->set_offset_ns(c.offset_ns);
+    clock->set_rtt_offset_ns(c.offset_ns);
+    clock->set_rtt_ns(c.rtt_ns);
+    clock->set_uncertainty_ns(c.uncertainty_ns());
+    clock->set_samples(static_cast<uint32_t>(c.samples));
+    clock->set_method(std::string(kClockMethodRtt));
+    Progress(absl::StrFormat("%s: clock offset %+.3f ms +- %.3f ms (rtt %.3f ms)", h.r.address(),
+                             Millis(c.offset_ns), Millis(c.uncertainty_ns()), Millis(c.rtt_ns)));
+  } else {
+    // Assumed in sync with ours (as TSL's own clients assume) within kUnmeasuredClockBoundNs,
+    // until its collectives say better (Align).
+    clock->set_offset_ns(0);
+    clock->set_rtt_offset_ns(0);
+    clock->set_uncertainty_ns(kUnmeasuredClockBoundNs);
+    clock->set_method(std::string(kClockMethodUnmeasured));
+    Progress(absl::StrFormat("%s: clock not measurable (%s); assumed in sync", h.r.address(),
+                             h.info.version));
+  }
   const int64_t took = NowMono() - h.prepare_started_mono;
   h.r.set_prepare_ms(Millis(took));
   h.phase = Phase::kReady;
-  Progress(absl::StrFormat("%s: clock offset %+.3f ms +- %.3f ms (rtt %.3f ms)", h.r.address(),
-                           Millis(c.offset_ns), Millis(c.uncertainty_ns()), Millis(c.rtt_ns)));
   if (preparing_) {
     ++settled_;
     ready_prepare_ns_.push_back(took);
@@ -635,7 +662,8 @@ void CaptureEngine::Session::StartCapture(Host& h) {
   const int64_t timeout_ms = until_start_ms + plan_.duration_ms + options_.transfer_timeout_ms;
   h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, deps_.sink,
                                           XPlaneFileName(h.r.host()));
-  h.client->Capture({plan_.session, agent_start, plan_.duration_ms}, timeout_ms, h.stream.get());
+  h.client->Capture({plan_.session, agent_start, plan_.duration_ms, repository_root_}, timeout_ms,
+                    h.stream.get());
 }
 
 void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
@@ -649,6 +677,8 @@ void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
     return;
   }
   h.r.set_agent_start_ns(agent_start_ns);
+  // An unmeasured clock's start says nothing about lateness until the trace aligns it (Align).
+  if (!h.clock_measured) return;
   const int64_t lateness = agent_start_ns - h.r.requested_start_ns();
   h.r.set_lateness_ns(lateness);
   h.r.set_late(lateness > options_.late_tolerance_ms * kNanosPerMilli);
@@ -867,14 +897,54 @@ void CaptureEngine::Session::MaybeFinish() {
   });
 }
 
+void CaptureEngine::Session::EstimateUnmeasuredOffsets(const std::vector<Host*>& saved) {
+  auto steps_of = [](const Host& h) {
+    std::vector<std::pair<int64_t, int64_t>> steps;
+    if (!h.summary.has_value()) return steps;
+    for (const analysis::HostStep& s : h.summary->steps) {
+      if (s.step >= 0) steps.emplace_back(s.step, s.start_ns);
+    }
+    return steps;
+  };
+  // The reference: a host with a measured clock and steps; else the first unmeasured one with
+  // steps, whose clock then stands for the pod's.
+  const Host* reference = nullptr;
+  for (bool measured : {true, false}) {
+    for (const Host* h : saved) {
+      if (reference == nullptr && h->clock_measured == measured && !steps_of(*h).empty()) {
+        reference = h;
+      }
+    }
+  }
+  if (reference == nullptr) return;
+  const std::vector<std::pair<int64_t, int64_t>> reference_steps = steps_of(*reference);
+  for (Host* h : saved) {
+    if (h->clock_measured || h == reference) continue;
+    const std::optional<analysis::StepOffset> o =
+        analysis::OffsetFromSteps(steps_of(*h), reference_steps);
+    if (!o.has_value() || std::abs(o->offset_ns) > analysis::kMaxAbsOffsetNs) continue;
+    auto* c = h->r.mutable_clock();
+    c->set_offset_ns(o->offset_ns);
+    c->set_uncertainty_ns(o->uncertainty_ns);
+    c->set_method(std::string(kClockMethodSteps));
+  }
+}
+
 void CaptureEngine::Session::Align() {
   std::vector<Host*> saved;
-  std::vector<analysis::HostClockInput> inputs;
   for (Host& h : hosts_) {
-    if (h.r.status() != profctl::v1::HOST_STATUS_OK) continue;
-    saved.push_back(&h);
-    inputs.push_back(
-        {h.r.clock().rtt_offset_ns(), h.r.clock().uncertainty_ns(), std::move(h.collective_ends)});
+    if (h.r.status() == profctl::v1::HOST_STATUS_OK) saved.push_back(&h);
+  }
+  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) EstimateUnmeasuredOffsets(saved);
+  std::vector<analysis::HostClockInput> inputs;
+  for (Host* h : saved) {
+    const auto& c = h->r.clock();
+    // Collectives repeat every step: an unmeasured clock is refined only around a step-number
+    // estimate (method "steps"), never searched a whole second wide, where a match one step off
+    // would look as good as the right one.
+    const bool pinned = !h->clock_measured && c.method() == kClockMethodUnmeasured;
+    inputs.push_back({h->clock_measured ? c.rtt_offset_ns() : c.offset_ns(),
+                      pinned ? 0 : c.uncertainty_ns(), std::move(h->collective_ends)});
   }
   if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES && !saved.empty()) {
     absl::StatusOr<std::vector<analysis::HostOffset>> refined = analysis::RefineOffsets(inputs);
@@ -886,7 +956,10 @@ void CaptureEngine::Session::Align() {
         const analysis::HostOffset& o = (*refined)[i];
         auto* c = saved[i]->r.mutable_clock();
         c->set_offset_ns(o.offset_ns);
-        c->set_method(std::string(analysis::OffsetMethodName(o.method)));
+        // A clock no collective refined keeps its method (rtt, steps or unmeasured).
+        if (o.method == analysis::OffsetMethod::kCollectives) {
+          c->set_method(std::string(analysis::OffsetMethodName(o.method)));
+        }
         c->set_residual_ns(o.residual_ns);
         c->set_matched_collectives(static_cast<uint32_t>(o.matched));
       }
@@ -909,6 +982,10 @@ void CaptureEngine::Session::Align() {
     h->r.set_aligned_start_ns(h->r.agent_start_ns() - offset);
     h->r.set_aligned_stop_ns(h->r.agent_stop_ns() - offset);
     h->r.set_lateness_ns(h->r.aligned_start_ns() - start_at_);
+    // Now known for a clock aligned from its collectives that clock sync could not measure.
+    if (!h->clock_measured && h->r.clock().method() != kClockMethodUnmeasured) {
+      h->r.set_late(h->r.lateness_ns() > options_.late_tolerance_ms * kNanosPerMilli);
+    }
     min_start = std::min(min_start, h->r.aligned_start_ns());
     max_start = std::max(max_start, h->r.aligned_start_ns());
   }

@@ -5,7 +5,8 @@
 //
 // Life of a capture (docs/life-of-a-capture.md), one small function per phase:
 //   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo and `clock_sync_samples` SyncClock round
-//      trips per host, all hosts at once, each sample with a short timeout, inside a prepare
+//      trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
+//      marked `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
 //      budget (plan.prepare_timeout_ms, or derived from the measured round trips). A host not
 //      ready in time never moves the others' window: the late policy decides its fate.
 //   2. Choose the start (EndPrepare): one instant on the coordinator's clock, far enough ahead
@@ -30,6 +31,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/executor.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/analysis/breakdown.h"
@@ -39,6 +41,18 @@
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {
+
+// session.json's clock.method before alignment: measured by SyncClock round trips, or not
+// measurable (a TSL profiler server: AgentClient::MeasuresClock() is false). Align may turn an
+// unmeasured one into "steps", and either into "collectives".
+inline constexpr absl::string_view kClockMethodRtt = "rtt";
+inline constexpr absl::string_view kClockMethodUnmeasured = "unmeasured";
+// An unmeasured clock placed by matching step numbers with a measured host (alignment.h
+// OffsetFromSteps), not (yet) refined by collectives.
+inline constexpr absl::string_view kClockMethodSteps = "steps";
+// An unmeasured clock is assumed to agree with the coordinator's within this (NTP-synced
+// hosts): its clock.uncertainty_ns until step numbers place it.
+inline constexpr int64_t kUnmeasuredClockBoundNs = 1'000'000'000;
 
 struct CapturePlan {
   std::vector<WorkerAddress> workers;

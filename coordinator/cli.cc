@@ -118,7 +118,11 @@ std::string FormatPing(const profctl::v1::SessionManifest& m) {
   absl::StrAppendFormat(&out, "%-*s %-6s %-10s %-5s %12s %9s %8s %s\n", width, "WORKER", "STATUS",
                         "VERSION", "BUSY", "OFFSET(ms)", "+-(ms)", "RTT(ms)", "NAME");
   for (const auto& h : m.hosts()) {
-    if (h.status() == profctl::v1::HOST_STATUS_OK) {
+    if (h.status() == profctl::v1::HOST_STATUS_OK && h.clock().method() == kClockMethodUnmeasured) {
+      // A TSL profiler server (grpc://): reachable, but its clock cannot be asked.
+      absl::StrAppendFormat(&out, "%-*s %-6s %-10s %-5s %12s %9s %8s %s\n", width, h.address(),
+                            "ok", h.agent_version(), "?", "unmeasured", "-", "-", h.agent_name());
+    } else if (h.status() == profctl::v1::HOST_STATUS_OK) {
       absl::StrAppendFormat(&out, "%-*s %-6s %-10s %-5s %+12.3f %9.3f %8.3f %s\n", width,
                             h.address(), "ok", h.agent_version(), h.agent_busy() ? "yes" : "no",
                             static_cast<double>(h.clock().offset_ns()) / kNanosPerMilli,
@@ -262,7 +266,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string late = "capture";
   std::string align = "collectives";
   FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
-  fs.String("workers", &workers, "comma-separated profctl-agent addresses, host:port or [v6]:port");
+  fs.String("workers", &workers,
+            "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
+            "for a TensorFlow/JAX profiler server");
   fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..3600000)");
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: UTC time YYYY_MM_DD_HH_MM_SS)");
@@ -329,7 +335,9 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   bool json = false;
   int64_t timeout_ms = 2000;
   FlagSet fs("profctl ping", "--workers=HOST:PORT,... [--json]");
-  fs.String("workers", &workers, "comma-separated profctl-agent addresses, host:port or [v6]:port");
+  fs.String("workers", &workers,
+            "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
+            "for a TensorFlow/JAX profiler server");
   fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
   fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");
   fs.Require("workers");

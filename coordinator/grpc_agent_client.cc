@@ -16,122 +16,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/grpc_calls.h"
+#include "coordinator/tsl_agent_client.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
 namespace profctl::coordinator {
 namespace {
 
+using grpc_calls::CallHandle;
+using grpc_calls::CallRegistry;
+using grpc_calls::CallStatus;
+using grpc_calls::LocalCancel;
+using grpc_calls::UnaryCall;
+
 using profctl::v1::AgentService;
 using profctl::v1::CaptureChunk;
-
-// Why this side cancelled a call, so that its callback can say so instead of gRPC's bare
-// "Cancelled".
-enum class LocalCancel { kNone, kAbortCapture, kClientDestroyed };
-
-absl::Status FromGrpc(const grpc::Status& s, absl::string_view rpc) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(rpc, ": ", s.error_message()));
-}
-
-// One call in flight: its context, shared by the call object (which owns it until the call's
-// last callback) and the client's registry (so AbortCapture and the destructor can TryCancel it
-// without holding the registry's lock, whatever moment the call finishes).
-struct CallHandle {
-  uint64_t id = 0;
-  bool capture = false;
-  grpc::ClientContext ctx;
-  std::atomic<LocalCancel> local_cancel{LocalCancel::kNone};
-};
-
-// The status a call that ended with `s` reports.
-absl::Status CallStatus(const grpc::Status& s, const CallHandle& call, absl::string_view rpc) {
-  if (s.error_code() == grpc::StatusCode::CANCELLED) {
-    switch (call.local_cancel.load()) {
-      case LocalCancel::kAbortCapture:
-        return absl::CancelledError(absl::StrCat(rpc, ": aborted by the caller (AbortCapture)"));
-      case LocalCancel::kClientDestroyed:
-        return absl::CancelledError(
-            absl::StrCat(rpc, ": the client was destroyed with the call in flight"));
-      case LocalCancel::kNone:
-        break;
-    }
-  }
-  return FromGrpc(s, rpc);
-}
-
-// The calls in flight on one client. Thread-safe.
-class CallRegistry {
- public:
-  // Registers a new call whose context's deadline is `timeout_ms` from now. gRPC deadlines are
-  // real time by nature; this is the one place the client reads the real clock for them.
-  std::shared_ptr<CallHandle> Begin(bool capture, int64_t timeout_ms) {
-    auto call = std::make_shared<CallHandle>();
-    call->capture = capture;
-    call->ctx.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(timeout_ms));
-    absl::MutexLock lock(&mu_);
-    call->id = next_id_++;
-    calls_.emplace(call->id, call);
-    return call;
-  }
-
-  // Forgets call `id`. The last thing a call does, after its callbacks have run: the client
-  // (and this registry) may be destroyed as soon as the lock is released.
-  void End(uint64_t id) {
-    absl::MutexLock lock(&mu_);
-    auto it = calls_.find(id);
-    assert(it != calls_.end());  // each call ends once
-    // Destroys the context here (unless a canceller holds it for a moment), before the
-    // destructor may proceed, so the channel it references goes away with the client.
-    calls_.erase(it);
-  }
-
-  // Cancels the calls in flight (only Capture calls when `captures_only`); their callbacks then
-  // report CANCELLED with `why`. Never blocks on the calls.
-  void CancelAll(bool captures_only, LocalCancel why) {
-    std::vector<std::shared_ptr<CallHandle>> victims;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& [id, call] : calls_) {
-        if (!captures_only || call->capture) victims.push_back(call);
-      }
-    }
-    // Outside the lock: TryCancel makes gRPC schedule the call's callbacks, which end in End().
-    for (const std::shared_ptr<CallHandle>& call : victims) {
-      LocalCancel expected = LocalCancel::kNone;
-      call->local_cancel.compare_exchange_strong(expected, why);
-      call->ctx.TryCancel();
-    }
-  }
-
-  // Blocks until no call is in flight.
-  void AwaitIdle() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](absl::flat_hash_map<uint64_t, std::shared_ptr<CallHandle>>* calls) {
-          return calls->empty();
-        },
-        &calls_));
-  }
-
- private:
-  absl::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<CallHandle>> calls_ ABSL_GUARDED_BY(mu_);
-};
-
-// One unary RPC in flight: everything gRPC reads or writes until the completion callback.
-template <typename Request, typename Response>
-struct UnaryCall {
-  using Finish = absl::AnyInvocable<void(const grpc::Status&, UnaryCall&) &&>;
-  std::shared_ptr<CallHandle> call;
-  Request request;
-  Response response;
-  int64_t local_send_ns = 0;     // clock's wall time right before the call started
-  int64_t local_receive_ns = 0;  // ... and first thing in the completion callback
-  Finish finish;                 // runs the caller's callback
-};
 
 // Receives one Capture stream, checks its framing and hands it to a CaptureStream. Lifetime:
 // created by Capture(), deletes itself in OnDone() (gRPC's last call into a reactor).
@@ -351,27 +250,11 @@ class GrpcAgentClient final : public AgentClient {
   }
 
  private:
-  // Starts one unary call: `start(ctx, request, response, callback)` issues it on the stub;
-  // `finish` runs in the completion callback and calls the caller's callback.
   template <typename Call, typename Start>
   void StartUnary(int64_t timeout_ms, decltype(Call::request) request, Start start,
                   typename Call::Finish finish) {
-    auto* call = new Call{calls_.Begin(/*capture=*/false, timeout_ms),
-                          std::move(request),
-                          {},
-                          0,
-                          0,
-                          std::move(finish)};
-    call->local_send_ns = clock_->WallNs();
-    // std::function needs a copyable callable: it holds only pointers; the call owns the rest.
-    start(&call->call->ctx, &call->request, &call->response,
-          std::function<void(grpc::Status)>([this, call](const grpc::Status& s) {
-            call->local_receive_ns = clock_->WallNs();
-            std::move(call->finish)(s, *call);
-            const uint64_t id = call->call->id;
-            delete call;
-            calls_.End(id);  // last: `this` may be gone once it returns
-          }));
+    grpc_calls::StartUnary<Call>(&calls_, clock_, timeout_ms, std::move(request), std::move(start),
+                                 std::move(finish));
   }
 
   const uint64_t max_trace_bytes_;
@@ -384,6 +267,7 @@ class GrpcAgentClient final : public AgentClient {
 }  // namespace
 
 std::unique_ptr<AgentClient> GrpcAgentClientFactory::Connect(const WorkerAddress& worker) {
+  if (worker.protocol == WorkerAddress::Protocol::kTsl) return MakeTslAgentClient(worker, options_);
   return std::make_unique<GrpcAgentClient>(worker, options_);
 }
 

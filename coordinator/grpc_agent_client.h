@@ -61,8 +61,10 @@ class GrpcAgentClientFactory final : public AgentClientFactory {
  public:
   explicit GrpcAgentClientFactory(GrpcAgentClientOptions options = {})
       : options_(std::move(options)) {}
-  // Creates a client with its own channel to worker.target(). Never blocks: the channel connects
-  // on the first call, and a peer that cannot be reached shows up as that call's UNAVAILABLE.
+  // Creates a client with its own channel to worker.target(): a GrpcAgentClient for a
+  // profctl-agent, a TslAgentClient (tsl_agent_client.h) for a grpc:// worker. Never blocks: the
+  // channel connects on the first call, and a peer that cannot be reached shows up as that
+  // call's UNAVAILABLE.
   std::unique_ptr<AgentClient> Connect(const WorkerAddress& worker) override;
 
  private:

@@ -12,6 +12,9 @@
 #include "absl/strings/strip.h"
 
 namespace profctl::coordinator {
+namespace {
+constexpr absl::string_view kTslScheme = "grpc://";
+}  // namespace
 
 std::string WorkerAddress::target() const {
   return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
@@ -19,24 +22,27 @@ std::string WorkerAddress::target() const {
 }
 
 std::string WorkerAddress::file_stem() const {
-  return absl::StrReplaceAll(address, {{":", "_"}, {"[", ""}, {"]", ""}});
+  return absl::StrReplaceAll(target(), {{":", "_"}, {"[", ""}, {"]", ""}});
 }
 
 absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("worker '", text, "': ", why));
   };
-  if (absl::StrContains(text, "://")) {
-    return bad("URL schemes are not supported; give host:port of a profctl-agent");
-  }
   WorkerAddress w;
   w.address = text;
+  absl::string_view spec = text;
+  if (absl::ConsumePrefix(&spec, kTslScheme)) w.protocol = WorkerAddress::Protocol::kTsl;
+  if (absl::StrContains(spec, "://")) {
+    return bad(absl::StrCat("unknown URL scheme; give host:port of a profctl-agent or ", kTslScheme,
+                            "host:port of a TensorFlow/JAX profiler server"));
+  }
   absl::string_view port_text;
-  if (absl::StartsWith(text, "[")) {
-    const size_t close = text.find(']');
-    if (close == std::string::npos) return bad("IPv6 address is missing its ']'");
-    w.host = text.substr(1, close - 1);
-    absl::string_view rest = absl::string_view(text).substr(close + 1);
+  if (absl::StartsWith(spec, "[")) {
+    const size_t close = spec.find(']');
+    if (close == absl::string_view::npos) return bad("IPv6 address is missing its ']'");
+    w.host = std::string(spec.substr(1, close - 1));
+    absl::string_view rest = spec.substr(close + 1);
     if (!absl::ConsumePrefix(&rest, ":")) return bad("expected :port after ']'");
     port_text = rest;
     if (w.host.empty() || !std::all_of(w.host.begin(), w.host.end(), [](char c) {
@@ -45,10 +51,10 @@ absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text) {
       return bad("not a valid IPv6 address between [ and ]");
     }
   } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string::npos) return bad("missing :port (expected host:port)");
-    w.host = text.substr(0, colon);
-    port_text = absl::string_view(text).substr(colon + 1);
+    const size_t colon = spec.rfind(':');
+    if (colon == absl::string_view::npos) return bad("missing :port (expected host:port)");
+    w.host = std::string(spec.substr(0, colon));
+    port_text = spec.substr(colon + 1);
     if (w.host.empty()) return bad("missing host before ':'");
     if (absl::StrContains(w.host, ':')) {
       return bad("IPv6 addresses must be written as [addr]:port");

@@ -11,19 +11,28 @@
 namespace profctl::coordinator {
 
 struct WorkerAddress {
-  std::string address;  // as given, e.g. "host1:6000" or "[::1]:6000"
+  // What serves at the address: a profctl-agent (profctl.v1.AgentService), or, written
+  // `grpc://host:port`, a TensorFlow/JAX/TSL profiler server (tensorflow.ProfilerService:
+  // `tf.profiler.experimental.server.start`, `jax.profiler.start_server`, or our agent's own
+  // implementation of it). docs/tensorflow-interop.md.
+  enum class Protocol { kAgent, kTsl };
+  std::string address;  // as given, e.g. "host1:6000", "[::1]:6000", "grpc://host2:9999"
   std::string host;     // "host1" or "::1"
   int port = 0;
+  Protocol protocol = Protocol::kAgent;
   // gRPC target ("host1:6000", "[::1]:6000").
   std::string target() const;
-  // File stem: the address with ':' -> '_' and IPv6 brackets dropped ("host1_6000", "__1_6000").
+  // File stem: host:port with ':' -> '_' and IPv6 brackets dropped ("host1_6000", "__1_6000"),
+  // without the scheme (a grpc:// worker's file is named as TensorBoard names it).
   std::string file_stem() const;
 };
 
-// Parses one "host:port" or "[ipv6]:port". Errors name the entry and what is wrong with it.
+// Parses one "host:port" or "[ipv6]:port", optionally prefixed "grpc://" (a TSL profiler server).
+// Errors name the entry and what is wrong with it.
 absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text);
 
-// Parses a comma-separated list; rejects an empty list, empty entries and duplicates.
+// Parses a comma-separated list; rejects an empty list, empty entries and duplicates (the same
+// host:port twice, with or without grpc://).
 absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerList(const std::string& text);
 
 }  // namespace profctl::coordinator

@@ -22,18 +22,44 @@ TEST(WorkerTest, ParsesHostsAndIpv6) {
   EXPECT_EQ(w->file_stem(), "__1_7000");
 }
 
+TEST(WorkerTest, GrpcSchemeNamesATslProfilerServer) {
+  absl::StatusOr<WorkerAddress> w = ParseWorker("grpc://tpu-host-3:9999");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_EQ(w->address, "grpc://tpu-host-3:9999");
+  EXPECT_EQ(w->target(), "tpu-host-3:9999");
+  EXPECT_EQ(w->file_stem(), "tpu-host-3_9999");  // as TensorBoard names the host's file
+  w = ParseWorker("grpc://[::1]:6000");          // IPv6, which TensorFlow's own client cannot do
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->target(), "[::1]:6000");
+  EXPECT_EQ(ParseWorker("h:1")->protocol, WorkerAddress::Protocol::kAgent);
+
+  absl::StatusOr<std::vector<WorkerAddress>> list = ParseWorkerList("h:1,grpc://h:2");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ((*list)[1].protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_THAT(ParseWorkerList("h:1,grpc://h:1").status().message(), HasSubstr("listed twice"));
+}
+
 TEST(WorkerTest, ErrorsNameTheEntry) {
   struct Case {
     const char* text;
     const char* why;
   } cases[] = {
-      {"host", "missing :port"},        {"host:", "port '' is not a number"},
-      {"host:0", "port '0'"},           {"host:65536", "port '65536'"},
-      {"host:12ab", "port '12ab'"},     {"host:-1", "port '-1'"},
-      {":6000", "missing host"},        {"::1:6000", "[addr]:port"},
-      {"[::1:6000", "missing its ']'"}, {"[::1]6000", "expected :port"},
-      {"[zz]:1", "not a valid IPv6"},   {"ho st:1", "host name may only contain"},
-      {"grpc://h:1", "URL schemes"},
+      {"host", "missing :port"},
+      {"host:", "port '' is not a number"},
+      {"host:0", "port '0'"},
+      {"host:65536", "port '65536'"},
+      {"host:12ab", "port '12ab'"},
+      {"host:-1", "port '-1'"},
+      {":6000", "missing host"},
+      {"::1:6000", "[addr]:port"},
+      {"[::1:6000", "missing its ']'"},
+      {"[::1]6000", "expected :port"},
+      {"[zz]:1", "not a valid IPv6"},
+      {"ho st:1", "host name may only contain"},
+      {"http://h:1", "unknown URL scheme"},
+      {"grpc://grpc://h:1", "unknown URL scheme"},
+      {"grpc://h", "missing :port"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<WorkerAddress> w = ParseWorker(c.text);

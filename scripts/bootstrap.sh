@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages profctl needs to build (and, with --test, to test). Idempotent:
 # prints nothing and touches nothing when every package is already installed.
 #   scripts/bootstrap.sh          build and demo
-#   scripts/bootstrap.sh --test   also what only tests need (headless Chromium for report.html)
+#   scripts/bootstrap.sh --test   also what only tests need (headless Chromium for report.html;
+#                                 Python gRPC and protobuf for the TensorFlow-client test)
 set -euo pipefail
 
 PACKAGES=(
@@ -13,7 +14,7 @@ PACKAGES=(
   clang-format clang-tidy
 )
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES+=(chromium)
+  PACKAGES+=(chromium python3-grpcio python3-protobuf)
 fi
 
 missing=()

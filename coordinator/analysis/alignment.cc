@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -378,6 +379,45 @@ absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClock
                                h.rtt_offset_ns + h.rtt_uncertainty_ns);
     out[i].clamped = out[i].offset_ns != want;
   }
+  return out;
+}
+
+std::optional<StepOffset> OffsetFromSteps(absl::Span<const std::pair<int64_t, int64_t>> host,
+                                          absl::Span<const std::pair<int64_t, int64_t>> reference,
+                                          int64_t min_common) {
+  absl::flat_hash_map<int64_t, int64_t> ref_start;
+  ref_start.reserve(reference.size());
+  for (const auto& [step, start] : reference) ref_start.try_emplace(step, start);
+  absl::flat_hash_map<int64_t, int64_t> host_start;
+  host_start.reserve(host.size());
+  for (const auto& [step, start] : host) host_start.try_emplace(step, start);
+  std::vector<int64_t> diffs;
+  for (const auto& [step, start] : host_start) {
+    auto it = ref_start.find(step);
+    if (it == ref_start.end()) continue;
+    const __int128 d = static_cast<__int128>(start) - it->second;
+    if (d > std::numeric_limits<int64_t>::max() || d < std::numeric_limits<int64_t>::min()) {
+      return std::nullopt;
+    }
+    diffs.push_back(static_cast<int64_t>(d));
+  }
+  if (static_cast<int64_t>(diffs.size()) < std::max<int64_t>(min_common, 1)) return std::nullopt;
+  auto median = [](std::vector<int64_t> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  StepOffset out;
+  out.offset_ns = median(diffs);
+  std::vector<int64_t> dev;
+  dev.reserve(diffs.size());
+  for (int64_t d : diffs) {
+    const __int128 x = static_cast<__int128>(d) - out.offset_ns;
+    dev.push_back(static_cast<int64_t>(std::min<__int128>(x < 0 ? -x : x, kMaxAbsOffsetNs / 4)));
+  }
+  constexpr int64_t kMinUncertaintyNs = 1'000'000;
+  out.uncertainty_ns =
+      std::clamp<int64_t>(4 * median(std::move(dev)), kMinUncertaintyNs, kMaxAbsOffsetNs);
+  out.common_steps = static_cast<int64_t>(diffs.size());
   return out;
 }
 

@@ -49,6 +49,8 @@
 #define PROFCTL_COORDINATOR_ANALYSIS_ALIGNMENT_H_
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -135,6 +137,27 @@ struct HostOffset {
 // [0, kMaxAbsOffsetNs]; or naming the option when an option is out of range.
 absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClockInput> hosts,
                                                       const AlignmentOptions& options = {});
+
+// A coarse offset for a host whose clock could not be measured by RPC (a TSL profiler server),
+// from step numbers: in synchronous data parallelism every rank starts step N at about the same
+// instant, so the median over the step numbers both hosts have of (its step start - the
+// reference's) is its offset from the reference's timeline, to within the step-start jitter.
+// Collectives alone cannot do this when the offset may exceed half a step: they repeat every
+// step, and a match one step off looks as good as the right one.
+struct StepOffset {
+  int64_t offset_ns = 0;
+  // max(1 ms, 4 x the median absolute deviation of the differences): the search bound to give
+  // RefineOffsets as rtt_uncertainty_ns.
+  int64_t uncertainty_ns = 0;
+  int64_t common_steps = 0;
+};
+// `host` and `reference`: (step number, step start ns) pairs in any order, the host's on its own
+// clock, the reference's on the common timeline; a repeated step number uses its first start.
+// std::nullopt when fewer than `min_common` step numbers are shared, or a difference does not fit
+// int64.
+std::optional<StepOffset> OffsetFromSteps(absl::Span<const std::pair<int64_t, int64_t>> host,
+                                          absl::Span<const std::pair<int64_t, int64_t>> reference,
+                                          int64_t min_common = 3);
 
 }  // namespace profctl::analysis
 

@@ -374,3 +374,45 @@ TEST(CollectiveEndsTest, CollectiveNames) {
 
 }  // namespace
 }  // namespace profctl::analysis
+
+namespace profctl::analysis {
+namespace {
+
+// A clock that cannot be measured is placed by step numbers, however far off it is (whole seconds,
+// many steps), to within the step-start jitter; a step-periodic collective match could not.
+TEST(OffsetFromStepsTest, PlacesAnUnmeasuredClockByStepNumbers) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> jitter(-200'000, 200'000);  // +-0.2 ms
+  for (int64_t true_offset : {int64_t{0}, int64_t{7'654'321'000}, int64_t{-123'456'789}}) {
+    std::vector<std::pair<int64_t, int64_t>> reference, host;
+    for (int64_t step = 100; step < 140; ++step) {
+      const int64_t start = 1'000'000'000'000 + step * 40'000'000;  // 40 ms steps
+      reference.emplace_back(step, start + jitter(rng));
+      if (step >= 110) host.emplace_back(step, start + true_offset + jitter(rng));
+    }
+    const std::optional<StepOffset> o = OffsetFromSteps(host, reference);
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->common_steps, 30);
+    EXPECT_LE(std::abs(o->offset_ns - true_offset), 400'000);
+    EXPECT_LE(std::abs(o->offset_ns - true_offset), o->uncertainty_ns);
+    EXPECT_GE(o->uncertainty_ns, 1'000'000);
+    EXPECT_LT(o->uncertainty_ns, 20'000'000);  // well under half a step: collectives can refine
+  }
+}
+
+TEST(OffsetFromStepsTest, TooFewCommonStepsOrAbsurdStartsGiveNothing) {
+  const std::vector<std::pair<int64_t, int64_t>> reference = {{1, 10}, {2, 20}, {3, 30}};
+  EXPECT_FALSE(OffsetFromSteps({{1, 15}, {2, 25}}, reference).has_value());
+  EXPECT_FALSE(OffsetFromSteps({{7, 15}, {8, 25}, {9, 35}}, reference).has_value());
+  EXPECT_TRUE(OffsetFromSteps({{1, 15}, {2, 25}, {3, 35}}, reference).has_value());
+  EXPECT_EQ(OffsetFromSteps({{1, 15}, {2, 25}, {3, 35}}, reference)->offset_ns, 5);
+  const std::vector<std::pair<int64_t, int64_t>> far = {
+      {1, std::numeric_limits<int64_t>::min()}, {2, 0}, {3, 0}};
+  EXPECT_FALSE(
+      OffsetFromSteps(far, {{1, std::numeric_limits<int64_t>::max()}, {2, 0}, {3, 0}}).has_value());
+  // A repeated step number counts once, with its first start.
+  EXPECT_EQ(OffsetFromSteps({{1, 15}, {1, 999}, {2, 25}, {3, 35}}, reference)->common_steps, 3);
+}
+
+}  // namespace
+}  // namespace profctl::analysis

@@ -1,0 +1,383 @@
+// The coordinator captures TensorFlow/JAX/TSL profiler servers (`--workers=grpc://host:port`),
+// mixed freely with profctl agents in one session (issue 8, item 2): the request it sends, the
+// three answer shapes, busy and empty servers, clocks that cannot be measured by RPC and are
+// aligned from the collectives instead. Servers are tests/fake_tsl_server.h (shaped like the real
+// ones, old and new option semantics) and real profctl-agent processes, which serve
+// tensorflow.ProfilerService too.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/executor.h"
+#include "common/file_util.h"
+#include "common/xspace.h"
+#include "coordinator/capture_engine.h"
+#include "coordinator/cli.h"
+#include "coordinator/grpc_agent_client.h"
+#include "coordinator/local_agents.h"
+#include "coordinator/tsl_agent_client.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+#include "tests/fake_tsl_server.h"
+#include "tests/loopback.h"
+#include "tests/temp_dir.h"
+
+namespace profctl {
+namespace {
+
+using coordinator::CaptureArgs;
+using coordinator::WorkerAddress;
+using testing::FakeTslServer;
+using testing::FakeTslServerOptions;
+using ::testing::HasSubstr;
+using Shape = FakeTslServerOptions::Shape;
+using v1::SessionManifest;
+
+constexpr int64_t kMs = 1'000'000;
+
+WorkerAddress Tsl(int port) {
+  absl::StatusOr<WorkerAddress> w =
+      coordinator::ParseWorker(absl::StrCat("grpc://127.0.0.1:", port));
+  EXPECT_TRUE(w.ok()) << w.status();
+  return *w;
+}
+
+agent::SyntheticJobConfig Job(int64_t rank, int64_t world, int64_t skew_ms) {
+  agent::SyntheticJobConfig c;
+  c.rank = rank;
+  c.world = world;
+  c.seed = 9;
+  c.step_ms = 40;
+  c.gpus = 1;
+  c.kernels_per_step = 4;
+  c.clock_skew_ns = skew_ms * kMs;
+  return c;
+}
+
+// --- the request and the answer shapes ---------------------------------------------------------
+
+TEST(TslRequestTest, AsksForTheWindowWithNewSemanticsAndBothDurations) {
+  const CaptureArgs args{"run-7", 1'800'000'000'123'456'789, 1500, "/logs/plugins/profile"};
+  const tensorflow::ProfileRequest r = coordinator::MakeTslProfileRequest(args, Tsl(6000));
+  EXPECT_EQ(r.opts().version(), 1u);  // 0 would make the server drop the start time
+  EXPECT_EQ(r.duration_ms(), 1500u);
+  EXPECT_EQ(r.opts().duration_ms(), 1500u);
+  EXPECT_EQ(r.opts().start_timestamp_ns(), 1'800'000'000'123'456'789u);
+  EXPECT_EQ(r.session_id(), "run-7");
+  EXPECT_EQ(r.opts().session_id(), "run-7");
+  EXPECT_EQ(r.host_name(), "127.0.0.1_6000");
+  EXPECT_TRUE(r.emit_xspace());
+  EXPECT_EQ(r.repository_root(), "/logs/plugins/profile");
+  // With version 1 the server takes our tracer levels: zero would record nothing.
+  EXPECT_EQ(r.opts().host_tracer_level(), coordinator::kTslHostTracerLevel);
+  EXPECT_EQ(r.opts().device_tracer_level(), coordinator::kTslDeviceTracerLevel);
+}
+
+TEST(TslResponseTest, ReadsAllThreeShapes) {
+  testing::TempDir dir;
+  tensorflow::ProfileRequest request;
+  request.set_repository_root(dir.path());
+  request.set_session_id("s");
+  request.set_host_name("h_1");
+  tensorflow::profiler::XSpace space;
+  space.add_planes()->set_name("/host:CPU");
+  const std::string bytes = space.SerializeAsString();
+  std::string where;
+
+  tensorflow::ProfileResponse inline_answer;
+  *inline_answer.mutable_xspace() = space;
+  EXPECT_EQ(*coordinator::TraceFromProfileResponse(inline_answer, request, &where), bytes);
+  EXPECT_EQ(where, "inline xspace");
+
+  tensorflow::ProfileResponse tool;
+  tool.add_tool_data()->set_name("trace.json.gz");
+  tool.add_tool_data()->set_name("xplane.pb");
+  tool.mutable_tool_data(1)->set_data(bytes);
+  EXPECT_EQ(*coordinator::TraceFromProfileResponse(tool, request, &where), bytes);
+  EXPECT_EQ(where, "tool_data xplane.pb");
+
+  tensorflow::ProfileResponse saved;  // only empty_trace=false: on the server's disk
+  const std::string path = dir.path() + "/s/h_1.xplane.pb";
+  absl::StatusOr<std::string> r = coordinator::TraceFromProfileResponse(saved, request);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("saved its trace on its own disk as " + path));
+  ASSERT_TRUE(MakeDirs(dir.path() + "/s").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  EXPECT_EQ(*coordinator::TraceFromProfileResponse(saved, request, &where), bytes);
+  EXPECT_THAT(where, HasSubstr(path));
+
+  tensorflow::ProfileResponse empty;
+  empty.set_empty_trace(true);
+  EXPECT_THAT(coordinator::TraceFromProfileResponse(empty, request).status().message(),
+              HasSubstr("recorded nothing"));
+  request.clear_repository_root();
+  EXPECT_THAT(coordinator::TraceFromProfileResponse(saved, request).status().message(),
+              HasSubstr("did not say"));
+}
+
+// --- the client against a server ---------------------------------------------------------------
+
+// Collects one capture stream's calls; Wait() returns once OnDone ran.
+class RecordingStream : public coordinator::CaptureStream {
+ public:
+  void OnStarted(int64_t start_ns) override { started_ns = start_ns; }
+  void OnHeader(const coordinator::CaptureHeaderInfo& h) override { header = h; }
+  absl::Status OnData(std::string_view chunk) override {
+    data.append(chunk);
+    return absl::OkStatus();
+  }
+  void OnDone(absl::Status s) override {
+    status = std::move(s);
+    done.Notify();
+  }
+  void Wait() { done.WaitForNotification(); }
+
+  int64_t started_ns = 0;
+  coordinator::CaptureHeaderInfo header;
+  std::string data;
+  absl::Status status;
+  absl::Notification done;
+};
+
+template <typename T>
+absl::StatusOr<T> Await(const std::function<void(coordinator::AgentClient::Callback<T>)>& start) {
+  absl::Notification n;
+  absl::StatusOr<T> out = absl::UnknownError("no answer");
+  start([&](absl::StatusOr<T> r) {
+    out = std::move(r);
+    n.Notify();
+  });
+  n.WaitForNotification();
+  return out;
+}
+
+TEST(TslClientTest, ProbesCapturesAndTerminates) {
+  FakeTslServer server({.shape = Shape::kToolData, .job = Job(0, 1, 0)});
+  coordinator::GrpcAgentClientFactory factory;
+  std::unique_ptr<coordinator::AgentClient> client = factory.Connect(Tsl(server.port()));
+  EXPECT_FALSE(client->MeasuresClock());
+
+  absl::StatusOr<coordinator::AgentInfo> info =
+      Await<coordinator::AgentInfo>([&](auto done) { client->GetInfo(2000, std::move(done)); });
+  ASSERT_TRUE(info.ok()) << info.status();  // Monitor's UNIMPLEMENTED proves it is there
+  EXPECT_EQ(info->version, coordinator::kTslAgentVersion);
+  EXPECT_EQ(info->name, absl::StrCat("grpc://127.0.0.1:", server.port()));
+  absl::StatusOr<coordinator::ClockReading> clock = Await<coordinator::ClockReading>(
+      [&](auto done) { client->SyncClock(2000, std::move(done)); });
+  EXPECT_EQ(clock.status().code(), absl::StatusCode::kUnimplemented);
+
+  // A start 2 s ago on the server's clock: a real server starts at once.
+  const int64_t start = RealClock().WallNs() - 2000 * kMs;
+  RecordingStream stream;
+  client->Capture({"sess", start, 300, ""}, 10'000, &stream);
+  stream.Wait();
+  ASSERT_TRUE(stream.status.ok()) << stream.status;
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(stream.data));
+  EXPECT_GT(xspace::CountEvents(space), 0);
+  EXPECT_EQ(stream.header.total_bytes, stream.data.size());
+  // The window is the one the server recorded (its Task Environment), not the one asked for.
+  EXPECT_EQ(stream.header.start_ns, server.last_start_ns());
+  EXPECT_EQ(stream.started_ns, server.last_start_ns());
+  EXPECT_EQ(stream.header.stop_ns, server.last_start_ns() + 300 * kMs);
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].opts().start_timestamp_ns(), static_cast<uint64_t>(start));
+
+  absl::Notification terminated;
+  client->Cancel("sess", 2000, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    terminated.Notify();
+  });
+  terminated.WaitForNotification();
+  EXPECT_THAT(server.terminated(), ::testing::ElementsAre("sess"));
+}
+
+TEST(TslClientTest, BusyEmptyAndDeadServersFailClearly) {
+  coordinator::GrpcAgentClientFactory factory;
+  {
+    FakeTslServer busy({.busy = true, .job = Job(0, 1, 0)});
+    std::unique_ptr<coordinator::AgentClient> client = factory.Connect(Tsl(busy.port()));
+    RecordingStream stream;
+    client->Capture({"s", 0, 100, ""}, 5000, &stream);
+    stream.Wait();
+    EXPECT_EQ(stream.status.code(), absl::StatusCode::kAlreadyExists);
+    EXPECT_THAT(stream.status.message(), HasSubstr("Profile: "));
+  }
+  {
+    FakeTslServer empty({.shape = Shape::kEmpty, .job = Job(0, 1, 0)});
+    std::unique_ptr<coordinator::AgentClient> client = factory.Connect(Tsl(empty.port()));
+    RecordingStream stream;
+    client->Capture({"s", 0, 100, ""}, 5000, &stream);
+    stream.Wait();
+    EXPECT_EQ(stream.status.code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(stream.status.message(), HasSubstr("recorded nothing"));
+  }
+  std::unique_ptr<coordinator::AgentClient> dead =
+      factory.Connect(Tsl(testing::ClosedLoopbackPort()));
+  absl::StatusOr<coordinator::AgentInfo> info =
+      Await<coordinator::AgentInfo>([&](auto done) { dead->GetInfo(2000, std::move(done)); });
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(info.status().message(), HasSubstr("Monitor: "));
+}
+
+// --- whole sessions ----------------------------------------------------------------------------
+
+class TslCaptureTest : public ::testing::Test {
+ protected:
+  int Run(const std::vector<std::string>& args, SessionManifest* manifest,
+          const std::string& session) {
+    coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+    AsioExecutor executor(&clock_);
+    ThreadWorkPool pool(/*threads=*/2);
+    std::ostringstream out, err;
+    const int rc = coordinator::RunCli(
+        args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr, &pool});
+    output_ = out.str() + err.str();
+    if (manifest != nullptr) {
+      absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
+      EXPECT_TRUE(json.ok()) << json.status() << "\n" << output_;
+      if (json.ok()) {
+        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
+      }
+    }
+    return rc;
+  }
+  int Capture(const std::vector<std::string>& workers, const std::string& session,
+              SessionManifest* manifest) {
+    return Run({"capture", "--workers=" + absl::StrJoin(workers, ","), "--session=" + session,
+                "--logdir=" + logdir_, "--duration=1000"},
+               manifest, session);
+  }
+  std::string SessionDir(const std::string& session) const {
+    return absl::StrCat(logdir_, "/plugins/profile/", session);
+  }
+  const v1::HostResult* Host(const SessionManifest& m, absl::string_view address) const {
+    for (const v1::HostResult& h : m.hosts()) {
+      if (h.address() == address) return &h;
+    }
+    ADD_FAILURE() << "no host " << address << " in the manifest\n" << output_;
+    return nullptr;
+  }
+
+  RealClock clock_;
+  const testing::TempDir tmp_;
+  const std::string logdir_ = tmp_.path() + "/logs";
+  std::string output_;
+};
+
+// One job of five ranks: rank 0 a profctl agent (AgentService), ranks 1-3 TSL-shaped servers
+// answering in each shape (rank 2 an old server that ignores the options), rank 4 a profctl agent
+// captured through its tensorflow.ProfilerService (grpc://). The TSL ranks' clocks are off by
+// hundreds of ms and cannot be measured: the collectives align them anyway.
+TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
+  constexpr int kWorld = 5;
+  const std::string job =
+      absl::StrCat("world=", kWorld, ",seed=9,step_ms=40,gpus=1,kernels_per_step=4");
+  coordinator::LocalAgents agents(tmp_.path());
+  std::vector<int> agent_ports;
+  for (int rank : {0, 4}) {
+    const std::string port_file = absl::StrCat(tmp_.path(), "/agent-", rank, ".port");
+    ASSERT_TRUE(
+        agents
+            .Spawn(PROFCTL_AGENT_BINARY,
+                   {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                    absl::StrCat("--name=rank-", rank),
+                    absl::StrCat("--synthetic=", job, ",rank=", rank),
+                    rank == 4 ? "--clock-skew-ms=-300" : "--clock-skew-ms=0", "--log-level=warn"})
+            .ok());
+    absl::StatusOr<int> port = agents.WaitForPort(agent_ports.size(), port_file, clock_);
+    ASSERT_TRUE(port.ok()) << port.status();
+    agent_ports.push_back(*port);
+  }
+  constexpr int64_t kSkewMs[kWorld] = {0, 250, -120, 40, -300};
+  FakeTslServer inline_server({.shape = Shape::kInlineXSpace, .job = Job(1, kWorld, kSkewMs[1])});
+  FakeTslServer old_server(
+      {.shape = Shape::kToolData, .ignore_options = true, .job = Job(2, kWorld, kSkewMs[2])});
+  FakeTslServer disk_server({.shape = Shape::kSavedOnDisk, .job = Job(3, kWorld, kSkewMs[3])});
+  const std::vector<std::string> workers = {
+      testing::LoopbackAddress(agent_ports[0]),
+      absl::StrCat("grpc://127.0.0.1:", inline_server.port()),
+      absl::StrCat("grpc://127.0.0.1:", old_server.port()),
+      absl::StrCat("grpc://127.0.0.1:", disk_server.port()),
+      absl::StrCat("grpc://127.0.0.1:", agent_ports[1]),
+  };
+  SessionManifest m;
+  ASSERT_EQ(Capture(workers, "mixed", &m), coordinator::kExitOk) << output_;
+  ASSERT_EQ(m.hosts_size(), kWorld);
+  for (int r = 0; r < kWorld; ++r) {
+    const v1::HostResult* h = Host(m, workers[static_cast<size_t>(r)]);
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(h->status(), v1::HOST_STATUS_OK) << h->address() << ": " << h->error().message();
+    EXPECT_TRUE(std::filesystem::exists(SessionDir("mixed") + "/" + h->xplane_file()))
+        << h->xplane_file();
+    if (r == 0) continue;
+    // Unmeasurable by RPC, then aligned from the all-reduce ends to well under a millisecond.
+    EXPECT_EQ(h->clock().method(), "collectives") << h->address() << "\n" << output_;
+    EXPECT_EQ(h->clock().rtt_offset_ns(), 0) << h->address();
+    EXPECT_NEAR(static_cast<double>(h->clock().offset_ns()), static_cast<double>(kSkewMs[r] * kMs),
+                0.5 * kMs)
+        << h->address();
+    EXPECT_EQ(h->agent_version(), "tsl");
+  }
+  // What the servers were asked: the session's window, one session id, their file stems, and
+  // where to save if they must.
+  const std::string root = std::filesystem::absolute(logdir_ + "/plugins/profile").string();
+  for (const FakeTslServer* s : {&inline_server, &old_server, &disk_server}) {
+    ASSERT_EQ(s->requests().size(), 1u);
+    const tensorflow::ProfileRequest r = s->requests()[0];
+    EXPECT_EQ(r.opts().version(), 1u);
+    EXPECT_EQ(r.opts().start_timestamp_ns(), static_cast<uint64_t>(m.start_at_ns()));
+    EXPECT_EQ(r.duration_ms(), 1000u);
+    EXPECT_EQ(r.opts().duration_ms(), 1000u);
+    EXPECT_EQ(r.session_id(), "mixed");
+    EXPECT_EQ(r.host_name(), absl::StrCat("127.0.0.1_", s->port()));
+    EXPECT_EQ(r.repository_root(), root);
+  }
+  // The server that could only save wrote straight into the session folder, where it was picked up.
+  EXPECT_TRUE(std::filesystem::exists(
+      absl::StrCat(SessionDir("mixed"), "/127.0.0.1_", disk_server.port(), ".xplane.pb")));
+  // The breakdown covers every rank.
+  EXPECT_THAT(output_, HasSubstr("127.0.0.1_" + std::to_string(old_server.port())));
+}
+
+TEST_F(TslCaptureTest, UnusableTslAnswersFailOnlyTheirHosts) {
+  testing::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
+  FakeTslServer good({.shape = Shape::kInlineXSpace, .job = Job(0, 3, 0)});
+  FakeTslServer busy({.busy = true, .job = Job(1, 3, 0)});
+  FakeTslServer remote(
+      {.shape = Shape::kSavedOnDisk, .job = Job(2, 3, 0), .save_root_override = elsewhere.path()});
+  FakeTslServer empty({.shape = Shape::kEmpty, .job = Job(2, 3, 0)});
+  const std::vector<std::string> workers = {absl::StrCat("grpc://127.0.0.1:", good.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", busy.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", remote.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", empty.port())};
+  SessionManifest m;
+  ASSERT_EQ(Capture(workers, "partial", &m), coordinator::kExitPartial) << output_;
+  EXPECT_EQ(Host(m, workers[0])->status(), v1::HOST_STATUS_OK);
+  // Without collectives of other hosts to match, the one good host keeps its assumption.
+  EXPECT_EQ(Host(m, workers[0])->clock().method(), "unmeasured");
+  EXPECT_EQ(Host(m, workers[1])->error().code(),
+            static_cast<int>(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(Host(m, workers[2])->error().message(),
+              HasSubstr("saved its trace on its own disk as " +
+                        std::filesystem::absolute(logdir_).string()));
+  EXPECT_THAT(Host(m, workers[3])->error().message(), HasSubstr("recorded nothing"));
+
+  // ping says what it can: reachable, protocol, clock unmeasured.
+  ASSERT_EQ(Run({"ping", "--workers=" + workers[0]}, nullptr, ""), coordinator::kExitOk) << output_;
+  EXPECT_THAT(output_, HasSubstr("unmeasured"));
+  EXPECT_THAT(output_, HasSubstr("tsl"));
+}
+
+}  // namespace
+}  // namespace profctl
