@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -257,7 +258,14 @@ absl::StatusOr<const AgentEndpoint*> EndpointRouter::Route(
 
 AgentServiceImpl::AgentServiceImpl(std::vector<AgentEndpoint> endpoints,
                                    AgentServiceOptions options)
-    : router_(std::move(endpoints)), options_(options) {}
+    : router_(endpoints), options_(options) {
+  std::random_device random;
+  const uint64_t nonce = (static_cast<uint64_t>(random()) << 32) ^ random();
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    instance_ids_.emplace(endpoints[i].manager,
+                          absl::StrCat(absl::Hex(nonce, absl::kZeroPad16), "-", i));
+  }
+}
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
                                                     const profctl::v1::GetInfoRequest* /*request*/,
@@ -271,6 +279,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext*
   for (const std::string& c : manager.collector_names()) response->add_collectors(c);
   response->set_max_duration_ms(static_cast<uint64_t>(manager.options().max_duration_ms));
   response->set_busy(manager.busy());
+  if (auto it = instance_ids_.find(&manager); it != instance_ids_.end()) {
+    response->set_instance_id(it->second);
+  }
   return FinishUnary(ctx, grpc::Status::OK);
 }
 

@@ -83,6 +83,8 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
  private:
   EndpointRouter router_;
   const AgentServiceOptions options_;
+  // GetInfo.instance_id per endpoint (by its manager): random per process start.
+  absl::flat_hash_map<const CaptureManager*, std::string> instance_ids_;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

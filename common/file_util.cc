@@ -129,6 +129,17 @@ absl::Status ValidateFileStem(absl::string_view what, absl::string_view stem) {
       absl::StrCat(what, " '", stem, "' must be 1-128 characters of [A-Za-z0-9._-]"));
 }
 
+std::string BoundedFileStem(absl::string_view stem, size_t max_chars) {
+  max_chars = std::max<size_t>(max_chars, 24);
+  if (stem.size() <= max_chars) return std::string(stem);
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64
+  for (unsigned char c : stem) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return absl::StrCat(stem.substr(0, max_chars - 17), "-", absl::Hex(h, absl::kZeroPad16));
+}
+
 std::string JoinPath(absl::string_view a, absl::string_view b) {
   if (a.empty()) return std::string(b);
   if (b.empty()) return std::string(a);

@@ -25,6 +25,13 @@ bool PathExists(const std::string& path);
 // folder name. The error names `what` (e.g. "session id").
 absl::Status ValidateFileStem(absl::string_view what, absl::string_view stem);
 
+// `stem` if it has at most `max_chars` characters (>= 24), else its first max_chars - 17
+// characters, '-' and 16 hex digits of a stable hash (FNV-1a 64) of the whole stem: distinct
+// long stems stay distinct, the same stem always maps to the same name, and a file name built
+// from it (plus ".xplane.pb.tmp.XXXXXX") stays under the usual 255-byte limit.
+inline constexpr size_t kMaxFileStemChars = 100;
+std::string BoundedFileStem(absl::string_view stem, size_t max_chars = kMaxFileStemChars);
+
 // Joins two path parts with exactly one '/'.
 std::string JoinPath(absl::string_view a, absl::string_view b);
 

@@ -31,6 +31,20 @@ TEST(FileUtilTest, AtomicWriteReplacesWholeFileAndLeavesNoTemporaries) {
   EXPECT_EQ(CountEntries(dir), 1);
 }
 
+TEST(FileUtilTest, BoundedFileStemKeepsShortStemsAndHashesLongOnes) {
+  EXPECT_EQ(BoundedFileStem("worker-1"), "worker-1");
+  const std::string exactly(kMaxFileStemChars, 'x');
+  EXPECT_EQ(BoundedFileStem(exactly), exactly);
+  const std::string long_stem(300, 'x');
+  const std::string bounded = BoundedFileStem(long_stem);
+  EXPECT_EQ(bounded.size(), kMaxFileStemChars);
+  EXPECT_EQ(bounded.substr(0, kMaxFileStemChars - 17), long_stem.substr(0, kMaxFileStemChars - 17));
+  EXPECT_EQ(bounded[kMaxFileStemChars - 17], '-');
+  EXPECT_EQ(BoundedFileStem(long_stem), bounded);  // stable
+  EXPECT_NE(BoundedFileStem(long_stem + "y"), bounded);
+  EXPECT_EQ(BoundedFileStem(long_stem, 5).size(), 24u);  // never shorter than prefix + hash
+}
+
 TEST(FileUtilTest, ErrorsNameThePath) {
   absl::StatusOr<std::string> r = ReadFile("/nonexistent/x");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);

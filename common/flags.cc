@@ -38,6 +38,10 @@ void FlagSet::String(const std::string& name, std::string* value, const std::str
        }});
 }
 
+void FlagSet::RejectEmpty(const std::string& name) {
+  if (Flag* f = Find(name)) f->non_empty = true;
+}
+
 void FlagSet::Int64(const std::string& name, int64_t* value, const std::string& help) {
   Add({.name = name,
        .help = help,
@@ -111,10 +115,21 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
       value = "true";
     } else if (i + 1 < args.size()) {
       value = args[++i];
+      // `--logdir --session=x` took the next flag as the log dir.
+      if (value.size() > 2 && value.compare(0, 2, "--") == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --", name,
+                                                       " needs a value, got the flag '", value,
+                                                       "' (write --", name, "=VALUE)"));
+      }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
     }
     flag->set = true;
+    // `--session=` would silently mean the default; say so instead.
+    if (flag->non_empty && value.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " is empty; leave the flag out to get its default"));
+    }
     if (absl::Status s = flag->parse(value); !s.ok()) {
       return s;
     }

@@ -24,6 +24,8 @@ class FlagSet {
   void Bool(const std::string& name, bool* value, const std::string& help);
   // Marks a flag that must be given.
   void Require(const std::string& name);
+  // An explicitly empty value (`--session=`) is an error naming the flag, not the default.
+  void RejectEmpty(const std::string& name);
 
   // Parses args (not including the program/subcommand name). Positional arguments are collected
   // into positional(). --help / -h sets help_requested() and stops parsing.
@@ -42,6 +44,7 @@ class FlagSet {
     std::string default_text;
     bool is_bool = false;
     bool required = false;
+    bool non_empty = false;
     bool set = false;
     std::function<absl::Status(const std::string&)> parse;
   };

@@ -66,6 +66,31 @@ TEST(FlagSetTest, ErrorsNameTheFlagAndValue) {
   }
 }
 
+// What careless command lines did before: `--logdir --session=x` took the flag as the log dir,
+// and `--session=` silently meant the default.
+TEST(FlagSetTest, FlagLikeAndExplicitlyEmptyValuesAreRefused) {
+  {
+    Fixture f;
+    absl::Status s = f.fs.Parse({"--workers", "--duration=5"});
+    EXPECT_THAT(s.message(), HasSubstr("--workers needs a value, got the flag '--duration=5'"));
+    EXPECT_THAT(s.message(), HasSubstr("--workers=VALUE"));
+  }
+  {
+    Fixture f;
+    EXPECT_TRUE(f.fs.Parse({"--workers="}).ok());  // empty can mean something (--synthetic=)
+    Fixture g;
+    g.fs.RejectEmpty("workers");
+    EXPECT_THAT(g.fs.Parse({"--workers="}).message(),
+                HasSubstr("--workers is empty; leave the flag out"));
+  }
+  {
+    Fixture f;  // negative numbers and "-" stay values
+    EXPECT_TRUE(f.fs.Parse({"--duration", "-5", "--workers", "-"}).ok());
+    EXPECT_EQ(f.duration, -5);
+    EXPECT_EQ(f.workers, "-");
+  }
+}
+
 TEST(FlagSetTest, RequiredAndHelp) {
   Fixture f;
   f.fs.Require("workers");

@@ -32,6 +32,9 @@ struct AgentInfo {
   std::vector<std::string> collectors;
   int64_t max_duration_ms = 0;
   bool busy = false;
+  // Random per agent endpoint and process start ("" when the agent cannot say): two workers with
+  // one instance id are one agent listed twice under different addresses.
+  std::string instance_id = {};
 };
 
 // One SyncClock round trip. The agent's wall clock at receive and at send, and the caller's wall

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -335,6 +336,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void Tick(int64_t next_mono);
   // Phases 4 and 5.
   void MaybeFinish();
+  // Records h's agent instance; false (h failed) when another listed worker is the same agent.
+  bool ClaimInstance(Host& h);
   void Align();
   // Step-number estimates for the clocks clock sync could not measure (alignment.h
   // OffsetFromSteps): clock.method "steps".
@@ -374,6 +377,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   size_t terminal_ = 0;                    // hosts with a final status
   int64_t start_at_ = 0;                   // wall, coordinator clock
   std::string repository_root_;  // CaptureArgs::repository_root: the session folder's parent
+  absl::flat_hash_map<std::string, size_t> instance_owner_;  // agent instance id -> host index
   int64_t lead_ns_ = 0;
   int64_t per_host_send_ns_ = 0;  // measured in Begin
   int64_t window_start_mono_ = 0;
@@ -487,6 +491,26 @@ void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> read
   MaybeReady(h);
 }
 
+bool CaptureEngine::Session::ClaimInstance(Host& h) {
+  if (h.info.instance_id.empty()) return true;
+  auto [it, inserted] = instance_owner_.try_emplace(h.info.instance_id, h.index);
+  if (inserted || it->second == h.index) return true;
+  // One agent under two addresses: the one listed first keeps it, unless it is already past
+  // preparing (then the newcomer goes).
+  Host& other = hosts_[it->second];
+  Host* loser = &h;
+  if (h.index < other.index && other.phase == Phase::kReady) {
+    loser = &other;
+    it->second = h.index;
+  }
+  const Host& keeper = loser == &h ? other : h;
+  Fail(*loser, profctl::v1::FAILURE_STEP_PREPARE,
+       absl::InvalidArgumentError(absl::StrCat(
+           "the same agent as worker ", keeper.r.address(), " (instance id ", h.info.instance_id,
+           "): listed twice under different addresses; capturing it once")));
+  return loser != &h;
+}
+
 void CaptureEngine::Session::MaybeReady(Host& h) {
   if (h.phase != Phase::kPreparing) return;
   const bool sync_done = h.samples_left == 0;
@@ -501,6 +525,7 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
     Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
     return;
   }
+  if (!ClaimInstance(h)) return;
   if (h.info.max_duration_ms > 0 && plan_.duration_ms > h.info.max_duration_ms) {
     Fail(h, profctl::v1::FAILURE_STEP_PREPARE,
          absl::InvalidArgumentError(absl::StrCat("agent accepts captures of at most ",

@@ -152,6 +152,26 @@ TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {
   }
 }
 
+// "localhost:6000" and "127.0.0.1:6000" are one agent: captured once (the address listed first),
+// the other failed at prepare naming it, whichever became ready first; never "busy".
+TEST_F(CaptureEngineTest, OneAgentListedTwiceIsCapturedOnce) {
+  for (const int64_t first_delay_ms : {0, 5}) {
+    SCOPED_TRACE(::testing::Message() << "first listed answers after " << first_delay_ms << " ms");
+    const std::string a = absl::StrCat("a", first_delay_ms, ":1");
+    const std::string b = absl::StrCat("b", first_delay_ms, ":1");
+    const std::string c = absl::StrCat("c", first_delay_ms, ":1");
+    Agent(a, {.instance_id = "X", .up_delay_ns = first_delay_ms * kNanosPerMilli, .name = "one"});
+    Agent(b, {.instance_id = "X", .name = "one-again"});
+    Agent(c, {.instance_id = "Y", .name = "other"});
+    const SessionManifest m = Run(Plan({a, b, c}));
+    EXPECT_EQ(Host(m, a).status(), v1::HOST_STATUS_OK) << Host(m, a).error().message();
+    EXPECT_EQ(Host(m, b).error().step(), v1::FAILURE_STEP_PREPARE);
+    EXPECT_THAT(Host(m, b).error().message(),
+                HasSubstr(absl::StrCat("the same agent as worker ", a, " (instance id X)")));
+    EXPECT_EQ(Host(m, c).status(), v1::HOST_STATUS_OK);
+  }
+}
+
 TEST_F(CaptureEngineTest, CorruptTraceIsKeptAsInvalidAndWriteFailureIsPerHost) {
   Agent("bad:1", {.corrupt_trace = true, .name = "bad"});
   Agent("full:1", {.name = "full"});

@@ -186,8 +186,10 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
 
 }  // namespace
 
-int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std::string& command) {
-  absl::StatusOr<SessionDir> dir = SessionDir::Create(plan.logdir, plan.session);
+int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
+               const std::string& command, bool generated_session) {
+  absl::StatusOr<SessionDir> dir =
+      SessionDir::Create(requested.logdir, requested.session, {.make_unique = generated_session});
   if (!dir.ok()) {
     *env.err << "profctl " << command << ": " << dir.status().message() << "\n";
     return dir.status().code() == absl::StatusCode::kAlreadyExists ||
@@ -195,6 +197,8 @@ int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std:
                ? kExitUsage
                : kExitFailed;
   }
+  CapturePlan plan = requested;
+  plan.session = dir->session();
   const bool show_progress = plan.duration_ms > 1000;
   auto progress = [&](const std::string& line) {
     if (show_progress) *env.err << "profctl: " << line << std::endl;
@@ -283,6 +287,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.String("align", &align,
             "collectives (refine clock offsets from collective ends in the traces) or ntp "
             "(clock sync only, +- RTT/2)");
+  for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
+    fs.RejectEmpty(f);
+  }
   fs.Require("workers");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
   if (fs.help_requested()) {
@@ -326,8 +333,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return UsageError(env, "capture",
                       absl::StrCat("--align=", align, " is not one of: collectives, ntp"));
   }
-  if (plan.session.empty()) plan.session = DefaultSessionName(*env.clock, "");
-  return RunCapture(plan, json, env, "capture");
+  const bool generated = plan.session.empty();
+  if (generated) plan.session = DefaultSessionName(*env.clock, "");
+  return RunCapture(plan, json, env, "capture", generated);
 }
 
 int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
@@ -340,6 +348,7 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
             "for a TensorFlow/JAX profiler server");
   fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
   fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");
+  fs.RejectEmpty("workers");
   fs.Require("workers");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "ping", s.message());
   if (fs.help_requested()) {
@@ -390,6 +399,8 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.Int64("jobs", &jobs,
            absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
                         kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
+  fs.RejectEmpty("out");
+  fs.RejectEmpty("step-pattern");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "analyze", s.message());
   if (fs.help_requested()) {
     *env.out << fs.Help()

@@ -45,8 +45,10 @@ struct CliEnv {
 std::string DefaultSessionName(const Clock& clock, absl::string_view prefix);
 
 // Creates the session folder, runs the capture, prints the summary (or the manifest with json),
-// returns the exit code. `command` names the caller in errors.
-int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std::string& command);
+// returns the exit code. `command` names the caller in errors. With `generated_session` (the
+// name came from DefaultSessionName) a taken name gets a _2, _3, ... suffix instead of failing.
+int RunCapture(const CapturePlan& plan, bool json, const CliEnv& env, const std::string& command,
+               bool generated_session = false);
 
 // The human summary of a finished session: one row per host, columns aligned.
 std::string FormatSummary(const profctl::v1::SessionManifest& m);

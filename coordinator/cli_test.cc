@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/file_util.h"
+#include "coordinator/session_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -67,7 +68,10 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
       {{"capture", "--workers=h:1", "--duration=0"}, "--duration=0 is not in 1..3600000"},
       {{"capture", "--workers=h:1", "--duration=2s"}, "--duration: expected a whole number"},
       {{"capture", "--workers=h:1", "--frobnicate"}, "unknown flag --frobnicate"},
-      {{"capture", "--workers=h:1", "--logdir="}, "--logdir must not be empty"},
+      {{"capture", "--workers=h:1", "--logdir="}, "--logdir is empty; leave the flag out"},
+      {{"capture", "--workers=h:1", "--session="}, "--session is empty; leave the flag out"},
+      {{"capture", "--workers=h:1", "--logdir", "--session=x"},
+       "--logdir needs a value, got the flag '--session=x'"},
       {{"capture", "--workers=h:1", "--session=a/b"}, "session name 'a/b'"},
       {{"capture", "--workers=h:1", "stray"}, "unexpected argument 'stray'"},
       {{"capture", "--workers=h:1", "--late=maybe"}, "--late=maybe is not one of: capture, fail"},
@@ -105,6 +109,28 @@ TEST_F(CliTest, ExistingSessionIsNeverOverwritten) {
   EXPECT_THAT(err_.str(), HasSubstr("already exists"));
   EXPECT_EQ(*ReadFile(file), before);
   EXPECT_EQ(a.captures(), 1);
+}
+
+// Two captures in one second with the default name: the second is not refused, it gets _2.
+TEST_F(CliTest, DefaultSessionNamesNeverCollide) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", Logdir()}), kExitOk) << err_.str();
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", Logdir()}), kExitOk) << err_.str();
+  const std::string first = DefaultSessionName(clock_, "");
+  EXPECT_TRUE(PathExists(absl::StrCat(logdir_, "/plugins/profile/", first, "/session.json")));
+  EXPECT_TRUE(PathExists(absl::StrCat(logdir_, "/plugins/profile/", first, "_2/session.json")));
+  EXPECT_EQ(a.captures(), 2);
+}
+
+// A log dir on a (nearly) full file system is refused before any host is asked to record.
+TEST_F(CliTest, FullDiskIsRefusedBeforeAnyHostIsContacted) {
+  absl::StatusOr<SessionDir> dir =
+      SessionDir::Create(logdir_, "full", {.min_free_bytes = uint64_t{1} << 62});
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(dir.status().message(), HasSubstr("MiB free on the file system of"));
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/full"));
 }
 
 TEST_F(CliTest, SuccessPrintsSummaryAndJson) {

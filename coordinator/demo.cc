@@ -48,6 +48,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: demo_ + UTC time)");
   fs.String("agent-binary", &agent_binary, "profctl-agent to start (default: beside profctl)");
+  for (const char* f : {"logdir", "session", "agent-binary"}) fs.RejectEmpty(f);
   fs.Bool("json", &json, "print the session manifest as JSON on stdout");
   auto usage = [&](absl::string_view msg) {
     *env.err << "profctl demo: " << msg << "\n";
@@ -77,7 +78,8 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
                               agent_binary.empty() ? " beside profctl" : " at " + agent_binary,
                               "; pass --agent-binary=PATH"));
   }
-  if (session.empty()) session = DefaultSessionName(*env.clock, "demo_");
+  const bool generated = session.empty();
+  if (generated) session = DefaultSessionName(*env.clock, "demo_");
 
   char scratch_template[] = "/tmp/profctl-demo-XXXXXX";
   if (mkdtemp(scratch_template) == nullptr) {
@@ -117,7 +119,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
     for (int64_t r = 0; r < job.workers; ++r) *env.err << " " << DemoClockSkewMs(r);
     *env.err << " ms); their logs: " << scratch << "/\n";
   }
-  const int rc = RunCapture(plan, json, env, "demo");
+  const int rc = RunCapture(plan, json, env, "demo", generated);
   agents.StopAll();
   if (rc == kExitOk) {
     for (const std::string& f : port_files) unlink(f.c_str());

@@ -204,7 +204,8 @@ class GrpcAgentClient final : public AgentClient {
                                     r.version(),
                                     {r.collectors().begin(), r.collectors().end()},
                                     static_cast<int64_t>(r.max_duration_ms()),
-                                    r.busy()});
+                                    r.busy(),
+                                    r.instance_id()});
         });
   }
 

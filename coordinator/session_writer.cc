@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -33,23 +35,44 @@ std::string ManifestJson(const profctl::v1::SessionManifest& manifest) {
   return json;
 }
 
-absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir,
-                                              const std::string& session) {
+absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const std::string& session,
+                                              const SessionDirOptions& options) {
   PROFCTL_RETURN_IF_ERROR(ValidateFileStem("session name", session));
   const std::string parent = JoinPath(logdir, "plugins/profile");
   PROFCTL_RETURN_IF_ERROR(MakeDirs(parent));
-  std::string path = JoinPath(parent, session);
-  if (mkdir(path.c_str(), 0755) != 0) {
-    if (errno == EEXIST) {
+  struct statvfs fs {};
+  if (statvfs(parent.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < options.min_free_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "only %.1f MiB free on the file system of %s (at least %.1f MiB needed to start a "
+          "capture); free some space or choose another --logdir",
+          static_cast<double>(free_bytes) / (1 << 20), parent,
+          static_cast<double>(options.min_free_bytes) / (1 << 20)));
+    }
+  }
+  constexpr int kMaxSuffix = 1000;
+  for (int n = 1;; ++n) {
+    std::string path = JoinPath(parent, n == 1 ? session : absl::StrCat(session, "_", n));
+    if (mkdir(path.c_str(), 0755) == 0) {
+      char resolved[PATH_MAX];
+      if (realpath(path.c_str(), resolved) != nullptr) path = resolved;
+      return SessionDir(std::move(path));
+    }
+    if (errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+    }
+    if (!options.make_unique || n == kMaxSuffix) {
       return absl::AlreadyExistsError(absl::StrCat(
           "session folder ", path, " already exists; choose another --session or --logdir"));
     }
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
   }
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) != nullptr) path = resolved;
-  return SessionDir(std::move(path));
+}
+
+std::string SessionDir::session() const {
+  const size_t slash = path_.rfind('/');
+  return slash == std::string::npos ? path_ : path_.substr(slash + 1);
 }
 
 namespace {

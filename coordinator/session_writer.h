@@ -45,11 +45,25 @@ class TraceSink {
   virtual std::string location() const = 0;
 };
 
+struct SessionDirOptions {
+  // The name was generated (a UTC time): when that folder exists, take <name>_2, <name>_3, ...
+  // instead of failing, so two captures started within one second both run.
+  bool make_unique = false;
+  // Refuse (RESOURCE_EXHAUSTED) when the log dir's file system has less space free than this for
+  // an unprivileged user, before any host is contacted.
+  uint64_t min_free_bytes = uint64_t{64} << 20;
+};
+
 class SessionDir final : public TraceSink {
  public:
-  // Creates DIR/plugins/profile/<session>/. ALREADY_EXISTS when that session folder exists:
-  // a capture never overwrites an earlier one.
-  static absl::StatusOr<SessionDir> Create(const std::string& logdir, const std::string& session);
+  // Creates DIR/plugins/profile/<session>/. ALREADY_EXISTS when that session folder exists (and
+  // the name is not to be made unique): a capture never overwrites an earlier one.
+  // RESOURCE_EXHAUSTED when the file system is (nearly) full; PERMISSION_DENIED when the folder
+  // cannot be created.
+  static absl::StatusOr<SessionDir> Create(const std::string& logdir, const std::string& session,
+                                           const SessionDirOptions& options = {});
+  // The session's name: its folder's (differs from the one asked for after make_unique).
+  std::string session() const;
 
   absl::StatusOr<std::string> Write(const std::string& name, absl::string_view contents) override;
   absl::StatusOr<std::unique_ptr<TraceFile>> Create(const std::string& hint) override;

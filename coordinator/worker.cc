@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_util.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -22,7 +23,7 @@ std::string WorkerAddress::target() const {
 }
 
 std::string WorkerAddress::file_stem() const {
-  return absl::StrReplaceAll(target(), {{":", "_"}, {"[", ""}, {"]", ""}});
+  return BoundedFileStem(absl::StrReplaceAll(target(), {{":", "_"}, {"[", ""}, {"]", ""}}));
 }
 
 absl::StatusOr<WorkerAddress> ParseWorker(const std::string& text) {

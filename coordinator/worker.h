@@ -23,7 +23,9 @@ struct WorkerAddress {
   // gRPC target ("host1:6000", "[::1]:6000").
   std::string target() const;
   // File stem: host:port with ':' -> '_' and IPv6 brackets dropped ("host1_6000", "__1_6000"),
-  // without the scheme (a grpc:// worker's file is named as TensorBoard names it).
+  // without the scheme (a grpc:// worker's file is named as TensorBoard names it); over
+  // kMaxFileStemChars (a 253-character host name) shortened with a stable hash
+  // (BoundedFileStem), so its files can always be created.
   std::string file_stem() const;
 };
 

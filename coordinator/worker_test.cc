@@ -40,6 +40,23 @@ TEST(WorkerTest, GrpcSchemeNamesATslProfilerServer) {
   EXPECT_THAT(ParseWorkerList("h:1,grpc://h:1").status().message(), HasSubstr("listed twice"));
 }
 
+// A 253-character host name is valid, but "<it>_6000.xplane.pb.tmp.XXXXXX" is not a valid file
+// name (255 bytes at most): the stem is shortened with a stable hash, and stays distinct.
+TEST(WorkerTest, LongHostNamesGetBoundedDistinctStableStems) {
+  const std::string a(253, 'a');
+  std::string b = a;
+  b.back() = 'b';
+  absl::StatusOr<WorkerAddress> wa = ParseWorker(a + ":6000");
+  absl::StatusOr<WorkerAddress> wb = ParseWorker(b + ":6000");
+  ASSERT_TRUE(wa.ok()) << wa.status();
+  ASSERT_TRUE(wb.ok()) << wb.status();
+  EXPECT_LE(wa->file_stem().size(), 100u);
+  EXPECT_NE(wa->file_stem(), wb->file_stem());
+  EXPECT_EQ(wa->file_stem(), ParseWorker(a + ":6000")->file_stem());
+  EXPECT_EQ(wa->file_stem().substr(0, 10), "aaaaaaaaaa");
+  EXPECT_EQ(ParseWorker("short:1")->file_stem(), "short_1");
+}
+
 TEST(WorkerTest, ErrorsNameTheEntry) {
   struct Case {
     const char* text;

@@ -39,6 +39,7 @@
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
 #include "tests/fake_clock.h"
+#include "tests/loopback.h"
 
 namespace profctl {
 namespace {
@@ -266,6 +267,20 @@ TEST_F(AgentGrpcTest, GetInfoCrossesTheWire) {
   EXPECT_THAT(info->collectors, ::testing::ElementsAre("synthetic"));
   EXPECT_EQ(info->max_duration_ms, 5000);
   EXPECT_FALSE(info->busy);
+  // One agent, reached under two addresses, says it is one: the same instance id.
+  EXPECT_FALSE(info->instance_id.empty());
+  std::unique_ptr<AgentClient> by_name =
+      Connect(factory_, "localhost:" + agent_.address().substr(agent_.address().rfind(':') + 1));
+  absl::StatusOr<AgentInfo> again = GetInfoNow(*by_name, 5000);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->instance_id, info->instance_id);
+  // Another agent process (here: another server) is another instance.
+  InProcessAgent other;
+  ASSERT_TRUE(other.ok());
+  std::unique_ptr<AgentClient> other_client = Connect(factory_, other.address());
+  absl::StatusOr<AgentInfo> other_info = GetInfoNow(*other_client, 5000);
+  ASSERT_TRUE(other_info.ok()) << other_info.status();
+  EXPECT_NE(other_info->instance_id, info->instance_id);
 }
 
 TEST_F(AgentGrpcTest, CallbacksRunOnATransportThreadNeverInline) {
@@ -480,9 +495,9 @@ TEST_F(AgentGrpcTest, AThousandClientsEachWithItsOwnChannelNeedNoThreadEach) {
 }
 
 TEST(GrpcAgentClientTest, UnreachableAgentIsUnavailable) {
-  // Port 1 on loopback: nothing listens there.
+  // A loopback port nothing listens on (port 1 is not: a root process may hold it).
   coordinator::GrpcAgentClientFactory factory;
-  auto client = Connect(factory, "127.0.0.1:1");
+  auto client = Connect(factory, testing::LoopbackAddress(testing::ClosedLoopbackPort()));
   absl::StatusOr<AgentInfo> info = GetInfoNow(*client, 2000);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable) << info.status();
   EXPECT_THAT(info.status().message(), HasSubstr("GetInfo"));

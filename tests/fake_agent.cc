@@ -69,7 +69,8 @@ class FakeAgent::Client final : public AgentClient {
                                                                             "test",
                                                                             {"synthetic"},
                                                                             b.max_duration_ms,
-                                                                            a_->manager_.busy()})
+                                                                            a_->manager_.busy(),
+                                                                            b.instance_id})
             : b.get_info_error;
     Answer(timeout_ms, b.hang_get_info, std::move(done), std::move(info));
   }

@@ -22,6 +22,7 @@ namespace profctl::testing {
 
 struct FakeAgentBehavior {
   absl::Status get_info_error = absl::OkStatus();  // returned by GetInfo when not OK
+  std::string instance_id = "";                    // GetInfo's instance id (one agent, two names)
   absl::Status sync_error = absl::OkStatus();      // returned by every SyncClock when not OK
   absl::Status capture_error = absl::OkStatus();   // returned by Capture when not OK
   bool corrupt_trace = false;                      // Capture returns bytes that are not an XSpace
