@@ -94,7 +94,9 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
   out->session_dir = dir;
   out->session = m.request().session().empty() ? Basename(dir) : m.request().session();
   for (const auto& h : m.hosts()) {
-    if (h.status() != profctl::v1::HOST_STATUS_OK || h.xplane_file().empty()) continue;
+    const bool saved = h.status() == profctl::v1::HOST_STATUS_OK ||
+                       h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+    if (!saved || h.xplane_file().empty()) continue;
     TraceInput in;
     in.path = JoinPath(dir, h.xplane_file());
     in.format = Format::kXSpace;

@@ -121,6 +121,8 @@ std::string HostStatusName(profctl::v1::HostStatus s) {
   switch (s) {
     case profctl::v1::HOST_STATUS_OK:
       return "ok";
+    case profctl::v1::HOST_STATUS_INCOMPLETE:
+      return "incomplete";
     case profctl::v1::HOST_STATUS_FAILED:
       return "failed";
     default:
@@ -338,6 +340,17 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void MaybeFinish();
   // Records h's agent instance; false (h failed) when another listed worker is the same agent.
   bool ClaimInstance(Host& h);
+  // Saved hosts: complete, or INCOMPLETE with what they recorded instead (after Align: an
+  // unmeasured clock's lateness is known only then).
+  void ClassifyRecordings();
+  int64_t ToleranceNs() const {
+    return (plan_.tolerance_ms > 0 ? plan_.tolerance_ms : options_.late_tolerance_ms) *
+           kNanosPerMilli;
+  }
+  static bool Saved(const HostResult& r) {
+    return r.status() == profctl::v1::HOST_STATUS_OK ||
+           r.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+  }
   void Align();
   // Step-number estimates for the clocks clock sync could not measure (alignment.h
   // OffsetFromSteps): clock.method "steps".
@@ -398,7 +411,7 @@ void CaptureEngine::Session::Begin() {
   if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
     manifest_.set_step_pattern(plan_.reader.step_pattern);
   }
-  manifest_.set_late_tolerance_ns(options_.late_tolerance_ms * kNanosPerMilli);
+  manifest_.set_late_tolerance_ns(ToleranceNs());
   if (deps_.sink != nullptr) {
     manifest_.set_session_dir(deps_.sink->location());
     if (const std::string local = deps_.sink->LocalPath(kManifestFileName); !local.empty()) {
@@ -706,13 +719,13 @@ void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
   if (!h.clock_measured) return;
   const int64_t lateness = agent_start_ns - h.r.requested_start_ns();
   h.r.set_lateness_ns(lateness);
-  h.r.set_late(lateness > options_.late_tolerance_ms * kNanosPerMilli);
+  h.r.set_late(lateness > ToleranceNs());
   if (!h.r.late()) return;
   if (plan_.late == profctl::v1::LATE_POLICY_FAIL) {
     Fail(h, profctl::v1::FAILURE_STEP_LATE,
          absl::DeadlineExceededError(absl::StrFormat(
              "started %.3f ms after the common start (tolerance %d ms, --late=fail)",
-             Millis(lateness), options_.late_tolerance_ms)));
+             Millis(lateness), ToleranceNs() / kNanosPerMilli)));
     h.client->AbortCapture();  // the agent stops when its stream is cancelled
   } else {
     Progress(absl::StrFormat("%s: started %.3f ms late", h.r.host(), Millis(lateness)));
@@ -892,17 +905,24 @@ void CaptureEngine::Session::Interrupt() {
 void CaptureEngine::Session::MaybeFinish() {
   if (finished_ || preparing_ || terminal_ < hosts_.size()) return;
   finished_ = true;
+  if (!plan_.prepare_only) {
+    Align();
+    ClassifyRecordings();
+  }
   size_t ok = 0;
-  for (const Host& h : hosts_) ok += h.r.status() == profctl::v1::HOST_STATUS_OK;
+  size_t saved = 0;
+  for (const Host& h : hosts_) {
+    ok += h.r.status() == profctl::v1::HOST_STATUS_OK;
+    saved += Saved(h.r);
+  }
   manifest_.set_status(ok == hosts_.size() ? profctl::v1::SESSION_STATUS_OK
-                       : ok == 0           ? profctl::v1::SESSION_STATUS_FAILED
+                       : saved == 0        ? profctl::v1::SESSION_STATUS_FAILED
                                            : profctl::v1::SESSION_STATUS_PARTIAL);
   if (cancelled_) {
     manifest_.add_errors(
         "interrupted: capture was cancelled; saved traces hold what was recorded until then");
   }
   if (!plan_.prepare_only) {
-    Align();
     WritePodOutputs();
     WriteBreakdown();
   }
@@ -920,6 +940,46 @@ void CaptureEngine::Session::MaybeFinish() {
   ex_.Post([done = std::move(done_), manifest = std::move(manifest_)]() mutable {
     std::move(done)(std::move(manifest));
   });
+}
+
+void CaptureEngine::Session::ClassifyRecordings() {
+  const int64_t tolerance = ToleranceNs();
+  const int64_t requested = plan_.duration_ms * kNanosPerMilli;
+  for (Host& h : hosts_) {
+    if (!Saved(h.r)) continue;
+    HostResult& r = h.r;
+    // Agent-clock stamps were bounded when they arrived (OnStarted/OnCaptureDone).
+    const int64_t recorded = r.agent_stop_ns() - r.agent_start_ns();
+    r.set_requested_duration_ns(requested);
+    r.set_recorded_duration_ns(recorded);
+    if (recorded < requested - tolerance) {
+      r.set_recording(profctl::v1::RECORDING_TRUNCATED);
+      const profctl::v1::TruncatedBy by = cancelled_      ? profctl::v1::TRUNCATED_BY_COORDINATOR
+                                          : r.cancelled() ? profctl::v1::TRUNCATED_BY_AGENT
+                                                          : profctl::v1::TRUNCATED_BY_UNKNOWN;
+      r.set_truncated_by(by);
+      r.set_recording_detail(absl::StrFormat(
+          "truncated: recorded %.3f of %.3f ms (%s)", Millis(recorded), Millis(requested),
+          by == profctl::v1::TRUNCATED_BY_COORDINATOR ? "cancelled here: interrupted"
+          : by == profctl::v1::TRUNCATED_BY_AGENT
+              ? "cancelled at the agent: another client's Cancel/Terminate or its shutdown"
+              : "the agent stopped early without saying why"));
+    } else if (recorded > requested + tolerance) {
+      r.set_recording(profctl::v1::RECORDING_OVERLONG);
+      r.set_recording_detail(
+          absl::StrFormat("overlong: recorded %.3f ms for %.3f asked (frozen or clock jump?)",
+                          Millis(recorded), Millis(requested)));
+    } else if (r.late()) {
+      r.set_recording(profctl::v1::RECORDING_LATE);
+      r.set_recording_detail(
+          absl::StrFormat("late: started %.3f ms after the common start", Millis(r.lateness_ns())));
+    } else {
+      r.set_recording(profctl::v1::RECORDING_COMPLETE);
+      continue;
+    }
+    r.set_status(profctl::v1::HOST_STATUS_INCOMPLETE);
+    Progress(absl::StrCat(r.host(), ": ", r.recording_detail()));
+  }
 }
 
 void CaptureEngine::Session::EstimateUnmeasuredOffsets(const std::vector<Host*>& saved) {
@@ -958,7 +1018,7 @@ void CaptureEngine::Session::EstimateUnmeasuredOffsets(const std::vector<Host*>&
 void CaptureEngine::Session::Align() {
   std::vector<Host*> saved;
   for (Host& h : hosts_) {
-    if (h.r.status() == profctl::v1::HOST_STATUS_OK) saved.push_back(&h);
+    if (Saved(h.r)) saved.push_back(&h);
   }
   if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) EstimateUnmeasuredOffsets(saved);
   std::vector<analysis::HostClockInput> inputs;
@@ -1009,7 +1069,7 @@ void CaptureEngine::Session::Align() {
     h->r.set_lateness_ns(h->r.aligned_start_ns() - start_at_);
     // Now known for a clock aligned from its collectives that clock sync could not measure.
     if (!h->clock_measured && h->r.clock().method() != kClockMethodUnmeasured) {
-      h->r.set_late(h->r.lateness_ns() > options_.late_tolerance_ms * kNanosPerMilli);
+      h->r.set_late(h->r.lateness_ns() > ToleranceNs());
     }
     min_start = std::min(min_start, h->r.aligned_start_ns());
     max_start = std::max(max_start, h->r.aligned_start_ns());
@@ -1020,7 +1080,7 @@ void CaptureEngine::Session::Align() {
 void CaptureEngine::Session::WritePodOutputs() {
   std::vector<const Host*> saved;
   for (const Host& h : hosts_) {
-    if (h.r.status() == profctl::v1::HOST_STATUS_OK) saved.push_back(&h);
+    if (Saved(h.r)) saved.push_back(&h);
   }
   if (saved.empty()) return;
   const std::string path = deps_.sink->LocalPath(kPodTraceFileName);
@@ -1050,7 +1110,7 @@ void CaptureEngine::Session::WriteBreakdown() {
   context.session = plan_.session;
   context.source = report::BreakdownSource::kCapture;
   for (Host& h : hosts_) {
-    if (h.r.status() != profctl::v1::HOST_STATUS_OK || !h.summary.has_value()) continue;
+    if (!Saved(h.r) || !h.summary.has_value()) continue;
     context.host_files[h.r.host()].push_back(h.r.xplane_file());
     summaries.push_back(*std::move(h.summary));
     h.summary.reset();

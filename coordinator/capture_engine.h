@@ -68,6 +68,9 @@ struct CapturePlan {
   bool prepare_only = false;
   // How the step breakdown finds steps (--step-pattern).
   analysis::ReaderOptions reader = {};
+  // A host is late, and its recording truncated or overlong, beyond this many ms
+  // (--tolerance); 0: CaptureEngineOptions::late_tolerance_ms.
+  int64_t tolerance_ms = 0;
 };
 
 struct CaptureEngineOptions {

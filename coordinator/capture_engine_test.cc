@@ -269,7 +269,11 @@ TEST_F(CaptureEngineTest, SlowHostJoinsLateWithCaptureAndIsFlagged) {
         Rank(2));
   const SessionManifest m = Run(Plan({"a:1", "b:1", "slow:1"}, 3000));
   const HostResult& slow = Host(m, "slow:1");
-  ASSERT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.error().message();
+  // Saved, but not the window asked for: honest status, partial session.
+  ASSERT_EQ(slow.status(), v1::HOST_STATUS_INCOMPLETE) << slow.error().message();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_LATE);
+  EXPECT_THAT(slow.recording_detail(), HasSubstr("late: started"));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
   EXPECT_TRUE(slow.late());
   EXPECT_GT(slow.lateness_ns(), 200 * kNanosPerMilli);
   EXPECT_FALSE(Host(m, "a:1").late());
@@ -290,7 +294,9 @@ TEST_F(CaptureEngineTest, LatePolicyDecidesAboutAHostThatStartsLate) {
     EXPECT_EQ(Host(m, a).status(), v1::HOST_STATUS_OK);
     const HostResult& h = Host(m, l);
     if (policy == v1::LATE_POLICY_CAPTURE) {
-      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK);
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE);
+      EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+      EXPECT_THAT(h.recording_detail(), HasSubstr("40.000 ms after the common start"));
       EXPECT_TRUE(h.late());
       EXPECT_EQ(h.lateness_ns(), 40 * kNanosPerMilli);
       EXPECT_TRUE(sink_.files.count("late.xplane.pb"));
@@ -307,9 +313,17 @@ TEST_F(CaptureEngineTest, AgentThatSendsNoStartedMessageIsJudgedByItsHeader) {
   Agent("old:1", {.start_delay_ns = 30 * kNanosPerMilli, .send_started = false});
   CapturePlan plan = Plan({"old:1"});
   const SessionManifest m = Run(plan);
-  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(m.hosts(0).recording(), v1::RECORDING_LATE);
   EXPECT_TRUE(m.hosts(0).late());
   EXPECT_EQ(m.hosts(0).lateness_ns(), 30 * kNanosPerMilli);
+  // With a tolerance above its lateness the same host is complete.
+  plan.tolerance_ms = 50;
+  const SessionManifest tolerant = Run(plan);
+  EXPECT_EQ(tolerant.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(tolerant.hosts(0).recording(), v1::RECORDING_COMPLETE);
+  EXPECT_FALSE(tolerant.hosts(0).late());
+  EXPECT_EQ(tolerant.status(), v1::SESSION_STATUS_OK);
 }
 
 TEST_F(CaptureEngineTest, CollectivesRefineOffsetsPastAsymmetricPaths) {
@@ -371,12 +385,47 @@ TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
   });
   EXPECT_EQ(a.cancels(), 1);
   const HostResult& h = m.hosts(0);
-  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(h.recording(), v1::RECORDING_TRUNCATED);
+  EXPECT_EQ(h.truncated_by(), v1::TRUNCATED_BY_COORDINATOR);
+  EXPECT_EQ(h.requested_duration_ns(), 10 * kNanosPerSecond);
+  EXPECT_NEAR(static_cast<double>(h.recorded_duration_ns()), 2.0 * kNanosPerSecond,
+              1.0 * kNanosPerMilli);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
   EXPECT_TRUE(h.cancelled());
   EXPECT_NEAR(static_cast<double>(h.agent_stop_ns() - h.agent_start_ns()), 2.0 * kNanosPerSecond,
               1.0 * kNanosPerMilli);
   ASSERT_EQ(m.errors_size(), 1);
   EXPECT_THAT(m.errors(0), HasSubstr("interrupted"));
+}
+
+// "ok" means the window asked for was recorded, start to end: a recording cut short by someone
+// else, or one that ran long (a host frozen mid-window), is saved but INCOMPLETE and makes the
+// session partial, saying what happened.
+TEST_F(CaptureEngineTest, TruncatedAndOverlongRecordingsAreNotOk) {
+  Agent("ok:1", {.name = "ok"}, Rank(0));
+  Agent("cut:1", {.cancelled_by_other_after_ns = 1800 * kNanosPerMilli, .name = "cut"}, Rank(1));
+  Agent("long:1", {.overrun_ns = 2 * kNanosPerSecond, .name = "long"}, Rank(2));
+  const SessionManifest m = Run(Plan({"ok:1", "cut:1", "long:1"}, 5000));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  const HostResult& ok = Host(m, "ok:1");
+  EXPECT_EQ(ok.status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(ok.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(ok.recorded_duration_ns(), 5 * kNanosPerSecond);
+  const HostResult& cut = Host(m, "cut:1");
+  EXPECT_EQ(cut.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(cut.recording(), v1::RECORDING_TRUNCATED);
+  EXPECT_EQ(cut.truncated_by(), v1::TRUNCATED_BY_AGENT);
+  EXPECT_EQ(cut.recorded_duration_ns(), 1800 * kNanosPerMilli);
+  EXPECT_THAT(cut.recording_detail(),
+              HasSubstr("recorded 1800.000 of 5000.000 ms (cancelled at the agent"));
+  EXPECT_TRUE(sink_.files.count("cut.xplane.pb"));  // what was recorded is kept
+  const HostResult& lng = Host(m, "long:1");
+  EXPECT_EQ(lng.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(lng.recording(), v1::RECORDING_OVERLONG);
+  EXPECT_THAT(lng.recording_detail(), HasSubstr("recorded 7000.000 ms for 5000.000 asked"));
+  // All three are in the pod's breakdown: an incomplete trace is still a trace.
+  EXPECT_TRUE(sink_.files.count("pod_step_breakdown.json"));
 }
 
 TEST_F(CaptureEngineTest, CancelBeforeCaptureAsksNoHostToRecord) {

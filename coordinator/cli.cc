@@ -66,7 +66,8 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
   size_t ok = 0;
   int width = 22;  // the HOST column grows to the longest name, so the columns stay aligned
   for (const auto& h : m.hosts()) {
-    ok += h.status() == profctl::v1::HOST_STATUS_OK;
+    ok += h.status() == profctl::v1::HOST_STATUS_OK ||
+          h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
     width = std::max(width, static_cast<int>(h.host().size()));
   }
   std::string out = absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
@@ -75,17 +76,20 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
                         "STATUS", "OFFSET(ms)", "+-(ms)", "START(ms)", "ALIGNED BY", "RTT(ms)",
                         "STEPS", "EVENTS", "SIZE");
   for (const auto& h : m.hosts()) {
-    if (h.status() == profctl::v1::HOST_STATUS_OK) {
+    if (h.status() == profctl::v1::HOST_STATUS_OK ||
+        h.status() == profctl::v1::HOST_STATUS_INCOMPLETE) {
+      const bool complete = h.status() == profctl::v1::HOST_STATUS_OK;
       const auto& c = h.clock();
       const double unc = c.method() == "collectives"
                              ? static_cast<double>(c.residual_ns()) / kNanosPerMilli
                              : static_cast<double>(c.uncertainty_ns()) / kNanosPerMilli;
       absl::StrAppendFormat(&out, "  %-*s %-7s %+11.3f %9.3f %+11.3f %-11s %8.3f %6d %8d %10s%s\n",
-                            width, h.host(), "ok",
+                            width, h.host(), complete ? "ok" : "partial",
                             static_cast<double>(c.offset_ns()) / kNanosPerMilli, unc,
                             static_cast<double>(h.lateness_ns()) / kNanosPerMilli, c.method(),
                             static_cast<double>(c.rtt_ns()) / kNanosPerMilli, h.steps(), h.events(),
                             HumanBytes(h.bytes()), h.late() ? "  LATE" : "");
+      if (!complete) absl::StrAppendFormat(&out, "  %-*s %s\n", width, "", h.recording_detail());
     } else {
       absl::StrAppendFormat(
           &out, "  %-*s %-7s %s: %s (%s)\n", width, h.host(), "failed",
@@ -269,6 +273,7 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string step_pattern(analysis::kDefaultStepPattern);
   std::string late = "capture";
   std::string align = "collectives";
+  int64_t tolerance_ms = CaptureEngineOptions{}.late_tolerance_ms;
   FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
   fs.String("workers", &workers,
             "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
@@ -287,6 +292,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.String("align", &align,
             "collectives (refine clock offsets from collective ends in the traces) or ntp "
             "(clock sync only, +- RTT/2)");
+  fs.Int64("tolerance", &tolerance_ms,
+           "ms a host may start late, or record less or more than the window, and still count "
+           "as complete (1..60000); beyond it the host is saved but the session is partial");
   for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
     fs.RejectEmpty(f);
   }
@@ -312,7 +320,12 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
         env, "capture",
         absl::StrCat("--prepare-timeout=", prepare_timeout_ms, " is not in 0..600000 ms"));
   }
+  if (tolerance_ms < 1 || tolerance_ms > 60'000) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--tolerance=", tolerance_ms, " is not in 1..60000 ms"));
+  }
   CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
+  plan.tolerance_ms = tolerance_ms;
   plan.reader.step_pattern = step_pattern;
   if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
     return UsageError(env, "capture", absl::StrCat("--step-pattern: ", s.message()));

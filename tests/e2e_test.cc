@@ -214,8 +214,9 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   std::ostringstream out, err;
   const std::string logdir = scratch_ + "/logs";
   const int rc =
+      // --tolerance: three agents share 2 loaded cores; lateness is not what this test checks.
       coordinator::RunCli({"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=800",
-                           "--session=e2e", "--logdir=" + logdir},
+                           "--session=e2e", "--logdir=" + logdir, "--tolerance=500"},
                           {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr});
   EXPECT_EQ(rc, coordinator::kExitPartial) << out.str() << err.str();
   EXPECT_THAT(out.str(), HasSubstr("session e2e: partial, 3/4 hosts captured"));
@@ -333,7 +334,11 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   WaitUntilRecording();
   const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, pid, logdir);
   ASSERT_EQ(m.hosts_size(), 1);
-  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  // Saved, and honestly not the window asked for: cut short here, by the interrupt.
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_INCOMPLETE)
+      << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(0).recording(), profctl::v1::RECORDING_TRUNCATED);
+  EXPECT_EQ(m.hosts(0).truncated_by(), profctl::v1::TRUNCATED_BY_COORDINATOR);
   EXPECT_TRUE(m.hosts(0).cancelled());
   EXPECT_LT(m.hosts(0).agent_stop_ns() - m.hosts(0).agent_start_ns(), 25 * kNanosPerSecond);
   EXPECT_GT(m.hosts(0).events(), 0u);
@@ -388,7 +393,9 @@ TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   ASSERT_EQ(m.hosts_size(), kDemoWorkers);
   for (const auto& h : m.hosts()) {
     // Only profctl got the SIGINT: each agent was cancelled by profctl and sent its trace back.
-    EXPECT_EQ(h.status(), profctl::v1::HOST_STATUS_OK) << h.host() << ": " << h.error().message();
+    EXPECT_EQ(h.status(), profctl::v1::HOST_STATUS_INCOMPLETE)
+        << h.host() << ": " << h.error().message();
+    EXPECT_EQ(h.truncated_by(), profctl::v1::TRUNCATED_BY_COORDINATOR) << h.host();
     EXPECT_TRUE(h.cancelled()) << h.host();
     EXPECT_GT(h.events(), 0u) << h.host();
     EXPECT_TRUE(PathExists(absl::StrCat(logdir, "/plugins/profile/int/", h.host(), ".xplane.pb")));

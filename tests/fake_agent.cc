@@ -189,7 +189,7 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
   rec->deadline_mono = deadline_mono;
   const int64_t now_agent = agent_clock_.WallNs();
   rec->start_ns = std::max(now_agent, args.start_at_ns) + behavior_.start_delay_ns;
-  rec->stop_ns = rec->start_ns + args.duration_ms * kNanosPerMilli;
+  rec->stop_ns = rec->start_ns + args.duration_ms * kNanosPerMilli + behavior_.overrun_ns;
   recording_ = rec;
   const int64_t start_mono = clock_->MonoNs() + (rec->start_ns - now_agent);
   const int64_t stop_mono = clock_->MonoNs() + (rec->stop_ns - now_agent);
@@ -202,6 +202,14 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
     ex_->PostAt(start_mono, [rec, this] { last_start_ns_ = rec->start_ns; });
   }
   ex_->PostAt(stop_mono, [rec, this] { FinishRecording(rec); });
+  if (behavior_.cancelled_by_other_after_ns > 0) {
+    ex_->PostAt(start_mono + behavior_.cancelled_by_other_after_ns, [rec, this] {
+      if (rec->finished || rec->generation != 0) return;
+      rec->cancelled = true;
+      rec->stop_ns = std::max(rec->start_ns, agent_clock_.WallNs());
+      FinishRecording(rec);
+    });
+  }
   if (deadline_mono < stop_mono + behavior_.down_delay_ns) {
     ex_->PostAt(deadline_mono, [rec, this] {
       if (rec->finished) return;

@@ -36,6 +36,11 @@ struct FakeAgentBehavior {
   bool hang_capture = false;
   // The agent begins recording this long after it could have (a slow or overloaded host).
   int64_t start_delay_ns = 0;
+  // Another client (or the agent's shutdown) cancels the recording this long after its start;
+  // 0: never. The header then says `cancelled`.
+  int64_t cancelled_by_other_after_ns = 0;
+  // The recording ends this much after its window (a host frozen mid-window).
+  int64_t overrun_ns = 0;
   // Sends the `started` message (new agents do; old ones only report the start in the header).
   bool send_started = true;
   int64_t max_duration_ms = 60'000;

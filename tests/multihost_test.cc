@@ -219,7 +219,10 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
 
   // 1. Refined from the collectives (the default).
   SessionManifest m;
-  ASSERT_EQ(Capture(workers, {"--duration=1500"}, "refined", &m), coordinator::kExitOk) << summary_;
+  // Alignment is under test, not lateness (four agents share 2 loaded cores): a wide tolerance.
+  ASSERT_EQ(Capture(workers, {"--duration=1500", "--tolerance=500"}, "refined", &m),
+            coordinator::kExitOk)
+      << summary_;
   ASSERT_EQ(m.hosts_size(), kHosts);
   std::vector<std::vector<int64_t>> file_ends(kHosts);
   for (int r = 0; r < kHosts; ++r) {
@@ -267,7 +270,8 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
   // 2. Clock sync only: the asymmetric hosts are off by milliseconds (half their asymmetry: about
   // +5 and -3 ms). A lower bound only: extra load can only add delay, never remove the proxies'.
   SessionManifest ntp;
-  ASSERT_EQ(Capture(workers, {"--duration=1500", "--align=ntp"}, "ntp", &ntp), coordinator::kExitOk)
+  ASSERT_EQ(Capture(workers, {"--duration=1500", "--align=ntp", "--tolerance=500"}, "ntp", &ntp),
+            coordinator::kExitOk)
       << summary_;
   ASSERT_EQ(ntp.hosts_size(), kHosts);
   std::vector<std::vector<int64_t>> ntp_ends(kHosts);
@@ -317,7 +321,7 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
   for (int round = 0; round < 3; ++round) {
     SessionManifest m;
     EXPECT_EQ(Capture({Loopback(ports[0]), (*hung)->address()},
-                      {"--duration=200", "--late=fail", "--prepare-timeout=100"},
+                      {"--duration=200", "--late=fail", "--prepare-timeout=100", "--tolerance=500"},
                       absl::StrCat("abandon", round), &m),
               coordinator::kExitPartial)
         << summary_;
@@ -373,7 +377,10 @@ TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
       };
 
   SessionManifest m;
-  EXPECT_EQ(Capture(workers, {"--duration=1000"}, "scale", &m, options), coordinator::kExitPartial)
+  // --tolerance: one process starts 200 sessions at one instant on 2 loaded cores; their own
+  // lateness (about 15 ms under ASan) is not what this test checks.
+  EXPECT_EQ(Capture(workers, {"--duration=1000", "--tolerance=1000"}, "scale", &m, options),
+            coordinator::kExitPartial)
       << summary_;
   ASSERT_EQ(m.hosts_size(), kEndpoints + kDead);
   EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
