@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/gzip.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
 
@@ -122,6 +123,7 @@ class CaptureReactor final : public grpc::ServerWriteReactor<CaptureChunk> {
       header_.set_cancelled(result.cancelled);
       header_.set_name(endpoint_.name);
       header_.set_hostname(endpoint_.hostname);
+      crc32_ = Crc32(0, data_);
       done_ = true;
     }
     Pump();
@@ -158,6 +160,7 @@ class CaptureReactor final : public grpc::ServerWriteReactor<CaptureChunk> {
         action = Action::kWrite;
       } else if (!trailer_sent_) {
         chunk_.mutable_trailer()->set_chunks(chunks_);
+        chunk_.mutable_trailer()->set_crc32(crc32_);
         trailer_sent_ = true;
         action = Action::kWrite;
       } else {
@@ -191,6 +194,7 @@ class CaptureReactor final : public grpc::ServerWriteReactor<CaptureChunk> {
   std::string data_ ABSL_GUARDED_BY(mu_);
   size_t offset_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t crc32_ ABSL_GUARDED_BY(mu_) = 0;  // of data_, for the trailer
   // The message being written; owned by the write in flight while write_in_flight_.
   CaptureChunk chunk_;
 };

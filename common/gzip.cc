@@ -183,6 +183,11 @@ absl::string_view GzipFileWriter::temp_path() const {
 int64_t GzipFileWriter::bytes_in() const { return state_ != nullptr ? state_->bytes_in : 0; }
 int64_t GzipFileWriter::bytes_out() const { return state_ != nullptr ? state_->bytes_out : 0; }
 
+uint32_t Crc32(uint32_t crc, absl::string_view data) {
+  return static_cast<uint32_t>(
+      crc32_z(crc, reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
 absl::StatusOr<std::string> GzipCompress(absl::string_view data) {
   z_stream zs{};
   if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, 8,

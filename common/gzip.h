@@ -12,6 +12,9 @@
 
 namespace profctl {
 
+// CRC-32 as zlib computes it (ISO-HDLC), continued from `crc` (0 to start).
+uint32_t Crc32(uint32_t crc, absl::string_view data);
+
 absl::StatusOr<std::string> GzipCompress(absl::string_view data);
 absl::StatusOr<std::string> GzipDecompress(absl::string_view data);
 

@@ -52,6 +52,12 @@ std::string Incompressible(size_t n, uint64_t seed) {
   return out;
 }
 
+TEST(Crc32Test, IsZlibsCrc32AndContinues) {
+  EXPECT_EQ(Crc32(0, "123456789"), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
+  EXPECT_EQ(Crc32(Crc32(0, "1234"), "56789"), 0xCBF43926u);
+  EXPECT_EQ(Crc32(0, ""), 0u);
+}
+
 TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
   const testing::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");

@@ -744,7 +744,19 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
     return;
   }
   if (!status.ok()) {
-    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, status);
+    absl::Status failure = status;
+    // Bytes that arrived damaged (a checksum mismatch, broken framing) are kept for inspection,
+    // under a name TensorBoard will not load, never as a valid trace.
+    if (status.code() == absl::StatusCode::kDataLoss && h.stream->file() != nullptr &&
+        h.stream->file()->size() > 0) {
+      absl::StatusOr<std::string> kept =
+          h.stream->file()->Commit(RejectedXPlaneFileName(h.r.host()));
+      if (kept.ok()) {
+        failure = absl::DataLossError(
+            absl::StrCat(status.message(), "; the bytes received are kept in ", *kept));
+      }
+    }
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, failure);
     h.stream.reset();
     return;
   }

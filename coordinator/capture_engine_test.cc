@@ -186,6 +186,24 @@ TEST_F(CaptureEngineTest, CorruptTraceIsKeptAsInvalidAndWriteFailureIsPerHost) {
   EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
 }
 
+// A trace damaged in transit (the stream's CRC-32 does not match) is never saved as a trace; the
+// bytes are kept as .invalid for inspection and the host fails naming the problem.
+TEST_F(CaptureEngineTest, TraceDamagedInTransitIsKeptAsInvalidNotSaved) {
+  Agent("flip:1",
+        {.transit_error = absl::DataLossError("Capture: checksum mismatch: test"), .name = "flip"});
+  Agent("ok:1", {.name = "ok"});
+  const SessionManifest m = Run(Plan({"flip:1", "ok:1"}));
+  const HostResult& h = Host(m, "flip:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_CAPTURE);
+  EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(h.error().message(), HasSubstr("checksum mismatch"));
+  EXPECT_THAT(h.error().message(), HasSubstr("kept in"));
+  EXPECT_TRUE(sink_.files.count("flip.xplane.pb.invalid"));
+  EXPECT_FALSE(sink_.files.count("flip.xplane.pb"));
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+}
+
 TEST_F(CaptureEngineTest, AThousandHostsAllGetTheirCaptureBeforeTheStartAndStartTogether) {
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int64_t> delay(20'000, 2'000'000);  // 20 us .. 2 ms one way

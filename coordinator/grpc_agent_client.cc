@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/gzip.h"
 #include "coordinator/grpc_calls.h"
 #include "coordinator/tsl_agent_client.h"
 #include "profctl/v1/agent.grpc.pb.h"
@@ -114,6 +115,7 @@ class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
         }
         received_ += data.size();
         ++chunks_;
+        crc32_ = Crc32(crc32_, data);
         return stream_->OnData(data);
       }
       case CaptureChunk::kTrailer:
@@ -125,6 +127,13 @@ class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
           return absl::DataLossError(absl::StrCat("Capture: agent's trailer counts ",
                                                   chunk_.trailer().chunks(), " chunks, received ",
                                                   chunks_));
+        }
+        if (chunk_.trailer().has_crc32() && chunk_.trailer().crc32() != crc32_) {
+          return absl::DataLossError(
+              absl::StrCat("Capture: checksum mismatch: the agent's CRC-32 is ",
+                           absl::Hex(chunk_.trailer().crc32(), absl::kZeroPad8), ", the ",
+                           received_, " bytes received give ", absl::Hex(crc32_, absl::kZeroPad8),
+                           " (corrupted in transit)"));
         }
         return absl::OkStatus();
       case CaptureChunk::PART_NOT_SET:
@@ -159,6 +168,7 @@ class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
   uint64_t total_ = 0;
   uint64_t received_ = 0;
   uint64_t chunks_ = 0;
+  uint32_t crc32_ = 0;  // of the data received so far
   absl::Status violation_;
 };
 

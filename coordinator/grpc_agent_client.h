@@ -19,6 +19,7 @@
 //       data before the header or after the trailer     DATA_LOSS
 //       data beyond the announced total_bytes           DATA_LOSS
 //       a trailer out of order or with a wrong count    DATA_LOSS
+//       a trailer CRC-32 the data does not match        DATA_LOSS ("checksum mismatch")
 //       a chunk with no part set                        DATA_LOSS
 //       OnData returned an error                        that error, unchanged
 //     Without a violation, a stream the transport ended early reports the transport's status

@@ -33,6 +33,7 @@
 #include "agent/collectors/synthetic_collector.h"
 #include "common/clock.h"
 #include "common/executor.h"
+#include "common/gzip.h"
 #include "common/xspace.h"
 #include "coordinator/grpc_agent_client.h"
 #include "gmock/gmock.h"
@@ -637,6 +638,12 @@ CaptureChunk Trailer(uint64_t chunks) {
   return c;
 }
 
+CaptureChunk TrailerWithCrc(uint64_t chunks, uint32_t crc) {
+  CaptureChunk c = Trailer(chunks);
+  c.mutable_trailer()->set_crc32(crc);
+  return c;
+}
+
 TEST(GrpcAgentClientTest, BrokenStreamsFromALyingPeerAreViolations) {
   struct Case {
     std::vector<CaptureChunk> script;
@@ -663,6 +670,15 @@ TEST(GrpcAgentClientTest, BrokenStreamsFromALyingPeerAreViolations) {
        absl::StatusCode::kDataLoss,
        "outside header..trailer",
        "HDE"},
+      {{Header(4), Data("ab"), Data("cd"), TrailerWithCrc(2, Crc32(0, "abcd"))},
+       absl::StatusCode::kOk,
+       "",
+       "HDDE"},
+      // One flipped bit in the data: framing is intact, the checksum is not.
+      {{Header(4), Data("ab"), Data("cc"), TrailerWithCrc(2, Crc32(0, "abcd"))},
+       absl::StatusCode::kDataLoss,
+       "checksum mismatch",
+       "HDDE"},
       {{Header(1), Header(1)}, absl::StatusCode::kDataLoss, "second header", "HE"},
       {{Header(1), Started(7)}, absl::StatusCode::kDataLoss, "'started' after the header", "HE"},
       {{Started(7), Started(8)}, absl::StatusCode::kDataLoss, "second 'started'", "SE"},

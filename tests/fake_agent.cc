@@ -260,6 +260,7 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
                 for (size_t off = 0; off < bytes.size() && s.ok(); off += kChunk) {
                   s = rec->stream->OnData(std::string_view(bytes).substr(off, kChunk));
                 }
+                if (s.ok()) s = behavior_.transit_error;
                 rec->stream->OnDone(s);
                 EndRecording(rec);
               });

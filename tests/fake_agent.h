@@ -26,7 +26,10 @@ struct FakeAgentBehavior {
   absl::Status sync_error = absl::OkStatus();      // returned by every SyncClock when not OK
   absl::Status capture_error = absl::OkStatus();   // returned by Capture when not OK
   bool corrupt_trace = false;                      // Capture returns bytes that are not an XSpace
-  int64_t clock_offset_ns = 0;                     // the agent's clock = coordinator clock + this
+  // The whole trace arrives, then the stream ends with this instead of OK (what the transport
+  // reports for bytes damaged in transit: a checksum mismatch is DATA_LOSS).
+  absl::Status transit_error = absl::OkStatus();
+  int64_t clock_offset_ns = 0;  // the agent's clock = coordinator clock + this
   // Network one-way delays, coordinator -> agent and back.
   int64_t up_delay_ns = 0;
   int64_t down_delay_ns = 0;
