@@ -1,5 +1,7 @@
 #include "coordinator/capture_engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -138,6 +140,10 @@ std::string SessionStatusName(profctl::v1::SessionStatus s) {
       return "partial";
     case profctl::v1::SESSION_STATUS_FAILED:
       return "failed";
+    case profctl::v1::SESSION_STATUS_RUNNING:
+      return "running";
+    case profctl::v1::SESSION_STATUS_ABANDONED:
+      return "abandoned";
     default:
       return "unknown";
   }
@@ -360,6 +366,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 
   void Fail(Host& h, FailureStep step, const absl::Status& status);
   void Succeed(Host& h);
+  // session.json as it stands (status RUNNING), now; and at most every manifest_flush_ms.
+  void FlushManifest();
+  void ScheduleManifestFlush();
+  void OnInterruptGraceOver();
   void Progress(const std::string& line) {
     if (deps_.progress) deps_.progress(line);
   }
@@ -391,6 +401,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   int64_t start_at_ = 0;                   // wall, coordinator clock
   std::string repository_root_;  // CaptureArgs::repository_root: the session folder's parent
   absl::flat_hash_map<std::string, size_t> instance_owner_;  // agent instance id -> host index
+  bool manifest_flush_scheduled_ = false;
+  bool manifest_write_failed_ = false;
   int64_t lead_ns_ = 0;
   int64_t per_host_send_ns_ = 0;  // measured in Begin
   int64_t window_start_mono_ = 0;
@@ -421,6 +433,10 @@ void CaptureEngine::Session::Begin() {
     }
   }
 
+  manifest_.set_coordinator_pid(static_cast<int64_t>(getpid()));
+  char host_name[256] = {};
+  if (gethostname(host_name, sizeof(host_name) - 1) == 0) manifest_.set_coordinator_host(host_name);
+
   hosts_.resize(plan_.workers.size());
   prepare_started_mono_ = NowMono();
   const int64_t budget_ms =
@@ -435,6 +451,9 @@ void CaptureEngine::Session::Begin() {
     h.r.set_attempts(1);
     h.client = deps_.clients->Connect(plan_.workers[i]);
   }
+  // session.json exists from the start: a coordinator killed now leaves a folder that says what
+  // it is.
+  FlushManifest();
   const int64_t fan_out_start = NowMono();
   for (Host& h : hosts_) StartPrepare(h);
   // What starting one host's RPCs costs here (channel set-up, request encoding): sending every
@@ -878,6 +897,7 @@ void CaptureEngine::Session::Fail(Host& h, FailureStep step, const absl::Status&
   }
   Progress(absl::StrCat(h.r.host(), ": FAILED (", FailureStepName(step), ") ", e->message()));
   ++terminal_;
+  ScheduleManifestFlush();
   if (preparing_ && was_preparing) {
     ++settled_;
     if (settled_ == hosts_.size()) {
@@ -892,7 +912,30 @@ void CaptureEngine::Session::Succeed(Host& h) {
   h.phase = Phase::kDone;
   h.r.set_status(profctl::v1::HOST_STATUS_OK);
   ++terminal_;
+  ScheduleManifestFlush();
   MaybeFinish();
+}
+
+void CaptureEngine::Session::FlushManifest() {
+  manifest_flush_scheduled_ = false;
+  if (finished_ || plan_.prepare_only || deps_.sink == nullptr) return;
+  profctl::v1::SessionManifest snapshot = manifest_;
+  snapshot.set_status(profctl::v1::SESSION_STATUS_RUNNING);
+  for (const Host& h : hosts_) *snapshot.add_hosts() = h.r;
+  if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, ManifestJson(snapshot));
+      !f.ok() && !manifest_write_failed_) {
+    manifest_write_failed_ = true;  // said once; the final write reports it in the manifest
+    Progress(absl::StrCat("cannot write ", kManifestFileName, ": ", f.status().message()));
+  }
+}
+
+void CaptureEngine::Session::ScheduleManifestFlush() {
+  if (manifest_flush_scheduled_ || finished_ || plan_.prepare_only) return;
+  manifest_flush_scheduled_ = true;
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(NowMono() + options_.manifest_flush_ms * kNanosPerMilli, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->FlushManifest();
+  });
 }
 
 void CaptureEngine::Session::Interrupt() {
@@ -909,6 +952,23 @@ void CaptureEngine::Session::Interrupt() {
       Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
            absl::CancelledError("interrupted before capture"));
     }
+  }
+  // Whatever the hosts do (hung, stalled mid-transfer), the session ends within the grace.
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(NowMono() + options_.interrupt_grace_ms * kNanosPerMilli, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnInterruptGraceOver();
+  });
+}
+
+void CaptureEngine::Session::OnInterruptGraceOver() {
+  if (finished_) return;
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kCapturing) continue;  // saving hosts finish on their own, quickly
+    h.client->AbortCapture();
+    Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+         absl::DeadlineExceededError(
+             absl::StrCat("hung: sent nothing back within ", options_.interrupt_grace_ms,
+                          " ms of the interrupt; what it recorded is lost")));
   }
 }
 

@@ -94,6 +94,11 @@ struct CaptureEngineOptions {
   int64_t transfer_timeout_ms = 60'000;
   // While capturing, a progress line every this often.
   int64_t progress_tick_ms = 1000;
+  // session.json is rewritten (status RUNNING) at most this often while hosts finish.
+  int64_t manifest_flush_ms = 1000;
+  // After an interrupt (Cancel), hosts get this long to send what they recorded; then the rest
+  // are abandoned (reported hung) and the session's outputs are written anyway.
+  int64_t interrupt_grace_ms = 5000;
   // Collective ends kept per host for alignment: a memory bound (8 bytes each; 32 MiB at 1,024
   // hosts). Refinement needs a few dozen matched steps; 4,096 is ~7 minutes of 100 ms steps.
   size_t max_collective_ends = 4096;

@@ -1,5 +1,7 @@
 #include "coordinator/capture_engine.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -8,6 +10,7 @@
 #include "common/gzip.h"
 #include "common/xspace.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
@@ -444,6 +447,72 @@ TEST_F(CaptureEngineTest, TruncatedAndOverlongRecordingsAreNotOk) {
   EXPECT_THAT(lng.recording_detail(), HasSubstr("recorded 7000.000 ms for 5000.000 asked"));
   // All three are in the pod's breakdown: an incomplete trace is still a trace.
   EXPECT_TRUE(sink_.files.count("pod_step_breakdown.json"));
+}
+
+// session.json exists from the moment the session starts (RUNNING), so a coordinator killed
+// mid-capture leaves a folder that says what it is; it is rewritten as hosts finish.
+TEST_F(CaptureEngineTest, ManifestIsWrittenAtTheStartAndUpdatedWhileRunning) {
+  Agent("a:1", {.name = "a"});
+  Agent("slow:1", {.start_delay_ns = 3 * kNanosPerSecond, .name = "slow"});
+  std::vector<v1::SessionManifest> seen;
+  auto snapshot = [&] {
+    v1::SessionManifest m;
+    EXPECT_TRUE(
+        google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m).ok());
+    seen.push_back(m);
+  };
+  const SessionManifest final_m = Run(Plan({"a:1", "slow:1"}, 1000), {}, [&](CaptureEngine&) {
+    ASSERT_TRUE(ex_.RunUntil([&] { return sink_.files.count("session.json") > 0; },
+                             clock_.MonoNs() + kNanosPerSecond));
+    snapshot();  // at the start
+    // Host a is done about 1 s after the start; slow records until about 4 s.
+    ASSERT_TRUE(ex_.RunUntil(
+        [&] {
+          v1::SessionManifest m;
+          return google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m)
+                     .ok() &&
+                 m.hosts_size() == 2 && m.hosts(0).status() != v1::HOST_STATUS_UNSPECIFIED;
+        },
+        clock_.MonoNs() + 10 * kNanosPerSecond));
+    snapshot();  // after a finished, before slow
+  });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].status(), v1::SESSION_STATUS_RUNNING);
+  EXPECT_EQ(seen[0].hosts_size(), 2);
+  EXPECT_EQ(seen[0].coordinator_pid(), static_cast<int64_t>(getpid()));
+  EXPECT_EQ(seen[1].status(), v1::SESSION_STATUS_RUNNING);
+  EXPECT_EQ(seen[1].hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(seen[1].hosts(1).status(), v1::HOST_STATUS_UNSPECIFIED);  // still recording
+  EXPECT_NE(final_m.status(), v1::SESSION_STATUS_RUNNING);
+  v1::SessionManifest on_disk;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &on_disk).ok());
+  EXPECT_EQ(on_disk.status(), final_m.status());
+}
+
+// After an interrupt, a host that never answers (hung, or stalled mid-transfer) costs only the
+// grace period, not the transfer timeout: the session's outputs are written and it is named.
+TEST_F(CaptureEngineTest, InterruptEndsWithinTheGraceWhateverTheHostsDo) {
+  FakeAgent& a = Agent("a:1", {.name = "a"});
+  Agent("hung:1", {.hang_capture = true, .name = "hung"});
+  CaptureEngineOptions options;
+  options.interrupt_grace_ms = 2000;
+  int64_t interrupted_mono = 0;
+  const SessionManifest m =
+      Run(Plan({"a:1", "hung:1"}, 30'000), options, [&](CaptureEngine& engine) {
+        ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                                 clock_.MonoNs() + 60 * kNanosPerSecond));
+        ex_.Advance(kNanosPerSecond);
+        interrupted_mono = clock_.MonoNs();
+        engine.Cancel();
+      });
+  EXPECT_LE(clock_.MonoNs() - interrupted_mono, 2 * kNanosPerSecond + 100 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "a:1").recording(), v1::RECORDING_TRUNCATED);
+  const HostResult& hung = Host(m, "hung:1");
+  EXPECT_EQ(hung.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(hung.error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_THAT(hung.error().message(), HasSubstr("hung: sent nothing back within 2000 ms"));
+  EXPECT_TRUE(sink_.files.count("session.json"));
 }
 
 TEST_F(CaptureEngineTest, CancelBeforeCaptureAsksNoHostToRecord) {

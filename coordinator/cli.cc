@@ -192,6 +192,9 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
 
 int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
                const std::string& command, bool generated_session) {
+  for (const std::string& line : CleanAbandonedSessions(requested.logdir)) {
+    *env.err << "profctl " << command << ": " << line << "\n";
+  }
   absl::StatusOr<SessionDir> dir =
       SessionDir::Create(requested.logdir, requested.session, {.make_unique = generated_session});
   if (!dir.ok()) {

@@ -1,5 +1,6 @@
 #include "coordinator/cli.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ using ::profctl::testing::FakeAgentFactory;
 using ::profctl::testing::FakeClock;
 using ::profctl::testing::FakeExecutor;
 using ::testing::HasSubstr;
+namespace v1 = ::profctl::v1;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -131,6 +133,48 @@ TEST_F(CliTest, FullDiskIsRefusedBeforeAnyHostIsContacted) {
   EXPECT_EQ(dir.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(dir.status().message(), HasSubstr("MiB free on the file system of"));
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/full"));
+}
+
+// A coordinator killed mid-capture leaves session.json RUNNING and maybe temporary files: the
+// next capture into the same log dir marks that session ABANDONED and removes them; a session
+// whose coordinator still runs is left alone.
+TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: this pid is now dead
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  auto make = [&](const std::string& name, int64_t pid) {
+    const std::string dir = absl::StrCat(logdir_, "/plugins/profile/", name);
+    EXPECT_TRUE(MakeDirs(dir).ok());
+    v1::SessionManifest m;
+    m.set_status(v1::SESSION_STATUS_RUNNING);
+    m.set_coordinator_pid(pid);
+    m.set_coordinator_host(host);
+    m.add_hosts()->set_status(v1::HOST_STATUS_OK);
+    EXPECT_TRUE(WriteFileAtomically(dir + "/session.json", ManifestJson(m)).ok());
+    EXPECT_TRUE(WriteFileAtomically(dir + "/.w0.xplane.pb.tmp.abc123", "partial bytes").ok());
+    return dir;
+  };
+  const std::string dead = make("dead", child);
+  const std::string alive = make("alive", getpid());
+
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=next", Logdir()}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr(dead + ": abandoned by coordinator pid"));
+  EXPECT_FALSE(PathExists(dead + "/.w0.xplane.pb.tmp.abc123"));
+  v1::SessionManifest m;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(*ReadFile(dead + "/session.json"), &m).ok());
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_ABANDONED);
+  EXPECT_EQ(m.hosts_size(), 1);  // what it said it holds is kept
+  ASSERT_EQ(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(0), HasSubstr("removed 1 temporary file"));
+  EXPECT_TRUE(PathExists(alive + "/.w0.xplane.pb.tmp.abc123"));  // its coordinator lives
 }
 
 TEST_F(CliTest, SuccessPrintsSummaryAndJson) {

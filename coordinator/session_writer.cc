@@ -1,6 +1,7 @@
 #include "coordinator/session_writer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -68,6 +70,45 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const s
           "session folder ", path, " already exists; choose another --session or --logdir"));
     }
   }
+}
+
+std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
+  std::vector<std::string> cleaned;
+  const std::string parent = JoinPath(logdir, "plugins/profile");
+  char host_name[256] = {};
+  if (gethostname(host_name, sizeof(host_name) - 1) != 0) return cleaned;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string dir = entry.path().string();
+    const std::string manifest_path = JoinPath(dir, kManifestFileName);
+    absl::StatusOr<std::string> json = ReadFile(manifest_path);
+    profctl::v1::SessionManifest m;
+    if (!json.ok() || !google::protobuf::util::JsonStringToMessage(*json, &m).ok()) continue;
+    if (m.status() != profctl::v1::SESSION_STATUS_RUNNING || m.coordinator_host() != host_name ||
+        m.coordinator_pid() <= 0) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(m.coordinator_pid());
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    int removed = 0;
+    for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = file.path().filename().string();
+      if (absl::StartsWith(name, ".") && absl::StrContains(name, ".tmp.") &&
+          std::filesystem::remove(file.path(), ec)) {
+        ++removed;
+      }
+    }
+    m.set_status(profctl::v1::SESSION_STATUS_ABANDONED);
+    m.add_errors(absl::StrCat("abandoned: its coordinator (pid ", pid, " on ", host_name,
+                              ") died while capturing; found by a later capture, which removed ",
+                              removed, " temporary file(s). Hosts listed ok were saved"));
+    if (WriteFileAtomically(manifest_path, ManifestJson(m)).ok()) {
+      cleaned.push_back(absl::StrCat(dir, ": abandoned by coordinator pid ", pid, "; removed ",
+                                     removed, " temporary file(s)"));
+    }
+  }
+  return cleaned;
 }
 
 std::string SessionDir::session() const {

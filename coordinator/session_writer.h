@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -75,6 +76,13 @@ class SessionDir final : public TraceSink {
   explicit SessionDir(std::string path) : path_(std::move(path)) {}
   std::string path_;
 };
+
+// Sessions under <logdir>/plugins/profile whose session.json says RUNNING while the process that
+// ran them (coordinator_pid, on this host) is gone: their temporary files (".*.tmp.*") are removed
+// and their session.json marked ABANDONED (atomically), so the folder says what it holds and
+// `profctl analyze` reads it. Sessions of live or other hosts' coordinators are left alone.
+// Returns one line per session cleaned, for the user.
+std::vector<std::string> CleanAbandonedSessions(const std::string& logdir);
 
 // session.json's text: the manifest as JSON with proto field names, every field printed.
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest);

@@ -345,6 +345,39 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   EXPECT_TRUE(PathExists(logdir + "/plugins/profile/int/worker-0.xplane.pb"));
 }
 
+// A coordinator killed outright mid-capture: its folder already says RUNNING with its hosts, and
+// the next capture into the same log dir marks it ABANDONED instead of leaving it ambiguous.
+TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
+  coordinator::LocalAgents agents(scratch_);
+  const std::string worker = StartAgent(agents, 0, "step_ms=20", 0);
+  const std::string logdir = scratch_ + "/logs";
+  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + worker,
+                                  "--duration=30000", "--session=killed", "--logdir=" + logdir},
+                                 scratch_);
+  ASSERT_GT(pid, 0);
+  WaitUntilRecording();
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  WaitProcess(pid, scratch_);
+  const std::string manifest = logdir + "/plugins/profile/killed/session.json";
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m).ok());
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_RUNNING);
+  EXPECT_EQ(m.coordinator_pid(), pid);
+  ASSERT_EQ(m.hosts_size(), 1);
+  EXPECT_EQ(m.hosts(0).address(), worker);
+
+  // The next capture into the log dir (here of an unreachable worker: it only needs to start).
+  ProcessResult next = RunProcess(
+      {PROFCTL_CLI_BINARY, "capture", "--workers=127.0.0.1:" + std::to_string(ClosedPort()),
+       "--duration=10", "--session=next", "--logdir=" + logdir},
+      scratch_);
+  EXPECT_THAT(next.err, HasSubstr("killed: abandoned by coordinator pid"));
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m).ok());
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_ABANDONED);
+}
+
 TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {
   ProcessResult r = RunProcess({PROFCTL_CLI_BINARY, "demo", "--workers=3", "--duration=1200",
                                 "--logdir=" + scratch_ + "/demo", "--session=d"},
