@@ -28,6 +28,7 @@
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 #include "tests/temp_dir.h"
+#include "tests/xprof_conformance.h"
 
 namespace profctl::agent {
 namespace {
@@ -40,6 +41,7 @@ using ::tensorflow::ProfileResponse;
 using ::tensorflow::profiler::XSpace;
 using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr absl::Duration kTestTimeout = absl::Seconds(30);
 
@@ -461,6 +463,49 @@ TEST_F(TslServiceTest, WithoutTheOptInNothingIsWrittenWhateverRepositoryRootSays
   ASSERT_TRUE(p->status.ok()) << p->status.error_message();
   EXPECT_GT(xspace::CountEvents(TraceOf(p->response)), 0);  // back in tool_data instead
   EXPECT_FALSE(PathExists(JoinPath(logdir.path(), "plugins")));
+}
+
+// What the agent answers, in each shape, is a file every XProf tool reads (the XProf conformance
+// checker, docs/xprof-compatibility.md). A stock client that dialled the host by name
+// ("worker-3:6000") saves it as worker-3_6000.xplane.pb, which contains the XSpace's host name.
+TEST_F(TslServiceTest, EveryAnswerShapePassesTheXProfConformanceChecker) {
+  TempDir root;
+  AgentOptions o = Options();
+  o.name = "worker-3";
+  o.synthetic = "gpus=2,step_ms=50";
+  o.tsl_save_root = root.path();
+  StartAgent(o);
+  constexpr absl::string_view kStem = "worker-3_6000";
+
+  ProfileRequest request = Request("tool", 300);
+  request.set_host_name("worker-3:6000");
+  PendingProfile* p = Capture(request, 300);
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_EQ(p->response.tool_data_size(), 1);
+  const XSpace from_tool = TraceOf(p->response);
+  EXPECT_GT(xspace::CountEvents(from_tool), 0);
+  EXPECT_THAT(testing::CheckXProfConformance(from_tool, kStem), IsEmpty());
+
+  request.set_session_id("inline");
+  request.set_emit_xspace(true);
+  p = Capture(request, 300);
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_TRUE(p->response.has_xspace());
+  EXPECT_GT(xspace::CountEvents(p->response.xspace()), 0);
+  EXPECT_THAT(testing::CheckXProfConformance(p->response.xspace(), kStem), IsEmpty());
+
+  request.set_session_id("saved");
+  request.set_emit_xspace(false);
+  request.set_repository_root(JoinPath(root.path(), "logs/plugins/profile"));
+  p = Capture(request, 300);
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  absl::StatusOr<std::string> data =
+      ReadFile(JoinPath(root.path(), "logs/plugins/profile/saved/worker-3_6000.xplane.pb"));
+  ASSERT_TRUE(data.ok()) << data.status();
+  XSpace saved;
+  ASSERT_TRUE(saved.ParseFromString(*data));
+  EXPECT_GT(xspace::CountEvents(saved), 0);
+  EXPECT_THAT(testing::CheckXProfConformance(saved, kStem), IsEmpty());
 }
 
 TEST_F(TslServiceTest, WithTheOptInTheTraceIsSavedInsideTheSaveRootLikeTsl) {

@@ -33,6 +33,7 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/loopback.h"
 #include "tests/temp_dir.h"
+#include "tests/xprof_conformance.h"
 
 extern char** environ;
 
@@ -252,6 +253,9 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
     EXPECT_THAT(planes, ::testing::ElementsAre("/host:CPU", "/device:GPU:0", "/device:GPU:1",
                                                "Task Environment"));
     EXPECT_THAT(space.hostnames(), ::testing::ElementsAre(absl::StrCat("worker-", r)));
+    // Every XProf tool can read the saved file (docs/xprof-compatibility.md).
+    EXPECT_THAT(testing::CheckXProfConformance(space, absl::StrCat("worker-", r)),
+                ::testing::IsEmpty());
 
     // The trace holds exactly what the job model says for the recorded window.
     agent::SyntheticJobConfig cfg =

@@ -62,7 +62,8 @@ struct StepPlan {
   };
   // Host API calls in order: H2D memcpy, kernel launches, NCCL launch, D2H memcpy, sync.
   std::vector<Op> host_calls;
-  // Device ops in order: H2D, kernels..., all-reduce, D2H (host_calls[i] launches device_ops[i]).
+  // Device ops in order: H2D (`MemcpyHToD`), kernels..., all-reduce, D2H (`MemcpyDToH`)
+  // (host_calls[i] launches device_ops[i]).
   std::vector<Op> device_ops;
   int64_t allreduce_start_ns = 0;
   int64_t allreduce_end_ns = 0;
@@ -86,11 +87,16 @@ class SyntheticJob {
   // clock (true + clock_skew_ns), and records that window on the agent clock as the profile
   // window (xspace::SetProfileWindow, creating or updating the "Task Environment" plane). Line
   // timestamps are relative to the profile start true_start_ns + clock_skew_ns, as XProf expects;
-  // read times with xspace::ProfileStartNs and xspace::EventStartNs.
+  // read times with xspace::ProfileStartNs and xspace::EventStartNs. What is written follows
+  // XProf's conventions (docs/xprof-compatibility.md): one step root per step per host, on GPU
+  // 0's thread, which the other GPUs' threads join through producer/consumer context stats.
+  // XSpace.hostnames is left to the caller (the agent adds its name).
   void Generate(int64_t true_start_ns, int64_t true_stop_ns,
                 tensorflow::profiler::XSpace* space) const;
 
-  // Events per complete step on one host: host-plane events and device-plane events.
+  // Events per complete step on one host: host-plane events (per GPU: the step root or its
+  // wrapper, IteratorGetNext, kernels_per_step + 4 API calls, one MemoryAllocation and one
+  // MemoryDeallocation) and device-plane events.
   int64_t HostEventsPerStep() const;
   int64_t DeviceEventsPerStep() const;
 

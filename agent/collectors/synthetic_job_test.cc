@@ -149,7 +149,10 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
   ASSERT_GE(full_steps, 3);
 
   std::map<uint64_t, std::string> launches;
+  std::map<uint64_t, int64_t> launch_device;  // correlation id -> device_id of its launch
   std::set<int64_t> step_nums;
+  std::map<int64_t, std::pair<int64_t, int64_t>> root_context;  // step -> (_pt, _p)
+  std::map<int64_t, std::pair<int64_t, int64_t>> wrapper_context;
   int64_t roots = 0;
   for (const auto& plane : space.planes()) {
     ExpectProperNesting(profile_start, plane);
@@ -157,21 +160,34 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
     r.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
       EXPECT_GE(xspace::EventStartNs(profile_start, line, e), start);
       EXPECT_LE(xspace::EventEndNs(profile_start, line, e), stop);
+      const std::string name(r.EventName(e));
       if (r.IntStat(e, xspace::kStatIsRoot) == 1) {
         ++roots;
-        EXPECT_EQ(r.EventName(e), "train");
-        step_nums.insert(*r.IntStat(e, xspace::kStatStepNum));
+        EXPECT_EQ(name, "train");
+        EXPECT_EQ(line.id(), 1000);  // GPU 0's thread
+        const int64_t step = *r.IntStat(e, xspace::kStatStepNum);
+        step_nums.insert(step);
+        root_context[step] = {*r.IntStat(e, "_pt"), *r.IntStat(e, "_p")};
+      }
+      if (auto c = r.IntStat(e, "_c")) {
+        EXPECT_EQ(line.id(), 1001);  // GPU 1's thread joins GPU 0's step root
+        EXPECT_EQ(xspace::EventDurationNs(e), job.period_ns());
+        ASSERT_EQ(name.rfind("train_step ", 0), 0u) << name;
+        wrapper_context[std::stoll(name.substr(11))] = {*r.IntStat(e, "_ct"), *c};
       }
       if (plane.name() == "/host:CPU") {
         if (auto c = r.IntStat(e, xspace::kStatCorrelationId)) {
-          EXPECT_TRUE(launches.emplace(*c, std::string(r.EventName(e))).second);
+          EXPECT_TRUE(launches.emplace(*c, name).second);
+          launch_device[*c] = r.IntStat(e, xspace::kStatDeviceId).value_or(-1);
         }
       }
     });
   }
-  EXPECT_EQ(roots, full_steps * 2);  // one root per GPU process per step
+  // One root per step per host; GPU 1's thread joins each through producer/consumer context.
+  EXPECT_EQ(roots, full_steps);
   EXPECT_EQ(static_cast<int64_t>(step_nums.size()), full_steps);
-  // Every device op has a host launch with the same correlation id.
+  EXPECT_EQ(wrapper_context, root_context);
+  // Every device op has a host launch with the same correlation id, on its device.
   int64_t device_ops = 0;
   for (int p = 1; p < 3; ++p) {
     const xspace::XPlaneReader r(space.planes(p));
@@ -180,6 +196,8 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
       auto c = r.IntStat(e, xspace::kStatCorrelationId);
       ASSERT_TRUE(c.has_value());
       ASSERT_TRUE(launches.contains(*c)) << r.EventName(e);
+      EXPECT_EQ(launch_device[*c], p - 1);
+      EXPECT_FALSE(r.IntStat(e, xspace::kStatDeviceId).has_value());  // on launches only
       const std::string& api = launches[*c];
       const std::string_view name(r.EventName(e).data(), r.EventName(e).size());
       if (name.rfind("ncclDevKernel", 0) == 0) {
@@ -187,6 +205,7 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
       }
       if (name.rfind("Memcpy", 0) == 0) {
         EXPECT_EQ(api, "cudaMemcpyAsync");
+        EXPECT_TRUE(name == "MemcpyHToD" || name == "MemcpyDToH") << name;  // XProf's names
       }
     });
   }

@@ -35,7 +35,9 @@
 //      Kineto's `Memcpy HtoD (Pageable -> Device)`: kMemcpyH2D; `MemcpyDToH`, `MemcpyD2H`,
 //      `Memcpy DtoH ...`: kMemcpyD2H; `MemcpyDToD`, `MemcpyD2D`, `MemcpyPtoP`, `MemcpyP2P`,
 //      `MemcpyPeer`, names starting `P2P`: kMemcpyD2D. TPU `infeed...`: kMemcpyH2D, `outfeed...`:
-//      kMemcpyD2H (the host feeding / draining the device, as XProf counts them).
+//      kMemcpyD2H (the host feeding / draining the device, as XProf counts them). Both namings
+//      matter: TensorFlow's CUPTI tracer writes `MemcpyH2D`, profctl's collectors write XProf's
+//      `MemcpyHToD` with CUPTI's kinds in memcpy_details (docs/xprof-compatibility.md).
 //   4. Anything else (kernels, memsets, `Memcpy HtoH`, unknown memcpys): kDeviceCompute.
 //
 // HOST OPS (OpKind for host events that are not step markers), first rule that applies; names

@@ -557,6 +557,33 @@ TEST(XSpaceReaderTest, JaxLikeHost) {
   EXPECT_THAT(t->warnings, IsEmpty());
 }
 
+// docs/xprof-compatibility.md "Memcpy naming": our collectors name copies as XProf classifies
+// them (MemcpyHToD, MemcpyDToH) and keep CUPTI's kinds in memcpy_details; TensorFlow's own files
+// carry CUPTI's names (MemcpyH2D, MemcpyD2H). Both read as the same copies.
+TEST(XSpaceReaderTest, XProfAndCuptiMemcpyNamesReadAlike) {
+  XSpace space;
+  xspace::XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", kP);
+  auto* line = gpu.AddLine(13, "Stream #13(MemcpyH2D,MemcpyD2H)", kP);
+  const int64_t details = gpu.StatMetadataId(xspace::kStatMemcpyDetails);
+  gpu.AddEvent(line, gpu.EventMetadataId("MemcpyHToD"), kP + 1'000, 1'000);  // no details
+  gpu.AddEvent(line, gpu.EventMetadataId("MemcpyH2D"), kP + 3'000, 1'000);
+  auto* e = gpu.AddEvent(line, gpu.EventMetadataId("MemcpyDToH"), kP + 5'000, 1'000);
+  tensorflow::profiler::XStat* ref = e->add_stats();  // a ref value, as TSL and profctl write it
+  ref->set_metadata_id(details);
+  ref->set_ref_value(static_cast<uint64_t>(
+      gpu.StatMetadataId("kind_src:device kind_dst:pinned size:40000000 dest:0 async:1")));
+  e = gpu.AddEvent(line, gpu.EventMetadataId("MemcpyD2H"), kP + 7'000, 1'000);
+  gpu.AddStat(e, details, "kind_src:device kind_dst:pageable size:8 dest:0 async:0");
+  xspace::SetProfileWindow(&space, kP, kP + kMs);
+  absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->devices.size(), 1u);
+  EXPECT_THAT(Ops(t->devices[0].ops, kP),
+              UnorderedElementsAreArray(
+                  {O(OpKind::kMemcpyH2D, 1'000, 2'000), O(OpKind::kMemcpyH2D, 3'000, 4'000),
+                   O(OpKind::kMemcpyD2H, 5'000, 6'000), O(OpKind::kMemcpyD2H, 7'000, 8'000)}));
+}
+
 TEST(XSpaceReaderTest, TpuWithoutXlaOpsReadsTheOtherLines) {
   XSpace space;
   xspace::SetProfileWindow(&space, kP, kP + kMs);
@@ -688,15 +715,27 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
       if (inside(plan.start_ns, plan.input_end_ns)) {
         host_ops.push_back(O(OpKind::kHostInputWait, plan.start_ns - kP, plan.input_end_ns - kP));
       }
-      for (const agent::StepPlan::Op& op : plan.host_calls) {
+      for (size_t i = 0; i < plan.host_calls.size(); ++i) {
+        const agent::StepPlan::Op& op = plan.host_calls[i];
         if (!inside(op.start_ns, op.end_ns)) continue;
         const OpKind kind =
             op.name == "cudaStreamSynchronize" ? OpKind::kHostSync : OpKind::kHostLaunch;
         host_ops.push_back(O(kind, op.start_ns - kP, op.end_ns - kP));
+        // The input batch's MemoryAllocation (in the H2D launch) and MemoryDeallocation (in the
+        // final sync): instants, host work that takes no time.
+        if (i == 0) {
+          host_ops.push_back(
+              O(OpKind::kHostOther, op.start_ns + 1'000 - kP, op.start_ns + 1'000 - kP));
+        }
+        if (i + 1 == plan.host_calls.size()) {
+          host_ops.push_back(O(OpKind::kHostOther, op.end_ns - 1'000 - kP, op.end_ns - 1'000 - kP));
+        }
       }
       for (size_t i = 0; i < plan.device_ops.size(); ++i) {
         const agent::StepPlan::Op& op = plan.device_ops[i];
-        if (!inside(op.start_ns, op.end_ns)) continue;
+        const agent::StepPlan::Op& launch = plan.host_calls[i];
+        // Like CUPTI, the job keeps device work only with its launch.
+        if (!inside(op.start_ns, op.end_ns) || !inside(launch.start_ns, launch.end_ns)) continue;
         const size_t n = plan.device_ops.size();
         const OpKind kind = i == 0       ? OpKind::kMemcpyH2D
                             : i + 1 == n ? OpKind::kMemcpyD2H
@@ -710,7 +749,9 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
   std::sort(markers.begin(), markers.end());
   std::vector<std::string> got_markers = Markers(t->steps, kP);
   std::sort(got_markers.begin(), got_markers.end());
-  EXPECT_THAT(got_markers, ElementsAreArray(markers));  // several GPUs: several markers per step
+  // Several GPUs: several markers per step, GPU 0's step root (`_r`) and the other GPUs' consumer
+  // wrappers, named as steps ("train_step N").
+  EXPECT_THAT(got_markers, ElementsAreArray(markers));
   EXPECT_EQ(t->steps.size(), static_cast<size_t>(2 * complete_steps));
   EXPECT_THAT(Ops(t->host_ops, kP), UnorderedElementsAreArray(host_ops));
   ASSERT_EQ(t->devices.size(), 2u);

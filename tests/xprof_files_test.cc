@@ -1,0 +1,131 @@
+// Every file the synthetic collector writes passes the XProf conformance checker, across the
+// job's shapes (1 to 8 GPUs, skewed clocks, straggler and input-stall ranks, tiny steps, windows
+// that cut steps). The agent's saved files and its tensorflow.ProfilerService answers are checked
+// in tests/e2e_test.cc and agent/tsl_profiler_service_test.cc.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/collectors/synthetic_collector.h"
+#include "agent/collectors/synthetic_job.h"
+#include "common/clock.h"
+#include "common/xspace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/xprof_conformance.h"
+
+namespace profctl::testing {
+namespace {
+
+using ::testing::IsEmpty;
+
+constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
+
+struct Case {
+  std::string what;
+  std::string knobs;
+  int64_t skew_ms = 0;
+  int64_t window_ms = 700;
+};
+
+std::string PrintCase(const ::testing::TestParamInfo<Case>& info) { return info.param.what; }
+
+class SyntheticFilesTest : public ::testing::TestWithParam<Case> {};
+
+// What one host's file holds, counted by the conventions' vocabulary.
+struct Shape {
+  int64_t roots = 0, wrappers = 0, kernels = 0, h2d = 0, d2h = 0, allocations = 0;
+};
+
+Shape ShapeOf(const xspace::XSpace& space) {
+  Shape s;
+  for (const auto& plane : space.planes()) {
+    const xspace::XPlaneReader r(plane);
+    const std::optional<int64_t> kernel_details = r.StatId("kernel_details");
+    r.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
+      const absl::string_view name = r.EventName(e);
+      if (r.IntStat(e, "_r") == 1) ++s.roots;
+      if (r.IntStat(e, "_c").has_value()) ++s.wrappers;
+      for (const auto& stat : e.stats()) {
+        s.kernels += kernel_details.has_value() && stat.metadata_id() == *kernel_details;
+      }
+      s.h2d += name == "MemcpyHToD";
+      s.d2h += name == "MemcpyDToH";
+      s.allocations += name == "MemoryAllocation";
+    });
+  }
+  return s;
+}
+
+TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
+  const Case& c = GetParam();
+  absl::StatusOr<agent::SyntheticJobConfig> base = agent::ParseSyntheticJobConfig(c.knobs);
+  ASSERT_TRUE(base.ok()) << base.status();
+  for (int64_t rank = 0; rank < base->world; ++rank) {
+    agent::SyntheticJobConfig config = *base;
+    config.rank = rank;
+    config.clock_skew_ns = c.skew_ms * kNanosPerMilli * (rank % 2 == 0 ? 1 : -1);
+    const agent::SyntheticJob job(config);
+    // A window that starts mid-step, so both edges cut steps.
+    const int64_t start = kT0 + 3 * kNanosPerMilli + 17;
+    const int64_t stop = start + c.window_ms * kNanosPerMilli;
+    xspace::XSpace space;
+    job.Generate(start, stop, &space);
+    space.add_hostnames(absl::StrCat("worker-", rank));  // as the agent does
+    const std::string where = absl::StrCat(c.what, " rank ", rank);
+    EXPECT_THAT(CheckXProfConformance(space, absl::StrCat("worker-", rank)), IsEmpty()) << where;
+
+    // The conventions are really exercised: one root per complete step, a wrapper per other
+    // GPU, kernels, both copy directions, the input batch's allocations.
+    int64_t complete = 0;
+    for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop); ++k) {
+      complete += job.StepStartNs(k) >= start && job.StepStartNs(k + 1) <= stop;
+    }
+    ASSERT_GE(complete, 2) << where;
+    const Shape shape = ShapeOf(space);
+    EXPECT_EQ(shape.roots, complete) << where;
+    EXPECT_EQ(shape.wrappers, complete * (config.gpus - 1)) << where;
+    EXPECT_GE(shape.kernels, complete * config.gpus * (config.kernels_per_step + 1)) << where;
+    EXPECT_GE(shape.h2d, complete * config.gpus) << where;
+    EXPECT_GE(shape.d2h, complete * config.gpus) << where;
+    EXPECT_GE(shape.allocations, complete * config.gpus) << where;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SyntheticFilesTest,
+    ::testing::Values(Case{"one_gpu", "gpus=1"},
+                      Case{"eight_gpus_thirteen_kernels", "gpus=8,kernels_per_step=13"},
+                      Case{"skewed_clocks", "world=2,gpus=2", /*skew_ms=*/1537},
+                      Case{"straggler_and_input_stall",
+                           "world=4,seed=11,step_ms=50,gpus=2,kernels_per_step=5,"
+                           "straggler_rank=1,straggler_factor=2,input_stall_rank=2,"
+                           "input_stall_ms=20",
+                           /*skew_ms=*/263},
+                      Case{"one_ms_steps_one_kernel", "step_ms=1,kernels_per_step=1,gpus=3",
+                           /*skew_ms=*/0, /*window_ms=*/40},
+                      Case{"demo_job",
+                           "world=4,gpus=2,straggler_rank=1,straggler_factor=1.5,"
+                           "input_stall_rank=2,input_stall_ms=20",
+                           /*skew_ms=*/34, /*window_ms=*/2000}),
+    PrintCase);
+
+TEST(SyntheticCollectorFilesTest, CollectedWindowPassesTheChecker) {
+  absl::StatusOr<agent::SyntheticJobConfig> config = agent::ParseSyntheticJobConfig("gpus=4");
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->clock_skew_ns = -11 * kNanosPerMilli;
+  agent::SyntheticCollector collector(*config);
+  ASSERT_TRUE(collector.Prepare({}).ok());
+  ASSERT_TRUE(collector.Start(kT0).ok());
+  ASSERT_TRUE(collector.Stop(kT0 + 500 * kNanosPerMilli).ok());
+  xspace::XSpace space;
+  ASSERT_TRUE(collector.Collect(&space).ok());
+  space.add_hostnames("host-a");
+  EXPECT_GT(xspace::CountEvents(space), 0);
+  EXPECT_THAT(CheckXProfConformance(space, "host-a"), IsEmpty());
+}
+
+}  // namespace
+}  // namespace profctl::testing
