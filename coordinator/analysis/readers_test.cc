@@ -512,6 +512,36 @@ XSpace JaxLikeSpace() {
   return space;
 }
 
+// One step root per step per host (XProf's rule): another GPU's thread joins it through consumer
+// context stats (`_ct`/`_c`) on a wrapper event, which spans the step but is not host work, even
+// when its name is not a step marker.
+TEST(XSpaceReaderTest, ConsumerContextWrappersAreNotHostWork) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, kP, kP + 10 * kMs);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kP);
+  const int64_t r = host.StatMetadataId("_r");
+  const int64_t step_num = host.StatMetadataId("step_num");
+  const int64_t pt = host.StatMetadataId("_pt");
+  const int64_t p = host.StatMetadataId("_p");
+  const int64_t ct = host.StatMetadataId("_ct");
+  const int64_t c = host.StatMetadataId("_c");
+  auto* gpu0 = host.AddLine(1, "gpu0", kP);
+  auto* root = host.AddEvent(gpu0, host.EventMetadataId("train"), kP + kMs, 5 * kMs);
+  host.AddStat(root, r, int64_t{1});
+  host.AddStat(root, step_num, int64_t{3});
+  host.AddStat(root, pt, int64_t{0});
+  host.AddStat(root, p, int64_t{42});
+  auto* gpu1 = host.AddLine(2, "gpu1", kP);
+  auto* wrapper = host.AddEvent(gpu1, host.EventMetadataId("gpu1 loop"), kP + kMs, 5 * kMs);
+  host.AddStat(wrapper, ct, int64_t{0});
+  host.AddStat(wrapper, c, int64_t{42});
+  host.AddEvent(gpu1, host.EventMetadataId("cudaLaunchKernel"), kP + 2 * kMs, 10);
+  absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_THAT(Markers(t->steps, kP), ElementsAre(M(3, kMs, 6 * kMs, 1)));
+  EXPECT_THAT(Ops(t->host_ops, kP), ElementsAre(O(OpKind::kHostLaunch, 2 * kMs, 2 * kMs + 10)));
+}
+
 TEST(XSpaceReaderTest, JaxLikeHost) {
   const XSpace space = JaxLikeSpace();
   ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);

@@ -70,6 +70,9 @@ constexpr std::array<absl::string_view, 10> kDerivedLines = {"Steps",
                                                              "Launch Stats",
                                                              "_counters_"};
 constexpr absl::string_view kXlaOpsLine = "XLA Ops";
+// TSL's consumer context stats: a wrapper event on one thread joining a step root on another.
+constexpr absl::string_view kStatConsumerType = "_ct";
+constexpr absl::string_view kStatConsumerId = "_c";
 constexpr size_t kMaxPassedOnMessages = 10;
 // Names longer than this are cut when read: they only feed warnings, matching and classification
 // (a step name is at most kMaxStepNameLength).
@@ -257,13 +260,13 @@ struct LineInfo {
 };
 
 // What the reader looks for in stats, by stat metadata name.
-enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails };
+enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails, kConsumer };
 
 // A plane's stat metadata: names (for ref values) and roles.
 struct StatTable {
   absl::flat_hash_map<int64_t, std::string> names;
   IdTable<StatRole> roles;
-  bool any_root_or_step = false;
+  bool any_root_or_step = false;  // or consumer context stats
   bool any_memcpy_details = false;
 
   StatRole Role(int64_t id) const {
@@ -303,6 +306,7 @@ struct EventStats {
   bool has_step = false;            // the event has `step_num`
   std::optional<int64_t> step_num;  // its integer value
   std::optional<OpKind> memcpy;     // last `memcpy_details` that names a direction
+  bool consumer = false;            // `_ct`/`_c`: a wrapper joining another thread's step root
 };
 
 struct Event {
@@ -483,6 +487,9 @@ bool Reader::ReadStatTable(const PlaneInfo& plane, StatTable* table,
     } else if (name == xspace::kStatMemcpyDetails) {
       role = StatRole::kMemcpyDetails;
       table->any_memcpy_details = true;
+    } else if (name == kStatConsumerType || name == kStatConsumerId) {
+      role = StatRole::kConsumer;
+      table->any_root_or_step = true;
     }
     roles.emplace_back(key, role);
     table->names.insert_or_assign(key, name);
@@ -565,6 +572,9 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
         if (std::optional<OpKind> k = MemcpyKindFromDetails(stats.StrValue(s, scratch_))) {
           e.stats.memcpy = k;
         }
+        break;
+      case StatRole::kConsumer:
+        e.stats.consumer = true;
         break;
       case StatRole::kOther:
         break;
@@ -703,6 +713,9 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
         case HostRole::kWrapper:
           break;
         case HostRole::kOp:
+          // A thread's wrapper joining another thread's step root (TSL's consumer context): it
+          // spans the step, it is not host work.
+          if (event.stats.consumer) break;
           if (meta->bad_step) {
             warnings_.Note("events named like step markers with a step number out of range", [&] {
               return absl::StrCat(Where(plane, line, index), " '", meta->name, "'");

@@ -26,7 +26,8 @@
 //   `/host:CPU`, every line (one per thread; NVTX ranges land here too):
 //     - step markers: `_r` >= 1 with an integer `step_num`, or a name matching the step pattern
 //       (StepMarker::thread_id = the line id);
-//     - host ops: ClassifyHostOpName, except step markers, `_r` roots without step_num and
+//     - host ops: ClassifyHostOpName, except step markers, `_r` roots without step_num,
+//       events with consumer context stats (`_ct`/`_c`: another thread joining a step root) and
 //       Python frames (`$...`) that are not input waits, which are wrappers, not host work.
 //   `/device:GPU:N`, `/device:CUSTOM:N`: every line except XProf's derived lines (`Steps`,
 //     `XLA Modules`, `XLA Ops`, `Framework Ops`, `TensorFlow Ops`, `TensorFlow Name Scope`,
