@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/collectors/tsl_collector.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
@@ -33,6 +34,22 @@ absl::Status ValidateOptions(const AgentOptions& o) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--collectors: unknown collector '", c, "' (known: ", absl::StrJoin(known, ", "), ")"));
     }
+  }
+  const bool tsl = std::find(o.collectors.begin(), o.collectors.end(), "tsl") != o.collectors.end();
+  if (tsl && o.tsl_local.empty()) {
+    return absl::InvalidArgumentError(
+        "--collectors lists tsl, but no framework profiler server is given: add "
+        "--tsl-local=host:port,... (tsl_local in the config), e.g. --tsl-local=localhost:9999");
+  }
+  if (tsl && o.endpoints > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tsl-local cannot be combined with --endpoints=", o.endpoints,
+        ": a framework profiler server runs one profiling session at a time, so the endpoints "
+        "would find it busy"));
+  }
+  if (o.tsl_grace_ms < 0 || o.tsl_grace_ms > kMaxTslGraceMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tsl-grace-ms=", o.tsl_grace_ms, " is not in 0..", kMaxTslGraceMs));
   }
   if (!o.name.empty()) PROFCTL_RETURN_IF_ERROR(ValidateFileStem("--name", o.name));
   if (o.endpoints < 1 || o.endpoints > kMaxEndpoints) {
@@ -67,7 +84,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& KnownCollectors() {
-  static const auto* const kKnown = new std::vector<std::string>{"synthetic"};
+  static const auto* const kKnown = new std::vector<std::string>{"synthetic", "tsl"};
   return *kKnown;
 }
 
@@ -118,6 +135,20 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->log_level = v.as<std::string>();
       } else if (key == "tsl_save_root") {
         options->tsl_save_root = v.as<std::string>();
+      } else if (key == "tsl_local") {
+        std::string text;
+        if (v.IsSequence()) {
+          text = absl::StrJoin(v.as<std::vector<std::string>>(), ",");
+        } else {
+          text = v.as<std::string>();
+        }
+        absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(text);
+        if (!servers.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": ", servers.status().message()));
+        }
+        options->tsl_local = *std::move(servers);
+      } else if (key == "tsl_grace_ms") {
+        options->tsl_grace_ms = v.as<int64_t>();
       } else if (key == "endpoints") {
         options->endpoints = v.as<int64_t>();
       } else if (key == "endpoint_skew_spread_ms") {
@@ -126,8 +157,8 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         return absl::InvalidArgumentError(
             absl::StrCat(where,
                          " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-                         "clock_skew_ms, max_duration_ms, log_level, tsl_save_root, endpoints, "
-                         "endpoint_skew_spread_ms)"));
+                         "clock_skew_ms, max_duration_ms, log_level, tsl_save_root, tsl_local, "
+                         "tsl_grace_ms, endpoints, endpoint_skew_spread_ms)"));
       }
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
@@ -141,6 +172,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   AgentOptions flags_in = defaults;
   std::string collectors = absl::StrJoin(defaults.collectors, ",");
   std::string config;
+  std::string tsl_local;
   FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
   fs.Int64("port", &flags_in.port,
            "port to serve AgentService and tensorflow.ProfilerService on; 0 picks a free one "
@@ -166,6 +198,14 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
             "existing folder (absolute) inside which tensorflow.ProfilerService clients may have "
             "traces saved on this machine (their repository_root); default: never, the trace "
             "goes back in the response");
+  fs.String("tsl-local", &tsl_local,
+            "framework profiler servers on this host to capture in every window (JAX/TF: "
+            "jax.profiler.start_server(9999)), host:port or [ipv6]:port, comma-separated; their "
+            "TPU/GPU/host planes join this host's trace. Enables the tsl collector");
+  fs.Int64("tsl-grace-ms", &flags_in.tsl_grace_ms,
+           absl::StrCat("how long past the end of the window a --tsl-local server may take to "
+                        "answer before its planes are given up (0..",
+                        kMaxTslGraceMs, ")"));
   fs.Int64("endpoints", &flags_in.endpoints,
            absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
                         "process (1..",
@@ -201,6 +241,19 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
   if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
   if (fs.WasSet("tsl-save-root")) o.tsl_save_root = flags_in.tsl_save_root;
+  if (fs.WasSet("tsl-local")) {
+    absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(tsl_local);
+    if (!servers.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tsl-local: ", servers.status().message()));
+    }
+    o.tsl_local = *std::move(servers);
+  }
+  if (fs.WasSet("tsl-grace-ms")) o.tsl_grace_ms = flags_in.tsl_grace_ms;
+  // Naming a framework server enables the collector that captures it.
+  if (!o.tsl_local.empty() &&
+      std::find(o.collectors.begin(), o.collectors.end(), "tsl") == o.collectors.end()) {
+    o.collectors.emplace_back("tsl");
+  }
   if (fs.WasSet("endpoints")) o.endpoints = flags_in.endpoints;
   if (fs.WasSet("endpoint-skew-spread-ms")) {
     o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;

@@ -24,6 +24,12 @@ struct AgentOptions {
   // inside this folder (absolute; it must exist). Empty: never (the trace goes back in the
   // response). See docs/tensorflow-interop.md.
   std::string tsl_save_root;
+  // Framework profiler servers on this host (JAX/TensorFlow: `jax.profiler.start_server(9999)`)
+  // that the tsl collector captures in every window, as gRPC targets ("localhost:9999"). Giving
+  // any enables the tsl collector. See docs/tensorflow-interop.md.
+  std::vector<std::string> tsl_local;
+  // How long past the end of the window a framework server may take to answer.
+  int64_t tsl_grace_ms = 10'000;
   // Tests and benchmarks only: serve this many independent agents in one process, on ports
   // port..port+N-1 (or N free ports with --port=0). See agent_server.h for what each gets.
   int64_t endpoints = 1;

@@ -30,7 +30,7 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
   EXPECT_THAT(ParseAgentOptions({"--port=70000"}).status().message(), HasSubstr("--port=70000"));
   EXPECT_THAT(ParseAgentOptions({"--port=0"}).status().message(), HasSubstr("--port-file"));
   EXPECT_THAT(ParseAgentOptions({"--collectors=cupti"}).status().message(),
-              HasSubstr("unknown collector 'cupti' (known: synthetic)"));
+              HasSubstr("unknown collector 'cupti' (known: synthetic, tsl)"));
   EXPECT_THAT(ParseAgentOptions({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
   EXPECT_THAT(ParseAgentOptions({"--max-duration-ms=0"}).status().message(),
               HasSubstr("--max-duration-ms=0"));
@@ -94,6 +94,74 @@ TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
   AgentOptions yaml;
   ASSERT_TRUE(ApplyAgentConfigYaml("tsl_save_root: /data/tb\n", "agent.yaml", &yaml).ok());
   EXPECT_EQ(yaml.tsl_save_root, "/data/tb");
+}
+
+TEST(AgentOptionsTest, TslLocalEnablesTheTslCollector) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->tsl_local.empty());
+  EXPECT_EQ(o->tsl_grace_ms, 10'000);
+  o = ParseAgentOptions({"--tsl-local=localhost:9999, grpc://[::1]:9998", "--tsl-grace-ms=500"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->tsl_local, ::testing::ElementsAre("localhost:9999", "[::1]:9998"));
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic", "tsl"));  // added
+  EXPECT_EQ(o->tsl_grace_ms, 500);
+  // Named explicitly: not added twice, and the order given is kept.
+  o = ParseAgentOptions({"--collectors=tsl,synthetic", "--tsl-local=localhost:9999"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl", "synthetic"));
+  o = ParseAgentOptions({"--collectors=tsl", "--tsl-local=localhost:9999"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl"));
+}
+
+TEST(AgentOptionsTest, BadTslSettingsAreNamed) {
+  auto error = [](std::vector<std::string> args) {
+    absl::Status s = ParseAgentOptions(args).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    return std::string(s.message());
+  };
+  EXPECT_THAT(error({"--tsl-local=localhost"}),
+              HasSubstr("--tsl-local: 'localhost' has no port; want host:port"));
+  EXPECT_THAT(error({"--tsl-local=localhost:0"}),
+              HasSubstr("--tsl-local: 'localhost:0' has port '0'; want a number in 1..65535"));
+  EXPECT_THAT(error({"--tsl-local=::1:9999"}), HasSubstr("without brackets"));
+  EXPECT_THAT(error({"--tsl-local=a:1,,b:2"}), HasSubstr("empty entry"));
+  EXPECT_THAT(error({"--tsl-local=a:1,a:1"}), HasSubstr("'a:1' is listed twice"));
+  EXPECT_THAT(error({"--collectors=synthetic,tsl"}),
+              HasSubstr("--collectors lists tsl, but no framework profiler server is given: add "
+                        "--tsl-local"));
+  EXPECT_THAT(
+      error({"--tsl-local=localhost:9999", "--port=0", "--port-file=/tmp/p", "--endpoints=4"}),
+      HasSubstr("--tsl-local cannot be combined with --endpoints=4"));
+  EXPECT_THAT(error({"--tsl-local=localhost:9999", "--tsl-grace-ms=30001"}),
+              HasSubstr("--tsl-grace-ms=30001 is not in 0..30000"));
+}
+
+TEST(AgentOptionsTest, TslLocalInYaml) {
+  AgentOptions o;
+  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_local: [localhost:9999, 'grpc://127.0.0.1:6000']\n"
+                                   "tsl_grace_ms: 2000\n",
+                                   "agent.yaml", &o)
+                  .ok());
+  EXPECT_THAT(o.tsl_local, ::testing::ElementsAre("localhost:9999", "127.0.0.1:6000"));
+  EXPECT_EQ(o.tsl_grace_ms, 2000);
+  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_local: localhost:1,localhost:2\n", "agent.yaml", &o).ok());
+  EXPECT_THAT(o.tsl_local, ::testing::ElementsAre("localhost:1", "localhost:2"));
+  EXPECT_THAT(ApplyAgentConfigYaml("port: 1\ntsl_local: [localhost]\n", "agent.yaml", &o).message(),
+              HasSubstr("agent.yaml:2: 'tsl_local': 'localhost' has no port"));
+
+  const testing::TempDir tmp;
+  const std::string path = tmp.path() + "/agent.yaml";
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "collectors: [synthetic]\ntsl_local: [localhost:9999]\n").ok());
+  absl::StatusOr<AgentOptions> parsed = ParseAgentOptions({"--config=" + path});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->collectors, ::testing::ElementsAre("synthetic", "tsl"));
+  // The flag replaces the config's list.
+  parsed = ParseAgentOptions({"--config=" + path, "--tsl-local=localhost:9000"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->tsl_local, ::testing::ElementsAre("localhost:9000"));
 }
 
 TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {

@@ -22,16 +22,21 @@ uint64_t SplitMix64(uint64_t x) {
 }
 
 // The collectors this build can run, by name (the names of KnownCollectors()).
+// `clock` is the endpoint's (skewed) clock.
 struct CollectorFactory {
   const char* name;
-  std::function<std::unique_ptr<Collector>(const EndpointPlan& plan)> make;
+  std::function<std::unique_ptr<Collector>(const EndpointPlan& plan, const Clock* clock)> make;
 };
 
 const std::vector<CollectorFactory>& CollectorFactories() {
   static const auto* const kFactories = new std::vector<CollectorFactory>{
       {"synthetic",
-       [](const EndpointPlan& plan) -> std::unique_ptr<Collector> {
+       [](const EndpointPlan& plan, const Clock* /*clock*/) -> std::unique_ptr<Collector> {
          return std::make_unique<SyntheticCollector>(plan.synthetic);
+       }},
+      {"tsl",
+       [](const EndpointPlan& plan, const Clock* clock) -> std::unique_ptr<Collector> {
+         return std::make_unique<TslCollector>(plan.tsl, clock);
        }},
   };
   return *kFactories;
@@ -87,6 +92,10 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
     plan.synthetic = job;
     plan.synthetic.rank = job.rank + i;
     plan.synthetic.clock_skew_ns = plan.clock_skew_ns;
+    plan.tsl.servers = options.tsl_local;
+    plan.tsl.grace_ms = options.tsl_grace_ms;
+    // The framework servers read the host's real clock; this endpoint's is skewed from it.
+    plan.tsl.clock_skew_ns = plan.clock_skew_ns;
     if (synthetic) {
       if (absl::Status s = ValidateSyntheticJobConfig(plan.synthetic); !s.ok()) {
         return absl::InvalidArgumentError(
@@ -118,7 +127,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
         return absl::InvalidArgumentError(
             absl::StrCat("--collectors: no factory for '", name, "'"));
       }
-      ep->collectors.push_back(factory->make(plan));
+      ep->collectors.push_back(factory->make(plan, &ep->clock));
       collector_ptrs.push_back(ep->collectors.back().get());
     }
     ep->manager = std::make_unique<CaptureManager>(

@@ -37,6 +37,7 @@
 #include "agent/capture_manager.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/synthetic_job.h"
+#include "agent/collectors/tsl_collector.h"
 #include "agent/tsl_profiler_service.h"
 #include "common/clock.h"
 #include "common/executor.h"
@@ -53,6 +54,7 @@ struct EndpointPlan {
   std::string name;  // may be empty: a single endpoint without --name
   int64_t clock_skew_ns = 0;
   SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
+  TslCollectorOptions tsl;       // --tsl-local servers, with clock_skew_ns of this endpoint
 };
 
 // Plans every endpoint of `options` (as validated by ParseAgentOptions). INVALID_ARGUMENT names

@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/xspace.h"
+#include "common/xspace_merge.h"
 #include "spdlog/spdlog.h"
 
 namespace profctl::agent {
@@ -153,6 +154,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     result_.cancelled = true;
     result_.start_ns = result_.stop_ns = clock().WallNs();
     result_.space.add_warnings("capture cancelled before its start instant; nothing was recorded");
+    for (size_t i = 0; i < collectors_.size(); ++i) {
+      if (ok_[i]) collectors_[i]->Abort();
+    }
     xspace::SetProfileWindow(&result_.space, result_.start_ns, result_.stop_ns);
     collect_executor().Post([self = shared_from_this()] { self->Deliver(); });
   }
@@ -160,6 +164,8 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Collect executor.
   void CollectAndDeliver() {
     Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
+    // One plane per name, whichever order the collectors added theirs in.
+    xspace::MergeDuplicatePlanes(&result_.space);
     if (result_.cancelled) {
       result_.space.add_warnings(absl::StrCat("capture cancelled after ",
                                               (result_.stop_ns - result_.start_ns) / kNanosPerMilli,

@@ -373,5 +373,68 @@ TEST_F(CaptureManagerTest, FailingCollectorIsReportedAndOthersStillDeliver) {
   EXPECT_GT(xspace::CountEvents(out.result->space), 0);       // the synthetic collector's events
 }
 
+// Writes a /host:CPU plane of its own (the synthetic collector writes one too) and counts Aborts.
+class HostThreadCollector final : public Collector {
+ public:
+  absl::string_view name() const override { return "host-thread"; }
+  absl::Status Prepare(const CaptureOptions&) override { return absl::OkStatus(); }
+  absl::Status Start(int64_t wall_ns) override {
+    start_ns = wall_ns;
+    return absl::OkStatus();
+  }
+  absl::Status Stop(int64_t) override { return absl::OkStatus(); }
+  absl::Status Collect(tensorflow::profiler::XSpace* space) override {
+    xspace::XPlaneBuilder b(space->add_planes(), 49, xspace::kHostPlaneName, start_ns);
+    b.AddEvent(b.AddLine(/*id=*/1000, "loader thread", start_ns), b.EventMetadataId("load"),
+               start_ns, /*duration_ns=*/10);
+    return absl::OkStatus();
+  }
+  void Abort() override { ++aborts; }
+
+  int64_t start_ns = 0;
+  int aborts = 0;
+};
+
+TEST_F(CaptureManagerTest, PlanesTwoCollectorsWroteUnderOneNameAreMergedIntoOne) {
+  HostThreadCollector host_thread;
+  CaptureManager manager({&clock_, {&host_thread, &synthetic_}, &executor_},
+                         {.max_duration_ms = 10'000, .host_name = "host-a"});
+  auto session = manager.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out, &manager);
+  executor_.Advance(100 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  int host_planes = 0;
+  std::vector<std::string> lines;
+  for (const auto& plane : out.result->space.planes()) {
+    if (plane.name() != xspace::kHostPlaneName) continue;
+    ++host_planes;
+    for (const auto& line : plane.lines()) lines.push_back(line.name());
+  }
+  EXPECT_EQ(host_planes, 1);
+  EXPECT_THAT(lines, ::testing::Contains("loader thread"));
+  EXPECT_GT(lines.size(), 1u);  // the synthetic job's threads are there too
+  EXPECT_TRUE(xspace::Validate(out.result->space).ok());
+}
+
+TEST_F(CaptureManagerTest, CancelBeforeTheStartAbortsThePreparedCollectors) {
+  HostThreadCollector host_thread;
+  fake_.fail_at = "prepare";  // not prepared: not aborted either
+  CaptureManager manager({&clock_, {&host_thread, &fake_}, &executor_},
+                         {.max_duration_ms = 10'000, .host_name = "host-a"});
+  auto session = manager.Begin(Spec(/*start_in_ms=*/1000, /*duration_ms=*/100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out, &manager);
+  executor_.RunUntilIdle();
+  EXPECT_EQ(host_thread.aborts, 0);
+  ASSERT_TRUE(manager.Cancel("s1").ok());
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(host_thread.aborts, 1);
+  EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+}
+
 }  // namespace
 }  // namespace profctl::agent

@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
 #include "common/xspace.h"
 #include "coordinator/grpc_calls.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
@@ -25,7 +24,6 @@ using grpc_calls::LocalCancel;
 using grpc_calls::UnaryCall;
 using tensorflow::ProfilerService;
 
-constexpr char kXPlaneTool[] = "xplane.pb";
 constexpr size_t kChunkBytes = 1 << 20;
 
 class TslAgentClient final : public AgentClient {
@@ -192,62 +190,11 @@ class TslAgentClient final : public AgentClient {
 
 tensorflow::ProfileRequest MakeTslProfileRequest(const CaptureArgs& args,
                                                  const WorkerAddress& worker) {
-  tensorflow::ProfileRequest r;
-  const auto duration_ms = static_cast<uint64_t>(std::max<int64_t>(args.duration_ms, 0));
-  r.set_duration_ms(duration_ms);
-  r.add_tools(kXPlaneTool);
-  r.set_repository_root(args.repository_root);
-  r.set_session_id(args.session_id);
-  r.set_host_name(worker.file_stem());
-  r.set_emit_xspace(true);
-  tensorflow::ProfileOptions* o = r.mutable_opts();
-  // Version 0 makes servers drop every option, the start time included.
-  o->set_version(1);
-  o->set_duration_ms(duration_ms);
-  o->set_start_timestamp_ns(static_cast<uint64_t>(std::max<int64_t>(args.start_at_ns, 0)));
-  o->set_session_id(args.session_id);
-  o->set_include_dataset_ops(true);
-  o->set_host_tracer_level(kTslHostTracerLevel);
-  o->set_device_tracer_level(kTslDeviceTracerLevel);
-  return r;
-}
-
-absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileResponse& response,
-                                                     const tensorflow::ProfileRequest& request,
-                                                     std::string* where) {
-  auto say = [&](absl::string_view shape) {
-    if (where != nullptr) *where = std::string(shape);
-  };
-  if (response.has_xspace()) {
-    say("inline xspace");
-    return response.xspace().SerializeAsString();
-  }
-  for (const tensorflow::ProfileToolData& tool : response.tool_data()) {
-    if (tool.name() == kXPlaneTool) {
-      say("tool_data xplane.pb");
-      return tool.data();
-    }
-  }
-  if (response.empty_trace()) {
-    return absl::NotFoundError("Profile: the server recorded nothing (empty_trace)");
-  }
-  // Saved on the server's own disk.
-  const std::string path = JoinPath(JoinPath(request.repository_root(), request.session_id()),
-                                    absl::StrCat(request.host_name(), ".", kXPlaneTool));
-  say(absl::StrCat("saved by the server as ", path));
-  if (request.repository_root().empty()) {
-    return absl::NotFoundError(
-        "Profile: the server saved its trace on its own disk, at a path it did not say (no "
-        "repository_root was sent)");
-  }
-  absl::StatusOr<std::string> bytes = ReadFile(path);
-  if (!bytes.ok()) {
-    return absl::NotFoundError(
-        absl::StrCat("Profile: the server saved its trace on its own disk as ", path,
-                     ", which this machine cannot read (", bytes.status().message(),
-                     "); copy it into the session folder and run profctl analyze there"));
-  }
-  return bytes;
+  return tsl::MakeTslProfileRequest({.session_id = args.session_id,
+                                     .start_at_ns = args.start_at_ns,
+                                     .duration_ms = args.duration_ms,
+                                     .host_name = worker.file_stem(),
+                                     .repository_root = args.repository_root});
 }
 
 std::unique_ptr<AgentClient> MakeTslAgentClient(const WorkerAddress& worker,

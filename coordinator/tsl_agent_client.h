@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/tsl_profile.h"
 #include "coordinator/agent_client.h"
 #include "coordinator/grpc_agent_client.h"
 #include "tensorflow/profiler/profiler_service.pb.h"
@@ -32,23 +33,15 @@ namespace profctl::coordinator {
 // AgentInfo::version of a TSL server (GetInfo cannot ask it for one).
 inline constexpr absl::string_view kTslAgentVersion = "tsl";
 
-// TSL servers record the host and device tracers at these levels when a request's options are
-// honoured (version >= 1); they are the TensorFlow client's defaults.
-inline constexpr uint32_t kTslHostTracerLevel = 2;
-inline constexpr uint32_t kTslDeviceTracerLevel = 1;
+// The pure request/answer helpers live in common/tsl_profile.h (the agent's tsl collector uses
+// them too); these names keep the coordinator's spelling.
+using tsl::kTslDeviceTracerLevel;
+using tsl::kTslHostTracerLevel;
+using tsl::TraceFromProfileResponse;
 
+// tsl::MakeTslProfileRequest for a session's capture of `worker`: host_name = its file stem.
 tensorflow::ProfileRequest MakeTslProfileRequest(const CaptureArgs& args,
                                                  const WorkerAddress& worker);
-
-// The serialized XSpace a Profile answer carries, in any of the three shapes servers use:
-// `xspace` inline (emit_xspace), a `tool_data` entry named `xplane.pb`, or only
-// `empty_trace=false`, meaning the server wrote
-// `<repository_root>/<session_id>/<host_name>.xplane.pb` on its own disk: read from there when this
-// machine can see the path, else NOT_FOUND naming it. `*where` (if given) says which shape it was.
-// `empty_trace=true`: NOT_FOUND (the server recorded nothing).
-absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileResponse& response,
-                                                     const tensorflow::ProfileRequest& request,
-                                                     std::string* where = nullptr);
 
 std::unique_ptr<AgentClient> MakeTslAgentClient(const WorkerAddress& worker,
                                                 const GrpcAgentClientOptions& options);

@@ -4,7 +4,8 @@
 // itself busy on demand. It "records" at once: the answer is a synthetic job's trace for the
 // window the request asked for (start_timestamp_ns on its own, skewed clock; now when 0 or
 // ignored), so tests need no real waiting. Monitor answers UNIMPLEMENTED, as open-source servers
-// do.
+// do. For the agent's tsl collector it can also hold its answer until Terminate (a server still
+// recording, or a slow one), add TPU-like planes, and write absolute line timestamps.
 #ifndef PROFCTL_TESTS_FAKE_TSL_SERVER_H_
 #define PROFCTL_TESTS_FAKE_TSL_SERVER_H_
 
@@ -15,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "agent/collectors/synthetic_job.h"
+#include "common/clock.h"
 #include "tensorflow/profiler/profiler_service.pb.h"
 
 namespace grpc {
@@ -40,7 +42,25 @@ struct FakeTslServerOptions {
   agent::SyntheticJobConfig job;
   // Where kSavedOnDisk writes instead of the request's repository_root ("" = the request's).
   std::string save_root_override = {};
+  // The host clock this server reads (null: the real one); its own clock is that plus
+  // job.clock_skew_ns. Not owned.
+  const Clock* clock = nullptr;
+  // Also record what a JAX process on a TPU host adds: planes /device:TPU:0 and /device:TPU:1
+  // (ids 1 and 2) with `XLA Modules` and `XLA Ops` lines (op metadata with stats, events with ref
+  // stats) and an input-pipeline thread (line kTpuHostLineId) on /host:CPU.
+  bool tpu_planes = false;
+  // Line timestamps absolute (ns since the epoch on this server's clock) and no `Task
+  // Environment` plane, as older writers do.
+  bool absolute_line_times = false;
+  // A broken writer: relative line timestamps but no `Task Environment` plane to say from when.
+  bool drop_task_environment = false;
+  // Hold each Profile answer until Terminate(its session id) arrives (then the window ends at
+  // that instant on this server's clock), ReleaseHeld() is called or the server goes away: a
+  // server still recording its window, or a slow one.
+  bool hold = false;
 };
+
+inline constexpr int64_t kTpuHostLineId = 7001;
 
 class FakeTslServer {
  public:
@@ -55,6 +75,16 @@ class FakeTslServer {
   std::vector<std::string> terminated() const;
   // The window of the last trace answered, on the server's (skewed) clock.
   int64_t last_start_ns() const;
+  int64_t last_stop_ns() const;
+  // The last trace answered, before it was put into the answer's shape.
+  tensorflow::profiler::XSpace last_space() const;
+  // Block until `n` Profile requests, or `n` Terminate requests, have arrived.
+  void AwaitRequests(size_t n) const;
+  void AwaitTerminated(size_t n) const;
+  // Blocks until `n` Profile calls are being held (hold mode).
+  void AwaitHeld(int n) const;
+  // Lets every held Profile answer now, with its whole window.
+  void ReleaseHeld();
 
   class Service;
 

@@ -28,7 +28,10 @@ struct CaptureOptions {
 // `wall_ns` given to Start, and it records the window with xspace::SetProfileWindow(space,
 // start wall_ns, stop wall_ns) (idempotent, so every collector of a session may call it). After a
 // failed Prepare or Start the session skips the collector's remaining calls for that session and
-// reports the error in XSpace.errors. A collector is reused for later sessions, one at a time.
+// reports the error in XSpace.errors. A session stopped after Prepare but before its start instant
+// calls Abort instead of Start, Stop and Collect. Collect may add planes whose names the space
+// already has (it should merge them, common/xspace_merge.h); the session merges any duplicates
+// left after the last Collect. A collector is reused for later sessions, one at a time.
 class Collector {
  public:
   virtual ~Collector() = default;
@@ -38,6 +41,9 @@ class Collector {
   virtual absl::Status Start(int64_t wall_ns) = 0;
   virtual absl::Status Stop(int64_t wall_ns) = 0;
   virtual absl::Status Collect(tensorflow::profiler::XSpace* space) = 0;
+  // The session ended before Start (cancelled while waiting for its start instant): release what
+  // Prepare set up, and tell whatever it started (a remote profiler) to stop. Must not block.
+  virtual void Abort() {}
 };
 
 }  // namespace profctl::agent
