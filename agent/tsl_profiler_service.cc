@@ -170,6 +170,10 @@ class ProfileReactor final : public grpc::ServerUnaryReactor {
     }
     const int64_t events = xspace::CountEvents(result.space);
     response_->set_empty_trace(events == 0);
+    if (!plan_.answer_host.empty()) {
+      result.space.clear_hostnames();
+      result.space.add_hostnames(plan_.answer_host);
+    }
     bool saved = false;
     if (!plan_.save_path.empty()) {
       if (absl::Status s = Save(result.space); s.ok()) {
@@ -211,6 +215,9 @@ absl::StatusOr<TslProfilePlan> PlanTslProfile(const ProfileRequest& request,
   TslProfilePlan plan;
   const tensorflow::ProfileOptions& opts = request.opts();
   const bool new_semantics = opts.version() >= 1;
+  if (const std::string host = SaveHost(request, TslPlanContext{}); !host.empty()) {
+    plan.answer_host = host;
+  }
 
   // Duration.
   uint64_t duration_ms = request.duration_ms();

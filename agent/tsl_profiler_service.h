@@ -56,6 +56,11 @@ struct TslProfilePlan {
   std::string save_path;
   // Why a non-empty repository_root is not used (for the log), when it is not.
   std::string save_skipped;
+  // When the request names this host (override_hostname, host_name: stock clients send the
+  // address they dialled), the answer's XSpace.hostnames is that name with ':' read as '_', i.e.
+  // the stem of the file the client (or this agent) saves it as: XProf expects hostnames[0] in
+  // the file's stem. Empty: the agent's own name stays.
+  std::string answer_host;
 };
 
 // What PlanTslProfile needs to know about the endpoint.

@@ -40,6 +40,7 @@ using ::tensorflow::ProfileRequest;
 using ::tensorflow::ProfileResponse;
 using ::tensorflow::profiler::XSpace;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -375,6 +376,22 @@ TEST_F(TslServiceTest, EmitXspaceAnswersInlineOtherwiseOneToolDataEntry) {
   EXPECT_EQ(inline_space->response.tool_data_size(), 0);
   EXPECT_GT(xspace::CountEvents(inline_space->response.xspace()), 0);
   EXPECT_THAT(inline_space->response.xspace().hostnames(), Contains("worker-3"));
+}
+
+// A stock client dials "10.0.0.7:6000", sends that as host_name and saves the answer as
+// 10.0.0.7_6000.xplane.pb: the trace names itself so (XProf wants hostnames[0] in the stem), and
+// passes the conformance checker under that stem.
+TEST_F(TslServiceTest, AnswerIsNamedAsTheClientWillSaveIt) {
+  AgentOptions o = Options();
+  o.name = "worker-3";
+  StartAgent(o);
+  ProfileRequest request = Request("dialled", 300);
+  request.set_host_name("10.0.0.7:6000");
+  PendingProfile* p = Capture(request, 300);
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  const XSpace space = TraceOf(p->response);
+  EXPECT_THAT(space.hostnames(), ElementsAre("10.0.0.7_6000"));
+  EXPECT_THAT(testing::CheckXProfConformance(space, "10.0.0.7_6000"), IsEmpty());
 }
 
 TEST_F(TslServiceTest, NoSessionIdGetsAGeneratedOne) {

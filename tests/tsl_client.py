@@ -18,7 +18,7 @@ gets the XSpace inline instead.
 Exit status: 0 pass, 1 fail, 77 skipped (python3-grpcio or python3-protobuf missing: install them
 with scripts/bootstrap.sh --test).
 
-Usage: tsl_client.py --agent=PATH --protoc=PATH --proto-dir=DIR [--profctl=PATH]
+Usage: tsl_client.py --agent=PATH --protoc=PATH --proto-dir=DIR [--profctl=PATH] [--xprof-check=PATH]
 """
 
 import argparse
@@ -121,11 +121,12 @@ def count_events(space):
     return sum(len(line.events) for plane in space.planes for line in plane.lines)
 
 
-def check_xspace(space, what):
+def check_xspace(space, what, host):
     events = count_events(space)
     check(events > 0, f"{what}: the XSpace has no events")
-    check(list(space.hostnames) == ["tsl-test-host"],
-          f"{what}: hostnames {list(space.hostnames)}, expected ['tsl-test-host']")
+    # The host as the client names it (its file stem), which XProf requires in hostnames[0].
+    check(list(space.hostnames) == [host],
+          f"{what}: hostnames {list(space.hostnames)}, expected [{host!r}]")
     env = [p for p in space.planes if p.name == "Task Environment"]
     check(len(env) == 1, f"{what}: no 'Task Environment' plane")
     names = {m.id: m.name for m in env[0].stat_metadata.values()}
@@ -185,8 +186,16 @@ def run(args):
             space = xplane.XSpace()
             with open(expected, "rb") as f:
                 space.ParseFromString(f.read())
-            events = check_xspace(space, expected)
+            events = check_xspace(space, expected, f"127.0.0.1_{port}")
             print(f"ok: TensorFlow-style capture saved {expected} ({events} events)")
+            # Every XProf tool can read it: our conformance checker on the saved file.
+            if args.xprof_check:
+                checked = subprocess.run([args.xprof_check, expected], capture_output=True,
+                                         text=True)
+                check(checked.returncode == 0,
+                      f"xprof_check {expected} exited {checked.returncode}: "
+                      f"{checked.stdout}{checked.stderr}")
+                print("ok: the saved file passes the XProf conformance checker")
 
             # 2. profctl analyze reads the saved run like any TensorFlow run folder.
             if args.profctl:
@@ -209,7 +218,7 @@ def run(args):
             check(not response.empty_trace, "emit_xspace: empty_trace is set")
             check(response.HasField("xspace"), "emit_xspace: no inline xspace")
             check(len(response.tool_data) == 0, "emit_xspace: the trace was also sent as tool_data")
-            events = check_xspace(response.xspace, "inline xspace")
+            events = check_xspace(response.xspace, "inline xspace", f"127.0.0.1_{port}")
             print(f"ok: emit_xspace answered inline ({events} events)")
 
             # 4. Monitor is not implemented, as in open-source TensorFlow servers.
@@ -253,6 +262,8 @@ def main():
     parser.add_argument("--protoc", required=True, help="protoc binary")
     parser.add_argument("--proto-dir", required=True, help="profctl's proto/ folder")
     parser.add_argument("--profctl", help="profctl binary (checks `profctl analyze` too)")
+    parser.add_argument("--xprof-check", help="xprof_check binary (runs the conformance checker "
+                        "on the saved file)")
     try:
         return run(parser.parse_args())
     except Failure as e:
