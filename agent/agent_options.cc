@@ -28,7 +28,14 @@ absl::Status ValidateOptions(const AgentOptions& o) {
         absl::StrCat("--clock-skew-ms=", o.clock_skew_ms, " is more than a day"));
   }
   if (o.collectors.empty()) return absl::InvalidArgumentError("--collectors is empty");
-  for (const std::string& c : o.collectors) {
+  for (size_t i = 0; i < o.collectors.size(); ++i) {
+    const std::string& c = o.collectors[i];
+    // `synthetic,synthetic` once doubled every event.
+    if (std::find(o.collectors.begin(), o.collectors.begin() + static_cast<ptrdiff_t>(i), c) !=
+        o.collectors.begin() + static_cast<ptrdiff_t>(i)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--collectors: '", c, "' is listed more than once"));
+    }
     const auto& known = KnownCollectors();
     if (std::find(known.begin(), known.end(), c) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -31,6 +31,8 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
   EXPECT_THAT(ParseAgentOptions({"--port=0"}).status().message(), HasSubstr("--port-file"));
   EXPECT_THAT(ParseAgentOptions({"--collectors=cupti"}).status().message(),
               HasSubstr("unknown collector 'cupti' (known: synthetic, tsl)"));
+  EXPECT_THAT(ParseAgentOptions({"--collectors=synthetic,synthetic"}).status().message(),
+              HasSubstr("'synthetic' is listed more than once"));  // once: every event doubled
   EXPECT_THAT(ParseAgentOptions({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
   EXPECT_THAT(ParseAgentOptions({"--max-duration-ms=0"}).status().message(),
               HasSubstr("--max-duration-ms=0"));

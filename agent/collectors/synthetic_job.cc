@@ -258,14 +258,22 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
       {"allreduce_ms", &c.allreduce_ms},
   };
   const DoubleKnob doubles[] = {{"straggler_factor", &c.straggler_factor}, {"jitter", &c.jitter}};
+  std::vector<absl::string_view> seen;
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
-    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
+    const std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
     const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
     const absl::string_view value = absl::StripAsciiWhitespace(kv.second);
-    if (!absl::StrContains(item, '=') || value.empty()) {
+    // `rank=1=2` once silently meant rank=1.
+    if (!absl::StrContains(item, '=') || value.empty() || absl::StrContains(value, '=')) {
       return absl::InvalidArgumentError(
           absl::StrCat("synthetic job: '", item, "' is not key=value"));
     }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("synthetic job: '", key, "' is given more than once"));
+    }
+    seen.push_back(key);
     bool found = false;
     for (const IntKnob& k : ints) {
       if (k.key != key) continue;

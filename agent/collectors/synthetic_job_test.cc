@@ -47,6 +47,11 @@ TEST(SyntheticJobConfigTest, BadKnobsAreNamed) {
               HasSubstr("straggler_factor"));
   EXPECT_THAT(ParseSyntheticJobConfig("jitter=nan").status().message(), HasSubstr("jitter"));
   EXPECT_THAT(ParseSyntheticJobConfig("gpus=0").status().message(), HasSubstr("gpus=0"));
+  // Once accepted silently: `rank=1=2` as rank=1, and a knob given twice as its last value.
+  EXPECT_THAT(ParseSyntheticJobConfig("rank=1=2,world=4").status().message(),
+              HasSubstr("'rank=1=2' is not key=value"));
+  EXPECT_THAT(ParseSyntheticJobConfig("rank=1,world=4,rank=2").status().message(),
+              HasSubstr("'rank' is given more than once"));
 }
 
 TEST(SyntheticJobTest, EveryRankDerivesTheSameSchedule) {
