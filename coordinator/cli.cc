@@ -1,5 +1,7 @@
 #include "coordinator/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <ctime>
@@ -206,6 +208,13 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
   }
   CapturePlan plan = requested;
   plan.session = dir->session();
+  // Until the session is over (CleanAbandonedSessions looks for it after a crash).
+  const std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
+  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
+  struct RemoveMarker {
+    std::string path;
+    ~RemoveMarker() { unlink(path.c_str()); }
+  } remove_marker{marker};
   const bool show_progress = plan.duration_ms > 1000;
   auto progress = [&](const std::string& line) {
     if (show_progress) *env.err << "profctl: " << line << std::endl;

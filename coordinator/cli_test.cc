@@ -156,6 +156,7 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
     m.add_hosts()->set_status(v1::HOST_STATUS_OK);
     EXPECT_TRUE(WriteFileAtomically(dir + "/session.json", ManifestJson(m)).ok());
     EXPECT_TRUE(WriteFileAtomically(dir + "/.w0.xplane.pb.tmp.abc123", "partial bytes").ok());
+    EXPECT_TRUE(WriteFileAtomically(dir + "/" + kRunningMarkerFileName, "1\n").ok());
     return dir;
   };
   const std::string dead = make("dead", child);
@@ -175,6 +176,9 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   ASSERT_EQ(m.errors_size(), 1);
   EXPECT_THAT(m.errors(0), HasSubstr("removed 1 temporary file"));
   EXPECT_TRUE(PathExists(alive + "/.w0.xplane.pb.tmp.abc123"));  // its coordinator lives
+  EXPECT_FALSE(PathExists(dead + "/" + kRunningMarkerFileName));
+  // A finished capture leaves no marker behind.
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
 }
 
 TEST_F(CliTest, SuccessPrintsSummaryAndJson) {

@@ -81,6 +81,7 @@ std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
   for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
     if (!entry.is_directory(ec)) continue;
     const std::string dir = entry.path().string();
+    if (!PathExists(JoinPath(dir, kRunningMarkerFileName))) continue;
     const std::string manifest_path = JoinPath(dir, kManifestFileName);
     absl::StatusOr<std::string> json = ReadFile(manifest_path);
     profctl::v1::SessionManifest m;
@@ -99,6 +100,7 @@ std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
         ++removed;
       }
     }
+    std::filesystem::remove(JoinPath(dir, kRunningMarkerFileName), ec);
     m.set_status(profctl::v1::SESSION_STATUS_ABANDONED);
     m.add_errors(absl::StrCat("abandoned: its coordinator (pid ", pid, " on ", host_name,
                               ") died while capturing; found by a later capture, which removed ",

@@ -77,11 +77,16 @@ class SessionDir final : public TraceSink {
   std::string path_;
 };
 
-// Sessions under <logdir>/plugins/profile whose session.json says RUNNING while the process that
-// ran them (coordinator_pid, on this host) is gone: their temporary files (".*.tmp.*") are removed
-// and their session.json marked ABANDONED (atomically), so the folder says what it holds and
-// `profctl analyze` reads it. Sessions of live or other hosts' coordinators are left alone.
-// Returns one line per session cleaned, for the user.
+// A capture in progress holds this marker in its session folder (RunCapture creates it with the
+// folder and removes it when the session is over), so finding abandoned sessions costs one stat
+// per folder, not one session.json parse per folder, however many sessions a log dir holds.
+inline constexpr char kRunningMarkerFileName[] = ".profctl_running";
+
+// Sessions under <logdir>/plugins/profile that hold kRunningMarkerFileName and whose session.json
+// says RUNNING while the process that ran them (coordinator_pid, on this host) is gone: their
+// temporary files (".*.tmp.*") and the marker are removed and their session.json marked ABANDONED
+// (atomically), so the folder says what it holds and `profctl analyze` reads it. Sessions of live
+// or other hosts' coordinators are left alone. Returns one line per session cleaned.
 std::vector<std::string> CleanAbandonedSessions(const std::string& logdir);
 
 // session.json's text: the manifest as JSON with proto field names, every field printed.
