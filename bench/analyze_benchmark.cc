@@ -25,9 +25,9 @@
 //     Per file, as AnalyzeTraces does: ReadFile, XSpace::ParseFromString, clear the bytes,
 //     xspace::Validate; one file at a time per thread; nothing else.
 //   analyze_benchmark wire-scan DIR [--threads=1]
-//     The floor of a streaming reader: each file in one read() into a buffer sized by fstat,
-//     then a raw protobuf wire-format walk down to every event's and stat's numbers with
-//     io::CodedInputStream, no XSpace built and nothing allocated per event.
+//     The floor of a streaming reader: each file in one read() into a buffer sized by fstat
+//     (ReadFile), then a raw protobuf wire-format walk down to every event's and stat's numbers
+//     with io::CodedInputStream, no XSpace built and nothing allocated per event.
 //   analyze_benchmark phases DIR
 //     An instrumented one-thread copy of AnalyzeTraces (coordinator/analyze.cc) plus the JSON and
 //     report writers: time per phase summed over hosts, RSS after each phase (max over hosts),
@@ -314,27 +314,6 @@ int ParseOnly(const std::string& dir, int64_t threads) {
 
 // --- wire-scan: the cost floor of a streaming reader ---------------------------------------------
 
-// The whole file in one read() into a buffer sized by fstat (ReadFile grows its string 64 KiB at
-// a time).
-bool ReadWhole(const std::string& path, std::string* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return false;
-  }
-  out->resize(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < out->size()) {
-    const ssize_t n = read(fd, out->data() + done, out->size() - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  return done == out->size();
-}
-
 struct ScanTotals {
   int64_t planes = 0, lines = 0, events = 0, stats = 0;
   uint64_t checksum = 0;  // of every event's metadata id, offset and duration and every stat
@@ -417,7 +396,9 @@ int WireScan(const std::string& dir, int64_t threads) {
     for (size_t i = next++; i < files.size(); i = next++) {
       std::string bytes;
       int64_t t = NowNs();
-      if (!ReadWhole(files[i], &bytes)) {
+      if (absl::StatusOr<std::string> read = ReadFile(files[i]); read.ok()) {
+        bytes = *std::move(read);  // one read() into a buffer sized by fstat
+      } else {
         ++bad;
         continue;
       }

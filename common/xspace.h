@@ -16,6 +16,8 @@
 #ifndef PROFCTL_COMMON_XSPACE_H_
 #define PROFCTL_COMMON_XSPACE_H_
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,6 +55,23 @@ inline constexpr absl::string_view kStatProfileStop = "profile_stop_time";
 
 // The `Task Environment` plane's id when SetProfileWindow creates it (ids are only keys).
 inline constexpr int64_t kTaskEnvPlaneId = 1000;
+
+// Lines XProf derives from a device's own (stream) lines, and TSL writes for TPUs: they repeat,
+// nested, the time of the stream lines, so a reader of device activity skips them.
+inline constexpr std::array<absl::string_view, 10> kDerivedLineNames = {"Steps",
+                                                                        "XLA Modules",
+                                                                        "XLA Ops",
+                                                                        "Framework Ops",
+                                                                        "TensorFlow Ops",
+                                                                        "TensorFlow Name Scope",
+                                                                        "Framework Name Scope",
+                                                                        "Source code",
+                                                                        "Launch Stats",
+                                                                        "_counters_"};
+inline bool IsDerivedLine(absl::string_view name) {
+  return std::find(kDerivedLineNames.begin(), kDerivedLineNames.end(), name) !=
+         kDerivedLineNames.end();
+}
 
 // The profile start P in ns since the epoch on the recording host's clock: the first uint64
 // `profile_start_time` on a `Task Environment` plane, or 0 when there is none (then line

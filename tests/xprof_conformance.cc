@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
+#include "common/xspace.h"
 
 namespace profctl::testing {
 namespace {
@@ -35,22 +36,11 @@ constexpr size_t kMaxPerRule = 5;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kPicosPerNano = 1000;
 
-constexpr absl::string_view kHostPlane = "/host:CPU";
-constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
-constexpr absl::string_view kTaskEnvPlane = "Task Environment";
+using xspace::kGpuPlanePrefix;
+constexpr absl::string_view kHostPlane = xspace::kHostPlaneName;
+constexpr absl::string_view kTaskEnvPlane = xspace::kTaskEnvPlaneName;
 constexpr absl::string_view kCuptiPlane = "/host:CUPTI";
 
-// Lines XProf derives from the stream lines (and TSL writes for TPUs): not stream lines.
-constexpr std::array<absl::string_view, 10> kDerivedLines = {"Steps",
-                                                             "XLA Modules",
-                                                             "XLA Ops",
-                                                             "Framework Ops",
-                                                             "TensorFlow Ops",
-                                                             "TensorFlow Name Scope",
-                                                             "Framework Name Scope",
-                                                             "Source code",
-                                                             "Launch Stats",
-                                                             "_counters_"};
 // CUPTI's activity kinds in stream line names.
 constexpr std::array<absl::string_view, 6> kStreamKinds = {"Compute",   "MemcpyH2D", "MemcpyD2H",
                                                            "MemcpyD2D", "MemcpyP2P", "Memset"};
@@ -794,7 +784,7 @@ class Checker {
 
     for (const XLine& line : plane.lines()) {
       const absl::string_view line_name = line.name();
-      if (OneOf(line_name, kDerivedLines)) continue;
+      if (xspace::IsDerivedLine(line_name)) continue;
       // Stream #<id>(<kinds>)
       std::set<std::string> kinds;
       absl::string_view rest = line_name;

@@ -58,17 +58,6 @@ constexpr uint32_t kStatMetadataName = 2;
 
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
-// XProf's derived lines: they repeat, nested, the time of the device's own lines.
-constexpr std::array<absl::string_view, 10> kDerivedLines = {"Steps",
-                                                             "XLA Modules",
-                                                             "XLA Ops",
-                                                             "Framework Ops",
-                                                             "TensorFlow Ops",
-                                                             "TensorFlow Name Scope",
-                                                             "Framework Name Scope",
-                                                             "Source code",
-                                                             "Launch Stats",
-                                                             "_counters_"};
 constexpr absl::string_view kXlaOpsLine = "XLA Ops";
 // TSL's consumer context stats: a wrapper event on one thread joining a step root on another.
 constexpr absl::string_view kStatConsumerType = "_ct";
@@ -77,10 +66,6 @@ constexpr size_t kMaxPassedOnMessages = 10;
 // Names longer than this are cut when read: they only feed warnings, matching and classification
 // (a step name is at most kMaxStepNameLength).
 constexpr uint32_t kMaxNameBytes = 4096;
-
-bool IsDerivedLine(absl::string_view name) {
-  return std::find(kDerivedLines.begin(), kDerivedLines.end(), name) != kDerivedLines.end();
-}
 
 struct Range {
   uint64_t offset = 0;
@@ -768,7 +753,7 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
   const bool tpu = prefix == xspace::kTpuPlanePrefix;
   const auto use_line = [&](const LineInfo& line) {
     if (tpu && has_xla_ops) return line.name == kXlaOpsLine;
-    return !IsDerivedLine(line.name);
+    return !xspace::IsDerivedLine(line.name);
   };
   size_t events = 0;
   for (const LineInfo& line : lines) {
