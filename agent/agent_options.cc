@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/auth.h"
 #include "agent/collectors/tsl_collector.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -59,6 +60,22 @@ absl::Status ValidateOptions(const AgentOptions& o) {
         absl::StrCat("--tsl-grace-ms=", o.tsl_grace_ms, " is not in 0..", kMaxTslGraceMs));
   }
   if (!o.name.empty()) PROFCTL_RETURN_IF_ERROR(ValidateFileStem("--name", o.name));
+  struct Range {
+    const char* flag;
+    int64_t value, min, max;
+  };
+  for (const Range& r :
+       {Range{"--retain-ms", o.retain_ms, 0, 86'400'000},
+        Range{"--retain-mb", o.retain_mb, 0, 1 << 20},
+        Range{"--max-trace-events", o.max_trace_events, 1, 10'000'000'000},
+        Range{"--max-trace-mb", o.max_trace_mb, 1, 1 << 16},
+        Range{"--max-held-mb", o.max_held_mb, 1, 1 << 20},
+        Range{"--stream-idle-timeout-ms", o.stream_idle_timeout_ms, 100, 3'600'000}}) {
+    if (r.value < r.min || r.value > r.max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.flag, "=", r.value, " is not in ", r.min, "..", r.max));
+    }
+  }
   if (o.endpoints < 1 || o.endpoints > kMaxEndpoints) {
     return absl::InvalidArgumentError(
         absl::StrCat("--endpoints=", o.endpoints, " is not in 1..", kMaxEndpoints));
@@ -75,6 +92,22 @@ absl::Status ValidateOptions(const AgentOptions& o) {
   if (!o.tsl_save_root.empty() && o.tsl_save_root.front() != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("--tsl-save-root=", o.tsl_save_root, " must be an absolute path"));
+  }
+  if (!o.tls_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-ca (require client certificates) needs --tls-cert and --tls-key (serve TLS)");
+  }
+  if (o.insecure && AuthenticatesClients(o)) {
+    return absl::InvalidArgumentError(
+        "--insecure (serve without client authentication) contradicts --token-file and "
+        "--tls-ca; give one or the other");
+  }
+  if (!IsLoopbackBind(o.bind) && !AuthenticatesClients(o) && !o.insecure) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bind=", o.bind,
+        " without client authentication would let anyone who reaches this host run captures "
+        "and read its traces: give --token-file and/or --tls-ca (mutual TLS; with --tls-cert "
+        "and --tls-key), see docs/security.md, or --insecure to serve unauthenticated anyway"));
   }
   if (o.port == 0 && o.port_file.empty()) {
     return absl::InvalidArgumentError(
@@ -116,6 +149,9 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->port = v.as<int64_t>();
       } else if (key == "bind") {
         options->bind = v.as<std::string>();
+        if (options->bind.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(where, " must not be empty"));
+        }
       } else if (key == "port_file") {
         options->port_file = v.as<std::string>();
       } else if (key == "name") {
@@ -156,16 +192,41 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->tsl_local = *std::move(servers);
       } else if (key == "tsl_grace_ms") {
         options->tsl_grace_ms = v.as<int64_t>();
+      } else if (key == "retain_ms") {
+        options->retain_ms = v.as<int64_t>();
+      } else if (key == "retain_mb") {
+        options->retain_mb = v.as<int64_t>();
+      } else if (key == "max_trace_events") {
+        options->max_trace_events = v.as<int64_t>();
+      } else if (key == "max_trace_mb") {
+        options->max_trace_mb = v.as<int64_t>();
+      } else if (key == "max_held_mb") {
+        options->max_held_mb = v.as<int64_t>();
+      } else if (key == "stream_idle_timeout_ms") {
+        options->stream_idle_timeout_ms = v.as<int64_t>();
       } else if (key == "endpoints") {
         options->endpoints = v.as<int64_t>();
+      } else if (key == "tls_cert") {
+        options->tls_cert = v.as<std::string>();
+      } else if (key == "tls_key") {
+        options->tls_key = v.as<std::string>();
+      } else if (key == "tls_ca") {
+        options->tls_ca = v.as<std::string>();
+      } else if (key == "token_file") {
+        options->token_file = v.as<std::string>();
+      } else if (key == "insecure") {
+        options->insecure = v.as<bool>();
       } else if (key == "endpoint_skew_spread_ms") {
         options->endpoint_skew_spread_ms = v.as<int64_t>();
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat(where,
                          " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-                         "clock_skew_ms, max_duration_ms, log_level, tsl_save_root, tsl_local, "
-                         "tsl_grace_ms, endpoints, endpoint_skew_spread_ms)"));
+                         "clock_skew_ms, max_duration_ms, retain_ms, retain_mb, max_trace_events, "
+                         "max_trace_mb, max_held_mb, stream_idle_timeout_ms, log_level, "
+                         "tsl_save_root, tsl_local, "
+                         "tsl_grace_ms, endpoints, endpoint_skew_spread_ms, tls_cert, tls_key, "
+                         "tls_ca, token_file, insecure)"));
       }
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
@@ -184,7 +245,25 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.Int64("port", &flags_in.port,
            "port to serve AgentService and tensorflow.ProfilerService on; 0 picks a free one "
            "(with --endpoints=N: the first of N consecutive ports, or N free ones)");
-  fs.String("bind", &flags_in.bind, "address to listen on");
+  flags_in.bind.clear();  // its default depends on other flags, as the help says
+  fs.String("bind", &flags_in.bind,
+            "address to listen on (default: 0.0.0.0 with --token-file, --tls-ca or --insecure, "
+            "else 127.0.0.1); a non-loopback address needs --token-file or --tls-ca, or "
+            "--insecure");
+  fs.RejectEmpty("bind");
+  fs.String("tls-cert", &flags_in.tls_cert,
+            "PEM certificate (then its intermediates) to serve TLS with; needs --tls-key");
+  fs.String("tls-key", &flags_in.tls_key,
+            "PEM private key of --tls-cert (not readable by others: chmod 600)");
+  fs.String("tls-ca", &flags_in.tls_ca,
+            "PEM CA certificate(s): require every client to present a certificate they signed "
+            "(mutual TLS); needs --tls-cert");
+  fs.String("token-file", &flags_in.token_file,
+            "file holding a bearer token (16..4096 visible ASCII characters, e.g. 'openssl rand "
+            "-hex 32'; not readable by others) that every call must send as 'authorization: "
+            "Bearer <token>'; without --tls-cert it travels in clear text");
+  fs.Bool("insecure", &flags_in.insecure,
+          "serve without client authentication on a non-loopback --bind (logs a warning)");
   fs.String("port-file", &flags_in.port_file,
             "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
             "per endpoint in order");
@@ -213,6 +292,21 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
            absl::StrCat("how long past the end of the window a --tsl-local server may take to "
                         "answer before its planes are given up (0..",
                         kMaxTslGraceMs, ")"));
+  fs.Int64("retain-ms", &flags_in.retain_ms,
+           "keep the trace of a keyed capture (profctl sends a session key) this long after it "
+           "ended, so a coordinator whose transfer failed can Fetch it again; 0 keeps none");
+  fs.Int64("retain-mb", &flags_in.retain_mb,
+           "keep at most this many MiB of such traces (oldest evicted first); 0 keeps none");
+  fs.Int64("max-trace-events", &flags_in.max_trace_events,
+           "per capture: drop events beyond this many (each line keeps its earliest; the trace "
+           "says how many in its header and warnings)");
+  fs.Int64("max-trace-mb", &flags_in.max_trace_mb,
+           "per capture: drop events until the serialized trace is at most this many MiB");
+  fs.Int64("max-held-mb", &flags_in.max_held_mb,
+           "trace memory held for streams not yet read plus kept traces: kept ones are evicted "
+           "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain");
+  fs.Int64("stream-idle-timeout-ms", &flags_in.stream_idle_timeout_ms,
+           "cancel a Capture/Fetch stream whose client has not read for this long");
   fs.Int64("endpoints", &flags_in.endpoints,
            absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
                         "process (1..",
@@ -234,6 +328,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
         absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
   }
   AgentOptions o = defaults;
+  o.bind.clear();  // chosen below unless the config or --bind names it
   if (!config.empty()) {
     PROFCTL_ASSIGN_OR_RETURN(const std::string text, ReadFile(config));
     PROFCTL_RETURN_IF_ERROR(ApplyAgentConfigYaml(text, config, &o));
@@ -256,6 +351,14 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     o.tsl_local = *std::move(servers);
   }
   if (fs.WasSet("tsl-grace-ms")) o.tsl_grace_ms = flags_in.tsl_grace_ms;
+  if (fs.WasSet("retain-ms")) o.retain_ms = flags_in.retain_ms;
+  if (fs.WasSet("retain-mb")) o.retain_mb = flags_in.retain_mb;
+  if (fs.WasSet("max-trace-events")) o.max_trace_events = flags_in.max_trace_events;
+  if (fs.WasSet("max-trace-mb")) o.max_trace_mb = flags_in.max_trace_mb;
+  if (fs.WasSet("max-held-mb")) o.max_held_mb = flags_in.max_held_mb;
+  if (fs.WasSet("stream-idle-timeout-ms")) {
+    o.stream_idle_timeout_ms = flags_in.stream_idle_timeout_ms;
+  }
   // Naming a framework server enables the collector that captures it.
   if (!o.tsl_local.empty() &&
       std::find(o.collectors.begin(), o.collectors.end(), "tsl") == o.collectors.end()) {
@@ -265,6 +368,12 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("endpoint-skew-spread-ms")) {
     o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;
   }
+  if (fs.WasSet("tls-cert")) o.tls_cert = flags_in.tls_cert;
+  if (fs.WasSet("tls-key")) o.tls_key = flags_in.tls_key;
+  if (fs.WasSet("tls-ca")) o.tls_ca = flags_in.tls_ca;
+  if (fs.WasSet("token-file")) o.token_file = flags_in.token_file;
+  if (fs.WasSet("insecure")) o.insecure = flags_in.insecure;
+  if (o.bind.empty()) o.bind = AuthenticatesClients(o) || o.insecure ? "0.0.0.0" : "127.0.0.1";
   PROFCTL_RETURN_IF_ERROR(ValidateOptions(o));
   return o;
 }

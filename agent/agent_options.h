@@ -12,7 +12,9 @@ namespace profctl::agent {
 
 struct AgentOptions {
   int64_t port = 6000;
-  std::string bind = "0.0.0.0";
+  // ParseAgentOptions' default: 0.0.0.0 when clients must authenticate (token_file, tls_ca) or
+  // with --insecure, else 127.0.0.1 (see docs/security.md).
+  std::string bind = "127.0.0.1";
   std::string port_file;
   std::string name;
   std::vector<std::string> collectors = {"synthetic"};
@@ -30,12 +32,33 @@ struct AgentOptions {
   std::vector<std::string> tsl_local;
   // How long past the end of the window a framework server may take to answer.
   int64_t tsl_grace_ms = 10'000;
+  // What the agent keeps and holds (docs/agent-protection.md). Keyed sessions' traces are kept
+  // for Fetch this long after they end, and at most retain_mb of them (oldest evicted first).
+  int64_t retain_ms = 600'000;
+  int64_t retain_mb = 256;
+  // Per-capture caps: events beyond them are dropped (CaptureHeader.dropped_events).
+  int64_t max_trace_events = 50'000'000;
+  int64_t max_trace_mb = 256;
+  // Trace memory held for streams not yet read plus retained traces: retained ones are evicted
+  // first, then new captures are refused with RESOURCE_EXHAUSTED.
+  int64_t max_held_mb = 512;
+  // A stream whose client has not read for this long is cancelled.
+  int64_t stream_idle_timeout_ms = 30'000;
   // Tests and benchmarks only: serve this many independent agents in one process, on ports
   // port..port+N-1 (or N free ports with --port=0). See agent_server.h for what each gets.
   int64_t endpoints = 1;
   // Tests and benchmarks only: endpoint i's wall clock is shifted by clock_skew_ms plus a
   // deterministic amount in [-S, +S] ms derived from i alone (EndpointSkewMs).
   int64_t endpoint_skew_spread_ms = 0;
+  // Security (docs/security.md; files are read by LoadServerSecurity, agent/auth.h). With
+  // tls_cert and tls_key the port speaks TLS only; tls_ca then requires client certificates it
+  // verifies (mutual TLS). token_file: every call needs "authorization: Bearer <its token>".
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  std::string token_file;
+  // Allows a non-loopback bind without client authentication (neither token_file nor tls_ca).
+  bool insecure = false;
   bool help = false;
   std::string help_text;
 };

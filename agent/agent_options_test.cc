@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "agent/auth.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -82,6 +83,45 @@ TEST(AgentOptionsTest, EndpointSettingsInYaml) {
       ApplyAgentConfigYaml("endpoints: 12\nendpoint_skew_spread_ms: 40\n", "agent.yaml", &o).ok());
   EXPECT_EQ(o.endpoints, 12);
   EXPECT_EQ(o.endpoint_skew_spread_ms, 40);
+}
+
+TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->retain_ms, 600'000);
+  EXPECT_EQ(o->retain_mb, 256);
+  EXPECT_EQ(o->max_trace_events, 50'000'000);
+  EXPECT_EQ(o->max_trace_mb, 256);
+  EXPECT_EQ(o->max_held_mb, 512);
+  EXPECT_EQ(o->stream_idle_timeout_ms, 30'000);
+  o = ParseAgentOptions({"--retain-ms=0", "--retain-mb=8", "--max-trace-events=1000",
+                         "--max-trace-mb=2", "--max-held-mb=64", "--stream-idle-timeout-ms=500"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->retain_ms, 0);
+  EXPECT_EQ(o->retain_mb, 8);
+  EXPECT_EQ(o->max_trace_events, 1000);
+  EXPECT_EQ(o->max_trace_mb, 2);
+  EXPECT_EQ(o->max_held_mb, 64);
+  EXPECT_EQ(o->stream_idle_timeout_ms, 500);
+  AgentOptions y;
+  ASSERT_TRUE(
+      ApplyAgentConfigYaml("retain_ms: 5\nretain_mb: 6\nmax_trace_events: 7\n"
+                           "max_trace_mb: 8\nmax_held_mb: 9\nstream_idle_timeout_ms: 1000\n",
+                           "agent.yaml", &y)
+          .ok());
+  EXPECT_EQ(y.retain_ms, 5);
+  EXPECT_EQ(y.retain_mb, 6);
+  EXPECT_EQ(y.max_trace_events, 7);
+  EXPECT_EQ(y.max_trace_mb, 8);
+  EXPECT_EQ(y.max_held_mb, 9);
+  EXPECT_EQ(y.stream_idle_timeout_ms, 1000);
+  EXPECT_THAT(ParseAgentOptions({"--max-held-mb=0"}).status().message(),
+              HasSubstr("--max-held-mb=0 is not in 1.."));
+  EXPECT_THAT(ParseAgentOptions({"--stream-idle-timeout-ms=5"}).status().message(),
+              HasSubstr("--stream-idle-timeout-ms=5"));
+  EXPECT_THAT(ParseAgentOptions({"--retain-ms=-1"}).status().message(),
+              HasSubstr("--retain-ms=-1"));
+  EXPECT_THAT(ParseAgentOptions({"--help"})->help_text, HasSubstr("--max-held-mb"));
 }
 
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
@@ -193,6 +233,125 @@ TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
   s = ApplyAgentConfigYaml("- a\n- b\n", "agent.yaml", &o);
   EXPECT_THAT(s.message(), HasSubstr("expected a mapping"));
   EXPECT_TRUE(ApplyAgentConfigYaml("", "empty.yaml", &o).ok());
+}
+
+TEST(AgentOptionsTest, WithoutClientAuthenticationTheAgentListensOnLoopbackOnly) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->bind, "127.0.0.1");
+  EXPECT_TRUE(SecurityWarnings(*o).empty());
+  for (const char* bind : {"--bind=127.0.0.2", "--bind=::1", "--bind=[::1]", "--bind=localhost"}) {
+    EXPECT_TRUE(ParseAgentOptions({bind}).ok()) << bind;
+  }
+  for (const char* bind : {"--bind=0.0.0.0", "--bind=::", "--bind=10.0.0.7", "--bind=gpu-node-3"}) {
+    const absl::Status s = ParseAgentOptions({bind}).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bind;
+    EXPECT_THAT(s.message(), HasSubstr("without client authentication would let anyone"));
+    EXPECT_THAT(s.message(), HasSubstr("--insecure"));
+  }
+  // --insecure: the old default (every address), with a warning.
+  o = ParseAgentOptions({"--insecure"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->bind, "0.0.0.0");
+  ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
+  EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--insecure: serving on 0.0.0.0 with no client "
+                                                 "authentication and no TLS"));
+  EXPECT_TRUE(ParseAgentOptions({"--insecure", "--bind=10.0.0.7"}).ok());
+  // Loopback with --insecure: nothing to warn about.
+  o = ParseAgentOptions({"--insecure", "--bind=127.0.0.1"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(SecurityWarnings(*o).empty());
+  EXPECT_THAT(ParseAgentOptions({"--bind="}).status().message(), HasSubstr("--bind is empty"));
+}
+
+TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--token-file=/etc/profctl/token"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->token_file, "/etc/profctl/token");
+  EXPECT_EQ(o->bind, "0.0.0.0");
+  // A token without TLS travels in clear text: allowed, with a warning.
+  ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
+  EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--token-file without --tls-cert"));
+  o = ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->tls_cert, "/c.pem");
+  EXPECT_EQ(o->tls_key, "/k.pem");
+  EXPECT_EQ(o->tls_ca, "/ca.pem");
+  EXPECT_EQ(o->bind, "0.0.0.0");
+  EXPECT_TRUE(SecurityWarnings(*o).empty());
+  EXPECT_EQ(SecuritySummary(*o), "TLS, client certificates of --tls-ca");
+  // TLS alone encrypts but admits anyone: still loopback unless told otherwise.
+  o = ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->bind, "127.0.0.1");
+  EXPECT_THAT(ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--bind=0.0.0.0"})
+                  .status()
+                  .message(),
+              HasSubstr("without client authentication"));
+  EXPECT_THAT(ParseAgentOptions({"--tls-ca=/ca.pem"}).status().message(),
+              HasSubstr("--tls-ca (require client certificates) needs --tls-cert"));
+  EXPECT_THAT(ParseAgentOptions({"--insecure", "--token-file=/t"}).status().message(),
+              HasSubstr("--insecure (serve without client authentication) contradicts"));
+}
+
+TEST(AgentOptionsTest, SecuritySettingsInYaml) {
+  const testing::TempDir tmp;
+  const std::string path = tmp.path() + "/agent.yaml";
+  ASSERT_TRUE(WriteFileAtomically(path,
+                                  "tls_cert: /c.pem\ntls_key: /k.pem\ntls_ca: /ca.pem\n"
+                                  "token_file: /t\n")
+                  .ok());
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--config=" + path});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->tls_cert, "/c.pem");
+  EXPECT_EQ(o->tls_key, "/k.pem");
+  EXPECT_EQ(o->tls_ca, "/ca.pem");
+  EXPECT_EQ(o->token_file, "/t");
+  EXPECT_EQ(o->bind, "0.0.0.0");
+  // Flags win; a bind from the config is kept.
+  ASSERT_TRUE(WriteFileAtomically(path, "insecure: true\nbind: 10.1.2.3\n").ok());
+  o = ParseAgentOptions({"--config=" + path});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->insecure);
+  EXPECT_EQ(o->bind, "10.1.2.3");
+  o = ParseAgentOptions({"--config=" + path, "--insecure=false"});
+  EXPECT_THAT(o.status().message(), HasSubstr("--bind=10.1.2.3 without client authentication"));
+  AgentOptions a;
+  EXPECT_THAT(ApplyAgentConfigYaml("bind: ''\n", "agent.yaml", &a).message(),
+              HasSubstr("agent.yaml:1: 'bind' must not be empty"));
+  EXPECT_THAT(ApplyAgentConfigYaml("insecure: maybe\n", "agent.yaml", &a).message(),
+              HasSubstr("'insecure' has a value of the wrong type"));
+}
+
+TEST(AgentOptionsTest, IsLoopbackBind) {
+  for (const char* b : {"127.0.0.1", "127.255.0.9", "::1", "[::1]", "localhost"}) {
+    EXPECT_TRUE(IsLoopbackBind(b)) << b;
+  }
+  for (const char* b : {"0.0.0.0", "::", "[::]", "10.0.0.1", "128.0.0.1", "::2", "host", ""}) {
+    EXPECT_FALSE(IsLoopbackBind(b)) << b;
+  }
+}
+
+TEST(CallAuthenticatorTest, OnlyOneBearerEntryWithTheTokenPasses) {
+  const CallAuthenticator auth("0123456789abcdef0123456789abcdef");
+  EXPECT_TRUE(auth.CheckAuthorization({"Bearer 0123456789abcdef0123456789abcdef"}).ok());
+  EXPECT_TRUE(auth.CheckAuthorization({"BEARER 0123456789abcdef0123456789abcdef"}).ok());
+  EXPECT_EQ(auth.CheckAuthorization({}).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.CheckAuthorization({"Basic 0123456789abcdef0123456789abcdef"}).code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.CheckAuthorization({"Bearer"}).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.CheckAuthorization({"Bearer 0123456789abcdef0123456789abcdef",
+                                     "Bearer 0123456789abcdef0123456789abcdef"})
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  for (const char* wrong :
+       {"Bearer ", "Bearer 0123456789abcdef0123456789abcde",
+        "Bearer 0123456789abcdef0123456789abcdef0", "Bearer  0123456789abcdef0123456789abcdef",
+        "Bearer 0123456789ABCDEF0123456789abcdef"}) {
+    const absl::Status s = auth.CheckAuthorization({wrong});
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << wrong;
+    EXPECT_EQ(s.message(), "wrong bearer token");
+  }
 }
 
 }  // namespace

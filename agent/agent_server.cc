@@ -110,11 +110,19 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
 absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptions& options,
                                                                 const Dependencies& deps) {
   PROFCTL_ASSIGN_OR_RETURN(const std::vector<EndpointPlan> plans, PlanEndpoints(options));
+  PROFCTL_ASSIGN_OR_RETURN(const ServerSecurity security, LoadServerSecurity(options));
   TslServiceOptions tsl_options;
   if (!options.tsl_save_root.empty()) {
     PROFCTL_ASSIGN_OR_RETURN(tsl_options.save_root, CanonicalSaveRoot(options.tsl_save_root));
   }
   auto server = std::unique_ptr<AgentServer>(new AgentServer());
+  // One store for every endpoint: the memory caps are the host's.
+  server->store_ =
+      std::make_unique<TraceStore>(TraceStore::Dependencies{deps.clock, deps.executor},
+                                   TraceStoreOptions{.retain_ms = options.retain_ms,
+                                                     .retain_bytes = options.retain_mb << 20,
+                                                     .max_held_bytes = options.max_held_mb << 20});
+  server->authenticator_ = security.authenticator;
   std::vector<AgentEndpoint> service_endpoints;
   for (const EndpointPlan& plan : plans) {
     auto ep = std::make_unique<Endpoint>(deps.clock, plan.clock_skew_ns);
@@ -134,13 +142,20 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
         CaptureManager::Dependencies{&ep->clock, std::move(collector_ptrs), deps.executor,
                                      deps.collect_executor},
         CaptureManagerOptions{.max_duration_ms = options.max_duration_ms,
-                              .host_name = plan.name.empty() ? deps.hostname : plan.name});
-    service_endpoints.push_back({ep->manager.get(), &ep->clock, plan.name, deps.hostname});
+                              .host_name = plan.name.empty() ? deps.hostname : plan.name,
+                              .max_trace_events = options.max_trace_events,
+                              .max_trace_bytes = options.max_trace_mb << 20});
+    service_endpoints.push_back(
+        {ep->manager.get(), &ep->clock, plan.name, deps.hostname, server->authenticator_.get()});
+    service_endpoints.back().store = server->store_.get();
+    service_endpoints.back().executor = deps.executor;
     server->endpoints_.push_back(std::move(ep));
   }
   server->tsl_service_ =
       std::make_unique<TslProfilerServiceImpl>(service_endpoints, std::move(tsl_options));
-  server->service_ = std::make_unique<AgentServiceImpl>(std::move(service_endpoints));
+  server->service_ = std::make_unique<AgentServiceImpl>(
+      std::move(service_endpoints),
+      AgentServiceOptions{.stream_idle_timeout_ms = options.stream_idle_timeout_ms});
 
   const size_t n = plans.size();
   std::vector<int> selected(n, 0);
@@ -148,8 +163,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port must fail loudly
   for (size_t i = 0; i < n; ++i) {
     const int64_t port = options.port == 0 ? 0 : options.port + static_cast<int64_t>(i);
-    builder.AddListeningPort(ListenAddress(options.bind, port), grpc::InsecureServerCredentials(),
-                             &selected[i]);
+    builder.AddListeningPort(ListenAddress(options.bind, port), security.credentials, &selected[i]);
   }
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->tsl_service_.get());

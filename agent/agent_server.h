@@ -34,10 +34,12 @@
 #include "absl/time/time.h"
 #include "agent/agent_options.h"
 #include "agent/agent_service.h"
+#include "agent/auth.h"
 #include "agent/capture_manager.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/synthetic_job.h"
 #include "agent/collectors/tsl_collector.h"
+#include "agent/trace_store.h"
 #include "agent/tsl_profiler_service.h"
 #include "common/clock.h"
 #include "common/executor.h"
@@ -77,7 +79,8 @@ class AgentServer {
   // Builds every endpoint and starts one gRPC server listening on all their ports, serving
   // profctl.v1.AgentService and tensorflow.ProfilerService there. The dependencies outlive the
   // server. INVALID_ARGUMENT for options PlanEndpoints rejects and for a --tsl-save-root that is
-  // not an existing directory, UNAVAILABLE when a port cannot be listened on (in use, or not a
+  // not an existing directory or --tls-*/--token-file files LoadServerSecurity rejects
+  // (agent/auth.h), UNAVAILABLE when a port cannot be listened on (in use, or not a
   // local address).
   static absl::StatusOr<std::unique_ptr<AgentServer>> Start(const AgentOptions& options,
                                                             const Dependencies& deps);
@@ -92,6 +95,7 @@ class AgentServer {
   size_t endpoint_count() const { return endpoints_.size(); }
   const std::string& endpoint_name(size_t i) const { return endpoints_[i]->name; }
   CaptureManager& manager_for_testing(size_t i) { return *endpoints_[i]->manager; }
+  TraceStore& store_for_testing() { return *store_; }
 
   // Stops every running capture (each still streams back what it recorded), then shuts the
   // server down, cancelling calls still in flight after `grace`. Returns once every call has
@@ -111,6 +115,8 @@ class AgentServer {
 
   // Destroyed in reverse: the server first, then what its calls use.
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::unique_ptr<TraceStore> store_;                       // retained traces of every endpoint
+  std::shared_ptr<const CallAuthenticator> authenticator_;  // null: no token needed
   std::unique_ptr<AgentServiceImpl> service_;
   std::unique_ptr<TslProfilerServiceImpl> tsl_service_;
   std::unique_ptr<grpc::Server> server_;

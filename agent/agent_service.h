@@ -1,7 +1,14 @@
 // gRPC adapter for the agent: translates profctl.v1.AgentService calls to a CaptureManager.
 // Uses the callback API: no handler blocks a gRPC thread. A capture runs as a CaptureManager
 // session on the executors; a write reactor that owns its own lifetime streams it back:
-// started (the moment recording begins), header, data chunks, trailer.
+// started (the moment recording begins), header, data chunks, trailer. Fetch streams a retained
+// trace (TraceStore) with the same reactor, minus `started`.
+//
+// Keyed sessions (CaptureRequest.session_key) outlive their stream: when the caller goes away
+// the session records on to the end of its window and its trace is retained for Fetch. A keyless
+// session stops when its caller goes away (cancel_reason CLIENT_GONE) and is not retained.
+// A stream whose write has not completed for stream_idle_timeout_ms (a client that stopped
+// reading) is cancelled by the agent, so it cannot pin its trace's memory.
 //
 // One service can serve several endpoints (profctl-agent --endpoints=N, for tests and
 // benchmarks): one grpc::Server listens on N ports and each call is routed to the endpoint whose
@@ -20,8 +27,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/auth.h"
 #include "agent/capture_manager.h"
+#include "agent/trace_store.h"
 #include "common/clock.h"
+#include "common/executor.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
 namespace profctl::agent {
@@ -32,6 +42,15 @@ struct AgentEndpoint {
   const Clock* clock = nullptr;       // not owned; SyncClock answers with its wall time
   std::string name;                   // GetInfo.name and the header's name; may be empty
   std::string hostname;               // the machine's
+  // Checks every call's bearer token (agent/auth.h); null: none needed. Every endpoint of a
+  // process has the same one. Not owned.
+  const CallAuthenticator* authenticator = nullptr;
+  // Retained traces and the trace-memory ledger, shared by every endpoint; not owned. Null:
+  // nothing is retained (Fetch is NOT_FOUND) and no memory cap applies.
+  TraceStore* store = nullptr;
+  // Runs the stream idle timers (on its clock's monotonic time); not owned. Null: no idle
+  // timeout.
+  Executor* executor = nullptr;
 };
 
 // Routes each call to its endpoint (see the top of this file). Shared by every service the agent
@@ -45,8 +64,10 @@ class EndpointRouter {
   // arrive earlier fail with UNAVAILABLE. Ignored with a single endpoint.
   void SetPorts(const std::vector<int>& ports);
 
-  // The endpoint a call is for. NOT_FOUND when its :authority names no port of this process,
-  // UNAVAILABLE before SetPorts.
+  // The endpoint a call is for. First of all, before anything else is looked at: the
+  // authenticator's UNAUTHENTICATED or PERMISSION_DENIED for a call without the right bearer
+  // token. Then NOT_FOUND when its :authority names no port of this process, UNAVAILABLE before
+  // SetPorts.
   absl::StatusOr<const AgentEndpoint*> Route(const grpc::CallbackServerContext& ctx) const;
 
  private:
@@ -58,6 +79,9 @@ class EndpointRouter {
 
 struct AgentServiceOptions {
   size_t chunk_bytes = 1 << 20;
+  // A stream whose write has waited this long for the client is cancelled (needs
+  // AgentEndpoint::executor).
+  int64_t stream_idle_timeout_ms = 30'000;
 };
 
 class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService {
@@ -79,6 +103,8 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
   grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* ctx,
                                    const profctl::v1::CancelRequest* request,
                                    profctl::v1::CancelResponse* response) override;
+  grpc::ServerWriteReactor<profctl::v1::CaptureChunk>* Fetch(
+      grpc::CallbackServerContext* ctx, const profctl::v1::FetchRequest* request) override;
 
  private:
   EndpointRouter router_;
@@ -87,7 +113,11 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
   absl::flat_hash_map<const CaptureManager*, std::string> instance_ids_;
 };
 
+// `status` as gRPC's; a message longer than 2 KiB is cut there (a last bound on what a request can
+// make the agent send back: the places that quote client strings bound them already).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+profctl::v1::CancelReason ToProto(CancelReason reason);
 
 // A unary call's reactor that has finished with `status` at once.
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx, const grpc::Status& status);

@@ -5,8 +5,11 @@
 #include <cassert>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/bounded_text.h"
+#include "agent/trace_caps.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/xspace.h"
@@ -15,7 +18,43 @@
 
 namespace profctl::agent {
 
-absl::Status ValidateSessionId(const std::string& id) { return ValidateFileStem("session id", id); }
+namespace {
+
+bool IsStemChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+}
+
+// The remembered-cancel key of (origin, id, key): ids and keys never hold '\n'.
+std::string CancelKey(SessionOrigin origin, const std::string& id, const std::string& key) {
+  return absl::StrCat(static_cast<int>(origin), "\n", id, "\n", key);
+}
+
+}  // namespace
+
+absl::Status ValidateSessionId(const std::string& id) {
+  if (ValidateFileStem("session id", id).ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("session id '", BoundedForLog(id),
+                                                 "' must be 1-128 characters of [A-Za-z0-9._-]"));
+}
+
+absl::Status ValidateSessionKey(const std::string& key) {
+  if (key.empty()) return absl::OkStatus();
+  if (key.size() >= 16 && key.size() <= 128 && std::all_of(key.begin(), key.end(), IsStemChar)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("session_key (", key.size(),
+                   " bytes, not shown) must be empty or 16-128 characters of [A-Za-z0-9._-]"));
+}
+
+bool SessionKeysEqual(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  }
+  return diff == 0;
+}
 
 // One session's state machine. Phase changes happen only in tasks on the timeline executor
 // (deps.executor); the collect executor runs Prepare, Collect and on_done. Data is handed from one
@@ -31,8 +70,15 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
         ok_(collectors_.size(), true) {}
 
   const std::string& id() const { return spec_.session_id; }
+  const std::string& key() const { return spec_.session_key; }
+  SessionOrigin origin() const { return spec_.origin; }
   bool run_called() const { return run_called_.load(); }
+  // About how long until the window ends (0 once it has): for a busy answer.
+  int64_t RemainingNs(int64_t now_mono) const {
+    return std::max<int64_t>(0, end_mono_.load() - now_mono);
+  }
   CaptureManager* manager() const { return manager_; }
+  void set_end_mono(int64_t end_mono) { end_mono_.store(end_mono); }
 
   // Any thread, once.
   void Run(SessionCallbacks callbacks) {
@@ -46,7 +92,10 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   }
 
   // Any thread. Without an executor (a manager used only to hold the slot) only the flag is set.
-  void RequestStop() {
+  // The first stop's reason is the one reported.
+  void RequestStop(CancelReason reason) {
+    CancelReason none = CancelReason::kNone;
+    reason_.compare_exchange_strong(none, reason);
     stop_requested_.store(true);
     if (manager_->deps_.executor != nullptr) {
       manager_->deps_.executor->Post([self = shared_from_this()] { self->OnStopRequested(); });
@@ -122,6 +171,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   void StartRecording() {
     phase_ = Phase::kRecording;
     start_mono_ = clock().MonoNs();
+    end_mono_.store(start_mono_ + spec_.duration_ms * kNanosPerMilli);
     result_.start_ns = clock().WallNs();
     if (spec_.start_at_ns != 0 && result_.start_ns - spec_.start_at_ns > kNanosPerMilli) {
       result_.space.add_warnings(
@@ -142,7 +192,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Collect never delays another session's start or stop on a shared timeline.
   void StopRecording(bool cancelled) {
     phase_ = Phase::kStopped;
+    end_mono_.store(clock().MonoNs());
     result_.cancelled = cancelled;
+    if (cancelled) result_.cancel_reason = reason_.load();
     result_.stop_ns = clock().WallNs();
     Step("stop", [&](Collector* c) { return c->Stop(result_.stop_ns); });
     collect_executor().Post([self = shared_from_this()] { self->CollectAndDeliver(); });
@@ -151,7 +203,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Timeline.
   void FinishBeforeStart() {
     phase_ = Phase::kStopped;
+    end_mono_.store(clock().MonoNs());
     result_.cancelled = true;
+    result_.cancel_reason = reason_.load();
     result_.start_ns = result_.stop_ns = clock().WallNs();
     result_.space.add_warnings("capture cancelled before its start instant; nothing was recorded");
     for (size_t i = 0; i < collectors_.size(); ++i) {
@@ -166,6 +220,12 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
     // One plane per name, whichever order the collectors added theirs in.
     xspace::MergeDuplicatePlanes(&result_.space);
+    result_.dropped_events = TrimToCaps(
+        {manager_->options_.max_trace_events, manager_->options_.max_trace_bytes}, &result_.space);
+    if (result_.dropped_events > 0) {
+      spdlog::warn("session {}: dropped {} events to stay within the per-capture caps",
+                   BoundedForLog(id()), result_.dropped_events);
+    }
     if (result_.cancelled) {
       result_.space.add_warnings(absl::StrCat("capture cancelled after ",
                                               (result_.stop_ns - result_.start_ns) / kNanosPerMilli,
@@ -188,6 +248,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   const std::vector<Collector*> collectors_;
   std::atomic<bool> run_called_{false};
   std::atomic<bool> stop_requested_{false};
+  std::atomic<CancelReason> reason_{CancelReason::kNone};
+  // Monotonic end of the window as best known: estimated at Begin, exact once recording.
+  std::atomic<int64_t> end_mono_{0};
   // Owned by whichever executor runs the session's current task (see the class comment).
   Phase phase_ = Phase::kPreparing;  // timeline only
   SessionCallbacks callbacks_;
@@ -209,6 +272,7 @@ std::vector<std::string> CaptureManager::collector_names() const {
 
 absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(CaptureSpec spec) {
   if (absl::Status s = ValidateSessionId(spec.session_id); !s.ok()) return s;
+  if (absl::Status s = ValidateSessionKey(spec.session_key); !s.ok()) return s;
   if (spec.duration_ms < options_.min_duration_ms || spec.duration_ms > options_.max_duration_ms) {
     return absl::InvalidArgumentError(absl::StrCat("duration_ms=", spec.duration_ms,
                                                    " is outside [", options_.min_duration_ms, ", ",
@@ -234,9 +298,9 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
       auto it = std::find_if(deps_.collectors.begin(), deps_.collectors.end(),
                              [&](const Collector* c) { return c->name() == name; });
       if (it == deps_.collectors.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("collector '", name, "' is not enabled on this agent (enabled: ",
-                         absl::StrJoin(collector_names(), ", "), ")"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "collector '", BoundedForLog(name), "' is not enabled on this agent (enabled: ",
+            absl::StrJoin(collector_names(), ", "), ")"));
       }
       if (std::find(chosen.begin(), chosen.end(), *it) == chosen.end()) chosen.push_back(*it);
     }
@@ -245,34 +309,53 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
   // Checked under the same lock as the slot: a Cancel either comes first (and is seen here) or
   // finds this session active and stops it.
   PruneCancelled(deps_.clock->MonoNs());
-  if (cancelled_.contains(spec.session_id)) {
+  if (cancelled_.contains(CancelKey(spec.origin, spec.session_id, spec.session_key))) {
     return absl::AbortedError(absl::StrCat(
         "session '", spec.session_id, "' was cancelled before it started (this agent remembers ",
         "cancelled ids for ", options_.cancelled_id_ttl_ms / 1000, " s)"));
   }
   if (active_ != nullptr) {
-    return absl::AlreadyExistsError(absl::StrCat("agent busy: capture session '", active_->id(),
-                                                 "' is running; retry when it ends"));
+    // Never the running session's id: it belongs to another client.
+    return absl::AlreadyExistsError(
+        absl::StrCat("the agent is busy with another capture for ~",
+                     active_->RemainingNs(deps_.clock->MonoNs()) / kNanosPerMilli,
+                     " ms more (plus its "
+                     "collection); retry when it ends"));
   }
+  const int64_t wait_ns = spec.start_at_ns == 0 ? 0 : std::max<int64_t>(0, spec.start_at_ns - now);
+  const int64_t end_mono = deps_.clock->MonoNs() + wait_ns + spec.duration_ms * kNanosPerMilli;
   active_ = std::make_shared<SessionState>(this, std::move(spec), std::move(chosen));
+  active_->set_end_mono(end_mono);
   return std::unique_ptr<Session>(new Session(active_));
 }
 
-absl::Status CaptureManager::Cancel(const std::string& session_id) {
+absl::Status CaptureManager::Cancel(const std::string& session_id, const std::string& session_key,
+                                    SessionOrigin origin) {
   PROFCTL_RETURN_IF_ERROR(ValidateSessionId(session_id));
+  PROFCTL_RETURN_IF_ERROR(ValidateSessionKey(session_key));
   absl::MutexLock lock(&mu_);
+  const bool running =
+      active_ != nullptr && active_->origin() == origin && active_->id() == session_id;
+  if (running && !SessionKeysEqual(active_->key(), session_key)) {
+    return absl::PermissionDeniedError(
+        "session_key does not match the running session's: only the client that started a "
+        "capture can cancel it");
+  }
   const int64_t now = deps_.clock->MonoNs();
   PruneCancelled(now);
-  if (!cancelled_.contains(session_id)) {
+  std::string key = CancelKey(origin, session_id, session_key);
+  if (!cancelled_.contains(key)) {
     while (!cancelled_order_.empty() &&
            static_cast<int64_t>(cancelled_.size()) >= options_.max_cancelled_ids) {
       cancelled_.erase(cancelled_order_.front().second);
       cancelled_order_.pop_front();
     }
-    cancelled_.emplace(session_id, now);
-    cancelled_order_.emplace_back(now, session_id);
+    cancelled_.emplace(key, now);
+    cancelled_order_.emplace_back(now, std::move(key));
   }
-  if (active_ != nullptr && active_->id() == session_id) active_->RequestStop();
+  if (running) {
+    active_->RequestStop(session_key.empty() ? CancelReason::kOtherClient : CancelReason::kClient);
+  }
   return absl::OkStatus();
 }
 
@@ -289,9 +372,14 @@ size_t CaptureManager::cancelled_ids_for_testing() const {
   return cancelled_.size();
 }
 
+std::string CaptureManager::active_id_for_testing() const {
+  absl::MutexLock lock(&mu_);
+  return active_ == nullptr ? std::string() : active_->id();
+}
+
 void CaptureManager::CancelActive() {
   absl::MutexLock lock(&mu_);
-  if (active_ != nullptr) active_->RequestStop();
+  if (active_ != nullptr) active_->RequestStop(CancelReason::kAgentShutdown);
 }
 
 bool CaptureManager::busy() const {
@@ -310,7 +398,7 @@ CaptureManager::Session::~Session() {
 
 void CaptureManager::Session::Run(SessionCallbacks callbacks) { state_->Run(std::move(callbacks)); }
 
-void CaptureManager::Session::Stop() { state_->RequestStop(); }
+void CaptureManager::Session::Stop() { state_->RequestStop(CancelReason::kClientGone); }
 
 const std::string& CaptureManager::Session::id() const { return state_->id(); }
 

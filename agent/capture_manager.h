@@ -9,8 +9,11 @@
 //       ─> Start; on_started(start_ns) ─> timer at start + duration (or Stop/Cancel) ─> Stop
 //       ─> Collect (collect executor) ─> slot freed ─> on_done(result)
 //
-// Cancel(id) stops that session early (Run then delivers what was recorded) and remembers the id,
-// so a Capture that Cancel overtook fails at Begin with ABORTED instead of running its window.
+// Cancel(id, key) stops that session early (Run then delivers what was recorded) and remembers
+// the (id, key), so a Capture that Cancel overtook fails at Begin with ABORTED instead of running
+// its window. Ownership: a session is started with a key (CaptureSpec::session_key, possibly empty)
+// by one service (SessionOrigin); a Cancel reaches it only with the same key from the same service,
+// so one client cannot stop another's capture, nor TensorFlow's Terminate a profctl capture.
 //
 // Threading: Begin, Cancel, CancelActive, busy and Session::Stop are thread-safe. Session state
 // is touched only by tasks of the two executors, handed from one to the other by posting, so it
@@ -38,6 +41,18 @@
 
 namespace profctl::agent {
 
+// Why a session stopped before the end of its window (CaptureHeader.cancel_reason).
+enum class CancelReason {
+  kNone,           // it was not cancelled
+  kClient,         // its own client's Cancel, with the session's (non-empty) key
+  kAgentShutdown,  // CancelActive (SIGTERM)
+  kOtherClient,    // a keyless session cancelled with the empty key, or TensorFlow's Terminate
+  kClientGone,     // Session::Stop: the caller's stream ended before the window
+};
+
+// The service that started a session; a Cancel stops only sessions of its own service.
+enum class SessionOrigin { kAgentService, kTslService };
+
 struct CaptureSpec {
   std::string session_id;
   // Agent wall clock; 0 = at once.
@@ -45,6 +60,10 @@ struct CaptureSpec {
   int64_t duration_ms = 0;
   // Empty = every collector.
   std::vector<std::string> collectors;
+  // Empty, or [A-Za-z0-9._-]{16,128} (ValidateSessionKey): Cancel must present the same one.
+  // A secret: never logged, never in an error message.
+  std::string session_key = {};
+  SessionOrigin origin = SessionOrigin::kAgentService;
 };
 
 struct CaptureResult {
@@ -52,6 +71,10 @@ struct CaptureResult {
   int64_t start_ns = 0;  // actual recording window, agent wall clock
   int64_t stop_ns = 0;
   bool cancelled = false;
+  // With cancelled: who stopped it. kNone otherwise.
+  CancelReason cancel_reason = CancelReason::kNone;
+  // Events TrimToCaps dropped to stay within max_trace_events/max_trace_bytes.
+  uint64_t dropped_events = 0;
   tensorflow::profiler::XSpace space;
 };
 
@@ -65,9 +88,13 @@ struct CaptureManagerOptions {
   // Cancelled ids are remembered for cancelled_id_ttl_ms after their first Cancel (monotonic
   // time), and at most max_cancelled_ids of them (the oldest is forgotten first). The TTL is ten
   // times the longest allowed start delay, far longer than a Capture can trail its own Cancel;
-  // the count bounds memory at about 4096 * (128 + 64) bytes whatever a client sends.
+  // the count bounds memory at about 4096 * (2 * 128 + 64) bytes whatever a client sends.
   int64_t cancelled_id_ttl_ms = 600'000;
   int64_t max_cancelled_ids = 4096;
+  // Per-capture caps applied after collect (TrimToCaps in trace_caps.h): events beyond them are
+  // dropped, counted in CaptureResult::dropped_events and explained in XSpace.warnings.
+  int64_t max_trace_events = 50'000'000;
+  int64_t max_trace_bytes = int64_t{256} << 20;
 };
 
 // What a running session reports, in this order.
@@ -109,8 +136,9 @@ class CaptureManager {
     // Starts the session and returns at once; see SessionCallbacks. Call at most once.
     void Run(SessionCallbacks callbacks);
     // Stops the session now (an executor task): a wait for start_at ends at once with nothing
-    // recorded, a recording stops early and is still collected. Unlike CaptureManager::Cancel it
-    // does not remember the id (use it when the client went away: its retry may reuse the id).
+    // recorded, a recording stops early and is still collected (cancel_reason kClientGone).
+    // Unlike CaptureManager::Cancel it does not remember the id (use it when the client went
+    // away: its retry may reuse the id).
     // Thread-safe, idempotent, harmless after the session ended.
     void Stop();
     const std::string& id() const;
@@ -124,15 +152,20 @@ class CaptureManager {
   CaptureManager(Dependencies deps, CaptureManagerOptions options);
   ~CaptureManager();
 
-  // INVALID_ARGUMENT for a bad request (never retry), ABORTED when the id was cancelled (Cancel
-  // overtook this Capture; never retry), ALREADY_EXISTS while another session holds the slot.
+  // INVALID_ARGUMENT for a bad request (never retry), ABORTED when the (id, key, origin) was
+  // cancelled (Cancel overtook this Capture; never retry), ALREADY_EXISTS while another session
+  // holds the slot (the message says about how long it has left, never its id). Error messages
+  // quote client strings only bounded (BoundedForLog).
   absl::StatusOr<std::unique_ptr<Session>> Begin(CaptureSpec spec);
-  // Remembers `session_id` as cancelled (see CaptureManagerOptions for the bound) and stops it
-  // if it holds the slot. OK for any valid id, running or not; INVALID_ARGUMENT for an id that is
-  // not a valid session id.
-  absl::Status Cancel(const std::string& session_id);
-  // Stops whatever session holds the slot (agent shutdown), without remembering its id; it still
-  // delivers what it recorded.
+  // For a running session of `origin` with this id: with the same key, stops it (cancel_reason
+  // kClient, or kOtherClient for an empty key) and remembers (id, key, origin); with another key,
+  // PERMISSION_DENIED and nothing happens. For any other id: remembers (id, key, origin), so only
+  // a Capture with that same id, key and origin is aborted (see CaptureManagerOptions for the
+  // bound), and returns OK. INVALID_ARGUMENT for an invalid id or key.
+  absl::Status Cancel(const std::string& session_id, const std::string& session_key = "",
+                      SessionOrigin origin = SessionOrigin::kAgentService);
+  // Stops whatever session holds the slot (agent shutdown, cancel_reason kAgentShutdown), without
+  // remembering its id; it still delivers what it recorded.
   void CancelActive();
   bool busy() const;
   std::vector<std::string> collector_names() const;
@@ -140,6 +173,8 @@ class CaptureManager {
 
   // How many cancelled ids are remembered now (expired ones not yet forgotten may count).
   size_t cancelled_ids_for_testing() const;
+  // The id of the session holding the slot; empty when none does.
+  std::string active_id_for_testing() const;
 
  private:
   void Release(const SessionState* session);
@@ -150,14 +185,18 @@ class CaptureManager {
   const CaptureManagerOptions options_;
   mutable absl::Mutex mu_;
   std::shared_ptr<SessionState> active_ ABSL_GUARDED_BY(mu_);
-  // Remembered cancelled ids: id -> monotonic time of its first Cancel, and the same ids in that
-  // order (oldest first), so pruning and eviction are O(1) per id.
+  // Remembered cancels: CancelKey(origin, id, key) -> monotonic time of its first Cancel, and the
+  // same keys in that order (oldest first), so pruning and eviction are O(1) per id.
   absl::flat_hash_map<std::string, int64_t> cancelled_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);
 };
 
-// A safe file stem (ValidateFileStem).
+// A safe file stem ([A-Za-z0-9._-]{1,128}). The error quotes the id bounded (BoundedForLog).
 absl::Status ValidateSessionId(const std::string& id);
+// Empty, or [A-Za-z0-9._-]{16,128}. The error never quotes the key (a secret), only its length.
+absl::Status ValidateSessionKey(const std::string& key);
+// Whether two keys are equal, in time that depends on their lengths only.
+bool SessionKeysEqual(absl::string_view a, absl::string_view b);
 
 }  // namespace profctl::agent
 

@@ -1,7 +1,11 @@
 #include "agent/capture_manager.h"
 
+#include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/collectors/synthetic_collector.h"
 #include "common/xspace.h"
 #include "gmock/gmock.h"
@@ -158,7 +162,10 @@ TEST_F(CaptureManagerTest, OneSessionAtATime) {
   CaptureSpec second = Spec(0, 100, "s2");
   absl::StatusOr<std::unique_ptr<CaptureManager::Session>> rejected = manager_.Begin(second);
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(rejected.status().message(), HasSubstr("'s1' is running"));
+  // How long the running one has left, never its id: it is another client's.
+  EXPECT_THAT(rejected.status().message(),
+              HasSubstr("the agent is busy with another capture for ~100 ms more"));
+  EXPECT_THAT(rejected.status().message(), ::testing::Not(HasSubstr("s1")));
   first->reset();  // never run: destroying it frees the slot
   EXPECT_FALSE(manager_.busy());
   auto again = manager_.Begin(second);
@@ -434,6 +441,158 @@ TEST_F(CaptureManagerTest, CancelBeforeTheStartAbortsThePreparedCollectors) {
   ASSERT_TRUE(out.result.has_value());
   EXPECT_EQ(host_thread.aborts, 1);
   EXPECT_THAT(fake_.calls, ElementsAre("prepare"));
+}
+
+constexpr char kKeyA[] = "aaaaaaaaaaaaaaaaaaaaaaaa";
+constexpr char kKeyB[] = "bbbbbbbbbbbbbbbbbbbbbbbb";
+
+TEST_F(CaptureManagerTest, SessionKeysAreValidatedAndNeverQuoted) {
+  for (const std::string& key :
+       std::vector<std::string>{"tooshort", std::string(129, 'k'), "has a space in it......"}) {
+    CaptureSpec spec = Spec(0, 10);
+    spec.session_key = key;
+    const absl::Status s = manager_.Begin(spec).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr(key)));
+    EXPECT_THAT(s.message(), HasSubstr("session_key"));
+  }
+  CaptureSpec ok = Spec(0, 10);
+  ok.session_key = std::string(16, 'k');
+  EXPECT_TRUE(manager_.Begin(ok).ok());
+}
+
+TEST_F(CaptureManagerTest, CancelWithAnotherKeyIsPermissionDeniedAndStopsNothing) {
+  CaptureSpec spec = Spec(0, 100);
+  spec.session_key = kKeyA;
+  auto session = manager_.Begin(spec);
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  for (const char* key : {kKeyB, ""}) {
+    const absl::Status s = manager_.Cancel("s1", key);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << key;
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr(kKeyA)));
+  }
+  EXPECT_EQ(manager_.cancelled_ids_for_testing(), 0u);  // nothing remembered either
+  executor_.Advance(90 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_FALSE(out.result->cancelled);
+  EXPECT_EQ(out.result->cancel_reason, CancelReason::kNone);
+  EXPECT_EQ(out.result->stop_ns - out.result->start_ns, 100 * kNanosPerMilli);
+}
+
+TEST_F(CaptureManagerTest, TheOwnersCancelStopsItAsClient) {
+  CaptureSpec spec = Spec(0, 100);
+  spec.session_key = kKeyA;
+  auto session = manager_.Begin(spec);
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  ASSERT_TRUE(manager_.Cancel("s1", kKeyA).ok());
+  executor_.RunUntilIdle();
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->cancelled);
+  EXPECT_EQ(out.result->cancel_reason, CancelReason::kClient);
+}
+
+TEST_F(CaptureManagerTest, ARememberedCancelAbortsOnlyACaptureWithTheSameIdAndKey) {
+  ASSERT_TRUE(manager_.Cancel("s1", kKeyB).ok());  // someone else's pre-cancel
+  CaptureSpec spec = Spec(0, 100);
+  spec.session_key = kKeyA;
+  auto session = manager_.Begin(spec);
+  ASSERT_TRUE(session.ok()) << session.status();
+  session->reset();
+  ASSERT_TRUE(manager_.Cancel("s1", kKeyA).ok());  // the owner's
+  EXPECT_EQ(manager_.Begin(spec).status().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(CaptureManagerTest, EveryWayToStopEarlyHasItsReason) {
+  struct Case {
+    const char* name;
+    std::function<void(CaptureManager::Session&)> stop;
+    CancelReason reason;
+  } cases[] = {
+      {"keyless cancel",
+       [&](CaptureManager::Session& s) { ASSERT_TRUE(manager_.Cancel(s.id()).ok()); },
+       CancelReason::kOtherClient},
+      {"shutdown", [&](CaptureManager::Session&) { manager_.CancelActive(); },
+       CancelReason::kAgentShutdown},
+      {"client gone", [](CaptureManager::Session& s) { s.Stop(); }, CancelReason::kClientGone},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    auto session = manager_.Begin(Spec(0, 100, absl::StrCat("r", ++n)));
+    ASSERT_TRUE(session.ok()) << c.name;
+    Outcome out;
+    Run(**session, &out);
+    executor_.Advance(10 * kNanosPerMilli);
+    c.stop(**session);
+    (*session)->Stop();  // a later stop does not change the first one's reason
+    executor_.RunUntilIdle();
+    ASSERT_TRUE(out.result.has_value()) << c.name;
+    EXPECT_TRUE(out.result->cancelled) << c.name;
+    EXPECT_EQ(out.result->cancel_reason, c.reason) << c.name;
+  }
+}
+
+TEST_F(CaptureManagerTest, TerminateReachesOnlySessionsOfItsOwnService) {
+  // A profctl capture and a TensorFlow Terminate with its id: nothing stops.
+  auto session = manager_.Begin(Spec(0, 100));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  ASSERT_TRUE(manager_.Cancel("s1", "", SessionOrigin::kTslService).ok());
+  executor_.Advance(90 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_FALSE(out.result->cancelled);
+  // ... nor does that remembered Terminate abort a profctl retry with the id.
+  EXPECT_TRUE(manager_.Begin(Spec(0, 100)).ok());
+}
+
+TEST_F(CaptureManagerTest, ATslSessionIsNotStoppedByAnAgentServiceCancel) {
+  CaptureSpec spec = Spec(0, 100);
+  spec.origin = SessionOrigin::kTslService;
+  auto session = manager_.Begin(spec);
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(10 * kNanosPerMilli);
+  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  executor_.Advance(90 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_FALSE(out.result->cancelled);
+}
+
+TEST_F(CaptureManagerTest, PerCaptureCapsDropEventsAndSaySo) {
+  CaptureManager capped({&clock_, {&synthetic_}, &executor_},
+                        {.max_duration_ms = 10'000, .host_name = "h", .max_trace_events = 25});
+  auto session = capped.Begin(Spec(0, 200));
+  ASSERT_TRUE(session.ok());
+  Outcome out;
+  Run(**session, &out, &capped);
+  executor_.Advance(200 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_GT(out.result->dropped_events, 0u);
+  EXPECT_EQ(xspace::CountEvents(out.result->space), 25);
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Contains(HasSubstr(absl::StrCat("dropped ", out.result->dropped_events))));
+}
+
+TEST_F(CaptureManagerTest, AnOversizedIdOrCollectorIsQuotedBounded) {
+  const std::string huge(1 << 20, 'x');
+  const absl::Status bad_id = manager_.Begin(Spec(0, 10, huge + "/")).status();
+  EXPECT_EQ(bad_id.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(bad_id.message().size(), 400u);
+  EXPECT_THAT(bad_id.message(), HasSubstr("(1048577 bytes)"));
+  CaptureSpec spec = Spec(0, 10);
+  spec.collectors = {huge + "\x1b[2J"};
+  const absl::Status bad_collector = manager_.Begin(spec).status();
+  EXPECT_LT(bad_collector.message().size(), 400u);
+  EXPECT_EQ(manager_.Cancel(huge).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(manager_.Cancel(huge).message().size(), 400u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent_options.h"
 #include "agent/agent_server.h"
+#include "agent/auth.h"
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/file_util.h"
@@ -64,6 +65,13 @@ int Run(int argc, char** argv) {
     std::cerr << "profctl-agent: " << plans.status().message() << "\n";
     return 2;
   }
+  // Bad credential files are usage errors too (AgentServer::Start reads them again).
+  if (absl::StatusOr<ServerSecurity> security = LoadServerSecurity(*opts); !security.ok()) {
+    std::cerr << "profctl-agent: " << security.status().message() << "\n";
+    return 2;
+  }
+  spdlog::info("security: {}", SecuritySummary(*opts));
+  for (const std::string& warning : SecurityWarnings(*opts)) spdlog::warn("{}", warning);
   if (opts->endpoints > 1) RaiseOpenFileLimit(opts->endpoints);
 
   // Signals are taken synchronously by sigwait below; block them before any thread starts.
@@ -74,6 +82,9 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   DisableMutexDeadlockDetection();
+  // A big trace's buffers go back to the system when freed (and the agent malloc_trim()s after
+  // freeing a big capture's XSpace): an idle agent must not keep a capture's peak.
+  ReturnLargeBuffersToTheSystem();
   RealClock clock;
   // Every endpoint's session timeline (waits, start, stop: cheap tasks) on one thread; collecting
   // and serializing traces on another, so a slow collect never shifts another window.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/bounded_text.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/xspace.h"
@@ -73,30 +74,32 @@ absl::Status PlanSave(const ProfileRequest& request, const TslPlanContext& conte
   for (const fs::path& part : path) {
     if (part == "..") {
       return absl::InvalidArgumentError(
-          absl::StrCat("ProfileRequest.repository_root '", root, "' contains '..'"));
+          absl::StrCat("ProfileRequest.repository_root '", BoundedForLog(root), "' contains '..'"));
     }
   }
   if (!path.is_absolute()) {
-    plan->save_skipped = absl::StrCat("repository_root '", root, "' is not an absolute path");
+    plan->save_skipped =
+        absl::StrCat("repository_root '", BoundedForLog(root), "' is not an absolute path");
     return absl::OkStatus();
   }
   std::error_code ec;
   const fs::path resolved = WithoutTrailingSlash(fs::weakly_canonical(path, ec));
   if (ec) {
-    plan->save_skipped =
-        absl::StrCat("repository_root '", root, "' cannot be resolved: ", ec.message());
+    plan->save_skipped = absl::StrCat("repository_root '", BoundedForLog(root),
+                                      "' cannot be resolved: ", ec.message());
     return absl::OkStatus();
   }
   if (!IsWithin(resolved, fs::path(context.save_root))) {
-    plan->save_skipped =
-        absl::StrCat("repository_root '", root, "' is outside --tsl-save-root=", context.save_root);
+    plan->save_skipped = absl::StrCat("repository_root '", BoundedForLog(root),
+                                      "' is outside --tsl-save-root=", context.save_root);
     return absl::OkStatus();
   }
   const std::string host = SaveHost(request, context);
-  PROFCTL_RETURN_IF_ERROR(
-      ValidateFileStem("ProfileRequest host name (host_name or override_hostname, ':' read as "
-                       "'_')",
-                       host));
+  if (!ValidateFileStem("host", host).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfileRequest host name (host_name or override_hostname, ':' read as '_') '",
+                     BoundedForLog(host), "' must be 1-128 characters of [A-Za-z0-9._-]"));
+  }
   plan->save_path = JoinPath(JoinPath(resolved.string(), plan->spec.session_id),
                              absl::StrCat(host, ".", kXPlaneToolName));
   return absl::OkStatus();
@@ -268,8 +271,13 @@ absl::StatusOr<TslProfilePlan> PlanTslProfile(const ProfileRequest& request,
     id_field = "opts.session_id";
   }
   if (plan.spec.session_id.empty()) plan.spec.session_id = context.generated_session_id;
-  PROFCTL_RETURN_IF_ERROR(
-      ValidateFileStem(absl::StrCat("ProfileRequest.", id_field), plan.spec.session_id));
+  if (!ValidateFileStem("session id", plan.spec.session_id).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("ProfileRequest.", id_field, " '",
+                                                   BoundedForLog(plan.spec.session_id),
+                                                   "' must be 1-128 characters of [A-Za-z0-9._-]"));
+  }
+  // Terminate reaches only sessions this service started (never a profctl capture).
+  plan.spec.origin = SessionOrigin::kTslService;
 
   plan.emit_xspace = request.emit_xspace();
   PROFCTL_RETURN_IF_ERROR(PlanSave(request, context, &plan));
@@ -320,6 +328,13 @@ grpc::ServerUnaryReactor* TslProfilerServiceImpl::Profile(grpc::CallbackServerCo
                  plan.status().ToString());
     return FinishUnary(ctx, ToGrpcStatus(plan.status()));
   }
+  if (ep.store != nullptr) {
+    if (absl::Status s = ep.store->CheckCapacity(); !s.ok()) {
+      spdlog::info("{}{}tsl profile rejected: {}", ep.name, ep.name.empty() ? "" : ": ",
+                   s.ToString());
+      return FinishUnary(ctx, ToGrpcStatus(s));
+    }
+  }
   return new ProfileReactor(ep, std::move(*plan), response);
 }
 
@@ -328,16 +343,27 @@ grpc::ServerUnaryReactor* TslProfilerServiceImpl::Terminate(
     tensorflow::TerminateResponse* /*response*/) {
   absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
-  absl::Status s = ValidateFileStem("TerminateRequest.session_id", request->session_id());
-  if (s.ok()) s = (*endpoint)->manager->Cancel(request->session_id());
+  absl::Status s = absl::OkStatus();
+  if (!ValidateFileStem("session id", request->session_id()).ok()) {
+    s = absl::InvalidArgumentError(absl::StrCat("TerminateRequest.session_id '",
+                                                BoundedForLog(request->session_id()),
+                                                "' must be 1-128 characters of [A-Za-z0-9._-]"));
+  }
+  // Only sessions this service started: a profctl capture with the same id is not touched.
+  if (s.ok()) {
+    s = (*endpoint)->manager->Cancel(request->session_id(), /*session_key=*/"",
+                                     SessionOrigin::kTslService);
+  }
   spdlog::info("{}{}tsl terminate '{}': {}", (*endpoint)->name,
-               (*endpoint)->name.empty() ? "" : ": ", request->session_id(), s.ToString());
+               (*endpoint)->name.empty() ? "" : ": ", BoundedForLog(request->session_id()),
+               s.ToString());
   return FinishUnary(ctx, ToGrpcStatus(s));
 }
 
 grpc::ServerUnaryReactor* TslProfilerServiceImpl::Monitor(
     grpc::CallbackServerContext* ctx, const tensorflow::MonitorRequest* /*request*/,
     tensorflow::MonitorResponse* /*response*/) {
+  if (auto ep = router_.Route(*ctx); !ep.ok()) return FinishUnary(ctx, ToGrpcStatus(ep.status()));
   return FinishUnary(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                        "profctl-agent does not implement "
                                        "tensorflow.ProfilerService/Monitor (nor do open-source "

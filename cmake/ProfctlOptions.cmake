@@ -3,20 +3,39 @@ option(PROFCTL_BUILD_TESTS "Build unit and end-to-end tests" ON)
 option(PROFCTL_BUILD_BENCHMARKS "Build Google Benchmark programs in bench/" ON)
 option(PROFCTL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(PROFCTL_WERROR "Treat warnings in profctl's own code as errors" ON)
+# libFuzzer targets in fuzz/ (clang only; docs/fuzzing.md). Everything is then compiled with
+# coverage instrumentation (-fsanitize=fuzzer-no-link), ASan and UBSan, and profctl's own code with
+# clang's -Wthread-safety as an error, which checks the ABSL_GUARDED_BY annotations g++ ignores.
+option(PROFCTL_FUZZ "Build the libFuzzer targets in fuzz/ (clang only)" OFF)
 
 find_program(PROFCTL_CCACHE ccache)
 if(PROFCTL_CCACHE)
   set(CMAKE_CXX_COMPILER_LAUNCHER ${PROFCTL_CCACHE})
 endif()
 
-if(PROFCTL_SANITIZE)
+if(PROFCTL_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "PROFCTL_FUZZ=ON needs clang (CXX=clang++), not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  # The fuzzer binaries add -fsanitize=fuzzer (libFuzzer's main) at link time (fuzz/).
+  add_compile_options(-fsanitize=fuzzer-no-link
+                      -fsanitize-ignorelist=${CMAKE_CURRENT_LIST_DIR}/sanitizer_ignorelist.txt)
+endif()
+
+if(PROFCTL_SANITIZE OR PROFCTL_FUZZ)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
 # Warnings for profctl's own targets (never for generated code).
+# Under clang also -Wthread-safety, always an error: ABSL_GUARDED_BY and friends are checked.
 function(profctl_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wnon-virtual-dtor)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wnon-virtual-dtor)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety)
+  else()
+    target_compile_options(${target} PRIVATE -Wshadow=local)
+  endif()
   if(PROFCTL_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -14,8 +14,8 @@
 namespace profctl {
 
 inline constexpr int64_t kNanosPerMicro = 1000;
-inline constexpr int64_t kNanosPerMilli = 1000 * 1000;
-inline constexpr int64_t kNanosPerSecond = 1000 * 1000 * 1000;
+inline constexpr int64_t kNanosPerMilli = 1'000'000;
+inline constexpr int64_t kNanosPerSecond = 1'000'000'000;
 
 // A one-way "stop now" flag that wakes whoever waits on it, whatever clock they wait with.
 // Thread-safe.

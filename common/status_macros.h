@@ -17,9 +17,13 @@
 // `lhs = value of expr` when expr (a StatusOr) is OK, else returns its status.
 #define PROFCTL_ASSIGN_OR_RETURN(lhs, expr) \
   PROFCTL_ASSIGN_OR_RETURN_IMPL_(PROFCTL_CONCAT_(_profctl_statusor_, __LINE__), lhs, expr)
+// `tmp` is a name and `lhs` may be a declaration (`const std::string text`): neither can be
+// parenthesized, as bugprone-macro-parentheses asks.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PROFCTL_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok()) return std::move(tmp).status();       \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // PROFCTL_COMMON_STATUS_MACROS_H_

@@ -22,6 +22,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "coordinator/worker.h"
+#include "profctl/v1/agent.pb.h"
 
 namespace profctl::coordinator {
 
@@ -55,6 +56,14 @@ struct CaptureArgs {
   // emit_xspace): the absolute folder that holds the session folder (`<logdir>/plugins/profile`),
   // so on a shared filesystem their file lands where profctl saves it. "" when not local.
   std::string repository_root = {};
+  // The session's secret (CaptureRequest.session_key): Cancel and Fetch present it again.
+  std::string session_key = {};
+};
+
+// Which session to serve again (AgentService.Fetch).
+struct FetchArgs {
+  std::string session_id;
+  std::string session_key;
 };
 
 // What the agent says about the recording, first when it starts and then after it stopped.
@@ -65,6 +74,10 @@ struct CaptureHeaderInfo {
   bool cancelled = false;
   std::string name;
   std::string hostname;
+  // With cancelled: who stopped it (UNSPECIFIED from agents that predate the field).
+  profctl::v1::CancelReason cancel_reason = profctl::v1::CANCEL_REASON_UNSPECIFIED;
+  // Events the agent dropped to stay within its per-capture caps.
+  uint64_t dropped_events = 0;
 };
 
 // Receives one Capture stream. Calls come from a transport thread, one at a time and in this
@@ -101,9 +114,18 @@ class AgentClient {
   // Asks the agent to stop the session early (it returns what it recorded). Harmless when the
   // session is not running; an agent remembers recently cancelled ids, so a Cancel that overtakes
   // its Capture still stops it.
-  virtual void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) = 0;
-  // Ends the Capture in flight on this client, if any, without asking the agent: its OnDone gets
-  // CANCELLED. Thread-safe.
+  virtual void Cancel(const std::string& session_id, const std::string& session_key,
+                      int64_t timeout_ms, DoneCallback done) = 0;
+  // Streams again a trace the agent kept (AgentService.Fetch), through `stream` exactly as
+  // Capture does (no OnStarted); waits for the session if it is still recording. NOT_FOUND when
+  // the agent holds no such trace. Only called when CanFetch(); the default reports UNIMPLEMENTED.
+  virtual void Fetch(const FetchArgs& /*args*/, int64_t /*timeout_ms*/, CaptureStream* stream) {
+    stream->OnDone(absl::UnimplementedError("Fetch: this peer cannot serve a trace again"));
+  }
+  // Whether the peer can serve a trace again (a profctl-agent; not a TSL profiler server).
+  virtual bool CanFetch() const { return false; }
+  // Ends the Capture or Fetch in flight on this client, if any, without asking the agent: its
+  // OnDone gets CANCELLED. Thread-safe.
   virtual void AbortCapture() = 0;
   // False for peers whose clock cannot be measured by RPC (TSL profiler servers): the engine
   // then takes no SyncClock samples, marks the host's clock `unmeasured` and aligns it from its

@@ -97,6 +97,15 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
     const bool saved = h.status() == profctl::v1::HOST_STATUS_OK ||
                        h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
     if (!saved || h.xplane_file().empty()) continue;
+    // profctl writes plain names (session_writer.h XPlaneFileName); an edited or foreign manifest
+    // must not send analyze out of the folder ("../../x") or into subfolders (found by
+    // fuzz/session_manifest_fuzzer.cc).
+    const std::string& file = h.xplane_file();
+    if (absl::StrContains(file, '/') || file == "." || file == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(JoinPath(dir, kManifestFileName), ": host '", h.host(), "' names file '",
+                       file, "', which is not a file name in the session folder"));
+    }
     TraceInput in;
     in.path = JoinPath(dir, h.xplane_file());
     in.format = Format::kXSpace;

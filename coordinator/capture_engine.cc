@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,6 +35,33 @@ using tensorflow::profiler::XSpace;
 namespace {
 
 double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
+
+// 32 characters from the OS's random source (CaptureRequest.session_key).
+std::string NewSessionKey() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device random;
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string key(32, ' ');
+  for (char& c : key) c = kAlphabet[pick(random)];
+  return key;
+}
+
+// Failures that may pass on their own (the network, a restarting or busy agent, bytes damaged in
+// transit). Never what the agent meant: a bad request, credentials, a session cancelled.
+bool Retryable(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kInternal:  // gRPC reports some broken HTTP/2 streams so
+    case absl::StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
 
 int64_t CountSteps(const XSpace& space) {
   const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
@@ -115,6 +143,42 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
     }
   }
   return out;
+}
+
+// Who stopped a recording early: us (an interrupt), or what the agent says.
+profctl::v1::TruncatedBy TruncatedByOf(bool interrupted, bool agent_says_cancelled,
+                                       profctl::v1::CancelReason reason) {
+  if (interrupted) return profctl::v1::TRUNCATED_BY_COORDINATOR;
+  if (!agent_says_cancelled) return profctl::v1::TRUNCATED_BY_UNKNOWN;
+  switch (reason) {
+    case profctl::v1::CANCEL_REASON_CLIENT:
+      return profctl::v1::TRUNCATED_BY_COORDINATOR;
+    case profctl::v1::CANCEL_REASON_AGENT_SHUTDOWN:
+      return profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN;
+    case profctl::v1::CANCEL_REASON_OTHER_CLIENT:
+      return profctl::v1::TRUNCATED_BY_OTHER_CLIENT;
+    case profctl::v1::CANCEL_REASON_CLIENT_GONE:
+      return profctl::v1::TRUNCATED_BY_CONNECTION;
+    default:
+      return profctl::v1::TRUNCATED_BY_AGENT;  // an agent that predates cancel_reason
+  }
+}
+
+const char* TruncatedByDetail(profctl::v1::TruncatedBy by) {
+  switch (by) {
+    case profctl::v1::TRUNCATED_BY_COORDINATOR:
+      return "cancelled here: interrupted";
+    case profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN:
+      return "the agent was shutting down";
+    case profctl::v1::TRUNCATED_BY_OTHER_CLIENT:
+      return "cancelled by another client";
+    case profctl::v1::TRUNCATED_BY_CONNECTION:
+      return "our stream broke and the agent could not keep recording for us";
+    case profctl::v1::TRUNCATED_BY_AGENT:
+      return "cancelled at the agent: another client's Cancel/Terminate or its shutdown";
+    default:
+      return "the agent stopped early without saying why";
+  }
 }
 
 }  // namespace
@@ -204,7 +268,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
         plan_(std::move(plan)),
         done_(std::move(done)),
         ex_(*deps_.executor),
-        clock_(ex_.clock()) {}
+        clock_(ex_.clock()),
+        jitter_(options_.retry_jitter_seed != 0 ? options_.retry_jitter_seed
+                                                : std::random_device{}()) {}
 
   ~Session() {
     // Clients first: each waits for its calls in flight, whose callbacks touch streams.
@@ -225,11 +291,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Receives one host's Capture stream on a transport thread.
   class HostStream final : public CaptureStream {
    public:
-    HostStream(std::weak_ptr<Session> session, Executor* ex, size_t index, TraceSink* sink,
-               std::string name)
+    HostStream(std::weak_ptr<Session> session, Executor* ex, size_t index, int attempt,
+               TraceSink* sink, std::string name)
         : session_(std::move(session)),
           ex_(ex),
           index_(index),
+          attempt_(attempt),
           sink_(sink),
           name_(std::move(name)) {}
     void OnStarted(int64_t agent_start_ns) override {
@@ -237,6 +304,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     }
     void OnHeader(const CaptureHeaderInfo& header) override {
       header_ = header;
+      header_seen_ = true;
       // The file is made when the trace starts to arrive, not before the window: a big pod
       // then holds no file per host while it waits, and sending Capture stays cheap.
       absl::StatusOr<std::unique_ptr<TraceFile>> file = sink_->Create(name_);
@@ -262,25 +330,31 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     const absl::Status& file_error() const { return file_error_; }
     // Null until the header came.
     TraceFile* file() { return file_.get(); }
+    bool header_seen() const { return header_seen_; }
 
    private:
     // Never locks the session here, on a transport thread: the last reference to it must not
     // end up on a gRPC thread (its destructor waits for the clients' callbacks, this one
     // included). The executor outlives the session (~CaptureEngine waits for it).
+    // Calls from an earlier attempt's stream (there should be none once it is done) are ignored.
     template <typename Fn>
     void Post(Fn fn) {
-      ex_->Post([weak = session_, index = index_, fn = std::move(fn)]() mutable {
-        if (std::shared_ptr<Session> s = weak.lock()) fn(*s, s->hosts_[index]);
-      });
+      ex_->Post(
+          [weak = session_, index = index_, attempt = attempt_, fn = std::move(fn)]() mutable {
+            std::shared_ptr<Session> s = weak.lock();
+            if (s != nullptr && s->hosts_[index].attempt == attempt) fn(*s, s->hosts_[index]);
+          });
     }
     std::weak_ptr<Session> session_;
     Executor* ex_;
     size_t index_;
+    int attempt_;
     TraceSink* sink_;
     std::string name_;
     std::unique_ptr<TraceFile> file_;
     absl::Status file_error_;
     CaptureHeaderInfo header_;
+    bool header_seen_ = false;
   };
 
   struct Host {
@@ -302,6 +376,20 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     bool started_seen = false;
     bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
+    // Capture/Fetch attempts: the current one's number (1-based; 0 before the first), kind and
+    // start; whether the agent may hold our session (a Capture that may have reached it failed):
+    // then the next attempt is a Fetch; and a retry waiting for its backoff.
+    int attempt = 0;
+    bool fetching = false;
+    int64_t attempt_started_mono = 0;
+    bool agent_may_hold = false;
+    bool retry_pending = false;
+    // The last Capture attempt's error: what a host whose Fetch found nothing reports.
+    absl::Status last_capture_error;
+    // GetInfo rounds of a host that was down when the session started (prepare retries), and
+    // the round whose answers count.
+    int prepare_round = 0;
+    profctl::v1::CancelReason cancel_reason = profctl::v1::CANCEL_REASON_UNSPECIFIED;
     std::vector<int64_t> collective_ends;  // agent clock, absolute
     // The compact per-step summary for the breakdown (times on the clock-sync timeline until
     // Align shifts them onto the refined one).
@@ -334,8 +422,20 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void OnPrepareDeadline(uint64_t generation);
   // Phase 2.
   void EndPrepare();
+  // Retries (CapturePlan::retries): a GetInfo round of a host that is down, a Capture that may
+  // pass, a transfer to fetch again. Each returns false (nothing scheduled) when the failure is
+  // final; every attempt goes into the host's attempt_log.
+  bool RetryPrepare(Host& h, const absl::Status& status);
+  bool RetryCapture(Host& h, const absl::Status& status, bool header_seen);
+  void OnRetryDue(Host& h, int attempt, bool fetch);
+  int64_t BackoffNs(int attempt);
+  void LogAttempt(Host& h, absl::string_view kind, int64_t started_mono, const absl::Status& status,
+                  int64_t backoff_ns);
+  void ScheduleDeadline();
+  void OnDeadline();
   // Phase 3.
   void StartCapture(Host& h);
+  void StartAttempt(Host& h, bool fetch);
   void OnStarted(Host& h, int64_t agent_start_ns);
   void OnCaptureDone(Host& h, const absl::Status& status);
   void SaveTrace(Host& h);
@@ -407,6 +507,11 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   int64_t per_host_send_ns_ = 0;  // measured in Begin
   int64_t window_start_mono_ = 0;
   int64_t window_end_mono_ = 0;
+  // The session's deadline (CapturePlan::deadline_ms, or derived when preparing ends).
+  int64_t deadline_mono_ = std::numeric_limits<int64_t>::max();
+  // CaptureRequest.session_key: only this coordinator can cancel or fetch its session.
+  std::string session_key_;
+  std::mt19937_64 jitter_;
 };
 
 void CaptureEngine::Session::Begin() {
@@ -420,6 +525,10 @@ void CaptureEngine::Session::Begin() {
       static_cast<uint64_t>(std::max<int64_t>(0, plan_.prepare_timeout_ms)));
   req->set_late(plan_.late);
   req->set_align(plan_.align);
+  req->set_retries(static_cast<uint32_t>(std::max(0, plan_.retries)));
+  req->set_deadline_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan_.deadline_ms)));
+  req->set_min_hosts(static_cast<uint32_t>(plan_.min_hosts));
+  session_key_ = NewSessionKey();
   if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
     manifest_.set_step_pattern(plan_.reader.step_pattern);
   }
@@ -439,6 +548,10 @@ void CaptureEngine::Session::Begin() {
 
   hosts_.resize(plan_.workers.size());
   prepare_started_mono_ = NowMono();
+  if (plan_.deadline_ms > 0) {
+    deadline_mono_ = prepare_started_mono_ + plan_.deadline_ms * kNanosPerMilli;
+    ScheduleDeadline();
+  }
   const int64_t budget_ms =
       plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
   manifest_.set_prepare_budget_ms(static_cast<double>(budget_ms));
@@ -448,7 +561,6 @@ void CaptureEngine::Session::Begin() {
     h.index = i;
     h.r.set_address(plan_.workers[i].address);
     h.r.set_host(plan_.workers[i].file_stem());
-    h.r.set_attempts(1);
     h.client = deps_.clients->Connect(plan_.workers[i]);
   }
   // session.json exists from the start: a coordinator killed now leaves a folder that says what
@@ -464,21 +576,31 @@ void CaptureEngine::Session::Begin() {
 // --- Phase 1: prepare --------------------------------------------------------------------------
 
 void CaptureEngine::Session::StartPrepare(Host& h) {
-  h.prepare_started_mono = NowMono();
+  if (h.prepare_round == 0) h.prepare_started_mono = NowMono();
+  // A new round (a retry) starts clean; answers of the last one are ignored.
+  ++h.prepare_round;
+  h.attempt_started_mono = NowMono();
+  h.info_done = false;
+  h.info_status = absl::OkStatus();
+  h.sampler = ClockSampler();
+  h.samples_without_improvement = 0;
+  h.last_sample_error = absl::OkStatus();
   // A peer whose clock cannot be measured (a TSL server) is ready once GetInfo answers.
   h.samples_left = h.client->MeasuresClock() ? std::max(1, options_.clock_sync_samples) : 0;
-  h.client->GetInfo(options_.rpc_timeout_ms,
-                    Bind([i = h.index](Session& s, absl::StatusOr<AgentInfo> info) {
-                      s.OnInfo(s.hosts_[i], std::move(info));
+  h.client->GetInfo(options_.rpc_timeout_ms, Bind([i = h.index, round = h.prepare_round](
+                                                      Session& s, absl::StatusOr<AgentInfo> info) {
+                      if (s.hosts_[i].prepare_round == round)
+                        s.OnInfo(s.hosts_[i], std::move(info));
                     }));
   if (h.samples_left > 0) TakeSample(h);
 }
 
 void CaptureEngine::Session::TakeSample(Host& h) {
-  h.client->SyncClock(options_.sample_timeout_ms,
-                      Bind([i = h.index](Session& s, absl::StatusOr<ClockReading> r) {
-                        s.OnSample(s.hosts_[i], std::move(r));
-                      }));
+  h.client->SyncClock(
+      options_.sample_timeout_ms,
+      Bind([i = h.index, round = h.prepare_round](Session& s, absl::StatusOr<ClockReading> r) {
+        if (s.hosts_[i].prepare_round == round) s.OnSample(s.hosts_[i], std::move(r));
+      }));
 }
 
 void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
@@ -544,16 +666,19 @@ bool CaptureEngine::Session::ClaimInstance(Host& h) {
 }
 
 void CaptureEngine::Session::MaybeReady(Host& h) {
-  if (h.phase != Phase::kPreparing) return;
+  // A retry pending: answers still arriving from the failed round change nothing.
+  if (h.phase != Phase::kPreparing || h.retry_pending) return;
   const bool sync_done = h.samples_left == 0;
   // Fail as soon as the cause is known; otherwise wait for both GetInfo and clock sync.
   if (h.info_done && !h.info_status.ok()) {
+    if (RetryPrepare(h, h.info_status)) return;
     Fail(h, profctl::v1::FAILURE_STEP_GET_INFO, h.info_status);
     return;
   }
   if (!sync_done || !h.info_done) return;
   const bool measured = h.client->MeasuresClock();
   if (measured && h.sampler.empty()) {
+    if (RetryPrepare(h, h.last_sample_error)) return;
     Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
     return;
   }
@@ -691,6 +816,37 @@ void CaptureEngine::Session::EndPrepare() {
   manifest_.set_start_at_ns(start_at_);
   window_start_mono_ = NowMono() + lead_ns_;
   window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
+  if (plan_.deadline_ms <= 0) {
+    deadline_mono_ = window_end_mono_ + options_.transfer_timeout_ms * kNanosPerMilli;
+    ScheduleDeadline();
+  }
+  manifest_.set_deadline_ns(clock_.WallNs() + (deadline_mono_ - NowMono()));
+  // Hosts that can still be saved: the ready ones, and with --late=capture those still
+  // preparing (they join late).
+  size_t possible = ready;
+  for (const Host& h : hosts_) {
+    possible += h.phase == Phase::kPreparing && plan_.late == profctl::v1::LATE_POLICY_CAPTURE;
+  }
+  absl::Status cannot;
+  if (possible < plan_.min_hosts) {
+    cannot = absl::FailedPreconditionError(absl::StrFormat(
+        "only %d of %d hosts ready and %d required (--min-hosts/--require-all): nothing captured",
+        possible, hosts_.size(), plan_.min_hosts));
+  } else if (window_end_mono_ >= deadline_mono_) {
+    cannot = absl::DeadlineExceededError(absl::StrFormat(
+        "the session deadline leaves no room for the window: it would end %.0f ms after it",
+        Millis(window_end_mono_ - deadline_mono_)));
+  }
+  if (!cannot.ok()) {
+    manifest_.add_errors(std::string(cannot.message()));
+    for (Host& h : hosts_) {
+      if (h.phase == Phase::kReady || h.phase == Phase::kPreparing) {
+        Fail(h, profctl::v1::FAILURE_STEP_PREPARE, cannot);
+      }
+    }
+    MaybeFinish();
+    return;
+  }
   if (ready > 0) {
     Progress(absl::StrFormat("capturing %d of %d workers: window starts in %.0f ms, lasts %d ms",
                              ready, hosts_.size(), Millis(lead_ns_), plan_.duration_ms));
@@ -698,6 +854,8 @@ void CaptureEngine::Session::EndPrepare() {
   for (Host& h : hosts_) {
     if (h.phase == Phase::kReady) StartCapture(h);
   }
+  // The window is set: a coordinator killed from now on leaves a folder that says when it was.
+  FlushManifest();
   std::weak_ptr<Session> weak = weak_from_this();
   ex_.PostAt(window_end_mono_, [weak] {
     if (std::shared_ptr<Session> s = weak.lock()) s->OnWindowClosed();
@@ -714,13 +872,33 @@ void CaptureEngine::Session::StartCapture(Host& h) {
   // Offsets are bounded (clock_sync.h), so this cannot overflow.
   const int64_t agent_start = start_at_ + h.r.clock().rtt_offset_ns();
   h.r.set_requested_start_ns(agent_start);
-  const int64_t until_start_ms =
-      std::max<int64_t>(0, window_start_mono_ - NowMono()) / kNanosPerMilli;
-  const int64_t timeout_ms = until_start_ms + plan_.duration_ms + options_.transfer_timeout_ms;
-  h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, deps_.sink,
+  StartAttempt(h, /*fetch=*/false);
+}
+
+void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
+  h.retry_pending = false;
+  // Every attempt gets what is left of the session's deadline, no more.
+  const int64_t timeout_ms = (deadline_mono_ - NowMono()) / kNanosPerMilli;
+  if (timeout_ms <= 0) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DeadlineExceededError("the session deadline passed before the next attempt"));
+    return;
+  }
+  ++h.attempt;
+  h.r.set_attempts(static_cast<uint32_t>(h.attempt));
+  h.fetching = fetch;
+  h.attempt_started_mono = NowMono();
+  // A new recording starts anew; a fetched one is the recording that already started.
+  if (!fetch) h.started_seen = false;
+  h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, h.attempt, deps_.sink,
                                           XPlaneFileName(h.r.host()));
-  h.client->Capture({plan_.session, agent_start, plan_.duration_ms, repository_root_}, timeout_ms,
-                    h.stream.get());
+  if (fetch) {
+    h.client->Fetch({plan_.session, session_key_}, timeout_ms, h.stream.get());
+  } else {
+    h.client->Capture({plan_.session, h.r.requested_start_ns(), plan_.duration_ms, repository_root_,
+                       session_key_},
+                      timeout_ms, h.stream.get());
+  }
 }
 
 void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
@@ -757,7 +935,9 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
     return;
   }
   h.r.set_capture_ms(Millis(NowMono() - h.capture_started_mono));
+  const char* kind = h.fetching ? "fetch" : "capture";
   if (!h.stream->file_error().ok()) {
+    LogAttempt(h, kind, h.attempt_started_mono, h.stream->file_error(), 0);
     Fail(h, profctl::v1::FAILURE_STEP_WRITE, h.stream->file_error());
     h.stream.reset();
     return;
@@ -775,8 +955,21 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
             absl::StrCat(status.message(), "; the bytes received are kept in ", *kept));
       }
     }
-    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, failure);
+    const bool header_seen = h.stream->header_seen();
     h.stream.reset();
+    if (RetryCapture(h, failure, header_seen)) return;
+    if (h.fetching && !h.agent_may_hold && !h.last_capture_error.ok()) {
+      // The Fetch found nothing: what went wrong is what made us fetch.
+      failure = absl::Status(
+          h.last_capture_error.code(),
+          absl::StrCat(h.last_capture_error.message(), "; the agent holds no copy to fetch (",
+                       failure.message(), ")"));
+    }
+    if (h.attempt > 1) {
+      failure = absl::Status(failure.code(), absl::StrCat(failure.message(), " (after ", h.attempt,
+                                                          " attempts; see attempt_log)"));
+    }
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, failure);
     return;
   }
   if (h.stream->file() == nullptr) {
@@ -801,7 +994,10 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
   h.r.set_agent_start_ns(header.start_ns);
   h.r.set_agent_stop_ns(header.stop_ns);
   h.r.set_cancelled(header.cancelled);
+  h.cancel_reason = header.cancel_reason;
+  h.r.set_dropped_events(header.dropped_events);
   h.r.set_bytes(h.stream->file()->size());
+  LogAttempt(h, kind, h.attempt_started_mono, absl::OkStatus(), 0);
   SaveTrace(h);
 }
 
@@ -881,6 +1077,149 @@ void CaptureEngine::Session::Tick(int64_t next_mono) {
   });
 }
 
+// --- Retries and the deadline ------------------------------------------------------------------
+
+int64_t CaptureEngine::Session::BackoffNs(int attempt) {
+  const int64_t cap = std::max<int64_t>(1, options_.retry_max_backoff_ms) * kNanosPerMilli;
+  int64_t d = std::max<int64_t>(1, options_.retry_initial_backoff_ms) * kNanosPerMilli;
+  for (int i = 1; i < attempt && d < cap; ++i) d *= 2;
+  d = std::min(d, cap);
+  // Jittered to 50..100%: hosts that failed together (a switch that blinked) do not all come
+  // back at one instant.
+  return std::uniform_int_distribution<int64_t>(d / 2, d)(jitter_);
+}
+
+void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t started_mono,
+                                        const absl::Status& status, int64_t backoff_ns) {
+  profctl::v1::Attempt* a = h.r.add_attempt_log();
+  a->set_kind(std::string(kind));
+  a->set_start_ms(Millis(started_mono - prepare_started_mono_));
+  a->set_duration_ms(Millis(NowMono() - started_mono));
+  a->set_code(static_cast<int32_t>(status.code()));
+  a->set_message(std::string(status.message()));
+  a->set_backoff_ms(Millis(backoff_ns));
+}
+
+bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
+  // Only an agent that is not there (down, restarting): one that answers and refuses, or never
+  // answers, will not do better in a moment.
+  if (status.code() != absl::StatusCode::kUnavailable || cancelled_ ||
+      h.prepare_round > plan_.retries) {
+    if (h.prepare_round > 1) LogAttempt(h, "get_info", h.attempt_started_mono, status, 0);
+    return false;
+  }
+  const int64_t backoff = BackoffNs(h.prepare_round);
+  const int64_t at = NowMono() + backoff;
+  // It must still be able to join: before the budget with --late=fail, before the window
+  // closes with --late=capture, and before the deadline.
+  const bool can_join =
+      preparing_ ? (plan_.late == profctl::v1::LATE_POLICY_CAPTURE || at < prepare_deadline_mono_)
+                 : at < window_end_mono_;
+  if (!can_join || at >= deadline_mono_) {
+    if (h.prepare_round > 1) LogAttempt(h, "get_info", h.attempt_started_mono, status, 0);
+    return false;
+  }
+  LogAttempt(h, "get_info", h.attempt_started_mono, status, backoff);
+  h.retry_pending = true;
+  Progress(absl::StrFormat("%s: %s; trying again in %.0f ms", h.r.address(), status.message(),
+                           Millis(backoff)));
+  ex_.PostAt(at, [weak = weak_from_this(), i = h.index, round = h.prepare_round] {
+    std::shared_ptr<Session> s = weak.lock();
+    if (s == nullptr) return;
+    Host& host = s->hosts_[i];
+    host.retry_pending = false;
+    if (host.phase == Phase::kPreparing && host.prepare_round == round && !s->cancelled_) {
+      s->StartPrepare(host);
+    }
+  });
+  return true;
+}
+
+bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, bool header_seen) {
+  const absl::StatusCode code = status.code();
+  const char* kind = h.fetching ? "fetch" : "capture";
+  // Where our session is now. A Fetch that finds nothing: the agent does not hold it (it never
+  // got our Capture, or restarted since). A Capture that failed any other way than "busy with
+  // another" may have reached the agent, which then records and keeps it for a Fetch.
+  bool retryable = Retryable(code);
+  if (h.fetching &&
+      (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kUnimplemented)) {
+    h.agent_may_hold = false;
+    retryable = true;  // record it again, if there is still time
+  } else if (!h.fetching) {
+    // Refusals (busy, over its memory cap, a bad request) mean it did not take the session.
+    h.agent_may_hold = Retryable(code) && code != absl::StatusCode::kAlreadyExists;
+    h.last_capture_error = status;
+  }
+  // The agent's own "not now" (memory held over its cap), not our limit on a trace's size.
+  if (code == absl::StatusCode::kResourceExhausted && !header_seen) retryable = true;
+  const bool fetch = h.agent_may_hold && h.client->CanFetch();
+  std::string why_not;
+  int64_t backoff = 0;
+  if (!retryable) {
+    why_not = "not retried";
+  } else if (h.attempt > plan_.retries) {
+    why_not = "no retries left";
+  } else {
+    backoff = BackoffNs(h.attempt);
+    const int64_t at = NowMono() + backoff;
+    // Recording again is worth it only while the window can still be (mostly) caught.
+    const int64_t record_cutoff = plan_.late == profctl::v1::LATE_POLICY_FAIL
+                                      ? window_start_mono_ + ToleranceNs()
+                                      : window_end_mono_;
+    if (at >= deadline_mono_) {
+      why_not = "no time left before the session deadline";
+    } else if (!fetch && (cancelled_ || at >= record_cutoff)) {
+      why_not = cancelled_ ? "interrupted" : "too late to record the window again";
+    }
+  }
+  if (!why_not.empty()) {
+    LogAttempt(h, kind, h.attempt_started_mono, status, 0);
+    return false;
+  }
+  LogAttempt(h, kind, h.attempt_started_mono, status, backoff);
+  Progress(absl::StrFormat("%s: %s; %s again in %.0f ms (attempt %d of %d)", h.r.host(),
+                           status.message(), fetch ? "fetching it" : "capturing", Millis(backoff),
+                           h.attempt + 1, plan_.retries + 1));
+  h.retry_pending = true;
+  ex_.PostAt(NowMono() + backoff,
+             [weak = weak_from_this(), i = h.index, attempt = h.attempt, fetch] {
+               if (std::shared_ptr<Session> s = weak.lock())
+                 s->OnRetryDue(s->hosts_[i], attempt, fetch);
+             });
+  return true;
+}
+
+void CaptureEngine::Session::OnRetryDue(Host& h, int attempt, bool fetch) {
+  if (h.phase != Phase::kCapturing || h.attempt != attempt || !h.retry_pending) return;
+  if (cancelled_ && !fetch) {
+    Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+         absl::CancelledError("interrupted while waiting to capture again"));
+    return;
+  }
+  StartAttempt(h, fetch);
+}
+
+void CaptureEngine::Session::ScheduleDeadline() {
+  ex_.PostAt(deadline_mono_, [weak = weak_from_this()] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnDeadline();
+  });
+}
+
+void CaptureEngine::Session::OnDeadline() {
+  if (finished_ || NowMono() < deadline_mono_) return;
+  const absl::Status late = absl::DeadlineExceededError(
+      "the session deadline passed (--deadline, or the window's end + the transfer allowance)");
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kCapturing) {
+      if (!h.retry_pending) h.client->AbortCapture();
+      Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, late);
+    } else if (h.phase == Phase::kPreparing || h.phase == Phase::kReady) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT, late);
+    }
+  }
+}
+
 // --- Host outcomes -----------------------------------------------------------------------------
 
 void CaptureEngine::Session::Fail(Host& h, FailureStep step, const absl::Status& status) {
@@ -942,10 +1281,17 @@ void CaptureEngine::Session::Interrupt() {
   if (finished_ || cancelled_) return;
   cancelled_ = true;
   for (Host& h : hosts_) {
-    if (h.phase == Phase::kCapturing) {
-      // All at once; a host that does not answer finishes its window: nothing is lost.
-      h.client->Cancel(plan_.session, options_.rpc_timeout_ms, [](const absl::Status&) {});
+    if (h.phase != Phase::kCapturing) continue;
+    if (h.retry_pending && !(h.agent_may_hold && h.client->CanFetch())) {
+      // Waiting to record again: nothing is recorded for it now, and nothing new will be.
+      Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+           absl::CancelledError("interrupted while waiting to capture again"));
+      continue;
     }
+    // All at once; a host that does not answer finishes its window: nothing is lost. One that
+    // waits to fetch its trace again is told too: the agent stops and keeps what it has.
+    h.client->Cancel(plan_.session, session_key_, options_.rpc_timeout_ms,
+                     [](const absl::Status&) {});
   }
   for (Host& h : hosts_) {
     if (h.phase == Phase::kPreparing || h.phase == Phase::kReady) {
@@ -964,7 +1310,7 @@ void CaptureEngine::Session::OnInterruptGraceOver() {
   if (finished_) return;
   for (Host& h : hosts_) {
     if (h.phase != Phase::kCapturing) continue;  // saving hosts finish on their own, quickly
-    h.client->AbortCapture();
+    if (!h.retry_pending) h.client->AbortCapture();
     Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
          absl::DeadlineExceededError(
              absl::StrCat("hung: sent nothing back within ", options_.interrupt_grace_ms,
@@ -990,6 +1336,13 @@ void CaptureEngine::Session::MaybeFinish() {
   manifest_.set_status(ok == hosts_.size() ? profctl::v1::SESSION_STATUS_OK
                        : saved == 0        ? profctl::v1::SESSION_STATUS_FAILED
                                            : profctl::v1::SESSION_STATUS_PARTIAL);
+  if (!plan_.prepare_only && saved > 0 && saved < plan_.min_hosts) {
+    manifest_.set_status(profctl::v1::SESSION_STATUS_FAILED);
+    manifest_.add_errors(absl::StrFormat(
+        "only %d of %d hosts saved, %d required (--min-hosts/--require-all); what was saved is "
+        "kept",
+        saved, hosts_.size(), plan_.min_hosts));
+  }
   if (cancelled_) {
     manifest_.add_errors(
         "interrupted: capture was cancelled; saved traces hold what was recorded until then");
@@ -1026,16 +1379,11 @@ void CaptureEngine::Session::ClassifyRecordings() {
     r.set_recorded_duration_ns(recorded);
     if (recorded < requested - tolerance) {
       r.set_recording(profctl::v1::RECORDING_TRUNCATED);
-      const profctl::v1::TruncatedBy by = cancelled_      ? profctl::v1::TRUNCATED_BY_COORDINATOR
-                                          : r.cancelled() ? profctl::v1::TRUNCATED_BY_AGENT
-                                                          : profctl::v1::TRUNCATED_BY_UNKNOWN;
+      const profctl::v1::TruncatedBy by = TruncatedByOf(cancelled_, r.cancelled(), h.cancel_reason);
       r.set_truncated_by(by);
-      r.set_recording_detail(absl::StrFormat(
-          "truncated: recorded %.3f of %.3f ms (%s)", Millis(recorded), Millis(requested),
-          by == profctl::v1::TRUNCATED_BY_COORDINATOR ? "cancelled here: interrupted"
-          : by == profctl::v1::TRUNCATED_BY_AGENT
-              ? "cancelled at the agent: another client's Cancel/Terminate or its shutdown"
-              : "the agent stopped early without saying why"));
+      r.set_recording_detail(absl::StrFormat("truncated: recorded %.3f of %.3f ms (%s)",
+                                             Millis(recorded), Millis(requested),
+                                             TruncatedByDetail(by)));
     } else if (recorded > requested + tolerance) {
       r.set_recording(profctl::v1::RECORDING_OVERLONG);
       r.set_recording_detail(
@@ -1045,6 +1393,12 @@ void CaptureEngine::Session::ClassifyRecordings() {
       r.set_recording(profctl::v1::RECORDING_LATE);
       r.set_recording_detail(
           absl::StrFormat("late: started %.3f ms after the common start", Millis(r.lateness_ns())));
+    } else if (r.dropped_events() > 0) {
+      r.set_recording(profctl::v1::RECORDING_DROPPED_EVENTS);
+      r.set_recording_detail(absl::StrFormat(
+          "dropped events: the agent dropped %d events over its per-capture caps (see the "
+          "trace's warnings)",
+          r.dropped_events()));
     } else {
       r.set_recording(profctl::v1::RECORDING_COMPLETE);
       continue;

@@ -71,6 +71,19 @@ struct CapturePlan {
   // A host is late, and its recording truncated or overlong, beyond this many ms
   // (--tolerance); 0: CaptureEngineOptions::late_tolerance_ms.
   int64_t tolerance_ms = 0;
+  // Attempts per host after the first (--retries), with capped exponential backoff and jitter,
+  // for what may pass: transport errors, UNAVAILABLE, a busy agent (ALREADY_EXISTS), a damaged
+  // transfer (DATA_LOSS). Never for what the agent meant (INVALID_ARGUMENT, UNAUTHENTICATED,
+  // PERMISSION_DENIED, ...). A trace the agent recorded is fetched again (AgentService.Fetch),
+  // not recorded again. Also covers GetInfo of a host that is down when the session starts.
+  int retries = 3;
+  // The whole session's budget from its start (--deadline), ms: prepare, lead, the window,
+  // transfers and retries all fit in it; a host not done by then fails DEADLINE_EXCEEDED and
+  // the rest is written. 0: derived (the window's end + CaptureEngineOptions::transfer_timeout_ms).
+  int64_t deadline_ms = 0;
+  // Fewer saved hosts than this fails the session (--min-hosts; --require-all = every worker).
+  // 0: at least one. Known too few at the end of preparing: nothing is captured.
+  size_t min_hosts = 0;
 };
 
 struct CaptureEngineOptions {
@@ -90,8 +103,14 @@ struct CaptureEngineOptions {
   int64_t min_lead_ms = 100;
   // A host whose realized start is later than this after the common start is late.
   int64_t late_tolerance_ms = 5;
-  // Extra time allowed after the window for stopping, collecting and transferring.
+  // Extra time allowed after the window for stopping, collecting, transferring and retrying,
+  // when the plan sets no deadline.
   int64_t transfer_timeout_ms = 60'000;
+  // Retry backoff: attempt n waits min(max, initial * 2^(n-1)), jittered to 50..100% of it.
+  int64_t retry_initial_backoff_ms = 100;
+  int64_t retry_max_backoff_ms = 2000;
+  // Seeds the jitter (tests); 0: random.
+  uint64_t retry_jitter_seed = 0;
   // While capturing, a progress line every this often.
   int64_t progress_tick_ms = 1000;
   // session.json is rewritten (status RUNNING) at most this often while hosts finish.

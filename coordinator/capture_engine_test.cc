@@ -6,6 +6,8 @@
 #include <map>
 #include <random>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
 #include "common/xspace.h"
@@ -560,6 +562,228 @@ TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
                                   *ParseWorker("d:4")};
   EXPECT_EQ(AssignHostStems(w, {"x", "x", "bad/name", ""}),
             (std::vector<std::string>{"x", "b_2", "c_3", "d_4"}));
+}
+
+// --- Retries, re-fetching and the deadline (issue 9, item 2) ------------------------------------
+
+std::vector<std::string> AttemptKinds(const HostResult& h) {
+  std::vector<std::string> kinds;
+  for (const v1::Attempt& a : h.attempt_log()) {
+    kinds.push_back(absl::StrCat(
+        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
+  }
+  return kinds;
+}
+
+TEST_F(CaptureEngineTest, ABusyAgentIsCapturedAgainWithCappedJitteredBackoff) {
+  FakeAgent& a = Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy"),
+                                                       absl::AlreadyExistsError("busy")}});
+  CapturePlan plan = Plan({"busy:1"});
+  CaptureEngineOptions options;
+  options.retry_initial_backoff_ms = 10;
+  options.retry_max_backoff_ms = 15;
+  const SessionManifest m = Run(plan, options);
+  const HostResult& h = Host(m, "busy:1");
+  // Both retries fit in the lead before the window: it still started on time.
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message();
+  EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(h.lateness_ns(), 0);
+  EXPECT_EQ(h.attempts(), 3u);
+  EXPECT_EQ(a.captures(), 3);
+  EXPECT_EQ(a.fetches(), 0);  // "busy with another": our session never reached it
+  EXPECT_THAT(AttemptKinds(h), ::testing::ElementsAre("capture:ALREADY_EXISTS",
+                                                      "capture:ALREADY_EXISTS", "capture:OK"));
+  // 10 ms, then 20 capped at 15, each jittered to 50..100%.
+  EXPECT_GE(h.attempt_log(0).backoff_ms(), 5.0);
+  EXPECT_LE(h.attempt_log(0).backoff_ms(), 10.0);
+  EXPECT_GE(h.attempt_log(1).backoff_ms(), 7.5);
+  EXPECT_LE(h.attempt_log(1).backoff_ms(), 15.0);
+  EXPECT_EQ(h.attempt_log(2).backoff_ms(), 0.0);
+  EXPECT_GT(h.attempt_log(2).start_ms(), h.attempt_log(0).start_ms());
+}
+
+TEST_F(CaptureEngineTest, ATransferThatBreaksIsFetchedAgainNotRecordedAgain) {
+  FakeAgent& a = Agent("reset:1", {.transfer_failures = {absl::UnavailableError("reset")}});
+  FakeAgent& b =
+      Agent("flip:1", {.transfer_failures = {absl::DataLossError("checksum mismatch")}}, Rank(1));
+  const SessionManifest m = Run(Plan({"reset:1", "flip:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  for (const char* address : {"reset:1", "flip:1"}) {
+    const HostResult& h = Host(m, address);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << address << " " << h.error().message();
+    EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE) << address;
+    EXPECT_EQ(h.attempts(), 2u) << address;
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << address;
+  }
+  EXPECT_THAT(AttemptKinds(Host(m, "reset:1")),
+              ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:OK"));
+  EXPECT_THAT(AttemptKinds(Host(m, "flip:1")),
+              ::testing::ElementsAre("capture:DATA_LOSS", "fetch:OK"));
+  // Recorded once each: the second attempt read what the agent kept.
+  EXPECT_EQ(a.captures(), 1);
+  EXPECT_EQ(a.fetches(), 1);
+  EXPECT_EQ(b.captures(), 1);
+  EXPECT_EQ(b.fetches(), 1);
+  // The damaged bytes stay, under a name TensorBoard does not load.
+  EXPECT_TRUE(sink_.files.count("flip_1.xplane.pb.invalid"));
+}
+
+TEST_F(CaptureEngineTest, AStreamThatBreaksMidWindowGetsTheWholeWindowFromTheAgent) {
+  FakeAgent& a = Agent("cut:1", {.break_stream_after_start_ns = 100 * kNanosPerMilli});
+  const SessionManifest m = Run(Plan({"cut:1"}, 500));
+  const HostResult& h = Host(m, "cut:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message();
+  EXPECT_EQ(h.recorded_duration_ns(), 500 * kNanosPerMilli);
+  EXPECT_EQ(h.lateness_ns(), 0);
+  EXPECT_THAT(AttemptKinds(h), ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:OK"));
+  EXPECT_EQ(a.captures(), 1);
+}
+
+TEST_F(CaptureEngineTest, ARestartedAgentIsRecordedAgainWhileTheWindowIsOpenAndFlaggedLate) {
+  // The stream breaks 50 ms into the window because the agent restarted: it holds nothing.
+  FakeAgent& a = Agent("restart:1", {.break_stream_after_start_ns = 50 * kNanosPerMilli,
+                                     .restart_when_stream_breaks = true});
+  const SessionManifest m = Run(Plan({"restart:1"}, 1000));
+  const HostResult& h = Host(m, "restart:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message();
+  EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+  EXPECT_GT(h.lateness_ns(), 50 * kNanosPerMilli);
+  EXPECT_EQ(h.recorded_duration_ns(), 1000 * kNanosPerMilli);
+  EXPECT_THAT(AttemptKinds(h),
+              ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:NOT_FOUND", "capture:OK"));
+  EXPECT_EQ(a.captures(), 2);
+
+  // With --late=fail, recording again after the tolerance is pointless: it fails, saying why.
+  FakeAgent& b = Agent("restart:2", {.break_stream_after_start_ns = 50 * kNanosPerMilli,
+                                     .restart_when_stream_breaks = true});
+  CapturePlan plan = Plan({"restart:2"}, 1000);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m2 = Run(plan);
+  const HostResult& h2 = Host(m2, "restart:2");
+  EXPECT_EQ(h2.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_THAT(AttemptKinds(h2), ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:NOT_FOUND"));
+  EXPECT_EQ(b.captures(), 1);
+}
+
+TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
+  FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
+  FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));
+  FakeAgent& c =
+      Agent("deny:1", {.capture_failures = {absl::PermissionDeniedError("wrong")}}, Rank(2));
+  const SessionManifest m = Run(Plan({"auth:1", "bad:1", "deny:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+    EXPECT_EQ(h.attempts(), 1u) << h.address();
+    EXPECT_EQ(h.attempt_log_size(), 1) << h.address();
+  }
+  EXPECT_EQ(Host(m, "auth:1").error().code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(a.captures() + b.captures() + c.captures(), 3);
+}
+
+TEST_F(CaptureEngineTest, RetriesEndAndTheErrorSaysHowManyThereWere) {
+  Agent("flaky:1", {.capture_failures = {absl::UnavailableError("a"), absl::UnavailableError("b"),
+                                         absl::UnavailableError("c")},
+                    .can_fetch = false});
+  CapturePlan plan = Plan({"flaky:1"}, 5000);
+  plan.retries = 2;
+  const SessionManifest m = Run(plan);
+  const HostResult& h = Host(m, "flaky:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.attempts(), 3u);
+  EXPECT_THAT(h.error().message(), HasSubstr("after 3 attempts"));
+  EXPECT_EQ(h.attempt_log(2).backoff_ms(), 0.0);
+}
+
+TEST_F(CaptureEngineTest, AnAgentDownAtTheStartJoinsWhenItComesBack) {
+  Agent("up:1", {});
+  FakeAgent& late = Agent(
+      "down:1",
+      {.get_info_failures = {absl::UnavailableError("refused"), absl::UnavailableError("refused")}},
+      Rank(1));
+  const SessionManifest m = Run(Plan({"up:1", "down:1"}, 2000));
+  const HostResult& h = Host(m, "down:1");
+  EXPECT_TRUE(h.status() == v1::HOST_STATUS_OK || h.status() == v1::HOST_STATUS_INCOMPLETE)
+      << h.error().message();
+  EXPECT_EQ(late.captures(), 1);
+  EXPECT_THAT(AttemptKinds(h),
+              ::testing::ElementsAre("get_info:UNAVAILABLE", "get_info:UNAVAILABLE", "capture:OK"));
+}
+
+TEST_F(CaptureEngineTest, TheDeadlineEndsAHungTransferAndKeepsTheRest) {
+  Agent("ok:1", {});
+  Agent("hung:1", {.hang_capture = true}, Rank(1));
+  CapturePlan plan = Plan({"ok:1", "hung:1"}, 500);
+  plan.deadline_ms = 3000;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  const HostResult& h = Host(m, "hung:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  // Ended at the deadline, not after the default minute-long transfer allowance.
+  EXPECT_LE(clock_.MonoNs() - t0, 3100 * kNanosPerMilli);
+  EXPECT_GT(m.deadline_ns(), m.start_at_ns());
+}
+
+TEST_F(CaptureEngineTest, ADeadlineShorterThanTheWindowCapturesNothing) {
+  FakeAgent& a = Agent("ok:1", {});
+  CapturePlan plan = Plan({"ok:1"}, 2000);
+  plan.deadline_ms = 2001;  // prepare + lead do not fit
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_THAT(Host(m, "ok:1").error().message(), HasSubstr("deadline"));
+}
+
+TEST_F(CaptureEngineTest, MinHostsKnownUnreachableBeforeTheWindowCapturesNothing) {
+  FakeAgent& a = Agent("ok:1", {});
+  CapturePlan plan = Plan({"ok:1", "gone:1", "gone:2"});
+  plan.min_hosts = 2;
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_THAT(Host(m, "ok:1").error().message(), HasSubstr("required"));
+  EXPECT_EQ(m.request().min_hosts(), 2u);
+}
+
+TEST_F(CaptureEngineTest, RequireAllFailsTheSessionButKeepsWhatWasSaved) {
+  Agent("ok:1", {});
+  Agent("corrupt:1", {.corrupt_trace = true}, Rank(1));
+  CapturePlan plan = Plan({"ok:1", "corrupt:1"});
+  plan.min_hosts = 2;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_TRUE(sink_.files.count(Host(m, "ok:1").xplane_file()));
+  ASSERT_GE(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(m.errors_size() - 1), HasSubstr("only 1 of 2 hosts saved"));
+}
+
+TEST_F(CaptureEngineTest, InterruptWhileWaitingToCaptureAgainEndsThatHostAtOnce) {
+  Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy")}});
+  CaptureEngineOptions options;
+  options.retry_initial_backoff_ms = 1000;
+  options.retry_max_backoff_ms = 1000;
+  int64_t interrupted_at = 0;
+  const SessionManifest m = Run(Plan({"busy:1"}, 5000), options, [&](CaptureEngine& engine) {
+    ASSERT_TRUE(ex_.RunUntil(
+        [&] {
+          for (const std::string& l : progress_) {
+            if (absl::StrContains(l, "capturing again")) return true;
+          }
+          return false;
+        },
+        clock_.MonoNs() + 10 * kNanosPerSecond));
+    interrupted_at = clock_.MonoNs();
+    engine.Cancel();
+  });
+  const HostResult& h = Host(m, "busy:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_LT(clock_.MonoNs() - interrupted_at, 100 * kNanosPerMilli);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/version.h"
@@ -28,6 +29,8 @@ constexpr char kUsage[] = R"(profctl: capture performance profiles from many hos
 usage: profctl <command> [flags]
 
 Ctrl-C during a capture cancels it on every host and saves what was recorded (exit code 3).
+Agents that require TLS or a token: --tls-ca, --tls-cert, --tls-key, --token-file (see
+docs/security.md).
 
 commands:
   capture   capture every --workers agent over one synchronized window
@@ -42,6 +45,24 @@ Run 'profctl <command> --help' for a command's flags.
 int UsageError(const CliEnv& env, const std::string& command, absl::string_view message) {
   *env.err << "profctl " << command << ": " << message << "\n";
   return kExitUsage;
+}
+
+// Loads --tls-* and --token-file and, when any was given, points `run_env` at clients that use
+// them (owned by `*holder`); prints the credentials' warnings. INVALID_ARGUMENT for bad files.
+absl::Status UseAgentCredentials(const AgentCredentialFlags& flags, const CliEnv& env,
+                                 CliEnv* run_env, std::unique_ptr<AgentClientFactory>* holder) {
+  absl::StatusOr<std::shared_ptr<const AgentCredentials>> credentials = LoadAgentCredentials(flags);
+  if (!credentials.ok()) return credentials.status();
+  if (*credentials == nullptr) return absl::OkStatus();
+  if (!env.secure_clients) {
+    return absl::InvalidArgumentError("--tls-* and --token-file are not supported here");
+  }
+  for (const std::string& w : AgentCredentialWarnings(**credentials)) {
+    *env.err << "profctl: " << w << "\n";
+  }
+  *holder = env.secure_clients(*credentials);
+  run_env->clients = holder->get();
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -60,6 +81,19 @@ std::string HumanBytes(uint64_t b) {
   if (b >= (1u << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(b) / (1 << 20));
   if (b >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(b) / 1024);
   return absl::StrCat(b, " B");
+}
+
+// "attempts: capture UNAVAILABLE (12 ms), fetch OK (40 ms)" for a host that needed more than one.
+void AppendAttempts(const profctl::v1::HostResult& h, int width, std::string* out) {
+  if (h.attempt_log_size() < 2) return;
+  std::vector<std::string> parts;
+  for (const profctl::v1::Attempt& a : h.attempt_log()) {
+    parts.push_back(absl::StrFormat(
+        "%s %s (%.0f ms)", a.kind(),
+        a.code() == 0 ? "OK" : absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code())),
+        a.duration_ms()));
+  }
+  absl::StrAppendFormat(out, "  %-*s attempts: %s\n", width, "", absl::StrJoin(parts, ", "));
 }
 
 }  // namespace
@@ -92,12 +126,14 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
                             static_cast<double>(c.rtt_ns()) / kNanosPerMilli, h.steps(), h.events(),
                             HumanBytes(h.bytes()), h.late() ? "  LATE" : "");
       if (!complete) absl::StrAppendFormat(&out, "  %-*s %s\n", width, "", h.recording_detail());
+      AppendAttempts(h, width, &out);
     } else {
       absl::StrAppendFormat(
           &out, "  %-*s %-7s %s: %s (%s)\n", width, h.host(), "failed",
           FailureStepName(h.error().step()),
           absl::StatusCodeToString(static_cast<absl::StatusCode>(h.error().code())),
           h.error().message());
+      AppendAttempts(h, width, &out);
     }
   }
   if (ok > 0 && m.start_at_ns() != 0) {
@@ -286,6 +322,10 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string late = "capture";
   std::string align = "collectives";
   int64_t tolerance_ms = CaptureEngineOptions{}.late_tolerance_ms;
+  int64_t retries = CapturePlan{}.retries;
+  int64_t deadline_ms = 0;
+  int64_t min_hosts = 0;
+  bool require_all = false;
   FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
   fs.String("workers", &workers,
             "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
@@ -307,9 +347,22 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.Int64("tolerance", &tolerance_ms,
            "ms a host may start late, or record less or more than the window, and still count "
            "as complete (1..60000); beyond it the host is saved but the session is partial");
+  fs.Int64("retries", &retries,
+           "attempts per host after the first (0..20) for transport errors, unavailable or busy "
+           "agents and damaged transfers, with capped exponential backoff and jitter; a trace "
+           "the agent recorded is fetched again, not recorded again");
+  fs.Int64("deadline", &deadline_ms,
+           "ms for the whole session: prepare, lead, window, transfers and retries; hosts not "
+           "done by then fail and the rest is written (0 = the window's end + 60 s)");
+  fs.Int64("min-hosts", &min_hosts,
+           "fail the session (exit 1) when fewer hosts than this are saved; known before the "
+           "window, nothing is captured (0 = at least one)");
+  fs.Bool("require-all", &require_all, "--min-hosts = every worker");
   for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
     fs.RejectEmpty(f);
   }
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
   fs.Require("workers");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
   if (fs.help_requested()) {
@@ -336,8 +389,28 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return UsageError(env, "capture",
                       absl::StrCat("--tolerance=", tolerance_ms, " is not in 1..60000 ms"));
   }
+  if (retries < 0 || retries > 20) {
+    return UsageError(env, "capture", absl::StrCat("--retries=", retries, " is not in 0..20"));
+  }
+  if (deadline_ms != 0 && (deadline_ms <= duration_ms || deadline_ms > 86'400'000)) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--deadline=", deadline_ms, " ms cannot hold the ", duration_ms,
+                                   " ms window: give more than --duration (at most 86400000), "
+                                   "or 0 for the default"));
+  }
+  if (min_hosts < 0 || static_cast<size_t>(min_hosts) > parsed->size()) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--min-hosts=", min_hosts, " is not in 0..", parsed->size(),
+                                   " (the number of --workers)"));
+  }
+  if (require_all && min_hosts != 0) {
+    return UsageError(env, "capture", "give --min-hosts or --require-all, not both");
+  }
   CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
   plan.tolerance_ms = tolerance_ms;
+  plan.retries = static_cast<int>(retries);
+  plan.deadline_ms = deadline_ms;
+  plan.min_hosts = require_all ? plan.workers.size() : static_cast<size_t>(min_hosts);
   plan.reader.step_pattern = step_pattern;
   if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
     return UsageError(env, "capture", absl::StrCat("--step-pattern: ", s.message()));
@@ -360,7 +433,12 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   }
   const bool generated = plan.session.empty();
   if (generated) plan.session = DefaultSessionName(*env.clock, "");
-  return RunCapture(plan, json, env, "capture", generated);
+  CliEnv run_env = env;
+  std::unique_ptr<AgentClientFactory> secured;
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+    return UsageError(env, "capture", s.message());
+  }
+  return RunCapture(plan, json, run_env, "capture", generated);
 }
 
 int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
@@ -374,6 +452,8 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
   fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");
   fs.RejectEmpty("workers");
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
   fs.Require("workers");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "ping", s.message());
   if (fs.help_requested()) {
@@ -390,10 +470,15 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return UsageError(env, "ping",
                       absl::StrCat("--timeout=", timeout_ms, " is not in 1..600000 ms"));
   }
+  CliEnv run_env = env;
+  std::unique_ptr<AgentClientFactory> secured;
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+    return UsageError(env, "ping", s.message());
+  }
   CapturePlan plan{*std::move(parsed), /*duration_ms=*/1, "ping", "", timeout_ms};
   plan.prepare_only = true;
   absl::StatusOr<profctl::v1::SessionManifest> m =
-      RunEngine(plan, nullptr, env, nullptr, nullptr, {}, {});
+      RunEngine(plan, nullptr, run_env, nullptr, nullptr, {}, {});
   if (!m.ok()) {
     *env.err << "profctl ping: " << m.status().message() << "\n";
     return kExitFailed;

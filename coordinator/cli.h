@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/executor.h"
 #include "coordinator/agent_client.h"
+#include "coordinator/agent_credentials.h"
 #include "coordinator/capture_engine.h"
 #include "profctl/v1/session.pb.h"
 
@@ -39,6 +40,10 @@ struct CliEnv {
   std::function<void(const absl::Notification& done)> await;
   // Where finished traces are validated and saved; null = on the executor.
   WorkPool* pool = nullptr;
+  // Makes the clients capture and ping use instead of `clients` when they are given --tls-*
+  // or --token-file (coordinator/agent_credentials.h). Null: those flags are refused.
+  std::function<std::unique_ptr<AgentClientFactory>(std::shared_ptr<const AgentCredentials>)>
+      secure_clients = nullptr;
 };
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.

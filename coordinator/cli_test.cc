@@ -1,9 +1,11 @@
 #include "coordinator/cli.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "common/file_util.h"
@@ -79,6 +81,13 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
       {{"capture", "--workers=h:1", "--late=maybe"}, "--late=maybe is not one of: capture, fail"},
       {{"capture", "--workers=h:1", "--align=gps"}, "--align=gps is not one of: collectives, ntp"},
       {{"capture", "--workers=h:1", "--prepare-timeout=-1"}, "--prepare-timeout=-1 is not in"},
+      {{"capture", "--workers=h:1", "--retries=21"}, "--retries=21 is not in 0..20"},
+      {{"capture", "--workers=h:1", "--retries=-1"}, "--retries=-1 is not in 0..20"},
+      {{"capture", "--workers=h:1", "--duration=2000", "--deadline=2000"},
+       "--deadline=2000 ms cannot hold the 2000 ms window"},
+      {{"capture", "--workers=h:1,h:2", "--min-hosts=3"}, "--min-hosts=3 is not in 0..2"},
+      {{"capture", "--workers=h:1", "--min-hosts=1", "--require-all"},
+       "give --min-hosts or --require-all, not both"},
       {{"ping"}, "profctl ping: --workers is required"},
       {{"ping", "--workers=h:1", "--timeout=0"}, "--timeout=0 is not in 1..600000"},
       {{"frobnicate"}, "unknown command 'frobnicate'"},
@@ -249,6 +258,40 @@ TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
   EXPECT_THAT(out_.str(), HasSubstr("session f: failed, 0/1"));
 }
 
+// A log dir that cannot be one (under a regular file: as root, permissions would not stop us) is
+// refused before any host is contacted.
+TEST_F(CliTest, AnUnusableLogDirIsRefusedBeforeAnyHostIsContacted) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_TRUE(WriteFileAtomically(logdir_ + "/file", "x").ok());
+  EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--logdir=" + logdir_ + "/file/x"}),
+            kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr(logdir_ + "/file"));
+  EXPECT_EQ(factory_.connects(), 0);
+}
+
+// The session folder vanishes while the window is open (someone cleans the log dir): hosts fail at
+// `write` naming the problem and the exit code says the session failed; nothing crashes.
+TEST_F(CliTest, ALogDirThatVanishesMidCaptureFailsTheHostsAndSaysSo) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  out_.str("");
+  err_.str("");
+  CliEnv env = Env();
+  env.await = [&](const absl::Notification& done) {
+    ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                             clock_.MonoNs() + 3600 * kNanosPerSecond));
+    std::filesystem::remove_all(logdir_ + "/plugins");
+    ASSERT_TRUE(ex_.RunUntil([&] { return done.HasBeenNotified(); },
+                             clock_.MonoNs() + 3600 * kNanosPerSecond));
+  };
+  const int rc =
+      RunCli({"capture", "--workers=a:1", "--duration=50", "--session=v", Logdir()}, env);
+  EXPECT_EQ(rc, kExitFailed);
+  EXPECT_THAT(out_.str(), HasSubstr("write"));
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/v/a.xplane.pb"));
+}
+
 TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
@@ -262,6 +305,52 @@ TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
   EXPECT_THAT(err_.str(), HasSubstr("profctl: interrupted: cancelling the capture"));
   EXPECT_THAT(out_.str(), HasSubstr("error: interrupted"));
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/i/session.json"));
+  EXPECT_EQ(a.captures(), 0);
+}
+
+TEST_F(CliTest, CredentialFlagsAreCheckedBeforeAnyNetworkCallAndPickTheSecureClients) {
+  const std::string token_file = tmp_.path() + "/token";
+  ASSERT_TRUE(WriteFileAtomically(token_file, "0123456789abcdef0123456789abcdef\n").ok());
+  ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
+  FakeAgent a(&ex_, &clock_, {.name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  // Without a way to make secure clients, the flags are refused.
+  EXPECT_EQ(Run({"ping", "--workers=a:1", "--token-file=" + token_file}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--tls-* and --token-file are not supported here"));
+  std::shared_ptr<const AgentCredentials> seen;
+  CliEnv env = Env();
+  env.secure_clients =
+      [&](std::shared_ptr<const AgentCredentials> c) -> std::unique_ptr<AgentClientFactory> {
+    seen = std::move(c);
+    auto f = std::make_unique<FakeAgentFactory>(&ex_);
+    f->Add("a:1", &a);
+    return f;
+  };
+  out_.str("");
+  err_.str("");
+  EXPECT_EQ(RunCli({"ping", "--workers=a:1", "--token-file=" + token_file}, env), kExitOk)
+      << err_.str();
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(seen->token, "0123456789abcdef0123456789abcdef");
+  EXPECT_FALSE(seen->tls);
+  EXPECT_THAT(err_.str(), HasSubstr("--token-file without TLS"));
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"ping", "--workers=a:1", "--token-file=/nonexistent/token"},
+       "--token-file=/nonexistent/token: No such file"},
+      {{"capture", "--workers=a:1", "--tls-server-name=gpu-1"}, "--tls-server-name needs TLS"},
+      {{"capture", "--workers=a:1", "--tls-cert=/c.pem"}, "--tls-cert is given without --tls-key"},
+      {{"capture", "--workers=a:1", "--tls-ca=/nonexistent/ca.pem"}, "--tls-ca=/nonexistent"},
+      {{"capture", "--workers=a:1", "--tls-ca="}, "--tls-ca is empty"},
+  };
+  for (const Case& c : cases) {
+    out_.str("");
+    err_.str("");
+    EXPECT_EQ(RunCli(c.args, env), kExitUsage) << c.args.back();
+    EXPECT_THAT(err_.str(), HasSubstr(c.message));
+  }
   EXPECT_EQ(a.captures(), 0);
 }
 
@@ -380,6 +469,20 @@ TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
   EXPECT_EQ(Run({"analyze", tmp_.path(), "--step-pattern=step(no group"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--step-pattern"));
   EXPECT_EQ(Run({"analyze", tmp_.path(), "--json", "--csv"}), kExitUsage);
+}
+
+// fuzz/corpus/session_manifest/escapes_the_folder: a manifest naming a file outside its folder.
+TEST_F(CliTest, AnalyzeRefusesAManifestThatNamesFilesOutsideTheSession) {
+  const std::string dir = tmp_.path() + "/run";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/outside.xplane.pb", "x").ok());
+  for (const std::string file : {"../outside.xplane.pb", "/etc/passwd", ".."}) {
+    const std::string manifest =
+        R"({"hosts":[{"host":"w0","status":"HOST_STATUS_OK","xplane_file":")" + file + R"("}]})";
+    ASSERT_TRUE(WriteFileAtomically(dir + "/session.json", manifest).ok());
+    EXPECT_EQ(Run({"analyze", dir}), kExitUsage) << file;
+    EXPECT_THAT(err_.str(), HasSubstr("not a file name in the session folder")) << file;
+  }
 }
 
 TEST_F(CliTest, HelpAndVersion) {

@@ -24,7 +24,7 @@ namespace profctl::coordinator {
 // 2^62 ns since the epoch is the year 2116.
 inline constexpr int64_t kMaxStampNs = int64_t{1} << 62;
 // An agent whose clock is off by more than a year is broken, or lying.
-inline constexpr int64_t kMaxClockOffsetNs = 366 * 24 * 3600 * kNanosPerSecond;
+inline constexpr int64_t kMaxClockOffsetNs = int64_t{366} * 24 * 3600 * kNanosPerSecond;
 
 struct ClockOffset {
   int64_t offset_ns = 0;  // agent - coordinator

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/gzip.h"
+#include "coordinator/capture_framing.h"
 #include "coordinator/grpc_calls.h"
 #include "coordinator/tsl_agent_client.h"
 #include "profctl/v1/agent.grpc.pb.h"
@@ -33,34 +34,39 @@ using grpc_calls::UnaryCall;
 using profctl::v1::AgentService;
 using profctl::v1::CaptureChunk;
 
-// Receives one Capture stream, checks its framing and hands it to a CaptureStream. Lifetime:
-// created by Capture(), deletes itself in OnDone() (gRPC's last call into a reactor).
+// Receives one Capture or Fetch stream, checks its framing (CaptureFramer) and hands it to a
+// CaptureStream. Lifetime: created by Capture()/Fetch(), deletes itself in OnDone() (gRPC's last
+// call into a reactor).
 //
 // Threading: gRPC calls OnReadDone and OnDone one at a time; only one read is outstanding, and
 // the next starts after the CaptureStream has taken the current chunk, so the framing state
-// below needs no lock.
-class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
+// needs no lock.
+class ChunkStreamCall final : public grpc::ClientReadReactor<CaptureChunk> {
  public:
-  CaptureCall(CallRegistry* registry, std::shared_ptr<CallHandle> call, const CaptureArgs& args,
-              uint64_t max_trace_bytes, CaptureStream* stream)
+  ChunkStreamCall(CallRegistry* registry, std::shared_ptr<CallHandle> call, const char* rpc,
+                  uint64_t max_trace_bytes, CaptureStream* stream)
       : registry_(registry),
         call_(std::move(call)),
-        max_trace_bytes_(max_trace_bytes),
-        stream_(stream) {
-    request_.set_session_id(args.session_id);
-    request_.set_start_at_ns(args.start_at_ns);
-    request_.set_duration_ms(static_cast<uint64_t>(args.duration_ms));
-  }
+        rpc_(rpc),
+        stream_(stream),
+        framer_(rpc, max_trace_bytes, stream) {}
 
-  void Start(AgentService::Stub* stub) {
-    stub->async()->Capture(&call_->ctx, &request_, this);
+  // Starts the call: `start(ctx, reactor)` issues the stub's async Capture or Fetch.
+  template <typename StartRpc>
+  void Start(StartRpc start) {
+    start(&call_->ctx, this);
     StartRead(&chunk_);
     StartCall();
   }
 
+  // Holds the request for the call's whole life (gRPC reads it after the stub call returns).
+  void KeepAlive(std::shared_ptr<const google::protobuf::Message> request) {
+    request_ = std::move(request);
+  }
+
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ended; OnDone says how
-    absl::Status status = Consume();
+    absl::Status status = framer_.Accept(chunk_);
     if (!status.ok()) {
       // The first violation wins over whatever status the cancelled call ends with.
       violation_ = std::move(status);
@@ -79,96 +85,22 @@ class CaptureCall final : public grpc::ClientReadReactor<CaptureChunk> {
   }
 
  private:
-  // Checks the chunk just read against the stream so far and hands it on. Returns the first
-  // protocol violation, or OnData's error.
-  absl::Status Consume() {
-    switch (chunk_.part_case()) {
-      case CaptureChunk::kStarted:
-        if (header_) return absl::DataLossError("Capture: agent sent 'started' after the header");
-        if (started_) return absl::DataLossError("Capture: agent sent a second 'started'");
-        started_ = true;
-        stream_->OnStarted(chunk_.started().start_ns());
-        return absl::OkStatus();
-      case CaptureChunk::kHeader: {
-        if (header_) return absl::DataLossError("Capture: agent sent a second header");
-        header_ = true;
-        const profctl::v1::CaptureHeader& h = chunk_.header();
-        total_ = h.total_bytes();
-        if (total_ > max_trace_bytes_) {
-          return absl::ResourceExhaustedError(absl::StrCat("Capture: agent announced a ", total_,
-                                                           "-byte trace; the limit is ",
-                                                           max_trace_bytes_));
-        }
-        stream_->OnHeader(
-            {h.start_ns(), h.stop_ns(), total_, h.cancelled(), h.name(), h.hostname()});
-        return absl::OkStatus();
-      }
-      case CaptureChunk::kData: {
-        if (!header_ || trailer_) {
-          return absl::DataLossError("Capture: agent sent data outside header..trailer");
-        }
-        const std::string& data = chunk_.data();
-        if (data.size() > total_ - received_) {
-          return absl::DataLossError(absl::StrCat("Capture: agent sent more than the announced ",
-                                                  total_, " bytes (", received_ + data.size(),
-                                                  " so far)"));
-        }
-        received_ += data.size();
-        ++chunks_;
-        crc32_ = Crc32(crc32_, data);
-        return stream_->OnData(data);
-      }
-      case CaptureChunk::kTrailer:
-        if (!header_ || trailer_) {
-          return absl::DataLossError("Capture: agent sent a trailer out of order");
-        }
-        trailer_ = true;
-        if (chunk_.trailer().chunks() != chunks_) {
-          return absl::DataLossError(absl::StrCat("Capture: agent's trailer counts ",
-                                                  chunk_.trailer().chunks(), " chunks, received ",
-                                                  chunks_));
-        }
-        if (chunk_.trailer().has_crc32() && chunk_.trailer().crc32() != crc32_) {
-          return absl::DataLossError(
-              absl::StrCat("Capture: checksum mismatch: the agent's CRC-32 is ",
-                           absl::Hex(chunk_.trailer().crc32(), absl::kZeroPad8), ", the ",
-                           received_, " bytes received give ", absl::Hex(crc32_, absl::kZeroPad8),
-                           " (corrupted in transit)"));
-        }
-        return absl::OkStatus();
-      case CaptureChunk::PART_NOT_SET:
-        break;
-    }
-    return absl::DataLossError("Capture: agent sent an empty chunk");
-  }
-
   absl::Status Outcome(const grpc::Status& s) const {
     if (!violation_.ok()) return violation_;
     // A stream cut short by the deadline, a dying agent or AbortCapture: the transport's status
     // says why.
-    if (!s.ok()) return CallStatus(s, *call_, "Capture");
+    if (!s.ok()) return CallStatus(s, *call_, rpc_);
     // The agent claims success: the stream must then be complete.
-    if (!header_) return absl::DataLossError("Capture: stream ended before its header");
-    if (!trailer_ || received_ != total_) {
-      return absl::DataLossError(
-          absl::StrCat("Capture: stream ended after ", received_, " of ", total_, " bytes"));
-    }
-    return absl::OkStatus();
+    return framer_.Finish();
   }
 
   CallRegistry* const registry_;
   const std::shared_ptr<CallHandle> call_;
-  const uint64_t max_trace_bytes_;
+  const char* const rpc_;
   CaptureStream* const stream_;
-  profctl::v1::CaptureRequest request_;
+  CaptureFramer framer_;
+  std::shared_ptr<const google::protobuf::Message> request_;
   CaptureChunk chunk_;  // the one chunk being read or handed on
-  bool started_ = false;
-  bool header_ = false;
-  bool trailer_ = false;
-  uint64_t total_ = 0;
-  uint64_t received_ = 0;
-  uint64_t chunks_ = 0;
-  uint32_t crc32_ = 0;  // of the data received so far
   absl::Status violation_;
 };
 
@@ -179,13 +111,20 @@ class GrpcAgentClient final : public AgentClient {
         clock_(options.clock != nullptr ? options.clock : &real_clock_) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(16 << 20);  // chunks are 1 MiB; leave room
+    // gRPC's default reconnect backoff (1 s, x1.6, up to 2 min) would fail every retry of a
+    // restarted agent at once, for seconds after it is back: reconnect about as fast as the
+    // engine retries (CaptureEngineOptions::retry_*_backoff_ms). Not the *minimum* backoff: it
+    // is also gRPC's connect timeout, and a peer that accepts and says nothing must still end
+    // as DEADLINE_EXCEEDED at the call's deadline, not as a 100 ms connect failure.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
     if (options.authority_for_testing) {
       if (std::string authority = options.authority_for_testing(worker); !authority.empty()) {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
       }
     }
-    stub_ = AgentService::NewStub(
-        grpc::CreateCustomChannel(worker.target(), grpc::InsecureChannelCredentials(), args));
+    stub_ =
+        AgentService::NewStub(CreateAgentChannel(worker.target(), options.credentials.get(), args));
   }
 
   ~GrpcAgentClient() override {
@@ -237,15 +176,39 @@ class GrpcAgentClient final : public AgentClient {
   }
 
   void Capture(const CaptureArgs& args, int64_t timeout_ms, CaptureStream* stream) override {
-    auto* call = new CaptureCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), args,
-                                 max_trace_bytes_, stream);
-    call->Start(stub_.get());
+    auto request = std::make_shared<profctl::v1::CaptureRequest>();
+    request->set_session_id(args.session_id);
+    request->set_start_at_ns(args.start_at_ns);
+    request->set_duration_ms(static_cast<uint64_t>(args.duration_ms));
+    request->set_session_key(args.session_key);
+    auto* call = new ChunkStreamCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), "Capture",
+                                     max_trace_bytes_, stream);
+    call->Start([this, request](grpc::ClientContext* ctx, ChunkStreamCall* reactor) {
+      reactor->KeepAlive(request);
+      stub_->async()->Capture(ctx, request.get(), reactor);
+    });
   }
 
-  void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) override {
+  void Fetch(const FetchArgs& args, int64_t timeout_ms, CaptureStream* stream) override {
+    auto request = std::make_shared<profctl::v1::FetchRequest>();
+    request->set_session_id(args.session_id);
+    request->set_session_key(args.session_key);
+    auto* call = new ChunkStreamCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), "Fetch",
+                                     max_trace_bytes_, stream);
+    call->Start([this, request](grpc::ClientContext* ctx, ChunkStreamCall* reactor) {
+      reactor->KeepAlive(request);
+      stub_->async()->Fetch(ctx, request.get(), reactor);
+    });
+  }
+
+  bool CanFetch() const override { return true; }
+
+  void Cancel(const std::string& session_id, const std::string& session_key, int64_t timeout_ms,
+              DoneCallback done) override {
     using Call = UnaryCall<profctl::v1::CancelRequest, profctl::v1::CancelResponse>;
     profctl::v1::CancelRequest request;
     request.set_session_id(session_id);
+    request.set_session_key(session_key);
     StartUnary<Call>(
         timeout_ms, std::move(request),
         [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {

@@ -41,6 +41,7 @@
 
 #include "common/clock.h"
 #include "coordinator/agent_client.h"
+#include "coordinator/agent_credentials.h"
 
 namespace profctl::coordinator {
 
@@ -56,6 +57,8 @@ struct GrpcAgentClientOptions {
   // in its :authority, so a client that reaches endpoint i through a TcpProxy must name endpoint
   // i's address here, not the proxy's.
   std::function<std::string(const WorkerAddress& worker)> authority_for_testing = nullptr;
+  // TLS and bearer token for profctl-agents (not grpc:// workers); null: plaintext, no token.
+  std::shared_ptr<const AgentCredentials> credentials = nullptr;
 };
 
 class GrpcAgentClientFactory final : public AgentClientFactory {

@@ -43,6 +43,8 @@ class LocalAgents {
   // SIGTERM to every agent still running, then reaps them.
   void StopAll();
   const std::string& log(size_t i) const { return logs_[i]; }
+  // Agent i's process id (tests: to kill, freeze or restart one).
+  pid_t pid(size_t i) const { return pids_[i]; }
 
  private:
   std::string scratch_;

@@ -44,6 +44,12 @@ int main(int argc, char** argv) {
       &clients,          &executor,  n > 0 ? std::string(self, static_cast<size_t>(n)) : argv[0],
       &interrupt,
       /*await=*/nullptr, &pool};
+  // capture and ping given --tls-* or --token-file.
+  env.secure_clients = [&clock](std::shared_ptr<const profctl::coordinator::AgentCredentials> c)
+      -> std::unique_ptr<profctl::coordinator::AgentClientFactory> {
+    return std::make_unique<profctl::coordinator::GrpcAgentClientFactory>(
+        profctl::coordinator::GrpcAgentClientOptions{.clock = &clock, .credentials = std::move(c)});
+  };
   try {
     return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently

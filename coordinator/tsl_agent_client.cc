@@ -99,7 +99,9 @@ class TslAgentClient final : public AgentClient {
         /*capture=*/true);
   }
 
-  void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) override {
+  // TSL's Terminate has no key: any client may stop a session there.
+  void Cancel(const std::string& session_id, const std::string& /*session_key*/, int64_t timeout_ms,
+              DoneCallback done) override {
     using Call = UnaryCall<tensorflow::TerminateRequest, tensorflow::TerminateResponse>;
     tensorflow::TerminateRequest request;
     request.set_session_id(session_id);

@@ -3,18 +3,20 @@
 # prints nothing and touches nothing when every package is already installed.
 #   scripts/bootstrap.sh          build and demo
 #   scripts/bootstrap.sh --test   also what only tests need (headless Chromium for report.html;
-#                                 Python gRPC and protobuf for the TensorFlow-client test)
+#                                 Python gRPC and protobuf for the TensorFlow-client test;
+#                                 openssl, which the TLS tests make certificates with; clang and
+#                                 its libFuzzer runtime for the fuzzers, docs/fuzzing.md)
 set -euo pipefail
 
 PACKAGES=(
   g++ cmake ninja-build ccache pkg-config git
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
-  libabsl-dev libboost-dev libspdlog-dev libyaml-cpp-dev zlib1g-dev
+  libabsl-dev libboost-dev libspdlog-dev libyaml-cpp-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev libre2-dev
   clang-format clang-tidy
 )
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES+=(chromium python3-grpcio python3-protobuf)
+  PACKAGES+=(chromium python3-grpcio python3-protobuf openssl clang libclang-rt-dev)
 fi
 
 missing=()

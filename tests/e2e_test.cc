@@ -33,6 +33,7 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/loopback.h"
 #include "tests/temp_dir.h"
+#include "tests/test_certs.h"
 #include "tests/xprof_conformance.h"
 
 extern char** environ;
@@ -453,6 +454,84 @@ TEST_F(EndToEndTest, DemoKilledOutrightTakesItsAgentsWithIt) {
     return std::none_of(ports.begin(), ports.end(), [](int port) { return Listening(port); });
   }));
   std::filesystem::remove_all(demo_scratch);
+}
+
+TEST_F(EndToEndTest, AgentServesBeyondLoopbackOnlyWithClientAuthenticationOrInsecure) {
+  const std::string port_file = scratch_ + "/insecure.port";
+  ProcessResult r = RunProcess(
+      {PROFCTL_AGENT_BINARY, "--bind=0.0.0.0", "--port=0", "--port-file=" + port_file}, scratch_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--bind=0.0.0.0 without client authentication would let anyone"));
+  EXPECT_FALSE(PathExists(port_file));
+  coordinator::LocalAgents agents(scratch_);
+  ASSERT_TRUE(agents
+                  .Spawn(PROFCTL_AGENT_BINARY,
+                         {"--insecure", "--port=0", "--port-file=" + port_file, "--log-level=warn"})
+                  .ok());
+  absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_TRUE(Listening(*port));
+  EXPECT_THAT(ReadFile(agents.log(0)).value_or(""),
+              HasSubstr("--insecure: serving on 0.0.0.0 with no client authentication"));
+}
+
+TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
+  ASSERT_TRUE(testing::HaveOpenssl()) << "scripts/bootstrap.sh --test installs openssl";
+  const testing::TestCerts certs = testing::MakeTestCerts(scratch_);
+  ASSERT_FALSE(certs.ca_cert.empty());
+  coordinator::LocalAgents agents(scratch_);
+  std::vector<std::string> workers;
+  // Agent 0 wants certs.token; agent 1 another token, so profctl's is wrong there.
+  for (const std::string& token_file : {certs.token_file, certs.wrong_token_file}) {
+    const size_t i = workers.size();
+    const std::string port_file = absl::StrCat(scratch_, "/tls-", i, ".port");
+    ASSERT_TRUE(agents
+                    .Spawn(PROFCTL_AGENT_BINARY,
+                           {"--bind=127.0.0.1", "--port=0", "--port-file=" + port_file,
+                            absl::StrCat("--name=secure-", i), "--tls-cert=" + certs.server_cert,
+                            "--tls-key=" + certs.server_key, "--token-file=" + token_file,
+                            "--log-level=warn"})
+                    .ok());
+    absl::StatusOr<int> port = agents.WaitForPort(i, port_file, clock_);
+    ASSERT_TRUE(port.ok()) << port.status();
+    workers.push_back(absl::StrCat("127.0.0.1:", *port));
+  }
+  // The profctl binary (its main wires the flags to its clients).
+  ProcessResult r = RunProcess({PROFCTL_CLI_BINARY, "ping", "--workers=" + workers[0],
+                                "--tls-ca=" + certs.ca_cert, "--token-file=" + certs.token_file},
+                               scratch_);
+  EXPECT_EQ(r.exit_code, coordinator::kExitOk) << r.out << r.err;
+  r = RunProcess({PROFCTL_CLI_BINARY, "ping", "--workers=" + workers[0]}, scratch_);
+  EXPECT_EQ(r.exit_code, coordinator::kExitFailed) << r.out << r.err;
+
+  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+  AsioExecutor executor(&clock_);
+  std::ostringstream out, err;
+  coordinator::CliEnv env{&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr};
+  env.secure_clients = [this](std::shared_ptr<const coordinator::AgentCredentials> c)
+      -> std::unique_ptr<coordinator::AgentClientFactory> {
+    return std::make_unique<coordinator::GrpcAgentClientFactory>(
+        coordinator::GrpcAgentClientOptions{.clock = &clock_, .credentials = std::move(c)});
+  };
+  const std::string logdir = scratch_ + "/logs";
+  const int rc =
+      coordinator::RunCli({"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=300",
+                           "--session=tls", "--logdir=" + logdir, "--tolerance=500",
+                           "--tls-ca=" + certs.ca_cert, "--token-file=" + certs.token_file},
+                          env);
+  EXPECT_EQ(rc, coordinator::kExitPartial) << out.str() << err.str();
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  ReadFile(logdir + "/plugins/profile/tls/session.json").value_or(""), &m)
+                  .ok());
+  ASSERT_EQ(m.hosts_size(), 2);
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(0).host(), "secure-0");
+  EXPECT_GT(m.hosts(0).events(), 0u);
+  EXPECT_EQ(m.hosts(1).status(), profctl::v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(1).error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(m.hosts(1).error().message(), HasSubstr("wrong bearer token"));
+  EXPECT_THAT(out.str(), HasSubstr("wrong bearer token"));
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ class UnreachableClient final : public AgentClient {
                coordinator::CaptureStream* stream) override {
     ex_->Post([stream, e = Error()] { stream->OnDone(e); });
   }
-  void Cancel(const std::string&, int64_t, DoneCallback done) override {
+  void Cancel(const std::string&, const std::string&, int64_t, DoneCallback done) override {
     ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
   void AbortCapture() override {}
@@ -54,6 +54,10 @@ struct FakeAgent::Recording {
   bool cancelled = false;
   bool finished = false;  // OnDone delivered or scheduled
   uint64_t generation = 0;
+  // The Capture stream broke (break_stream_after_start_ns): recording goes on, nobody is told.
+  bool detached = false;
+  // Fetches waiting for this recording to finish.
+  std::vector<coordinator::CaptureStream*> fetchers;
 };
 
 class FakeAgent::Client final : public AgentClient {
@@ -61,7 +65,13 @@ class FakeAgent::Client final : public AgentClient {
   explicit Client(FakeAgent* agent) : a_(agent) {}
 
   void GetInfo(int64_t timeout_ms, Callback<coordinator::AgentInfo> done) override {
-    const FakeAgentBehavior& b = a_->behavior_;
+    FakeAgentBehavior& b = a_->behavior_;
+    if (!b.get_info_failures.empty()) {
+      absl::Status down = b.get_info_failures.front();
+      b.get_info_failures.pop_front();
+      Answer(timeout_ms, false, std::move(done), absl::StatusOr<coordinator::AgentInfo>(down));
+      return;
+    }
     absl::StatusOr<coordinator::AgentInfo> info =
         b.get_info_error.ok()
             ? absl::StatusOr<coordinator::AgentInfo>(coordinator::AgentInfo{b.name,
@@ -102,7 +112,8 @@ class FakeAgent::Client final : public AgentClient {
                    [a, args, stream, deadline] { a->OnCaptureArrived(args, stream, deadline); });
   }
 
-  void Cancel(const std::string& session_id, int64_t timeout_ms, DoneCallback done) override {
+  void Cancel(const std::string& session_id, const std::string& /*session_key*/, int64_t timeout_ms,
+              DoneCallback done) override {
     FakeAgent* a = a_;
     const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
     a->ex_->PostAt(arrive, [a, session_id] { a->OnCancelArrived(session_id); });
@@ -114,9 +125,21 @@ class FakeAgent::Client final : public AgentClient {
         absl::StatusOr<bool>(true));
   }
 
+  void Fetch(const coordinator::FetchArgs& args, int64_t timeout_ms,
+             coordinator::CaptureStream* stream) override {
+    FakeAgent* a = a_;
+    const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
+    const int64_t deadline = a->clock_->MonoNs() + timeout_ms * kNanosPerMilli;
+    ++a->fetches_;
+    a->ex_->PostAt(arrive,
+                   [a, args, stream, deadline] { a->OnFetchArrived(args, stream, deadline); });
+  }
+
+  bool CanFetch() const override { return a_->behavior_.can_fetch; }
+
   void AbortCapture() override {
     std::shared_ptr<Recording> rec = a_->recording_;
-    if (rec == nullptr || rec->finished) return;
+    if (rec == nullptr || rec->finished || rec->detached) return;
     rec->finished = true;
     FakeAgent* a = a_;
     a->ex_->Post([a, rec] {
@@ -175,6 +198,11 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
     return;
   }
   if (!behavior_.capture_error.ok()) return fail(behavior_.capture_error);
+  if (!behavior_.capture_failures.empty()) {
+    absl::Status refused = behavior_.capture_failures.front();
+    behavior_.capture_failures.pop_front();
+    return fail(refused);
+  }
   if (cancelled_ids_.count(args.session_id) > 0) {
     return fail(absl::AbortedError(
         absl::StrCat("session '", args.session_id, "' was cancelled before it started")));
@@ -196,12 +224,24 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
   if (behavior_.send_started) {
     ex_->PostAt(start_mono + behavior_.down_delay_ns, [rec, this] {
       last_start_ns_ = rec->start_ns;
-      if (!rec->finished) rec->stream->OnStarted(rec->start_ns);
+      if (!rec->finished && !rec->detached) rec->stream->OnStarted(rec->start_ns);
     });
   } else {
     ex_->PostAt(start_mono, [rec, this] { last_start_ns_ = rec->start_ns; });
   }
   ex_->PostAt(stop_mono, [rec, this] { FinishRecording(rec); });
+  if (behavior_.break_stream_after_start_ns > 0) {
+    ex_->PostAt(start_mono + behavior_.break_stream_after_start_ns, [rec, this] {
+      if (rec->finished || rec->detached) return;
+      rec->detached = true;
+      rec->stream->OnDone(absl::UnavailableError("Capture: fake: connection reset"));
+      if (behavior_.restart_when_stream_breaks) {
+        rec->finished = true;
+        EndRecording(rec);
+      }
+    });
+    behavior_.break_stream_after_start_ns = 0;  // one-shot
+  }
   if (behavior_.cancelled_by_other_after_ns > 0) {
     ex_->PostAt(start_mono + behavior_.cancelled_by_other_after_ns, [rec, this] {
       if (rec->finished || rec->generation != 0) return;
@@ -212,7 +252,7 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
   }
   if (deadline_mono < stop_mono + behavior_.down_delay_ns) {
     ex_->PostAt(deadline_mono, [rec, this] {
-      if (rec->finished) return;
+      if (rec->finished || rec->detached) return;
       rec->finished = true;
       rec->stream->OnDone(absl::DeadlineExceededError("Capture: fake: deadline exceeded"));
       EndRecording(rec);
@@ -250,20 +290,65 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
                                     : space.SerializeAsString();
   }
   header.total_bytes = bytes.size();
+  auto kept = std::make_shared<const std::string>(std::move(bytes));
+  kept_[rec->session_id] = {header, kept};
+  for (coordinator::CaptureStream* fetcher : rec->fetchers) Send(fetcher, header, kept);
+  rec->fetchers.clear();
+  if (rec->detached) {
+    rec->finished = true;
+    EndRecording(rec);
+    return;
+  }
+  ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [this, rec, header, kept] {
+    if (rec->finished) return;
+    rec->finished = true;
+    rec->stream->OnHeader(header);
+    absl::Status s;
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t off = 0; off < kept->size() && s.ok(); off += kChunk) {
+      s = rec->stream->OnData(std::string_view(*kept).substr(off, kChunk));
+    }
+    if (s.ok()) s = behavior_.transit_error;
+    if (s.ok() && !behavior_.transfer_failures.empty()) {
+      s = behavior_.transfer_failures.front();
+      behavior_.transfer_failures.pop_front();
+    }
+    rec->stream->OnDone(s);
+    EndRecording(rec);
+  });
+}
+
+void FakeAgent::OnFetchArrived(const coordinator::FetchArgs& args,
+                               coordinator::CaptureStream* stream, int64_t /*deadline_mono*/) {
+  if (auto it = kept_.find(args.session_id); it != kept_.end()) {
+    Send(stream, it->second.header, it->second.bytes);
+    return;
+  }
+  if (recording_ != nullptr && recording_->session_id == args.session_id) {
+    recording_->fetchers.push_back(stream);  // served when it finishes
+    return;
+  }
   ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns,
-              [this, rec, header, bytes = std::move(bytes)] {
-                if (rec->finished) return;
-                rec->finished = true;
-                rec->stream->OnHeader(header);
-                absl::Status s;
-                constexpr size_t kChunk = 1 << 20;
-                for (size_t off = 0; off < bytes.size() && s.ok(); off += kChunk) {
-                  s = rec->stream->OnData(std::string_view(bytes).substr(off, kChunk));
-                }
-                if (s.ok()) s = behavior_.transit_error;
-                rec->stream->OnDone(s);
-                EndRecording(rec);
-              });
+              [stream] { stream->OnDone(absl::NotFoundError("Fetch: fake: no such trace")); });
+}
+
+void FakeAgent::Send(coordinator::CaptureStream* stream,
+                     const coordinator::CaptureHeaderInfo& header,
+                     const std::shared_ptr<const std::string>& bytes) {
+  ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [this, stream, header, bytes] {
+    stream->OnHeader(header);
+    absl::Status s;
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t off = 0; off < bytes->size() && s.ok(); off += kChunk) {
+      s = stream->OnData(std::string_view(*bytes).substr(off, kChunk));
+    }
+    if (s.ok()) s = behavior_.transit_error;
+    if (s.ok() && !behavior_.transfer_failures.empty()) {
+      s = behavior_.transfer_failures.front();
+      behavior_.transfer_failures.pop_front();
+    }
+    stream->OnDone(s);
+  });
 }
 
 void FakeAgent::EndRecording(const std::shared_ptr<Recording>& rec) {

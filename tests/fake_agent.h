@@ -7,6 +7,7 @@
 #define PROFCTL_TESTS_FAKE_AGENT_H_
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -48,6 +49,20 @@ struct FakeAgentBehavior {
   bool send_started = true;
   int64_t max_duration_ms = 60'000;
   std::string name = "";
+  // One-shot faults, consumed in order: the next GetInfo rounds fail with these (an agent down
+  // when the session starts); the next Captures are refused with these before recording (a busy
+  // agent: ALREADY_EXISTS); the next transfers (Capture or Fetch) end with these after all their
+  // bytes (a reset or a flipped bit: UNAVAILABLE, DATA_LOSS).
+  std::deque<absl::Status> get_info_failures = {};
+  std::deque<absl::Status> capture_failures = {};
+  std::deque<absl::Status> transfer_failures = {};
+  // The first Capture stream breaks (UNAVAILABLE) this long after recording starts; the agent
+  // records on to the end of the window and keeps the trace for a Fetch. 0: never.
+  int64_t break_stream_after_start_ns = 0;
+  // ... because the agent restarted: it stops recording and keeps nothing.
+  bool restart_when_stream_breaks = false;
+  // Serves AgentService.Fetch (an agent that keeps its traces); false: an old agent.
+  bool can_fetch = true;
 };
 
 class FakeAgent {
@@ -61,6 +76,9 @@ class FakeAgent {
   FakeAgentBehavior& behavior() { return behavior_; }
   int captures() const { return captures_; }
   int cancels() const { return cancels_; }
+  int fetches() const { return fetches_; }
+  // Forgets every trace it kept (a restarted agent).
+  void ForgetTraces() { kept_.clear(); }
   // Agent wall clock when the last capture started recording (0 if none).
   int64_t last_start_ns() const { return last_start_ns_; }
 
@@ -70,6 +88,12 @@ class FakeAgent {
   void OnCaptureArrived(const coordinator::CaptureArgs& args, coordinator::CaptureStream* stream,
                         int64_t deadline_mono);
   void OnCancelArrived(const std::string& session_id);
+  void OnFetchArrived(const coordinator::FetchArgs& args, coordinator::CaptureStream* stream,
+                      int64_t deadline_mono);
+  // Sends a finished trace down `stream` after the down delay (a one-shot transfer fault may
+  // end it).
+  void Send(coordinator::CaptureStream* stream, const coordinator::CaptureHeaderInfo& header,
+            const std::shared_ptr<const std::string>& bytes);
   void FinishRecording(const std::shared_ptr<Recording>& rec);
   void EndRecording(const std::shared_ptr<Recording>& rec);
   FakeExecutor* ex_;
@@ -80,6 +104,12 @@ class FakeAgent {
   agent::CaptureManager manager_;
   int captures_ = 0;
   int cancels_ = 0;
+  int fetches_ = 0;
+  struct Kept {
+    coordinator::CaptureHeaderInfo header;
+    std::shared_ptr<const std::string> bytes;
+  };
+  std::map<std::string, Kept> kept_;  // finished traces by session id (AgentService.Fetch)
   int64_t last_start_ns_ = 0;
   std::set<std::string> cancelled_ids_;
   std::shared_ptr<Recording> recording_;  // the capture in progress

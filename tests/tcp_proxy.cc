@@ -35,6 +35,8 @@ struct Shared {
   std::atomic<uint64_t> open{0};
   std::atomic<uint64_t> bytes_up{0};
   std::atomic<uint64_t> bytes_down{0};
+  // The down byte to flip a bit of (1-based, counted as bytes_down), 0: none. One-shot.
+  std::atomic<uint64_t> corrupt_down_at{0};
 };
 
 // One proxied connection: the accepted client socket, the socket to the target, and a pipe per
@@ -47,8 +49,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : shared_(shared),
         client_(std::move(client)),
         target_(client_.get_executor()),
-        up_(client_, target_, shared->up_delay_ns, shared->bytes_up),
-        down_(target_, client_, shared->down_delay_ns, shared->bytes_down) {
+        up_(client_, target_, shared->up_delay_ns, shared->bytes_up, nullptr),
+        down_(target_, client_, shared->down_delay_ns, shared->bytes_down,
+              &shared->corrupt_down_at) {
     shared_->open.fetch_add(1);
   }
   ~Connection() { shared_->open.fetch_sub(1); }
@@ -93,11 +96,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One direction: bytes read from `from` are held until due, then written to `to` in order.
   struct Pipe {
     Pipe(tcp::socket& from_socket, tcp::socket& to_socket, const std::atomic<int64_t>& delay,
-         std::atomic<uint64_t>& received_bytes)
+         std::atomic<uint64_t>& received_bytes, std::atomic<uint64_t>* corrupt)
         : from(from_socket),
           to(to_socket),
           delay_ns(delay),
           received(received_bytes),
+          corrupt_at(corrupt),
           buffer(size_t{64} << 10),
           timer(from_socket.get_executor()) {}
 
@@ -109,9 +113,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     tcp::socket& from;
     tcp::socket& to;
     const std::atomic<int64_t>& delay_ns;
-    std::atomic<uint64_t>& received;  // counts what was read from `from`
-    std::vector<char> buffer;         // the read in flight
-    std::deque<Chunk> held;           // read, not yet written; due times never decrease
+    std::atomic<uint64_t>& received;    // counts what was read from `from`
+    std::atomic<uint64_t>* corrupt_at;  // Shared::corrupt_down_at for the down pipe, else null
+    std::vector<char> buffer;           // the read in flight
+    std::deque<Chunk> held;             // read, not yet written; due times never decrease
     size_t held_bytes = 0;
     size_t writing_chunks = 0;  // the first chunks of `held`, being written
     bool reading = false;
@@ -124,28 +129,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Read(Pipe& p) {
     if (closed_ || p.reading || p.eof || p.held_bytes >= TcpProxy::kMaxHeldBytes) return;
     p.reading = true;
-    p.from.async_read_some(asio::buffer(p.buffer),
-                           [self = shared_from_this(), &p](const ErrorCode& ec, size_t n) {
-                             p.reading = false;
-                             if (self->closed_) return;
-                             if (n > 0) {
-                               SteadyClock::time_point due =
-                                   SteadyClock::now() + std::chrono::nanoseconds(p.delay_ns.load());
-                               if (!p.held.empty())
-                                 due = std::max(due, p.held.back().due);  // keep byte order
-                               p.held.push_back({std::string(p.buffer.data(), n), due});
-                               p.held_bytes += n;
-                               p.received.fetch_add(n);
-                             }
-                             if (ec == asio::error::eof) {
-                               p.eof = true;
-                             } else if (ec) {
-                               self->Close(/*reset=*/true);  // pass a reset on as a reset
-                               return;
-                             }
-                             self->Read(p);
-                             self->Write(p);
-                           });
+    p.from.async_read_some(
+        asio::buffer(p.buffer), [self = shared_from_this(), &p](const ErrorCode& ec, size_t n) {
+          p.reading = false;
+          if (self->closed_) return;
+          if (n > 0) {
+            SteadyClock::time_point due =
+                SteadyClock::now() + std::chrono::nanoseconds(p.delay_ns.load());
+            if (!p.held.empty()) due = std::max(due, p.held.back().due);  // keep byte order
+            p.held.push_back({std::string(p.buffer.data(), n), due});
+            p.held_bytes += n;
+            const uint64_t before = p.received.fetch_add(n);
+            if (p.corrupt_at != nullptr) {
+              uint64_t at = p.corrupt_at->load();
+              if (at > before && at <= before + n && p.corrupt_at->compare_exchange_strong(at, 0)) {
+                p.held.back().bytes[at - before - 1] ^= 0x10;
+              }
+            }
+          }
+          if (ec == asio::error::eof) {
+            p.eof = true;
+          } else if (ec) {
+            self->Close(/*reset=*/true);  // pass a reset on as a reset
+            return;
+          }
+          self->Read(p);
+          self->Write(p);
+        });
   }
 
   // Writes every chunk that is due, or waits for the first to fall due (or a stall to end).
@@ -290,6 +300,8 @@ std::string TcpProxy::address() const { return absl::StrCat("127.0.0.1:", port_)
 void TcpProxy::SetUpDelay(absl::Duration delay) {
   impl_->shared.up_delay_ns.store(std::max<int64_t>(0, absl::ToInt64Nanoseconds(delay)));
 }
+
+void TcpProxy::CorruptDownByte(uint64_t nth) { impl_->shared.corrupt_down_at.store(nth); }
 
 void TcpProxy::SetDownDelay(absl::Duration delay) {
   impl_->shared.down_delay_ns.store(std::max<int64_t>(0, absl::ToInt64Nanoseconds(delay)));

@@ -15,6 +15,7 @@
 //     accepted and connected); Stall(false) releases what was held, subject to the delays.
 //   - ResetAll() closes every open connection on both sides with a TCP RST (SO_LINGER 0),
 //     dropping what was held; later connections work normally.
+//   - CorruptDownByte(n) flips a bit of the n-th byte the target sends (a corrupting link).
 // Once a direction of a connection holds kMaxHeldBytes, the proxy stops reading that side (TCP
 // flow control then pushes back on the sender) until bytes drain: memory stays bounded.
 //
@@ -69,6 +70,9 @@ class TcpProxy {
   void SetDownDelay(absl::Duration delay);
   void Stall(bool stalled);
   void ResetAll();
+  // Flips one bit of the nth byte (1-based, counted like Counters::bytes_down) sent from the
+  // target to a client: a link that corrupts. One-shot; 0 cancels.
+  void CorruptDownByte(uint64_t nth);
 
   Counters counters() const;
 

@@ -291,6 +291,26 @@ TEST(TcpProxyTest, StallHoldsEveryByteUntilReleased) {
   EXPECT_EQ(echo.bytes_received(), echoed_before + 5);
 }
 
+TEST(TcpProxyTest, CorruptDownByteFlipsOneBitOfThatByteOnly) {
+  EchoServer echo;
+  std::unique_ptr<TcpProxy> proxy = StartProxy(echo.port());
+  ASSERT_NE(proxy, nullptr);
+  Client client(proxy->port());
+  ASSERT_TRUE(client.connected());
+  RoundTrip(client);              // 1 byte down so far
+  proxy->CorruptDownByte(1 + 3);  // the 3rd byte of what comes back next
+  const std::string sent = "abcdefgh";
+  ASSERT_TRUE(client.Send(sent));
+  const std::string got = client.Receive(sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  std::string expected = sent;
+  expected[2] ^= 0x10;
+  EXPECT_EQ(got, expected);
+  // One-shot: the next bytes are intact.
+  ASSERT_TRUE(client.Send(sent));
+  EXPECT_EQ(client.Receive(sent.size()), sent);
+}
+
 TEST(TcpProxyTest, ResetAllResetsOpenConnectionsAndLaterOnesWork) {
   EchoServer echo;
   std::unique_ptr<TcpProxy> proxy = StartProxy(echo.port());

@@ -194,7 +194,7 @@ TEST(TslClientTest, ProbesCapturesAndTerminates) {
   EXPECT_EQ(server.requests()[0].opts().start_timestamp_ns(), static_cast<uint64_t>(start));
 
   absl::Notification terminated;
-  client->Cancel("sess", 2000, [&](absl::Status s) {
+  client->Cancel("sess", "", 2000, [&](absl::Status s) {
     EXPECT_TRUE(s.ok()) << s;
     terminated.Notify();
   });

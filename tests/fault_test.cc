@@ -1,0 +1,309 @@
+// Faults on real profctl-agent processes and real links (issue 9's fault table,
+// docs/reliability.md "Faults on real agents and links"): an agent killed, frozen or restarted
+// mid-capture, a link that resets or corrupts a byte mid-transfer (tests/tcp_proxy.h: this kernel
+// has no tc/netem). Captured in-process through the real CLI code path, gRPC and disk.
+//
+// Timing: the faults are injected when the capture reaches a point the test can observe (bytes on
+// the proxy, the agent's start); freezes last a stated time, that being the fault. Assertions are
+// on outcomes, never on how fast a loaded machine was.
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/executor.h"
+#include "common/file_util.h"
+#include "coordinator/cli.h"
+#include "coordinator/grpc_agent_client.h"
+#include "coordinator/local_agents.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+#include "tests/loopback.h"
+#include "tests/tcp_proxy.h"
+#include "tests/temp_dir.h"
+
+namespace profctl {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using v1::SessionManifest;
+
+std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
+  std::vector<std::string> kinds;
+  for (const v1::Attempt& a : h.attempt_log()) {
+    kinds.push_back(absl::StrCat(
+        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
+  }
+  return kinds;
+}
+
+// Runs `fn` on a thread until it returns true; polls every millisecond (a watcher that reacts to
+// what it sees, not a sleep that hopes for an order). The thread lives until the watcher is
+// destroyed: an agent it starts dies with the thread that spawned it (LocalAgents sets
+// PR_SET_PDEATHSIG, which follows the parent *thread*).
+class Watcher {
+ public:
+  explicit Watcher(std::function<bool()> fn)
+      : thread_([this, fn = std::move(fn)] {
+          bool done = false;
+          while (!stop_.load()) {
+            if (!done) done = fn();
+            absl::SleepFor(absl::Milliseconds(1));
+          }
+        }) {}
+  ~Watcher() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class FaultTest : public ::testing::Test {
+ protected:
+  // Starts agent `i` (its own rank of a 2-worker job); returns its port.
+  int StartAgent(int rank, int port = 0) {
+    const std::string port_file = absl::StrCat(scratch_, "/agent-", spawned_, ".port");
+    EXPECT_TRUE(
+        agents_
+            .Spawn(PROFCTL_AGENT_BINARY,
+                   {absl::StrCat("--port=", port), "--bind=127.0.0.1", "--port-file=" + port_file,
+                    absl::StrCat("--name=worker-", rank),
+                    absl::StrCat("--synthetic=world=2,step_ms=10,gpus=4,kernels_per_step=64,rank=",
+                                 rank),
+                    "--log-level=warn"})
+            .ok());
+    absl::StatusOr<int> p = agents_.WaitForPort(spawned_++, port_file, clock_);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : 0;
+  }
+
+  int Capture(const std::vector<std::string>& workers, const std::vector<std::string>& flags,
+              const std::string& session, SessionManifest* manifest) {
+    coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+    AsioExecutor executor(&clock_);
+    ThreadWorkPool pool(/*threads=*/2);
+    std::ostringstream out, err;
+    std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
+                                     "--session=" + session, "--logdir=" + logdir_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const int rc = coordinator::RunCli(
+        args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr, &pool});
+    summary_ = out.str() + err.str();
+    absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
+    EXPECT_TRUE(json.ok()) << json.status() << "\n" << summary_;
+    if (json.ok()) {
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
+    }
+    return rc;
+  }
+
+  std::string SessionDir(const std::string& session) const {
+    return absl::StrCat(logdir_, "/plugins/profile/", session);
+  }
+
+  // Whether the running session's session.json has its window (written when preparing ends).
+  bool WindowSet(const std::string& session) const {
+    absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
+    SessionManifest m;
+    return json.ok() && google::protobuf::util::JsonStringToMessage(*json, &m).ok() &&
+           m.start_at_ns() != 0;
+  }
+
+  RealClock clock_;
+  const testing::TempDir tmp_;
+  const std::string scratch_ = tmp_.path();
+  const std::string logdir_ = scratch_ + "/logs";
+  coordinator::LocalAgents agents_{scratch_};
+  size_t spawned_ = 0;
+  std::string summary_;
+};
+
+// A link that resets mid-transfer: the trace the agent recorded is fetched again over a new
+// connection, not recorded again (so it is still the common window, not a late one).
+TEST_F(FaultTest, ALinkResetMidTransferIsFetchedAgainNotRecordedAgain) {
+  const int port = StartAgent(0);
+  auto proxy = testing::TcpProxy::Start("127.0.0.1", port);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  testing::TcpProxy* p = proxy->get();
+  std::atomic<bool> reset{false};
+  {
+    // The trace is MBs; everything before it (GetInfo, clock sync, started) is a few KB.
+    Watcher watch([&] {
+      if (p->counters().bytes_down < 256 * 1024) return false;
+      p->ResetAll();
+      reset = true;
+      return true;
+    });
+    SessionManifest m;
+    EXPECT_EQ(Capture({p->address()}, {"--duration=1500", "--tolerance=500"}, "reset", &m),
+              coordinator::kExitOk)
+        << summary_;
+    ASSERT_EQ(m.hosts_size(), 1);
+    const v1::HostResult& h = m.hosts(0);
+    EXPECT_TRUE(reset.load());
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message() << "\n" << summary_;
+    EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE);
+    ASSERT_EQ(h.attempt_log_size(), 2) << summary_;
+    EXPECT_EQ(h.attempt_log(0).kind(), "capture");
+    EXPECT_NE(h.attempt_log(0).code(), 0);
+    EXPECT_EQ(AttemptKinds(h)[1], "fetch:OK");
+    EXPECT_THAT(summary_, HasSubstr("attempts: capture"));
+  }
+}
+
+// A link that flips one bit of the trace: the checksum catches it (never saved as a trace), the
+// damaged bytes are kept as .invalid, and the trace is fetched again intact.
+TEST_F(FaultTest, ACorruptingLinkIsCaughtKeptAsInvalidAndFetchedAgain) {
+  const int port = StartAgent(0);
+  auto proxy = testing::TcpProxy::Start("127.0.0.1", port);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  // Far into the trace: a data byte, not the few bytes of framing around each 1 MiB chunk.
+  (*proxy)->CorruptDownByte(600'000);
+  SessionManifest m;
+  EXPECT_EQ(Capture({(*proxy)->address()}, {"--duration=1500", "--tolerance=500"}, "flip", &m),
+            coordinator::kExitOk)
+      << summary_;
+  ASSERT_EQ(m.hosts_size(), 1);
+  const v1::HostResult& h = m.hosts(0);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message() << "\n" << summary_;
+  ASSERT_EQ(h.attempt_log_size(), 2) << summary_;
+  EXPECT_EQ(AttemptKinds(h)[1], "fetch:OK");
+  // A flipped data bit is a checksum mismatch; one in HTTP/2 framing breaks the connection.
+  const auto first = static_cast<absl::StatusCode>(h.attempt_log(0).code());
+  EXPECT_THAT(first, AnyOf(absl::StatusCode::kDataLoss, absl::StatusCode::kInternal,
+                           absl::StatusCode::kUnavailable));
+  if (first == absl::StatusCode::kDataLoss) {
+    EXPECT_THAT(h.attempt_log(0).message(), HasSubstr("checksum mismatch"));
+    EXPECT_TRUE(PathExists(SessionDir("flip") + "/worker-0.xplane.pb.invalid"));
+  }
+  EXPECT_TRUE(PathExists(SessionDir("flip") + "/worker-0.xplane.pb"));
+}
+
+// An agent killed mid-window: that host fails (its recording died with it) after its retries;
+// the other is saved; the session is partial.
+TEST_F(FaultTest, AnAgentKilledMidCaptureFailsOnlyThatHost) {
+  const int a = StartAgent(0);
+  const int b = StartAgent(1);
+  std::atomic<bool> killed{false};
+  Watcher watch([&] {
+    // Once the capture is running (the session folder exists and the window has begun).
+    if (!WindowSet("killed")) return false;
+    absl::SleepFor(absl::Milliseconds(400));  // into the window (the fault's timing)
+    killed = kill(agents_.pid(1), SIGKILL) == 0;
+    return true;
+  });
+  SessionManifest m;
+  EXPECT_EQ(Capture({testing::LoopbackAddress(a), testing::LoopbackAddress(b)},
+                    {"--duration=1500", "--retries=2", "--tolerance=500"}, "killed", &m),
+            coordinator::kExitPartial)
+      << summary_;
+  ASSERT_TRUE(killed.load());
+  ASSERT_EQ(m.hosts_size(), 2);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  const v1::HostResult& h = m.hosts(1);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kUnavailable))
+      << h.error().message();
+  EXPECT_EQ(h.attempts(), 3u) << summary_;
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+}
+
+// An agent restarted mid-window (killed, then started again on its port): it holds nothing, so
+// the host is recorded again while the window is open, and flagged late.
+TEST_F(FaultTest, AnAgentRestartedMidCaptureIsRecordedAgainAndFlaggedLate) {
+  const int port = StartAgent(0);
+  std::atomic<bool> restarted{false};
+  Watcher watch([&] {
+    if (!WindowSet("restart")) return false;
+    absl::SleepFor(absl::Milliseconds(300));
+    if (kill(agents_.pid(0), SIGKILL) != 0) return true;
+    restarted = StartAgent(0, port) == port;
+    return true;
+  });
+  SessionManifest m;
+  const int rc =
+      Capture({testing::LoopbackAddress(port)}, {"--duration=4000", "--retries=10"}, "restart", &m);
+  ASSERT_TRUE(restarted.load());
+  ASSERT_EQ(m.hosts_size(), 1);
+  const v1::HostResult& h = m.hosts(0);
+  EXPECT_EQ(rc, coordinator::kExitPartial) << summary_;
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message() << "\n" << summary_;
+  EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+  EXPECT_GT(h.lateness_ns(), 300 * kNanosPerMilli);
+  EXPECT_THAT(absl::StrJoin(AttemptKinds(h), ","), HasSubstr("fetch:NOT_FOUND,capture:OK"));
+}
+
+// An agent frozen mid-window (SIGSTOP for 1.5 s): it records longer than asked, which is said
+// (overlong, session partial), never passed off as ok.
+TEST_F(FaultTest, AnAgentFrozenMidWindowIsReportedOverlong) {
+  const int port = StartAgent(0);
+  std::atomic<bool> frozen{false};
+  Watcher watch([&] {
+    if (!WindowSet("frozen")) return false;
+    absl::SleepFor(absl::Milliseconds(400));
+    frozen = kill(agents_.pid(0), SIGSTOP) == 0;
+    absl::SleepFor(absl::Milliseconds(1500));  // the freeze
+    kill(agents_.pid(0), SIGCONT);
+    return true;
+  });
+  SessionManifest m;
+  EXPECT_EQ(Capture({testing::LoopbackAddress(port)}, {"--duration=1000", "--tolerance=500"},
+                    "frozen", &m),
+            coordinator::kExitPartial)
+      << summary_;
+  ASSERT_TRUE(frozen.load());
+  ASSERT_EQ(m.hosts_size(), 1);
+  const v1::HostResult& h = m.hosts(0);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message();
+  EXPECT_EQ(h.recording(), v1::RECORDING_OVERLONG);
+  EXPECT_GT(h.recorded_duration_ns(), 1500 * kNanosPerMilli);
+  EXPECT_THAT(summary_, HasSubstr("overlong"));
+}
+
+// An agent frozen for good: the session deadline ends it; the other host is saved and the
+// session written, whatever the frozen one does.
+TEST_F(FaultTest, AnAgentFrozenForGoodIsEndedByTheDeadline) {
+  const int a = StartAgent(0);
+  const int b = StartAgent(1);
+  Watcher watch([&] {
+    if (!WindowSet("deadline")) return false;
+    kill(agents_.pid(1), SIGSTOP);
+    return true;
+  });
+  SessionManifest m;
+  const absl::Time t0 = absl::Now();
+  EXPECT_EQ(Capture({testing::LoopbackAddress(a), testing::LoopbackAddress(b)},
+                    {"--duration=1000", "--deadline=6000", "--tolerance=500"}, "deadline", &m),
+            coordinator::kExitPartial)
+      << summary_;
+  const absl::Duration took = absl::Now() - t0;
+  kill(agents_.pid(1), SIGCONT);
+  ASSERT_EQ(m.hosts_size(), 2);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(1).error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded))
+      << m.hosts(1).error().message();
+  // The deadline, not the default minute of transfer allowance (a lower bound is all a loaded
+  // machine can promise; the upper one is generous).
+  EXPECT_LT(took, absl::Seconds(30));
+  EXPECT_NE(m.deadline_ns(), 0);
+}
+
+}  // namespace
+}  // namespace profctl
