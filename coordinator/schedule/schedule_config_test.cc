@@ -1,0 +1,189 @@
+#include "coordinator/schedule/schedule_config.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::coordinator::schedule {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+TEST(ParseDurationTest, UnitsAndSums) {
+  EXPECT_EQ(*ParseDuration("250ms"), 250'000'000);
+  EXPECT_EQ(*ParseDuration("2s"), 2 * kSecond);
+  EXPECT_EQ(*ParseDuration("5m"), 300 * kSecond);
+  EXPECT_EQ(*ParseDuration("1h"), 3600 * kSecond);
+  EXPECT_EQ(*ParseDuration("1d"), 86'400 * kSecond);
+  EXPECT_EQ(*ParseDuration("1h30m"), 5400 * kSecond);
+  EXPECT_EQ(*ParseDuration("0"), 0);
+  for (const char* bad : {"", "1", "1x", "-1s", "h", "1.5h", "1 h", "999999999999999999d"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+}
+
+TEST(ParseByteSizeTest, Units) {
+  EXPECT_EQ(*ParseByteSize("1048576"), 1048576);
+  EXPECT_EQ(*ParseByteSize("500MB"), 500'000'000);
+  EXPECT_EQ(*ParseByteSize("10GiB"), 10LL << 30);
+  EXPECT_EQ(*ParseByteSize("2Ki"), 2048);
+  for (const char* bad : {"", "MB", "1XB", "1iB", "1.5GB"}) {
+    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+  }
+}
+
+TEST(CoordinatorConfigTest, ParsesTheIssueExampleAndEveryOption) {
+  const std::string yaml = R"(logdir: /var/lib/profctl/sessions
+schedules:
+  - name: hourly
+    targets: [trainer-0:6000, trainer-1:6000]   # or a DNS name / a targets file
+    interval: 1h
+    duration: 2s
+    retention: {keep_last: 168}
+  - name: nightly
+    targets: trainers.default.svc.cluster.local:6000
+    cron: "0 3 * * *"
+    jitter: 10m
+    duration: 500ms
+    late: fail
+    align: ntp
+    retries: 5
+    tolerance: 20ms
+    deadline: 2m
+    concurrency: skip
+    missed: run_once
+    retention: {keep_last: 7, max_age: 30d, max_bytes: 10GiB}
+  - name: from-file
+    targets: /etc/profctl/targets.txt
+    interval: 30m
+)";
+  absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig(yaml, "coordinator.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->logdir, "/var/lib/profctl/sessions");
+  ASSERT_EQ(c->schedules.size(), 3u);
+  const ScheduleConfig& h = c->schedules[0];
+  EXPECT_EQ(h.name, "hourly");
+  EXPECT_EQ(h.line, 3);
+  EXPECT_EQ(h.targets.kind, TargetsKind::kList);
+  EXPECT_EQ(h.targets.list, (std::vector<std::string>{"trainer-0:6000", "trainer-1:6000"}));
+  EXPECT_EQ(h.interval_ns, 3600 * kSecond);
+  EXPECT_FALSE(h.cron.has_value());
+  EXPECT_EQ(h.capture.duration_ms, 2000);
+  EXPECT_EQ(h.retention.keep_last, 168);
+  EXPECT_EQ(h.missed, MissedPolicy::kSkip);
+  const ScheduleConfig& n = c->schedules[1];
+  EXPECT_EQ(n.targets.kind, TargetsKind::kDns);
+  EXPECT_EQ(n.targets.source, "trainers.default.svc.cluster.local:6000");
+  ASSERT_TRUE(n.cron.has_value());
+  EXPECT_EQ(n.cron->text(), "0 3 * * *");
+  EXPECT_EQ(n.jitter_ns, 600 * kSecond);
+  EXPECT_EQ(n.capture.duration_ms, 500);
+  EXPECT_EQ(n.capture.late, profctl::v1::LATE_POLICY_FAIL);
+  EXPECT_EQ(n.capture.align, profctl::v1::ALIGN_MODE_NTP);
+  EXPECT_EQ(n.capture.retries, 5);
+  EXPECT_EQ(n.capture.tolerance_ms, 20);
+  EXPECT_EQ(n.capture.deadline_ms, 120'000);
+  EXPECT_EQ(n.missed, MissedPolicy::kRunOnce);
+  EXPECT_EQ(n.retention.keep_last, 7);
+  EXPECT_EQ(n.retention.max_age_ns, 30 * 86'400 * kSecond);
+  EXPECT_EQ(n.retention.max_bytes, 10LL << 30);
+  EXPECT_EQ(c->schedules[2].targets.kind, TargetsKind::kFile);
+  EXPECT_EQ(c->schedules[2].targets.source, "/etc/profctl/targets.txt");
+}
+
+TEST(CoordinatorConfigTest, EmptyFileHasNoSchedules) {
+  absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig("", "coordinator.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->schedules.empty());
+}
+
+// Each bad input's error names the file, the line and the key.
+TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
+  const std::string head =
+      "logdir: /tmp/x\n"       // 1
+      "schedules:\n"           // 2
+      "  - name: a\n"          // 3
+      "    targets: [h:1]\n"   // 4
+      "    interval: 1h\n"     // 5
+      "  - name: b\n"          // 6
+      "    targets: [h:1]\n";  // 7
+  struct Case {
+    std::string tail;  // lines 8.. of schedules[1]
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"    interval: 1x\n",
+       R"(coordinator.yaml:8: schedules[1].interval: "1x" is not a duration (use 30s, 5m, 1h, 1d))"},
+      {"    interval: 1h\n    cron: \"0 * * * *\"\n",
+       "coordinator.yaml:6: schedules[1]: give exactly one of 'interval' and 'cron'"},
+      {"    retries: 1\n", "coordinator.yaml:6: schedules[1]: give exactly one of"},
+      {"    cron: \"0 0 30 2 *\"\n",
+       R"(coordinator.yaml:8: schedules[1].cron: cron "0 0 30 2 *" never fires)"},
+      {"    cron: \"61 * * * *\"\n", "coordinator.yaml:8: schedules[1].cron: cron minute field"},
+      {"    interval: 1h\n    jiter: 5m\n",
+       "coordinator.yaml:9: schedules[1].jiter: unknown key (known: name, targets"},
+      {"    interval: 1h\n    jitter: 1h\n",
+       "coordinator.yaml:9: schedules[1].jitter: must be shorter than the interval (1h)"},
+      {"    interval: 1h\n    duration: 2h\n",
+       R"(coordinator.yaml:9: schedules[1].duration: "2h" is not in 1ms..1h)"},
+      {"    interval: 1h\n    retries: many\n",
+       R"(coordinator.yaml:9: schedules[1].retries: "many" is not an integer)"},
+      {"    interval: 1h\n    retries: 21\n",
+       "coordinator.yaml:9: schedules[1].retries: 21 is not in 0..20"},
+      {"    interval: 1h\n    late: maybe\n",
+       R"(coordinator.yaml:9: schedules[1].late: "maybe" is not one of: capture, fail)"},
+      {"    interval: 1h\n    concurrency: queue\n",
+       R"(coordinator.yaml:9: schedules[1].concurrency: "queue" is not one of: skip)"},
+      {"    interval: 1h\n    missed: all\n",
+       R"(coordinator.yaml:9: schedules[1].missed: "all" is not one of: skip, run_once)"},
+      {"    interval: 1h\n    retention: {keep_last: 3, max_age: forever}\n",
+       R"(coordinator.yaml:9: schedules[1].retention.max_age: "forever" is not a duration)"},
+      {"    interval: 1h\n    retention: {keep: 3}\n",
+       "coordinator.yaml:9: schedules[1].retention.keep: unknown key"},
+      {"    interval: 1h\n    retention: {max_bytes: lots}\n",
+       R"(coordinator.yaml:9: schedules[1].retention.max_bytes: "lots" is not a size)"},
+      {"    interval: 1h\n    targets: []\n", "schedules[1].targets: expected a non-empty list"},
+      {"    interval: 500ms\n",
+       R"(coordinator.yaml:8: schedules[1].interval: "500ms" is not in 1s..)"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<CoordinatorConfig> got =
+        ParseCoordinatorConfig(head + c.tail, "coordinator.yaml");
+    ASSERT_FALSE(got.ok()) << c.tail;
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr(c.error)) << c.tail;
+  }
+}
+
+TEST(CoordinatorConfigTest, WholeFileErrors) {
+  struct Case {
+    std::string yaml;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"logdir: /x\nport: 7000\n", "coordinator.yaml:2: port: unknown key"},
+           {"logdir: /x\nschedules:\n  - name: a\n    interval: 1h\n",
+            "coordinator.yaml:3: schedules[0]: missing key 'targets'"},
+           {"schedules:\n  - name: a\n    targets: [h:1]\n    interval: 1h\n",
+            "coordinator.yaml:1: logdir: missing"},
+           {"logdir: /x\nschedules:\n  - name: a b\n    targets: [h:1]\n    interval: 1h\n",
+            R"(coordinator.yaml:3: schedules[0].name: "a b" is not 1-64 characters)"},
+           {"logdir: /x\nschedules:\n  - {name: a, targets: [h:1], interval: 1h}\n"
+            "  - {name: a, targets: [h:1], interval: 2h}\n",
+            R"(coordinator.yaml:4: schedules[1].name: "a" names another schedule too)"},
+           {"logdir: /x\nschedules: {a: 1}\n",
+            "coordinator.yaml:2: schedules: expected a list of schedules"},
+           {"logdir: [\n", "coordinator.yaml:2: not valid YAML"},
+           {"- 1\n", "coordinator.yaml:1: (top level): expected a mapping"},
+       }) {
+    absl::StatusOr<CoordinatorConfig> got = ParseCoordinatorConfig(c.yaml, "coordinator.yaml");
+    ASSERT_FALSE(got.ok()) << c.yaml;
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr(c.error)) << c.yaml;
+  }
+}
+
+}  // namespace
+}  // namespace profctl::coordinator::schedule
