@@ -49,3 +49,22 @@ function(profctl_test name)
   profctl_warnings(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
 endfunction()
+
+# CUPTI (issue 10; docs/cupti.md): only its headers are needed to build the CUPTI record
+# conversion (inject/cupti_records.cc) and its tests; without them everything else builds and
+# tests. libcupti, when found too, lets a test check our buffer walker against CUPTI's own.
+find_path(PROFCTL_CUPTI_INCLUDE_DIR cupti_activity.h
+          HINTS $ENV{CUDA_HOME}/include $ENV{CUDA_PATH}/include /usr/local/cuda/include)
+find_library(PROFCTL_CUPTI_LIBRARY cupti
+             HINTS $ENV{CUDA_HOME}/lib64 $ENV{CUDA_PATH}/lib64 /usr/local/cuda/lib64)
+if(PROFCTL_CUPTI_INCLUDE_DIR)
+  set(_profctl_cupti_default ON)
+else()
+  set(_profctl_cupti_default OFF)
+endif()
+option(PROFCTL_CUPTI "Build the CUPTI record conversion (needs cupti_activity.h)"
+       ${_profctl_cupti_default})
+if(PROFCTL_CUPTI AND NOT PROFCTL_CUPTI_INCLUDE_DIR)
+  message(FATAL_ERROR "PROFCTL_CUPTI=ON but cupti_activity.h was not found "
+                      "(set PROFCTL_CUPTI_INCLUDE_DIR or CUDA_HOME)")
+endif()

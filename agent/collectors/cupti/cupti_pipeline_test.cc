@@ -1,0 +1,290 @@
+// Real CUPTI activity records (the CUDA 13 structs from cupti_activity.h, as libcupti fills its
+// buffers) -> compact records (inject/cupti_records.h) -> batch bytes -> ParseRecordBatch ->
+// BuildCuptiXSpace, checked against XSpace validation, the XProf conformance checker and the
+// breakdown reader. No GPU, no driver.
+#include <cupti_activity.h>
+#include <cupti_runtime_cbid.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "agent/collectors/cupti/cupti_xspace.h"
+#include "agent/collectors/cupti/record_batch.h"
+#include "common/xspace.h"
+#include "coordinator/analysis/xspace_reader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "inject/cupti_records.h"
+#include "inject/record_batch_writer.h"
+#include "tests/xprof_conformance.h"
+
+namespace profctl::inject {
+namespace {
+
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::Optional;
+using ::testing::SizeIs;
+using ::testing::StartsWith;
+
+constexpr int64_t kW = 1'700'000'000'000'000'000;  // window start, wall ns
+constexpr int64_t kUs = 1000;
+constexpr int64_t kOffset = -700;  // GPU clock - wall clock
+constexpr uint32_t kPid = 4242;
+constexpr uint32_t kTid = 4243;
+
+uint64_t Gpu(int64_t wall_us) { return static_cast<uint64_t>(kW + wall_us * kUs + kOffset); }
+
+// A CUPTI activity buffer: records back to back, each sizeof its struct (8-aligned), as libcupti
+// lays them out.
+class Buffer {
+ public:
+  template <typename T>
+  T& Add() {
+    const size_t at = size_;
+    size_ += sizeof(T);
+    EXPECT_LE(size_, sizeof(bytes_));
+    T* record = reinterpret_cast<T*>(bytes_ + at);
+    std::memset(record, 0, sizeof(T));
+    return *record;
+  }
+  const uint8_t* data() const { return bytes_; }
+  uint8_t* data() { return bytes_; }
+  size_t size() const { return size_; }
+
+ private:
+  alignas(8) uint8_t bytes_[16384] = {};
+  size_t size_ = 0;
+};
+
+void Marker(Buffer& b, CUpti_ActivityFlag flag, uint32_t id, int64_t at_us, const char* name) {
+  auto& m = b.Add<CUpti_ActivityMarker2>();
+  m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  m.flags = flag;
+  m.timestamp = Gpu(at_us);
+  m.id = id;
+  m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  m.objectId.pt.processId = kPid;
+  m.objectId.pt.threadId = kTid;
+  m.name = name;
+}
+
+void Api(Buffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start_us, int64_t end_us) {
+  auto& a = b.Add<CUpti_ActivityAPI>();
+  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  a.cbid = cbid;
+  a.start = Gpu(start_us);
+  a.end = Gpu(end_us);
+  a.processId = kPid;
+  a.threadId = kTid;
+  a.correlationId = corr;
+}
+
+void Kernel(Buffer& b, const char* name, uint32_t corr, int64_t start_us, int64_t end_us) {
+  auto& k = b.Add<CUpti_ActivityKernel10>();
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.start = Gpu(start_us);
+  k.end = Gpu(end_us);
+  k.deviceId = 0;
+  k.streamId = 7;
+  k.correlationId = corr;
+  k.gridX = 4096;
+  k.gridY = k.gridZ = 1;
+  k.blockX = 128;
+  k.blockY = k.blockZ = 1;
+  k.registersPerThread = 32;
+  k.staticSharedMemory = 2048;
+  k.name = name;
+}
+
+// Buffer 1: the device, step 1 (H2D copy, a kernel, an NCCL kernel, a memset, an allocation)
+// and the start of step 2. Buffer 2: the rest of step 2.
+void FillBuffers(Buffer& one, Buffer& two) {
+  auto& d = one.Add<CUpti_ActivityDevice5>();
+  d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  d.id = 0;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.globalMemorySize = 85'520'809'984;
+  d.globalMemoryBandwidth = 3'352'320'000;  // KB/s
+  d.coreClockRate = 1'980'000;
+  d.numMultiprocessors = 132;
+  d.computeCapabilityMajor = 9;
+  d.maxWarpsPerMultiprocessor = 64;
+  d.maxBlocksPerMultiprocessor = 32;
+  d.maxRegistersPerMultiprocessor = 65536;
+  d.maxSharedMemoryPerMultiprocessor = 233472;
+
+  Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_START, 1, 100, "train_step 1");
+  Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 1, 200, 210);
+  auto& c = one.Add<CUpti_ActivityMemcpy6>();
+  c.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  c.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  c.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  c.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  c.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+  c.bytes = 8 << 20;
+  c.start = Gpu(300);
+  c.end = Gpu(700);
+  c.streamId = 13;
+  c.correlationId = 1;
+  Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 2, 220, 230);
+  Kernel(one, "_Z6squarePfi", 2, 800, 2000);
+  Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 3, 240, 250);
+  Kernel(one, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3, 2100, 3000);
+  Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, 4, 260, 270);
+  auto& s = one.Add<CUpti_ActivityMemset4>();
+  s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  s.start = Gpu(3100);
+  s.end = Gpu(3150);
+  s.bytes = 4096;
+  s.streamId = 7;
+  s.correlationId = 4;
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  auto& m = one.Add<CUpti_ActivityMemory4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.address = 0x7f0000000000;
+  m.bytes = 8 << 20;
+  m.timestamp = Gpu(150);
+  m.processId = kPid;
+  Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 5, 280, 3200);
+  Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_END, 1, 3300, nullptr);
+  Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_START, 2, 4000, "train_step 2");
+
+  Api(two, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 6, 4100, 4110);
+  Kernel(two, "_Z6squarePfi", 6, 4200, 5000);
+  Marker(two, CUPTI_ACTIVITY_FLAG_MARKER_END, 2, 5100, nullptr);
+  Marker(two, CUPTI_ACTIVITY_FLAG_MARKER_END, 99, 5200, nullptr);  // no start: counted
+  // A kind this code does not convert; its size is unknown to the walker, so it ends the buffer.
+  auto& o = two.Add<CUpti_ActivityOverhead3>();
+  o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+}
+
+std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+TEST(CuptiRecordsTest, WalkerFollowsTheBufferLayout) {
+  Buffer one, two;
+  FillBuffers(one, two);
+  size_t offset = 0;
+  int n = 0;
+  while (NextCuptiRecord(one.data(), one.size(), &offset) != nullptr) ++n;
+  EXPECT_EQ(n, 14);
+  EXPECT_EQ(offset, one.size());
+  // A record cut short ends the walk.
+  offset = 0;
+  EXPECT_EQ(NextCuptiRecord(one.data(), sizeof(CUpti_ActivityDevice5) - 1, &offset), nullptr);
+  EXPECT_EQ(offset, 0u);
+#ifdef PROFCTL_HAVE_LIBCUPTI
+  // libcupti's own iterator visits the same records (it needs no GPU).
+  CUpti_Activity* record = nullptr;
+  size_t ours = 0;
+  while (cuptiActivityGetNextRecord(one.data(), one.size(), &record) == CUPTI_SUCCESS) {
+    const CUpti_Activity* expected = NextCuptiRecord(one.data(), one.size(), &ours);
+    ASSERT_EQ(record, expected);
+  }
+  EXPECT_EQ(ours, one.size());
+#endif
+}
+
+TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
+  Buffer one, two;
+  FillBuffers(one, two);
+  RecordBatchWriter writer(1 << 20);
+  CuptiRecordConverter converter(&writer);
+  converter.AddBuffer(one.data(), one.size());
+  EXPECT_EQ(converter.open_ranges(), 1u);  // step 2 waits for its end
+  absl::StatusOr<agent::cupti::RecordBatch> first =
+      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  converter.AddBuffer(two.data(), two.size());
+  EXPECT_EQ(converter.open_ranges(), 0u);
+  EXPECT_EQ(converter.unmatched_markers(), 1u);
+  absl::StatusOr<agent::cupti::RecordBatch> second =
+      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, /*extra_dropped=*/0)));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+
+  ASSERT_THAT(first->kernels, SizeIs(2));
+  const KernelRecord& k = first->kernels[0];
+  EXPECT_EQ(first->String(k.name), "square(float*, int)");  // demangled
+  EXPECT_EQ(k.start_ns, Gpu(800));
+  EXPECT_EQ(k.correlation_id, 2u);
+  EXPECT_EQ(k.grid[0], 4096);
+  EXPECT_EQ(k.block[0], 128);
+  EXPECT_EQ(k.registers_per_thread, 32u);
+  EXPECT_EQ(k.static_shared_bytes, 2048u);
+  EXPECT_EQ(first->String(first->kernels[1].name), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  ASSERT_THAT(first->memcpys, SizeIs(1));
+  EXPECT_EQ(first->memcpys[0].copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+  EXPECT_EQ(first->memcpys[0].bytes, 8u << 20);
+  ASSERT_THAT(first->memsets, SizeIs(1));
+  ASSERT_THAT(first->apis, SizeIs(5));
+  EXPECT_EQ(first->String(first->apis[1].name), "cudaLaunchKernel");
+  EXPECT_EQ(first->apis[1].tid, kTid);
+  ASSERT_THAT(first->ranges, SizeIs(1));
+  EXPECT_EQ(first->String(first->ranges[0].name), "train_step 1");
+  EXPECT_EQ(first->ranges[0].start_ns, Gpu(100));
+  EXPECT_EQ(first->ranges[0].end_ns, Gpu(3300));
+  EXPECT_EQ(first->ranges[0].tid, kTid);
+  ASSERT_THAT(first->memory, SizeIs(1));
+  EXPECT_EQ(first->memory[0].operation, static_cast<uint8_t>(MemoryOperation::kAllocation));
+  ASSERT_THAT(first->devices, SizeIs(1));
+  EXPECT_EQ(first->devices[0].memory_bandwidth, 3'352'320'000'000u);
+  EXPECT_EQ(first->String(first->devices[0].name), "NVIDIA H100 80GB HBM3");
+  ASSERT_THAT(second->ranges, SizeIs(1));
+  EXPECT_EQ(second->String(second->ranges[0].name), "train_step 2");  // named in batch two
+  EXPECT_EQ(second->gpu_minus_wall_ns, kOffset);
+
+  // Both batches -> the host's XSpace.
+  agent::cupti::CuptiXSpaceOptions options;
+  options.hostname = "gpu-host-1";
+  options.profile_start_ns = kW;
+  options.profile_stop_ns = kW + 6000 * kUs;
+  xspace::XSpace space;
+  absl::StatusOr<agent::cupti::CuptiXSpaceStats> stats =
+      agent::cupti::BuildCuptiXSpace({*first, *second}, options, &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->kernels, 3);
+  EXPECT_EQ(stats->steps, 2);
+  EXPECT_EQ(stats->outside_window, 0);
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  int roots = 0;
+  h.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
+    EXPECT_EQ(line.id(), h.EventName(e) == "MemoryAllocation" ? kPid : kTid);
+    if (h.IntStat(e, "_r") == 1) {
+      ++roots;
+      EXPECT_EQ(xspace::EventStartNs(kW, line, e),
+                kW + (h.IntStat(e, "step_num") == 1 ? 100 : 4000) * kUs);
+    }
+    if (h.EventName(e) == "cudaLaunchKernel") {
+      EXPECT_THAT(h.IntStat(e, "device_id"), Optional(0));
+      EXPECT_EQ(h.IntStat(e, "correlation_id").value_or(0) >> 32, kPid);
+    }
+  });
+  EXPECT_EQ(roots, 2);
+
+  absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::vector<int64_t> steps;
+  for (const analysis::StepMarker& m : trace->steps) steps.push_back(m.step);
+  EXPECT_THAT(steps, ElementsAre(1, 2));
+  ASSERT_EQ(trace->devices.size(), 1u);
+  int collectives = 0, h2d = 0, compute = 0;
+  for (const analysis::Op& op : trace->devices[0].ops) {
+    collectives += op.kind == analysis::OpKind::kCollective;
+    h2d += op.kind == analysis::OpKind::kMemcpyH2D;
+    compute += op.kind == analysis::OpKind::kDeviceCompute;
+  }
+  EXPECT_EQ(collectives, 1);
+  EXPECT_EQ(h2d, 1);
+  EXPECT_EQ(compute, 3);  // two kernels and the memset
+}
+
+}  // namespace
+}  // namespace profctl::inject

@@ -1,0 +1,84 @@
+// Compact CUPTI records (record_batch.h, one batch or more per process) -> one host's XSpace in
+// the shape XProf reads (TSL_WIRE.md, "How XProf reads an XSpace") and profctl's breakdown reader
+// expects; the same shape the synthetic job writes (agent/collectors/synthetic_job.cc).
+//
+// WHAT GOES WHERE
+//   /device:GPU:<n> (plane id n = the record's device id): one line per stream, id = stream id,
+//     named `Stream #<id>(<kinds>)`. Kernels (demangled name; uint64 correlation_id; ref
+//     kernel_details "regs:R static_shared:S dynamic_shared:D grid:x,y,z block:x,y,z occ_pct:P"
+//     and double theoretical_occupancy_pct when the batch has the device's DeviceRecord, else
+//     kernel_details without occ_pct); memcpys named by direction as XProf classifies them
+//     (MemcpyHToD, MemcpyDToH, MemcpyDToD; peer copies are MemcpyDToD on a MemcpyP2P line) with
+//     ref memcpy_details "kind_src:<k> kind_dst:<k> size:<n> dest:<device> async:<0|1>"; memsets
+//     named Memset with memset_details "kind:<k> size:<n> async:<0|1>". Device capability stats
+//     from the DeviceRecord when there is one.
+//   /host:CPU (plane id 49): one line per thread, id = tid. CUDA API calls (named from the
+//     record's name, else `cuda_api_<cbid>`), with uint64 correlation_id and device_id when device
+//     activity with that correlation id was recorded (a launch), neither otherwise. NVTX ranges by
+//     name; a range whose name matches the step pattern is a step: the earliest range of each step
+//     number on the host is its root (int64 `_r`=1, `step_num`), and when other threads mark the
+//     same step they join it as consumers (`_ct`/`_c`, the root gets `_pt`/`_p`), as XProf wants
+//     one root per step per host. Device memory allocations and releases as
+//     MemoryAllocation/MemoryDeallocation instants on the process's main thread line (tid = pid).
+//   Task Environment: the window. XSpace.hostnames: the host.
+// CORRELATION IDS are per process in CUPTI; here they are (pid << 32) | id, unique on the host.
+// TIME: every record time is on its process's GPU clock; wall = gpu - gpu_minus_wall_ns of its
+// batch. Events not wholly inside the window are left out and counted.
+#ifndef PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_XSPACE_H_
+#define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_XSPACE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/collectors/cupti/record_batch.h"
+#include "tensorflow/profiler/xplane.pb.h"
+
+namespace profctl::agent::cupti {
+
+// The breakdown reader's default step pattern (coordinator/analysis/op_classify.h
+// kDefaultStepPattern; a test keeps the two equal): "step 5", "train_step 5", "ProfilerStep#5".
+inline constexpr absl::string_view kDefaultNvtxStepPattern =
+    R"re((?i)(?:^|[^a-z])(?:profiler)?step(?:marker)?\s*[#:_=-]?\s*(\d+)\s*$)re";
+
+struct CuptiXSpaceOptions {
+  std::string hostname;
+  // The capture window, wall-clock ns since the epoch: 0 < start <= stop.
+  int64_t profile_start_ns = 0;
+  int64_t profile_stop_ns = 0;
+  // RE2, searched in NVTX range names; group 1 captures the step number.
+  std::string step_pattern = std::string(kDefaultNvtxStepPattern);
+};
+
+// What went into the space, and what did not.
+struct CuptiXSpaceStats {
+  int64_t kernels = 0;
+  int64_t memcpys = 0;
+  int64_t memsets = 0;
+  int64_t api_calls = 0;
+  int64_t nvtx_ranges = 0;
+  int64_t steps = 0;  // step roots
+  int64_t memory_events = 0;
+  int64_t outside_window = 0;    // records left out: not wholly inside the window
+  uint64_t dropped_records = 0;  // as the batches report them
+};
+
+// Appends the host's planes to `space` (which should be empty) and sets its window and hostname.
+// INVALID_ARGUMENT for a bad window or a step pattern that does not compile or has no group.
+absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>& batches,
+                                                  const CuptiXSpaceOptions& options,
+                                                  tensorflow::profiler::XSpace* space);
+
+// Theoretical occupancy (% of the SM's warp slots filled by resident blocks) of a kernel on a
+// device, from threads, registers and shared memory per block (allocation granularities of
+// compute capability 7.0 and later). nullopt when the device limits are missing (zero) or the
+// block is not a possible launch (a dimension <= 0, more than 1024 threads).
+std::optional<double> TheoreticalOccupancyPct(const inject::KernelRecord& kernel,
+                                              const inject::DeviceRecord& device);
+
+}  // namespace profctl::agent::cupti
+
+#endif  // PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_XSPACE_H_

@@ -1,0 +1,371 @@
+#include "agent/collectors/cupti/cupti_xspace.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "agent/collectors/cupti/record_batch.h"
+#include "common/xspace.h"
+#include "coordinator/analysis/op_classify.h"
+#include "coordinator/analysis/xspace_reader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "inject/record_batch_writer.h"
+#include "tests/xprof_conformance.h"
+
+namespace profctl::agent::cupti {
+namespace {
+
+using ::testing::Contains;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Optional;
+using ::testing::StartsWith;
+
+constexpr int64_t kW = 1'700'000'000'000'000'000;  // window start, wall ns
+constexpr int64_t kUs = 1000;
+constexpr int64_t kOffset = 5000;  // GPU clock - wall clock
+constexpr uint32_t kPid = 100;
+
+uint64_t Gpu(int64_t wall_us) { return static_cast<uint64_t>(kW + wall_us * kUs + kOffset); }
+
+struct Job {
+  inject::RecordBatchWriter w{1 << 20};
+  void Api(const char* name, uint32_t tid, uint32_t corr, int64_t start_us, int64_t end_us) {
+    inject::ApiRecord a;
+    a.start_ns = Gpu(start_us);
+    a.end_ns = Gpu(end_us);
+    a.pid = kPid;
+    a.tid = tid;
+    a.correlation_id = corr;
+    a.domain = static_cast<uint8_t>(inject::ApiDomain::kRuntime);
+    a.name = w.Intern(name);
+    w.Add(a);
+  }
+  void Kernel(const char* name, uint32_t stream, uint32_t corr, int64_t start_us, int64_t end_us) {
+    inject::KernelRecord k;
+    k.start_ns = Gpu(start_us);
+    k.end_ns = Gpu(end_us);
+    k.stream_id = stream;
+    k.correlation_id = corr;
+    k.grid[0] = 132;
+    k.grid[1] = k.grid[2] = 1;
+    k.block[0] = 384;
+    k.block[1] = k.block[2] = 1;
+    k.registers_per_thread = 168;
+    k.dynamic_shared_bytes = 215040;
+    k.name = w.Intern(name);
+    w.Add(k);
+  }
+  void Range(const char* name, uint32_t tid, int64_t start_us, int64_t end_us) {
+    inject::NvtxRangeRecord r;
+    r.start_ns = Gpu(start_us);
+    r.end_ns = Gpu(end_us);
+    r.pid = kPid;
+    r.tid = tid;
+    r.name = w.Intern(name);
+    w.Add(r);
+  }
+};
+
+// One process, two threads, GPU 0 (an H100), two steps of a training-like loop.
+RecordBatch MakeBatch() {
+  Job j;
+  inject::DeviceRecord d;
+  d.name = j.w.Intern("NVIDIA H100 80GB HBM3");
+  d.memory_size = 85'520'809'984;
+  d.memory_bandwidth = 3'352'320'000'000;
+  d.compute_capability_major = 9;
+  d.sm_count = 132;
+  d.core_clock_khz = 1'980'000;
+  d.max_warps_per_sm = 64;
+  d.max_blocks_per_sm = 32;
+  d.max_registers_per_sm = 65536;
+  d.max_shared_bytes_per_sm = 233472;
+  j.w.Add(d);
+  j.Range("train_step 1", 101, 100, 4000);
+  j.Range("train_step 1", 102, 200, 3900);  // a second thread marks the same step
+  j.Range("train_step 2", 101, 5000, 9000);
+  j.Range("forward", 101, 215, 3750);
+  j.Api("cudaMemcpyAsync", 101, 1, 220, 230);
+  inject::MemcpyRecord c;
+  c.start_ns = Gpu(300);
+  c.end_ns = Gpu(500);
+  c.bytes = 1 << 20;
+  c.stream_id = 13;
+  c.correlation_id = 1;
+  c.copy_kind = 1;  // HtoD
+  c.src_kind = 2;   // pinned
+  c.dst_kind = 3;   // device
+  c.flags = 1;      // async
+  j.w.Add(c);
+  j.Api("cudaLaunchKernel", 101, 2, 240, 250);
+  j.Kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 2, 600, 2600);
+  j.Api("cudaLaunchKernel", 101, 3, 260, 270);
+  j.Kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 21, 3, 2700, 3500);
+  j.Api("cudaMemsetAsync", 101, 4, 280, 290);
+  inject::MemsetRecord s;
+  s.start_ns = Gpu(3600);
+  s.end_ns = Gpu(3650);
+  s.bytes = 4096;
+  s.stream_id = 7;
+  s.correlation_id = 4;
+  s.memory_kind = 3;
+  j.w.Add(s);
+  j.Api("cudaStreamSynchronize", 101, 5, 300, 3700);  // no device activity: not a launch
+  j.Api("cudaLaunchKernel", 101, 6, 5100, 5110);
+  j.Kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 7, 6, 5200, 8000);
+  j.Kernel("before_the_window", 7, 7, -50, -10);
+  inject::MemoryRecord m;
+  m.timestamp_ns = Gpu(150);
+  m.address = 0x7f0000000000;
+  m.bytes = 1 << 20;
+  m.pid = kPid;
+  m.operation = static_cast<uint8_t>(inject::MemoryOperation::kAllocation);
+  m.memory_kind = 3;
+  j.w.Add(m);
+  const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, /*extra_dropped=*/2);
+  absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
+  EXPECT_TRUE(b.ok()) << b.status();
+  return b.ok() ? *std::move(b) : RecordBatch();
+}
+
+CuptiXSpaceOptions Options() {
+  CuptiXSpaceOptions o;
+  o.hostname = "gpu-host-1";
+  o.profile_start_ns = kW;
+  o.profile_stop_ns = kW + 10'000 * kUs;
+  return o;
+}
+
+const xspace::XLine* FindLine(const xspace::XPlane& plane, int64_t id) {
+  for (const xspace::XLine& line : plane.lines()) {
+    if (line.id() == id) return &line;
+  }
+  return nullptr;
+}
+
+// The string a ref stat names (or the string value).
+std::string RefOrStr(const xspace::XPlane& plane, const xspace::XEvent& e, absl::string_view stat) {
+  const xspace::XPlaneReader r(plane);
+  const std::optional<int64_t> id = r.StatId(stat);
+  for (const xspace::XStat& s : e.stats()) {
+    if (!id || s.metadata_id() != *id) continue;
+    if (s.has_ref_value()) {
+      auto it = plane.stat_metadata().find(static_cast<int64_t>(s.ref_value()));
+      return it == plane.stat_metadata().end() ? "" : it->second.name();
+    }
+    return s.str_value();
+  }
+  return "";
+}
+
+TEST(CuptiXSpaceTest, StepPatternIsTheReadersDefault) {
+  EXPECT_EQ(kDefaultNvtxStepPattern, analysis::kDefaultStepPattern);
+}
+
+TEST(CuptiXSpaceTest, OccupancyAsTheSyntheticJobComputesIt) {
+  inject::KernelRecord k;
+  k.block[0] = 384;
+  k.block[1] = k.block[2] = 1;
+  k.registers_per_thread = 168;
+  k.dynamic_shared_bytes = 215040;
+  inject::DeviceRecord d;
+  d.max_warps_per_sm = 64;
+  d.max_blocks_per_sm = 32;
+  d.max_registers_per_sm = 65536;
+  d.max_shared_bytes_per_sm = 233472;
+  EXPECT_THAT(TheoreticalOccupancyPct(k, d), Optional(18.75));
+  k.block[0] = 128;
+  k.registers_per_thread = 32;
+  k.dynamic_shared_bytes = 0;
+  EXPECT_THAT(TheoreticalOccupancyPct(k, d), Optional(100.0));
+  EXPECT_EQ(TheoreticalOccupancyPct(k, inject::DeviceRecord()), std::nullopt);
+  k.block[0] = 0;
+  EXPECT_EQ(TheoreticalOccupancyPct(k, d), std::nullopt);
+  k.block[0] = k.block[1] = k.block[2] = 1 << 30;  // found by the fuzzer: no overflow
+  EXPECT_EQ(TheoreticalOccupancyPct(k, d), std::nullopt);
+  k.block[0] = 1025;
+  k.block[1] = k.block[2] = 1;
+  EXPECT_EQ(TheoreticalOccupancyPct(k, d), std::nullopt);
+}
+
+TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({MakeBatch()}, Options(), &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->kernels, 3);
+  EXPECT_EQ(stats->memcpys, 1);
+  EXPECT_EQ(stats->memsets, 1);
+  EXPECT_EQ(stats->api_calls, 6);
+  EXPECT_EQ(stats->nvtx_ranges, 4);
+  EXPECT_EQ(stats->steps, 2);
+  EXPECT_EQ(stats->memory_events, 1);
+  EXPECT_EQ(stats->outside_window, 1);
+  EXPECT_EQ(stats->dropped_records, 2u);
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  EXPECT_THAT(space.hostnames(), ElementsAre("gpu-host-1"));
+  EXPECT_EQ(xspace::ProfileStartNs(space), kW);
+
+  const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->id(), 0);
+  const xspace::XLine* compute = FindLine(*gpu, 7);
+  const xspace::XLine* h2d = FindLine(*gpu, 13);
+  const xspace::XLine* nccl = FindLine(*gpu, 21);
+  ASSERT_TRUE(compute && h2d && nccl);
+  EXPECT_EQ(compute->name(), "Stream #7(Compute,Memset)");
+  EXPECT_EQ(h2d->name(), "Stream #13(MemcpyH2D)");
+  EXPECT_EQ(nccl->name(), "Stream #21(Compute)");
+  const xspace::XPlaneReader g(*gpu);
+  ASSERT_EQ(compute->events_size(), 3);
+  const xspace::XEvent& gemm = compute->events(0);
+  EXPECT_EQ(g.EventName(gemm), "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n");
+  // The batch's calibration is applied: wall = gpu - offset.
+  EXPECT_EQ(xspace::EventStartNs(kW, *compute, gemm), kW + 600 * kUs);
+  EXPECT_EQ(xspace::EventEndNs(kW, *compute, gemm), kW + 2600 * kUs);
+  EXPECT_THAT(g.IntStat(gemm, "correlation_id"), Optional((int64_t{kPid} << 32) | 2));
+  EXPECT_EQ(RefOrStr(*gpu, gemm, "kernel_details"),
+            "regs:168 static_shared:0 dynamic_shared:215040 grid:132,1,1 block:384,1,1 "
+            "occ_pct:18.75");
+  EXPECT_EQ(g.EventName(compute->events(1)), "Memset");
+  EXPECT_EQ(RefOrStr(*gpu, compute->events(1), "memset_details"), "kind:device size:4096 async:0");
+  ASSERT_EQ(h2d->events_size(), 1);
+  EXPECT_EQ(g.EventName(h2d->events(0)), "MemcpyHToD");
+  EXPECT_EQ(RefOrStr(*gpu, h2d->events(0), "memcpy_details"),
+            "kind_src:pinned kind_dst:device size:1048576 dest:0 async:1");
+  bool has_name = false;
+  for (const xspace::XStat& s : gpu->stats()) {
+    has_name |= s.str_value() == "NVIDIA H100 80GB HBM3";
+  }
+  EXPECT_TRUE(has_name);
+
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  const xspace::XLine* main = FindLine(*host, 101);
+  const xspace::XLine* other = FindLine(*host, 102);
+  const xspace::XLine* memory = FindLine(*host, kPid);
+  ASSERT_TRUE(main && other && memory);
+  EXPECT_EQ(main->name(), "pid 100 tid 101");
+  // Root first (it encloses the rest), then the calls in start order.
+  const xspace::XEvent& root = main->events(0);
+  EXPECT_EQ(h.EventName(root), "train_step 1");
+  EXPECT_THAT(h.IntStat(root, "_r"), Optional(1));
+  EXPECT_THAT(h.IntStat(root, "step_num"), Optional(1));
+  EXPECT_THAT(h.IntStat(root, "_p"), Optional((int64_t{101} << 32) | 1));
+  EXPECT_THAT(h.IntStat(other->events(0), "_c"), Optional((int64_t{101} << 32) | 1));
+  EXPECT_EQ(h.IntStat(other->events(0), "_r"), std::nullopt);
+  int launches = 0;
+  for (const xspace::XEvent& e : main->events()) {
+    if (h.EventName(e) == "cudaStreamSynchronize") {
+      EXPECT_EQ(h.IntStat(e, "correlation_id"), std::nullopt);
+    }
+    if (h.EventName(e) == "cudaLaunchKernel") {
+      ++launches;
+      EXPECT_THAT(h.IntStat(e, "device_id"), Optional(0));
+    }
+  }
+  EXPECT_EQ(launches, 3);
+  ASSERT_EQ(memory->events_size(), 1);
+  EXPECT_EQ(h.EventName(memory->events(0)), "MemoryAllocation");
+  EXPECT_THAT(h.IntStat(memory->events(0), "bytes_allocated"), Optional(1 << 20));
+
+  // XProf's conventions hold, except that raw CUDA kernels have no framework op.
+  std::vector<std::string> violations = testing::CheckXProfConformance(space, "gpu-host-1");
+  EXPECT_THAT(violations, Each(StartsWith("[kernel-op]")));
+
+  // The breakdown reader finds the NVTX steps and classifies the device work.
+  absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  std::vector<int64_t> steps;
+  for (const analysis::StepMarker& m : trace->steps) steps.push_back(m.step);
+  std::sort(steps.begin(), steps.end());
+  EXPECT_THAT(steps, ElementsAre(1, 1, 2));
+  ASSERT_EQ(trace->devices.size(), 1u);
+  std::vector<analysis::OpKind> kinds;
+  for (const analysis::Op& op : trace->devices[0].ops) kinds.push_back(op.kind);
+  EXPECT_THAT(kinds, Contains(analysis::OpKind::kCollective));
+  EXPECT_THAT(kinds, Contains(analysis::OpKind::kMemcpyH2D));
+  EXPECT_THAT(kinds, Contains(analysis::OpKind::kDeviceCompute));
+  EXPECT_EQ(trace->window_start_ns, kW);
+}
+
+TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
+  RecordBatch a = MakeBatch();
+  RecordBatch b = MakeBatch();
+  b.pid = 200;
+  for (auto& api : b.apis) {
+    api.pid = 200;
+    api.tid += 1000;
+  }
+  for (auto& r : b.ranges) {
+    r.pid = 200;
+    r.tid += 1000;
+  }
+  for (auto& m : b.memory) m.pid = 200;
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({a, b}, Options(), &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->steps, 2);  // one root per step on the host
+  // Both processes' kernels sit on GPU 0 stream 7 (the same ordinal in each process) and so
+  // overlap; everything else about them conforms.
+  for (const std::string& v : testing::CheckXProfConformance(space, "gpu-host-1")) {
+    EXPECT_TRUE(absl::StartsWith(v, "[kernel-op]") || absl::StartsWith(v, "[nesting]")) << v;
+  }
+}
+
+TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
+  for (const char* seed : {"empty.bin", "small.bin"}) {
+    std::ifstream in(std::string(PROFCTL_FUZZ_CORPUS_DIR) + "/cupti_record_batch/" + seed,
+                     std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << seed;
+    absl::StatusOr<RecordBatch> b = ParseRecordBatch(bytes);
+    ASSERT_TRUE(b.ok()) << seed << ": " << b.status();
+    CuptiXSpaceOptions o = Options();
+    o.profile_start_ns = 1;
+    xspace::XSpace space;
+    absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, o, &space);
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    if (std::string(seed) == "small.bin") {
+      EXPECT_EQ(stats->kernels, 1);
+      EXPECT_EQ(stats->memcpys, 1);
+      EXPECT_EQ(stats->memsets, 1);
+      EXPECT_EQ(stats->api_calls, 1);
+      EXPECT_EQ(stats->steps, 1);
+      EXPECT_EQ(stats->memory_events, 1);
+      EXPECT_EQ(stats->dropped_records, 2u);
+      EXPECT_EQ(b->String(b->kernels[0].name), "square(float*, int)");
+    }
+  }
+}
+
+TEST(CuptiXSpaceTest, RejectsBadOptions) {
+  xspace::XSpace space;
+  CuptiXSpaceOptions o = Options();
+  o.profile_stop_ns = o.profile_start_ns - 1;
+  EXPECT_THAT(BuildCuptiXSpace({}, o, &space).status().message(), HasSubstr("bad window"));
+  o = Options();
+  o.step_pattern = "step";
+  EXPECT_THAT(BuildCuptiXSpace({}, o, &space).status().message(), HasSubstr("no group"));
+}
+
+TEST(CuptiXSpaceTest, ExtremeTimesAndOffsetsAreLeftOut) {
+  RecordBatch b = MakeBatch();
+  b.gpu_minus_wall_ns = INT64_MIN;
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({b}, Options(), &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->kernels, 0);
+  EXPECT_GT(stats->outside_window, 0);
+  EXPECT_TRUE(xspace::Validate(space).ok());
+}
+
+}  // namespace
+}  // namespace profctl::agent::cupti

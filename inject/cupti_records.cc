@@ -1,0 +1,296 @@
+#include "inject/cupti_records.h"
+
+#include <cupti_runtime_cbid.h>
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <string_view>
+
+namespace profctl::inject {
+namespace {
+
+// The CUDA 13.0 record structs, one per kind handled (CUPTI_NOTES.md).
+using KernelActivity = CUpti_ActivityKernel10;
+using MemcpyActivity = CUpti_ActivityMemcpy6;
+using MemsetActivity = CUpti_ActivityMemset4;
+using MemoryActivity = CUpti_ActivityMemory4;
+using DeviceActivity = CUpti_ActivityDevice5;
+
+std::string_view View(const char* s) { return s != nullptr ? std::string_view(s) : ""; }
+
+// Kernel names arrive mangled; XProf and people read demangled ones.
+uint32_t InternKernelName(RecordBatchWriter& writer, const char* name) {
+  if (name == nullptr) return kNoString;
+  if (name[0] == '_' && name[1] == 'Z') {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status == 0 && demangled != nullptr) {
+      const uint32_t index = writer.Intern(demangled);
+      std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's contract
+      return index;
+    }
+    std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc)
+  }
+  return writer.Intern(name);
+}
+
+template <typename T>
+const T& As(const CUpti_Activity& record) {
+  return reinterpret_cast<const T&>(record);  // NOLINT: CUPTI's documented record layout
+}
+
+}  // namespace
+
+size_t CuptiRecordSize(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return sizeof(KernelActivity);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return sizeof(MemcpyActivity);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return sizeof(MemsetActivity);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      return sizeof(CUpti_ActivityMarker2);
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return sizeof(MemoryActivity);
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+      return sizeof(DeviceActivity);
+    default:
+      return 0;
+  }
+}
+
+const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, size_t* offset) {
+  if (buffer == nullptr || *offset >= valid_size ||
+      valid_size - *offset < sizeof(CUpti_ActivityKind)) {
+    return nullptr;
+  }
+  CUpti_ActivityKind kind;
+  std::memcpy(&kind, buffer + *offset, sizeof(kind));
+  const size_t size = CuptiRecordSize(kind);
+  if (size == 0 || valid_size - *offset < size) return nullptr;
+  const auto* record = reinterpret_cast<const CUpti_Activity*>(buffer + *offset);  // NOLINT
+  *offset += size;
+  return record;
+}
+
+const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
+  if (domain != static_cast<uint8_t>(ApiDomain::kRuntime)) return nullptr;
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
+      return "cudaMalloc";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
+      return "cudaFree";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+      return "cudaMemcpy";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
+      return "cudaMemcpyAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
+      return "cudaMemsetAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+      return "cudaStreamSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
+      return "cudaEventRecord";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+      return "cudaDeviceSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+      return "cudaLaunchKernel";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+      return "cudaGraphLaunch";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
+      return "cudaMallocAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
+      return "cudaFreeAsync";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+      return "cudaLaunchKernelExC";
+    default:
+      return nullptr;
+  }
+}
+
+void CuptiRecordConverter::Add(const CUpti_Activity& record) {
+  RecordBatchWriter& w = *writer_;
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = As<KernelActivity>(record);
+      KernelRecord r;
+      r.start_ns = k.start;
+      r.end_ns = k.end;
+      r.device_id = k.deviceId;
+      r.context_id = k.contextId;
+      r.stream_id = k.streamId;
+      r.correlation_id = k.correlationId;
+      r.grid[0] = k.gridX;
+      r.grid[1] = k.gridY;
+      r.grid[2] = k.gridZ;
+      r.block[0] = k.blockX;
+      r.block[1] = k.blockY;
+      r.block[2] = k.blockZ;
+      r.registers_per_thread = k.registersPerThread;
+      r.static_shared_bytes = static_cast<uint32_t>(k.staticSharedMemory);
+      r.dynamic_shared_bytes = static_cast<uint32_t>(k.dynamicSharedMemory);
+      r.name = InternKernelName(w, k.name);
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& c = As<MemcpyActivity>(record);
+      MemcpyRecord r;
+      r.start_ns = c.start;
+      r.end_ns = c.end;
+      r.bytes = c.bytes;
+      r.device_id = c.deviceId;
+      r.context_id = c.contextId;
+      r.stream_id = c.streamId;
+      r.correlation_id = c.correlationId;
+      r.copy_kind = c.copyKind;
+      r.src_kind = c.srcKind;
+      r.dst_kind = c.dstKind;
+      r.flags = c.flags;
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& s = As<MemsetActivity>(record);
+      MemsetRecord r;
+      r.start_ns = s.start;
+      r.end_ns = s.end;
+      r.bytes = s.bytes;
+      r.device_id = s.deviceId;
+      r.context_id = s.contextId;
+      r.stream_id = s.streamId;
+      r.correlation_id = s.correlationId;
+      r.value = s.value;
+      r.memory_kind = s.memoryKind;
+      r.flags = s.flags;
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& a = As<CUpti_ActivityAPI>(record);
+      ApiRecord r;
+      r.start_ns = a.start;
+      r.end_ns = a.end;
+      r.pid = a.processId;
+      r.tid = a.threadId;
+      r.correlation_id = a.correlationId;
+      r.cbid = a.cbid;
+      r.domain = static_cast<uint8_t>(
+          record.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver);
+      r.name = w.Intern(View(api_name_(r.domain, r.cbid)));
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      AddMarker(As<CUpti_ActivityMarker2>(record));
+      return;
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto& m = As<MemoryActivity>(record);
+      MemoryRecord r;
+      r.timestamp_ns = m.timestamp;
+      r.address = m.address;
+      r.bytes = m.bytes;
+      r.device_id = m.deviceId;
+      r.stream_id = m.streamId;
+      r.correlation_id = m.correlationId;
+      r.pid = m.processId;
+      r.operation = static_cast<uint8_t>(m.memoryOperationType ==
+                                                 CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                             ? MemoryOperation::kAllocation
+                                             : MemoryOperation::kRelease);
+      r.memory_kind = static_cast<uint8_t>(m.memoryKind);
+      if (m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
+          m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+        ++ignored_;
+        return;
+      }
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_DEVICE: {
+      const auto& d = As<DeviceActivity>(record);
+      DeviceRecord r;
+      r.memory_size = d.globalMemorySize;
+      r.memory_bandwidth = d.globalMemoryBandwidth * 1000;  // CUPTI: KB/s
+      r.device_id = d.id;
+      r.name = w.Intern(View(d.name));
+      r.compute_capability_major = d.computeCapabilityMajor;
+      r.compute_capability_minor = d.computeCapabilityMinor;
+      r.sm_count = d.numMultiprocessors;
+      r.core_clock_khz = d.coreClockRate;
+      r.max_warps_per_sm = d.maxWarpsPerMultiprocessor;
+      r.max_blocks_per_sm = d.maxBlocksPerMultiprocessor;
+      r.max_registers_per_sm = d.maxRegistersPerMultiprocessor;
+      r.max_shared_bytes_per_sm = d.maxSharedMemoryPerMultiprocessor;
+      w.Add(r);
+      return;
+    }
+    default:
+      ++ignored_;
+      return;
+  }
+}
+
+void CuptiRecordConverter::AddMarker(const CUpti_ActivityMarker2& m) {
+  uint32_t pid = 0, tid = 0;
+  if (m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ||
+      m.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS) {
+    pid = m.objectId.pt.processId;
+    tid = m.objectId.pt.threadId;
+  }
+  const auto flags = static_cast<uint32_t>(m.flags);
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) {
+    if (open_.size() >= kMaxOpenRanges && open_.find(m.id) == open_.end()) {
+      ++unmatched_;
+      return;
+    }
+    open_[m.id] =
+        OpenRange{m.timestamp, pid, tid, std::string(View(m.name)), std::string(View(m.domain))};
+    return;
+  }
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
+    auto it = open_.find(m.id);
+    if (it == open_.end()) {
+      ++unmatched_;
+      return;
+    }
+    const OpenRange& open = it->second;
+    NvtxRangeRecord r;
+    r.start_ns = open.start_ns;
+    r.end_ns = m.timestamp >= open.start_ns ? m.timestamp : open.start_ns;
+    r.pid = open.pid;
+    r.tid = open.tid;
+    r.id = m.id;
+    // Names are interned at the end: the batch that was current at the start may be gone.
+    r.name = writer_->Intern(open.name);
+    r.domain = writer_->Intern(open.domain);
+    open_.erase(it);
+    writer_->Add(r);
+    return;
+  }
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) != 0) {
+    NvtxRangeRecord r;
+    r.start_ns = r.end_ns = m.timestamp;
+    r.pid = pid;
+    r.tid = tid;
+    r.id = m.id;
+    r.name = writer_->Intern(View(m.name));
+    r.domain = writer_->Intern(View(m.domain));
+    writer_->Add(r);
+    return;
+  }
+  ++ignored_;
+}
+
+void CuptiRecordConverter::AddBuffer(const uint8_t* buffer, size_t valid_size) {
+  size_t offset = 0;
+  while (const CUpti_Activity* record = NextCuptiRecord(buffer, valid_size, &offset)) Add(*record);
+}
+
+}  // namespace profctl::inject
