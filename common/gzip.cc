@@ -208,7 +208,7 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data) {
   return out;
 }
 
-absl::StatusOr<std::string> GzipDecompress(absl::string_view data) {
+absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_output_bytes) {
   z_stream zs{};
   if (inflateInit2(&zs, kGzipWindowBits) != Z_OK) {
     return absl::InternalError("gzip: inflateInit2 failed");
@@ -222,7 +222,14 @@ absl::StatusOr<std::string> GzipDecompress(absl::string_view data) {
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof(buf);
     rc = inflate(&zs, Z_NO_FLUSH);
-    out.append(buf, sizeof(buf) - zs.avail_out);
+    const size_t produced = sizeof(buf) - zs.avail_out;
+    if (out.size() + produced > max_output_bytes) {
+      inflateEnd(&zs);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("gzip: inflates to more than ", max_output_bytes,
+                       " bytes (the limit for data held in memory); decompress it first"));
+    }
+    out.append(buf, produced);
   }
   inflateEnd(&zs);
   if (rc != Z_STREAM_END) {

@@ -16,7 +16,10 @@ namespace profctl {
 uint32_t Crc32(uint32_t crc, absl::string_view data);
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data);
-absl::StatusOr<std::string> GzipDecompress(absl::string_view data);
+// RESOURCE_EXHAUSTED (naming the limit) once the output would exceed `max_output_bytes`: a few
+// KB of gzip can inflate a thousandfold, and callers hold the result in memory.
+absl::StatusOr<std::string> GzipDecompress(absl::string_view data,
+                                           uint64_t max_output_bytes = uint64_t{4} << 30);
 
 // Writes one gzip file in a single pass with bounded memory, atomically.
 //

@@ -52,6 +52,21 @@ std::string Incompressible(size_t n, uint64_t seed) {
   return out;
 }
 
+// A gzip bomb: 1 MiB of zeros is ~1 KB compressed; with a 64 KiB limit it is refused, naming it,
+// before more than the limit is held.
+TEST(GzipDecompressTest, RefusesToInflatePastItsLimit) {
+  const std::string zeros(1 << 20, '\0');
+  absl::StatusOr<std::string> gz = GzipCompress(zeros);
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  EXPECT_LT(gz->size(), 8u << 10);
+  absl::StatusOr<std::string> small = GzipDecompress(*gz, 64 << 10);
+  EXPECT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(small.status().message(), ::testing::HasSubstr("more than 65536 bytes"));
+  absl::StatusOr<std::string> exact = GzipDecompress(*gz, zeros.size());
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(*exact, zeros);
+}
+
 TEST(Crc32Test, IsZlibsCrc32AndContinues) {
   EXPECT_EQ(Crc32(0, "123456789"), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
   EXPECT_EQ(Crc32(Crc32(0, "1234"), "56789"), 0xCBF43926u);
