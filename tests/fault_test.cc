@@ -245,7 +245,8 @@ TEST_F(FaultTest, AnAgentRestartedMidCaptureIsRecordedAgainAndFlaggedLate) {
   EXPECT_EQ(rc, coordinator::kExitPartial) << summary_;
   EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message() << "\n" << summary_;
   EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
-  EXPECT_GT(h.lateness_ns(), 300 * kNanosPerMilli);
+  // Killed 300 ms after the window was set (it opens ~100 ms later): recorded again after that.
+  EXPECT_GT(h.lateness_ns(), 150 * kNanosPerMilli);
   EXPECT_THAT(absl::StrJoin(AttemptKinds(h), ","), HasSubstr("fetch:NOT_FOUND,capture:OK"));
 }
 
