@@ -1103,23 +1103,21 @@ void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t
 bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
   // Only an agent that is not there (down, restarting): one that answers and refuses, or never
   // answers, will not do better in a moment.
-  if (status.code() != absl::StatusCode::kUnavailable || cancelled_ ||
-      h.prepare_round > plan_.retries) {
-    if (h.prepare_round > 1) LogAttempt(h, "get_info", h.attempt_started_mono, status, 0);
-    return false;
-  }
-  const int64_t backoff = BackoffNs(h.prepare_round);
+  bool retry = status.code() == absl::StatusCode::kUnavailable && !cancelled_ &&
+               h.prepare_round <= plan_.retries;
+  const int64_t backoff = retry ? BackoffNs(h.prepare_round) : 0;
   const int64_t at = NowMono() + backoff;
   // It must still be able to join: before the budget with --late=fail, before the window
   // closes with --late=capture, and before the deadline.
-  const bool can_join =
-      preparing_ ? (plan_.late == profctl::v1::LATE_POLICY_CAPTURE || at < prepare_deadline_mono_)
-                 : at < window_end_mono_;
-  if (!can_join || at >= deadline_mono_) {
-    if (h.prepare_round > 1) LogAttempt(h, "get_info", h.attempt_started_mono, status, 0);
-    return false;
+  retry =
+      retry && at < deadline_mono_ &&
+      (preparing_ ? (plan_.late == profctl::v1::LATE_POLICY_CAPTURE || at < prepare_deadline_mono_)
+                  : at < window_end_mono_);
+  // A host that fails its only round says so in its error; rounds are logged once retried.
+  if (retry || h.prepare_round > 1) {
+    LogAttempt(h, "get_info", h.attempt_started_mono, status, retry ? backoff : 0);
   }
-  LogAttempt(h, "get_info", h.attempt_started_mono, status, backoff);
+  if (!retry) return false;
   h.retry_pending = true;
   Progress(absl::StrFormat("%s: %s; trying again in %.0f ms", h.r.address(), status.message(),
                            Millis(backoff)));
@@ -1154,39 +1152,24 @@ bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, b
   // The agent's own "not now" (memory held over its cap), not our limit on a trace's size.
   if (code == absl::StatusCode::kResourceExhausted && !header_seen) retryable = true;
   const bool fetch = h.agent_may_hold && h.client->CanFetch();
-  std::string why_not;
-  int64_t backoff = 0;
-  if (!retryable) {
-    why_not = "not retried";
-  } else if (h.attempt > plan_.retries) {
-    why_not = "no retries left";
-  } else {
-    backoff = BackoffNs(h.attempt);
-    const int64_t at = NowMono() + backoff;
-    // Recording again is worth it only while the window can still be (mostly) caught.
-    const int64_t record_cutoff = plan_.late == profctl::v1::LATE_POLICY_FAIL
-                                      ? window_start_mono_ + ToleranceNs()
-                                      : window_end_mono_;
-    if (at >= deadline_mono_) {
-      why_not = "no time left before the session deadline";
-    } else if (!fetch && (cancelled_ || at >= record_cutoff)) {
-      why_not = cancelled_ ? "interrupted" : "too late to record the window again";
-    }
-  }
-  if (!why_not.empty()) {
-    LogAttempt(h, kind, h.attempt_started_mono, status, 0);
-    return false;
-  }
-  LogAttempt(h, kind, h.attempt_started_mono, status, backoff);
+  // Retried while attempts are left, before the deadline; recording again (not fetching) only
+  // while the window can still be (mostly) caught and nobody interrupted.
+  bool retry = retryable && h.attempt <= plan_.retries;
+  const int64_t backoff = retry ? BackoffNs(h.attempt) : 0;
+  const int64_t at = NowMono() + backoff;
+  const int64_t record_cutoff = plan_.late == profctl::v1::LATE_POLICY_FAIL
+                                    ? window_start_mono_ + ToleranceNs()
+                                    : window_end_mono_;
+  retry = retry && at < deadline_mono_ && (fetch || (!cancelled_ && at < record_cutoff));
+  LogAttempt(h, kind, h.attempt_started_mono, status, retry ? backoff : 0);
+  if (!retry) return false;
   Progress(absl::StrFormat("%s: %s; %s again in %.0f ms (attempt %d of %d)", h.r.host(),
                            status.message(), fetch ? "fetching it" : "capturing", Millis(backoff),
                            h.attempt + 1, plan_.retries + 1));
   h.retry_pending = true;
-  ex_.PostAt(NowMono() + backoff,
-             [weak = weak_from_this(), i = h.index, attempt = h.attempt, fetch] {
-               if (std::shared_ptr<Session> s = weak.lock())
-                 s->OnRetryDue(s->hosts_[i], attempt, fetch);
-             });
+  ex_.PostAt(at, [weak = weak_from_this(), i = h.index, attempt = h.attempt, fetch] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnRetryDue(s->hosts_[i], attempt, fetch);
+  });
   return true;
 }
 

@@ -17,6 +17,7 @@
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/in_process_capture.h"
 #include "tests/memory_sink.h"
 #include "tests/temp_dir.h"
 
@@ -566,14 +567,7 @@ TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
 
 // --- Retries, re-fetching and the deadline (issue 9, item 2) ------------------------------------
 
-std::vector<std::string> AttemptKinds(const HostResult& h) {
-  std::vector<std::string> kinds;
-  for (const v1::Attempt& a : h.attempt_log()) {
-    kinds.push_back(absl::StrCat(
-        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
-  }
-  return kinds;
-}
+using ::profctl::testing::AttemptKinds;
 
 TEST_F(CaptureEngineTest, ABusyAgentIsCapturedAgainWithCappedJitteredBackoff) {
   FakeAgent& a = Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy"),

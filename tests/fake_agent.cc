@@ -302,18 +302,7 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
   ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [this, rec, header, kept] {
     if (rec->finished) return;
     rec->finished = true;
-    rec->stream->OnHeader(header);
-    absl::Status s;
-    constexpr size_t kChunk = 1 << 20;
-    for (size_t off = 0; off < kept->size() && s.ok(); off += kChunk) {
-      s = rec->stream->OnData(std::string_view(*kept).substr(off, kChunk));
-    }
-    if (s.ok()) s = behavior_.transit_error;
-    if (s.ok() && !behavior_.transfer_failures.empty()) {
-      s = behavior_.transfer_failures.front();
-      behavior_.transfer_failures.pop_front();
-    }
-    rec->stream->OnDone(s);
+    Deliver(rec->stream, header, *kept);
     EndRecording(rec);
   });
 }
@@ -335,20 +324,24 @@ void FakeAgent::OnFetchArrived(const coordinator::FetchArgs& args,
 void FakeAgent::Send(coordinator::CaptureStream* stream,
                      const coordinator::CaptureHeaderInfo& header,
                      const std::shared_ptr<const std::string>& bytes) {
-  ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [this, stream, header, bytes] {
-    stream->OnHeader(header);
-    absl::Status s;
-    constexpr size_t kChunk = 1 << 20;
-    for (size_t off = 0; off < bytes->size() && s.ok(); off += kChunk) {
-      s = stream->OnData(std::string_view(*bytes).substr(off, kChunk));
-    }
-    if (s.ok()) s = behavior_.transit_error;
-    if (s.ok() && !behavior_.transfer_failures.empty()) {
-      s = behavior_.transfer_failures.front();
-      behavior_.transfer_failures.pop_front();
-    }
-    stream->OnDone(s);
-  });
+  ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns,
+              [this, stream, header, bytes] { Deliver(stream, header, *bytes); });
+}
+
+void FakeAgent::Deliver(coordinator::CaptureStream* stream,
+                        const coordinator::CaptureHeaderInfo& header, const std::string& bytes) {
+  stream->OnHeader(header);
+  absl::Status s;
+  constexpr size_t kChunk = 1 << 20;
+  for (size_t off = 0; off < bytes.size() && s.ok(); off += kChunk) {
+    s = stream->OnData(std::string_view(bytes).substr(off, kChunk));
+  }
+  if (s.ok()) s = behavior_.transit_error;
+  if (s.ok() && !behavior_.transfer_failures.empty()) {
+    s = behavior_.transfer_failures.front();
+    behavior_.transfer_failures.pop_front();
+  }
+  stream->OnDone(s);
 }
 
 void FakeAgent::EndRecording(const std::shared_ptr<Recording>& rec) {

@@ -94,6 +94,10 @@ class FakeAgent {
   // end it).
   void Send(coordinator::CaptureStream* stream, const coordinator::CaptureHeaderInfo& header,
             const std::shared_ptr<const std::string>& bytes);
+  // Now: the header, the bytes in 1 MiB chunks, and OnDone (with a transit fault, if any). The
+  // one place both a Capture's answer and a Fetch's are sent.
+  void Deliver(coordinator::CaptureStream* stream, const coordinator::CaptureHeaderInfo& header,
+               const std::string& bytes);
   void FinishRecording(const std::shared_ptr<Recording>& rec);
   void EndRecording(const std::shared_ptr<Recording>& rec);
   FakeExecutor* ex_;

@@ -30,6 +30,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/in_process_capture.h"
 #include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
@@ -41,14 +42,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using v1::SessionManifest;
 
-std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
-  std::vector<std::string> kinds;
-  for (const v1::Attempt& a : h.attempt_log()) {
-    kinds.push_back(absl::StrCat(
-        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
-  }
-  return kinds;
-}
+using testing::AttemptKinds;
 
 // Runs `fn` on a thread until it returns true; polls every millisecond (a watcher that reacts to
 // what it sees, not a sleep that hopes for an order). The thread lives until the watcher is
@@ -95,22 +89,10 @@ class FaultTest : public ::testing::Test {
 
   int Capture(const std::vector<std::string>& workers, const std::vector<std::string>& flags,
               const std::string& session, SessionManifest* manifest) {
-    coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
-    AsioExecutor executor(&clock_);
-    ThreadWorkPool pool(/*threads=*/2);
-    std::ostringstream out, err;
     std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
                                      "--session=" + session, "--logdir=" + logdir_};
     args.insert(args.end(), flags.begin(), flags.end());
-    const int rc = coordinator::RunCli(
-        args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr, &pool});
-    summary_ = out.str() + err.str();
-    absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
-    EXPECT_TRUE(json.ok()) << json.status() << "\n" << summary_;
-    if (json.ok()) {
-      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
-    }
-    return rc;
+    return testing::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_);
   }
 
   std::string SessionDir(const std::string& session) const {

@@ -43,6 +43,7 @@
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/in_process_capture.h"
 #include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
@@ -154,23 +155,11 @@ class MultiHostTest : public ::testing::Test {
   int Capture(const std::vector<std::string>& workers, const std::vector<std::string>& flags,
               const std::string& session, SessionManifest* manifest,
               coordinator::GrpcAgentClientOptions client_options = {}) {
-    client_options.clock = &clock_;
-    coordinator::GrpcAgentClientFactory clients(std::move(client_options));
-    AsioExecutor executor(&clock_);
-    ThreadWorkPool pool(/*threads=*/2);  // as profctl runs: traces saved off the executor
-    std::ostringstream out, err;
     std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
                                      "--session=" + session, "--logdir=" + logdir_};
     args.insert(args.end(), flags.begin(), flags.end());
-    const int rc = coordinator::RunCli(
-        args, {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr, &pool});
-    absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
-    EXPECT_TRUE(json.ok()) << json.status() << "\n" << out.str() << err.str();
-    if (json.ok()) {
-      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
-    }
-    summary_ = out.str() + err.str();
-    return rc;
+    return testing::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_,
+                                     std::move(client_options));
   }
 
   std::string SessionDir(const std::string& session) const {

@@ -1,0 +1,59 @@
+// `profctl capture` run in-process through the real CLI code path, gRPC and disk (the multi-host
+// and fault tests drive real agent processes this way), and what tests read back from it.
+#ifndef PROFCTL_TESTS_IN_PROCESS_CAPTURE_H_
+#define PROFCTL_TESTS_IN_PROCESS_CAPTURE_H_
+
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/executor.h"
+#include "common/file_util.h"
+#include "coordinator/cli.h"
+#include "coordinator/grpc_agent_client.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+
+namespace profctl::testing {
+
+// Runs `profctl <args...>` (a capture) as profctl does, traces saved off the executor; returns
+// its exit code, fills `manifest` from `session_dir`/session.json and `output` with what it
+// printed (stdout then stderr).
+inline int CaptureInProcess(const std::vector<std::string>& args, const std::string& session_dir,
+                            const RealClock& clock, v1::SessionManifest* manifest,
+                            std::string* output,
+                            coordinator::GrpcAgentClientOptions client_options = {}) {
+  client_options.clock = &clock;
+  coordinator::GrpcAgentClientFactory clients(std::move(client_options));
+  AsioExecutor executor(&clock);
+  ThreadWorkPool pool(/*threads=*/2);
+  std::ostringstream out, err;
+  const int rc = coordinator::RunCli(
+      args, {&out, &err, &clock, &clients, &executor, "", nullptr, nullptr, &pool});
+  *output = out.str() + err.str();
+  absl::StatusOr<std::string> json = ReadFile(session_dir + "/session.json");
+  EXPECT_TRUE(json.ok()) << json.status() << "\n" << *output;
+  if (json.ok()) {
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
+  }
+  return rc;
+}
+
+// A host's attempt_log as "kind:CODE" ("capture:UNAVAILABLE", "fetch:OK", ...).
+inline std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
+  std::vector<std::string> kinds;
+  for (const v1::Attempt& a : h.attempt_log()) {
+    kinds.push_back(absl::StrCat(
+        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
+  }
+  return kinds;
+}
+
+}  // namespace profctl::testing
+
+#endif  // PROFCTL_TESTS_IN_PROCESS_CAPTURE_H_
