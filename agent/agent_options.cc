@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/auth.h"
+#include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/tsl_collector.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -20,6 +21,14 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("--port=", o.port, " is not in 0..65535"));
   }
   if (o.bind.empty()) return absl::InvalidArgumentError("--bind must not be empty");
+  if (o.metrics_port < -1 || o.metrics_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-port=", o.metrics_port, " is not in -1..65535"));
+  }
+  if (o.log_format != "text" && o.log_format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-format=", o.log_format, " is not one of: text, json"));
+  }
   if (o.max_duration_ms < 1 || o.max_duration_ms > 3'600'000) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-duration-ms=", o.max_duration_ms, " is not in 1..3600000"));
@@ -54,6 +63,21 @@ absl::Status ValidateOptions(const AgentOptions& o) {
         "--tsl-local cannot be combined with --endpoints=", o.endpoints,
         ": a framework profiler server runs one profiling session at a time, so the endpoints "
         "would find it busy"));
+  }
+  const bool cupti =
+      std::find(o.collectors.begin(), o.collectors.end(), "cupti") != o.collectors.end();
+  if (cupti && o.endpoints > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--collectors=cupti cannot be combined with --endpoints=", o.endpoints,
+                     ": the host's CUDA processes serve one capture window at a time"));
+  }
+  if (cupti && (o.inject_socket.empty() || o.inject_socket.size() > 107)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--inject-socket='", o.inject_socket, "' must be a path of 1..107 bytes"));
+  }
+  if (absl::StatusOr<uint32_t> mode = cupti::ParseSocketMode(o.inject_socket_mode); !mode.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--inject-socket-mode: ", mode.status().message()));
   }
   if (o.tsl_grace_ms < 0 || o.tsl_grace_ms > kMaxTslGraceMs) {
     return absl::InvalidArgumentError(
@@ -124,7 +148,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& KnownCollectors() {
-  static const auto* const kKnown = new std::vector<std::string>{"synthetic", "tsl"};
+  static const auto* const kKnown = new std::vector<std::string>{"synthetic", "tsl", "cupti"};
   return *kKnown;
 }
 
@@ -176,6 +200,12 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->max_duration_ms = v.as<int64_t>();
       } else if (key == "log_level") {
         options->log_level = v.as<std::string>();
+      } else if (key == "log_format") {
+        options->log_format = v.as<std::string>();
+      } else if (key == "metrics_port") {
+        options->metrics_port = v.as<int64_t>();
+      } else if (key == "metrics_bind") {
+        options->metrics_bind = v.as<std::string>();
       } else if (key == "tsl_save_root") {
         options->tsl_save_root = v.as<std::string>();
       } else if (key == "tsl_local") {
@@ -192,6 +222,10 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
         options->tsl_local = *std::move(servers);
       } else if (key == "tsl_grace_ms") {
         options->tsl_grace_ms = v.as<int64_t>();
+      } else if (key == "inject_socket") {
+        options->inject_socket = v.as<std::string>();
+      } else if (key == "inject_socket_mode") {
+        options->inject_socket_mode = v.as<std::string>();
       } else if (key == "retain_ms") {
         options->retain_ms = v.as<int64_t>();
       } else if (key == "retain_mb") {
@@ -219,14 +253,15 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
       } else if (key == "endpoint_skew_spread_ms") {
         options->endpoint_skew_spread_ms = v.as<int64_t>();
       } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where,
-                         " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-                         "clock_skew_ms, max_duration_ms, retain_ms, retain_mb, max_trace_events, "
-                         "max_trace_mb, max_held_mb, stream_idle_timeout_ms, log_level, "
-                         "tsl_save_root, tsl_local, "
-                         "tsl_grace_ms, endpoints, endpoint_skew_spread_ms, tls_cert, tls_key, "
-                         "tls_ca, token_file, insecure)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where,
+            " is not a setting (port, bind, port_file, name, collectors, synthetic, "
+            "clock_skew_ms, max_duration_ms, retain_ms, retain_mb, max_trace_events, "
+            "max_trace_mb, max_held_mb, stream_idle_timeout_ms, log_level, log_format, "
+            "metrics_port, metrics_bind, "
+            "tsl_save_root, tsl_local, inject_socket, inject_socket_mode, "
+            "tsl_grace_ms, endpoints, endpoint_skew_spread_ms, tls_cert, tls_key, "
+            "tls_ca, token_file, insecure)"));
       }
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
@@ -280,6 +315,11 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");
   fs.String("config", &config, "YAML file with the same settings (flags win)");
   fs.String("log-level", &flags_in.log_level, "trace, debug, info, warn, error or off");
+  fs.String("log-format", &flags_in.log_format, "text, or json (one object per line)");
+  fs.Int64("metrics-port", &flags_in.metrics_port,
+           "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one, "
+           "-1: off)");
+  fs.String("metrics-bind", &flags_in.metrics_bind, "address for /metrics (default: --bind)");
   fs.String("tsl-save-root", &flags_in.tsl_save_root,
             "existing folder (absolute) inside which tensorflow.ProfilerService clients may have "
             "traces saved on this machine (their repository_root); default: never, the trace "
@@ -292,6 +332,13 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
            absl::StrCat("how long past the end of the window a --tsl-local server may take to "
                         "answer before its planes are given up (0..",
                         kMaxTslGraceMs, ")"));
+  fs.String("inject-socket", &flags_in.inject_socket,
+            "Unix socket for CUDA processes running libprofctl_inject.so (the cupti collector; "
+            "their PROFCTL_AGENT_SOCKET must name it); its folder is created 0700, the socket "
+            "is 0600");
+  fs.String("inject-socket-mode", &flags_in.inject_socket_mode,
+            "octal permissions of --inject-socket: 0600 (only this user), 0660 (its group), "
+            "0666 (everyone: training jobs running as another user)");
   fs.Int64("retain-ms", &flags_in.retain_ms,
            "keep the trace of a keyed capture (profctl sends a session key) this long after it "
            "ended, so a coordinator whose transfer failed can Fetch it again; 0 keeps none");
@@ -342,6 +389,9 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
   if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
   if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
+  if (fs.WasSet("log-format")) o.log_format = flags_in.log_format;
+  if (fs.WasSet("metrics-port")) o.metrics_port = flags_in.metrics_port;
+  if (fs.WasSet("metrics-bind")) o.metrics_bind = flags_in.metrics_bind;
   if (fs.WasSet("tsl-save-root")) o.tsl_save_root = flags_in.tsl_save_root;
   if (fs.WasSet("tsl-local")) {
     absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(tsl_local);
@@ -351,6 +401,8 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     o.tsl_local = *std::move(servers);
   }
   if (fs.WasSet("tsl-grace-ms")) o.tsl_grace_ms = flags_in.tsl_grace_ms;
+  if (fs.WasSet("inject-socket")) o.inject_socket = flags_in.inject_socket;
+  if (fs.WasSet("inject-socket-mode")) o.inject_socket_mode = flags_in.inject_socket_mode;
   if (fs.WasSet("retain-ms")) o.retain_ms = flags_in.retain_ms;
   if (fs.WasSet("retain-mb")) o.retain_mb = flags_in.retain_mb;
   if (fs.WasSet("max-trace-events")) o.max_trace_events = flags_in.max_trace_events;

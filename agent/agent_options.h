@@ -22,6 +22,12 @@ struct AgentOptions {
   int64_t clock_skew_ms = 0;
   int64_t max_duration_ms = 60'000;
   std::string log_level = "info";
+  // "text" or "json" (one object per line; common/logging.h).
+  std::string log_format = "text";
+  // Prometheus /metrics and /healthz over HTTP on this port (0: a free one, -1: off), on
+  // metrics_bind (empty: --bind).
+  int64_t metrics_port = -1;
+  std::string metrics_bind;
   // tensorflow.ProfilerService clients may have the agent write their trace on this machine only
   // inside this folder (absolute; it must exist). Empty: never (the trace goes back in the
   // response). See docs/tensorflow-interop.md.
@@ -32,6 +38,12 @@ struct AgentOptions {
   std::vector<std::string> tsl_local;
   // How long past the end of the window a framework server may take to answer.
   int64_t tsl_grace_ms = 10'000;
+  // The Unix socket CUDA processes running libprofctl_inject.so connect to (the cupti collector;
+  // docs/cupti.md). Their PROFCTL_AGENT_SOCKET must name the same path.
+  std::string inject_socket = "/tmp/profctl/agent.sock";
+  // Its permission bits, octal: 0600 lets only the agent's user connect; 0660/0666 open it to the
+  // group/everyone (a training job running as another user).
+  std::string inject_socket_mode = "0600";
   // What the agent keeps and holds (docs/agent-protection.md). Keyed sessions' traces are kept
   // for Fetch this long after they end, and at most retain_mb of them (oldest evicted first).
   int64_t retain_ms = 600'000;

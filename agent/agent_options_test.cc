@@ -30,8 +30,8 @@ TEST(AgentOptionsTest, DefaultsAndFlags) {
 TEST(AgentOptionsTest, BadFlagsAreNamed) {
   EXPECT_THAT(ParseAgentOptions({"--port=70000"}).status().message(), HasSubstr("--port=70000"));
   EXPECT_THAT(ParseAgentOptions({"--port=0"}).status().message(), HasSubstr("--port-file"));
-  EXPECT_THAT(ParseAgentOptions({"--collectors=cupti"}).status().message(),
-              HasSubstr("unknown collector 'cupti' (known: synthetic, tsl)"));
+  EXPECT_THAT(ParseAgentOptions({"--collectors=nvml"}).status().message(),
+              HasSubstr("unknown collector 'nvml' (known: synthetic, tsl, cupti)"));
   EXPECT_THAT(ParseAgentOptions({"--collectors=synthetic,synthetic"}).status().message(),
               HasSubstr("'synthetic' is listed more than once"));  // once: every event doubled
   EXPECT_THAT(ParseAgentOptions({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
@@ -155,6 +155,37 @@ TEST(AgentOptionsTest, TslLocalEnablesTheTslCollector) {
   o = ParseAgentOptions({"--collectors=tsl", "--tsl-local=localhost:9999"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl"));
+}
+
+TEST(AgentOptionsTest, CuptiCollectorAndItsInjectSocket) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->inject_socket, "/tmp/profctl/agent.sock");
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));  // still the default
+  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket=/run/profctl/a.sock"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o->collectors, ::testing::ElementsAre("cupti"));
+  EXPECT_EQ(o->inject_socket, "/run/profctl/a.sock");
+  AgentOptions yaml;
+  ASSERT_TRUE(ApplyAgentConfigYaml("collectors: [cupti, synthetic]\ninject_socket: /x/y.sock\n",
+                                   "agent.yaml", &yaml)
+                  .ok());
+  EXPECT_EQ(yaml.inject_socket, "/x/y.sock");
+  ASSERT_TRUE(ApplyAgentConfigYaml("inject_socket_mode: '0660'\n", "agent.yaml", &yaml).ok());
+  EXPECT_EQ(yaml.inject_socket_mode, "0660");
+  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket-mode=666"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->inject_socket_mode, "666");
+  o = ParseAgentOptions({"--inject-socket-mode=0400"});
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--inject-socket-mode"));
+  EXPECT_THAT(yaml.collectors, ::testing::ElementsAre("cupti", "synthetic"));
+  o = ParseAgentOptions({"--collectors=cupti", "--endpoints=2"});
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--endpoints=2"));
+  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket=/" + std::string(200, 'x')});
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--inject-socket"));
 }
 
 TEST(AgentOptionsTest, BadTslSettingsAreNamed) {
@@ -330,6 +361,20 @@ TEST(AgentOptionsTest, IsLoopbackBind) {
   for (const char* b : {"0.0.0.0", "::", "[::]", "10.0.0.1", "128.0.0.1", "::2", "host", ""}) {
     EXPECT_FALSE(IsLoopbackBind(b)) << b;
   }
+}
+
+TEST(AgentOptionsTest, MetricsPortAndLogFormat) {
+  absl::StatusOr<AgentOptions> o = ParseAgentOptions(
+      {"--port=7", "--metrics-port=9091", "--metrics-bind=0.0.0.0", "--log-format=json"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_port, 9091);
+  EXPECT_EQ(o->metrics_bind, "0.0.0.0");
+  EXPECT_EQ(o->log_format, "json");
+  EXPECT_EQ(ParseAgentOptions({"--port=7"})->metrics_port, -1);  // off unless asked for
+  EXPECT_THAT(ParseAgentOptions({"--port=7", "--metrics-port=70000"}).status().message(),
+              HasSubstr("--metrics-port=70000"));
+  EXPECT_THAT(ParseAgentOptions({"--port=7", "--log-format=xml"}).status().message(),
+              HasSubstr("--log-format=xml"));
 }
 
 TEST(CallAuthenticatorTest, OnlyOneBearerEntryWithTheTokenPasses) {

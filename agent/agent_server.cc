@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/collectors/cupti/cupti_collector.h"
 #include "agent/collectors/synthetic_collector.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -25,18 +26,31 @@ uint64_t SplitMix64(uint64_t x) {
 // `clock` is the endpoint's (skewed) clock.
 struct CollectorFactory {
   const char* name;
-  std::function<std::unique_ptr<Collector>(const EndpointPlan& plan, const Clock* clock)> make;
+  std::function<std::unique_ptr<Collector>(const EndpointPlan& plan, const Clock* clock,
+                                           const AgentServer::Dependencies& deps)>
+      make;
 };
 
 const std::vector<CollectorFactory>& CollectorFactories() {
   static const auto* const kFactories = new std::vector<CollectorFactory>{
       {"synthetic",
-       [](const EndpointPlan& plan, const Clock* /*clock*/) -> std::unique_ptr<Collector> {
+       [](const EndpointPlan& plan, const Clock* /*clock*/,
+          const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
          return std::make_unique<SyntheticCollector>(plan.synthetic);
        }},
       {"tsl",
-       [](const EndpointPlan& plan, const Clock* clock) -> std::unique_ptr<Collector> {
+       [](const EndpointPlan& plan, const Clock* clock,
+          const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
          return std::make_unique<TslCollector>(plan.tsl, clock);
+       }},
+      {"cupti",
+       [](const EndpointPlan& plan, const Clock* clock,
+          const AgentServer::Dependencies& deps) -> std::unique_ptr<Collector> {
+         return std::make_unique<cupti::CuptiCollector>(
+             deps.inject_server,
+             cupti::CuptiCollectorOptions{.hostname = plan.name.empty() ? deps.hostname : plan.name,
+                                          .clock_skew_ns = plan.clock_skew_ns},
+             clock);
        }},
   };
   return *kFactories;
@@ -135,7 +149,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
         return absl::InvalidArgumentError(
             absl::StrCat("--collectors: no factory for '", name, "'"));
       }
-      ep->collectors.push_back(factory->make(plan, &ep->clock));
+      ep->collectors.push_back(factory->make(plan, &ep->clock, deps));
       collector_ptrs.push_back(ep->collectors.back().get());
     }
     ep->manager = std::make_unique<CaptureManager>(
@@ -155,7 +169,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
       std::make_unique<TslProfilerServiceImpl>(service_endpoints, std::move(tsl_options));
   server->service_ = std::make_unique<AgentServiceImpl>(
       std::move(service_endpoints),
-      AgentServiceOptions{.stream_idle_timeout_ms = options.stream_idle_timeout_ms});
+      AgentServiceOptions{.stream_idle_timeout_ms = options.stream_idle_timeout_ms,
+                          .metrics = deps.metrics});
 
   const size_t n = plans.size();
   std::vector<int> selected(n, 0);

@@ -37,6 +37,7 @@
 #include "agent/auth.h"
 #include "agent/capture_manager.h"
 #include "agent/collectors/collector.h"
+#include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/synthetic_job.h"
 #include "agent/collectors/tsl_collector.h"
 #include "agent/trace_store.h"
@@ -74,6 +75,11 @@ class AgentServer {
     Executor* executor = nullptr;
     Executor* collect_executor = nullptr;  // null: `executor`
     std::string hostname;                  // the machine's
+    // The cupti collector's socket server (agent/collectors/cupti/inject_server.h); needed when
+    // the collectors include cupti (then --endpoints is 1).
+    cupti::InjectServer* inject_server = nullptr;
+    // Counts the agent's streams for /metrics; null: not counted.
+    AgentMetrics* metrics = nullptr;
   };
 
   // Builds every endpoint and starts one gRPC server listening on all their ports, serving

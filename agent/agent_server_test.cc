@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
@@ -169,7 +170,8 @@ class AgentServerCaptureTest : public ::testing::Test {
         AgentServer::Start(o, {.clock = &clock_,
                                .executor = &timeline_,
                                .collect_executor = &collect_,
-                               .hostname = "machine"});
+                               .hostname = "machine",
+                               .metrics = &metrics_});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
   }
@@ -184,6 +186,7 @@ class AgentServerCaptureTest : public ::testing::Test {
   RealClock clock_;
   AsioExecutor timeline_{&clock_};
   AsioExecutor collect_{&clock_};
+  AgentMetrics metrics_;
   std::unique_ptr<AgentServer> server_;  // after the executors: shut down before them
 };
 
@@ -278,6 +281,38 @@ TEST_F(AgentServerCaptureTest, StartedComesFirstAndEndpointsCaptureIndependently
   EXPECT_TRUE(header.cancelled());
   EXPECT_EQ(header.name(), "w-0");
   EXPECT_EQ(header.start_ns(), first.started().start_ns());
+}
+
+TEST_F(AgentServerCaptureTest, MetricsCountStreamsByOutcomeAndTheBytesSent) {
+  std::unique_ptr<v1::AgentService::Stub> stub = StubFor(server_->ports()[0]);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  auto capture = stub->Capture(&ctx, Request("m1", 5));
+  v1::CaptureChunk started;
+  v1::CaptureHeader header;
+  size_t bytes = 0;
+  ReadAll(capture.get(), &started, &header, &bytes);
+  ASSERT_TRUE(capture->Finish().ok());
+  ASSERT_GT(bytes, 0u);
+  // A request without a session id: refused before anything is sent.
+  grpc::ClientContext again_ctx;
+  SetDeadline(&again_ctx);
+  auto again = stub->Capture(&again_ctx, Request("", 5));
+  v1::CaptureChunk chunk;
+  while (again->Read(&chunk)) {
+  }
+  EXPECT_EQ(again->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  const std::string text = metrics_.Render();
+  EXPECT_THAT(text, HasSubstr("profctl_agent_captures_admitted_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("profctl_agent_streams_total{code=\"OK\",rpc=\"capture\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("profctl_agent_streams_total{code=\"INVALID_ARGUMENT\",rpc=\"capture\"} 1\n"));
+  // Every byte of the trace (plus framing); at least the trace.
+  const std::string prefix = "profctl_agent_trace_bytes_sent_total{rpc=\"capture\"} ";
+  const size_t at = text.find(prefix);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GE(std::stoull(text.substr(at + prefix.size())), bytes);
 }
 
 TEST_F(AgentServerCaptureTest, CancelThatOvertakesItsCaptureAbortsIt) {

@@ -72,7 +72,10 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
  protected:
   TraceStreamReactor(grpc::CallbackServerContext* ctx, const AgentEndpoint& endpoint,
                      const AgentServiceOptions& options, const char* what)
-      : endpoint_(endpoint), chunk_bytes_(options.chunk_bytes), what_(what) {
+      : endpoint_(endpoint),
+        metrics_(options.metrics),
+        chunk_bytes_(options.chunk_bytes),
+        what_(what) {
     idle_->ctx = ctx;
     idle_->executor = endpoint.executor;
     idle_->timeout_ns = options.stream_idle_timeout_ms * kNanosPerMilli;
@@ -91,7 +94,12 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
       absl::MutexLock lock(&mu_);
       finished_ = true;
     }
+    Count(status, 0);
     Finish(status);
+  }
+
+  void CountAdmitted() {
+    if (metrics_ != nullptr) metrics_->CaptureAdmitted();
   }
 
   // Any thread; at most once, before the trace.
@@ -149,6 +157,12 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
   absl::Mutex mu_;
 
  private:
+  void Count(const grpc::Status& status, uint64_t bytes) {
+    if (metrics_ == nullptr) return;
+    metrics_->StreamFinished(
+        what_, absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())), bytes);
+  }
+
   // What the idle timer shares with the reactor (see the class comment).
   struct IdleWatch {
     absl::Mutex mu;
@@ -198,6 +212,7 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
     enum class Action { kNothing, kWrite, kFinish } action = Action::kNothing;
     grpc::Status status;
     TraceStore::Hold released;  // the trace's memory stops counting once the stream is over
+    uint64_t sent = 0;
     {
       absl::MutexLock lock(&mu_);
       if (write_in_flight_ || finished_) return;
@@ -243,6 +258,7 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
       if (action == Action::kFinish) {
         finished_ = true;
         released = std::move(hold_);
+        sent = offset_;
       }
     }
     // chunk_ is not touched again until OnWriteDone clears write_in_flight_.
@@ -250,10 +266,12 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
       ArmIdleTimer(idle_);
       StartWrite(&chunk_);
     } else if (action == Action::kFinish) {
+      Count(status, sent);
       Finish(status);
     }
   }
 
+  AgentMetrics* const metrics_;
   const size_t chunk_bytes_;
   const char* const what_;  // "capture" or "fetch"
   const std::shared_ptr<IdleWatch> idle_ = std::make_shared<IdleWatch>();
@@ -304,6 +322,7 @@ class CaptureReactor final : public TraceStreamReactor {
       Reject(ToGrpcStatus(session.status()));
       return;
     }
+    CountAdmitted();
     spdlog::info("{}capture '{}' accepted: start_at={} duration={} ms{}", LogPrefix(), id,
                  request.start_at_ns(), request.duration_ms(),
                  keyed_ ? ", keyed (retained for Fetch)" : "");

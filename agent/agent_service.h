@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/agent_metrics.h"
 #include "agent/auth.h"
 #include "agent/capture_manager.h"
 #include "agent/trace_store.h"
@@ -82,6 +83,8 @@ struct AgentServiceOptions {
   // A stream whose write has waited this long for the client is cancelled (needs
   // AgentEndpoint::executor).
   int64_t stream_idle_timeout_ms = 30'000;
+  // Counts streams and bytes for /metrics; null: not counted. Outlives the service.
+  AgentMetrics* metrics = nullptr;
 };
 
 class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService {

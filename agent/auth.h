@@ -18,42 +18,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/agent_options.h"
+#include "common/server_auth.h"
 
 namespace profctl::agent {
 
-// Checks each call's "authorization: Bearer <token>" metadata against the agent's token.
-// Immutable, thread-safe.
-class CallAuthenticator {
- public:
-  // `token`: LoadBearerToken's (non-empty).
-  explicit CallAuthenticator(absl::string_view token);
-
-  // OK when the call carries exactly one "authorization" entry "Bearer <our token>" (scheme
-  // case-insensitive). UNAUTHENTICATED when it carries none, more than one, or one of another
-  // scheme; PERMISSION_DENIED when the token differs. The messages say only that. The
-  // comparison takes the same time wherever the tokens differ (SHA-256 of both, CRYPTO_memcmp).
-  absl::Status Check(const grpc::ServerContextBase& ctx) const;
-  // The same on the call's authorization values.
-  absl::Status CheckAuthorization(const std::vector<absl::string_view>& values) const;
-
- private:
-  std::array<unsigned char, 32> token_sha256_ = {};
-};
-
-// Whether `bind` (--bind) listens on loopback only: 127.0.0.0/8, ::1 or "localhost".
-bool IsLoopbackBind(absl::string_view bind);
+using ::profctl::CallAuthenticator;
+using ::profctl::IsLoopbackBind;
+using ::profctl::ServerSecurity;
 
 // Whether callers must prove who they are: a bearer token, or client certificates (mutual TLS).
 // TLS alone encrypts but lets any client in.
 bool AuthenticatesClients(const AgentOptions& options);
-
-// What the agent's port needs, from validated options.
-struct ServerSecurity {
-  // TLS (with client certificates required and verified when --tls-ca is given) or plaintext.
-  std::shared_ptr<grpc::ServerCredentials> credentials;
-  // Null: calls need no token.
-  std::shared_ptr<const CallAuthenticator> authenticator;
-};
 
 // Reads and checks the --tls-* and --token-file files (LoadTlsMaterial, LoadBearerToken):
 // INVALID_ARGUMENT naming the flag and path.

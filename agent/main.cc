@@ -4,19 +4,23 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/agent_metrics.h"
 #include "agent/agent_options.h"
 #include "agent/agent_server.h"
 #include "agent/auth.h"
+#include "agent/collectors/cupti/inject_server.h"
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/metrics_http.h"
 #include "common/process_setup.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
@@ -57,7 +61,7 @@ int Run(int argc, char** argv) {
     std::cout << opts->help_text;
     return 0;
   }
-  if (absl::Status s = SetupLogging("agent", opts->log_level); !s.ok()) {
+  if (absl::Status s = SetupLogging("agent", opts->log_level, opts->log_format); !s.ok()) {
     std::cerr << "profctl-agent: " << s.message() << "\n";
     return 2;
   }
@@ -90,14 +94,46 @@ int Run(int argc, char** argv) {
   // and serializing traces on another, so a slow collect never shifts another window.
   AsioExecutor timeline(&clock, /*threads=*/1);
   AsioExecutor collect(&clock, /*threads=*/1);
+  // CUDA processes running libprofctl_inject.so connect here (the cupti collector).
+  std::unique_ptr<cupti::InjectServer> inject_server;
+  if (std::find(opts->collectors.begin(), opts->collectors.end(), "cupti") !=
+      opts->collectors.end()) {
+    absl::StatusOr<std::unique_ptr<cupti::InjectServer>> started = cupti::InjectServer::Start(
+        {.socket_path = opts->inject_socket,
+         .socket_mode = *cupti::ParseSocketMode(opts->inject_socket_mode)});  // validated
+    if (!started.ok()) {
+      spdlog::error("--inject-socket: {}", started.status().ToString());
+      return 1;
+    }
+    inject_server = *std::move(started);
+    spdlog::info(
+        "cupti: CUDA processes with CUDA_INJECTION64_PATH=libprofctl_inject.so and "
+        "PROFCTL_AGENT_SOCKET={} report here",
+        opts->inject_socket);
+  }
+  AgentMetrics metrics;
   absl::StatusOr<std::unique_ptr<AgentServer>> server =
       AgentServer::Start(*opts, {.clock = &clock,
                                  .executor = &timeline,
                                  .collect_executor = &collect,
-                                 .hostname = Hostname()});
+                                 .hostname = Hostname(),
+                                 .inject_server = inject_server.get(),
+                                 .metrics = &metrics});
   if (!server.ok()) {
     spdlog::error("{}", std::string(server.status().message()));
     return 1;
+  }
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (opts->metrics_port >= 0) {
+    const std::string bind = opts->metrics_bind.empty() ? opts->bind : opts->metrics_bind;
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
+        bind, static_cast<int>(opts->metrics_port), [&metrics] { return metrics.Render(); });
+    if (!m.ok()) {
+      spdlog::error("--metrics-port: {}", m.status().ToString());
+      return 1;
+    }
+    metrics_server = *std::move(m);
+    spdlog::info("metrics on http://{}:{}/metrics", bind, metrics_server->port());
   }
   if (!opts->port_file.empty()) {
     if (absl::Status s = WriteFileAtomically(opts->port_file, (*server)->PortFileText()); !s.ok()) {

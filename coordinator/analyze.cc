@@ -17,6 +17,7 @@
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "coordinator/analysis/kineto_reader.h"
+#include "coordinator/analysis/tool_readers.h"
 #include "coordinator/analysis/xspace_reader.h"
 #include "coordinator/session_writer.h"
 #include "google/protobuf/util/json_util.h"
@@ -195,6 +196,90 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
 }
 
 }  // namespace
+
+namespace {
+
+struct HostToolInput {
+  analysis::HostSummary summary;
+  std::vector<analysis::HostTools> tools;  // per requested tool
+};
+
+// One input, read twice (the breakdown's reader and the tools' reader), summarized and reduced.
+absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
+                                        const analysis::ReaderOptions& options,
+                                        const std::vector<analysis::Tool>& tools) {
+  absl::StatusOr<std::string> bytes = ReadFile(in.path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<analysis::HostTrace> trace =
+      in.format == Format::kKineto
+          ? analysis::ReadKinetoTraceFile(*bytes, in.path, in.offset_ns, options)
+          : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host, in.offset_ns, options);
+  if (!trace.ok()) return trace.status();
+  absl::StatusOr<analysis::ToolTrace> detail =
+      in.format == Format::kKineto
+          ? analysis::ReadKinetoToolsFile(*bytes, in.path, in.offset_ns, options)
+          : analysis::ReadXSpaceToolsBytes(*bytes, in.host, in.offset_ns, options);
+  if (!detail.ok()) return detail.status();
+  HostToolInput out;
+  out.summary = analysis::SummarizeHost(*std::move(trace));
+  for (const analysis::Tool tool : tools) {
+    out.tools.push_back(analysis::ComputeHostTools(tool, *detail, out.summary));
+  }
+  return out;
+}
+
+}  // namespace
+
+AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                               const std::vector<analysis::Tool>& tools, int jobs) {
+  const size_t n = inputs.files.size();
+  std::vector<std::optional<absl::StatusOr<HostToolInput>>> done(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      done[i] = ToolInput(inputs.files[i], options, tools);
+    }
+  };
+  {
+    std::vector<std::thread> workers;
+    for (int w = 1; w < AnalyzeJobs(jobs, n); ++w) workers.emplace_back(work);
+    work();
+    for (std::thread& t : workers) t.join();
+  }
+  AnalyzeToolResult result;
+  std::vector<analysis::HostSummary> summaries;
+  std::vector<std::vector<analysis::HostTools>> hosts(tools.size());
+  absl::flat_hash_set<std::string> taken;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<HostToolInput>& in = *done[i];
+    if (!in.ok()) {
+      result.breakdown.errors.push_back(
+          absl::StrCat(inputs.files[i].path, ": ", in.status().message()));
+      continue;
+    }
+    // Named as AnalyzeTraces names them.
+    std::string host = in->summary.host;
+    for (int k = 2; taken.contains(host); ++k) host = absl::StrCat(in->summary.host, "-", k);
+    taken.insert(host);
+    in->summary.host = host;
+    for (size_t t = 0; t < tools.size(); ++t) {
+      analysis::HostTools& h = in->tools[t];
+      h.host = host;
+      h.overview.host = host;
+      h.input.host = host;
+      for (analysis::DeviceMemory& m : h.memory) m.host = host;
+      hosts[t].push_back(std::move(h));
+    }
+    result.breakdown.hosts.push_back(host);
+    summaries.push_back(std::move(in->summary));
+  }
+  result.breakdown.breakdown = analysis::BuildPodBreakdown(summaries);
+  for (size_t t = 0; t < tools.size(); ++t) {
+    result.tools.push_back(
+        analysis::BuildPodTools(tools[t], std::move(hosts[t]), result.breakdown.breakdown));
+  }
+  return result;
+}
 
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs) {

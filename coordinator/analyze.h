@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/analysis/breakdown.h"
 #include "coordinator/analysis/op_classify.h"
+#include "coordinator/analysis/tools.h"
 
 namespace profctl::coordinator {
 
@@ -57,6 +58,19 @@ int AnalyzeJobs(int requested, size_t inputs);
 // pod view. Hosts and errors come in input order.
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs = 0);
+
+struct AnalyzeToolResult {
+  AnalyzeResult breakdown;                // the step breakdown of the same inputs
+  std::vector<analysis::PodTools> tools;  // one per requested tool, in request order; hosts in
+                                          // the order of breakdown.hosts
+};
+
+// `profctl analyze --tool=...`: as AnalyzeTraces, and per input also the opt-in detail trace
+// (tool_readers.h), reduced to each of `tools`' per-host results on the worker thread and dropped
+// there (one detail read per file, whatever the number of tools). Costs more than AnalyzeTraces:
+// each file is also decoded whole (docs/tools.md "Cost").
+AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                               const std::vector<analysis::Tool>& tools, int jobs = 0);
 
 }  // namespace profctl::coordinator
 

@@ -528,6 +528,7 @@ void CaptureEngine::Session::Begin() {
   req->set_retries(static_cast<uint32_t>(std::max(0, plan_.retries)));
   req->set_deadline_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan_.deadline_ms)));
   req->set_min_hosts(static_cast<uint32_t>(plan_.min_hosts));
+  if (!plan_.origin.kind().empty()) *manifest_.mutable_origin() = plan_.origin;
   session_key_ = NewSessionKey();
   if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
     manifest_.set_step_pattern(plan_.reader.step_pattern);

@@ -84,6 +84,8 @@ struct CapturePlan {
   // Fewer saved hosts than this fails the session (--min-hosts; --require-all = every worker).
   // 0: at least one. Known too few at the end of preparing: nothing is captured.
   size_t min_hosts = 0;
+  // What started the session, when a coordinator daemon runs it (session.json's origin).
+  profctl::v1::SessionOrigin origin = {};
 };
 
 struct CaptureEngineOptions {

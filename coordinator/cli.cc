@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <ctime>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -13,13 +15,23 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "common/logging.h"
+#include "common/metrics_http.h"
+#include "common/server_auth.h"
 #include "common/version.h"
 #include "coordinator/analyze.h"
 #include "coordinator/capture_engine.h"
 #include "coordinator/demo.h"
 #include "coordinator/report/breakdown_writers.h"
+#include "coordinator/report/html_report.h"
+#include "coordinator/report/tool_writers.h"
+#include "coordinator/service/coordinator_service.h"
+#include "coordinator/service/daemon.h"
+#include "coordinator/service/session_index.h"
 #include "coordinator/session_writer.h"
 #include "coordinator/worker.h"
+#include "google/protobuf/util/json_util.h"
+#include "spdlog/spdlog.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -36,6 +48,8 @@ commands:
   capture   capture every --workers agent over one synchronized window
   ping      check every --workers agent: reachable, version, busy, clock offset and RTT
   analyze   the pod step breakdown of a saved session, XSpace files or PyTorch traces
+  serve     run the coordinator daemon: scheduled captures and CoordinatorService
+  sessions  list the sessions of a log dir, or of a coordinator daemon (--coordinator)
   demo      start local agents running a synthetic 4-worker training job and capture them
   version   print the version
 
@@ -311,6 +325,109 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
 
 namespace {
 
+// A channel to a coordinator daemon, with the same TLS/token flags as agents.
+absl::StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> CoordinatorStub(
+    const std::string& address, const AgentCredentialFlags& flags, const CliEnv& env) {
+  absl::StatusOr<WorkerAddress> parsed = ParseWorker(address);
+  if (!parsed.ok() || parsed->protocol != WorkerAddress::Protocol::kAgent) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--coordinator=", address, ": ",
+                     parsed.ok() ? "give host:port" : parsed.status().message()));
+  }
+  absl::StatusOr<std::shared_ptr<const AgentCredentials>> credentials = LoadAgentCredentials(flags);
+  if (!credentials.ok()) return credentials.status();
+  if (*credentials != nullptr) {
+    for (const std::string& w : AgentCredentialWarnings(**credentials)) {
+      *env.err << "profctl: " << w << "\n";
+    }
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  return v1::CoordinatorService::NewStub(
+      CreateAgentChannel(parsed->target(), credentials->get(), args));
+}
+
+std::string RpcError(const std::string& address, const grpc::Status& s) {
+  return absl::StrCat("coordinator ", address, ": ",
+                      absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())), ": ",
+                      s.error_message());
+}
+
+// profctl capture --coordinator: the daemon runs the capture; this follows its events and prints
+// the same summary as a local capture.
+int RemoteCapture(const CapturePlan& plan, const std::string& address,
+                  const AgentCredentialFlags& flags, bool json, const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
+      CoordinatorStub(address, flags, env);
+  if (!stub.ok()) return UsageError(env, "capture", stub.status().message());
+  v1::StartCaptureResponse started;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status s = (*stub)->StartCapture(&ctx, service::RequestFromPlan(plan), &started);
+    if (!s.ok()) {
+      *env.err << "profctl capture: " << RpcError(address, s) << "\n";
+      return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                     s.error_code() == grpc::StatusCode::ALREADY_EXISTS
+                 ? kExitUsage
+                 : kExitFailed;
+    }
+  }
+  *env.err << "profctl: session " << started.session() << " running on coordinator " << address
+           << " (" << started.session_dir() << ")" << std::endl;
+  grpc::ClientContext ctx;
+  v1::WatchSessionsRequest watch;
+  watch.set_session(started.session());
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader =
+      (*stub)->WatchSessions(&ctx, watch);
+  // Ctrl-C stops following; the daemon's capture goes on.
+  std::atomic<bool> over{false};
+  std::thread watcher;
+  if (env.interrupt != nullptr) {
+    watcher = std::thread([&] {
+      env.interrupt->Wait(
+          +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); }, &over,
+          absl::InfiniteDuration());
+      if (!over.load()) ctx.TryCancel();
+    });
+  }
+  std::optional<v1::SessionManifest> manifest;
+  v1::SessionEvent event;
+  while (reader->Read(&event)) {
+    if (event.kind() == v1::SESSION_EVENT_KIND_PROGRESS && plan.duration_ms > 1000) {
+      *env.err << "profctl: " << event.message() << std::endl;
+    }
+    if (event.kind() == v1::SESSION_EVENT_KIND_FINISHED) {
+      manifest = event.manifest();
+      break;
+    }
+  }
+  if (manifest.has_value()) ctx.TryCancel();
+  const grpc::Status s = reader->Finish();
+  over = true;
+  if (watcher.joinable()) {
+    env.interrupt->Poke();
+    watcher.join();
+  }
+  if (!manifest.has_value()) {
+    if (env.interrupt != nullptr && env.interrupt->stopped()) {
+      *env.err << "profctl capture: stopped following; session " << started.session()
+               << " goes on at the coordinator (profctl sessions --coordinator=" << address
+               << ")\n";
+    } else {
+      *env.err << "profctl capture: lost session " << started.session() << ": "
+               << RpcError(address, s) << "\n";
+    }
+    return kExitFailed;
+  }
+  if (json) {
+    *env.out << ManifestJson(*manifest);
+  } else {
+    *env.out << FormatSummary(*manifest);
+  }
+  return ExitCodeFor(*manifest);
+}
+
 int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string workers;
   int64_t duration_ms = 2000;
@@ -358,6 +475,10 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "fail the session (exit 1) when fewer hosts than this are saved; known before the "
            "window, nothing is captured (0 = at least one)");
   fs.Bool("require-all", &require_all, "--min-hosts = every worker");
+  std::string coordinator;
+  fs.String("coordinator", &coordinator,
+            "HOST:PORT of a coordinator daemon (profctl serve) to run the capture: it reaches "
+            "the workers and keeps the session in its log dir (--logdir is then unused)");
   for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
     fs.RejectEmpty(f);
   }
@@ -431,6 +552,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return UsageError(env, "capture",
                       absl::StrCat("--align=", align, " is not one of: collectives, ntp"));
   }
+  if (!coordinator.empty()) {
+    return RemoteCapture(plan, coordinator, credentials, json, env);
+  }
   const bool generated = plan.session.empty();
   if (generated) plan.session = DefaultSessionName(*env.clock, "");
   CliEnv run_env = env;
@@ -497,8 +621,12 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string out_dir;
   std::string step_pattern(analysis::kDefaultStepPattern);
   int64_t jobs = 0;
+  std::string tool_name;
   FlagSet fs("profctl analyze",
-             "PATH... [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
+             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
+  fs.String("tool", &tool_name,
+            absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
+                         analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
   fs.Bool("json", &json, "print pod_step_breakdown.json on stdout instead of the table");
   fs.Bool("csv", &csv, "print the breakdown as CSV (one row per step x host) on stdout");
   fs.String("out", &out_dir,
@@ -511,12 +639,16 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
                         kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
   fs.RejectEmpty("out");
   fs.RejectEmpty("step-pattern");
+  fs.RejectEmpty("tool");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "analyze", s.message());
   if (fs.help_requested()) {
     *env.out << fs.Help()
              << "\nPATH: a saved session folder (LOGDIR/plugins/profile/SESSION), a folder of "
                 "*.xplane.pb files (TensorFlow, JAX, profctl) or of PyTorch profiler traces "
-                "(*.pt.trace.json[.gz], one per rank), or such files.\n";
+                "(*.pt.trace.json[.gz], one per rank), or such files.\n"
+             << "--tool=NAME prints that tool (--json/--csv: its JSON/CSV) and, with --out or a "
+                "session folder, writes tool_NAME.json/.csv there and report.html with its tab; "
+                "--tool=all does every tool.\n";
     return kExitOk;
   }
   if (json && csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
@@ -528,9 +660,84 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
     return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
   }
+  std::vector<analysis::Tool> tools;
+  if (tool_name == "all") {
+    for (const analysis::ToolInfo& t : analysis::AllTools()) tools.push_back(t.tool);
+    if (json || csv) {
+      return UsageError(env, "analyze",
+                        "--tool=all prints tables; for --json/--csv pick one tool (--out writes "
+                        "every tool's JSON and CSV)");
+    }
+  } else if (!tool_name.empty()) {
+    const std::optional<analysis::Tool> tool = analysis::ToolByName(tool_name);
+    if (!tool) {
+      return UsageError(env, "analyze",
+                        absl::StrCat("--tool=", tool_name, ": unknown tool '", tool_name,
+                                     "'; the tools are ", analysis::ToolNamesForHelp(), " or all"));
+    }
+    tools.push_back(*tool);
+  }
   absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(fs.positional());
   if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
   if (out_dir.empty()) out_dir = inputs->session_dir;
+  if (!tools.empty()) {
+    // Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, each tool's
+    // tool_<name>.json and .csv there, and report.html with a tab per tool (all atomically).
+    const AnalyzeToolResult r = AnalyzeTools(*inputs, options, tools, static_cast<int>(jobs));
+    for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
+    if (r.breakdown.hosts.empty()) {
+      *env.err << "profctl analyze: no trace could be analysed\n";
+      return kExitFailed;
+    }
+    report::ToolContext tool_context;
+    tool_context.session = inputs->session.empty() ? "analyze" : inputs->session;
+    std::vector<std::string> tool_jsons;
+    for (const analysis::PodTools& t : r.tools) {
+      tool_jsons.push_back(report::ToolJson(t, tool_context));
+    }
+    int tool_rc = r.breakdown.errors.empty() ? kExitOk : kExitPartial;
+    if (!out_dir.empty()) {
+      absl::Status s = MakeDirs(out_dir);
+      for (size_t t = 0; t < r.tools.size() && s.ok(); ++t) {
+        s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "json")),
+                                tool_jsons[t]);
+        if (s.ok()) {
+          s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "csv")),
+                                  report::ToolCsv(r.tools[t]));
+        }
+      }
+      if (s.ok()) {
+        // report.html: the breakdown with a tab per tool.
+        report::BreakdownContext page;
+        page.session = tool_context.session;
+        page.source = report::BreakdownSource::kAnalyze;
+        for (const TraceInput& in : inputs->files) {
+          std::string link = in.path;
+          if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
+              absl::StartsWith(link, inputs->session_dir + "/")) {
+            link = link.substr(inputs->session_dir.size() + 1);
+          }
+          page.host_files[in.host].push_back(link);
+        }
+        s = WriteFileAtomically(JoinPath(out_dir, report::kReportHtmlFile),
+                                report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
+      }
+      if (!s.ok()) {
+        *env.err << "profctl analyze: " << s.message() << "\n";
+        tool_rc = kExitPartial;
+      }
+    }
+    for (size_t t = 0; t < r.tools.size(); ++t) {
+      if (json) {
+        *env.out << tool_jsons[t];
+      } else if (csv) {
+        *env.out << report::ToolCsv(r.tools[t]);
+      } else {
+        *env.out << (t > 0 ? "\n" : "") << report::FormatToolTable(r.tools[t], tool_context);
+      }
+    }
+    return tool_rc;
+  }
   const AnalyzeResult result = AnalyzeTraces(*inputs, options, static_cast<int>(jobs));
   for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
   if (result.hosts.empty()) {
@@ -574,6 +781,214 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   return rc;
 }
 
+int SessionsCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string logdir = "profctl-logs";
+  std::string coordinator;
+  std::string schedule;
+  int64_t limit = 50;
+  bool json = false;
+  FlagSet fs("profctl sessions", "[--logdir=DIR | --coordinator=HOST:PORT] [flags]");
+  fs.String("logdir", &logdir, "the log dir whose sessions to list");
+  fs.String("coordinator", &coordinator,
+            "HOST:PORT of a coordinator daemon: list its sessions (and which are running)");
+  fs.String("schedule", &schedule, "only this schedule's sessions");
+  fs.Int64("limit", &limit, "at most this many, newest first (1..10000)");
+  fs.Bool("json", &json, "print the sessions as JSON (ListSessionsResponse)");
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "sessions", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "sessions",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  if (limit < 1 || limit > 10'000) {
+    return UsageError(env, "sessions", absl::StrCat("--limit=", limit, " is not in 1..10000"));
+  }
+  v1::ListSessionsResponse response;
+  if (!coordinator.empty()) {
+    absl::StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
+        CoordinatorStub(coordinator, credentials, env);
+    if (!stub.ok()) return UsageError(env, "sessions", stub.status().message());
+    v1::ListSessionsRequest request;
+    request.set_schedule(schedule);
+    request.set_limit(static_cast<uint32_t>(limit));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (const grpc::Status s = (*stub)->ListSessions(&ctx, request, &response); !s.ok()) {
+      *env.err << "profctl sessions: " << RpcError(coordinator, s) << "\n";
+      return kExitFailed;
+    }
+  } else {
+    service::SessionListing listing =
+        service::ListSessions(logdir, schedule, static_cast<size_t>(limit));
+    for (const std::string& e : listing.errors) *env.err << "profctl sessions: " << e << "\n";
+    for (v1::SessionInfo& info : listing.sessions) {
+      // A RUNNING folder here is a capture in progress (or one that died; a capture or the
+      // daemon marks those ABANDONED when it starts).
+      info.set_running(info.manifest().status() == v1::SESSION_STATUS_RUNNING);
+      *response.add_sessions() = std::move(info);
+    }
+  }
+  if (json) {
+    *env.out << ProtoJson(response);
+  } else {
+    *env.out << service::FormatSessionTable(
+        {response.sessions().begin(), response.sessions().end()});
+  }
+  return kExitOk;
+}
+
+int ServeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string config;
+  int64_t port = 7000;
+  std::string bind = "127.0.0.1";
+  std::string port_file;
+  int64_t metrics_port = -1;
+  std::string metrics_bind;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  bool insecure = false;
+  ServerSecurityFiles serve_security;
+  FlagSet fs("profctl serve", "--config=coordinator.yaml [--port=7000] [flags]");
+  fs.String("config", &config, "the coordinator YAML: logdir and schedules (docs/schedules.md)");
+  fs.Int64("port", &port, "CoordinatorService port (0: a free one, see --port-file)");
+  fs.String("bind", &bind,
+            "address to listen on; anything but loopback needs --serve-token-file or "
+            "--serve-tls-ca (or --insecure)");
+  fs.String("port-file", &port_file,
+            "write the port (and the metrics port on a second line) here once listening");
+  fs.Int64("metrics-port", &metrics_port,
+           "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; "
+           "-1: off)");
+  fs.String("metrics-bind", &metrics_bind, "address for /metrics (default: --bind)");
+  fs.String("log-level", &log_level, "trace, debug, info, warn, error or off");
+  fs.String("log-format", &log_format, "text, or json (one object per line)");
+  fs.String("serve-tls-cert", &serve_security.tls_cert,
+            "PEM certificate: the service speaks TLS only");
+  fs.String("serve-tls-key", &serve_security.tls_key, "PEM private key of --serve-tls-cert");
+  fs.String("serve-tls-ca", &serve_security.tls_ca,
+            "PEM CA: callers must present client certificates it signed (mutual TLS)");
+  fs.String("serve-token-file", &serve_security.token_file,
+            "callers must send this bearer token (profctl --token-file)");
+  fs.Bool("insecure", &insecure, "allow a non-loopback --bind with no client authentication");
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
+  fs.Require("config");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "serve", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "serve",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  if (port < 0 || port > 65535) {
+    return UsageError(env, "serve", absl::StrCat("--port=", port, " is not in 0..65535"));
+  }
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return UsageError(env, "serve",
+                      absl::StrCat("--metrics-port=", metrics_port, " is not in -1..65535"));
+  }
+  if (!IsLoopbackBind(bind) && serve_security.token_file.empty() && serve_security.tls_ca.empty() &&
+      !insecure) {
+    return UsageError(env, "serve",
+                      absl::StrCat("--bind=", bind,
+                                   " is not loopback: give --serve-token-file or "
+                                   "--serve-tls-ca so only authorized callers start captures (or "
+                                   "--insecure)"));
+  }
+  if (absl::Status s = SetupLogging("profctl-serve", log_level, log_format); !s.ok()) {
+    return UsageError(env, "serve", s.message());
+  }
+  absl::StatusOr<ServerSecurity> security =
+      LoadServerSecurityFiles(serve_security, "this coordinator");
+  if (!security.ok()) return UsageError(env, "serve", security.status().message());
+  CliEnv run_env = env;
+  std::unique_ptr<AgentClientFactory> secured;
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+    return UsageError(env, "serve", s.message());
+  }
+  absl::StatusOr<std::unique_ptr<service::Daemon>> daemon =
+      service::Daemon::Start({.executor = env.executor,
+                              .pool = env.pool,
+                              .clients = run_env.clients,
+                              .engine_options = {},
+                              .jitter_seed = 0,
+                              .resolve = nullptr,
+                              .log = [](const std::string& line) { spdlog::info("{}", line); }},
+                             config);
+  if (!daemon.ok()) {
+    *env.err << "profctl serve: " << daemon.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<service::CoordinatorServer>> server =
+      service::CoordinatorServer::Start(daemon->get(), bind, static_cast<int>(port), *security);
+  if (!server.ok()) {
+    *env.err << "profctl serve: " << server.status().message() << "\n";
+    return kExitFailed;
+  }
+  std::unique_ptr<MetricsServer> metrics;
+  if (metrics_port >= 0) {
+    service::Daemon* d = daemon->get();
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
+        metrics_bind.empty() ? bind : metrics_bind, static_cast<int>(metrics_port),
+        [d] { return service::RenderMetrics(*d); });
+    if (!m.ok()) {
+      *env.err << "profctl serve: " << m.status().message() << "\n";
+      return kExitFailed;
+    }
+    metrics = *std::move(m);
+  }
+  if (!port_file.empty()) {
+    std::string text = absl::StrCat((*server)->port(), "\n");
+    if (metrics != nullptr) absl::StrAppend(&text, metrics->port(), "\n");
+    if (absl::Status s = WriteFileAtomically(port_file, text); !s.ok()) {
+      *env.err << "profctl serve: --port-file: " << s.message() << "\n";
+      return kExitFailed;
+    }
+  }
+  spdlog::info("profctl {} serving CoordinatorService on {}:{} ({}{}), sessions in {}", kVersion,
+               bind, (*server)->port(), serve_security.tls_cert.empty() ? "plaintext" : "TLS",
+               serve_security.token_file.empty() ? "" : ", bearer token", (*daemon)->logdir());
+  if (metrics != nullptr)
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_bind.empty() ? bind : metrics_bind,
+                 metrics->port());
+  if (env.hup_reloads != nullptr) env.hup_reloads->store(true);
+  int reloads_seen = env.reload_requests != nullptr ? env.reload_requests->load() : 0;
+  struct WaitState {
+    const std::atomic<int>* requests;
+    int seen;
+  } wait{env.reload_requests, reloads_seen};
+  while (env.interrupt != nullptr) {
+    const bool stopped = env.interrupt->Wait(
+        +[](const void* arg) {
+          const auto* w = static_cast<const WaitState*>(arg);
+          return w->requests != nullptr && w->requests->load() != w->seen;
+        },
+        &wait, absl::InfiniteDuration());
+    if (stopped) break;
+    wait.seen = wait.requests->load();
+    if (absl::Status s = (*daemon)->Reload(); s.ok()) {
+      spdlog::info("reloaded {}", config);
+    } else {
+      spdlog::error("reload refused, the running config stays: {}", std::string(s.message()));
+    }
+  }
+  spdlog::info("shutting down: running captures are cancelled and save what was recorded");
+  (*daemon)->Shutdown();
+  (*daemon)->runner().WaitIdle(absl::Seconds(30));
+  (*server)->Shutdown(absl::Seconds(2));
+  metrics.reset();
+  daemon->reset();
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
@@ -586,6 +1001,8 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (args[0] == "ping") return PingCommand(rest, env);
   if (args[0] == "analyze") return AnalyzeCommand(rest, env);
   if (args[0] == "demo") return DemoCommand(rest, env);
+  if (args[0] == "serve") return ServeCommand(rest, env);
+  if (args[0] == "sessions") return SessionsCommand(rest, env);
   if (args[0] == "version" || args[0] == "--version") {
     *env.out << "profctl " << kVersion << "\n";
     return kExitOk;

@@ -2,6 +2,7 @@
 #ifndef PROFCTL_COORDINATOR_CLI_H_
 #define PROFCTL_COORDINATOR_CLI_H_
 
+#include <atomic>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -44,6 +45,11 @@ struct CliEnv {
   // or --token-file (coordinator/agent_credentials.h). Null: those flags are refused.
   std::function<std::unique_ptr<AgentClientFactory>(std::shared_ptr<const AgentCredentials>)>
       secure_clients = nullptr;
+  // `profctl serve`: SIGHUP reloads the config. The daemon sets *hup_reloads (before that,
+  // SIGHUP interrupts like SIGTERM); each SIGHUP then adds one to *reload_requests and pokes
+  // `interrupt`. Null: no reloads by signal.
+  std::atomic<bool>* hup_reloads = nullptr;
+  const std::atomic<int>* reload_requests = nullptr;
 };
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "coordinator/session_writer.h"
 #include "gmock/gmock.h"
@@ -452,6 +453,43 @@ TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
   // The gzip variant reads the same.
   ASSERT_EQ(Run({"analyze", data + "/rank3.pt.trace.json.gz", "--csv"}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
+}
+
+TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string trace = data + "/rank3.pt.trace.json.gz";
+  ASSERT_EQ(Run({"analyze", trace, "--tool=kernel_stats", "--csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));  // kernel, its op, the numbers
+  EXPECT_EQ(Run({"analyze", trace, "--tool=bogus"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown tool 'bogus'"));
+  EXPECT_EQ(Run({"analyze", trace, "--tool=all", "--json"}), kExitUsage);
+  const std::string out = tmp_.path() + "/tools";
+  ASSERT_EQ(Run({"analyze", trace, "--tool=all", "--out=" + out}), kExitOk) << err_.str();
+  for (const char* tool : {"overview", "kernel_stats", "op_stats", "input_pipeline", "memory"}) {
+    EXPECT_TRUE(PathExists(absl::StrCat(out, "/tool_", tool, ".json"))) << tool;
+  }
+  EXPECT_TRUE(PathExists(out + "/report.html"));
+}
+
+TEST_F(CliTest, SessionsListsALogDirNewestFirst) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=first", Logdir()}),
+            kExitOk);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=second", Logdir()}),
+            kExitOk);
+  ASSERT_EQ(Run({"sessions", Logdir()}), kExitOk) << err_.str();
+  const std::string table = out_.str();
+  ASSERT_THAT(table, HasSubstr("first"));
+  EXPECT_LT(table.find("second"), table.find("first"));  // newest first
+  EXPECT_THAT(table, HasSubstr("cli"));
+  ASSERT_EQ(Run({"sessions", Logdir(), "--json", "--limit=1"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"session\": \"second\""));
+  EXPECT_THAT(out_.str(), ::testing::Not(HasSubstr("\"session\": \"first\"")));
+  EXPECT_EQ(Run({"sessions", "--limit=0"}), kExitUsage);
+  EXPECT_EQ(Run({"sessions", "--coordinator=grpc://x:1"}), kExitUsage);
+  EXPECT_EQ(Run({"serve"}), kExitUsage);  // --config is required
+  EXPECT_THAT(err_.str(), HasSubstr("--config"));
 }
 
 TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {

@@ -1,6 +1,7 @@
 // profctl: the command-line front end. Thin shell over RunCli.
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <csignal>
 #include <iostream>
@@ -19,14 +20,23 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  static profctl::StopSignal interrupt;  // outlives the detached thread
+  static profctl::StopSignal interrupt;  // these outlive the detached thread
+  static std::atomic<bool> hup_reloads{false};
+  static std::atomic<int> reload_requests{0};
   std::thread([signals] {
     int sig = 0;
-    sigwait(&signals, &sig);
-    interrupt.Stop();
-    sigwait(&signals, &sig);
-    _exit(128 + sig);
+    for (;;) {
+      sigwait(&signals, &sig);
+      if (sig == SIGHUP && hup_reloads.load()) {  // profctl serve: reload the config
+        reload_requests.fetch_add(1);
+        interrupt.Poke();
+        continue;
+      }
+      if (interrupt.stopped()) _exit(128 + sig);  // the second one: quit at once
+      interrupt.Stop();
+    }
   }).detach();
 
   profctl::DisableMutexDeadlockDetection();
@@ -45,6 +55,8 @@ int main(int argc, char** argv) {
       &interrupt,
       /*await=*/nullptr, &pool};
   // capture and ping given --tls-* or --token-file.
+  env.hup_reloads = &hup_reloads;
+  env.reload_requests = &reload_requests;
   env.secure_clients = [&clock](std::shared_ptr<const profctl::coordinator::AgentCredentials> c)
       -> std::unique_ptr<profctl::coordinator::AgentClientFactory> {
     return std::make_unique<profctl::coordinator::GrpcAgentClientFactory>(

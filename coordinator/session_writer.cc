@@ -27,13 +27,17 @@ std::string RejectedXPlaneFileName(const std::string& host) {
 }
 
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest) {
+  return ProtoJson(manifest);
+}
+
+std::string ProtoJson(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   // Cannot fail for a message built in this process (no Any fields, valid UTF-8 checked by proto).
-  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
   return json;
 }
 

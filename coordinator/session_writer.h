@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {
@@ -91,6 +92,8 @@ std::vector<std::string> CleanAbandonedSessions(const std::string& logdir);
 
 // session.json's text: the manifest as JSON with proto field names, every field printed.
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest);
+// Any message the same way (proto field names, every field printed, indented).
+std::string ProtoJson(const google::protobuf::Message& message);
 
 // File names inside a session.
 std::string XPlaneFileName(const std::string& host);          // <host>.xplane.pb

@@ -18,6 +18,7 @@
 
 #include <string>
 
+#include "absl/types/span.h"
 #include "coordinator/analysis/breakdown.h"
 #include "coordinator/report/breakdown_writers.h"
 
@@ -26,6 +27,12 @@ namespace profctl::report {
 // The whole page; the caller writes it atomically as kReportHtmlFile next to the files the
 // context links to. Size: the JSON plus ~25 KB.
 std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context);
+
+// The same with a tab per tool (analysis/tools.h): `tool_jsons` are ToolJson documents
+// (tool_writers.h), embedded as the breakdown's JSON is and drawn in their own tab (sortable
+// tables, the overview's per-step stacked bars, the memory timeline); `#tab=<tool>` opens one.
+std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context,
+                       absl::Span<const std::string> tool_jsons);
 
 }  // namespace profctl::report
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "coordinator/report/breakdown_writers.h"
+#include "coordinator/report/tool_writers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -347,6 +348,88 @@ TEST(HtmlReportChromiumTest, ReportsScriptErrorsInThePage) {
   EXPECT_NO_TEXT(run.dom, "data-rendered=\"ok\"");
   EXPECT_TEXT(run.dom, "<div id=\"errors\"><div>error: Uncaught SyntaxError");
   EXPECT_THAT(ConsoleLines(run.log), Not(::testing::IsEmpty())) << run.log;
+}
+
+// Tools' tabs (docs/tools.md): kernel stats with a hostile kernel name and an overview, drawn from
+// their embedded JSON next to the breakdown, without errors; #tab= opens one.
+analysis::PodTools KernelTabTools() {
+  analysis::PodTools p;
+  p.tool = analysis::Tool::kKernelStats;
+  for (int i = 0; i < 3; ++i) {
+    analysis::KernelStat k;
+    k.kernel = i == 0 ? "<img src=x onerror=\"document.body.setAttribute('data-pwned',1)\">"
+                      : absl::StrCat("kernel_", i);
+    k.op = "aten::mm";
+    k.occurrences = i + 1;
+    k.total_ns = (i + 1) * 100 * kUs;
+    k.min_ns = k.max_ns = 100 * kUs;
+    p.kernels.push_back(k);
+  }
+  analysis::HostTools h;
+  h.host = "worker-0";
+  h.kernels = p.kernels;
+  p.hosts = {h};
+  return p;
+}
+
+analysis::PodTools OverviewTabTools() {
+  analysis::PodTools p;
+  p.tool = analysis::Tool::kOverview;
+  analysis::HostTools h;
+  h.host = "worker-0";
+  for (int i = 0; i < 4; ++i) {
+    analysis::OverviewStep s;
+    s.step = 100 + i;
+    s.step_time_ns = 10 * kMs;
+    s.times[analysis::OverviewCategory::kDeviceCompute] = 6 * kMs;
+    s.times[analysis::OverviewCategory::kInput] = 3 * kMs;
+    s.times[analysis::OverviewCategory::kOther] = kMs;
+    h.overview.steps.push_back(s);
+    for (size_t c = 0; c < s.times.ns.size(); ++c) h.overview.total.ns[c] += s.times.ns[c];
+    h.overview.step_ns += s.step_time_ns;
+  }
+  p.overview_total = h.overview.total;
+  p.overview_step_ns = h.overview.step_ns;
+  p.overview_steps = 4;
+  p.recommendations.push_back({"input", "prefetch", "input 30.0 % of step time"});
+  p.hosts = {h};
+  return p;
+}
+
+TEST(HtmlReportTest, WithoutToolsThePageIsUnchanged) {
+  const PodBreakdown b = MakePod(Workers(), 2);
+  EXPECT_EQ(HtmlReport(b, Context(Workers()), {}), HtmlReport(b, Context(Workers())));
+  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "tool-data");
+}
+
+TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(Workers(), 3);
+  const std::vector<std::string> tools = {ToolJson(KernelTabTools(), ToolContext{"run"}),
+                                          ToolJson(OverviewTabTools(), ToolContext{"run"})};
+  profctl::testing::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  ASSERT_TRUE(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)).ok());
+  const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path, "#tab=kernel_stats");
+  EXPECT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
+  EXPECT_TEXT(run.dom, "data-rendered=\"ok\"");
+  EXPECT_TRUE(std::regex_search(run.dom, std::regex("<div id=\"errors\" hidden=\"\"></div>")))
+      << run.dom.substr(0, 4000);
+  // Three tabs; the deep link opened kernel_stats, the breakdown still drew (its bars exist).
+  EXPECT_EQ(Count(run.dom, "data-tab=\""), 3);
+  EXPECT_TEXT(run.dom, "<button type=\"button\" data-tab=\"kernel_stats\" class=\"active\">");
+  EXPECT_TEXT(run.dom, "<section id=\"tool-kernel_stats\" class=\"tool-tab\">");
+  EXPECT_TEXT(run.dom, "<section id=\"tool-overview\" class=\"tool-tab\" hidden=\"\">");
+  EXPECT_GT(Count(run.dom, "class=\"seg\""), 0);
+  // One row per kernel, numbers as the JSON writes them; the hostile name is text.
+  EXPECT_EQ(Count(run.dom, "<td>aten::mm</td>"), 3);
+  EXPECT_TEXT(run.dom, "<td class=\"num\">300</td>");  // 300.000 us parses to 300
+  EXPECT_NO_TEXT(run.dom, "data-pwned=");
+  EXPECT_TEXT(run.dom, "<td>&lt;img src=x onerror=");
+  // The overview: its recommendation with the reason, a stacked bar segment per step and category.
+  EXPECT_TEXT(run.dom, "because input 30.0 % of step time");
+  EXPECT_EQ(Count(run.dom, "class=\"tool-seg\""), 4 * 3);
 }
 
 }  // namespace

@@ -1,0 +1,386 @@
+#include "agent/collectors/cupti/inject_server.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "agent/collectors/cupti/inject_test_util.h"
+#include "inject/inject_client.h"
+#include "inject/socket_protocol.h"
+
+namespace profctl::agent::cupti {
+namespace {
+
+using inject::MessageType;
+using inject::StatusCode;
+using testing_util::FakeProcess;
+using testing_util::TempDir;
+
+class InjectServerTest : public ::testing::Test {
+ protected:
+  void StartServer(InjectServerOptions options = {}) {
+    options.socket_path = dir_.path() + "/run/agent.sock";
+    absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  std::unique_ptr<FakeProcess> Connect(uint32_t pid, int rank = -1) {
+    auto p = std::make_unique<FakeProcess>(server_->socket_path());
+    EXPECT_TRUE(p->connected());
+    p->Register(pid, rank);
+    return p;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<InjectServer> server_;
+};
+
+TEST_F(InjectServerTest, CreatesAPrivateFolderAndSocket) {
+  StartServer();
+  struct stat st {};
+  ASSERT_EQ(stat((dir_.path() + "/run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(stat(server_->socket_path().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string path = server_->socket_path();
+  server_.reset();
+  EXPECT_NE(stat(path.c_str(), &st), 0) << "the socket is removed at shutdown";
+}
+
+TEST_F(InjectServerTest, AWiderModeOpensTheSocketAndItsFolder) {
+  InjectServerOptions options;
+  options.socket_mode = 0660;
+  StartServer(options);
+  struct stat st {};
+  ASSERT_EQ(stat((dir_.path() + "/run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0710u);
+  ASSERT_EQ(stat(server_->socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+TEST(ParseSocketModeTest, OctalWithOwnerReadWrite) {
+  EXPECT_EQ(*ParseSocketMode("600"), 0600u);
+  EXPECT_EQ(*ParseSocketMode("0660"), 0660u);
+  EXPECT_EQ(*ParseSocketMode("0666"), 0666u);
+  for (const char* bad : {"", "0400", "0700x", "888", "1600", "77777", "-600"}) {
+    EXPECT_EQ(ParseSocketMode(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(InjectServerTest, ReplacesAStaleSocketButNotALiveOne) {
+  const std::string path = dir_.path() + "/run/agent.sock";
+  mkdir((dir_.path() + "/run").c_str(), 0700);
+  {  // a socket file whose agent is gone
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    close(fd);
+  }
+  StartServer();
+  InjectServerOptions second;
+  second.socket_path = path;
+  absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(second);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+}
+
+TEST_F(InjectServerTest, RefusesBadPaths) {
+  InjectServerOptions options;
+  options.socket_path = dir_.path() + "/" + std::string(200, 'x');
+  EXPECT_EQ(InjectServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.socket_path = dir_.path() + "/file";
+  FILE* f = fopen(options.socket_path.c_str(), "w");
+  fclose(f);
+  EXPECT_EQ(InjectServer::Start(options).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(InjectServerTest, EightProcessesInOneWindow) {
+  StartServer();
+  std::vector<std::unique_ptr<FakeProcess>> procs;
+  for (int i = 0; i < 8; ++i) procs.push_back(Connect(1000 + i, i));
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(8, absl::Seconds(10)));
+  EXPECT_EQ(server_->Processes().size(), 8u);
+  const uint64_t token = server_->OpenWindow("s1", 0, 0);
+  for (auto& p : procs) {
+    const inject::EnableMessage e = p->ExpectEnable();
+    EXPECT_EQ(e.token, token);
+    EXPECT_EQ(inject::GetText(e.session_id), "s1");
+    p->SendStatus(token, StatusCode::kEnabled, 0, 42);
+  }
+  server_->CloseWindow(token);
+  for (size_t i = 0; i < procs.size(); ++i) {
+    procs[i]->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1000 + i)}, /*dropped=*/i);
+  }
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 8u);
+  for (const InjectWindowResult& r : results) {
+    EXPECT_TRUE(r.enabled);
+    EXPECT_TRUE(r.flushed);
+    EXPECT_FALSE(r.gone);
+    EXPECT_EQ(r.gpu_minus_wall_ns, 42);
+    EXPECT_EQ(r.batches.size(), 1u);
+    EXPECT_EQ(r.dropped_records, r.process.pid - 1000);
+    EXPECT_TRUE(r.errors.empty());
+    EXPECT_EQ(r.process.rank, static_cast<int32_t>(r.process.pid - 1000));
+    EXPECT_EQ(r.process.peer_pid, getpid());
+  }
+  // The window is forgotten: a second TakeWindow has nothing.
+  EXPECT_TRUE(server_->TakeWindow(token, absl::ZeroDuration()).empty());
+}
+
+TEST_F(InjectServerTest, AProcessThatVanishesLosesOnlyItsOwnData) {
+  StartServer();
+  auto a = Connect(1);
+  auto b = Connect(2);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  a->ExpectEnable();
+  b->ExpectEnable();
+  a->SendStatus(token, StatusCode::kEnabled);
+  b->SendStatus(token, StatusCode::kEnabled);
+  b->SendBatch(FakeProcess::SmallBatch(2));  // sent before dying: kept
+  b.reset();                                 // dies mid-capture
+  server_->CloseWindow(token);
+  a->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1)});
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 2u);
+  for (const InjectWindowResult& r : results) {
+    if (r.process.pid == 1) {
+      EXPECT_TRUE(r.flushed);
+      EXPECT_TRUE(r.errors.empty());
+    } else {
+      EXPECT_TRUE(r.gone);
+      EXPECT_FALSE(r.flushed);
+      ASSERT_EQ(r.errors.size(), 1u);
+      EXPECT_NE(r.errors[0].find("connection lost during the capture"), std::string::npos);
+    }
+    EXPECT_EQ(r.batches.size(), 1u);
+  }
+}
+
+TEST_F(InjectServerTest, AStalledProcessIsGivenUpAtTheDeadline) {
+  StartServer();
+  auto a = Connect(1);
+  auto stalled = Connect(2);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  a->ExpectEnable();
+  server_->CloseWindow(token);
+  a->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1)});
+  // `stalled` never answers.
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Milliseconds(200));
+  ASSERT_EQ(results.size(), 2u);
+  for (const InjectWindowResult& r : results) {
+    if (r.process.pid == 1) {
+      EXPECT_TRUE(r.flushed);
+    } else {
+      EXPECT_FALSE(r.flushed);
+      ASSERT_FALSE(r.errors.empty());
+      EXPECT_NE(r.errors.back().find("did not finish flushing"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(stalled->WaitClosed()) << "a stalled process is disconnected";
+  EXPECT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(1)));
+  EXPECT_EQ(server_->Processes().size(), 1u);
+}
+
+TEST_F(InjectServerTest, AFloodIsCappedAndHurtsNobodyElse) {
+  InjectServerOptions options;
+  options.max_client_window_bytes = 1 << 20;
+  StartServer(options);
+  auto flood = Connect(1);
+  auto calm = Connect(2);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  flood->ExpectEnable();
+  calm->ExpectEnable();
+  const std::vector<uint8_t> big(256 << 10, 0x5A);
+  for (int i = 0; i < 40; ++i) flood->SendBatch(big);  // 10 MiB against a 1 MiB cap
+  server_->CloseWindow(token);
+  flood->AnswerDisableAndFlush(token, {});
+  calm->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(2)});
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 2u);
+  for (const InjectWindowResult& r : results) {
+    EXPECT_TRUE(r.flushed);
+    if (r.process.pid == 1) {
+      EXPECT_TRUE(r.over_cap);
+      EXPECT_LE(r.bytes, 1 << 20);
+      EXPECT_EQ(r.batches.size(), 4u);
+      EXPECT_EQ(r.errors.size(), 1u);
+    } else {
+      EXPECT_FALSE(r.over_cap);
+      EXPECT_EQ(r.batches.size(), 1u);
+    }
+  }
+}
+
+TEST_F(InjectServerTest, GarbageHalfMessagesAndOversizeFramesCloseOnlyThatConnection) {
+  StartServer();
+  auto good = Connect(1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  {  // random bytes
+    FakeProcess garbage(server_->socket_path());
+    std::mt19937 rng(7);
+    std::vector<uint8_t> bytes(4096);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    garbage.SendRaw(bytes);
+    EXPECT_TRUE(garbage.WaitClosed());
+  }
+  {  // a frame header announcing more than the cap
+    FakeProcess oversize(server_->socket_path());
+    oversize.Register(3, -1);
+    inject::FrameHeader h;
+    h.type = static_cast<uint16_t>(MessageType::kRecordBatch);
+    h.length = inject::kMaxRecordBatchFrameBytes + 1;
+    oversize.SendRaw({reinterpret_cast<uint8_t*>(&h), reinterpret_cast<uint8_t*>(&h) + sizeof(h)});
+    EXPECT_TRUE(oversize.WaitClosed());
+  }
+  {  // a status before Register
+    FakeProcess early(server_->socket_path());
+    early.SendStatus(0, StatusCode::kEnabled);
+    EXPECT_TRUE(early.WaitClosed());
+  }
+  {  // half a message, then gone
+    FakeProcess half(server_->socket_path());
+    std::vector<uint8_t> frame;
+    inject::RegisterMessage reg;
+    inject::AppendMessage(MessageType::kRegister, reg, &frame);
+    frame.resize(frame.size() / 2);
+    half.SendRaw(frame);
+  }
+  {  // a short Register payload
+    FakeProcess shortreg(server_->socket_path());
+    std::vector<uint8_t> frame;
+    inject::AppendFrame(MessageType::kRegister, "abc", 3, &frame);
+    shortreg.SendRaw(frame);
+    EXPECT_TRUE(shortreg.WaitClosed());
+  }
+  // The well-behaved process still works.
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  good->ExpectEnable();
+  server_->CloseWindow(token);
+  good->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1)});
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].flushed);
+  EXPECT_EQ(server_->Processes().size(), 1u);
+}
+
+TEST_F(InjectServerTest, PartialFramesOverTheReceiveCapCloseTheirConnection) {
+  InjectServerOptions options;
+  options.max_receive_buffer_bytes = 1 << 20;
+  StartServer(options);
+  auto good = Connect(1);
+  FakeProcess hog(server_->socket_path());
+  hog.Register(2, -1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  inject::FrameHeader h;
+  h.type = static_cast<uint16_t>(MessageType::kRecordBatch);
+  h.length = 8 << 20;  // within the frame cap, never completed
+  std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&h),
+                             reinterpret_cast<uint8_t*>(&h) + sizeof(h));
+  bytes.resize(bytes.size() + (2 << 20), 0);
+  hog.SendRaw(bytes);
+  EXPECT_TRUE(hog.WaitClosed());
+  EXPECT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(1)));
+  EXPECT_EQ(server_->Processes().size(), 1u);
+}
+
+TEST_F(InjectServerTest, ConnectionsBeyondTheLimitAreRefused) {
+  InjectServerOptions options;
+  options.max_clients = 2;
+  StartServer(options);
+  auto a = Connect(1);
+  auto b = Connect(2);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  FakeProcess c(server_->socket_path());
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(server_->Processes().size(), 2u);
+}
+
+TEST_F(InjectServerTest, LateRegistrantsJoinTheOpenWindowAndUnknownTypesAreSkipped) {
+  StartServer();
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  auto late = Connect(9);
+  std::vector<uint8_t> unknown;
+  inject::AppendFrame(static_cast<MessageType>(4000), "future", 6, &unknown);
+  late->SendRaw(unknown);
+  EXPECT_EQ(late->ExpectEnable().token, token);
+  late->SendStatus(0, StatusCode::kUnavailable, 0, 0,
+                   "held by another CUPTI subscriber (Nsight Systems)");
+  server_->CloseWindow(token);
+  late->AnswerDisableAndFlush(token, {});
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].process.unavailable, "held by another CUPTI subscriber (Nsight Systems)");
+  ASSERT_EQ(results[0].errors.size(), 1u);
+  EXPECT_EQ(results[0].errors[0],
+            "GPU tracing unavailable: held by another CUPTI subscriber (Nsight Systems)");
+}
+
+TEST_F(InjectServerTest, AbortTellsProcessesToStop) {
+  StartServer();
+  auto a = Connect(1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  const uint64_t token = server_->OpenWindow("s", 1, 2);
+  a->ExpectEnable();
+  server_->AbortWindow(token);
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(a->Read(&type, &payload));
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kDisable));
+  EXPECT_TRUE(server_->TakeWindow(token, absl::ZeroDuration()).empty());
+}
+
+// The library's own client (inject/inject_client.h) against the real server.
+class ScriptedTracer : public inject::Tracer {
+ public:
+  std::string Unavailable() override { return ""; }
+  bool Enable(std::string* /*error*/, int64_t* gpu_minus_wall_ns) override {
+    *gpu_minus_wall_ns = 77;
+    return true;
+  }
+  void Disable() override {}
+  uint64_t Flush(const std::function<void(std::vector<uint8_t>)>& sink) override {
+    sink(FakeProcess::SmallBatch(static_cast<uint32_t>(getpid())));
+    return 3;
+  }
+  void Discard() override {}
+};
+
+TEST_F(InjectServerTest, TheLibrarysClientTalksToTheServer) {
+  StartServer();
+  ScriptedTracer tracer;
+  inject::InjectClientOptions options;
+  options.socket_path = server_->socket_path();
+  options.registration.pid = 31;
+  options.initial_backoff_ms = 5;
+  inject::InjectClient client(std::move(options), &tracer);
+  client.Start();
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  server_->CloseWindow(token);
+  std::vector<InjectWindowResult> results = server_->TakeWindow(token, absl::Seconds(10));
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].enabled);
+  EXPECT_TRUE(results[0].flushed);
+  EXPECT_EQ(results[0].gpu_minus_wall_ns, 77);
+  EXPECT_EQ(results[0].batches.size(), 1u);
+  EXPECT_EQ(results[0].dropped_records, 3u);
+  client.Stop();
+}
+
+}  // namespace
+}  // namespace profctl::agent::cupti

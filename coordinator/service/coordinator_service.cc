@@ -1,0 +1,243 @@
+#include "coordinator/service/coordinator_service.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "coordinator/cli.h"
+#include "coordinator/service/session_index.h"
+
+namespace profctl::coordinator::service {
+namespace {
+
+constexpr uint32_t kDefaultListLimit = 100;
+constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
+constexpr int kMaxServerThreads = 64;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return {static_cast<grpc::StatusCode>(s.code()), std::string(s.message())};
+}
+
+}  // namespace
+
+absl::StatusOr<CapturePlan> PlanFromRequest(const v1::StartCaptureRequest& request) {
+  const v1::SessionRequest& r = request.request();
+  if (r.workers().empty()) return absl::InvalidArgumentError("request.workers: empty");
+  absl::StatusOr<std::vector<WorkerAddress>> workers =
+      ParseWorkerList(absl::StrJoin(r.workers(), ","));
+  if (!workers.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.workers: ", workers.status().message()));
+  }
+  CapturePlan plan;
+  plan.workers = *std::move(workers);
+  if (r.duration_ms() < 1 || r.duration_ms() > 3'600'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.duration_ms=", r.duration_ms(), " is not in 1..3600000"));
+  }
+  plan.duration_ms = static_cast<int64_t>(r.duration_ms());
+  if (r.prepare_timeout_ms() > 600'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request.prepare_timeout_ms=", r.prepare_timeout_ms(), " is not in 0..600000"));
+  }
+  plan.prepare_timeout_ms = static_cast<int64_t>(r.prepare_timeout_ms());
+  if (request.tolerance_ms() > 60'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tolerance_ms=", request.tolerance_ms(), " is not in 0..60000"));
+  }
+  plan.tolerance_ms = static_cast<int64_t>(request.tolerance_ms());
+  if (r.retries() > 20) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.retries=", r.retries(), " is not in 0..20"));
+  }
+  plan.retries = static_cast<int>(r.retries());
+  if (r.deadline_ms() != 0 &&
+      (r.deadline_ms() <= r.duration_ms() || r.deadline_ms() > 86'400'000)) {
+    return absl::InvalidArgumentError(absl::StrCat("request.deadline_ms=", r.deadline_ms(),
+                                                   " cannot hold the ", r.duration_ms(),
+                                                   " ms window (at most 86400000, or 0)"));
+  }
+  plan.deadline_ms = static_cast<int64_t>(r.deadline_ms());
+  if (r.min_hosts() > plan.workers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("request.min_hosts=", r.min_hosts(),
+                                                   " is more than the ", plan.workers.size(),
+                                                   " workers"));
+  }
+  plan.min_hosts = r.min_hosts();
+  plan.late = r.late() == v1::LATE_POLICY_UNSPECIFIED ? v1::LATE_POLICY_CAPTURE : r.late();
+  plan.align = r.align() == v1::ALIGN_MODE_UNSPECIFIED ? v1::ALIGN_MODE_COLLECTIVES : r.align();
+  if (!request.step_pattern().empty()) plan.reader.step_pattern = request.step_pattern();
+  if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("step_pattern: ", s.message()));
+  }
+  plan.session = r.session();
+  return plan;
+}
+
+v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan) {
+  v1::StartCaptureRequest out;
+  v1::SessionRequest* r = out.mutable_request();
+  for (const WorkerAddress& w : plan.workers) r->add_workers(w.address);
+  r->set_duration_ms(static_cast<uint64_t>(plan.duration_ms));
+  r->set_session(plan.session);
+  r->set_prepare_timeout_ms(static_cast<uint64_t>(plan.prepare_timeout_ms));
+  r->set_late(plan.late);
+  r->set_align(plan.align);
+  r->set_retries(static_cast<uint32_t>(plan.retries));
+  r->set_deadline_ms(static_cast<uint64_t>(plan.deadline_ms));
+  r->set_min_hosts(static_cast<uint32_t>(plan.min_hosts));
+  if (plan.reader.step_pattern != analysis::kDefaultStepPattern) {
+    out.set_step_pattern(plan.reader.step_pattern);
+  }
+  out.set_tolerance_ms(static_cast<uint64_t>(plan.tolerance_ms));
+  return out;
+}
+
+CoordinatorServiceImpl::CoordinatorServiceImpl(
+    Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator)
+    : daemon_(daemon), authenticator_(std::move(authenticator)) {}
+
+grpc::Status CoordinatorServiceImpl::Authenticate(const grpc::ServerContext& ctx) const {
+  if (authenticator_ == nullptr) return grpc::Status::OK;
+  return ToGrpc(authenticator_->Check(ctx));
+}
+
+grpc::Status CoordinatorServiceImpl::StartCapture(grpc::ServerContext* ctx,
+                                                  const v1::StartCaptureRequest* request,
+                                                  v1::StartCaptureResponse* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  absl::StatusOr<CapturePlan> plan = PlanFromRequest(*request);
+  if (!plan.ok()) return ToGrpc(plan.status());
+  const bool generated = plan->session.empty();
+  if (generated) plan->session = DefaultSessionName(daemon_->clock(), "");
+  v1::SessionOrigin origin;
+  origin.set_kind("api");
+  absl::StatusOr<v1::StartCaptureResponse> started = daemon_->runner().Start(
+      *std::move(plan), {.make_unique = generated, .origin = origin, .on_finished = nullptr});
+  if (!started.ok()) return ToGrpc(started.status());
+  *response = *std::move(started);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::GetSession(grpc::ServerContext* ctx,
+                                                const v1::GetSessionRequest* request,
+                                                v1::SessionInfo* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  std::optional<v1::SessionInfo> running = daemon_->runner().Running(request->session());
+  absl::StatusOr<v1::SessionInfo> on_disk = ReadSession(daemon_->logdir(), request->session());
+  if (running.has_value()) {
+    *response = *std::move(running);
+    // The manifest as last flushed (RUNNING), when it has been written yet.
+    if (on_disk.ok()) *response->mutable_manifest() = on_disk->manifest();
+    return grpc::Status::OK;
+  }
+  if (!on_disk.ok()) return ToGrpc(on_disk.status());
+  *response = *std::move(on_disk);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::ListSessions(grpc::ServerContext* ctx,
+                                                  const v1::ListSessionsRequest* request,
+                                                  v1::ListSessionsResponse* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  SessionListing listing =
+      service::ListSessions(daemon_->logdir(), request->schedule(),
+                            request->limit() == 0 ? kDefaultListLimit : request->limit());
+  for (v1::SessionInfo& info : listing.sessions) {
+    info.set_running(daemon_->runner().Running(info.session()).has_value());
+    *response->add_sessions() = std::move(info);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::ListSchedules(grpc::ServerContext* ctx,
+                                                   const v1::ListSchedulesRequest* /*request*/,
+                                                   v1::ListSchedulesResponse* response) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  auto result = std::make_shared<v1::ListSchedulesResponse>();
+  auto done = std::make_shared<absl::Notification>();
+  daemon_->Schedules([result, done](v1::ListSchedulesResponse r) {
+    *result = std::move(r);
+    done->Notify();
+  });
+  if (!done->WaitForNotificationWithTimeout(absl::Seconds(10))) {
+    return {grpc::StatusCode::DEADLINE_EXCEEDED, "the scheduler did not answer in 10 s"};
+  }
+  *response = *result;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorServiceImpl::WatchSessions(grpc::ServerContext* ctx,
+                                                   const v1::WatchSessionsRequest* request,
+                                                   grpc::ServerWriter<v1::SessionEvent>* writer) {
+  if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  const std::string& session = request->session();
+  SessionRunner& runner = daemon_->runner();
+  std::shared_ptr<EventQueue> queue = runner.Watch(session);
+  struct Unwatch {
+    SessionRunner* runner;
+    std::shared_ptr<EventQueue> queue;
+    ~Unwatch() { runner->Unwatch(queue); }
+  } unwatch{&runner, queue};
+  if (!session.empty() && !runner.Running(session).has_value()) {
+    // Not running: finished already (its FINISHED event may also be queued: either ends the
+    // stream), or unknown.
+    absl::StatusOr<v1::SessionInfo> info = ReadSession(daemon_->logdir(), session);
+    if (!info.ok()) return ToGrpc(info.status());
+    if (info->manifest().status() != v1::SESSION_STATUS_RUNNING) {
+      v1::SessionEvent event;
+      event.set_kind(v1::SESSION_EVENT_KIND_FINISHED);
+      event.set_session(session);
+      event.set_wall_ns(info->manifest().finished_ns());
+      event.set_message(OutcomeLine(info->manifest()));
+      *event.mutable_manifest() = info->manifest();
+      *event.mutable_origin() = info->origin();
+      writer->Write(event);
+      return grpc::Status::OK;
+    }
+  }
+  v1::SessionEvent event;
+  while (!ctx->IsCancelled()) {
+    if (!queue->Next(&event, kWatchPoll)) {
+      if (queue->closed()) break;
+      continue;
+    }
+    if (!writer->Write(event)) break;
+    if (!session.empty() && event.kind() == v1::SESSION_EVENT_KIND_FINISHED) break;
+  }
+  return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    Daemon* daemon, const std::string& bind, int port, const ServerSecurity& security) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->service_ = std::make_unique<CoordinatorServiceImpl>(daemon, security.authenticator);
+  grpc::ServerBuilder builder;
+  const std::string address =
+      absl::StrCat(absl::StrContains(bind, ':') ? absl::StrCat("[", bind, "]") : bind, ":", port);
+  builder.AddListeningPort(address, security.credentials, &server->port_);
+  builder.RegisterService(server->service_.get());
+  // Each call (a watch stream lasts as long as its session) holds a thread: bound them, so a
+  // flood of watchers is refused (RESOURCE_EXHAUSTED) instead of exhausting the daemon.
+  grpc::ResourceQuota quota("profctl-coordinator");
+  quota.SetMaxThreads(kMaxServerThreads);
+  builder.SetResourceQuota(quota);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return server;
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
+
+void CoordinatorServer::Shutdown(absl::Duration grace) {
+  if (server_ == nullptr) return;
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Wait();
+  server_.reset();
+}
+
+}  // namespace profctl::coordinator::service

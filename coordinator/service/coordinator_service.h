@@ -1,0 +1,71 @@
+// profctl.v1.CoordinatorService over a Daemon, and the gRPC server that serves it
+// (`profctl serve`). Handlers only convert between protos and the daemon; every call is
+// authenticated first when the server has a token (common/server_auth.h).
+#ifndef PROFCTL_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
+#define PROFCTL_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/server_auth.h"
+#include "coordinator/capture_engine.h"
+#include "coordinator/service/daemon.h"
+#include "profctl/v1/coordinator.grpc.pb.h"
+
+namespace profctl::coordinator::service {
+
+// The plan a StartCapture request asks for, checked as `profctl capture` checks its flags
+// (INVALID_ARGUMENT naming the field). An empty session name is left empty (the caller names
+// it).
+absl::StatusOr<CapturePlan> PlanFromRequest(const v1::StartCaptureRequest& request);
+// The request that asks for `plan` (the inverse of PlanFromRequest).
+v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan);
+
+class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
+ public:
+  // `authenticator`: null when calls need no token. The daemon outlives the service.
+  CoordinatorServiceImpl(Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator);
+
+  grpc::Status StartCapture(grpc::ServerContext* ctx, const v1::StartCaptureRequest* request,
+                            v1::StartCaptureResponse* response) override;
+  grpc::Status GetSession(grpc::ServerContext* ctx, const v1::GetSessionRequest* request,
+                          v1::SessionInfo* response) override;
+  grpc::Status ListSessions(grpc::ServerContext* ctx, const v1::ListSessionsRequest* request,
+                            v1::ListSessionsResponse* response) override;
+  grpc::Status ListSchedules(grpc::ServerContext* ctx, const v1::ListSchedulesRequest* request,
+                             v1::ListSchedulesResponse* response) override;
+  grpc::Status WatchSessions(grpc::ServerContext* ctx, const v1::WatchSessionsRequest* request,
+                             grpc::ServerWriter<v1::SessionEvent>* writer) override;
+
+ private:
+  grpc::Status Authenticate(const grpc::ServerContext& ctx) const;
+  Daemon* daemon_;
+  std::shared_ptr<const CallAuthenticator> authenticator_;
+};
+
+// The daemon's gRPC server on bind:port (port 0: a free one).
+class CoordinatorServer {
+ public:
+  // UNAVAILABLE when the port cannot be listened on.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(Daemon* daemon,
+                                                                  const std::string& bind, int port,
+                                                                  const ServerSecurity& security);
+  ~CoordinatorServer();
+  int port() const { return port_; }
+  // Ends watch streams (the daemon's runner must be shut down first, so they end by themselves)
+  // and stops serving; calls still running after `grace` are cancelled.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  CoordinatorServer() = default;
+  std::unique_ptr<CoordinatorServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace profctl::coordinator::service
+
+#endif  // PROFCTL_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_

@@ -1,0 +1,471 @@
+#include "coordinator/service/daemon.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/metrics_http.h"
+#include "coordinator/schedule/retention.h"
+#include "coordinator/service/session_index.h"
+#include "coordinator/session_writer.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace profctl::coordinator::service {
+namespace {
+
+constexpr size_t kMaxTargetsFileBytes = 4 << 20;
+
+uint64_t Fnv1a(absl::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+absl::StatusOr<std::vector<WorkerAddress>> ResolveDns(const std::string& source) {
+  absl::StatusOr<WorkerAddress> named = ParseWorker(source);
+  if (!named.ok()) return named.status();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(named->host.c_str(), nullptr, &hints, &found);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("targets ", source, ": cannot resolve '",
+                                               named->host, "': ", gai_strerror(rc)));
+  }
+  std::set<std::string> addresses;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char host[NI_MAXHOST] = {};
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) !=
+        0) {
+      continue;
+    }
+    const std::string h(host);
+    addresses.insert(absl::StrContains(h, ':') ? absl::StrCat("[", h, "]:", named->port)
+                                               : absl::StrCat(h, ":", named->port));
+  }
+  freeaddrinfo(found);
+  if (addresses.empty()) {
+    return absl::NotFoundError(absl::StrCat("targets ", source, ": no addresses"));
+  }
+  const std::string scheme =
+      named->protocol == WorkerAddress::Protocol::kTsl ? "grpc://" : std::string();
+  std::vector<std::string> list;
+  list.reserve(addresses.size());
+  for (const std::string& a : addresses) list.push_back(scheme + a);
+  return ParseWorkerList(absl::StrJoin(list, ","));
+}
+
+absl::StatusOr<std::vector<WorkerAddress>> ReadTargetsFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("targets file ", path, ": ", text.status().message()));
+  }
+  if (text->size() > kMaxTargetsFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets file ", path, ": larger than ", kMaxTargetsFileBytes, " bytes"));
+  }
+  std::vector<std::string> workers;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++line_no;
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    if (absl::StatusOr<WorkerAddress> w = ParseWorker(std::string(line)); !w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("targets file ", path, ":", line_no, ": ", w.status().message()));
+    }
+    workers.emplace_back(line);
+  }
+  if (workers.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("targets file ", path, ": no workers"));
+  }
+  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(absl::StrJoin(workers, ","));
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("targets file ", path, ": ", parsed.status().message()));
+  }
+  return parsed;
+}
+
+std::string Timing(const schedule::ScheduleConfig& s) {
+  if (s.cron.has_value()) return absl::StrCat("cron ", s.cron->text());
+  std::string t = absl::StrCat("every ", s.interval_ns / 1'000'000'000, "s");
+  if (s.jitter_ns > 0) absl::StrAppend(&t, " + jitter up to ", s.jitter_ns / 1'000'000, "ms");
+  return t;
+}
+
+std::vector<std::string> TargetStrings(const schedule::Targets& t) {
+  if (t.kind == schedule::TargetsKind::kList) return t.list;
+  return {absl::StrCat(t.kind == schedule::TargetsKind::kDns ? "dns " : "file ", t.source)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<WorkerAddress>> ResolveTargets(const schedule::Targets& targets) {
+  switch (targets.kind) {
+    case schedule::TargetsKind::kList:
+      return ParseWorkerList(absl::StrJoin(targets.list, ","));
+    case schedule::TargetsKind::kDns:
+      return ResolveDns(targets.source);
+    case schedule::TargetsKind::kFile:
+      return ReadTargetsFile(targets.source);
+  }
+  return absl::InternalError("unknown targets kind");
+}
+
+std::string ScheduleStatePath(const std::string& logdir) {
+  return JoinPath(JoinPath(logdir, ".profctl"), "schedules.json");
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Dependencies deps,
+                                                      const std::string& config_path) {
+  absl::StatusOr<schedule::CoordinatorConfig> config = schedule::LoadCoordinatorConfig(config_path);
+  if (!config.ok()) return config.status();
+  if (config->logdir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(config_path, ": logdir: missing"));
+  }
+  if (absl::Status s = MakeDirs(JoinPath(JoinPath(config->logdir, "plugins"), "profile"));
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": logdir ", config->logdir, ": ", s.message()));
+  }
+  if (deps.jitter_seed == 0) deps.jitter_seed = Fnv1a(config_path) | 1;
+  std::unique_ptr<Daemon> d(new Daemon(std::move(deps), config_path, *std::move(config)));
+  for (const std::string& line : CleanAbandonedSessions(d->logdir_)) d->Log(line);
+
+  // Last runs, as the previous daemon recorded them.
+  std::map<std::string, int64_t> last_runs;
+  if (absl::StatusOr<std::string> json = ReadFile(ScheduleStatePath(d->logdir_)); json.ok()) {
+    v1::SchedulePersistedState state;
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;
+    if (google::protobuf::util::JsonStringToMessage(*json, &state, options).ok()) {
+      absl::MutexLock lock(&d->mu_);
+      for (const auto& s : state.schedules()) {
+        d->persisted_[s.name()] = s;
+        last_runs[s.name()] = s.last_run_wall_ns();
+      }
+    } else {
+      d->Log(absl::StrCat(ScheduleStatePath(d->logdir_),
+                          ": unreadable, schedules start as if new (nothing counts as missed)"));
+    }
+  }
+  d->Arm(last_runs);
+  return d;
+}
+
+Daemon::Daemon(Dependencies deps, std::string config_path, schedule::CoordinatorConfig config)
+    : deps_(std::move(deps)),
+      config_path_(std::move(config_path)),
+      logdir_(config.logdir),
+      runner_(std::make_unique<SessionRunner>(
+          SessionRunner::Dependencies{.executor = deps_.executor,
+                                      .pool = deps_.pool,
+                                      .clients = deps_.clients,
+                                      .engine_options = deps_.engine_options},
+          config.logdir)),
+      schedules_(std::move(config.schedules)) {
+  absl::MutexLock lock(&mu_);
+  loaded_wall_ns_ = deps_.executor->clock().WallNs();
+}
+
+void Daemon::Arm(const std::map<std::string, int64_t>& last_runs) {
+  deps_.executor->Post([this, last_runs] {
+    scheduler_ = std::make_unique<schedule::Scheduler>(
+        schedule::Scheduler::Dependencies{
+            .executor = deps_.executor,
+            .run_capture =
+                [this](const schedule::ScheduleConfig& s, const schedule::ScheduledRun& run,
+                       schedule::Scheduler::DoneCallback done) {
+                  RunScheduled(s, run, std::move(done));
+                }},
+        schedule::SchedulerOptions{.jitter_seed = deps_.jitter_seed});
+    scheduler_->Start(schedules_, last_runs);
+  });
+}
+
+Daemon::~Daemon() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &in_flight_));
+  }
+  runner_.reset();  // waits for sessions not started by a schedule (they were cancelled)
+}
+
+void Daemon::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    ++in_flight_;  // until the scheduler is destroyed on the executor
+  }
+  deps_.executor->Post([this] {
+    scheduler_.reset();
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  });
+  runner_->Shutdown();
+}
+
+bool Daemon::Idle() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_ == 0;
+}
+
+void Daemon::Log(const std::string& line) const {
+  if (deps_.log) deps_.log(line);
+}
+
+void Daemon::Blocking(Executor::Task job) {
+  if (deps_.pool != nullptr) {
+    deps_.pool->Submit(std::move(job));
+  } else {
+    std::move(job)();
+  }
+}
+
+void Daemon::RunScheduled(const schedule::ScheduleConfig& schedule,
+                          const schedule::ScheduledRun& run,
+                          schedule::Scheduler::DoneCallback done) {
+  const int64_t now = deps_.executor->clock().WallNs();
+  {
+    absl::MutexLock lock(&mu_);
+    ++in_flight_;
+    v1::SchedulePersistedState::Schedule& p = persisted_[schedule.name];
+    p.set_name(schedule.name);
+    p.set_last_run_wall_ns(run.fire_wall_ns);
+    counters_.last_schedule_lag_ns = std::max<int64_t>(0, now - run.fire_wall_ns);
+  }
+  auto shared_done = std::make_shared<schedule::Scheduler::DoneCallback>(std::move(done));
+  Blocking([this, schedule, run, shared_done] {
+    Persist();
+    RunResolved(schedule, run, shared_done);
+  });
+}
+
+void Daemon::RunResolved(const schedule::ScheduleConfig& schedule,
+                         const schedule::ScheduledRun& run,
+                         std::shared_ptr<schedule::Scheduler::DoneCallback> done) {
+  auto not_started = [&](const absl::Status& why) {
+    Log(absl::StrCat("schedule ", schedule.name, ": run ", run.run_id,
+                     " not started: ", why.message()));
+    {
+      absl::MutexLock lock(&mu_);
+      ++counters_.runs_not_started;
+    }
+    Finished(schedule.name, absl::StrCat("not started: ", why.message()));
+    std::move (*done)();
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  };
+  absl::StatusOr<std::vector<WorkerAddress>> workers =
+      deps_.resolve ? deps_.resolve(schedule.targets) : ResolveTargets(schedule.targets);
+  if (!workers.ok()) return not_started(workers.status());
+  CapturePlan plan;
+  plan.workers = *std::move(workers);
+  plan.session = run.run_id;
+  plan.duration_ms = schedule.capture.duration_ms;
+  plan.late = schedule.capture.late;
+  plan.align = schedule.capture.align;
+  plan.retries = schedule.capture.retries;
+  plan.tolerance_ms = schedule.capture.tolerance_ms;
+  plan.deadline_ms = schedule.capture.deadline_ms;
+  v1::SessionOrigin origin;
+  origin.set_kind("schedule");
+  origin.set_schedule(schedule.name);
+  absl::StatusOr<v1::StartCaptureResponse> started = runner_->Start(
+      std::move(plan),
+      {.make_unique = true,
+       .origin = origin,
+       .on_finished = [this, schedule, done](const absl::StatusOr<v1::SessionManifest>& result) {
+         const std::string outcome = result.ok()
+                                         ? OutcomeLine(*result)
+                                         : absl::StrCat("failed: ", result.status().message());
+         Log(absl::StrCat("schedule ", schedule.name, ": session ",
+                          result.ok() ? result->request().session() : "?", ": ", outcome));
+         Finished(schedule.name, outcome);
+         std::move (*done)();
+         Blocking([this, schedule] {
+           ApplyRetention(schedule);
+           absl::MutexLock lock(&mu_);
+           --in_flight_;
+         });
+       }});
+  if (!started.ok()) return not_started(started.status());
+  Log(absl::StrCat("schedule ", schedule.name, ": session ", started->session(), " started (",
+                   schedule.capture.duration_ms, " ms)"));
+}
+
+void Daemon::Finished(const std::string& schedule, const std::string& outcome) {
+  {
+    absl::MutexLock lock(&mu_);
+    persisted_[schedule].set_name(schedule);
+    persisted_[schedule].set_last_outcome(outcome);
+  }
+  Blocking([this] { Persist(); });
+}
+
+void Daemon::ApplyRetention(const schedule::ScheduleConfig& schedule) {
+  const schedule::RetentionConfig& r = schedule.retention;
+  schedule::RetentionResult result;
+  if (r.keep_last > 0 || r.max_age_ns > 0 || r.max_bytes > 0) {
+    result = schedule::ApplyRetention(logdir_, schedule.name, r, deps_.executor->clock().WallNs());
+    for (const std::string& name : result.deleted) {
+      Log(absl::StrCat("schedule ", schedule.name, ": retention deleted ", name));
+    }
+    for (const std::string& e : result.errors) Log(absl::StrCat("retention: ", e));
+  }
+  const int64_t kept = CountSessions(logdir_);
+  absl::MutexLock lock(&mu_);
+  counters_.retention_deleted += static_cast<int64_t>(result.deleted.size());
+  counters_.retention_bytes_freed += result.bytes_freed;
+  counters_.retention_errors += static_cast<int64_t>(result.errors.size());
+  counters_.sessions_kept = kept;
+}
+
+void Daemon::Persist() {
+  v1::SchedulePersistedState state;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, s] : persisted_) *state.add_schedules() = s;
+  }
+  const std::string json = ProtoJson(state);
+  absl::MutexLock lock(&persist_mu_);
+  const std::string path = ScheduleStatePath(logdir_);
+  absl::Status s = MakeDirs(JoinPath(logdir_, ".profctl"));
+  if (s.ok()) s = WriteFileAtomically(path, json);
+  if (!s.ok()) Log(absl::StrCat(path, ": ", s.message(), " (missed-run policy after a restart)"));
+}
+
+absl::Status Daemon::Reload() {
+  absl::StatusOr<schedule::CoordinatorConfig> config =
+      schedule::LoadCoordinatorConfig(config_path_);
+  absl::Status bad;
+  if (!config.ok()) {
+    bad = config.status();
+  } else if (config->logdir != logdir_) {
+    bad = absl::InvalidArgumentError(
+        absl::StrCat(config_path_, ": logdir changed from ", logdir_, " to ", config->logdir,
+                     ": restart the coordinator to move its sessions"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!bad.ok()) {
+    ++counters_.reload_errors;
+    return bad;
+  }
+  if (shut_down_) return absl::FailedPreconditionError("the coordinator is shutting down");
+  ++counters_.reloads;
+  loaded_wall_ns_ = deps_.executor->clock().WallNs();
+  deps_.executor->Post([this, schedules = std::move(config->schedules)]() mutable {
+    schedules_ = std::move(schedules);
+    if (scheduler_ != nullptr) scheduler_->Reload(schedules_);
+  });
+  return absl::OkStatus();
+}
+
+void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
+  deps_.executor->Post([this, done = std::move(done)] {
+    v1::ListSchedulesResponse response;
+    response.set_config(config_path_);
+    std::map<std::string, const schedule::ScheduleConfig*> configs;
+    for (const auto& s : schedules_) configs[s.name] = &s;
+    absl::MutexLock lock(&mu_);
+    response.set_loaded_wall_ns(loaded_wall_ns_);
+    if (scheduler_ != nullptr) {
+      for (const schedule::ScheduleState& st : scheduler_->States()) {
+        v1::ScheduleInfo* info = response.add_schedules();
+        info->set_name(st.name);
+        if (auto it = configs.find(st.name); it != configs.end()) {
+          info->set_timing(Timing(*it->second));
+          for (const std::string& t : TargetStrings(it->second->targets)) info->add_targets(t);
+        }
+        info->set_next_fire_wall_ns(st.next_fire_wall_ns);
+        info->set_last_run_wall_ns(st.last_run_wall_ns);
+        info->set_running_session(st.running_run_id);
+        info->set_runs_started(st.runs_started);
+        info->set_runs_finished(st.runs_finished);
+        info->set_skipped_busy(st.skipped_busy);
+        info->set_missed_down(st.missed_down);
+        info->set_missed_late(st.missed_late);
+        if (auto p = persisted_.find(st.name); p != persisted_.end()) {
+          info->set_last_outcome(p->second.last_outcome());
+        }
+      }
+    }
+    done(std::move(response));
+  });
+}
+
+DaemonCounters Daemon::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+std::string RenderMetrics(const Daemon& daemon) {
+  const RunnerCounters r = daemon.runner().counters();
+  const DaemonCounters d = daemon.counters();
+  PromText m;
+  m.Counter("profctl_coordinator_captures_started_total", "Capture sessions started.",
+            static_cast<double>(r.started));
+  m.Gauge("profctl_coordinator_captures_running", "Capture sessions running now.",
+          static_cast<double>(r.running));
+  const char* kFinished = "Capture sessions finished, by outcome.";
+  m.Counter("profctl_coordinator_captures_finished_total", kFinished,
+            static_cast<double>(r.finished_ok), {{"outcome", "ok"}});
+  m.Counter("profctl_coordinator_captures_finished_total", kFinished,
+            static_cast<double>(r.finished_partial), {{"outcome", "partial"}});
+  m.Counter("profctl_coordinator_captures_finished_total", kFinished,
+            static_cast<double>(r.finished_failed), {{"outcome", "failed"}});
+  const char* kFailed = "Captures that could not start, by cause.";
+  m.Counter("profctl_coordinator_capture_start_failures_total", kFailed,
+            static_cast<double>(r.start_errors), {{"cause", "session"}});
+  m.Counter("profctl_coordinator_capture_start_failures_total", kFailed,
+            static_cast<double>(d.runs_not_started), {{"cause", "schedule_run"}});
+  m.Counter("profctl_coordinator_hosts_failed_total", "Hosts that failed in finished sessions.",
+            static_cast<double>(r.hosts_failed));
+  m.Counter("profctl_coordinator_host_retries_total",
+            "Attempts after the first, over every host of finished sessions.",
+            static_cast<double>(r.host_retries));
+  m.Counter("profctl_coordinator_trace_bytes_total", "Trace bytes saved by finished sessions.",
+            static_cast<double>(r.bytes_saved));
+  m.Counter("profctl_coordinator_capture_seconds_total",
+            "Wall seconds from session start to session.json, summed over finished sessions.",
+            r.capture_seconds_sum);
+  m.Counter("profctl_coordinator_retention_deleted_total", "Session folders deleted by retention.",
+            static_cast<double>(d.retention_deleted));
+  m.Counter("profctl_coordinator_retention_bytes_freed_total", "Bytes freed by retention.",
+            static_cast<double>(d.retention_bytes_freed));
+  m.Counter("profctl_coordinator_retention_errors_total", "Folders retention could not delete.",
+            static_cast<double>(d.retention_errors));
+  m.Gauge("profctl_coordinator_sessions_kept", "Session folders in the log dir after retention.",
+          static_cast<double>(d.sessions_kept));
+  m.Counter("profctl_coordinator_config_reloads_total", "Config reloads, by result.",
+            static_cast<double>(d.reloads), {{"result", "ok"}});
+  m.Counter("profctl_coordinator_config_reloads_total", "Config reloads, by result.",
+            static_cast<double>(d.reload_errors), {{"result", "error"}});
+  m.Gauge("profctl_coordinator_schedule_lag_seconds",
+          "How late the latest scheduled run started after its time.",
+          static_cast<double>(d.last_schedule_lag_ns) / 1e9);
+  return m.text();
+}
+
+}  // namespace profctl::coordinator::service

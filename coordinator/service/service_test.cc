@@ -1,0 +1,442 @@
+// The coordinator daemon's core on a fake clock: the session runner (events, folders, shutdown),
+// scheduled runs over days of schedule with retention and persisted last runs, reload, target
+// discovery; and its metrics text.
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "coordinator/schedule/scheduler.h"
+#include "coordinator/service/coordinator_service.h"
+#include "coordinator/service/daemon.h"
+#include "coordinator/service/session_index.h"
+#include "coordinator/service/session_runner.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fake_agent.h"
+#include "tests/temp_dir.h"
+
+namespace profctl::coordinator::service {
+namespace {
+
+using ::profctl::testing::FakeAgent;
+using ::profctl::testing::FakeAgentFactory;
+using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr int64_t kHourNs = 3600 * kNanosPerSecond;
+
+agent::SyntheticJobConfig Rank(int r) {
+  agent::SyntheticJobConfig c;
+  c.rank = r;
+  c.world = 2;
+  c.step_ms = 20;
+  return c;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest() {
+    for (int r = 0; r < 2; ++r) {
+      agents_.push_back(
+          std::make_unique<FakeAgent>(&ex_, &clock_, testing::FakeAgentBehavior{}, Rank(r)));
+      factory_.Add(absl::StrCat("h", r, ":1"), agents_.back().get());
+    }
+  }
+
+  CapturePlan Plan(const std::string& session, int64_t duration_ms = 200) {
+    CapturePlan plan;
+    plan.workers = {*ParseWorker("h0:1"), *ParseWorker("h1:1")};
+    plan.duration_ms = duration_ms;
+    plan.session = session;
+    return plan;
+  }
+
+  // Runs the fake executor until `done` or an hour of fake time passes.
+  bool RunUntil(const std::function<bool()>& done) {
+    return ex_.RunUntil(done, clock_.MonoNs() + kHourNs);
+  }
+
+  std::string WriteConfig(const std::string& schedules) {
+    const std::string path = JoinPath(tmp_.path(), "coordinator.yaml");
+    EXPECT_TRUE(
+        WriteFileAtomically(path, absl::StrCat("logdir: ", logdir(), "\n", schedules)).ok());
+    return path;
+  }
+  std::string logdir() const { return JoinPath(tmp_.path(), "logs"); }
+
+  std::unique_ptr<Daemon> StartDaemon(const std::string& config) {
+    absl::StatusOr<std::unique_ptr<Daemon>> d =
+        Daemon::Start({.executor = &ex_,
+                       .pool = nullptr,
+                       .clients = &factory_,
+                       .engine_options = {},
+                       .jitter_seed = 1,
+                       .resolve = nullptr,
+                       .log = [this](const std::string& line) { log_.push_back(line); }},
+                      config);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  }
+  void StopDaemon(std::unique_ptr<Daemon>& d) {
+    d->Shutdown();
+    EXPECT_TRUE(RunUntil([&] { return d->Idle() && d->runner().RunningSessions().empty(); }));
+    d.reset();
+  }
+  std::vector<std::string> SessionNames(const std::string& schedule = "") const {
+    std::vector<std::string> names;
+    for (const auto& s : ListSessions(logdir(), schedule, 0).sessions) names.push_back(s.session());
+    return names;
+  }
+
+  const testing::TempDir tmp_;
+  FakeClock clock_;
+  FakeExecutor ex_{&clock_};
+  FakeAgentFactory factory_{&ex_};
+  std::vector<std::unique_ptr<FakeAgent>> agents_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ServiceTest, RunnerStartsASessionFolderAndReportsItsEvents) {
+  SessionRunner runner({.executor = &ex_, .pool = nullptr, .clients = &factory_}, logdir());
+  std::shared_ptr<EventQueue> all = runner.Watch("");
+  v1::SessionOrigin origin;
+  origin.set_kind("api");
+  std::optional<v1::SessionManifest> finished;
+  absl::StatusOr<v1::StartCaptureResponse> started = runner.Start(
+      Plan("s1", 1500), {.make_unique = false, .origin = origin, .on_finished = [&](const auto& m) {
+                           ASSERT_TRUE(m.ok());
+                           finished = *m;
+                         }});
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->session(), "s1");
+  EXPECT_EQ(started->session_dir(), JoinPath(logdir(), "plugins/profile/s1"));
+  ASSERT_TRUE(runner.Running("s1").has_value());
+  EXPECT_TRUE(PathExists(JoinPath(started->session_dir(), kRunningMarkerFileName)));
+  // A second watcher of that session alone joins while it runs.
+  std::shared_ptr<EventQueue> one = runner.Watch("s1");
+
+  // The same name again while it runs: refused, nothing started.
+  EXPECT_EQ(runner.Start(Plan("s1"), {}).status().code(), absl::StatusCode::kAlreadyExists);
+
+  ASSERT_TRUE(RunUntil([&] { return finished.has_value(); }));
+  EXPECT_TRUE(runner.WaitIdle(absl::Seconds(10)));
+  EXPECT_EQ(finished->status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(finished->origin().kind(), "api");
+  EXPECT_FALSE(PathExists(JoinPath(started->session_dir(), kRunningMarkerFileName)));
+
+  // session.json on disk says the same, origin included.
+  absl::StatusOr<v1::SessionInfo> info = ReadSession(logdir(), "s1");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->manifest().status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(info->origin().kind(), "api");
+  EXPECT_EQ(info->manifest().hosts_size(), 2);
+
+  std::vector<v1::SessionEventKind> kinds;
+  v1::SessionEvent e;
+  while (all->Next(&e, absl::ZeroDuration())) kinds.push_back(e.kind());
+  ASSERT_GE(kinds.size(), 3u);  // started, progress lines (a 1.5 s window), finished
+  EXPECT_EQ(kinds.front(), v1::SESSION_EVENT_KIND_STARTED);
+  EXPECT_EQ(kinds.back(), v1::SESSION_EVENT_KIND_FINISHED);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), v1::SESSION_EVENT_KIND_PROGRESS), kinds.end());
+
+  ASSERT_TRUE(one->Next(&e, absl::ZeroDuration()));
+  EXPECT_EQ(e.kind(), v1::SESSION_EVENT_KIND_STARTED);
+  v1::SessionEvent last;
+  while (one->Next(&e, absl::ZeroDuration())) last = e;
+  EXPECT_EQ(last.kind(), v1::SESSION_EVENT_KIND_FINISHED);
+  EXPECT_EQ(last.manifest().status(), v1::SESSION_STATUS_OK);
+  EXPECT_THAT(last.message(), HasSubstr("2/2 hosts"));
+
+  const RunnerCounters c = runner.counters();
+  EXPECT_EQ(c.started, 1);
+  EXPECT_EQ(c.finished_ok, 1);
+  EXPECT_EQ(c.start_errors, 1);
+  EXPECT_EQ(c.running, 0);
+  EXPECT_GT(c.bytes_saved, 0);
+}
+
+TEST_F(ServiceTest, ShutdownCancelsRunningCapturesWhichSaveWhatWasRecorded) {
+  SessionRunner runner({.executor = &ex_, .pool = nullptr, .clients = &factory_}, logdir());
+  std::optional<v1::SessionManifest> finished;
+  ASSERT_TRUE(runner
+                  .Start(Plan("long", 60'000),
+                         {.on_finished = [&](const auto& m) { finished = m.value(); }})
+                  .ok());
+  std::shared_ptr<EventQueue> watcher = runner.Watch("");
+  // Into the window, then shut down.
+  ex_.Advance(2 * kNanosPerSecond);
+  ASSERT_FALSE(finished.has_value());
+  runner.Shutdown();
+  EXPECT_EQ(runner.Start(Plan("late"), {}).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(RunUntil([&] { return finished.has_value(); }));
+  EXPECT_THAT(absl::StrJoin(finished->errors(), "\n"), HasSubstr("interrupt"));
+  EXPECT_EQ(finished->hosts_size(), 2);
+  for (const auto& h : finished->hosts()) EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE);
+  // Watchers end once the last session is over.
+  v1::SessionEvent e;
+  while (watcher->Next(&e, absl::ZeroDuration())) {
+  }
+  EXPECT_TRUE(watcher->closed());
+}
+
+TEST_F(ServiceTest, EventQueueDropsProgressFirstWhenAReaderLagsBehind) {
+  EventQueue q("", /*capacity=*/3);
+  auto ev = [](v1::SessionEventKind k, const std::string& m) {
+    v1::SessionEvent e;
+    e.set_kind(k);
+    e.set_message(m);
+    return e;
+  };
+  q.Push(ev(v1::SESSION_EVENT_KIND_STARTED, "s"));
+  q.Push(ev(v1::SESSION_EVENT_KIND_PROGRESS, "p1"));
+  q.Push(ev(v1::SESSION_EVENT_KIND_PROGRESS, "p2"));
+  q.Push(ev(v1::SESSION_EVENT_KIND_FINISHED, "f"));
+  EXPECT_EQ(q.dropped(), 1);
+  std::vector<std::string> got;
+  v1::SessionEvent e;
+  while (q.Next(&e, absl::ZeroDuration())) got.push_back(e.message());
+  EXPECT_THAT(got, ElementsAre("s", "p2", "f"));
+  // A filtered queue ignores other sessions.
+  EventQueue only("a");
+  v1::SessionEvent other = ev(v1::SESSION_EVENT_KIND_STARTED, "x");
+  other.set_session("b");
+  only.Push(other);
+  EXPECT_FALSE(only.Next(&e, absl::ZeroDuration()));
+}
+
+TEST_F(ServiceTest, HourlyScheduleRunsForDaysKeepsItsRetentionAndSurvivesARestart) {
+  const std::string config = WriteConfig(R"(schedules:
+  - name: hourly
+    targets: [h0:1, h1:1]
+    interval: 1h
+    duration: 200ms
+    missed: run_once
+    retention: {keep_last: 3}
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  // Two days of schedule.
+  ex_.AdvanceTo(clock_.MonoNs() + 48 * kHourNs + 10 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  std::vector<std::string> names = SessionNames("hourly");
+  ASSERT_EQ(names.size(), 3u) << absl::StrJoin(log_, "\n");
+  // Newest first, named by the UTC time of each run (2026-01-01 is when the fake clock starts).
+  EXPECT_EQ(names[0], "hourly_20260103T000000Z");
+  EXPECT_EQ(names[2], "hourly_20260102T220000Z");
+  for (const auto& s : ListSessions(logdir(), "hourly", 0).sessions) {
+    EXPECT_EQ(s.manifest().status(), v1::SESSION_STATUS_OK) << s.session();
+    EXPECT_EQ(s.origin().kind(), "schedule");
+    EXPECT_EQ(s.origin().schedule(), "hourly");
+  }
+  DaemonCounters c = d->counters();
+  EXPECT_EQ(c.retention_deleted, 45);  // 48 runs, 3 kept
+  EXPECT_EQ(c.sessions_kept, 3);
+  EXPECT_EQ(d->runner().counters().finished_ok, 48);
+
+  std::optional<v1::ListSchedulesResponse> schedules;
+  d->Schedules([&](v1::ListSchedulesResponse r) { schedules = std::move(r); });
+  ex_.RunUntilIdle();
+  ASSERT_TRUE(schedules.has_value());
+  ASSERT_EQ(schedules->schedules_size(), 1);
+  EXPECT_EQ(schedules->schedules(0).runs_finished(), 48);
+  EXPECT_EQ(schedules->schedules(0).timing(), "every 3600s");
+  EXPECT_THAT(schedules->schedules(0).last_outcome(), HasSubstr("ok, 2/2 hosts"));
+
+  // What a restart needs is on disk.
+  absl::StatusOr<std::string> state = ReadFile(ScheduleStatePath(logdir()));
+  ASSERT_TRUE(state.ok());
+  EXPECT_THAT(*state, HasSubstr("\"last_run_wall_ns\""));
+  StopDaemon(d);
+
+  // Down for 5 hours: run_once catches up once at start-up, then the regular times resume.
+  ex_.AdvanceTo(clock_.MonoNs() + 5 * kHourNs);
+  d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.Advance(60 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  EXPECT_EQ(d->runner().counters().started, 1);
+  schedules.reset();
+  d->Schedules([&](v1::ListSchedulesResponse r) { schedules = std::move(r); });
+  ex_.RunUntilIdle();
+  ASSERT_TRUE(schedules.has_value());
+  EXPECT_EQ(schedules->schedules(0).missed_down(), 5);
+  StopDaemon(d);
+}
+
+TEST_F(ServiceTest, ReloadAppliesANewScheduleAndRefusesABadConfig) {
+  const std::string config = WriteConfig(R"(schedules:
+  - name: a
+    targets: [h0:1]
+    interval: 1h
+    duration: 100ms
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.RunUntilIdle();
+  // A config with an error is refused, naming file, line and key; the old one keeps running.
+  WriteConfig("schedules:\n  - name: a\n    targets: [h0:1]\n    interval: 1x\n");
+  absl::Status bad = d->Reload();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("coordinator.yaml:")) << bad;
+  EXPECT_THAT(bad.message(), HasSubstr(": schedules[0].interval")) << bad;
+  // A changed log dir is refused too.
+  ASSERT_TRUE(WriteFileAtomically(config, "logdir: /elsewhere\nschedules: []\n").ok());
+  EXPECT_THAT(d->Reload().message(), HasSubstr("logdir changed"));
+  // A good one: schedule b every 15 minutes replaces a.
+  WriteConfig(R"(schedules:
+  - name: b
+    targets: [h1:1]
+    interval: 15m
+    duration: 100ms
+)");
+  ASSERT_TRUE(d->Reload().ok());
+  ex_.AdvanceTo(clock_.MonoNs() + kHourNs + kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  EXPECT_EQ(SessionNames("a").size(), 0u);
+  EXPECT_EQ(SessionNames("b").size(), 4u);
+  EXPECT_EQ(d->counters().reloads, 1);
+  EXPECT_EQ(d->counters().reload_errors, 2);
+  StopDaemon(d);
+}
+
+TEST_F(ServiceTest, ARunWhoseTargetsCannotBeResolvedIsCountedAndTheScheduleGoesOn) {
+  const std::string config = WriteConfig(absl::StrCat(R"(schedules:
+  - name: f
+    targets: )",
+                                                      JoinPath(tmp_.path(), "missing.txt"), R"(
+    interval: 1h
+    duration: 100ms
+)"));
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.AdvanceTo(clock_.MonoNs() + kHourNs + kNanosPerSecond);
+  EXPECT_EQ(d->counters().runs_not_started, 1);
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("missing.txt"));
+  // The file appears: the next run reads it.
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(tmp_.path(), "missing.txt"),
+                                  "# the trainers\nh0:1\n\nh1:1  # rank 1\n")
+                  .ok());
+  ex_.AdvanceTo(clock_.MonoNs() + kHourNs);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  ASSERT_EQ(SessionNames("f").size(), 1u);
+  EXPECT_EQ(ListSessions(logdir(), "f", 0).sessions[0].manifest().request().workers_size(), 2);
+  StopDaemon(d);
+}
+
+TEST_F(ServiceTest, TargetsResolveFromListsFilesAndDns) {
+  schedule::Targets list{.kind = schedule::TargetsKind::kList, .list = {"a:1", "grpc://b:2"}};
+  absl::StatusOr<std::vector<WorkerAddress>> w = ResolveTargets(list);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->size(), 2u);
+
+  const std::string file = JoinPath(tmp_.path(), "targets.txt");
+  ASSERT_TRUE(WriteFileAtomically(file, "a:1\nnot a worker\n").ok());
+  w = ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file});
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(w.status().message(), HasSubstr("targets.txt:2"));
+  ASSERT_TRUE(WriteFileAtomically(file, "# nothing\n").ok());
+  EXPECT_THAT(
+      ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file}).status().message(),
+      HasSubstr("no workers"));
+
+  // localhost resolves locally (no network): every address it has, with the port.
+  w = ResolveTargets({.kind = schedule::TargetsKind::kDns, .source = "localhost:6000"});
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<std::string> addresses;
+  for (const WorkerAddress& a : *w) addresses.push_back(a.address);
+  EXPECT_THAT(addresses, ::testing::Contains("127.0.0.1:6000"));
+  EXPECT_EQ(
+      ResolveTargets({.kind = schedule::TargetsKind::kDns, .source = "no-such-host.invalid:6000"})
+          .status()
+          .code(),
+      absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ServiceTest, StartCaptureRequestsAreCheckedLikeCaptureFlags) {
+  CapturePlan plan = Plan("x", 500);
+  plan.retries = 2;
+  plan.min_hosts = 2;
+  plan.reader.step_pattern = R"(step (\d+))";
+  absl::StatusOr<CapturePlan> back = PlanFromRequest(RequestFromPlan(plan));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->workers.size(), 2u);
+  EXPECT_EQ(back->duration_ms, 500);
+  EXPECT_EQ(back->retries, 2);
+  EXPECT_EQ(back->min_hosts, 2u);
+  EXPECT_EQ(back->reader.step_pattern, plan.reader.step_pattern);
+
+  v1::StartCaptureRequest r = RequestFromPlan(plan);
+  r.mutable_request()->set_duration_ms(0);
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("duration_ms=0"));
+  r = RequestFromPlan(plan);
+  r.mutable_request()->clear_workers();
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("workers"));
+  r = RequestFromPlan(plan);
+  r.mutable_request()->set_min_hosts(3);
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("min_hosts=3"));
+  r = RequestFromPlan(plan);
+  r.set_step_pattern("(");
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("step_pattern"));
+}
+
+TEST_F(ServiceTest, MetricsTextNamesCapturesRetentionAndReloads) {
+  const std::string config = WriteConfig(R"(schedules:
+  - name: m
+    targets: [h0:1, h1:1]
+    interval: 1h
+    duration: 100ms
+    retention: {keep_last: 1}
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.AdvanceTo(clock_.MonoNs() + 2 * kHourNs + kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  const std::string text = RenderMetrics(*d);
+  EXPECT_THAT(text, HasSubstr("# TYPE profctl_coordinator_captures_started_total counter\n"
+                              "profctl_coordinator_captures_started_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("profctl_coordinator_captures_finished_total{outcome=\"ok\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("profctl_coordinator_retention_deleted_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("profctl_coordinator_sessions_kept 1\n"));
+  // HELP/TYPE once per family.
+  size_t count = 0;
+  for (size_t p = text.find("# TYPE profctl_coordinator_captures_finished_total");
+       p != std::string::npos;
+       p = text.find("# TYPE profctl_coordinator_captures_finished_total", p + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u);
+  StopDaemon(d);
+}
+
+TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
+  // A session folder left RUNNING by a process that is gone (pid 0x7fffffff does not exist).
+  const std::string dir = JoinPath(logdir(), "plugins/profile/crashed");
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  v1::SessionManifest m;
+  m.set_status(v1::SESSION_STATUS_RUNNING);
+  m.set_coordinator_pid(0x7fffffff);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  m.set_coordinator_host(host);
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, "session.json"), ManifestJson(m)).ok());
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, kRunningMarkerFileName), "1\n").ok());
+  std::unique_ptr<Daemon> d = StartDaemon(WriteConfig("schedules: []\n"));
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<v1::SessionInfo> info = ReadSession(logdir(), "crashed");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->manifest().status(), v1::SESSION_STATUS_ABANDONED);
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("crashed"));
+  StopDaemon(d);
+}
+
+}  // namespace
+}  // namespace profctl::coordinator::service

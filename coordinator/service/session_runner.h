@@ -1,0 +1,154 @@
+// Runs the coordinator daemon's captures (API requests, schedules, triggers) side by side, each
+// a CaptureEngine writing an ordinary session folder under the daemon's log dir, and tells
+// watchers what happens to them (started, progress lines, finished).
+//
+// Threading: Start, Running, RunningSessions, Watch and Shutdown may be called from any thread
+// (gRPC handlers, the scheduler's executor). Engines run on Dependencies::executor; a finished
+// engine is destroyed on the runner's own reaper thread (an engine must not be destroyed from
+// its own callbacks, and its destructor may wait).
+#ifndef PROFCTL_COORDINATOR_SERVICE_SESSION_RUNNER_H_
+#define PROFCTL_COORDINATOR_SERVICE_SESSION_RUNNER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/executor.h"
+#include "coordinator/agent_client.h"
+#include "coordinator/capture_engine.h"
+#include "coordinator/session_writer.h"
+#include "profctl/v1/coordinator.pb.h"
+
+namespace profctl::coordinator::service {
+
+// One watcher's events, in order. Bounded: when a slow reader lets it fill, the oldest progress
+// events are dropped first (started/finished events are kept), and `dropped` counts them.
+class EventQueue {
+ public:
+  explicit EventQueue(std::string session_filter, size_t capacity = 1024)
+      : filter_(std::move(session_filter)), capacity_(capacity) {}
+
+  // Waits up to `timeout` for the next event. Returns false when none came, or when the queue is
+  // closed and drained (then closed() is true).
+  bool Next(v1::SessionEvent* event, absl::Duration timeout);
+  bool closed() const;
+  int64_t dropped() const;
+  const std::string& filter() const { return filter_; }
+
+  // Runner side.
+  void Push(const v1::SessionEvent& event);
+  void Close();
+
+ private:
+  const std::string filter_;
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::deque<v1::SessionEvent> events_ ABSL_GUARDED_BY(mu_);
+  bool Ready() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !events_.empty() || closed_; }
+
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Counters for /metrics. Monotonic except `running`.
+struct RunnerCounters {
+  int64_t started = 0;
+  int64_t running = 0;
+  int64_t finished_ok = 0;
+  int64_t finished_partial = 0;
+  int64_t finished_failed = 0;
+  int64_t start_errors = 0;  // StartSession refused (bad request, disk full, name taken)
+  int64_t hosts_failed = 0;
+  int64_t host_retries = 0;  // attempts after the first, over every host
+  int64_t bytes_saved = 0;
+  double capture_seconds_sum = 0;  // first host prepare to session.json, per finished session
+};
+
+class SessionRunner {
+ public:
+  struct Dependencies {
+    Executor* executor = nullptr;  // runs the engines; its clock is the daemon's
+    WorkPool* pool = nullptr;      // validates and saves traces; null: on the executor (tests)
+    AgentClientFactory* clients = nullptr;
+    CaptureEngineOptions engine_options = {};
+  };
+  struct StartOptions {
+    // The plan's session name was generated: take <name>_2, ... when it exists.
+    bool make_unique = false;
+    v1::SessionOrigin origin = {};
+    // Called once, on the executor, when the session is over: its final manifest, or why the
+    // engine could not run it. Not called when Start fails.
+    std::function<void(const absl::StatusOr<v1::SessionManifest>&)> on_finished = nullptr;
+  };
+
+  SessionRunner(Dependencies deps, std::string logdir);
+  // Shutdown(), then waits for every engine to be destroyed.
+  ~SessionRunner();
+  SessionRunner(const SessionRunner&) = delete;
+  SessionRunner& operator=(const SessionRunner&) = delete;
+
+  // Creates the session folder (under the runner's log dir, whatever plan.logdir says) and
+  // starts the capture. INVALID_ARGUMENT for a bad name, ALREADY_EXISTS for a taken one,
+  // RESOURCE_EXHAUSTED for a full disk, FAILED_PRECONDITION after Shutdown.
+  absl::StatusOr<v1::StartCaptureResponse> Start(CapturePlan plan, StartOptions options);
+
+  // A session running now (manifest as last flushed is not kept here: GetSession reads the
+  // folder), or nullopt.
+  std::optional<v1::SessionInfo> Running(const std::string& session) const;
+  std::vector<v1::SessionInfo> RunningSessions() const;
+
+  // A new watcher of every session (empty filter) or one. For one session, it first gets a
+  // STARTED event (with the last progress line) when the session is running now.
+  std::shared_ptr<EventQueue> Watch(const std::string& session);
+  void Unwatch(const std::shared_ptr<EventQueue>& queue);
+
+  // Cancels every running capture (each saves what its hosts recorded, and its session.json
+  // says it was interrupted), refuses new ones, and closes every watcher once the last session
+  // has finished. Idempotent; returns at once.
+  void Shutdown();
+  // Blocks until no session runs (after Shutdown, or for tests), or `timeout` passes.
+  bool WaitIdle(absl::Duration timeout) const;
+
+  RunnerCounters counters() const;
+  const std::string& logdir() const { return logdir_; }
+
+ private:
+  struct Entry {
+    v1::SessionInfo info;
+    int64_t started_mono_ns = 0;
+    std::shared_ptr<SessionDir> sink;  // outlives the engine
+    std::unique_ptr<CaptureEngine> engine;
+  };
+  void Publish(const v1::SessionEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProgress(const std::string& session, const std::string& line);
+  void OnDone(const std::string& session, const std::string& marker,
+              absl::StatusOr<v1::SessionManifest> result,
+              const std::function<void(const absl::StatusOr<v1::SessionManifest>&)>& on_finished);
+
+  const Dependencies deps_;
+  const std::string logdir_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Entry> running_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<EventQueue>> watchers_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  RunnerCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Destroys finished engines (declared last: destroyed first, joining its thread, while the
+  // rest is still alive).
+  std::unique_ptr<ThreadWorkPool> reaper_;
+};
+
+// "ok", "partial", "failed", ... with the host count: the FINISHED event's message.
+std::string OutcomeLine(const v1::SessionManifest& manifest);
+
+}  // namespace profctl::coordinator::service
+
+#endif  // PROFCTL_COORDINATOR_SERVICE_SESSION_RUNNER_H_

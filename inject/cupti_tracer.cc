@@ -1,0 +1,343 @@
+#include "inject/cupti_tracer.h"
+
+#include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace profctl::inject {
+namespace {
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Kinds recorded only inside a window.
+constexpr CUpti_ActivityKind kWindowKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_MEMORY2,
+};
+
+const char* KindName(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return "MEMORY2";
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      return "MARKER";
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+      return "DEVICE";
+    default:
+      return "?";
+  }
+}
+
+void CUPTIAPI ProbeCallback(void* /*userdata*/, CUpti_CallbackDomain /*domain*/,
+                            CUpti_CallbackId /*cbid*/, const void* /*data*/) {}
+
+}  // namespace
+
+// libcupti's entry points, resolved with dlsym.
+struct CuptiTracer::Api {
+  CUptiResult(CUPTIAPI* register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+                                            CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult(CUPTIAPI* enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult(CUPTIAPI* disable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult(CUPTIAPI* flush_all)(uint32_t) = nullptr;
+  CUptiResult(CUPTIAPI* next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+  CUptiResult(CUPTIAPI* dropped)(CUcontext, uint32_t, size_t*) = nullptr;
+  CUptiResult(CUPTIAPI* timestamp)(uint64_t*) = nullptr;
+  CUptiResult(CUPTIAPI* result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult(CUPTIAPI* callback_name)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;
+  CUptiResult(CUPTIAPI* subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                                      CUpti_SubscriberParams*) = nullptr;
+  CUptiResult(CUPTIAPI* unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+};
+
+CuptiTracer* CuptiTracer::Get() {
+  static CuptiTracer* const tracer = new CuptiTracer();  // never destroyed, see the header
+  return tracer;
+}
+
+bool CuptiTracer::Initialize() {
+  std::call_once(init_once_, [this] {
+    // The soname first: a framework's own copy, already loaded, is the one to share.
+    std::string candidates[] = {"libcupti.so.13", "libcupti.so", "", "", ""};
+    if (const char* path = std::getenv("PROFCTL_CUPTI_PATH"); path != nullptr) candidates[2] = path;
+    if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
+      candidates[3] = std::string(home) + "/lib64/libcupti.so.13";
+    }
+    candidates[4] = "/usr/local/cuda/lib64/libcupti.so.13";
+    for (const std::string& name : candidates) {
+      if (name.empty()) continue;
+      lib_ = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib_ != nullptr) break;
+    }
+    if (lib_ == nullptr) {
+      unavailable_ = "libcupti could not be loaded (set PROFCTL_CUPTI_PATH)";
+      return;
+    }
+    api_ = std::make_unique<Api>();
+    auto sym = [this](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib_, name));
+      return *fn != nullptr;
+    };
+    const bool complete = sym(&api_->register_callbacks, "cuptiActivityRegisterCallbacks") &&
+                          sym(&api_->enable, "cuptiActivityEnable") &&
+                          sym(&api_->disable, "cuptiActivityDisable") &&
+                          sym(&api_->flush_all, "cuptiActivityFlushAll") &&
+                          sym(&api_->next_record, "cuptiActivityGetNextRecord") &&
+                          sym(&api_->dropped, "cuptiActivityGetNumDroppedRecords") &&
+                          sym(&api_->timestamp, "cuptiGetTimestamp");
+    sym(&api_->result_string, "cuptiGetResultString");
+    sym(&api_->callback_name, "cuptiGetCallbackName");
+    sym(&api_->subscribe_v2, "cuptiSubscribe_v2");
+    sym(&api_->unsubscribe, "cuptiUnsubscribe");
+    nvtx_entry_ = dlsym(lib_, "InitializeInjectionNvtx2");
+    if (!complete) {
+      unavailable_ = "libcupti lacks the activity API";
+      return;
+    }
+    if (const std::string holder = ProbeSubscriber(); !holder.empty()) {
+      unavailable_ = "held by another CUPTI subscriber (" + holder + ")";
+      return;
+    }
+    if (CUptiResult r = api_->register_callbacks(&BufferRequested, &BufferCompleted);
+        r != CUPTI_SUCCESS) {
+      unavailable_ = "cuptiActivityRegisterCallbacks: " + ResultString(r);
+      return;
+    }
+    // NVTX markers must be enabled before the first NVTX call (CUPTI_NOTES.md), device records
+    // before contexts are created. Failures here (no GPU) leave the window kinds to report them.
+    api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
+    api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    initialized_ = true;
+  });
+  return initialized_;
+}
+
+std::string CuptiTracer::ResultString(CUptiResult result) const {
+  const char* text = nullptr;
+  if (api_ != nullptr && api_->result_string != nullptr &&
+      api_->result_string(result, &text) == CUPTI_SUCCESS && text != nullptr) {
+    return text;
+  }
+  return "CUPTI error " + std::to_string(static_cast<int>(result));
+}
+
+std::string CuptiTracer::ProbeSubscriber() {
+  if (api_->subscribe_v2 == nullptr || api_->unsubscribe == nullptr) return "";
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "profctl";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof(holder);
+  CUpti_SubscriberHandle handle = nullptr;
+  const CUptiResult r = api_->subscribe_v2(&handle, &ProbeCallback, nullptr, &params);
+  if (r == CUPTI_SUCCESS) {
+    api_->unsubscribe(handle);
+    return "";
+  }
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    holder[sizeof(holder) - 1] = '\0';
+    return holder[0] != '\0' ? std::string(holder) : std::string("unknown tool");
+  }
+  return "";  // other errors (no driver) are not a conflict; enabling reports them
+}
+
+std::string CuptiTracer::Unavailable() {
+  if (!Initialize()) return unavailable_;
+  return "";
+}
+
+int64_t CuptiTracer::Calibrate() {
+  int64_t best_gap = INT64_MAX;
+  int64_t offset = 0;
+  for (int i = 0; i < 100; ++i) {
+    uint64_t gpu = 0;
+    const int64_t before = RealtimeNs();
+    if (api_->timestamp(&gpu) != CUPTI_SUCCESS) return 0;
+    const int64_t after = RealtimeNs();
+    if (after - before < best_gap) {
+      best_gap = after - before;
+      offset = static_cast<int64_t>(gpu) - (before + (after - before) / 2);
+    }
+  }
+  return offset;
+}
+
+bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
+  if (!Initialize()) {
+    *error = unavailable_;
+    return false;
+  }
+  if (const std::string holder = ProbeSubscriber(); !holder.empty()) {
+    *error = "held by another CUPTI subscriber (" + holder + ")";
+    return false;
+  }
+  const int64_t offset = Calibrate();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_ = std::make_unique<RecordBatchWriter>(kBatchBytes);
+    converter_ = std::make_unique<CuptiRecordConverter>(writer_.get(), &ApiName);
+    pending_.clear();
+    pending_bytes_ = 0;
+    dropped_ = 0;
+    gpu_minus_wall_ns_ = offset;
+    for (const std::vector<uint8_t>& device : devices_) {
+      converter_->Add(*reinterpret_cast<const CUpti_Activity*>(device.data()));
+    }
+    collecting_ = true;
+  }
+  size_t ignored = 0;
+  api_->dropped(nullptr, 0, &ignored);  // resets CUPTI's count
+  for (size_t i = 0; i < sizeof(kWindowKinds) / sizeof(kWindowKinds[0]); ++i) {
+    const CUptiResult r = api_->enable(kWindowKinds[i]);
+    if (r != CUPTI_SUCCESS) {
+      for (size_t j = 0; j < i; ++j) api_->disable(kWindowKinds[j]);
+      *error =
+          std::string("cuptiActivityEnable(") + KindName(kWindowKinds[i]) + "): " + ResultString(r);
+      Discard();
+      return false;
+    }
+  }
+  *gpu_minus_wall_ns = offset;
+  return true;
+}
+
+void CuptiTracer::Disable() {
+  if (!initialized_) return;
+  for (CUpti_ActivityKind kind : kWindowKinds) api_->disable(kind);
+}
+
+uint64_t CuptiTracer::Flush(const std::function<void(std::vector<uint8_t>)>& sink) {
+  if (!initialized_) return 0;
+  api_->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  size_t cupti_dropped = 0;
+  api_->dropped(nullptr, 0, &cupti_dropped);
+  std::vector<std::vector<uint8_t>> batches;
+  uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!collecting_) return 0;
+    dropped_ += cupti_dropped + refused_buffers_.exchange(0);
+    RotateBatch();
+    batches = std::move(pending_);
+    pending_.clear();
+    pending_bytes_ = 0;
+    dropped = dropped_;
+    collecting_ = false;
+    converter_.reset();
+    writer_.reset();
+  }
+  for (std::vector<uint8_t>& batch : batches) sink(std::move(batch));
+  return dropped;
+}
+
+void CuptiTracer::TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) {
+  std::vector<std::vector<uint8_t>> batches;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!collecting_ || pending_.empty()) return;
+    batches = std::move(pending_);
+    pending_.clear();
+    pending_bytes_ = 0;
+  }
+  for (std::vector<uint8_t>& batch : batches) sink(std::move(batch));
+}
+
+void CuptiTracer::Discard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  collecting_ = false;
+  converter_.reset();
+  writer_.reset();
+  pending_.clear();
+  pending_bytes_ = 0;
+}
+
+void CuptiTracer::RotateBatch() {
+  if (writer_ == nullptr || writer_->record_count() == 0) return;
+  const uint64_t carried = dropped_;
+  const uint64_t lost = writer_->record_count() + writer_->dropped_records();
+  std::vector<uint8_t> batch =
+      writer_->Finish(static_cast<uint32_t>(getpid()), gpu_minus_wall_ns_, carried);
+  if (pending_bytes_ + batch.size() > kMaxPendingBatchBytes) {
+    dropped_ = carried + lost;  // the agent learns of them with the next batch that fits
+    return;
+  }
+  dropped_ = 0;  // counted in this batch's header
+  pending_bytes_ += batch.size();
+  pending_.push_back(std::move(batch));
+}
+
+const char* CuptiTracer::ApiName(uint8_t domain, uint32_t cbid) {
+  CuptiTracer* self = Get();
+  const char* name = nullptr;
+  if (self->api_ != nullptr && self->api_->callback_name != nullptr) {
+    const CUpti_CallbackDomain d =
+        domain == 1 ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+    if (self->api_->callback_name(d, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
+      return name;
+    }
+  }
+  return BuiltinApiName(domain, cbid);
+}
+
+void CUPTIAPI CuptiTracer::BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  CuptiTracer* self = Get();
+  *max_records = 0;
+  if (self->outstanding_buffers_.fetch_add(1) >= kMaxBuffers) {
+    self->outstanding_buffers_.fetch_sub(1);
+    self->refused_buffers_.fetch_add(1);
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer != nullptr ? kBufferBytes : 0;
+  if (*buffer == nullptr) self->outstanding_buffers_.fetch_sub(1);
+}
+
+void CUPTIAPI CuptiTracer::BufferCompleted(CUcontext /*context*/, uint32_t /*stream_id*/,
+                                           uint8_t* buffer, size_t /*size*/, size_t valid_size) {
+  CuptiTracer* self = Get();
+  if (buffer == nullptr) return;
+  try {
+    self->OnBuffer(buffer, valid_size);
+  } catch (...) {  // bad_alloc: the buffer's records are lost, the process goes on
+  }
+  std::free(buffer);
+  self->outstanding_buffers_.fetch_sub(1);
+}
+
+void CuptiTracer::OnBuffer(uint8_t* buffer, size_t valid_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CUpti_Activity* record = nullptr;
+  const size_t device_size = CuptiRecordSize(CUPTI_ACTIVITY_KIND_DEVICE);
+  while (api_->next_record(buffer, valid_size, &record) == CUPTI_SUCCESS && record != nullptr) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_DEVICE && devices_.size() < kMaxDevices) {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(record);
+      devices_.emplace_back(bytes, bytes + device_size);
+    }
+    if (!collecting_ || converter_ == nullptr) continue;
+    // Room for the largest record plus its longest string, else a new batch.
+    if (writer_->size_bytes() + kMaxStringBytes + 256 > kBatchBytes) RotateBatch();
+    converter_->Add(*record);
+  }
+}
+
+}  // namespace profctl::inject

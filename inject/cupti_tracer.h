@@ -1,0 +1,110 @@
+// The injection library's Tracer on CUPTI's activity API. libcupti is dlopen'ed at run time
+// (`libcupti.so.13`, the soname a framework such as PyTorch has usually loaded already from its
+// own wheel, so the loader hands back that copy; else `libcupti.so`, then $PROFCTL_CUPTI_PATH):
+// the library loads, and the process runs, where CUPTI is absent. Plain C++, libc and CUPTI's
+// header types only: part of the injection library.
+//
+// WHAT IT RECORDS. From initialisation (InitializeInjection, before the first NVTX call, as
+// CUPTI_NOTES.md found necessary): MARKER (NVTX) and DEVICE. During a window: CONCURRENT_KERNEL,
+// MEMCPY, MEMSET, RUNTIME and MEMORY2 as well. Buffers completed outside a window are discarded,
+// except DEVICE records, which are kept (at most kMaxDevices) and added to every window's first
+// batch.
+//
+// BOUNDED MEMORY. CUPTI buffers are kBufferBytes each, at most kMaxBuffers outstanding (CUPTI
+// drops, and counts, records when refused one); finished batches are streamed to the agent during
+// the window (TakeReady) and at most kMaxPendingBatchBytes wait (then records are dropped and
+// counted).
+//
+// CONFLICTS. CUPTI allows one callback subscriber per process. The activity API needs none, so we
+// never hold one; before every window a probe subscription (taken and released at once) tells
+// whether another tool (torch.profiler's Kineto, JAX/TF's tracer, Nsight) holds it, and then the
+// window is refused: "held by another CUPTI subscriber (<its name>)".
+//
+// THREADING. Enable/Disable/Flush/Discard come from the client's thread; CUPTI's buffer callbacks
+// from CUPTI's threads (or the flushing thread); one mutex guards the converter and the batches.
+#ifndef PROFCTL_INJECT_CUPTI_TRACER_H_
+#define PROFCTL_INJECT_CUPTI_TRACER_H_
+
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "inject/cupti_records.h"
+#include "inject/inject_client.h"
+#include "inject/record_batch_writer.h"
+
+namespace profctl::inject {
+
+class CuptiTracer final : public Tracer {
+ public:
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
+  static constexpr int kMaxBuffers = 16;
+  static constexpr size_t kBatchBytes = size_t{4} << 20;
+  static constexpr size_t kMaxPendingBatchBytes = size_t{64} << 20;
+  static constexpr size_t kMaxDevices = 64;
+
+  // The one tracer of the process (CUPTI's buffer callbacks are plain functions), created on first
+  // use and never destroyed (the process may exit while CUPTI's threads still call it).
+  static CuptiTracer* Get();
+
+  // Loads libcupti, registers the buffer callbacks and enables MARKER and DEVICE. Idempotent;
+  // false when libcupti cannot be loaded or registration fails (Unavailable() says why).
+  bool Initialize();
+  // libcupti's own NVTX entry point (InitializeInjectionNvtx2), or nullptr.
+  void* nvtx_entry() const { return nvtx_entry_; }
+  bool loaded() const { return lib_ != nullptr; }
+
+  std::string Unavailable() override;
+  bool Enable(std::string* error, int64_t* gpu_minus_wall_ns) override;
+  void Disable() override;
+  uint64_t Flush(const std::function<void(std::vector<uint8_t>)>& sink) override;
+  void Discard() override;
+  void TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) override;
+
+ private:
+  CuptiTracer() = default;
+
+  struct Api;
+  static void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                       size_t size, size_t valid_size);
+  static const char* ApiName(uint8_t domain, uint32_t cbid);
+  void OnBuffer(uint8_t* buffer, size_t valid_size);
+  // Finishes the current batch into pending_. Requires mu_.
+  void RotateBatch();
+  std::string ResultString(CUptiResult result) const;
+  // Another CUPTI subscriber's name when one holds the process, "" otherwise.
+  std::string ProbeSubscriber();
+  // Measures the GPU clock minus CLOCK_REALTIME (min-gap pair of 100 samples).
+  int64_t Calibrate();
+
+  std::once_flag init_once_;
+  bool initialized_ = false;
+  std::string unavailable_;
+  void* lib_ = nullptr;
+  void* nvtx_entry_ = nullptr;
+  std::unique_ptr<Api> api_;
+  std::atomic<int> outstanding_buffers_{0};
+  std::atomic<uint64_t> refused_buffers_{0};
+
+  std::mutex mu_;
+  bool collecting_ = false;  // guarded by mu_
+  int64_t gpu_minus_wall_ns_ = 0;
+  std::unique_ptr<RecordBatchWriter> writer_;
+  std::unique_ptr<CuptiRecordConverter> converter_;
+  std::vector<std::vector<uint8_t>> pending_;
+  size_t pending_bytes_ = 0;
+  uint64_t dropped_ = 0;                       // records dropped this window (pending cap, CUPTI)
+  std::vector<std::vector<uint8_t>> devices_;  // raw CUpti_ActivityDevice records
+};
+
+}  // namespace profctl::inject
+
+#endif  // PROFCTL_INJECT_CUPTI_TRACER_H_

@@ -1,0 +1,386 @@
+#include "inject/inject_client.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace profctl::inject {
+namespace {
+
+// The fake agent's waits are on real sockets, bounded by this deadline (never a sleep).
+constexpr int kTimeoutMs = 10'000;
+
+class FakeTracer : public Tracer {
+ public:
+  std::string Unavailable() override {
+    std::lock_guard<std::mutex> lock(mu);
+    return unavailable;
+  }
+  bool Enable(std::string* error, int64_t* gpu_minus_wall_ns) override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++enables;
+    if (!enable_error.empty()) {
+      *error = enable_error;
+      return false;
+    }
+    *gpu_minus_wall_ns = 123;
+    recording = true;
+    return true;
+  }
+  void Disable() override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++disables;
+    recording = false;
+  }
+  uint64_t Flush(const std::function<void(std::vector<uint8_t>)>& sink) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++flushes;
+    }
+    sink(std::vector<uint8_t>(64, 1));
+    sink(std::vector<uint8_t>(128, 2));
+    return 7;
+  }
+  void Discard() override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++discards;
+  }
+  void TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) override {
+    std::vector<std::vector<uint8_t>> batches;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      batches.swap(ready);
+    }
+    for (auto& b : batches) sink(std::move(b));
+  }
+  std::vector<std::vector<uint8_t>> ready;
+
+  std::mutex mu;
+  std::string unavailable;
+  std::string enable_error;
+  bool recording = false;
+  int enables = 0, disables = 0, flushes = 0, discards = 0;
+};
+
+std::atomic<int64_t> g_fake_now{1'000};
+int64_t FakeNow() { return g_fake_now.load(); }
+
+class FakeAgent {
+ public:
+  explicit FakeAgent(const std::string& path) {
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(listen_fd_, 8), 0);
+  }
+  ~FakeAgent() {
+    CloseClient();
+    close(listen_fd_);
+  }
+  bool Accept() {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, kTimeoutMs) != 1) return false;
+    CloseClient();
+    fd_ = accept(listen_fd_, nullptr, nullptr);
+    decoder_ = FrameDecoder();
+    return fd_ >= 0;
+  }
+  void CloseClient() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  // The next frame, or false at the deadline or when the client closed.
+  bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
+    for (;;) {
+      const FrameDecoder::Result r = decoder_.Next(type, payload);
+      if (r == FrameDecoder::Result::kFrame) return true;
+      if (r == FrameDecoder::Result::kError) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, kTimeoutMs) != 1) return false;
+      uint8_t buf[4096];
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return false;
+      decoder_.Feed(buf, static_cast<size_t>(n));
+    }
+  }
+  template <typename M>
+  bool ReadMessage(MessageType want, M* out) {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    if (!Read(&type, &payload)) return false;
+    EXPECT_EQ(type, static_cast<uint16_t>(want));
+    return type == static_cast<uint16_t>(want) &&
+           DecodeMessage(payload.data(), payload.size(), out);
+  }
+  StatusMessage ReadStatus() {
+    StatusMessage m;
+    EXPECT_TRUE(ReadMessage(MessageType::kStatus, &m));
+    return m;
+  }
+  template <typename M>
+  void Send(MessageType type, const M& m) {
+    std::vector<uint8_t> out;
+    AppendMessage(type, m, &out);
+    SendRaw(out);
+  }
+  void SendRaw(const std::vector<uint8_t>& bytes) {
+    ASSERT_TRUE(SendAll(fd_, bytes.data(), bytes.size(), kTimeoutMs));
+  }
+
+ private:
+  int listen_fd_ = -1;
+  int fd_ = -1;
+  FrameDecoder decoder_;
+};
+
+class InjectClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/profctl-inject-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/agent.sock";
+    g_fake_now.store(1'000);
+  }
+  void TearDown() override {
+    client_.reset();
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  void StartClient() {
+    InjectClientOptions options;
+    options.socket_path = path_;
+    options.registration.pid = 4242;
+    options.registration.rank = 3;
+    SetText(options.registration.hostname, "host-a");
+    options.wall_now_ns = &FakeNow;
+    options.initial_backoff_ms = 5;
+    options.max_backoff_ms = 20;
+    options.log_once = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(tracer_.mu);
+      logs_.push_back(line);
+    };
+    client_ = std::make_unique<InjectClient>(std::move(options), &tracer_);
+    client_->Start();
+  }
+  RegisterMessage AcceptAndRegister(FakeAgent* agent) {
+    EXPECT_TRUE(agent->Accept());
+    RegisterMessage reg;
+    EXPECT_TRUE(agent->ReadMessage(MessageType::kRegister, &reg));
+    return reg;
+  }
+
+  std::string dir_;
+  std::string path_;
+  FakeTracer tracer_;
+  std::vector<std::string> logs_;
+  std::unique_ptr<InjectClient> client_;
+};
+
+TEST_F(InjectClientTest, WaitsForAnAgentThenRegisters) {
+  StartClient();  // nobody listens yet: it retries quietly
+  FakeAgent agent(path_);
+  const RegisterMessage reg = AcceptAndRegister(&agent);
+  EXPECT_EQ(reg.pid, 4242u);
+  EXPECT_EQ(reg.rank, 3);
+  EXPECT_EQ(GetText(reg.hostname), "host-a");
+  EXPECT_TRUE(logs_.empty());
+}
+
+TEST_F(InjectClientTest, RunsAWindowAndStreamsBatches) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 77;
+  enable.start_wall_ns = 500;  // in the past: at once
+  agent.Send(MessageType::kEnable, enable);
+  StatusMessage s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kEnabled));
+  EXPECT_EQ(s.token, 77u);
+  EXPECT_EQ(s.value1, 123);
+  agent.Send(MessageType::kDisable, CommandMessage{77});
+  s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kDisabled));
+  agent.Send(MessageType::kFlush, CommandMessage{77});
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(agent.Read(&type, &payload));
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kRecordBatch));
+  EXPECT_EQ(payload.size(), 64u);
+  ASSERT_TRUE(agent.Read(&type, &payload));
+  EXPECT_EQ(payload.size(), 128u);
+  s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  EXPECT_EQ(s.dropped, 7u);
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_EQ(tracer_.enables, 1);
+  EXPECT_EQ(tracer_.flushes, 1);
+  EXPECT_EQ(tracer_.discards, 0);
+}
+
+TEST_F(InjectClientTest, StreamsFinishedBatchesDuringTheWindow) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 3;
+  agent.Send(MessageType::kEnable, enable);
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kEnabled));
+  {
+    std::lock_guard<std::mutex> lock(tracer_.mu);
+    tracer_.ready.push_back(std::vector<uint8_t>(32, 9));
+  }
+  // Arrives within the stream interval, before any Disable or Flush.
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(agent.Read(&type, &payload));
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kRecordBatch));
+  EXPECT_EQ(payload, std::vector<uint8_t>(32, 9));
+}
+
+TEST_F(InjectClientTest, EnablesAtTheGivenWallClockInstant) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 1;
+  enable.start_wall_ns = 5'000'000;  // 5 ms after the fake clock's now
+  agent.Send(MessageType::kEnable, enable);
+  // A Disable/Flush round trip proves the client saw the Enable without starting early.
+  agent.Send(MessageType::kFlush, CommandMessage{999});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  {
+    std::lock_guard<std::mutex> lock(tracer_.mu);
+    EXPECT_EQ(tracer_.enables, 0);
+  }
+  g_fake_now.store(5'000'000);
+  const StatusMessage s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kEnabled));
+  EXPECT_EQ(s.value0, 5'000'000);
+}
+
+TEST_F(InjectClientTest, StopsAtTheWindowEndWithoutTheAgent) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 2;
+  enable.start_wall_ns = 0;
+  enable.end_wall_ns = 2'000'000;
+  agent.Send(MessageType::kEnable, enable);
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kEnabled));
+  g_fake_now.store(2'000'000);
+  // The next command is answered after the client's own stop; Flush still delivers.
+  agent.Send(MessageType::kFlush, CommandMessage{2});
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(agent.Read(&type, &payload));
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kRecordBatch));
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_GE(tracer_.disables, 1);
+  EXPECT_FALSE(tracer_.recording);
+}
+
+TEST_F(InjectClientTest, ReportsUnavailableTracing) {
+  tracer_.unavailable = "held by another CUPTI subscriber (Nsight Systems)";
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  StatusMessage s = agent.ReadStatus();  // unprompted, right after Register
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kUnavailable));
+  EXPECT_EQ(s.token, 0u);
+  EXPECT_EQ(GetText(s.text), "held by another CUPTI subscriber (Nsight Systems)");
+  EnableMessage enable;
+  enable.token = 5;
+  agent.Send(MessageType::kEnable, enable);
+  s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kUnavailable));
+  EXPECT_EQ(s.token, 5u);
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_EQ(tracer_.enables, 0);
+}
+
+TEST_F(InjectClientTest, EnableErrorIsReportedAndLoggedOnce) {
+  tracer_.enable_error = "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN";
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 6;
+  agent.Send(MessageType::kEnable, enable);
+  const StatusMessage s = agent.ReadStatus();
+  EXPECT_EQ(s.code, static_cast<uint32_t>(StatusCode::kError));
+  EXPECT_EQ(GetText(s.text), tracer_.enable_error);
+  agent.Send(MessageType::kFlush, CommandMessage{6});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_EQ(logs_.size(), 1u);
+}
+
+TEST_F(InjectClientTest, AgentVanishingMidCaptureDiscardsAndReconnects) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  EnableMessage enable;
+  enable.token = 8;
+  agent.Send(MessageType::kEnable, enable);
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kEnabled));
+  agent.CloseClient();  // the agent goes away while recording
+  AcceptAndRegister(&agent);
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_FALSE(tracer_.recording);
+  EXPECT_EQ(tracer_.discards, 1);
+  EXPECT_EQ(client_->registrations_for_testing(), 2);
+}
+
+TEST_F(InjectClientTest, GarbageFromTheAgentDropsTheConnectionOnly) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  agent.SendRaw(std::vector<uint8_t>(100, 0xAB));
+  AcceptAndRegister(&agent);  // it reconnected
+  // Unknown message types are skipped.
+  std::vector<uint8_t> unknown;
+  AppendFrame(static_cast<MessageType>(77), "xyz", 3, &unknown);
+  agent.SendRaw(unknown);
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+}
+
+TEST_F(InjectClientTest, AForkedChildLetsGoOfTheConnection) {
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  const pid_t child = fork();
+  if (child == 0) {
+    client_->CloseInheritedConnectionInChild();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  // The parent's connection is unharmed.
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+}
+
+TEST_F(InjectClientTest, StopEndsTheThreadWhileDisconnected) {
+  StartClient();
+  client_->Stop();
+  EXPECT_EQ(client_->registrations_for_testing(), 0);
+}
+
+}  // namespace
+}  // namespace profctl::inject

@@ -1,0 +1,180 @@
+#include "inject/socket_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace profctl::inject {
+namespace {
+
+std::vector<uint8_t> Frame(MessageType type, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> out;
+  AppendFrame(type, payload.data(), payload.size(), &out);
+  return out;
+}
+
+TEST(SocketProtocolTest, RoundTripsEveryMessage) {
+  std::vector<uint8_t> stream;
+  RegisterMessage reg;
+  reg.pid = 1234;
+  reg.rank = 3;
+  reg.local_rank = 1;
+  SetText(reg.hostname, "node-7");
+  AppendMessage(MessageType::kRegister, reg, &stream);
+  EnableMessage enable;
+  enable.token = 9;
+  enable.start_wall_ns = 100;
+  enable.end_wall_ns = 200;
+  SetText(enable.session_id, "s1");
+  AppendMessage(MessageType::kEnable, enable, &stream);
+  AppendMessage(MessageType::kFlush, CommandMessage{9}, &stream);
+  StatusMessage status;
+  status.code = static_cast<uint32_t>(StatusCode::kUnavailable);
+  SetText(status.text, "held by another CUPTI subscriber (Nsight)");
+  AppendMessage(MessageType::kStatus, status, &stream);
+  AppendFrame(MessageType::kBye, nullptr, 0, &stream);
+
+  FrameDecoder decoder;
+  decoder.Feed(stream.data(), stream.size());
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kRegister));
+  RegisterMessage reg2;
+  ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &reg2));
+  EXPECT_EQ(reg2.pid, 1234u);
+  EXPECT_EQ(reg2.rank, 3);
+  EXPECT_EQ(GetText(reg2.hostname), "node-7");
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EnableMessage enable2;
+  ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &enable2));
+  EXPECT_EQ(enable2.token, 9u);
+  EXPECT_EQ(enable2.end_wall_ns, 200);
+  EXPECT_EQ(GetText(enable2.session_id), "s1");
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kFlush));
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  StatusMessage status2;
+  ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &status2));
+  EXPECT_EQ(GetText(status2.text), "held by another CUPTI subscriber (Nsight)");
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kBye));
+  EXPECT_TRUE(payload.empty());
+  EXPECT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kNeedMore);
+  EXPECT_EQ(decoder.buffered(), 0u);
+}
+
+TEST(SocketProtocolTest, ByteByByteFeedGivesTheSameFrames) {
+  std::vector<uint8_t> stream;
+  for (uint64_t i = 0; i < 20; ++i)
+    AppendMessage(MessageType::kDisable, CommandMessage{i}, &stream);
+  FrameDecoder decoder;
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  uint64_t next = 0;
+  for (uint8_t byte : stream) {
+    decoder.Feed(&byte, 1);
+    while (decoder.Next(&type, &payload) == FrameDecoder::Result::kFrame) {
+      CommandMessage m;
+      ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &m));
+      EXPECT_EQ(m.token, next++);
+    }
+  }
+  EXPECT_EQ(next, 20u);
+}
+
+TEST(SocketProtocolTest, UnknownTypesAreSkippedByLength) {
+  std::vector<uint8_t> stream = Frame(static_cast<MessageType>(999), std::vector<uint8_t>(100, 7));
+  AppendMessage(MessageType::kFlush, CommandMessage{5}, &stream);
+  FrameDecoder decoder;
+  decoder.Feed(stream.data(), stream.size());
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, 999);
+  EXPECT_EQ(payload.size(), 100u);
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kFlush));
+}
+
+TEST(SocketProtocolTest, RefusesBadMagicVersionAndOversizeLengths) {
+  const std::vector<uint8_t> good = Frame(MessageType::kBye, {});
+  {
+    std::vector<uint8_t> bad = good;
+    bad[0] ^= 0xFF;
+    FrameDecoder d;
+    d.Feed(bad.data(), bad.size());
+    uint16_t t = 0;
+    std::vector<uint8_t> p;
+    EXPECT_EQ(d.Next(&t, &p), FrameDecoder::Result::kError);
+    EXPECT_STREQ(d.error(), "bad frame magic");
+    EXPECT_EQ(d.Next(&t, &p), FrameDecoder::Result::kError);  // stays broken
+  }
+  {
+    std::vector<uint8_t> bad = good;
+    bad[4] = 2;  // version 2
+    FrameDecoder d;
+    d.Feed(bad.data(), bad.size());
+    uint16_t t = 0;
+    std::vector<uint8_t> p;
+    EXPECT_EQ(d.Next(&t, &p), FrameDecoder::Result::kError);
+  }
+  for (MessageType type : {MessageType::kStatus, MessageType::kRecordBatch}) {
+    FrameHeader header;
+    header.type = static_cast<uint16_t>(type);
+    header.length = MaxPayloadBytes(header.type) + 1;
+    FrameDecoder d;
+    d.Feed(reinterpret_cast<const uint8_t*>(&header), sizeof(header));
+    uint16_t t = 0;
+    std::vector<uint8_t> p;
+    EXPECT_EQ(d.Next(&t, &p), FrameDecoder::Result::kError);
+    EXPECT_STREQ(d.error(), "frame length over its cap");
+  }
+}
+
+TEST(SocketProtocolTest, ShortPayloadsDoNotDecodeLongerOnesDo) {
+  std::vector<uint8_t> payload(sizeof(EnableMessage) - 1, 0);
+  EnableMessage m;
+  EXPECT_FALSE(DecodeMessage(payload.data(), payload.size(), &m));
+  payload.assign(sizeof(EnableMessage) + 40, 0x41);  // a newer, longer message
+  EXPECT_TRUE(DecodeMessage(payload.data(), payload.size(), &m));
+  // Unterminated text is read up to the array's end, never past it.
+  EXPECT_EQ(GetText(m.session_id).size(), sizeof(m.session_id) - 1);
+}
+
+TEST(SocketProtocolTest, SetTextCutsAndTerminates) {
+  char text[8];
+  SetText(text, "0123456789");
+  EXPECT_EQ(GetText(text), "0123456");
+  SetText(text, "ab");
+  EXPECT_EQ(GetText(text), "ab");
+}
+
+TEST(SocketProtocolTest, RandomGarbageNeverCrashesAndBuffersStayBounded) {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 200; ++round) {
+    FrameDecoder d;
+    std::vector<uint8_t> bytes(1 + rng() % 4096);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    if (round % 2 == 0 && bytes.size() >= sizeof(FrameHeader)) {
+      FrameHeader h;  // a valid header with a random type and length
+      h.type = static_cast<uint16_t>(rng() % 10);
+      h.length = static_cast<uint32_t>(rng() % 8192);
+      std::memcpy(bytes.data(), &h, sizeof(h));
+    }
+    d.Feed(bytes.data(), bytes.size());
+    uint16_t t = 0;
+    std::vector<uint8_t> p;
+    for (int i = 0; i < 100; ++i) {
+      const FrameDecoder::Result r = d.Next(&t, &p);
+      if (r != FrameDecoder::Result::kFrame) break;
+      EXPECT_LE(p.size(), MaxPayloadBytes(t));
+    }
+    EXPECT_LE(d.buffered(), bytes.size());
+  }
+}
+
+}  // namespace
+}  // namespace profctl::inject

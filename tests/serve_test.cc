@@ -1,0 +1,294 @@
+// `profctl serve` end to end, in-process through the real CLI code, gRPC and disk: an in-process
+// agent (two endpoints, synthetic job), the daemon with a bearer token, `profctl capture
+// --coordinator`, `profctl sessions --coordinator`, ListSchedules, a wrong token, /metrics over
+// HTTP, SIGHUP-style reload and shutdown.
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/agent_server.h"
+#include "common/clock.h"
+#include "common/executor.h"
+#include "common/file_util.h"
+#include "coordinator/agent_credentials.h"
+#include "coordinator/cli.h"
+#include "coordinator/grpc_agent_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/coordinator.grpc.pb.h"
+#include "tests/temp_dir.h"
+#include "tests/test_certs.h"
+
+namespace profctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+// GET `path` from 127.0.0.1:port; the whole response (status line, headers, body).
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: x\r\n\r\n");
+  (void)write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::HaveOpenssl());
+    certs_ = testing::MakeTestCerts(tmp_.path());
+    agent::AgentOptions o;
+    o.port = 0;
+    o.bind = "127.0.0.1";
+    o.endpoints = 2;
+    o.synthetic = "step_ms=20";
+    absl::StatusOr<std::unique_ptr<agent::AgentServer>> server = agent::AgentServer::Start(
+        o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    agent_ = *std::move(server);
+    workers_ = absl::StrCat("127.0.0.1:", agent_->ports()[0], ",127.0.0.1:", agent_->ports()[1]);
+    logdir_ = JoinPath(tmp_.path(), "logs");
+    config_ = JoinPath(tmp_.path(), "coordinator.yaml");
+    ASSERT_TRUE(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
+schedules:
+  - name: nightly
+    targets: [)",
+                                                          workers_, R"(]
+    cron: "0 3 * * *"
+    duration: 300ms
+)"))
+                    .ok());
+  }
+
+  // Starts `profctl serve` on a thread; returns its CoordinatorService port.
+  int StartServe(std::vector<std::string> extra = {}) {
+    const std::string port_file = JoinPath(tmp_.path(), "serve.port");
+    std::vector<std::string> args = {"serve",
+                                     "--config=" + config_,
+                                     "--port=0",
+                                     "--port-file=" + port_file,
+                                     "--metrics-port=0",
+                                     "--serve-token-file=" + certs_.token_file,
+                                     "--log-level=warn"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    serve_thread_ = std::thread([this, args] {
+      std::ostringstream out, err;
+      CliEnvFor(&out, &err, [&](const coordinator::CliEnv& env) {
+        serve_rc_ = coordinator::RunCli(args, env);
+      });
+      serve_err_ = err.str();
+    });
+    for (int i = 0; i < 3000 && !PathExists(port_file); ++i) usleep(10'000);
+    absl::StatusOr<std::string> ports = ReadFile(port_file);
+    if (!ports.ok()) return 0;
+    std::vector<std::string> lines = absl::StrSplit(*ports, '\n', absl::SkipEmpty());
+    int port = 0;
+    if (lines.size() == 2) {
+      EXPECT_TRUE(absl::SimpleAtoi(lines[0], &port));
+      EXPECT_TRUE(absl::SimpleAtoi(lines[1], &metrics_port_));
+    }
+    return port;
+  }
+  void StopServe() {
+    if (!serve_thread_.joinable()) return;
+    interrupt_.Stop();
+    serve_thread_.join();
+    EXPECT_EQ(serve_rc_, 0) << serve_err_;
+  }
+  void TearDown() override { StopServe(); }
+
+  // Runs `fn` with a CliEnv like profctl's main (real executor, pool and gRPC clients).
+  void CliEnvFor(std::ostream* out, std::ostream* err,
+                 const std::function<void(const coordinator::CliEnv&)>& fn) {
+    coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+    AsioExecutor executor(&clock_);
+    ThreadWorkPool pool(2);
+    coordinator::CliEnv env;
+    env.out = out;
+    env.err = err;
+    env.clock = &clock_;
+    env.clients = &clients;
+    env.executor = &executor;
+    env.interrupt = &interrupt_;
+    env.pool = &pool;
+    env.hup_reloads = &hup_reloads_;
+    env.reload_requests = &reload_requests_;
+    env.secure_clients = [this](std::shared_ptr<const coordinator::AgentCredentials> c) {
+      return std::make_unique<coordinator::GrpcAgentClientFactory>(
+          coordinator::GrpcAgentClientOptions{.clock = &clock_, .credentials = std::move(c)});
+    };
+    fn(env);
+  }
+
+  // `profctl <args>` as a client: exit code, stdout + stderr.
+  int Cli(std::vector<std::string> args, std::string* output) {
+    std::ostringstream out, err;
+    StopSignal no_interrupt;
+    coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+    AsioExecutor executor(&clock_);
+    coordinator::CliEnv env;
+    env.out = &out;
+    env.err = &err;
+    env.clock = &clock_;
+    env.clients = &clients;
+    env.executor = &executor;
+    env.interrupt = &no_interrupt;
+    const int rc = coordinator::RunCli(args, env);
+    *output = out.str() + err.str();
+    return rc;
+  }
+
+  std::unique_ptr<v1::CoordinatorService::Stub> Stub(int port) {
+    return v1::CoordinatorService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  const testing::TempDir tmp_;
+  testing::TestCerts certs_;
+  RealClock clock_;
+  AsioExecutor agent_executor_{&clock_};
+  std::unique_ptr<agent::AgentServer> agent_;
+  std::string workers_, logdir_, config_;
+  StopSignal interrupt_;
+  std::atomic<bool> hup_reloads_{false};
+  std::atomic<int> reload_requests_{0};
+  std::thread serve_thread_;
+  int serve_rc_ = -1;
+  std::string serve_err_;
+  int metrics_port_ = 0;
+};
+
+TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
+  const int port = StartServe();
+  ASSERT_GT(port, 0) << serve_err_;
+  const std::string coordinator = absl::StrCat("--coordinator=127.0.0.1:", port);
+  const std::string token = "--token-file=" + certs_.token_file;
+
+  std::string out;
+  EXPECT_EQ(Cli({"capture", coordinator, token, "--workers=" + workers_, "--duration=300",
+                 "--session=remote1", "--tolerance=500"},
+                &out),
+            coordinator::kExitOk)
+      << out;
+  EXPECT_THAT(out, HasSubstr("session remote1: ok, 2/2 hosts captured"));
+  EXPECT_THAT(out, HasSubstr(JoinPath(logdir_, "plugins/profile/remote1")));
+  // An ordinary session folder, with what started it.
+  absl::StatusOr<std::string> json =
+      ReadFile(JoinPath(logdir_, "plugins/profile/remote1/session.json"));
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, HasSubstr("\"kind\": \"api\""));
+  EXPECT_TRUE(PathExists(JoinPath(logdir_, "plugins/profile/remote1/report.html")));
+
+  // The same name again: refused as a usage error.
+  EXPECT_EQ(Cli({"capture", coordinator, token, "--workers=" + workers_, "--duration=300",
+                 "--session=remote1"},
+                &out),
+            coordinator::kExitUsage);
+  EXPECT_THAT(out, HasSubstr("ALREADY_EXISTS"));
+
+  // No token, or the wrong one: refused, nothing started.
+  EXPECT_EQ(Cli({"sessions", coordinator}, &out), coordinator::kExitFailed);
+  EXPECT_THAT(out, HasSubstr("UNAUTHENTICATED: this coordinator requires a bearer token"));
+  EXPECT_EQ(Cli({"sessions", coordinator, "--token-file=" + certs_.wrong_token_file}, &out),
+            coordinator::kExitFailed);
+  EXPECT_THAT(out, HasSubstr("PERMISSION_DENIED"));
+
+  EXPECT_EQ(Cli({"sessions", coordinator, token}, &out), coordinator::kExitOk) << out;
+  EXPECT_THAT(out, HasSubstr("remote1"));
+  EXPECT_THAT(out, HasSubstr("ok"));
+  EXPECT_THAT(out, HasSubstr("api"));
+  // Locally, from the log dir, the same session.
+  EXPECT_EQ(Cli({"sessions", "--logdir=" + logdir_}, &out), coordinator::kExitOk);
+  EXPECT_THAT(out, HasSubstr("remote1"));
+
+  // ListSchedules and GetSession with the token.
+  auto stub = Stub(port);
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    v1::ListSchedulesResponse r;
+    ASSERT_TRUE(stub->ListSchedules(&ctx, {}, &r).ok());
+    ASSERT_EQ(r.schedules_size(), 1);
+    EXPECT_EQ(r.schedules(0).name(), "nightly");
+    EXPECT_EQ(r.schedules(0).timing(), "cron 0 3 * * *");
+    EXPECT_GT(r.schedules(0).next_fire_wall_ns(), clock_.WallNs());
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    v1::GetSessionRequest req;
+    req.set_session("remote1");
+    v1::SessionInfo info;
+    ASSERT_TRUE(stub->GetSession(&ctx, req, &info).ok());
+    EXPECT_EQ(info.manifest().hosts_size(), 2);
+    EXPECT_FALSE(info.running());
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    v1::GetSessionRequest req;
+    req.set_session("../etc");
+    v1::SessionInfo info;
+    EXPECT_EQ(stub->GetSession(&ctx, req, &info).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+
+  // /metrics over HTTP (Prometheus text), /healthz, and a 404.
+  ASSERT_GT(metrics_port_, 0);
+  const std::string metrics = HttpGet(metrics_port_, "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(metrics, HasSubstr("text/plain; version=0.0.4"));
+  EXPECT_THAT(metrics, HasSubstr("profctl_coordinator_captures_started_total 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("profctl_coordinator_captures_finished_total{outcome=\"ok\"} 1"));
+  EXPECT_THAT(HttpGet(metrics_port_, "/healthz"), HasSubstr("ok"));
+  EXPECT_THAT(HttpGet(metrics_port_, "/nope"), HasSubstr("HTTP/1.1 404"));
+
+  // A reload request (what SIGHUP does) with a broken config is refused; the daemon serves on.
+  ASSERT_TRUE(WriteFileAtomically(config_, "logdir: x\nbogus: 1\n").ok());
+  reload_requests_.fetch_add(1);
+  interrupt_.Poke();
+  for (int i = 0; i < 500 && !absl::StrContains(HttpGet(metrics_port_, "/metrics"),
+                                                "config_reloads_total{result=\"error\"} 1");
+       ++i) {
+    usleep(10'000);
+  }
+  EXPECT_THAT(HttpGet(metrics_port_, "/metrics"),
+              HasSubstr("profctl_coordinator_config_reloads_total{result=\"error\"} 1"));
+  EXPECT_TRUE(hup_reloads_.load());
+  StopServe();
+}
+
+TEST_F(ServeTest, RefusesANonLoopbackBindWithoutClientAuthentication) {
+  std::string out;
+  EXPECT_EQ(Cli({"serve", "--config=" + config_, "--bind=0.0.0.0", "--port=0"}, &out),
+            coordinator::kExitUsage);
+  EXPECT_THAT(out, HasSubstr("--serve-token-file or --serve-tls-ca"));
+  EXPECT_EQ(Cli({"serve", "--config=" + JoinPath(tmp_.path(), "none.yaml")}, &out),
+            coordinator::kExitUsage);
+  EXPECT_THAT(out, HasSubstr("none.yaml"));
+  EXPECT_EQ(Cli({"serve", "--config=" + config_, "--log-format=xml"}, &out),
+            coordinator::kExitUsage);
+  EXPECT_THAT(out, HasSubstr("--log-format"));
+}
+
+}  // namespace
+}  // namespace profctl
