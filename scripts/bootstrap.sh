@@ -5,7 +5,9 @@
 #   scripts/bootstrap.sh --test   also what only tests need (headless Chromium for report.html;
 #                                 Python gRPC and protobuf for the TensorFlow-client test;
 #                                 openssl, which the TLS tests make certificates with; clang and
-#                                 its libFuzzer runtime for the fuzzers, docs/fuzzing.md)
+#                                 its libFuzzer runtime for the fuzzers, docs/fuzzing.md;
+#                                 python3-yaml, python3-jsonschema, iproute2, systemd-analyze and
+#                                 shellcheck for the deployment checks, deploy/tests)
 set -euo pipefail
 
 PACKAGES=(
@@ -16,7 +18,8 @@ PACKAGES=(
   clang-format clang-tidy
 )
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES+=(chromium python3-grpcio python3-protobuf openssl clang libclang-rt-dev)
+  PACKAGES+=(chromium python3-grpcio python3-protobuf openssl clang libclang-rt-dev
+             python3-yaml python3-jsonschema iproute2 systemd shellcheck)
 fi
 
 missing=()
