@@ -778,19 +778,27 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
   return trace;
 }
 
+absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
+                                                     absl::string_view path, std::string* storage) {
+  if (contents.size() < 2 || static_cast<unsigned char>(contents[0]) != 0x1f ||
+      static_cast<unsigned char>(contents[1]) != 0x8b) {
+    return contents;
+  }
+  absl::StatusOr<std::string> out = GzipDecompress(contents);
+  if (!out.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot decompress gzip: ", out.status().message()));
+  }
+  *storage = *std::move(out);
+  return absl::string_view(*storage);
+}
+
 absl::StatusOr<HostTrace> ReadKinetoTraceFile(absl::string_view contents, absl::string_view path,
                                               int64_t offset_ns, const ReaderOptions& options) {
   std::string inflated;
-  if (contents.size() >= 2 && static_cast<unsigned char>(contents[0]) == 0x1f &&
-      static_cast<unsigned char>(contents[1]) == 0x8b) {
-    absl::StatusOr<std::string> out = GzipDecompress(contents);
-    if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": cannot decompress gzip: ", out.status().message()));
-    }
-    inflated = *std::move(out);
-    contents = inflated;
-  }
+  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated);
+  if (!text.ok()) return text.status();
+  contents = *text;
   absl::StatusOr<HostTrace> trace =
       ReadKinetoTrace(contents, KinetoFileStem(path), offset_ns, options);
   if (!trace.ok()) {

@@ -67,6 +67,11 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
                                           const std::string& default_host, int64_t offset_ns,
                                           const ReaderOptions& options = {});
 
+// `contents` itself, or, when it starts with the gzip magic, its inflated text kept in *storage.
+// INVALID_ARGUMENT naming `path` when it does not inflate.
+absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
+                                                     absl::string_view path, std::string* storage);
+
 // A trace file's bytes as read from `path` (used only for naming): gunzipped first when they
 // start with the gzip magic (`*.pt.trace.json.gz`), then ReadKinetoTrace with the default host
 // KinetoFileStem(path). Errors name `path`.

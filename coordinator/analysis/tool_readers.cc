@@ -865,16 +865,9 @@ absl::StatusOr<ToolTrace> ReadKinetoTools(absl::string_view json_text,
 absl::StatusOr<ToolTrace> ReadKinetoToolsFile(absl::string_view contents, absl::string_view path,
                                               int64_t offset_ns, const ReaderOptions& options) {
   std::string inflated;
-  if (contents.size() >= 2 && static_cast<unsigned char>(contents[0]) == 0x1f &&
-      static_cast<unsigned char>(contents[1]) == 0x8b) {
-    absl::StatusOr<std::string> out = GzipDecompress(contents);
-    if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": cannot decompress gzip: ", out.status().message()));
-    }
-    inflated = *std::move(out);
-    contents = inflated;
-  }
+  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated);
+  if (!text.ok()) return text.status();
+  contents = *text;
   absl::StatusOr<ToolTrace> trace =
       ReadKinetoTools(contents, KinetoFileStem(path), offset_ns, options);
   if (!trace.ok()) {

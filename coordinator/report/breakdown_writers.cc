@@ -17,6 +17,7 @@
 #include "common/json_util.h"
 #include "common/version.h"
 #include "coordinator/report/html_report.h"
+#include "coordinator/report/json_out.h"
 
 namespace profctl::report {
 
@@ -194,110 +195,22 @@ Headline MakeHeadline(const PodBreakdown& b) {
 
 // --- JSON --------------------------------------------------------------------------------------
 
-// Writes JSON text with commas handled; containers opened at depth <= pretty_depth put each
-// element on its own indented line, deeper ones are written inline.
-class JsonOut {
- public:
-  explicit JsonOut(int pretty_depth) : pretty_depth_(pretty_depth) {}
+void StatsMs(JsonOut& j, const Stats& s) {
+  j.BeginObject();
+  j.Key("mean_ms");
+  j.Ms(RoundNs(s.mean_ns));
+  j.Key("p50_ms");
+  j.Ms(s.p50_ns);
+  j.Key("p90_ms");
+  j.Ms(s.p90_ns);
+  j.EndObject();
+}
 
-  void BeginObject() { Open('{'); }
-  void EndObject() { Close('}'); }
-  void BeginArray() { Open('['); }
-  void EndArray() { Close(']'); }
-  void Key(absl::string_view key) {
-    BeginElement();
-    AppendJsonString(&out_, key);
-    out_.append(Pretty() ? ": " : ":");
-    after_key_ = true;
-  }
-  void String(absl::string_view s) {
-    BeforeValue();
-    AppendJsonString(&out_, s);
-  }
-  void StringOrNull(absl::string_view s) {
-    if (s.empty()) {
-      Null();
-    } else {
-      String(s);
-    }
-  }
-  void Int(int64_t v) {
-    BeforeValue();
-    absl::StrAppend(&out_, v);
-  }
-  void Ms(int64_t ns) {
-    BeforeValue();
-    out_.append(FormatMs(ns));
-  }
-  void Bool(bool v) {
-    BeforeValue();
-    out_.append(v ? "true" : "false");
-  }
-  void Null() {
-    BeforeValue();
-    out_.append("null");
-  }
-  void StatsMs(const Stats& s) {
-    BeginObject();
-    Key("mean_ms");
-    Ms(RoundNs(s.mean_ns));
-    Key("p50_ms");
-    Ms(s.p50_ns);
-    Key("p90_ms");
-    Ms(s.p90_ns);
-    EndObject();
-  }
-  void Strings(const std::vector<std::string>& v) {
-    BeginArray();
-    for (const std::string& s : v) String(s);
-    EndArray();
-  }
-
-  std::string Take() {
-    out_.push_back('\n');
-    return std::move(out_);
-  }
-
- private:
-  // Depth of the container the next element goes into.
-  int Depth() const { return static_cast<int>(first_.size()); }
-  bool Pretty() const { return Depth() <= pretty_depth_; }
-
-  void Newline(int depth) {
-    out_.push_back('\n');
-    out_.append(2 * static_cast<size_t>(depth), ' ');
-  }
-  void BeginElement() {
-    if (first_.empty()) return;
-    if (!first_.back()) out_.push_back(',');
-    first_.back() = false;
-    if (Pretty()) Newline(Depth());
-  }
-  void BeforeValue() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    BeginElement();
-  }
-  void Open(char c) {
-    BeforeValue();
-    out_.push_back(c);
-    first_.push_back(true);
-  }
-  void Close(char c) {
-    const bool empty = first_.back();
-    const bool pretty = Pretty();
-    first_.pop_back();
-    if (!empty && pretty) Newline(Depth());
-    out_.push_back(c);
-  }
-
-  int pretty_depth_;
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element yet
-  bool after_key_ = false;
-};
+void Strings(JsonOut& j, const std::vector<std::string>& v) {
+  j.BeginArray();
+  for (const std::string& str : v) j.String(str);
+  j.EndArray();
+}
 
 void WriteCategoriesMs(JsonOut& j, const analysis::CategoryTimes& t) {
   j.BeginObject();
@@ -641,13 +554,7 @@ absl::string_view BreakdownSourceName(BreakdownSource source) {
   return "unknown";
 }
 
-std::string FormatMs(int64_t ns) {
-  uint64_t mag = static_cast<uint64_t>(ns);
-  if (ns < 0) mag = ~mag + 1;  // |ns|, also for INT64_MIN
-  const uint64_t us = mag / 1000 + (mag % 1000 >= 500 ? 1 : 0);
-  if (us == 0) return "0.000";
-  return absl::StrFormat("%s%d.%03d", ns < 0 ? "-" : "", us / 1000, us % 1000);
-}
+std::string FormatMs(int64_t ns) { return JsonOut::FormatFixed(ns, 1'000'000); }
 
 std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   const Headline headline = MakeHeadline(b);
@@ -676,7 +583,7 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.Key("hosts");
   j.Int(static_cast<int64_t>(b.hosts.size()));
   j.Key("step_time");
-  j.StatsMs(b.pod_step_time);
+  StatsMs(j, b.pod_step_time);
   j.Key("categories");
   {
     std::array<std::vector<int64_t>, kNumCategories> per_cat;
@@ -688,7 +595,7 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
     j.BeginObject();
     for (int c = 0; c < kNumCategories; ++c) {
       j.Key(CategoryName(CategoryAt(c)));
-      j.StatsMs(StatsOf(std::move(per_cat[c])));
+      StatsMs(j, StatsOf(std::move(per_cat[c])));
     }
     j.EndObject();
   }
@@ -710,20 +617,20 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
     j.Key("has_markers");
     j.Bool(h.has_markers);
     j.Key("step_time");
-    j.StatsMs(h.step_time);
+    StatsMs(j, h.step_time);
     j.Key("categories");
     j.BeginObject();
     for (int c = 0; c < kNumCategories; ++c) {
       j.Key(CategoryName(CategoryAt(c)));
-      j.StatsMs(h.categories[c]);
+      StatsMs(j, h.categories[c]);
     }
     j.EndObject();
     j.Key("straggler_steps");
     j.Int(h.straggler_steps);
     j.Key("warnings");
-    j.Strings(h.warnings);
+    Strings(j, h.warnings);
     j.Key("files");
-    j.Strings(FilesOf(ctx, h.host));
+    Strings(j, FilesOf(ctx, h.host));
     j.EndObject();
   }
   j.EndArray();
@@ -774,32 +681,16 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   for (const int64_t step : b.straggler_changes) j.Int(step);
   j.EndArray();
   j.Key("consistently_slow");
-  j.Strings(b.consistently_slow);
+  Strings(j, b.consistently_slow);
   j.Key("warnings");
-  j.Strings(b.warnings);
+  Strings(j, b.warnings);
   j.Key("files");
-  j.Strings(ctx.session_files);
+  Strings(j, ctx.session_files);
   j.EndObject();
   return j.Take();
 }
 
-namespace {
-
-// RFC 4180: a field with a comma, quote, CR or LF is quoted, its quotes doubled.
-void AppendCsvField(std::string* out, absl::string_view s) {
-  if (s.find_first_of(",\"\r\n") == absl::string_view::npos) {
-    out->append(s.data(), s.size());
-    return;
-  }
-  out->push_back('"');
-  for (const char c : s) {
-    if (c == '"') out->push_back('"');
-    out->push_back(c);
-  }
-  out->push_back('"');
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string BreakdownCsv(const PodBreakdown& b) {
   std::string out = "step,host,step_time_ms";

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json_util.h"
 #include "common/version.h"
+#include "coordinator/report/json_out.h"
 
 namespace profctl::report {
 
@@ -28,104 +29,7 @@ namespace {
 
 // --- JSON ---------------------------------------------------------------------------------------
 
-// A small streaming JSON writer: commas and nesting handled, containers opened at depth <=
-// `pretty_depth` put each element on its own line.
-class Json {
- public:
-  explicit Json(int pretty_depth) : pretty_depth_(pretty_depth) {}
-
-  void BeginObject() { Open('{'); }
-  void EndObject() { Close('}'); }
-  void BeginArray() { Open('['); }
-  void EndArray() { Close(']'); }
-  void Key(absl::string_view k) {
-    Separate();
-    AppendJsonString(&out_, k);
-    out_.push_back(':');
-    after_key_ = true;
-  }
-  void String(absl::string_view s) {
-    Separate();
-    AppendJsonString(&out_, s);
-  }
-  void Int(int64_t v) {
-    Separate();
-    absl::StrAppend(&out_, v);
-  }
-  void Uint(uint64_t v) {
-    Separate();
-    absl::StrAppend(&out_, v);
-  }
-  void Bool(bool v) {
-    Separate();
-    out_ += v ? "true" : "false";
-  }
-  void Null() {
-    Separate();
-    out_ += "null";
-  }
-  // Nanoseconds as milliseconds or microseconds with 3 decimals (exact, no floating point).
-  void Ms(int64_t ns) { Fixed(ns, 1'000'000); }
-  void Us(int64_t ns) { Fixed(ns, 1'000); }
-  void Double(double v, int decimals = 3) {
-    Separate();
-    if (!std::isfinite(v)) {
-      out_ += "null";
-      return;
-    }
-    out_ += absl::StrFormat("%.*f", decimals, v);
-  }
-  std::string Finish() && {
-    out_.push_back('\n');
-    return std::move(out_);
-  }
-
- private:
-  void Fixed(int64_t ns, int64_t unit) {
-    Separate();
-    // Round half away from zero to 1/1000 of the unit.
-    const int64_t step = unit / 1000;
-    const bool neg = ns < 0;
-    const uint64_t mag = neg ? ~static_cast<uint64_t>(ns) + 1 : static_cast<uint64_t>(ns);
-    const uint64_t q =
-        mag / static_cast<uint64_t>(step) +
-        (mag % static_cast<uint64_t>(step) * 2 >= static_cast<uint64_t>(step) ? 1 : 0);
-    absl::StrAppendFormat(&out_, "%s%d.%03d", neg && q != 0 ? "-" : "", q / 1000, q % 1000);
-  }
-  void Separate() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (!first_.empty()) {
-      if (!first_.back()) out_.push_back(',');
-      first_.back() = false;
-      if (static_cast<int>(first_.size()) <= pretty_depth_) {
-        out_.push_back('\n');
-        out_.append(first_.size() * 2, ' ');
-      }
-    }
-  }
-  void Open(char c) {
-    Separate();
-    out_.push_back(c);
-    first_.push_back(true);
-  }
-  void Close(char c) {
-    const bool empty = first_.back();
-    first_.pop_back();
-    if (!empty && static_cast<int>(first_.size()) + 1 <= pretty_depth_) {
-      out_.push_back('\n');
-      out_.append(first_.size() * 2, ' ');
-    }
-    out_.push_back(c);
-  }
-
-  int pretty_depth_;
-  std::string out_;
-  std::vector<bool> first_;
-  bool after_key_ = false;
-};
+using Json = JsonOut;
 
 void Dims(Json& j, const std::array<int32_t, 3>& d) {
   j.BeginArray();
@@ -453,18 +357,7 @@ void MemoryJson(Json& j, const PodTools& p) {
 
 // --- CSV ----------------------------------------------------------------------------------------
 
-void Field(std::string* out, absl::string_view s) {
-  if (s.find_first_of(",\"\r\n") == absl::string_view::npos) {
-    out->append(s.data(), s.size());
-    return;
-  }
-  out->push_back('"');
-  for (const char c : s) {
-    if (c == '"') out->push_back('"');
-    out->push_back(c);
-  }
-  out->push_back('"');
-}
+void Field(std::string* out, absl::string_view s) { AppendCsvField(out, s); }
 void Row(std::string* out, const std::vector<std::string>& fields) {
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i > 0) out->push_back(',');
@@ -562,7 +455,7 @@ std::string ToolJson(const PodTools& p, const ToolContext& context) {
   }
   j.EndArray();
   j.EndObject();
-  return std::move(j).Finish();
+  return j.Take();
 }
 
 std::string ToolCsv(const PodTools& p) {
