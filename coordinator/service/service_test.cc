@@ -438,5 +438,14 @@ TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
   StopDaemon(d);
 }
 
+TEST(ExampleConfigTest, TheShippedCoordinatorYamlParses) {
+  absl::StatusOr<schedule::CoordinatorConfig> c =
+      schedule::LoadCoordinatorConfig(PROFCTL_SOURCE_DIR "/examples/coordinator.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->schedules.size(), 3u);
+  EXPECT_EQ(c->schedules[1].targets.kind, schedule::TargetsKind::kDns);
+  EXPECT_EQ(c->schedules[2].targets.kind, schedule::TargetsKind::kFile);
+}
+
 }  // namespace
 }  // namespace profctl::coordinator::service
