@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# deploy_bundle_check: makes the bundle from this build's binaries, unpacks it somewhere else,
+# and proves it runs from there: every non-glibc library resolves inside the bundle, the
+# wrappers run, and the bundled agent and profctl talk to each other over loopback.
+#   bundle_check.sh MAKE_BUNDLE PROFCTL PROFCTL_AGENT [LIBPROFCTL_INJECT]
+set -euo pipefail
+make_bundle=$1; shift
+work=$(mktemp -d)
+agent_pid=""
+cleanup() { [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "bundle_check: FAIL: $*" >&2; exit 1; }
+
+"$make_bundle" "$work/out/profctl-bundle.tar.gz" "$@"
+mkdir "$work/elsewhere"
+tar -C "$work/elsewhere" -xzf "$work/out/profctl-bundle.tar.gz"
+b=$work/elsewhere/profctl-bundle
+for f in bin/profctl bin/profctl-agent libexec/profctl libexec/profctl-agent README; do
+  [ -e "$b/$f" ] || fail "$f missing"
+done
+[ $# -ge 3 ] && { [ -f "$b/lib/libprofctl_inject.so" ] || fail "lib/libprofctl_inject.so missing"; }
+
+# Every library the real binaries load is glibc's or the bundle's.
+for exe in "$b/libexec/profctl" "$b/libexec/profctl-agent"; do
+  LD_LIBRARY_PATH="$b/lib/deps" ldd "$exe" > "$work/ldd.txt"
+  grep -q "not found" "$work/ldd.txt" && fail "$exe: $(grep 'not found' "$work/ldd.txt")"
+  while read -r lib _ path _; do
+    case "$lib" in libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|linux-vdso*|libresolv.so*) continue ;; esac
+    [ -z "$path" ] && continue
+    case "$path" in "$b/lib/deps/"*) ;; *) fail "$exe loads $lib from $path, not from the bundle" ;; esac
+  done < <(awk '$2 == "=>" {print $1, $2, $3}' "$work/ldd.txt")
+done
+grep -q "libgrpc" <(ls "$b/lib/deps") || fail "no gRPC library bundled"
+
+# The wrappers run from the new place, through a symlink too.
+"$b/bin/profctl" version | grep -q "^profctl " || fail "bin/profctl version"
+ln -s "$b/bin/profctl" "$work/profctl-link"
+"$work/profctl-link" version | grep -q "^profctl " || fail "a symlink to bin/profctl"
+
+# The bundled agent and profctl work together on loopback.
+"$b/bin/profctl-agent" --port=0 --port-file="$work/port" --log-level=warn &
+agent_pid=$!
+for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || fail "the bundled agent did not start"
+"$b/bin/profctl" ping --workers="127.0.0.1:$(head -1 "$work/port")" > "$work/ping.txt" ||
+  fail "ping: $(cat "$work/ping.txt")"
+grep -q " ok " "$work/ping.txt" || fail "ping did not reach the agent: $(cat "$work/ping.txt")"
+echo "bundle_check: ok ($(ls "$b/lib/deps" | wc -l) bundled libraries)"
