@@ -198,9 +198,11 @@ void SessionRunner::OnDone(
     if (shut_down_ && running_.empty()) {
       for (const auto& w : watchers_) w->Close();
     }
+    // The engine called us: it must be destroyed elsewhere, after this returns. Queued under
+    // the lock: once running_ is empty the destructor may go on to join the reaper.
+    reaper_->Submit([finished] { finished->engine.reset(); });
   }
-  // The engine called us: it must be destroyed elsewhere, after this returns.
-  reaper_->Submit([finished] { finished->engine.reset(); });
+  // Touches nothing of the runner: the destructor may already be waiting for the reaper.
   if (on_finished) on_finished(result);
 }
 

@@ -86,7 +86,8 @@ class SessionRunner {
     bool make_unique = false;
     v1::SessionOrigin origin = {};
     // Called once, on the executor, when the session is over: its final manifest, or why the
-    // engine could not run it. Not called when Start fails.
+    // engine could not run it. Not called when Start fails. Must not call the runner: it may run
+    // while the runner's destructor waits for its last engine.
     std::function<void(const absl::StatusOr<v1::SessionManifest>&)> on_finished = nullptr;
   };
 
