@@ -50,6 +50,7 @@ commands:
   analyze   the pod step breakdown of a saved session, XSpace files or PyTorch traces
   serve     run the coordinator daemon: scheduled captures and CoordinatorService
   sessions  list the sessions of a log dir, or of a coordinator daemon (--coordinator)
+  schedules list a coordinator daemon's schedules: timing, next and last run, counters
   demo      start local agents running a synthetic 4-worker training job and capture them
   version   print the version
 
@@ -842,6 +843,67 @@ int SessionsCommand(const std::vector<std::string>& args, const CliEnv& env) {
   return kExitOk;
 }
 
+std::string UtcTimeOrDash(int64_t wall_ns) {
+  if (wall_ns <= 0) return "-";
+  const time_t secs = static_cast<time_t>(wall_ns / kNanosPerSecond);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return absl::StrFormat("%04d-%02d-%02d %02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string coordinator;
+  bool json = false;
+  FlagSet fs("profctl schedules", "--coordinator=HOST:PORT [--json]");
+  fs.String("coordinator", &coordinator, "HOST:PORT of a coordinator daemon (profctl serve)");
+  fs.Bool("json", &json, "print the schedules as JSON (ListSchedulesResponse)");
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
+  fs.Require("coordinator");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "schedules", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "schedules",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  absl::StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
+      CoordinatorStub(coordinator, credentials, env);
+  if (!stub.ok()) return UsageError(env, "schedules", stub.status().message());
+  v1::ListSchedulesResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (const grpc::Status s = (*stub)->ListSchedules(&ctx, {}, &response); !s.ok()) {
+    *env.err << "profctl schedules: " << RpcError(coordinator, s) << "\n";
+    return kExitFailed;
+  }
+  if (json) {
+    *env.out << ProtoJson(response);
+    return kExitOk;
+  }
+  int width = 12;
+  for (const auto& sc : response.schedules()) {
+    width = std::max(width, static_cast<int>(sc.name().size()));
+  }
+  *env.out << absl::StrFormat("%-*s %-22s %-20s %-20s %5s %5s %7s %s\n", width, "SCHEDULE",
+                              "TIMING", "NEXT (UTC)", "LAST RUN (UTC)", "RUNS", "SKIP", "MISSED",
+                              "LAST OUTCOME");
+  for (const auto& sc : response.schedules()) {
+    *env.out << absl::StrFormat(
+        "%-*s %-22s %-20s %-20s %5d %5d %7d %s\n", width, sc.name(), sc.timing(),
+        UtcTimeOrDash(sc.next_fire_wall_ns()), UtcTimeOrDash(sc.last_run_wall_ns()),
+        sc.runs_started(), sc.skipped_busy(), sc.missed_down() + sc.missed_late(),
+        sc.running_session().empty() ? sc.last_outcome()
+                                     : absl::StrCat("running: ", sc.running_session()));
+  }
+  *env.out << "config: " << response.config() << " (loaded "
+           << UtcTimeOrDash(response.loaded_wall_ns()) << ")\n";
+  return kExitOk;
+}
+
 int ServeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string config;
   int64_t port = 7000;
@@ -1003,6 +1065,7 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   if (args[0] == "demo") return DemoCommand(rest, env);
   if (args[0] == "serve") return ServeCommand(rest, env);
   if (args[0] == "sessions") return SessionsCommand(rest, env);
+  if (args[0] == "schedules") return SchedulesCommand(rest, env);
   if (args[0] == "version" || args[0] == "--version") {
     *env.out << "profctl " << kVersion << "\n";
     return kExitOk;

@@ -221,6 +221,14 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
   EXPECT_EQ(Cli({"sessions", "--logdir=" + logdir_}, &out), coordinator::kExitOk);
   EXPECT_THAT(out, HasSubstr("remote1"));
 
+  EXPECT_EQ(Cli({"schedules", coordinator, token}, &out), coordinator::kExitOk) << out;
+  EXPECT_THAT(out, HasSubstr("nightly"));
+  EXPECT_THAT(out, HasSubstr("cron 0 3 * * *"));
+  EXPECT_THAT(out, HasSubstr("03:00:00Z"));  // the next fire time, in UTC
+  EXPECT_THAT(out, HasSubstr("config: " + config_));
+  EXPECT_EQ(Cli({"schedules", coordinator}, &out), coordinator::kExitFailed);  // no token
+  EXPECT_EQ(Cli({"schedules"}, &out), coordinator::kExitUsage);
+
   // ListSchedules and GetSession with the token.
   auto stub = Stub(port);
   {
