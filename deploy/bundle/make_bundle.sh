@@ -38,7 +38,7 @@ is_glibc() {
 copy_deps() {  # $1 = an ELF file
   local lib
   # "libfoo.so.1 => /usr/lib/x86_64-linux-gnu/libfoo.so.1 (0x...)"; a "not found" fails the bundle.
-  if ldd "$1" | grep -q "not found"; then
+  if ldd "$1" | grep "not found" >/dev/null; then
     echo "make_bundle: $1 needs libraries this machine does not have:" >&2
     ldd "$1" | grep "not found" >&2
     exit 1
@@ -66,13 +66,15 @@ if [ -n "$inject" ]; then
   # The injection library lives inside the user's process, beside the framework's own copies of
   # these: it must link none of them (inject_exports_check checks the same at build time).
   if ldd "$root/lib/libprofctl_inject.so" | awk '$2 == "=>" {print $1}' |
-       grep -Eq '^lib(grpc|protobuf|absl|spdlog|fmt|yaml|boost|re2|ssl|crypto|z)[^a-z]'; then
+       grep -E '^lib(grpc|protobuf|absl|spdlog|fmt|yaml|boost|re2|ssl|crypto|z)[^a-z]' >/dev/null; then
     echo "make_bundle: libprofctl_inject.so links a library the user's process may also load:" >&2
     ldd "$root/lib/libprofctl_inject.so" >&2
     exit 1
   fi
 fi
-glibc=$(ldd --version | head -1 | awk '{print $NF}')
+# awk reads all of ldd's output: `head -1` could close the pipe early, and with pipefail the
+# SIGPIPE would end this script silently.
+glibc=$(ldd --version | awk 'NR == 1 {print $NF}')
 cat > "$root/README" <<TXT
 profctl bundle, built on $(. /etc/os-release && echo "$PRETTY_NAME") (glibc $glibc): needs glibc >= $glibc.
   bin/profctl-agent --collectors=cupti --inject-socket=/tmp/profctl/agent.sock

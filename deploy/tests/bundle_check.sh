@@ -30,12 +30,16 @@ for exe in "$b/libexec/profctl" "$b/libexec/profctl-agent"; do
     case "$path" in "$b/lib/deps/"*) ;; *) fail "$exe loads $lib from $path, not from the bundle" ;; esac
   done < <(awk '$2 == "=>" {print $1, $2, $3}' "$work/ldd.txt")
 done
-grep -q "libgrpc" <(ls "$b/lib/deps") || fail "no gRPC library bundled"
+# (No `grep -q` behind a pipe in this script: with pipefail, a writer it leaves early fails the
+# pipeline.)
+compgen -G "$b/lib/deps/libgrpc*" >/dev/null || fail "no gRPC library bundled"
 
 # The wrappers run from the new place, through a symlink too.
-"$b/bin/profctl" version | grep -q "^profctl " || fail "bin/profctl version"
+version=$("$b/bin/profctl" version) || fail "bin/profctl version failed"
+[[ "$version" == "profctl "* ]] || fail "bin/profctl version said: $version"
 ln -s "$b/bin/profctl" "$work/profctl-link"
-"$work/profctl-link" version | grep -q "^profctl " || fail "a symlink to bin/profctl"
+version=$("$work/profctl-link" version) || fail "a symlink to bin/profctl failed"
+[[ "$version" == "profctl "* ]] || fail "a symlink to bin/profctl said: $version"
 
 # The bundled agent and profctl work together on loopback.
 "$b/bin/profctl-agent" --port=0 --port-file="$work/port" --log-level=warn &
