@@ -13,7 +13,7 @@ if [ -n "$bad" ]; then
   exit 1
 fi
 for sym in InitializeInjection InitializeInjectionNvtx2; do
-  if ! printf '%s\n' "$exports" | grep -qx "$sym"; then
+  if ! printf '%s\n' "$exports" | grep -x "$sym" >/dev/null; then
     echo "FAIL: $lib does not export $sym" >&2
     exit 1
   fi

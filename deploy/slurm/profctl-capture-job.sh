@@ -18,13 +18,13 @@ PROFCTL=${PROFCTL:-profctl}
 PROFCTL_PORT=${PROFCTL_PORT:-6000}
 PROFCTL_LOGDIR=${PROFCTL_LOGDIR:-$PWD/profctl-logs}
 
-state=$(scontrol show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+state=$(scontrol show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sed -n 1p)
 if [ "$state" != "RUNNING" ]; then
   echo "$0: job $job is ${state:-unknown}, not RUNNING" >&2
   exit 2
 fi
 # The job's node list (NodeList=node[01-04],gpu7), expanded one host a line.
-nodelist=$(scontrol show job "$job" | sed -n 's/^ *NodeList=\([^ ]*\).*/\1/p' | head -1)
+nodelist=$(scontrol show job "$job" | sed -n 's/^ *NodeList=\([^ ]*\).*/\1/p' | sed -n 1p)
 workers=$(scontrol show hostnames "$nodelist" | sed "s/\$/:$PROFCTL_PORT/" | paste -sd, -)
 echo "capturing job $job on: $workers" >&2
 exec "$PROFCTL" capture --workers="$workers" --logdir="$PROFCTL_LOGDIR" \
