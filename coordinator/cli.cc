@@ -843,15 +843,6 @@ int SessionsCommand(const std::vector<std::string>& args, const CliEnv& env) {
   return kExitOk;
 }
 
-std::string UtcTimeOrDash(int64_t wall_ns) {
-  if (wall_ns <= 0) return "-";
-  const time_t secs = static_cast<time_t>(wall_ns / kNanosPerSecond);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return absl::StrFormat("%04d-%02d-%02d %02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
 int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string coordinator;
   bool json = false;
@@ -894,13 +885,13 @@ int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env) {
   for (const auto& sc : response.schedules()) {
     *env.out << absl::StrFormat(
         "%-*s %-22s %-20s %-20s %5d %5d %7d %s\n", width, sc.name(), sc.timing(),
-        UtcTimeOrDash(sc.next_fire_wall_ns()), UtcTimeOrDash(sc.last_run_wall_ns()),
+        service::FormatUtc(sc.next_fire_wall_ns()), service::FormatUtc(sc.last_run_wall_ns()),
         sc.runs_started(), sc.skipped_busy(), sc.missed_down() + sc.missed_late(),
         sc.running_session().empty() ? sc.last_outcome()
                                      : absl::StrCat("running: ", sc.running_session()));
   }
   *env.out << "config: " << response.config() << " (loaded "
-           << UtcTimeOrDash(response.loaded_wall_ns()) << ")\n";
+           << service::FormatUtc(response.loaded_wall_ns()) << ")\n";
   return kExitOk;
 }
 

@@ -29,7 +29,9 @@ v1::SessionInfo InfoFrom(const std::string& folder, const std::string& name,
   return info;
 }
 
-std::string UtcTime(int64_t wall_ns) {
+}  // namespace
+
+std::string FormatUtc(int64_t wall_ns) {
   if (wall_ns <= 0) return "-";
   const time_t secs = static_cast<time_t>(wall_ns / 1'000'000'000);
   std::tm tm{};
@@ -37,8 +39,6 @@ std::string UtcTime(int64_t wall_ns) {
   return absl::StrFormat("%04d-%02d-%02d %02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                          tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
-
-}  // namespace
 
 absl::StatusOr<v1::SessionManifest> ParseManifest(const std::string& json,
                                                   const std::string& source) {
@@ -120,7 +120,7 @@ std::string FormatSessionTable(const std::vector<v1::SessionInfo>& sessions) {
     if (!s.origin().schedule().empty()) absl::StrAppend(&origin, " ", s.origin().schedule());
     absl::StrAppendFormat(&out, "%-*s %-9s %5d %-20s %s\n", width, s.session(),
                           s.running() ? "running" : SessionStatusName(m.status()),
-                          m.request().workers_size(), UtcTime(m.start_at_ns()), origin);
+                          m.request().workers_size(), FormatUtc(m.start_at_ns()), origin);
   }
   return out;
 }

@@ -36,6 +36,9 @@ SessionListing ListSessions(const std::string& logdir, const std::string& schedu
 // How many session folders (with a session.json) `logdir` holds: one stat per folder.
 int64_t CountSessions(const std::string& logdir);
 
+// "2026-11-23 05:00:00Z" (UTC, seconds), or "-" for 0 and earlier (not known).
+std::string FormatUtc(int64_t wall_ns);
+
 // `profctl sessions`' table: SESSION, STATUS, HOSTS, STARTED (UTC), ORIGIN.
 std::string FormatSessionTable(const std::vector<v1::SessionInfo>& sessions);
 
