@@ -120,7 +120,6 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
     e.engine = std::move(engine);
     e.sink = std::move(sink);
     ++counters_.started;
-    counters_.running = static_cast<int64_t>(running_.size());
     v1::SessionEvent event;
     event.set_kind(v1::SESSION_EVENT_KIND_STARTED);
     event.set_session(session);
@@ -163,7 +162,6 @@ void SessionRunner::OnDone(
       *finished = std::move(it->second);
       running_.erase(it);
     }
-    counters_.running = static_cast<int64_t>(running_.size());
     v1::SessionEvent event;
     event.set_kind(v1::SESSION_EVENT_KIND_FINISHED);
     event.set_session(session);
@@ -269,7 +267,9 @@ bool SessionRunner::WaitIdle(absl::Duration timeout) const {
 
 RunnerCounters SessionRunner::counters() const {
   absl::MutexLock lock(&mu_);
-  return counters_;
+  RunnerCounters c = counters_;
+  c.running = static_cast<int64_t>(running_.size());
+  return c;
 }
 
 }  // namespace profctl::coordinator::service

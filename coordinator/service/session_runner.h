@@ -62,7 +62,7 @@ class EventQueue {
 // Counters for /metrics. Monotonic except `running`.
 struct RunnerCounters {
   int64_t started = 0;
-  int64_t running = 0;
+  int64_t running = 0;  // now (counters() reads it from the sessions)
   int64_t finished_ok = 0;
   int64_t finished_partial = 0;
   int64_t finished_failed = 0;
