@@ -309,7 +309,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.String("synthetic", &flags_in.synthetic,
             "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
             "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
-            "input_stall_ms, allreduce_ms, jitter)");
+            "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_factor)");
   fs.Int64("clock-skew-ms", &flags_in.clock_skew_ms,
            "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)");
   fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");

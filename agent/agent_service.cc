@@ -553,6 +553,34 @@ grpc::ServerUnaryReactor* AgentServiceImpl::SyncClock(
   return FinishUnary(ctx, grpc::Status::OK);
 }
 
+grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
+    grpc::CallbackServerContext* ctx, const profctl::v1::GetStepSignalRequest* request,
+    profctl::v1::GetStepSignalResponse* response) {
+  absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
+  if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
+  // At most the last 10 minutes and 4096 samples, whatever the caller asks.
+  constexpr int64_t kMaxWindowNs = int64_t{600} * 1'000'000'000;
+  constexpr uint32_t kDefaultSamples = 1024;
+  constexpr uint32_t kMaxSamples = 4096;
+  const int64_t now = (*endpoint)->clock->WallNs();
+  const int64_t since = std::max(request->since_ns(), now - kMaxWindowNs);
+  const uint32_t max =
+      request->max_samples() == 0 ? kDefaultSamples : std::min(request->max_samples(), kMaxSamples);
+  std::vector<std::string> sources;
+  const std::vector<StepSample> steps =
+      (*endpoint)->manager->RecentSteps(since, now, max, &sources);
+  response->set_now_ns(now);
+  for (std::string& s : sources) response->add_sources(std::move(s));
+  for (const StepSample& step : steps) {
+    profctl::v1::StepSignalSample* out = response->add_samples();
+    out->set_end_ns(step.end_wall_ns);
+    out->set_duration_ns(step.duration_ns);
+    out->set_step_num(step.step_num);
+    out->set_source(step.source);
+  }
+  return FinishUnary(ctx, grpc::Status::OK);
+}
+
 grpc::ServerWriteReactor<CaptureChunk>* AgentServiceImpl::Capture(
     grpc::CallbackServerContext* ctx, const profctl::v1::CaptureRequest* request) {
   absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);

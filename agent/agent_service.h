@@ -101,6 +101,9 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
   grpc::ServerUnaryReactor* SyncClock(grpc::CallbackServerContext* ctx,
                                       const profctl::v1::SyncClockRequest* request,
                                       profctl::v1::SyncClockResponse* response) override;
+  grpc::ServerUnaryReactor* GetStepSignal(grpc::CallbackServerContext* ctx,
+                                          const profctl::v1::GetStepSignalRequest* request,
+                                          profctl::v1::GetStepSignalResponse* response) override;
   grpc::ServerWriteReactor<profctl::v1::CaptureChunk>* Capture(
       grpc::CallbackServerContext* ctx, const profctl::v1::CaptureRequest* request) override;
   grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* ctx,

@@ -270,6 +270,25 @@ std::vector<std::string> CaptureManager::collector_names() const {
   return names;
 }
 
+std::vector<StepSample> CaptureManager::RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns,
+                                                    size_t max,
+                                                    std::vector<std::string>* sources) const {
+  std::vector<StepSample> steps;
+  for (const Collector* c : deps_.collectors) {
+    if (!c->HasStepSignal()) continue;
+    if (sources != nullptr) sources->emplace_back(c->name());
+    c->RecentSteps(since_wall_ns, now_wall_ns, max, &steps);
+  }
+  // Oldest first over every collector; the latest `max` of them.
+  std::stable_sort(steps.begin(), steps.end(), [](const StepSample& a, const StepSample& b) {
+    return a.end_wall_ns < b.end_wall_ns;
+  });
+  if (steps.size() > max) {
+    steps.erase(steps.begin(), steps.end() - static_cast<std::ptrdiff_t>(max));
+  }
+  return steps;
+}
+
 absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(CaptureSpec spec) {
   if (absl::Status s = ValidateSessionId(spec.session_id); !s.ok()) return s;
   if (absl::Status s = ValidateSessionKey(spec.session_key); !s.ok()) return s;

@@ -171,6 +171,12 @@ class CaptureManager {
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
 
+  // The step signal of every collector that keeps one (Collector::RecentSteps): steps that ended
+  // in (since_wall_ns, now_wall_ns], oldest first, at most `max` (the latest). `sources` (if
+  // given) gets the names of those collectors. Thread-safe, cheap, never waits for a capture.
+  std::vector<StepSample> RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns, size_t max,
+                                      std::vector<std::string>* sources = nullptr) const;
+
   // How many cancelled ids are remembered now (expired ones not yet forgotten may count).
   size_t cancelled_ids_for_testing() const;
   // The id of the session holding the slot; empty when none does.

@@ -122,6 +122,13 @@ class AgentClient {
   virtual void Fetch(const FetchArgs& /*args*/, int64_t /*timeout_ms*/, CaptureStream* stream) {
     stream->OnDone(absl::UnimplementedError("Fetch: this peer cannot serve a trace again"));
   }
+  // The agent's step signal (AgentService.GetStepSignal): steps that ended after `since_ns`
+  // (agent clock; 0: its default window). Peers without one (TSL profiler servers, agents before
+  // 0.3) answer UNIMPLEMENTED, the default.
+  virtual void GetStepSignal(int64_t /*since_ns*/, int64_t /*timeout_ms*/,
+                             Callback<profctl::v1::GetStepSignalResponse> done) {
+    std::move(done)(absl::UnimplementedError("GetStepSignal: this peer keeps no step signal"));
+  }
   // Whether the peer can serve a trace again (a profctl-agent; not a TSL profiler server).
   virtual bool CanFetch() const { return false; }
   // Ends the Capture or Fetch in flight on this client, if any, without asking the agent: its

@@ -883,12 +883,28 @@ int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env) {
                               "TIMING", "NEXT (UTC)", "LAST RUN (UTC)", "RUNS", "SKIP", "MISSED",
                               "LAST OUTCOME");
   for (const auto& sc : response.schedules()) {
+    const bool trigger = sc.has_trigger();
     *env.out << absl::StrFormat(
-        "%-*s %-22s %-20s %-20s %5d %5d %7d %s\n", width, sc.name(), sc.timing(),
-        service::FormatUtc(sc.next_fire_wall_ns()), service::FormatUtc(sc.last_run_wall_ns()),
-        sc.runs_started(), sc.skipped_busy(), sc.missed_down() + sc.missed_late(),
+        "%-*s %-22s %-20s %-20s %5d %5d %7d %s\n", width, sc.name(),
+        trigger ? "trigger (see below)" : sc.timing(), service::FormatUtc(sc.next_fire_wall_ns()),
+        service::FormatUtc(sc.last_run_wall_ns()), sc.runs_started(), sc.skipped_busy(),
+        sc.missed_down() + sc.missed_late(),
         sc.running_session().empty() ? sc.last_outcome()
                                      : absl::StrCat("running: ", sc.running_session()));
+    if (!trigger) continue;
+    // The watch's state: what it sees now and why it fires (or cannot judge yet).
+    const v1::TriggerInfo& t = sc.trigger();
+    *env.out << "  " << sc.timing() << "\n";
+    *env.out << absl::StrFormat(
+        "  now: %s; polls %d, targets not answering %d, fired %d, held back by cooldown %d%s\n",
+        t.waiting().empty() ? absl::StrFormat("step %.3f ms vs baseline %.3f ms (%.2fx)",
+                                              t.observed() / 1e6, t.baseline() / 1e6,
+                                              t.baseline() > 0 ? t.observed() / t.baseline() : 0.0)
+                            : absl::StrCat("waiting: ", t.waiting()),
+        t.polls(), t.poll_errors(), t.fired(), t.suppressed_cooldown(),
+        t.cooldown_until_wall_ns() > 0
+            ? absl::StrCat(", cooldown until ", service::FormatUtc(t.cooldown_until_wall_ns()))
+            : "");
   }
   *env.out << "config: " << response.config() << " (loaded "
            << service::FormatUtc(response.loaded_wall_ns()) << ")\n";

@@ -175,6 +175,26 @@ class GrpcAgentClient final : public AgentClient {
         });
   }
 
+  void GetStepSignal(int64_t since_ns, int64_t timeout_ms,
+                     Callback<profctl::v1::GetStepSignalResponse> done) override {
+    using Call = UnaryCall<profctl::v1::GetStepSignalRequest, profctl::v1::GetStepSignalResponse>;
+    profctl::v1::GetStepSignalRequest request;
+    request.set_since_ns(since_ns);
+    request.set_max_samples(4096);  // the most an agent gives: a first poll fills a baseline
+    StartUnary<Call>(
+        timeout_ms, std::move(request),
+        [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
+          stub_->async()->GetStepSignal(ctx, req, resp, std::move(cb));
+        },
+        [done = std::move(done)](const grpc::Status& s, Call& call) mutable {
+          if (!s.ok()) {
+            std::move(done)(CallStatus(s, *call.call, "GetStepSignal"));
+            return;
+          }
+          std::move(done)(std::move(call.response));
+        });
+  }
+
   void Capture(const CaptureArgs& args, int64_t timeout_ms, CaptureStream* stream) override {
     auto request = std::make_shared<profctl::v1::CaptureRequest>();
     request->set_session_id(args.session_id);

@@ -288,6 +288,17 @@ void CuptiRecordConverter::AddMarker(const CUpti_ActivityMarker2& m) {
   ++ignored_;
 }
 
+void AddStepMarker(const CUpti_Activity& record, StepRangeTracker* tracker) {
+  if (record.kind != CUPTI_ACTIVITY_KIND_MARKER) return;
+  const auto& m = As<CUpti_ActivityMarker2>(record);
+  const auto flags = static_cast<uint32_t>(m.flags);
+  if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_START) != 0) {
+    tracker->OnStart(m.id, m.timestamp, View(m.name));
+  } else if ((flags & CUPTI_ACTIVITY_FLAG_MARKER_END) != 0) {
+    tracker->OnEnd(m.id, m.timestamp);
+  }
+}
+
 void CuptiRecordConverter::AddBuffer(const uint8_t* buffer, size_t valid_size) {
   size_t offset = 0;
   while (const CUpti_Activity* record = NextCuptiRecord(buffer, valid_size, &offset)) Add(*record);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "inject/record_batch_writer.h"
+#include "inject/step_samples.h"
 
 namespace profctl::inject {
 
@@ -35,6 +36,11 @@ const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, 
 // common runtime calls is used.
 using ApiNameFn = const char* (*)(uint8_t domain, uint32_t cbid);
 const char* BuiltinApiName(uint8_t domain, uint32_t cbid);
+
+// The step signal's view of a record: a MARKER start (with its name) or end goes to `tracker`,
+// which keeps step ranges only (step_samples.h); other records and instantaneous markers are
+// ignored. Times stay on the GPU clock. Allocates nothing.
+void AddStepMarker(const CUpti_Activity& record, StepRangeTracker* tracker);
 
 // Converts CUPTI records into a writer's batch. NVTX push/pop (and start/end) markers come as two
 // records, flags START (name, id) and END (same id): the start waits here until its end arrives,

@@ -18,7 +18,7 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// Kinds recorded only inside a window.
+// Kinds recorded only inside a window (MARKER and DEVICE are on from initialisation).
 constexpr CUpti_ActivityKind kWindowKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_MEMORY2,
@@ -260,6 +260,27 @@ void CuptiTracer::TakeReady(const std::function<void(std::vector<uint8_t>)>& sin
   for (std::vector<uint8_t>& batch : batches) sink(std::move(batch));
 }
 
+void CuptiTracer::PollSteps() {
+  if (!initialized_) return;
+  // Completed buffers only (not FORCED): cheap, and the records it hands over are whole. The
+  // buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
+  api_->flush_all(0);
+  if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
+}
+
+size_t CuptiTracer::TakeSteps(StepSampleEntry* out, size_t max) {
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = steps_.Take(out, max);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    out[i].start_wall_ns -= steps_gpu_minus_wall_ns_;
+    out[i].end_wall_ns -= steps_gpu_minus_wall_ns_;
+  }
+  return n;
+}
+
 void CuptiTracer::Discard() {
   std::lock_guard<std::mutex> lock(mu_);
   collecting_ = false;
@@ -333,6 +354,7 @@ void CuptiTracer::OnBuffer(uint8_t* buffer, size_t valid_size) {
       const auto* bytes = reinterpret_cast<const uint8_t*>(record);
       devices_.emplace_back(bytes, bytes + device_size);
     }
+    if (record->kind == CUPTI_ACTIVITY_KIND_MARKER) AddStepMarker(*record, &steps_);
     if (!collecting_ || converter_ == nullptr) continue;
     // Room for the largest record plus its longest string, else a new batch.
     if (writer_->size_bytes() + kMaxStringBytes + 256 > kBatchBytes) RotateBatch();

@@ -8,7 +8,7 @@
 // CUPTI_NOTES.md found necessary): MARKER (NVTX) and DEVICE. During a window: CONCURRENT_KERNEL,
 // MEMCPY, MEMSET, RUNTIME and MEMORY2 as well. Buffers completed outside a window are discarded,
 // except DEVICE records, which are kept (at most kMaxDevices) and added to every window's first
-// batch.
+// batch, and MARKER records, which feed the step signal (below) inside and outside windows.
 //
 // BOUNDED MEMORY. CUPTI buffers are kBufferBytes each, at most kMaxBuffers outstanding (CUPTI
 // drops, and counts, records when refused one); finished batches are streamed to the agent during
@@ -20,8 +20,15 @@
 // whether another tool (torch.profiler's Kineto, JAX/TF's tracer, Nsight) holds it, and then the
 // window is refused: "held by another CUPTI subscriber (<its name>)".
 //
-// THREADING. Enable/Disable/Flush/Discard come from the client's thread; CUPTI's buffer callbacks
-// from CUPTI's threads (or the flushing thread); one mutex guards the converter and the batches.
+// STEP SIGNAL. Every MARKER record, inside a window or not, also goes to a StepRangeTracker
+// (step_samples.h), which keeps the NVTX ranges with step names. PollSteps (the client's thread,
+// about once a second) asks CUPTI for the buffers it holds (cuptiActivityFlushAll(0): completed
+// buffers, not forced, so it never waits on the GPU) and re-measures the GPU clock against
+// CLOCK_REALTIME; TakeSteps converts the samples with that offset.
+//
+// THREADING. Enable/Disable/Flush/Discard/PollSteps/TakeSteps come from the client's thread;
+// CUPTI's buffer callbacks from CUPTI's threads (or the flushing thread); one mutex guards the
+// converter and the batches.
 #ifndef PROFCTL_INJECT_CUPTI_TRACER_H_
 #define PROFCTL_INJECT_CUPTI_TRACER_H_
 
@@ -39,6 +46,7 @@
 #include "inject/cupti_records.h"
 #include "inject/inject_client.h"
 #include "inject/record_batch_writer.h"
+#include "inject/step_samples.h"
 
 namespace profctl::inject {
 
@@ -67,6 +75,8 @@ class CuptiTracer final : public Tracer {
   uint64_t Flush(const std::function<void(std::vector<uint8_t>)>& sink) override;
   void Discard() override;
   void TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) override;
+  void PollSteps() override;
+  size_t TakeSteps(StepSampleEntry* out, size_t max) override;
 
  private:
   CuptiTracer() = default;
@@ -103,6 +113,8 @@ class CuptiTracer final : public Tracer {
   size_t pending_bytes_ = 0;
   uint64_t dropped_ = 0;                       // records dropped this window (pending cap, CUPTI)
   std::vector<std::vector<uint8_t>> devices_;  // raw CUpti_ActivityDevice records
+  StepRangeTracker steps_;                     // guarded by mu_; GPU-clock times
+  int64_t steps_gpu_minus_wall_ns_ = 0;        // the client's thread only (PollSteps)
 };
 
 }  // namespace profctl::inject

@@ -19,6 +19,8 @@ constexpr int kControlSendTimeoutMs = 1'000;
 constexpr int kBatchSendTimeoutMs = 10'000;
 // Idle poll interval: only bounds how late Stop() is noticed when no wake-up byte arrives.
 constexpr int64_t kIdlePollMs = 1'000;
+// StepSamples frames sent (or dropped) per round at most.
+constexpr int kMaxStepFramesPerRound = 8;
 
 int64_t RealtimeNs() {
   timespec ts{};
@@ -149,6 +151,9 @@ void InjectClient::Serve(int fd) {
     if (!SendStatus(fd, 0, StatusCode::kUnavailable, 0, 0, 0, why)) return;
   }
   state_ = State::kIdle;
+  // What waited while no agent listened is stale: the agent asks for recent steps.
+  DropWaitingSteps();
+  next_steps_ms_ = MonotonicMs() + options_.step_interval_ms;
   FrameDecoder decoder;
   std::vector<uint8_t> payload;
   uint8_t buf[64 * 1024];
@@ -164,6 +169,7 @@ void InjectClient::Serve(int fd) {
         timeout_ms = std::clamp<int64_t>((end_wall_ns_ - now + 999'999) / 1'000'000, 0, timeout_ms);
       }
     }
+    timeout_ms = std::clamp<int64_t>(next_steps_ms_ - MonotonicMs(), 0, timeout_ms);
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fds_[0], POLLIN, 0}};
     const int ready = poll(fds, wake_fds_[0] >= 0 ? 2 : 1, static_cast<int>(timeout_ms));
     if (ready < 0 && errno != EINTR) break;
@@ -179,6 +185,10 @@ void InjectClient::Serve(int fd) {
       tracer_->TakeReady([&](const std::vector<uint8_t>& batch) {
         if (alive) alive = SendBatch(fd, batch, &frame);
       });
+    }
+    if (alive && MonotonicMs() >= next_steps_ms_) {
+      alive = SendSteps(fd);
+      next_steps_ms_ = MonotonicMs() + options_.step_interval_ms;
     }
     if (!alive || ready <= 0 || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
     const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
@@ -260,6 +270,33 @@ bool InjectClient::SendBatch(int fd, const std::vector<uint8_t>& batch,
   frame->clear();
   AppendFrame(MessageType::kRecordBatch, batch.data(), batch.size(), frame);
   return SendAll(fd, frame->data(), frame->size(), kBatchSendTimeoutMs);
+}
+
+bool InjectClient::SendSteps(int fd) {
+  tracer_->PollSteps();
+  // Bounded even if the application ends steps as fast as we send them.
+  for (int frames = 0; frames < kMaxStepFramesPerRound; ++frames) {
+    const size_t n = tracer_->TakeSteps(step_buffer_, kMaxStepSamplesPerFrame);
+    if (n == 0) return true;
+    step_frame_.clear();
+    AppendStepSamples(step_buffer_, n, &step_frame_);
+    if (!SendAll(fd, step_frame_.data(), step_frame_.size(), kControlSendTimeoutMs)) {
+      steps_dropped_.fetch_add(n);
+      return false;
+    }
+    steps_sent_.fetch_add(n);
+    if (n < kMaxStepSamplesPerFrame) return true;
+  }
+  return true;
+}
+
+void InjectClient::DropWaitingSteps() {
+  tracer_->PollSteps();
+  for (int frames = 0; frames < kMaxStepFramesPerRound; ++frames) {
+    const size_t n = tracer_->TakeSteps(step_buffer_, kMaxStepSamplesPerFrame);
+    if (n == 0) return;
+    steps_dropped_.fetch_add(n);
+  }
 }
 
 bool InjectClient::DoEnable(int fd) {

@@ -43,6 +43,15 @@ class Tracer {
   // While recording: hands the batches finished so far to `sink` (they are streamed to the agent
   // during the window, so the process holds less). Flush hands over the rest.
   virtual void TakeReady(const std::function<void(std::vector<uint8_t>)>& /*sink*/) {}
+
+  // The step signal (step_samples.h): NVTX step ranges seen inside and outside windows. The
+  // client calls PollSteps about once a second (step_interval_ms) while connected, then
+  // TakeSteps until it has them all. PollSteps may make CUPTI hand over the activity buffers it
+  // holds and re-measure the clock offset; it must not block for long.
+  virtual void PollSteps() {}
+  // Moves up to `max` step samples that ended (CLOCK_REALTIME), oldest first, to `out`; returns
+  // how many. Allocates nothing.
+  virtual size_t TakeSteps(StepSampleEntry* /*out*/, size_t /*max*/) { return 0; }
 };
 
 struct InjectClientOptions {
@@ -55,6 +64,9 @@ struct InjectClientOptions {
   int64_t max_backoff_ms = 30'000;
   // While recording, finished batches are streamed this often (Tracer::TakeReady).
   int64_t stream_interval_ms = 250;
+  // Step samples (Tracer::TakeSteps) are sent this often while connected (a frame holds at most
+  // kMaxStepSamplesPerFrame; more go out in more frames at once).
+  int64_t step_interval_ms = 1'000;
   // Called at most once per process for something worth one stderr line (the caller prints it).
   std::function<void(const std::string&)> log_once;
 };
@@ -81,6 +93,10 @@ class InjectClient {
 
   // For tests: how many times the thread sent Register to an agent.
   int registrations_for_testing() const { return registrations_.load(); }
+  // Step samples sent to an agent, and thrown away by the client (those that waited while no
+  // agent was connected, and those whose frame could not be sent). The tracer counts its own.
+  uint64_t step_samples_sent() const { return steps_sent_.load(); }
+  uint64_t step_samples_dropped() const { return steps_dropped_.load(); }
 
  private:
   void Run();
@@ -88,6 +104,10 @@ class InjectClient {
   void Serve(int fd);
   bool HandleFrame(int fd, uint16_t type, const std::vector<uint8_t>& payload);
   bool DoEnable(int fd);
+  // Polls the tracer for step samples and sends them; false when the agent is gone.
+  bool SendSteps(int fd);
+  // Throws away the step samples waiting in the tracer (no agent saw them in time).
+  void DropWaitingSteps();
   // Sends a batch as a RecordBatch frame; false when the agent is gone.
   static bool SendBatch(int fd, const std::vector<uint8_t>& batch, std::vector<uint8_t>* frame);
   bool SendStatus(int fd, uint64_t token, StatusCode code, int64_t v0, int64_t v1, uint64_t dropped,
@@ -101,6 +121,8 @@ class InjectClient {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> registrations_{0};
+  std::atomic<uint64_t> steps_sent_{0};
+  std::atomic<uint64_t> steps_dropped_{0};
   std::atomic<int> connection_fd_{-1};  // the connection Serve is using, for forked children
   int wake_fds_[2] = {-1, -1};
 
@@ -110,6 +132,9 @@ class InjectClient {
   uint64_t token_ = 0;
   int64_t start_wall_ns_ = 0;
   int64_t end_wall_ns_ = 0;
+  int64_t next_steps_ms_ = 0;  // CLOCK_MONOTONIC ms of the next SendSteps
+  StepSampleEntry step_buffer_[kMaxStepSamplesPerFrame];
+  std::vector<uint8_t> step_frame_;  // reused: no allocation per frame in the steady state
 };
 
 // Sends all of `data` on a blocking or non-blocking socket, waiting for room up to `timeout_ms`

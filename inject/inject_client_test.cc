@@ -62,7 +62,30 @@ class FakeTracer : public Tracer {
     }
     for (auto& b : batches) sink(std::move(b));
   }
+  void PollSteps() override {
+    std::lock_guard<std::mutex> lock(mu);
+    ++step_polls;
+  }
+  size_t TakeSteps(StepSampleEntry* out, size_t max) override {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t n = 0;
+    while (n < max && n < steps.size()) {
+      out[n] = steps[n];
+      ++n;
+    }
+    steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(n));
+    return n;
+  }
+  void AddSteps(int64_t first, int count) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < count; ++i) {
+      const int64_t step = first + i;
+      steps.push_back({step * 1'000, step * 1'000 + 700, step});
+    }
+  }
   std::vector<std::vector<uint8_t>> ready;
+  std::vector<StepSampleEntry> steps;
+  int step_polls = 0;
 
   std::mutex mu;
   std::string unavailable;
@@ -158,8 +181,9 @@ class InjectClientTest : public ::testing::Test {
     unlink(path_.c_str());
     rmdir(dir_.c_str());
   }
-  void StartClient() {
+  void StartClient(int64_t step_interval_ms = 1'000) {
     InjectClientOptions options;
+    options.step_interval_ms = step_interval_ms;
     options.socket_path = path_;
     options.registration.pid = 4242;
     options.registration.rank = 3;
@@ -173,6 +197,17 @@ class InjectClientTest : public ::testing::Test {
     };
     client_ = std::make_unique<InjectClient>(std::move(options), &tracer_);
     client_->Start();
+  }
+  // The next StepSamples frame's entries (skipping nothing: it must be the next frame).
+  std::vector<StepSampleEntry> ReadSteps(FakeAgent* agent) {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    std::vector<StepSampleEntry> got;
+    const char* why = nullptr;
+    EXPECT_TRUE(agent->Read(&type, &payload));
+    EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kStepSamples));
+    EXPECT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why)) << why;
+    return got;
   }
   RegisterMessage AcceptAndRegister(FakeAgent* agent) {
     EXPECT_TRUE(agent->Accept());
@@ -374,6 +409,60 @@ TEST_F(InjectClientTest, AForkedChildLetsGoOfTheConnection) {
   // The parent's connection is unharmed.
   agent.Send(MessageType::kFlush, CommandMessage{1});
   EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+}
+
+TEST_F(InjectClientTest, SendsStepSamplesBetweenCapturesInFullFrames) {
+  FakeAgent agent(path_);
+  StartClient(/*step_interval_ms=*/5);
+  AcceptAndRegister(&agent);
+  // A round trip: the client is past its connect-time cleanup before steps appear.
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  tracer_.AddSteps(/*first=*/1, /*count=*/3);
+  std::vector<StepSampleEntry> got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].step_num, 1);
+  EXPECT_EQ(got[0].start_wall_ns, 1'000);
+  EXPECT_EQ(got[0].end_wall_ns, 1'700);
+  EXPECT_EQ(got[2].step_num, 3);
+  // More than a frame holds: full frames at once, the rest in a short one.
+  tracer_.AddSteps(/*first=*/100, /*count=*/kMaxStepSamplesPerFrame + 10);
+  got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), kMaxStepSamplesPerFrame);
+  EXPECT_EQ(got.front().step_num, 100);
+  got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(got.back().step_num, static_cast<int64_t>(100 + kMaxStepSamplesPerFrame + 9));
+  // Steps keep flowing during a window.
+  EnableMessage enable;
+  enable.token = 4;
+  agent.Send(MessageType::kEnable, enable);
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kEnabled));
+  tracer_.AddSteps(/*first=*/7, /*count=*/1);
+  got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_num, 7);
+  // Counted before the next frame went out (the last one may still be on its way).
+  EXPECT_GE(client_->step_samples_sent(), 3 + kMaxStepSamplesPerFrame + 10);
+  EXPECT_EQ(client_->step_samples_dropped(), 0u);
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_GE(tracer_.step_polls, 3);
+}
+
+TEST_F(InjectClientTest, StepSamplesWithNoAgentAreDroppedAndCounted) {
+  tracer_.AddSteps(/*first=*/1, /*count=*/5);
+  StartClient(/*step_interval_ms=*/5);  // nobody listens
+  FakeAgent agent(path_);
+  AcceptAndRegister(&agent);
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  EXPECT_EQ(client_->step_samples_dropped(), 5u);
+  EXPECT_EQ(client_->step_samples_sent(), 0u);
+  // Only steps that end while the agent listens reach it.
+  tracer_.AddSteps(/*first=*/9, /*count=*/1);
+  const std::vector<StepSampleEntry> got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_num, 9);
 }
 
 TEST_F(InjectClientTest, StopEndsTheThreadWhileDisconnected) {

@@ -23,6 +23,11 @@
 //   A->L Disable{token}           L answers Status{kDisabled}
 //   A->L Flush{token}             L sends RecordBatch frames, then Status{kFlushDone}
 //   L->A Status{kUnavailable}     also unprompted: GPU tracing cannot work in this process
+//   L->A StepSamples              unprompted, any time after Register, window open or not: the
+//                                 NVTX step ranges that ended lately, about once a second (more
+//                                 frames in a row when more than one frame's worth ended); no
+//                                 answer. Added within version 1: an agent that does not know
+//                                 the type skips it by length, so the version stays 1.
 //   either Bye                    the sender is going away; the other side closes
 // Every command carries the agent's session token; the library echoes it in its answers, so
 // replies to an old session are recognised and ignored.
@@ -58,6 +63,7 @@ enum class MessageType : uint16_t {
   kRecordBatch = 5,
   kStatus = 6,
   kBye = 7,
+  kStepSamples = 8,
 };
 
 struct FrameHeader {
@@ -125,6 +131,25 @@ struct StatusMessage {
 };
 static_assert(sizeof(StatusMessage) == 296);
 
+// L->A StepSamples: a StepSamplesHeader, then `count` entries of `entry_bytes` each (exactly:
+// a payload of any other length is an error). An entry may grow at its end within version 1
+// (entry_bytes > sizeof(StepSampleEntry): readers take the prefix); a smaller one is an error.
+// Times are the library's CLOCK_REALTIME (calibrated from CUPTI's clock).
+inline constexpr uint32_t kMaxStepSamplesPerFrame = 256;
+struct StepSamplesHeader {
+  uint32_t count = 0;
+  uint32_t entry_bytes = 0;  // sizeof(StepSampleEntry) for this version's writers
+};
+static_assert(sizeof(StepSamplesHeader) == 8);
+struct StepSampleEntry {
+  int64_t start_wall_ns = 0;  // the NVTX step range's start, CLOCK_REALTIME ns
+  int64_t end_wall_ns = 0;    // its end
+  int64_t step_num = -1;      // the number in its name (inject/step_names.h)
+};
+static_assert(sizeof(StepSampleEntry) == 24);
+// The most bytes an entry may claim: keeps count * entry_bytes far from overflowing.
+inline constexpr uint32_t kMaxStepSampleEntryBytes = 256;
+
 // Copies `s` into a fixed char array, cut to fit, NUL-terminated.
 template <size_t N>
 void SetText(char (&dst)[N], std::string_view s) {
@@ -158,6 +183,60 @@ inline void AppendFrame(MessageType type, const void* payload, size_t length,
 template <typename Message>
 void AppendMessage(MessageType type, const Message& message, std::vector<uint8_t>* out) {
   AppendFrame(type, &message, sizeof(message), out);
+}
+
+// Appends one StepSamples frame of `count` entries (at most kMaxStepSamplesPerFrame) to `out`.
+inline void AppendStepSamples(const StepSampleEntry* entries, size_t count,
+                              std::vector<uint8_t>* out) {
+  if (count > kMaxStepSamplesPerFrame) count = kMaxStepSamplesPerFrame;
+  StepSamplesHeader header;
+  header.count = static_cast<uint32_t>(count);
+  header.entry_bytes = sizeof(StepSampleEntry);
+  FrameHeader frame;
+  frame.type = static_cast<uint16_t>(MessageType::kStepSamples);
+  frame.length = static_cast<uint32_t>(sizeof(header) + count * sizeof(StepSampleEntry));
+  const size_t at = out->size();
+  out->resize(at + sizeof(frame) + frame.length);
+  uint8_t* p = out->data() + at;
+  std::memcpy(p, &frame, sizeof(frame));
+  std::memcpy(p + sizeof(frame), &header, sizeof(header));
+  if (count > 0) {
+    std::memcpy(p + sizeof(frame) + sizeof(header), entries, count * sizeof(StepSampleEntry));
+  }
+}
+
+// Reads a StepSamples payload into `out` (replacing its contents). False, with `*why` set, when
+// it is shorter than its header, counts more than kMaxStepSamplesPerFrame entries, has entries
+// smaller than StepSampleEntry (or over kMaxStepSampleEntryBytes, or not a multiple of 8), or
+// its length is not exactly header + count * entry_bytes.
+inline bool DecodeStepSamples(const uint8_t* payload, size_t length,
+                              std::vector<StepSampleEntry>* out, const char** why) {
+  out->clear();
+  StepSamplesHeader header;
+  if (length < sizeof(header)) {
+    *why = "StepSamples shorter than its header";
+    return false;
+  }
+  std::memcpy(&header, payload, sizeof(header));
+  if (header.count > kMaxStepSamplesPerFrame) {
+    *why = "StepSamples count over its cap";
+    return false;
+  }
+  if (header.entry_bytes < sizeof(StepSampleEntry) ||
+      header.entry_bytes > kMaxStepSampleEntryBytes || header.entry_bytes % 8 != 0) {
+    *why = "StepSamples entry size not supported";
+    return false;
+  }
+  if (length != sizeof(header) + size_t{header.count} * header.entry_bytes) {
+    *why = "StepSamples length does not match its count";
+    return false;
+  }
+  out->resize(header.count);
+  for (uint32_t i = 0; i < header.count; ++i) {
+    std::memcpy(&(*out)[i], payload + sizeof(header) + size_t{i} * header.entry_bytes,
+                sizeof(StepSampleEntry));
+  }
+  return true;
 }
 
 // Reads a fixed-size message from a payload: its prefix when the payload is longer (a newer

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -64,6 +65,78 @@ TEST(SocketProtocolTest, RoundTripsEveryMessage) {
   EXPECT_TRUE(payload.empty());
   EXPECT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kNeedMore);
   EXPECT_EQ(decoder.buffered(), 0u);
+}
+
+TEST(SocketProtocolTest, StepSamplesRoundTripAndAreCapped) {
+  std::vector<StepSampleEntry> samples(kMaxStepSamplesPerFrame + 5);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i] = {static_cast<int64_t>(i) * 100, static_cast<int64_t>(i) * 100 + 40,
+                  static_cast<int64_t>(i)};
+  }
+  std::vector<uint8_t> stream;
+  AppendStepSamples(samples.data(), 3, &stream);
+  AppendStepSamples(samples.data(), samples.size(), &stream);  // cut to the cap
+  AppendStepSamples(nullptr, 0, &stream);
+  FrameDecoder decoder;
+  decoder.Feed(stream.data(), stream.size());
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  std::vector<StepSampleEntry> got;
+  const char* why = nullptr;
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kStepSamples));
+  EXPECT_EQ(payload.size(), sizeof(StepSamplesHeader) + 3 * sizeof(StepSampleEntry));
+  ASSERT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why));
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].start_wall_ns, 200);
+  EXPECT_EQ(got[2].end_wall_ns, 240);
+  EXPECT_EQ(got[2].step_num, 2);
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_LE(payload.size(), kMaxControlFrameBytes);
+  ASSERT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why));
+  EXPECT_EQ(got.size(), kMaxStepSamplesPerFrame);
+  EXPECT_EQ(got.back().step_num, static_cast<int64_t>(kMaxStepSamplesPerFrame - 1));
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  ASSERT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why));
+  EXPECT_TRUE(got.empty());
+}
+
+// Builds a StepSamples payload by hand: header {count, entry_bytes} and `body_bytes` of entries.
+std::vector<uint8_t> StepPayload(uint32_t count, uint32_t entry_bytes, size_t body_bytes) {
+  std::vector<uint8_t> p(sizeof(StepSamplesHeader) + body_bytes, 0);
+  const StepSamplesHeader h{count, entry_bytes};
+  std::memcpy(p.data(), &h, sizeof(h));
+  return p;
+}
+
+TEST(SocketProtocolTest, StepSamplesThatDoNotAddUpAreRefused) {
+  std::vector<StepSampleEntry> got;
+  const char* why = nullptr;
+  auto decode = [&](const std::vector<uint8_t>& p) {
+    why = nullptr;
+    return DecodeStepSamples(p.data(), p.size(), &got, &why);
+  };
+  EXPECT_FALSE(decode(std::vector<uint8_t>(4, 0)));
+  EXPECT_STREQ(why, "StepSamples shorter than its header");
+  EXPECT_FALSE(
+      decode(StepPayload(kMaxStepSamplesPerFrame + 1, 24, (kMaxStepSamplesPerFrame + 1) * 24)));
+  EXPECT_STREQ(why, "StepSamples count over its cap");
+  EXPECT_FALSE(decode(StepPayload(2, 24, 24)));
+  EXPECT_STREQ(why, "StepSamples length does not match its count");
+  EXPECT_FALSE(decode(StepPayload(2, 24, 72)));
+  EXPECT_STREQ(why, "StepSamples length does not match its count");
+  EXPECT_FALSE(decode(StepPayload(1, 16, 16)));
+  EXPECT_STREQ(why, "StepSamples entry size not supported");
+  EXPECT_FALSE(decode(StepPayload(1, 0xFFFFFFF8u, 0)));
+  EXPECT_STREQ(why, "StepSamples entry size not supported");
+  // A newer writer's longer entries: the prefix is read.
+  std::vector<uint8_t> longer = StepPayload(2, 32, 64);
+  const StepSampleEntry second{5, 9, 42};
+  std::memcpy(longer.data() + sizeof(StepSamplesHeader) + 32, &second, sizeof(second));
+  ASSERT_TRUE(decode(longer));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].step_num, 42);
+  EXPECT_EQ(got[1].end_wall_ns, 9);
 }
 
 TEST(SocketProtocolTest, ByteByByteFeedGivesTheSameFrames) {

@@ -102,6 +102,34 @@ class FakeAgent::Client final : public AgentClient {
     Answer(timeout_ms, b.hang_sync, std::move(stamp), std::move(r));
   }
 
+  void GetStepSignal(int64_t since_ns, int64_t timeout_ms,
+                     Callback<profctl::v1::GetStepSignalResponse> done) override {
+    const FakeAgentBehavior& b = a_->behavior_;
+    ++a_->step_signal_calls_;
+    // What the agent has when the request arrives (the real agent's window and cap).
+    const int64_t now = a_->agent_clock_.WallNs() + b.up_delay_ns;
+    profctl::v1::GetStepSignalResponse r;
+    if (b.step_signal_override.has_value()) {
+      r = *b.step_signal_override;
+    } else {
+      r.set_now_ns(now);
+      std::vector<std::string> sources;
+      const int64_t since = std::max(since_ns, now - int64_t{600} * kNanosPerSecond);
+      for (const agent::StepSample& s : a_->manager_.RecentSteps(since, now, 4096, &sources)) {
+        profctl::v1::StepSignalSample* out = r.add_samples();
+        out->set_end_ns(s.end_wall_ns);
+        out->set_duration_ns(s.duration_ns);
+        out->set_step_num(s.step_num);
+        out->set_source(s.source);
+      }
+      for (const std::string& src : sources) r.add_sources(src);
+    }
+    absl::StatusOr<profctl::v1::GetStepSignalResponse> value =
+        b.step_signal_error.ok() ? absl::StatusOr<profctl::v1::GetStepSignalResponse>(std::move(r))
+                                 : b.step_signal_error;
+    Answer(timeout_ms, b.hang_step_signal, std::move(done), std::move(value));
+  }
+
   void Capture(const coordinator::CaptureArgs& args, int64_t timeout_ms,
                coordinator::CaptureStream* stream) override {
     FakeAgent* a = a_;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -63,6 +64,11 @@ struct FakeAgentBehavior {
   bool restart_when_stream_breaks = false;
   // Serves AgentService.Fetch (an agent that keeps its traces); false: an old agent.
   bool can_fetch = true;
+  // GetStepSignal: never answers; fails with this; or answers this instead of its synthetic
+  // job's steps (a peer that lies).
+  bool hang_step_signal = false;
+  absl::Status step_signal_error = absl::OkStatus();
+  std::optional<profctl::v1::GetStepSignalResponse> step_signal_override = std::nullopt;
 };
 
 class FakeAgent {
@@ -77,6 +83,7 @@ class FakeAgent {
   int captures() const { return captures_; }
   int cancels() const { return cancels_; }
   int fetches() const { return fetches_; }
+  int step_signal_calls() const { return step_signal_calls_; }
   // Forgets every trace it kept (a restarted agent).
   void ForgetTraces() { kept_.clear(); }
   // Agent wall clock when the last capture started recording (0 if none).
@@ -109,6 +116,7 @@ class FakeAgent {
   int captures_ = 0;
   int cancels_ = 0;
   int fetches_ = 0;
+  int step_signal_calls_ = 0;
   struct Kept {
     coordinator::CaptureHeaderInfo header;
     std::shared_ptr<const std::string> bytes;

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -282,6 +284,76 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
   EXPECT_THAT(HttpGet(metrics_port_, "/metrics"),
               HasSubstr("profctl_coordinator_config_reloads_total{result=\"error\"} 1"));
   EXPECT_TRUE(hup_reloads_.load());
+  StopServe();
+}
+
+// A condition-triggered schedule over real gRPC: an agent whose synthetic job slows down 3x a few
+// seconds from now (step_ms 20 -> 60). The daemon polls AgentService.GetStepSignal every second
+// and captures the pod by itself, recording the trigger in session.json; `profctl schedules`
+// shows the watch.
+TEST_F(ServeTest, ATriggerCapturesBySelfWhenTheJobSlowsDown) {
+  agent::AgentOptions o;
+  o.port = 0;
+  o.bind = "127.0.0.1";
+  o.synthetic = absl::StrCat("step_ms=20,slowdown_factor=3,slowdown_at_ms=",
+                             clock_.WallNs() / kNanosPerMilli + 4000);
+  absl::StatusOr<std::unique_ptr<agent::AgentServer>> slowing = agent::AgentServer::Start(
+      o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
+  ASSERT_TRUE(slowing.ok()) << slowing.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*slowing)->ports()[0]);
+  ASSERT_TRUE(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
+schedules:
+  - name: slow
+    targets: [)",
+                                                        target, R"(]
+    trigger: {threshold: 1.5, poll: 1s, window: 1s, baseline: 10s, sustain: 1, cooldown: 1h}
+    duration: 300ms
+)"))
+                  .ok());
+  const int port = StartServe();
+  ASSERT_GT(port, 0) << serve_err_;
+  const std::string coordinator = absl::StrCat("--coordinator=127.0.0.1:", port);
+  const std::string token = "--token-file=" + certs_.token_file;
+
+  // Watching: the healthy job's steps, before the slowdown.
+  std::string out;
+  ASSERT_EQ(Cli({"schedules", coordinator, token}, &out), coordinator::kExitOk) << out;
+  EXPECT_THAT(out, HasSubstr("trigger step_time > 1.5x its 10s baseline"));
+
+  // It fires by itself within seconds of the slowdown (bounded: 30 s).
+  std::string session;
+  for (int i = 0; i < 3000 && session.empty(); ++i) {
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(JoinPath(logdir_, "plugins/profile"), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "slow_") &&
+          PathExists(JoinPath(logdir_, "plugins/profile/" + name + "/session.json"))) {
+        session = name;
+      }
+    }
+    if (session.empty()) usleep(10'000);
+  }
+  ASSERT_FALSE(session.empty()) << serve_err_;
+  // session.json is written when the session starts and again when it ends.
+  absl::StatusOr<std::string> json;
+  for (int i = 0; i < 3000; ++i) {
+    json = ReadFile(JoinPath(logdir_, "plugins/profile/" + session + "/session.json"));
+    if (json.ok() && !absl::StrContains(*json, "SESSION_STATUS_RUNNING")) break;
+    usleep(10'000);
+  }
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, HasSubstr("\"status\": \"SESSION_STATUS_OK\""));
+  EXPECT_THAT(*json, HasSubstr("\"kind\": \"trigger\""));
+  EXPECT_THAT(*json, HasSubstr("\"trigger_signal\": \"step_time\""));
+  EXPECT_THAT(*json, HasSubstr("\"trigger_host\": \"" + target + "\""));
+  // The healthy job's 20 ms steps against the slowed job's 60 ms.
+  EXPECT_THAT(*json, HasSubstr("\"trigger_baseline\": 20000000"));
+  EXPECT_THAT(*json, HasSubstr("\"trigger_observed\": 60000000"));
+
+  ASSERT_EQ(Cli({"schedules", coordinator, token}, &out), coordinator::kExitOk) << out;
+  EXPECT_THAT(out, HasSubstr("fired 1"));
+  EXPECT_THAT(out, HasSubstr("cooldown until"));
   StopServe();
 }
 

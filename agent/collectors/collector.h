@@ -6,12 +6,22 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::agent {
+
+// One finished training step seen between captures (the step signal that condition-triggered
+// captures watch, docs/schedules.md): times on the agent's wall clock.
+struct StepSample {
+  int64_t end_wall_ns = 0;
+  int64_t duration_ns = 0;
+  int64_t step_num = -1;  // -1: unknown
+  std::string source;     // "synthetic", "cupti pid 4242 rank 3", ...
+};
 
 struct CaptureOptions {
   std::string session_id;
@@ -44,6 +54,14 @@ class Collector {
   // The session ended before Start (cancelled while waiting for its start instant): release what
   // Prepare set up, and tell whatever it started (a remote profiler) to stop. Must not block.
   virtual void Abort() {}
+  // The step signal: appends the steps this collector saw end in (since_wall_ns, now_wall_ns]
+  // (agent clock), oldest first, at most `max` of them (the latest). Cheap, never blocks on I/O,
+  // and thread-safe: it is called from RPC threads at any time, also during a capture. The
+  // default: this collector has no step signal.
+  virtual void RecentSteps(int64_t /*since_wall_ns*/, int64_t /*now_wall_ns*/, size_t /*max*/,
+                           std::vector<StepSample>* /*out*/) const {}
+  // Whether RecentSteps can ever return something (GetStepSignal lists these collectors).
+  virtual bool HasStepSignal() const { return false; }
 };
 
 }  // namespace profctl::agent

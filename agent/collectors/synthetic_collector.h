@@ -19,6 +19,11 @@ class SyntheticCollector final : public Collector {
   absl::Status Start(int64_t wall_ns) override;
   absl::Status Stop(int64_t wall_ns) override;
   absl::Status Collect(tensorflow::profiler::XSpace* space) override;
+  // The job's steps, from its model (no state: any time, any thread): each step's period, ending
+  // at the next step's start.
+  void RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns, size_t max,
+                   std::vector<StepSample>* out) const override;
+  bool HasStepSignal() const override { return true; }
 
   const SyntheticJob& job() const { return job_; }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -231,6 +232,13 @@ absl::Status ValidateSyntheticJobConfig(const SyntheticJobConfig& c) {
     return bad("allreduce_ms", c.allreduce_ms, "-1 (15% of step_ms) or 0..600000");
   }
   if (!(c.jitter >= 0.0 && c.jitter <= 0.5)) return bad("jitter", c.jitter, "0..0.5");
+  // Up to the year 2255: the instant in ns stays far from int64's end.
+  if (c.slowdown_at_ms < 0 || c.slowdown_at_ms > 9'000'000'000'000) {
+    return bad("slowdown_at_ms", c.slowdown_at_ms, "0 (never) or a Unix time in ms");
+  }
+  if (!(c.slowdown_factor >= 1.0 && c.slowdown_factor <= 10.0)) {
+    return bad("slowdown_factor", c.slowdown_factor, "1..10");
+  }
   return absl::OkStatus();
 }
 
@@ -256,8 +264,11 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
       {"input_stall_rank", &c.input_stall_rank},
       {"input_stall_ms", &c.input_stall_ms},
       {"allreduce_ms", &c.allreduce_ms},
+      {"slowdown_at_ms", &c.slowdown_at_ms},
   };
-  const DoubleKnob doubles[] = {{"straggler_factor", &c.straggler_factor}, {"jitter", &c.jitter}};
+  const DoubleKnob doubles[] = {{"straggler_factor", &c.straggler_factor},
+                                {"jitter", &c.jitter},
+                                {"slowdown_factor", &c.slowdown_factor}};
   std::vector<absl::string_view> seen;
   for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
     const std::pair<absl::string_view, absl::string_view> kv =
@@ -303,8 +314,29 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
   return c;
 }
 
+namespace {
+
+// The period of a job with knobs `c`: it bounds the slowest possible rank's step, so steps never
+// overlap and the grid (hence the schedule) follows from the knobs alone. Whole microseconds.
+int64_t PeriodOf(const SyntheticJobConfig& c, int64_t input, int64_t h2d, int64_t compute,
+                 int64_t d2h, int64_t allreduce) {
+  const double worst = 1.0 + c.jitter;
+  const double straggle = c.straggler_rank >= 0 ? c.straggler_factor : 1.0;
+  const int64_t stall = c.input_stall_rank >= 0 ? c.input_stall_ms * kNanosPerMilli : 0;
+  const int64_t calls = c.kernels_per_step + 4;
+  const int64_t bound =
+      static_cast<int64_t>(std::ceil(static_cast<double>(input) * worst)) + stall +
+      calls * (kApiCallNs + kApiGapNs) + h2d +
+      static_cast<int64_t>(std::ceil(static_cast<double>(compute) * straggle * worst)) +
+      c.kernels_per_step * kMinKernelNs + allreduce + d2h + kSyncTailNs +
+      c.step_ms * kNanosPerMilli / 100;
+  const int64_t period = std::max(c.step_ms * kNanosPerMilli, bound);
+  return (period + kNanosPerMicro - 1) / kNanosPerMicro * kNanosPerMicro;
+}
+
+}  // namespace
+
 SyntheticJob::SyntheticJob(const SyntheticJobConfig& config) : config_(config) {
-  const Durations d = Durations::Of(config_);
   double weight_sum = 0;
   for (int64_t i = 0; i < config_.kernels_per_step; ++i) {
     kernel_weights_.push_back(0.5 + Uniform(config_.seed, kDrawWeight, i));
@@ -312,27 +344,42 @@ SyntheticJob::SyntheticJob(const SyntheticJobConfig& config) : config_(config) {
   }
   for (double& w : kernel_weights_) w /= weight_sum;
 
-  // The period bounds the slowest possible rank's step, so steps never overlap and the grid
-  // (hence the schedule) follows from the knobs alone.
-  const double worst = 1.0 + config_.jitter;
-  const double straggle = config_.straggler_rank >= 0 ? config_.straggler_factor : 1.0;
-  const int64_t stall = config_.input_stall_rank >= 0 ? config_.input_stall_ms * kNanosPerMilli : 0;
-  const int64_t calls = config_.kernels_per_step + 4;
-  const int64_t bound = static_cast<int64_t>(std::ceil(d.input * worst)) + stall +
-                        calls * (kApiCallNs + kApiGapNs) + d.h2d +
-                        static_cast<int64_t>(std::ceil(d.compute * straggle * worst)) +
-                        config_.kernels_per_step * kMinKernelNs + d.allreduce + d.d2h +
-                        kSyncTailNs + config_.step_ms * kNanosPerMilli / 100;
-  period_ns_ = std::max(config_.step_ms * kNanosPerMilli, bound);
-  period_ns_ = (period_ns_ + kNanosPerMicro - 1) / kNanosPerMicro * kNanosPerMicro;
+  const Durations d = Durations::Of(config_);
+  period_ns_ = PeriodOf(config_, d.input, d.h2d, d.compute, d.d2h, d.allreduce);
   // A whole number of microseconds in [0, period).
   const int64_t period_us = period_ns_ / kNanosPerMicro;
   phase_ns_ =
       static_cast<int64_t>(Uniform(config_.seed, kDrawPhase) * static_cast<double>(period_us)) *
       kNanosPerMicro;
+
+  // The slowdown: the same job with longer phases, from the first step starting at or after it.
+  slow_config_ = config_;
+  slow_period_ns_ = period_ns_;
+  slow_from_step_ = std::numeric_limits<int64_t>::max();
+  if (config_.slowdown_at_ms > 0 && config_.slowdown_factor > 1.0) {
+    const double f = config_.slowdown_factor;
+    slow_config_.step_ms =
+        std::max<int64_t>(1, std::llround(static_cast<double>(config_.step_ms) * f));
+    if (config_.allreduce_ms >= 0) {
+      slow_config_.allreduce_ms = std::llround(static_cast<double>(config_.allreduce_ms) * f);
+    }
+    const Durations s = Durations::Of(slow_config_);
+    slow_period_ns_ = PeriodOf(slow_config_, s.input, s.h2d, s.compute, s.d2h, s.allreduce);
+    const int64_t at = config_.slowdown_at_ms * kNanosPerMilli - phase_ns_;
+    slow_from_step_ = at <= 0 ? -((-at) / period_ns_) : (at + period_ns_ - 1) / period_ns_;
+  }
+}
+
+int64_t SyntheticJob::StepStartNs(int64_t k) const {
+  if (k <= slow_from_step_) return phase_ns_ + k * period_ns_;
+  return phase_ns_ + slow_from_step_ * period_ns_ + (k - slow_from_step_) * slow_period_ns_;
 }
 
 int64_t SyntheticJob::StepIndexAt(int64_t true_ns) const {
+  if (slow_from_step_ != std::numeric_limits<int64_t>::max()) {
+    const int64_t slow_start = StepStartNs(slow_from_step_);
+    if (true_ns >= slow_start) return slow_from_step_ + (true_ns - slow_start) / slow_period_ns_;
+  }
   const int64_t rel = true_ns - phase_ns_;
   return rel >= 0 ? rel / period_ns_ : -((-rel + period_ns_ - 1) / period_ns_);
 }
@@ -340,7 +387,7 @@ int64_t SyntheticJob::StepIndexAt(int64_t true_ns) const {
 // Fills `plan` (if given) up to the all-reduce launch and returns when this (rank, gpu) is ready
 // to start the all-reduce.
 int64_t SyntheticJob::ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* plan) const {
-  const Durations d = Durations::Of(config_);
+  const Durations d = Durations::Of(ConfigOf(k));
   const double j = config_.jitter;
   const int64_t s = StepStartNs(k);
   int64_t input =
@@ -384,12 +431,12 @@ StepPlan SyntheticJob::Plan(int64_t k, int64_t rank, int64_t gpu) const {
     for (int64_t g = 0; g < config_.gpus; ++g)
       slowest = std::max(slowest, ReadyNs(k, r, g, nullptr));
   }
-  const Durations d = Durations::Of(config_);
+  const Durations d = Durations::Of(ConfigOf(k));
   StepPlan plan;
   plan.index = k;
   plan.step_num = ((k % kStepNumModulus) + kStepNumModulus) % kStepNumModulus;
   plan.start_ns = StepStartNs(k);
-  plan.end_ns = plan.start_ns + period_ns_;
+  plan.end_ns = plan.start_ns + PeriodNs(k);
   plan.allreduce_start_ns = ReadyNs(k, rank, gpu, &plan);
   plan.allreduce_end_ns = slowest + d.allreduce;
   plan.device_ops.push_back({kAllReduce.name, plan.allreduce_start_ns, plan.allreduce_end_ns});
@@ -531,8 +578,8 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
   }
 
   const int64_t ops_per_step = config_.kernels_per_step + 4;
-  const Durations d = Durations::Of(config_);
   for (int64_t k = StepIndexAt(true_start_ns); k <= StepIndexAt(true_stop_ns - 1); ++k) {
+    const Durations d = Durations::Of(ConfigOf(k));
     for (int64_t g = 0; g < config_.gpus; ++g) {
       const StepPlan plan = Plan(k, config_.rank, g);
       tensorflow::profiler::XLine* line = host_lines[static_cast<size_t>(g)];
@@ -543,7 +590,7 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
         // step pattern) see the same step there.
         const int64_t context_id = (kHostLineBase << 32) | plan.step_num;
         if (g == 0) {
-          auto* e = host.AddEvent(line, root_id, plan.start_ns + skew, period_ns_);
+          auto* e = host.AddEvent(line, root_id, plan.start_ns + skew, plan.end_ns - plan.start_ns);
           host.AddStat(e, h_is_root, int64_t{1});
           host.AddStat(e, h_step_num, plan.step_num);
           if (config_.gpus > 1) {
@@ -553,7 +600,7 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
         } else {
           auto* e =
               host.AddEvent(line, host.EventMetadataId(absl::StrCat("train_step ", plan.step_num)),
-                            plan.start_ns + skew, period_ns_);
+                            plan.start_ns + skew, plan.end_ns - plan.start_ns);
           host.AddStat(e, h_consumer_type, kStepContextType);
           host.AddStat(e, h_consumer_id, context_id);
         }

@@ -38,6 +38,12 @@ struct SyntheticJobConfig {
   int64_t allreduce_ms = -1;
   // Relative per-step random variation of input and compute time, in [0, 0.5].
   double jitter = 0.05;
+  // A regression: from the first step that starts at or after this true instant (Unix ms; 0:
+  // never), the job runs as if step_ms (and a given allreduce_ms) were slowdown_factor times
+  // larger: every phase and the period grow. The same instant on every rank keeps the ranks in
+  // step. For condition-triggered capture tests and demos (docs/schedules.md).
+  int64_t slowdown_at_ms = 0;
+  double slowdown_factor = 1.0;
   // Not a knob: the agent's injected clock skew. Events are stamped true_time + clock_skew_ns.
   int64_t clock_skew_ns = 0;
 };
@@ -75,9 +81,12 @@ class SyntheticJob {
   explicit SyntheticJob(const SyntheticJobConfig& config);
 
   const SyntheticJobConfig& config() const { return config_; }
+  // The healthy period (before any slowdown).
   int64_t period_ns() const { return period_ns_; }
+  // The period of step k (longer from the slowdown on).
+  int64_t PeriodNs(int64_t k) const { return k >= slow_from_step_ ? slow_period_ns_ : period_ns_; }
   // True start of step k.
-  int64_t StepStartNs(int64_t k) const { return phase_ns_ + k * period_ns_; }
+  int64_t StepStartNs(int64_t k) const;
   // Index of the step running at true time t.
   int64_t StepIndexAt(int64_t true_ns) const;
   StepPlan Plan(int64_t k, int64_t rank, int64_t gpu) const;
@@ -103,9 +112,16 @@ class SyntheticJob {
  private:
   struct Durations;
   int64_t ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* plan) const;
+  // The knobs step k runs with: config_, or slow_config_ from the slowdown on.
+  const SyntheticJobConfig& ConfigOf(int64_t k) const {
+    return k >= slow_from_step_ ? slow_config_ : config_;
+  }
 
   SyntheticJobConfig config_;
+  SyntheticJobConfig slow_config_;
   int64_t period_ns_ = 0;
+  int64_t slow_period_ns_ = 0;
+  int64_t slow_from_step_ = 0;  // the first slow step (INT64_MAX: none)
   int64_t phase_ns_ = 0;
   std::vector<double> kernel_weights_;  // sums to 1
 };

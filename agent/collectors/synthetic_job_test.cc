@@ -116,6 +116,97 @@ TEST(SyntheticJobTest, StepsNeverOverlapAndOpsStayInsideTheirStep) {
   }
 }
 
+// A slowdown from one instant on: every rank switches at the same step, the steps stay back to
+// back with their ops inside them, and the period and compute grow by the factor.
+TEST(SyntheticJobTest, SlowdownStretchesEveryStepFromOneInstantOnEveryRank) {
+  const int64_t at = kT0 + 1234 * kNanosPerMilli;
+  auto slow = [&](int64_t rank) {
+    SyntheticJobConfig c = Job(rank);
+    c.slowdown_at_ms = at / kNanosPerMilli;
+    c.slowdown_factor = 1.6;
+    return c;
+  };
+  SyntheticJob healthy(Job(0));
+  std::vector<SyntheticJob> ranks;
+  for (int r = 0; r < 4; ++r) ranks.emplace_back(slow(r));
+  const SyntheticJob& job = ranks[0];
+  const int64_t first_slow = job.StepIndexAt(at) + (job.StepStartNs(job.StepIndexAt(at)) < at);
+  EXPECT_GE(job.StepStartNs(first_slow), at);
+  EXPECT_LT(job.StepStartNs(first_slow - 1), at);
+  EXPECT_EQ(job.PeriodNs(first_slow - 1), healthy.period_ns());
+  // The slow steps are those of the same job at 1.6 x step_ms (fixed costs such as the input
+  // stall do not grow).
+  SyntheticJobConfig longer = Job(0);
+  longer.step_ms = 80;
+  EXPECT_EQ(job.PeriodNs(first_slow), SyntheticJob(longer).period_ns());
+  EXPECT_GT(job.PeriodNs(first_slow), healthy.period_ns() * 13 / 10);
+  // Before the slowdown the job is the healthy one.
+  for (int64_t k = first_slow - 20; k < first_slow; ++k) {
+    EXPECT_EQ(job.StepStartNs(k), healthy.StepStartNs(k));
+    EXPECT_EQ(job.Plan(k, 0, 0).allreduce_end_ns, healthy.Plan(k, 0, 0).allreduce_end_ns);
+  }
+  for (int64_t k = first_slow - 5; k < first_slow + 30; ++k) {
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(ranks[r].StepStartNs(k), job.StepStartNs(k));
+      const StepPlan p = ranks[r].Plan(k, r, 1);
+      EXPECT_EQ(p.end_ns, job.StepStartNs(k + 1));
+      EXPECT_EQ(p.allreduce_end_ns, job.Plan(k, 0, 0).allreduce_end_ns);
+      for (const auto& op : p.device_ops) EXPECT_LE(op.end_ns, p.end_ns);
+    }
+    // StepIndexAt inverts StepStartNs on both sides of the switch.
+    EXPECT_EQ(job.StepIndexAt(job.StepStartNs(k)), k);
+    EXPECT_EQ(job.StepIndexAt(job.StepStartNs(k + 1) - 1), k);
+  }
+  // Compute takes longer after the switch (the kernels of rank 0, GPU 0).
+  auto compute = [](const StepPlan& p) {
+    return p.device_ops[p.device_ops.size() - 3].end_ns - p.device_ops[1].start_ns;
+  };
+  EXPECT_GT(compute(job.Plan(first_slow + 1, 0, 0)), compute(job.Plan(first_slow - 1, 0, 0)));
+  EXPECT_THAT(ParseSyntheticJobConfig("slowdown_factor=0.5").status().message(),
+              HasSubstr("slowdown_factor"));
+  EXPECT_THAT(ParseSyntheticJobConfig("slowdown_at_ms=-1").status().message(),
+              HasSubstr("slowdown_at_ms"));
+  EXPECT_TRUE(ParseSyntheticJobConfig("slowdown_at_ms=1767225600000,slowdown_factor=2").ok());
+}
+
+TEST(SyntheticCollectorTest, StepSignalIsTheModelsFinishedStepsOnTheAgentClock) {
+  SyntheticJobConfig c = Job(0);
+  c.clock_skew_ns = 3 * kNanosPerSecond;
+  const int64_t at = kT0 + 10 * kNanosPerSecond;
+  c.slowdown_at_ms = at / kNanosPerMilli;
+  c.slowdown_factor = 2;
+  const SyntheticCollector collector(c);
+  const SyntheticJob& job = collector.job();
+  EXPECT_TRUE(collector.HasStepSignal());
+  const int64_t skew = c.clock_skew_ns;
+  // 20 s around the slowdown, on the agent's clock.
+  std::vector<StepSample> steps;
+  collector.RecentSteps(kT0 + skew, kT0 + 20 * kNanosPerSecond + skew, 100'000, &steps);
+  ASSERT_GT(steps.size(), 100u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].source, "synthetic");
+    EXPECT_GT(steps[i].end_wall_ns, kT0 + skew);
+    EXPECT_LE(steps[i].end_wall_ns, kT0 + 20 * kNanosPerSecond + skew);
+    if (i > 0) {
+      // Back to back: each ends one duration after the previous one.
+      EXPECT_EQ(steps[i].end_wall_ns - steps[i - 1].end_wall_ns, steps[i].duration_ns);
+    }
+  }
+  EXPECT_EQ(steps.front().duration_ns, job.period_ns());
+  SyntheticJobConfig longer = Job(0);
+  longer.step_ms = 100;
+  EXPECT_EQ(steps.back().duration_ns, SyntheticJob(longer).period_ns());
+  // `max` keeps the latest; an empty or inverted range gives nothing.
+  std::vector<StepSample> last3;
+  collector.RecentSteps(kT0 + skew, kT0 + 20 * kNanosPerSecond + skew, 3, &last3);
+  ASSERT_EQ(last3.size(), 3u);
+  EXPECT_EQ(last3.back().end_wall_ns, steps.back().end_wall_ns);
+  std::vector<StepSample> none;
+  collector.RecentSteps(kT0, kT0, 10, &none);
+  collector.RecentSteps(kT0 + kNanosPerSecond, kT0, 10, &none);
+  EXPECT_TRUE(none.empty());
+}
+
 // Checks XSpace's rule that events on one line nest but never partly overlap.
 void ExpectProperNesting(int64_t profile_start_ns, const xspace::XPlane& plane) {
   for (const auto& line : plane.lines()) {

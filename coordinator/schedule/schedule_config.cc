@@ -159,14 +159,78 @@ absl::Status ParseRetention(const Reader& r, const YAML::Node& v, const std::str
   return absl::OkStatus();
 }
 
+absl::Status ParseTrigger(const Reader& r, const YAML::Node& v, const std::string& path,
+                          TriggerConfig* t) {
+  if (!v.IsMap()) {
+    return r.Error(v, path,
+                   "expected a mapping {signal, threshold, poll, window, baseline, min_steps, "
+                   "sustain, cooldown}");
+  }
+  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(
+      v, path,
+      {"signal", "threshold", "poll", "window", "baseline", "min_steps", "sustain", "cooldown"}));
+  std::optional<YAML::Node> window_node;
+  std::optional<YAML::Node> baseline_node;
+  for (const auto& kv : v) {
+    const std::string key = kv.first.Scalar();
+    const std::string p = Reader::Join(path, key);
+    const YAML::Node& val = kv.second;
+    if (key == "signal") {
+      PROFCTL_ASSIGN_OR_RETURN(t->signal, r.String(val, p));
+      if (t->signal != "step_time") {
+        return r.Error(val, p, absl::StrCat("\"", t->signal, "\" is not one of: step_time"));
+      }
+    } else if (key == "threshold") {
+      // 1.5 (a ratio) or "50%" (the increase).
+      const std::string text = val.IsScalar() ? val.Scalar() : "";
+      double x = 0;
+      bool ok = false;
+      if (absl::EndsWith(text, "%")) {
+        ok = absl::SimpleAtod(absl::string_view(text).substr(0, text.size() - 1), &x);
+        x = 1.0 + x / 100.0;
+      } else {
+        ok = absl::SimpleAtod(text, &x);
+      }
+      if (!ok || !(x >= 1.01 && x <= 100.0)) {
+        return r.Error(val, p,
+                       absl::StrCat("\"", text,
+                                    "\" is not a ratio in 1.01..100 (1.5) or an increase in "
+                                    "1%..9900% (50%)"));
+      }
+      t->threshold = x;
+    } else if (key == "poll") {
+      PROFCTL_ASSIGN_OR_RETURN(t->poll_ns, r.Duration(val, p, kNanosPerSecond, kNanosPerHour));
+    } else if (key == "window") {
+      PROFCTL_ASSIGN_OR_RETURN(t->window_ns, r.Duration(val, p, kNanosPerSecond, kNanosPerHour));
+      window_node.emplace(val);
+    } else if (key == "baseline") {
+      PROFCTL_ASSIGN_OR_RETURN(t->baseline_ns,
+                               r.Duration(val, p, 10 * kNanosPerSecond, kNanosPerDay));
+      baseline_node.emplace(val);
+    } else if (key == "min_steps") {
+      PROFCTL_ASSIGN_OR_RETURN(t->min_steps, r.Int(val, p, 3, 100'000));
+    } else if (key == "sustain") {
+      PROFCTL_ASSIGN_OR_RETURN(t->sustain, r.Int(val, p, 1, 1000));
+    } else {  // cooldown
+      PROFCTL_ASSIGN_OR_RETURN(t->cooldown_ns, r.Duration(val, p, 0, 30 * kNanosPerDay));
+    }
+  }
+  if (t->baseline_ns <= t->window_ns) {
+    return r.Error(baseline_node.value_or(window_node.value_or(v)),
+                   Reader::Join(path, baseline_node.has_value() ? "baseline" : "window"),
+                   "the baseline must be longer than the window");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& v,
                                              const std::string& path) {
   if (!v.IsMap())
     return r.Error(v, path, "expected a mapping (name, targets, interval or cron, ...)");
-  PROFCTL_RETURN_IF_ERROR(
-      r.CheckKeys(v, path,
-                  {"name", "targets", "interval", "cron", "jitter", "duration", "late", "align",
-                   "retries", "tolerance", "deadline", "retention", "concurrency", "missed"}));
+  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(
+      v, path,
+      {"name", "targets", "interval", "cron", "trigger", "jitter", "duration", "late", "align",
+       "retries", "tolerance", "deadline", "retention", "concurrency", "missed"}));
   ScheduleConfig s;
   s.line = v.Mark().line + 1;
   // Copies (handles): yaml-cpp's iteration yields temporaries.
@@ -197,6 +261,9 @@ absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& 
       absl::StatusOr<CronExpr> cron = CronExpr::Parse(text);
       if (!cron.ok()) return r.Error(val, p, cron.status().message());
       s.cron = *std::move(cron);
+    } else if (key == "trigger") {
+      s.trigger.emplace();
+      PROFCTL_RETURN_IF_ERROR(ParseTrigger(r, val, p, &*s.trigger));
     } else if (key == "jitter") {
       PROFCTL_ASSIGN_OR_RETURN(s.jitter_ns, r.Duration(val, p, 0, 365 * kNanosPerDay));
       jitter_node.emplace(val);
@@ -252,8 +319,18 @@ absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& 
   }
   if (s.name.empty()) return r.Error(v, path, "missing key 'name'");
   if (!has_targets) return r.Error(v, path, "missing key 'targets'");
-  if ((s.interval_ns > 0) == s.cron.has_value()) {
-    return r.Error(v, path, "give exactly one of 'interval' and 'cron'");
+  if ((s.interval_ns > 0 ? 1 : 0) + (s.cron.has_value() ? 1 : 0) +
+          (s.trigger.has_value() ? 1 : 0) !=
+      1) {
+    return r.Error(v, path, "give exactly one of 'interval', 'cron' and 'trigger'");
+  }
+  if (s.trigger.has_value() && jitter_node.has_value()) {
+    return r.Error(*jitter_node, Reader::Join(path, "jitter"),
+                   "a trigger fires when the signal says so: jitter is for interval and cron");
+  }
+  if (s.trigger.has_value() && v["missed"].IsDefined()) {
+    return r.Error(v["missed"], Reader::Join(path, "missed"),
+                   "a trigger has no missed runs: missed is for interval and cron");
   }
   if (jitter_node.has_value() && interval_node.has_value() && s.jitter_ns >= s.interval_ns) {
     return r.Error(
@@ -328,7 +405,8 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
 bool ScheduleConfig::SameTiming(const ScheduleConfig& other) const {
   const std::string a = cron.has_value() ? cron->text() : "";
   const std::string b = other.cron.has_value() ? other.cron->text() : "";
-  return interval_ns == other.interval_ns && a == b && jitter_ns == other.jitter_ns;
+  return interval_ns == other.interval_ns && a == b && jitter_ns == other.jitter_ns &&
+         trigger == other.trigger;
 }
 
 absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml,

@@ -66,12 +66,32 @@ enum class ConcurrencyPolicy { kSkip };
 // at start-up however many were missed, then resumes the regular times.
 enum class MissedPolicy { kSkip, kRunOnce };
 
+// A condition-triggered schedule (`trigger:`, docs/schedules.md): instead of firing at times it
+// polls the targets' step signal (AgentService.GetStepSignal) and captures the pod when a host's
+// recent step time regresses past `threshold` times its own baseline.
+struct TriggerConfig {
+  std::string signal = "step_time";  // the only signal so far
+  // Fires when observed > baseline * threshold (threshold: 1.5, or "50%" for 1.5).
+  double threshold = 1.5;
+  int64_t poll_ns = 10'000'000'000;  // poll: how often the signal is read
+  // window: the observed value is the median step time of the steps that ended in the last
+  // window; baseline: the baseline is the median over the baseline window before that.
+  int64_t window_ns = 30'000'000'000;
+  int64_t baseline_ns = 600'000'000'000;
+  int64_t min_steps = 20;  // min_steps: baseline steps a host needs before it is judged
+  int64_t sustain = 2;     // sustain: consecutive polls over the threshold before firing
+  // cooldown: after a triggered capture starts, regressions are only counted until this passed.
+  int64_t cooldown_ns = 1'800'000'000'000;
+  bool operator==(const TriggerConfig&) const = default;
+};
+
 struct ScheduleConfig {
   std::string name = {};  // a file stem: sessions are <name>_<UTC time>
   Targets targets = {};
-  // Exactly one of interval_ns (> 0) and cron is set.
+  // Exactly one of interval_ns (> 0), cron and trigger is set.
   int64_t interval_ns = 0;
   std::optional<CronExpr> cron = std::nullopt;
+  std::optional<TriggerConfig> trigger = std::nullopt;
   int64_t jitter_ns = 0;
   ScheduleCaptureOptions capture = {};
   RetentionConfig retention = {};
@@ -79,7 +99,8 @@ struct ScheduleConfig {
   MissedPolicy missed = MissedPolicy::kSkip;
   int line = 0;  // 1-based line of the entry in its file, for messages
 
-  // Whether the two fire at the same times (interval or cron text, and jitter).
+  // Whether the two fire at the same times (interval or cron text, and jitter), or watch with
+  // the same trigger settings.
   bool SameTiming(const ScheduleConfig& other) const;
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -95,6 +96,52 @@ schedules:
   EXPECT_EQ(c->schedules[2].targets.source, "/etc/profctl/targets.txt");
 }
 
+TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
+  absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig(
+      "logdir: /x\n"
+      "schedules:\n"
+      "  - name: defaults\n"
+      "    targets: [h:1]\n"
+      "    trigger: {}\n"
+      "  - name: slowdown\n"
+      "    targets: trainers.default.svc:6000\n"
+      "    trigger:\n"
+      "      signal: step_time\n"
+      "      threshold: 25%\n"
+      "      poll: 5s\n"
+      "      window: 1m\n"
+      "      baseline: 30m\n"
+      "      min_steps: 50\n"
+      "      sustain: 3\n"
+      "      cooldown: 2h\n"
+      "    duration: 3s\n"
+      "  - name: ratio\n"
+      "    targets: [h:1]\n"
+      "    trigger: {threshold: 2}\n",
+      "coordinator.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->schedules.size(), 3u);
+  ASSERT_TRUE(c->schedules[0].trigger.has_value());
+  EXPECT_EQ(*c->schedules[0].trigger, TriggerConfig{});
+  EXPECT_EQ(c->schedules[0].interval_ns, 0);
+  EXPECT_FALSE(c->schedules[0].cron.has_value());
+  const TriggerConfig& t = *c->schedules[1].trigger;
+  EXPECT_EQ(t.signal, "step_time");
+  EXPECT_DOUBLE_EQ(t.threshold, 1.25);
+  EXPECT_EQ(t.poll_ns, 5 * kNanosPerSecond);
+  EXPECT_EQ(t.window_ns, 60 * kNanosPerSecond);
+  EXPECT_EQ(t.baseline_ns, 1800 * kNanosPerSecond);
+  EXPECT_EQ(t.min_steps, 50);
+  EXPECT_EQ(t.sustain, 3);
+  EXPECT_EQ(t.cooldown_ns, 7200 * kNanosPerSecond);
+  EXPECT_EQ(c->schedules[1].capture.duration_ms, 3000);
+  EXPECT_EQ(c->schedules[1].targets.kind, TargetsKind::kDns);
+  EXPECT_DOUBLE_EQ(c->schedules[2].trigger->threshold, 2.0);
+  // Trigger settings are part of the timing: a reload that changes them re-arms the watch.
+  EXPECT_TRUE(c->schedules[0].SameTiming(c->schedules[0]));
+  EXPECT_FALSE(c->schedules[0].SameTiming(c->schedules[2]));
+}
+
 TEST(CoordinatorConfigTest, EmptyFileHasNoSchedules) {
   absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig("", "coordinator.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -119,7 +166,29 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
       {"    interval: 1x\n",
        R"(coordinator.yaml:8: schedules[1].interval: "1x" is not a duration (use 30s, 5m, 1h, 1d))"},
       {"    interval: 1h\n    cron: \"0 * * * *\"\n",
-       "coordinator.yaml:6: schedules[1]: give exactly one of 'interval' and 'cron'"},
+       "coordinator.yaml:6: schedules[1]: give exactly one of 'interval', 'cron' and 'trigger'"},
+      {"    interval: 1h\n    trigger: {threshold: 2}\n",
+       "coordinator.yaml:6: schedules[1]: give exactly one of 'interval', 'cron' and 'trigger'"},
+      {"    trigger: {threshold: 1.001}\n",
+       R"(coordinator.yaml:8: schedules[1].trigger.threshold: "1.001" is not a ratio in 1.01..100)"},
+      {"    trigger: {threshold: fast}\n",
+       R"(coordinator.yaml:8: schedules[1].trigger.threshold: "fast" is not a ratio)"},
+      {"    trigger: {signal: gpu_temp}\n",
+       R"(coordinator.yaml:8: schedules[1].trigger.signal: "gpu_temp" is not one of: step_time)"},
+      {"    trigger: {polls: 5s}\n",
+       "coordinator.yaml:8: schedules[1].trigger.polls: unknown key (known: signal, threshold"},
+      {"    trigger: {window: 20m}\n",
+       "coordinator.yaml:8: schedules[1].trigger.window: the baseline must be longer than the "
+       "window"},
+      {"    trigger: {poll: 10ms}\n",
+       R"(coordinator.yaml:8: schedules[1].trigger.poll: "10ms" is not in 1s..1h)"},
+      {"    trigger: {sustain: 0}\n",
+       "coordinator.yaml:8: schedules[1].trigger.sustain: 0 is not in 1..1000"},
+      {"    trigger: 1.5\n", "coordinator.yaml:8: schedules[1].trigger: expected a mapping"},
+      {"    trigger: {}\n    jitter: 5m\n",
+       "coordinator.yaml:9: schedules[1].jitter: a trigger fires when the signal says so"},
+      {"    trigger: {}\n    missed: run_once\n",
+       "coordinator.yaml:9: schedules[1].missed: a trigger has no missed runs"},
       {"    retries: 1\n", "coordinator.yaml:6: schedules[1]: give exactly one of"},
       {"    cron: \"0 0 30 2 *\"\n",
        R"(coordinator.yaml:8: schedules[1].cron: cron "0 0 30 2 *" never fires)"},

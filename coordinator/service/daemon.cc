@@ -105,6 +105,7 @@ absl::StatusOr<std::vector<WorkerAddress>> ReadTargetsFile(const std::string& pa
 }
 
 std::string Timing(const schedule::ScheduleConfig& s) {
+  if (s.trigger.has_value()) return absl::StrCat("trigger ", TriggerTiming(*s.trigger));
   if (s.cron.has_value()) return absl::StrCat("cron ", s.cron->text());
   std::string t = absl::StrCat("every ", s.interval_ns / 1'000'000'000, "s");
   if (s.jitter_ns > 0) absl::StrAppend(&t, " + jitter up to ", s.jitter_ns / 1'000'000, "ms");
@@ -194,10 +195,41 @@ void Daemon::Arm(const std::map<std::string, int64_t>& last_runs) {
             .run_capture =
                 [this](const schedule::ScheduleConfig& s, const schedule::ScheduledRun& run,
                        schedule::Scheduler::DoneCallback done) {
-                  RunScheduled(s, run, std::move(done));
+                  v1::SessionOrigin origin;
+                  origin.set_kind("schedule");
+                  origin.set_schedule(s.name);
+                  RunScheduled(s, run, origin, std::move(done));
                 }},
         schedule::SchedulerOptions{.jitter_seed = deps_.jitter_seed});
-    scheduler_->Start(schedules_, last_runs);
+    triggers_ = std::make_unique<TriggerWatcher>(TriggerWatcher::Dependencies{
+        .executor = deps_.executor,
+        .clients = deps_.clients,
+        .blocking = [this](Executor::Task job) { Blocking(std::move(job)); },
+        .resolve = deps_.resolve ? deps_.resolve
+                                 : std::function<absl::StatusOr<std::vector<WorkerAddress>>(
+                                       const schedule::Targets&)>(ResolveTargets),
+        .run_capture =
+            [this](const schedule::ScheduleConfig& s, const schedule::ScheduledRun& run,
+                   const v1::SessionOrigin& origin, schedule::Scheduler::DoneCallback done) {
+              {
+                absl::MutexLock lock(&mu_);
+                ++counters_.triggers_fired;
+              }
+              RunScheduled(s, run, origin, std::move(done));
+            },
+        .on_poll =
+            [this](int64_t errors) {
+              absl::MutexLock lock(&mu_);
+              ++counters_.trigger_polls;
+              counters_.trigger_poll_errors += errors;
+            },
+        .log = deps_.log});
+    std::vector<schedule::ScheduleConfig> timed;
+    for (const schedule::ScheduleConfig& s : schedules_) {
+      if (!s.trigger.has_value()) timed.push_back(s);
+    }
+    scheduler_->Start(timed, last_runs);
+    triggers_->Start(schedules_);
   });
 }
 
@@ -220,6 +252,7 @@ void Daemon::Shutdown() {
   }
   deps_.executor->Post([this] {
     scheduler_.reset();
+    triggers_.reset();
     absl::MutexLock lock(&mu_);
     --in_flight_;
   });
@@ -244,7 +277,7 @@ void Daemon::Blocking(Executor::Task job) {
 }
 
 void Daemon::RunScheduled(const schedule::ScheduleConfig& schedule,
-                          const schedule::ScheduledRun& run,
+                          const schedule::ScheduledRun& run, const v1::SessionOrigin& origin,
                           schedule::Scheduler::DoneCallback done) {
   const int64_t now = deps_.executor->clock().WallNs();
   {
@@ -256,14 +289,14 @@ void Daemon::RunScheduled(const schedule::ScheduleConfig& schedule,
     counters_.last_schedule_lag_ns = std::max<int64_t>(0, now - run.fire_wall_ns);
   }
   auto shared_done = std::make_shared<schedule::Scheduler::DoneCallback>(std::move(done));
-  Blocking([this, schedule, run, shared_done] {
+  Blocking([this, schedule, run, origin, shared_done] {
     Persist();
-    RunResolved(schedule, run, shared_done);
+    RunResolved(schedule, run, origin, shared_done);
   });
 }
 
 void Daemon::RunResolved(const schedule::ScheduleConfig& schedule,
-                         const schedule::ScheduledRun& run,
+                         const schedule::ScheduledRun& run, const v1::SessionOrigin& origin,
                          std::shared_ptr<schedule::Scheduler::DoneCallback> done) {
   auto not_started = [&](const absl::Status& why) {
     Log(absl::StrCat("schedule ", schedule.name, ": run ", run.run_id,
@@ -289,9 +322,6 @@ void Daemon::RunResolved(const schedule::ScheduleConfig& schedule,
   plan.retries = schedule.capture.retries;
   plan.tolerance_ms = schedule.capture.tolerance_ms;
   plan.deadline_ms = schedule.capture.deadline_ms;
-  v1::SessionOrigin origin;
-  origin.set_kind("schedule");
-  origin.set_schedule(schedule.name);
   absl::StatusOr<v1::StartCaptureResponse> started = runner_->Start(
       std::move(plan),
       {.make_unique = true,
@@ -377,7 +407,14 @@ absl::Status Daemon::Reload() {
   loaded_wall_ns_ = deps_.executor->clock().WallNs();
   deps_.executor->Post([this, schedules = std::move(config->schedules)]() mutable {
     schedules_ = std::move(schedules);
-    if (scheduler_ != nullptr) scheduler_->Reload(schedules_);
+    if (scheduler_ != nullptr) {
+      std::vector<schedule::ScheduleConfig> timed;
+      for (const schedule::ScheduleConfig& s : schedules_) {
+        if (!s.trigger.has_value()) timed.push_back(s);
+      }
+      scheduler_->Reload(timed);
+    }
+    if (triggers_ != nullptr) triggers_->Reload(schedules_);
   });
   return absl::OkStatus();
 }
@@ -406,6 +443,26 @@ void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
         info->set_skipped_busy(st.skipped_busy);
         info->set_missed_down(st.missed_down);
         info->set_missed_late(st.missed_late);
+        if (auto p = persisted_.find(st.name); p != persisted_.end()) {
+          info->set_last_outcome(p->second.last_outcome());
+        }
+      }
+    }
+    if (triggers_ != nullptr) {
+      for (const TriggerState& t : triggers_->States()) {
+        const schedule::ScheduleState& st = t.schedule;
+        v1::ScheduleInfo* info = response.add_schedules();
+        info->set_name(st.name);
+        if (auto it = configs.find(st.name); it != configs.end()) {
+          info->set_timing(Timing(*it->second));
+          for (const std::string& tg : TargetStrings(it->second->targets)) info->add_targets(tg);
+        }
+        info->set_next_fire_wall_ns(st.next_fire_wall_ns);
+        info->set_last_run_wall_ns(st.last_run_wall_ns);
+        info->set_running_session(st.running_run_id);
+        info->set_runs_started(st.runs_started);
+        info->set_runs_finished(st.runs_finished);
+        *info->mutable_trigger() = t.trigger;
         if (auto p = persisted_.find(st.name); p != persisted_.end()) {
           info->set_last_outcome(p->second.last_outcome());
         }
@@ -462,6 +519,15 @@ std::string RenderMetrics(const Daemon& daemon) {
             static_cast<double>(d.reloads), {{"result", "ok"}});
   m.Counter("profctl_coordinator_config_reloads_total", "Config reloads, by result.",
             static_cast<double>(d.reload_errors), {{"result", "error"}});
+  m.Counter("profctl_coordinator_trigger_polls_total",
+            "Polls of the step signal by condition-triggered schedules.",
+            static_cast<double>(d.trigger_polls));
+  m.Counter("profctl_coordinator_trigger_poll_errors_total",
+            "Targets that did not answer a trigger's poll.",
+            static_cast<double>(d.trigger_poll_errors));
+  m.Counter("profctl_coordinator_triggers_fired_total",
+            "Captures started by condition-triggered schedules.",
+            static_cast<double>(d.triggers_fired));
   m.Gauge("profctl_coordinator_schedule_lag_seconds",
           "How late the latest scheduled run started after its time.",
           static_cast<double>(d.last_schedule_lag_ns) / 1e9);

@@ -7,8 +7,9 @@
 // scheduler. A scheduled run resolves its targets (a list, a DNS name's every address, or a
 // targets file read afresh at every run) off the executor, starts a session named
 // <schedule>_<UTC time> through the SessionRunner, and applies the schedule's retention when
-// the session is over. Reload re-reads the config (SIGHUP): captures keep running; a config
-// with errors is refused and the old one kept.
+// the session is over. Schedules with a `trigger:` are watched by a TriggerWatcher instead and
+// run the same way when it fires. Reload re-reads the config (SIGHUP): captures keep running; a
+// config with errors is refused and the old one kept.
 //
 // Threading: Reload, Schedules and Shutdown may be called from any thread; the scheduler runs
 // on Dependencies::executor. Blocking work (DNS, files, retention) runs on Dependencies::pool
@@ -29,6 +30,7 @@
 #include "coordinator/schedule/schedule_config.h"
 #include "coordinator/schedule/scheduler.h"
 #include "coordinator/service/session_runner.h"
+#include "coordinator/service/trigger_watcher.h"
 #include "profctl/v1/coordinator.pb.h"
 
 namespace profctl::coordinator::service {
@@ -55,6 +57,9 @@ struct DaemonCounters {
   int64_t retention_errors = 0;
   int64_t sessions_kept = 0;         // finished session folders in the log dir after retention
   int64_t last_schedule_lag_ns = 0;  // how late the latest scheduled run started after its time
+  int64_t trigger_polls = 0;         // polls of condition-triggered schedules
+  int64_t trigger_poll_errors = 0;   // targets that did not answer them
+  int64_t triggers_fired = 0;        // captures they started
 };
 
 class Daemon {
@@ -106,9 +111,11 @@ class Daemon {
  private:
   Daemon(Dependencies deps, std::string config_path, schedule::CoordinatorConfig config);
   void Arm(const std::map<std::string, int64_t>& last_runs);
+  // A scheduled (origin kind "schedule") or triggered run.
   void RunScheduled(const schedule::ScheduleConfig& schedule, const schedule::ScheduledRun& run,
-                    schedule::Scheduler::DoneCallback done);
+                    const v1::SessionOrigin& origin, schedule::Scheduler::DoneCallback done);
   void RunResolved(const schedule::ScheduleConfig& schedule, const schedule::ScheduledRun& run,
+                   const v1::SessionOrigin& origin,
                    std::shared_ptr<schedule::Scheduler::DoneCallback> done);
   void Finished(const std::string& schedule, const std::string& outcome);
   void ApplyRetention(const schedule::ScheduleConfig& schedule);
@@ -122,6 +129,7 @@ class Daemon {
   std::unique_ptr<SessionRunner> runner_;
   // Only on the executor.
   std::unique_ptr<schedule::Scheduler> scheduler_;
+  std::unique_ptr<TriggerWatcher> triggers_;
   std::vector<schedule::ScheduleConfig> schedules_;
 
   mutable absl::Mutex mu_;

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/file_util.h"
 #include "coordinator/schedule/scheduler.h"
 #include "coordinator/service/coordinator_service.h"
@@ -417,6 +420,168 @@ TEST_F(ServiceTest, MetricsTextNamesCapturesRetentionAndReloads) {
   StopDaemon(d);
 }
 
+// A job that slows down 20 minutes in (2x step_ms from one instant on every rank): the trigger
+// captures the pod once, a few polls after the slowdown, records why in the session, and does
+// not fire again (cooldown, then a baseline that has caught up). A healthy job never fires.
+TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
+  const int64_t slow_at = clock_.WallNs() + 20 * 60 * kNanosPerSecond;
+  std::vector<std::unique_ptr<FakeAgent>> slowing;
+  for (int r = 0; r < 2; ++r) {
+    agent::SyntheticJobConfig job = Rank(r);
+    job.slowdown_at_ms = slow_at / kNanosPerMilli;
+    job.slowdown_factor = 2;
+    // Clocks seconds apart: each host's signal is judged on its own clock.
+    slowing.push_back(std::make_unique<FakeAgent>(
+        &ex_, &clock_, testing::FakeAgentBehavior{.clock_offset_ns = (r + 1) * 7 * kNanosPerSecond},
+        job));
+    factory_.Add(absl::StrCat("s", r, ":1"), slowing.back().get());
+  }
+  const std::string config = WriteConfig(R"(schedules:
+  - name: slowdown
+    targets: [s0:1, s1:1]
+    trigger: {threshold: 1.3, poll: 10s, window: 30s, baseline: 5m, min_steps: 20, sustain: 2,
+              cooldown: 1h}
+    duration: 200ms
+  - name: healthy
+    targets: [h0:1, h1:1]
+    trigger: {threshold: 1.3, poll: 10s, window: 30s, baseline: 5m}
+    duration: 200ms
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  auto schedules = [&] {
+    std::optional<v1::ListSchedulesResponse> got;
+    d->Schedules([&](v1::ListSchedulesResponse r) { got = std::move(r); });
+    ex_.RunUntilIdle();
+    std::map<std::string, v1::ScheduleInfo> by_name;
+    for (const auto& i : got.value().schedules()) by_name[i.name()] = i;
+    return by_name;
+  };
+
+  ex_.AdvanceTo(clock_.MonoNs() + 19 * 60 * kNanosPerSecond);
+  EXPECT_THAT(SessionNames(), IsEmpty());
+  std::map<std::string, v1::ScheduleInfo> info = schedules();
+  const v1::TriggerInfo& watching = info["slowdown"].trigger();
+  EXPECT_THAT(info["slowdown"].timing(), HasSubstr("trigger step_time > 1.3x its 5m baseline"));
+  EXPECT_GE(watching.polls(), 100);
+  EXPECT_EQ(watching.poll_errors(), 0);
+  EXPECT_EQ(watching.waiting(), "");
+  EXPECT_GT(watching.baseline(), 0);
+  EXPECT_DOUBLE_EQ(watching.observed(), watching.baseline());
+  const double healthy_step = watching.baseline();
+
+  ex_.AdvanceTo(clock_.MonoNs() + 6 * 60 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  std::vector<std::string> names = SessionNames("slowdown");
+  ASSERT_EQ(names.size(), 1u) << absl::StrJoin(log_, "\n");
+  // Fired within a minute of the slowdown (half a window of slow steps, then 2 polls).
+  EXPECT_GE(names[0], "slowdown_20260101T002010Z");
+  EXPECT_LE(names[0], "slowdown_20260101T002100Z");
+  absl::StatusOr<v1::SessionInfo> session = ReadSession(logdir(), names[0]);
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ(session->manifest().status(), v1::SESSION_STATUS_OK);
+  const v1::SessionOrigin& origin = session->origin();
+  EXPECT_EQ(origin.kind(), "trigger");
+  EXPECT_EQ(origin.schedule(), "slowdown");
+  EXPECT_EQ(origin.trigger_signal(), "step_time");
+  EXPECT_DOUBLE_EQ(origin.trigger_threshold(), 1.3);
+  EXPECT_DOUBLE_EQ(origin.trigger_baseline(), healthy_step);
+  EXPECT_GT(origin.trigger_observed(), 1.3 * healthy_step);
+  EXPECT_THAT(origin.trigger_host(), ::testing::AnyOf("s0:1", "s1:1"));
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("trigger slowdown: s"));
+
+  // Two more hours: cooling down, then the 5 m baseline is the new normal. One capture in all.
+  ex_.AdvanceTo(clock_.MonoNs() + 2 * kHourNs);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  EXPECT_EQ(SessionNames("slowdown").size(), 1u);
+  EXPECT_THAT(SessionNames("healthy"), IsEmpty());
+  info = schedules();
+  EXPECT_EQ(info["slowdown"].trigger().fired(), 1);
+  EXPECT_GE(info["slowdown"].trigger().suppressed_cooldown(), 1);
+  EXPECT_EQ(info["slowdown"].runs_finished(), 1);
+  EXPECT_DOUBLE_EQ(info["slowdown"].trigger().baseline(), origin.trigger_observed());
+  EXPECT_EQ(info["healthy"].trigger().fired(), 0);
+  EXPECT_EQ(d->counters().triggers_fired, 1);
+  EXPECT_THAT(RenderMetrics(*d), HasSubstr("profctl_coordinator_triggers_fired_total 1\n"));
+  StopDaemon(d);
+}
+
+// Targets that hang, fail, lie or keep no step signal cost only poll errors and a waiting
+// reason; nothing fires and the daemon shuts down promptly.
+TEST_F(ServiceTest, TriggerPollsSurviveHungFailingAndLyingAgents) {
+  std::vector<std::unique_ptr<FakeAgent>> bad;
+  auto add = [&](const std::string& address, testing::FakeAgentBehavior b) {
+    bad.push_back(std::make_unique<FakeAgent>(&ex_, &clock_, std::move(b), Rank(0)));
+    factory_.Add(address, bad.back().get());
+  };
+  add("hang:1", {.hang_step_signal = true});
+  add("fail:1", {.step_signal_error = absl::UnimplementedError("old agent")});
+  v1::GetStepSignalResponse lie;
+  lie.set_now_ns(clock_.WallNs());
+  lie.add_sources("synthetic");
+  for (int i = 0; i < 5000; ++i) {
+    auto* s = lie.add_samples();
+    s->set_end_ns(INT64_MAX - i);  // in the far future, out of order
+    s->set_duration_ns(-1);
+  }
+  add("liar:1", {.step_signal_override = lie});
+  const std::string config = WriteConfig(R"(schedules:
+  - name: t
+    targets: [hang:1, fail:1, liar:1, nobody:1]
+    trigger: {threshold: 1.1, poll: 10s, sustain: 1}
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.AdvanceTo(clock_.MonoNs() + 15 * 60 * kNanosPerSecond);
+  std::optional<v1::ListSchedulesResponse> got;
+  d->Schedules([&](v1::ListSchedulesResponse r) { got = std::move(r); });
+  ex_.RunUntilIdle();
+  ASSERT_EQ(got->schedules_size(), 1);
+  const v1::TriggerInfo& t = got->schedules(0).trigger();
+  // 90 polls (every 10 s, the hung target holding each to its 2 s deadline), 3 errors each.
+  EXPECT_GE(t.polls(), 85);
+  EXPECT_EQ(t.poll_errors(), 3 * t.polls());
+  EXPECT_EQ(t.fired(), 0);
+  EXPECT_THAT(t.waiting(), HasSubstr("baseline: 0 of 20 steps"));
+  EXPECT_THAT(SessionNames(), IsEmpty());
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("liar:1: dropped 5000 implausible"));
+  EXPECT_EQ(d->counters().trigger_poll_errors, t.poll_errors());
+  StopDaemon(d);
+}
+
+// A reload that keeps a trigger's settings keeps its samples (its baseline survives); one that
+// changes them starts afresh.
+TEST_F(ServiceTest, ReloadKeepsAnUnchangedTriggersBaseline) {
+  const std::string body = R"(schedules:
+  - name: t
+    targets: [h0:1, h1:1]
+    trigger: {threshold: 1.5, poll: 10s, window: 30s, baseline: 5m}
+)";
+  const std::string config = WriteConfig(body);
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.AdvanceTo(clock_.MonoNs() + 6 * 60 * kNanosPerSecond);
+  auto trigger = [&] {
+    std::optional<v1::ListSchedulesResponse> got;
+    d->Schedules([&](v1::ListSchedulesResponse r) { got = std::move(r); });
+    ex_.RunUntilIdle();
+    return got.value().schedules(0).trigger();
+  };
+  const int64_t polls = trigger().polls();
+  EXPECT_GE(polls, 30);
+  WriteConfig(body + "    duration: 1s\n");  // not a trigger setting
+  ASSERT_TRUE(d->Reload().ok());
+  ex_.Advance(10 * kNanosPerSecond);
+  EXPECT_GT(trigger().polls(), polls);
+  EXPECT_EQ(trigger().waiting(), "");
+  WriteConfig(absl::StrReplaceAll(body, {{"1.5", "1.6"}}));
+  ASSERT_TRUE(d->Reload().ok());
+  ex_.RunUntilIdle();
+  EXPECT_LE(trigger().polls(), 1);
+  EXPECT_DOUBLE_EQ(trigger().threshold(), 1.6);
+  StopDaemon(d);
+}
+
 TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
   // A session folder left RUNNING by a process that is gone (pid 0x7fffffff does not exist).
   const std::string dir = JoinPath(logdir(), "plugins/profile/crashed");
@@ -442,9 +607,25 @@ TEST(ExampleConfigTest, TheShippedCoordinatorYamlParses) {
   absl::StatusOr<schedule::CoordinatorConfig> c =
       schedule::LoadCoordinatorConfig(PROFCTL_SOURCE_DIR "/examples/coordinator.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_EQ(c->schedules.size(), 3u);
+  ASSERT_EQ(c->schedules.size(), 4u);
   EXPECT_EQ(c->schedules[1].targets.kind, schedule::TargetsKind::kDns);
   EXPECT_EQ(c->schedules[2].targets.kind, schedule::TargetsKind::kFile);
+  ASSERT_TRUE(c->schedules[3].trigger.has_value());
+  EXPECT_DOUBLE_EQ(c->schedules[3].trigger->threshold, 1.5);
+}
+
+// The Kubernetes ConfigMaps' configs parse with the daemon's own parser (the deploy checks only
+// see YAML), each with an hourly and a triggered schedule.
+TEST(ExampleConfigTest, TheKubernetesCoordinatorConfigsParse) {
+  for (const char* overlay : {"base", "overlays/dev", "overlays/production"}) {
+    const std::string path =
+        absl::StrCat(PROFCTL_SOURCE_DIR "/deploy/k8s/", overlay, "/coordinator.yaml");
+    absl::StatusOr<schedule::CoordinatorConfig> c = schedule::LoadCoordinatorConfig(path);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ(c->schedules.size(), 2u) << path;
+    EXPECT_FALSE(c->schedules[0].trigger.has_value()) << path;
+    EXPECT_TRUE(c->schedules[1].trigger.has_value()) << path;
+  }
 }
 
 }  // namespace

@@ -84,6 +84,30 @@ void CuptiCollector::Abort() {
   token_ = 0;
 }
 
+void CuptiCollector::RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns, size_t max,
+                                 std::vector<StepSample>* out) const {
+  if (server_ == nullptr || max == 0) return;
+  // Agent wall = CLOCK_REALTIME + skew.
+  const int64_t skew = options_.clock_skew_ns;
+  // Saturating: a caller's "since the beginning of time" stays so.
+  auto to_realtime = [skew](int64_t wall) {
+    int64_t r = 0;
+    if (__builtin_sub_overflow(wall, skew, &r)) return skew > 0 ? INT64_MIN : INT64_MAX;
+    return r;
+  };
+  std::vector<InjectStepSample> samples;
+  server_->RecentSteps(to_realtime(since_wall_ns), to_realtime(now_wall_ns), max, &samples);
+  out->reserve(out->size() + samples.size());
+  for (InjectStepSample& s : samples) {
+    StepSample step;
+    step.end_wall_ns = s.end_realtime_ns + skew;
+    step.duration_ns = s.end_realtime_ns - s.start_realtime_ns;
+    step.step_num = s.step_num;
+    step.source = std::move(s.source);
+    out->push_back(std::move(step));
+  }
+}
+
 absl::Status CuptiCollector::Collect(XSpace* space) {
   if (!stopped_ || stop_ns_ < start_ns_) {
     return absl::FailedPreconditionError("cupti collector: Collect before Stop");

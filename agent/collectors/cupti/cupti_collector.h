@@ -21,12 +21,18 @@
 // CUDA_VISIBLE_DEVICES of plain indices ("2,3"), ordinal i becomes the i-th index (so ranks that
 // each see "their" GPU as device 0 land on their own /device:GPU:<n> planes); UUID or MIG lists
 // are left as they are (RemapVisibleDevices).
-// Thread-safety: lifecycle calls come one at a time (Collector's contract).
+// Step signal: RecentSteps returns the NVTX step ranges the processes report between (and
+// during) captures (InjectServer::RecentSteps), moved onto the agent's clock (CLOCK_REALTIME +
+// clock_skew_ns).
+// Thread-safety: lifecycle calls come one at a time (Collector's contract); RecentSteps and
+// HasStepSignal may be called from any thread at any time (they read only the server, which is
+// thread-safe, and const options).
 #ifndef PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "agent/collectors/collector.h"
 #include "agent/collectors/cupti/cupti_xspace.h"
@@ -64,6 +70,9 @@ class CuptiCollector final : public Collector {
   absl::Status Stop(int64_t wall_ns) override;
   absl::Status Collect(tensorflow::profiler::XSpace* space) override;
   void Abort() override;
+  void RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns, size_t max,
+                   std::vector<StepSample>* out) const override;
+  bool HasStepSignal() const override { return true; }
 
  private:
   InjectServer* const server_;

@@ -226,5 +226,64 @@ TEST_F(CuptiCollectorTest, LifecycleErrorsAndAbort) {
   EXPECT_EQ(without.Prepare({"s", 0, kSec}).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(CuptiCollectorTest, StepSignalFromTwoProcessesOnTheAgentsClock) {
+  constexpr int64_t kSkew = -11'000'000;  // agent wall = CLOCK_REALTIME - 11 ms
+  constexpr int64_t kMs = 1'000'000;
+  auto collector = MakeCollector(kSkew);
+  EXPECT_TRUE(collector->HasStepSignal());
+  auto a = Connect(10, 0);
+  auto b = Connect(20, -1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  const int64_t r = 1'700'000'000 * kSec;  // the processes' CLOCK_REALTIME
+  a->SendSteps({{r, r + 100 * kMs, 5}, {r + 100 * kMs, r + 200 * kMs, 6}});
+  b->SendSteps({{r + 60 * kMs, r + 150 * kMs, 40}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(3, absl::Seconds(10)));
+
+  std::vector<StepSample> out = {StepSample{}};  // appended to, not replaced
+  collector->RecentSteps(r + kSkew, r + 200 * kMs + kSkew, 10, &out);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[1].end_wall_ns, r + 100 * kMs + kSkew);
+  EXPECT_EQ(out[1].duration_ns, 100 * kMs);
+  EXPECT_EQ(out[1].step_num, 5);
+  EXPECT_EQ(out[1].source, "cupti pid 10 rank 0");
+  EXPECT_EQ(out[2].end_wall_ns, r + 150 * kMs + kSkew);
+  EXPECT_EQ(out[2].duration_ns, 90 * kMs);
+  EXPECT_EQ(out[2].step_num, 40);
+  EXPECT_EQ(out[2].source, "cupti pid 20");
+  EXPECT_EQ(out[3].step_num, 6);
+  // since is exclusive, now inclusive, on the agent's clock.
+  out.clear();
+  collector->RecentSteps(r + 100 * kMs + kSkew, r + 150 * kMs + kSkew, 10, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].step_num, 40);
+  // The bounds are the agent's: (r+95 ms, r+145 ms] there is (r+106 ms, r+156 ms] in realtime.
+  out.clear();
+  collector->RecentSteps(r + 95 * kMs, r + 145 * kMs, 10, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].step_num, 40);
+  // The latest `max`, oldest first; extreme bounds do not overflow.
+  out.clear();
+  collector->RecentSteps(INT64_MIN, INT64_MAX, 2, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].step_num, 40);
+  EXPECT_EQ(out[1].step_num, 6);
+  // During a capture too.
+  ASSERT_TRUE(collector->Prepare({"s", clock_.WallNs() + kSec, kSec}).ok());
+  a->ExpectEnable();
+  b->ExpectEnable();
+  a->SendSteps({{r + 200 * kMs, r + 300 * kMs, 7}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(4, absl::Seconds(10)));
+  out.clear();
+  collector->RecentSteps(r + 200 * kMs + kSkew, INT64_MAX, 10, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].step_num, 7);
+  collector->Abort();
+  // No server: no steps, still a step signal.
+  CuptiCollector without(nullptr, {}, &clock_);
+  out.clear();
+  without.RecentSteps(INT64_MIN, INT64_MAX, 10, &out);
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace profctl::agent::cupti

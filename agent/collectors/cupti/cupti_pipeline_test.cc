@@ -189,6 +189,29 @@ TEST(CuptiRecordsTest, WalkerFollowsTheBufferLayout) {
 #endif
 }
 
+TEST(CuptiRecordsTest, StepMarkersFeedTheStepSignalAcrossBuffers) {
+  Buffer one, two, three;
+  FillBuffers(one, two);
+  Marker(three, CUPTI_ACTIVITY_FLAG_MARKER_START, 7, 6000, "forward");  // not a step
+  Marker(three, CUPTI_ACTIVITY_FLAG_MARKER_END, 7, 6100, nullptr);
+  Marker(three, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, 8, 6200, "step 9");  // not a range
+  StepRangeTracker steps;
+  for (const Buffer* b : {&one, &two, &three}) {
+    size_t offset = 0;
+    while (const CUpti_Activity* r = NextCuptiRecord(b->data(), b->size(), &offset)) {
+      AddStepMarker(*r, &steps);
+    }
+  }
+  StepSampleEntry out[4];
+  ASSERT_EQ(steps.Take(out, 4), 2u);
+  EXPECT_EQ(out[0].step_num, 1);
+  EXPECT_EQ(out[0].start_wall_ns, static_cast<int64_t>(Gpu(100)));  // still the GPU clock
+  EXPECT_EQ(out[0].end_wall_ns, static_cast<int64_t>(Gpu(3300)));
+  EXPECT_EQ(out[1].step_num, 2);
+  EXPECT_EQ(out[1].end_wall_ns, static_cast<int64_t>(Gpu(5100)));
+  EXPECT_EQ(steps.open(), 0u);
+}
+
 TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   Buffer one, two;
   FillBuffers(one, two);

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -31,6 +32,9 @@ struct InjectServer::Connection {
   // read; the connection closes at its end of stream.
   bool write_failed = false;
   std::string close_reason;
+  // The latest step samples (at most max_steps_per_process), in arrival order.
+  std::deque<inject::StepSampleEntry> steps;
+  std::string step_source;  // set at Register
 };
 
 struct InjectServer::Window {
@@ -322,6 +326,8 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
       c->info.hostname = std::string(inject::GetText(m.hostname));
       c->info.visible_devices = std::string(inject::GetText(m.visible_devices));
       c->info.process_name = std::string(inject::GetText(m.process_name));
+      c->step_source = absl::StrCat("cupti pid ", c->info.pid);
+      if (c->info.rank >= 0) absl::StrAppend(&c->step_source, " rank ", c->info.rank);
       spdlog::info("inject server: pid {} ({}) registered, rank {} local rank {}", c->info.pid,
                    c->info.process_name, c->info.rank, c->info.local_rank);
       if (window_ && !window_->closed) SendEnable(c);
@@ -380,6 +386,26 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
       p->bytes += size;
       window_->bytes += size;
       p->batches.emplace_back(payload.begin(), payload.end());
+      return true;
+    }
+    case MessageType::kStepSamples: {
+      std::vector<inject::StepSampleEntry> samples;
+      const char* why = "";
+      if (!inject::DecodeStepSamples(payload.data(), payload.size(), &samples, &why)) {
+        c->close_reason = absl::StrCat("protocol error: ", why);
+        return false;
+      }
+      for (const inject::StepSampleEntry& sample : samples) {
+        // Untrusted: times before the epoch or backwards, or no step number, are skipped (so
+        // end - start cannot overflow downstream).
+        if (sample.start_wall_ns < 0 || sample.end_wall_ns < sample.start_wall_ns ||
+            sample.step_num < 0) {
+          continue;
+        }
+        c->steps.push_back(sample);
+        ++step_samples_accepted_;
+        while (c->steps.size() > options_.max_steps_per_process) c->steps.pop_front();
+      }
       return true;
     }
     case MessageType::kBye:
@@ -543,6 +569,51 @@ void InjectServer::AbortWindow(uint64_t token) {
   }
   window_.reset();
   for (uint64_t id : broken) Close(id, connections_[id]->close_reason);
+}
+
+void InjectServer::RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_ns, size_t max,
+                               std::vector<InjectStepSample>* out) const {
+  if (max == 0) return;
+  struct Hit {
+    const inject::StepSampleEntry* sample;
+    const std::string* source;
+  };
+  absl::MutexLock lock(&mu_);
+  std::vector<Hit> hits;
+  for (const auto& [id, c] : connections_) {  // by connection id: ties keep that order
+    if (!c->registered) continue;
+    for (const inject::StepSampleEntry& sample : c->steps) {
+      if (sample.end_wall_ns > since_realtime_ns && sample.end_wall_ns <= now_realtime_ns) {
+        hits.push_back({&sample, &c->step_source});
+      }
+    }
+  }
+  std::stable_sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {
+    return a.sample->end_wall_ns < b.sample->end_wall_ns;
+  });
+  const size_t first = hits.size() > max ? hits.size() - max : 0;
+  out->reserve(out->size() + hits.size() - first);
+  for (size_t i = first; i < hits.size(); ++i) {
+    InjectStepSample s;
+    s.start_realtime_ns = hits[i].sample->start_wall_ns;
+    s.end_realtime_ns = hits[i].sample->end_wall_ns;
+    s.step_num = hits[i].sample->step_num;
+    s.source = *hits[i].source;
+    out->push_back(std::move(s));
+  }
+}
+
+bool InjectServer::WaitForStepSamplesForTesting(uint64_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return step_samples_accepted_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
+bool InjectServer::WaitForConnectionsAtMostForTesting(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto few = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_.size() <= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&few), timeout);
 }
 
 bool InjectServer::WaitForProcessesForTesting(size_t n, absl::Duration timeout) const {

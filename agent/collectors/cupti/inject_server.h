@@ -16,6 +16,13 @@
 // connection (a process that does not read its commands is disconnected). A process that leaves
 // mid-window loses only its own data; one that stalls is given up at TakeWindow's deadline.
 //
+// STEP SIGNAL. Registered processes send StepSamples (their NVTX step ranges) unprompted, window
+// or not; each connection keeps the latest max_steps_per_process of them (older ones are
+// dropped), and they go with the connection when it closes. RecentSteps reads them. A
+// StepSamples frame that does not parse (before Register, count over its cap, a length that
+// does not match the count) closes that connection only; a sample that starts before the epoch or
+// ends before it starts, or has a negative step number, is skipped.
+//
 // THREADING. One I/O thread polls every socket; the public methods are thread-safe and never
 // block on a socket (commands are queued and sent without waiting). TakeWindow waits on a
 // condition with a deadline (it runs on the agent's collect executor).
@@ -23,6 +30,7 @@
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_INJECT_SERVER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +58,8 @@ struct InjectServerOptions {
   // Bytes received and not yet framed, over every connection (a frame is held until it is
   // whole): the connection that pushes the total over this is closed.
   int64_t max_receive_buffer_bytes = int64_t{128} << 20;
+  // Step samples kept per connection (the latest; older ones are dropped).
+  size_t max_steps_per_process = 1024;
 };
 
 // An octal permission mode for the socket ("600", "0660"): owner read+write required, nothing
@@ -87,6 +97,14 @@ struct InjectWindowResult {
   std::vector<std::string> errors;
 };
 
+// One finished training step from a process's step signal (times on its CLOCK_REALTIME).
+struct InjectStepSample {
+  int64_t start_realtime_ns = 0;
+  int64_t end_realtime_ns = 0;
+  int64_t step_num = -1;
+  std::string source;  // "cupti pid 4242 rank 3" ("cupti pid 4242" when the rank is unknown)
+};
+
 class InjectServer {
  public:
   // The most bytes queued for one connection before it is dropped as not reading.
@@ -117,8 +135,18 @@ class InjectServer {
   // Sends Disable to the window's processes and forgets it (the session ended before its start).
   void AbortWindow(uint64_t token);
 
+  // Appends the step samples of the connected processes that ended in (since_realtime_ns,
+  // now_realtime_ns] (CLOCK_REALTIME), oldest first (by end; ties by connection), at most `max`
+  // of them: the latest. Thread-safe; never blocks on a socket.
+  void RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_ns, size_t max,
+                   std::vector<InjectStepSample>* out) const;
+
   // Tests: waits until at least `n` processes are registered.
   bool WaitForProcessesForTesting(size_t n, absl::Duration timeout) const;
+  // Tests: waits until at least `n` step samples were accepted since the server started.
+  bool WaitForStepSamplesForTesting(uint64_t n, absl::Duration timeout) const;
+  // Tests: waits until at most `n` connections are open (registered or not).
+  bool WaitForConnectionsAtMostForTesting(size_t n, absl::Duration timeout) const;
   // Tests: connections open now (registered or not).
   size_t connections_for_testing() const;
 
@@ -154,6 +182,7 @@ class InjectServer {
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Window> window_ ABSL_GUARDED_BY(mu_);  // the open window, if any
+  uint64_t step_samples_accepted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace profctl::agent::cupti

@@ -8,7 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -330,6 +332,127 @@ TEST_F(InjectServerTest, LateRegistrantsJoinTheOpenWindowAndUnknownTypesAreSkipp
             "GPU tracing unavailable: held by another CUPTI subscriber (Nsight Systems)");
 }
 
+std::vector<inject::StepSampleEntry> Steps(int64_t first_step, int count, int64_t first_end_ns,
+                                           int64_t period_ns, int64_t duration_ns) {
+  std::vector<inject::StepSampleEntry> out;
+  for (int i = 0; i < count; ++i) {
+    const int64_t end = first_end_ns + i * period_ns;
+    out.push_back({end - duration_ns, end, first_step + i});
+  }
+  return out;
+}
+
+TEST_F(InjectServerTest, StepSamplesAreKeptPerProcessWindowOrNot) {
+  InjectServerOptions options;
+  options.max_steps_per_process = 4;
+  StartServer(options);
+  auto a = Connect(4242, /*rank=*/3);
+  auto b = Connect(77);  // no rank
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  // a: steps 1..6 ending at 1000, 2000, ... 6000; only the latest 4 are kept.
+  a->SendSteps(Steps(/*first_step=*/1, /*count=*/6, /*first_end_ns=*/1'000, /*period_ns=*/1'000,
+                     /*duration_ns=*/900));
+  // b: a backwards sample, a negative step and one before the epoch are skipped.
+  b->SendSteps({{2'600, 2'500, 1}, {2'400, 2'500, -1}, {-5, 2'500, 2}, {2'000, 2'500, 9}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(7, absl::Seconds(10)));
+  std::vector<InjectStepSample> got;
+  server_->RecentSteps(0, 10'000, 100, &got);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0].step_num, 9);
+  EXPECT_EQ(got[0].source, "cupti pid 77");
+  EXPECT_EQ(got[0].start_realtime_ns, 2'000);
+  EXPECT_EQ(got[0].end_realtime_ns, 2'500);
+  EXPECT_EQ(got[1].step_num, 3);
+  EXPECT_EQ(got[1].source, "cupti pid 4242 rank 3");
+  EXPECT_EQ(got[1].start_realtime_ns, 2'100);
+  EXPECT_EQ(got[1].end_realtime_ns, 3'000);
+  EXPECT_EQ(got[4].step_num, 6);
+  // (since, now] on the end, and the latest `max`.
+  got.clear();
+  server_->RecentSteps(/*since_realtime_ns=*/3'000, /*now_realtime_ns=*/5'000, 100, &got);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].step_num, 4);
+  EXPECT_EQ(got[1].step_num, 5);
+  got.clear();
+  server_->RecentSteps(0, 10'000, /*max=*/2, &got);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].step_num, 5);
+  EXPECT_EQ(got[1].step_num, 6);
+  got.clear();
+  server_->RecentSteps(0, 10'000, /*max=*/0, &got);
+  EXPECT_TRUE(got.empty());
+  // Accepted during a window as well.
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  a->ExpectEnable();
+  b->ExpectEnable();
+  a->SendSteps(Steps(/*first_step=*/7, /*count=*/1, /*first_end_ns=*/7'000, 0, 500));
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(8, absl::Seconds(10)));
+  got.clear();
+  server_->RecentSteps(6'000, 10'000, 100, &got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].step_num, 7);
+  server_->AbortWindow(token);
+  // A process's steps go with its connection.
+  b.reset();
+  ASSERT_TRUE(server_->WaitForConnectionsAtMostForTesting(1, absl::Seconds(10)));
+  got.clear();
+  server_->RecentSteps(0, 10'000, 100, &got);
+  ASSERT_EQ(got.size(), 4u);
+  for (const InjectStepSample& sample : got) EXPECT_EQ(sample.source, "cupti pid 4242 rank 3");
+}
+
+TEST_F(InjectServerTest, BadStepSamplesCloseOnlyThatConnection) {
+  StartServer();
+  auto good = Connect(1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  {  // before Register
+    FakeProcess early(server_->socket_path());
+    early.SendSteps(Steps(1, 1, 1'000, 0, 10));
+    EXPECT_TRUE(early.WaitClosed());
+  }
+  {  // a count over the cap (the frame is otherwise consistent)
+    FakeProcess over(server_->socket_path());
+    over.Register(2, -1);
+    const uint32_t count = inject::kMaxStepSamplesPerFrame + 1;
+    std::vector<uint8_t> payload(sizeof(inject::StepSamplesHeader) +
+                                 count * sizeof(inject::StepSampleEntry));
+    const inject::StepSamplesHeader h{count, sizeof(inject::StepSampleEntry)};
+    std::memcpy(payload.data(), &h, sizeof(h));
+    std::vector<uint8_t> frame;
+    inject::AppendFrame(MessageType::kStepSamples, payload.data(), payload.size(), &frame);
+    over.SendRaw(frame);
+    EXPECT_TRUE(over.WaitClosed());
+  }
+  {  // a length that does not match the count
+    FakeProcess mismatch(server_->socket_path());
+    mismatch.Register(3, -1);
+    std::vector<uint8_t> payload(sizeof(inject::StepSamplesHeader) +
+                                 2 * sizeof(inject::StepSampleEntry));
+    const inject::StepSamplesHeader h{3, sizeof(inject::StepSampleEntry)};
+    std::memcpy(payload.data(), &h, sizeof(h));
+    std::vector<uint8_t> frame;
+    inject::AppendFrame(MessageType::kStepSamples, payload.data(), payload.size(), &frame);
+    mismatch.SendRaw(frame);
+    EXPECT_TRUE(mismatch.WaitClosed());
+  }
+  {  // garbage: a payload shorter than its header
+    FakeProcess garbage(server_->socket_path());
+    garbage.Register(4, -1);
+    std::vector<uint8_t> frame;
+    inject::AppendFrame(MessageType::kStepSamples, "xyz", 3, &frame);
+    garbage.SendRaw(frame);
+    EXPECT_TRUE(garbage.WaitClosed());
+  }
+  // The well-behaved process is still served, and its steps still count.
+  good->SendSteps(Steps(5, 2, 1'000, 1'000, 100));
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(2, absl::Seconds(10)));
+  std::vector<InjectStepSample> got;
+  server_->RecentSteps(0, 10'000, 10, &got);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].source, "cupti pid 1");
+  EXPECT_EQ(server_->Processes().size(), 1u);
+}
+
 TEST_F(InjectServerTest, AbortTellsProcessesToStop) {
   StartServer();
   auto a = Connect(1);
@@ -358,6 +481,15 @@ class ScriptedTracer : public inject::Tracer {
     return 3;
   }
   void Discard() override {}
+  size_t TakeSteps(inject::StepSampleEntry* out, size_t max) override {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t n = 0;
+    for (; n < max && n < steps.size(); ++n) out[n] = steps[n];
+    steps.erase(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(n));
+    return n;
+  }
+  std::mutex mu;
+  std::vector<inject::StepSampleEntry> steps;
 };
 
 TEST_F(InjectServerTest, TheLibrarysClientTalksToTheServer) {
@@ -366,7 +498,9 @@ TEST_F(InjectServerTest, TheLibrarysClientTalksToTheServer) {
   inject::InjectClientOptions options;
   options.socket_path = server_->socket_path();
   options.registration.pid = 31;
+  options.registration.rank = 2;
   options.initial_backoff_ms = 5;
+  options.step_interval_ms = 5;
   inject::InjectClient client(std::move(options), &tracer);
   client.Start();
   ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
@@ -379,6 +513,21 @@ TEST_F(InjectServerTest, TheLibrarysClientTalksToTheServer) {
   EXPECT_EQ(results[0].gpu_minus_wall_ns, 77);
   EXPECT_EQ(results[0].batches.size(), 1u);
   EXPECT_EQ(results[0].dropped_records, 3u);
+  // The step signal, between captures (the window's round trip put the client in its loop).
+  {
+    std::lock_guard<std::mutex> lock(tracer.mu);
+    tracer.steps = Steps(/*first_step=*/3, /*count=*/300, /*first_end_ns=*/10'000,
+                         /*period_ns=*/1'000, /*duration_ns=*/800);
+  }
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(300, absl::Seconds(10)));
+  std::vector<InjectStepSample> got;
+  server_->RecentSteps(0, INT64_MAX, 1'000, &got);
+  ASSERT_EQ(got.size(), 300u);
+  EXPECT_EQ(got.front().step_num, 3);
+  EXPECT_EQ(got.front().end_realtime_ns, 10'000);
+  EXPECT_EQ(got.front().start_realtime_ns, 9'200);
+  EXPECT_EQ(got.back().step_num, 302);
+  EXPECT_EQ(got.back().source, "cupti pid 31 rank 2");
   client.Stop();
 }
 

@@ -97,6 +97,13 @@ class FakeProcess {
     SendRaw(out);
   }
 
+  // One StepSamples frame, as the library sends it.
+  void SendSteps(const std::vector<inject::StepSampleEntry>& samples) {
+    std::vector<uint8_t> out;
+    inject::AppendStepSamples(samples.data(), samples.size(), &out);
+    SendRaw(out);
+  }
+
   bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
     for (;;) {
       const inject::FrameDecoder::Result r = decoder_.Next(type, payload);
