@@ -6,7 +6,7 @@ import struct
 
 OUT = "fuzz/corpus/cupti_record_batch"
 MAGIC, VERSION, NO_STRING = 0x42524650, 1, 0xFFFFFFFF
-KERNEL, MEMCPY, MEMSET, API, NVTX, MEMORY, DEVICE = 1, 2, 3, 4, 5, 6, 7
+KERNEL, MEMCPY, MEMSET, API, NVTX, MEMORY, DEVICE, SYNC = 1, 2, 3, 4, 5, 6, 7, 8
 
 
 def rec(kind, body):
@@ -35,6 +35,9 @@ records = [
     rec(MEMCPY, struct.pack("<QQQIIIIBBBBI", T + 120, T + 180, 4096, 0, 1, 13, 3, 1, 2, 3, 1, 0)),
     rec(MEMSET, struct.pack("<QQQIIIIIHH", T + 950, T + 960, 256, 0, 1, 7, 4, 0, 3, 0)),
     rec(MEMORY, struct.pack("<QQQIIIIBB6x", T + 50, 0x7F0000000000, 4096, 0, 7, 5, 100, 1, 3)),
+    # cudaStreamSynchronize (cbid 131, no name) and its stream synchronization (type 3, stream 7).
+    rec(API, struct.pack("<QQIIIIIB3x", T + 970, T + 1000, 100, 101, 8, 131, NO_STRING, 1)),
+    rec(SYNC, struct.pack("<QQIIIIB7x", T + 975, T + 995, 8, 1, 7, NO_STRING, 3)),
 ]
 os.makedirs(OUT, exist_ok=True)
 for name, data in [("empty.bin", batch([], [])), ("small.bin", batch(strings, records, dropped=2))]:

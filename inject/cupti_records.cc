@@ -15,6 +15,9 @@ using MemcpyActivity = CUpti_ActivityMemcpy6;
 using MemsetActivity = CUpti_ActivityMemset4;
 using MemoryActivity = CUpti_ActivityMemory4;
 using DeviceActivity = CUpti_ActivityDevice5;
+// CUDA 13.0 emits Synchronization2 for CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (the first version is
+// in cupti_activity_deprecated.h); its first fields are those of the first version.
+using SyncActivity = CUpti_ActivitySynchronization2;
 
 std::string_view View(const char* s) { return s != nullptr ? std::string_view(s) : ""; }
 
@@ -59,6 +62,8 @@ size_t CuptiRecordSize(CUpti_ActivityKind kind) {
       return sizeof(MemoryActivity);
     case CUPTI_ACTIVITY_KIND_DEVICE:
       return sizeof(DeviceActivity);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return sizeof(SyncActivity);
     default:
       return 0;
   }
@@ -97,6 +102,10 @@ const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
       return "cudaEventRecord";
     case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
       return "cudaDeviceSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+      return "cudaEventSynchronize";
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020:
+      return "cudaStreamWaitEvent";
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
       return "cudaLaunchKernel";
     case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
@@ -228,6 +237,21 @@ void CuptiRecordConverter::Add(const CUpti_Activity& record) {
       r.max_blocks_per_sm = d.maxBlocksPerMultiprocessor;
       r.max_registers_per_sm = d.maxRegistersPerMultiprocessor;
       r.max_shared_bytes_per_sm = d.maxSharedMemoryPerMultiprocessor;
+      w.Add(r);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& s = As<SyncActivity>(record);
+      SynchronizationRecord r;
+      r.start_ns = s.start;
+      r.end_ns = s.end;
+      r.correlation_id = s.correlationId;
+      r.context_id = s.contextId;
+      r.stream_id = s.streamId;
+      r.cuda_event_id = s.cudaEventId;
+      // CUPTI's type as it is; an unknown value above 255 reads as unknown.
+      const auto type = static_cast<uint32_t>(s.type);
+      r.type = type <= 0xFF ? static_cast<uint8_t>(type) : 0;
       w.Add(r);
       return;
     }

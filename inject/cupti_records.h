@@ -2,8 +2,8 @@
 // are (PROFCTL_CUPTI); plain C++, libc and CUPTI's types only: part of the injection library.
 //
 // The one translation unit that names CUPTI's versioned record structs (CUDA 13.0:
-// CUpti_ActivityKernel10, Memcpy6, Memset4, API, Marker2, Memory4, Device5): a CUDA update that
-// renames them is fixed here alone (CUPTI_NOTES.md).
+// CUpti_ActivityKernel10, Memcpy6, Memset4, API, Marker2, Memory4, Device5, Synchronization2): a
+// CUDA update that renames them is fixed here alone (CUPTI_NOTES.md).
 #ifndef PROFCTL_INJECT_CUPTI_RECORDS_H_
 #define PROFCTL_INJECT_CUPTI_RECORDS_H_
 
@@ -56,7 +56,7 @@ class CuptiRecordConverter {
       : writer_(writer), api_name_(api_name != nullptr ? api_name : &BuiltinApiName) {}
 
   // One record. Kinds other than CONCURRENT_KERNEL, KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER,
-  // MARKER, MEMORY2 and DEVICE are ignored (counted).
+  // MARKER, MEMORY2, DEVICE and SYNCHRONIZATION are ignored (counted).
   void Add(const CUpti_Activity& record);
   // Every record of a completed buffer, walked with NextCuptiRecord.
   void AddBuffer(const uint8_t* buffer, size_t valid_size);

@@ -20,8 +20,12 @@ int64_t RealtimeNs() {
 
 // Kinds recorded only inside a window (MARKER and DEVICE are on from initialisation).
 constexpr CUpti_ActivityKind kWindowKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
 };
 
 const char* KindName(CUpti_ActivityKind kind) {
@@ -36,6 +40,8 @@ const char* KindName(CUpti_ActivityKind kind) {
       return "RUNTIME";
     case CUPTI_ACTIVITY_KIND_MEMORY2:
       return "MEMORY2";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return "SYNCHRONIZATION";
     case CUPTI_ACTIVITY_KIND_MARKER:
       return "MARKER";
     case CUPTI_ACTIVITY_KIND_DEVICE:

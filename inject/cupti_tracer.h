@@ -6,9 +6,10 @@
 //
 // WHAT IT RECORDS. From initialisation (InitializeInjection, before the first NVTX call, as
 // CUPTI_NOTES.md found necessary): MARKER (NVTX) and DEVICE. During a window: CONCURRENT_KERNEL,
-// MEMCPY, MEMSET, RUNTIME and MEMORY2 as well. Buffers completed outside a window are discarded,
-// except DEVICE records, which are kept (at most kMaxDevices) and added to every window's first
-// batch, and MARKER records, which feed the step signal (below) inside and outside windows.
+// MEMCPY, MEMSET, RUNTIME, MEMORY2 and SYNCHRONIZATION as well. Buffers completed outside a window
+// are discarded, except DEVICE records, which are kept (at most kMaxDevices) and added to every
+// window's first batch, and MARKER records, which feed the step signal (below) inside and outside
+// windows.
 //
 // BOUNDED MEMORY. CUPTI buffers are kBufferBytes each, at most kMaxBuffers outstanding (CUPTI
 // drops, and counts, records when refused one); finished batches are streamed to the agent during

@@ -37,6 +37,7 @@ enum class RecordKind : uint16_t {
   kNvtxRange = 5,
   kMemory = 6,
   kDevice = 7,
+  kSynchronization = 8,
 };
 
 // Starts every record.
@@ -184,6 +185,36 @@ struct DeviceRecord {
   uint32_t max_shared_bytes_per_sm = 0;
 };
 static_assert(sizeof(DeviceRecord) == 64);
+
+// CUPTI's CUpti_ActivitySynchronizationType values, kept as they are.
+enum class SyncType : uint8_t {
+  kUnknown = 0,
+  kEventSynchronize = 1,   // cuEventSynchronize / cudaEventSynchronize
+  kStreamWaitEvent = 2,    // cuStreamWaitEvent / cudaStreamWaitEvent
+  kStreamSynchronize = 3,  // cuStreamSynchronize / cudaStreamSynchronize
+  kContextSynchronize = 4  // cuCtxSynchronize / cudaDeviceSynchronize
+};
+
+// CUPTI's CUPTI_SYNCHRONIZATION_INVALID_VALUE: the stream or event does not apply to this type.
+inline constexpr uint32_t kSyncNotApplicable = 0xFFFFFFFFu;
+
+// A host thread synchronizing with the device (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): the span of
+// the synchronization call. CUPTI names no device or thread: the agent finds the device from
+// `context_id` (the process's device activity) and the thread from the API call with the same
+// `correlation_id`.
+struct SynchronizationRecord {
+  RecordHeader header = {static_cast<uint16_t>(RecordKind::kSynchronization),
+                         sizeof(SynchronizationRecord), 0};
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t correlation_id = 0;                  // the synchronizing API call's
+  uint32_t context_id = 0;                      // the context synchronized, or the stream's/event's
+  uint32_t stream_id = kSyncNotApplicable;      // not for context and event synchronization
+  uint32_t cuda_event_id = kSyncNotApplicable;  // only for event synchronization, stream waits
+  uint8_t type = 0;                             // SyncType (unknown values are kept)
+  uint8_t reserved[7] = {};
+};
+static_assert(sizeof(SynchronizationRecord) == 48);
 
 }  // namespace profctl::inject
 

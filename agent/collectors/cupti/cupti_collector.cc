@@ -170,9 +170,10 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   for (const std::string& w : built.warnings()) space->add_warnings(absl::StrCat("cupti: ", w));
   spdlog::info(
       "cupti: {} processes, {} kernels, {} memcpys, {} API calls, {} NVTX ranges ({} steps), "
-      "{} records outside the window",
+      "{} synchronizations ({} without their API call), {} records outside the window",
       results.size(), stats->kernels, stats->memcpys, stats->api_calls, stats->nvtx_ranges,
-      stats->steps, stats->outside_window);
+      stats->steps, stats->synchronizations, stats->unmatched_synchronizations,
+      stats->outside_window);
   return absl::OkStatus();
 }
 

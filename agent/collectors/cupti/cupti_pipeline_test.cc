@@ -151,11 +151,43 @@ void FillBuffers(Buffer& one, Buffer& two) {
   m.timestamp = Gpu(150);
   m.processId = kPid;
   Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 5, 280, 3200);
+  auto& y = one.Add<CUpti_ActivitySynchronization2>();
+  y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  y.start = Gpu(285);
+  y.end = Gpu(3190);
+  y.correlationId = 5;
+  y.contextId = 0;  // the kernels' context
+  y.streamId = 7;
+  y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  y.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_END, 1, 3300, nullptr);
   Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_START, 2, 4000, "train_step 2");
 
   Api(two, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 6, 4100, 4110);
   Kernel(two, "_Z6squarePfi", 6, 4200, 5000);
+  Api(two, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, 7, 4120, 4130);
+  auto& w = two.Add<CUpti_ActivitySynchronization2>();
+  w.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  w.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT;
+  w.start = Gpu(4121);
+  w.end = Gpu(4129);
+  w.correlationId = 7;
+  w.contextId = 0;
+  w.streamId = 13;
+  w.cudaEventId = 3;
+  w.cudaEventSyncId = 1;
+  Api(two, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, 8, 5010, 5090);
+  auto& x = two.Add<CUpti_ActivitySynchronization2>();
+  x.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  x.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+  x.start = Gpu(5011);
+  x.end = Gpu(5089);
+  x.correlationId = 8;
+  x.contextId = 0;
+  x.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  x.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  x.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
   Marker(two, CUPTI_ACTIVITY_FLAG_MARKER_END, 2, 5100, nullptr);
   Marker(two, CUPTI_ACTIVITY_FLAG_MARKER_END, 99, 5200, nullptr);  // no start: counted
   // A kind this code does not convert; its size is unknown to the walker, so it ends the buffer.
@@ -171,7 +203,7 @@ TEST(CuptiRecordsTest, WalkerFollowsTheBufferLayout) {
   size_t offset = 0;
   int n = 0;
   while (NextCuptiRecord(one.data(), one.size(), &offset) != nullptr) ++n;
-  EXPECT_EQ(n, 14);
+  EXPECT_EQ(n, 15);
   EXPECT_EQ(offset, one.size());
   // A record cut short ends the walk.
   offset = 0;
@@ -243,6 +275,23 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   EXPECT_EQ(first->memcpys[0].copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
   EXPECT_EQ(first->memcpys[0].bytes, 8u << 20);
   ASSERT_THAT(first->memsets, SizeIs(1));
+  ASSERT_THAT(first->syncs, SizeIs(1));
+  const SynchronizationRecord& y = first->syncs[0];
+  EXPECT_EQ(y.type, static_cast<uint8_t>(SyncType::kStreamSynchronize));
+  EXPECT_EQ(y.start_ns, Gpu(285));  // still the GPU clock
+  EXPECT_EQ(y.end_ns, Gpu(3190));
+  EXPECT_EQ(y.correlation_id, 5u);
+  EXPECT_EQ(y.context_id, 0u);
+  EXPECT_EQ(y.stream_id, 7u);
+  EXPECT_EQ(y.cuda_event_id, kSyncNotApplicable);
+  ASSERT_THAT(second->syncs, SizeIs(2));
+  EXPECT_EQ(second->syncs[0].type, static_cast<uint8_t>(SyncType::kStreamWaitEvent));
+  EXPECT_EQ(second->syncs[0].stream_id, 13u);
+  EXPECT_EQ(second->syncs[0].cuda_event_id, 3u);
+  EXPECT_EQ(second->syncs[1].type, static_cast<uint8_t>(SyncType::kContextSynchronize));
+  EXPECT_EQ(second->syncs[1].stream_id, kSyncNotApplicable);
+  ASSERT_THAT(second->apis, SizeIs(3));
+  EXPECT_EQ(second->String(second->apis[1].name), "cudaStreamWaitEvent");
   ASSERT_THAT(first->apis, SizeIs(5));
   EXPECT_EQ(first->String(first->apis[1].name), "cudaLaunchKernel");
   EXPECT_EQ(first->apis[1].tid, kTid);
@@ -272,12 +321,14 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   EXPECT_EQ(stats->kernels, 3);
   EXPECT_EQ(stats->steps, 2);
   EXPECT_EQ(stats->outside_window, 0);
+  EXPECT_EQ(stats->synchronizations, 3);
+  EXPECT_EQ(stats->unmatched_synchronizations, 0);
   ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
   EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
   const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
   ASSERT_NE(host, nullptr);
   const xspace::XPlaneReader h(*host);
-  int roots = 0;
+  int roots = 0, syncs = 0;
   h.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
     EXPECT_EQ(line.id(), h.EventName(e) == "MemoryAllocation" ? kPid : kTid);
     if (h.IntStat(e, "_r") == 1) {
@@ -289,8 +340,34 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
       EXPECT_THAT(h.IntStat(e, "device_id"), Optional(0));
       EXPECT_EQ(h.IntStat(e, "correlation_id").value_or(0) >> 32, kPid);
     }
+    if (h.EventName(e) == "cuStreamSynchronize") {
+      ++syncs;
+      EXPECT_EQ(xspace::EventStartNs(kW, line, e), kW + 285 * kUs);
+      EXPECT_EQ(xspace::EventEndNs(kW, line, e), kW + 3190 * kUs);
+      EXPECT_THAT(h.IntStat(e, "correlation_id"), Optional((int64_t{kPid} << 32) | 5));
+      EXPECT_THAT(h.IntStat(e, "device_id"), Optional(0));
+      EXPECT_THAT(h.IntStat(e, "stream_id"), Optional(7));
+    }
+    if (h.EventName(e) == "cuStreamWaitEvent") {
+      ++syncs;
+      EXPECT_THAT(h.IntStat(e, "stream_id"), Optional(13));
+      EXPECT_THAT(h.IntStat(e, "cuda_event_id"), Optional(3));
+    }
+    if (h.EventName(e) == "cuCtxSynchronize") {
+      ++syncs;
+      EXPECT_EQ(h.IntStat(e, "stream_id"), std::nullopt);
+    }
   });
   EXPECT_EQ(roots, 2);
+  EXPECT_EQ(syncs, 3);
+  // Nothing of the synchronization reaches the device plane.
+  const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  const xspace::XPlaneReader g(*gpu);
+  g.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
+    EXPECT_THAT(std::string(g.EventName(e)), ::testing::Not(::testing::HasSubstr("Synchronize")));
+    EXPECT_NE(g.EventName(e), "cuStreamWaitEvent");
+  });
 
   absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -306,7 +383,7 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   }
   EXPECT_EQ(collectives, 1);
   EXPECT_EQ(h2d, 1);
-  EXPECT_EQ(compute, 3);  // two kernels and the memset
+  EXPECT_EQ(compute, 3);  // two kernels and the memset: no synchronization
 }
 
 }  // namespace

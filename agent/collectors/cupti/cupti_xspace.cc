@@ -82,6 +82,23 @@ CopyNames CopyNamesOf(uint8_t kind) {
 constexpr std::array<absl::string_view, 6> kStreamKindOrder = {
     "Compute", "MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "MemcpyP2P", "Memset"};
 
+// Synchronization events are named as TSL's CUPTI tracer names them
+// (xla/backends/profiler/gpu/cupti_buffer_events.cc, AddSynchronizationActivityEvent).
+absl::string_view SyncEventName(uint8_t type) {
+  switch (static_cast<inject::SyncType>(type)) {
+    case inject::SyncType::kEventSynchronize:
+      return "cuEventSynchronize";
+    case inject::SyncType::kStreamWaitEvent:
+      return "cuStreamWaitEvent";
+    case inject::SyncType::kStreamSynchronize:
+      return "cuStreamSynchronize";
+    case inject::SyncType::kContextSynchronize:
+      return "cuCtxSynchronize";
+    default:
+      return "unknown synchronization event";
+  }
+}
+
 uint64_t HostCorrelation(uint32_t pid, uint32_t id) {
   return (static_cast<uint64_t>(pid) << 32) | id;
 }
@@ -211,6 +228,9 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   // Device records, and which correlation ids launched device work on which device.
   std::map<uint32_t, std::pair<DeviceRecord, std::string>> devices;
   absl::flat_hash_map<uint64_t, uint32_t> launch_device;
+  // (pid << 32 | CUDA context id) -> device, from the device activity (synchronization records
+  // name a context, not a device).
+  absl::flat_hash_map<uint64_t, uint32_t> context_device;
   for (const RecordBatch& b : batches) {
     stats.dropped_records += b.dropped_records;
     for (const DeviceRecord& d : b.devices) {
@@ -232,6 +252,7 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
       p.name = name.empty() ? "kernel" : std::string(name);
       const uint64_t corr = HostCorrelation(b.pid, k.correlation_id);
       launch_device[corr] = k.device_id;
+      context_device[HostCorrelation(b.pid, k.context_id)] = k.device_id;
       std::optional<double> occupancy;
       if (auto it = devices.find(k.device_id); it != devices.end()) {
         occupancy = TheoreticalOccupancyPct(k, it->second.first);
@@ -261,6 +282,7 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
       p.name = std::string(names.event);
       const uint64_t corr = HostCorrelation(b.pid, c.correlation_id);
       launch_device[corr] = c.device_id;
+      context_device[HostCorrelation(b.pid, c.context_id)] = c.device_id;
       std::string details = absl::StrCat(
           "kind_src:", MemoryKindName(c.src_kind), " kind_dst:", MemoryKindName(c.dst_kind),
           " size:", c.bytes, " dest:", c.device_id, " async:", (c.flags & kAsyncFlag) != 0 ? 1 : 0);
@@ -279,6 +301,7 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
       p.name = "Memset";
       const uint64_t corr = HostCorrelation(b.pid, m.correlation_id);
       launch_device[corr] = m.device_id;
+      context_device[HostCorrelation(b.pid, m.context_id)] = m.device_id;
       std::string details = absl::StrCat("kind:", MemoryKindName(m.memory_kind), " size:", m.bytes,
                                          " async:", (m.flags & kAsyncFlag) != 0 ? 1 : 0);
       p.stats = [corr, details = std::move(details)](XPlaneBuilder& plane, xspace::XEvent* e) {
@@ -294,6 +317,13 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
 
   // Host side: per thread.
   std::map<uint32_t, std::pair<uint32_t, LineEvents>> threads;  // tid -> (pid, events)
+  // Where each API call went, by host correlation id: its thread and span.
+  struct ApiSpan {
+    uint32_t tid = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+  };
+  absl::flat_hash_map<uint64_t, ApiSpan> api_spans;
   for (const RecordBatch& b : batches) {
     for (const inject::ApiRecord& a : b.apis) {
       Pending p;
@@ -308,10 +338,57 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
           plane.AddStat(e, plane.StatMetadataId(xspace::kStatDeviceId), device);
         };
       }
+      api_spans[corr] = ApiSpan{a.tid, p.start_ns, p.start_ns + p.duration_ns};
       auto& thread = threads[a.tid];
       thread.first = a.pid != 0 ? a.pid : b.pid;
       thread.second.push_back(std::move(p));
       ++stats.api_calls;
+    }
+  }
+  // Synchronization: on the thread of the API call that synchronized (same correlation id),
+  // inside that call's span, as TSL shows cuStreamSynchronize on its host thread lines.
+  for (const RecordBatch& b : batches) {
+    for (const inject::SynchronizationRecord& y : b.syncs) {
+      Pending p;
+      if (!place(b, y.start_ns, y.end_ns, &p.start_ns, &p.duration_ns)) continue;
+      const uint64_t corr = HostCorrelation(b.pid, y.correlation_id);
+      auto api = api_spans.find(corr);
+      if (api == api_spans.end()) {
+        ++stats.unmatched_synchronizations;
+        continue;
+      }
+      // Clamped into the call, so the line nests even where the two readings disagree.
+      const int64_t begin = std::clamp(p.start_ns, api->second.start_ns, api->second.end_ns);
+      const int64_t end = std::clamp(p.start_ns + p.duration_ns, begin, api->second.end_ns);
+      p.start_ns = begin;
+      p.duration_ns = end - begin;
+      p.name = std::string(SyncEventName(y.type));
+      std::optional<uint64_t> device;
+      // A correlation id on a host event marks a launch (XProf, and the conformance checker,
+      // want its device_id): only when the device is known and the API call does not carry the
+      // id already.
+      if (auto it = context_device.find(HostCorrelation(b.pid, y.context_id));
+          it != context_device.end() && !launch_device.contains(corr)) {
+        device = it->second;
+      }
+      const uint64_t context = y.context_id;
+      const std::optional<uint64_t> stream = y.stream_id != inject::kSyncNotApplicable
+                                                 ? std::optional<uint64_t>(y.stream_id)
+                                                 : std::nullopt;
+      const std::optional<uint64_t> event = y.cuda_event_id != inject::kSyncNotApplicable
+                                                ? std::optional<uint64_t>(y.cuda_event_id)
+                                                : std::nullopt;
+      p.stats = [corr, device, context, stream, event](XPlaneBuilder& plane, xspace::XEvent* e) {
+        if (device) {
+          plane.AddStat(e, plane.StatMetadataId(xspace::kStatCorrelationId), corr);
+          plane.AddStat(e, plane.StatMetadataId(xspace::kStatDeviceId), *device);
+        }
+        plane.AddStat(e, plane.StatMetadataId("context_id"), context);
+        if (stream) plane.AddStat(e, plane.StatMetadataId("stream_id"), *stream);
+        if (event) plane.AddStat(e, plane.StatMetadataId("cuda_event_id"), *event);
+      };
+      threads[api->second.tid].second.push_back(std::move(p));
+      ++stats.synchronizations;
     }
   }
   // NVTX ranges: steps grouped by number, the earliest of each the root.

@@ -20,6 +20,14 @@
 //     same step they join it as consumers (`_ct`/`_c`, the root gets `_pt`/`_p`), as XProf wants
 //     one root per step per host. Device memory allocations and releases as
 //     MemoryAllocation/MemoryDeallocation instants on the process's main thread line (tid = pid).
+//     Synchronization (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) on the thread line of the API call
+//     with the same correlation id, inside that call, named as TSL names them: cuStreamSynchronize,
+//     cuEventSynchronize, cuStreamWaitEvent, cuCtxSynchronize, "unknown synchronization event";
+//     uint64 context_id, stream_id and cuda_event_id where CUPTI gives them, and correlation_id
+//     with device_id when the context's device is known from device activity (a correlation id
+//     on a host event marks a launch, which needs its device). Without a matching API call they
+//     are left out and counted. Never on a device plane: a synchronization is the host waiting,
+//     not device work (docs/cupti.md says why, and what TSL does).
 //   Task Environment: the window. XSpace.hostnames: the host.
 // CORRELATION IDS are per process in CUPTI; here they are (pid << 32) | id, unique on the host.
 // TIME: every record time is on its process's GPU clock; wall = gpu - gpu_minus_wall_ns of its
@@ -62,6 +70,10 @@ struct CuptiXSpaceStats {
   int64_t nvtx_ranges = 0;
   int64_t steps = 0;  // step roots
   int64_t memory_events = 0;
+  int64_t synchronizations = 0;
+  // Synchronization records left out: no API call with their correlation id (a program that
+  // calls the driver API directly: DRIVER records are not recorded).
+  int64_t unmatched_synchronizations = 0;
   int64_t outside_window = 0;    // records left out: not wholly inside the window
   uint64_t dropped_records = 0;  // as the batches report them
 };

@@ -62,6 +62,18 @@ struct Job {
     k.name = w.Intern(name);
     w.Add(k);
   }
+  void Sync(inject::SyncType type, uint32_t corr, uint32_t context, uint32_t stream, uint32_t event,
+            int64_t start_us, int64_t end_us) {
+    inject::SynchronizationRecord y;
+    y.start_ns = Gpu(start_us);
+    y.end_ns = Gpu(end_us);
+    y.correlation_id = corr;
+    y.context_id = context;
+    y.stream_id = stream;
+    y.cuda_event_id = event;
+    y.type = static_cast<uint8_t>(type);
+    w.Add(y);
+  }
   void Range(const char* name, uint32_t tid, int64_t start_us, int64_t end_us) {
     inject::NvtxRangeRecord r;
     r.start_ns = Gpu(start_us);
@@ -296,6 +308,116 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   EXPECT_EQ(trace->window_start_ns, kW);
 }
 
+// Synchronization goes on the thread of the API call that synchronized (found by correlation
+// id), inside it, named as TSL names it; never on a device plane, so the breakdown does not count
+// it as device work.
+TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
+  Job j;
+  constexpr uint32_t kNa = inject::kSyncNotApplicable;
+  inject::DeviceRecord d;
+  d.name = j.w.Intern("NVIDIA H100 80GB HBM3");
+  d.memory_size = 85'520'809'984;
+  d.memory_bandwidth = 3'352'320'000'000;
+  d.compute_capability_major = 9;
+  d.sm_count = 132;
+  d.core_clock_khz = 1'980'000;
+  d.max_warps_per_sm = 64;
+  d.max_blocks_per_sm = 32;
+  d.max_registers_per_sm = 65536;
+  d.max_shared_bytes_per_sm = 233472;
+  j.w.Add(d);
+  j.Api("cudaLaunchKernel", 101, 2, 240, 250);
+  j.Kernel("gemm", /*stream=*/7, /*corr=*/2, 600, 2600);  // in context 0
+  j.Api("cudaStreamSynchronize", 101, 5, 300, 3700);
+  j.Sync(inject::SyncType::kStreamSynchronize, 5, 0, 7, kNa, 310, 3690);
+  j.Api("cudaStreamWaitEvent", 102, 8, 4000, 4010);
+  j.Sync(inject::SyncType::kStreamWaitEvent, 8, 0, 7, 3, 4001, 4012);  // ends after its call
+  j.Api("cudaDeviceSynchronize", 101, 9, 5000, 6000);
+  j.Sync(inject::SyncType::kContextSynchronize, 9, 0, kNa, kNa, 5000, 6000);  // the same span
+  j.Sync(inject::SyncType::kEventSynchronize, 10, 0, kNa, 4, 6100, 6200);  // no API call: left out
+  j.Api("cudaFutureSynchronize", 101, 11, 7000, 7100);
+  j.Sync(static_cast<inject::SyncType>(77), 11, 2, kNa, kNa, 7010, 7090);  // unknown context
+  j.Api("cudaStreamSynchronize", 101, 12, 20000, 20100);
+  j.Sync(inject::SyncType::kStreamSynchronize, 12, 0, 7, kNa, 20010, 20090);  // after the window
+  const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, 0);
+  absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->syncs.size(), 6u);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, Options(), &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->synchronizations, 4);
+  EXPECT_EQ(stats->unmatched_synchronizations, 1);
+  EXPECT_EQ(stats->outside_window, 2);  // the last call and its synchronization
+  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
+
+  // The device plane holds the kernel alone.
+  const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_EQ(gpu->lines_size(), 1);
+  EXPECT_EQ(gpu->lines(0).name(), "Stream #7(Compute)");
+  EXPECT_EQ(gpu->lines(0).events_size(), 1);
+
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  const xspace::XLine* main = FindLine(*host, 101);
+  const xspace::XLine* other = FindLine(*host, 102);
+  ASSERT_TRUE(main && other);
+  std::vector<std::string> names;
+  for (const xspace::XEvent& e : main->events()) names.push_back(std::string(h.EventName(e)));
+  // Each call, then its synchronization inside it.
+  EXPECT_THAT(names, ElementsAre("cudaLaunchKernel", "cudaStreamSynchronize", "cuStreamSynchronize",
+                                 "cudaDeviceSynchronize", "cuCtxSynchronize",
+                                 "cudaFutureSynchronize", "unknown synchronization event"));
+  const xspace::XEvent& stream_sync = main->events(2);
+  EXPECT_EQ(xspace::EventStartNs(kW, *main, stream_sync), kW + 310 * kUs);
+  EXPECT_EQ(xspace::EventEndNs(kW, *main, stream_sync), kW + 3690 * kUs);
+  EXPECT_THAT(h.IntStat(stream_sync, "correlation_id"), Optional((int64_t{kPid} << 32) | 5));
+  EXPECT_THAT(h.IntStat(stream_sync, "device_id"), Optional(0));
+  EXPECT_THAT(h.IntStat(stream_sync, "context_id"), Optional(0));
+  EXPECT_THAT(h.IntStat(stream_sync, "stream_id"), Optional(7));
+  EXPECT_EQ(h.IntStat(stream_sync, "cuda_event_id"), std::nullopt);
+  // The API call itself launched nothing: it has no correlation id (one launch per id).
+  EXPECT_EQ(h.IntStat(main->events(1), "correlation_id"), std::nullopt);
+  const xspace::XEvent& ctx_sync = main->events(4);
+  EXPECT_EQ(xspace::EventStartNs(kW, *main, ctx_sync), kW + 5000 * kUs);
+  EXPECT_EQ(xspace::EventEndNs(kW, *main, ctx_sync), kW + 6000 * kUs);
+  EXPECT_EQ(h.IntStat(ctx_sync, "stream_id"), std::nullopt);
+  EXPECT_THAT(h.IntStat(ctx_sync, "correlation_id"), Optional((int64_t{kPid} << 32) | 9));
+  // A context with no device activity: no device, so no launch-like correlation id.
+  const xspace::XEvent& unknown = main->events(6);
+  EXPECT_EQ(h.IntStat(unknown, "correlation_id"), std::nullopt);
+  EXPECT_EQ(h.IntStat(unknown, "device_id"), std::nullopt);
+  EXPECT_THAT(h.IntStat(unknown, "context_id"), Optional(2));
+  // The wait, on the other thread, clamped into its call.
+  ASSERT_EQ(other->events_size(), 2);
+  const xspace::XEvent& wait = other->events(1);
+  EXPECT_EQ(h.EventName(wait), "cuStreamWaitEvent");
+  EXPECT_EQ(xspace::EventStartNs(kW, *other, wait), kW + 4001 * kUs);
+  EXPECT_EQ(xspace::EventEndNs(kW, *other, wait), kW + 4010 * kUs);
+  EXPECT_THAT(h.IntStat(wait, "cuda_event_id"), Optional(3));
+  EXPECT_THAT(h.IntStat(wait, "stream_id"), Optional(7));
+
+  // The breakdown reader: the device has the kernel only; synchronizations are host waits
+  // (cuStreamWaitEvent enqueues a wait, as its runtime call: a launch), never device compute.
+  absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->devices.size(), 1u);
+  ASSERT_EQ(trace->devices[0].ops.size(), 1u);
+  EXPECT_EQ(trace->devices[0].ops[0].kind, analysis::OpKind::kDeviceCompute);
+  EXPECT_EQ(trace->devices[0].ops[0].end_ns - trace->devices[0].ops[0].start_ns, 2000 * kUs);
+  EXPECT_EQ(analysis::ClassifyHostOpName("cuStreamSynchronize"), analysis::OpKind::kHostSync);
+  EXPECT_EQ(analysis::ClassifyHostOpName("cuCtxSynchronize"), analysis::OpKind::kHostSync);
+  EXPECT_EQ(analysis::ClassifyHostOpName("cuEventSynchronize"), analysis::OpKind::kHostSync);
+  EXPECT_EQ(analysis::ClassifyHostOpName("cuStreamWaitEvent"), analysis::OpKind::kHostLaunch);
+  int syncs = 0;
+  for (const analysis::Op& op : trace->host_ops) syncs += op.kind == analysis::OpKind::kHostSync;
+  EXPECT_EQ(syncs, 4);  // two runtime calls, and the two synchronizations inside them
+}
+
 TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
   RecordBatch a = MakeBatch();
   RecordBatch b = MakeBatch();
@@ -337,9 +459,10 @@ TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
       EXPECT_EQ(stats->kernels, 1);
       EXPECT_EQ(stats->memcpys, 1);
       EXPECT_EQ(stats->memsets, 1);
-      EXPECT_EQ(stats->api_calls, 1);
+      EXPECT_EQ(stats->api_calls, 2);
       EXPECT_EQ(stats->steps, 1);
       EXPECT_EQ(stats->memory_events, 1);
+      EXPECT_EQ(stats->synchronizations, 1);
       EXPECT_EQ(stats->dropped_records, 2u);
       EXPECT_EQ(b->String(b->kernels[0].name), "square(float*, int)");
     }

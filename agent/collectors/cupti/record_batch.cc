@@ -179,6 +179,13 @@ absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
         b.devices.push_back(r);
         break;
       }
+      case RecordKind::kSynchronization: {
+        if (absl::Status s = need(sizeof(inject::SynchronizationRecord)); !s.ok()) return s;
+        const auto r = LoadRecord<inject::SynchronizationRecord>(p);
+        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
+        b.syncs.push_back(r);
+        break;
+      }
       default:
         ++b.unknown_records;
         break;

@@ -31,6 +31,7 @@ struct RecordBatch {
   std::vector<inject::NvtxRangeRecord> ranges;
   std::vector<inject::MemoryRecord> memory;
   std::vector<inject::DeviceRecord> devices;
+  std::vector<inject::SynchronizationRecord> syncs;
 
   // The string at `index`, "" for kNoString. Every index in a parsed batch is valid.
   absl::string_view String(uint32_t index) const {
@@ -46,7 +47,8 @@ inline constexpr size_t kMaxRecordBatchBytes = size_t{256} << 20;
 // version's header, section lengths that disagree with the bytes, a string entry or record that
 // runs past its section, a record size not a multiple of 8 or below its kind's struct,
 // counts that disagree with what the sections hold, a string index past the table, time ranges
-// that end before they start, and enum fields out of range.
+// that end before they start, and enum fields out of range (API domain, memory operation; a
+// synchronization type is CUPTI's and any value is kept: unknown ones read as unknown).
 absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes);
 
 }  // namespace profctl::agent::cupti

@@ -55,6 +55,14 @@ std::string SampleBatch() {
   inject::DeviceRecord d;
   d.name = w.Intern("NVIDIA H100 80GB HBM3");
   EXPECT_TRUE(w.Add(d));
+  inject::SynchronizationRecord y;
+  y.start_ns = 60;
+  y.end_ns = 250;
+  y.correlation_id = 8;
+  y.context_id = 1;
+  y.stream_id = 13;
+  y.type = static_cast<uint8_t>(inject::SyncType::kStreamSynchronize);
+  EXPECT_TRUE(w.Add(y));
   return Bytes(w.Finish(/*pid=*/42, /*gpu_minus_wall_ns=*/-5, /*extra_dropped=*/3));
 }
 
@@ -86,6 +94,14 @@ TEST(RecordBatchTest, RoundTrip) {
   EXPECT_EQ(b->String(b->ranges[0].domain), "");
   EXPECT_THAT(b->memory, SizeIs(1));
   EXPECT_THAT(b->devices, SizeIs(1));
+  ASSERT_THAT(b->syncs, SizeIs(1));
+  EXPECT_EQ(b->syncs[0].start_ns, 60u);
+  EXPECT_EQ(b->syncs[0].end_ns, 250u);
+  EXPECT_EQ(b->syncs[0].correlation_id, 8u);
+  EXPECT_EQ(b->syncs[0].context_id, 1u);
+  EXPECT_EQ(b->syncs[0].stream_id, 13u);
+  EXPECT_EQ(b->syncs[0].cuda_event_id, inject::kSyncNotApplicable);
+  EXPECT_EQ(b->syncs[0].type, static_cast<uint8_t>(inject::SyncType::kStreamSynchronize));
   EXPECT_THAT(b->strings, SizeIs(4));
   EXPECT_EQ(b->unknown_records, 0);
 }
@@ -230,6 +246,28 @@ TEST(RecordBatchTest, RejectsBadRecords) {
   m.operation = 0;
   EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&m, sizeof(m))).status().message(),
               HasSubstr("memory operation 0"));
+  inject::SynchronizationRecord y;
+  y.start_ns = 10;
+  y.end_ns = 5;
+  EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&y, sizeof(y))).status().message(),
+              HasSubstr("end 5 before start 10"));
+  y.end_ns = ~uint64_t{0};
+  EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&y, sizeof(y))).status().message(),
+              HasSubstr("too large"));
+  y.end_ns = 20;
+  y.header.size = 40;  // a multiple of 8, but short of the struct
+  EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&y, sizeof(y))).status().message(),
+              HasSubstr("record kind 8 of 40 bytes, needs 48"));
+  y.header.size = 56;  // past the batch
+  EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&y, sizeof(y))).status().message(),
+              HasSubstr("runs past the batch"));
+  // CUPTI's type is kept whatever its value (a newer CUPTI may add types).
+  y.header.size = sizeof(y);
+  y.type = 200;
+  absl::StatusOr<RecordBatch> kept = ParseRecordBatch(OneRecordBatch(&y, sizeof(y)));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_THAT(kept->syncs, SizeIs(1));
+  EXPECT_EQ(kept->syncs[0].type, 200);
   // A string entry longer than the table.
   const std::string table("\xff\x00\x00\x00", 4);
   inject::DeviceRecord d;
