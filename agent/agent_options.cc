@@ -181,6 +181,7 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
       } else if (key == "name") {
         options->name = v.as<std::string>();
       } else if (key == "collectors") {
+        options->collectors_given = true;
         options->collectors =
             v.IsSequence() ? v.as<std::vector<std::string>>() : SplitList(v.as<std::string>());
       } else if (key == "synthetic") {
@@ -270,7 +271,8 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
   return absl::OkStatus();
 }
 
-absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args) {
+absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args,
+                                               const std::string& nvidia_probe) {
   AgentOptions defaults;
   AgentOptions flags_in = defaults;
   std::string collectors = absl::StrJoin(defaults.collectors, ",");
@@ -305,7 +307,9 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   fs.String("name", &flags_in.name, "name for this host's trace files (default: its address)");
   fs.String(
       "collectors", &collectors,
-      absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "), ")"));
+      absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "),
+                   "); default: cupti on a host with an NVIDIA driver, else synthetic (a simulated "
+                   "job)"));
   fs.String("synthetic", &flags_in.synthetic,
             "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
             "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
@@ -384,7 +388,10 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   if (fs.WasSet("bind")) o.bind = flags_in.bind;
   if (fs.WasSet("port-file")) o.port_file = flags_in.port_file;
   if (fs.WasSet("name")) o.name = flags_in.name;
-  if (fs.WasSet("collectors")) o.collectors = SplitList(collectors);
+  if (fs.WasSet("collectors")) {
+    o.collectors = SplitList(collectors);
+    o.collectors_given = true;
+  }
   if (fs.WasSet("synthetic")) o.synthetic = flags_in.synthetic;
   if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
   if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
@@ -417,6 +424,13 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     o.collectors.emplace_back("tsl");
   }
   if (fs.WasSet("endpoints")) o.endpoints = flags_in.endpoints;
+  // The default collectors: the real GPU collector on a host with an NVIDIA driver. Asking for
+  // the synthetic job (its knobs), or several endpoints (tests, benchmarks), keeps the synthetic
+  // one.
+  if (!o.collectors_given && o.synthetic.empty() && o.endpoints <= 1 && PathExists(nvidia_probe)) {
+    std::replace(o.collectors.begin(), o.collectors.end(), std::string("synthetic"),
+                 std::string("cupti"));
+  }
   if (fs.WasSet("endpoint-skew-spread-ms")) {
     o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;
   }

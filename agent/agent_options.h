@@ -17,7 +17,11 @@ struct AgentOptions {
   std::string bind = "127.0.0.1";
   std::string port_file;
   std::string name;
+  // ParseAgentOptions' default: cupti when the host has an NVIDIA driver (and --endpoints=1 and
+  // no --synthetic knobs), else synthetic; see DefaultCollectors.
   std::vector<std::string> collectors = {"synthetic"};
+  // Set when --collectors or the config's `collectors` named them (no default is applied then).
+  bool collectors_given = false;
   std::string synthetic;  // key=value,... for the synthetic job
   int64_t clock_skew_ms = 0;
   int64_t max_duration_ms = 60'000;
@@ -80,8 +84,16 @@ inline constexpr int64_t kMaxEndpoints = 2048;
 // Every collector this build knows.
 const std::vector<std::string>& KnownCollectors();
 
+// What proves an NVIDIA driver is loaded on this host (ParseAgentOptions' default collectors).
+inline constexpr const char* kNvidiaDriverProbe = "/proc/driver/nvidia/version";
+
 // Parses profctl-agent's arguments (without argv[0]). Errors name the flag or the config file key.
-absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args);
+// Without --collectors (or `collectors` in the config) the agent records what it can really see:
+// `cupti` when `nvidia_probe` exists (a GPU host), unless --synthetic knobs ask for the synthetic
+// job or --endpoints > 1 (cupti serves one endpoint); otherwise `synthetic`, the simulated job
+// (demos, tests). --tsl-local adds `tsl` either way.
+absl::StatusOr<AgentOptions> ParseAgentOptions(
+    const std::vector<std::string>& args, const std::string& nvidia_probe = kNvidiaDriverProbe);
 
 // Applies a YAML config document on top of `options`; `source` names it in errors.
 absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,

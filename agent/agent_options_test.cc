@@ -11,15 +11,47 @@
 namespace profctl::agent {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Every test below runs as on a host without an NVIDIA driver, whatever this machine has
+// (DefaultCollectorsAreCuptiOnAGpuHostElseSynthetic says what changes with one).
+constexpr char kNoDriver[] = "/nonexistent/proc/driver/nvidia/version";
+absl::StatusOr<AgentOptions> Parse(const std::vector<std::string>& args,
+                                   const std::string& probe = kNoDriver) {
+  return ParseAgentOptions(args, probe);
+}
+
+TEST(AgentOptionsTest, DefaultCollectorsAreCuptiOnAGpuHostElseSynthetic) {
+  const testing::TempDir tmp;
+  const std::string driver = JoinPath(tmp.path(), "version");
+  ASSERT_TRUE(WriteFileAtomically(driver, "NVRM version: NVIDIA UNIX x86_64 Kernel Module\n").ok());
+  auto collectors = [&](const std::vector<std::string>& args) {
+    absl::StatusOr<AgentOptions> o = Parse(args, driver);
+    EXPECT_TRUE(o.ok()) << o.status();
+    return o.ok() ? o->collectors : std::vector<std::string>{};
+  };
+  EXPECT_THAT(Parse({})->collectors, ElementsAre("synthetic"));  // no driver
+  EXPECT_THAT(collectors({}), ElementsAre("cupti"));
+  EXPECT_THAT(collectors({"--tsl-local=localhost:9999"}), ElementsAre("cupti", "tsl"));
+  // Asking for the synthetic job, several endpoints, or naming the collectors: no default.
+  EXPECT_THAT(collectors({"--synthetic=step_ms=50"}), ElementsAre("synthetic"));
+  EXPECT_THAT(collectors({"--endpoints=4"}), ElementsAre("synthetic"));
+  EXPECT_THAT(collectors({"--collectors=synthetic"}), ElementsAre("synthetic"));
+  const std::string config = JoinPath(tmp.path(), "agent.yaml");
+  ASSERT_TRUE(WriteFileAtomically(config, "collectors: [synthetic]\n").ok());
+  EXPECT_THAT(collectors({"--config=" + config}), ElementsAre("synthetic"));
+  ASSERT_TRUE(WriteFileAtomically(config, "port: 6001\n").ok());
+  EXPECT_THAT(collectors({"--config=" + config}), ElementsAre("cupti"));
+}
+
 TEST(AgentOptionsTest, DefaultsAndFlags) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->port, 6000);
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));
-  o = ParseAgentOptions({"--port=0", "--port-file=/tmp/p", "--name=w-1", "--clock-skew-ms=-30",
-                         "--synthetic=rank=1,world=2", "--max-duration-ms=500"});
+  o = Parse({"--port=0", "--port-file=/tmp/p", "--name=w-1", "--clock-skew-ms=-30",
+             "--synthetic=rank=1,world=2", "--max-duration-ms=500"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->port, 0);
   EXPECT_EQ(o->clock_skew_ms, -30);
@@ -28,36 +60,34 @@ TEST(AgentOptionsTest, DefaultsAndFlags) {
 }
 
 TEST(AgentOptionsTest, BadFlagsAreNamed) {
-  EXPECT_THAT(ParseAgentOptions({"--port=70000"}).status().message(), HasSubstr("--port=70000"));
-  EXPECT_THAT(ParseAgentOptions({"--port=0"}).status().message(), HasSubstr("--port-file"));
-  EXPECT_THAT(ParseAgentOptions({"--collectors=nvml"}).status().message(),
+  EXPECT_THAT(Parse({"--port=70000"}).status().message(), HasSubstr("--port=70000"));
+  EXPECT_THAT(Parse({"--port=0"}).status().message(), HasSubstr("--port-file"));
+  EXPECT_THAT(Parse({"--collectors=nvml"}).status().message(),
               HasSubstr("unknown collector 'nvml' (known: synthetic, tsl, cupti)"));
-  EXPECT_THAT(ParseAgentOptions({"--collectors=synthetic,synthetic"}).status().message(),
+  EXPECT_THAT(Parse({"--collectors=synthetic,synthetic"}).status().message(),
               HasSubstr("'synthetic' is listed more than once"));  // once: every event doubled
-  EXPECT_THAT(ParseAgentOptions({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
-  EXPECT_THAT(ParseAgentOptions({"--max-duration-ms=0"}).status().message(),
-              HasSubstr("--max-duration-ms=0"));
-  EXPECT_THAT(ParseAgentOptions({"extra"}).status().message(), HasSubstr("'extra'"));
-  EXPECT_THAT(ParseAgentOptions({"--config=/nonexistent.yaml"}).status().message(),
+  EXPECT_THAT(Parse({"--name=a/b"}).status().message(), HasSubstr("--name 'a/b'"));
+  EXPECT_THAT(Parse({"--max-duration-ms=0"}).status().message(), HasSubstr("--max-duration-ms=0"));
+  EXPECT_THAT(Parse({"extra"}).status().message(), HasSubstr("'extra'"));
+  EXPECT_THAT(Parse({"--config=/nonexistent.yaml"}).status().message(),
               HasSubstr("/nonexistent.yaml"));
 }
 
 TEST(AgentOptionsTest, Endpoints) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->endpoints, 1);
   EXPECT_EQ(o->endpoint_skew_spread_ms, 0);
-  o = ParseAgentOptions(
-      {"--port=0", "--port-file=/tmp/p", "--endpoints=300", "--endpoint-skew-spread-ms=50"});
+  o = Parse({"--port=0", "--port-file=/tmp/p", "--endpoints=300", "--endpoint-skew-spread-ms=50"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->endpoints, 300);
   EXPECT_EQ(o->endpoint_skew_spread_ms, 50);
-  o = ParseAgentOptions({"--port=63536", "--endpoints=2000"});  // ports 63536..65535
+  o = Parse({"--port=63536", "--endpoints=2000"});  // ports 63536..65535
   EXPECT_TRUE(o.ok()) << o.status();
 }
 
 TEST(AgentOptionsTest, BadEndpointFlagsAreInvalidArgumentsNamingTheFlag) {
-  auto error = [](std::vector<std::string> args) { return ParseAgentOptions(args).status(); };
+  auto error = [](std::vector<std::string> args) { return Parse(args).status(); };
   for (const char* bad : {"--endpoints=0", "--endpoints=-3", "--endpoints=2049"}) {
     const absl::Status s = error({bad});
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -86,7 +116,7 @@ TEST(AgentOptionsTest, EndpointSettingsInYaml) {
 }
 
 TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->retain_ms, 600'000);
   EXPECT_EQ(o->retain_mb, 256);
@@ -94,8 +124,8 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   EXPECT_EQ(o->max_trace_mb, 256);
   EXPECT_EQ(o->max_held_mb, 512);
   EXPECT_EQ(o->stream_idle_timeout_ms, 30'000);
-  o = ParseAgentOptions({"--retain-ms=0", "--retain-mb=8", "--max-trace-events=1000",
-                         "--max-trace-mb=2", "--max-held-mb=64", "--stream-idle-timeout-ms=500"});
+  o = Parse({"--retain-ms=0", "--retain-mb=8", "--max-trace-events=1000", "--max-trace-mb=2",
+             "--max-held-mb=64", "--stream-idle-timeout-ms=500"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->retain_ms, 0);
   EXPECT_EQ(o->retain_mb, 8);
@@ -115,23 +145,22 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   EXPECT_EQ(y.max_trace_mb, 8);
   EXPECT_EQ(y.max_held_mb, 9);
   EXPECT_EQ(y.stream_idle_timeout_ms, 1000);
-  EXPECT_THAT(ParseAgentOptions({"--max-held-mb=0"}).status().message(),
+  EXPECT_THAT(Parse({"--max-held-mb=0"}).status().message(),
               HasSubstr("--max-held-mb=0 is not in 1.."));
-  EXPECT_THAT(ParseAgentOptions({"--stream-idle-timeout-ms=5"}).status().message(),
+  EXPECT_THAT(Parse({"--stream-idle-timeout-ms=5"}).status().message(),
               HasSubstr("--stream-idle-timeout-ms=5"));
-  EXPECT_THAT(ParseAgentOptions({"--retain-ms=-1"}).status().message(),
-              HasSubstr("--retain-ms=-1"));
-  EXPECT_THAT(ParseAgentOptions({"--help"})->help_text, HasSubstr("--max-held-mb"));
+  EXPECT_THAT(Parse({"--retain-ms=-1"}).status().message(), HasSubstr("--retain-ms=-1"));
+  EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--max-held-mb"));
 }
 
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->tsl_save_root, "");
-  o = ParseAgentOptions({"--tsl-save-root=/srv/profiles"});
+  o = Parse({"--tsl-save-root=/srv/profiles"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->tsl_save_root, "/srv/profiles");
-  EXPECT_THAT(ParseAgentOptions({"--tsl-save-root=profiles"}).status().message(),
+  EXPECT_THAT(Parse({"--tsl-save-root=profiles"}).status().message(),
               HasSubstr("--tsl-save-root=profiles must be an absolute path"));
   AgentOptions yaml;
   ASSERT_TRUE(ApplyAgentConfigYaml("tsl_save_root: /data/tb\n", "agent.yaml", &yaml).ok());
@@ -139,30 +168,30 @@ TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
 }
 
 TEST(AgentOptionsTest, TslLocalEnablesTheTslCollector) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_TRUE(o->tsl_local.empty());
   EXPECT_EQ(o->tsl_grace_ms, 10'000);
-  o = ParseAgentOptions({"--tsl-local=localhost:9999, grpc://[::1]:9998", "--tsl-grace-ms=500"});
+  o = Parse({"--tsl-local=localhost:9999, grpc://[::1]:9998", "--tsl-grace-ms=500"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->tsl_local, ::testing::ElementsAre("localhost:9999", "[::1]:9998"));
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic", "tsl"));  // added
   EXPECT_EQ(o->tsl_grace_ms, 500);
   // Named explicitly: not added twice, and the order given is kept.
-  o = ParseAgentOptions({"--collectors=tsl,synthetic", "--tsl-local=localhost:9999"});
+  o = Parse({"--collectors=tsl,synthetic", "--tsl-local=localhost:9999"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl", "synthetic"));
-  o = ParseAgentOptions({"--collectors=tsl", "--tsl-local=localhost:9999"});
+  o = Parse({"--collectors=tsl", "--tsl-local=localhost:9999"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl"));
 }
 
 TEST(AgentOptionsTest, CuptiCollectorAndItsInjectSocket) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->inject_socket, "/tmp/profctl/agent.sock");
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));  // still the default
-  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket=/run/profctl/a.sock"});
+  o = Parse({"--collectors=cupti", "--inject-socket=/run/profctl/a.sock"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("cupti"));
   EXPECT_EQ(o->inject_socket, "/run/profctl/a.sock");
@@ -173,24 +202,24 @@ TEST(AgentOptionsTest, CuptiCollectorAndItsInjectSocket) {
   EXPECT_EQ(yaml.inject_socket, "/x/y.sock");
   ASSERT_TRUE(ApplyAgentConfigYaml("inject_socket_mode: '0660'\n", "agent.yaml", &yaml).ok());
   EXPECT_EQ(yaml.inject_socket_mode, "0660");
-  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket-mode=666"});
+  o = Parse({"--collectors=cupti", "--inject-socket-mode=666"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->inject_socket_mode, "666");
-  o = ParseAgentOptions({"--inject-socket-mode=0400"});
+  o = Parse({"--inject-socket-mode=0400"});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--inject-socket-mode"));
   EXPECT_THAT(yaml.collectors, ::testing::ElementsAre("cupti", "synthetic"));
-  o = ParseAgentOptions({"--collectors=cupti", "--endpoints=2"});
+  o = Parse({"--collectors=cupti", "--endpoints=2"});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--endpoints=2"));
-  o = ParseAgentOptions({"--collectors=cupti", "--inject-socket=/" + std::string(200, 'x')});
+  o = Parse({"--collectors=cupti", "--inject-socket=/" + std::string(200, 'x')});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(o.status().message()), ::testing::HasSubstr("--inject-socket"));
 }
 
 TEST(AgentOptionsTest, BadTslSettingsAreNamed) {
   auto error = [](std::vector<std::string> args) {
-    absl::Status s = ParseAgentOptions(args).status();
+    absl::Status s = Parse(args).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     return std::string(s.message());
   };
@@ -228,11 +257,11 @@ TEST(AgentOptionsTest, TslLocalInYaml) {
   const std::string path = tmp.path() + "/agent.yaml";
   ASSERT_TRUE(
       WriteFileAtomically(path, "collectors: [synthetic]\ntsl_local: [localhost:9999]\n").ok());
-  absl::StatusOr<AgentOptions> parsed = ParseAgentOptions({"--config=" + path});
+  absl::StatusOr<AgentOptions> parsed = Parse({"--config=" + path});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_THAT(parsed->collectors, ::testing::ElementsAre("synthetic", "tsl"));
   // The flag replaces the config's list.
-  parsed = ParseAgentOptions({"--config=" + path, "--tsl-local=localhost:9000"});
+  parsed = Parse({"--config=" + path, "--tsl-local=localhost:9000"});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_THAT(parsed->tsl_local, ::testing::ElementsAre("localhost:9000"));
 }
@@ -245,7 +274,7 @@ TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
                                   "synthetic: {rank: 3, world: 8}\n"
                                   "max_duration_ms: 20000\n")
                   .ok());
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--config=" + path, "--port=7002"});
+  absl::StatusOr<AgentOptions> o = Parse({"--config=" + path, "--port=7002"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->port, 7002);  // flag wins
   EXPECT_EQ(o->name, "gpu-host-3");
@@ -267,43 +296,43 @@ TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
 }
 
 TEST(AgentOptionsTest, WithoutClientAuthenticationTheAgentListensOnLoopbackOnly) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({});
+  absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->bind, "127.0.0.1");
   EXPECT_TRUE(SecurityWarnings(*o).empty());
   for (const char* bind : {"--bind=127.0.0.2", "--bind=::1", "--bind=[::1]", "--bind=localhost"}) {
-    EXPECT_TRUE(ParseAgentOptions({bind}).ok()) << bind;
+    EXPECT_TRUE(Parse({bind}).ok()) << bind;
   }
   for (const char* bind : {"--bind=0.0.0.0", "--bind=::", "--bind=10.0.0.7", "--bind=gpu-node-3"}) {
-    const absl::Status s = ParseAgentOptions({bind}).status();
+    const absl::Status s = Parse({bind}).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bind;
     EXPECT_THAT(s.message(), HasSubstr("without client authentication would let anyone"));
     EXPECT_THAT(s.message(), HasSubstr("--insecure"));
   }
   // --insecure: the old default (every address), with a warning.
-  o = ParseAgentOptions({"--insecure"});
+  o = Parse({"--insecure"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->bind, "0.0.0.0");
   ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
   EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--insecure: serving on 0.0.0.0 with no client "
                                                  "authentication and no TLS"));
-  EXPECT_TRUE(ParseAgentOptions({"--insecure", "--bind=10.0.0.7"}).ok());
+  EXPECT_TRUE(Parse({"--insecure", "--bind=10.0.0.7"}).ok());
   // Loopback with --insecure: nothing to warn about.
-  o = ParseAgentOptions({"--insecure", "--bind=127.0.0.1"});
+  o = Parse({"--insecure", "--bind=127.0.0.1"});
   ASSERT_TRUE(o.ok());
   EXPECT_TRUE(SecurityWarnings(*o).empty());
-  EXPECT_THAT(ParseAgentOptions({"--bind="}).status().message(), HasSubstr("--bind is empty"));
+  EXPECT_THAT(Parse({"--bind="}).status().message(), HasSubstr("--bind is empty"));
 }
 
 TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--token-file=/etc/profctl/token"});
+  absl::StatusOr<AgentOptions> o = Parse({"--token-file=/etc/profctl/token"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->token_file, "/etc/profctl/token");
   EXPECT_EQ(o->bind, "0.0.0.0");
   // A token without TLS travels in clear text: allowed, with a warning.
   ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
   EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--token-file without --tls-cert"));
-  o = ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"});
+  o = Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->tls_cert, "/c.pem");
   EXPECT_EQ(o->tls_key, "/k.pem");
@@ -312,16 +341,14 @@ TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
   EXPECT_TRUE(SecurityWarnings(*o).empty());
   EXPECT_EQ(SecuritySummary(*o), "TLS, client certificates of --tls-ca");
   // TLS alone encrypts but admits anyone: still loopback unless told otherwise.
-  o = ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem"});
+  o = Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->bind, "127.0.0.1");
-  EXPECT_THAT(ParseAgentOptions({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--bind=0.0.0.0"})
-                  .status()
-                  .message(),
+  EXPECT_THAT(Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--bind=0.0.0.0"}).status().message(),
               HasSubstr("without client authentication"));
-  EXPECT_THAT(ParseAgentOptions({"--tls-ca=/ca.pem"}).status().message(),
+  EXPECT_THAT(Parse({"--tls-ca=/ca.pem"}).status().message(),
               HasSubstr("--tls-ca (require client certificates) needs --tls-cert"));
-  EXPECT_THAT(ParseAgentOptions({"--insecure", "--token-file=/t"}).status().message(),
+  EXPECT_THAT(Parse({"--insecure", "--token-file=/t"}).status().message(),
               HasSubstr("--insecure (serve without client authentication) contradicts"));
 }
 
@@ -332,7 +359,7 @@ TEST(AgentOptionsTest, SecuritySettingsInYaml) {
                                   "tls_cert: /c.pem\ntls_key: /k.pem\ntls_ca: /ca.pem\n"
                                   "token_file: /t\n")
                   .ok());
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions({"--config=" + path});
+  absl::StatusOr<AgentOptions> o = Parse({"--config=" + path});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->tls_cert, "/c.pem");
   EXPECT_EQ(o->tls_key, "/k.pem");
@@ -341,11 +368,11 @@ TEST(AgentOptionsTest, SecuritySettingsInYaml) {
   EXPECT_EQ(o->bind, "0.0.0.0");
   // Flags win; a bind from the config is kept.
   ASSERT_TRUE(WriteFileAtomically(path, "insecure: true\nbind: 10.1.2.3\n").ok());
-  o = ParseAgentOptions({"--config=" + path});
+  o = Parse({"--config=" + path});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->insecure);
   EXPECT_EQ(o->bind, "10.1.2.3");
-  o = ParseAgentOptions({"--config=" + path, "--insecure=false"});
+  o = Parse({"--config=" + path, "--insecure=false"});
   EXPECT_THAT(o.status().message(), HasSubstr("--bind=10.1.2.3 without client authentication"));
   AgentOptions a;
   EXPECT_THAT(ApplyAgentConfigYaml("bind: ''\n", "agent.yaml", &a).message(),
@@ -364,16 +391,16 @@ TEST(AgentOptionsTest, IsLoopbackBind) {
 }
 
 TEST(AgentOptionsTest, MetricsPortAndLogFormat) {
-  absl::StatusOr<AgentOptions> o = ParseAgentOptions(
-      {"--port=7", "--metrics-port=9091", "--metrics-bind=0.0.0.0", "--log-format=json"});
+  absl::StatusOr<AgentOptions> o =
+      Parse({"--port=7", "--metrics-port=9091", "--metrics-bind=0.0.0.0", "--log-format=json"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->metrics_port, 9091);
   EXPECT_EQ(o->metrics_bind, "0.0.0.0");
   EXPECT_EQ(o->log_format, "json");
-  EXPECT_EQ(ParseAgentOptions({"--port=7"})->metrics_port, -1);  // off unless asked for
-  EXPECT_THAT(ParseAgentOptions({"--port=7", "--metrics-port=70000"}).status().message(),
+  EXPECT_EQ(Parse({"--port=7"})->metrics_port, -1);  // off unless asked for
+  EXPECT_THAT(Parse({"--port=7", "--metrics-port=70000"}).status().message(),
               HasSubstr("--metrics-port=70000"));
-  EXPECT_THAT(ParseAgentOptions({"--port=7", "--log-format=xml"}).status().message(),
+  EXPECT_THAT(Parse({"--port=7", "--log-format=xml"}).status().message(),
               HasSubstr("--log-format=xml"));
 }
 

@@ -144,10 +144,18 @@ int Run(int argc, char** argv) {
   const std::vector<int>& ports = (*server)->ports();
   spdlog::info(
       "profctl-agent {} listening on {}:{}{} (AgentService and tensorflow.ProfilerService; "
-      "collectors: {}, clock skew {} ms{}; ProfilerService saves: {})",
+      "collectors: {}{}, clock skew {} ms{}; ProfilerService saves: {})",
       kVersion, opts->bind, ports.front(),
       ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
-      absl::StrJoin(opts->collectors, ","), opts->clock_skew_ms,
+      absl::StrJoin(opts->collectors, ","),
+      opts->collectors_given
+          ? ""
+          : (std::find(opts->collectors.begin(), opts->collectors.end(), "cupti") !=
+                     opts->collectors.end()
+                 ? " (the default on a host with an NVIDIA driver)"
+                 : " (the default without an NVIDIA driver: a simulated job; --collectors "
+                   "names real ones)"),
+      opts->clock_skew_ms,
       opts->endpoint_skew_spread_ms > 0
           ? absl::StrCat(" +- ", opts->endpoint_skew_spread_ms, " per endpoint")
           : "",

@@ -450,7 +450,8 @@ TEST(TslAgentServerTest, TslLocalAddsTheFrameworkServersPlanesToTheAgentsCapture
   FakeTslServer server(so);
   absl::StatusOr<AgentOptions> options =
       ParseAgentOptions({"--port=0", "--port-file=/dev/null", "--bind=127.0.0.1",
-                         absl::StrCat("--tsl-local=", testing::LoopbackAddress(server.port()))});
+                         absl::StrCat("--tsl-local=", testing::LoopbackAddress(server.port()))},
+                        /*nvidia_probe=*/"/nonexistent");  // as on a host without a GPU
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_THAT(options->collectors, ElementsAre("synthetic", "tsl"));
   RealClock clock;
