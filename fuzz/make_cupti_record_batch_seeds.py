@@ -25,9 +25,13 @@ def batch(strings, records, pid=100, offset=-700, dropped=0):
 
 T = 1_000_000_000_000
 strings = [b"train_step 1", b"square(float*, int)", b"cudaLaunchKernel", b"NVIDIA H100"]
+# DeviceRecord: the first version's 64 bytes, then (added within version 1) uuid[16],
+# mig_uuid[16], flags (1 has UUID, 2 MIG instance), reserved.
+DEVICE_V1 = struct.pack("<QQIIIIIIIIII", 85520809984, 3352320000000, 0, 3, 9, 0, 132, 1980000,
+                        64, 32, 65536, 233472)
+UUID = bytes.fromhex("5f1c123489abcdef0123456789abcdef")
 records = [
-    rec(DEVICE, struct.pack("<QQIIIIIIIIII", 85520809984, 3352320000000, 0, 3, 9, 0, 132,
-                            1980000, 64, 32, 65536, 233472)),
+    rec(DEVICE, DEVICE_V1 + UUID + bytes(16) + struct.pack("<II", 1, 0)),
     rec(NVTX, struct.pack("<QQIIIIII", T, T + 5000, 100, 101, 0, NO_STRING, 1, 0)),
     rec(API, struct.pack("<QQIIIIIB3x", T + 100, T + 110, 100, 101, 2, 211, 2, 1)),
     rec(KERNEL, struct.pack("<QQIIII3i3iIIII", T + 200, T + 900, 0, 1, 7, 2, 64, 1, 1, 128, 1, 1,
@@ -40,6 +44,9 @@ records = [
     rec(SYNC, struct.pack("<QQIIIIB7x", T + 975, T + 995, 8, 1, 7, NO_STRING, 3)),
 ]
 os.makedirs(OUT, exist_ok=True)
-for name, data in [("empty.bin", batch([], [])), ("small.bin", batch(strings, records, dropped=2))]:
+# An older library's batch: the 64-byte DeviceRecord, no UUID.
+old_device = [rec(DEVICE, DEVICE_V1), records[3]]
+for name, data in [("empty.bin", batch([], [])), ("small.bin", batch(strings, records, dropped=2)),
+                   ("old_device.bin", batch(strings, old_device))]:
     with open(os.path.join(OUT, name), "wb") as f:
         f.write(data)

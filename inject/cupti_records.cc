@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 namespace profctl::inject {
@@ -18,6 +19,13 @@ using DeviceActivity = CUpti_ActivityDevice5;
 // CUDA 13.0 emits Synchronization2 for CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (the first version is
 // in cupti_activity_deprecated.h); its first fields are those of the first version.
 using SyncActivity = CUpti_ActivitySynchronization2;
+
+bool AllZero(const uint8_t (&bytes)[16]) {
+  for (const uint8_t b : bytes) {
+    if (b != 0) return false;
+  }
+  return true;
+}
 
 std::string_view View(const char* s) { return s != nullptr ? std::string_view(s) : ""; }
 
@@ -237,6 +245,14 @@ void CuptiRecordConverter::Add(const CUpti_Activity& record) {
       r.max_blocks_per_sm = d.maxBlocksPerMultiprocessor;
       r.max_registers_per_sm = d.maxRegistersPerMultiprocessor;
       r.max_shared_bytes_per_sm = d.maxSharedMemoryPerMultiprocessor;
+      static_assert(sizeof(d.uuid.bytes) == sizeof(r.uuid));
+      static_assert(sizeof(d.migUuid.bytes) == sizeof(r.mig_uuid));
+      std::memcpy(r.uuid, d.uuid.bytes, sizeof(r.uuid));
+      if (!AllZero(r.uuid)) r.flags |= kDeviceHasUuid;
+      if (d.isMigEnabled != 0) {
+        std::memcpy(r.mig_uuid, d.migUuid.bytes, sizeof(r.mig_uuid));
+        r.flags |= kDeviceIsMig;
+      }
       w.Add(r);
       return;
     }

@@ -20,6 +20,7 @@
 #ifndef PROFCTL_INJECT_RECORDS_H_
 #define PROFCTL_INJECT_RECORDS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace profctl::inject {
@@ -183,8 +184,27 @@ struct DeviceRecord {
   uint32_t max_blocks_per_sm = 0;
   uint32_t max_registers_per_sm = 0;
   uint32_t max_shared_bytes_per_sm = 0;
+  // Added within version 1 (a library that predates them sends the 64-byte prefix above; readers
+  // fill what is absent with zeros, i.e. flags 0: no UUID known).
+  // The device's UUID (CUpti_ActivityDevice5::uuid, the 16 bytes nvidia-smi prints as
+  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"); valid when flags has kDeviceHasUuid.
+  uint8_t uuid[16] = {};
+  // The MIG instance's UUID (CUpti_ActivityDevice5::migUuid, printed "MIG-..."), when flags has
+  // kDeviceIsMig (all zero if CUPTI did not give one).
+  uint8_t mig_uuid[16] = {};
+  uint32_t flags = 0;  // DeviceRecordFlags
+  uint32_t reserved = 0;
 };
-static_assert(sizeof(DeviceRecord) == 64);
+static_assert(sizeof(DeviceRecord) == 104);
+// The size of a DeviceRecord from a library that predates `uuid`: what a reader requires at least.
+inline constexpr uint16_t kDeviceRecordMinSize = 64;
+static_assert(offsetof(DeviceRecord, uuid) == kDeviceRecordMinSize);
+
+// DeviceRecord::flags bits.
+enum DeviceRecordFlags : uint32_t {
+  kDeviceHasUuid = 1u << 0,  // `uuid` holds the device's UUID
+  kDeviceIsMig = 1u << 1,    // the device is a MIG instance; `mig_uuid` holds its UUID
+};
 
 // CUPTI's CUpti_ActivitySynchronizationType values, kept as they are.
 enum class SyncType : uint8_t {

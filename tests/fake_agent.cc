@@ -31,6 +31,9 @@ class UnreachableClient final : public AgentClient {
   void Cancel(const std::string&, const std::string&, int64_t, DoneCallback done) override {
     ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
+  void GetStepSignal(int64_t, int64_t, Callback<profctl::v1::GetStepSignalResponse> done) override {
+    ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
+  }
   void AbortCapture() override {}
 
  private:

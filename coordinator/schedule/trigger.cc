@@ -68,6 +68,13 @@ int64_t StepTimeWatch::Add(const std::string& host,
   return dropped;
 }
 
+void StepTimeWatch::NoSignal(const std::string& host) {
+  Host& h = hosts_[host];
+  h.answered = true;
+  h.has_signal = false;
+  h.samples.clear();
+}
+
 void StepTimeWatch::Retain(const std::set<std::string>& hosts) {
   for (auto it = hosts_.begin(); it != hosts_.end();) {
     it = hosts.contains(it->first) ? std::next(it) : hosts_.erase(it);

@@ -56,6 +56,9 @@ class StepTimeWatch {
   void BeginPoll();
   // `host`'s answer to this poll. Returns how many of its samples were dropped as implausible.
   int64_t Add(const std::string& host, const profctl::v1::GetStepSignalResponse& answer);
+  // `host` answered this poll that it keeps no step signal (UNIMPLEMENTED: a TensorFlow/JAX
+  // profiler server, an agent before 0.3): it counts as answered, without a signal.
+  void NoSignal(const std::string& host);
   // Forgets hosts that are no longer targets.
   void Retain(const std::set<std::string>& hosts);
   // The `since_ns` of `host`'s next request: the end of the latest step kept (0: none).

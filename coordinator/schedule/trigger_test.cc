@@ -118,6 +118,11 @@ TEST(StepTimeWatchTest, SaysWhyItCannotJudgeYet) {
   const TriggerJudgment j = w.Judge();
   EXPECT_EQ(j.hosts_judged, 0);
   EXPECT_THAT(j.waiting, HasSubstr("baseline: 2 of 20 steps"));
+  // A peer without a step signal (UNIMPLEMENTED) answered, without one.
+  StepTimeWatch v(Config());
+  v.BeginPoll();
+  v.NoSignal("grpc://tpu:9999");
+  EXPECT_THAT(v.Judge().waiting, HasSubstr("no step signal"));
   // A host that did not answer this poll is not judged on its old samples.
   w.BeginPoll();
   EXPECT_THAT(w.Judge().waiting, HasSubstr("no target answered"));

@@ -427,45 +427,35 @@ void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
     for (const auto& s : schedules_) configs[s.name] = &s;
     absl::MutexLock lock(&mu_);
     response.set_loaded_wall_ns(loaded_wall_ns_);
-    if (scheduler_ != nullptr) {
-      for (const schedule::ScheduleState& st : scheduler_->States()) {
-        v1::ScheduleInfo* info = response.add_schedules();
-        info->set_name(st.name);
-        if (auto it = configs.find(st.name); it != configs.end()) {
-          info->set_timing(Timing(*it->second));
-          for (const std::string& t : TargetStrings(it->second->targets)) info->add_targets(t);
-        }
-        info->set_next_fire_wall_ns(st.next_fire_wall_ns);
-        info->set_last_run_wall_ns(st.last_run_wall_ns);
-        info->set_running_session(st.running_run_id);
-        info->set_runs_started(st.runs_started);
-        info->set_runs_finished(st.runs_finished);
-        info->set_skipped_busy(st.skipped_busy);
-        info->set_missed_down(st.missed_down);
-        info->set_missed_late(st.missed_late);
-        if (auto p = persisted_.find(st.name); p != persisted_.end()) {
-          info->set_last_outcome(p->second.last_outcome());
-        }
+    // One entry per schedule, timed (the scheduler's) or triggered (the watcher's).
+    auto add = [&](const schedule::ScheduleState& st) {
+      v1::ScheduleInfo* info = response.add_schedules();
+      info->set_name(st.name);
+      if (auto it = configs.find(st.name); it != configs.end()) {
+        info->set_timing(Timing(*it->second));
+        for (const std::string& t : TargetStrings(it->second->targets)) info->add_targets(t);
       }
+      info->set_next_fire_wall_ns(st.next_fire_wall_ns);
+      info->set_last_run_wall_ns(st.last_run_wall_ns);
+      info->set_running_session(st.running_run_id);
+      info->set_runs_started(st.runs_started);
+      info->set_runs_finished(st.runs_finished);
+      info->set_skipped_busy(st.skipped_busy);
+      info->set_missed_down(st.missed_down);
+      info->set_missed_late(st.missed_late);
+      return info;
+    };
+    if (scheduler_ != nullptr) {
+      for (const schedule::ScheduleState& st : scheduler_->States()) add(st);
     }
     if (triggers_ != nullptr) {
       for (const TriggerState& t : triggers_->States()) {
-        const schedule::ScheduleState& st = t.schedule;
-        v1::ScheduleInfo* info = response.add_schedules();
-        info->set_name(st.name);
-        if (auto it = configs.find(st.name); it != configs.end()) {
-          info->set_timing(Timing(*it->second));
-          for (const std::string& tg : TargetStrings(it->second->targets)) info->add_targets(tg);
-        }
-        info->set_next_fire_wall_ns(st.next_fire_wall_ns);
-        info->set_last_run_wall_ns(st.last_run_wall_ns);
-        info->set_running_session(st.running_run_id);
-        info->set_runs_started(st.runs_started);
-        info->set_runs_finished(st.runs_finished);
-        *info->mutable_trigger() = t.trigger;
-        if (auto p = persisted_.find(st.name); p != persisted_.end()) {
-          info->set_last_outcome(p->second.last_outcome());
-        }
+        *add(t.schedule)->mutable_trigger() = t.trigger;
+      }
+    }
+    for (v1::ScheduleInfo& info : *response.mutable_schedules()) {
+      if (auto p = persisted_.find(info.name()); p != persisted_.end()) {
+        info.set_last_outcome(p->second.last_outcome());
       }
     }
     done(std::move(response));

@@ -538,9 +538,10 @@ TEST_F(ServiceTest, TriggerPollsSurviveHungFailingAndLyingAgents) {
   ex_.RunUntilIdle();
   ASSERT_EQ(got->schedules_size(), 1);
   const v1::TriggerInfo& t = got->schedules(0).trigger();
-  // 90 polls (every 10 s, the hung target holding each to its 2 s deadline), 3 errors each.
+  // 90 polls (every 10 s, the hung target holding each to its 2 s deadline), 2 errors each (the
+  // hung and the unreachable target; UNIMPLEMENTED is an answer: no signal there).
   EXPECT_GE(t.polls(), 85);
-  EXPECT_EQ(t.poll_errors(), 3 * t.polls());
+  EXPECT_EQ(t.poll_errors(), 2 * t.polls());
   EXPECT_EQ(t.fired(), 0);
   EXPECT_THAT(t.waiting(), HasSubstr("baseline: 0 of 20 steps"));
   EXPECT_THAT(SessionNames(), IsEmpty());

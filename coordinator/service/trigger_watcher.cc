@@ -147,6 +147,8 @@ struct TriggerWatcher::Impl : std::enable_shared_from_this<TriggerWatcher::Impl>
         Log(absl::StrCat("trigger ", w.config.name, ": ", address, ": dropped ", dropped,
                          " implausible step samples"));
       }
+    } else if (r.status().code() == absl::StatusCode::kUnimplemented) {
+      w.judge.NoSignal(address);  // a peer without a step signal, not a failure
     } else {
       ++w.poll_errors_now;
     }

@@ -1,9 +1,14 @@
 #include "agent/collectors/cupti/cupti_collector.h"
 
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -23,27 +28,123 @@ std::string Who(const InjectProcess& p) {
   return who;
 }
 
-}  // namespace
+// One CUDA_VISIBLE_DEVICES entry, resolved as far as `host` allows.
+struct VisibleEntry {
+  std::string text;
+  std::optional<uint32_t> host_index;
+  bool is_uuid = false;  // "GPU-..." or "MIG-...": a warning when it cannot be placed
+};
 
-void RemapVisibleDevices(absl::string_view visible_devices, RecordBatch* batch) {
-  if (visible_devices.empty()) return;
-  std::vector<uint32_t> host_index;
+// The entries of `visible_devices`; empty when the list is empty or holds anything that is not an
+// index or a UUID (CUDA itself stops at the first invalid entry: guessing is worse than leaving).
+std::vector<VisibleEntry> ParseVisibleDevices(absl::string_view visible_devices,
+                                              const HostGpuTable& host) {
+  std::vector<VisibleEntry> entries;
+  if (absl::StripAsciiWhitespace(visible_devices).empty()) return entries;
   for (absl::string_view item : absl::StrSplit(visible_devices, ',')) {
     item = absl::StripAsciiWhitespace(item);
+    VisibleEntry e;
+    e.text = std::string(item);
     uint32_t index = 0;
-    if (!absl::SimpleAtoi(item, &index) || item.empty() || item[0] == '-' || item[0] == '+') {
-      return;  // UUIDs, MIG names, garbage: keep the ordinals
+    if (!item.empty() && absl::ascii_isdigit(static_cast<unsigned char>(item[0])) &&
+        absl::SimpleAtoi(item, &index)) {
+      e.host_index = index;
+    } else if (absl::StartsWithIgnoreCase(item, "GPU-")) {
+      e.is_uuid = true;
+      if (std::optional<int> i = host.FindUuidPrefix(item)) e.host_index = *i;
+    } else if (absl::StartsWithIgnoreCase(item, "MIG-")) {
+      e.is_uuid = true;
+      // "MIG-GPU-<parent uuid>/<gi>/<ci>" names its GPU; "MIG-<uuid>" does not.
+      absl::string_view rest = item.substr(4);
+      if (absl::StartsWithIgnoreCase(rest, "GPU-")) {
+        rest = rest.substr(0, rest.find('/'));
+        if (std::optional<GpuUuid> parent = ParseGpuUuid(rest)) {
+          if (std::optional<int> i = host.FindUuid(*parent)) e.host_index = *i;
+        }
+      }
+    } else {
+      return {};  // garbage, "-1", an empty entry: keep the ordinals
     }
-    host_index.push_back(index);
+    entries.push_back(e);
   }
-  auto map = [&host_index](uint32_t* device) {
-    if (*device < host_index.size()) *device = host_index[*device];
-  };
-  for (inject::KernelRecord& r : batch->kernels) map(&r.device_id);
-  for (inject::MemcpyRecord& r : batch->memcpys) map(&r.device_id);
-  for (inject::MemsetRecord& r : batch->memsets) map(&r.device_id);
-  for (inject::MemoryRecord& r : batch->memory) map(&r.device_id);
-  for (inject::DeviceRecord& r : batch->devices) map(&r.device_id);
+  return entries;
+}
+
+// Calls f with every device id of `batch` (a RecordBatch, const or not).
+template <typename Batch, typename F>
+void ForEachDeviceId(Batch& batch, F f) {
+  for (auto& r : batch.kernels) f(r.device_id);
+  for (auto& r : batch.memcpys) f(r.device_id);
+  for (auto& r : batch.memsets) f(r.device_id);
+  for (auto& r : batch.memory) f(r.device_id);
+  for (auto& r : batch.devices) f(r.device_id);
+}
+
+GpuUuid ToUuid(const uint8_t (&bytes)[16]) {
+  GpuUuid uuid;
+  std::copy(std::begin(bytes), std::end(bytes), uuid.begin());
+  return uuid;
+}
+
+}  // namespace
+
+ProcessDeviceMap MapProcessDevices(absl::string_view visible_devices,
+                                   const std::vector<RecordBatch>& batches,
+                                   const HostGpuTable& host) {
+  ProcessDeviceMap map;
+  // The ordinals used, and the device record of each (the first one: they are replayed).
+  std::map<uint32_t, const inject::DeviceRecord*> ordinals;
+  for (const RecordBatch& b : batches) {
+    for (const inject::DeviceRecord& d : b.devices) {
+      const inject::DeviceRecord*& slot = ordinals[d.device_id];
+      if (slot == nullptr) slot = &d;
+    }
+    ForEachDeviceId(b, [&ordinals](uint32_t id) { ordinals.try_emplace(id, nullptr); });
+  }
+  const std::vector<VisibleEntry> visible = ParseVisibleDevices(visible_devices, host);
+  for (const auto& [ordinal, device] : ordinals) {
+    const bool has_uuid = device != nullptr && (device->flags & inject::kDeviceHasUuid) != 0;
+    const bool is_mig = device != nullptr && (device->flags & inject::kDeviceIsMig) != 0;
+    if (has_uuid) {
+      if (std::optional<int> i = host.FindUuid(ToUuid(device->uuid))) {
+        map.host_index[ordinal] = static_cast<uint32_t>(*i);
+        continue;
+      }
+    }
+    const VisibleEntry* entry = ordinal < visible.size() ? &visible[ordinal] : nullptr;
+    if (entry != nullptr && entry->host_index) {
+      map.host_index[ordinal] = *entry->host_index;
+      continue;
+    }
+    const bool from_record = (has_uuid || is_mig) && !host.empty();
+    const bool from_visible = entry != nullptr && entry->is_uuid;
+    if (!from_record && !from_visible) continue;
+    std::string name;  // the device's own UUID, else the process's name for it
+    if (from_record && is_mig) {
+      name = FormatGpuUuid("MIG-", ToUuid(device->mig_uuid));
+    } else if (from_record) {
+      name = FormatGpuUuid("GPU-", ToUuid(device->uuid));
+    } else {
+      name = entry->text;
+    }
+    map.warnings.push_back(absl::StrCat("device ", ordinal, " (UUID ", name,
+                                        ") is not a GPU of this host's table; its plane keeps "
+                                        "the process's ordinal"));
+  }
+  return map;
+}
+
+void ApplyDeviceMap(const ProcessDeviceMap& map, RecordBatch* batch) {
+  if (map.host_index.empty()) return;
+  ForEachDeviceId(*batch, [&map](uint32_t& id) {
+    if (auto it = map.host_index.find(id); it != map.host_index.end()) id = it->second;
+  });
+}
+
+void RemapVisibleDevices(absl::string_view visible_devices, RecordBatch* batch) {
+  std::vector<RecordBatch> one(1);
+  one[0] = *batch;
+  ApplyDeviceMap(MapProcessDevices(visible_devices, one, HostGpuTable()), batch);
 }
 
 CuptiCollector::CuptiCollector(InjectServer* server, CuptiCollectorOptions options,
@@ -82,6 +183,18 @@ absl::Status CuptiCollector::Stop(int64_t wall_ns) {
 void CuptiCollector::Abort() {
   if (server_ != nullptr && token_ != 0) server_->AbortWindow(token_);
   token_ = 0;
+}
+
+const HostGpuTable& CuptiCollector::HostGpus() {
+  if (!host_gpus_ || host_gpus_->empty()) {
+    absl::StatusOr<HostGpuTable> table = ReadHostGpus(options_.nvidia_gpus_dir);
+    if (!table.ok() && !host_gpus_) {
+      spdlog::info("cupti: no host GPU table ({}); devices are placed by CUDA_VISIBLE_DEVICES",
+                   std::string(table.status().message()));
+    }
+    host_gpus_ = table.ok() ? *std::move(table) : HostGpuTable();
+  }
+  return *host_gpus_;
 }
 
 void CuptiCollector::RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns, size_t max,
@@ -129,6 +242,7 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
     for (const std::string& e : r.errors) space->add_errors(absl::StrCat(who, ": ", e));
     int bad = 0;
     uint64_t dropped = r.dropped_records;
+    std::vector<RecordBatch> own;
     for (const std::string& bytes : r.batches) {
       absl::StatusOr<RecordBatch> batch = ParseRecordBatch(bytes);
       if (!batch.ok()) {
@@ -141,8 +255,16 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
       dropped += batch->dropped_records;
       // The process measured GPU - CLOCK_REALTIME; the window is on the agent's clock.
       batch->gpu_minus_wall_ns -= options_.clock_skew_ns;
-      RemapVisibleDevices(r.process.visible_devices, &*batch);
-      batches.push_back(*std::move(batch));
+      own.push_back(*std::move(batch));
+    }
+    if (!own.empty()) {
+      // Device ids: the process's CUDA ordinals -> the host's indices.
+      const ProcessDeviceMap map = MapProcessDevices(r.process.visible_devices, own, HostGpus());
+      for (const std::string& w : map.warnings) space->add_warnings(absl::StrCat(who, ": ", w));
+      for (RecordBatch& b : own) {
+        ApplyDeviceMap(map, &b);
+        batches.push_back(std::move(b));
+      }
     }
     if (bad > 1) space->add_errors(absl::StrCat(who, ": ", bad, " unusable record batches"));
     if (dropped > 0) {

@@ -17,10 +17,13 @@
 //            one XSpace.errors entry "cupti pid <n> (rank <r>): <reason>". Dropped records and
 //            an empty host ("no CUDA process is connected") are XSpace.warnings.
 //   Abort    tells the processes to stop and forgets the window.
-// Devices: CUPTI numbers devices by the process's CUDA ordinals. When the process registered a
-// CUDA_VISIBLE_DEVICES of plain indices ("2,3"), ordinal i becomes the i-th index (so ranks that
-// each see "their" GPU as device 0 land on their own /device:GPU:<n> planes); UUID or MIG lists
-// are left as they are (RemapVisibleDevices).
+// Devices: CUPTI numbers devices by the process's CUDA ordinals; they are moved onto the host's
+// indices (nvidia-smi's, host_gpus.h) so that ranks that each see "their" GPU as device 0 land on
+// their own /device:GPU:<n> planes (MapProcessDevices): by the device UUID the injection library
+// reports when the host's GPU table (read from /proc/driver/nvidia/gpus) knows it, else by the
+// process's CUDA_VISIBLE_DEVICES entry (a plain index, a GPU UUID or unique UUID prefix, a
+// "MIG-GPU-<uuid>/.." naming its parent). A device that cannot be placed keeps its ordinal, with
+// one XSpace.warnings entry per process and device.
 // Step signal: RecentSteps returns the NVTX step ranges the processes report between (and
 // during) captures (InjectServer::RecentSteps), moved onto the agent's clock (CLOCK_REALTIME +
 // clock_skew_ns).
@@ -31,11 +34,14 @@
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/cupti/cupti_xspace.h"
+#include "agent/collectors/cupti/host_gpus.h"
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/cupti/record_batch.h"
 #include "common/clock.h"
@@ -52,11 +58,37 @@ struct CuptiCollectorOptions {
   // How long after the planned end a process stops recording by itself.
   int64_t end_slack_ms = 2'000;
   std::string step_pattern = std::string(kDefaultNvtxStepPattern);
+  // Where the host's GPU table is read from (host_gpus.h): at the first Collect with data, and
+  // again at later ones while it is empty or missing (the driver may load after the agent).
+  std::string nvidia_gpus_dir = kNvidiaGpusProcDir;
 };
 
-// Rewrites the device ids of `batch` from the process's CUDA ordinals to the host's device
-// indices, when `visible_devices` (its CUDA_VISIBLE_DEVICES) is a comma-separated list of
-// non-negative integers; otherwise (empty, UUIDs, MIG) leaves it. Ordinals past the list stay.
+// How one process's CUDA ordinals map onto the host's device indices.
+struct ProcessDeviceMap {
+  absl::flat_hash_map<uint32_t, uint32_t> host_index;  // ordinal -> host index; others stay
+  // One per device that could not be placed, e.g. "device 0 (UUID MIG-...) is not a GPU of this
+  // host's table; its plane keeps the process's ordinal".
+  std::vector<std::string> warnings;
+};
+
+// Maps the ordinals used in one process's `batches`. Per ordinal, first match wins:
+//   1. its DeviceRecord's UUID, when `host` knows it (a MIG instance whose record carries its
+//      parent GPU's UUID lands on that GPU's plane);
+//   2. the ordinal-th entry of `visible_devices` (the process's CUDA_VISIBLE_DEVICES): a plain
+//      index; "GPU-<uuid>" or a unique prefix of one that `host` knows; "MIG-GPU-<uuid>/<gi>/<ci>"
+//      (the pre-R470 form naming the parent GPU) that `host` knows. A list holding anything else
+//      (garbage, empty or negative entries) is not used at all;
+//   3. none: the ordinal stays. A warning is added when something suggested it should move: its
+//      DeviceRecord names a UUID (or MIG instance) and `host` is not empty, or its
+//      CUDA_VISIBLE_DEVICES entry is a UUID ("GPU-..." or "MIG-...").
+ProcessDeviceMap MapProcessDevices(absl::string_view visible_devices,
+                                   const std::vector<RecordBatch>& batches,
+                                   const HostGpuTable& host);
+
+// Rewrites every device id of `batch` through `map` (ids it does not name stay).
+void ApplyDeviceMap(const ProcessDeviceMap& map, RecordBatch* batch);
+
+// MapProcessDevices with no host table, applied: only plain index lists are used.
 void RemapVisibleDevices(absl::string_view visible_devices, RecordBatch* batch);
 
 class CuptiCollector final : public Collector {
@@ -75,6 +107,9 @@ class CuptiCollector final : public Collector {
   bool HasStepSignal() const override { return true; }
 
  private:
+  // host_gpus_, read now if not yet (or empty).
+  const HostGpuTable& HostGpus();
+
   InjectServer* const server_;
   const CuptiCollectorOptions options_;
   const Clock* const clock_;
@@ -83,6 +118,9 @@ class CuptiCollector final : public Collector {
   int64_t stop_ns_ = 0;
   bool running_ = false;
   bool stopped_ = false;
+  // The host's GPUs (options_.nvidia_gpus_dir), read by Collect (lifecycle calls come one at a
+  // time, so no lock); nullopt until read, re-read while empty.
+  std::optional<HostGpuTable> host_gpus_;
 };
 
 }  // namespace profctl::agent::cupti

@@ -2,11 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "agent/collectors/cupti/inject_test_util.h"
 #include "common/xspace.h"
 #include "tests/fake_clock.h"
@@ -46,8 +52,10 @@ class CuptiCollectorTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
   }
-  std::unique_ptr<CuptiCollector> MakeCollector(int64_t skew_ns = 0) {
+  // `gpus_dir`: the host's GPU table (host_gpus.h); by default one that does not exist.
+  std::unique_ptr<CuptiCollector> MakeCollector(int64_t skew_ns = 0, std::string gpus_dir = "") {
     CuptiCollectorOptions options;
+    options.nvidia_gpus_dir = gpus_dir.empty() ? dir_.path() + "/no-nvidia-driver" : gpus_dir;
     options.hostname = "gpu-host";
     options.clock_skew_ns = skew_ns;
     options.flush_timeout_ms = 10'000;
@@ -173,6 +181,208 @@ TEST(RemapVisibleDevicesTest, OnlyPlainIndexListsAreMapped) {
     RemapVisibleDevices(kept, &b);
     EXPECT_EQ(b.kernels[0].device_id, 0u) << kept;
   }
+}
+
+// Four GPUs as /proc/driver/nvidia/gpus shows them, written out of PCI bus order.
+constexpr char kUuid0[] = "GPU-11111111-2222-3333-4444-555555555555";
+constexpr char kUuid1[] = "GPU-5f1c1234-89ab-cdef-0123-456789abcdef";
+constexpr char kUuid2[] = "GPU-5f1d0000-0000-0000-0000-000000000002";
+constexpr char kUuid3[] = "GPU-a0b1c2d3-e4f5-0617-2839-4a5b6c7d8e9f";
+constexpr char kUnknownUuid[] = "GPU-deadbeef-0000-0000-0000-000000000000";
+constexpr char kMigUuid[] = "MIG-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9";
+
+std::string WriteFakeGpus(const std::string& root) {
+  const std::string gpus = root + "/proc/driver/nvidia/gpus";
+  const std::pair<const char*, const char*> table[] = {{"0000:b1:00.0", kUuid3},
+                                                       {"0000:1a:00.0", kUuid0},
+                                                       {"0000:86:00.0", kUuid2},
+                                                       {"0000:3b:00.0", kUuid1}};
+  for (const auto& [bus, uuid] : table) {
+    const std::string dir = gpus + "/" + bus;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/information")
+        << "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 77\nGPU UUID: \t " << uuid
+        << "\nBus Location: \t " << bus << "\nDevice Minor: \t 0\n";
+  }
+  return gpus;
+}
+
+inject::DeviceRecord Device(uint32_t ordinal, const char* uuid, const char* mig_uuid = nullptr) {
+  inject::DeviceRecord d;
+  d.device_id = ordinal;
+  d.sm_count = 132;
+  if (uuid != nullptr) {
+    const GpuUuid u = *ParseGpuUuid(uuid);
+    std::copy(u.begin(), u.end(), d.uuid);
+    d.flags |= inject::kDeviceHasUuid;
+  }
+  if (mig_uuid != nullptr) {
+    const GpuUuid u = *ParseGpuUuid(absl::string_view(mig_uuid).substr(4));
+    std::copy(u.begin(), u.end(), d.mig_uuid);
+    d.flags |= inject::kDeviceIsMig;
+  }
+  return d;
+}
+
+// A batch of process `pid`: a kernel on `ordinal` at [t, t + 100), and `device` if given.
+std::vector<uint8_t> DeviceBatch(uint32_t pid, uint32_t ordinal, uint64_t t,
+                                 const inject::DeviceRecord* device) {
+  inject::RecordBatchWriter writer(1 << 20);
+  if (device != nullptr) writer.Add(*device);
+  inject::KernelRecord k;
+  k.start_ns = t;
+  k.end_ns = t + 100;
+  k.device_id = ordinal;
+  k.stream_id = 7;
+  k.name = writer.Intern("matmul_kernel");
+  writer.Add(k);
+  return writer.Finish(pid, 0, 0);
+}
+
+RecordBatch ParsedBatch(uint32_t ordinal, std::optional<inject::DeviceRecord> device) {
+  RecordBatch b;
+  b.kernels.resize(1);
+  b.kernels[0].device_id = ordinal;
+  if (device) b.devices.push_back(*device);
+  return b;
+}
+
+TEST_F(CuptiCollectorTest, RanksPlacedByTheirDevicesUuids) {
+  const std::string gpus = WriteFakeGpus(dir_.path());
+  auto collector = MakeCollector(0, gpus);
+  // Both see their GPU as ordinal 0. The first's CUDA_VISIBLE_DEVICES is a UUID (the device
+  // plugin's), the second's a plain index that disagrees with its UUID: the UUID wins.
+  auto a = std::make_unique<FakeProcess>(server_->socket_path());
+  a->Register(1, 0, kUuid2);
+  auto b = std::make_unique<FakeProcess>(server_->socket_path());
+  b->Register(2, 1, "3");
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  const int64_t w = clock_.WallNs();
+  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+  const uint64_t token = a->ExpectEnable().token;
+  b->ExpectEnable();
+  a->SendStatus(token, StatusCode::kEnabled);
+  b->SendStatus(token, StatusCode::kEnabled);
+  ASSERT_TRUE(collector->Start(w).ok());
+  ASSERT_TRUE(collector->Stop(w + kSec).ok());
+  const auto t = static_cast<uint64_t>(w + kSec / 2);
+  const inject::DeviceRecord da = Device(0, kUuid2), db = Device(0, kUuid1);
+  // The device record in the first batch maps the kernels of later ones too.
+  a->AnswerDisableAndFlush(token, {DeviceBatch(1, 0, t, &da), DeviceBatch(1, 0, t + 200, nullptr)});
+  b->AnswerDisableAndFlush(token, {DeviceBatch(2, 0, t, &db)});
+  XSpace space;
+  ASSERT_TRUE(collector->Collect(&space).ok());
+  EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr) << space.DebugString();
+  EXPECT_EQ(FindPlane(space, "/device:GPU:3"), nullptr);
+  const XPlane* p1 = FindPlane(space, "/device:GPU:1");
+  const XPlane* p2 = FindPlane(space, "/device:GPU:2");
+  ASSERT_NE(p1, nullptr);
+  ASSERT_NE(p2, nullptr);
+  ASSERT_EQ(p2->lines_size(), 1);
+  EXPECT_EQ(p2->lines(0).events_size(), 2);
+  EXPECT_EQ(p1->lines(0).events_size(), 1);
+  EXPECT_TRUE(space.warnings().empty()) << space.DebugString();
+  EXPECT_TRUE(space.errors().empty()) << space.DebugString();
+}
+
+TEST_F(CuptiCollectorTest, MigDeviceKeepsItsOrdinalWithOneWarning) {
+  const std::string gpus = WriteFakeGpus(dir_.path());
+  auto collector = MakeCollector(0, gpus);
+  auto a = std::make_unique<FakeProcess>(server_->socket_path());
+  a->Register(5, 0, kMigUuid);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  const int64_t w = clock_.WallNs();
+  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+  const uint64_t token = a->ExpectEnable().token;
+  a->SendStatus(token, StatusCode::kEnabled);
+  ASSERT_TRUE(collector->Start(w).ok());
+  ASSERT_TRUE(collector->Stop(w + kSec).ok());
+  const auto t = static_cast<uint64_t>(w + kSec / 2);
+  // CUPTI gave a UUID this host's table does not hold (the instance's, not its parent's).
+  const inject::DeviceRecord d = Device(0, kUnknownUuid, kMigUuid);
+  a->AnswerDisableAndFlush(token, {DeviceBatch(5, 0, t, &d), DeviceBatch(5, 0, t + 200, &d)});
+  XSpace space;
+  ASSERT_TRUE(collector->Collect(&space).ok());
+  EXPECT_NE(FindPlane(space, "/device:GPU:0"), nullptr);
+  ASSERT_EQ(space.warnings_size(), 1) << space.DebugString();
+  EXPECT_EQ(space.warnings(0),
+            absl::StrCat("cupti pid 5 (rank 0): device 0 (UUID ", kMigUuid,
+                         ") is not a GPU of this host's table; its plane keeps the process's "
+                         "ordinal"));
+}
+
+TEST(MapProcessDevicesTest, UuidsFirstThenVisibleDevices) {
+  TempDir dir;
+  absl::StatusOr<HostGpuTable> host = ReadHostGpus(WriteFakeGpus(dir.path()));
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_EQ(host->gpus().size(), 4u);
+  {  // UUIDs of two ordinals; the visible list is ignored for them.
+    const std::vector<RecordBatch> batches = {ParsedBatch(0, Device(0, kUuid3)),
+                                              ParsedBatch(1, Device(1, kUuid0))};
+    const ProcessDeviceMap m = MapProcessDevices("1,2", batches, *host);
+    EXPECT_EQ(m.host_index.at(0), 3u);
+    EXPECT_EQ(m.host_index.at(1), 0u);
+    EXPECT_TRUE(m.warnings.empty());
+  }
+  {  // An old library (no UUIDs): the visible list, as UUIDs, a unique prefix, an index, and the
+     // old MIG form naming its parent GPU.
+    std::vector<RecordBatch> batches;
+    for (uint32_t i = 0; i < 4; ++i) batches.push_back(ParsedBatch(i, Device(i, nullptr)));
+    const ProcessDeviceMap m = MapProcessDevices(
+        absl::StrCat(kUuid1, ", gpu-A0B1,0,MIG-", kUuid2, "/1/0"), batches, *host);
+    EXPECT_EQ(m.host_index.at(0), 1u);
+    EXPECT_EQ(m.host_index.at(1), 3u);
+    EXPECT_EQ(m.host_index.at(2), 0u);
+    EXPECT_EQ(m.host_index.at(3), 2u);
+    EXPECT_TRUE(m.warnings.empty());
+    RecordBatch b = batches[1];
+    ApplyDeviceMap(m, &b);
+    EXPECT_EQ(b.kernels[0].device_id, 3u);
+    EXPECT_EQ(b.devices[0].device_id, 3u);
+  }
+  {  // A UUID the table does not know falls back to the visible list, then keeps the ordinal.
+    const std::vector<RecordBatch> batches = {ParsedBatch(0, Device(0, kUnknownUuid)),
+                                              ParsedBatch(1, Device(1, kUnknownUuid))};
+    const ProcessDeviceMap m = MapProcessDevices("2", batches, *host);
+    EXPECT_EQ(m.host_index.at(0), 2u);
+    EXPECT_FALSE(m.host_index.contains(1));
+    ASSERT_EQ(m.warnings.size(), 1u);
+    EXPECT_EQ(m.warnings[0], absl::StrCat("device 1 (UUID ", kUnknownUuid,
+                                          ") is not a GPU of this host's table; its plane "
+                                          "keeps the process's ordinal"));
+  }
+  {  // An ambiguous prefix and an unknown MIG instance: kept, named as the process named them.
+    const std::vector<RecordBatch> batches = {ParsedBatch(0, std::nullopt),
+                                              ParsedBatch(1, std::nullopt)};
+    const ProcessDeviceMap m =
+        MapProcessDevices(absl::StrCat("GPU-5f1,", kMigUuid), batches, *host);
+    EXPECT_TRUE(m.host_index.empty());
+    ASSERT_EQ(m.warnings.size(), 2u);
+    EXPECT_TRUE(absl::StrContains(m.warnings[0], "device 0 (UUID GPU-5f1)"));
+    EXPECT_TRUE(absl::StrContains(m.warnings[1], absl::StrCat("device 1 (UUID ", kMigUuid, ")")));
+  }
+  {  // A garbage list is not used at all.
+    const std::vector<RecordBatch> batches = {ParsedBatch(0, std::nullopt)};
+    EXPECT_TRUE(
+        MapProcessDevices(absl::StrCat("2,", kUuid1, ",x"), batches, *host).host_index.empty());
+  }
+}
+
+TEST(MapProcessDevicesTest, NoHostTable) {
+  // Without /proc (a container without the driver's files): UUIDs cannot be placed; plain
+  // indices still are, and only UUIDs the process itself named warn.
+  const HostGpuTable none;
+  const std::vector<RecordBatch> batches = {ParsedBatch(0, Device(0, kUuid1)),
+                                            ParsedBatch(1, Device(1, kUuid2))};
+  ProcessDeviceMap m = MapProcessDevices("", batches, none);
+  EXPECT_TRUE(m.host_index.empty());
+  EXPECT_TRUE(m.warnings.empty());
+  m = MapProcessDevices("4,6", batches, none);
+  EXPECT_EQ(m.host_index.at(0), 4u);
+  EXPECT_EQ(m.host_index.at(1), 6u);
+  m = MapProcessDevices(absl::StrCat(kUuid1, ",", kUuid2), batches, none);
+  EXPECT_TRUE(m.host_index.empty());
+  EXPECT_EQ(m.warnings.size(), 2u);
 }
 
 TEST_F(CuptiCollectorTest, NoProcessIsAWarningNotAFailure) {

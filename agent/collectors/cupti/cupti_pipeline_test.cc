@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/collectors/cupti/cupti_xspace.h"
+#include "agent/collectors/cupti/host_gpus.h"
 #include "agent/collectors/cupti/record_batch.h"
 #include "common/xspace.h"
 #include "coordinator/analysis/xspace_reader.h"
@@ -115,6 +116,12 @@ void FillBuffers(Buffer& one, Buffer& two) {
   d.maxBlocksPerMultiprocessor = 32;
   d.maxRegistersPerMultiprocessor = 65536;
   d.maxSharedMemoryPerMultiprocessor = 233472;
+  // GPU-5f1c1234-89ab-cdef-0123-456789abcdef; not a MIG instance.
+  const unsigned char uuid[16] = {0x5f, 0x1c, 0x12, 0x34, 0x89, 0xab, 0xcd, 0xef,
+                                  0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
+  std::memcpy(d.uuid.bytes, uuid, sizeof(uuid));
+  d.isMigEnabled = 0;
+  d.gpuInstanceId = d.computeInstanceId = UINT32_MAX;
 
   Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_START, 1, 100, "train_step 1");
   Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 1, 200, 210);
@@ -244,6 +251,33 @@ TEST(CuptiRecordsTest, StepMarkersFeedTheStepSignalAcrossBuffers) {
   EXPECT_EQ(steps.open(), 0u);
 }
 
+TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
+  Buffer b;
+  auto& d = b.Add<CUpti_ActivityDevice5>();
+  d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  d.id = 1;
+  d.name = "NVIDIA A100-SXM4-80GB MIG 1g.10gb";
+  for (int i = 0; i < 16; ++i) {
+    d.uuid.bytes[i] = static_cast<char>(0x10 + i);
+    d.migUuid.bytes[i] = static_cast<char>(0xA0 + i);
+  }
+  d.isMigEnabled = 1;
+  RecordBatchWriter writer(1 << 20);
+  CuptiRecordConverter converter(&writer);
+  converter.AddBuffer(b.data(), b.size());
+  absl::StatusOr<agent::cupti::RecordBatch> batch =
+      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_THAT(batch->devices, SizeIs(1));
+  const DeviceRecord& r = batch->devices[0];
+  EXPECT_EQ(r.device_id, 1u);
+  EXPECT_EQ(r.flags, inject::kDeviceHasUuid | inject::kDeviceIsMig);
+  EXPECT_EQ(r.uuid[0], 0x10);
+  EXPECT_EQ(r.uuid[15], 0x1F);
+  EXPECT_EQ(r.mig_uuid[0], 0xA0);
+  EXPECT_EQ(r.mig_uuid[15], 0xAF);
+}
+
 TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   Buffer one, two;
   FillBuffers(one, two);
@@ -305,6 +339,10 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   ASSERT_THAT(first->devices, SizeIs(1));
   EXPECT_EQ(first->devices[0].memory_bandwidth, 3'352'320'000'000u);
   EXPECT_EQ(first->String(first->devices[0].name), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(first->devices[0].flags, inject::kDeviceHasUuid);
+  agent::cupti::GpuUuid uuid;
+  std::copy(std::begin(first->devices[0].uuid), std::end(first->devices[0].uuid), uuid.begin());
+  EXPECT_EQ(agent::cupti::FormatGpuUuid("GPU-", uuid), "GPU-5f1c1234-89ab-cdef-0123-456789abcdef");
   ASSERT_THAT(second->ranges, SizeIs(1));
   EXPECT_EQ(second->String(second->ranges[0].name), "train_step 2");  // named in batch two
   EXPECT_EQ(second->gpu_minus_wall_ns, kOffset);

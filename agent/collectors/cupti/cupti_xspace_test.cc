@@ -443,7 +443,7 @@ TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
 }
 
 TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
-  for (const char* seed : {"empty.bin", "small.bin"}) {
+  for (const char* seed : {"empty.bin", "small.bin", "old_device.bin"}) {
     std::ifstream in(std::string(PROFCTL_FUZZ_CORPUS_DIR) + "/cupti_record_batch/" + seed,
                      std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -465,6 +465,15 @@ TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
       EXPECT_EQ(stats->synchronizations, 1);
       EXPECT_EQ(stats->dropped_records, 2u);
       EXPECT_EQ(b->String(b->kernels[0].name), "square(float*, int)");
+      ASSERT_EQ(b->devices.size(), 1u);
+      EXPECT_EQ(b->devices[0].flags, inject::kDeviceHasUuid);
+      EXPECT_EQ(b->devices[0].uuid[0], 0x5f);
+    }
+    if (std::string(seed) == "old_device.bin") {  // an older library's DeviceRecord
+      EXPECT_EQ(stats->kernels, 1);
+      ASSERT_EQ(b->devices.size(), 1u);
+      EXPECT_EQ(b->devices[0].sm_count, 132u);
+      EXPECT_EQ(b->devices[0].flags, 0u);
     }
   }
 }

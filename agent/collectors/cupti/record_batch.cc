@@ -28,6 +28,15 @@ T LoadRecord(const char* p) {
   return Load<T>(p);
 }
 
+// Reads a record of type T that grew within the version from `[p, p + size)`: an older writer's
+// shorter record (size >= the caller's minimum) leaves the fields it lacks at their defaults.
+template <typename T>
+T LoadRecordPrefix(const char* p, size_t size) {
+  T v;
+  std::memcpy(&v, p, size < sizeof(T) ? size : sizeof(T));
+  return v;
+}
+
 absl::Status CheckString(const RecordBatch& b, uint32_t index, absl::string_view field,
                          size_t offset) {
   if (index == inject::kNoString || index < b.strings.size()) return absl::OkStatus();
@@ -173,8 +182,10 @@ absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
         break;
       }
       case RecordKind::kDevice: {
-        if (absl::Status s = need(sizeof(inject::DeviceRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::DeviceRecord>(p);
+        // UUIDs were added within version 1: an older library's record is their prefix.
+        if (absl::Status s = need(inject::kDeviceRecordMinSize); !s.ok()) return s;
+        // (`flags` is its last field but one, so a cut record reads as "no UUID".)
+        const auto r = LoadRecordPrefix<inject::DeviceRecord>(p, rh.size);
         if (absl::Status s = CheckString(b, r.name, "device name", at); !s.ok()) return s;
         b.devices.push_back(r);
         break;

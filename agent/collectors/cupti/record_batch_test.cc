@@ -302,5 +302,52 @@ TEST(RecordBatchTest, SkipsUnknownKindsAndReadsLongerRecords) {
   EXPECT_EQ(b->unknown_records, 1);
 }
 
+TEST(RecordBatchTest, DeviceRecordsWithAndWithoutUuids) {
+  inject::DeviceRecord d;
+  d.device_id = 1;
+  d.sm_count = 132;
+  for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<uint8_t>(0xA0 + i);
+  d.flags = inject::kDeviceHasUuid;
+  absl::StatusOr<RecordBatch> full = ParseRecordBatch(OneRecordBatch(&d, sizeof(d)));
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_THAT(full->devices, SizeIs(1));
+  EXPECT_EQ(full->devices[0].flags, inject::kDeviceHasUuid);
+  EXPECT_EQ(full->devices[0].uuid[15], 0xAF);
+  EXPECT_EQ(full->devices[0].sm_count, 132u);
+
+  // An older library's record: the 64-byte prefix, no UUID.
+  inject::DeviceRecord old = d;
+  old.header.size = inject::kDeviceRecordMinSize;
+  absl::StatusOr<RecordBatch> b =
+      ParseRecordBatch(OneRecordBatch(&old, inject::kDeviceRecordMinSize));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b->devices, SizeIs(1));
+  EXPECT_EQ(b->devices[0].device_id, 1u);
+  EXPECT_EQ(b->devices[0].sm_count, 132u);
+  EXPECT_EQ(b->devices[0].flags, 0u);
+  EXPECT_EQ(b->devices[0].uuid[0], 0);
+  EXPECT_EQ(b->devices[0].header.size, inject::kDeviceRecordMinSize);
+  // Cut inside the UUIDs: what is there is read, flags are absent.
+  old.header.size = 72;
+  b = ParseRecordBatch(OneRecordBatch(&old, 72));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->devices[0].flags, 0u);
+  // Shorter than the first version is refused.
+  old.header.size = 56;
+  EXPECT_THAT(ParseRecordBatch(OneRecordBatch(&old, 56)).status().message(),
+              HasSubstr("record kind 7 of 56 bytes, needs 64"));
+  // A newer, longer record: its prefix.
+  struct Grown {
+    inject::DeviceRecord d;
+    uint64_t extra = 0;
+  } grown;
+  grown.d = d;
+  grown.d.header.size = sizeof(Grown);
+  b = ParseRecordBatch(OneRecordBatch(&grown, sizeof(grown)));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->devices[0].flags, inject::kDeviceHasUuid);
+  EXPECT_EQ(b->devices[0].uuid[0], 0xA0);
+}
+
 }  // namespace
 }  // namespace profctl::agent::cupti
