@@ -36,7 +36,7 @@ const std::vector<CollectorFactory>& CollectorFactories() {
       {"synthetic",
        [](const EndpointPlan& plan, const Clock* /*clock*/,
           const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
-         return std::make_unique<SyntheticCollector>(plan.synthetic);
+         return std::make_unique<SyntheticCollector>(plan.synthetic, plan.synthetic_memo);
        }},
       {"tsl",
        [](const EndpointPlan& plan, const Clock* clock,
@@ -92,6 +92,7 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
   }
   std::vector<EndpointPlan> plans;
   plans.reserve(static_cast<size_t>(n));
+  const auto memo = synthetic ? std::make_shared<SyntheticStepMemo>(job) : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     EndpointPlan plan;
     if (n == 1) {
@@ -106,6 +107,7 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
     plan.synthetic = job;
     plan.synthetic.rank = job.rank + i;
     plan.synthetic.clock_skew_ns = plan.clock_skew_ns;
+    plan.synthetic_memo = memo;
     plan.tsl.servers = options.tsl_local;
     plan.tsl.grace_ms = options.tsl_grace_ms;
     // The framework servers read the host's real clock; this endpoint's is skewed from it.

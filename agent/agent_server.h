@@ -57,7 +57,9 @@ struct EndpointPlan {
   std::string name;  // may be empty: a single endpoint without --name
   int64_t clock_skew_ns = 0;
   SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
-  TslCollectorOptions tsl;       // --tsl-local servers, with clock_skew_ns of this endpoint
+  // One for every endpoint of the process: their ranks are one job (SyntheticStepMemo).
+  std::shared_ptr<SyntheticStepMemo> synthetic_memo;
+  TslCollectorOptions tsl;  // --tsl-local servers, with clock_skew_ns of this endpoint
 };
 
 // Plans every endpoint of `options` (as validated by ParseAgentOptions). INVALID_ARGUMENT names

@@ -75,6 +75,10 @@ TEST(PlanEndpointsTest, EndpointsAreConsecutiveRanksWithTheirOwnNamesAndSkews) {
     EXPECT_EQ(p.synthetic.step_ms, 50);
     EXPECT_EQ(p.clock_skew_ns, (10 + EndpointSkewMs(i, 20)) * kNanosPerMilli);
     EXPECT_EQ(p.synthetic.clock_skew_ns, p.clock_skew_ns);
+    // One job: every endpoint shares the memo of its all-reduce ends, and would use it.
+    ASSERT_NE(p.synthetic_memo, nullptr);
+    EXPECT_EQ(p.synthetic_memo, (*plans)[0].synthetic_memo);
+    EXPECT_TRUE(SameSyntheticJob(p.synthetic_memo->job(), p.synthetic));
   }
   o.name = "";
   o.synthetic = "world=64";

@@ -4,6 +4,9 @@
 #ifndef PROFCTL_AGENT_COLLECTORS_SYNTHETIC_COLLECTOR_H_
 #define PROFCTL_AGENT_COLLECTORS_SYNTHETIC_COLLECTOR_H_
 
+#include <memory>
+#include <utility>
+
 #include "agent/collectors/collector.h"
 #include "agent/collectors/synthetic_job.h"
 
@@ -12,7 +15,10 @@ namespace profctl::agent {
 class SyntheticCollector final : public Collector {
  public:
   // `config.clock_skew_ns` must be the agent clock's skew, so that true time = agent time - skew.
-  explicit SyntheticCollector(const SyntheticJobConfig& config) : job_(config) {}
+  // `memo`: shared with the other ranks of the job this process serves (SyntheticJob).
+  explicit SyntheticCollector(const SyntheticJobConfig& config,
+                              std::shared_ptr<SyntheticStepMemo> memo = nullptr)
+      : job_(config, std::move(memo)) {}
 
   absl::string_view name() const override { return "synthetic"; }
   absl::Status Prepare(const CaptureOptions& options) override;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -336,7 +337,38 @@ int64_t PeriodOf(const SyntheticJobConfig& c, int64_t input, int64_t h2d, int64_
 
 }  // namespace
 
-SyntheticJob::SyntheticJob(const SyntheticJobConfig& config) : config_(config) {
+bool SameSyntheticJob(const SyntheticJobConfig& a, const SyntheticJobConfig& b) {
+  SyntheticJobConfig x = a, y = b;
+  x.rank = y.rank = 0;
+  x.clock_skew_ns = y.clock_skew_ns = 0;
+  return x == y;
+}
+
+int64_t SyntheticStepMemo::Get(int64_t k, absl::FunctionRef<int64_t()> compute) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = slowest_.find(k); it != slowest_.end()) return it->second;
+  }
+  // Outside the lock: another thread may compute the same step meanwhile, to the same value.
+  const int64_t value = compute();
+  absl::MutexLock lock(&mu_);
+  ++computed_;
+  if (slowest_.size() >= kMaxSteps) slowest_.clear();
+  slowest_.emplace(k, value);
+  return value;
+}
+
+int64_t SyntheticStepMemo::computed() const {
+  absl::MutexLock lock(&mu_);
+  return computed_;
+}
+
+SyntheticJob::SyntheticJob(const SyntheticJobConfig& config,
+                           std::shared_ptr<SyntheticStepMemo> memo)
+    : config_(config), memo_(std::move(memo)) {
+  if (memo_ == nullptr || !SameSyntheticJob(memo_->job(), config_)) {
+    memo_ = std::make_shared<SyntheticStepMemo>(config_);
+  }
   double weight_sum = 0;
   for (int64_t i = 0; i < config_.kernels_per_step; ++i) {
     kernel_weights_.push_back(0.5 + Uniform(config_.seed, kDrawWeight, i));
@@ -426,11 +458,14 @@ int64_t SyntheticJob::ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* pl
 
 StepPlan SyntheticJob::Plan(int64_t k, int64_t rank, int64_t gpu) const {
   // The all-reduce ends when the slowest (rank, gpu) of the whole job is ready, plus its time.
-  int64_t slowest = 0;
-  for (int64_t r = 0; r < config_.world; ++r) {
-    for (int64_t g = 0; g < config_.gpus; ++g)
-      slowest = std::max(slowest, ReadyNs(k, r, g, nullptr));
-  }
+  const int64_t slowest = memo_->Get(k, [&] {
+    int64_t latest = 0;
+    for (int64_t r = 0; r < config_.world; ++r) {
+      for (int64_t g = 0; g < config_.gpus; ++g)
+        latest = std::max(latest, ReadyNs(k, r, g, nullptr));
+    }
+    return latest;
+  });
   const Durations d = Durations::Of(ConfigOf(k));
   StepPlan plan;
   plan.index = k;

@@ -10,11 +10,16 @@
 #define PROFCTL_AGENT_COLLECTORS_SYNTHETIC_JOB_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::agent {
@@ -46,7 +51,12 @@ struct SyntheticJobConfig {
   double slowdown_factor = 1.0;
   // Not a knob: the agent's injected clock skew. Events are stamped true_time + clock_skew_ns.
   int64_t clock_skew_ns = 0;
+
+  bool operator==(const SyntheticJobConfig&) const = default;
 };
+
+// Whether `a` and `b` are ranks of one job: every knob but rank and clock_skew_ns equal.
+bool SameSyntheticJob(const SyntheticJobConfig& a, const SyntheticJobConfig& b);
 
 // Parses "key=value,key=value" on top of `base`. Unknown keys, bad numbers and out-of-range
 // values are errors naming the key and value.
@@ -75,10 +85,37 @@ struct StepPlan {
   int64_t allreduce_end_ns = 0;
 };
 
+// When the last (rank, GPU) of a job is ready for step k's all-reduce: the same for every rank,
+// and O(world x gpus) to compute, which an agent serving many ranks (--endpoints) would
+// otherwise pay for every rank and GPU of every step: O(world^2) per capture of the pod. Ranks of
+// one job in one process share one memo (PlanEndpoints); a job without one keeps its own.
+// Thread-safe; holds at most kMaxSteps steps (emptied when full).
+class SyntheticStepMemo {
+ public:
+  static constexpr size_t kMaxSteps = 1 << 14;
+
+  explicit SyntheticStepMemo(const SyntheticJobConfig& job) : job_(job) {}
+  // The job the memo answers for (rank and clock_skew_ns are not part of it).
+  const SyntheticJobConfig& job() const { return job_; }
+  // The memoized value of step k, computed by `compute` (outside the lock) the first time.
+  int64_t Get(int64_t k, absl::FunctionRef<int64_t()> compute);
+  // How many times `compute` ran (tests).
+  int64_t computed() const;
+
+ private:
+  const SyntheticJobConfig job_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int64_t, int64_t> slowest_ ABSL_GUARDED_BY(mu_);
+  int64_t computed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class SyntheticJob {
  public:
-  // `config` must be valid (ValidateSyntheticJobConfig).
-  explicit SyntheticJob(const SyntheticJobConfig& config);
+  // `config` must be valid (ValidateSyntheticJobConfig). `memo`, if given, is shared with the
+  // other ranks of the same job (SameSyntheticJob with memo->job()); one of another job is not
+  // used.
+  explicit SyntheticJob(const SyntheticJobConfig& config,
+                        std::shared_ptr<SyntheticStepMemo> memo = nullptr);
 
   const SyntheticJobConfig& config() const { return config_; }
   // The healthy period (before any slowdown).
@@ -123,7 +160,8 @@ class SyntheticJob {
   int64_t slow_period_ns_ = 0;
   int64_t slow_from_step_ = 0;  // the first slow step (INT64_MAX: none)
   int64_t phase_ns_ = 0;
-  std::vector<double> kernel_weights_;  // sums to 1
+  std::vector<double> kernel_weights_;       // sums to 1
+  std::shared_ptr<SyntheticStepMemo> memo_;  // never null
 };
 
 }  // namespace profctl::agent

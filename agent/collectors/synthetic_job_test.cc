@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "agent/collectors/synthetic_collector.h"
@@ -67,6 +68,39 @@ TEST(SyntheticJobTest, EveryRankDerivesTheSameSchedule) {
   for (int r = 0; r < 4; ++r) {
     for (int g = 0; g < 2; ++g) EXPECT_EQ(ranks[r].Plan(k, r, g).allreduce_end_ns, end);
   }
+}
+
+TEST(SyntheticJobTest, RanksSharingAMemoComputeEachStepOnceAndAgreeWithOwnMemos) {
+  // An agent serving many ranks (--endpoints) shares one memo: the job-wide all-reduce end of a
+  // step is computed once, not once per rank and GPU (O(world^2) per pod capture).
+  auto memo = std::make_shared<SyntheticStepMemo>(Job(0));
+  std::vector<SyntheticJob> shared, own;
+  for (int r = 0; r < 4; ++r) {
+    SyntheticJobConfig c = Job(r);
+    c.clock_skew_ns = r * kNanosPerMilli;  // not part of the job: still shares
+    shared.emplace_back(c, memo);
+    own.emplace_back(c);
+  }
+  const int64_t k0 = shared[0].StepIndexAt(kT0);
+  for (int64_t k = k0; k < k0 + 5; ++k) {
+    for (int r = 0; r < 4; ++r) {
+      for (int g = 0; g < 2; ++g) {
+        EXPECT_EQ(shared[r].Plan(k, r, g).allreduce_end_ns, own[r].Plan(k, r, g).allreduce_end_ns)
+            << "step " << k << " rank " << r << " gpu " << g;
+      }
+    }
+  }
+  EXPECT_EQ(memo->computed(), 5);  // 5 steps, not 5 x 4 ranks x 2 GPUs
+
+  // A memo of another job (a different seed) is not used: its answers would be wrong here.
+  SyntheticJobConfig other = Job(1);
+  other.seed += 1;
+  const SyntheticJob stranger(other, memo);
+  EXPECT_EQ(stranger.Plan(k0, 1, 0).allreduce_end_ns,
+            SyntheticJob(other).Plan(k0, 1, 0).allreduce_end_ns);
+  EXPECT_EQ(memo->computed(), 5);
+  EXPECT_FALSE(SameSyntheticJob(Job(0), other));
+  EXPECT_TRUE(SameSyntheticJob(Job(0), Job(3)));
 }
 
 TEST(SyntheticJobTest, StragglerIsLastReadyAndOthersWaitInsideTheAllReduce) {
