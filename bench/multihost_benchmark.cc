@@ -116,6 +116,20 @@ double Percentile(std::vector<double> v, double p) {
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
+// CPU time (user + system) process `pid` has used so far, in ms (/proc/<pid>/stat fields 14 and
+// 15, after the parenthesized command name); 0 if it cannot be read.
+double ProcessCpuMs(pid_t pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat")).value_or("");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  const std::vector<std::string> f = absl::StrSplit(stat.substr(close + 2), ' ');
+  int64_t utime = 0, stime = 0;  // fields 14 and 15 are f[11] and f[12] after the name
+  if (f.size() < 13 || !absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) * 1e3 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 struct CaptureRun {
   int exit_code = -1;
   int64_t wall_ns = 0;
@@ -320,6 +334,8 @@ struct ScaleResult {
   double prepare_ms = 0, budget_ms = 0, lead_ms = 0, after_window_ms = 0;
   double peak_rss_mib = 0;
   double cpu_ms_per_host = 0;
+  double agents_cpu_ms = 0;               // every agent process, during the profctl run
+  double collect_ms = 0, outputs_ms = 0;  // session.json: after the window
   double start_p50_ms = 0, start_p99_ms = 0, spread_ms = 0;
   double agent_late_p50_ms = 0, agent_late_p99_ms = 0;  // agent_start - requested, its clock
   int ok = 0, healthy = 0, exit_code = -1;
@@ -408,10 +424,18 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
     }
 
     out.load_before = LoadAverage();
+    const size_t agent_processes = static_cast<size_t>((served + per_process - 1) / per_process);
+    auto agents_cpu_ms = [&] {
+      double sum = 0;
+      for (size_t p = 0; p < agent_processes; ++p) sum += ProcessCpuMs(agents.pid(p));
+      return sum;
+    };
+    const double agents_cpu_before = agents_cpu_ms();
     if (paths.pin) PinTo(0);
     CaptureRun c = RunProfctl(paths, workers, {absl::StrCat("--duration=", duration_ms)},
                               absl::StrCat("scale-", hosts, "-", run));
     if (paths.pin) PinTo(-1);
+    out.agents_cpu_ms = agents_cpu_ms() - agents_cpu_before;
     out.exit_code = c.exit_code;
     out.wall_minus_duration_ms = Ms(c.wall_ns) - static_cast<double>(duration_ms);
     out.peak_rss_mib = static_cast<double>(c.usage.ru_maxrss) / 1024;  // KiB on Linux
@@ -424,6 +448,8 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
       out.prepare_ms = m.prepare_ms();
       out.budget_ms = m.prepare_budget_ms();
       out.spread_ms = Ms(m.start_spread_ns());
+      out.collect_ms = m.collect_ms();
+      out.outputs_ms = m.outputs_ms();
       int64_t max_rtt = 0;
       std::vector<double> start, agent_late;
       for (int i = 0; i < m.hosts_size(); ++i) {
@@ -506,11 +532,12 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
       const ScaleResult& r = results.back();
       std::cerr << absl::StrFormat(
           "hosts %d run %d: exit %d, wall-duration %.0f ms (prepare %.0f of %.0f, after window "
-          "%.0f), rss %.1f MiB, cpu/host %.3f ms, ok %d/%d healthy, start p99 %.3f ms (agent's "
+          "%.0f: collect %.0f, outputs %.0f), rss %.1f MiB, cpu/host %.3f ms (agents' cpu %.0f "
+          "ms), ok %d/%d healthy, start p99 %.3f ms (agent's "
           "own %.3f), load before %s\n",
           hosts, run, r.exit_code, r.wall_minus_duration_ms, r.prepare_ms, r.budget_ms,
-          r.after_window_ms, r.peak_rss_mib, r.cpu_ms_per_host, r.ok, r.healthy, r.start_p99_ms,
-          r.agent_late_p99_ms, r.load_before);
+          r.after_window_ms, r.collect_ms, r.outputs_ms, r.peak_rss_mib, r.cpu_ms_per_host,
+          r.agents_cpu_ms, r.ok, r.healthy, r.start_p99_ms, r.agent_late_p99_ms, r.load_before);
     }
     // The median run by wall time, and whether every run saved every healthy host.
     std::sort(results.begin(), results.end(), [](const ScaleResult& a, const ScaleResult& b) {

@@ -427,10 +427,12 @@ TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
 // else, or one that ran long (a host frozen mid-window), is saved but INCOMPLETE and makes the
 // session partial, saying what happened.
 TEST_F(CaptureEngineTest, TruncatedAndOverlongRecordingsAreNotOk) {
-  Agent("ok:1", {.name = "ok"}, Rank(0));
-  Agent("cut:1", {.cancelled_by_other_after_ns = 1800 * kNanosPerMilli, .name = "cut"}, Rank(1));
-  Agent("long:1", {.overrun_ns = 2 * kNanosPerSecond, .name = "long"}, Rank(2));
-  const SessionManifest m = Run(Plan({"ok:1", "cut:1", "long:1"}, 5000));
+  Agent("ok:1", {.name = "ok"}, Rank(0, 4));
+  Agent("cut:1", {.cancelled_by_other_after_ns = 1800 * kNanosPerMilli, .name = "cut"}, Rank(1, 4));
+  Agent("long:1", {.overrun_ns = 2 * kNanosPerSecond, .name = "long"}, Rank(2, 4));
+  // Stopped 40 ms late (a loaded host): over the 5 ms tolerance, but the whole window is there.
+  Agent("slow:1", {.overrun_ns = 40 * kNanosPerMilli, .name = "slow"}, Rank(3, 4));
+  const SessionManifest m = Run(Plan({"ok:1", "cut:1", "long:1", "slow:1"}, 5000));
   EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
   const HostResult& ok = Host(m, "ok:1");
   EXPECT_EQ(ok.status(), v1::HOST_STATUS_OK);
@@ -448,8 +450,14 @@ TEST_F(CaptureEngineTest, TruncatedAndOverlongRecordingsAreNotOk) {
   EXPECT_EQ(lng.status(), v1::HOST_STATUS_INCOMPLETE);
   EXPECT_EQ(lng.recording(), v1::RECORDING_OVERLONG);
   EXPECT_THAT(lng.recording_detail(), HasSubstr("recorded 7000.000 ms for 5000.000 asked"));
+  const HostResult& slow = Host(m, "slow:1");
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.recording_detail();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(slow.recorded_duration_ns(), 5040 * kNanosPerMilli);
   // All three are in the pod's breakdown: an incomplete trace is still a trace.
   EXPECT_TRUE(sink_.files.count("pod_step_breakdown.json"));
+  // The session waited for the frozen host: collecting took its 2 s overrun after the window.
+  EXPECT_DOUBLE_EQ(m.collect_ms(), 2000.0);
 }
 
 // session.json exists from the moment the session starts (RUNNING), so a coordinator killed

@@ -463,8 +463,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
             "collectives (refine clock offsets from collective ends in the traces) or ntp "
             "(clock sync only, +- RTT/2)");
   fs.Int64("tolerance", &tolerance_ms,
-           "ms a host may start late, or record less or more than the window, and still count "
-           "as complete (1..60000); beyond it the host is saved but the session is partial");
+           "ms a host may start late, or record less than the window, and still count as "
+           "complete (1..60000; longer: this and 10% of the window); beyond it the host is saved "
+           "but the session is partial");
   fs.Int64("retries", &retries,
            "attempts per host after the first (0..20) for transport errors, unavailable or busy "
            "agents and damaged transfers, with capped exponential backoff and jitter; a trace "
