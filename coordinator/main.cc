@@ -4,6 +4,7 @@
 #include <atomic>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <iostream>
 #include <thread>
 
@@ -62,10 +63,15 @@ int main(int argc, char** argv) {
     return std::make_unique<profctl::coordinator::GrpcAgentClientFactory>(
         profctl::coordinator::GrpcAgentClientOptions{.clock = &clock, .credentials = std::move(c)});
   };
+  int rc = 1;
   try {
-    return profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
+    rc = profctl::coordinator::RunCli({argv + 1, argv + argc}, env);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never abort silently
     std::cerr << "profctl: fatal: " << e.what() << "\n";
-    return 1;
   }
+  // Whatever ends the process next (an atexit handler that calls _exit, as LeakSanitizer's does)
+  // must not take the answer with it: stdout is block-buffered when it is a pipe.
+  std::cout.flush();
+  std::fflush(nullptr);
+  return rc;
 }
