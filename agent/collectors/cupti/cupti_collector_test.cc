@@ -66,6 +66,29 @@ class CuptiCollectorTest : public ::testing::Test {
     p->Register(pid, rank);
     return p;
   }
+  struct TwoRanks {
+    std::unique_ptr<FakeProcess> a, b;
+    uint64_t token = 0;
+    int64_t window_start = 0;
+  };
+  // Ranks 0 and 1 (pids 1 and 2) register with these CUDA_VISIBLE_DEVICES; then `collector`
+  // runs a 1 s window from now that both enable. Their flushes are left to the test.
+  void RunTwoRankWindow(CuptiCollector* collector, const std::string& visible_a,
+                        const std::string& visible_b, TwoRanks* out) {
+    out->a = std::make_unique<FakeProcess>(server_->socket_path());
+    out->a->Register(1, 0, visible_a);
+    out->b = std::make_unique<FakeProcess>(server_->socket_path());
+    out->b->Register(2, 1, visible_b);
+    ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+    out->window_start = clock_.WallNs();
+    ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+    out->token = out->a->ExpectEnable().token;
+    out->b->ExpectEnable();
+    out->a->SendStatus(out->token, StatusCode::kEnabled);
+    out->b->SendStatus(out->token, StatusCode::kEnabled);
+    ASSERT_TRUE(collector->Start(out->window_start).ok());
+    ASSERT_TRUE(collector->Stop(out->window_start + kSec).ok());
+  }
 
   TempDir dir_;
   testing::FakeClock clock_;
@@ -138,22 +161,11 @@ TEST_F(CuptiCollectorTest, CalibratesAroundTheAgentsClockSkew) {
 
 TEST_F(CuptiCollectorTest, RanksThatEachSeeOneGpuLandOnTheirOwnPlanes) {
   auto collector = MakeCollector();
-  auto a = std::make_unique<FakeProcess>(server_->socket_path());
-  a->Register(1, 0, "2");
-  auto b = std::make_unique<FakeProcess>(server_->socket_path());
-  b->Register(2, 1, "3");
-  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
-  const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
-  const uint64_t token = a->ExpectEnable().token;
-  b->ExpectEnable();
-  a->SendStatus(token, StatusCode::kEnabled);
-  b->SendStatus(token, StatusCode::kEnabled);
-  ASSERT_TRUE(collector->Start(w).ok());
-  ASSERT_TRUE(collector->Stop(w + kSec).ok());
-  const auto t = static_cast<uint64_t>(w + kSec / 2);
-  a->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1, t, t + 100)});  // device 0
-  b->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(2, t, t + 100)});  // device 0
+  TwoRanks r;
+  ASSERT_NO_FATAL_FAILURE(RunTwoRankWindow(collector.get(), "2", "3", &r));
+  const auto t = static_cast<uint64_t>(r.window_start + kSec / 2);
+  r.a->AnswerDisableAndFlush(r.token, {FakeProcess::SmallBatch(1, t, t + 100)});  // device 0
+  r.b->AnswerDisableAndFlush(r.token, {FakeProcess::SmallBatch(2, t, t + 100)});  // device 0
   XSpace space;
   ASSERT_TRUE(collector->Collect(&space).ok());
   EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr);
@@ -252,24 +264,14 @@ TEST_F(CuptiCollectorTest, RanksPlacedByTheirDevicesUuids) {
   auto collector = MakeCollector(0, gpus);
   // Both see their GPU as ordinal 0. The first's CUDA_VISIBLE_DEVICES is a UUID (the device
   // plugin's), the second's a plain index that disagrees with its UUID: the UUID wins.
-  auto a = std::make_unique<FakeProcess>(server_->socket_path());
-  a->Register(1, 0, kUuid2);
-  auto b = std::make_unique<FakeProcess>(server_->socket_path());
-  b->Register(2, 1, "3");
-  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
-  const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
-  const uint64_t token = a->ExpectEnable().token;
-  b->ExpectEnable();
-  a->SendStatus(token, StatusCode::kEnabled);
-  b->SendStatus(token, StatusCode::kEnabled);
-  ASSERT_TRUE(collector->Start(w).ok());
-  ASSERT_TRUE(collector->Stop(w + kSec).ok());
-  const auto t = static_cast<uint64_t>(w + kSec / 2);
+  TwoRanks r;
+  ASSERT_NO_FATAL_FAILURE(RunTwoRankWindow(collector.get(), kUuid2, "3", &r));
+  const auto t = static_cast<uint64_t>(r.window_start + kSec / 2);
   const inject::DeviceRecord da = Device(0, kUuid2), db = Device(0, kUuid1);
   // The device record in the first batch maps the kernels of later ones too.
-  a->AnswerDisableAndFlush(token, {DeviceBatch(1, 0, t, &da), DeviceBatch(1, 0, t + 200, nullptr)});
-  b->AnswerDisableAndFlush(token, {DeviceBatch(2, 0, t, &db)});
+  r.a->AnswerDisableAndFlush(r.token,
+                             {DeviceBatch(1, 0, t, &da), DeviceBatch(1, 0, t + 200, nullptr)});
+  r.b->AnswerDisableAndFlush(r.token, {DeviceBatch(2, 0, t, &db)});
   XSpace space;
   ASSERT_TRUE(collector->Collect(&space).ok());
   EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr) << space.DebugString();
