@@ -103,7 +103,6 @@ std::string LoadAverage() {
   return text.substr(0, text.find(' '));
 }
 
-int ClosedPort() { return testing::ClosedLoopbackPort(); }
 std::string Loopback(int port) { return testing::LoopbackAddress(port); }
 
 // Nearest-rank percentile of `v` (p in 0..100); 0 for an empty sample.
@@ -339,6 +338,7 @@ struct ScaleResult {
   double start_p50_ms = 0, start_p99_ms = 0, spread_ms = 0;
   double agent_late_p50_ms = 0, agent_late_p99_ms = 0;  // agent_start - requested, its clock
   int ok = 0, healthy = 0, exit_code = -1;
+  int healthy_saved = 0, late = 0;  // healthy hosts whose trace was saved (ok or incomplete); late
   bool unhealthy_failed_right = true;
   std::string load_before;
 };
@@ -415,10 +415,12 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
       skew.push_back(endpoint_skew_ns[static_cast<size_t>(i)]);
     }
     // Dead: spread through the list.
+    const std::vector<int> dead_ports = testing::ClosedLoopbackPorts(static_cast<int>(dead));
     for (int64_t d = 0; d < dead; ++d) {
       const size_t at =
           static_cast<size_t>((d * 2 + 1) * static_cast<int64_t>(workers.size()) / (2 * dead + 1));
-      workers.insert(workers.begin() + static_cast<ptrdiff_t>(at), Loopback(ClosedPort()));
+      workers.insert(workers.begin() + static_cast<ptrdiff_t>(at),
+                     Loopback(dead_ports[static_cast<size_t>(d)]));
       kind.insert(kind.begin() + static_cast<ptrdiff_t>(at), 2);
       skew.insert(skew.begin() + static_cast<ptrdiff_t>(at), 0);
     }
@@ -455,11 +457,15 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
       for (int i = 0; i < m.hosts_size(); ++i) {
         const v1::HostResult& h = m.hosts(i);
         const bool ok = h.status() == v1::HOST_STATUS_OK;
+        const bool saved = !h.xplane_file().empty();
         out.ok += ok;
+        out.late += h.late();
+        if (kind[static_cast<size_t>(i)] == 0) out.healthy_saved += saved;
         if (kind[static_cast<size_t>(i)] == 0 && !ok) {
-          std::cerr << "healthy " << h.address()
-                    << " failed: " << v1::FailureStep_Name(h.error().step()) << " "
-                    << h.error().message() << "\n";
+          std::cerr << "healthy " << h.address() << ": " << v1::HostStatus_Name(h.status()) << " "
+                    << v1::FailureStep_Name(h.error().step()) << " " << h.error().message()
+                    << (h.late() ? absl::StrCat(" late ", Ms(h.lateness_ns()), " ms") : "") << " "
+                    << h.recording_detail() << "\n";
         }
         if (kind[static_cast<size_t>(i)] != 0) {
           const int want = kind[static_cast<size_t>(i)] == 2
@@ -471,7 +477,7 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
                       << h.error().message() << "\n";
           }
         }
-        if (!ok) continue;
+        if (!saved) continue;  // every recording host: a late one too
         max_rtt = std::max(max_rtt, h.clock().rtt_ns());
         start.push_back(std::abs(Ms(h.agent_start_ns() - skew[static_cast<size_t>(i)] -
                                     static_cast<int64_t>(m.start_at_ns()))));
@@ -533,11 +539,12 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
       std::cerr << absl::StrFormat(
           "hosts %d run %d: exit %d, wall-duration %.0f ms (prepare %.0f of %.0f, after window "
           "%.0f: collect %.0f, outputs %.0f), rss %.1f MiB, cpu/host %.3f ms (agents' cpu %.0f "
-          "ms), ok %d/%d healthy, start p99 %.3f ms (agent's "
+          "ms), ok %d, saved %d/%d healthy, late %d, start p99 %.3f ms (agent's "
           "own %.3f), load before %s\n",
           hosts, run, r.exit_code, r.wall_minus_duration_ms, r.prepare_ms, r.budget_ms,
           r.after_window_ms, r.collect_ms, r.outputs_ms, r.peak_rss_mib, r.cpu_ms_per_host,
-          r.agents_cpu_ms, r.ok, r.healthy, r.start_p99_ms, r.agent_late_p99_ms, r.load_before);
+          r.agents_cpu_ms, r.ok, r.healthy_saved, r.healthy, r.late, r.start_p99_ms,
+          r.agent_late_p99_ms, r.load_before);
     }
     // The median run by wall time, and whether every run saved every healthy host.
     std::sort(results.begin(), results.end(), [](const ScaleResult& a, const ScaleResult& b) {
@@ -546,7 +553,7 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
     bool all_saved = true, unhealthy_right = true;
     double max_wall = 0;
     for (const ScaleResult& r : results) {
-      all_saved = all_saved && r.ok == r.healthy;
+      all_saved = all_saved && r.healthy_saved == r.healthy;
       unhealthy_right = unhealthy_right && r.unhealthy_failed_right;
       max_wall = std::max(max_wall, r.wall_minus_duration_ms);
     }
@@ -560,8 +567,8 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
         m.wall_minus_duration_ms, max_wall, m.prepare_ms, m.budget_ms, m.lead_ms, m.after_window_ms,
         m.peak_rss_mib, m.cpu_ms_per_host, m.start_p50_ms, m.start_p99_ms, m.agent_late_p50_ms,
         m.agent_late_p99_ms, m.spread_ms,
-        all_saved ? absl::StrCat("yes, ", m.ok, "/", m.healthy)
-                  : absl::StrCat("NO, median run ", m.ok, "/", m.healthy),
+        absl::StrCat(all_saved ? "yes, " : "NO, median run ", m.healthy_saved, "/", m.healthy,
+                     m.late > 0 ? absl::StrCat(" (", m.late, " late)") : ""),
         unhealthy_right ? "" : " (an unhealthy host did not fail as expected)");
     std::cout.flush();
   }

@@ -55,7 +55,6 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using v1::SessionManifest;
 
-int ClosedPort() { return testing::ClosedLoopbackPort(); }
 std::string Loopback(int port) { return testing::LoopbackAddress(port); }
 
 // The ends of every all-reduce kernel (ncclDevKernel*) on /device:GPU:0 of a saved host file, on
@@ -355,7 +354,7 @@ TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
   std::vector<std::string> workers;
   for (int i = 0; i < hung_index; ++i) workers.push_back(Loopback((*ports)[i]));
   workers.push_back((*hung)->address());
-  for (int i = 0; i < kDead; ++i) workers.push_back(Loopback(ClosedPort()));
+  for (const int port : testing::ClosedLoopbackPorts(kDead)) workers.push_back(Loopback(port));
   // A multi-endpoint agent routes calls by the port in their :authority: the proxy's client names
   // the endpoint behind it.
   coordinator::GrpcAgentClientOptions options;
