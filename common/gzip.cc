@@ -16,7 +16,10 @@ namespace profctl {
 namespace {
 
 constexpr int kGzipWindowBits = 15 + 16;  // zlib: 15-bit window, gzip wrapper.
-constexpr int kMemLevel = 8;              // zlib's default
+constexpr int kRawWindowBits = -15;       // zlib: 15-bit window, raw deflate (no wrapper)
+// The gzip member header GzipFileWriter writes (RFC 1952): deflate, no name, no time, Unix.
+constexpr char kGzipHeader[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
+constexpr int kMemLevel = 8;  // zlib's default
 constexpr size_t kOutBufferBytes = 64 << 10;
 // zlib counts input in uInt: feed at most this much per deflate() call.
 constexpr size_t kMaxInputChunk = 1 << 30;
@@ -51,6 +54,11 @@ struct GzipFileWriter::State {
   z_stream zs{};
   bool zs_initialized = false;
   bool finished = false;
+  // Text went into `zs` since it last started afresh: it must be flushed to a byte boundary and
+  // restarted before a piece made elsewhere follows (the piece's back-references cannot reach
+  // text before it, and text after it must not reach over it).
+  bool zs_has_text = false;
+  uint32_t crc = 0;    // of all the text, for the gzip trailer
   absl::Status error;  // sticky
   int64_t bytes_in = 0;
   int64_t bytes_out = 0;
@@ -117,7 +125,7 @@ struct GzipFileWriter::State {
   }
 };
 
-absl::StatusOr<GzipFileWriter> GzipFileWriter::Open(const std::string& path) {
+absl::StatusOr<GzipFileWriter> GzipFileWriter::Open(const std::string& path, int level) {
   auto state = std::make_unique<State>();
   state->path = path;
   std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
@@ -125,12 +133,20 @@ absl::StatusOr<GzipFileWriter> GzipFileWriter::Open(const std::string& path) {
   if (fd < 0) return FileError("cannot create temporary file for", path, tmp, errno);
   state->fd = fd;
   state->tmp = std::move(tmp);
-  if (deflateInit2(&state->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, kMemLevel,
-                   Z_DEFAULT_STRATEGY) != Z_OK) {
+  // Raw deflate inside a header and trailer of our own, so pieces deflated elsewhere can join
+  // the one member (AppendDeflated).
+  const int rc =
+      deflateInit2(&state->zs, level, Z_DEFLATED, kRawWindowBits, kMemLevel, Z_DEFAULT_STRATEGY);
+  if (rc == Z_STREAM_ERROR) {
+    return absl::InvalidArgumentError(absl::StrCat("gzip writer: compression level ", level,
+                                                   " is not one of zlib's, 0..9 (", path, ")"));
+  }
+  if (rc != Z_OK) {
     return absl::ResourceExhaustedError(
         absl::StrCat("gzip writer: zlib could not start a stream for ", path));
   }
   state->zs_initialized = true;
+  if (absl::Status s = state->WriteAll(kGzipHeader, sizeof(kGzipHeader)); !s.ok()) return s;
   return GzipFileWriter(std::move(state));
 }
 
@@ -147,9 +163,30 @@ absl::Status GzipFileWriter::Append(absl::string_view data) {
     state_->zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
     state_->zs.avail_in = static_cast<uInt>(n);
     if (absl::Status s = state_->Deflate(Z_NO_FLUSH); !s.ok()) return s;
+    state_->crc = Crc32(state_->crc, data.substr(0, n));
     state_->bytes_in += static_cast<int64_t>(n);
+    state_->zs_has_text = true;
     data.remove_prefix(n);
   }
+  return absl::OkStatus();
+}
+
+absl::Status GzipFileWriter::AppendDeflated(const DeflatedPiece& piece) {
+  if (state_ == nullptr) return absl::FailedPreconditionError("gzip writer: moved from");
+  State& st = *state_;
+  if (absl::Status s = st.Usable(); !s.ok()) return s;
+  if (piece.size == 0) return absl::OkStatus();
+  if (st.zs_has_text) {
+    st.zs.next_in = nullptr;
+    st.zs.avail_in = 0;
+    if (absl::Status s = st.Deflate(Z_SYNC_FLUSH); !s.ok()) return s;
+    deflateReset(&st.zs);
+    st.zs_has_text = false;
+  }
+  if (absl::Status s = st.WriteAll(piece.bytes.data(), piece.bytes.size()); !s.ok()) return s;
+  st.crc =
+      static_cast<uint32_t>(crc32_combine(st.crc, piece.crc, static_cast<z_off_t>(piece.size)));
+  st.bytes_in += static_cast<int64_t>(piece.size);
   return absl::OkStatus();
 }
 
@@ -162,6 +199,13 @@ absl::Status GzipFileWriter::Finish() {
   if (absl::Status s = st.Deflate(Z_FINISH); !s.ok()) return s;
   deflateEnd(&st.zs);
   st.zs_initialized = false;
+  // The trailer: CRC-32 and length mod 2^32 of all the text, little-endian.
+  const auto isize = static_cast<uint32_t>(static_cast<uint64_t>(st.bytes_in));
+  const char trailer[8] = {static_cast<char>(st.crc),       static_cast<char>(st.crc >> 8),
+                           static_cast<char>(st.crc >> 16), static_cast<char>(st.crc >> 24),
+                           static_cast<char>(isize),        static_cast<char>(isize >> 8),
+                           static_cast<char>(isize >> 16),  static_cast<char>(isize >> 24)};
+  if (absl::Status s = st.WriteAll(trailer, sizeof(trailer)); !s.ok()) return s;
   if (fchmod(st.fd, 0644) != 0 || fsync(st.fd) != 0) {
     return st.Fail(FileError("cannot sync", st.path, st.tmp, errno));
   }
@@ -186,6 +230,67 @@ int64_t GzipFileWriter::bytes_out() const { return state_ != nullptr ? state_->b
 uint32_t Crc32(uint32_t crc, absl::string_view data) {
   return static_cast<uint32_t>(
       crc32_z(crc, reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
+struct PieceDeflater::State {
+  z_stream zs{};
+  bool initialized = false;  // deflateInit2 succeeded
+  bool ok = false;           // and no deflate call failed since
+  int level = 0;
+  DeflatedPiece piece;
+
+  ~State() {
+    if (initialized) deflateEnd(&zs);
+  }
+  void Run(int flush) {
+    char buf[kOutBufferBytes];
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buf);
+      zs.avail_out = static_cast<uInt>(sizeof(buf));
+      if (deflate(&zs, flush) == Z_STREAM_ERROR) {
+        ok = false;
+        return;
+      }
+      piece.bytes.append(buf, sizeof(buf) - zs.avail_out);
+    } while (zs.avail_out == 0);
+  }
+};
+
+PieceDeflater::PieceDeflater(int level) : state_(std::make_unique<State>()) {
+  state_->level = level;
+  state_->initialized = deflateInit2(&state_->zs, level, Z_DEFLATED, kRawWindowBits, kMemLevel,
+                                     Z_DEFAULT_STRATEGY) == Z_OK;
+  state_->ok = state_->initialized;
+}
+
+PieceDeflater::~PieceDeflater() = default;
+
+void PieceDeflater::Append(absl::string_view text) {
+  State& st = *state_;
+  while (st.ok && !text.empty()) {
+    const size_t n = std::min(text.size(), kMaxInputChunk);
+    st.zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    st.zs.avail_in = static_cast<uInt>(n);
+    st.Run(Z_NO_FLUSH);
+    st.piece.crc = Crc32(st.piece.crc, text.substr(0, n));
+    st.piece.size += n;
+    text.remove_prefix(n);
+  }
+}
+
+absl::StatusOr<DeflatedPiece> PieceDeflater::Take() {
+  State& st = *state_;
+  if (st.ok && st.piece.size > 0) {
+    st.zs.next_in = nullptr;
+    st.zs.avail_in = 0;
+    st.Run(Z_SYNC_FLUSH);
+  }
+  if (!st.ok) {
+    return absl::InternalError(
+        absl::StrCat("gzip: zlib could not compress (level ", st.level, ")"));
+  }
+  deflateReset(&st.zs);
+  return std::exchange(st.piece, DeflatedPiece{});
 }
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data) {

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +101,61 @@ TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
 
   EXPECT_EQ(w->Append("x").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(w->Finish().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Pieces deflated on other threads and text appended here interleave into one gzip member
+// (zlib's inflate stops at a member's end, so GzipDecompress would lose anything after a
+// second header). The same text in every part: back-references must not cross a part's start.
+TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
+  const testing::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "joined.gz");
+  std::string text;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&text, "{\"name\":\"kernel_", i % 7, "\"},\n");
+  std::vector<absl::StatusOr<DeflatedPiece>> pieces(3, absl::UnknownError("not yet"));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      PieceDeflater d(t == 0 ? kGzipFastLevel : kGzipDefaultLevel);
+      d.Append(text.substr(0, 1000));
+      d.Append(text.substr(1000));  // in parts, as a renderer's buffer flushes
+      pieces[t] = d.Take();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  PieceDeflater reused;
+  EXPECT_EQ(reused.Take()->size, 0u);  // nothing appended: an empty piece
+  reused.Append("tail");
+  absl::StatusOr<DeflatedPiece> tail = reused.Take();
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(tail->size, 4u);
+  EXPECT_EQ(tail->crc, Crc32(0, "tail"));
+
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path, kGzipFastLevel);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::string want;
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE(pieces[t].ok()) << pieces[t].status();
+    EXPECT_EQ(pieces[t]->size, text.size());
+    EXPECT_LT(pieces[t]->bytes.size(), text.size() / 10);
+    ASSERT_TRUE(w->Append(text).ok());
+    ASSERT_TRUE(w->AppendDeflated(*pieces[t]).ok());
+    want += text + text;
+  }
+  ASSERT_TRUE(w->AppendDeflated(DeflatedPiece{}).ok());
+  ASSERT_TRUE(w->AppendDeflated(*tail).ok());
+  ASSERT_TRUE(w->Append("end").ok());
+  want += "tailend";
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(w->bytes_in(), static_cast<int64_t>(want.size()));
+  absl::StatusOr<std::string> back = GzipDecompress(*ReadFile(path));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->size(), want.size());
+  EXPECT_TRUE(*back == want);
+  EXPECT_EQ(GzipFileWriter::Open(path + ".bad", /*level=*/42).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  PieceDeflater bad(42);
+  bad.Append("x");
+  EXPECT_EQ(bad.Take().status().code(), absl::StatusCode::kInternal);
 }
 
 TEST(GzipFileWriterTest, EmptyFileIsAValidGzipStream) {

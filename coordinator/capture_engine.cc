@@ -34,6 +34,9 @@ using tensorflow::profiler::XSpace;
 
 namespace {
 
+// Hosts of the pod trace read back and rendered at once on the pool (WritePodOutputs).
+constexpr size_t kPodTraceHostsInFlight = 8;
+
 double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
 
 // 32 characters from the OS's random source (CaptureRequest.session_key).
@@ -1503,18 +1506,66 @@ void CaptureEngine::Session::WritePodOutputs() {
   const std::string path = deps_.sink->LocalPath(kPodTraceFileName);
   if (path.empty()) return;  // not a local folder (tests' in-memory sink)
   absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_);
-  absl::Status status = writer.status();
-  // Host by host, read back from disk: only one XSpace is in memory at a time.
-  for (size_t i = 0; status.ok() && i < saved.size(); ++i) {
-    const Host* h = saved[i];
-    absl::StatusOr<std::string> bytes = deps_.sink->Read(h->r.xplane_file());
+  if (!writer.ok()) {
+    manifest_.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
+    return;
+  }
+  // Each host is read back from disk, parsed, rendered and compressed on the pool, at most
+  // kPodTraceHostsInFlight at once (memory: that many traces), and joined into the file in host
+  // order here. Without a pool, one at a time here.
+  struct Slot {
+    std::optional<absl::StatusOr<report::RenderedHost>> rendered;
+  };
+  std::vector<Slot> slots(saved.size());
+  absl::Mutex mu;
+  const auto render = [this, &saved, base = writer->base_ns()](size_t i) {
+    const Host& h = *saved[i];
+    absl::StatusOr<std::string> bytes = deps_.sink->Read(h.r.xplane_file());
     XSpace space;
     if (!bytes.ok() || !space.ParseFromString(*bytes)) {
-      manifest_.add_errors(absl::StrCat("pod trace: cannot read back ", h->r.xplane_file(),
-                                        "; that host is missing from it"));
-      continue;
+      return absl::StatusOr<report::RenderedHost>(absl::DataLossError(
+          absl::StrCat("cannot read back ", h.r.xplane_file(), "; that host is missing from it")));
     }
-    status = writer->AddHost(h->r.host(), space, h->r.clock().offset_ns());
+    bytes = std::string();  // only the parsed trace from here
+    return report::PodTraceWriter::Render(h.r.host(), space, h.r.clock().offset_ns(), base,
+                                          static_cast<int64_t>(i));
+  };
+  size_t submitted = 0;
+  const auto submit_up_to = [&](size_t limit) {
+    for (; submitted < std::min(limit, slots.size()); ++submitted) {
+      if (deps_.pool == nullptr) {
+        slots[submitted].rendered = render(submitted);
+        continue;
+      }
+      deps_.pool->Submit([&render, &slots, &mu, i = submitted] {
+        absl::StatusOr<report::RenderedHost> r = render(i);
+        absl::MutexLock lock(&mu);
+        slots[i].rendered = std::move(r);
+      });
+    }
+  };
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    submit_up_to(i + kPodTraceHostsInFlight);
+    absl::StatusOr<report::RenderedHost> r = absl::UnknownError("");
+    // Every submitted job finishes before this returns: they hold references to these locals.
+    mu.LockWhen(absl::Condition(
+        +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
+    r = *std::move(slots[i].rendered);
+    slots[i].rendered.reset();
+    mu.Unlock();
+    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
+      manifest_.add_errors(absl::StrCat("pod trace: ", r.status().message()));
+      report::RenderedHost empty;
+      empty.host_index = static_cast<int64_t>(i);
+      empty.base_ns = writer->base_ns();
+      r = std::move(empty);
+    } else if (r->planes_skipped > 0) {
+      manifest_.add_errors(absl::StrCat("pod trace: ", saved[i]->r.host(), ": ", r->planes_skipped,
+                                        " planes past the first ",
+                                        report::PodTraceWriter::kPidsPerHost - 1, " left out"));
+    }
+    if (status.ok()) status = writer->AddRendered(*r);
   }
   if (status.ok()) status = writer->Finish();
   if (status.ok()) manifest_.set_pod_trace_file(kPodTraceFileName);

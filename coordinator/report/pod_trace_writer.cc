@@ -71,100 +71,142 @@ void AppendStatValue(std::string* out, const XStat& s, const XPlane& plane) {
 
 }  // namespace
 
-absl::StatusOr<PodTraceWriter> PodTraceWriter::Open(const std::string& path, int64_t base_ns) {
-  absl::StatusOr<GzipFileWriter> out = GzipFileWriter::Open(path);
+absl::StatusOr<PodTraceWriter> PodTraceWriter::Open(const std::string& path, int64_t base_ns,
+                                                    int level) {
+  absl::StatusOr<GzipFileWriter> out = GzipFileWriter::Open(path, level);
   if (!out.ok()) return out.status();
-  PodTraceWriter w(*std::move(out), base_ns);
-  absl::StrAppend(&w.buffer_,
-                  "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"base_time_ns\":", base_ns,
-                  ",\"producer\":\"profctl\"},\"traceEvents\":[\n");
+  PodTraceWriter w(*std::move(out), base_ns, level);
+  w.error_ = w.out_.Append(
+      absl::StrCat("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"base_time_ns\":", base_ns,
+                   ",\"producer\":\"profctl\"},\"traceEvents\":[\n"));
+  if (!w.error_.ok()) return w.error_;
   return w;
 }
 
-void PodTraceWriter::BeginEvent() {
-  if (!first_event_) buffer_.append(",\n");
-  first_event_ = false;
+absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, const XSpace& space,
+                                                    int64_t offset_ns, int64_t base_ns,
+                                                    int64_t host_index, int level) {
+  RenderedHost out;
+  out.host_index = host_index;
+  out.base_ns = base_ns;
+  PieceDeflater deflater(level);
+  std::string buffer;
+  bool first = true;
+  auto begin_event = [&] {
+    if (!first) buffer.append(",\n");
+    first = false;
+  };
+  auto flush = [&](size_t threshold) {
+    if (buffer.size() < threshold) return;
+    deflater.Append(buffer);
+    buffer.clear();
+  };
+  const int64_t profile_start = xspace::ProfileStartNs(space);
+  int64_t pid = host_index * kPidsPerHost;
+  for (const XPlane& plane : space.planes()) {
+    if (plane.lines_size() == 0) continue;
+    if (pid + 1 >= (host_index + 1) * kPidsPerHost) {
+      ++out.planes_skipped;
+      continue;
+    }
+    ++pid;
+    begin_event();
+    absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid,
+                    ",\"args\":{\"name\":");
+    AppendJsonString(&buffer, absl::StrCat(host, " ", plane.name()));
+    buffer.append("}}");
+    begin_event();
+    absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
+                    ",\"args\":{\"sort_index\":", pid, "}}");
+    const xspace::XPlaneReader reader(plane);
+    for (const XLine& line : plane.lines()) {
+      const int64_t tid = line.display_id() != 0 ? line.display_id() : line.id();
+      begin_event();
+      absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid,
+                      ",\"tid\":", tid, ",\"args\":{\"name\":");
+      AppendJsonString(&buffer, line.display_name().empty() ? line.name() : line.display_name());
+      buffer.append("}}");
+      for (const XEvent& event : line.events()) {
+        if (event.data_case() == XEvent::kNumOccurrences) continue;
+        begin_event();
+        buffer.append("{\"ph\":\"X\",\"name\":");
+        AppendJsonString(&buffer, reader.EventName(event));
+        absl::StrAppend(&buffer, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
+        AppendMicros(&buffer, SaturatingDiff(xspace::EventStartNs(profile_start, line, event),
+                                             offset_ns, base_ns));
+        buffer.append(",\"dur\":");
+        AppendMicros(&buffer, xspace::EventDurationNs(event));
+        if (event.stats_size() > 0) {
+          buffer.append(",\"args\":{");
+          for (int i = 0; i < event.stats_size(); ++i) {
+            const XStat& st = event.stats(i);
+            auto md = plane.stat_metadata().find(st.metadata_id());
+            if (i > 0) buffer.push_back(',');
+            AppendJsonString(&buffer, md == plane.stat_metadata().end()
+                                          ? absl::StrCat("stat_", st.metadata_id())
+                                          : md->second.name());
+            buffer.push_back(':');
+            AppendStatValue(&buffer, st, plane);
+          }
+          buffer.push_back('}');
+        }
+        buffer.push_back('}');
+        ++out.events;
+        flush(kFlushBytes);
+      }
+    }
+  }
+  flush(0);
+  absl::StatusOr<DeflatedPiece> piece = deflater.Take();
+  if (!piece.ok()) {
+    return absl::Status(piece.status().code(),
+                        absl::StrCat("pod trace: host ", host, ": ", piece.status().message()));
+  }
+  out.piece = *std::move(piece);
+  return out;
 }
 
-absl::Status PodTraceWriter::Flush(size_t threshold) {
-  if (buffer_.size() < threshold) return absl::OkStatus();
-  error_ = out_.Append(buffer_);
-  buffer_.clear();
-  return error_;
-}
-
-absl::Status PodTraceWriter::AddHost(absl::string_view host, const XSpace& space,
-                                     int64_t offset_ns) {
+absl::Status PodTraceWriter::Usable() const {
   if (!error_.ok()) return error_;
   if (finished_) {
     return absl::FailedPreconditionError(
         absl::StrCat("pod trace ", out_.path(), " is already finished"));
   }
-  const int64_t profile_start = xspace::ProfileStartNs(space);
-  for (const XPlane& plane : space.planes()) {
-    if (plane.lines_size() == 0) continue;
-    const int64_t pid = next_pid_++;
-    BeginEvent();
-    absl::StrAppend(&buffer_, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid,
-                    ",\"args\":{\"name\":");
-    AppendJsonString(&buffer_, absl::StrCat(host, " ", plane.name()));
-    buffer_.append("}}");
-    BeginEvent();
-    absl::StrAppend(&buffer_, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
-                    ",\"args\":{\"sort_index\":", pid, "}}");
-    const xspace::XPlaneReader reader(plane);
-    for (const XLine& line : plane.lines()) {
-      const int64_t tid = line.display_id() != 0 ? line.display_id() : line.id();
-      BeginEvent();
-      absl::StrAppend(&buffer_, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid,
-                      ",\"tid\":", tid, ",\"args\":{\"name\":");
-      AppendJsonString(&buffer_, line.display_name().empty() ? line.name() : line.display_name());
-      buffer_.append("}}");
-      for (const XEvent& event : line.events()) {
-        if (event.data_case() == XEvent::kNumOccurrences) continue;
-        BeginEvent();
-        buffer_.append("{\"ph\":\"X\",\"name\":");
-        AppendJsonString(&buffer_, reader.EventName(event));
-        absl::StrAppend(&buffer_, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
-        AppendMicros(&buffer_, SaturatingDiff(xspace::EventStartNs(profile_start, line, event),
-                                              offset_ns, base_ns_));
-        buffer_.append(",\"dur\":");
-        AppendMicros(&buffer_, xspace::EventDurationNs(event));
-        if (event.stats_size() > 0) {
-          buffer_.append(",\"args\":{");
-          for (int i = 0; i < event.stats_size(); ++i) {
-            const XStat& s = event.stats(i);
-            auto md = plane.stat_metadata().find(s.metadata_id());
-            if (i > 0) buffer_.push_back(',');
-            AppendJsonString(&buffer_, md == plane.stat_metadata().end()
-                                           ? absl::StrCat("stat_", s.metadata_id())
-                                           : md->second.name());
-            buffer_.push_back(':');
-            AppendStatValue(&buffer_, s, plane);
-          }
-          buffer_.push_back('}');
-        }
-        buffer_.push_back('}');
-        ++events_;
-        if (absl::Status s = Flush(kFlushBytes); !s.ok()) return s;
-      }
-    }
-    if (absl::Status s = Flush(kFlushBytes); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status PodTraceWriter::AddHost(absl::string_view host, const XSpace& space,
+                                     int64_t offset_ns) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  absl::StatusOr<RenderedHost> rendered = Render(host, space, offset_ns, base_ns_, hosts_, level_);
+  if (!rendered.ok()) return error_ = rendered.status();
+  return AddRendered(*rendered);
+}
+
+absl::Status PodTraceWriter::AddRendered(const RenderedHost& rendered) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (rendered.host_index != hosts_ || rendered.base_ns != base_ns_) {
+    return error_ = absl::InvalidArgumentError(
+               absl::StrCat("pod trace ", out_.path(), ": host ", hosts_,
+                            " expected, got one rendered as host ", rendered.host_index,
+                            " with base ", rendered.base_ns, " (the writer's is ", base_ns_, ")"));
   }
+  if (rendered.piece.size > 0) {
+    if (!first_event_) error_ = out_.Append(",\n");
+    if (error_.ok()) error_ = out_.AppendDeflated(rendered.piece);
+    if (!error_.ok()) return error_;
+    first_event_ = false;
+  }
+  events_ += rendered.events;
   ++hosts_;
   return absl::OkStatus();
 }
 
 absl::Status PodTraceWriter::Finish() {
-  if (!error_.ok()) return error_;
-  if (finished_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("pod trace ", out_.path(), " is already finished"));
-  }
+  if (absl::Status s = Usable(); !s.ok()) return s;
   finished_ = true;
-  buffer_.append("\n]}\n");
-  if (absl::Status s = Flush(/*threshold=*/0); !s.ok()) return s;
-  error_ = out_.Finish();
+  error_ = out_.Append("\n]}\n");
+  if (error_.ok()) error_ = out_.Finish();
   return error_;
 }
 

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -113,13 +114,16 @@ TEST(PodTraceWriterTest, TwoHostsWithKnownOffsetsLineUpOnTheCoordinatorClock) {
   EXPECT_EQ(doc.fields().at("otherData").struct_value().fields().at("producer").string_value(),
             "profctl");
   const Parsed p = Index(doc);
-  // One process per (host, plane with lines): the Task Environment plane has none.
-  EXPECT_THAT(p.process_names, ::testing::ElementsAre(::testing::Pair(1, "host-a /device:GPU:0"),
-                                                      ::testing::Pair(2, "host-a /host:CPU"),
-                                                      ::testing::Pair(3, "host-b /device:GPU:0"),
-                                                      ::testing::Pair(4, "host-b /host:CPU")));
+  // One process per (host, plane with lines): the Task Environment plane has none. Host k's
+  // pids start at k * kPidsPerHost + 1.
+  constexpr int kB = PodTraceWriter::kPidsPerHost;
+  EXPECT_THAT(p.process_names,
+              ::testing::ElementsAre(::testing::Pair(1, "host-a /device:GPU:0"),
+                                     ::testing::Pair(2, "host-a /host:CPU"),
+                                     ::testing::Pair(kB + 1, "host-b /device:GPU:0"),
+                                     ::testing::Pair(kB + 2, "host-b /host:CPU")));
   EXPECT_EQ(p.thread_names.at({1, 21}), "Stream #21(NCCL)");
-  EXPECT_EQ(p.thread_names.at({4, 1000}), "python3 main");
+  EXPECT_EQ(p.thread_names.at({kB + 2, 1000}), "python3 main");
 
   std::map<int, double> allreduce_ts, train_ts;
   for (const Struct* e : p.complete) {
@@ -140,9 +144,9 @@ TEST(PodTraceWriterTest, TwoHostsWithKnownOffsetsLineUpOnTheCoordinatorClock) {
   }
   // Both all-reduces start 9 ms after kT0 on the coordinator's clock, whatever the host clocks.
   EXPECT_EQ(allreduce_ts.at(1), 9000);
-  EXPECT_DOUBLE_EQ(allreduce_ts.at(3), 9000.123);  // exact ns in the decimals
+  EXPECT_DOUBLE_EQ(allreduce_ts.at(kB + 1), 9000.123);  // exact ns in the decimals
   EXPECT_EQ(train_ts.at(2), 0);
-  EXPECT_EQ(train_ts.at(4), 0);
+  EXPECT_EQ(train_ts.at(kB + 2), 0);
 }
 
 TEST(PodTraceWriterTest, MicrosecondDecimalsAreExactForNegativeTimes) {
@@ -200,6 +204,75 @@ TEST(PodTraceWriterTest, StreamsManyHostsAndLeavesNothingUntilFinished) {
   EXPECT_EQ(Index(ReadTrace(path)).complete.size(), 1u);
   EXPECT_EQ(w->AddHost("late", space, 0).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(w->Finish().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CountTemporaries(tmp.path()), 0);
+}
+
+// What the coordinator does at 1,024 hosts: hosts rendered and compressed on several threads,
+// joined in order. The file is byte for byte what one thread writes, a single gzip member (zlib
+// stops at the first member's end: GzipDecompress would miss the rest), valid JSON even when the
+// first hosts have nothing to show.
+TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesThem) {
+  const testing::TempDir tmp;
+  constexpr int kHosts = 24;
+  std::vector<xspace::XSpace> spaces(kHosts);
+  for (int h = 2; h < kHosts; ++h) {  // hosts 0 and 1: no planes with lines
+    spaces[h] = HostSpace(h * kMs, /*relative_lines=*/h % 2 == 0, h);
+    xspace::XPlaneBuilder b(spaces[h].add_planes(), 7, "/device:GPU:1", kT0);
+    xspace::XLine* line = b.AddLine(9, "Stream #9", kT0);
+    for (int i = 0; i < 3000; ++i) {  // past the 64 KiB flush and zlib's 32 KiB window
+      b.AddEvent(line, b.EventMetadataId(absl::StrCat("kernel_", i % 13)), kT0 + i * kUs, 400);
+    }
+  }
+  const std::string serial_path = JoinPath(tmp.path(), "serial.json.gz");
+  absl::StatusOr<PodTraceWriter> serial = PodTraceWriter::Open(serial_path, kT0);
+  ASSERT_TRUE(serial.ok());
+  for (int h = 0; h < kHosts; ++h) {
+    ASSERT_TRUE(serial->AddHost(absl::StrCat("host-", h), spaces[h], h * kMs).ok());
+  }
+  ASSERT_TRUE(serial->Finish().ok());
+
+  std::vector<absl::StatusOr<RenderedHost>> rendered(kHosts, absl::UnknownError("not yet"));
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int h = t; h < kHosts; h += 4) {
+          rendered[h] =
+              PodTraceWriter::Render(absl::StrCat("host-", h), spaces[h], h * kMs, kT0, h);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(rendered[1].ok());
+  EXPECT_EQ(rendered[1]->piece.size, 0u);
+  // Out of order, or made for another base: refused, and the writer fails.
+  {
+    absl::StatusOr<PodTraceWriter> other = PodTraceWriter::Open(path + ".other", kT0 + 1);
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(other->AddRendered(*rendered[0]).code(), absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<PodTraceWriter> skip = PodTraceWriter::Open(path + ".skip", kT0);
+    ASSERT_TRUE(skip.ok());
+    EXPECT_EQ(skip->AddRendered(*rendered[1]).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(skip->Finish().code(), absl::StatusCode::kInvalidArgument);
+  }
+  for (int h = 0; h < kHosts; ++h) {
+    ASSERT_TRUE(rendered[h].ok()) << rendered[h].status();
+    ASSERT_TRUE(w->AddRendered(*rendered[h]).ok());
+  }
+  ASSERT_TRUE(w->Finish().ok());
+  EXPECT_EQ(w->events(), serial->events());
+  EXPECT_EQ(*GzipDecompress(*ReadFile(path)), *GzipDecompress(*ReadFile(serial_path)));
+  const Parsed p = Index(ReadTrace(path));
+  EXPECT_EQ(p.complete.size(), static_cast<size_t>(w->events()));
+  ASSERT_EQ(p.process_names.size(), 3u * (kHosts - 2));
+  // Processes by host, then plane: host 2's are the lowest pids, host 23's the highest.
+  EXPECT_EQ(p.process_names.begin()->first, 2 * PodTraceWriter::kPidsPerHost + 1);
+  EXPECT_EQ(p.process_names.begin()->second, "host-2 /device:GPU:0");
+  EXPECT_EQ(p.process_names.rbegin()->second, "host-23 /device:GPU:1");
   EXPECT_EQ(CountTemporaries(tmp.path()), 0);
 }
 
