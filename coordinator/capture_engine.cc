@@ -421,6 +421,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void OnInfo(Host& h, absl::StatusOr<AgentInfo> info);
   void OnSample(Host& h, absl::StatusOr<ClockReading> reading);
   void MaybeReady(Host& h);
+  // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
+  // when half of them, then 90 %, are ready.
+  void DeriveBudget();
   void ScheduleBudget(int64_t deadline_mono);
   void OnPrepareDeadline(uint64_t generation);
   // Phase 2.
@@ -722,19 +725,7 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
   if (preparing_) {
     ++settled_;
     ready_prepare_ns_.push_back(took);
-    // The derived budget: once half the hosts are ready, the rest get 4 x their median time.
-    if (plan_.prepare_timeout_ms <= 0 && ready_prepare_ns_.size() * 2 >= hosts_.size() &&
-        ready_prepare_ns_.size() * 2 < hosts_.size() + 2) {
-      std::vector<int64_t> t = ready_prepare_ns_;
-      std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
-      const int64_t budget =
-          std::clamp(4 * t[t.size() / 2], options_.min_prepare_budget_ms * kNanosPerMilli,
-                     options_.max_prepare_budget_ms * kNanosPerMilli);
-      manifest_.set_prepare_budget_ms(Millis(budget));
-      if (prepare_started_mono_ + budget < prepare_deadline_mono_) {
-        ScheduleBudget(prepare_started_mono_ + budget);
-      }
-    }
+    if (plan_.prepare_timeout_ms <= 0) DeriveBudget();
     if (settled_ == hosts_.size()) EndPrepare();
   } else if (!cancelled_ && !plan_.prepare_only) {
     // Ready after the budget, with --late=capture: capture it if its window is still open.
@@ -744,6 +735,30 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
            absl::DeadlineExceededError("ready only after the capture window closed"));
     }
+  }
+}
+
+void CaptureEngine::Session::DeriveBudget() {
+  const size_t ready = ready_prepare_ns_.size(), all = hosts_.size();
+  int64_t budget = 0;
+  if (ready * 2 >= all && (ready - 1) * 2 < all) {
+    // Half the hosts are ready: the rest get 4 x their median prepare time.
+    std::vector<int64_t> t = ready_prepare_ns_;
+    std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
+    budget = 4 * t[t.size() / 2];
+  } else if (ready * 10 >= all * 9 && (ready - 1) * 10 < all * 9) {
+    // 90 % are: at most 2 x the slowest of them (the pod's 90th percentile). A tail of dead or
+    // hung hosts, which never answer, then costs the others no more than the healthy hosts' own
+    // spread says (docs/perf.md: 1.6 s -> 0.9 s at 1,024 hosts on a loaded machine).
+    budget = 2 * *std::max_element(ready_prepare_ns_.begin(), ready_prepare_ns_.end());
+  } else {
+    return;
+  }
+  budget = std::clamp(budget, options_.min_prepare_budget_ms * kNanosPerMilli,
+                      options_.max_prepare_budget_ms * kNanosPerMilli);
+  if (prepare_started_mono_ + budget < prepare_deadline_mono_) {
+    manifest_.set_prepare_budget_ms(Millis(budget));
+    ScheduleBudget(prepare_started_mono_ + budget);
   }
 }
 

@@ -269,6 +269,36 @@ TEST_F(CaptureEngineTest, HostWhoseClockSyncHangsDoesNotMoveTheOthersWindow) {
   }
 }
 
+// A tail of hosts that never answer (5 % dead or hung in a big pod) must not hold the others
+// for 4 x the median: once 90 % are ready, the budget is at most 2 x the slowest of them.
+TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 18; ++i) {
+    const int64_t one_way = (20 + 2 * i) * kNanosPerMilli;  // round trips 40..108 ms
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+  }
+  Agent("hung-info:1", {.hang_get_info = true}, Rank(18, 20));
+  Agent("hung-sync:1", {.hang_sync = true}, Rank(19, 20));
+  addresses.push_back("hung-info:1");
+  addresses.push_back("hung-sync:1");
+  const SessionManifest m = Run(Plan(addresses, 1000));
+  std::vector<double> ready_ms;
+  for (int i = 0; i < 18; ++i) {
+    const HostResult& h = m.hosts(i);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_FALSE(h.late()) << h.address();
+    ready_ms.push_back(h.prepare_ms());
+  }
+  std::sort(ready_ms.begin(), ready_ms.end());
+  const double median_at_half = ready_ms[5];  // the 10 ready first: the median of them
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 2 * ready_ms.back());
+  EXPECT_LT(m.prepare_budget_ms(), 4 * median_at_half);
+  EXPECT_NEAR(m.prepare_ms(), m.prepare_budget_ms(), 1.0);
+  EXPECT_EQ(Host(m, "hung-info:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "hung-sync:1").status(), v1::HOST_STATUS_FAILED);
+}
+
 TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
   Agent("a:1", {});
   Agent("hung:1", {.hang_get_info = true});
