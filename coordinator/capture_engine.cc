@@ -1562,11 +1562,10 @@ void CaptureEngine::Session::WritePodOutputs() {
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < slots.size(); ++i) {
     submit_up_to(i + kPodTraceHostsInFlight);
-    absl::StatusOr<report::RenderedHost> r = absl::UnknownError("");
     // Every submitted job finishes before this returns: they hold references to these locals.
     mu.LockWhen(absl::Condition(
         +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
-    r = *std::move(slots[i].rendered);
+    absl::StatusOr<report::RenderedHost> r = *std::move(slots[i].rendered);
     slots[i].rendered.reset();
     mu.Unlock();
     if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
