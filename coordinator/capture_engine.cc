@@ -499,7 +499,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool cancelled_ = false;
   bool finished_ = false;
   int64_t prepare_started_mono_ = 0;
-  int64_t prepare_deadline_mono_ = 0;
+  int64_t prepare_deadline_mono_ = 0;  // when preparing ends, unless every host settles first
+  // The latest it may end: the first budget, shrunk by DeriveBudget's rules; the quiet rule
+  // ends it sooner, never later.
+  int64_t prepare_cap_mono_ = 0;
   uint64_t budget_generation_ = 0;
   std::vector<int64_t> ready_prepare_ns_;  // prepare times of hosts ready so far
   size_t settled_ = 0;                     // hosts past the prepare phase (ready or failed)
@@ -511,6 +514,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool manifest_write_failed_ = false;
   int64_t lead_ns_ = 0;
   int64_t per_host_send_ns_ = 0;  // measured in Begin
+  // What starting the clock samples after each host's first cost, in all (OnSample): one RPC on
+  // a connected channel, as each Capture is.
+  int64_t warm_send_ns_ = 0;
+  int64_t warm_sends_ = 0;
   int64_t window_start_mono_ = 0;
   int64_t window_end_mono_ = 0;
   // The session's deadline (CapturePlan::deadline_ms, or derived when preparing ends).
@@ -562,7 +569,8 @@ void CaptureEngine::Session::Begin() {
   const int64_t budget_ms =
       plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
   manifest_.set_prepare_budget_ms(static_cast<double>(budget_ms));
-  ScheduleBudget(prepare_started_mono_ + budget_ms * kNanosPerMilli);
+  prepare_cap_mono_ = prepare_started_mono_ + budget_ms * kNanosPerMilli;
+  ScheduleBudget(prepare_cap_mono_);
   for (size_t i = 0; i < hosts_.size(); ++i) {
     Host& h = hosts_[i];
     h.index = i;
@@ -645,7 +653,10 @@ void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> read
   const bool hopeless =
       h.sampler.empty() && !sample.ok() && sample.status().code() == absl::StatusCode::kUnavailable;
   if (h.samples_left > 0 && !hopeless && !settled) {
+    const int64_t sent = NowMono();
     TakeSample(h);
+    warm_send_ns_ += NowMono() - sent;
+    ++warm_sends_;
     return;
   }
   h.samples_left = 0;
@@ -740,7 +751,7 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
 
 void CaptureEngine::Session::DeriveBudget() {
   const size_t ready = ready_prepare_ns_.size(), all = hosts_.size();
-  int64_t budget = 0;
+  std::optional<int64_t> budget;  // when a rule fires now
   if (ready * 2 >= all && (ready - 1) * 2 < all) {
     // Half the hosts are ready: the rest get 4 x their median prepare time.
     std::vector<int64_t> t = ready_prepare_ns_;
@@ -751,15 +762,30 @@ void CaptureEngine::Session::DeriveBudget() {
     // hung hosts, which never answer, then costs the others no more than the healthy hosts' own
     // spread says (docs/perf.md: 1.6 s -> 0.9 s at 1,024 hosts on a loaded machine).
     budget = 2 * *std::max_element(ready_prepare_ns_.begin(), ready_prepare_ns_.end());
-  } else {
-    return;
   }
-  budget = std::clamp(budget, options_.min_prepare_budget_ms * kNanosPerMilli,
-                      options_.max_prepare_budget_ms * kNanosPerMilli);
-  if (prepare_started_mono_ + budget < prepare_deadline_mono_) {
-    manifest_.set_prepare_budget_ms(Millis(budget));
-    ScheduleBudget(prepare_started_mono_ + budget);
+  if (budget.has_value()) {
+    const int64_t b = std::clamp(*budget, options_.min_prepare_budget_ms * kNanosPerMilli,
+                                 options_.max_prepare_budget_ms * kNanosPerMilli);
+    if (prepare_started_mono_ + b < prepare_cap_mono_) {
+      manifest_.set_prepare_budget_ms(Millis(b));
+      prepare_cap_mono_ = prepare_started_mono_ + b;
+    }
   }
+  int64_t deadline = prepare_cap_mono_;
+  if (ready * 10 >= all * 9 && plan_.late == profctl::v1::LATE_POLICY_CAPTURE &&
+      !plan_.prepare_only) {
+    // Quiet: 90 % are ready and no other host got ready for a quarter of the time the last one
+    // took (at least min_prepare_quiet_ms; never before the budget's floor): the healthy hosts
+    // are in, and what is left is dead or hung, or so slow that it joins late anyway. Only with
+    // --late=capture, where a slow host that misses the start is still captured (flagged late);
+    // --late=fail would fail it (docs/perf.md: 1,024 hosts, 0.4 s of 1 s spent waiting).
+    const int64_t quiet =
+        std::max(options_.min_prepare_quiet_ms * kNanosPerMilli, ready_prepare_ns_.back() / 4);
+    deadline = std::min(
+        deadline, std::max(NowMono() + quiet, prepare_started_mono_ +
+                                                  options_.min_prepare_budget_ms * kNanosPerMilli));
+  }
+  if (deadline != prepare_deadline_mono_) ScheduleBudget(deadline);
 }
 
 void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
@@ -826,11 +852,13 @@ void CaptureEngine::Session::EndPrepare() {
     return;
   }
   // Every Capture must reach its agent before the start: cover the round trips, and sending
-  // them one after another (twice the measured per-host cost of the prepare fan-out, at least
-  // 20 us a host).
+  // them one after another: twice what one RPC on a connected channel cost here (measured on the
+  // clock samples), at least 20 us a host. The first RPCs of the fan-out also connect each
+  // channel and cost about 10 x more; they stand in only when no later sample was sent.
+  const int64_t per_host_send = warm_sends_ > 0 ? warm_send_ns_ / warm_sends_ : per_host_send_ns_;
   lead_ns_ =
       std::max(options_.min_lead_ms * kNanosPerMilli, 4 * max_rtt) +
-      static_cast<int64_t>(ready) * std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send_ns_);
+      static_cast<int64_t>(ready) * std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send);
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
   window_start_mono_ = NowMono() + lead_ns_;

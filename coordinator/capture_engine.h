@@ -99,9 +99,12 @@ struct CaptureEngineOptions {
   // be ready, within [min, max]. An explicit plan.prepare_timeout_ms replaces it.
   int64_t min_prepare_budget_ms = 250;
   int64_t max_prepare_budget_ms = 10'000;
+  // With --late=capture, once 90 % of the hosts are ready, preparing also ends when no other host
+  // got ready for a quarter of the time the last one took, and at least this long.
+  int64_t min_prepare_quiet_ms = 50;
   // The common start is this far after preparing ends, at least, and at least 4 x the largest
-  // round trip, plus per ready host twice the measured cost of starting its prepare RPCs (at
-  // least 20 us): sending every Capture takes time too.
+  // round trip, plus per ready host twice the measured cost of one RPC on a connected channel
+  // (at least 20 us): sending every Capture takes time too.
   int64_t min_lead_ms = 100;
   // A host whose realized start is later than this after the common start is late.
   int64_t late_tolerance_ms = 5;

@@ -269,8 +269,50 @@ TEST_F(CaptureEngineTest, HostWhoseClockSyncHangsDoesNotMoveTheOthersWindow) {
   }
 }
 
+// Sending every Capture takes the coordinator time, and the lead covers it: what one RPC on a
+// connected channel costs, not what the first RPCs of the fan-out cost (they also connect, about
+// 10 x more; a lead from those kept 1,024 hosts waiting 0.65 s to send in 0.06 s).
+TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCosts) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 400; ++i) {
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    agent::SyntheticJobConfig job = Rank(i, 400);
+    job.step_ms = 50;
+    Agent(addresses.back(),
+          {.up_delay_ns = 100 * kNanosPerMicro,
+           .down_delay_ns = 100 * kNanosPerMicro,
+           .send_cost_ns = 500 * kNanosPerMicro,
+           .first_send_cost_ns = 5 * kNanosPerMilli},
+          job);
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const SessionManifest m = Run(plan);
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  // Sending 400 Captures takes 200 ms here, past the 100 ms minimum lead: every one still
+  // arrived before the start, and the agents started together.
+  int64_t max_rtt = 0;
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    const HostResult& h = m.hosts(static_cast<int>(i));
+    EXPECT_EQ(agents_[i]->last_start_ns(), h.requested_start_ns()) << h.address();
+    EXPECT_FALSE(h.late()) << h.address();
+    max_rtt = std::max(max_rtt, h.clock().rtt_ns());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  // The lead: the round trips (the answers queued behind the fan-out look slow), plus
+  // 400 x 2 x 0.5 ms; the first RPCs' 5.5 ms a host would have added 4.4 s.
+  const int64_t expected_lead =
+      std::max(100 * kNanosPerMilli, 4 * max_rtt) + 400 * 2 * 500 * kNanosPerMicro;
+  const int64_t prepared_wall =
+      FakeClock::kDefaultWallNs + static_cast<int64_t>(m.prepare_ms() * 1e6);
+  EXPECT_NEAR(static_cast<double>(m.start_at_ns() - prepared_wall),
+              static_cast<double>(expected_lead), 1e6);
+  EXPECT_LT(expected_lead, 2 * kNanosPerSecond);
+}
+
 // A tail of hosts that never answer (5 % dead or hung in a big pod) must not hold the others
-// for 4 x the median: once 90 % are ready, the budget is at most 2 x the slowest of them.
+// for 4 x the median: once 90 % are ready, the budget is at most 2 x the slowest of them
+// (with --late=fail; --late=capture ends sooner, below).
 TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
   std::vector<std::string> addresses;
   for (int i = 0; i < 18; ++i) {
@@ -282,7 +324,9 @@ TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
   Agent("hung-sync:1", {.hang_sync = true}, Rank(19, 20));
   addresses.push_back("hung-info:1");
   addresses.push_back("hung-sync:1");
-  const SessionManifest m = Run(Plan(addresses, 1000));
+  CapturePlan plan = Plan(addresses, 1000);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
   std::vector<double> ready_ms;
   for (int i = 0; i < 18; ++i) {
     const HostResult& h = m.hosts(i);
@@ -297,6 +341,40 @@ TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
   EXPECT_NEAR(m.prepare_ms(), m.prepare_budget_ms(), 1.0);
   EXPECT_EQ(Host(m, "hung-info:1").status(), v1::HOST_STATUS_FAILED);
   EXPECT_EQ(Host(m, "hung-sync:1").status(), v1::HOST_STATUS_FAILED);
+}
+
+// With --late=capture, once 90 % are ready, preparing ends when no other host got ready for a
+// quarter of the time the last one took: the hung tail costs the others that, not 2 x the
+// slowest; a healthy host that was only slow joins after preparing ended and is kept (here
+// still before the start: the lead covers 4 x the largest round trip).
+TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 18; ++i) {
+    const int64_t one_way = (100 + i) * kNanosPerMilli;  // ready at about 600..700 ms
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+  }
+  Agent("hung:1", {.hang_get_info = true}, Rank(18, 20));
+  // Healthy, but ready at about 1.2 s: after the quiet end, before 2 x the slowest.
+  Agent("slow:1", {.up_delay_ns = 200 * kNanosPerMilli, .down_delay_ns = 200 * kNanosPerMilli},
+        Rank(19, 20));
+  addresses.push_back("hung:1");
+  addresses.push_back("slow:1");
+  const SessionManifest m = Run(Plan(addresses, 3000));
+  double last_ready_ms = 0;
+  for (int i = 0; i < 18; ++i) {
+    const HostResult& h = m.hosts(i);
+    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    last_ready_ms = std::max(last_ready_ms, h.prepare_ms());
+  }
+  EXPECT_GT(last_ready_ms, 600.0);
+  EXPECT_NEAR(m.prepare_ms(), last_ready_ms * 1.25, 1.0);
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), m.prepare_ms());
+  EXPECT_EQ(Host(m, "hung:1").status(), v1::HOST_STATUS_FAILED);
+  const HostResult& slow = Host(m, "slow:1");
+  EXPECT_GT(slow.prepare_ms(), m.prepare_ms());
+  EXPECT_LT(slow.prepare_ms(), 2 * last_ready_ms);
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.error().message();
 }
 
 TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {

@@ -68,6 +68,7 @@ class FakeAgent::Client final : public AgentClient {
   explicit Client(FakeAgent* agent) : a_(agent) {}
 
   void GetInfo(int64_t timeout_ms, Callback<coordinator::AgentInfo> done) override {
+    Spend();
     FakeAgentBehavior& b = a_->behavior_;
     if (!b.get_info_failures.empty()) {
       absl::Status down = b.get_info_failures.front();
@@ -89,6 +90,7 @@ class FakeAgent::Client final : public AgentClient {
   }
 
   void SyncClock(int64_t timeout_ms, Callback<coordinator::ClockReading> done) override {
+    Spend();
     const FakeAgentBehavior& b = a_->behavior_;
     const int64_t local_send = a_->clock_->WallNs();
     // The agent stamps when the request arrives, i.e. up_delay from now.
@@ -135,6 +137,7 @@ class FakeAgent::Client final : public AgentClient {
 
   void Capture(const coordinator::CaptureArgs& args, int64_t timeout_ms,
                coordinator::CaptureStream* stream) override {
+    Spend();
     FakeAgent* a = a_;
     const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
     const int64_t deadline = a->clock_->MonoNs() + timeout_ms * kNanosPerMilli;
@@ -199,7 +202,16 @@ class FakeAgent::Client final : public AgentClient {
     });
   }
 
+  // The caller's cost of starting an RPC: time passes inside the call.
+  void Spend() {
+    const FakeAgentBehavior& b = a_->behavior_;
+    const int64_t cost = connected_ ? b.send_cost_ns : b.first_send_cost_ns;
+    connected_ = true;
+    if (cost > 0) a_->clock_->Advance(cost);
+  }
+
   FakeAgent* a_;
+  bool connected_ = false;  // an RPC was started on this channel
 };
 
 FakeAgent::FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,

@@ -35,6 +35,11 @@ struct FakeAgentBehavior {
   // Network one-way delays, coordinator -> agent and back.
   int64_t up_delay_ns = 0;
   int64_t down_delay_ns = 0;
+  // What starting each RPC costs the caller (encoding, the transport's work on a loaded
+  // machine): the fake clock moves this much inside the call. The first RPC on this agent's
+  // channel costs first_send_cost_ns instead (it also connects).
+  int64_t send_cost_ns = 0;
+  int64_t first_send_cost_ns = 0;
   // Never answers that RPC: the caller gets DEADLINE_EXCEEDED at its timeout.
   bool hang_get_info = false;
   bool hang_sync = false;
