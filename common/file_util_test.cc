@@ -88,6 +88,12 @@ TEST(JsonUtilTest, EscapesAndKeepsOutputValidUtf8) {
   std::string out;
   AppendJsonString(&out, "a\"b\\c\n\x01 \xc3\xa9 \xff");
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001 \xc3\xa9 \xef\xbf\xbd\"");
+  // Plain runs at either end, around escapes, and none at all.
+  out.clear();
+  AppendJsonString(&out, "");
+  AppendJsonString(&out, "step 12\tname/\x7f");
+  AppendJsonString(&out, "\"\"x");
+  EXPECT_EQ(out, "\"\"\"step 12\\tname/\x7f\"\"\\\"\\\"x\"");
   out.clear();
   AppendJsonDouble(&out, 1.5);
   out += ",";
