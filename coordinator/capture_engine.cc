@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "coordinator/clock_sync.h"
 #include "coordinator/report/breakdown_writers.h"
 #include "coordinator/report/pod_trace_writer.h"
+#include "google/protobuf/arena.h"
 
 namespace profctl::coordinator {
 
@@ -79,13 +81,40 @@ int64_t CountSteps(const XSpace& space) {
   return static_cast<int64_t>(steps.size());
 }
 
+// A decoded trace on an arena of its own: decoding and freeing it is a few large allocations
+// instead of one per event and stat (malloc and free were a fifth of the save pool's CPU at 1,024
+// hosts, docs/perf.md). Not movable: held by unique_ptr.
+class DecodedTrace {
+ public:
+  DecodedTrace()
+      : arena_(ArenaOptions()), space_(google::protobuf::Arena::CreateMessage<XSpace>(&arena_)) {}
+  DecodedTrace(const DecodedTrace&) = delete;
+  DecodedTrace& operator=(const DecodedTrace&) = delete;
+
+  bool Parse(const std::string& bytes) { return space_->ParseFromString(bytes); }
+  const XSpace& space() const { return *space_; }
+
+ private:
+  static google::protobuf::ArenaOptions ArenaOptions() {
+    google::protobuf::ArenaOptions o;
+    o.start_block_size = 16 << 10;
+    o.max_block_size = 1 << 20;
+    return o;
+  }
+  google::protobuf::Arena arena_;
+  XSpace* space_;  // on arena_
+};
+
 // What saving one host's trace needs, copied: SaveHostTrace runs on a pool thread.
 struct SaveInput {
   std::string host;
   int64_t rtt_offset_ns = 0;
   bool collectives = false;
   size_t max_collective_ends = 0;
-  analysis::ReaderOptions reader;
+  // The session's step pattern, compiled once (Begin); null when it does not compile.
+  std::shared_ptr<const analysis::StepMatcher> steps;
+  absl::Status steps_error;
+  bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the pod trace
 };
 
 struct SaveOutcome {
@@ -97,6 +126,7 @@ struct SaveOutcome {
   std::vector<int64_t> collective_ends;
   std::optional<analysis::HostSummary> summary;
   std::string breakdown_error;
+  std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
 };
 
 // Validates a finished trace, renames it into place (or keeps it as .invalid), and reduces it to
@@ -110,14 +140,16 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
   };
   absl::StatusOr<std::string> bytes = file.ReadAll();
   if (!bytes.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, bytes.status());
-  XSpace space;
-  absl::Status valid = space.ParseFromString(*bytes)
-                           ? xspace::Validate(space)
-                           : absl::DataLossError("not a serialized XSpace");
+  auto decoded = std::make_unique<DecodedTrace>();
+  const XSpace& space = decoded->space();
+  absl::Status valid = decoded->Parse(*bytes) ? xspace::Validate(space)
+                                              : absl::DataLossError("not a serialized XSpace");
   // The breakdown's per-host summary, now, from the bytes: only the summary stays.
   if (valid.ok()) {
     absl::StatusOr<analysis::HostTrace> trace =
-        analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host, in.rtt_offset_ns, in.reader);
+        in.steps == nullptr ? absl::StatusOr<analysis::HostTrace>(in.steps_error)
+                            : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host,
+                                                       in.rtt_offset_ns, *in.steps);
     if (trace.ok()) {
       out.summary = analysis::SummarizeHost(*std::move(trace));
     } else {
@@ -145,6 +177,7 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
       out.collective_ends.resize(in.max_collective_ends);
     }
   }
+  if (in.keep_space) out.space = std::move(decoded);
   return out;
 }
 
@@ -397,6 +430,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     // The compact per-step summary for the breakdown (times on the clock-sync timeline until
     // Align shifts them onto the refined one).
     std::optional<analysis::HostSummary> summary;
+    // The saved trace, decoded, for the pod trace (within kept_trace_budget_bytes), and the bytes
+    // it counts against that budget (its serialized size: reserved when saving starts).
+    std::unique_ptr<DecodedTrace> space;
+    uint64_t kept_bytes = 0;
   };
 
   // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
@@ -513,6 +550,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool manifest_flush_scheduled_ = false;
   bool manifest_write_failed_ = false;
   int64_t lead_ns_ = 0;
+  uint64_t kept_trace_bytes_ = 0;  // reserved by hosts' decoded traces (Host::kept_bytes)
+  std::shared_ptr<const analysis::StepMatcher> step_matcher_;  // plan_.reader's, compiled
+  absl::Status step_matcher_error_;
   int64_t per_host_send_ns_ = 0;  // measured in Begin
   // What starting the clock samples after each host's first cost, in all (OnSample): one RPC on
   // a connected channel, as each Capture is.
@@ -545,6 +585,13 @@ void CaptureEngine::Session::Begin() {
   session_key_ = NewSessionKey();
   if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
     manifest_.set_step_pattern(plan_.reader.step_pattern);
+  }
+  if (absl::StatusOr<analysis::StepMatcher> m =
+          analysis::StepMatcher::Create(plan_.reader.step_pattern);
+      m.ok()) {
+    step_matcher_ = std::make_shared<const analysis::StepMatcher>(*std::move(m));
+  } else {
+    step_matcher_error_ = m.status();  // each host's breakdown says so (the CLI refuses it first)
   }
   manifest_.set_late_tolerance_ns(ToleranceNs());
   if (deps_.sink != nullptr) {
@@ -1050,9 +1097,18 @@ void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) 
 
 void CaptureEngine::Session::SaveTrace(Host& h) {
   h.phase = Phase::kSaving;
-  SaveInput in{h.r.host(), h.r.clock().rtt_offset_ns(),
-               plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES, options_.max_collective_ends,
-               plan_.reader};
+  const bool keep = kept_trace_bytes_ + h.r.bytes() <= options_.kept_trace_budget_bytes;
+  if (keep) {
+    h.kept_bytes = h.r.bytes();
+    kept_trace_bytes_ += h.kept_bytes;
+  }
+  SaveInput in{h.r.host(),
+               h.r.clock().rtt_offset_ns(),
+               plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES,
+               options_.max_collective_ends,
+               step_matcher_,
+               step_matcher_error_,
+               keep};
   std::unique_ptr<HostStream> stream = std::move(h.stream);
   if (deps_.pool == nullptr) {
     OnSaved(h, SaveHostTrace(*stream->file(), in));
@@ -1073,6 +1129,12 @@ void CaptureEngine::Session::SaveTrace(Host& h) {
 }
 
 void CaptureEngine::Session::OnSaved(Host& h, SaveOutcome out) {
+  h.space = std::move(out.space);
+  if (h.space == nullptr || h.phase != Phase::kSaving) {  // nothing kept: give its share back
+    h.space.reset();
+    kept_trace_bytes_ -= h.kept_bytes;
+    h.kept_bytes = 0;
+  }
   if (h.phase != Phase::kSaving) return;
   if (out.failed_step != profctl::v1::FAILURE_STEP_UNSPECIFIED) {
     Fail(h, out.failed_step, out.status);
@@ -1541,8 +1603,8 @@ void CaptureEngine::Session::Align() {
 }
 
 void CaptureEngine::Session::WritePodOutputs() {
-  std::vector<const Host*> saved;
-  for (const Host& h : hosts_) {
+  std::vector<Host*> saved;
+  for (Host& h : hosts_) {
     if (Saved(h.r)) saved.push_back(&h);
   }
   if (saved.empty()) return;
@@ -1553,25 +1615,29 @@ void CaptureEngine::Session::WritePodOutputs() {
     manifest_.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
     return;
   }
-  // Each host is read back from disk, parsed, rendered and compressed on the pool, at most
-  // kPodTraceHostsInFlight at once (memory: that many traces), and joined into the file in host
-  // order here. Without a pool, one at a time here.
+  // Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once,
+  // and joined into the file in host order here; without a pool, one at a time here. A host's
+  // trace is the one kept decoded from saving it, else read back from disk and decoded (memory:
+  // at most that many traces more). Each job owns its host's kept trace and frees it: the
+  // executor waits here meanwhile, and no two jobs share a host.
   struct Slot {
     std::optional<absl::StatusOr<report::RenderedHost>> rendered;
   };
   std::vector<Slot> slots(saved.size());
   absl::Mutex mu;
   const auto render = [this, &saved, base = writer->base_ns()](size_t i) {
-    const Host& h = *saved[i];
-    absl::StatusOr<std::string> bytes = deps_.sink->Read(h.r.xplane_file());
-    XSpace space;
-    if (!bytes.ok() || !space.ParseFromString(*bytes)) {
-      return absl::StatusOr<report::RenderedHost>(absl::DataLossError(
-          absl::StrCat("cannot read back ", h.r.xplane_file(), "; that host is missing from it")));
+    Host& h = *saved[i];
+    std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
+    if (decoded == nullptr) {
+      decoded = std::make_unique<DecodedTrace>();
+      absl::StatusOr<std::string> bytes = deps_.sink->Read(h.r.xplane_file());
+      if (!bytes.ok() || !decoded->Parse(*bytes)) {
+        return absl::StatusOr<report::RenderedHost>(absl::DataLossError(absl::StrCat(
+            "cannot read back ", h.r.xplane_file(), "; that host is missing from it")));
+      }
     }
-    bytes = std::string();  // only the parsed trace from here
-    return report::PodTraceWriter::Render(h.r.host(), space, h.r.clock().offset_ns(), base,
-                                          static_cast<int64_t>(i));
+    return report::PodTraceWriter::Render(h.r.host(), decoded->space(), h.r.clock().offset_ns(),
+                                          base, static_cast<int64_t>(i));
   };
   size_t submitted = 0;
   const auto submit_up_to = [&](size_t limit) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
 #include "common/xspace.h"
@@ -132,6 +133,64 @@ TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
   absl::StatusOr<std::string> json = GzipDecompress(*gz);
   ASSERT_TRUE(json.ok());
   EXPECT_THAT(*json, HasSubstr("w1 /device:GPU:0"));
+}
+
+// The step pattern is compiled once per session; one that does not compile (the CLI refuses it
+// first) leaves every host out of the breakdown, saying why, and costs no trace.
+TEST_F(CaptureEngineTest, AStepPatternThatDoesNotCompileIsNamedAndTheTracesAreKept) {
+  Agent("h0:1", {}, Rank(0, 2));
+  Agent("h1:1", {}, Rank(1, 2));
+  CapturePlan plan = Plan({"h0:1", "h1:1"});
+  plan.reader.step_pattern = "(";
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.step_pattern(), "(");
+  int named = 0;
+  for (const std::string& e : m.errors()) {
+    named += absl::StrContains(e, "left out: step pattern '(' is not a valid RE2 regex");
+  }
+  EXPECT_EQ(named, 2) << absl::StrJoin(m.errors(), "\n");
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << h.xplane_file();
+  }
+  EXPECT_TRUE(m.breakdown_files().empty());
+}
+
+// The pod trace renders each host from the trace kept decoded since saving it, within
+// kept_trace_budget_bytes; past the budget it reads the rest back from disk. Same file either way.
+TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) {
+  for (int i = 0; i < 3; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i));
+  const auto run = [&](const std::string& session, uint64_t budget) {
+    CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1"});
+    plan.session = session;
+    sink_.reads = 0;
+    CaptureEngineOptions options;
+    options.kept_trace_budget_bytes = budget;
+    const SessionManifest m = Run(plan, options);
+    EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+    absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
+    EXPECT_TRUE(gz.ok()) << gz.status();
+    absl::StatusOr<std::string> json = GzipDecompress(gz.ok() ? *gz : "");
+    EXPECT_TRUE(json.ok());
+    for (const HostResult& h : m.hosts()) {
+      EXPECT_THAT(json.ok() ? *json : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
+    }
+    return m;
+  };
+  const SessionManifest all_read = run("s0", 0);
+  EXPECT_EQ(sink_.reads, 3);
+  uint64_t smallest = std::numeric_limits<uint64_t>::max(), largest = 0;
+  for (const HostResult& h : all_read.hosts()) {
+    smallest = std::min(smallest, h.bytes());
+    largest = std::max(largest, h.bytes());
+  }
+  run("s1", CaptureEngineOptions{}.kept_trace_budget_bytes);
+  EXPECT_EQ(sink_.reads, 0);
+  // Room for one trace, not two: the first saved is kept, the other two are read back.
+  ASSERT_LT(largest, smallest * 3 / 2);
+  run("s2", smallest * 3 / 2);
+  EXPECT_EQ(sink_.reads, 2);
 }
 
 TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {

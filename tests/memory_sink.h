@@ -24,6 +24,7 @@ class MemorySink final : public coordinator::TraceSink {
   }
   absl::StatusOr<std::string> Read(const std::string& name) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++reads;
     auto it = files.find(name);
     if (it == files.end()) return absl::NotFoundError(name);
     return it->second;
@@ -38,6 +39,7 @@ class MemorySink final : public coordinator::TraceSink {
 
   std::string fail_name;  // a write or commit of this name fails
   std::map<std::string, std::string> files;
+  int reads = 0;  // calls of Read
 
  private:
   class File final : public coordinator::TraceFile {

@@ -813,6 +813,11 @@ void Reader::PassOnSpaceMessages() {
 absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
                                          int64_t offset_ns, const ReaderOptions& options) {
   PROFCTL_ASSIGN_OR_RETURN(const StepMatcher matcher, StepMatcher::Create(options.step_pattern));
+  return ReadXSpaceHost(bytes, host, offset_ns, matcher);
+}
+
+absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
+                                         int64_t offset_ns, const StepMatcher& matcher) {
   if (offset_ns < -kMaxAbsOffsetNs || offset_ns > kMaxAbsOffsetNs) {
     return absl::InvalidArgumentError(absl::StrCat("host ", host, ": clock offset ", offset_ns,
                                                    " ns is out of range (|offset| <= 2^61 ns)"));
