@@ -1353,7 +1353,8 @@ void CaptureEngine::Session::FlushManifest() {
   profctl::v1::SessionManifest snapshot = manifest_;
   snapshot.set_status(profctl::v1::SESSION_STATUS_RUNNING);
   for (const Host& h : hosts_) *snapshot.add_hosts() = h.r;
-  if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, ManifestJson(snapshot));
+  if (absl::StatusOr<std::string> f =
+          deps_.sink->Write(kManifestFileName, RunningManifestJson(snapshot));
       !f.ok() && !manifest_write_failed_) {
     manifest_write_failed_ = true;  // said once; the final write reports it in the manifest
     Progress(absl::StrCat("cannot write ", kManifestFileName, ": ", f.status().message()));

@@ -30,6 +30,15 @@ std::string ManifestJson(const profctl::v1::SessionManifest& manifest) {
   return ProtoJson(manifest);
 }
 
+std::string RunningManifestJson(const profctl::v1::SessionManifest& manifest) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  return json;
+}
+
 std::string ProtoJson(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;

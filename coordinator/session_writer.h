@@ -92,6 +92,10 @@ std::vector<std::string> CleanAbandonedSessions(const std::string& logdir);
 
 // session.json's text: the manifest as JSON with proto field names, every field printed.
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest);
+// The same without the fields at their default value (what a proto JSON parser reads back the
+// same): for the snapshots rewritten while a session runs. Printing every field is about 5 x
+// slower (27 ms against 5 ms for a 1,024-host manifest), and those are written several times.
+std::string RunningManifestJson(const profctl::v1::SessionManifest& manifest);
 // Any message the same way (proto field names, every field printed, indented).
 std::string ProtoJson(const google::protobuf::Message& message);
 
