@@ -127,7 +127,7 @@ struct CaptureEngineOptions {
   // hosts). Refinement needs a few dozen matched steps; 4,096 is ~7 minutes of 100 ms steps.
   size_t max_collective_ends = 4096;
   // Traces kept decoded from saving them until the pod trace is written, so it need not read and
-  // decode them again: at most this many bytes of serialized trace (decoded, about 5.5 x that in
+  // decode them again: at most this many bytes of serialized trace (decoded, about 5 x that in
   // memory, docs/perf.md). Past it, the pod trace reads the rest back from disk.
   uint64_t kept_trace_budget_bytes = 32ULL << 20;
 };
