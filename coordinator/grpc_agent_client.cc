@@ -123,8 +123,8 @@ class GrpcAgentClient final : public AgentClient {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
       }
     }
-    stub_ =
-        AgentService::NewStub(CreateAgentChannel(worker.target(), options.credentials.get(), args));
+    stub_ = AgentService::NewStub(
+        CreateAgentChannel(worker.channel_target(), options.credentials.get(), args));
   }
 
   ~GrpcAgentClient() override {

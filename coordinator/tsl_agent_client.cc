@@ -41,8 +41,8 @@ class TslAgentClient final : public AgentClient {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
       }
     }
-    stub_ = ProfilerService::NewStub(
-        grpc::CreateCustomChannel(worker_.target(), grpc::InsecureChannelCredentials(), args));
+    stub_ = ProfilerService::NewStub(grpc::CreateCustomChannel(
+        worker_.channel_target(), grpc::InsecureChannelCredentials(), args));
   }
 
   ~TslAgentClient() override {

@@ -1,5 +1,8 @@
 #include "coordinator/worker.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
@@ -20,6 +23,14 @@ constexpr absl::string_view kTslScheme = "grpc://";
 std::string WorkerAddress::target() const {
   return absl::StrContains(host, ':') ? absl::StrCat("[", host, "]:", port)
                                       : absl::StrCat(host, ":", port);
+}
+
+std::string WorkerAddress::channel_target() const {
+  in6_addr v6{};
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return absl::StrCat("ipv4:", target());
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return absl::StrCat("ipv6:", target());
+  return target();
 }
 
 std::string WorkerAddress::file_stem() const {

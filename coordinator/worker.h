@@ -22,6 +22,10 @@ struct WorkerAddress {
   Protocol protocol = Protocol::kAgent;
   // gRPC target ("host1:6000", "[::1]:6000").
   std::string target() const;
+  // The target a channel is created for: an IP address as gRPC's ipv4:/ipv6: URI
+  // ("ipv4:10.0.0.1:6000", "ipv6:[::1]:6000"), so gRPC does not start its DNS resolver (c-ares)
+  // for an address it need not resolve; a name as target().
+  std::string channel_target() const;
   // File stem: host:port with ':' -> '_' and IPv6 brackets dropped ("host1_6000", "__1_6000"),
   // without the scheme (a grpc:// worker's file is named as TensorBoard names it); over
   // kMaxFileStemChars (a 253-character host name) shortened with a stable hash

@@ -22,6 +22,17 @@ TEST(WorkerTest, ParsesHostsAndIpv6) {
   EXPECT_EQ(w->file_stem(), "__1_7000");
 }
 
+// Channels to IP addresses skip gRPC's DNS resolver; names keep it.
+TEST(WorkerTest, ChannelTargetNamesAnIpAddressAsOne) {
+  EXPECT_EQ(ParseWorker("10.1.2.3:6000")->channel_target(), "ipv4:10.1.2.3:6000");
+  EXPECT_EQ(ParseWorker("[::1]:7000")->channel_target(), "ipv6:[::1]:7000");
+  EXPECT_EQ(ParseWorker("grpc://127.0.0.1:9")->channel_target(), "ipv4:127.0.0.1:9");
+  EXPECT_EQ(ParseWorker("host-1.example:6000")->channel_target(), "host-1.example:6000");
+  EXPECT_EQ(ParseWorker("localhost:6000")->channel_target(), "localhost:6000");
+  // Not an address, though it looks like one: a name.
+  EXPECT_EQ(ParseWorker("10.1.2:6000")->channel_target(), "10.1.2:6000");
+}
+
 TEST(WorkerTest, GrpcSchemeNamesATslProfilerServer) {
   absl::StatusOr<WorkerAddress> w = ParseWorker("grpc://tpu-host-3:9999");
   ASSERT_TRUE(w.ok()) << w.status();
