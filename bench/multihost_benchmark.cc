@@ -27,7 +27,8 @@
 //     was saved. --pin puts profctl on CPU 0 and the agents and proxies on CPU 1; --keep copies
 //     each run's session.json, profctl output and agent logs (with --agent-log-level=info they
 //     show when each Capture arrived) into DIR. --agent and --profctl take other binaries (or
-//     wrappers: perf record, prlimit, LD_PRELOAD shims).
+//     wrappers: perf record, prlimit, LD_PRELOAD shims). Each run first waits (at most 75 s) for
+//     the last run's TIME_WAIT sockets to drain: while they linger, new connections cost more.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -53,6 +54,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/agent_server.h"
 #include "common/clock.h"
@@ -104,6 +106,28 @@ std::string LoadAverage() {
 }
 
 std::string Loopback(int port) { return testing::LoopbackAddress(port); }
+
+// TCP sockets in TIME_WAIT ("tw N" in /proc/net/sockstat); -1 when unknown.
+int64_t TimeWaitSockets() {
+  const std::string text = ReadFile("/proc/net/sockstat").value_or("");
+  const size_t at = text.find(" tw ");
+  if (at == std::string::npos) return -1;
+  const size_t end = text.find_first_of(" \n", at + 4);
+  int64_t n = -1;
+  return absl::SimpleAtoi(text.substr(at + 4, end - at - 4), &n) ? n : -1;
+}
+
+// A 1,024-host run leaves about 8,000 loopback connections in TIME_WAIT for 60 s, and while they
+// linger every new connection costs the kernel more (picking an ephemeral port walks them): runs
+// back to back got slower one after the other (wall - duration 2.1 s -> 3.2 s over 6 runs).
+// Waits, at most 75 s, until fewer than 100 are left; returns the seconds waited.
+double AwaitTimeWaitDrained() {
+  const absl::Time start = absl::Now();
+  while (TimeWaitSockets() >= 100 && absl::Now() - start < absl::Seconds(75)) {
+    absl::SleepFor(absl::Seconds(1));
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
 
 // Nearest-rank percentile of `v` (p in 0..100); 0 for an empty sample.
 double Percentile(std::vector<double> v, double p) {
@@ -341,6 +365,7 @@ struct ScaleResult {
   int healthy_saved = 0, late = 0;  // healthy hosts whose trace was saved (ok or incomplete); late
   bool unhealthy_failed_right = true;
   std::string load_before;
+  double time_wait_waited_s = 0;  // before the run, for the last run's sockets to drain
 };
 
 constexpr int64_t kSkewSpreadMs = 2000;
@@ -348,6 +373,7 @@ constexpr int64_t kSkewSpreadMs = 2000;
 ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
                          int64_t unhealthy_percent, int64_t duration_ms, int64_t run) {
   ScaleResult out;
+  out.time_wait_waited_s = AwaitTimeWaitDrained();
   const int64_t unhealthy = (hosts * unhealthy_percent + 50) / 100;
   const int64_t dead = (unhealthy + 1) / 2, hung = unhealthy - dead;
   const int64_t served = hosts - dead;  // endpoints: the healthy ones and the hung ones
@@ -540,11 +566,11 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
           "hosts %d run %d: exit %d, wall-duration %.0f ms (prepare %.0f of %.0f, after window "
           "%.0f: collect %.0f, outputs %.0f), rss %.1f MiB, cpu/host %.3f ms (agents' cpu %.0f "
           "ms), ok %d, saved %d/%d healthy, late %d, start p99 %.3f ms (agent's "
-          "own %.3f), load before %s\n",
+          "own %.3f), load before %s, waited %.0f s for TIME_WAIT to drain\n",
           hosts, run, r.exit_code, r.wall_minus_duration_ms, r.prepare_ms, r.budget_ms,
           r.after_window_ms, r.collect_ms, r.outputs_ms, r.peak_rss_mib, r.cpu_ms_per_host,
           r.agents_cpu_ms, r.ok, r.healthy_saved, r.healthy, r.late, r.start_p99_ms,
-          r.agent_late_p99_ms, r.load_before);
+          r.agent_late_p99_ms, r.load_before, r.time_wait_waited_s);
     }
     // The median run by wall time, and whether every run saved every healthy host.
     std::sort(results.begin(), results.end(), [](const ScaleResult& a, const ScaleResult& b) {
