@@ -26,28 +26,32 @@ std::string RejectedXPlaneFileName(const std::string& host) {
   return absl::StrCat(host, ".xplane.pb.invalid");
 }
 
+namespace {
+
+// Proto field names, indented; fields at their default value too when every_field.
+std::string PrintJson(const google::protobuf::Message& message, bool every_field) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = every_field;
+  // Cannot fail for a message built in this process (no Any fields, valid UTF-8 checked by proto).
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace
+
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest) {
   return ProtoJson(manifest);
 }
 
 std::string RunningManifestJson(const profctl::v1::SessionManifest& manifest) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  return json;
+  return PrintJson(manifest, /*every_field=*/false);
 }
 
 std::string ProtoJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  // Cannot fail for a message built in this process (no Any fields, valid UTF-8 checked by proto).
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
+  return PrintJson(message, /*every_field=*/true);
 }
 
 absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const std::string& session,
