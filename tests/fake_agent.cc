@@ -109,6 +109,7 @@ class FakeAgent::Client final : public AgentClient {
 
   void GetStepSignal(int64_t since_ns, int64_t timeout_ms,
                      Callback<profctl::v1::GetStepSignalResponse> done) override {
+    Spend();
     const FakeAgentBehavior& b = a_->behavior_;
     ++a_->step_signal_calls_;
     // What the agent has when the request arrives (the real agent's window and cap).
@@ -148,6 +149,7 @@ class FakeAgent::Client final : public AgentClient {
 
   void Cancel(const std::string& session_id, const std::string& /*session_key*/, int64_t timeout_ms,
               DoneCallback done) override {
+    Spend();
     FakeAgent* a = a_;
     const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
     a->ex_->PostAt(arrive, [a, session_id] { a->OnCancelArrived(session_id); });
@@ -161,6 +163,7 @@ class FakeAgent::Client final : public AgentClient {
 
   void Fetch(const coordinator::FetchArgs& args, int64_t timeout_ms,
              coordinator::CaptureStream* stream) override {
+    Spend();
     FakeAgent* a = a_;
     const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
     const int64_t deadline = a->clock_->MonoNs() + timeout_ms * kNanosPerMilli;
