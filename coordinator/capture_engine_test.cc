@@ -500,6 +500,32 @@ TEST_F(CaptureEngineTest, LatePolicyDecidesAboutAHostThatStartsLate) {
   }
 }
 
+// Each host's temporary trace file is made when its agent starts recording, inside the window
+// (where the coordinator is idle), not when the trace arrives after it; one whose host then fails
+// is dropped, and none is left open.
+TEST_F(CaptureEngineTest, TraceFilesAreMadeWhileTheWindowIsOpenAndDroppedForAFailedHost) {
+  Agent("a:1", {.name = "a"}, Rank(0));
+  Agent("b:1", {.clock_offset_ns = 5 * kNanosPerMilli, .name = "b"}, Rank(1));
+  Agent("late:1", {.start_delay_ns = 40 * kNanosPerMilli, .name = "late"}, Rank(2));
+  std::vector<int64_t> created_at;
+  sink_.on_create = [&] { created_at.push_back(clock_.WallNs()); };
+  CapturePlan plan = Plan({"a:1", "b:1", "late:1"}, /*duration_ms=*/500);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "b:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "late:1").error().step(), v1::FAILURE_STEP_LATE);
+  ASSERT_EQ(created_at.size(), 3u);
+  for (const int64_t t : created_at) {
+    EXPECT_GE(t, m.start_at_ns());
+    EXPECT_LT(t, m.start_at_ns() + 500 * kNanosPerMilli);
+  }
+  EXPECT_TRUE(sink_.files.count("a.xplane.pb"));
+  EXPECT_TRUE(sink_.files.count("b.xplane.pb"));
+  EXPECT_FALSE(sink_.files.count("late.xplane.pb"));
+  EXPECT_EQ(sink_.open_files(), 0);
+}
+
 TEST_F(CaptureEngineTest, AgentThatSendsNoStartedMessageIsJudgedByItsHeader) {
   Agent("old:1", {.start_delay_ns = 30 * kNanosPerMilli, .send_started = false});
   CapturePlan plan = Plan({"old:1"});

@@ -2,6 +2,7 @@
 #ifndef PROFCTL_TESTS_MEMORY_SINK_H_
 #define PROFCTL_TESTS_MEMORY_SINK_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@ class MemorySink final : public coordinator::TraceSink {
     return name;
   }
   absl::StatusOr<std::unique_ptr<coordinator::TraceFile>> Create(const std::string&) override {
+    if (on_create) on_create();
     return std::make_unique<File>(this);
   }
   absl::StatusOr<std::string> Read(const std::string& name) override {
@@ -39,12 +41,27 @@ class MemorySink final : public coordinator::TraceSink {
 
   std::string fail_name;  // a write or commit of this name fails
   std::map<std::string, std::string> files;
-  int reads = 0;  // calls of Read
+  int reads = 0;                    // calls of Read
+  std::function<void()> on_create;  // called by every Create
+  // Files made by Create and not yet destroyed (committed or dropped).
+  int open_files() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return open_files_;
+  }
 
  private:
   class File final : public coordinator::TraceFile {
    public:
-    explicit File(MemorySink* sink) : sink_(sink) {}
+    explicit File(MemorySink* sink) : sink_(sink) {
+      std::lock_guard<std::mutex> lock(sink_->mu_);
+      ++sink_->open_files_;
+    }
+    ~File() override {
+      std::lock_guard<std::mutex> lock(sink_->mu_);
+      --sink_->open_files_;
+    }
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
     absl::Status Append(absl::string_view data) override {
       data_.append(data.data(), data.size());
       return absl::OkStatus();
@@ -60,6 +77,7 @@ class MemorySink final : public coordinator::TraceSink {
     std::string data_;
   };
   std::mutex mu_;
+  int open_files_ = 0;
 };
 
 }  // namespace profctl::testing
