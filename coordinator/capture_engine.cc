@@ -413,6 +413,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     std::unique_ptr<AgentClient> client;
     int64_t prepare_started_mono = 0;
     bool info_done = false;
+    // It answered an RPC of prepare, in any round: alive, and worth waiting for (DeriveBudget).
+    bool answered = false;
     absl::Status info_status;
     AgentInfo info;
     int samples_left = 0;
@@ -467,6 +469,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void TakeSample(Host& h);
   void OnInfo(Host& h, absl::StatusOr<AgentInfo> info);
   void OnSample(Host& h, absl::StatusOr<ClockReading> reading);
+  // The host answered an RPC of prepare (the first time counts: DeriveBudget's quiet rule).
+  void Answered(Host& h);
   void MaybeReady(Host& h);
   // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
   // when half of them, then 90 %, are ready.
@@ -679,6 +683,7 @@ void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
   if (h.phase != Phase::kPreparing) return;
   h.info_done = true;
   if (info.ok()) {
+    Answered(h);
     h.info = *std::move(info);
     h.r.set_agent_name(h.info.name);
     h.r.set_agent_hostname(h.info.hostname);
@@ -696,6 +701,7 @@ void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> read
   absl::StatusOr<ClockOffset> sample =
       reading.ok() ? OffsetFromReading(*reading) : reading.status();
   if (sample.ok()) {
+    Answered(h);
     const bool improves = h.sampler.empty() || sample->rtt_ns < h.sampler.best().rtt_ns;
     h.samples_without_improvement = improves ? 0 : h.samples_without_improvement + 1;
     h.sampler.Add(*sample);
@@ -718,6 +724,13 @@ void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> read
   }
   h.samples_left = 0;
   MaybeReady(h);
+}
+
+void CaptureEngine::Session::Answered(Host& h) {
+  if (h.answered) return;
+  h.answered = true;
+  // A host that comes alive during a short quiet end (below) makes it the long one again.
+  if (preparing_ && plan_.prepare_timeout_ms <= 0 && !ready_prepare_ns_.empty()) DeriveBudget();
 }
 
 bool CaptureEngine::Session::ClaimInstance(Host& h) {
@@ -836,8 +849,14 @@ void CaptureEngine::Session::DeriveBudget() {
     // are in, and what is left is dead or hung, or so slow that it joins late anyway. Only with
     // --late=capture, where a slow host that misses the start is still captured (flagged late);
     // --late=fail would fail it (docs/perf.md: 1,024 hosts, 0.4 s of 1 s spent waiting).
+    // When no host left has answered anything, none is on its way: min_prepare_quiet_ms then
+    // (docs/perf.md: the quarter was 0.15-0.2 s of a 1,024-host prepare, waiting on the dead).
+    const bool one_on_its_way = std::any_of(hosts_.begin(), hosts_.end(), [](const Host& o) {
+      return o.phase == Phase::kPreparing && o.answered;
+    });
+    const int64_t min_quiet = options_.min_prepare_quiet_ms * kNanosPerMilli;
     const int64_t quiet =
-        std::max(options_.min_prepare_quiet_ms * kNanosPerMilli, ready_prepare_ns_.back() / 4);
+        one_on_its_way ? std::max(min_quiet, ready_prepare_ns_.back() / 4) : min_quiet;
     deadline = std::min(
         deadline, std::max(NowMono() + quiet, prepare_started_mono_ +
                                                   options_.min_prepare_budget_ms * kNanosPerMilli));

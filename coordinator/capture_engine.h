@@ -100,7 +100,8 @@ struct CaptureEngineOptions {
   int64_t min_prepare_budget_ms = 250;
   int64_t max_prepare_budget_ms = 10'000;
   // With --late=capture, once 90 % of the hosts are ready, preparing also ends when no other host
-  // got ready for a quarter of the time the last one took, and at least this long.
+  // got ready for a quarter of the time the last one took, and at least this long; or this long
+  // when no host left has answered anything (dead or hung: none is on its way).
   int64_t min_prepare_quiet_ms = 50;
   // The common start is this far after preparing ends, at least, and at least 4 x the largest
   // round trip, plus per ready host twice the measured cost of one RPC on a connected channel

@@ -436,6 +436,36 @@ TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet
   EXPECT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.error().message();
 }
 
+// When every host left has answered nothing (dead, or hung from the first RPC on), none is on
+// its way: preparing ends min_prepare_quiet_ms after the last ready host, not a quarter of its
+// time later. (The test above keeps the quarter: its hosts left still answer.)
+TEST_F(CaptureEngineTest, WithOnlySilentHostsLeftPreparingEndsAtTheShortestQuiet) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 18; ++i) {
+    const int64_t one_way = (100 + i) * kNanosPerMilli;  // ready at about 600..700 ms
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+  }
+  Agent("hung:1", {.hang_get_info = true, .hang_sync = true}, Rank(18, 20));
+  Agent("dead:1",
+        {.get_info_error = absl::UnavailableError("GetInfo: fake: connection refused"),
+         .sync_error = absl::UnavailableError("SyncClock: fake: connection refused")},
+        Rank(19, 20));
+  addresses.push_back("hung:1");
+  addresses.push_back("dead:1");
+  const SessionManifest m = Run(Plan(addresses, 3000));
+  double last_ready_ms = 0;
+  for (int i = 0; i < 18; ++i) {
+    const HostResult& h = m.hosts(i);
+    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    last_ready_ms = std::max(last_ready_ms, h.prepare_ms());
+  }
+  EXPECT_GT(last_ready_ms, 600.0);
+  EXPECT_NEAR(m.prepare_ms(), last_ready_ms + 50, 1.0);
+  EXPECT_EQ(Host(m, "hung:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "dead:1").status(), v1::HOST_STATUS_FAILED);
+}
+
 TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
   Agent("a:1", {});
   Agent("hung:1", {.hang_get_info = true});

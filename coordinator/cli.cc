@@ -456,7 +456,8 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "ms to get every host's identity and clock offset; 0 = derived from the measured "
            "round trips (4 x the median, then at most 2 x the 90th percentile; 250..10000 ms; "
            "with --late=capture, once 90% are ready, it ends when no host got ready for a "
-           "quarter of the time the last one took)");
+           "quarter of the time the last one took, or 50 ms when every host left has answered "
+           "nothing)");
   fs.String("late", &late,
             "a host that cannot start at the common instant: capture (flag it late) or fail");
   fs.String("step-pattern", &step_pattern,
