@@ -519,7 +519,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // OffsetFromSteps): clock.method "steps".
   void EstimateUnmeasuredOffsets(const std::vector<Host*>& saved);
   void WritePodOutputs();
-  void WriteBreakdown();
+  // The pod step breakdown and its files. Built and rendered on the pool (without one, here)
+  // while the pod trace is written, since neither needs the other: the rendering only names the
+  // pod trace, assumed to be written; should it fail, FinishBreakdown renders again without it.
+  struct BreakdownJob;
+  std::unique_ptr<BreakdownJob> StartBreakdown();
+  void FinishBreakdown(std::unique_ptr<BreakdownJob> job);
 
   void Fail(Host& h, FailureStep step, const absl::Status& status);
   void Succeed(Host& h);
@@ -1472,8 +1477,9 @@ void CaptureEngine::Session::MaybeFinish() {
   }
   if (!plan_.prepare_only) {
     const int64_t outputs_started = NowMono();
+    std::unique_ptr<BreakdownJob> breakdown = StartBreakdown();
     WritePodOutputs();
-    WriteBreakdown();
+    FinishBreakdown(std::move(breakdown));
     manifest_.set_outputs_ms(Millis(NowMono() - outputs_started));
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
@@ -1710,34 +1716,72 @@ void CaptureEngine::Session::WritePodOutputs() {
   if (!status.ok()) manifest_.add_errors(absl::StrCat("pod trace: ", status.message()));
 }
 
-void CaptureEngine::Session::WriteBreakdown() {
+struct CaptureEngine::Session::BreakdownJob {
+  // Read by the job only; the executor waits on `done` before reading the results.
   std::vector<analysis::HostSummary> summaries;
   report::BreakdownContext context;
-  context.session = plan_.session;
-  context.source = report::BreakdownSource::kCapture;
+  bool assumed_pod_trace = false;
+  std::optional<analysis::PodBreakdown> breakdown;
+  std::vector<std::string> rendered;  // one per report::BreakdownOutputs(), in order
+  absl::Notification done;
+
+  void Build() { breakdown = analysis::BuildPodBreakdown(summaries); }
+  void Render() {
+    rendered.clear();
+    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+      rendered.push_back(out.render(*breakdown, context));
+    }
+  }
+};
+
+std::unique_ptr<CaptureEngine::Session::BreakdownJob> CaptureEngine::Session::StartBreakdown() {
+  auto job = std::make_unique<BreakdownJob>();
+  job->context.session = plan_.session;
+  job->context.source = report::BreakdownSource::kCapture;
   for (Host& h : hosts_) {
     if (!Saved(h.r) || !h.summary.has_value()) continue;
-    context.host_files[h.r.host()].push_back(h.r.xplane_file());
-    summaries.push_back(*std::move(h.summary));
+    job->context.host_files[h.r.host()].push_back(h.r.xplane_file());
+    job->summaries.push_back(*std::move(h.summary));
     h.summary.reset();
   }
-  if (summaries.empty()) return;
-  const analysis::PodBreakdown breakdown = analysis::BuildPodBreakdown(summaries);
-  if (!manifest_.pod_trace_file().empty()) {
-    context.session_files.push_back(manifest_.pod_trace_file());
+  if (job->summaries.empty()) return nullptr;
+  // WritePodOutputs writes one whenever a host was saved (this one has) into a local folder.
+  job->assumed_pod_trace = !deps_.sink->LocalPath(kPodTraceFileName).empty();
+  if (job->assumed_pod_trace) job->context.session_files.push_back(kPodTraceFileName);
+  job->context.session_files.push_back(kManifestFileName);
+  job->context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
+  const auto run = [j = job.get()] {
+    j->Build();
+    j->Render();
+    j->done.Notify();
+  };
+  if (deps_.pool != nullptr) {
+    deps_.pool->Submit(run);  // FinishBreakdown waits for it: `job` outlives it
+  } else {
+    run();
   }
-  context.session_files.push_back(kManifestFileName);
-  context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
-  for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
-    const std::string name(out.file_name);
-    absl::StatusOr<std::string> written = deps_.sink->Write(name, out.render(breakdown, context));
+  return job;
+}
+
+void CaptureEngine::Session::FinishBreakdown(std::unique_ptr<BreakdownJob> job) {
+  if (job == nullptr) return;
+  job->done.WaitForNotification();
+  if (job->assumed_pod_trace && manifest_.pod_trace_file().empty()) {
+    // The pod trace failed after all: the files must not name it.
+    std::erase(job->context.session_files, std::string(kPodTraceFileName));
+    job->Render();
+  }
+  const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string name(outputs[i].file_name);
+    absl::StatusOr<std::string> written = deps_.sink->Write(name, job->rendered[i]);
     if (written.ok()) {
       manifest_.add_breakdown_files(*written);
     } else {
       manifest_.add_errors(absl::StrCat("breakdown: ", written.status().message()));
     }
   }
-  if (deps_.breakdown) deps_.breakdown(breakdown);
+  if (deps_.breakdown) deps_.breakdown(*job->breakdown);
 }
 
 // ---------------------------------------------------------------------------------------------

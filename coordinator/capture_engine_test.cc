@@ -193,6 +193,36 @@ TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) 
   EXPECT_EQ(sink_.reads, 2);
 }
 
+// The breakdown is built and rendered on the pool while the pod trace is written; its files
+// name the pod trace only when it was written (a pod trace that fails is left out of them).
+TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
+  // Runs each job as it is submitted: the engine's pool paths, without threads the fake
+  // executor cannot wait for (the CLI's real pool runs them in the end-to-end tests).
+  struct InlinePool final : WorkPool {
+    void Submit(Executor::Task job) override { std::move(job)(); }
+  } pool;
+  pool_ = &pool;
+  Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  const SessionManifest written = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(written.pod_trace_file(), "pod.trace.json.gz");
+  EXPECT_EQ(written.breakdown_files_size(), 3);
+  EXPECT_THAT(sink_.files["pod_step_breakdown.json"], HasSubstr("\"pod.trace.json.gz\""));
+  EXPECT_THAT(sink_.files["report.html"], HasSubstr("pod.trace.json.gz"));
+
+  sink_.files.clear();
+  sink_.dir = tmp_.path() + "/missing";  // the pod trace cannot be created there
+  const SessionManifest failed = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(failed.pod_trace_file(), "");
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"), HasSubstr("pod trace: "));
+  EXPECT_EQ(failed.breakdown_files_size(), 3);
+  const std::string& json = sink_.files["pod_step_breakdown.json"];
+  EXPECT_THAT(json, HasSubstr("\"session.json\""));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("pod.trace.json.gz")));
+  EXPECT_THAT(sink_.files["report.html"], ::testing::Not(HasSubstr("pod.trace.json.gz")));
+  pool_ = nullptr;
+}
+
 TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {
   Agent("ok:1", {.name = "ok"});
   Agent("info:1", {.get_info_error = absl::InternalError("boom")});
