@@ -4,8 +4,8 @@
 // of threads (the executor's and the transport's) drives 1,024+ hosts in one window.
 //
 // Life of a capture (docs/life-of-a-capture.md), one small function per phase:
-//   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo and `clock_sync_samples` SyncClock round
-//      trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
+//   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo, then up to `clock_sync_samples` SyncClock
+//      round trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
 //      marked `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
 //      budget (plan.prepare_timeout_ms, or derived from the measured round trips). A host not
 //      ready in time never moves the others' window: the late policy decides its fate.

@@ -334,6 +334,21 @@ TEST_F(CaptureEngineTest, AThousandHostsAllGetTheirCaptureBeforeTheStartAndStart
   EXPECT_LT(clock_.MonoNs() - t0, 2 * kNanosPerSecond);
 }
 
+// Clock samples start once GetInfo has answered, on a connected channel: none is sent to an
+// agent that never answers GetInfo, and a quiet path takes the minimum of 3.
+TEST_F(CaptureEngineTest, ClockSamplesStartOnceGetInfoHasAnswered) {
+  FakeAgent& a = Agent("a:1", {.up_delay_ns = 200'000, .down_delay_ns = 200'000}, Rank(0, 2));
+  FakeAgent& hung = Agent("hung:1", {.hang_get_info = true}, Rank(1, 2));
+  CapturePlan plan = Plan({"a:1", "hung:1"});
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "a:1").clock().samples(), 3u);
+  EXPECT_EQ(a.syncs(), 3);
+  EXPECT_EQ(Host(m, "hung:1").error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
+  EXPECT_EQ(hung.syncs(), 0);
+}
+
 TEST_F(CaptureEngineTest, HostWhoseClockSyncHangsDoesNotMoveTheOthersWindow) {
   for (int i = 0; i < 9; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i, 10));
   Agent("hung:1", {.hang_sync = true}, Rank(9, 10));

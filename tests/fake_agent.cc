@@ -91,6 +91,7 @@ class FakeAgent::Client final : public AgentClient {
 
   void SyncClock(int64_t timeout_ms, Callback<coordinator::ClockReading> done) override {
     Spend();
+    ++a_->syncs_;
     const FakeAgentBehavior& b = a_->behavior_;
     const int64_t local_send = a_->clock_->WallNs();
     // The agent stamps when the request arrives, i.e. up_delay from now.

@@ -89,6 +89,7 @@ class FakeAgent {
   int cancels() const { return cancels_; }
   int fetches() const { return fetches_; }
   int step_signal_calls() const { return step_signal_calls_; }
+  int syncs() const { return syncs_; }  // SyncClock calls
   // Forgets every trace it kept (a restarted agent).
   void ForgetTraces() { kept_.clear(); }
   // Agent wall clock when the last capture started recording (0 if none).
@@ -122,6 +123,7 @@ class FakeAgent {
   int cancels_ = 0;
   int fetches_ = 0;
   int step_signal_calls_ = 0;
+  int syncs_ = 0;
   struct Kept {
     coordinator::CaptureHeaderInfo header;
     std::shared_ptr<const std::string> bytes;
