@@ -195,12 +195,15 @@ TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) 
 
 // The breakdown is built and rendered on the pool while the pod trace is written; its files
 // name the pod trace only when it was written (a pod trace that fails is left out of them).
+// Runs each job as it is submitted: the engine's pool paths, without threads the fake executor
+// cannot wait for (the CLI's real pool runs them in the end-to-end tests).
+class InlinePool final : public WorkPool {
+ public:
+  void Submit(Executor::Task job) override { std::move(job)(); }
+};
+
 TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
-  // Runs each job as it is submitted: the engine's pool paths, without threads the fake
-  // executor cannot wait for (the CLI's real pool runs them in the end-to-end tests).
-  struct InlinePool final : WorkPool {
-    void Submit(Executor::Task job) override { std::move(job)(); }
-  } pool;
+  InlinePool pool;
   pool_ = &pool;
   Agent("h0:1", {.name = "w0"}, Rank(0, 2));
   Agent("h1:1", {.name = "w1"}, Rank(1, 2));
@@ -221,6 +224,26 @@ TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
   EXPECT_THAT(json, ::testing::Not(HasSubstr("pod.trace.json.gz")));
   EXPECT_THAT(sink_.files["report.html"], ::testing::Not(HasSubstr("pod.trace.json.gz")));
   pool_ = nullptr;
+}
+
+// Once every host is done, their clients (channels) are torn down by a pool job while the
+// outputs are written, not one after another when the session ends. Without a pool they go
+// with the session.
+TEST_F(CaptureEngineTest, ClientsAreTornDownOnThePoolBeforeTheOutputs) {
+  FakeAgent& a = Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  FakeAgent& b = Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  int live_at_breakdown = -1;
+  sink_.on_write = [&](const std::string& name) {
+    if (name == "pod_step_breakdown.json") live_at_breakdown = a.live_clients() + b.live_clients();
+  };
+  InlinePool pool;
+  pool_ = &pool;
+  EXPECT_EQ(Run(Plan({"h0:1", "h1:1"})).status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(live_at_breakdown, 0);
+  pool_ = nullptr;
+  EXPECT_EQ(Run(Plan({"h0:1", "h1:1"})).status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(live_at_breakdown, 2);
+  EXPECT_EQ(a.live_clients() + b.live_clients(), 0);
 }
 
 TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {

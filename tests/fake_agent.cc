@@ -65,7 +65,10 @@ struct FakeAgent::Recording {
 
 class FakeAgent::Client final : public AgentClient {
  public:
-  explicit Client(FakeAgent* agent) : a_(agent) {}
+  explicit Client(FakeAgent* agent) : a_(agent) { ++a_->live_clients_; }
+  ~Client() override { --a_->live_clients_; }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
 
   void GetInfo(int64_t timeout_ms, Callback<coordinator::AgentInfo> done) override {
     Spend();

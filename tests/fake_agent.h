@@ -90,6 +90,8 @@ class FakeAgent {
   int fetches() const { return fetches_; }
   int step_signal_calls() const { return step_signal_calls_; }
   int syncs() const { return syncs_; }  // SyncClock calls
+  // Clients of this agent not yet destroyed (a client is its channel: the connection).
+  int live_clients() const { return live_clients_; }
   // Forgets every trace it kept (a restarted agent).
   void ForgetTraces() { kept_.clear(); }
   // Agent wall clock when the last capture started recording (0 if none).
@@ -124,6 +126,7 @@ class FakeAgent {
   int fetches_ = 0;
   int step_signal_calls_ = 0;
   int syncs_ = 0;
+  std::atomic<int> live_clients_ = 0;  // clients may be destroyed on a pool thread
   struct Kept {
     coordinator::CaptureHeaderInfo header;
     std::shared_ptr<const std::string> bytes;

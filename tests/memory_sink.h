@@ -16,6 +16,7 @@ class MemorySink final : public coordinator::TraceSink {
  public:
   absl::StatusOr<std::string> Write(const std::string& name, absl::string_view data) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (on_write) on_write(name);
     if (name == fail_name) return absl::ResourceExhaustedError("disk full");
     files[name] = std::string(data);
     return name;
@@ -41,8 +42,9 @@ class MemorySink final : public coordinator::TraceSink {
 
   std::string fail_name;  // a write or commit of this name fails
   std::map<std::string, std::string> files;
-  int reads = 0;                    // calls of Read
-  std::function<void()> on_create;  // called by every Create
+  int reads = 0;                                     // calls of Read
+  std::function<void()> on_create;                   // called by every Create
+  std::function<void(const std::string&)> on_write;  // called by every Write, with the name
   // Files made by Create and not yet destroyed (committed or dropped).
   int open_files() {
     std::lock_guard<std::mutex> lock(mu_);
