@@ -156,6 +156,7 @@ double ProcessCpuMs(pid_t pid) {
 struct CaptureRun {
   int exit_code = -1;
   int64_t wall_ns = 0;
+  int64_t spawn_wall_ns = 0, exit_wall_ns = 0;  // this host's wall clock, as profctl's
   rusage usage{};
   v1::SessionManifest manifest;
   bool manifest_ok = false;
@@ -185,6 +186,7 @@ CaptureRun RunProfctl(const Paths& paths, const std::vector<std::string>& worker
   RealClock clock;
   CaptureRun r;
   const int64_t t0 = clock.MonoNs();
+  r.spawn_wall_ns = clock.WallNs();
   pid_t pid = 0;
   if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) == 0) {
     int status = 0;
@@ -193,6 +195,7 @@ CaptureRun RunProfctl(const Paths& paths, const std::vector<std::string>& worker
     }
   }
   r.wall_ns = clock.MonoNs() - t0;
+  r.exit_wall_ns = clock.WallNs();
   posix_spawn_file_actions_destroy(&actions);
   r.session_dir = logdir + "/plugins/profile/" + session;
   absl::StatusOr<std::string> json = ReadFile(r.session_dir + "/session.json");
@@ -359,6 +362,9 @@ struct ScaleResult {
   double cpu_ms_per_host = 0;
   double agents_cpu_ms = 0;               // every agent process, during the profctl run
   double collect_ms = 0, outputs_ms = 0;  // session.json: after the window
+  // Before preparing (process start, flags, session folder) and after finished_ns (session.json,
+  // --json output, teardown, exit): the rest of wall - duration.
+  double startup_ms = 0, exit_tail_ms = 0;
   double start_p50_ms = 0, start_p99_ms = 0, spread_ms = 0;
   double agent_late_p50_ms = 0, agent_late_p99_ms = 0;  // agent_start - requested, its clock
   int ok = 0, healthy = 0, exit_code = -1;
@@ -509,8 +515,13 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
                                     static_cast<int64_t>(m.start_at_ns()))));
         agent_late.push_back(Ms(h.agent_start_ns() - h.requested_start_ns()));
       }
-      out.lead_ms =
-          Ms(std::max<int64_t>(100 * kNanosPerMilli, 4 * max_rtt) + hosts * 20 * kNanosPerMicro);
+      out.lead_ms = m.lead_ms();  // 0 from a profctl before it was recorded
+      if (out.lead_ms == 0) {     // then the formula before the send cost was measured
+        out.lead_ms =
+            Ms(std::max<int64_t>(100 * kNanosPerMilli, 4 * max_rtt) + hosts * 20 * kNanosPerMicro);
+      }
+      out.startup_ms = Ms(m.start_at_ns() - c.spawn_wall_ns) - out.prepare_ms - out.lead_ms;
+      out.exit_tail_ms = Ms(c.exit_wall_ns - m.finished_ns());
       out.after_window_ms =
           Ms(m.finished_ns() - m.start_at_ns()) - static_cast<double>(duration_ms);
       out.start_p50_ms = Percentile(start, 50);
@@ -563,14 +574,15 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
           RunScaleOnce(paths, hosts, per_process, unhealthy_percent, duration_ms, run));
       const ScaleResult& r = results.back();
       std::cerr << absl::StrFormat(
-          "hosts %d run %d: exit %d, wall-duration %.0f ms (prepare %.0f of %.0f, after window "
-          "%.0f: collect %.0f, outputs %.0f), rss %.1f MiB, cpu/host %.3f ms (agents' cpu %.0f "
-          "ms), ok %d, saved %d/%d healthy, late %d, start p99 %.3f ms (agent's "
-          "own %.3f), load before %s, waited %.0f s for TIME_WAIT to drain\n",
-          hosts, run, r.exit_code, r.wall_minus_duration_ms, r.prepare_ms, r.budget_ms,
-          r.after_window_ms, r.collect_ms, r.outputs_ms, r.peak_rss_mib, r.cpu_ms_per_host,
-          r.agents_cpu_ms, r.ok, r.healthy_saved, r.healthy, r.late, r.start_p99_ms,
-          r.agent_late_p99_ms, r.load_before, r.time_wait_waited_s);
+          "hosts %d run %d: exit %d, wall-duration %.0f ms (startup %.0f, prepare %.0f of %.0f, "
+          "lead %.0f, after window %.0f: collect %.0f, outputs %.0f; exit tail %.0f), rss %.1f "
+          "MiB, cpu/host %.3f ms (agents' cpu %.0f ms), ok %d, saved %d/%d healthy, late %d, "
+          "start p99 %.3f ms (agent's own %.3f), load before %s, waited %.0f s for TIME_WAIT to "
+          "drain\n",
+          hosts, run, r.exit_code, r.wall_minus_duration_ms, r.startup_ms, r.prepare_ms,
+          r.budget_ms, r.lead_ms, r.after_window_ms, r.collect_ms, r.outputs_ms, r.exit_tail_ms,
+          r.peak_rss_mib, r.cpu_ms_per_host, r.agents_cpu_ms, r.ok, r.healthy_saved, r.healthy,
+          r.late, r.start_p99_ms, r.agent_late_p99_ms, r.load_before, r.time_wait_waited_s);
     }
     // The median run by wall time, and whether every run saved every healthy host.
     std::sort(results.begin(), results.end(), [](const ScaleResult& a, const ScaleResult& b) {

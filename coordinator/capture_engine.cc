@@ -964,6 +964,7 @@ void CaptureEngine::Session::EndPrepare() {
       static_cast<int64_t>(ready) * std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send);
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
+  manifest_.set_lead_ms(Millis(lead_ns_));
   window_start_mono_ = NowMono() + lead_ns_;
   window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
   if (plan_.deadline_ms <= 0) {

@@ -434,6 +434,7 @@ TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCo
       FakeClock::kDefaultWallNs + static_cast<int64_t>(m.prepare_ms() * 1e6);
   EXPECT_NEAR(static_cast<double>(m.start_at_ns() - prepared_wall),
               static_cast<double>(expected_lead), 1e6);
+  EXPECT_NEAR(m.lead_ms() * 1e6, static_cast<double>(expected_lead), 1e3);  // session.json says it
   EXPECT_LT(expected_lead, 2 * kNanosPerSecond);
 }
 
