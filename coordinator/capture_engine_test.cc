@@ -429,13 +429,42 @@ TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCo
   // The lead: the round trips (the answers queued behind the fan-out look slow), plus
   // 400 x 2 x 0.5 ms; the first RPCs' 5.5 ms a host would have added 4.4 s.
   const int64_t expected_lead =
-      std::max(100 * kNanosPerMilli, 4 * max_rtt) + 400 * 2 * 500 * kNanosPerMicro;
+      std::max(100 * kNanosPerMilli, 4 * max_rtt + 400 * 2 * 500 * kNanosPerMicro);
   const int64_t prepared_wall =
       FakeClock::kDefaultWallNs + static_cast<int64_t>(m.prepare_ms() * 1e6);
   EXPECT_NEAR(static_cast<double>(m.start_at_ns() - prepared_wall),
               static_cast<double>(expected_lead), 1e6);
   EXPECT_NEAR(m.lead_ms() * 1e6, static_cast<double>(expected_lead), 1e3);  // session.json says it
   EXPECT_LT(expected_lead, 2 * kNanosPerSecond);
+}
+
+// The 100 ms minimum lead is a floor, not a margin on top of the send time (twice the measured
+// cost is the margin): 50 hosts at 0.4 ms a send get 4 x rtt + 40 ms, not 100 ms more than
+// that, and still all start together.
+TEST_F(CaptureEngineTest, TheMinimumLeadIsAFloorNotAMarginOnTop) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 50; ++i) {
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(),
+          {.up_delay_ns = kNanosPerMilli,
+           .down_delay_ns = kNanosPerMilli,
+           .send_cost_ns = 400 * kNanosPerMicro},
+          Rank(i, 50));
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const SessionManifest m = Run(plan);
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  int64_t max_rtt = 0;
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_FALSE(h.late()) << h.address();
+    max_rtt = std::max(max_rtt, h.clock().rtt_ns());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  const int64_t sending = 50 * 2 * 400 * kNanosPerMicro;
+  ASSERT_LT(4 * max_rtt, 100 * kNanosPerMilli);  // else floor and sum would agree
+  EXPECT_NEAR(m.lead_ms() * 1e6,
+              static_cast<double>(std::max(100 * kNanosPerMilli, 4 * max_rtt + sending)), 1e3);
 }
 
 // A tail of hosts that never answer (5 % dead or hung in a big pod) must not hold the others
