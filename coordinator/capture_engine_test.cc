@@ -86,6 +86,27 @@ class CaptureEngineTest : public ::testing::Test {
 
   void SetUp() override { sink_.dir = tmp_.path(); }
 
+  // 18 healthy agents of a pod of 20 (ranks 0..17) that get ready at about 600..700 ms.
+  std::vector<std::string> EighteenReadyAt600To700Ms() {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < 18; ++i) {
+      const int64_t one_way = (100 + i) * kNanosPerMilli;
+      addresses.push_back(absl::StrCat("h", i, ":1"));
+      Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+    }
+    return addresses;
+  }
+  // The latest prepare time of the first n hosts, each of which must be OK.
+  static double LastReadyMs(const SessionManifest& m, int n) {
+    double last = 0;
+    for (int i = 0; i < n; ++i) {
+      const HostResult& h = m.hosts(i);
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+      last = std::max(last, h.prepare_ms());
+    }
+    return last;
+  }
+
   const testing::TempDir tmp_;
   FakeClock clock_;
   FakeExecutor ex_{&clock_};
@@ -505,12 +526,7 @@ TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
 // slowest; a healthy host that was only slow joins after preparing ended and is kept (here
 // still before the start: the lead covers 4 x the largest round trip).
 TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet) {
-  std::vector<std::string> addresses;
-  for (int i = 0; i < 18; ++i) {
-    const int64_t one_way = (100 + i) * kNanosPerMilli;  // ready at about 600..700 ms
-    addresses.push_back(absl::StrCat("h", i, ":1"));
-    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
-  }
+  std::vector<std::string> addresses = EighteenReadyAt600To700Ms();
   Agent("hung:1", {.hang_get_info = true}, Rank(18, 20));
   // Healthy, but ready at about 1.2 s: after the quiet end, before 2 x the slowest.
   Agent("slow:1", {.up_delay_ns = 200 * kNanosPerMilli, .down_delay_ns = 200 * kNanosPerMilli},
@@ -518,12 +534,7 @@ TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet
   addresses.push_back("hung:1");
   addresses.push_back("slow:1");
   const SessionManifest m = Run(Plan(addresses, 3000));
-  double last_ready_ms = 0;
-  for (int i = 0; i < 18; ++i) {
-    const HostResult& h = m.hosts(i);
-    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
-    last_ready_ms = std::max(last_ready_ms, h.prepare_ms());
-  }
+  const double last_ready_ms = LastReadyMs(m, 18);
   EXPECT_GT(last_ready_ms, 600.0);
   EXPECT_NEAR(m.prepare_ms(), last_ready_ms * 1.25, 1.0);
   EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), m.prepare_ms());
@@ -536,14 +547,9 @@ TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet
 
 // When every host left has answered nothing (dead, or hung from the first RPC on), none is on
 // its way: preparing ends min_prepare_quiet_ms after the last ready host, not a quarter of its
-// time later. (The test above keeps the quarter: its hosts left still answer.)
+// time later. (The test above keeps the quarter: its slow host has answered.)
 TEST_F(CaptureEngineTest, WithOnlySilentHostsLeftPreparingEndsAtTheShortestQuiet) {
-  std::vector<std::string> addresses;
-  for (int i = 0; i < 18; ++i) {
-    const int64_t one_way = (100 + i) * kNanosPerMilli;  // ready at about 600..700 ms
-    addresses.push_back(absl::StrCat("h", i, ":1"));
-    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
-  }
+  std::vector<std::string> addresses = EighteenReadyAt600To700Ms();
   Agent("hung:1", {.hang_get_info = true, .hang_sync = true}, Rank(18, 20));
   Agent("dead:1",
         {.get_info_error = absl::UnavailableError("GetInfo: fake: connection refused"),
@@ -552,12 +558,7 @@ TEST_F(CaptureEngineTest, WithOnlySilentHostsLeftPreparingEndsAtTheShortestQuiet
   addresses.push_back("hung:1");
   addresses.push_back("dead:1");
   const SessionManifest m = Run(Plan(addresses, 3000));
-  double last_ready_ms = 0;
-  for (int i = 0; i < 18; ++i) {
-    const HostResult& h = m.hosts(i);
-    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
-    last_ready_ms = std::max(last_ready_ms, h.prepare_ms());
-  }
+  const double last_ready_ms = LastReadyMs(m, 18);
   EXPECT_GT(last_ready_ms, 600.0);
   EXPECT_NEAR(m.prepare_ms(), last_ready_ms + 50, 1.0);
   EXPECT_EQ(Host(m, "hung:1").status(), v1::HOST_STATUS_FAILED);
