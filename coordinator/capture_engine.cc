@@ -1511,10 +1511,11 @@ void CaptureEngine::Session::MaybeFinish() {
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
   manifest_.set_finished_ns(clock_.WallNs());
   if (!plan_.prepare_only) {
-    if (absl::StatusOr<std::string> f =
-            deps_.sink->Write(kManifestFileName, ManifestJson(manifest_));
-        !f.ok()) {
+    std::string json = ManifestJson(manifest_);
+    if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, json); !f.ok()) {
       manifest_.add_errors(absl::StrCat("manifest: ", f.status().message()));
+    } else if (deps_.manifest_written) {
+      deps_.manifest_written(std::move(json));
     }
   }
   // Reported as a task of its own, after the current one: whoever waits may tear down its side

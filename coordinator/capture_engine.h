@@ -146,6 +146,10 @@ class CaptureEngine {
     std::function<void(const std::string&)> progress = nullptr;
     // The pod step breakdown, once, on the executor, before `done` (not with prepare_only).
     std::function<void(const analysis::PodBreakdown&)> breakdown = nullptr;
+    // The final session.json text, once, on the executor, right after it was written (not when
+    // writing it failed, nor with prepare_only): `done`'s manifest prints as exactly this, so a
+    // caller that shows it (--json) need not print it again.
+    std::function<void(std::string)> manifest_written = nullptr;
   };
   using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -63,7 +64,8 @@ class CaptureEngineTest : public ::testing::Test {
                           .pool = pool_,
                           .clients = &factory_,
                           .sink = &sink_,
-                          .progress = [&](const std::string& l) { progress_.push_back(l); }},
+                          .progress = [&](const std::string& l) { progress_.push_back(l); },
+                          .manifest_written = manifest_written_},
                          options);
     std::optional<absl::StatusOr<SessionManifest>> result;
     engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
@@ -115,6 +117,7 @@ class CaptureEngineTest : public ::testing::Test {
   MemorySink sink_;
   std::vector<std::string> progress_;
   std::vector<std::unique_ptr<FakeAgent>> agents_;
+  std::function<void(std::string)> manifest_written_;  // Dependencies::manifest_written
 };
 
 TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
@@ -831,6 +834,24 @@ TEST_F(CaptureEngineTest, ManifestIsWrittenAtTheStartAndUpdatedWhileRunning) {
 
 // After an interrupt, a host that never answers (hung, or stalled mid-transfer) costs only the
 // grace period, not the transfer timeout: the session's outputs are written and it is named.
+// The final session.json text is handed over as written (what `profctl capture --json` prints),
+// and not when writing it failed: that error is then part of the manifest, not of the file.
+TEST_F(CaptureEngineTest, TheWrittenSessionJsonIsHandedOverOnlyWhenItWasWritten) {
+  Agent("a:1", {.name = "a"});
+  std::optional<std::string> handed;
+  manifest_written_ = [&](std::string json) { handed = std::move(json); };
+  const SessionManifest m = Run(Plan({"a:1"}));
+  ASSERT_TRUE(handed.has_value());
+  EXPECT_EQ(*handed, sink_.files["session.json"]);
+  EXPECT_EQ(*handed, ManifestJson(m));
+
+  handed.reset();
+  sink_.fail_name = "session.json";
+  const SessionManifest failed = Run(Plan({"a:1"}));
+  EXPECT_FALSE(handed.has_value());
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"), HasSubstr("manifest: disk full"));
+}
+
 TEST_F(CaptureEngineTest, InterruptEndsWithinTheGraceWhateverTheHostsDo) {
   FakeAgent& a = Agent("a:1", {.name = "a"});
   Agent("hung:1", {.hang_capture = true, .name = "hung"});

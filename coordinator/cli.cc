@@ -210,8 +210,8 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
     const CapturePlan& plan, TraceSink* sink, const CliEnv& env,
     std::function<void(const std::string&)> progress,
     std::optional<analysis::PodBreakdown>* breakdown,
-    const std::function<void(CaptureEngine&)>& started,
-    const std::function<void()>& before_destroy) {
+    const std::function<void(CaptureEngine&)>& started, const std::function<void()>& before_destroy,
+    std::string* manifest_json = nullptr) {
   absl::StatusOr<profctl::v1::SessionManifest> result =
       absl::InternalError("capture did not finish");
   absl::Notification finished;
@@ -224,6 +224,10 @@ absl::StatusOr<profctl::v1::SessionManifest> RunEngine(
                           .breakdown =
                               [breakdown](const analysis::PodBreakdown& b) {
                                 if (breakdown != nullptr) *breakdown = b;
+                              },
+                          .manifest_written =
+                              [manifest_json](std::string json) {
+                                if (manifest_json != nullptr) *manifest_json = std::move(json);
                               }},
                          {});
     engine.Start(plan, [&](absl::StatusOr<profctl::v1::SessionManifest> m) {
@@ -280,6 +284,7 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
   std::atomic<bool> finished{false};
   std::thread watcher;
   std::optional<analysis::PodBreakdown> breakdown;
+  std::string written_json;  // session.json as written: what --json prints
   absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
       plan, &*dir, env, progress, &breakdown,
       [&](CaptureEngine& engine) {
@@ -305,13 +310,16 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
           env.interrupt->Poke();
           watcher.join();
         }
-      });
+      },
+      &written_json);
   if (!manifest.ok()) {
     *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
     return kExitFailed;
   }
   if (json) {
-    *env.out << ManifestJson(*manifest);
+    // The text session.json got (printing 1,024 hosts' manifest again took 35 ms); printed
+    // afresh only when that write failed, its error then being part of the manifest.
+    *env.out << (written_json.empty() ? ManifestJson(*manifest) : written_json);
   } else {
     *env.out << FormatSummary(*manifest);
     if (breakdown.has_value()) {

@@ -209,6 +209,10 @@ TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
   EXPECT_EQ(m.hosts(0).host(), "gpu-a");
   EXPECT_THAT(err_.str(), HasSubstr("profctl: a:1: clock offset +2.000 ms"));  // progress
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
+  // --json prints session.json exactly (the text written, not a second printing of it).
+  absl::StatusOr<std::string> written = ReadFile(logdir_ + "/plugins/profile/t2/session.json");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(out_.str(), *written);
 }
 
 TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
