@@ -357,7 +357,7 @@ int RunAlignment(const Paths& paths, int64_t runs, int64_t hosts, int64_t durati
 
 struct ScaleResult {
   double wall_minus_duration_ms = 0;
-  double prepare_ms = 0, budget_ms = 0, lead_ms = 0, after_window_ms = 0;
+  double prepare_ms = 0, budget_ms = 0, lead_ms = 0, send_ms = 0, after_window_ms = 0;
   double peak_rss_mib = 0;
   double cpu_ms_per_host = 0;
   double agents_cpu_ms = 0;               // every agent process, during the profctl run
@@ -516,6 +516,7 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
         agent_late.push_back(Ms(h.agent_start_ns() - h.requested_start_ns()));
       }
       out.lead_ms = m.lead_ms();  // 0 from a profctl before it was recorded
+      out.send_ms = m.send_ms();  // likewise
       if (out.lead_ms == 0) {     // then the formula before the send cost was measured
         out.lead_ms =
             Ms(std::max<int64_t>(100 * kNanosPerMilli, 4 * max_rtt) + hosts * 20 * kNanosPerMicro);
@@ -575,14 +576,16 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
       const ScaleResult& r = results.back();
       std::cerr << absl::StrFormat(
           "hosts %d run %d: exit %d, wall-duration %.0f ms (startup %.0f, prepare %.0f of %.0f, "
-          "lead %.0f, after window %.0f: collect %.0f, outputs %.0f; exit tail %.0f), rss %.1f "
+          "lead %.0f (Captures sent in %.0f), after window %.0f: collect %.0f, outputs %.0f; exit "
+          "tail %.0f), rss %.1f "
           "MiB, cpu/host %.3f ms (agents' cpu %.0f ms), ok %d, saved %d/%d healthy, late %d, "
           "start p99 %.3f ms (agent's own %.3f), load before %s, waited %.0f s for TIME_WAIT to "
           "drain\n",
           hosts, run, r.exit_code, r.wall_minus_duration_ms, r.startup_ms, r.prepare_ms,
-          r.budget_ms, r.lead_ms, r.after_window_ms, r.collect_ms, r.outputs_ms, r.exit_tail_ms,
-          r.peak_rss_mib, r.cpu_ms_per_host, r.agents_cpu_ms, r.ok, r.healthy_saved, r.healthy,
-          r.late, r.start_p99_ms, r.agent_late_p99_ms, r.load_before, r.time_wait_waited_s);
+          r.budget_ms, r.lead_ms, r.send_ms, r.after_window_ms, r.collect_ms, r.outputs_ms,
+          r.exit_tail_ms, r.peak_rss_mib, r.cpu_ms_per_host, r.agents_cpu_ms, r.ok, r.healthy_saved,
+          r.healthy, r.late, r.start_p99_ms, r.agent_late_p99_ms, r.load_before,
+          r.time_wait_waited_s);
     }
     // The median run by wall time, and whether every run saved every healthy host.
     std::sort(results.begin(), results.end(), [](const ScaleResult& a, const ScaleResult& b) {

@@ -954,15 +954,18 @@ void CaptureEngine::Session::EndPrepare() {
     MaybeFinish();
     return;
   }
-  // Every Capture must reach its agent before the start: cover the round trips, and sending
+  // Every Capture must reach its agent before the start: cover its trip there, and sending
   // them one after another: twice what one RPC on a connected channel cost here (measured on the
   // clock samples), at least 20 us a host. The fan-out's GetInfo calls also connect each
   // channel and cost about 10 x more; they stand in only when no sample was sent.
   const int64_t per_host_send = warm_sends_ > 0 ? warm_send_ns_ / warm_sends_ : per_host_send_ns_;
+  // The trip is one way, at most a round trip even on a one-sided path: twice the largest round
+  // trip covers it doubling. (These round trips were measured in the prepare storm and are
+  // high already: at 1,024 hosts on 2 cores the largest was 5-28 ms, the median 1.2-1.7 ms.)
   // The minimum is a floor, not a margin on top: twice the send cost is the margin (docs/perf.md:
-  // at 1,024 hosts the sum kept 0.1 s more than sending took twice over).
+  // at 1,024 hosts it came to 1.5-1.8 x what sending took).
   lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli,
-                      4 * max_rtt + static_cast<int64_t>(ready) *
+                      2 * max_rtt + static_cast<int64_t>(ready) *
                                         std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send));
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
@@ -1007,6 +1010,7 @@ void CaptureEngine::Session::EndPrepare() {
   for (Host& h : hosts_) {
     if (h.phase == Phase::kReady) StartCapture(h);
   }
+  manifest_.set_send_ms(Millis(NowMono() - (window_start_mono_ - lead_ns_)));
   // The window is set: a coordinator killed from now on leaves a folder that says when it was.
   FlushManifest();
   std::weak_ptr<Session> weak = weak_from_this();

@@ -453,13 +453,15 @@ TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCo
   // The lead: the round trips (the answers queued behind the fan-out look slow), plus
   // 400 x 2 x 0.5 ms; the first RPCs' 5.5 ms a host would have added 4.4 s.
   const int64_t expected_lead =
-      std::max(100 * kNanosPerMilli, 4 * max_rtt + 400 * 2 * 500 * kNanosPerMicro);
+      std::max(100 * kNanosPerMilli, 2 * max_rtt + 400 * 2 * 500 * kNanosPerMicro);
   const int64_t prepared_wall =
       FakeClock::kDefaultWallNs + static_cast<int64_t>(m.prepare_ms() * 1e6);
   EXPECT_NEAR(static_cast<double>(m.start_at_ns() - prepared_wall),
               static_cast<double>(expected_lead), 1e6);
   EXPECT_NEAR(m.lead_ms() * 1e6, static_cast<double>(expected_lead), 1e3);  // session.json says it
   EXPECT_LT(expected_lead, 2 * kNanosPerSecond);
+  // And how much of it sending took: 400 x 0.5 ms.
+  EXPECT_NEAR(m.send_ms(), 200.0, 1.0);
 }
 
 // The 100 ms minimum lead is a floor, not a margin on top of the send time (twice the measured
@@ -527,7 +529,8 @@ TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
 // With --late=capture, once 90 % are ready, preparing ends when no other host got ready for a
 // quarter of the time the last one took: the hung tail costs the others that, not 2 x the
 // slowest; a healthy host that was only slow joins after preparing ended and is kept (here
-// still before the start: the lead covers 4 x the largest round trip).
+// after the start too: the lead covers 2 x the largest round trip of the hosts that were ready,
+// and this one's is twice theirs; it records the rest of the window, flagged late).
 TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet) {
   std::vector<std::string> addresses = EighteenReadyAt600To700Ms();
   Agent("hung:1", {.hang_get_info = true}, Rank(18, 20));
@@ -545,7 +548,13 @@ TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet
   const HostResult& slow = Host(m, "slow:1");
   EXPECT_GT(slow.prepare_ms(), m.prepare_ms());
   EXPECT_LT(slow.prepare_ms(), 2 * last_ready_ms);
-  EXPECT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.error().message();
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_INCOMPLETE) << slow.error().message();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_LATE);
+  EXPECT_TRUE(slow.late());
+  EXPECT_FALSE(slow.xplane_file().empty());
+  // Ready after the start, so late by at least the time from the start to its being ready.
+  const double start_after_prepare_ms = m.prepare_ms() + m.lead_ms();
+  EXPECT_GT(slow.lateness_ns(), (slow.prepare_ms() - start_after_prepare_ms) * 1e6);
 }
 
 // When every host left has answered nothing (dead, or hung from the first RPC on), none is on
