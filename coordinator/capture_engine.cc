@@ -1177,7 +1177,7 @@ void CaptureEngine::Session::SaveTrace(Host& h) {
     OnSaved(h, SaveHostTrace(*stream->file(), in));
     return;
   }
-  // Parsing, validating and fsyncing a trace is the heaviest per-host work: on the pool, so the
+  // Parsing, validating and summarizing a trace is the heaviest per-host work: on the pool, so the
   // executor keeps serving the other hosts. The job holds the session (a pool thread is no
   // transport thread: if it ends up with the last reference, nothing waits on itself), so the
   // sink it writes through outlives it.
@@ -1507,9 +1507,25 @@ void CaptureEngine::Session::MaybeFinish() {
   }
   if (!plan_.prepare_only) {
     const int64_t outputs_started = NowMono();
+    // The saved traces are made durable (their fsyncs, a device flush each) on the pool while
+    // the pod outputs are rendered: at 1,024 hosts that was 0.15-0.2 s of the collect phase,
+    // one trace at a time. The final session.json is written after them.
+    absl::Notification synced;
+    absl::Status sync_status;
+    const auto sync = [this, &synced, &sync_status] {
+      sync_status = deps_.sink->SyncCommitted();
+      synced.Notify();
+    };
+    if (deps_.pool != nullptr) {
+      deps_.pool->Submit(sync);  // waited for below: the locals outlive it
+    } else {
+      sync();
+    }
     std::unique_ptr<BreakdownJob> breakdown = StartBreakdown();
     WritePodOutputs();
     FinishBreakdown(std::move(breakdown));
+    synced.WaitForNotification();
+    if (!sync_status.ok()) manifest_.add_errors(absl::StrCat("traces: ", sync_status.message()));
     manifest_.set_outputs_ms(Millis(NowMono() - outputs_started));
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);

@@ -270,6 +270,45 @@ TEST_F(CaptureEngineTest, ClientsAreTornDownOnThePoolBeforeTheOutputs) {
   EXPECT_EQ(a.live_clients() + b.live_clients(), 0);
 }
 
+// Saving commits each trace at once and leaves its fsync to one SyncCommitted while the pod
+// outputs are written: every trace is committed before it and the final session.json written
+// after it, with a pool or without; a failed sync is reported, and the traces stay saved.
+TEST_F(CaptureEngineTest, TracesAreSyncedOnceAfterTheLastCommitAndBeforeTheFinalSessionJson) {
+  Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  std::vector<std::string> order;
+  sink_.on_write = [&](const std::string& name) { order.push_back(name); };
+  sink_.on_sync = [&] { order.push_back("<sync>"); };
+  const auto first = [&](const std::string& name) {
+    return std::find(order.begin(), order.end(), name) - order.begin();
+  };
+  const auto last = [&](const std::string& name) {
+    return order.rend() - std::find(order.rbegin(), order.rend(), name) - 1;
+  };
+  for (const bool with_pool : {false, true}) {
+    InlinePool pool;
+    pool_ = with_pool ? &pool : nullptr;
+    order.clear();
+    sink_.syncs = 0;
+    const SessionManifest m = Run(Plan({"h0:1", "h1:1"}));
+    ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK) << with_pool;
+    EXPECT_EQ(sink_.syncs, 1) << with_pool;
+    const auto sync = first("<sync>");
+    ASSERT_LT(sync, static_cast<ptrdiff_t>(order.size())) << with_pool;
+    for (const HostResult& h : m.hosts()) EXPECT_LT(last(h.xplane_file()), sync) << with_pool;
+    EXPECT_EQ(order.back(), "session.json") << with_pool;
+    EXPECT_GT(last("session.json"), sync) << with_pool;
+  }
+  pool_ = nullptr;
+  sink_.sync_error = absl::DataLossError(
+      "cannot sync w0.xplane.pb: Input/output error: saved, but may not survive a crash");
+  const SessionManifest failed = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(failed.status(), v1::SESSION_STATUS_OK);
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"),
+              HasSubstr("traces: cannot sync w0.xplane.pb: Input/output error"));
+  for (const HostResult& h : failed.hosts()) EXPECT_TRUE(sink_.files.count(h.xplane_file()));
+}
+
 TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {
   Agent("ok:1", {.name = "ok"});
   Agent("info:1", {.get_info_error = absl::InternalError("boom")});

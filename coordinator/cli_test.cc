@@ -145,6 +145,33 @@ TEST_F(CliTest, FullDiskIsRefusedBeforeAnyHostIsContacted) {
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/full"));
 }
 
+// A committed trace is visible under its name at once (a coordinator killed afterwards keeps
+// it); SyncCommitted then makes every one durable, and names what it could not sync.
+TEST_F(CliTest, CommittedTracesAreVisibleAtOnceAndSyncedTogether) {
+  absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir_, "sync");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string folder = logdir_ + "/plugins/profile/sync";
+  EXPECT_TRUE(dir->SyncCommitted().ok());  // nothing committed yet
+  for (const char* host : {"a", "b"}) {
+    absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create(host);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE((*f)->Append(host).ok());
+    ASSERT_TRUE((*f)->Commit(XPlaneFileName(host)).ok());
+    EXPECT_EQ(ReadFile(folder + "/" + XPlaneFileName(host)).value_or(""), host);
+  }
+  EXPECT_TRUE(dir->SyncCommitted().ok());
+  // One that is gone by the time it is synced (removed by hand, a full disk's cleanup...).
+  absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create("c");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE((*f)->Commit(XPlaneFileName("c")).ok());
+  ASSERT_EQ(unlink((folder + "/c.xplane.pb").c_str()), 0);
+  const absl::Status gone = dir->SyncCommitted();
+  EXPECT_FALSE(gone.ok());
+  EXPECT_THAT(gone.message(), HasSubstr("cannot sync " + folder + "/c.xplane.pb: No such file"));
+  EXPECT_THAT(gone.message(), HasSubstr("may not survive a crash"));
+  EXPECT_TRUE(dir->SyncCommitted().ok());  // each commit is synced (or reported) once
+}
+
 // A coordinator killed mid-capture leaves session.json RUNNING and maybe temporary files: the
 // next capture into the same log dir marks that session ABANDONED and removes them; a session
 // whose coordinator still runs is left alone.

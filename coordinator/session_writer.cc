@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -150,11 +151,29 @@ absl::Status Errno(absl::string_view what, const std::string& path, int err) {
                                         : absl::InternalError(msg);
 }
 
+absl::Status SyncPath(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot sync", path, errno);
+  const int synced = fsync(fd);
+  const int err = errno;
+  close(fd);
+  return synced == 0 ? absl::OkStatus() : Errno("cannot sync", path, err);
+}
+
+}  // namespace
+
+struct UnsyncedPaths {
+  absl::Mutex mu;
+  std::vector<std::string> paths ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
 // A temporary file in the session folder, renamed into place by Commit.
 class TempTraceFile final : public TraceFile {
  public:
-  TempTraceFile(std::string dir, std::string tmp, int fd)
-      : dir_(std::move(dir)), tmp_(std::move(tmp)), fd_(fd) {}
+  TempTraceFile(std::string dir, std::string tmp, int fd, std::shared_ptr<UnsyncedPaths> unsynced)
+      : dir_(std::move(dir)), tmp_(std::move(tmp)), fd_(fd), unsynced_(std::move(unsynced)) {}
   ~TempTraceFile() override {
     if (fd_ >= 0) close(fd_);
     if (!committed_) unlink(tmp_.c_str());
@@ -181,13 +200,18 @@ class TempTraceFile final : public TraceFile {
   absl::StatusOr<std::string> Commit(const std::string& name) override {
     PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
     if (committed_) return absl::FailedPreconditionError("file already committed");
-    if (fchmod(fd_, 0644) != 0 || fsync(fd_) != 0) return Errno("cannot sync", tmp_, errno);
+    if (fchmod(fd_, 0644) != 0) return Errno("cannot chmod", tmp_, errno);
+    // Start writing it back now, without waiting; SyncCommitted's fsync waits for the rest. A
+    // failure here shows there.
+    (void)sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     const int fd = fd_;
     fd_ = -1;
     if (close(fd) != 0) return Errno("cannot close", tmp_, errno);
     const std::string path = JoinPath(dir_, name);
     if (rename(tmp_.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path, errno);
     committed_ = true;
+    absl::MutexLock lock(&unsynced_->mu);
+    unsynced_->paths.push_back(path);
     return name;
   }
 
@@ -195,18 +219,44 @@ class TempTraceFile final : public TraceFile {
   std::string dir_;
   std::string tmp_;
   int fd_;
+  std::shared_ptr<UnsyncedPaths> unsynced_;
   uint64_t size_ = 0;
   bool committed_ = false;
 };
 
 }  // namespace
 
+SessionDir::SessionDir(std::string path)
+    : path_(std::move(path)), unsynced_(std::make_shared<UnsyncedPaths>()) {}
+
+absl::Status SessionDir::SyncCommitted() {
+  std::vector<std::string> paths;
+  {
+    absl::MutexLock lock(&unsynced_->mu);
+    paths.swap(unsynced_->paths);
+  }
+  if (paths.empty()) return absl::OkStatus();
+  absl::Status first;
+  size_t failed = 0;
+  const auto note = [&](absl::Status s) {
+    if (s.ok()) return;
+    if (failed++ == 0) first = std::move(s);
+  };
+  for (const std::string& path : paths) note(SyncPath(path, O_RDONLY));
+  note(SyncPath(path_, O_RDONLY | O_DIRECTORY));  // the renames
+  if (failed == 0) return absl::OkStatus();
+  return absl::Status(
+      first.code(),
+      absl::StrCat(first.message(), failed > 1 ? absl::StrCat(" (and ", failed - 1, " more)") : "",
+                   ": saved, but may not survive a crash of this machine"));
+}
+
 absl::StatusOr<std::unique_ptr<TraceFile>> SessionDir::Create(const std::string& hint) {
   PROFCTL_RETURN_IF_ERROR(CheckPlainName(hint));
   std::string tmp = JoinPath(path_, absl::StrCat(".", hint, ".tmp.XXXXXX"));
   const int fd = mkstemp(tmp.data());
   if (fd < 0) return Errno("cannot create", tmp, errno);
-  return std::make_unique<TempTraceFile>(path_, std::move(tmp), fd);
+  return std::make_unique<TempTraceFile>(path_, std::move(tmp), fd, unsynced_);
 }
 
 absl::StatusOr<std::string> SessionDir::Read(const std::string& name) {

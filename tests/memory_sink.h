@@ -25,6 +25,12 @@ class MemorySink final : public coordinator::TraceSink {
     if (on_create) on_create();
     return std::make_unique<File>(this);
   }
+  absl::Status SyncCommitted() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++syncs;
+    if (on_sync) on_sync();
+    return sync_error;
+  }
   absl::StatusOr<std::string> Read(const std::string& name) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++reads;
@@ -43,6 +49,9 @@ class MemorySink final : public coordinator::TraceSink {
   std::string fail_name;  // a write or commit of this name fails
   std::map<std::string, std::string> files;
   int reads = 0;                                     // calls of Read
+  int syncs = 0;                                     // calls of SyncCommitted
+  absl::Status sync_error;                           // what SyncCommitted returns
+  std::function<void()> on_sync;                     // called by every SyncCommitted
   std::function<void()> on_create;                   // called by every Create
   std::function<void(const std::string&)> on_write;  // called by every Write, with the name
   // Files made by Create and not yet destroyed (committed or dropped).
