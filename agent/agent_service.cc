@@ -362,10 +362,7 @@ class CaptureReactor final : public TraceStreamReactor {
     if (!gone || keyed_) {
       auto data = std::make_shared<std::string>();
       result.space.SerializeToString(data.get());
-      {
-        tensorflow::profiler::XSpace drop;
-        drop.Swap(&result.space);
-      }
+      result.arena.reset();  // the trace, now serialized (result.space is gone with it)
       if (data->size() >= kTrimAfterBytes) malloc_trim(0);
       auto stored = std::make_shared<StoredTrace>();
       stored->session_id = result.session_id;

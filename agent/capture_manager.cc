@@ -18,6 +18,13 @@
 
 namespace profctl::agent {
 
+std::unique_ptr<google::protobuf::Arena> CaptureResult::NewTraceArena() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 16 << 10;  // a small trace stays small
+  o.max_block_size = 1 << 20;
+  return std::make_unique<google::protobuf::Arena>(o);
+}
+
 namespace {
 
 bool IsStemChar(char c) {

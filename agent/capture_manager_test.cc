@@ -83,7 +83,7 @@ class CaptureManagerTest : public ::testing::Test {
                      [out, manager](CaptureResult result) {
                        out->events.push_back("done");
                        out->busy_at_done = manager->busy();
-                       out->result = std::move(result);
+                       out->result.emplace(std::move(result));
                      }});
   }
 };
@@ -119,6 +119,16 @@ TEST_F(CaptureManagerTest, WaitsForStartRecordsForDurationAndCollects) {
   EXPECT_TRUE(result.space.errors().empty());
   EXPECT_FALSE(out.busy_at_done);  // the slot is free before on_done
   EXPECT_EQ(executor_.pending(), 0u);
+  // The trace is built on the result's own arena (planes, lines and events too), and moving
+  // the result moves it along without a copy.
+  ASSERT_NE(result.arena, nullptr);
+  EXPECT_EQ(result.space.GetArena(), result.arena.get());
+  const tensorflow::profiler::XPlane* host = xspace::FindPlane(result.space, "/host:CPU");
+  EXPECT_EQ(host->GetArena(), result.arena.get());
+  CaptureResult moved(std::move(*out.result));
+  EXPECT_EQ(&moved.space, static_cast<const void*>(&result.space));
+  EXPECT_EQ(moved.space.GetArena(), moved.arena.get());
+  EXPECT_EQ(xspace::FindPlane(moved.space, "/host:CPU"), host);
 }
 
 TEST_F(CaptureManagerTest, StartedReportsTheActualStartOnTheAgentClockBeforeDone) {

@@ -196,8 +196,8 @@ class TslCollectorTest : public ::testing::Test {
     auto session = manager->Begin({id, agent_clock_.WallNs() + start_in_ms * kMs, duration_ms, {}});
     EXPECT_TRUE(session.ok()) << session.status();
     if (!session.ok()) return nullptr;
-    (*session)->Run(
-        {.on_started = nullptr, .on_done = [out](CaptureResult r) { out->result = std::move(r); }});
+    (*session)->Run({.on_started = nullptr,
+                     .on_done = [out](CaptureResult r) { out->result.emplace(std::move(r)); }});
     executor_.RunUntilIdle();  // Prepare: every Profile is sent now
     for (FakeTslServer* s : servers) s->AwaitRequests(1);
     return *std::move(session);
@@ -464,7 +464,7 @@ TEST(TslAgentServerTest, TslLocalAddsTheFrameworkServersPlanesToTheAgentsCapture
   absl::Notification done;
   std::optional<CaptureResult> result;
   (*session)->Run({.on_started = nullptr, .on_done = [&](CaptureResult r) {
-                     result = std::move(r);
+                     result.emplace(std::move(r));
                      done.Notify();
                    }});
   done.WaitForNotification();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <climits>
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +26,7 @@
 #include "common/tsl_profile.h"
 #include "common/xspace.h"
 #include "common/xspace_merge.h"
+#include "google/protobuf/arena.h"
 #include "spdlog/spdlog.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
 
@@ -363,14 +365,17 @@ absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {
   if (!call->status.ok()) {
     return absl::UnavailableError(DescribeFailure(call->status, options_.grace_ms));
   }
-  XSpace theirs;
+  // On the trace's arena (CaptureResult): moving their planes into it is then a pointer swap,
+  // not a copy.
+  XSpace* theirs = google::protobuf::Arena::CreateMessage<XSpace>(space->GetArena());
+  const std::unique_ptr<XSpace> owned(space->GetArena() == nullptr ? theirs : nullptr);
   if (call->response.has_xspace()) {
-    theirs = std::move(*call->response.mutable_xspace());
+    *theirs = std::move(*call->response.mutable_xspace());
   } else {
     absl::StatusOr<std::string> bytes =
         tsl::TraceFromProfileResponse(call->response, call->request);
     if (!bytes.ok()) return bytes.status();
-    if (!theirs.ParseFromString(*bytes)) {
+    if (!theirs->ParseFromString(*bytes)) {
       return absl::DataLossError("the answer's xplane.pb is not a tensorflow.profiler.XSpace");
     }
   }
@@ -379,10 +384,10 @@ absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {
   // Re-base: their events on the agent's clock are (their profile start, or 0 when their line
   // timestamps are absolute) + line timestamp + offset + clock_skew_ns; ours are relative to
   // start_ns_. Offsets within a line do not change.
-  const int64_t their_start = xspace::ProfileStartNs(theirs);
+  const int64_t their_start = xspace::ProfileStartNs(*theirs);
   const __int128 shift = static_cast<__int128>(their_start) + options_.clock_skew_ns -
                          static_cast<__int128>(start_ns_);
-  auto* planes = theirs.mutable_planes();
+  auto* planes = theirs->mutable_planes();
   for (int i = planes->size() - 1; i >= 0; --i) {
     if (planes->Get(i).name() == xspace::kTaskEnvPlaneName) planes->DeleteSubrange(i, 1);
   }
@@ -397,7 +402,7 @@ absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {
       line.set_timestamp_ns(static_cast<int64_t>(ts));
     }
   }
-  if (absl::Status s = xspace::Validate(theirs); !s.ok()) {
+  if (absl::Status s = xspace::Validate(*theirs); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sent a trace profctl cannot use (its planes are dropped): ", s.message(),
                      their_start == 0 ? " (it has no Task Environment profile_start_time, so its "
@@ -405,10 +410,10 @@ absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {
                                       : ""));
   }
   for (XPlane& plane : *planes) xspace::AddOrMergePlane(&plane, space);
-  for (const std::string& e : theirs.errors()) {
+  for (const std::string& e : theirs->errors()) {
     space->add_errors(absl::StrCat("tsl ", call->address, ": ", e));
   }
-  for (const std::string& w : theirs.warnings()) {
+  for (const std::string& w : theirs->warnings()) {
     space->add_warnings(absl::StrCat("tsl ", call->address, ": ", w));
   }
   return absl::OkStatus();
