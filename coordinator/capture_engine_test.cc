@@ -301,7 +301,7 @@ TEST_F(CaptureEngineTest, TracesAreSyncedOnceAfterTheLastCommitAndBeforeTheFinal
   }
   pool_ = nullptr;
   sink_.sync_error = absl::DataLossError(
-      "cannot sync w0.xplane.pb: Input/output error: saved, but may not survive a crash");
+      "cannot sync w0.xplane.pb: Input/output error: it may not survive a crash of this machine");
   const SessionManifest failed = Run(Plan({"h0:1", "h1:1"}));
   EXPECT_EQ(failed.status(), v1::SESSION_STATUS_OK);
   EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"),

@@ -248,7 +248,7 @@ absl::Status SessionDir::SyncCommitted() {
   return absl::Status(
       first.code(),
       absl::StrCat(first.message(), failed > 1 ? absl::StrCat(" (and ", failed - 1, " more)") : "",
-                   ": saved, but may not survive a crash of this machine"));
+                   ": it may not survive a crash of this machine"));
 }
 
 absl::StatusOr<std::unique_ptr<TraceFile>> SessionDir::Create(const std::string& hint) {
