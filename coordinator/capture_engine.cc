@@ -527,6 +527,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Every host is done: their clients (channels, connections) are torn down by one pool job
   // while the outputs are written, instead of one after another when the session ends.
   void ReleaseClients();
+  // Runs `job` on the pool, or here when there is none (it is then done on return).
+  void OnPoolOrHere(Executor::Task job);
   // The pod step breakdown and its files. Built and rendered on the pool (without one, here)
   // while the pod trace is written, since neither needs the other: the rendering only names the
   // pod trace, assumed to be written; should it fail, FinishBreakdown renders again without it.
@@ -1512,15 +1514,10 @@ void CaptureEngine::Session::MaybeFinish() {
     // one trace at a time. The final session.json is written after them.
     absl::Notification synced;
     absl::Status sync_status;
-    const auto sync = [this, &synced, &sync_status] {
+    OnPoolOrHere([this, &synced, &sync_status] {  // waited for below: the locals outlive it
       sync_status = deps_.sink->SyncCommitted();
       synced.Notify();
-    };
-    if (deps_.pool != nullptr) {
-      deps_.pool->Submit(sync);  // waited for below: the locals outlive it
-    } else {
-      sync();
-    }
+    });
     std::unique_ptr<BreakdownJob> breakdown = StartBreakdown();
     WritePodOutputs();
     FinishBreakdown(std::move(breakdown));
@@ -1704,6 +1701,14 @@ void CaptureEngine::Session::ReleaseClients() {
   });
 }
 
+void CaptureEngine::Session::OnPoolOrHere(Executor::Task job) {
+  if (deps_.pool != nullptr) {
+    deps_.pool->Submit(std::move(job));
+  } else {
+    std::move(job)();
+  }
+}
+
 void CaptureEngine::Session::WritePodOutputs() {
   std::vector<Host*> saved;
   for (Host& h : hosts_) {
@@ -1816,16 +1821,11 @@ std::unique_ptr<CaptureEngine::Session::BreakdownJob> CaptureEngine::Session::St
   if (job->assumed_pod_trace) job->context.session_files.push_back(kPodTraceFileName);
   job->context.session_files.push_back(kManifestFileName);
   job->context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
-  const auto run = [j = job.get()] {
+  OnPoolOrHere([j = job.get()] {  // FinishBreakdown waits for it: `job` outlives it
     j->Build();
     j->Render();
     j->done.Notify();
-  };
-  if (deps_.pool != nullptr) {
-    deps_.pool->Submit(run);  // FinishBreakdown waits for it: `job` outlives it
-  } else {
-    run();
-  }
+  });
   return job;
 }
 
