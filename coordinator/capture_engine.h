@@ -103,9 +103,9 @@ struct CaptureEngineOptions {
   // got ready for a quarter of the time the last one took, and at least this long; or this long
   // when no host left has answered anything (dead or hung: none is on its way).
   int64_t min_prepare_quiet_ms = 50;
-  // The common start is this far after preparing ends, at least, and at least 4 x the largest
-  // round trip plus, per ready host, twice the measured cost of one RPC on a connected channel
-  // (at least 20 us): sending every Capture takes time too.
+  // The common start is this far after preparing ends, at least (a floor, not a margin): else
+  // 2 x the largest round trip plus, per ready host, twice the measured cost of one RPC on a
+  // connected channel (at least 20 us), since sending every Capture takes time too.
   int64_t min_lead_ms = 100;
   // A host whose realized start is later than this after the common start is late.
   int64_t late_tolerance_ms = 5;
