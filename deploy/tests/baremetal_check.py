@@ -223,8 +223,10 @@ def check_slurm(args, problems, missing, tmp):
                               timeout=10).returncode == 0:
                 break
             subprocess.run(["sleep", "0.1"])
+        # --tolerance: the wiring is under test, not start lateness; on CI's 2 loaded cores an
+        # agent can start 5-10 ms late, which would make the session partial (exit 3).
         r = subprocess.run([os.path.join(DEPLOY, "slurm", "profctl-capture-job.sh"), "4242",
-                            "--duration=300", f"--token-file={token}"], env=env2,
+                            "--duration=300", "--tolerance=500", f"--token-file={token}"], env=env2,
                            capture_output=True, text=True, timeout=60, cwd=tmp)
         sessions = glob.glob(os.path.join(logdir, "plugins", "profile", "slurm-4242_*"))
         if r.returncode != 0 or not sessions:
