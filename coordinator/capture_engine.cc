@@ -966,13 +966,14 @@ void CaptureEngine::Session::EndPrepare() {
   // high already: at 1,024 hosts on 2 cores the largest was 5-28 ms, the median 1.2-1.7 ms.)
   // The minimum is a floor, not a margin on top: twice the send cost is the margin (docs/perf.md:
   // at 1,024 hosts it came to 1.5-1.8 x what sending took).
+  const int64_t prepared_mono = NowMono();
   lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli,
                       2 * max_rtt + static_cast<int64_t>(ready) *
                                         std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send));
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
   manifest_.set_lead_ms(Millis(lead_ns_));
-  window_start_mono_ = NowMono() + lead_ns_;
+  window_start_mono_ = prepared_mono + lead_ns_;
   window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
   if (plan_.deadline_ms <= 0) {
     deadline_mono_ = window_end_mono_ + options_.transfer_timeout_ms * kNanosPerMilli;
@@ -1012,7 +1013,7 @@ void CaptureEngine::Session::EndPrepare() {
   for (Host& h : hosts_) {
     if (h.phase == Phase::kReady) StartCapture(h);
   }
-  manifest_.set_send_ms(Millis(NowMono() - (window_start_mono_ - lead_ns_)));
+  manifest_.set_send_ms(Millis(NowMono() - prepared_mono));
   // The window is set: a coordinator killed from now on leaves a folder that says when it was.
   FlushManifest();
   std::weak_ptr<Session> weak = weak_from_this();
