@@ -34,34 +34,6 @@ void LogOnce(const std::string& line) {
   std::fprintf(stderr, "profctl-inject: pid %d: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-void ReadProcessName(char (&out)[64]) {
-  FILE* f = std::fopen("/proc/self/comm", "re");
-  if (f == nullptr) return;
-  char buf[64] = {};
-  if (std::fgets(buf, sizeof(buf), f) != nullptr) {
-    buf[strcspn(buf, "\n")] = '\0';
-    SetText(out, buf);
-  }
-  std::fclose(f);
-}
-
-RegisterMessage MakeRegistration(bool cupti_loaded, bool nvtx) {
-  RegisterMessage m;
-  m.pid = static_cast<uint32_t>(getpid());
-  const RankInfo rank = DetectRankFromEnvironment();
-  m.rank = rank.rank;
-  m.local_rank = rank.local_rank;
-  SetText(m.rank_source, rank.rank_source);
-  m.flags = (cupti_loaded ? kRegisterFlagCuptiLoaded : 0) | (nvtx ? kRegisterFlagNvtx : 0);
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) SetText(m.hostname, host);
-  if (const char* devices = std::getenv("CUDA_VISIBLE_DEVICES"); devices != nullptr) {
-    SetText(m.visible_devices, devices);
-  }
-  ReadProcessName(m.process_name);
-  return m;
-}
-
 std::once_flag g_client_once;
 InjectClient* g_client = nullptr;  // never destroyed (see StartClientOnce)
 std::atomic<bool> g_nvtx{false};
@@ -76,7 +48,7 @@ void StartClientOnce() {
       InjectClientOptions options;
       const char* path = std::getenv(kAgentSocketEnv);
       options.socket_path = path != nullptr && *path != '\0' ? path : kDefaultAgentSocket;
-      options.registration = MakeRegistration(tracer->loaded(), g_nvtx.load());
+      options.registration = RegistrationFromEnvironment(tracer->loaded(), g_nvtx.load());
       options.log_once = &LogOnce;
       g_client = new InjectClient(std::move(options), tracer);
       // A forked child (a DataLoader worker) keeps no copy of the agent connection.

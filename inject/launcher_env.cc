@@ -1,6 +1,10 @@
 #include "inject/launcher_env.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace profctl::inject {
 namespace {
@@ -26,6 +30,17 @@ int ParseRank(const char* text) {
 
 const char* RealGetEnv(const char* name, void* /*context*/) { return std::getenv(name); }
 
+void ReadProcessName(char (&out)[64]) {
+  FILE* f = std::fopen("/proc/self/comm", "re");
+  if (f == nullptr) return;
+  char buf[64] = {};
+  if (std::fgets(buf, sizeof(buf), f) != nullptr) {
+    buf[strcspn(buf, "\n")] = '\0';
+    SetText(out, buf);
+  }
+  std::fclose(f);
+}
+
 }  // namespace
 
 RankInfo DetectRank(GetEnvFn getenv_fn, void* context) {
@@ -49,5 +64,22 @@ RankInfo DetectRank(GetEnvFn getenv_fn, void* context) {
 }
 
 RankInfo DetectRankFromEnvironment() { return DetectRank(&RealGetEnv, nullptr); }
+
+RegisterMessage RegistrationFromEnvironment(bool cupti_loaded, bool nvtx) {
+  RegisterMessage m;
+  m.pid = static_cast<uint32_t>(getpid());
+  const RankInfo rank = DetectRankFromEnvironment();
+  m.rank = rank.rank;
+  m.local_rank = rank.local_rank;
+  SetText(m.rank_source, rank.rank_source);
+  m.flags = (cupti_loaded ? kRegisterFlagCuptiLoaded : 0) | (nvtx ? kRegisterFlagNvtx : 0);
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) SetText(m.hostname, host);
+  if (const char* devices = std::getenv("CUDA_VISIBLE_DEVICES"); devices != nullptr) {
+    SetText(m.visible_devices, devices);
+  }
+  ReadProcessName(m.process_name);
+  return m;
+}
 
 }  // namespace profctl::inject

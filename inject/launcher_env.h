@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "inject/socket_protocol.h"
+
 namespace profctl::inject {
 
 struct RankInfo {
@@ -26,6 +28,11 @@ RankInfo DetectRank(GetEnvFn getenv_fn, void* context);
 
 // DetectRank over the process's environment.
 RankInfo DetectRankFromEnvironment();
+
+// This process's Register message: pid, hostname, ranks (DetectRankFromEnvironment),
+// CUDA_VISIBLE_DEVICES, /proc/self/comm, and the flags (kRegisterFlagCuptiLoaded,
+// kRegisterFlagNvtx).
+RegisterMessage RegistrationFromEnvironment(bool cupti_loaded, bool nvtx);
 
 }  // namespace profctl::inject
 
