@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/xspace.h"
@@ -238,6 +239,28 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
     }
   }
 
+  // API calls left out by the window: the device work they launched is left out too. A process
+  // enables CUPTI at the requested instant, but the agent's window opens when its own timer
+  // fires (a millisecond later on a loaded host), so the first kernels of a capture can come
+  // from launches that fall before it. Kept, they would be device events with no launch:
+  // XProf could not give them a step (its conformance rule "correlation"), and CUPTI itself
+  // records no kernel launched before it was enabled.
+  absl::flat_hash_set<uint64_t> unlaunched;
+  for (const RecordBatch& b : batches) {
+    for (const inject::ApiRecord& a : b.apis) {
+      int64_t s = 0;
+      if (__builtin_sub_overflow(static_cast<int64_t>(a.start_ns), b.gpu_minus_wall_ns, &s) ||
+          s < start) {
+        unlaunched.insert(HostCorrelation(b.pid, a.correlation_id));
+      }
+    }
+  }
+  auto launched_outside = [&](const RecordBatch& b, uint32_t correlation_id) {
+    if (!unlaunched.contains(HostCorrelation(b.pid, correlation_id))) return false;
+    ++stats.outside_window;
+    return true;
+  };
+
   // Device side: per device, per stream.
   struct Stream {
     std::set<absl::string_view> kinds;
@@ -247,7 +270,10 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   for (const RecordBatch& b : batches) {
     for (const KernelRecord& k : b.kernels) {
       Pending p;
-      if (!place(b, k.start_ns, k.end_ns, &p.start_ns, &p.duration_ns)) continue;
+      if (launched_outside(b, k.correlation_id) ||
+          !place(b, k.start_ns, k.end_ns, &p.start_ns, &p.duration_ns)) {
+        continue;
+      }
       const absl::string_view name = b.String(k.name);
       p.name = name.empty() ? "kernel" : std::string(name);
       const uint64_t corr = HostCorrelation(b.pid, k.correlation_id);
@@ -277,7 +303,10 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
     }
     for (const inject::MemcpyRecord& c : b.memcpys) {
       Pending p;
-      if (!place(b, c.start_ns, c.end_ns, &p.start_ns, &p.duration_ns)) continue;
+      if (launched_outside(b, c.correlation_id) ||
+          !place(b, c.start_ns, c.end_ns, &p.start_ns, &p.duration_ns)) {
+        continue;
+      }
       const CopyNames names = CopyNamesOf(c.copy_kind);
       p.name = std::string(names.event);
       const uint64_t corr = HostCorrelation(b.pid, c.correlation_id);
@@ -297,7 +326,10 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
     }
     for (const inject::MemsetRecord& m : b.memsets) {
       Pending p;
-      if (!place(b, m.start_ns, m.end_ns, &p.start_ns, &p.duration_ns)) continue;
+      if (launched_outside(b, m.correlation_id) ||
+          !place(b, m.start_ns, m.end_ns, &p.start_ns, &p.duration_ns)) {
+        continue;
+      }
       p.name = "Memset";
       const uint64_t corr = HostCorrelation(b.pid, m.correlation_id);
       launch_device[corr] = m.device_id;

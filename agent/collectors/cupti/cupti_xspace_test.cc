@@ -24,6 +24,7 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::Optional;
 using ::testing::StartsWith;
 
@@ -416,6 +417,34 @@ TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   int syncs = 0;
   for (const analysis::Op& op : trace->host_ops) syncs += op.kind == analysis::OpKind::kHostSync;
   EXPECT_EQ(syncs, 4);  // two runtime calls, and the two synchronizations inside them
+}
+
+// The process enabled CUPTI before the agent's window opened (the agent's timer fired late):
+// device work launched by an API call that falls before the window is left out with its launch,
+// never kept as a device event with no launch (XProf could not give it a step).
+TEST(CuptiXSpaceTest, DeviceWorkLaunchedBeforeTheWindowGoesWithItsLaunch) {
+  Job j;
+  j.Api("cudaLaunchKernel", 101, 1, -300, -290);              // before the window
+  j.Kernel("early_gemm", /*stream=*/7, /*corr=*/1, 50, 800);  // inside it
+  j.Api("cudaLaunchKernel", 101, 2, 100, 110);
+  j.Kernel("gemm", 7, 2, 900, 1900);
+  j.Api("cudaLaunchKernel", 101, 3, -5, 5);  // straddles the start: left out, so is its kernel
+  j.Kernel("straddling_launch", 7, 3, 2000, 2500);
+  const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, 0);
+  absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(b.ok()) << b.status();
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, Options(), &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->kernels, 1);
+  EXPECT_EQ(stats->outside_window, 4);  // two launches and their kernels
+  const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_EQ(gpu->lines_size(), 1);
+  ASSERT_EQ(gpu->lines(0).events_size(), 1);
+  EXPECT_EQ(gpu->event_metadata().at(gpu->lines(0).events(0).metadata_id()).name(), "gemm");
+  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"),
+              Not(Contains(StartsWith("[correlation]"))));
 }
 
 TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
