@@ -18,6 +18,10 @@ tests/gpu_capture_check.py passes: kernels, memcpys and NVTX steps on every live
 inside the window, launches tied to kernels, a breakdown whose straggler is host-b, the dead rank
 and the held one reported by pid/text, the .xplane.pb files conform to XProf. The same check runs
 on a real GPU's capture (docs/gpu-verification.md).
+
+Then host-a's agent is SIGKILLed one second into a capture: that capture fails for host-a, its
+ranks run on (fail-open), and once an agent is back on the same socket (left stale by the dead
+one) they register again by themselves and the next capture has both GPUs' data.
 Exit 0 when all holds, 1 otherwise.
 """
 
@@ -84,6 +88,71 @@ def start(procs, name, argv, work, env=None):
     return p
 
 
+def agent_ports(work, hosts):
+    return ",".join(f"127.0.0.1:{open(os.path.join(work, h + '.port')).read().strip()}"
+                    for h in hosts)
+
+
+def agent_killed_mid_capture(args, work, procs, apps):
+    """host-a's agent dies one second into a capture; its ranks must survive it and register
+    with the next agent on their own. Returns the problems found."""
+    problems = []
+    logdir = os.path.join(work, "logs")
+    capture = subprocess.Popen(
+        [args.profctl, "capture", f"--workers={agent_ports(work, ['host-a'])}",
+         "--duration=2500", f"--logdir={logdir}", "--session=killed", "--tolerance=500"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed = []
+    for line in capture.stdout:  # ends when profctl exits
+        printed.append(line)
+        if "recording: 1 of" in line:
+            agent = dict(procs)["agent-host-a"]
+            agent.kill()
+            agent.wait()
+    rc = capture.wait(timeout=120)
+    print("".join(printed))
+    if rc == 0:
+        problems.append("the capture whose only agent was killed mid-window exited 0")
+    # The checker must see that this capture holds nothing (it is not a yes-machine).
+    failed = subprocess.run([sys.executable, os.path.join(HERE, "gpu_capture_check.py"),
+                             os.path.join(logdir, "plugins", "profile", "killed")],
+                            capture_output=True, text=True, check=False)
+    if failed.returncode != 1 or "FAIL: host-a: status HOST_STATUS_FAILED" not in failed.stdout:
+        problems.append(f"gpu_capture_check.py passed the failed capture: {failed.stdout[-800:]}")
+    for rank in (0, 1):
+        if apps[rank].poll() is not None:
+            problems.append(f"rank {rank} exited ({apps[rank].returncode}) when its agent died")
+    # A new agent on the same socket path: the old one left its socket file behind.
+    port_file = os.path.join(work, "host-a.port")
+    os.remove(port_file)
+    start(procs, "agent-host-a-2",
+          [args.agent, "--port=0", f"--port-file={port_file}", "--name=host-a",
+           "--collectors=cupti", f"--inject-socket={os.path.join(work, 'host-a', 'agent.sock')}"],
+          work)
+    log_path = os.path.join(work, "agent-host-a-2.log")
+
+    def registered_again():
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+        return all(f"pid {apps[r].pid} (" in text and "registered" in text for r in (0, 1))
+    wait_for("ranks 0 and 1 registering with the new agent", registered_again, procs[-1:])
+    wait_for("the new agent's port file",
+             lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, procs[-1:])
+    r = subprocess.run([args.profctl, "capture", f"--workers={agent_ports(work, ['host-a'])}",
+                        "--duration=600", f"--logdir={logdir}", "--session=again",
+                        "--tolerance=500"], capture_output=True, text=True, timeout=120,
+                       check=False)
+    if r.returncode != 0:
+        problems.append(f"the capture after the agent came back exited {r.returncode}: "
+                        f"{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    check = [sys.executable, os.path.join(HERE, "gpu_capture_check.py"),
+             os.path.join(logdir, "plugins", "profile", "again"), "--host=host-a:2",
+             "--min-steps=10"]
+    if subprocess.run(check, check=False).returncode != 0:
+        problems.append("gpu_capture_check.py failed on the capture after the agent came back")
+    return problems
+
+
 def run(args, work, procs):
     ports = {}
     for host in ("host-a", "host-b"):
@@ -95,7 +164,7 @@ def run(args, work, procs):
         ports[host] = port_file
     wait_for("agent port files", lambda: all(
         os.path.exists(f) and os.path.getsize(f) > 0 for f in ports.values()), procs)
-    workers = ",".join(f"127.0.0.1:{open(ports[h]).read().strip()}" for h in ("host-a", "host-b"))
+    workers = agent_ports(work, ["host-a", "host-b"])
 
     # Every rank's all-reduce ends when the slowest rank (host-b's rank 2: 1.5 ms input + 14 ms
     # compute) is ready.
@@ -141,9 +210,10 @@ def run(args, work, procs):
         check.append(f"--xprof-check={args.xprof_check}")
     if subprocess.run(check, check=False).returncode != 0:
         problems.append("gpu_capture_check.py failed (above)")
+    problems += agent_killed_mid_capture(args, work, procs, apps)
     for name, p in procs:
-        if name != "rank3" and p.poll() is not None:
-            problems.append(f"{name} exited ({p.returncode}) during the capture")
+        if name not in ("rank3", "agent-host-a") and p.poll() is not None:
+            problems.append(f"{name} exited ({p.returncode}) during the captures")
     for p in problems:
         print(f"FAIL: {p}")
     if problems:
