@@ -14,22 +14,63 @@ then `profctl capture` the agent's host. With --kineto-window=START:COUNT it rec
 START..START+COUNT-1 with torch.profiler (CUDA activities) instead, to compare overheads; profctl
 then reports "GPU tracing unavailable ... held by another CUPTI subscriber" for that window.
 It prints the mean step time of the measured steps at the end.
+
+For measuring overhead (scripts/gpu_verify.py, docs/gpu-verification.md): --steps=0 runs until
+SIGTERM/SIGINT; SIGUSR1 records the next --kineto-steps steps with torch.profiler; --progress=N
+prints every N steps; --step-log=FILE writes each measured step's wall-clock start and end (ns,
+CLOCK_REALTIME, the clock profctl's capture window is on) and whether torch.profiler was on.
 """
 import argparse
+import json
+import os
+import signal
+import sys
 import time
 
 import torch
 
 
+class Signals:
+    """SIGUSR1: record the next --kineto-steps steps with torch.profiler. SIGTERM/SIGINT: stop
+    after the current step (then the step log is written)."""
+
+    def __init__(self):
+        self.kineto_requested = False
+        self.stop = False
+        signal.signal(signal.SIGUSR1, self._kineto)
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+
+    def _kineto(self, *_):
+        self.kineto_requested = True
+
+    def _stop(self, *_):
+        self.stop = True
+
+
+def write_atomically(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--steps", type=int, default=500,
+                        help="measured steps after the warm-up; 0: until SIGTERM/SIGINT")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--kineto-window", default="",
                         help="START:COUNT: record those steps with torch.profiler")
+    parser.add_argument("--kineto-steps", type=int, default=100,
+                        help="steps a SIGUSR1-started torch.profiler window records")
+    parser.add_argument("--progress", type=int, default=0,
+                        help="print 'pytorch_steps: step N' every N steps (0: never)")
+    parser.add_argument("--step-log", default="",
+                        help="write every step's wall-clock start and end (ns) here as JSON")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("pytorch_steps: no CUDA device")
@@ -48,14 +89,25 @@ def main():
     if args.kineto_window:
         kineto_start, kineto_count = (int(v) for v in args.kineto_window.split(":"))
     profiler = None
+    signals = Signals()
+    log = []  # [step, start wall ns, end wall ns, "kineto" or ""]
+    kineto_costs_ms = []  # torch.profiler's own enter and exit, outside the timed steps
 
     times = []
-    for step in range(args.warmup + args.steps):
+    step = 0
+    loss_value = float("nan")
+    while not signals.stop and (args.steps <= 0 or step < args.warmup + args.steps):
+        if signals.kineto_requested and profiler is None:
+            signals.kineto_requested = False
+            kineto_start, kineto_count = step, args.kineto_steps
         if step == kineto_start:
+            t = time.perf_counter()
             profiler = torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CPU,
                             torch.profiler.ProfilerActivity.CUDA])
             profiler.__enter__()
+            kineto_costs_ms.append(1e3 * (time.perf_counter() - t))
+        wall_start = time.time_ns()
         start = time.perf_counter()
         torch.cuda.nvtx.range_push(f"train_step {step}")
         with torch.cuda.nvtx.range("data"):
@@ -69,14 +121,31 @@ def main():
             optimizer.step()
         loss_value = loss.item()  # synchronizes, as a real loop's logging does
         torch.cuda.nvtx.range_pop()
+        elapsed = time.perf_counter() - start
+        in_kineto = profiler is not None
         if step >= args.warmup:
-            times.append(time.perf_counter() - start)
+            times.append(elapsed)
+            log.append([step, wall_start, wall_start + int(elapsed * 1e9),
+                        "kineto" if in_kineto else ""])
         if profiler is not None and step == kineto_start + kineto_count - 1:
+            t = time.perf_counter()
             profiler.__exit__(None, None, None)
+            kineto_costs_ms.append(1e3 * (time.perf_counter() - t))
             profiler = None
+            print(f"pytorch_steps: kineto window steps {kineto_start}..{step} done", flush=True)
+        step += 1
+        if args.progress > 0 and step % args.progress == 0:
+            print(f"pytorch_steps: step {step}", flush=True)
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
     mean_ms = 1e3 * sum(times) / max(len(times), 1)
-    print(f"pytorch_steps: {len(times)} steps, mean step {mean_ms:.3f} ms, loss {loss_value:.4f}")
+    print(f"pytorch_steps: {len(times)} steps, mean step {mean_ms:.3f} ms, loss {loss_value:.4f}",
+          flush=True)
+    if args.step_log:
+        write_atomically(args.step_log, {"warmup": args.warmup, "steps": log,
+                                         "kineto_enter_exit_ms": kineto_costs_ms})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,512 @@
+#!/usr/bin/env python3
+"""Issue 10's real-GPU check in one command: capture real CUDA processes under
+libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-verification.md).
+
+  scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
+                        [--phases=cuda,pytorch,overhead] [--rounds=2] [--idle-steps=300]
+                        [--capture-ms=3000] [--kineto-steps=300]
+
+Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
+examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
+(deploy/bundle/make_bundle.sh), since a GPU image has no gRPC. Only the Python standard library.
+
+Phases:
+  cuda      build examples/cuda_steps (cmake + nvcc), run it under injection beside an agent with
+            --collectors=cupti, `profctl capture` 2 s, and run tests/gpu_capture_check.py on the
+            session (kernels, memcpys, NVTX steps with sane times, a breakdown that adds up).
+  pytorch   the same with examples/pytorch_steps.py.
+  overhead  the same PyTorch loop, side by side, --rounds times, alternating:
+              A: no injection; idle steps, then --kineto-steps steps under torch.profiler
+                 (CPU + CUDA activities), then idle again;
+              B: under injection with the agent; idle steps (library loaded, not recording),
+                 then a --capture-ms profctl capture, then idle again.
+            Every step's wall-clock start and end come from the loop's --step-log; a step counts as
+            "capturing" when it lies inside the capture window session.json reports. Mean,
+            median and p90 step time per condition, and each condition's overhead against A's
+            idle steps. Targets (issue 10): loaded idle < 0.5 %, capturing < 3 %, capturing no
+            worse than Kineto.
+
+Writes DIR/gpu_verification.json (every number) and DIR/gpu_verification.md (the tables for
+docs/gpu-verification.md), and keeps each phase's logs and sessions under DIR. Exit 0 when every
+phase ran and its checks held (the overhead targets are reported, not enforced: a noisy machine
+should not read as a broken tracer); 1 when a phase failed; 77 when there is no GPU.
+"""
+
+import argparse
+import glob
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HOST = "gpu-host"
+
+
+def log(msg):
+    print(f"gpu_verify: {msg}", flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+def write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step logs -> conditions -> numbers. Pure functions (tests/gpu_verify_test.py).
+
+def classify(step_log, windows):
+    """Splits a --step-log's steps by condition. `windows`: [(start_ns, end_ns)] of profctl
+    captures during the run. A step inside a window is "capturing", one under torch.profiler is
+    "kineto", one that straddles a window's edge is left out, the rest are "idle"."""
+    out = {"idle": [], "capturing": [], "kineto": []}
+    for step, start, end, tag in step_log["steps"]:
+        ms = (end - start) / 1e6
+        if tag == "kineto":
+            out["kineto"].append(ms)
+            continue
+        inside = any(lo <= start and end <= hi for lo, hi in windows)
+        straddles = any(start < hi and end > lo for lo, hi in windows) and not inside
+        if inside:
+            out["capturing"].append(ms)
+        elif not straddles:
+            out["idle"].append(ms)
+    return out
+
+
+def stats(values):
+    if not values:
+        return None
+    s = sorted(values)
+    return {"steps": len(s), "mean_ms": statistics.fmean(s), "median_ms": statistics.median(s),
+            "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))]}
+
+
+def overhead_table(samples):
+    """samples: condition -> [step ms], over every round. Conditions: "none" (A idle), "kineto"
+    (A under torch.profiler), "loaded" (B idle), "capturing" (B inside a capture)."""
+    table = {name: stats(values) for name, values in samples.items()}
+    base = table.get("none")
+    for name, row in table.items():
+        if row is None or base is None:
+            continue
+        row["overhead_mean_pct"] = 100.0 * (row["mean_ms"] / base["mean_ms"] - 1)
+        row["overhead_median_pct"] = 100.0 * (row["median_ms"] / base["median_ms"] - 1)
+    verdicts = {}
+    if base is not None:
+        def pct(name):
+            return table[name]["overhead_median_pct"] if table.get(name) else None
+        loaded, capturing, kineto = pct("loaded"), pct("capturing"), pct("kineto")
+        verdicts["loaded_under_0.5pct"] = loaded is not None and loaded < 0.5
+        verdicts["capturing_under_3pct"] = capturing is not None and capturing < 3.0
+        verdicts["capturing_no_worse_than_kineto"] = (capturing is not None and
+                                                      kineto is not None and capturing <= kineto)
+    return table, verdicts
+
+
+def markdown(table, verdicts):
+    names = {"none": "no tracer", "loaded": "libprofctl_inject.so loaded, idle",
+             "capturing": "profctl capturing", "kineto": "torch.profiler (Kineto, CUDA)"}
+    lines = ["| condition | steps | mean ms | median ms | p90 ms | overhead (median) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key in ("none", "loaded", "capturing", "kineto"):
+        row = table.get(key)
+        if row is None:
+            lines.append(f"| {names[key]} | 0 | | | | |")
+            continue
+        over = row.get("overhead_median_pct")
+        lines.append(f"| {names[key]} | {row['steps']} | {row['mean_ms']:.3f} | "
+                     f"{row['median_ms']:.3f} | {row['p90_ms']:.3f} | "
+                     f"{'' if over is None or key == 'none' else f'{over:+.2f} %'} |")
+    lines.append("")
+    for k, v in verdicts.items():
+        lines.append(f"- {k}: {'yes' if v else 'NO'}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes.
+
+class Child:
+    """A process whose output lines are kept (and written to a log) as they come."""
+
+    def __init__(self, name, argv, out_dir, env=None, cwd=None):
+        self.name = name
+        self.log_path = os.path.join(out_dir, name + ".log")
+        self.lines = queue.Queue()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=env, cwd=cwd, text=True, errors="replace")
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        with open(self.log_path, "w") as f:
+            for line in self.proc.stdout:
+                f.write(line)
+                f.flush()
+                self.lines.put(line.rstrip("\n"))
+
+    def wait_line(self, pattern, timeout_s, watch=None):
+        """The first line (from now) matching `pattern`; Failure when the time passes or the
+        process (or the Child `watch`) exits first."""
+        rx = re.compile(pattern)
+        end = time.monotonic() + timeout_s
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Failure(f"{self.name}: no line matching '{pattern}' in {timeout_s} s "
+                              f"(log: {self.log_path})")
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if watch is not None and watch.proc.poll() is not None:
+                    watch.thread.join(timeout=5)
+                    with open(watch.log_path, errors="replace") as f:
+                        last = "".join(f.readlines()[-3:]).strip()
+                    raise Failure(f"{watch.name} exited ({watch.proc.returncode}) while waiting "
+                                  f"for '{pattern}' from {self.name}: {last} "
+                                  f"(log: {watch.log_path})")
+                if self.proc.poll() is not None and self.lines.empty():
+                    raise Failure(f"{self.name} exited ({self.proc.returncode}) before printing "
+                                  f"'{pattern}' (log: {self.log_path})")
+                continue
+            m = rx.search(line)
+            if m:
+                return m
+
+    def current_step(self, timeout_s):
+        """The step count of the newest 'pytorch_steps: step N' line: drains what is queued
+        (printed while we were busy), else waits for the next one."""
+        latest = None
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                break
+            m = re.search(r"pytorch_steps: step (\d+)$", line)
+            if m:
+                latest = int(m.group(1))
+        if latest is None:
+            latest = int(self.wait_line(r"pytorch_steps: step (\d+)$", timeout_s).group(1))
+        return latest
+
+    def stop(self, sig=signal.SIGTERM, timeout_s=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.thread.join(timeout=5)
+        return self.proc.returncode
+
+
+class Env:
+    def __init__(self, args):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        os.makedirs(self.out, exist_ok=True)
+        self.bundle = self._unpack(args.bundle)
+        self.profctl = os.path.join(self.bundle, "bin", "profctl")
+        self.agent_bin = os.path.join(self.bundle, "bin", "profctl-agent")
+        self.inject = os.path.join(self.bundle, "lib", "libprofctl_inject.so")
+        for f in (self.profctl, self.agent_bin, self.inject):
+            if not os.path.exists(f):
+                raise Failure(f"the bundle has no {os.path.relpath(f, self.bundle)} "
+                              "(deploy/bundle/make_bundle.sh OUT profctl profctl-agent "
+                              "libprofctl_inject.so)")
+        self.socket = os.path.join(self.out, "run", "agent.sock")
+        self.cupti = find_libcupti()
+        self.agent = None
+        self.port = None
+
+    def _unpack(self, bundle):
+        if os.path.isdir(bundle):
+            root = os.path.join(bundle, "profctl-bundle")
+            return os.path.abspath(root if os.path.isdir(root) else bundle)
+        dest = os.path.join(self.out, "bundle")
+        shutil.rmtree(dest, ignore_errors=True)
+        with tarfile.open(bundle) as t:
+            if hasattr(tarfile, "data_filter"):
+                t.extractall(dest, filter="tar")
+            else:
+                t.extractall(dest)
+        return os.path.join(dest, "profctl-bundle")
+
+    def injected_env(self):
+        env = dict(os.environ, CUDA_INJECTION64_PATH=self.inject,
+                   NVTX_INJECTION64_PATH=self.inject, PROFCTL_AGENT_SOCKET=self.socket)
+        if self.cupti:
+            env["PROFCTL_CUPTI_PATH"] = self.cupti
+        return env
+
+    def start_agent(self):
+        port_file = os.path.join(self.out, "agent.port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        self.agent = Child("agent", [self.agent_bin, "--port=0", f"--port-file={port_file}",
+                                     f"--name={HOST}", "--collectors=cupti",
+                                     f"--inject-socket={self.socket}"], self.out)
+        self.agent.wait_line(r"cupti: CUDA processes", 30)
+        end = time.monotonic() + 30
+        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            if time.monotonic() > end:
+                raise Failure("the agent wrote no --port-file in 30 s")
+            time.sleep(0.05)
+        self.port = open(port_file).read().split()[0]
+
+    def wait_registered(self, app, timeout_s=120):
+        """Until the agent logs `app`'s registration (the library loaded at CUDA's start)."""
+        self.agent.wait_line(rf"inject server: pid {app.proc.pid} \(.*\) registered", timeout_s,
+                             watch=app)
+
+    def capture(self, session, duration_ms, ok_codes=(0,)):
+        """profctl capture of the agent; returns (session folder, the agent's recording window
+        (CLOCK_REALTIME ns), what profctl printed). Exit codes outside `ok_codes` fail."""
+        logdir = os.path.join(self.out, "logs")
+        r = subprocess.run([self.profctl, "capture", f"--workers=127.0.0.1:{self.port}",
+                            f"--duration={duration_ms}", f"--logdir={logdir}",
+                            f"--session={session}", "--tolerance=500"],
+                           capture_output=True, text=True, timeout=duration_ms / 1000 + 120,
+                           check=False)
+        write_atomically(os.path.join(self.out, f"capture_{session}.log"), r.stdout + r.stderr)
+        session_dir = os.path.join(logdir, "plugins", "profile", session)
+        if r.returncode not in ok_codes:
+            raise Failure(f"profctl capture {session} exited {r.returncode}: "
+                          f"{(r.stdout + r.stderr)[-1500:]}")
+        with open(os.path.join(session_dir, "session.json")) as f:
+            manifest = json.load(f)
+        hosts = manifest.get("hosts", [])
+        start = int(hosts[0]["agent_start_ns"]) if hosts else int(manifest["start_at_ns"])
+        stop = int(hosts[0]["agent_stop_ns"]) if hosts else start + duration_ms * 1_000_000
+        return session_dir, (start, stop), r.stdout
+
+    def stop_agent(self):
+        if self.agent is not None:
+            self.agent.stop()
+            self.agent = None
+
+
+def find_libcupti():
+    """libcupti for the library to dlopen (PROFCTL_CUPTI_PATH): the toolkit's, else the one a
+    pip CUDA install brings (nvidia-cuda-cupti), else None (the library's own search)."""
+    homes = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    patterns = [os.path.join(h, sub, "libcupti.so*") for h in homes if h
+                for sub in ("extras/CUPTI/lib64", "lib64", "targets/x86_64-linux/lib")]
+    for p in sys.path:
+        patterns.append(os.path.join(p, "nvidia", "cu*", "lib", "libcupti.so*"))
+        patterns.append(os.path.join(p, "nvidia", "cuda_cupti", "lib", "libcupti.so*"))
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def check_capture(env, session_dir, name, min_steps):
+    summary = os.path.join(env.out, f"summary_{name}.json")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu_capture_check.py"),
+                        session_dir, f"--host={HOST}:1", f"--min-steps={min_steps}",
+                        f"--summary={summary}"], capture_output=True, text=True, check=False)
+    write_atomically(os.path.join(env.out, f"check_{name}.log"), r.stdout + r.stderr)
+    print(r.stdout, end="")
+    if r.returncode != 0:
+        raise Failure(f"gpu_capture_check.py failed on the {name} capture")
+    with open(summary) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------------------------------------
+# Phases.
+
+def phase_capture(env, name, argv, cwd=None):
+    env.start_agent()
+    app = Child(name, argv, env.out, env=env.injected_env(), cwd=cwd)
+    try:
+        env.wait_registered(app)
+        # Let the program reach its steady loop (CUDA context, cuBLAS handles, first kernels).
+        app_start = time.monotonic()
+        while time.monotonic() - app_start < 10 and app.proc.poll() is None:
+            time.sleep(0.1)
+        session_dir, _, printed = env.capture(name, 2000)
+        print(printed, end="")
+        return {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
+    finally:
+        app.stop()
+        env.stop_agent()
+
+
+def phase_cuda(env):
+    build = os.path.join(env.out, "cuda_steps_build")
+    for argv in (["cmake", "-S", os.path.join(ROOT, "examples", "cuda_steps"), "-B", build,
+                  "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", build, "-j"]):
+        r = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise Failure(f"{' '.join(argv)}: {(r.stdout + r.stderr)[-1500:]}")
+    binary = os.path.join(build, "cuda_steps")
+    if not os.path.exists(binary):
+        raise Failure("examples/cuda_steps was not built: cmake found no CUDA compiler (nvcc)")
+    return phase_capture(env, "cuda_steps", [binary, "--steps=100000000"])
+
+
+def pytorch_argv(args, step_log, progress=0):
+    return [args.python, os.path.join(ROOT, "examples", "pytorch_steps.py"), "--steps=0",
+            f"--progress={progress}", f"--kineto-steps={args.kineto_steps}"] + \
+        ([f"--step-log={step_log}"] if step_log else [])
+
+
+def phase_pytorch(env):
+    return phase_capture(env, "pytorch_steps", pytorch_argv(env.args, None))
+
+
+def overhead_run(env, kind, round_no):
+    """One run of the loop: kind "A" (no injection, a torch.profiler window) or "B" (injection,
+    a profctl capture). Returns (step log, capture windows, what was printed)."""
+    args = env.args
+    name = f"overhead_{kind}{round_no}"
+    step_log = os.path.join(env.out, name + ".steps.json")
+    run_env = env.injected_env() if kind == "B" else dict(os.environ)
+    progress = 50
+    app = Child(name, pytorch_argv(args, step_log, progress), env.out, env=run_env)
+    windows = []
+    notes = {}
+    try:
+        if kind == "B" and not args.no_gpu_ok:
+            env.wait_registered(app)
+        warm = 20 + args.idle_steps
+        app.wait_line(rf"pytorch_steps: step {(warm + progress - 1) // progress * progress}$",
+                      600)
+        if kind == "A":
+            app.proc.send_signal(signal.SIGUSR1)
+            app.wait_line(r"kineto window steps \d+\.\.\d+ done", 600)
+        else:
+            # Only the window matters here (what arrives is the capture phases' check): a partial
+            # session (exit 3: a late start, a breakdown with no steps) still times the steps.
+            session_dir, window, printed = env.capture(name, args.capture_ms, ok_codes=(0, 3))
+            windows.append(window)
+            notes["session_dir"] = session_dir
+            notes["capture_printed_tail"] = printed[-800:]
+        target = app.current_step(600) + args.idle_steps
+        app.wait_line(rf"pytorch_steps: step {(target + progress - 1) // progress * progress}$",
+                      600)
+    finally:
+        rc = app.stop(signal.SIGTERM)
+    if rc != 0:
+        raise Failure(f"{name}: the loop exited {rc} (log: {app.log_path})")
+    with open(step_log) as f:
+        return json.load(f), windows, notes
+
+
+def phase_overhead(env):
+    env.start_agent()
+    samples = {"none": [], "kineto": [], "loaded": [], "capturing": []}
+    runs = []
+    try:
+        for round_no in range(1, env.args.rounds + 1):
+            for kind in ("A", "B"):
+                step_log, windows, notes = overhead_run(env, kind, round_no)
+                split = classify(step_log, windows)
+                if kind == "A":
+                    samples["none"] += split["idle"]
+                    samples["kineto"] += split["kineto"]
+                else:
+                    samples["loaded"] += split["idle"]
+                    samples["capturing"] += split["capturing"]
+                runs.append({"run": f"{kind}{round_no}", "windows_ns": windows,
+                             "kineto_enter_exit_ms": step_log.get("kineto_enter_exit_ms", []),
+                             **{k: stats(v) for k, v in split.items()}, **notes})
+                log(f"run {kind}{round_no}: " + ", ".join(
+                    f"{k} {len(v)} steps" for k, v in split.items() if v))
+    finally:
+        env.stop_agent()
+    table, verdicts = overhead_table(samples)
+    return {"runs": runs, "table": table, "verdicts": verdicts,
+            "markdown": markdown(table, verdicts)}
+
+
+def gpu_present():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60,
+                           check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and "GPU" in r.stdout else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--phases", default="cuda,pytorch,overhead")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--idle-steps", type=int, default=300)
+    ap.add_argument("--capture-ms", type=int, default=3000)
+    ap.add_argument("--kineto-steps", type=int, default=300)
+    ap.add_argument("--python", default=sys.executable, help="the Python that has PyTorch")
+    ap.add_argument("--no-gpu-ok", action="store_true",
+                    help="FOR TESTS: run without a GPU (the loop given a stand-in torch)")
+    args = ap.parse_args()
+    phases = [p for p in args.phases.split(",") if p]
+    unknown = set(phases) - {"cuda", "pytorch", "overhead"}
+    if unknown:
+        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead)")
+    if args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or args.kineto_steps < 1:
+        ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1")
+
+    gpus = gpu_present()
+    if gpus is None and not args.no_gpu_ok:
+        print("gpu_verify: no NVIDIA GPU here (nvidia-smi -L lists none): nothing to verify",
+              file=sys.stderr)
+        return 77
+    try:
+        env = Env(args)
+    except (Failure, OSError, tarfile.TarError) as e:
+        print(f"gpu_verify: {e}", file=sys.stderr)
+        return 1
+    result = {"gpus": gpus, "libcupti": env.cupti, "bundle": env.bundle,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "phases": {}}
+    failed = []
+    for phase in phases:
+        log(f"phase {phase}")
+        try:
+            result["phases"][phase] = {"cuda": phase_cuda, "pytorch": phase_pytorch,
+                                       "overhead": phase_overhead}[phase](env)
+        except (Failure, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+            result["phases"][phase] = {"error": str(e)}
+            failed.append(phase)
+            log(f"phase {phase} FAILED: {e}")
+            env.stop_agent()
+    write_atomically(os.path.join(env.out, "gpu_verification.json"),
+                     json.dumps(result, indent=1, sort_keys=True) + "\n")
+    md = [f"GPU: {gpus}", f"libcupti: {env.cupti}", ""]
+    for phase, r in result["phases"].items():
+        md.append(f"## {phase}")
+        if "error" in r:
+            md.append(f"FAILED: {r['error']}")
+        elif phase == "overhead":
+            md.append(r["markdown"])
+        else:
+            md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True) + "\n```")
+        md.append("")
+    write_atomically(os.path.join(env.out, "gpu_verification.md"), "\n".join(md))
+    print("\n".join(md))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Tests of scripts/gpu_verify.py (docs/gpu-verification.md) on a machine without a GPU.
+
+  gpu_verify_test.py --agent=BIN --profctl=BIN
+
+- its arithmetic: steps split by capture window and torch.profiler tag (edges left out),
+  per-condition statistics, overheads against the no-tracer steps, the targets' verdicts;
+- no GPU: exit 77 with a line saying so; bad flags and a bundle that lacks a file: named;
+- the overhead phase end to end: a real agent and `profctl capture` beside
+  examples/pytorch_steps.py run on a stand-in torch (tests/fake_torch), one round of each run
+  kind: every condition gets steps, the capture window comes from session.json, and the JSON and
+  Markdown results are written.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import gpu_verify  # noqa: E402
+
+ARGS = None
+MS = 1_000_000
+
+
+def steps(*rows):
+    return {"warmup": 0, "steps": [list(r) for r in rows]}
+
+
+class ArithmeticTest(unittest.TestCase):
+    def test_classify_by_window_and_tag(self):
+        log = steps((1, 0, 10 * MS, ""),            # before the window: idle
+                    (2, 10 * MS, 20 * MS, ""),      # straddles the window's start: left out
+                    (3, 20 * MS, 30 * MS, ""),      # inside: capturing
+                    (4, 30 * MS, 40 * MS, ""),      # inside, ends on the edge: capturing
+                    (5, 40 * MS, 50 * MS, ""),      # after: idle
+                    (6, 50 * MS, 62 * MS, "kineto"))
+        split = gpu_verify.classify(log, [(15 * MS, 40 * MS)])
+        self.assertEqual(split["idle"], [10.0, 10.0])
+        self.assertEqual(split["capturing"], [10.0, 10.0])
+        self.assertEqual(split["kineto"], [12.0])
+        # No window: everything untagged is idle.
+        self.assertEqual(len(gpu_verify.classify(log, [])["idle"]), 5)
+
+    def test_overheads_and_verdicts(self):
+        table, verdicts = gpu_verify.overhead_table({
+            "none": [10.0] * 9 + [20.0], "loaded": [10.02] * 10, "capturing": [10.2] * 10,
+            "kineto": [10.5] * 10})
+        self.assertEqual(table["none"]["steps"], 10)
+        self.assertAlmostEqual(table["none"]["mean_ms"], 11.0)
+        self.assertEqual(table["none"]["median_ms"], 10.0)
+        self.assertEqual(table["none"]["p90_ms"], 20.0)
+        self.assertAlmostEqual(table["loaded"]["overhead_median_pct"], 0.2)
+        self.assertAlmostEqual(table["capturing"]["overhead_median_pct"], 2.0)
+        self.assertAlmostEqual(table["kineto"]["overhead_median_pct"], 5.0)
+        self.assertEqual(verdicts, {"loaded_under_0.5pct": True, "capturing_under_3pct": True,
+                                    "capturing_no_worse_than_kineto": True})
+        _, worse = gpu_verify.overhead_table({"none": [10.0], "loaded": [10.1],
+                                              "capturing": [10.25], "kineto": [10.2]})
+        self.assertEqual(worse, {"loaded_under_0.5pct": False, "capturing_under_3pct": True,
+                                 "capturing_no_worse_than_kineto": False})
+        # A condition without steps is a row of nothing and fails its verdict.
+        table, verdicts = gpu_verify.overhead_table({"none": [10.0], "loaded": [],
+                                                     "capturing": [10.1], "kineto": [10.2]})
+        self.assertIsNone(table["loaded"])
+        self.assertFalse(verdicts["loaded_under_0.5pct"])
+        md = gpu_verify.markdown(table, verdicts)
+        self.assertIn("| libprofctl_inject.so loaded, idle | 0 |", md)
+        self.assertIn("| profctl capturing | 1 | 10.100 | 10.100 | 10.100 | +1.00 % |", md)
+        self.assertIn("- loaded_under_0.5pct: NO", md)
+
+
+def run_script(*flags, env=None):
+    env = dict(env if env is not None else os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_verify.py"),
+                           *flags], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+
+
+class CommandTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="profctl-gpu-verify-")
+        self.bundle = os.path.join(self.tmp, "profctl-bundle")
+        os.makedirs(os.path.join(self.bundle, "bin"))
+        os.makedirs(os.path.join(self.bundle, "lib"))
+        os.symlink(ARGS.profctl, os.path.join(self.bundle, "bin", "profctl"))
+        os.symlink(ARGS.agent, os.path.join(self.bundle, "bin", "profctl-agent"))
+        # Never loaded here: no CUDA program starts, the stand-in loop only carries the variables.
+        with open(os.path.join(self.bundle, "lib", "libprofctl_inject.so"), "wb") as f:
+            f.write(b"stand-in")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_no_gpu_exits_77(self):
+        if shutil.which("nvidia-smi"):
+            self.skipTest("this machine has nvidia-smi")
+        r = run_script(f"--bundle={self.bundle}", f"--out={self.tmp}/out")
+        self.assertEqual(r.returncode, 77, r.stderr)
+        self.assertIn("no NVIDIA GPU here", r.stderr)
+
+    def test_bad_flags_and_bundle_are_named(self):
+        r = run_script(f"--bundle={self.bundle}", f"--out={self.tmp}/out", "--phases=cuda,tpu")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown phase(s) ['tpu']", r.stderr)
+        os.remove(os.path.join(self.bundle, "lib", "libprofctl_inject.so"))
+        r = run_script(f"--bundle={self.bundle}", f"--out={self.tmp}/out", "--no-gpu-ok")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the bundle has no lib/libprofctl_inject.so", r.stderr)
+
+    def test_overhead_phase_end_to_end(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
+                   FAKE_TORCH_STEP_MS="2")
+        out = os.path.join(self.tmp, "out")
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
+                       "--rounds=1", "--idle-steps=60", "--capture-ms=400", "--kineto-steps=40",
+                       "--no-gpu-ok", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        with open(os.path.join(out, "gpu_verification.json")) as f:
+            result = json.load(f)
+        phase = result["phases"]["overhead"]
+        self.assertNotIn("error", phase)
+        table = phase["table"]
+        for condition in ("none", "loaded", "capturing", "kineto"):
+            self.assertIsNotNone(table[condition], condition)
+            self.assertGreater(table[condition]["steps"], 0, condition)
+            self.assertGreater(table[condition]["median_ms"], 1.5, condition)  # 2 ms steps
+        self.assertEqual(table["kineto"]["steps"], 40)  # exactly the SIGUSR1 window
+        # A 400 ms window of ~2 ms steps holds on the order of 200 of them; none outside it.
+        self.assertGreater(table["capturing"]["steps"], 50)
+        self.assertLess(table["capturing"]["steps"], 220)
+        (run_b,) = [run for run in phase["runs"] if run["run"] == "B1"]
+        ((start, stop),) = run_b["windows_ns"]
+        self.assertAlmostEqual((stop - start) / MS, 400, delta=50)
+        self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
+        self.assertEqual(set(phase["verdicts"]), {"loaded_under_0.5pct", "capturing_under_3pct",
+                                                  "capturing_no_worse_than_kineto"})
+        with open(os.path.join(out, "gpu_verification.md")) as f:
+            md = f.read()
+        self.assertIn("| profctl capturing |", md)
+        self.assertIn("| torch.profiler (Kineto, CUDA) | 40 |", md)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--profctl", required=True)
+    ARGS, rest = ap.parse_known_args()
+    ARGS.agent = os.path.abspath(ARGS.agent)
+    ARGS.profctl = os.path.abspath(ARGS.profctl)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
