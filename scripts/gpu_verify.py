@@ -4,16 +4,18 @@ libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-ver
 
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
                         [--phases=cuda,pytorch,overhead] [--rounds=2] [--idle-steps=300]
-                        [--capture-ms=3000] [--kineto-steps=300]
+                        [--capture-ms=3000] [--kineto-steps=300] [--cuda-steps=BIN]
+                        [--settle-s=10]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
 (deploy/bundle/make_bundle.sh), since a GPU image has no gRPC. Only the Python standard library.
 
 Phases:
-  cuda      build examples/cuda_steps (cmake + nvcc), run it under injection beside an agent with
-            --collectors=cupti, `profctl capture` 2 s, and run tests/gpu_capture_check.py on the
-            session (kernels, memcpys, NVTX steps with sane times, a breakdown that adds up).
+  cuda      build examples/cuda_steps (cmake + nvcc; or take --cuda-steps), run it under
+            injection beside an agent with --collectors=cupti, wait until it registers and then
+            --settle-s, `profctl capture` 2 s, and run tests/gpu_capture_check.py on the session
+            (kernels, memcpys, NVTX steps with sane times, a breakdown that adds up).
   pytorch   the same with examples/pytorch_steps.py.
   overhead  the same PyTorch loop, side by side, --rounds times, alternating:
               A: no injection; idle steps, then --kineto-steps steps under torch.profiler
@@ -341,8 +343,11 @@ def phase_capture(env, name, argv, cwd=None):
         env.wait_registered(app)
         # Let the program reach its steady loop (CUDA context, cuBLAS handles, first kernels).
         app_start = time.monotonic()
-        while time.monotonic() - app_start < 10 and app.proc.poll() is None:
+        while time.monotonic() - app_start < env.args.settle_s and app.proc.poll() is None:
             time.sleep(0.1)
+        if app.proc.poll() is not None:
+            raise Failure(f"{name} exited ({app.proc.returncode}) before the capture "
+                          f"(log: {app.log_path})")
         session_dir, _, printed = env.capture(name, 2000)
         print(printed, end="")
         return {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
@@ -352,6 +357,8 @@ def phase_capture(env, name, argv, cwd=None):
 
 
 def phase_cuda(env):
+    if env.args.cuda_steps:
+        return phase_capture(env, "cuda_steps", [env.args.cuda_steps, "--steps=100000000"])
     build = os.path.join(env.out, "cuda_steps_build")
     for argv in (["cmake", "-S", os.path.join(ROOT, "examples", "cuda_steps"), "-B", build,
                   "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", build, "-j"]):
@@ -458,6 +465,10 @@ def main():
     ap.add_argument("--capture-ms", type=int, default=3000)
     ap.add_argument("--kineto-steps", type=int, default=300)
     ap.add_argument("--python", default=sys.executable, help="the Python that has PyTorch")
+    ap.add_argument("--cuda-steps", help="an examples/cuda_steps binary already built "
+                    "(default: build it with cmake and nvcc)")
+    ap.add_argument("--settle-s", type=float, default=10,
+                    help="seconds a program runs after registering before it is captured")
     ap.add_argument("--no-gpu-ok", action="store_true",
                     help="FOR TESTS: run without a GPU (the loop given a stand-in torch)")
     args = ap.parse_args()
@@ -465,8 +476,10 @@ def main():
     unknown = set(phases) - {"cuda", "pytorch", "overhead"}
     if unknown:
         ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead)")
-    if args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or args.kineto_steps < 1:
-        ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1")
+    if (args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or
+            args.kineto_steps < 1 or args.settle_s < 0):
+        ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1, "
+                 "--settle-s >= 0")
 
     gpus = gpu_present()
     if gpus is None and not args.no_gpu_ok:

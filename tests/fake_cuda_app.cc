@@ -22,6 +22,8 @@
 //                    (Kineto, Nsight) is there: the agent must report it, not record silence.
 //   --ready-file=F   written (atomically) once the agent has the registration.
 //   --run-ms=N       exit after N ms (default: run until SIGTERM/SIGINT).
+//   --steps=N        ignored (examples/cuda_steps' flag: scripts/gpu_verify.py's tests run this
+//                    app in its place).
 //   --die-in-window-ms=N
 //                    SIGKILL itself N ms after recording starts (a rank that crashes mid-capture:
 //                    the agent must keep every other process's data).
@@ -341,7 +343,10 @@ int Main(int argc, char** argv) {
         ParseMs(a, "--die-in-window-ms=", &o.die_in_window_ns)) {
       continue;
     }
-    if (a.substr(0, 10) == "--held-by=") {
+    if (a.substr(0, 8) == "--steps=") {
+      // examples/cuda_steps' flag (scripts/gpu_verify.py runs this in its place in tests):
+      // accepted, ignored; the loop runs until SIGTERM or --run-ms.
+    } else if (a.substr(0, 10) == "--held-by=") {
       o.held_by = std::string(a.substr(10));
     } else if (a.substr(0, 13) == "--ready-file=") {
       o.ready_file = std::string(a.substr(13));

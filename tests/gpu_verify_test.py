@@ -6,6 +6,8 @@
 - its arithmetic: steps split by capture window and torch.profiler tag (edges left out),
   per-condition statistics, overheads against the no-tracer steps, the targets' verdicts;
 - no GPU: exit 77 with a line saying so; bad flags and a bundle that lacks a file: named;
+- the capture phase end to end with the stand-in CUDA process (--app) in cuda_steps' place:
+  registration, capture, gpu_capture_check.py over the session; a program that dies first: named;
 - the overhead phase end to end: a real agent and `profctl capture` beside
   examples/pytorch_steps.py run on a stand-in torch (tests/fake_torch), one round of each run
   kind: every condition gets steps, the capture window comes from session.json, and the JSON and
@@ -116,6 +118,36 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("the bundle has no lib/libprofctl_inject.so", r.stderr)
 
+    def test_capture_phase_end_to_end(self):
+        """The cuda phase with the stand-in CUDA process in cuda_steps' place: the agent, the
+        registration it waits for, the capture and the checker over its session."""
+        if not ARGS.app:
+            self.skipTest("no profctl_fake_cuda_app (built with the CUPTI headers)")
+        out = os.path.join(self.tmp, "out")
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=cuda",
+                       f"--cuda-steps={ARGS.app}", "--settle-s=0.5", "--no-gpu-ok")
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("gpu_capture_check: everything holds", r.stdout)
+        with open(os.path.join(out, "gpu_verification.json")) as f:
+            phase = json.load(f)["phases"]["cuda"]
+        check = phase["check"]["gpu-host"]
+        self.assertEqual(list(check["gpus"]), ["gpu-host /device:GPU:0"])
+        self.assertGreater(check["gpus"]["gpu-host /device:GPU:0"]["kernels"], 100)
+        self.assertGreaterEqual(check["steps"], 50)  # 2 s of 20 ms steps, edges cut
+        self.assertTrue(os.path.isfile(os.path.join(phase["session_dir"], "session.json")))
+        # The program is stopped at the end: nothing of ours is left running.
+        with open(os.path.join(out, "agent.log")) as f:
+            self.assertRegex(f.read(), r"inject server: pid \d+ left")
+
+    def test_a_program_that_dies_before_registering_is_named(self):
+        out = os.path.join(self.tmp, "out")
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=cuda",
+                       "--cuda-steps=/bin/false", "--settle-s=0", "--no-gpu-ok")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cuda_steps exited (1) while waiting for", r.stdout)
+        with open(os.path.join(out, "gpu_verification.md")) as f:
+            self.assertIn("## cuda\nFAILED: cuda_steps exited (1)", f.read())
+
     def test_overhead_phase_end_to_end(self):
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
                    FAKE_TORCH_STEP_MS="2")
@@ -153,7 +185,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
     ap.add_argument("--profctl", required=True)
+    ap.add_argument("--app", help="profctl_fake_cuda_app, where built")
     ARGS, rest = ap.parse_known_args()
     ARGS.agent = os.path.abspath(ARGS.agent)
     ARGS.profctl = os.path.abspath(ARGS.profctl)
+    ARGS.app = os.path.abspath(ARGS.app) if ARGS.app else None
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
