@@ -222,6 +222,9 @@ class Env:
     def __init__(self, args):
         self.args = args
         self.out = os.path.abspath(args.out)
+        if os.path.exists(os.path.join(self.out, "logs")):
+            raise Failure(f"--out={args.out} already holds a run (its logs/): pass a new or "
+                          "empty folder, so no session of that run is overwritten")
         os.makedirs(self.out, exist_ok=True)
         self.bundle = self._unpack(args.bundle)
         self.profctl = os.path.join(self.bundle, "bin", "profctl")

@@ -179,6 +179,12 @@ class CommandTest(unittest.TestCase):
             md = f.read()
         self.assertIn("| profctl capturing |", md)
         self.assertIn("| torch.profiler (Kineto, CUDA) | 40 |", md)
+        # The same --out again: refused, the first run's sessions untouched.
+        again = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
+                           "--no-gpu-ok", env=env)
+        self.assertEqual(again.returncode, 1)
+        self.assertIn("already holds a run", again.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
 
 
 if __name__ == "__main__":
