@@ -1,5 +1,6 @@
 #include "inject/cupti_records.h"
 
+#include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <cxxabi.h>
 
@@ -91,7 +92,49 @@ const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, 
   return record;
 }
 
+const uint32_t* DriverLaunchCallbackIds(size_t* count) {
+  static constexpr uint32_t kIds[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+  };
+  *count = sizeof(kIds) / sizeof(kIds[0]);
+  return kIds;
+}
+
+namespace {
+
+const char* BuiltinDriverApiName(uint32_t cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return "cuLaunchKernel";
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+      return "cuLaunchKernelEx";
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return "cuLaunchCooperativeKernel";
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
+      return "cuLaunchCooperativeKernelMultiDevice";
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+      return "cuGraphLaunch";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
 const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
+  if (domain == static_cast<uint8_t>(ApiDomain::kDriver)) return BuiltinDriverApiName(cbid);
   if (domain != static_cast<uint8_t>(ApiDomain::kRuntime)) return nullptr;
   switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:

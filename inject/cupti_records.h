@@ -31,6 +31,14 @@ size_t CuptiRecordSize(CUpti_ActivityKind kind);
 // and tools read buffers without libcupti.
 const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, size_t* offset);
 
+// The CUDA driver API calls the library records in a window (cuptiActivityEnableDriverApi; the
+// rest of the driver API is not: CUPTI_ACTIVITY_KIND_DRIVER would record every call). The kernel
+// launches and graph launches that libraries make through the driver directly: cuBLAS launches
+// its GEMMs with cuLaunchKernelEx on CUDA 12+, Triton and JAX/XLA use cuLaunchKernel. Without
+// them such kernels have no launch on the host plane: XProf cannot give them a step.
+// Stored in `*count`; the array is static.
+const uint32_t* DriverLaunchCallbackIds(size_t* count);
+
 // Name of a CUDA API call from its CUPTI domain (ApiDomain) and callback id, or nullptr. The
 // library passes one built on cuptiGetCallbackName; without it a small built-in table of the
 // common runtime calls is used.

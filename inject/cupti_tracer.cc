@@ -71,6 +71,8 @@ struct CuptiTracer::Api {
   CUptiResult(CUPTIAPI* subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
                                       CUpti_SubscriberParams*) = nullptr;
   CUptiResult(CUPTIAPI* unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  // CUDA 12.x+; absent from older libcupti (then driver-API launches go unrecorded).
+  CUptiResult(CUPTIAPI* enable_driver_api)(CUpti_CallbackId, uint8_t) = nullptr;
 };
 
 CuptiTracer* CuptiTracer::Get() {
@@ -112,6 +114,7 @@ bool CuptiTracer::Initialize() {
     sym(&api_->callback_name, "cuptiGetCallbackName");
     sym(&api_->subscribe_v2, "cuptiSubscribe_v2");
     sym(&api_->unsubscribe, "cuptiUnsubscribe");
+    sym(&api_->enable_driver_api, "cuptiActivityEnableDriverApi");
     nvtx_entry_ = dlsym(lib_, "InitializeInjectionNvtx2");
     if (!complete) {
       unavailable_ = "libcupti lacks the activity API";
@@ -221,13 +224,24 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
       return false;
     }
   }
+  // The driver API's kernel launches (cuBLAS, Triton, XLA), each by its callback id: best effort,
+  // a libcupti that cannot leaves those kernels without a launch, nothing worse.
+  EnableDriverLaunches(1);
   *gpu_minus_wall_ns = offset;
   return true;
+}
+
+void CuptiTracer::EnableDriverLaunches(uint8_t enable) {
+  if (api_->enable_driver_api == nullptr) return;
+  size_t count = 0;
+  const uint32_t* ids = DriverLaunchCallbackIds(&count);
+  for (size_t i = 0; i < count; ++i) api_->enable_driver_api(ids[i], enable);
 }
 
 void CuptiTracer::Disable() {
   if (!initialized_) return;
   for (CUpti_ActivityKind kind : kWindowKinds) api_->disable(kind);
+  EnableDriverLaunches(0);
 }
 
 uint64_t CuptiTracer::Flush(const std::function<void(std::vector<uint8_t>)>& sink) {

@@ -3,6 +3,7 @@
 // BuildCuptiXSpace, checked against XSpace validation, the XProf conformance checker and the
 // breakdown reader. No GPU, no driver.
 #include <cupti_activity.h>
+#include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 
 #include <algorithm>
@@ -24,8 +25,10 @@
 namespace profctl::inject {
 namespace {
 
+using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
+using ::testing::Not;
 using ::testing::Optional;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
@@ -276,6 +279,67 @@ TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
   EXPECT_EQ(r.uuid[15], 0x1F);
   EXPECT_EQ(r.mig_uuid[0], 0xA0);
   EXPECT_EQ(r.mig_uuid[15], 0xAF);
+}
+
+// cuBLAS launches its GEMMs with cuLaunchKernelEx (CUDA 12+), Triton and XLA with cuLaunchKernel:
+// DRIVER records of those calls, enabled by callback id, tie such kernels to a launch on the
+// host plane as runtime launches are.
+TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
+  size_t count = 0;
+  const uint32_t* ids = DriverLaunchCallbackIds(&count);
+  const std::vector<uint32_t> enabled(ids, ids + count);
+  EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)));
+  EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)));
+  EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)));
+  for (uint32_t id : enabled) {
+    EXPECT_NE(BuiltinApiName(static_cast<uint8_t>(ApiDomain::kDriver), id), nullptr) << id;
+  }
+
+  Buffer b;
+  Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, 100, 110);
+  Kernel(b, "_Z6squarePfi", 1, 200, 400);
+  auto& a = b.Add<CUpti_ActivityAPI>();
+  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx;
+  a.start = Gpu(120);
+  a.end = Gpu(130);
+  a.processId = kPid;
+  a.threadId = kTid;
+  a.correlationId = 2;
+  Kernel(b, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 2, 400, 900);
+  RecordBatchWriter writer(1 << 20);
+  CuptiRecordConverter converter(&writer);
+  converter.AddBuffer(b.data(), b.size());
+  absl::StatusOr<agent::cupti::RecordBatch> batch =
+      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_THAT(batch->apis, SizeIs(2));
+  EXPECT_EQ(batch->apis[1].domain, static_cast<uint8_t>(ApiDomain::kDriver));
+  EXPECT_EQ(batch->String(batch->apis[1].name), "cuLaunchKernelEx");
+
+  agent::cupti::CuptiXSpaceOptions options;
+  options.hostname = "gpu-host-1";
+  options.profile_start_ns = kW;
+  options.profile_stop_ns = kW + 1000 * kUs;
+  xspace::XSpace space;
+  absl::StatusOr<agent::cupti::CuptiXSpaceStats> stats =
+      agent::cupti::BuildCuptiXSpace({*batch}, options, &space);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->kernels, 2);
+  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"),
+              Not(Contains(StartsWith("[correlation]"))));
+  // The driver launch is on the launching thread, with the kernel's correlation id.
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  std::vector<std::string> launches;
+  h.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
+    if (h.EventName(e) == "cuLaunchKernelEx") {
+      EXPECT_EQ(line.id(), kTid);
+      launches.emplace_back(h.EventName(e));
+    }
+  });
+  EXPECT_THAT(launches, SizeIs(1));
 }
 
 TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
