@@ -292,10 +292,11 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   for (const std::string& w : built.warnings()) space->add_warnings(absl::StrCat("cupti: ", w));
   spdlog::info(
       "cupti: {} processes, {} kernels, {} memcpys, {} API calls, {} NVTX ranges ({} steps), "
-      "{} synchronizations ({} without their API call), {} records outside the window",
+      "{} synchronizations ({} without their API call), {} records outside the window, {} "
+      "left out with their launch",
       results.size(), stats->kernels, stats->memcpys, stats->api_calls, stats->nvtx_ranges,
       stats->steps, stats->synchronizations, stats->unmatched_synchronizations,
-      stats->outside_window);
+      stats->outside_window, stats->launched_outside);
   return absl::OkStatus();
 }
 

@@ -242,22 +242,24 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   // API calls left out by the window: the device work they launched is left out too. A process
   // enables CUPTI at the requested instant, but the agent's window opens when its own timer
   // fires (a millisecond later on a loaded host), so the first kernels of a capture can come
-  // from launches that fall before it. Kept, they would be device events with no launch:
+  // from launches that fall before it; at the end, a synchronous call (cudaMemcpy) can outlast
+  // the window while its copy does not. Kept, such work would be device events with no launch:
   // XProf could not give them a step (its conformance rule "correlation"), and CUPTI itself
-  // records no kernel launched before it was enabled.
+  // records no kernel launched before it was enabled. Counted apart (launched_outside).
   absl::flat_hash_set<uint64_t> unlaunched;
   for (const RecordBatch& b : batches) {
     for (const inject::ApiRecord& a : b.apis) {
-      int64_t s = 0;
+      int64_t s = 0, e = 0;
       if (__builtin_sub_overflow(static_cast<int64_t>(a.start_ns), b.gpu_minus_wall_ns, &s) ||
-          s < start) {
+          __builtin_sub_overflow(static_cast<int64_t>(a.end_ns), b.gpu_minus_wall_ns, &e) ||
+          s < start || e > stop || e < s) {
         unlaunched.insert(HostCorrelation(b.pid, a.correlation_id));
       }
     }
   }
   auto launched_outside = [&](const RecordBatch& b, uint32_t correlation_id) {
     if (!unlaunched.contains(HostCorrelation(b.pid, correlation_id))) return false;
-    ++stats.outside_window;
+    ++stats.launched_outside;
     return true;
   };
 

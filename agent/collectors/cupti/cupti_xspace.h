@@ -74,8 +74,9 @@ struct CuptiXSpaceStats {
   // Synchronization records left out: no API call with their correlation id (a program that
   // calls the driver API directly: DRIVER records are not recorded).
   int64_t unmatched_synchronizations = 0;
-  int64_t outside_window = 0;    // records left out: not wholly inside the window, or device
-                                 // work whose launching API call is not (see below)
+  int64_t outside_window = 0;    // records left out: not wholly inside the window
+  int64_t launched_outside = 0;  // device work left out with its launch (an API call not wholly
+                                 // inside the window)
   uint64_t dropped_records = 0;  // as the batches report them
 };
 

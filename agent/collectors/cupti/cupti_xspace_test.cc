@@ -430,6 +430,8 @@ TEST(CuptiXSpaceTest, DeviceWorkLaunchedBeforeTheWindowGoesWithItsLaunch) {
   j.Kernel("gemm", 7, 2, 900, 1900);
   j.Api("cudaLaunchKernel", 101, 3, -5, 5);  // straddles the start: left out, so is its kernel
   j.Kernel("straddling_launch", 7, 3, 2000, 2500);
+  j.Api("cudaLaunchKernel", 101, 4, 9990, 10'010);  // outlasts the window's end (10 ms)
+  j.Kernel("short_kernel", 7, 4, 9992, 9998);       // ends inside it: left out with its launch
   const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, 0);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
   ASSERT_TRUE(b.ok()) << b.status();
@@ -437,7 +439,8 @@ TEST(CuptiXSpaceTest, DeviceWorkLaunchedBeforeTheWindowGoesWithItsLaunch) {
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, Options(), &space);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->kernels, 1);
-  EXPECT_EQ(stats->outside_window, 4);  // two launches and their kernels
+  EXPECT_EQ(stats->outside_window, 3);    // the three launches
+  EXPECT_EQ(stats->launched_outside, 3);  // and their kernels
   const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
   ASSERT_NE(gpu, nullptr);
   ASSERT_EQ(gpu->lines_size(), 1);
