@@ -13,11 +13,12 @@ Every host (all of session.json's, or those named by --host, each with at least 
 default 1):
 - its status is OK and its recording complete;
 - each of its GPU planes ("<host> /device:GPU:<n>") holds kernels (with kernel_details) and
-  memcpys (with memcpy_details), all inside the capture window (50 ms of slack), none with a
+  memcpys (with memcpy_details), all inside the host's recording window (session.json's
+  aligned_start_ns..aligned_stop_ns; a late host's is later) with 50 ms of slack, none with a
   negative or window-long duration, and most kernels (90 %) carry a correlation_id that a CUDA API
   call on the host plane also carries (the launch and its kernel are tied together);
 - its host plane holds NVTX step ranges ("train_step <n>"), at least --min-steps (default 3) per
-  process, inside the window;
+  process, inside its window;
 - in the breakdown: at least --min-steps steps with this host in every one (but the first and
   the last, which a window edge may cut on some hosts), each host-step's
   categories summing to its step time (to 0.01 ms), compute > 0 in most steps, and step times
@@ -104,16 +105,29 @@ def check_session(c, session, hosts):
                  f"({h.get('error', h.get('recording_detail', ''))})")
 
 
-def check_trace(c, trace, hosts, duration_us, min_steps, summary):
+def host_windows(session, hosts, duration_us):
+    """host -> its recording window in the pod trace's microseconds (0 = the common start): a
+    host that started late (inside --tolerance) records later than the common window."""
+    base = int(session.get("start_at_ns", 0) or 0)
+    out = {}
+    for h in session.get("hosts", []):
+        name = h.get("host")
+        start, stop = h.get("aligned_start_ns"), h.get("aligned_stop_ns")
+        if name in hosts and base and start and stop:
+            out[name] = ((int(start) - base) / 1000, (int(stop) - base) / 1000)
+    return {host: out.get(host, (0, duration_us)) for host in hosts}
+
+
+def check_trace(c, trace, hosts, windows, min_steps, summary):
     events = trace.get("traceEvents", [])
     planes = planes_of(events)
     by_pid = collections.defaultdict(list)
     for e in events:
         if e.get("ph") == "X":
             by_pid[e["pid"]].append(e)
-    lo, hi = -SLACK_US, duration_us + SLACK_US
     for host, want_gpus in hosts.items():
         s = summary.setdefault(host, {})
+        lo, hi = windows[host][0] - SLACK_US, windows[host][1] + SLACK_US
         host_pid = next((p for p, n in planes.items() if n == f"{host} /host:CPU"), None)
         gpu_pids = sorted(p for p, n in planes.items()
                           if re.fullmatch(re.escape(host) + r" /device:GPU:\d+", n))
@@ -144,9 +158,9 @@ def check_trace(c, trace, hosts, duration_us, min_steps, summary):
             c.expect(copies, f"{name}: {len(copies)} memcpys", f"{name}: no memcpys")
             outside = [e for e in kernels + copies
                        if e["ts"] < lo or e["ts"] + e["dur"] > hi or e["dur"] < 0 or
-                       e["dur"] > duration_us + SLACK_US]
+                       e["dur"] > hi - lo]
             c.expect(not outside, f"{name}: every kernel and memcpy inside the window",
-                     f"{name}: {len(outside)} events outside [0, {duration_us} us] or with an "
+                     f"{name}: {len(outside)} events outside [{lo:.0f}, {hi:.0f}] us or with an "
                      f"absurd duration, e.g. {outside[:1]}")
             tied = sum(1 for e in kernels if e["args"].get("correlation_id") in api_corr)
             if kernels:
@@ -277,8 +291,13 @@ def main():
     breakdown = load(c, args.session_dir, "pod_step_breakdown.json")
     if trace is None or breakdown is None:
         return finish(c)
-    check_trace(c, trace, hosts, duration_us, args.min_steps, summary)
-    check_breakdown(c, breakdown, hosts, args.min_steps, args.straggler, summary)
+    try:
+        check_trace(c, trace, hosts, host_windows(session, hosts, duration_us), args.min_steps,
+                    summary)
+        check_breakdown(c, breakdown, hosts, args.min_steps, args.straggler, summary)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        c.fail(f"malformed session files: {type(e).__name__}: {e}")
+        return finish(c)
     warnings = all_warnings(breakdown)
     for w in warnings:
         print(f"warning: {w}")
@@ -287,7 +306,8 @@ def main():
         c.expect(hit, f"the conflict is reported: {hit[:1]}",
                  f"no warning says GPU tracing was unavailable with '{args.unavailable}'")
     if args.lost_pid is not None:
-        hit = [w for w in warnings if f"pid {args.lost_pid}" in w]
+        pid = re.compile(rf"\bpid {args.lost_pid}\b")
+        hit = [w for w in warnings if pid.search(w)]
         c.expect(hit, f"the lost process is reported: {hit[:1]}",
                  f"no warning names pid {args.lost_pid} (the process that died)")
     if args.xprof_check:
