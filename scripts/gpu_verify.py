@@ -23,9 +23,12 @@ Phases:
               B: under injection with the agent; idle steps (library loaded, not recording),
                  then a --capture-ms profctl capture, then idle again.
             Every step's wall-clock start and end come from the loop's --step-log; a step counts as
-            "capturing" when it lies inside the capture window session.json reports. Mean,
-            median and p90 step time per condition, and each condition's overhead against A's
-            idle steps. Targets (issue 10): loaded idle < 0.5 %, capturing < 3 %, capturing no
+            "capturing" when it overlaps the capture, from the requested start (when the
+            processes enable CUPTI) to the agent's stop (session.json), so enabling and disabling
+            are the capture's cost; the second after it (the flush) and A's steps after
+            torch.profiler stopped are reported apart. Mean, median and p90 step time per
+            condition, and each condition's overhead against A's idle steps before
+            torch.profiler ran. Targets (issue 10): loaded idle < 0.5 %, capturing < 3 %, capturing no
             worse than Kineto.
 
 Writes DIR/gpu_verification.json (every number) and DIR/gpu_verification.md (the tables for
@@ -71,21 +74,31 @@ def write_atomically(path, text):
 # ---------------------------------------------------------------------------------------------
 # Step logs -> conditions -> numbers. Pure functions (tests/gpu_verify_test.py).
 
-def classify(step_log, windows):
-    """Splits a --step-log's steps by condition. `windows`: [(start_ns, end_ns)] of profctl
-    captures during the run. A step inside a window is "capturing", one under torch.profiler is
-    "kineto", one that straddles a window's edge is left out, the rest are "idle"."""
-    out = {"idle": [], "capturing": [], "kineto": []}
-    for step, start, end, tag in step_log["steps"]:
+TAIL_NS = 1_000_000_000
+
+
+def classify(step_log, windows, tail_ns=TAIL_NS):
+    """Splits a --step-log's steps by condition. `windows`: [(start_ns, stop_ns)] of profctl
+    captures during the run, from the requested start (when the processes enable CUPTI) to the
+    agent's stop. A step that overlaps a window is "capturing" (its enable and disable cost is
+    the capture's); one within `tail_ns` after a window's stop is "after_capture" (the flush
+    and the batches sent to the agent); a torch.profiler step is "kineto"; an untagged step
+    after the first torch.profiler step is "after_kineto" (whatever state it left); the rest
+    are "idle"."""
+    out = {"idle": [], "capturing": [], "after_capture": [], "kineto": [], "after_kineto": []}
+    kineto_seen = False
+    for _step, start, end, tag in step_log["steps"]:
         ms = (end - start) / 1e6
         if tag == "kineto":
+            kineto_seen = True
             out["kineto"].append(ms)
-            continue
-        inside = any(lo <= start and end <= hi for lo, hi in windows)
-        straddles = any(start < hi and end > lo for lo, hi in windows) and not inside
-        if inside:
+        elif any(start < hi and end > lo for lo, hi in windows):
             out["capturing"].append(ms)
-        elif not straddles:
+        elif any(hi <= start < hi + tail_ns for _, hi in windows):
+            out["after_capture"].append(ms)
+        elif kineto_seen:
+            out["after_kineto"].append(ms)
+        else:
             out["idle"].append(ms)
     return out
 
@@ -122,11 +135,15 @@ def overhead_table(samples):
 
 def markdown(table, verdicts):
     names = {"none": "no tracer", "loaded": "libprofctl_inject.so loaded, idle",
-             "capturing": "profctl capturing", "kineto": "torch.profiler (Kineto, CUDA)"}
+             "capturing": "profctl capturing", "kineto": "torch.profiler (Kineto, CUDA)",
+             "after_capture": "(1 s after a profctl capture: flush)",
+             "after_kineto": "(no tracer, after torch.profiler stopped)"}
     lines = ["| condition | steps | mean ms | median ms | p90 ms | overhead (median) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key in ("none", "loaded", "capturing", "kineto"):
-        row = table.get(key)
+    for key in ("none", "loaded", "capturing", "kineto", "after_capture", "after_kineto"):
+        if key not in table:
+            continue
+        row = table[key]
         if row is None:
             lines.append(f"| {names[key]} | 0 | | | | |")
             continue
@@ -151,12 +168,13 @@ class Child:
         self.log_path = os.path.join(out_dir, name + ".log")
         self.lines = queue.Queue()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env=env, cwd=cwd, text=True, errors="replace")
+                                     env=env, cwd=cwd, text=True, encoding="utf-8",
+                                     errors="replace")
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
 
     def _pump(self):
-        with open(self.log_path, "w") as f:
+        with open(self.log_path, "w", encoding="utf-8", errors="replace") as f:
             for line in self.proc.stdout:
                 f.write(line)
                 f.flush()
@@ -182,7 +200,8 @@ class Child:
                     raise Failure(f"{watch.name} exited ({watch.proc.returncode}) while waiting "
                                   f"for '{pattern}' from {self.name}: {last} "
                                   f"(log: {watch.log_path})")
-                if self.proc.poll() is not None and self.lines.empty():
+                if self.proc.poll() is not None and not self.thread.is_alive() and \
+                        self.lines.empty():
                     raise Failure(f"{self.name} exited ({self.proc.returncode}) before printing "
                                   f"'{pattern}' (log: {self.log_path})")
                 continue
@@ -296,9 +315,13 @@ class Env:
                           f"{(r.stdout + r.stderr)[-1500:]}")
         with open(os.path.join(session_dir, "session.json")) as f:
             manifest = json.load(f)
+        # From the requested start (on the agent's clock: when the processes enable CUPTI) to
+        # the agent's stop; this host's clock is the loop's.
         hosts = manifest.get("hosts", [])
-        start = int(hosts[0]["agent_start_ns"]) if hosts else int(manifest["start_at_ns"])
-        stop = int(hosts[0]["agent_stop_ns"]) if hosts else start + duration_ms * 1_000_000
+        host = hosts[0] if hosts else {}
+        start = int(host.get("requested_start_ns") or host.get("agent_start_ns") or
+                    manifest["start_at_ns"])
+        stop = int(host.get("agent_stop_ns") or start + duration_ms * 1_000_000)
         return session_dir, (start, stop), r.stdout
 
     def stop_agent(self):
@@ -416,15 +439,18 @@ def overhead_run(env, kind, round_no):
                       600)
     finally:
         rc = app.stop(signal.SIGTERM)
+    if not os.path.exists(step_log):
+        raise Failure(f"{name}: the loop exited {rc} without its step log (log: {app.log_path})")
     if rc != 0:
-        raise Failure(f"{name}: the loop exited {rc} (log: {app.log_path})")
+        notes["exit"] = rc  # it wrote its steps, then failed (at exit): the steps still count
     with open(step_log) as f:
         return json.load(f), windows, notes
 
 
 def phase_overhead(env):
     env.start_agent()
-    samples = {"none": [], "kineto": [], "loaded": [], "capturing": []}
+    samples = {"none": [], "kineto": [], "loaded": [], "capturing": [], "after_capture": [],
+               "after_kineto": []}
     runs = []
     try:
         for round_no in range(1, env.args.rounds + 1):
@@ -434,9 +460,11 @@ def phase_overhead(env):
                 if kind == "A":
                     samples["none"] += split["idle"]
                     samples["kineto"] += split["kineto"]
+                    samples["after_kineto"] += split["after_kineto"]
                 else:
                     samples["loaded"] += split["idle"]
                     samples["capturing"] += split["capturing"]
+                    samples["after_capture"] += split["after_capture"]
                 runs.append({"run": f"{kind}{round_no}", "windows_ns": windows,
                              "kineto_enter_exit_ms": step_log.get("kineto_enter_exit_ms", []),
                              **{k: stats(v) for k, v in split.items()}, **notes})
@@ -447,6 +475,25 @@ def phase_overhead(env):
     table, verdicts = overhead_table(samples)
     return {"runs": runs, "table": table, "verdicts": verdicts,
             "markdown": markdown(table, verdicts)}
+
+
+def write_results(env, gpus, result):
+    """gpu_verification.json and .md under --out, as they stand; returns the Markdown."""
+    write_atomically(os.path.join(env.out, "gpu_verification.json"),
+                     json.dumps(result, indent=1, sort_keys=True) + "\n")
+    md = [f"GPU: {gpus}", f"libcupti: {env.cupti}", ""]
+    for phase, r in result["phases"].items():
+        md.append(f"## {phase}")
+        if "error" in r:
+            md.append(f"FAILED: {r['error']}")
+        elif phase == "overhead":
+            md.append(r["markdown"])
+        else:
+            md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True) + "\n```")
+        md.append("")
+    text = "\n".join(md)
+    write_atomically(os.path.join(env.out, "gpu_verification.md"), text)
+    return text
 
 
 def gpu_present():
@@ -507,20 +554,9 @@ def main():
             failed.append(phase)
             log(f"phase {phase} FAILED: {e}")
             env.stop_agent()
-    write_atomically(os.path.join(env.out, "gpu_verification.json"),
-                     json.dumps(result, indent=1, sort_keys=True) + "\n")
-    md = [f"GPU: {gpus}", f"libcupti: {env.cupti}", ""]
-    for phase, r in result["phases"].items():
-        md.append(f"## {phase}")
-        if "error" in r:
-            md.append(f"FAILED: {r['error']}")
-        elif phase == "overhead":
-            md.append(r["markdown"])
-        else:
-            md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True) + "\n```")
-        md.append("")
-    write_atomically(os.path.join(env.out, "gpu_verification.md"), "\n".join(md))
-    print("\n".join(md))
+        # After every phase: a run cut short (a time limit) keeps what it measured.
+        md = write_results(env, gpus, result)
+    print(md)
     return 1 if failed else 0
 
 

@@ -40,17 +40,21 @@ def steps(*rows):
 class ArithmeticTest(unittest.TestCase):
     def test_classify_by_window_and_tag(self):
         log = steps((1, 0, 10 * MS, ""),            # before the window: idle
-                    (2, 10 * MS, 20 * MS, ""),      # straddles the window's start: left out
+                    (2, 10 * MS, 20 * MS, ""),      # overlaps the window's start: capturing
                     (3, 20 * MS, 30 * MS, ""),      # inside: capturing
-                    (4, 30 * MS, 40 * MS, ""),      # inside, ends on the edge: capturing
-                    (5, 40 * MS, 50 * MS, ""),      # after: idle
-                    (6, 50 * MS, 62 * MS, "kineto"))
-        split = gpu_verify.classify(log, [(15 * MS, 40 * MS)])
+                    (4, 30 * MS, 40 * MS, ""),      # ends on the window's stop: capturing
+                    (5, 40 * MS, 50 * MS, ""),      # within the tail after it: after_capture
+                    (6, 60 * MS, 70 * MS, ""),      # after the tail: idle
+                    (7, 70 * MS, 82 * MS, "kineto"),
+                    (8, 82 * MS, 90 * MS, ""))      # after torch.profiler: after_kineto
+        split = gpu_verify.classify(log, [(15 * MS, 40 * MS)], tail_ns=15 * MS)
         self.assertEqual(split["idle"], [10.0, 10.0])
-        self.assertEqual(split["capturing"], [10.0, 10.0])
+        self.assertEqual(split["capturing"], [10.0, 10.0, 10.0])
+        self.assertEqual(split["after_capture"], [10.0])
         self.assertEqual(split["kineto"], [12.0])
-        # No window: everything untagged is idle.
-        self.assertEqual(len(gpu_verify.classify(log, [])["idle"]), 5)
+        self.assertEqual(split["after_kineto"], [8.0])
+        # No window: every untagged step before torch.profiler is idle.
+        self.assertEqual(len(gpu_verify.classify(log, [])["idle"]), 6)
 
     def test_overheads_and_verdicts(self):
         table, verdicts = gpu_verify.overhead_table({

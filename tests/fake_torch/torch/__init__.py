@@ -105,7 +105,7 @@ class profiler:  # noqa: N801
         CUDA = "cuda"
 
     class profile:  # noqa: N801
-        active = 0  # how many are open (the test checks they close)
+        active = 0  # how many are open
 
         def __init__(self, activities=None):
             self.activities = activities
