@@ -54,6 +54,7 @@
 #include "inject/inject_client.h"
 #include "inject/launcher_env.h"
 #include "inject/record_batch_writer.h"
+#include "tests/cupti_test_records.h"
 
 namespace profctl::inject {
 namespace {
@@ -173,22 +174,8 @@ class SimulatedGpuTracer : public Tracer {
     return static_cast<uint64_t>(wall_ns + options_.gpu_offset_ns);
   }
 
-  void Device(ActivityBuffer& b) {
-    auto& d = b.Add<CUpti_ActivityDevice5>();
-    d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-    d.id = 0;
-    d.name = "profctl fake GPU";
-    d.globalMemorySize = 85'520'809'984;
-    d.globalMemoryBandwidth = 3'352'320'000;  // KB/s
-    d.coreClockRate = 1'980'000;
-    d.numMultiprocessors = 132;
-    d.computeCapabilityMajor = 9;
-    d.maxWarpsPerMultiprocessor = 64;
-    d.maxBlocksPerMultiprocessor = 32;
-    d.maxRegistersPerMultiprocessor = 65536;
-    d.maxSharedMemoryPerMultiprocessor = 233472;
-    d.isMigEnabled = 0;
-    d.gpuInstanceId = d.computeInstanceId = UINT32_MAX;
+  static void Device(ActivityBuffer& b) {
+    testing::FillH100Device(b.Add<CUpti_ActivityDevice5>(), 0, "profctl fake GPU");
   }
 
   void Api(ActivityBuffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start, int64_t end,

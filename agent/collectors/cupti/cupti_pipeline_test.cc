@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "inject/cupti_records.h"
 #include "inject/record_batch_writer.h"
+#include "tests/cupti_test_records.h"
 #include "tests/xprof_conformance.h"
 
 namespace profctl::inject {
@@ -107,24 +108,11 @@ void Kernel(Buffer& b, const char* name, uint32_t corr, int64_t start_us, int64_
 // and the start of step 2. Buffer 2: the rest of step 2.
 void FillBuffers(Buffer& one, Buffer& two) {
   auto& d = one.Add<CUpti_ActivityDevice5>();
-  d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-  d.id = 0;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.globalMemorySize = 85'520'809'984;
-  d.globalMemoryBandwidth = 3'352'320'000;  // KB/s
-  d.coreClockRate = 1'980'000;
-  d.numMultiprocessors = 132;
-  d.computeCapabilityMajor = 9;
-  d.maxWarpsPerMultiprocessor = 64;
-  d.maxBlocksPerMultiprocessor = 32;
-  d.maxRegistersPerMultiprocessor = 65536;
-  d.maxSharedMemoryPerMultiprocessor = 233472;
+  testing::FillH100Device(d, 0, "NVIDIA H100 80GB HBM3");
   // GPU-5f1c1234-89ab-cdef-0123-456789abcdef; not a MIG instance.
   const unsigned char uuid[16] = {0x5f, 0x1c, 0x12, 0x34, 0x89, 0xab, 0xcd, 0xef,
                                   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
   std::memcpy(d.uuid.bytes, uuid, sizeof(uuid));
-  d.isMigEnabled = 0;
-  d.gpuInstanceId = d.computeInstanceId = UINT32_MAX;
 
   Marker(one, CUPTI_ACTIVITY_FLAG_MARKER_START, 1, 100, "train_step 1");
   Api(one, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 1, 200, 210);
