@@ -331,14 +331,17 @@ class Env:
 
 
 def find_libcupti():
-    """libcupti for the library to dlopen (PROFCTL_CUPTI_PATH): the toolkit's, else the one a
-    pip CUDA install brings (nvidia-cuda-cupti), else None (the library's own search)."""
-    homes = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
-    patterns = [os.path.join(h, sub, "libcupti.so*") for h in homes if h
-                for sub in ("extras/CUPTI/lib64", "lib64", "targets/x86_64-linux/lib")]
+    """libcupti for the library to dlopen when its soname is not loaded yet (PROFCTL_CUPTI_PATH):
+    the one a pip CUDA install brings (nvidia-cuda-cupti: the copy PyTorch's own profiler loads,
+    so a PyTorch process ends up with one libcupti), else the toolkit's, else None (the
+    library's own search)."""
+    patterns = []
     for p in sys.path:
-        patterns.append(os.path.join(p, "nvidia", "cu*", "lib", "libcupti.so*"))
         patterns.append(os.path.join(p, "nvidia", "cuda_cupti", "lib", "libcupti.so*"))
+        patterns.append(os.path.join(p, "nvidia", "cu*", "lib", "libcupti.so*"))
+    homes = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    patterns += [os.path.join(h, sub, "libcupti.so*") for h in homes if h
+                 for sub in ("extras/CUPTI/lib64", "lib64", "targets/x86_64-linux/lib")]
     for pattern in patterns:
         found = sorted(glob.glob(pattern))
         if found:
