@@ -211,13 +211,18 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   }
   CuptiXSpaceStats stats;
 
-  // Wall-clock [begin, end) of a record, if wholly inside the window.
+  // Whether a record lies wholly inside the window; its wall-clock [*s, *e) when it does.
+  auto inside = [&](const RecordBatch& b, uint64_t gpu_start, uint64_t gpu_end, int64_t* s,
+                    int64_t* e) {
+    return !__builtin_sub_overflow(static_cast<int64_t>(gpu_start), b.gpu_minus_wall_ns, s) &&
+           !__builtin_sub_overflow(static_cast<int64_t>(gpu_end), b.gpu_minus_wall_ns, e) &&
+           *s >= start && *e <= stop && *e >= *s;
+  };
+  // Wall-clock [begin, end) of a record, if wholly inside the window; else counted.
   auto place = [&](const RecordBatch& b, uint64_t gpu_start, uint64_t gpu_end, int64_t* begin,
                    int64_t* duration) {
     int64_t s = 0, e = 0;
-    if (__builtin_sub_overflow(static_cast<int64_t>(gpu_start), b.gpu_minus_wall_ns, &s) ||
-        __builtin_sub_overflow(static_cast<int64_t>(gpu_end), b.gpu_minus_wall_ns, &e) ||
-        s < start || e > stop || e < s) {
+    if (!inside(b, gpu_start, gpu_end, &s, &e)) {
       ++stats.outside_window;
       return false;
     }
@@ -250,9 +255,7 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   for (const RecordBatch& b : batches) {
     for (const inject::ApiRecord& a : b.apis) {
       int64_t s = 0, e = 0;
-      if (__builtin_sub_overflow(static_cast<int64_t>(a.start_ns), b.gpu_minus_wall_ns, &s) ||
-          __builtin_sub_overflow(static_cast<int64_t>(a.end_ns), b.gpu_minus_wall_ns, &e) ||
-          s < start || e > stop || e < s) {
+      if (!inside(b, a.start_ns, a.end_ns, &s, &e)) {
         unlaunched.insert(HostCorrelation(b.pid, a.correlation_id));
       }
     }
