@@ -92,49 +92,36 @@ const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, 
   return record;
 }
 
-const uint32_t* DriverLaunchCallbackIds(size_t* count) {
-  static constexpr uint32_t kIds[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-  };
-  *count = sizeof(kIds) / sizeof(kIds[0]);
-  return kIds;
-}
-
 namespace {
 
-const char* BuiltinDriverApiName(uint32_t cbid) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-      return "cuLaunchKernel";
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-      return "cuLaunchKernelEx";
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return "cuLaunchCooperativeKernel";
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice:
-      return "cuLaunchCooperativeKernelMultiDevice";
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
-    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
-      return "cuGraphLaunch";
-    default:
-      return nullptr;
-  }
-}
+// The _ptsz forms are the per-thread default stream's.
+constexpr DriverLaunchCall kDriverLaunches[] = {
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, "cuLaunchKernelEx"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+     "cuLaunchCooperativeKernelMultiDevice"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, "cuGraphLaunch"},
+};
 
 }  // namespace
 
+const DriverLaunchCall* DriverLaunchCalls(size_t* count) {
+  *count = sizeof(kDriverLaunches) / sizeof(kDriverLaunches[0]);
+  return kDriverLaunches;
+}
+
 const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
-  if (domain == static_cast<uint8_t>(ApiDomain::kDriver)) return BuiltinDriverApiName(cbid);
+  if (domain == static_cast<uint8_t>(ApiDomain::kDriver)) {
+    for (const DriverLaunchCall& d : kDriverLaunches) {
+      if (d.cbid == cbid) return d.name;
+    }
+    return nullptr;
+  }
   if (domain != static_cast<uint8_t>(ApiDomain::kRuntime)) return nullptr;
   switch (cbid) {
     case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:

@@ -36,12 +36,17 @@ const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, 
 // launches and graph launches that libraries make through the driver directly: cuBLAS launches
 // its GEMMs with cuLaunchKernelEx on CUDA 12+, Triton and JAX/XLA use cuLaunchKernel. Without
 // them such kernels have no launch on the host plane: XProf cannot give them a step.
-// Stored in `*count`; the array is static.
-const uint32_t* DriverLaunchCallbackIds(size_t* count);
+// Their names are BuiltinApiName's for the driver domain. Stored in `*count`; the array is
+// static.
+struct DriverLaunchCall {
+  uint32_t cbid;     // CUPTI_DRIVER_TRACE_CBID_*
+  const char* name;  // "cuLaunchKernelEx"
+};
+const DriverLaunchCall* DriverLaunchCalls(size_t* count);
 
 // Name of a CUDA API call from its CUPTI domain (ApiDomain) and callback id, or nullptr. The
 // library passes one built on cuptiGetCallbackName; without it a small built-in table of the
-// common runtime calls is used.
+// common runtime calls (and of DriverLaunchCalls) is used.
 using ApiNameFn = const char* (*)(uint8_t domain, uint32_t cbid);
 const char* BuiltinApiName(uint8_t domain, uint32_t cbid);
 

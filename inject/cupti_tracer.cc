@@ -234,8 +234,8 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
 void CuptiTracer::EnableDriverLaunches(uint8_t enable) {
   if (api_->enable_driver_api == nullptr) return;
   size_t count = 0;
-  const uint32_t* ids = DriverLaunchCallbackIds(&count);
-  for (size_t i = 0; i < count; ++i) api_->enable_driver_api(ids[i], enable);
+  const DriverLaunchCall* calls = DriverLaunchCalls(&count);
+  for (size_t i = 0; i < count; ++i) api_->enable_driver_api(calls[i].cbid, enable);
 }
 
 void CuptiTracer::Disable() {

@@ -87,7 +87,7 @@ class CuptiTracer final : public Tracer {
   static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                        size_t size, size_t valid_size);
   static const char* ApiName(uint8_t domain, uint32_t cbid);
-  // Turns the DRIVER records of DriverLaunchCallbackIds() (cupti_records.h) on (1) or off (0).
+  // Turns the DRIVER records of DriverLaunchCalls() (cupti_records.h) on (1) or off (0).
   void EnableDriverLaunches(uint8_t enable);
   void OnBuffer(uint8_t* buffer, size_t valid_size);
   // Finishes the current batch into pending_. Requires mu_.

@@ -180,26 +180,12 @@ class SimulatedGpuTracer : public Tracer {
 
   void Api(ActivityBuffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start, int64_t end,
            CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_RUNTIME) {
-    auto& a = b.Add<CUpti_ActivityAPI>();
-    a.kind = kind;
-    a.cbid = cbid;
-    a.start = Gpu(start);
-    a.end = Gpu(end);
-    a.processId = pid_;
-    a.threadId = tid_;
-    a.correlationId = corr;
+    testing::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start), Gpu(end), pid_,
+                     tid_);
   }
   void Marker(ActivityBuffer& b, CUpti_ActivityFlag flag, uint32_t id, int64_t at,
               const char* name) {
-    auto& m = b.Add<CUpti_ActivityMarker2>();
-    m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-    m.flags = flag;
-    m.timestamp = Gpu(at);
-    m.id = id;
-    m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-    m.objectId.pt.processId = pid_;
-    m.objectId.pt.threadId = tid_;
-    m.name = name;
+    testing::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at), pid_, tid_, name);
   }
   void Kernel(ActivityBuffer& b, const char* name, uint32_t stream, uint32_t corr, int64_t start,
               int64_t end) {

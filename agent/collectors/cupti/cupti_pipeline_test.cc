@@ -65,26 +65,13 @@ class Buffer {
 };
 
 void Marker(Buffer& b, CUpti_ActivityFlag flag, uint32_t id, int64_t at_us, const char* name) {
-  auto& m = b.Add<CUpti_ActivityMarker2>();
-  m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-  m.flags = flag;
-  m.timestamp = Gpu(at_us);
-  m.id = id;
-  m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-  m.objectId.pt.processId = kPid;
-  m.objectId.pt.threadId = kTid;
-  m.name = name;
+  testing::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at_us), kPid, kTid, name);
 }
 
-void Api(Buffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start_us, int64_t end_us) {
-  auto& a = b.Add<CUpti_ActivityAPI>();
-  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  a.cbid = cbid;
-  a.start = Gpu(start_us);
-  a.end = Gpu(end_us);
-  a.processId = kPid;
-  a.threadId = kTid;
-  a.correlationId = corr;
+void Api(Buffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start_us, int64_t end_us,
+         CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_RUNTIME) {
+  testing::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start_us), Gpu(end_us), kPid,
+                   kTid);
 }
 
 void Kernel(Buffer& b, const char* name, uint32_t corr, int64_t start_us, int64_t end_us) {
@@ -195,6 +182,14 @@ void FillBuffers(Buffer& one, Buffer& two) {
 
 std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
+// One buffer through the library's conversion, then back through the agent's parser.
+absl::StatusOr<agent::cupti::RecordBatch> ConvertAndParse(const Buffer& b) {
+  RecordBatchWriter writer(1 << 20);
+  CuptiRecordConverter converter(&writer);
+  converter.AddBuffer(b.data(), b.size());
+  return agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+}
+
 TEST(CuptiRecordsTest, WalkerFollowsTheBufferLayout) {
   Buffer one, two;
   FillBuffers(one, two);
@@ -253,11 +248,7 @@ TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
     d.migUuid.bytes[i] = static_cast<char>(0xA0 + i);
   }
   d.isMigEnabled = 1;
-  RecordBatchWriter writer(1 << 20);
-  CuptiRecordConverter converter(&writer);
-  converter.AddBuffer(b.data(), b.size());
-  absl::StatusOr<agent::cupti::RecordBatch> batch =
-      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  absl::StatusOr<agent::cupti::RecordBatch> batch = ConvertAndParse(b);
   ASSERT_TRUE(batch.ok()) << batch.status();
   ASSERT_THAT(batch->devices, SizeIs(1));
   const DeviceRecord& r = batch->devices[0];
@@ -274,8 +265,9 @@ TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
 // host plane as runtime launches are.
 TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
   size_t count = 0;
-  const uint32_t* ids = DriverLaunchCallbackIds(&count);
-  const std::vector<uint32_t> enabled(ids, ids + count);
+  const DriverLaunchCall* calls = DriverLaunchCalls(&count);
+  std::vector<uint32_t> enabled;
+  for (size_t i = 0; i < count; ++i) enabled.push_back(calls[i].cbid);
   EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)));
   EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)));
   EXPECT_THAT(enabled, Contains(static_cast<uint32_t>(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch)));
@@ -286,20 +278,9 @@ TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
   Buffer b;
   Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, 100, 110);
   Kernel(b, "_Z6squarePfi", 1, 200, 400);
-  auto& a = b.Add<CUpti_ActivityAPI>();
-  a.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  a.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx;
-  a.start = Gpu(120);
-  a.end = Gpu(130);
-  a.processId = kPid;
-  a.threadId = kTid;
-  a.correlationId = 2;
+  Api(b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 2, 120, 130, CUPTI_ACTIVITY_KIND_DRIVER);
   Kernel(b, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 2, 400, 900);
-  RecordBatchWriter writer(1 << 20);
-  CuptiRecordConverter converter(&writer);
-  converter.AddBuffer(b.data(), b.size());
-  absl::StatusOr<agent::cupti::RecordBatch> batch =
-      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  absl::StatusOr<agent::cupti::RecordBatch> batch = ConvertAndParse(b);
   ASSERT_TRUE(batch.ok()) << batch.status();
   ASSERT_THAT(batch->apis, SizeIs(2));
   EXPECT_EQ(batch->apis[1].domain, static_cast<uint8_t>(ApiDomain::kDriver));
