@@ -286,9 +286,12 @@ class Env:
         self.agent = Child("agent", [self.agent_bin, "--port=0", f"--port-file={port_file}",
                                      f"--name={HOST}", "--collectors=cupti",
                                      f"--inject-socket={self.socket}"], self.out)
-        self.agent.wait_line(r"cupti: CUDA processes", 30)
+        # It writes the port file once it listens, after its inject socket is up.
         end = time.monotonic() + 30
         while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
+            if self.agent.proc.poll() is not None:
+                raise Failure(f"the agent exited ({self.agent.proc.returncode}) before listening "
+                              f"(log: {self.agent.log_path})")
             if time.monotonic() > end:
                 raise Failure("the agent wrote no --port-file in 30 s")
             time.sleep(0.05)
@@ -385,9 +388,8 @@ def phase_capture(env, name, argv, cwd=None):
         env.stop_agent()
 
 
-def phase_cuda(env):
-    if env.args.cuda_steps:
-        return phase_capture(env, "cuda_steps", [env.args.cuda_steps, "--steps=100000000"])
+def build_cuda_steps(env):
+    """examples/cuda_steps built with cmake and nvcc under --out; its path."""
     build = os.path.join(env.out, "cuda_steps_build")
     for argv in (["cmake", "-S", os.path.join(ROOT, "examples", "cuda_steps"), "-B", build,
                   "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", build, "-j"]):
@@ -397,6 +399,11 @@ def phase_cuda(env):
     binary = os.path.join(build, "cuda_steps")
     if not os.path.exists(binary):
         raise Failure("examples/cuda_steps was not built: cmake found no CUDA compiler (nvcc)")
+    return binary
+
+
+def phase_cuda(env):
+    binary = env.args.cuda_steps or build_cuda_steps(env)
     return phase_capture(env, "cuda_steps", [binary, "--steps=100000000"])
 
 
@@ -418,6 +425,10 @@ def overhead_run(env, kind, round_no):
     step_log = os.path.join(env.out, name + ".steps.json")
     run_env = env.injected_env() if kind == "B" else dict(os.environ)
     progress = 50
+
+    def wait_for_step(n):  # the first progress line at or past step n
+        app.wait_line(rf"pytorch_steps: step {(n + progress - 1) // progress * progress}$", 600)
+
     app = Child(name, pytorch_argv(args, step_log, progress), env.out, env=run_env)
     windows = []
     notes = {}
@@ -425,8 +436,7 @@ def overhead_run(env, kind, round_no):
         if kind == "B" and not args.no_gpu_ok:
             env.wait_registered(app)
         warm = 20 + args.idle_steps
-        app.wait_line(rf"pytorch_steps: step {(warm + progress - 1) // progress * progress}$",
-                      600)
+        wait_for_step(warm)
         if kind == "A":
             app.proc.send_signal(signal.SIGUSR1)
             app.wait_line(r"kineto window steps \d+\.\.\d+ done", 600)
@@ -438,8 +448,7 @@ def overhead_run(env, kind, round_no):
             notes["session_dir"] = session_dir
             notes["capture_printed_tail"] = printed[-800:]
         target = app.current_step(600) + args.idle_steps
-        app.wait_line(rf"pytorch_steps: step {(target + progress - 1) // progress * progress}$",
-                      600)
+        wait_for_step(target)
     finally:
         rc = app.stop(signal.SIGTERM)
     if not os.path.exists(step_log):

@@ -90,6 +90,17 @@ def start(procs, name, argv, work, env=None):
     return p
 
 
+def start_agent(args, work, procs, host, name):
+    """An agent named `host` with the cupti collector on WORK/HOST/agent.sock, on a free port
+    written to WORK/HOST.port (returned)."""
+    port_file = os.path.join(work, host + ".port")
+    start(procs, name,
+          [args.agent, "--port=0", f"--port-file={port_file}", f"--name={host}",
+           "--collectors=cupti", f"--inject-socket={os.path.join(work, host, 'agent.sock')}"],
+          work)
+    return port_file
+
+
 def agent_ports(work, hosts):
     return ",".join(f"127.0.0.1:{open(os.path.join(work, h + '.port')).read().strip()}"
                     for h in hosts)
@@ -133,10 +144,7 @@ def agent_killed_mid_capture(args, work, procs, apps):
     # A new agent on the same socket path: the old one left its socket file behind.
     port_file = os.path.join(work, "host-a.port")
     os.remove(port_file)
-    start(procs, "agent-host-a-2",
-          [args.agent, "--port=0", f"--port-file={port_file}", "--name=host-a",
-           "--collectors=cupti", f"--inject-socket={os.path.join(work, 'host-a', 'agent.sock')}"],
-          work)
+    start_agent(args, work, procs, "host-a", "agent-host-a-2")
     log_path = os.path.join(work, "agent-host-a-2.log")
 
     def registered_again():
@@ -162,16 +170,10 @@ def agent_killed_mid_capture(args, work, procs, apps):
 
 
 def run(args, work, procs):
-    ports = {}
-    for host in ("host-a", "host-b"):
-        port_file = os.path.join(work, host + ".port")
-        start(procs, "agent-" + host,
-              [args.agent, "--port=0", f"--port-file={port_file}", f"--name={host}",
-               "--collectors=cupti", f"--inject-socket={os.path.join(work, host, 'agent.sock')}"],
-              work)
-        ports[host] = port_file
+    port_files = [start_agent(args, work, procs, host, "agent-" + host)
+                  for host in ("host-a", "host-b")]
     wait_for("agent port files", lambda: all(
-        os.path.exists(f) and os.path.getsize(f) > 0 for f in ports.values()), procs)
+        os.path.exists(f) and os.path.getsize(f) > 0 for f in port_files), procs)
     workers = agent_ports(work, ["host-a", "host-b"])
 
     # Every rank's all-reduce ends when the slowest rank (host-b's rank 2: 1.5 ms input + 14 ms
