@@ -1,6 +1,6 @@
 #include "agent/agent_metrics.h"
 
-#include "common/metrics_http.h"
+#include "common/net/metrics_http.h"
 
 namespace profctl::agent {
 

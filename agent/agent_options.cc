@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/auth.h"
 #include "agent/collectors/cupti/inject_server.h"
-#include "agent/collectors/tsl_collector.h"
+#include "agent/collectors/tsl/tsl_collector.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/status_macros.h"

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/agent_options.h"
-#include "common/server_auth.h"
+#include "common/net/server_auth.h"
 
 namespace profctl::agent {
 

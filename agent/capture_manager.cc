@@ -12,9 +12,9 @@
 #include "agent/trace_caps.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "common/xspace.h"
-#include "common/xspace_merge.h"
 #include "spdlog/spdlog.h"
+#include "xspace/xspace.h"
+#include "xspace/xspace_merge.h"
 
 namespace profctl::agent {
 

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/collectors/synthetic_collector.h"
-#include "common/xspace.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent {
 namespace {

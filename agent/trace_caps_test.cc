@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "common/xspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent {
 namespace {

@@ -1,6 +1,6 @@
 // End-to-end speed and memory of `profctl analyze` on a pod-sized input: N hosts (64) of one
 // synthetic data-parallel job, about E (1 M) events per host file, against the time and memory it
-// takes just to parse the same files (issue 7, "Speed"). Not a Google Benchmark: every sample is a
+// takes just to parse the same files (docs/perf.md). Not a Google Benchmark: every sample is a
 // whole child process (the release `profctl`, or this program in a child mode), so its wall time,
 // CPU time and peak RSS are its own (wait4's rusage: ru_utime + ru_stime, ru_maxrss). The parent
 // stays small (it never loads a trace), since a child started with posix_spawn inherits the
@@ -18,8 +18,8 @@
 //                   --jobs=1;
 //       analyze+out `profctl analyze DIR --out=SCRATCH` (JSON, CSV and report.html written);
 //       wire-scan   this program's `wire-scan` mode, 1 and 2 threads (a diagnostic);
-//     prints medians (each column on its own) and the issue's three targets, met or not; then,
-//     with --phases, one run of the `phases` mode.
+//     prints medians (each column on its own) and the three targets of docs/perf.md, met or not;
+//     then, with --phases, one run of the `phases` mode.
 //   analyze_benchmark generate --data=DIR [knobs as above]   (run does this when needed)
 //   analyze_benchmark parse-only DIR [--threads=1]
 //     Per file, as AnalyzeTraces does: ReadFile, XSpace::ParseFromString, clear the bytes,
@@ -29,9 +29,9 @@
 //     (ReadFile), then a raw protobuf wire-format walk down to every event's and stat's numbers
 //     with io::CodedInputStream, no XSpace built and nothing allocated per event.
 //   analyze_benchmark phases DIR
-//     An instrumented one-thread copy of AnalyzeTraces (coordinator/analyze.cc) plus the JSON and
-//     report writers: time per phase summed over hosts, RSS after each phase (max over hosts),
-//     the decoded sizes (HostTrace, HostSummary), then BuildPodBreakdown and the writers.
+//     An instrumented one-thread copy of AnalyzeTraces (coordinator/engine/analyze.cc) plus the
+//     JSON and report writers: time per phase summed over hosts, RSS after each phase (max over
+//     hosts), the decoded sizes (HostTrace, HostSummary), then BuildPodBreakdown and the writers.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -60,17 +60,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "agent/collectors/synthetic_job.h"
+#include "analysis/breakdown.h"
+#include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/flags.h"
-#include "common/xspace.h"
-#include "coordinator/analysis/breakdown.h"
-#include "coordinator/analysis/xspace_reader.h"
-#include "coordinator/report/breakdown_writers.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "report/breakdown_writers.h"
+#include "synthetic/synthetic_job.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "xspace/xspace.h"
 
 extern char** environ;
 

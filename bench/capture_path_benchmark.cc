@@ -5,11 +5,11 @@
 
 #include <cstdio>
 
-#include "agent/collectors/synthetic_job.h"
 #include "common/clock.h"
 #include "common/gzip.h"
-#include "common/xspace.h"
-#include "coordinator/report/pod_trace_writer.h"
+#include "report/pod_trace_writer.h"
+#include "synthetic/synthetic_job.h"
+#include "xspace/xspace.h"
 
 namespace profctl {
 namespace {

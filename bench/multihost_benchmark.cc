@@ -56,17 +56,17 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/agent_server.h"
+#include "agent/service/agent_server.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
-#include "common/xspace.h"
-#include "coordinator/local_agents.h"
+#include "coordinator/cli/local_agents.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
 #include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
+#include "xspace/xspace.h"
 
 extern char** environ;
 

@@ -11,9 +11,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_options.h"
-#include "agent/collectors/synthetic_job.h"
 #include "common/file_util.h"
 #include "fuzz/fuzz_util.h"
+#include "synthetic/synthetic_job.h"
 
 namespace {
 

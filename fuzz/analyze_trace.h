@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/analysis/breakdown.h"
-#include "coordinator/analysis/host_trace.h"
-#include "coordinator/report/breakdown_writers.h"
+#include "analysis/breakdown.h"
+#include "analysis/host_trace.h"
 #include "fuzz/fuzz_util.h"
 #include "rapidjson/document.h"
+#include "report/breakdown_writers.h"
 
 namespace profctl::fuzz {
 

@@ -1,6 +1,7 @@
-// Fuzzes the framing of a Capture/Fetch stream as an agent sends it (coordinator/capture_framing.h
-// CaptureFramer): what reaches the CaptureStream must follow its contract (agent_client.h)
-// whatever the chunks, and a stream the framer finishes OK is whole and matches its trailer.
+// Fuzzes the framing of a Capture/Fetch stream as an agent sends it
+// (coordinator/clients/capture_framing.h CaptureFramer): what reaches the CaptureStream must follow
+// its contract (agent_client.h) whatever the chunks, and a stream the framer finishes OK is whole
+// and matches its trailer.
 //
 // Input: one byte b (max_trace_bytes = 2^(b % 40)), then CaptureChunk messages, each a varint
 // length and that many bytes (protobuf's delimited format). The stream stops at the first chunk
@@ -12,8 +13,8 @@
 
 #include "absl/strings/match.h"
 #include "common/gzip.h"
-#include "coordinator/agent_client.h"
-#include "coordinator/capture_framing.h"
+#include "coordinator/clients/agent_client.h"
+#include "coordinator/clients/capture_framing.h"
 #include "fuzz/fuzz_util.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/logging.h"

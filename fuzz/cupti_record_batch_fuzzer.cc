@@ -8,8 +8,8 @@
 #include "absl/strings/string_view.h"
 #include "agent/collectors/cupti/cupti_xspace.h"
 #include "agent/collectors/cupti/record_batch.h"
-#include "common/xspace.h"
 #include "fuzz/fuzz_util.h"
+#include "xspace/xspace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,11 +1,11 @@
 // Fuzzes the PyTorch profiler (Kineto JSON) reader `profctl analyze` uses for *.pt.trace.json and
-// *.pt.trace.json.gz (coordinator/analysis/kineto_reader.h): gzip is unwrapped first when the
+// *.pt.trace.json.gz (analysis/readers/kineto_reader.h): gzip is unwrapped first when the
 // bytes start with its magic, then the JSON read, then the trace analysed (analyze_trace.h).
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "coordinator/analysis/kineto_reader.h"
+#include "analysis/readers/kineto_reader.h"
 #include "fuzz/analyze_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

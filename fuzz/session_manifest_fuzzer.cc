@@ -1,14 +1,14 @@
 // Fuzzes how `profctl analyze SESSION_DIR` reads a saved session's session.json
-// (coordinator/analyze.h ExpandAnalyzeInputs): the bytes are the manifest in an otherwise empty
-// folder. Whatever it says, every trace file it names must be inside that folder.
+// (coordinator/engine/analyze.h ExpandAnalyzeInputs): the bytes are the manifest in an otherwise
+// empty folder. Whatever it says, every trace file it names must be inside that folder.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
-#include "coordinator/analyze.h"
-#include "coordinator/session_writer.h"
+#include "coordinator/engine/analyze.h"
+#include "coordinator/engine/session_writer.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

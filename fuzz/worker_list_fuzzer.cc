@@ -1,13 +1,13 @@
-// Fuzzes the --workers list parser (coordinator/worker.h): any bytes give a list or an error,
-// and every accepted worker round-trips: its target() parses back to the same host and port, and
-// its file_stem() is a plain file name.
+// Fuzzes the --workers list parser (coordinator/clients/worker.h): any bytes give a list or an
+// error, and every accepted worker round-trips: its target() parses back to the same host and port,
+// and its file_stem() is a plain file name.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "coordinator/worker.h"
+#include "coordinator/clients/worker.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // Fuzzes what the coordinator does with the XSpace bytes an agent sends, and the agent with a
-// framework profiler server's answer (common/xspace.h, common/xspace_merge.h): parse, Validate,
+// framework profiler server's answer (xspace/xspace.h, xspace/xspace_merge.h): parse, Validate,
 // and for a valid space everything that relies on Validate having passed: event times, collective
 // ends (clock alignment), the per-host summary (capture_engine.cc reads the same bytes with the
 // wire-format reader), merging planes into another space (the tsl collector), and the pod trace
@@ -9,18 +9,18 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "analysis/alignment.h"
+#include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
-#include "common/xspace.h"
-#include "common/xspace_merge.h"
-#include "coordinator/analysis/alignment.h"
-#include "coordinator/analysis/xspace_reader.h"
-#include "coordinator/report/pod_trace_writer.h"
 #include "fuzz/analyze_trace.h"
 #include "fuzz/fuzz_util.h"
 #include "google/protobuf/stubs/logging.h"
 #include "rapidjson/document.h"
+#include "report/pod_trace_writer.h"
+#include "xspace/xspace.h"
+#include "xspace/xspace_merge.h"
 
 namespace {
 

@@ -1,12 +1,12 @@
 // Fuzzes the wire-format XSpace reader `profctl analyze` uses for *.xplane.pb files
-// (coordinator/analysis/xspace_reader.h), which reads files that were never validated (TensorFlow,
+// (analysis/readers/xspace_reader.h), which reads files that were never validated (TensorFlow,
 // JAX, XProf or anyone's), then analyses what it read (analyze_trace.h).
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
-#include "coordinator/analysis/xspace_reader.h"
 #include "fuzz/analyze_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

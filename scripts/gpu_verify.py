@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 10's real-GPU check in one command: capture real CUDA processes under
+"""The real-GPU check in one command: capture real CUDA processes under
 libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-verification.md).
 
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
@@ -28,7 +28,7 @@ Phases:
             are the capture's cost; the second after it (the flush) and A's steps after
             torch.profiler stopped are reported apart. Mean, median and p90 step time per
             condition, and each condition's overhead against A's idle steps before
-            torch.profiler ran. Targets (issue 10): loaded idle < 0.5 %, capturing < 3 %, capturing no
+            torch.profiler ran. Targets: loaded idle < 0.5 %, capturing < 3 %, capturing no
             worse than Kineto.
 
 Writes DIR/gpu_verification.json (every number) and DIR/gpu_verification.md (the tables for

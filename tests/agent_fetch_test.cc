@@ -1,7 +1,7 @@
-// Issue 9 on the agent, over real loopback gRPC: session keys (only the starting client can
-// cancel or re-read a capture), Fetch of retained traces (a keyed capture whose stream broke
-// records on and is served again whole), cancel reasons, and the agent protecting its host (memory
-// cap for unread streams, idle stream timeout, bounded logs for oversized requests).
+// The agent's protection of sessions, over real loopback gRPC: session keys (only the starting
+// client can cancel or re-read a capture), Fetch of retained traces (a keyed capture whose stream
+// broke records on and is served again whole), cancel reasons, and the agent protecting its host
+// (memory cap for unread streams, idle stream timeout, bounded logs for oversized requests).
 //
 // The agent's sessions run on the real clock and executor (short windows); the trace store's
 // expiry and the stream idle timers run on a FakeClock/FakeExecutor the test advances, so no test
@@ -22,9 +22,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/agent_service.h"
 #include "agent/capture_manager.h"
-#include "agent/collectors/synthetic_collector.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
+#include "agent/service/agent_service.h"
 #include "agent/trace_store.h"
 #include "common/clock.h"
 #include "common/executor.h"

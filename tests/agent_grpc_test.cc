@@ -28,19 +28,19 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "agent/agent_service.h"
 #include "agent/capture_manager.h"
-#include "agent/collectors/synthetic_collector.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
+#include "agent/service/agent_service.h"
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/gzip.h"
-#include "common/xspace.h"
-#include "coordinator/grpc_agent_client.h"
+#include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
 #include "tests/fake_clock.h"
 #include "tests/loopback.h"
+#include "xspace/xspace.h"
 
 namespace profctl {
 namespace {

@@ -6,12 +6,12 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "agent/collectors/synthetic_job.h"
+#include "analysis/breakdown.h"
+#include "analysis/readers/xspace_reader.h"
 #include "common/clock.h"
-#include "coordinator/analysis/breakdown.h"
-#include "coordinator/analysis/xspace_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "synthetic/synthetic_job.h"
 
 namespace profctl {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "agent/capture_manager.h"
-#include "agent/collectors/synthetic_collector.h"
-#include "coordinator/agent_client.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
+#include "coordinator/clients/agent_client.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
-#include "common/xspace.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
+#include "xspace/xspace.h"
 
 namespace profctl::testing {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "agent/collectors/synthetic_job.h"
 #include "common/clock.h"
+#include "synthetic/synthetic_job.h"
 #include "tensorflow/profiler/profiler_service.pb.h"
 
 namespace grpc {

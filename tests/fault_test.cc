@@ -1,4 +1,4 @@
-// Faults on real profctl-agent processes and real links (issue 9's fault table,
+// Faults on real profctl-agent processes and real links (the fault table of
 // docs/reliability.md "Faults on real agents and links"): an agent killed, frozen or restarted
 // mid-capture, a link that resets or corrupts a byte mid-transfer (tests/tcp_proxy.h: this kernel
 // has no tc/netem). Captured in-process through the real CLI code path, gRPC and disk.
@@ -23,9 +23,9 @@
 #include "absl/time/time.h"
 #include "common/executor.h"
 #include "common/file_util.h"
-#include "coordinator/cli.h"
-#include "coordinator/grpc_agent_client.h"
-#include "coordinator/local_agents.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/cli/local_agents.h"
+#include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"

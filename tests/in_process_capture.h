@@ -13,11 +13,12 @@
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/file_util.h"
-#include "coordinator/cli.h"
-#include "coordinator/grpc_agent_client.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/clients/grpc_agent_client.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/attempt_kinds.h"
 
 namespace profctl::testing {
 
@@ -42,16 +43,6 @@ inline int CaptureInProcess(const std::vector<std::string>& args, const std::str
     EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
   }
   return rc;
-}
-
-// A host's attempt_log as "kind:CODE" ("capture:UNAVAILABLE", "fetch:OK", ...).
-inline std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
-  std::vector<std::string> kinds;
-  for (const v1::Attempt& a : h.attempt_log()) {
-    kinds.push_back(absl::StrCat(
-        a.kind(), ":", absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code()))));
-  }
-  return kinds;
 }
 
 }  // namespace profctl::testing

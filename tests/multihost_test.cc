@@ -29,14 +29,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "agent/agent_server.h"
+#include "agent/service/agent_server.h"
 #include "common/executor.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
-#include "common/xspace.h"
-#include "coordinator/cli.h"
-#include "coordinator/grpc_agent_client.h"
-#include "coordinator/local_agents.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/cli/local_agents.h"
+#include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -47,6 +46,7 @@
 #include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
+#include "xspace/xspace.h"
 
 namespace profctl {
 namespace {

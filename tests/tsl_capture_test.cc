@@ -1,5 +1,5 @@
 // The coordinator captures TensorFlow/JAX/TSL profiler servers (`--workers=grpc://host:port`),
-// mixed freely with profctl agents in one session (issue 8, item 2): the request it sends, the
+// mixed freely with profctl agents in one session: the request it sends, the
 // three answer shapes, busy and empty servers, clocks that cannot be measured by RPC and are
 // aligned from the collectives instead. Servers are tests/fake_tsl_server.h (shaped like the real
 // ones, old and new option semantics) and real profctl-agent processes, which serve
@@ -17,12 +17,11 @@
 #include "absl/synchronization/notification.h"
 #include "common/executor.h"
 #include "common/file_util.h"
-#include "common/xspace.h"
-#include "coordinator/capture_engine.h"
-#include "coordinator/cli.h"
-#include "coordinator/grpc_agent_client.h"
-#include "coordinator/local_agents.h"
-#include "coordinator/tsl_agent_client.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/cli/local_agents.h"
+#include "coordinator/clients/grpc_agent_client.h"
+#include "coordinator/clients/tsl_agent_client.h"
+#include "coordinator/engine/capture_engine.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -30,6 +29,7 @@
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
 #include "tests/temp_dir.h"
+#include "xspace/xspace.h"
 
 namespace profctl {
 namespace {

@@ -1,4 +1,4 @@
-// The agent's tsl collector (issue 8, item 4): during the agent's window it captures framework
+// The agent's tsl collector: during the agent's window it captures framework
 // profiler servers on its host (tests/fake_tsl_server.h, shaped like JAX's/TensorFlow's, here with
 // TPU planes) and merges their planes into the host's XSpace beside the synthetic collector's:
 // re-based exactly onto the session's profile start (relative and absolute inputs), one plane per
@@ -7,7 +7,7 @@
 //
 // The agent's session runs on a fake clock and executor (no sleeps); the fake servers read the
 // same fake host clock, the agent's clock being skewed from it as with --clock-skew-ms.
-#include "agent/collectors/tsl_collector.h"
+#include "agent/collectors/tsl/tsl_collector.h"
 
 #include <algorithm>
 #include <memory>
@@ -20,17 +20,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "agent/agent_server.h"
 #include "agent/capture_manager.h"
-#include "agent/collectors/synthetic_collector.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
+#include "agent/service/agent_server.h"
 #include "common/executor.h"
-#include "common/xspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent {
 namespace {

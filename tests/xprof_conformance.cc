@@ -20,7 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
-#include "common/xspace.h"
+#include "xspace/xspace.h"
 
 namespace profctl::testing {
 namespace {

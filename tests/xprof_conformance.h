@@ -1,8 +1,8 @@
 // Does an XSpace follow the conventions XProf's tools rely on? Our own checker, written from the
 // audited convention list (shared/design/TSL_WIRE.md, "How XProf reads an XSpace"), not from
 // XProf's code. Every file our collectors write must pass it (tests/xprof_files_test.cc,
-// tests/e2e_test.cc, agent/tsl_profiler_service_test.cc); docs/xprof-compatibility.md maps each
-// rule to the XProf tool that needs it.
+// tests/e2e_test.cc, agent/service/tsl_profiler_service_test.cc); docs/xprof-compatibility.md maps
+// each rule to the XProf tool that needs it.
 //
 // RULES (each violation is one line "[rule] where: what is wrong, and what XProf does with it")
 //   hostnames           XSpace.hostnames has exactly one entry, and the file stem contains it.

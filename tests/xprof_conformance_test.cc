@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
-#include "common/xspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "xspace/xspace.h"
 
 namespace profctl::testing {
 namespace {

@@ -1,20 +1,20 @@
 // Every file the synthetic collector writes passes the XProf conformance checker, across the
 // job's shapes (1 to 8 GPUs, skewed clocks, straggler and input-stall ranks, tiny steps, windows
 // that cut steps). The agent's saved files and its tensorflow.ProfilerService answers are checked
-// in tests/e2e_test.cc and agent/tsl_profiler_service_test.cc.
+// in tests/e2e_test.cc and agent/service/tsl_profiler_service_test.cc.
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "agent/collectors/synthetic_collector.h"
-#include "agent/collectors/synthetic_job.h"
+#include "agent/collectors/synthetic/synthetic_collector.h"
 #include "common/clock.h"
-#include "common/xspace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "synthetic/synthetic_job.h"
 #include "tests/xprof_conformance.h"
+#include "xspace/xspace.h"
 
 namespace profctl::testing {
 namespace {

@@ -34,13 +34,13 @@ struct CaptureOptions {
 // not on one dedicated thread): Prepare (before the start instant;
 // may allocate or connect), Start (at the start instant), Stop (at the end, or early on cancel),
 // Collect (adds this collector's planes to the session's XSpace). Collect writes times as XProf
-// reads them (common/xspace.h): line timestamps relative to the profile start, which is the
+// reads them (xspace/xspace.h): line timestamps relative to the profile start, which is the
 // `wall_ns` given to Start, and it records the window with xspace::SetProfileWindow(space,
 // start wall_ns, stop wall_ns) (idempotent, so every collector of a session may call it). After a
 // failed Prepare or Start the session skips the collector's remaining calls for that session and
 // reports the error in XSpace.errors. A session stopped after Prepare but before its start instant
 // calls Abort instead of Start, Stop and Collect. Collect may add planes whose names the space
-// already has (it should merge them, common/xspace_merge.h); the session merges any duplicates
+// already has (it should merge them, xspace/xspace_merge.h); the session merges any duplicates
 // left after the last Collect. A collector is reused for later sessions, one at a time.
 class Collector {
  public:

@@ -114,7 +114,7 @@ TEST(CronTest, Errors) {
   }
 }
 
-// The example over a month, against a reference written from the expression's meaning.
+// A work-hours schedule over a month, against a reference written from the expression's meaning.
 TEST(CronTest, WorkHoursEveryQuarterMatchesBruteForceOverAMonth) {
   absl::StatusOr<CronExpr> e = CronExpr::Parse("*/15 9-17 * * 1-5");
   ASSERT_TRUE(e.ok());

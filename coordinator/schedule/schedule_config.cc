@@ -268,36 +268,35 @@ absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& 
       PROFCTL_ASSIGN_OR_RETURN(s.jitter_ns, r.Duration(val, p, 0, 365 * kNanosPerDay));
       jitter_node.emplace(val);
     } else if (key == "duration") {
-      PROFCTL_ASSIGN_OR_RETURN(const int64_t ns, r.Duration(val, p, kNanosPerMilli, kNanosPerHour));
+      PROFCTL_ASSIGN_OR_RETURN(
+          const int64_t ns,
+          r.Duration(val, p, kNanosPerMilli, PlanLimits::kMaxDurationMs * kNanosPerMilli));
       s.capture.duration_ms = ns / kNanosPerMilli;
     } else if (key == "late") {
       PROFCTL_ASSIGN_OR_RETURN(const std::string late, r.String(val, p));
-      if (late == "capture") {
-        s.capture.late = profctl::v1::LATE_POLICY_CAPTURE;
-      } else if (late == "fail") {
-        s.capture.late = profctl::v1::LATE_POLICY_FAIL;
-      } else {
-        return r.Error(val, p, absl::StrCat("\"", late, "\" is not one of: capture, fail"));
+      absl::StatusOr<profctl::v1::LatePolicy> policy = ParseLatePolicy(late);
+      if (!policy.ok()) {
+        return r.Error(val, p, absl::StrCat("\"", late, "\" ", policy.status().message()));
       }
+      s.capture.late = *policy;
     } else if (key == "align") {
       PROFCTL_ASSIGN_OR_RETURN(const std::string align, r.String(val, p));
-      if (align == "collectives") {
-        s.capture.align = profctl::v1::ALIGN_MODE_COLLECTIVES;
-      } else if (align == "ntp") {
-        s.capture.align = profctl::v1::ALIGN_MODE_NTP;
-      } else {
-        return r.Error(val, p, absl::StrCat("\"", align, "\" is not one of: collectives, ntp"));
+      absl::StatusOr<profctl::v1::AlignMode> mode = ParseAlignMode(align);
+      if (!mode.ok()) {
+        return r.Error(val, p, absl::StrCat("\"", align, "\" ", mode.status().message()));
       }
+      s.capture.align = *mode;
     } else if (key == "retries") {
-      PROFCTL_ASSIGN_OR_RETURN(const int64_t n, r.Int(val, p, 0, 20));
+      PROFCTL_ASSIGN_OR_RETURN(const int64_t n, r.Int(val, p, 0, PlanLimits::kMaxRetries));
       s.capture.retries = static_cast<int>(n);
     } else if (key == "tolerance") {
       PROFCTL_ASSIGN_OR_RETURN(const int64_t ns,
-                               r.Duration(val, p, kNanosPerMilli, 60 * kNanosPerSecond));
+                               r.Duration(val, p, 0, PlanLimits::kMaxToleranceMs * kNanosPerMilli));
       s.capture.tolerance_ms = ns / kNanosPerMilli;
     } else if (key == "deadline") {
-      PROFCTL_ASSIGN_OR_RETURN(const int64_t ns,
-                               r.Duration(val, p, kNanosPerSecond, 24 * kNanosPerHour));
+      PROFCTL_ASSIGN_OR_RETURN(
+          const int64_t ns,
+          r.Duration(val, p, kNanosPerMilli, PlanLimits::kMaxDeadlineMs * kNanosPerMilli));
       s.capture.deadline_ms = ns / kNanosPerMilli;
     } else if (key == "retention") {
       PROFCTL_RETURN_IF_ERROR(ParseRetention(r, val, p, &s.retention));
@@ -337,10 +336,25 @@ absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& 
         *jitter_node, Reader::Join(path, "jitter"),
         absl::StrCat("must be shorter than the interval (", interval_node->Scalar(), ")"));
   }
+  // What depends on several keys (the deadline must hold the window): the plan's own check.
+  if (absl::Status st = ValidatePlanOptions(s.capture.ToPlan(), kScheduleNames); !st.ok()) {
+    return r.Error(v, path, st.message());
+  }
   return s;
 }
 
 }  // namespace
+
+CapturePlan ScheduleCaptureOptions::ToPlan() const {
+  CapturePlan plan;
+  plan.duration_ms = duration_ms;
+  plan.late = late;
+  plan.align = align;
+  plan.retries = retries;
+  plan.tolerance_ms = tolerance_ms;
+  plan.deadline_ms = deadline_ms;
+  return plan;
+}
 
 absl::StatusOr<int64_t> ParseDuration(absl::string_view text) {
   if (text == "0") return 0;

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "coordinator/engine/capture_plan.h"
 #include "coordinator/schedule/cron.h"
 #include "profctl/v1/session.pb.h"
 
@@ -37,15 +38,18 @@ struct Targets {
   bool operator==(const Targets&) const = default;
 };
 
-// What each run captures: the options of `profctl capture`.
+// What each run captures: the options of `profctl capture`, checked by ValidatePlanOptions
+// (coordinator/engine/capture_plan.h) like every other front door's.
 struct ScheduleCaptureOptions {
   int64_t duration_ms = 2000;                                          // duration
   profctl::v1::LatePolicy late = profctl::v1::LATE_POLICY_CAPTURE;     // late: capture|fail
   profctl::v1::AlignMode align = profctl::v1::ALIGN_MODE_COLLECTIVES;  // align: collectives|ntp
   int retries = 3;                                                     // retries: 0..20
-  int64_t tolerance_ms = 0;  // tolerance (a duration, 1ms..60s); 0: the engine's default
+  int64_t tolerance_ms = 0;  // tolerance (a duration, at most 60s); 0: the engine's default
   int64_t deadline_ms = 0;   // deadline (a duration); 0: derived
   bool operator==(const ScheduleCaptureOptions&) const = default;
+  // The plan of one run, without its workers and session name.
+  CapturePlan ToPlan() const;
 };
 
 // 0 means no limit. See PlanRetention (retention.h).

@@ -218,6 +218,14 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
       {"    interval: 1h\n    targets: []\n", "schedules[1].targets: expected a non-empty list"},
       {"    interval: 500ms\n",
        R"(coordinator.yaml:8: schedules[1].interval: "500ms" is not in 1s..)"},
+      // The capture options have profctl capture's bounds (capture_plan.h), cross-checks too.
+      {"    interval: 1h\n    align: gps\n",
+       R"(coordinator.yaml:9: schedules[1].align: "gps" is not one of: collectives, ntp)"},
+      {"    interval: 1h\n    tolerance: 61s\n",
+       R"(coordinator.yaml:9: schedules[1].tolerance: "61s" is not in 0..1m)"},
+      {"    interval: 1h\n    duration: 10s\n    deadline: 5s\n",
+       "coordinator.yaml:6: schedules[1]: deadline=5000 ms cannot hold the 10000 ms window: give "
+       "more than duration"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<CoordinatorConfig> got =

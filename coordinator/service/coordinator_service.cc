@@ -4,9 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "coordinator/cli.h"
+#include "coordinator/engine/session_writer.h"
 #include "coordinator/service/session_index.h"
 
 namespace profctl::coordinator::service {
@@ -21,79 +20,6 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }
 
 }  // namespace
-
-absl::StatusOr<CapturePlan> PlanFromRequest(const v1::StartCaptureRequest& request) {
-  const v1::SessionRequest& r = request.request();
-  if (r.workers().empty()) return absl::InvalidArgumentError("request.workers: empty");
-  absl::StatusOr<std::vector<WorkerAddress>> workers =
-      ParseWorkerList(absl::StrJoin(r.workers(), ","));
-  if (!workers.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request.workers: ", workers.status().message()));
-  }
-  CapturePlan plan;
-  plan.workers = *std::move(workers);
-  if (r.duration_ms() < 1 || r.duration_ms() > 3'600'000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request.duration_ms=", r.duration_ms(), " is not in 1..3600000"));
-  }
-  plan.duration_ms = static_cast<int64_t>(r.duration_ms());
-  if (r.prepare_timeout_ms() > 600'000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request.prepare_timeout_ms=", r.prepare_timeout_ms(), " is not in 0..600000"));
-  }
-  plan.prepare_timeout_ms = static_cast<int64_t>(r.prepare_timeout_ms());
-  if (request.tolerance_ms() > 60'000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tolerance_ms=", request.tolerance_ms(), " is not in 0..60000"));
-  }
-  plan.tolerance_ms = static_cast<int64_t>(request.tolerance_ms());
-  if (r.retries() > 20) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request.retries=", r.retries(), " is not in 0..20"));
-  }
-  plan.retries = static_cast<int>(r.retries());
-  if (r.deadline_ms() != 0 &&
-      (r.deadline_ms() <= r.duration_ms() || r.deadline_ms() > 86'400'000)) {
-    return absl::InvalidArgumentError(absl::StrCat("request.deadline_ms=", r.deadline_ms(),
-                                                   " cannot hold the ", r.duration_ms(),
-                                                   " ms window (at most 86400000, or 0)"));
-  }
-  plan.deadline_ms = static_cast<int64_t>(r.deadline_ms());
-  if (r.min_hosts() > plan.workers.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("request.min_hosts=", r.min_hosts(),
-                                                   " is more than the ", plan.workers.size(),
-                                                   " workers"));
-  }
-  plan.min_hosts = r.min_hosts();
-  plan.late = r.late() == v1::LATE_POLICY_UNSPECIFIED ? v1::LATE_POLICY_CAPTURE : r.late();
-  plan.align = r.align() == v1::ALIGN_MODE_UNSPECIFIED ? v1::ALIGN_MODE_COLLECTIVES : r.align();
-  if (!request.step_pattern().empty()) plan.reader.step_pattern = request.step_pattern();
-  if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("step_pattern: ", s.message()));
-  }
-  plan.session = r.session();
-  return plan;
-}
-
-v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan) {
-  v1::StartCaptureRequest out;
-  v1::SessionRequest* r = out.mutable_request();
-  for (const WorkerAddress& w : plan.workers) r->add_workers(w.address);
-  r->set_duration_ms(static_cast<uint64_t>(plan.duration_ms));
-  r->set_session(plan.session);
-  r->set_prepare_timeout_ms(static_cast<uint64_t>(plan.prepare_timeout_ms));
-  r->set_late(plan.late);
-  r->set_align(plan.align);
-  r->set_retries(static_cast<uint32_t>(plan.retries));
-  r->set_deadline_ms(static_cast<uint64_t>(plan.deadline_ms));
-  r->set_min_hosts(static_cast<uint32_t>(plan.min_hosts));
-  if (plan.reader.step_pattern != analysis::kDefaultStepPattern) {
-    out.set_step_pattern(plan.reader.step_pattern);
-  }
-  out.set_tolerance_ms(static_cast<uint64_t>(plan.tolerance_ms));
-  return out;
-}
 
 CoordinatorServiceImpl::CoordinatorServiceImpl(
     Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator)
@@ -110,6 +36,7 @@ grpc::Status CoordinatorServiceImpl::StartCapture(grpc::ServerContext* ctx,
   if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
   absl::StatusOr<CapturePlan> plan = PlanFromRequest(*request);
   if (!plan.ok()) return ToGrpc(plan.status());
+  // An empty session name: the daemon names it, as profctl capture does.
   const bool generated = plan->session.empty();
   if (generated) plan->session = DefaultSessionName(daemon_->clock(), "");
   v1::SessionOrigin origin;

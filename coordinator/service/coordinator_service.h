@@ -1,6 +1,6 @@
 // profctl.v1.CoordinatorService over a Daemon, and the gRPC server that serves it
 // (`profctl serve`). Handlers only convert between protos and the daemon; every call is
-// authenticated first when the server has a token (common/server_auth.h).
+// authenticated first when the server has a token (common/net/server_auth.h).
 #ifndef PROFCTL_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
 #define PROFCTL_COORDINATOR_SERVICE_COORDINATOR_SERVICE_H_
 
@@ -10,19 +10,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/server_auth.h"
-#include "coordinator/capture_engine.h"
+#include "common/net/server_auth.h"
+#include "coordinator/engine/capture_engine.h"
+#include "coordinator/engine/capture_plan.h"
 #include "coordinator/service/daemon.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 
 namespace profctl::coordinator::service {
-
-// The plan a StartCapture request asks for, checked as `profctl capture` checks its flags
-// (INVALID_ARGUMENT naming the field). An empty session name is left empty (the caller names
-// it).
-absl::StatusOr<CapturePlan> PlanFromRequest(const v1::StartCaptureRequest& request);
-// The request that asks for `plan` (the inverse of PlanFromRequest).
-v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan);
 
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:

@@ -11,13 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "common/metrics_http.h"
+#include "common/net/metrics_http.h"
+#include "coordinator/engine/session_writer.h"
 #include "coordinator/schedule/retention.h"
 #include "coordinator/service/session_index.h"
-#include "coordinator/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace profctl::coordinator::service {
@@ -66,7 +65,7 @@ absl::StatusOr<std::vector<WorkerAddress>> ResolveDns(const std::string& source)
   std::vector<std::string> list;
   list.reserve(addresses.size());
   for (const std::string& a : addresses) list.push_back(scheme + a);
-  return ParseWorkerList(absl::StrJoin(list, ","));
+  return ParseWorkers(list);
 }
 
 absl::StatusOr<std::vector<WorkerAddress>> ReadTargetsFile(const std::string& path) {
@@ -96,7 +95,7 @@ absl::StatusOr<std::vector<WorkerAddress>> ReadTargetsFile(const std::string& pa
   if (workers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("targets file ", path, ": no workers"));
   }
-  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(absl::StrJoin(workers, ","));
+  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkers(workers);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("targets file ", path, ": ", parsed.status().message()));
@@ -122,7 +121,7 @@ std::vector<std::string> TargetStrings(const schedule::Targets& t) {
 absl::StatusOr<std::vector<WorkerAddress>> ResolveTargets(const schedule::Targets& targets) {
   switch (targets.kind) {
     case schedule::TargetsKind::kList:
-      return ParseWorkerList(absl::StrJoin(targets.list, ","));
+      return ParseWorkers(targets.list);
     case schedule::TargetsKind::kDns:
       return ResolveDns(targets.source);
     case schedule::TargetsKind::kFile:
@@ -313,15 +312,9 @@ void Daemon::RunResolved(const schedule::ScheduleConfig& schedule,
   absl::StatusOr<std::vector<WorkerAddress>> workers =
       deps_.resolve ? deps_.resolve(schedule.targets) : ResolveTargets(schedule.targets);
   if (!workers.ok()) return not_started(workers.status());
-  CapturePlan plan;
+  CapturePlan plan = schedule.capture.ToPlan();
   plan.workers = *std::move(workers);
   plan.session = run.run_id;
-  plan.duration_ms = schedule.capture.duration_ms;
-  plan.late = schedule.capture.late;
-  plan.align = schedule.capture.align;
-  plan.retries = schedule.capture.retries;
-  plan.tolerance_ms = schedule.capture.tolerance_ms;
-  plan.deadline_ms = schedule.capture.deadline_ms;
   absl::StatusOr<v1::StartCaptureResponse> started = runner_->Start(
       std::move(plan),
       {.make_unique = true,

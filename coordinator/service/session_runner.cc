@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
-#include "coordinator/session_writer.h"
+#include "coordinator/engine/session_writer.h"
 
 namespace profctl::coordinator::service {
 

@@ -23,9 +23,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/executor.h"
-#include "coordinator/agent_client.h"
-#include "coordinator/capture_engine.h"
-#include "coordinator/session_writer.h"
+#include "coordinator/clients/agent_client.h"
+#include "coordinator/engine/capture_engine.h"
+#include "coordinator/engine/session_writer.h"
 #include "profctl/v1/coordinator.pb.h"
 
 namespace profctl::coordinator::service {

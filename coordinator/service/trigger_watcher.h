@@ -24,10 +24,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/executor.h"
-#include "coordinator/agent_client.h"
+#include "coordinator/clients/agent_client.h"
+#include "coordinator/clients/worker.h"
 #include "coordinator/schedule/schedule_config.h"
 #include "coordinator/schedule/scheduler.h"
-#include "coordinator/worker.h"
 #include "profctl/v1/coordinator.pb.h"
 #include "profctl/v1/session.pb.h"
 

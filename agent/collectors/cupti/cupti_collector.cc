@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/collectors/cupti/record_batch.h"
-#include "common/xspace.h"
-#include "common/xspace_merge.h"
 #include "spdlog/spdlog.h"
+#include "xspace/xspace.h"
+#include "xspace/xspace_merge.h"
 
 namespace profctl::agent::cupti {
 namespace {

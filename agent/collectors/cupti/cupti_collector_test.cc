@@ -14,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/collectors/cupti/inject_test_util.h"
-#include "common/xspace.h"
 #include "tests/fake_clock.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent::cupti {
 namespace {

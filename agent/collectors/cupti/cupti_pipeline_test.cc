@@ -14,14 +14,14 @@
 #include "agent/collectors/cupti/cupti_xspace.h"
 #include "agent/collectors/cupti/host_gpus.h"
 #include "agent/collectors/cupti/record_batch.h"
-#include "common/xspace.h"
-#include "coordinator/analysis/xspace_reader.h"
+#include "analysis/readers/xspace_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inject/cupti_records.h"
 #include "inject/record_batch_writer.h"
 #include "tests/cupti_test_records.h"
 #include "tests/xprof_conformance.h"
+#include "xspace/xspace.h"
 
 namespace profctl::inject {
 namespace {

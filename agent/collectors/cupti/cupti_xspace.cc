@@ -12,8 +12,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/xspace.h"
 #include "re2/re2.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent::cupti {
 namespace {

@@ -1,6 +1,6 @@
 // Compact CUPTI records (record_batch.h, one batch or more per process) -> one host's XSpace in
 // the shape XProf reads (TSL_WIRE.md, "How XProf reads an XSpace") and profctl's breakdown reader
-// expects; the same shape the synthetic job writes (agent/collectors/synthetic_job.cc).
+// expects; the same shape the synthetic job writes (synthetic/synthetic_job.cc).
 //
 // WHAT GOES WHERE
 //   /device:GPU:<n> (plane id n = the record's device id): one line per stream, id = stream id,
@@ -47,7 +47,7 @@
 
 namespace profctl::agent::cupti {
 
-// The breakdown reader's default step pattern (coordinator/analysis/op_classify.h
+// The breakdown reader's default step pattern (analysis/op_classify.h
 // kDefaultStepPattern; a test keeps the two equal): "step 5", "train_step 5", "ProfilerStep#5".
 inline constexpr absl::string_view kDefaultNvtxStepPattern =
     R"re((?i)(?:^|[^a-z])(?:profiler)?step(?:marker)?\s*[#:_=-]?\s*(\d+)\s*$)re";

@@ -8,13 +8,13 @@
 
 #include "absl/strings/match.h"
 #include "agent/collectors/cupti/record_batch.h"
-#include "common/xspace.h"
-#include "coordinator/analysis/op_classify.h"
-#include "coordinator/analysis/xspace_reader.h"
+#include "analysis/op_classify.h"
+#include "analysis/readers/xspace_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inject/record_batch_writer.h"
 #include "tests/xprof_conformance.h"
+#include "xspace/xspace.h"
 
 namespace profctl::agent::cupti {
 namespace {

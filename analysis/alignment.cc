@@ -1,0 +1,424 @@
+#include "analysis/alignment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "xspace/xspace.h"
+
+namespace profctl::analysis {
+namespace {
+
+using tensorflow::profiler::XLine;
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XSpace;
+
+// Bounds on the work per host pair in the coarse search (candidate differences).
+constexpr double kMaxCandidatesPerHost = 1 << 22;
+constexpr int64_t kMaxDedupeNs = 1'000'000'000;
+constexpr int64_t kMaxToleranceNs = int64_t{3600} * 1'000'000'000;
+constexpr int64_t kMaxSearchNs = int64_t{86400} * 1'000'000'000;
+
+// Median of `v` (reordered); the lower middle for even sizes, so results stay integers. `v` must
+// not be empty.
+int64_t MedianOf(std::vector<int64_t>& v) {
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+
+// Sorts `ends` and merges runs within `dedupe_ns` of the run's first end into their median.
+std::vector<int64_t> SortAndDedupe(std::vector<int64_t> ends, int64_t dedupe_ns) {
+  std::sort(ends.begin(), ends.end());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < ends.size();) {
+    size_t j = i + 1;
+    while (j < ends.size() && ends[j] - ends[i] <= dedupe_ns) ++j;
+    out.push_back(ends[i + (j - i - 1) / 2]);  // sorted: the run's median
+    i = j;
+  }
+  return out;
+}
+
+int64_t ClampTo(__int128 v, int64_t lo, int64_t hi) {
+  if (v < lo) return lo;
+  if (v > hi) return hi;
+  return static_cast<int64_t>(v);
+}
+
+bool IsDevicePlane(absl::string_view name) {
+  return absl::StartsWith(name, xspace::kGpuPlanePrefix) ||
+         absl::StartsWith(name, xspace::kTpuPlanePrefix) ||
+         absl::StartsWith(name, xspace::kCustomPlanePrefix);
+}
+
+// One host, prepared for matching.
+struct Prepared {
+  std::vector<int64_t> ends;  // coordinator time, sorted, deduplicated
+  // Matches with the reference: (reference end index, this host's end), by reference index.
+  std::vector<std::pair<size_t, int64_t>> pairs;
+  int64_t shift = 0;  // median of (reference or consensus end - own end)
+  bool refined = false;
+};
+
+// Coarse shift of `x` onto `ref` by voting (step 3 of the header): the median of the densest
+// cluster of candidate differences within +-window, ties to the cluster nearest 0. nullopt when
+// no candidate exists.
+std::optional<int64_t> CoarseShift(const std::vector<int64_t>& x, const std::vector<int64_t>& ref,
+                                   int64_t window, int64_t tol) {
+  std::vector<int64_t> d;
+  for (const int64_t xi : x) {
+    for (auto it = std::lower_bound(ref.begin(), ref.end(), xi - window);
+         it != ref.end() && *it <= xi + window; ++it) {
+      d.push_back(*it - xi);
+    }
+  }
+  if (d.empty()) return std::nullopt;
+  std::sort(d.begin(), d.end());
+  size_t best_a = 0, best_b = 0;
+  int64_t best_center_abs = 0;
+  for (size_t a = 0, b = 0; a < d.size(); ++a) {
+    b = std::max(b, a);
+    while (b < d.size() && d[b] - d[a] <= 2 * tol) ++b;
+    const int64_t center_abs = std::abs(d[a] / 2 + d[b - 1] / 2);
+    const size_t count = b - a, best = best_b - best_a;
+    if (count > best || (count == best && center_abs < best_center_abs)) {
+      best_a = a;
+      best_b = b;
+      best_center_abs = center_abs;
+    }
+  }
+  return d[best_a + (best_b - best_a - 1) / 2];
+}
+
+// Nearest-neighbour, one-to-one matching of x + shift onto `ref` within `tol`.
+std::vector<std::pair<size_t, int64_t>> Match(const std::vector<int64_t>& x,
+                                              const std::vector<int64_t>& ref, int64_t shift,
+                                              int64_t tol) {
+  std::vector<std::pair<size_t, int64_t>> pairs;
+  int64_t last_dist = 0;
+  for (const int64_t xi : x) {
+    const int64_t target = xi + shift;
+    auto it = std::lower_bound(ref.begin(), ref.end(), target);
+    size_t j = static_cast<size_t>(it - ref.begin());
+    if (j > 0 && (j == ref.size() || target - ref[j - 1] <= ref[j] - target)) --j;
+    if (j >= ref.size()) continue;
+    const int64_t dist = std::abs(ref[j] - target);
+    if (dist > tol) continue;
+    // Targets are sorted, so a reference end wanted twice is wanted by consecutive ends.
+    if (!pairs.empty() && pairs.back().first == j) {
+      if (dist < last_dist) {
+        pairs.back().second = xi;
+        last_dist = dist;
+      }
+      continue;
+    }
+    pairs.emplace_back(j, xi);
+    last_dist = dist;
+  }
+  return pairs;
+}
+
+absl::Status ValidateInputs(absl::Span<const HostClockInput> hosts,
+                            const AlignmentOptions& options) {
+  auto bad_option = [](absl::string_view name, int64_t v, absl::string_view range) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("alignment: option ", name, "=", v, " is out of range (", range, ")"));
+  };
+  if (options.min_matches < 1) return bad_option("min_matches", options.min_matches, ">= 1");
+  if (options.dedupe_ns < 0 || options.dedupe_ns > kMaxDedupeNs) {
+    return bad_option("dedupe_ns", options.dedupe_ns, "0..1 s");
+  }
+  if (options.max_match_tolerance_ns < 1 || options.max_match_tolerance_ns > kMaxToleranceNs) {
+    return bad_option("max_match_tolerance_ns", options.max_match_tolerance_ns, "1 ns..1 hour");
+  }
+  if (options.max_search_ns < 0 || options.max_search_ns > kMaxSearchNs) {
+    return bad_option("max_search_ns", options.max_search_ns, "0..1 day");
+  }
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const HostClockInput& h = hosts[i];
+    if (h.rtt_offset_ns < -kMaxAbsOffsetNs || h.rtt_offset_ns > kMaxAbsOffsetNs) {
+      return absl::InvalidArgumentError(absl::StrCat("alignment: host #", i, " rtt_offset_ns ",
+                                                     h.rtt_offset_ns, " is outside +-2^61 ns"));
+    }
+    if (h.rtt_uncertainty_ns < 0 || h.rtt_uncertainty_ns > kMaxAbsOffsetNs) {
+      return absl::InvalidArgumentError(absl::StrCat("alignment: host #", i, " rtt_uncertainty_ns ",
+                                                     h.rtt_uncertainty_ns,
+                                                     " is outside [0, 2^61] ns"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Step 5 of the header. Host i allows the anchor in `intervals[i]` and estimates it at
+// `estimates[i]` with weight `weights[i]`. Returns the point covered by the most intervals
+// (segment ties: the larger total weight of the covering hosts) closest to the covering hosts'
+// weighted mean estimate.
+int64_t ChooseAnchor(const std::vector<std::pair<int64_t, int64_t>>& intervals,
+                     const std::vector<int64_t>& estimates,
+                     const std::vector<long double>& weights) {
+  struct Event {
+    int64_t x;
+    int kind;  // -1 opens, +1 closes: opens sort first at equal x (intervals are closed)
+    size_t host;
+  };
+  std::vector<Event> events;
+  events.reserve(2 * intervals.size());
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    events.push_back({intervals[i].first, -1, i});
+    events.push_back({intervals[i].second, +1, i});
+  }
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.x != b.x ? a.x < b.x : a.kind < b.kind;
+  });
+  int count = 0, best_count = 0;
+  long double w_open = 0, ws_open = 0;  // sums of w and w * estimate over open intervals
+  long double best_weight = -1;
+  int64_t anchor = 0;
+  for (size_t k = 0; k < events.size(); ++k) {
+    const Event& e = events[k];
+    const long double w = weights[e.host];
+    if (e.kind < 0) {
+      ++count;
+      w_open += w;
+      ws_open += w * static_cast<long double>(estimates[e.host]);
+      // The segment [e.x, next close) is covered by `count` intervals when the next event
+      // closes one (or opens nothing more at this point).
+      const bool segment_ends = k + 1 == events.size() || events[k + 1].kind > 0;
+      if (!segment_ends) continue;
+      if (count > best_count || (count == best_count && w_open > best_weight)) {
+        best_count = count;
+        best_weight = w_open;
+        const int64_t hi = events[k + 1].x;
+        const long double mean = ws_open / w_open;
+        const long double p =
+            std::clamp(mean, static_cast<long double>(e.x), static_cast<long double>(hi));
+        anchor = ClampTo(static_cast<__int128>(std::llround(p)), e.x, hi);
+      }
+    } else {
+      --count;
+      w_open -= w;
+      ws_open -= w * static_cast<long double>(estimates[e.host]);
+    }
+  }
+  return anchor;
+}
+
+}  // namespace
+
+absl::string_view OffsetMethodName(OffsetMethod method) {
+  switch (method) {
+    case OffsetMethod::kRtt:
+      return "rtt";
+    case OffsetMethod::kCollectives:
+      return "collectives";
+  }
+  return "unknown";
+}
+
+bool IsCollectiveOpName(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (absl::StartsWith(lower, "nccl")) {
+    return !absl::StrContains(lower, "send") && !absl::StrContains(lower, "recv");
+  }
+  std::string squeezed;
+  for (const char c : lower) {
+    if (c != '-' && c != '_' && c != ' ') squeezed.push_back(c);
+  }
+  for (const absl::string_view op : {"allreduce", "allgather", "reducescatter", "alltoall"}) {
+    if (absl::StrContains(squeezed, op)) return !absl::StrContains(squeezed, "start");
+  }
+  return false;
+}
+
+std::vector<int64_t> CollectiveEndsNs(const XSpace& space, int64_t dedupe_ns) {
+  const int64_t profile_start = xspace::ProfileStartNs(space);
+  std::vector<int64_t> ends;
+  for (const XPlane& plane : space.planes()) {
+    if (!IsDevicePlane(plane.name())) continue;
+    absl::flat_hash_set<int64_t> collective_ids;
+    for (const auto& [id, md] : plane.event_metadata()) {
+      if (IsCollectiveOpName(md.name())) collective_ids.insert(id);
+    }
+    if (collective_ids.empty()) continue;
+    for (const XLine& line : plane.lines()) {
+      for (const auto& event : line.events()) {
+        if (collective_ids.contains(event.metadata_id())) {
+          ends.push_back(xspace::EventEndNs(profile_start, line, event));
+        }
+      }
+    }
+  }
+  return SortAndDedupe(std::move(ends), std::max<int64_t>(dedupe_ns, 0));
+}
+
+absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClockInput> hosts,
+                                                      const AlignmentOptions& options) {
+  if (absl::Status s = ValidateInputs(hosts, options); !s.ok()) return s;
+  const size_t n = hosts.size();
+  std::vector<HostOffset> out(n);
+  std::vector<Prepared> prep(n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i].offset_ns = hosts[i].rtt_offset_ns;
+    std::vector<int64_t> ends;
+    ends.reserve(hosts[i].collective_ends_ns.size());
+    for (const int64_t e : hosts[i].collective_ends_ns) {
+      if (e < -kMaxAbsTimeNs || e > kMaxAbsTimeNs) {
+        ++out[i].ignored_ends;
+        continue;
+      }
+      ends.push_back(e);  // |e - offset| <= 2^62 + 2^61: no overflow
+    }
+    prep[i].ends = SortAndDedupe(std::move(ends), options.dedupe_ns);
+    for (int64_t& e : prep[i].ends) e -= hosts[i].rtt_offset_ns;
+  }
+  if (n < 2) return out;
+
+  // 2. Reference host and match tolerance.
+  size_t ref = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const size_t a = prep[i].ends.size(), b = prep[ref].ends.size();
+    if (a > b || (a == b && hosts[i].rtt_uncertainty_ns < hosts[ref].rtt_uncertainty_ns)) ref = i;
+  }
+  const std::vector<int64_t>& ref_ends = prep[ref].ends;
+  if (static_cast<int64_t>(ref_ends.size()) < std::max<int64_t>(options.min_matches, 2)) {
+    return out;
+  }
+  std::vector<int64_t> gaps;
+  for (size_t j = 1; j < ref_ends.size(); ++j) gaps.push_back(ref_ends[j] - ref_ends[j - 1]);
+  const int64_t spacing = std::max<int64_t>(MedianOf(gaps), 1);
+  const int64_t tol = std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1);
+
+  // 3. Match every other host onto the reference.
+  size_t refined = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Prepared& p = prep[i];
+    if (i == ref || p.ends.empty()) continue;
+    int64_t window = std::min<int64_t>(
+        hosts[i].rtt_uncertainty_ns + hosts[ref].rtt_uncertainty_ns + tol, options.max_search_ns);
+    // Candidates ~ ends * (2 window / spacing + 1): keep the work per host bounded.
+    const double per_end = kMaxCandidatesPerHost / static_cast<double>(p.ends.size());
+    if (2.0 * static_cast<double>(window) / static_cast<double>(spacing) + 1 > per_end) {
+      window = std::max<int64_t>(
+          static_cast<int64_t>((per_end - 1) / 2 * static_cast<double>(spacing)), tol);
+    }
+    const std::optional<int64_t> coarse = CoarseShift(p.ends, ref_ends, window, tol);
+    if (!coarse) continue;
+    p.pairs = Match(p.ends, ref_ends, *coarse, tol);
+    out[i].matched = static_cast<int64_t>(p.pairs.size());
+    if (out[i].matched < options.min_matches) continue;
+    std::vector<int64_t> d;
+    for (const auto& [j, x] : p.pairs) d.push_back(ref_ends[j] - x);
+    p.shift = MedianOf(d);
+    p.refined = true;
+    ++refined;
+  }
+  if (refined == 0) return out;
+  // The reference joins with the steps any refined host matched.
+  Prepared& r = prep[ref];
+  {
+    std::vector<bool> used(ref_ends.size(), false);
+    for (const Prepared& p : prep) {
+      if (!p.refined) continue;
+      for (const auto& pair : p.pairs) used[pair.first] = true;
+    }
+    for (size_t j = 0; j < ref_ends.size(); ++j) {
+      if (used[j]) r.pairs.emplace_back(j, ref_ends[j]);
+    }
+    r.shift = 0;
+    r.refined = static_cast<int64_t>(r.pairs.size()) >= options.min_matches;
+    out[ref].matched = static_cast<int64_t>(r.pairs.size());
+    if (!r.refined) return out;  // cannot happen: a refined host matched >= min_matches steps
+  }
+
+  // 4. Consensus per reference step, then each host's shift against it.
+  std::vector<std::vector<int64_t>> per_step(ref_ends.size());
+  for (const Prepared& p : prep) {
+    if (!p.refined) continue;
+    for (const auto& [j, x] : p.pairs) per_step[j].push_back(x + p.shift);
+  }
+  std::vector<int64_t> consensus(ref_ends.size(), 0);
+  for (size_t j = 0; j < per_step.size(); ++j) {
+    if (!per_step[j].empty()) consensus[j] = MedianOf(per_step[j]);
+  }
+  std::vector<std::pair<int64_t, int64_t>> intervals;
+  std::vector<int64_t> estimates;
+  std::vector<long double> weights;
+  for (size_t i = 0; i < n; ++i) {
+    Prepared& p = prep[i];
+    if (!p.refined) continue;
+    std::vector<int64_t> d;
+    d.reserve(p.pairs.size());
+    for (const auto& [j, x] : p.pairs) d.push_back(consensus[j] - x);
+    p.shift = MedianOf(d);
+    for (int64_t& v : d) v = std::abs(v - p.shift);
+    out[i].residual_ns = MedianOf(d);
+    out[i].method = OffsetMethod::kCollectives;
+    const int64_t u = hosts[i].rtt_uncertainty_ns;
+    intervals.emplace_back(p.shift - u, p.shift + u);
+    estimates.push_back(p.shift);
+    const auto uu = static_cast<long double>(std::max<int64_t>(u, 1));
+    weights.push_back(1.0L / (uu * uu));
+  }
+
+  // 5. Common anchor, then every refined host's offset within its RTT bound.
+  const int64_t anchor = ChooseAnchor(intervals, estimates, weights);
+  for (size_t i = 0; i < n; ++i) {
+    if (!prep[i].refined) continue;
+    const HostClockInput& h = hosts[i];
+    const __int128 want = static_cast<__int128>(h.rtt_offset_ns) - prep[i].shift + anchor;
+    out[i].offset_ns = ClampTo(want, h.rtt_offset_ns - h.rtt_uncertainty_ns,
+                               h.rtt_offset_ns + h.rtt_uncertainty_ns);
+    out[i].clamped = out[i].offset_ns != want;
+  }
+  return out;
+}
+
+std::optional<StepOffset> OffsetFromSteps(absl::Span<const std::pair<int64_t, int64_t>> host,
+                                          absl::Span<const std::pair<int64_t, int64_t>> reference,
+                                          int64_t min_common) {
+  absl::flat_hash_map<int64_t, int64_t> ref_start;
+  ref_start.reserve(reference.size());
+  for (const auto& [step, start] : reference) ref_start.try_emplace(step, start);
+  absl::flat_hash_map<int64_t, int64_t> host_start;
+  host_start.reserve(host.size());
+  for (const auto& [step, start] : host) host_start.try_emplace(step, start);
+  std::vector<int64_t> diffs;
+  for (const auto& [step, start] : host_start) {
+    auto it = ref_start.find(step);
+    if (it == ref_start.end()) continue;
+    const __int128 d = static_cast<__int128>(start) - it->second;
+    if (d > std::numeric_limits<int64_t>::max() || d < std::numeric_limits<int64_t>::min()) {
+      return std::nullopt;
+    }
+    diffs.push_back(static_cast<int64_t>(d));
+  }
+  if (static_cast<int64_t>(diffs.size()) < std::max<int64_t>(min_common, 1)) return std::nullopt;
+  auto median = [](std::vector<int64_t> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  StepOffset out;
+  out.offset_ns = median(diffs);
+  std::vector<int64_t> dev;
+  dev.reserve(diffs.size());
+  for (int64_t d : diffs) {
+    const __int128 x = static_cast<__int128>(d) - out.offset_ns;
+    dev.push_back(static_cast<int64_t>(std::min<__int128>(x < 0 ? -x : x, kMaxAbsOffsetNs / 4)));
+  }
+  constexpr int64_t kMinUncertaintyNs = 1'000'000;
+  out.uncertainty_ns =
+      std::clamp<int64_t>(4 * median(std::move(dev)), kMinUncertaintyNs, kMaxAbsOffsetNs);
+  out.common_steps = static_cast<int64_t>(diffs.size());
+  return out;
+}
+
+}  // namespace profctl::analysis

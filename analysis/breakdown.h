@@ -1,0 +1,158 @@
+// The pod step breakdown: where every nanosecond of every step went, on every host, and why.
+// Pure code (no I/O): SummarizeHost turns one host's decoded trace into a compact per-step
+// summary (call it as each host's trace arrives and drop the trace); BuildPodBreakdown matches
+// steps across hosts by step number and finds, per step, the straggler and its cause.
+// docs/pod-step-breakdown.md documents categories, precedence and the pod view for users.
+#ifndef PROFCTL_ANALYSIS_BREAKDOWN_H_
+#define PROFCTL_ANALYSIS_BREAKDOWN_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "analysis/host_trace.h"
+
+namespace profctl::analysis {
+
+// Where a step's time went. Every instant of a step's window on a device is given exactly one
+// category, by this precedence (first that applies wins), so the categories of a step add up to
+// its wall time to the nanosecond:
+//   compute      the device runs a non-collective kernel;
+//   output       the device copies device-to-host;
+//   d2d          the device copies device-to-device / peer;
+//   collectives  the device runs a collective;
+//   input        the device copies host-to-device, or the device is idle while the host waits
+//                for input;
+//   host         the device is idle while the host launches work or runs other host code, and
+//                no host thread is blocked on the device (cudaStreamSynchronize is not
+//                overhead, even nested in a framework op such as aten::item);
+//   idle         nothing of the above.
+enum class Category : uint8_t {
+  kCompute = 0,
+  kOutput,
+  kDeviceToDevice,
+  kCollectives,
+  kInput,
+  kHost,
+  kIdle,
+};
+inline constexpr int kNumCategories = 7;
+// "compute", "output", "d2d", "collectives", "input", "host", "idle".
+absl::string_view CategoryName(Category c);
+
+struct CategoryTimes {
+  std::array<int64_t, kNumCategories> ns{};
+  int64_t& operator[](Category c) { return ns[static_cast<int>(c)]; }
+  int64_t operator[](Category c) const { return ns[static_cast<int>(c)]; }
+  int64_t total() const;
+};
+
+// One step of one host.
+struct HostStep {
+  int64_t step = 0;
+  // The step's window on the common timeline: the union of its markers on this host (a step
+  // marked on several threads is one step).
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  // The host view: per instant, the highest-precedence category of any of its devices (an
+  // instant counts as compute if any GPU computes). Hosts without devices: host activity only
+  // (host / input / idle). total() == end_ns - start_ns.
+  CategoryTimes host;
+  // Per device, in DeviceTrace order; each total() == end_ns - start_ns.
+  std::vector<std::pair<int64_t, CategoryTimes>> devices;
+};
+
+struct BreakdownOptions {
+  // Steps longer than this are not believed (a marker left open): dropped with a warning.
+  int64_t max_step_ns = int64_t{3600} * 1'000'000'000;
+};
+
+// The compact per-host result: a few hundred bytes per step, whatever the trace size.
+struct HostSummary {
+  std::string host;
+  // Complete steps (markers wholly inside the recorded window), in step order.
+  std::vector<HostStep> steps;
+  // Steps cut by the window's start or end, dropped.
+  int64_t partial_steps = 0;
+  // False when the trace has no step markers at all: then `steps` holds one pseudo-step
+  // (step = -1) covering the whole recorded window, and a warning says so.
+  bool has_markers = true;
+  std::vector<std::string> warnings;
+};
+
+HostSummary SummarizeHost(const HostTrace& trace, const BreakdownOptions& options = {});
+// The same, consuming the trace: its ops are freed as soon as they are extracted for the sweep,
+// so a host's peak is its ops or the sweep's sort keys, not both (the trace is left with its
+// steps and devices but no ops).
+HostSummary SummarizeHost(HostTrace&& trace, const BreakdownOptions& options = {});
+
+// --- The pod view ------------------------------------------------------------------------------
+
+struct PodHostStep {
+  std::string host;
+  int64_t start_ns = 0;
+  int64_t step_time_ns = 0;
+  CategoryTimes categories;  // the host view
+};
+
+struct PodStep {
+  int64_t step = 0;
+  // The slowest host's step time (the pod advances at its pace), and max - min over hosts.
+  int64_t pod_step_time_ns = 0;
+  int64_t spread_ns = 0;
+  std::vector<PodHostStep> hosts;  // hosts that have this step, in host order
+  // The host the others wait for: in synchronous data parallelism every rank waits inside the
+  // collective for the last one to arrive, so the straggler is the host with the least
+  // collective time (empty with a single host).
+  std::string straggler;
+  // Its category furthest above the median host's (excluding collectives and idle), and by how
+  // much; kIdle when nothing exceeds the median.
+  Category cause = Category::kIdle;
+  int64_t cause_excess_ns = 0;
+  // The pod's bottleneck this step: the largest category of the straggler (of the only host).
+  Category bottleneck = Category::kIdle;
+  // One sentence for people, e.g. "worker-1 is the straggler: compute 75.0 ms vs 50.0 ms median
+  // (+25.0 ms); the other hosts wait for it in collectives (median 26.1 ms): waiting, not
+  // communicating".
+  std::string why;
+};
+
+struct Stats {
+  double mean_ns = 0;
+  int64_t p50_ns = 0;
+  int64_t p90_ns = 0;
+};
+
+struct HostReport {
+  std::string host;
+  int64_t steps = 0;
+  int64_t partial_steps = 0;
+  bool has_markers = true;
+  Stats step_time;
+  std::array<Stats, kNumCategories> categories;
+  int64_t straggler_steps = 0;  // steps in which it was the straggler
+  std::vector<std::string> warnings;
+};
+
+struct PodBreakdown {
+  static constexpr int kSchemaVersion = 1;
+  std::vector<PodStep> steps;  // step order; steps no host has complete are absent
+  std::vector<HostReport> hosts;
+  // Steps in which the straggler differs from the previous step's.
+  std::vector<int64_t> straggler_changes;
+  // Hosts that were the straggler in more than half the steps (with >= 2 hosts and >= 3 steps).
+  std::vector<std::string> consistently_slow;
+  // Across steps: the pod step time (mean/p50/p90 over `steps`), for the summary line.
+  Stats pod_step_time;
+  std::vector<std::string> warnings;
+};
+
+// Steps are matched across hosts by step number. Pure; `hosts` in the order to report them.
+PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts);
+
+}  // namespace profctl::analysis
+
+#endif  // PROFCTL_ANALYSIS_BREAKDOWN_H_

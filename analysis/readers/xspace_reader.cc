@@ -1,0 +1,886 @@
+#include "analysis/readers/xspace_reader.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "xspace/xspace.h"
+
+namespace profctl::analysis {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+// Field numbers of tensorflow/profiler/xplane.proto (TSL_WIRE.md) and of protobuf map entries.
+enum SpaceField : uint32_t { kSpacePlanes = 1, kSpaceErrors = 2, kSpaceWarnings = 3 };
+enum PlaneField : uint32_t {
+  kPlaneName = 2,
+  kPlaneLines = 3,
+  kPlaneEventMetadata = 4,
+  kPlaneStatMetadata = 5,
+  kPlaneStats = 6,
+};
+enum LineField : uint32_t { kLineId = 1, kLineName = 2, kLineTimestampNs = 3, kLineEvents = 4 };
+enum EventField : uint32_t {
+  kEventMetadataId = 1,
+  kEventOffsetPs = 2,
+  kEventDurationPs = 3,
+  kEventStats = 4,
+  kEventNumOccurrences = 5,
+};
+enum StatField : uint32_t {
+  kStatMetadataId = 1,
+  kStatDouble = 2,
+  kStatUint64 = 3,
+  kStatInt64 = 4,
+  kStatStr = 5,
+  kStatBytes = 6,
+  kStatRef = 7,
+};
+enum MapEntryField : uint32_t { kMapKey = 1, kMapValue = 2 };
+constexpr uint32_t kEventMetadataName = 2;
+constexpr uint32_t kEventMetadataStats = 5;
+constexpr uint32_t kStatMetadataName = 2;
+
+enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+
+constexpr absl::string_view kXlaOpsLine = "XLA Ops";
+// TSL's consumer context stats: a wrapper event on one thread joining a step root on another.
+constexpr absl::string_view kStatConsumerType = "_ct";
+constexpr absl::string_view kStatConsumerId = "_c";
+constexpr size_t kMaxPassedOnMessages = 10;
+// Names longer than this are cut when read: they only feed warnings, matching and classification
+// (a step name is at most kMaxStepNameLength).
+constexpr uint32_t kMaxNameBytes = 4096;
+
+struct Range {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// --- wire-format walking -------------------------------------------------------------------
+
+// One pass over a byte range of the source. Every Read*/Skip returns false on malformed or
+// missing bytes; the caller then stops and reports Position().
+class Cursor {
+ public:
+  Cursor(const ByteSource& source, Range range)
+      : stream_(source.Open(range.offset, range.size)), in_(stream_.get()), base_(range.offset) {
+    in_.SetTotalBytesLimit(INT_MAX);
+  }
+
+  uint64_t Position() const { return base_ + static_cast<uint64_t>(in_.CurrentPosition()); }
+
+  // Calls field(number, wire_type, tag) for each field up to the current limit (the end of the
+  // range, or of the message entered by Message()); field returns false on malformed bytes.
+  template <typename F>
+  bool Fields(F&& field) {
+    for (;;) {
+      const uint32_t tag = in_.ReadTag();
+      if (tag == 0) return in_.ConsumedEntireMessage();
+      if (!field(tag >> 3, tag & 7, tag)) return false;
+    }
+  }
+
+  // Enters the length-delimited message at the cursor and walks its fields.
+  template <typename F>
+  bool Message(F&& field) {
+    uint32_t length = 0;
+    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
+    const CodedInputStream::Limit limit = in_.PushLimit(static_cast<int>(length));
+    const bool ok = Fields(std::forward<F>(field));
+    in_.PopLimit(limit);
+    return ok;
+  }
+
+  bool Skip(uint32_t tag) { return WireFormatLite::SkipField(&in_, tag); }
+  bool Varint(uint64_t* v) { return in_.ReadVarint64(v); }
+  bool Int64(int64_t* v) {
+    uint64_t u = 0;
+    if (!in_.ReadVarint64(&u)) return false;
+    *v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool Fixed64(uint64_t* v) { return in_.ReadLittleEndian64(v); }
+  // A length-delimited value; at most `max_bytes` of it are kept in *out.
+  bool String(std::string* out, uint32_t max_bytes = UINT32_MAX) {
+    uint32_t length = 0;
+    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
+    const uint32_t keep = std::min(length, max_bytes);
+    if (!in_.ReadString(out, static_cast<int>(keep))) return false;
+    return in_.Skip(static_cast<int>(length - keep));
+  }
+  // The range of a length-delimited value, skipped.
+  bool SkipRange(Range* range) {
+    uint32_t length = 0;
+    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
+    range->offset = Position();
+    range->size = length;
+    return in_.Skip(static_cast<int>(length));
+  }
+
+ private:
+  std::unique_ptr<google::protobuf::io::ZeroCopyInputStream> stream_;
+  CodedInputStream in_;
+  uint64_t base_;
+};
+
+// An XStat as read: its metadata id and the last value field (a oneof). String and bytes values
+// go to a caller's scratch string.
+struct RawStat {
+  enum class Kind : uint8_t { kNone, kDouble, kUint64, kInt64, kStr, kBytes, kRef };
+  int64_t metadata_id = 0;
+  Kind kind = Kind::kNone;
+  uint64_t bits = 0;  // uint64, int64 (two's complement), ref or double bits
+};
+
+bool ReadStat(Cursor& c, RawStat* stat, std::string* str) {
+  *stat = RawStat();
+  return c.Message([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (wire == kVarint) {
+      switch (field) {
+        case kStatMetadataId:
+          return c.Int64(&stat->metadata_id);
+        case kStatUint64:
+          stat->kind = RawStat::Kind::kUint64;
+          return c.Varint(&stat->bits);
+        case kStatInt64:
+          stat->kind = RawStat::Kind::kInt64;
+          return c.Varint(&stat->bits);
+        case kStatRef:
+          stat->kind = RawStat::Kind::kRef;
+          return c.Varint(&stat->bits);
+        default:
+          break;
+      }
+    } else if (wire == kFixed64 && field == kStatDouble) {
+      stat->kind = RawStat::Kind::kDouble;
+      return c.Fixed64(&stat->bits);
+    } else if (wire == kLengthDelimited && (field == kStatStr || field == kStatBytes)) {
+      stat->kind = field == kStatStr ? RawStat::Kind::kStr : RawStat::Kind::kBytes;
+      return c.String(str, kMaxNameBytes);
+    }
+    return c.Skip(tag);
+  });
+}
+
+// An integer stat value (int64, or uint64 within int64), else nullopt.
+std::optional<int64_t> IntValue(const RawStat& s) {
+  if (s.kind == RawStat::Kind::kInt64) return static_cast<int64_t>(s.bits);
+  if (s.kind == RawStat::Kind::kUint64 &&
+      s.bits <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return static_cast<int64_t>(s.bits);
+  }
+  return std::nullopt;
+}
+
+// Lookup from a metadata id to a precomputed value: a vector when the ids are dense (the usual
+// 1..N), a hash map otherwise. A repeated id keeps its last value, as a protobuf map does.
+template <typename T>
+class IdTable {
+ public:
+  IdTable() = default;
+  explicit IdTable(std::vector<std::pair<int64_t, T>> entries) {
+    int64_t max_id = -1;
+    bool dense = true;
+    for (const auto& [id, unused] : entries) {
+      if (id < 0) dense = false;
+      max_id = std::max(max_id, id);
+    }
+    dense_mode_ = dense && max_id < 4 * static_cast<int64_t>(entries.size()) + 1024;
+    if (dense_mode_) {
+      dense_.resize(static_cast<size_t>(max_id + 1));
+      for (auto& [id, v] : entries) dense_[static_cast<size_t>(id)] = std::move(v);
+    } else {
+      sparse_.reserve(entries.size());
+      for (auto& [id, v] : entries) sparse_.insert_or_assign(id, std::move(v));
+    }
+  }
+
+  // nullptr when the id has no entry.
+  const T* Find(int64_t id) const {
+    if (dense_mode_) {
+      if (id < 0 || static_cast<uint64_t>(id) >= dense_.size()) return nullptr;
+      const std::optional<T>& v = dense_[static_cast<size_t>(id)];
+      return v ? &*v : nullptr;
+    }
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  bool dense_mode_ = true;
+  std::vector<std::optional<T>> dense_;
+  absl::flat_hash_map<int64_t, T> sparse_;
+};
+
+// --- the XSpace's structure ----------------------------------------------------------------
+
+struct PlaneInfo {
+  Range range;
+  std::string name;
+  std::vector<Range> lines;
+};
+
+struct LineInfo {
+  Range range;
+  int64_t id = 0;
+  std::string name;
+  int64_t timestamp_ns = 0;
+  size_t events = 0;
+};
+
+// What the reader looks for in stats, by stat metadata name.
+enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails, kConsumer };
+
+// A plane's stat metadata: names (for ref values) and roles.
+struct StatTable {
+  absl::flat_hash_map<int64_t, std::string> names;
+  IdTable<StatRole> roles;
+  bool any_root_or_step = false;  // or consumer context stats
+  bool any_memcpy_details = false;
+
+  StatRole Role(int64_t id) const {
+    const StatRole* r = roles.Find(id);
+    return r == nullptr ? StatRole::kOther : *r;
+  }
+  // A string stat value: the string itself, or the name of the stat metadata a ref names.
+  absl::string_view StrValue(const RawStat& s, const std::string& str) const {
+    if (s.kind == RawStat::Kind::kStr) return str;
+    if (s.kind == RawStat::Kind::kRef) {
+      auto it = names.find(static_cast<int64_t>(s.bits));
+      if (it != names.end()) return it->second;
+    }
+    return {};
+  }
+};
+
+// What a host event metadata id is, decided once per plane.
+enum class HostRole : uint8_t { kOp, kWrapper, kMarker };
+struct HostMeta {
+  HostRole role = HostRole::kOp;
+  OpKind kind = OpKind::kHostOther;
+  bool root = false;      // the metadata itself carries `_r` >= 1
+  bool bad_step = false;  // the name matched the step pattern with an unusable number
+  int64_t step = 0;       // kMarker: the step number from the name
+  std::string name;       // only when bad_step, for the warning
+};
+
+// What a device event metadata id is.
+struct DeviceMeta {
+  OpKind kind = OpKind::kDeviceCompute;
+};
+
+// What an event's own stats say, for the roles a plane has.
+struct EventStats {
+  std::optional<bool> root;         // `_r` >= 1, when the event has `_r`
+  bool has_step = false;            // the event has `step_num`
+  std::optional<int64_t> step_num;  // its integer value
+  std::optional<OpKind> memcpy;     // last `memcpy_details` that names a direction
+  bool consumer = false;            // `_ct`/`_c`: a wrapper joining another thread's step root
+};
+
+struct Event {
+  int64_t metadata_id = 0;
+  int64_t offset_ps = 0;
+  int64_t duration_ps = 0;
+  EventStats stats;
+};
+
+// Shared state of one read.
+class Reader {
+ public:
+  Reader(const ByteSource& source, int64_t offset_ns, const StepMatcher& matcher, HostTrace* trace)
+      : source_(source), offset_ns_(offset_ns), matcher_(matcher), trace_(trace) {}
+
+  // The top level: plane ranges and the space's errors/warnings. Then each plane's header.
+  bool ReadStructure();
+  // The profile start/stop from the `Task Environment` plane(s), as xspace::ProfileStartNs.
+  bool ReadProfileWindow();
+  bool ReadPlanes(bool* any_host_plane);
+
+  int64_t profile_start() const { return profile_start_; }
+  std::optional<int64_t> profile_stop() const { return profile_stop_; }
+  const std::vector<PlaneInfo>& planes() const { return planes_; }
+  ReaderWarnings& warnings() { return warnings_; }
+  bool any_event() const { return min_start_ <= max_end_; }
+  int64_t min_start() const { return min_start_; }
+  int64_t max_end() const { return max_end_; }
+  void PassOnSpaceMessages();
+
+  // The malformed-bytes error (DATA_LOSS), or the source's own error when it failed to read.
+  absl::Status Error() const {
+    absl::Status io = source_.status();
+    if (!io.ok()) return io;
+    return absl::DataLossError(absl::StrCat("not a valid serialized XSpace: ", error_,
+                                            " is malformed or truncated (near byte ", error_at_,
+                                            " of ", source_.size(), ")"));
+  }
+
+ private:
+  bool Fail(absl::string_view what, const Cursor& c) {
+    if (error_.empty()) {
+      error_ = std::string(what);
+      error_at_ = c.Position();
+    }
+    return false;
+  }
+  bool ReadPlaneHeader(PlaneInfo* plane);
+  bool ReadStatTable(const PlaneInfo& plane, StatTable* table, std::vector<RawStat>* plane_stats);
+  template <typename T, typename Make>
+  bool ReadEventMetadata(const PlaneInfo& plane, const StatTable& stats, Make&& make,
+                         IdTable<T>* table);
+  bool ReadLineHeader(const PlaneInfo& plane, Range range, LineInfo* line);
+  template <typename OnEvent>
+  bool ReadEvents(const PlaneInfo& plane, const LineInfo& line, const StatTable& stats,
+                  bool parse_stats, OnEvent&& on_event);
+  bool ReadHostPlane(const PlaneInfo& plane);
+  bool ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix);
+
+  static std::string Where(const PlaneInfo& plane, const LineInfo& line, int64_t event_index) {
+    return absl::StrCat("plane ", plane.name, " line ", line.id, " '", line.name, "' event #",
+                        event_index);
+  }
+  // The event's [start, end) on the common timeline, or false (with a warning) when dropped.
+  bool Times(const PlaneInfo& plane, const LineInfo& line, int64_t index, const Event& event,
+             int64_t* start, int64_t* end);
+  void UnknownMetadata(const PlaneInfo& plane, const LineInfo& line, int64_t index,
+                       const Event& event) {
+    warnings_.Note("events with an undefined metadata id dropped", [&] {
+      return absl::StrCat(Where(plane, line, index), " metadata_id ", event.metadata_id);
+    });
+  }
+
+  const ByteSource& source_;
+  int64_t offset_ns_;
+  const StepMatcher& matcher_;
+  HostTrace* trace_;
+  ReaderWarnings warnings_;
+  std::vector<PlaneInfo> planes_;
+  std::vector<std::string> space_errors_;
+  std::vector<std::string> space_warnings_;
+  size_t space_errors_total_ = 0;
+  size_t space_warnings_total_ = 0;
+  int64_t profile_start_ = 0;
+  std::optional<int64_t> profile_stop_;
+  int64_t min_start_ = std::numeric_limits<int64_t>::max();
+  int64_t max_end_ = std::numeric_limits<int64_t>::min();
+  std::string error_;
+  uint64_t error_at_ = 0;
+  std::string scratch_;  // string stat values
+};
+
+bool Reader::ReadStructure() {
+  Cursor c(source_, Range{0, source_.size()});
+  std::string message;
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (wire != kLengthDelimited) return c.Skip(tag);
+    switch (field) {
+      case kSpacePlanes: {
+        PlaneInfo plane;
+        if (!c.SkipRange(&plane.range)) return false;
+        planes_.push_back(std::move(plane));
+        return true;
+      }
+      case kSpaceErrors:
+      case kSpaceWarnings: {
+        const bool error = field == kSpaceErrors;
+        (error ? space_errors_total_ : space_warnings_total_) += 1;
+        std::vector<std::string>& kept = error ? space_errors_ : space_warnings_;
+        if (kept.size() == kMaxPassedOnMessages) return c.Skip(tag);
+        if (!c.String(&message, kMaxNameBytes)) return false;
+        kept.push_back(message);
+        return true;
+      }
+      default:
+        return c.Skip(tag);
+    }
+  });
+  if (!ok) return Fail("the XSpace", c);
+  for (PlaneInfo& plane : planes_) {
+    if (!ReadPlaneHeader(&plane)) return false;
+  }
+  return true;
+}
+
+bool Reader::ReadPlaneHeader(PlaneInfo* plane) {
+  Cursor c(source_, plane->range);
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (wire == kLengthDelimited && field == kPlaneName) return c.String(&plane->name);
+    if (wire == kLengthDelimited && field == kPlaneLines) {
+      Range line;
+      if (!c.SkipRange(&line)) return false;
+      plane->lines.push_back(line);
+      return true;
+    }
+    return c.Skip(tag);
+  });
+  return ok || Fail("an XPlane", c);
+}
+
+bool Reader::ReadStatTable(const PlaneInfo& plane, StatTable* table,
+                           std::vector<RawStat>* plane_stats) {
+  Cursor c(source_, plane.range);
+  std::vector<std::pair<int64_t, StatRole>> roles;
+  std::string name;
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (wire != kLengthDelimited) return c.Skip(tag);
+    if (field == kPlaneStats && plane_stats != nullptr) {
+      RawStat s;
+      if (!ReadStat(c, &s, &scratch_)) return false;
+      plane_stats->push_back(s);
+      return true;
+    }
+    if (field != kPlaneStatMetadata) return c.Skip(tag);
+    int64_t key = 0;
+    name.clear();
+    // map<int64, XStatMetadata> entry: the key is the id (XStatMetadata.id is not used).
+    const bool entry_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
+      if (f == kMapKey && w == kVarint) return c.Int64(&key);
+      if (f == kMapValue && w == kLengthDelimited) {
+        return c.Message([&](uint32_t vf, uint32_t vw, uint32_t vt) {
+          if (vf == kStatMetadataName && vw == kLengthDelimited) {
+            return c.String(&name, kMaxNameBytes);
+          }
+          return c.Skip(vt);
+        });
+      }
+      return c.Skip(t);
+    });
+    if (!entry_ok) return false;
+    StatRole role = StatRole::kOther;
+    if (name == xspace::kStatIsRoot) {
+      role = StatRole::kIsRoot;
+      table->any_root_or_step = true;
+    } else if (name == xspace::kStatStepNum) {
+      role = StatRole::kStepNum;
+      table->any_root_or_step = true;
+    } else if (name == xspace::kStatMemcpyDetails) {
+      role = StatRole::kMemcpyDetails;
+      table->any_memcpy_details = true;
+    } else if (name == kStatConsumerType || name == kStatConsumerId) {
+      role = StatRole::kConsumer;
+      table->any_root_or_step = true;
+    }
+    roles.emplace_back(key, role);
+    table->names.insert_or_assign(key, name);
+    return true;
+  });
+  if (!ok) return Fail(absl::StrCat("the stat metadata of plane '", plane.name, "'"), c);
+  table->roles = IdTable<StatRole>(std::move(roles));
+  return true;
+}
+
+// Every event metadata entry of the plane, through make(name, stats) -> T.
+template <typename T, typename Make>
+bool Reader::ReadEventMetadata(const PlaneInfo& plane, const StatTable& stats, Make&& make,
+                               IdTable<T>* table) {
+  Cursor c(source_, plane.range);
+  std::vector<std::pair<int64_t, T>> entries;
+  std::string name;
+  std::vector<std::pair<RawStat, std::string>> md_stats;
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (field != kPlaneEventMetadata || wire != kLengthDelimited) return c.Skip(tag);
+    int64_t key = 0;
+    name.clear();
+    md_stats.clear();
+    const bool entry_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
+      if (f == kMapKey && w == kVarint) return c.Int64(&key);
+      if (f != kMapValue || w != kLengthDelimited) return c.Skip(t);
+      return c.Message([&](uint32_t vf, uint32_t vw, uint32_t vt) {
+        if (vw != kLengthDelimited) return c.Skip(vt);
+        if (vf == kEventMetadataName) return c.String(&name, kMaxNameBytes);
+        if (vf == kEventMetadataStats) {
+          RawStat s;
+          if (!ReadStat(c, &s, &scratch_)) return false;
+          // Only stats the reader looks at are kept.
+          if (stats.Role(s.metadata_id) != StatRole::kOther) md_stats.emplace_back(s, scratch_);
+          return true;
+        }
+        return c.Skip(vt);
+      });
+    });
+    if (!entry_ok) return false;
+    entries.emplace_back(key, make(absl::string_view(name), md_stats));
+    return true;
+  });
+  if (!ok) return Fail(absl::StrCat("the event metadata of plane '", plane.name, "'"), c);
+  *table = IdTable<T>(std::move(entries));
+  return true;
+}
+
+bool Reader::ReadLineHeader(const PlaneInfo& plane, Range range, LineInfo* line) {
+  line->range = range;
+  Cursor c(source_, range);
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (wire == kVarint && field == kLineId) return c.Int64(&line->id);
+    if (wire == kVarint && field == kLineTimestampNs) return c.Int64(&line->timestamp_ns);
+    if (wire == kLengthDelimited && field == kLineName) return c.String(&line->name, kMaxNameBytes);
+    if (wire == kLengthDelimited && field == kLineEvents) ++line->events;
+    return c.Skip(tag);
+  });
+  return ok || Fail(absl::StrCat("a line of plane '", plane.name, "'"), c);
+}
+
+template <typename OnEvent>
+bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const StatTable& stats,
+                        bool parse_stats, OnEvent&& on_event) {
+  Cursor c(source_, line.range);
+  Event e;
+  int64_t index = -1;
+  RawStat s;
+  const auto read_stat = [&]() {
+    if (!ReadStat(c, &s, &scratch_)) return false;
+    switch (stats.Role(s.metadata_id)) {
+      case StatRole::kIsRoot:
+        e.stats.root = IntValue(s).value_or(0) >= 1;
+        break;
+      case StatRole::kStepNum:
+        e.stats.has_step = true;
+        e.stats.step_num = IntValue(s);
+        break;
+      case StatRole::kMemcpyDetails:
+        if (std::optional<OpKind> k = MemcpyKindFromDetails(stats.StrValue(s, scratch_))) {
+          e.stats.memcpy = k;
+        }
+        break;
+      case StatRole::kConsumer:
+        e.stats.consumer = true;
+        break;
+      case StatRole::kOther:
+        break;
+    }
+    return true;
+  };
+  const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
+    if (field != kLineEvents || wire != kLengthDelimited) return c.Skip(tag);
+    e = Event();
+    ++index;
+    const bool event_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
+      if (w == kVarint) {
+        switch (f) {
+          case kEventMetadataId:
+            return c.Int64(&e.metadata_id);
+          case kEventOffsetPs:
+            return c.Int64(&e.offset_ps);
+          case kEventDurationPs:
+            return c.Int64(&e.duration_ps);
+          case kEventNumOccurrences:
+            e.offset_ps = 0;  // the other member of the `data` oneof
+            return c.Skip(t);
+          default:
+            return c.Skip(t);
+        }
+      }
+      if (w == kLengthDelimited && f == kEventStats && parse_stats) return read_stat();
+      return c.Skip(t);
+    });
+    if (!event_ok) return false;
+    on_event(index, e);
+    return true;
+  });
+  return ok || Fail(absl::StrCat(Where(plane, line, index)), c);
+}
+
+bool Reader::Times(const PlaneInfo& plane, const LineInfo& line, int64_t index, const Event& event,
+                   int64_t* start, int64_t* end) {
+  if (event.duration_ps < 0) {
+    warnings_.Note("events with negative duration dropped", [&] {
+      return absl::StrCat(Where(plane, line, index), " duration_ps ", event.duration_ps);
+    });
+    return false;
+  }
+  const int64_t s = xspace::EventStartNs(profile_start_, line.timestamp_ns, event.offset_ps);
+  const int64_t e =
+      xspace::EventEndNs(profile_start_, line.timestamp_ns, event.offset_ps, event.duration_ps);
+  if (s < -kMaxAbsTimeNs || e > kMaxAbsTimeNs || s > e) {
+    warnings_.Note("events with times out of range dropped", [&] {
+      return absl::StrCat(Where(plane, line, index), " start ", s, " ns end ", e, " ns");
+    });
+    return false;
+  }
+  *start = s - offset_ns_;
+  *end = e - offset_ns_;
+  min_start_ = std::min(min_start_, *start);
+  max_end_ = std::max(max_end_, *end);
+  return true;
+}
+
+bool Reader::ReadProfileWindow() {
+  std::optional<uint64_t> start;
+  std::optional<uint64_t> stop;
+  for (const PlaneInfo& plane : planes_) {
+    if (plane.name != xspace::kTaskEnvPlaneName) continue;
+    StatTable table;
+    std::vector<RawStat> stats;
+    if (!ReadStatTable(plane, &table, &stats)) return false;
+    for (const RawStat& s : stats) {
+      if (s.kind != RawStat::Kind::kUint64) continue;
+      auto name = table.names.find(s.metadata_id);
+      if (name == table.names.end()) continue;
+      if (!start && name->second == xspace::kStatProfileStart) start = s.bits;
+      if (!stop && name->second == xspace::kStatProfileStop) stop = s.bits;
+    }
+  }
+  constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  profile_start_ = static_cast<int64_t>(std::min(start.value_or(0), kMax));
+  if (stop) profile_stop_ = static_cast<int64_t>(std::min(*stop, kMax));
+  return true;
+}
+
+bool Reader::ReadHostPlane(const PlaneInfo& plane) {
+  StatTable stats;
+  if (!ReadStatTable(plane, &stats, nullptr)) return false;
+  IdTable<HostMeta> table;
+  const auto make = [&](absl::string_view name,
+                        const std::vector<std::pair<RawStat, std::string>>& md_stats) {
+    HostMeta m;
+    for (const auto& [s, str] : md_stats) {
+      if (stats.Role(s.metadata_id) == StatRole::kIsRoot) m.root = IntValue(s).value_or(0) >= 1;
+    }
+    if (std::optional<int64_t> step = matcher_.Match(name, &m.bad_step)) {
+      m.role = HostRole::kMarker;
+      m.step = *step;
+      return m;
+    }
+    if (m.bad_step) m.name = std::string(name);
+    m.kind = ClassifyHostOpName(name);
+    if (absl::StartsWith(name, "$") && m.kind != OpKind::kHostInputWait) {
+      m.role = HostRole::kWrapper;  // a Python stack frame
+    }
+    return m;
+  };
+  if (!ReadEventMetadata(plane, stats, make, &table)) return false;
+
+  std::vector<LineInfo> lines(plane.lines.size());
+  size_t events = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!ReadLineHeader(plane, plane.lines[i], &lines[i])) return false;
+    events += lines[i].events;
+  }
+  trace_->host_ops.reserve(trace_->host_ops.size() + events);
+  for (const LineInfo& line : lines) {
+    const auto on_event = [&](int64_t index, const Event& event) {
+      const HostMeta* meta = table.Find(event.metadata_id);
+      if (meta == nullptr) return UnknownMetadata(plane, line, index, event);
+      int64_t start = 0;
+      int64_t end = 0;
+      if (!Times(plane, line, index, event, &start, &end)) return;
+      if (event.stats.root.value_or(meta->root)) {
+        // A step root spans the step: a marker when it has a step number, a wrapper anyway.
+        const std::optional<int64_t>& step = event.stats.step_num;
+        if (event.stats.has_step && step && *step >= 0) {
+          trace_->steps.push_back(StepMarker{*step, start, end, line.id});
+        } else {
+          warnings_.Note("step roots (_r) without a non-negative integer step_num ignored",
+                         [&] { return Where(plane, line, index); });
+        }
+        return;
+      }
+      switch (meta->role) {
+        case HostRole::kMarker:
+          trace_->steps.push_back(StepMarker{meta->step, start, end, line.id});
+          break;
+        case HostRole::kWrapper:
+          break;
+        case HostRole::kOp:
+          // A thread's wrapper joining another thread's step root (TSL's consumer context): it
+          // spans the step, it is not host work.
+          if (event.stats.consumer) break;
+          if (meta->bad_step) {
+            warnings_.Note("events named like step markers with a step number out of range", [&] {
+              return absl::StrCat(Where(plane, line, index), " '", meta->name, "'");
+            });
+          }
+          trace_->host_ops.push_back(Op{start, end, meta->kind});
+          break;
+      }
+    };
+    if (!ReadEvents(plane, line, stats, stats.any_root_or_step, on_event)) return false;
+  }
+  return true;
+}
+
+bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
+  int64_t ordinal = 0;
+  if (!absl::SimpleAtoi(absl::string_view(plane.name).substr(prefix.size()), &ordinal)) {
+    warnings_.Note("device planes with a bad ordinal skipped",
+                   [&] { return absl::StrCat("plane '", plane.name, "'"); });
+    return true;
+  }
+  DeviceTrace device;
+  device.id = ordinal;
+  device.name = plane.name;
+
+  StatTable stats;
+  if (!ReadStatTable(plane, &stats, nullptr)) return false;
+  IdTable<DeviceMeta> table;
+  const auto make = [&](absl::string_view name,
+                        const std::vector<std::pair<RawStat, std::string>>& md_stats) {
+    DeviceMeta m;
+    std::optional<OpKind> from_details;
+    for (const auto& [s, str] : md_stats) {
+      if (stats.Role(s.metadata_id) == StatRole::kMemcpyDetails) {
+        from_details = MemcpyKindFromDetails(stats.StrValue(s, str));
+      }
+    }
+    m.kind = from_details.value_or(ClassifyDeviceOpName(name));
+    return m;
+  };
+  if (!ReadEventMetadata(plane, stats, make, &table)) return false;
+
+  // Which lines hold the device's activity (see the header).
+  std::vector<LineInfo> lines(plane.lines.size());
+  bool has_xla_ops = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!ReadLineHeader(plane, plane.lines[i], &lines[i])) return false;
+    has_xla_ops |= lines[i].name == kXlaOpsLine;
+  }
+  const bool tpu = prefix == xspace::kTpuPlanePrefix;
+  const auto use_line = [&](const LineInfo& line) {
+    if (tpu && has_xla_ops) return line.name == kXlaOpsLine;
+    return !xspace::IsDerivedLine(line.name);
+  };
+  size_t events = 0;
+  for (const LineInfo& line : lines) {
+    if (use_line(line)) events += line.events;
+  }
+  device.ops.reserve(events);
+  for (const LineInfo& line : lines) {
+    if (!use_line(line)) continue;
+    const auto on_event = [&](int64_t index, const Event& event) {
+      const DeviceMeta* meta = table.Find(event.metadata_id);
+      if (meta == nullptr) return UnknownMetadata(plane, line, index, event);
+      int64_t start = 0;
+      int64_t end = 0;
+      if (!Times(plane, line, index, event, &start, &end)) return;
+      device.ops.push_back(Op{start, end, event.stats.memcpy.value_or(meta->kind)});
+    };
+    if (!ReadEvents(plane, line, stats, stats.any_memcpy_details, on_event)) return false;
+  }
+  trace_->devices.push_back(std::move(device));
+  return true;
+}
+
+bool Reader::ReadPlanes(bool* any_host_plane) {
+  for (const PlaneInfo& plane : planes_) {
+    if (plane.name == xspace::kHostPlaneName) {
+      *any_host_plane = true;
+      if (!ReadHostPlane(plane)) return false;
+      continue;
+    }
+    for (const absl::string_view prefix :
+         {xspace::kGpuPlanePrefix, xspace::kTpuPlanePrefix, xspace::kCustomPlanePrefix}) {
+      if (absl::StartsWith(plane.name, prefix)) {
+        *any_host_plane = true;  // a host trace after all, if only of its devices
+        if (!ReadDevicePlane(plane, prefix)) return false;
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+void Reader::PassOnSpaceMessages() {
+  const auto pass_on = [&](absl::string_view what, const std::vector<std::string>& kept,
+                           size_t total) {
+    for (const std::string& message : kept)
+      warnings_.Add(absl::StrCat("trace ", what, ": ", message));
+    if (total > kept.size()) {
+      warnings_.Add(absl::StrCat("trace ", what, ": ", total - kept.size(), " more not shown"));
+    }
+  };
+  pass_on("error", space_errors_, space_errors_total_);
+  pass_on("warning", space_warnings_, space_warnings_total_);
+}
+
+}  // namespace
+
+absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
+                                         int64_t offset_ns, const ReaderOptions& options) {
+  PROFCTL_ASSIGN_OR_RETURN(const StepMatcher matcher, StepMatcher::Create(options.step_pattern));
+  return ReadXSpaceHost(bytes, host, offset_ns, matcher);
+}
+
+absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
+                                         int64_t offset_ns, const StepMatcher& matcher) {
+  if (offset_ns < -kMaxAbsOffsetNs || offset_ns > kMaxAbsOffsetNs) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, ": clock offset ", offset_ns,
+                                                   " ns is out of range (|offset| <= 2^61 ns)"));
+  }
+  if (bytes.size() > static_cast<uint64_t>(INT_MAX)) {
+    return absl::DataLossError(
+        absl::StrCat("not a valid serialized XSpace: ", bytes.size(),
+                     " bytes is over the 2 GiB limit of a protobuf message"));
+  }
+  HostTrace trace;
+  trace.host = host;
+  Reader reader(bytes, offset_ns, matcher, &trace);
+  if (!reader.ReadStructure() || !reader.ReadProfileWindow()) return reader.Error();
+  const int64_t profile_start = reader.profile_start();
+  const std::optional<int64_t> profile_stop = reader.profile_stop();
+  if (profile_start > kMaxAbsTimeNs || (profile_stop && *profile_stop > kMaxAbsTimeNs)) {
+    return absl::InvalidArgumentError(absl::StrCat("host ", host, ": profile window [",
+                                                   profile_start, ", ", profile_stop.value_or(0),
+                                                   "] ns is out of range (<= 2^62 ns)"));
+  }
+  bool host_plane = false;
+  if (!reader.ReadPlanes(&host_plane)) return reader.Error();
+  // A read error can end a stream at a field boundary, which looks like a clean end.
+  if (absl::Status io = bytes.status(); !io.ok()) return io;
+  if (!host_plane) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host ", host, ": the XSpace has no /host:CPU and no /device:{GPU,TPU,CUSTOM}:N plane (",
+        reader.planes().size(), " planes): not a host trace"));
+  }
+
+  // The window.
+  if (profile_start > 0) {
+    trace.window_start_ns = profile_start - offset_ns;
+    if (profile_stop && *profile_stop >= profile_start) {
+      trace.window_end_ns = *profile_stop - offset_ns;
+    } else {
+      if (profile_stop) {
+        reader.warnings().Add(absl::StrCat("profile_stop_time ", *profile_stop,
+                                           " is before profile_start_time ", profile_start,
+                                           ": window ends at the last event"));
+      }
+      trace.window_end_ns = std::max(trace.window_start_ns, reader.max_end());
+    }
+  } else if (reader.any_event()) {
+    trace.window_start_ns = reader.min_start();
+    trace.window_end_ns = reader.max_end();
+  }
+  if (!reader.any_event()) reader.warnings().Add("the trace has no events");
+
+  std::sort(trace.steps.begin(), trace.steps.end(), [](const StepMarker& a, const StepMarker& b) {
+    return std::tie(a.start_ns, a.step, a.thread_id, a.end_ns) <
+           std::tie(b.start_ns, b.step, b.thread_id, b.end_ns);
+  });
+  reader.PassOnSpaceMessages();
+  trace.warnings = std::move(reader.warnings()).Finish();
+  return trace;
+}
+
+absl::StatusOr<HostTrace> ReadXSpaceHost(const tensorflow::profiler::XSpace& space,
+                                         const std::string& host, int64_t offset_ns,
+                                         const ReaderOptions& options) {
+  const std::string bytes = space.SerializeAsString();
+  return ReadXSpaceHost(StringByteSource(bytes), host, offset_ns, options);
+}
+
+}  // namespace profctl::analysis

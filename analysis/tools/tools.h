@@ -1,0 +1,260 @@
+// The profiler's own tools, as TensorFlow's profiler guide describes them, for one host and for
+// the pod: overview, kernel_stats, op_stats, input_pipeline and memory. Pure (no I/O): each host's
+// ToolTrace (tool_trace.h) and its breakdown summary (breakdown.h) go in, compact per-host results
+// come out (the trace can be dropped), and BuildPodTools merges hosts. docs/tools.md documents
+// every number, the events it comes from per framework, and the heuristics.
+#ifndef PROFCTL_ANALYSIS_TOOLS_TOOLS_H_
+#define PROFCTL_ANALYSIS_TOOLS_TOOLS_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "analysis/breakdown.h"
+#include "analysis/tools/tool_trace.h"
+
+namespace profctl::analysis {
+
+enum class Tool : uint8_t { kOverview, kKernelStats, kOpStats, kInputPipeline, kMemory };
+
+// The tools, named once (the CLI's --tool values, the JSON's "tool", docs/tools.md).
+struct ToolInfo {
+  Tool tool;
+  absl::string_view name;
+  absl::string_view summary;
+};
+absl::Span<const ToolInfo> AllTools();
+std::optional<Tool> ToolByName(absl::string_view name);
+absl::string_view ToolName(Tool tool);
+// "overview|kernel_stats|op_stats|input_pipeline|memory".
+std::string ToolNamesForHelp();
+
+// --- Heuristics (docs/tools.md "Heuristics") --------------------------------------------------
+
+// The kernel runs on Tensor Cores, by name: hmma/imma/wgmma/gmma/xmma/wmma, tensorop/tensor_op,
+// cuBLAS tile names h884/h1688/h16816/s1688/s16816/i8816/i16832, FlashAttention's
+// flash_fwd/flash_bwd and fmha kernels (case-insensitive).
+bool UsesTensorCores(absl::string_view kernel_name);
+// The kernel computes in 16-bit precision, by name: fp16, bf16, f16, half, bfloat16, hmma,
+// h884/h1688/h16816 (case-insensitive).
+bool Is16BitKernel(absl::string_view kernel_name);
+// A matrix multiply or convolution (op name, op type or kernel name): matmul, gemm, conv, dot,
+// einsum, linear, aten::mm/addmm/bmm/baddbmm/addbmm.
+bool IsMatmulOrConv(absl::string_view name);
+// Eligible for Tensor Cores: a matmul/convolution (by op or kernel name) whose inputs are 16-bit
+// (op `Input type` when recorded, else the kernel name; unknown precision counts as eligible when
+// the kernel already uses Tensor Cores) and whose last dimensions are multiples of 8 when the op's
+// `Input Dims` are recorded. A kernel that uses Tensor Cores is eligible.
+bool TensorCoreEligible(absl::string_view kernel_name, absl::string_view op_name,
+                        absl::string_view op_type, absl::string_view input_types,
+                        absl::string_view input_dims);
+
+// --- kernel_stats -------------------------------------------------------------------------------
+
+struct KernelStat {
+  std::string kernel;
+  std::string op;  // the launching op ("" when the trace does not say)
+  // Launch configuration of the first occurrence (-1 / 0: unknown); `configs` counts distinct ones
+  // (at most 64).
+  int32_t registers_per_thread = -1;
+  int64_t shared_memory_bytes = -1;  // static + dynamic
+  std::array<int32_t, 3> grid = {0, 0, 0};
+  std::array<int32_t, 3> block = {0, 0, 0};
+  double occupancy_pct = -1;
+  int64_t configs = 0;
+  bool tensor_core_eligible = false;
+  bool tensor_core_used = false;
+  int64_t occurrences = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  int64_t avg_ns() const { return occurrences == 0 ? 0 : total_ns / occurrences; }
+};
+
+// One row per (kernel, launching op), by total time descending (then kernel, op).
+std::vector<KernelStat> ComputeKernelStats(const ToolTrace& trace);
+
+// --- op_stats -----------------------------------------------------------------------------------
+
+struct OpStat {
+  std::string name;  // by type: the type
+  std::string type;
+  bool host = false;  // seen as a host event (else only on a device)
+  int64_t occurrences = 0;
+  int64_t host_total_ns = 0;
+  int64_t host_self_ns = 0;
+  int64_t device_total_ns = 0;  // its kernels and its children's
+  int64_t device_self_ns = 0;   // the kernels it launched itself
+};
+struct OpStats {
+  std::vector<OpStat> by_op;    // by device self time, then host self time, descending
+  std::vector<OpStat> by_type;  // the same summed per type
+};
+OpStats ComputeOpStats(const ToolTrace& trace);
+
+// --- memory -------------------------------------------------------------------------------------
+
+struct MemoryPoint {
+  int64_t time_ns = 0;
+  int64_t in_use_bytes = 0;
+};
+struct LiveAllocation {
+  uint64_t address = 0;
+  int64_t bytes = 0;
+  int64_t since_ns = 0;
+  std::string op;
+};
+struct DeviceMemory {
+  std::string host;
+  int64_t device = -1;          // -1: host memory
+  int64_t window_start_ns = 0;  // the host's recorded window start, for relative times
+  int64_t allocations = 0;
+  int64_t frees = 0;
+  // In use after each event, at most kMaxMemoryPoints (the maximum of each time bucket: the peak
+  // is always kept).
+  std::vector<MemoryPoint> timeline;
+  int64_t peak_bytes = 0;
+  int64_t peak_time_ns = 0;
+  int64_t baseline_bytes = 0;  // in use before the trace's first event (not listed as live)
+  int64_t live_at_peak = 0;    // allocations made during the trace and live at the peak
+  std::vector<LiveAllocation> largest_live_at_peak;  // the kMaxLiveShown largest
+  double fragmentation_at_peak = -1;                 // 0..1, -1: not derivable
+  int64_t reserved_at_peak = -1;
+};
+inline constexpr size_t kMaxMemoryPoints = 1000;
+inline constexpr size_t kMaxLiveShown = 20;
+std::vector<DeviceMemory> ComputeMemory(const ToolTrace& trace);
+
+// --- input_pipeline -----------------------------------------------------------------------------
+
+struct InputStep {
+  int64_t step = 0;
+  int64_t step_time_ns = 0;
+  int64_t device_input_ns = 0;  // the breakdown's `input`: the devices wait for input
+  int64_t host_input_ns = 0;    // union of the host's input-wait events inside the step
+};
+struct InputStage {
+  std::string name;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t self_ns = 0;
+  int64_t max_ns = 0;
+  bool consumer = false;       // runs on a training-loop thread (synchronous with the step)
+  bool critical_path = false;  // the bottleneck analysis put it on the critical path
+};
+struct HostInputPipeline {
+  std::string host;
+  std::vector<InputStep> steps;
+  std::vector<InputStage> stages;  // by self time descending
+  std::string bottleneck;          // the slowest stage on the critical path ("" when none)
+  int64_t input_ns = 0;            // sum over steps of device_input_ns
+  int64_t step_ns = 0;             // sum of step times
+};
+HostInputPipeline ComputeInputPipeline(const ToolTrace& trace, const HostSummary& summary);
+
+// --- overview -----------------------------------------------------------------------------------
+
+// The guide's step-time categories. Precedence (first that applies wins, per instant of a step,
+// over all the host's devices): device compute, output, device-to-device, collectives, input,
+// then with the devices idle and no host thread blocked on them: compilation, kernel launch,
+// host compute; else other. Compilation + kernel launch + host compute == the breakdown's
+// `host`; the others equal the breakdown's compute, output, d2d, collectives, input and idle.
+enum class OverviewCategory : uint8_t {
+  kCompilation = 0,
+  kInput,
+  kOutput,
+  kKernelLaunch,
+  kHostCompute,
+  kDeviceToDevice,
+  kCollectives,
+  kDeviceCompute,
+  kOther,
+};
+inline constexpr int kNumOverviewCategories = 9;
+// "compilation", "input", "output", "kernel_launch", "host_compute", "device_to_device",
+// "collectives", "device_compute", "other".
+absl::string_view OverviewCategoryName(OverviewCategory c);
+
+struct OverviewTimes {
+  std::array<int64_t, kNumOverviewCategories> ns{};
+  int64_t compute_16bit_ns = 0;  // of device_compute
+  int64_t compute_32bit_ns = 0;
+  int64_t& operator[](OverviewCategory c) { return ns[static_cast<size_t>(c)]; }
+  int64_t operator[](OverviewCategory c) const { return ns[static_cast<size_t>(c)]; }
+  int64_t total() const;
+};
+
+struct OverviewStep {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t step_time_ns = 0;
+  OverviewTimes times;
+};
+
+struct TopEntry {
+  std::string name;
+  int64_t self_ns = 0;
+  double pct = 0;  // of all device (kernels) or host (ops) self time
+};
+
+struct HostOverview {
+  std::string host;
+  std::vector<OverviewStep> steps;
+  OverviewTimes total;  // summed over steps
+  int64_t step_ns = 0;  // summed over steps
+  int64_t kernels = 0;  // kernel launches in steps' windows
+  int64_t kernel_ns = 0;
+  int64_t tensor_core_eligible_ns = 0;
+  int64_t tensor_core_used_ns = 0;
+  std::vector<TopEntry> top_kernels;  // kMaxTop by total time
+  std::vector<TopEntry> top_ops;      // kMaxTop by device self time, else host self time
+  RunEnvironment environment;
+  std::vector<std::string> warnings;
+};
+inline constexpr size_t kMaxTop = 10;
+
+HostOverview ComputeOverview(const ToolTrace& trace, const HostSummary& summary);
+
+struct Recommendation {
+  std::string kind;    // "input", "launch", "collectives", "tensor_cores", "stragglers", ...
+  std::string advice;  // what to do
+  std::string reason;  // the numbers behind it
+};
+
+// --- per host and pod ---------------------------------------------------------------------------
+
+struct HostTools {
+  std::string host;
+  HostOverview overview;
+  std::vector<KernelStat> kernels;
+  OpStats ops;
+  std::vector<DeviceMemory> memory;
+  HostInputPipeline input;
+  std::vector<std::string> warnings;  // the reader's
+};
+
+struct PodTools {
+  static constexpr int kSchemaVersion = 1;
+  Tool tool = Tool::kOverview;
+  std::vector<HostTools> hosts;
+  // Pod-wide merges (kernel_stats/op_stats: summed over hosts; overview: over all hosts' steps).
+  std::vector<KernelStat> kernels;
+  OpStats ops;
+  OverviewTimes overview_total;
+  int64_t overview_step_ns = 0;
+  int64_t overview_steps = 0;
+  std::vector<Recommendation> recommendations;
+};
+
+// What `tool` needs of one host (the overview needs kernel and op stats too).
+HostTools ComputeHostTools(Tool tool, const ToolTrace& trace, const HostSummary& summary);
+// Merges hosts (in report order); `breakdown` gives the stragglers for recommendations.
+PodTools BuildPodTools(Tool tool, std::vector<HostTools> hosts, const PodBreakdown& breakdown);
+
+}  // namespace profctl::analysis
+
+#endif  // PROFCTL_ANALYSIS_TOOLS_TOOLS_H_

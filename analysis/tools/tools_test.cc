@@ -1,0 +1,823 @@
+// Golden-number tests of the tools (tools.h) on synthetic traces whose answers follow from their
+// construction, and on TensorFlow/JAX-style XSpace and PyTorch-style trace fixtures read through
+// tool_readers.h. Every overview is also checked against the step breakdown of the same trace.
+#include "analysis/tools/tools.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "analysis/breakdown.h"
+#include "analysis/readers/kineto_reader.h"
+#include "analysis/readers/xspace_reader.h"
+#include "analysis/tools/tool_readers.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "xspace/xspace.h"
+
+namespace profctl::analysis {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+
+constexpr int64_t kUs = 1'000;
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
+
+std::string DataPath(absl::string_view name) {
+  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
+}
+
+// Builds a ToolTrace and the HostTrace the breakdown would read from the same events.
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(std::string host = "h0") {
+    t_.host = host;
+    h_.host = std::move(host);
+  }
+
+  HostEvent& Host(int64_t thread, absl::string_view name, int64_t start, int64_t dur,
+                  HostEventRole role, OpKind kind = OpKind::kHostOther) {
+    HostEvent e;
+    e.thread = thread;
+    e.name = t_.strings.Intern(name);
+    e.type = e.name;
+    e.start_ns = start;
+    e.end_ns = start + dur;
+    e.role = role;
+    e.kind = kind;
+    t_.host_events.push_back(e);
+    if (role != HostEventRole::kStep) h_.host_ops.push_back(Op{start, start + dur, kind});
+    return t_.host_events.back();
+  }
+  void Step(int64_t step, int64_t start, int64_t dur) {
+    Host(1, absl::StrCat("step ", step), start, dur, HostEventRole::kStep);
+    h_.steps.push_back(StepMarker{step, start, start + dur, 1});
+  }
+  DeviceEvent& Device(int64_t device, absl::string_view name, int64_t start, int64_t dur,
+                      OpKind kind = OpKind::kDeviceCompute, bool kernel = true) {
+    DeviceEvent d;
+    d.device = device;
+    d.name = t_.strings.Intern(name);
+    d.start_ns = start;
+    d.end_ns = start + dur;
+    d.kind = kind;
+    d.is_kernel = kernel;
+    t_.device_events.push_back(d);
+    DeviceTrace* dt = nullptr;
+    for (DeviceTrace& x : h_.devices) {
+      if (x.id == device) dt = &x;
+    }
+    if (dt == nullptr) {
+      h_.devices.push_back(DeviceTrace{device, absl::StrCat("/device:GPU:", device), {}});
+      dt = &h_.devices.back();
+    }
+    dt->ops.push_back(Op{start, start + dur, kind});
+    return t_.device_events.back();
+  }
+  void Details(DeviceEvent& d, KernelDetails k) {
+    d.details = static_cast<int32_t>(t_.kernel_details.size());
+    t_.kernel_details.push_back(k);
+  }
+  void Memory(int64_t device, int64_t time, int64_t bytes, uint64_t addr, absl::string_view op = "",
+              int64_t reserved = -1) {
+    MemoryEvent m;
+    m.device = device;
+    m.time_ns = time;
+    m.bytes = bytes;
+    m.address = addr;
+    m.op = t_.strings.Intern(op);
+    m.reported_reserved = reserved;
+    t_.memory.push_back(m);
+  }
+  void Window(int64_t start, int64_t end) {
+    t_.window_start_ns = h_.window_start_ns = start;
+    t_.window_end_ns = h_.window_end_ns = end;
+  }
+  ToolTrace& tool() { return t_; }
+  HostSummary Summary() const { return SummarizeHost(h_); }
+
+ private:
+  ToolTrace t_;
+  HostTrace h_;
+};
+
+const KernelStat* FindKernel(const std::vector<KernelStat>& rows, absl::string_view kernel) {
+  for (const KernelStat& k : rows) {
+    if (k.kernel == kernel) return &k;
+  }
+  return nullptr;
+}
+const OpStat* FindOp(const std::vector<OpStat>& rows, absl::string_view name) {
+  for (const OpStat& s : rows) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// The overview's categories must be the breakdown's, with `host` split three ways.
+void ExpectOverviewMatchesBreakdown(const HostOverview& o, const HostSummary& s) {
+  ASSERT_EQ(o.steps.size(), s.steps.size());
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const OverviewTimes& t = o.steps[i].times;
+    const CategoryTimes& b = s.steps[i].host;
+    SCOPED_TRACE(absl::StrCat("step ", s.steps[i].step));
+    EXPECT_EQ(t[OverviewCategory::kDeviceCompute], b[Category::kCompute]);
+    EXPECT_EQ(t[OverviewCategory::kOutput], b[Category::kOutput]);
+    EXPECT_EQ(t[OverviewCategory::kDeviceToDevice], b[Category::kDeviceToDevice]);
+    EXPECT_EQ(t[OverviewCategory::kCollectives], b[Category::kCollectives]);
+    EXPECT_EQ(t[OverviewCategory::kInput], b[Category::kInput]);
+    EXPECT_EQ(t[OverviewCategory::kCompilation] + t[OverviewCategory::kKernelLaunch] +
+                  t[OverviewCategory::kHostCompute],
+              b[Category::kHost]);
+    EXPECT_EQ(t[OverviewCategory::kOther], b[Category::kIdle]);
+    EXPECT_EQ(t.total(), o.steps[i].step_time_ns);
+    EXPECT_EQ(t.compute_16bit_ns + t.compute_32bit_ns, t[OverviewCategory::kDeviceCompute]);
+  }
+}
+
+// --- heuristics ---------------------------------------------------------------------------------
+
+TEST(ToolHeuristicsTest, TensorCoresPrecisionAndEligibility) {
+  EXPECT_TRUE(UsesTensorCores("sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize96x64x32"));
+  EXPECT_TRUE(UsesTensorCores("volta_h884gemm_64x64_ldg8_nn"));
+  EXPECT_TRUE(UsesTensorCores("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"));
+  EXPECT_TRUE(UsesTensorCores("sm90_gemm_wgmma_bf16"));
+  EXPECT_TRUE(UsesTensorCores("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>"));
+  EXPECT_FALSE(UsesTensorCores("volta_sgemm_128x64_nn"));
+  EXPECT_FALSE(UsesTensorCores("void at::native::vectorized_elementwise_kernel<4>"));
+  EXPECT_TRUE(Is16BitKernel("ampere_fp16_s16816gemm_fp16_128x128_ldg8"));
+  EXPECT_TRUE(Is16BitKernel("cutlass_bf16_gemm"));
+  EXPECT_FALSE(Is16BitKernel("volta_sgemm_128x64_nn"));
+  EXPECT_TRUE(IsMatmulOrConv("aten::addmm"));
+  EXPECT_TRUE(IsMatmulOrConv("model/dense/MatMul"));
+  EXPECT_TRUE(IsMatmulOrConv("dot.3"));
+  EXPECT_FALSE(IsMatmulOrConv("aten::add"));
+  EXPECT_FALSE(IsMatmulOrConv("ncclDevKernel_AllReduce"));  // "comm" is not "mm"
+  // Eligible: 16-bit matmul with dims multiple of 8; fp32 or odd dims are not.
+  EXPECT_TRUE(TensorCoreEligible("volta_sgemm", "aten::mm", "aten::mm", R"(["c10::Half"])",
+                                 "[[64, 128], [128, 256]]"));
+  EXPECT_FALSE(TensorCoreEligible("volta_sgemm", "aten::mm", "aten::mm", R"(["float"])",
+                                  "[[64, 128], [128, 256]]"));
+  EXPECT_FALSE(TensorCoreEligible("volta_sgemm", "aten::mm", "aten::mm", R"(["c10::Half"])",
+                                  "[[64, 127], [127, 256]]"));
+  EXPECT_FALSE(TensorCoreEligible("elementwise_kernel_fp16", "aten::add", "aten::add", "", ""));
+  EXPECT_TRUE(TensorCoreEligible("sm80_xmma_gemm_f16", "", "", "", ""));  // uses them
+  EXPECT_EQ(ToolNamesForHelp(), "overview|kernel_stats|op_stats|input_pipeline|memory");
+  EXPECT_EQ(ToolByName("memory"), Tool::kMemory);
+  EXPECT_EQ(ToolByName("trace_viewer"), std::nullopt);
+}
+
+// --- synthetic: kernel mix and op tree ----------------------------------------------------------
+
+// One step of 1 ms on thread 1: aten::linear [100, 400) us launches (External id 7) three 16-bit
+// Tensor Core GEMMs of 100, 200 and 300 us; aten::add [500, 520) us calls cudaLaunchKernel
+// (correlation 42) for an fp32 elementwise kernel of 10 us, twice.
+struct KernelMix {
+  static constexpr absl::string_view kGemm =
+      "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128";
+  static constexpr absl::string_view kAdd = "vectorized_elementwise_kernel<float>";
+  TraceBuilder b;
+  KernelMix() {
+    b.Window(0, 2 * kMs);
+    b.Step(1, 0, kMs);
+    HostEvent& linear =
+        b.Host(1, "aten::linear", 100 * kUs, 300 * kUs, HostEventRole::kFrameworkOp);
+    linear.link_id = 7;
+    b.Host(1, "cudaLaunchKernel", 110 * kUs, 5 * kUs, HostEventRole::kRuntime, OpKind::kHostLaunch)
+        .link_id = 7;
+    int64_t t = 120 * kUs;
+    for (const int64_t dur : {100 * kUs, 200 * kUs, 300 * kUs}) {
+      DeviceEvent& d = b.Device(0, kGemm, t, dur);
+      d.link_id = 7;
+      KernelDetails k;
+      k.registers_per_thread = 128;
+      k.static_shared_bytes = 1024;
+      k.dynamic_shared_bytes = 48 * 1024;
+      k.grid = {64, 2, 1};
+      k.block = {256, 1, 1};
+      k.occupancy_pct = 25;
+      b.Details(d, k);
+      t += dur;
+    }
+    for (int i = 0; i < 2; ++i) {
+      const int64_t at = (700 + 50 * i) * kUs;
+      b.Host(1, "aten::add", at, 20 * kUs, HostEventRole::kFrameworkOp);
+      b.Host(1, "cudaLaunchKernel", at + 5 * kUs, 5 * kUs, HostEventRole::kRuntime,
+             OpKind::kHostLaunch)
+          .correlation_id = 42 + i;
+      b.Device(0, kAdd, at + 12 * kUs, 10 * kUs).correlation_id = 42 + i;
+    }
+  }
+};
+
+TEST(KernelStatsTest, OneRowPerKernelAndLaunchingOpWithDetailsAndTimes) {
+  KernelMix mix;
+  const std::vector<KernelStat> rows = ComputeKernelStats(mix.b.tool());
+  ASSERT_EQ(rows.size(), 2u);
+  const KernelStat& gemm = rows[0];  // the longest first
+  EXPECT_EQ(gemm.kernel, KernelMix::kGemm);
+  EXPECT_EQ(gemm.op, "aten::linear");
+  EXPECT_EQ(gemm.occurrences, 3);
+  EXPECT_EQ(gemm.total_ns, (100 + 200 + 300) * kUs);
+  EXPECT_EQ(gemm.avg_ns(), 200 * kUs);
+  EXPECT_EQ(gemm.min_ns, 100 * kUs);
+  EXPECT_EQ(gemm.max_ns, 300 * kUs);
+  EXPECT_EQ(gemm.registers_per_thread, 128);
+  EXPECT_EQ(gemm.shared_memory_bytes, 1024 + 48 * 1024);
+  EXPECT_THAT(gemm.grid, ElementsAre(64, 2, 1));
+  EXPECT_THAT(gemm.block, ElementsAre(256, 1, 1));
+  EXPECT_DOUBLE_EQ(gemm.occupancy_pct, 25);
+  EXPECT_EQ(gemm.configs, 1);
+  EXPECT_TRUE(gemm.tensor_core_used);
+  EXPECT_TRUE(gemm.tensor_core_eligible);
+  const KernelStat& add = rows[1];
+  EXPECT_EQ(add.kernel, KernelMix::kAdd);
+  EXPECT_EQ(add.op, "aten::add");  // correlation -> cudaLaunchKernel -> enclosing op
+  EXPECT_EQ(add.occurrences, 2);
+  EXPECT_EQ(add.total_ns, 2 * 10 * kUs);
+  EXPECT_FALSE(add.tensor_core_used);
+  EXPECT_FALSE(add.tensor_core_eligible);
+  EXPECT_EQ(add.registers_per_thread, -1);
+}
+
+TEST(OpStatsTest, SelfAndTotalOnHostAndDevice) {
+  KernelMix mix;
+  // An outer op around aten::linear: its host self time excludes linear; its device total
+  // includes linear's kernels, its device self none.
+  mix.b.Host(1, "model.forward", 50 * kUs, 500 * kUs, HostEventRole::kAnnotation);
+  const OpStats ops = ComputeOpStats(mix.b.tool());
+  const OpStat* outer = FindOp(ops.by_op, "model.forward");
+  const OpStat* linear = FindOp(ops.by_op, "aten::linear");
+  const OpStat* add = FindOp(ops.by_op, "aten::add");
+  const OpStat* launch = FindOp(ops.by_op, "cudaLaunchKernel");
+  ASSERT_NE(outer, nullptr);
+  ASSERT_NE(linear, nullptr);
+  ASSERT_NE(add, nullptr);
+  ASSERT_NE(launch, nullptr);
+  EXPECT_EQ(outer->host_total_ns, 500 * kUs);
+  EXPECT_EQ(outer->host_self_ns, (500 - 300) * kUs);
+  EXPECT_EQ(outer->device_self_ns, 0);
+  EXPECT_EQ(outer->device_total_ns, 600 * kUs);
+  EXPECT_EQ(linear->host_self_ns, (300 - 5) * kUs);  // minus its cudaLaunchKernel
+  EXPECT_EQ(linear->device_self_ns, 600 * kUs);
+  EXPECT_EQ(linear->device_total_ns, 600 * kUs);
+  EXPECT_EQ(add->occurrences, 2);
+  EXPECT_EQ(add->host_total_ns, 2 * 20 * kUs);
+  EXPECT_EQ(add->host_self_ns, 2 * (20 - 5) * kUs);
+  EXPECT_EQ(add->device_self_ns, 2 * 10 * kUs);
+  EXPECT_EQ(launch->occurrences, 3);
+  EXPECT_EQ(launch->host_self_ns, 3 * 5 * kUs);
+  // Ordered by device self time: linear first.
+  EXPECT_EQ(ops.by_op.front().name, "aten::linear");
+  ASSERT_FALSE(ops.by_type.empty());
+  EXPECT_EQ(FindOp(ops.by_type, "aten::add")->occurrences, 2);
+}
+
+TEST(OpStatsTest, DeviceOpsNamedByTfOpAndXlaOpsLineSpans) {
+  TraceBuilder b;
+  b.Device(0, "k1", 0, 30 * kUs).op = b.tool().strings.Intern("model/dense/MatMul:MatMul");
+  b.Device(0, "k2", 40 * kUs, 10 * kUs).op = b.tool().strings.Intern("model/dense/MatMul:MatMul");
+  b.Device(0, "k3", 60 * kUs, 5 * kUs).op = b.tool().strings.Intern("model/relu/Relu:Relu");
+  const OpStats ops = ComputeOpStats(b.tool());
+  ASSERT_EQ(ops.by_op.size(), 2u);
+  EXPECT_EQ(ops.by_op[0].name, "model/dense/MatMul:MatMul");
+  EXPECT_EQ(ops.by_op[0].type, "MatMul");
+  EXPECT_EQ(ops.by_op[0].device_self_ns, 40 * kUs);
+  EXPECT_EQ(FindOp(ops.by_type, "Relu")->device_total_ns, 5 * kUs);
+
+  // TPU-style: only `XLA Ops` spans; a fusion nests a dot on the same line.
+  TraceBuilder tpu;
+  auto span = [&](absl::string_view name, absl::string_view type, int64_t s, int64_t d) {
+    DeviceOpSpan x;
+    x.name = tpu.tool().strings.Intern(name);
+    x.type = tpu.tool().strings.Intern(type);
+    x.start_ns = s;
+    x.end_ns = s + d;
+    tpu.tool().device_ops.push_back(x);
+  };
+  span("fusion.1", "fusion", 0, 100 * kUs);
+  span("dot.2", "dot", 10 * kUs, 60 * kUs);
+  span("fusion.3", "fusion", 200 * kUs, 50 * kUs);
+  const OpStats xla = ComputeOpStats(tpu.tool());
+  EXPECT_EQ(FindOp(xla.by_op, "fusion.1")->device_self_ns, 40 * kUs);
+  EXPECT_EQ(FindOp(xla.by_op, "fusion.1")->device_total_ns, 100 * kUs);
+  EXPECT_EQ(FindOp(xla.by_type, "fusion")->device_self_ns, (40 + 50) * kUs);
+  EXPECT_EQ(FindOp(xla.by_type, "dot")->device_self_ns, 60 * kUs);
+}
+
+// --- synthetic: memory --------------------------------------------------------------------------
+
+TEST(MemoryTest, PeakLiveAllocationsAndFragmentation) {
+  TraceBuilder b;
+  constexpr int64_t kA = 100 << 20, kB = 200 << 20, kC = 50 << 20;
+  b.Memory(0, 10, kA, 0xa, "conv1");
+  b.Memory(0, 20, kB, 0xb, "conv2", /*reserved=*/400 << 20);
+  b.Memory(0, 30, -kA, 0xa);
+  b.Memory(0, 40, kC, 0xc, "fc");
+  b.Memory(1, 15, kC, 0xd);  // another device, separate
+  const std::vector<DeviceMemory> mem = ComputeMemory(b.tool());
+  ASSERT_EQ(mem.size(), 2u);
+  const DeviceMemory& d0 = mem[0];
+  EXPECT_EQ(d0.device, 0);
+  EXPECT_EQ(d0.allocations, 3);
+  EXPECT_EQ(d0.frees, 1);
+  EXPECT_THAT(d0.timeline, ElementsAre(Field(&MemoryPoint::in_use_bytes, kA),
+                                       Field(&MemoryPoint::in_use_bytes, kA + kB),
+                                       Field(&MemoryPoint::in_use_bytes, kB),
+                                       Field(&MemoryPoint::in_use_bytes, kB + kC)));
+  EXPECT_EQ(d0.baseline_bytes, 0);  // nothing reports a total
+  EXPECT_EQ(d0.peak_bytes, kA + kB);
+  EXPECT_EQ(d0.peak_time_ns, 20);
+  EXPECT_EQ(d0.live_at_peak, 2);
+  ASSERT_EQ(d0.largest_live_at_peak.size(), 2u);
+  EXPECT_EQ(d0.largest_live_at_peak[0].op, "conv2");
+  EXPECT_EQ(d0.largest_live_at_peak[0].bytes, kB);
+  EXPECT_EQ(d0.largest_live_at_peak[1].op, "conv1");
+  EXPECT_EQ(d0.reserved_at_peak, 400 << 20);
+  EXPECT_DOUBLE_EQ(d0.fragmentation_at_peak,
+                   static_cast<double>((400 << 20) - (kA + kB)) / (400 << 20));
+  EXPECT_EQ(mem[1].device, 1);
+  EXPECT_EQ(mem[1].peak_bytes, kC);
+  EXPECT_DOUBLE_EQ(mem[1].fragmentation_at_peak, -1);
+}
+
+TEST(MemoryTest, LongTimelinesAreDownsampledKeepingThePeak) {
+  TraceBuilder b;
+  for (int i = 0; i < 5000; ++i) b.Memory(0, i, i == 2345 ? 1 << 30 : 1, 0x1000 + i);
+  for (int i = 0; i < 5000; ++i) b.Memory(0, 5000 + i, i == 2345 ? -(1 << 30) : -1, 0x1000 + i);
+  const std::vector<DeviceMemory> mem = ComputeMemory(b.tool());
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_LE(mem[0].timeline.size(), kMaxMemoryPoints);
+  int64_t max = 0;
+  for (const MemoryPoint& p : mem[0].timeline) max = std::max(max, p.in_use_bytes);
+  EXPECT_EQ(max, mem[0].peak_bytes);
+  EXPECT_EQ(mem[0].peak_bytes, (1 << 30) + 4999);
+  EXPECT_EQ(mem[0].live_at_peak, 5000);
+  EXPECT_EQ(mem[0].largest_live_at_peak.size(), kMaxLiveShown);
+  EXPECT_EQ(mem[0].largest_live_at_peak[0].bytes, 1 << 30);
+}
+
+// --- synthetic: input stalls --------------------------------------------------------------------
+
+// Two 10 ms steps on thread 1. Step 1: the consumer waits 4 ms in Iterator::Prefetch (an
+// asynchronous buffer) while thread 2's Iterator::Prefetch::Map works 3 ms (self) inside a 3.5 ms
+// ParallelMap span... Step 2 has no stall. The device computes 5 ms per step after the wait.
+TEST(InputPipelineTest, StallsPerStepAndTheProducerBottleneck) {
+  TraceBuilder b;
+  b.Window(0, 20 * kMs);
+  b.Step(1, 0, 10 * kMs);
+  b.Step(2, 10 * kMs, 10 * kMs);
+  b.Host(1, "train_loop_op:Fwd", 4 * kMs, kMs, HostEventRole::kFrameworkOp);
+  b.Host(1, "Iterator::Prefetch", 0, 4 * kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Host(1, "Iterator::Prefetch", 10 * kMs, 100 * kUs, HostEventRole::kAnnotation,
+         OpKind::kHostInputWait);
+  b.Host(2, "Iterator::Prefetch::Map", 0, 3 * kMs + 500 * kUs, HostEventRole::kAnnotation,
+         OpKind::kHostInputWait);
+  b.Host(2, "Iterator::Prefetch::Map::TFRecord", 0, 500 * kUs, HostEventRole::kAnnotation,
+         OpKind::kHostInputWait);
+  b.Device(0, "k", 4 * kMs, 5 * kMs);
+  b.Device(0, "k", 10 * kMs + 100 * kUs, 5 * kMs);
+  const HostSummary summary = b.Summary();
+  const HostInputPipeline p = ComputeInputPipeline(b.tool(), summary);
+  ASSERT_EQ(p.steps.size(), 2u);
+  EXPECT_EQ(p.steps[0].device_input_ns, 4 * kMs);
+  EXPECT_EQ(p.steps[0].host_input_ns, 4 * kMs);
+  EXPECT_EQ(p.steps[1].device_input_ns, 100 * kUs);
+  EXPECT_EQ(p.input_ns, 4 * kMs + 100 * kUs);
+  EXPECT_EQ(p.step_ns, 20 * kMs);
+  ASSERT_EQ(p.stages.size(), 3u);
+  EXPECT_EQ(p.stages[0].name, "Iterator::Prefetch");
+  EXPECT_EQ(p.stages[0].count, 2);
+  EXPECT_EQ(p.stages[0].self_ns, 4 * kMs + 100 * kUs);
+  EXPECT_TRUE(p.stages[0].consumer);
+  EXPECT_EQ(p.stages[1].name, "Iterator::Prefetch::Map");
+  EXPECT_EQ(p.stages[1].self_ns, 3 * kMs);
+  EXPECT_FALSE(p.stages[1].consumer);
+  // The consumer only waits on Prefetch's buffer: the producer that did not keep up is the
+  // bottleneck.
+  EXPECT_EQ(p.bottleneck, "Iterator::Prefetch::Map");
+  EXPECT_TRUE(p.stages[1].critical_path);
+  EXPECT_FALSE(p.stages[2].critical_path);
+}
+
+TEST(InputPipelineTest, SynchronousConsumerStageIsTheBottleneck) {
+  TraceBuilder b;
+  b.Window(0, 10 * kMs);
+  b.Step(1, 0, 10 * kMs);
+  b.Host(1, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 6 * kMs,
+         HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Host(2, "DataLoader worker", 0, 8 * kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  const HostInputPipeline p = ComputeInputPipeline(b.tool(), b.Summary());
+  EXPECT_EQ(p.bottleneck, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+}
+
+// --- synthetic: overview ------------------------------------------------------------------------
+
+// Step 1 (10 ms): compile 1 ms [0,1), launch 0.5 ms [1,1.5), host compute 0.5 ms [1.5,2), an
+// input wait 1 ms [2,3), 16-bit compute 3 ms [3,6), 32-bit compute 2 ms [6,8) overlapping a
+// collective [7,9) (1 ms of it alone), output [9,9.5), idle 0.5 ms. A sync [9.5,10) masks host
+// work under it.
+TEST(OverviewTest, CategoriesPrecisionAndTheBreakdownAgree) {
+  TraceBuilder b;
+  b.Window(0, 10 * kMs);
+  b.Step(1, 0, 10 * kMs);
+  HostEvent& compile = b.Host(1, "XlaCompile", 0, kMs, HostEventRole::kAnnotation);
+  compile.compile = true;
+  b.Host(1, "cudaLaunchKernel", kMs, 500 * kUs, HostEventRole::kRuntime, OpKind::kHostLaunch);
+  b.Host(1, "python_work", 1500 * kUs, 500 * kUs, HostEventRole::kAnnotation);
+  b.Host(1, "GetNextBatch", 2 * kMs, kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Device(0, "ampere_fp16_s16816gemm_fp16", 3 * kMs, 3 * kMs);
+  b.Device(1, "volta_sgemm_128x64", 6 * kMs, 2 * kMs);
+  b.Device(0, "ncclDevKernel_AllReduce", 7 * kMs, 2 * kMs, OpKind::kCollective);
+  b.Device(0, "MemcpyDtoH", 9 * kMs, 500 * kUs, OpKind::kMemcpyD2H, false);
+  b.Host(1, "aten::item", 9500 * kUs, 500 * kUs, HostEventRole::kFrameworkOp);
+  b.Host(1, "cudaStreamSynchronize", 9500 * kUs, 500 * kUs, HostEventRole::kRuntime,
+         OpKind::kHostSync);
+  const HostSummary summary = b.Summary();
+  const HostOverview o = ComputeOverview(b.tool(), summary);
+  ASSERT_EQ(o.steps.size(), 1u);
+  const OverviewTimes& t = o.steps[0].times;
+  EXPECT_EQ(t[OverviewCategory::kCompilation], kMs);
+  EXPECT_EQ(t[OverviewCategory::kKernelLaunch], 500 * kUs);
+  EXPECT_EQ(t[OverviewCategory::kHostCompute], 500 * kUs);
+  EXPECT_EQ(t[OverviewCategory::kInput], kMs);
+  EXPECT_EQ(t[OverviewCategory::kDeviceCompute], 5 * kMs);
+  EXPECT_EQ(t.compute_16bit_ns, 3 * kMs);
+  EXPECT_EQ(t.compute_32bit_ns, 2 * kMs);
+  EXPECT_EQ(t[OverviewCategory::kCollectives], kMs);
+  EXPECT_EQ(t[OverviewCategory::kOutput], 500 * kUs);
+  EXPECT_EQ(t[OverviewCategory::kOther], 500 * kUs);
+  ExpectOverviewMatchesBreakdown(o, summary);
+
+  // The pod: recommendations name the numbers.
+  std::vector<HostTools> hosts(1);
+  hosts[0].host = "h0";
+  hosts[0].overview = o;
+  hosts[0].overview.kernels = 3;
+  hosts[0].overview.kernel_ns = 7 * kMs;
+  hosts[0].overview.tensor_core_eligible_ns = 5 * kMs;
+  hosts[0].overview.tensor_core_used_ns = 3 * kMs;
+  PodBreakdown breakdown = BuildPodBreakdown({summary});
+  const PodTools pod = BuildPodTools(Tool::kOverview, std::move(hosts), breakdown);
+  EXPECT_EQ(pod.overview_step_ns, 10 * kMs);
+  std::map<std::string, std::string> why;
+  for (const Recommendation& r : pod.recommendations) why[r.kind] = r.reason;
+  EXPECT_THAT(why["input"], HasSubstr("input 10.0 % of step time"));
+  EXPECT_THAT(why["compilation"], HasSubstr("compilation 10.0 %"));
+  EXPECT_EQ(why.count("tensor_cores"), 0u);  // 3 of 5 ms eligible use them: not low
+  EXPECT_EQ(why.count("collectives"), 0u);   // 10 % < 20 %
+}
+
+TEST(OverviewTest, LaunchBoundAndLowTensorCoreRecommendations) {
+  std::vector<HostTools> hosts(1);
+  HostOverview& o = hosts[0].overview;
+  o.steps.resize(1);
+  o.step_ns = 10 * kMs;
+  o.total[OverviewCategory::kKernelLaunch] = 3 * kMs;
+  o.total[OverviewCategory::kDeviceCompute] = 2 * kMs;
+  o.total.compute_32bit_ns = 2 * kMs;
+  o.kernels = 1000;
+  o.kernel_ns = 2 * kMs;  // 2 us per kernel
+  o.tensor_core_eligible_ns = kMs;
+  o.tensor_core_used_ns = 0;
+  const PodTools pod = BuildPodTools(Tool::kOverview, std::move(hosts), PodBreakdown());
+  std::map<std::string, std::string> why;
+  for (const Recommendation& r : pod.recommendations) why[r.kind] = r.reason;
+  EXPECT_THAT(why["launch"], HasSubstr("kernel launch 30.0 % of step time; 1000 kernels "
+                                       "averaging 2.0 us"));
+  EXPECT_THAT(why["tensor_cores"], HasSubstr("Tensor Cores run 0.0 %"));
+  EXPECT_EQ(why.count("input"), 0u);
+}
+
+TEST(PodToolsTest, KernelAndOpStatsMergeAcrossHosts) {
+  KernelMix a;
+  KernelMix b;
+  std::vector<HostTools> hosts;
+  hosts.push_back(ComputeHostTools(Tool::kKernelStats, a.b.tool(), a.b.Summary()));
+  hosts.push_back(ComputeHostTools(Tool::kKernelStats, b.b.tool(), b.b.Summary()));
+  const PodTools pod = BuildPodTools(Tool::kKernelStats, std::move(hosts), PodBreakdown());
+  ASSERT_EQ(pod.kernels.size(), 2u);
+  EXPECT_EQ(pod.kernels[0].occurrences, 6);
+  EXPECT_EQ(pod.kernels[0].total_ns, 2 * 600 * kUs);
+  EXPECT_EQ(pod.kernels[0].min_ns, 100 * kUs);
+
+  std::vector<HostTools> op_hosts;
+  op_hosts.push_back(ComputeHostTools(Tool::kOpStats, a.b.tool(), a.b.Summary()));
+  op_hosts.push_back(ComputeHostTools(Tool::kOpStats, b.b.tool(), b.b.Summary()));
+  const PodTools ops = BuildPodTools(Tool::kOpStats, std::move(op_hosts), PodBreakdown());
+  EXPECT_EQ(FindOp(ops.ops.by_op, "aten::add")->occurrences, 4);
+}
+
+// --- XSpace fixture (TensorFlow-style, built here) -----------------------------------------------
+
+// A TF GPU host: step root `train` (_r=1, step_num 3) over [0, 10) ms; a TF op
+// `model/dense/MatMul:MatMul` [1, 2) ms whose cudaLaunchKernel (correlation 9) launches a 16-bit
+// GEMM of 4 ms with kernel_details (ref) on stream 7, which also names tf_op; `Iterator::Prefetch`
+// [0, 1) ms; MemoryAllocation/Deallocation with XProf's stats; an XLA Ops line that must not be
+// counted as activity; device capability stats.
+tensorflow::profiler::XSpace TfStyleSpace() {
+  using xspace::XPlaneBuilder;
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames("tf-worker-0");
+  XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kP);
+  xspace::XLine* thread = host.AddLine(100, "python", kP);
+  auto* root = host.AddEvent(thread, host.EventMetadataId("train"), kP, 10 * kMs);
+  host.AddStat(root, host.StatMetadataId("_r"), int64_t{1});
+  host.AddStat(root, host.StatMetadataId("step_num"), int64_t{3});
+  host.AddEvent(thread, host.EventMetadataId("Iterator::Prefetch"), kP, kMs);
+  host.AddEvent(thread, host.EventMetadataId("model/dense/MatMul:MatMul"), kP + kMs, kMs);
+  auto* launch = host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"),
+                               kP + kMs + 100 * kUs, 10 * kUs);
+  host.AddStat(launch, host.StatMetadataId("correlation_id"), uint64_t{9});
+  for (int i = 0; i < 2; ++i) {
+    auto* m = host.AddEvent(
+        thread, host.EventMetadataId(i == 0 ? "MemoryAllocation" : "MemoryDeallocation"),
+        kP + (i == 0 ? 2 : 8) * kMs, 0);
+    host.AddStat(m, host.StatMetadataId("allocator_name"), "GPU_0_bfc");
+    host.AddStat(m, host.StatMetadataId("device_ordinal"), int64_t{0});
+    host.AddStat(m, host.StatMetadataId("allocation_bytes"), int64_t{64 << 20});
+    host.AddStat(m, host.StatMetadataId("addr"), int64_t{0x7f00});
+    host.AddStat(m, host.StatMetadataId("bytes_allocated"), int64_t{i == 0 ? 96 << 20 : 32 << 20});
+    host.AddStat(m, host.StatMetadataId("bytes_reserved"), int64_t{128 << 20});
+    host.AddStat(m, host.StatMetadataId("tf_op"), "model/dense/MatMul:MatMul");
+  }
+  XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", kP);
+  gpu.plane()->add_stats()->set_metadata_id(gpu.StatMetadataId("gpu_device_name"));
+  gpu.plane()->mutable_stats()->rbegin()->set_str_value("NVIDIA A100-SXM4-80GB");
+  gpu.AddPlaneStat(gpu.StatMetadataId("compute_cap_major"), int64_t{8});
+  xspace::XLine* stream = gpu.AddLine(7, "Stream #7(Compute)", kP);
+  auto* k = gpu.AddEvent(stream, gpu.EventMetadataId("ampere_fp16_s16816gemm_fp16_128x128"),
+                         kP + 2 * kMs, 4 * kMs);
+  gpu.AddStat(k, gpu.StatMetadataId("correlation_id"), uint64_t{9});
+  auto* details = k->add_stats();
+  details->set_metadata_id(gpu.StatMetadataId("kernel_details"));
+  details->set_ref_value(static_cast<uint64_t>(gpu.StatMetadataId(
+      "regs:96 static_shared:0 dynamic_shared:73728 grid:108,1,1 block:256,1,1 occ_pct:12.5")));
+  gpu.AddStat(k, gpu.StatMetadataId("tf_op"), "model/dense/MatMul:MatMul");
+  xspace::XLine* ops = gpu.AddLine(1, "XLA Ops", kP);
+  gpu.AddEvent(ops, gpu.EventMetadataId("fusion.1"), kP + 2 * kMs, 4 * kMs);
+  xspace::SetProfileWindow(&space, kP, kP + 10 * kMs);
+  return space;
+}
+
+TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
+  const tensorflow::profiler::XSpace space = TfStyleSpace();
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<HostTrace> h = ReadXSpaceHost(space, "w0", 0);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const HostSummary summary = SummarizeHost(*h);
+  EXPECT_EQ(t->window_start_ns, h->window_start_ns);
+  EXPECT_EQ(t->window_end_ns, h->window_end_ns);
+  EXPECT_EQ(t->environment.framework, "TensorFlow");
+  ASSERT_EQ(t->environment.devices.size(), 1u);
+  EXPECT_EQ(t->environment.devices[0].name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(t->environment.devices[0].compute_major, 8);
+  EXPECT_THAT(t->environment.hostnames, ElementsAre("tf-worker-0"));
+
+  const std::vector<KernelStat> kernels = ComputeKernelStats(*t);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].op, "model/dense/MatMul:MatMul");
+  EXPECT_EQ(kernels[0].registers_per_thread, 96);
+  EXPECT_EQ(kernels[0].shared_memory_bytes, 73728);
+  EXPECT_THAT(kernels[0].grid, ElementsAre(108, 1, 1));
+  EXPECT_DOUBLE_EQ(kernels[0].occupancy_pct, 12.5);
+  EXPECT_EQ(kernels[0].total_ns, 4 * kMs);
+  EXPECT_TRUE(kernels[0].tensor_core_used);
+
+  const OpStats ops = ComputeOpStats(*t);
+  const OpStat* matmul = FindOp(ops.by_op, "model/dense/MatMul:MatMul");
+  ASSERT_NE(matmul, nullptr);
+  EXPECT_TRUE(matmul->host);
+  EXPECT_EQ(matmul->type, "MatMul");
+  EXPECT_EQ(matmul->host_total_ns, kMs);
+  EXPECT_EQ(matmul->host_self_ns, kMs - 10 * kUs);
+  EXPECT_EQ(matmul->device_self_ns, 4 * kMs);         // named by tf_op on the kernel
+  EXPECT_EQ(FindOp(ops.by_op, "fusion.1"), nullptr);  // kernels name ops: spans not used
+
+  const std::vector<DeviceMemory> mem = ComputeMemory(*t);
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_EQ(mem[0].device, 0);
+  // 32 MiB were in use before (reported 96 after allocating 64).
+  EXPECT_EQ(mem[0].baseline_bytes, 32 << 20);
+  EXPECT_EQ(mem[0].peak_bytes, 96 << 20);
+  EXPECT_EQ(mem[0].peak_time_ns, kP + 2 * kMs);
+  EXPECT_EQ(mem[0].live_at_peak, 1);
+  EXPECT_EQ(mem[0].largest_live_at_peak[0].op, "model/dense/MatMul:MatMul");
+  EXPECT_DOUBLE_EQ(mem[0].fragmentation_at_peak, 32.0 / 128.0);
+
+  const HostOverview o = ComputeOverview(*t, summary);
+  ExpectOverviewMatchesBreakdown(o, summary);
+  ASSERT_EQ(o.steps.size(), 1u);
+  EXPECT_EQ(o.steps[0].step, 3);
+  EXPECT_EQ(o.steps[0].times.compute_16bit_ns, 4 * kMs);
+  EXPECT_EQ(o.steps[0].times[OverviewCategory::kInput], kMs);
+
+  const HostInputPipeline p = ComputeInputPipeline(*t, summary);
+  EXPECT_EQ(p.bottleneck, "Iterator::Prefetch");
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.steps[0].device_input_ns, kMs);
+}
+
+// A JAX GPU host: step root `train` (_r=1, step_num 7) over [0, 4) ms with a relative-time
+// profile window; kernels name their HLO op in a metadata `hlo_op` stat (as XLA's CUPTI tracer
+// writes it): a 16-bit GEMM for `dot.1` (1 ms) and two loop fusions for `fusion.3` (0.5 ms each);
+// derived `XLA Modules`/`XLA Ops` lines that must not count as activity.
+tensorflow::profiler::XSpace JaxStyleSpace() {
+  using xspace::XPlaneBuilder;
+  tensorflow::profiler::XSpace space;
+  space.add_hostnames("jax-0");
+  XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kP);
+  xspace::XLine* thread = host.AddLine(5, "main", kP);
+  auto* root = host.AddEvent(thread, host.EventMetadataId("train"), kP, 4 * kMs);
+  host.AddStat(root, host.StatMetadataId("_r"), int64_t{1});
+  host.AddStat(root, host.StatMetadataId("step_num"), int64_t{7});
+  host.AddEvent(thread, host.EventMetadataId("PjitFunction(train_step)"), kP, 100 * kUs);
+  XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", kP);
+  const auto kernel_meta = [&](absl::string_view name, absl::string_view hlo) {
+    const int64_t id = gpu.EventMetadataId(name);
+    auto* stat = (*gpu.plane()->mutable_event_metadata())[id].add_stats();
+    stat->set_metadata_id(gpu.StatMetadataId("hlo_op"));
+    stat->set_str_value(std::string(hlo));
+    return id;
+  };
+  const int64_t gemm = kernel_meta("sm80_xmma_gemm_bf16bf16_bf16f32", "dot.1");
+  const int64_t loop = kernel_meta("loop_add_fusion", "fusion.3");
+  xspace::XLine* stream = gpu.AddLine(12, "Stream #12(Compute)", kP);
+  gpu.AddEvent(stream, gemm, kP + kMs, kMs);
+  gpu.AddEvent(stream, loop, kP + 2 * kMs, 500 * kUs);
+  gpu.AddEvent(stream, loop, kP + 3 * kMs, 500 * kUs);
+  xspace::XLine* modules = gpu.AddLine(1, "XLA Modules", kP);
+  gpu.AddEvent(modules, gpu.EventMetadataId("jit_train_step"), kP + kMs, 2500 * kUs);
+  xspace::XLine* ops = gpu.AddLine(2, "XLA Ops", kP);
+  gpu.AddEvent(ops, gpu.EventMetadataId("dot.1"), kP + kMs, kMs);
+  xspace::SetProfileWindow(&space, kP, kP + 4 * kMs);
+  return space;
+}
+
+TEST(XSpaceToolsTest, JaxStyleTraceNamesHloOps) {
+  const tensorflow::profiler::XSpace space = JaxStyleSpace();
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "jax-0", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<HostTrace> h = ReadXSpaceHost(space, "jax-0", 0);
+  ASSERT_TRUE(h.ok()) << h.status();
+  const HostSummary summary = SummarizeHost(*h);
+  EXPECT_EQ(t->environment.framework, "JAX");
+  const HostOverview o = ComputeOverview(*t, summary);
+  ExpectOverviewMatchesBreakdown(o, summary);
+  ASSERT_EQ(o.steps.size(), 1u);
+  EXPECT_EQ(o.steps[0].step, 7);
+  // The derived lines did not double the device time: 1 + 0.5 + 0.5 ms of compute.
+  EXPECT_EQ(o.steps[0].times[OverviewCategory::kDeviceCompute], 2 * kMs);
+  EXPECT_EQ(o.steps[0].times.compute_16bit_ns, kMs);
+
+  // Equal totals (1 ms each): ordered by kernel name.
+  const std::vector<KernelStat> kernels = ComputeKernelStats(*t);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].kernel, "loop_add_fusion");
+  EXPECT_EQ(kernels[0].op, "fusion.3");
+  EXPECT_EQ(kernels[0].occurrences, 2);
+  EXPECT_EQ(kernels[0].total_ns, kMs);
+  EXPECT_FALSE(kernels[0].tensor_core_eligible);
+  EXPECT_EQ(kernels[1].op, "dot.1");
+  EXPECT_TRUE(kernels[1].tensor_core_used);
+
+  const OpStats ops = ComputeOpStats(*t);
+  EXPECT_EQ(FindOp(ops.by_type, "dot")->device_self_ns, kMs);
+  EXPECT_EQ(FindOp(ops.by_type, "fusion")->device_self_ns, kMs);
+  EXPECT_EQ(FindOp(ops.by_type, "fusion")->occurrences, 2);  // device-only ops: one per kernel
+}
+
+TEST(XSpaceToolsTest, BadBytesAndNonTraceSpacesAreErrors) {
+  EXPECT_FALSE(ReadXSpaceToolsBytes("\xff\xff\xff", "w0", 0).ok());
+  tensorflow::profiler::XSpace empty;
+  empty.add_planes()->set_name("Task Environment");
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(empty, "w0", 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("not a host trace"));
+}
+
+// --- PyTorch fixture ---------------------------------------------------------------------------
+
+TEST(KinetoToolsTest, FixtureFeedsEveryToolAndAgreesWithTheBreakdown) {
+  absl::StatusOr<std::string> json = ReadFile(DataPath("rank3.pt.trace.json"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile(*json, "rank3.pt.trace.json", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<HostTrace> h = ReadKinetoTraceFile(*json, "rank3.pt.trace.json", 0);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(t->host, h->host);
+  EXPECT_EQ(t->window_start_ns, h->window_start_ns);
+  EXPECT_EQ(t->window_end_ns, h->window_end_ns);
+  const HostSummary summary = SummarizeHost(*h);
+  ASSERT_FALSE(summary.steps.empty());
+  ExpectOverviewMatchesBreakdown(ComputeOverview(*t, summary), summary);
+
+  EXPECT_EQ(t->environment.framework, "PyTorch");
+  EXPECT_EQ(t->environment.cuda_version, "12040");
+  ASSERT_EQ(t->environment.devices.size(), 2u);
+  EXPECT_EQ(t->environment.devices[1].name, "NVIDIA H100 80GB HBM3");
+
+  const std::vector<KernelStat> kernels = ComputeKernelStats(*t);
+  const KernelStat* gemm = nullptr;
+  const KernelStat* nccl = nullptr;
+  for (const KernelStat& k : kernels) {
+    if (absl::StartsWith(k.kernel, "sm90_xmma_gemm")) gemm = &k;
+    if (absl::StartsWith(k.kernel, "ncclDevKernel")) nccl = &k;
+  }
+  ASSERT_NE(gemm, nullptr);
+  ASSERT_NE(nccl, nullptr);
+  EXPECT_EQ(gemm->op, "aten::linear");  // External id
+  EXPECT_EQ(gemm->registers_per_thread, 168);
+  EXPECT_EQ(gemm->shared_memory_bytes, 213072);
+  EXPECT_THAT(gemm->grid, ElementsAre(128, 1, 1));
+  EXPECT_THAT(gemm->block, ElementsAre(384, 1, 1));
+  EXPECT_EQ(gemm->total_ns, 2000 * kUs);
+  EXPECT_TRUE(gemm->tensor_core_used);
+  EXPECT_TRUE(gemm->tensor_core_eligible);
+  EXPECT_EQ(nccl->op, "nccl:all_reduce");
+  EXPECT_FALSE(nccl->tensor_core_eligible);
+  // The fill kernel (correlation 109) was launched by cuLaunchKernel inside the optimizer step.
+  const KernelStat* fill = FindKernel(
+      kernels,
+      "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >");
+  ASSERT_NE(fill, nullptr);
+  EXPECT_EQ(fill->op, "Optimizer.step#SGD.step");
+
+  const OpStats ops = ComputeOpStats(*t);
+  const OpStat* linear = FindOp(ops.by_op, "aten::linear");
+  ASSERT_NE(linear, nullptr);
+  EXPECT_EQ(linear->host_total_ns, 300 * kUs);
+  EXPECT_EQ(linear->host_self_ns, 300 * kUs - 8456);  // minus cudaLaunchKernel's 8.456 us
+  EXPECT_EQ(linear->device_self_ns, 2000 * kUs);
+
+  const HostInputPipeline p = ComputeInputPipeline(*t, summary);
+  // enumerate(DataLoader) [100.25, 1600.25) us wraps the Python frame __next__ [100.3, 1599.3)
+  // us (an input wait by name), so its self time is 1 us; "DataLoader next" is 2000 us alone.
+  ASSERT_EQ(p.stages.size(), 3u);
+  EXPECT_EQ(p.stages[0].name, "DataLoader next");
+  EXPECT_EQ(p.stages[0].self_ns, 2000 * kUs);
+  EXPECT_EQ(p.stages[1].name, "torch/utils/data/dataloader.py(623): __next__");
+  EXPECT_EQ(p.stages[1].self_ns, 1499 * kUs);
+  EXPECT_EQ(p.stages[2].self_ns, 1500 * kUs - 1499 * kUs);
+  EXPECT_EQ(p.bottleneck, "DataLoader next");
+
+  const std::vector<DeviceMemory> mem = ComputeMemory(*t);
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_EQ(mem[0].device, -1);  // no "Device Type": host
+  EXPECT_EQ(mem[0].peak_bytes, 512);
+  EXPECT_EQ(mem[0].reserved_at_peak, 2097152);
+  // The [memory] event at 17200 us on tid 4242 lies inside Optimizer.step#SGD.step [17000, 17500).
+  ASSERT_EQ(t->memory.size(), 1u);
+  EXPECT_EQ(t->Str(t->memory[0].op), "Optimizer.step#SGD.step");
+}
+
+TEST(KinetoToolsTest, MemoryEventsTakeTheInnermostEnclosingOpOnTheirThread) {
+  // aten::linear [0, 100) us wraps aten::empty [10, 20) us on tid 1; allocations at 15 us (inside
+  // both: aten::empty), 50 us (after aten::empty ended: aten::linear), and 15 us on tid 2 (none).
+  const std::string json = R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 15,
+     "args": {"Device Type": 1, "Device Id": 2, "Addr": 4096, "Bytes": 1024,
+              "Total Allocated": 1024, "Total Reserved": 2048}},
+    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 50,
+     "args": {"Device Type": 1, "Device Id": 2, "Addr": 4096, "Bytes": -1024}},
+    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 15,
+     "args": {"Device Type": 0, "Bytes": 8}}
+  ]})";
+  absl::StatusOr<ToolTrace> t = ReadKinetoTools(json, "h", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->memory.size(), 3u);
+  EXPECT_EQ(t->Str(t->memory[0].op), "aten::empty");
+  EXPECT_EQ(t->memory[0].device, 2);
+  EXPECT_EQ(t->memory[0].address, 4096u);
+  EXPECT_EQ(t->memory[0].time_ns, 15 * kUs);
+  EXPECT_EQ(t->Str(t->memory[1].op), "aten::linear");
+  EXPECT_EQ(t->memory[1].bytes, -1024);
+  EXPECT_EQ(t->Str(t->memory[2].op), "");
+  EXPECT_EQ(t->memory[2].device, -1);
+  const std::vector<DeviceMemory> mem = ComputeMemory(*t);
+  ASSERT_EQ(mem.size(), 2u);  // host memory, device 2
+  EXPECT_EQ(mem[1].device, 2);
+  EXPECT_EQ(mem[1].peak_bytes, 1024);
+  EXPECT_EQ(mem[1].largest_live_at_peak[0].op, "aten::empty");
+  EXPECT_DOUBLE_EQ(mem[1].fragmentation_at_peak, 0.5);
+}
+
+TEST(KinetoToolsTest, BadJsonIsAnErrorNamingThePath) {
+  absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile("{not json", "x.pt.trace.json", 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("x.pt.trace.json"));
+  EXPECT_FALSE(ReadKinetoTools(R"({"a": 1})", "h", 0).ok());
+}
+
+}  // namespace
+}  // namespace profctl::analysis

@@ -1,0 +1,568 @@
+#include "coordinator/cli/cli.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "coordinator/engine/session_writer.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+#include "tests/fake_agent.h"
+#include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
+#include "tests/temp_dir.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::profctl::testing::FakeAgent;
+using ::profctl::testing::FakeAgentFactory;
+using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
+using ::testing::HasSubstr;
+namespace v1 = ::profctl::v1;
+
+class CliTest : public ::testing::Test {
+ protected:
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    return RunCli(args, Env());
+  }
+  CliEnv Env(const StopSignal* interrupt = nullptr) {
+    return {&out_,
+            &err_,
+            &clock_,
+            &factory_,
+            &ex_,
+            "/nonexistent/profctl",
+            interrupt,
+            [this](const absl::Notification& done) {
+              ASSERT_TRUE(ex_.RunUntil([&] { return done.HasBeenNotified(); },
+                                       clock_.MonoNs() + 3600 * kNanosPerSecond));
+            }};
+  }
+  std::string Logdir() const { return "--logdir=" + logdir_; }
+
+  FakeClock clock_;
+  FakeExecutor ex_{&clock_};
+  FakeAgentFactory factory_{&ex_};
+  std::ostringstream out_, err_;
+  const testing::TempDir tmp_;
+  const std::string logdir_ = tmp_.path();
+};
+
+TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"capture"}, "profctl capture: --workers is required"},
+      {{"capture", "--workers=h:99999"}, "worker 'h:99999': port '99999' is not a number"},
+      {{"capture", "--workers=h"}, "missing :port"},
+      {{"capture", "--workers=h:1,h:1"}, "listed twice"},
+      {{"capture", "--workers=h:1", "--duration=0"}, "--duration=0 is not in 1..3600000"},
+      {{"capture", "--workers=h:1", "--duration=2s"}, "--duration: expected a whole number"},
+      {{"capture", "--workers=h:1", "--frobnicate"}, "unknown flag --frobnicate"},
+      {{"capture", "--workers=h:1", "--logdir="}, "--logdir is empty; leave the flag out"},
+      {{"capture", "--workers=h:1", "--session="}, "--session is empty; leave the flag out"},
+      {{"capture", "--workers=h:1", "--logdir", "--session=x"},
+       "--logdir needs a value, got the flag '--session=x'"},
+      {{"capture", "--workers=h:1", "--session=a/b"}, "session name 'a/b'"},
+      {{"capture", "--workers=h:1", "stray"}, "unexpected argument 'stray'"},
+      {{"capture", "--workers=h:1", "--late=maybe"}, "--late=maybe is not one of: capture, fail"},
+      {{"capture", "--workers=h:1", "--align=gps"}, "--align=gps is not one of: collectives, ntp"},
+      {{"capture", "--workers=h:1", "--prepare-timeout=-1"}, "--prepare-timeout=-1 is not in"},
+      {{"capture", "--workers=h:1", "--retries=21"}, "--retries=21 is not in 0..20"},
+      {{"capture", "--workers=h:1", "--retries=-1"}, "--retries=-1 is not in 0..20"},
+      {{"capture", "--workers=h:1", "--duration=2000", "--deadline=2000"},
+       "--deadline=2000 ms cannot hold the 2000 ms window"},
+      {{"capture", "--workers=h:1,h:2", "--min-hosts=3"}, "--min-hosts=3 is not in 0..2"},
+      {{"capture", "--workers=h:1", "--min-hosts=1", "--require-all"},
+       "give --min-hosts or --require-all, not both"},
+      {{"ping"}, "profctl ping: --workers is required"},
+      {{"ping", "--workers=h:1", "--timeout=0"}, "--timeout=0 is not in 1..600000"},
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"demo", "--workers=0"}, "--workers=0 is not in 1..64"},
+      {{"demo", "--duration=600000"}, "--duration=600000 is not in 1..60000"},
+      {{"demo"}, "cannot find an executable profctl-agent"},
+  };
+  for (Case& c : cases) {
+    const bool has_logdir = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) {
+      return a.rfind("--logdir", 0) == 0;
+    });
+    if ((c.args[0] == "capture" || c.args[0] == "demo") && !has_logdir) {
+      c.args.push_back(Logdir());
+    }
+    EXPECT_EQ(Run(c.args), kExitUsage) << c.args[1];
+    EXPECT_THAT(err_.str(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(factory_.connects(), 0);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/a"));
+}
+
+TEST_F(CliTest, ExistingSessionIsNeverOverwritten) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=s", Logdir()}), kExitOk);
+  const std::string file = logdir_ + "/plugins/profile/s/a.xplane.pb";
+  const std::string before = *ReadFile(file);
+  EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=s", Logdir()}),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("already exists"));
+  EXPECT_EQ(*ReadFile(file), before);
+  EXPECT_EQ(a.captures(), 1);
+}
+
+// Two captures in one second with the default name: the second is not refused, it gets _2.
+TEST_F(CliTest, DefaultSessionNamesNeverCollide) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", Logdir()}), kExitOk) << err_.str();
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", Logdir()}), kExitOk) << err_.str();
+  const std::string first = DefaultSessionName(clock_, "");
+  EXPECT_TRUE(PathExists(absl::StrCat(logdir_, "/plugins/profile/", first, "/session.json")));
+  EXPECT_TRUE(PathExists(absl::StrCat(logdir_, "/plugins/profile/", first, "_2/session.json")));
+  EXPECT_EQ(a.captures(), 2);
+}
+
+// A log dir on a (nearly) full file system is refused before any host is asked to record.
+TEST_F(CliTest, FullDiskIsRefusedBeforeAnyHostIsContacted) {
+  absl::StatusOr<SessionDir> dir =
+      SessionDir::Create(logdir_, "full", {.min_free_bytes = uint64_t{1} << 62});
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(dir.status().message(), HasSubstr("MiB free on the file system of"));
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/full"));
+}
+
+// A committed trace is visible under its name at once (a coordinator killed afterwards keeps
+// it); SyncCommitted then makes every one durable, and names what it could not sync.
+TEST_F(CliTest, CommittedTracesAreVisibleAtOnceAndSyncedTogether) {
+  absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir_, "sync");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string folder = logdir_ + "/plugins/profile/sync";
+  EXPECT_TRUE(dir->SyncCommitted().ok());  // nothing committed yet
+  for (const char* host : {"a", "b"}) {
+    absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create(host);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE((*f)->Append(host).ok());
+    ASSERT_TRUE((*f)->Commit(XPlaneFileName(host)).ok());
+    EXPECT_EQ(ReadFile(folder + "/" + XPlaneFileName(host)).value_or(""), host);
+  }
+  EXPECT_TRUE(dir->SyncCommitted().ok());
+  // One that is gone by the time it is synced (removed by hand, a full disk's cleanup...).
+  absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create("c");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE((*f)->Commit(XPlaneFileName("c")).ok());
+  ASSERT_EQ(unlink((folder + "/c.xplane.pb").c_str()), 0);
+  const absl::Status gone = dir->SyncCommitted();
+  EXPECT_FALSE(gone.ok());
+  EXPECT_THAT(gone.message(), HasSubstr("cannot sync " + folder + "/c.xplane.pb: No such file"));
+  EXPECT_THAT(gone.message(), HasSubstr("may not survive a crash"));
+  EXPECT_TRUE(dir->SyncCommitted().ok());  // each commit is synced (or reported) once
+}
+
+// A coordinator killed mid-capture leaves session.json RUNNING and maybe temporary files: the
+// next capture into the same log dir marks that session ABANDONED and removes them; a session
+// whose coordinator still runs is left alone.
+TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: this pid is now dead
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  auto make = [&](const std::string& name, int64_t pid) {
+    const std::string dir = absl::StrCat(logdir_, "/plugins/profile/", name);
+    EXPECT_TRUE(MakeDirs(dir).ok());
+    v1::SessionManifest m;
+    m.set_status(v1::SESSION_STATUS_RUNNING);
+    m.set_coordinator_pid(pid);
+    m.set_coordinator_host(host);
+    m.add_hosts()->set_status(v1::HOST_STATUS_OK);
+    EXPECT_TRUE(WriteFileAtomically(dir + "/session.json", ManifestJson(m)).ok());
+    EXPECT_TRUE(WriteFileAtomically(dir + "/.w0.xplane.pb.tmp.abc123", "partial bytes").ok());
+    EXPECT_TRUE(WriteFileAtomically(dir + "/" + kRunningMarkerFileName, "1\n").ok());
+    return dir;
+  };
+  const std::string dead = make("dead", child);
+  const std::string alive = make("alive", getpid());
+
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=next", Logdir()}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr(dead + ": abandoned by coordinator pid"));
+  EXPECT_FALSE(PathExists(dead + "/.w0.xplane.pb.tmp.abc123"));
+  v1::SessionManifest m;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(*ReadFile(dead + "/session.json"), &m).ok());
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_ABANDONED);
+  EXPECT_EQ(m.hosts_size(), 1);  // what it said it holds is kept
+  ASSERT_EQ(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(0), HasSubstr("removed 1 temporary file"));
+  EXPECT_TRUE(PathExists(alive + "/.w0.xplane.pb.tmp.abc123"));  // its coordinator lives
+  EXPECT_FALSE(PathExists(dead + "/" + kRunningMarkerFileName));
+  // A finished capture leaves no marker behind.
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
+}
+
+TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
+  FakeAgent a(&ex_, &clock_, {.clock_offset_ns = 2 * kNanosPerMilli, .name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=300", "--session=t1", Logdir()}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("session t1: ok, 1/1 hosts captured"));
+  EXPECT_THAT(out_.str(), HasSubstr("gpu-a"));
+  EXPECT_THAT(out_.str(), HasSubstr("+2.000"));
+  EXPECT_EQ(err_.str(), "");  // no progress chatter for captures <= 1 s
+
+  ASSERT_EQ(
+      Run({"capture", "--workers=a:1", "--duration=1500", "--session=t2", "--json", Logdir()}),
+      kExitOk);
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_OK);
+  EXPECT_EQ(m.hosts(0).host(), "gpu-a");
+  EXPECT_THAT(err_.str(), HasSubstr("profctl: a:1: clock offset +2.000 ms"));  // progress
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
+  // --json prints session.json exactly (the text written, not a second printing of it).
+  absl::StatusOr<std::string> written = ReadFile(logdir_ + "/plugins/profile/t2/session.json");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(out_.str(), *written);
+}
+
+TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
+  profctl::v1::SessionManifest m;
+  m.set_status(profctl::v1::SESSION_STATUS_PARTIAL);
+  m.mutable_request()->set_session("s");
+  auto* a = m.add_hosts();
+  a->set_host("a");
+  a->set_status(profctl::v1::HOST_STATUS_OK);
+  a->set_events(7);
+  auto* b = m.add_hosts();
+  b->set_host("a-very-long-host-name-from-a-big-cluster_6000");
+  b->set_status(profctl::v1::HOST_STATUS_OK);
+  b->set_events(8);
+  auto* c = m.add_hosts();
+  c->set_host("gone_1");
+  c->set_status(profctl::v1::HOST_STATUS_FAILED);
+  c->mutable_error()->set_step(profctl::v1::FAILURE_STEP_GET_INFO);
+  c->mutable_error()->set_code(14);
+  c->mutable_error()->set_message("down");
+  std::vector<std::string> lines;
+  std::istringstream in(FormatSummary(m));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "session s: partial, 2/3 hosts captured");
+  // Every row's STATUS starts where the header's does, and EVENTS ends where the header's does.
+  const size_t status_col = lines[1].find("STATUS");
+  const size_t events_end = lines[1].find("EVENTS") + 6;
+  for (size_t i = 2; i <= 4; ++i) {
+    EXPECT_EQ(lines[i].find(i == 4 ? "failed" : "ok"), status_col) << lines[i];
+  }
+  EXPECT_EQ(lines[2].substr(events_end - 1, 1), "7") << lines[2];
+  EXPECT_EQ(lines[3].substr(events_end - 1, 1), "8") << lines[3];
+  EXPECT_NE(lines[4].find("get info: UNAVAILABLE (down)"), std::string::npos) << lines[4];
+}
+
+TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  EXPECT_EQ(Run({"capture", "--workers=a:1,gone:1", "--duration=50", "--session=p", Logdir()}),
+            kExitPartial);
+  EXPECT_THAT(out_.str(), HasSubstr("session p: partial, 1/2 hosts captured"));
+  EXPECT_THAT(out_.str(), HasSubstr("gone_1"));
+  EXPECT_THAT(out_.str(), HasSubstr("UNAVAILABLE"));
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/p/a.xplane.pb"));
+  EXPECT_EQ(Run({"capture", "--workers=gone:1", "--duration=50", "--session=f", Logdir()}),
+            kExitFailed);
+  EXPECT_THAT(out_.str(), HasSubstr("session f: failed, 0/1"));
+}
+
+// A log dir that cannot be one (under a regular file: as root, permissions would not stop us) is
+// refused before any host is contacted.
+TEST_F(CliTest, AnUnusableLogDirIsRefusedBeforeAnyHostIsContacted) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_TRUE(WriteFileAtomically(logdir_ + "/file", "x").ok());
+  EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--logdir=" + logdir_ + "/file/x"}),
+            kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr(logdir_ + "/file"));
+  EXPECT_EQ(factory_.connects(), 0);
+}
+
+// The session folder vanishes while the window is open (someone cleans the log dir): hosts fail at
+// `write` naming the problem and the exit code says the session failed; nothing crashes.
+TEST_F(CliTest, ALogDirThatVanishesMidCaptureFailsTheHostsAndSaysSo) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  out_.str("");
+  err_.str("");
+  CliEnv env = Env();
+  env.await = [&](const absl::Notification& done) {
+    ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                             clock_.MonoNs() + 3600 * kNanosPerSecond));
+    std::filesystem::remove_all(logdir_ + "/plugins");
+    ASSERT_TRUE(ex_.RunUntil([&] { return done.HasBeenNotified(); },
+                             clock_.MonoNs() + 3600 * kNanosPerSecond));
+  };
+  const int rc =
+      RunCli({"capture", "--workers=a:1", "--duration=50", "--session=v", Logdir()}, env);
+  EXPECT_EQ(rc, kExitFailed);
+  EXPECT_THAT(out_.str(), HasSubstr("write"));
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/v/a.xplane.pb"));
+}
+
+TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  StopSignal interrupt;
+  interrupt.Stop();  // as if Ctrl-C came at once
+  out_.str("");
+  err_.str("");
+  const int rc = RunCli({"capture", "--workers=a:1", "--duration=50", "--session=i", Logdir()},
+                        Env(&interrupt));
+  EXPECT_EQ(rc, kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl: interrupted: cancelling the capture"));
+  EXPECT_THAT(out_.str(), HasSubstr("error: interrupted"));
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/i/session.json"));
+  EXPECT_EQ(a.captures(), 0);
+}
+
+TEST_F(CliTest, CredentialFlagsAreCheckedBeforeAnyNetworkCallAndPickTheSecureClients) {
+  const std::string token_file = tmp_.path() + "/token";
+  ASSERT_TRUE(WriteFileAtomically(token_file, "0123456789abcdef0123456789abcdef\n").ok());
+  ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
+  FakeAgent a(&ex_, &clock_, {.name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  // Without a way to make secure clients, the flags are refused.
+  EXPECT_EQ(Run({"ping", "--workers=a:1", "--token-file=" + token_file}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--tls-* and --token-file are not supported here"));
+  std::shared_ptr<const AgentCredentials> seen;
+  CliEnv env = Env();
+  env.secure_clients =
+      [&](std::shared_ptr<const AgentCredentials> c) -> std::unique_ptr<AgentClientFactory> {
+    seen = std::move(c);
+    auto f = std::make_unique<FakeAgentFactory>(&ex_);
+    f->Add("a:1", &a);
+    return f;
+  };
+  out_.str("");
+  err_.str("");
+  EXPECT_EQ(RunCli({"ping", "--workers=a:1", "--token-file=" + token_file}, env), kExitOk)
+      << err_.str();
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(seen->token, "0123456789abcdef0123456789abcdef");
+  EXPECT_FALSE(seen->tls);
+  EXPECT_THAT(err_.str(), HasSubstr("--token-file without TLS"));
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"ping", "--workers=a:1", "--token-file=/nonexistent/token"},
+       "--token-file=/nonexistent/token: No such file"},
+      {{"capture", "--workers=a:1", "--tls-server-name=gpu-1"}, "--tls-server-name needs TLS"},
+      {{"capture", "--workers=a:1", "--tls-cert=/c.pem"}, "--tls-cert is given without --tls-key"},
+      {{"capture", "--workers=a:1", "--tls-ca=/nonexistent/ca.pem"}, "--tls-ca=/nonexistent"},
+      {{"capture", "--workers=a:1", "--tls-ca="}, "--tls-ca is empty"},
+  };
+  for (const Case& c : cases) {
+    out_.str("");
+    err_.str("");
+    EXPECT_EQ(RunCli(c.args, env), kExitUsage) << c.args.back();
+    EXPECT_THAT(err_.str(), HasSubstr(c.message));
+  }
+  EXPECT_EQ(a.captures(), 0);
+}
+
+TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
+  FakeAgent a(&ex_, &clock_,
+              {.clock_offset_ns = -3 * kNanosPerMilli,
+               .up_delay_ns = 250'000,
+               .down_delay_ns = 250'000,
+               .name = "gpu-a"});
+  factory_.Add("a:1", &a);
+  EXPECT_EQ(Run({"ping", "--workers=a:1,gone:1"}), kExitPartial);
+  EXPECT_THAT(out_.str(), HasSubstr("WORKER"));
+  EXPECT_THAT(out_.str(), HasSubstr("-3.000"));  // offset
+  EXPECT_THAT(out_.str(), HasSubstr("0.500"));   // rtt
+  EXPECT_THAT(out_.str(), HasSubstr("gpu-a"));
+  EXPECT_THAT(out_.str(), HasSubstr("gone:1"));
+  EXPECT_THAT(out_.str(), HasSubstr("UNAVAILABLE"));
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins"));
+  ASSERT_EQ(Run({"ping", "--workers=a:1", "--json"}), kExitOk);
+  profctl::v1::SessionManifest m;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  EXPECT_EQ(m.hosts(0).clock().offset_ns(), -3 * kNanosPerMilli);
+  EXPECT_EQ(m.hosts(0).agent_version(), "test");
+}
+
+agent::SyntheticJobConfig Rank(int r) {
+  agent::SyntheticJobConfig c;
+  c.rank = r;
+  c.world = 3;
+  c.step_ms = 20;
+  c.straggler_rank = 1;
+  c.straggler_factor = 1.5;
+  return c;
+}
+
+TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
+  FakeAgent a(&ex_, &clock_, {.name = "w0"}, Rank(0));
+  FakeAgent b(&ex_, &clock_, {.clock_offset_ns = 7 * kNanosPerMilli, .name = "w1"}, Rank(1));
+  FakeAgent c(&ex_, &clock_, {.clock_offset_ns = -3 * kNanosPerMilli, .name = "w2"}, Rank(2));
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  factory_.Add("c:1", &c);
+  ASSERT_EQ(Run({"capture", "--workers=a:1,b:1,c:1", "--duration=500", "--session=bd", Logdir()}),
+            kExitOk)
+      << err_.str();
+  const std::string dir = logdir_ + "/plugins/profile/bd";
+  for (const char* f : {"pod_step_breakdown.json", "pod_step_breakdown.csv", "report.html"}) {
+    EXPECT_TRUE(PathExists(dir + "/" + f)) << f;
+  }
+  EXPECT_THAT(out_.str(), HasSubstr("pod step breakdown of bd: 3 hosts"));
+  EXPECT_THAT(out_.str(), HasSubstr("straggler: w1"));
+  EXPECT_THAT(out_.str(), HasSubstr("report: " + dir + "/report.html"));
+  const std::string captured = *ReadFile(dir + "/pod_step_breakdown.json");
+
+  // Offline, on the saved session: the same answer, from the files alone.
+  ASSERT_EQ(Run({"analyze", dir, "--json"}), kExitOk) << err_.str();
+  google::protobuf::Struct json;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &json).ok()) << out_.str();
+  const auto& steps = json.fields().at("steps").list_value();
+  ASSERT_GT(steps.values_size(), 5);
+  for (const auto& step : steps.values()) {
+    EXPECT_EQ(step.struct_value().fields().at("straggler").string_value(), "w1");
+  }
+  EXPECT_TRUE(PathExists(dir + "/report.html"));
+  ASSERT_EQ(Run({"analyze", dir, "--csv"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("step,host,step_time_ms"));
+  EXPECT_THAT(out_.str(), HasSubstr(",w1,"));
+  // A folder of plain .xplane.pb files (no session.json) also works, without offsets.
+  const std::string plain = tmp_.path() + "/plain";
+  ASSERT_TRUE(MakeDirs(plain).ok());
+  for (const char* h : {"w0", "w1", "w2"}) {
+    ASSERT_TRUE(
+        WriteFileAtomically(plain + "/" + h + ".xplane.pb", *ReadFile(dir + "/" + h + ".xplane.pb"))
+            .ok());
+  }
+  ASSERT_EQ(Run({"analyze", plain}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("straggler: w1"));
+  EXPECT_FALSE(PathExists(plain + "/report.html"));  // no --out: nothing written
+  EXPECT_FALSE(captured.empty());
+}
+
+TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/mixed";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json"))
+          .ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": [").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto").ok());
+  const std::string out = tmp_.path() + "/out";
+  EXPECT_EQ(Run({"analyze", dir, "--out=" + out}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr("broken.pt.trace.json"));
+  EXPECT_THAT(err_.str(), HasSubstr("junk.xplane.pb"));
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));  // named from distributedInfo.rank
+  EXPECT_TRUE(PathExists(out + "/pod_step_breakdown.json"));
+  EXPECT_TRUE(PathExists(out + "/report.html"));
+  // The gzip variant reads the same.
+  ASSERT_EQ(Run({"analyze", data + "/rank3.pt.trace.json.gz", "--csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
+}
+
+TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string trace = data + "/rank3.pt.trace.json.gz";
+  ASSERT_EQ(Run({"analyze", trace, "--tool=kernel_stats", "--csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));  // kernel, its op, the numbers
+  EXPECT_EQ(Run({"analyze", trace, "--tool=bogus"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown tool 'bogus'"));
+  EXPECT_EQ(Run({"analyze", trace, "--tool=all", "--json"}), kExitUsage);
+  const std::string out = tmp_.path() + "/tools";
+  ASSERT_EQ(Run({"analyze", trace, "--tool=all", "--out=" + out}), kExitOk) << err_.str();
+  for (const char* tool : {"overview", "kernel_stats", "op_stats", "input_pipeline", "memory"}) {
+    EXPECT_TRUE(PathExists(absl::StrCat(out, "/tool_", tool, ".json"))) << tool;
+  }
+  EXPECT_TRUE(PathExists(out + "/report.html"));
+}
+
+TEST_F(CliTest, SessionsListsALogDirNewestFirst) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=first", Logdir()}),
+            kExitOk);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=second", Logdir()}),
+            kExitOk);
+  ASSERT_EQ(Run({"sessions", Logdir()}), kExitOk) << err_.str();
+  const std::string table = out_.str();
+  ASSERT_THAT(table, HasSubstr("first"));
+  EXPECT_LT(table.find("second"), table.find("first"));  // newest first
+  EXPECT_THAT(table, HasSubstr("cli"));
+  ASSERT_EQ(Run({"sessions", Logdir(), "--json", "--limit=1"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"session\": \"second\""));
+  EXPECT_THAT(out_.str(), ::testing::Not(HasSubstr("\"session\": \"first\"")));
+  EXPECT_EQ(Run({"sessions", "--limit=0"}), kExitUsage);
+  EXPECT_EQ(Run({"sessions", "--coordinator=grpc://x:1"}), kExitUsage);
+  EXPECT_EQ(Run({"serve"}), kExitUsage);  // --config is required
+  EXPECT_THAT(err_.str(), HasSubstr("--config"));
+}
+
+TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
+  EXPECT_EQ(Run({"analyze"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("no path given"));
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/nope"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("no such file"));
+  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/notes.txt", "hi").ok());
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/notes.txt"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("not a trace file profctl reads"));
+  ASSERT_TRUE(MakeDirs(tmp_.path() + "/logs/plugins/profile/run1").ok());
+  EXPECT_EQ(Run({"analyze", tmp_.path() + "/logs"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("is a logdir: pass one run folder"));
+  EXPECT_THAT(err_.str(), HasSubstr("run1"));
+  EXPECT_EQ(Run({"analyze", tmp_.path(), "--step-pattern=step(no group"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--step-pattern"));
+  EXPECT_EQ(Run({"analyze", tmp_.path(), "--json", "--csv"}), kExitUsage);
+}
+
+// fuzz/corpus/session_manifest/escapes_the_folder: a manifest naming a file outside its folder.
+TEST_F(CliTest, AnalyzeRefusesAManifestThatNamesFilesOutsideTheSession) {
+  const std::string dir = tmp_.path() + "/run";
+  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/outside.xplane.pb", "x").ok());
+  for (const std::string file : {"../outside.xplane.pb", "/etc/passwd", ".."}) {
+    const std::string manifest =
+        R"({"hosts":[{"host":"w0","status":"HOST_STATUS_OK","xplane_file":")" + file + R"("}]})";
+    ASSERT_TRUE(WriteFileAtomically(dir + "/session.json", manifest).ok());
+    EXPECT_EQ(Run({"analyze", dir}), kExitUsage) << file;
+    EXPECT_THAT(err_.str(), HasSubstr("not a file name in the session folder")) << file;
+  }
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("capture"));
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_EQ(Run({"capture", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("--workers"));
+  EXPECT_EQ(Run({"version"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("profctl 0."));
+}
+
+}  // namespace
+}  // namespace profctl::coordinator

@@ -1,0 +1,122 @@
+#include "coordinator/clients/worker.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(WorkerTest, ParsesHostsAndIpv6) {
+  absl::StatusOr<WorkerAddress> w = ParseWorker("host-1.example:6000");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->host, "host-1.example");
+  EXPECT_EQ(w->port, 6000);
+  EXPECT_EQ(w->target(), "host-1.example:6000");
+  EXPECT_EQ(w->file_stem(), "host-1.example_6000");
+  w = ParseWorker("[::1]:7000");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->host, "::1");
+  EXPECT_EQ(w->target(), "[::1]:7000");
+  EXPECT_EQ(w->file_stem(), "__1_7000");
+}
+
+// Channels to IP addresses skip gRPC's DNS resolver; names keep it.
+TEST(WorkerTest, ChannelTargetNamesAnIpAddressAsOne) {
+  EXPECT_EQ(ParseWorker("10.1.2.3:6000")->channel_target(), "ipv4:10.1.2.3:6000");
+  EXPECT_EQ(ParseWorker("[::1]:7000")->channel_target(), "ipv6:[::1]:7000");
+  EXPECT_EQ(ParseWorker("grpc://127.0.0.1:9")->channel_target(), "ipv4:127.0.0.1:9");
+  EXPECT_EQ(ParseWorker("host-1.example:6000")->channel_target(), "host-1.example:6000");
+  EXPECT_EQ(ParseWorker("localhost:6000")->channel_target(), "localhost:6000");
+  // Not an address, though it looks like one: a name.
+  EXPECT_EQ(ParseWorker("10.1.2:6000")->channel_target(), "10.1.2:6000");
+}
+
+TEST(WorkerTest, GrpcSchemeNamesATslProfilerServer) {
+  absl::StatusOr<WorkerAddress> w = ParseWorker("grpc://tpu-host-3:9999");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_EQ(w->address, "grpc://tpu-host-3:9999");
+  EXPECT_EQ(w->target(), "tpu-host-3:9999");
+  EXPECT_EQ(w->file_stem(), "tpu-host-3_9999");  // as TensorBoard names the host's file
+  w = ParseWorker("grpc://[::1]:6000");          // IPv6, which TensorFlow's own client cannot do
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->target(), "[::1]:6000");
+  EXPECT_EQ(ParseWorker("h:1")->protocol, WorkerAddress::Protocol::kAgent);
+
+  absl::StatusOr<std::vector<WorkerAddress>> list = ParseWorkerList("h:1,grpc://h:2");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ((*list)[1].protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_THAT(ParseWorkerList("h:1,grpc://h:1").status().message(), HasSubstr("listed twice"));
+}
+
+// A 253-character host name is valid, but "<it>_6000.xplane.pb.tmp.XXXXXX" is not a valid file
+// name (255 bytes at most): the stem is shortened with a stable hash, and stays distinct.
+TEST(WorkerTest, LongHostNamesGetBoundedDistinctStableStems) {
+  const std::string a(253, 'a');
+  std::string b = a;
+  b.back() = 'b';
+  absl::StatusOr<WorkerAddress> wa = ParseWorker(a + ":6000");
+  absl::StatusOr<WorkerAddress> wb = ParseWorker(b + ":6000");
+  ASSERT_TRUE(wa.ok()) << wa.status();
+  ASSERT_TRUE(wb.ok()) << wb.status();
+  EXPECT_LE(wa->file_stem().size(), 100u);
+  EXPECT_NE(wa->file_stem(), wb->file_stem());
+  EXPECT_EQ(wa->file_stem(), ParseWorker(a + ":6000")->file_stem());
+  EXPECT_EQ(wa->file_stem().substr(0, 10), "aaaaaaaaaa");
+  EXPECT_EQ(ParseWorker("short:1")->file_stem(), "short_1");
+}
+
+TEST(WorkerTest, ErrorsNameTheEntry) {
+  struct Case {
+    const char* text;
+    const char* why;
+  } cases[] = {
+      {"host", "missing :port"},
+      {"host:", "port '' is not a number"},
+      {"host:0", "port '0'"},
+      {"host:65536", "port '65536'"},
+      {"host:12ab", "port '12ab'"},
+      {"host:-1", "port '-1'"},
+      {":6000", "missing host"},
+      {"::1:6000", "[addr]:port"},
+      {"[::1:6000", "missing its ']'"},
+      {"[::1]6000", "expected :port"},
+      {"[zz]:1", "not a valid IPv6"},
+      {"ho st:1", "host name may only contain"},
+      {"http://h:1", "unknown URL scheme"},
+      {"grpc://grpc://h:1", "unknown URL scheme"},
+      {"grpc://h", "missing :port"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<WorkerAddress> w = ParseWorker(c.text);
+    ASSERT_FALSE(w.ok()) << c.text;
+    EXPECT_THAT(w.status().message(), HasSubstr(std::string("worker '") + c.text + "'"));
+    EXPECT_THAT(w.status().message(), HasSubstr(c.why)) << c.text;
+  }
+}
+
+TEST(WorkerTest, ListRejectsEmptyAndDuplicates) {
+  absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkerList("a:1, b:2");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(), 2u);
+  EXPECT_THAT(ParseWorkerList("").status().message(), HasSubstr("no workers"));
+  EXPECT_THAT(ParseWorkerList("a:1,,b:2").status().message(), HasSubstr("empty entry"));
+  EXPECT_THAT(ParseWorkerList("a:1,a:1").status().message(), HasSubstr("listed twice"));
+}
+
+// A request's or a schedule's list stays a list: no entry is split on a comma.
+TEST(WorkerTest, TypedListIsCheckedEntryByEntry) {
+  absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkers({"a:1", " grpc://b:2 "});
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[1].address, "grpc://b:2");
+  EXPECT_THAT(ParseWorkers({}).status().message(), HasSubstr("no workers"));
+  EXPECT_THAT(ParseWorkers({"a:1", " "}).status().message(), HasSubstr("worker #2 is empty"));
+  EXPECT_THAT(ParseWorkers({"a:1,b:2"}).status().message(), HasSubstr("worker 'a:1,b:2'"));
+  EXPECT_THAT(ParseWorkers({"a:1", "grpc://a:1"}).status().message(), HasSubstr("listed twice"));
+}
+
+}  // namespace
+}  // namespace profctl::coordinator

@@ -1,0 +1,77 @@
+// profctl analyze: the pod step breakdown, offline, for saved sessions, folders of XSpace files
+// (ours, TensorFlow's, JAX's) and PyTorch profiler traces (Kineto JSON, one file per rank).
+//
+// Each input is read, decoded, summarized and dropped by one of `jobs` worker threads (one per
+// core, at most kMaxAutoJobs, by default). XSpace files are streamed through the wire-format
+// reader (pread through a 256 KiB buffer, no XSpace built), so memory is about `jobs` decoded
+// host traces (24 bytes per event) plus a compact per-step summary per host, whatever the file
+// sizes (docs/perf.md). A file that cannot be read or decoded is reported with its path and the
+// problem; the other hosts are still analysed. Results do not depend on `jobs`.
+#ifndef PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
+#define PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/breakdown.h"
+#include "analysis/op_classify.h"
+#include "analysis/tools/tools.h"
+
+namespace profctl::coordinator {
+
+// One trace file to analyse, with how to read it.
+struct TraceInput {
+  enum class Format { kXSpace, kKineto };
+  std::string path;
+  Format format = Format::kXSpace;
+  std::string host;       // name to report; Kineto files may rename it from distributedInfo
+  int64_t offset_ns = 0;  // agent clock - common clock (from the session's alignment), else 0
+};
+
+struct AnalyzeInputs {
+  std::vector<TraceInput> files;
+  // When the paths were exactly one saved session folder: that folder (outputs go there by
+  // default) and its name.
+  std::string session_dir;
+  std::string session;
+};
+
+// Expands the command line's paths: a session folder (session.json: per-host files and aligned
+// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] files, or single files. INVALID_ARGUMENT
+// naming the path for anything else (a missing path, a folder with no trace, an unknown file
+// type); a logdir is answered with the runs found under plugins/profile/.
+absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>& paths);
+
+struct AnalyzeResult {
+  analysis::PodBreakdown breakdown;
+  std::vector<std::string> hosts;   // analysed, in order
+  std::vector<std::string> errors;  // "<path>: <problem>" per file that could not be analysed
+};
+
+inline constexpr int kMaxAutoJobs = 4;
+// The worker count AnalyzeTraces uses: `requested` when > 0, else the cores (at most
+// kMaxAutoJobs); never more than the inputs, at least 1.
+int AnalyzeJobs(int requested, size_t inputs);
+
+// Reads and summarizes every input on `jobs` threads (0: AnalyzeJobs' default), then builds the
+// pod view. Hosts and errors come in input order.
+AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                            int jobs = 0);
+
+struct AnalyzeToolResult {
+  AnalyzeResult breakdown;                // the step breakdown of the same inputs
+  std::vector<analysis::PodTools> tools;  // one per requested tool, in request order; hosts in
+                                          // the order of breakdown.hosts
+};
+
+// `profctl analyze --tool=...`: as AnalyzeTraces, and per input also the opt-in detail trace
+// (tool_readers.h), reduced to each of `tools`' per-host results on the worker thread and dropped
+// there (one detail read per file, whatever the number of tools). Costs more than AnalyzeTraces:
+// each file is also decoded whole (docs/tools.md "Cost").
+AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
+                               const std::vector<analysis::Tool>& tools, int jobs = 0);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_

@@ -1,0 +1,1880 @@
+#include "coordinator/engine/capture_engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "analysis/alignment.h"
+#include "analysis/readers/xspace_reader.h"
+#include "common/byte_source.h"
+#include "common/file_util.h"
+#include "common/version.h"
+#include "coordinator/engine/clock_sync.h"
+#include "google/protobuf/arena.h"
+#include "report/breakdown_writers.h"
+#include "report/pod_trace_writer.h"
+#include "xspace/xspace.h"
+
+namespace profctl::coordinator {
+
+using profctl::v1::FailureStep;
+using profctl::v1::HostResult;
+using profctl::v1::SessionManifest;
+using tensorflow::profiler::XSpace;
+
+namespace {
+
+// Hosts of the pod trace read back and rendered at once on the pool (WritePodOutputs).
+constexpr size_t kPodTraceHostsInFlight = 8;
+
+double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
+
+// 32 characters from the OS's random source (CaptureRequest.session_key).
+std::string NewSessionKey() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device random;
+  std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string key(32, ' ');
+  for (char& c : key) c = kAlphabet[pick(random)];
+  return key;
+}
+
+// Failures that may pass on their own (the network, a restarting or busy agent, bytes damaged in
+// transit). Never what the agent meant: a bad request, credentials, a session cancelled.
+bool Retryable(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kInternal:  // gRPC reports some broken HTTP/2 streams so
+    case absl::StatusCode::kUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t CountSteps(const XSpace& space) {
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  if (host == nullptr) return 0;
+  // Several threads (one per GPU process) mark the same step: count distinct step numbers.
+  const xspace::XPlaneReader reader(*host);
+  absl::flat_hash_set<int64_t> steps;
+  reader.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
+    if (reader.IntStat(e, xspace::kStatIsRoot).value_or(0) != 1) return;
+    if (std::optional<int64_t> num = reader.IntStat(e, xspace::kStatStepNum)) steps.insert(*num);
+  });
+  return static_cast<int64_t>(steps.size());
+}
+
+// A decoded trace on an arena of its own: decoding and freeing it is a few large allocations
+// instead of one per event and stat (malloc and free were a fifth of the save pool's CPU at 1,024
+// hosts, docs/perf.md). Not movable: held by unique_ptr.
+class DecodedTrace {
+ public:
+  DecodedTrace()
+      : arena_(ArenaOptions()), space_(google::protobuf::Arena::CreateMessage<XSpace>(&arena_)) {}
+  DecodedTrace(const DecodedTrace&) = delete;
+  DecodedTrace& operator=(const DecodedTrace&) = delete;
+
+  bool Parse(const std::string& bytes) { return space_->ParseFromString(bytes); }
+  const XSpace& space() const { return *space_; }
+
+ private:
+  static google::protobuf::ArenaOptions ArenaOptions() {
+    google::protobuf::ArenaOptions o;
+    o.start_block_size = 16 << 10;
+    o.max_block_size = 1 << 20;
+    return o;
+  }
+  google::protobuf::Arena arena_;
+  XSpace* space_;  // on arena_
+};
+
+// What saving one host's trace needs, copied: SaveHostTrace runs on a pool thread.
+struct SaveInput {
+  std::string host;
+  int64_t rtt_offset_ns = 0;
+  bool collectives = false;
+  size_t max_collective_ends = 0;
+  // The session's step pattern, compiled once (Begin); null when it does not compile.
+  std::shared_ptr<const analysis::StepMatcher> steps;
+  absl::Status steps_error;
+  bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the pod trace
+};
+
+struct SaveOutcome {
+  profctl::v1::FailureStep failed_step = profctl::v1::FAILURE_STEP_UNSPECIFIED;
+  absl::Status status;
+  std::string path;
+  uint64_t events = 0;
+  uint64_t steps = 0;
+  std::vector<int64_t> collective_ends;
+  std::optional<analysis::HostSummary> summary;
+  std::string breakdown_error;
+  std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
+};
+
+// Validates a finished trace, renames it into place (or keeps it as .invalid), and reduces it to
+// the compact summary the session keeps. Touches no session state: safe on any thread.
+SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
+  SaveOutcome out;
+  auto fail = [&](profctl::v1::FailureStep step, absl::Status status) {
+    out.failed_step = step;
+    out.status = std::move(status);
+    return std::move(out);
+  };
+  absl::StatusOr<std::string> bytes = file.ReadAll();
+  if (!bytes.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, bytes.status());
+  auto decoded = std::make_unique<DecodedTrace>();
+  const XSpace& space = decoded->space();
+  absl::Status valid = decoded->Parse(*bytes) ? xspace::Validate(space)
+                                              : absl::DataLossError("not a serialized XSpace");
+  // The breakdown's per-host summary, now, from the bytes: only the summary stays.
+  if (valid.ok()) {
+    absl::StatusOr<analysis::HostTrace> trace =
+        in.steps == nullptr ? absl::StatusOr<analysis::HostTrace>(in.steps_error)
+                            : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host,
+                                                       in.rtt_offset_ns, *in.steps);
+    if (trace.ok()) {
+      out.summary = analysis::SummarizeHost(*std::move(trace));
+    } else {
+      out.breakdown_error = std::string(trace.status().message());
+    }
+  }
+  bytes->clear();
+  bytes->shrink_to_fit();
+  if (!valid.ok()) {
+    // Keep the bytes for inspection, under a name TensorBoard will not try to load.
+    absl::StatusOr<std::string> kept = file.Commit(RejectedXPlaneFileName(in.host));
+    return fail(profctl::v1::FAILURE_STEP_VALIDATE,
+                absl::DataLossError(
+                    absl::StrCat("agent sent an invalid trace (", valid.message(), ")",
+                                 kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : "")));
+  }
+  absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(in.host));
+  if (!path.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, path.status());
+  out.path = *path;
+  out.events = static_cast<uint64_t>(xspace::CountEvents(space));
+  out.steps = static_cast<uint64_t>(CountSteps(space));
+  if (in.collectives) {
+    out.collective_ends = analysis::CollectiveEndsNs(space);
+    if (out.collective_ends.size() > in.max_collective_ends) {
+      out.collective_ends.resize(in.max_collective_ends);
+    }
+  }
+  if (in.keep_space) out.space = std::move(decoded);
+  return out;
+}
+
+// Who stopped a recording early: us (an interrupt), or what the agent says.
+profctl::v1::TruncatedBy TruncatedByOf(bool interrupted, bool agent_says_cancelled,
+                                       profctl::v1::CancelReason reason) {
+  if (interrupted) return profctl::v1::TRUNCATED_BY_COORDINATOR;
+  if (!agent_says_cancelled) return profctl::v1::TRUNCATED_BY_UNKNOWN;
+  switch (reason) {
+    case profctl::v1::CANCEL_REASON_CLIENT:
+      return profctl::v1::TRUNCATED_BY_COORDINATOR;
+    case profctl::v1::CANCEL_REASON_AGENT_SHUTDOWN:
+      return profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN;
+    case profctl::v1::CANCEL_REASON_OTHER_CLIENT:
+      return profctl::v1::TRUNCATED_BY_OTHER_CLIENT;
+    case profctl::v1::CANCEL_REASON_CLIENT_GONE:
+      return profctl::v1::TRUNCATED_BY_CONNECTION;
+    default:
+      return profctl::v1::TRUNCATED_BY_AGENT;  // an agent that predates cancel_reason
+  }
+}
+
+const char* TruncatedByDetail(profctl::v1::TruncatedBy by) {
+  switch (by) {
+    case profctl::v1::TRUNCATED_BY_COORDINATOR:
+      return "cancelled here: interrupted";
+    case profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN:
+      return "the agent was shutting down";
+    case profctl::v1::TRUNCATED_BY_OTHER_CLIENT:
+      return "cancelled by another client";
+    case profctl::v1::TRUNCATED_BY_CONNECTION:
+      return "our stream broke and the agent could not keep recording for us";
+    case profctl::v1::TRUNCATED_BY_AGENT:
+      return "cancelled at the agent: another client's Cancel/Terminate or its shutdown";
+    default:
+      return "the agent stopped early without saying why";
+  }
+}
+
+}  // namespace
+
+std::string HostStatusName(profctl::v1::HostStatus s) {
+  switch (s) {
+    case profctl::v1::HOST_STATUS_OK:
+      return "ok";
+    case profctl::v1::HOST_STATUS_INCOMPLETE:
+      return "incomplete";
+    case profctl::v1::HOST_STATUS_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string SessionStatusName(profctl::v1::SessionStatus s) {
+  switch (s) {
+    case profctl::v1::SESSION_STATUS_OK:
+      return "ok";
+    case profctl::v1::SESSION_STATUS_PARTIAL:
+      return "partial";
+    case profctl::v1::SESSION_STATUS_FAILED:
+      return "failed";
+    case profctl::v1::SESSION_STATUS_RUNNING:
+      return "running";
+    case profctl::v1::SESSION_STATUS_ABANDONED:
+      return "abandoned";
+    default:
+      return "unknown";
+  }
+}
+
+std::string FailureStepName(FailureStep s) {
+  switch (s) {
+    case profctl::v1::FAILURE_STEP_GET_INFO:
+      return "get info";
+    case profctl::v1::FAILURE_STEP_CLOCK_SYNC:
+      return "clock sync";
+    case profctl::v1::FAILURE_STEP_PREPARE:
+      return "prepare";
+    case profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT:
+      return "prepare timeout";
+    case profctl::v1::FAILURE_STEP_CAPTURE:
+      return "capture";
+    case profctl::v1::FAILURE_STEP_LATE:
+      return "late";
+    case profctl::v1::FAILURE_STEP_VALIDATE:
+      return "validate";
+    case profctl::v1::FAILURE_STEP_WRITE:
+      return "write";
+    case profctl::v1::FAILURE_STEP_INTERRUPTED:
+      return "interrupted";
+    default:
+      return "unknown";
+  }
+}
+
+std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
+                                         const std::vector<std::string>& agent_names) {
+  std::vector<std::string> stems;
+  absl::flat_hash_set<std::string> taken;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const std::string& name = i < agent_names.size() ? agent_names[i] : std::string();
+    std::string stem =
+        (!name.empty() && ValidateFileStem("name", name).ok()) ? name : workers[i].file_stem();
+    if (taken.contains(stem)) stem = workers[i].file_stem();
+    const std::string base = stem;
+    for (int n = 2; taken.contains(stem); ++n) stem = absl::StrCat(base, "-", n);
+    taken.insert(stem);
+    stems.push_back(stem);
+  }
+  return stems;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The state machine. Everything below runs on the executor (one task at a time), except the
+// HostStream methods, which run on transport threads and only touch their own stream's file
+// and header before posting.
+
+class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine::Session> {
+ public:
+  Session(Dependencies deps, CaptureEngineOptions options, CapturePlan plan, DoneCallback done)
+      : deps_(std::move(deps)),
+        options_(options),
+        plan_(std::move(plan)),
+        done_(std::move(done)),
+        ex_(*deps_.executor),
+        clock_(ex_.clock()),
+        jitter_(options_.retry_jitter_seed != 0 ? options_.retry_jitter_seed
+                                                : std::random_device{}()) {}
+
+  ~Session() {
+    // Clients first: each waits for its calls in flight, whose callbacks touch streams.
+    for (Host& h : hosts_) h.client.reset();
+    absl::MutexLock lock(&released_mu_);
+    released_mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &released_pending_));
+  }
+
+  // Notified when this session is gone, after every member (ClientsGone is declared first, so
+  // it is destroyed last).
+  std::shared_ptr<absl::Notification> gone() const { return gone_.notification; }
+
+  void Begin();
+  void Interrupt();
+
+ private:
+  enum class Phase { kPreparing, kReady, kCapturing, kSaving, kDone };
+
+  struct Host;
+  // Receives one host's Capture stream on a transport thread.
+  class HostStream final : public CaptureStream {
+   public:
+    HostStream(std::weak_ptr<Session> session, Executor* ex, size_t index, int attempt,
+               TraceSink* sink, std::string name)
+        : session_(std::move(session)),
+          ex_(ex),
+          index_(index),
+          attempt_(attempt),
+          sink_(sink),
+          name_(std::move(name)) {}
+    void OnStarted(int64_t agent_start_ns) override {
+      Post([agent_start_ns](Session& s, Host& h) { s.OnStarted(h, agent_start_ns); });
+      // The file is made when recording starts, while the window leaves this process idle:
+      // creating a file costs a file system far more than writing 20 KB into it (at 1,024
+      // hosts, a quarter of the CPU after the window went to creating them). Not before the
+      // window, so a big pod holds no file per host while it waits for its start and sending
+      // Capture stays cheap. A Fetch stream (no `started`) makes it at the header.
+      CreateFile();
+    }
+    void OnHeader(const CaptureHeaderInfo& header) override {
+      header_ = header;
+      header_seen_ = true;
+      CreateFile();
+    }
+    absl::Status OnData(std::string_view chunk) override {
+      if (!file_error_.ok()) return file_error_;
+      if (!header_seen_ || file_ == nullptr) {
+        return absl::InternalError("trace data before the header");
+      }
+      file_error_ = file_->Append(absl::string_view(chunk.data(), chunk.size()));
+      return file_error_;
+    }
+    void OnDone(absl::Status status) override {
+      Post([status = std::move(status)](Session& s, Host& h) { s.OnCaptureDone(h, status); });
+    }
+
+    // Read on the executor once OnDone was posted (the post orders them).
+    const CaptureHeaderInfo& header() const { return header_; }
+    // Creating or writing the file failed (the disk, not the agent).
+    const absl::Status& file_error() const { return file_error_; }
+    // Null until recording started (or, for a Fetch, the header came).
+    TraceFile* file() { return file_.get(); }
+    bool header_seen() const { return header_seen_; }
+
+   private:
+    void CreateFile() {
+      if (file_ != nullptr || !file_error_.ok()) return;
+      absl::StatusOr<std::unique_ptr<TraceFile>> file = sink_->Create(name_);
+      if (file.ok()) {
+        file_ = *std::move(file);
+      } else {
+        file_error_ = file.status();
+      }
+    }
+    // Never locks the session here, on a transport thread: the last reference to it must not
+    // end up on a gRPC thread (its destructor waits for the clients' callbacks, this one
+    // included). The executor outlives the session (~CaptureEngine waits for it).
+    // Calls from an earlier attempt's stream (there should be none once it is done) are ignored.
+    template <typename Fn>
+    void Post(Fn fn) {
+      ex_->Post(
+          [weak = session_, index = index_, attempt = attempt_, fn = std::move(fn)]() mutable {
+            std::shared_ptr<Session> s = weak.lock();
+            if (s != nullptr && s->hosts_[index].attempt == attempt) fn(*s, s->hosts_[index]);
+          });
+    }
+    std::weak_ptr<Session> session_;
+    Executor* ex_;
+    size_t index_;
+    int attempt_;
+    TraceSink* sink_;
+    std::string name_;
+    std::unique_ptr<TraceFile> file_;
+    absl::Status file_error_;
+    CaptureHeaderInfo header_;
+    bool header_seen_ = false;
+  };
+
+  struct Host {
+    size_t index = 0;
+    HostResult r;
+    Phase phase = Phase::kPreparing;
+    // Declared before `client`: destroyed after it, since the client's destructor waits for the
+    // stream's last callback.
+    std::unique_ptr<HostStream> stream;
+    std::unique_ptr<AgentClient> client;
+    int64_t prepare_started_mono = 0;
+    bool info_done = false;
+    // It answered an RPC of prepare, in any round: alive, and worth waiting for (DeriveBudget).
+    bool answered = false;
+    absl::Status info_status;
+    AgentInfo info;
+    int samples_left = 0;
+    int samples_without_improvement = 0;
+    ClockSampler sampler;
+    absl::Status last_sample_error;
+    bool started_seen = false;
+    bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
+    int64_t capture_started_mono = 0;
+    // Capture/Fetch attempts: the current one's number (1-based; 0 before the first), kind and
+    // start; whether the agent may hold our session (a Capture that may have reached it failed):
+    // then the next attempt is a Fetch; and a retry waiting for its backoff.
+    int attempt = 0;
+    bool fetching = false;
+    int64_t attempt_started_mono = 0;
+    bool agent_may_hold = false;
+    bool retry_pending = false;
+    // The last Capture attempt's error: what a host whose Fetch found nothing reports.
+    absl::Status last_capture_error;
+    // GetInfo rounds of a host that was down when the session started (prepare retries), and
+    // the round whose answers count.
+    int prepare_round = 0;
+    profctl::v1::CancelReason cancel_reason = profctl::v1::CANCEL_REASON_UNSPECIFIED;
+    std::vector<int64_t> collective_ends;  // agent clock, absolute
+    // The compact per-step summary for the breakdown (times on the clock-sync timeline until
+    // Align shifts them onto the refined one).
+    std::optional<analysis::HostSummary> summary;
+    // The saved trace, decoded, for the pod trace (within kept_trace_budget_bytes), and the bytes
+    // it counts against that budget (its serialized size: reserved when saving starts).
+    std::unique_ptr<DecodedTrace> space;
+    uint64_t kept_bytes = 0;
+  };
+
+  // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
+  // arrives after the session is gone does nothing.
+  // Like HostStream::Post: the callback runs on a transport thread and only posts, holding the
+  // session weakly.
+  template <typename Fn>
+  auto Bind(Fn fn) {
+    return [weak = weak_from_this(), ex = &ex_, fn = std::move(fn)](auto&&... args) mutable {
+      ex->Post([weak, fn = std::move(fn),
+                tup = std::make_tuple(std::forward<decltype(args)>(args)...)]() mutable {
+        if (std::shared_ptr<Session> s = weak.lock()) {
+          std::apply([&](auto&&... a) { fn(*s, std::move(a)...); }, std::move(tup));
+        }
+      });
+    };
+  }
+
+  // Phase 1.
+  void StartPrepare(Host& h);
+  void TakeSample(Host& h);
+  // TakeSample, adding what starting it cost to warm_send_ns_.
+  void TakeWarmSample(Host& h);
+  void OnInfo(Host& h, absl::StatusOr<AgentInfo> info);
+  void OnSample(Host& h, absl::StatusOr<ClockReading> reading);
+  // The host answered an RPC of prepare (the first time counts: DeriveBudget's quiet rule).
+  void Answered(Host& h);
+  void MaybeReady(Host& h);
+  // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
+  // when half of them, then 90 %, are ready.
+  void DeriveBudget();
+  void ScheduleBudget(int64_t deadline_mono);
+  void OnPrepareDeadline(uint64_t generation);
+  // Phase 2.
+  void EndPrepare();
+  // Retries (CapturePlan::retries): a GetInfo round of a host that is down, a Capture that may
+  // pass, a transfer to fetch again. Each returns false (nothing scheduled) when the failure is
+  // final; every attempt goes into the host's attempt_log.
+  bool RetryPrepare(Host& h, const absl::Status& status);
+  bool RetryCapture(Host& h, const absl::Status& status, bool header_seen);
+  void OnRetryDue(Host& h, int attempt, bool fetch);
+  int64_t BackoffNs(int attempt);
+  void LogAttempt(Host& h, absl::string_view kind, int64_t started_mono, const absl::Status& status,
+                  int64_t backoff_ns);
+  void ScheduleDeadline();
+  void OnDeadline();
+  // Phase 3.
+  void StartCapture(Host& h);
+  void StartAttempt(Host& h, bool fetch);
+  void OnStarted(Host& h, int64_t agent_start_ns);
+  void OnCaptureDone(Host& h, const absl::Status& status);
+  void SaveTrace(Host& h);
+  void OnSaved(Host& h, SaveOutcome out);
+  void OnWindowClosed();
+  void Tick(int64_t next_mono);
+  // Phases 4 and 5.
+  void MaybeFinish();
+  // Records h's agent instance; false (h failed) when another listed worker is the same agent.
+  bool ClaimInstance(Host& h);
+  // Saved hosts: complete, or INCOMPLETE with what they recorded instead (after Align: an
+  // unmeasured clock's lateness is known only then).
+  void ClassifyRecordings();
+  int64_t ToleranceNs() const {
+    return (plan_.tolerance_ms > 0 ? plan_.tolerance_ms : options_.late_tolerance_ms) *
+           kNanosPerMilli;
+  }
+  static bool Saved(const HostResult& r) {
+    return r.status() == profctl::v1::HOST_STATUS_OK ||
+           r.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+  }
+  void Align();
+  // Step-number estimates for the clocks clock sync could not measure (alignment.h
+  // OffsetFromSteps): clock.method "steps".
+  void EstimateUnmeasuredOffsets(const std::vector<Host*>& saved);
+  void WritePodOutputs();
+  // Every host is done: their clients (channels, connections) are torn down by one pool job
+  // while the outputs are written, instead of one after another when the session ends.
+  void ReleaseClients();
+  // Runs `job` on the pool, or here when there is none (it is then done on return).
+  void OnPoolOrHere(Executor::Task job);
+  // The pod step breakdown and its files. Built and rendered on the pool (without one, here)
+  // while the pod trace is written, since neither needs the other: the rendering only names the
+  // pod trace, assumed to be written; should it fail, FinishBreakdown renders again without it.
+  struct BreakdownJob;
+  std::unique_ptr<BreakdownJob> StartBreakdown();
+  void FinishBreakdown(std::unique_ptr<BreakdownJob> job);
+
+  void Fail(Host& h, FailureStep step, const absl::Status& status);
+  void Succeed(Host& h);
+  // session.json as it stands (status RUNNING), now; and at most every manifest_flush_ms.
+  void FlushManifest();
+  void ScheduleManifestFlush();
+  void OnInterruptGraceOver();
+  void Progress(const std::string& line) {
+    if (deps_.progress) deps_.progress(line);
+  }
+  int64_t NowMono() const { return clock_.MonoNs(); }
+
+  struct NotifyOnDestruction {
+    std::shared_ptr<absl::Notification> notification = std::make_shared<absl::Notification>();
+    ~NotifyOnDestruction() { notification->Notify(); }
+  };
+  NotifyOnDestruction gone_;  // first member: destroyed last
+  Dependencies deps_;
+  const CaptureEngineOptions options_;
+  const CapturePlan plan_;
+  DoneCallback done_;
+  Executor& ex_;
+  const Clock& clock_;
+  SessionManifest manifest_;
+  std::vector<Host> hosts_;
+
+  bool preparing_ = true;  // the session-wide prepare phase
+  bool cancelled_ = false;
+  bool finished_ = false;
+  int64_t prepare_started_mono_ = 0;
+  int64_t prepare_deadline_mono_ = 0;  // when preparing ends, unless every host settles first
+  // The latest it may end: the first budget, shrunk by DeriveBudget's rules; the quiet rule
+  // ends it sooner, never later.
+  int64_t prepare_cap_mono_ = 0;
+  uint64_t budget_generation_ = 0;
+  std::vector<int64_t> ready_prepare_ns_;  // prepare times of hosts ready so far
+  size_t settled_ = 0;                     // hosts past the prepare phase (ready or failed)
+  size_t terminal_ = 0;                    // hosts with a final status
+  int64_t start_at_ = 0;                   // wall, coordinator clock
+  std::string repository_root_;  // CaptureArgs::repository_root: the session folder's parent
+  absl::flat_hash_map<std::string, size_t> instance_owner_;  // agent instance id -> host index
+  bool manifest_flush_scheduled_ = false;
+  bool manifest_write_failed_ = false;
+  int64_t lead_ns_ = 0;
+  uint64_t kept_trace_bytes_ = 0;  // reserved by hosts' decoded traces (Host::kept_bytes)
+  std::shared_ptr<const analysis::StepMatcher> step_matcher_;  // plan_.reader's, compiled
+  absl::Status step_matcher_error_;
+  int64_t per_host_send_ns_ = 0;  // measured in Begin
+  // ReleaseClients' jobs not yet done; ~Session waits for them (their calls' callbacks touch
+  // hosts' streams and the caller's clock).
+  absl::Mutex released_mu_;
+  int released_pending_ ABSL_GUARDED_BY(released_mu_) = 0;
+  // What starting the clock samples cost, in all (TakeWarmSample): one RPC on a connected
+  // channel, as each Capture is.
+  int64_t warm_send_ns_ = 0;
+  int64_t warm_sends_ = 0;
+  int64_t window_start_mono_ = 0;
+  int64_t window_end_mono_ = 0;
+  // The session's deadline (CapturePlan::deadline_ms, or derived when preparing ends).
+  int64_t deadline_mono_ = std::numeric_limits<int64_t>::max();
+  // CaptureRequest.session_key: only this coordinator can cancel or fetch its session.
+  std::string session_key_;
+  std::mt19937_64 jitter_;
+};
+
+void CaptureEngine::Session::Begin() {
+  manifest_.set_profctl_version(kVersion);
+  *manifest_.mutable_request() = SessionRequestFromPlan(plan_);
+  if (!plan_.origin.kind().empty()) *manifest_.mutable_origin() = plan_.origin;
+  session_key_ = NewSessionKey();
+  if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
+    manifest_.set_step_pattern(plan_.reader.step_pattern);
+  }
+  if (absl::StatusOr<analysis::StepMatcher> m =
+          analysis::StepMatcher::Create(plan_.reader.step_pattern);
+      m.ok()) {
+    step_matcher_ = std::make_shared<const analysis::StepMatcher>(*std::move(m));
+  } else {
+    step_matcher_error_ = m.status();  // each host's breakdown says so (the CLI refuses it first)
+  }
+  manifest_.set_late_tolerance_ns(ToleranceNs());
+  if (deps_.sink != nullptr) {
+    manifest_.set_session_dir(deps_.sink->location());
+    if (const std::string local = deps_.sink->LocalPath(kManifestFileName); !local.empty()) {
+      std::error_code ec;
+      const std::filesystem::path session = std::filesystem::absolute(local, ec).parent_path();
+      if (!ec) repository_root_ = session.parent_path().string();
+    }
+  }
+
+  manifest_.set_coordinator_pid(static_cast<int64_t>(getpid()));
+  char host_name[256] = {};
+  if (gethostname(host_name, sizeof(host_name) - 1) == 0) manifest_.set_coordinator_host(host_name);
+
+  hosts_.resize(plan_.workers.size());
+  prepare_started_mono_ = NowMono();
+  if (plan_.deadline_ms > 0) {
+    deadline_mono_ = prepare_started_mono_ + plan_.deadline_ms * kNanosPerMilli;
+    ScheduleDeadline();
+  }
+  const int64_t budget_ms =
+      plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
+  manifest_.set_prepare_budget_ms(static_cast<double>(budget_ms));
+  prepare_cap_mono_ = prepare_started_mono_ + budget_ms * kNanosPerMilli;
+  ScheduleBudget(prepare_cap_mono_);
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    Host& h = hosts_[i];
+    h.index = i;
+    h.r.set_address(plan_.workers[i].address);
+    h.r.set_host(plan_.workers[i].file_stem());
+    h.client = deps_.clients->Connect(plan_.workers[i]);
+  }
+  // session.json exists from the start: a coordinator killed now leaves a folder that says what
+  // it is.
+  FlushManifest();
+  const int64_t fan_out_start = NowMono();
+  for (Host& h : hosts_) StartPrepare(h);
+  // What starting one host's RPCs costs here (channel set-up, request encoding): sending every
+  // Capture costs about as much, and the lead must cover it (EndPrepare).
+  per_host_send_ns_ = (NowMono() - fan_out_start) / static_cast<int64_t>(hosts_.size());
+}
+
+// --- Phase 1: prepare --------------------------------------------------------------------------
+
+void CaptureEngine::Session::StartPrepare(Host& h) {
+  if (h.prepare_round == 0) h.prepare_started_mono = NowMono();
+  // A new round (a retry) starts clean; answers of the last one are ignored.
+  ++h.prepare_round;
+  h.attempt_started_mono = NowMono();
+  h.info_done = false;
+  h.info_status = absl::OkStatus();
+  h.sampler = ClockSampler();
+  h.samples_without_improvement = 0;
+  h.last_sample_error = absl::OkStatus();
+  // A peer whose clock cannot be measured (a TSL server) is ready once GetInfo answers.
+  h.samples_left = h.client->MeasuresClock() ? std::max(1, options_.clock_sync_samples) : 0;
+  // The clock samples start once GetInfo answered (OnInfo), on a connected channel: a sample
+  // sent beside the first RPC waits for the connection too, so it could never be the best one,
+  // and cost every host one round trip more (a quiet path: 4 samples where 3 do).
+  h.client->GetInfo(options_.rpc_timeout_ms, Bind([i = h.index, round = h.prepare_round](
+                                                      Session& s, absl::StatusOr<AgentInfo> info) {
+                      if (s.hosts_[i].prepare_round == round)
+                        s.OnInfo(s.hosts_[i], std::move(info));
+                    }));
+}
+
+void CaptureEngine::Session::TakeWarmSample(Host& h) {
+  const int64_t sent = NowMono();
+  TakeSample(h);
+  warm_send_ns_ += NowMono() - sent;
+  ++warm_sends_;
+}
+
+void CaptureEngine::Session::TakeSample(Host& h) {
+  h.client->SyncClock(
+      options_.sample_timeout_ms,
+      Bind([i = h.index, round = h.prepare_round](Session& s, absl::StatusOr<ClockReading> r) {
+        if (s.hosts_[i].prepare_round == round) s.OnSample(s.hosts_[i], std::move(r));
+      }));
+}
+
+void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
+  if (h.phase != Phase::kPreparing) return;
+  h.info_done = true;
+  if (info.ok()) {
+    Answered(h);
+    h.info = *std::move(info);
+    h.r.set_agent_name(h.info.name);
+    h.r.set_agent_hostname(h.info.hostname);
+    h.r.set_agent_version(h.info.version);
+    h.r.set_agent_busy(h.info.busy);
+  } else {
+    h.info_status = info.status();
+  }
+  if (h.info_status.ok() && h.samples_left > 0) {
+    TakeWarmSample(h);
+    return;
+  }
+  MaybeReady(h);
+}
+
+void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> reading) {
+  if (h.phase != Phase::kPreparing) return;
+  --h.samples_left;
+  absl::StatusOr<ClockOffset> sample =
+      reading.ok() ? OffsetFromReading(*reading) : reading.status();
+  if (sample.ok()) {
+    Answered(h);
+    const bool improves = h.sampler.empty() || sample->rtt_ns < h.sampler.best().rtt_ns;
+    h.samples_without_improvement = improves ? 0 : h.samples_without_improvement + 1;
+    h.sampler.Add(*sample);
+  } else {
+    h.last_sample_error = sample.status();
+  }
+  // Enough: the minimum taken and the last two samples no better than the best (a quiet path;
+  // more samples would only cost every host round trips). A noisy path gets all of them.
+  const bool settled = h.sampler.best().samples >= options_.min_clock_sync_samples &&
+                       h.samples_without_improvement >= 2;
+  // An agent that refuses the connection will not answer the next sample either.
+  const bool hopeless =
+      h.sampler.empty() && !sample.ok() && sample.status().code() == absl::StatusCode::kUnavailable;
+  if (h.samples_left > 0 && !hopeless && !settled) {
+    TakeWarmSample(h);
+    return;
+  }
+  h.samples_left = 0;
+  MaybeReady(h);
+}
+
+void CaptureEngine::Session::Answered(Host& h) {
+  if (h.answered) return;
+  h.answered = true;
+  // A host that comes alive during a short quiet end (below) makes it the long one again.
+  if (preparing_ && plan_.prepare_timeout_ms <= 0 && !ready_prepare_ns_.empty()) DeriveBudget();
+}
+
+bool CaptureEngine::Session::ClaimInstance(Host& h) {
+  if (h.info.instance_id.empty()) return true;
+  auto [it, inserted] = instance_owner_.try_emplace(h.info.instance_id, h.index);
+  if (inserted || it->second == h.index) return true;
+  // One agent under two addresses: the one listed first keeps it, unless it is already past
+  // preparing (then the newcomer goes).
+  Host& other = hosts_[it->second];
+  Host* loser = &h;
+  if (h.index < other.index && other.phase == Phase::kReady) {
+    loser = &other;
+    it->second = h.index;
+  }
+  const Host& keeper = loser == &h ? other : h;
+  Fail(*loser, profctl::v1::FAILURE_STEP_PREPARE,
+       absl::InvalidArgumentError(absl::StrCat(
+           "the same agent as worker ", keeper.r.address(), " (instance id ", h.info.instance_id,
+           "): listed twice under different addresses; capturing it once")));
+  return loser != &h;
+}
+
+void CaptureEngine::Session::MaybeReady(Host& h) {
+  // A retry pending: answers still arriving from the failed round change nothing.
+  if (h.phase != Phase::kPreparing || h.retry_pending) return;
+  const bool sync_done = h.samples_left == 0;
+  // Fail as soon as the cause is known; otherwise wait for both GetInfo and clock sync.
+  if (h.info_done && !h.info_status.ok()) {
+    if (RetryPrepare(h, h.info_status)) return;
+    Fail(h, profctl::v1::FAILURE_STEP_GET_INFO, h.info_status);
+    return;
+  }
+  if (!sync_done || !h.info_done) return;
+  const bool measured = h.client->MeasuresClock();
+  if (measured && h.sampler.empty()) {
+    if (RetryPrepare(h, h.last_sample_error)) return;
+    Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
+    return;
+  }
+  if (!ClaimInstance(h)) return;
+  if (h.info.max_duration_ms > 0 && plan_.duration_ms > h.info.max_duration_ms) {
+    Fail(h, profctl::v1::FAILURE_STEP_PREPARE,
+         absl::InvalidArgumentError(absl::StrCat("agent accepts captures of at most ",
+                                                 h.info.max_duration_ms, " ms, asked for ",
+                                                 plan_.duration_ms)));
+    return;
+  }
+  auto* clock = h.r.mutable_clock();
+  h.clock_measured = measured;
+  if (measured) {
+    const ClockOffset& c = h.sampler.best();
+    clock->set_offset_ns(c.offset_ns);
+    clock->set_rtt_offset_ns(c.offset_ns);
+    clock->set_rtt_ns(c.rtt_ns);
+    clock->set_uncertainty_ns(c.uncertainty_ns());
+    clock->set_samples(static_cast<uint32_t>(c.samples));
+    clock->set_method(std::string(kClockMethodRtt));
+    Progress(absl::StrFormat("%s: clock offset %+.3f ms +- %.3f ms (rtt %.3f ms)", h.r.address(),
+                             Millis(c.offset_ns), Millis(c.uncertainty_ns()), Millis(c.rtt_ns)));
+  } else {
+    // Assumed in sync with ours (as TSL's own clients assume) within kUnmeasuredClockBoundNs,
+    // until its collectives say better (Align).
+    clock->set_offset_ns(0);
+    clock->set_rtt_offset_ns(0);
+    clock->set_uncertainty_ns(kUnmeasuredClockBoundNs);
+    clock->set_method(std::string(kClockMethodUnmeasured));
+    Progress(absl::StrFormat("%s: clock not measurable (%s); assumed in sync", h.r.address(),
+                             h.info.version));
+  }
+  const int64_t took = NowMono() - h.prepare_started_mono;
+  h.r.set_prepare_ms(Millis(took));
+  h.phase = Phase::kReady;
+  if (preparing_) {
+    ++settled_;
+    ready_prepare_ns_.push_back(took);
+    if (plan_.prepare_timeout_ms <= 0) DeriveBudget();
+    if (settled_ == hosts_.size()) EndPrepare();
+  } else if (!cancelled_ && !plan_.prepare_only) {
+    // Ready after the budget, with --late=capture: capture it if its window is still open.
+    if (NowMono() < window_end_mono_) {
+      StartCapture(h);
+    } else {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError("ready only after the capture window closed"));
+    }
+  }
+}
+
+void CaptureEngine::Session::DeriveBudget() {
+  const size_t ready = ready_prepare_ns_.size(), all = hosts_.size();
+  std::optional<int64_t> budget;  // when a rule fires now
+  if (ready * 2 >= all && (ready - 1) * 2 < all) {
+    // Half the hosts are ready: the rest get 4 x their median prepare time.
+    std::vector<int64_t> t = ready_prepare_ns_;
+    std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
+    budget = 4 * t[t.size() / 2];
+  } else if (ready * 10 >= all * 9 && (ready - 1) * 10 < all * 9) {
+    // 90 % are: at most 2 x the slowest of them (the pod's 90th percentile). A tail of dead or
+    // hung hosts, which never answer, then costs the others no more than the healthy hosts' own
+    // spread says (docs/perf.md: 1.6 s -> 0.9 s at 1,024 hosts on a loaded machine).
+    budget = 2 * *std::max_element(ready_prepare_ns_.begin(), ready_prepare_ns_.end());
+  }
+  if (budget.has_value()) {
+    const int64_t b = std::clamp(*budget, options_.min_prepare_budget_ms * kNanosPerMilli,
+                                 options_.max_prepare_budget_ms * kNanosPerMilli);
+    if (prepare_started_mono_ + b < prepare_cap_mono_) {
+      manifest_.set_prepare_budget_ms(Millis(b));
+      prepare_cap_mono_ = prepare_started_mono_ + b;
+    }
+  }
+  int64_t deadline = prepare_cap_mono_;
+  if (ready * 10 >= all * 9 && plan_.late == profctl::v1::LATE_POLICY_CAPTURE &&
+      !plan_.prepare_only) {
+    // Quiet: 90 % are ready and no other host got ready for a quarter of the time the last one
+    // took (at least min_prepare_quiet_ms; never before the budget's floor): the healthy hosts
+    // are in, and what is left is dead or hung, or so slow that it joins late anyway. Only with
+    // --late=capture, where a slow host that misses the start is still captured (flagged late);
+    // --late=fail would fail it (docs/perf.md: 1,024 hosts, 0.4 s of 1 s spent waiting).
+    // When no host left has answered anything, none is on its way: min_prepare_quiet_ms then
+    // (docs/perf.md: the quarter was 0.15-0.2 s of a 1,024-host prepare, waiting on the dead).
+    const bool one_on_its_way = std::any_of(hosts_.begin(), hosts_.end(), [](const Host& o) {
+      return o.phase == Phase::kPreparing && o.answered;
+    });
+    const int64_t min_quiet = options_.min_prepare_quiet_ms * kNanosPerMilli;
+    const int64_t quiet =
+        one_on_its_way ? std::max(min_quiet, ready_prepare_ns_.back() / 4) : min_quiet;
+    deadline = std::min(
+        deadline, std::max(NowMono() + quiet, prepare_started_mono_ +
+                                                  options_.min_prepare_budget_ms * kNanosPerMilli));
+  }
+  if (deadline != prepare_deadline_mono_) ScheduleBudget(deadline);
+}
+
+void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
+  prepare_deadline_mono_ = deadline_mono;
+  const uint64_t generation = ++budget_generation_;
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(deadline_mono, [weak, generation] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnPrepareDeadline(generation);
+  });
+}
+
+void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
+  if (generation != budget_generation_ || !preparing_) return;
+  const double budget_ms = Millis(prepare_deadline_mono_ - prepare_started_mono_);
+  manifest_.set_prepare_budget_ms(budget_ms);
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kPreparing) continue;
+    if (plan_.late == profctl::v1::LATE_POLICY_FAIL || plan_.prepare_only) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError(
+               absl::StrFormat("not ready within the prepare budget of %.0f ms (%s)", budget_ms,
+                               h.info_done ? "clock sync unanswered" : "GetInfo unanswered")));
+    } else {
+      Progress(absl::StrFormat("%s: not ready within %.0f ms; capturing the others, it joins late",
+                               h.r.address(), budget_ms));
+    }
+  }
+  if (preparing_) EndPrepare();
+}
+
+// --- Phase 2: one start instant ----------------------------------------------------------------
+
+void CaptureEngine::Session::EndPrepare() {
+  if (!preparing_) return;
+  preparing_ = false;
+  ++budget_generation_;  // a pending budget timer is now moot
+  manifest_.set_prepare_ms(Millis(NowMono() - prepare_started_mono_));
+  // File stems from agent names, fixed now (hosts joining late keep their address stem).
+  std::vector<std::string> names;
+  names.reserve(hosts_.size());
+  for (const Host& h : hosts_) names.push_back(h.info.name);
+  const std::vector<std::string> stems = AssignHostStems(plan_.workers, names);
+  int64_t max_rtt = 0;
+  size_t ready = 0;
+  for (Host& h : hosts_) {
+    h.r.set_host(stems[h.index]);
+    if (h.phase == Phase::kReady) {
+      max_rtt = std::max(max_rtt, h.r.clock().rtt_ns());
+      ++ready;
+    }
+  }
+  if (plan_.prepare_only || cancelled_) {
+    for (Host& h : hosts_) {
+      if (h.phase == Phase::kReady) {
+        if (cancelled_) {
+          Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+               absl::CancelledError("interrupted before capture"));
+        } else {
+          Succeed(h);
+        }
+      }
+    }
+    MaybeFinish();
+    return;
+  }
+  // Every Capture must reach its agent before the start: cover its trip there, and sending
+  // them one after another: twice what one RPC on a connected channel cost here (measured on the
+  // clock samples), at least 20 us a host. The fan-out's GetInfo calls also connect each
+  // channel and cost about 10 x more; they stand in only when no sample was sent.
+  const int64_t per_host_send = warm_sends_ > 0 ? warm_send_ns_ / warm_sends_ : per_host_send_ns_;
+  // The trip is one way, at most a round trip even on a one-sided path: twice the largest round
+  // trip covers it doubling. (These round trips were measured in the prepare storm and are
+  // high already: at 1,024 hosts on 2 cores the largest was 5-28 ms, the median 1.2-1.7 ms.)
+  // The minimum is a floor, not a margin on top: twice the send cost is the margin (docs/perf.md:
+  // at 1,024 hosts it came to 1.5-1.8 x what sending took).
+  const int64_t prepared_mono = NowMono();
+  lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli,
+                      2 * max_rtt + static_cast<int64_t>(ready) *
+                                        std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send));
+  start_at_ = clock_.WallNs() + lead_ns_;
+  manifest_.set_start_at_ns(start_at_);
+  manifest_.set_lead_ms(Millis(lead_ns_));
+  window_start_mono_ = prepared_mono + lead_ns_;
+  window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
+  if (plan_.deadline_ms <= 0) {
+    deadline_mono_ = window_end_mono_ + options_.transfer_timeout_ms * kNanosPerMilli;
+    ScheduleDeadline();
+  }
+  manifest_.set_deadline_ns(clock_.WallNs() + (deadline_mono_ - NowMono()));
+  // Hosts that can still be saved: the ready ones, and with --late=capture those still
+  // preparing (they join late).
+  size_t possible = ready;
+  for (const Host& h : hosts_) {
+    possible += h.phase == Phase::kPreparing && plan_.late == profctl::v1::LATE_POLICY_CAPTURE;
+  }
+  absl::Status cannot;
+  if (possible < plan_.min_hosts) {
+    cannot = absl::FailedPreconditionError(absl::StrFormat(
+        "only %d of %d hosts ready and %d required (--min-hosts/--require-all): nothing captured",
+        possible, hosts_.size(), plan_.min_hosts));
+  } else if (window_end_mono_ >= deadline_mono_) {
+    cannot = absl::DeadlineExceededError(absl::StrFormat(
+        "the session deadline leaves no room for the window: it would end %.0f ms after it",
+        Millis(window_end_mono_ - deadline_mono_)));
+  }
+  if (!cannot.ok()) {
+    manifest_.add_errors(std::string(cannot.message()));
+    for (Host& h : hosts_) {
+      if (h.phase == Phase::kReady || h.phase == Phase::kPreparing) {
+        Fail(h, profctl::v1::FAILURE_STEP_PREPARE, cannot);
+      }
+    }
+    MaybeFinish();
+    return;
+  }
+  if (ready > 0) {
+    Progress(absl::StrFormat("capturing %d of %d workers: window starts in %.0f ms, lasts %d ms",
+                             ready, hosts_.size(), Millis(lead_ns_), plan_.duration_ms));
+  }
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kReady) StartCapture(h);
+  }
+  manifest_.set_send_ms(Millis(NowMono() - prepared_mono));
+  // The window is set: a coordinator killed from now on leaves a folder that says when it was.
+  FlushManifest();
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(window_end_mono_, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnWindowClosed();
+  });
+  if (options_.progress_tick_ms > 0) Tick(NowMono() + options_.progress_tick_ms * kNanosPerMilli);
+  MaybeFinish();
+}
+
+// --- Phase 3: capture --------------------------------------------------------------------------
+
+void CaptureEngine::Session::StartCapture(Host& h) {
+  h.phase = Phase::kCapturing;
+  h.capture_started_mono = NowMono();
+  // Offsets are bounded (clock_sync.h), so this cannot overflow.
+  const int64_t agent_start = start_at_ + h.r.clock().rtt_offset_ns();
+  h.r.set_requested_start_ns(agent_start);
+  StartAttempt(h, /*fetch=*/false);
+}
+
+void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
+  h.retry_pending = false;
+  // Every attempt gets what is left of the session's deadline, no more.
+  const int64_t timeout_ms = (deadline_mono_ - NowMono()) / kNanosPerMilli;
+  if (timeout_ms <= 0) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DeadlineExceededError("the session deadline passed before the next attempt"));
+    return;
+  }
+  ++h.attempt;
+  h.r.set_attempts(static_cast<uint32_t>(h.attempt));
+  h.fetching = fetch;
+  h.attempt_started_mono = NowMono();
+  // A new recording starts anew; a fetched one is the recording that already started.
+  if (!fetch) h.started_seen = false;
+  h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, h.attempt, deps_.sink,
+                                          XPlaneFileName(h.r.host()));
+  if (fetch) {
+    h.client->Fetch({plan_.session, session_key_}, timeout_ms, h.stream.get());
+  } else {
+    h.client->Capture({plan_.session, h.r.requested_start_ns(), plan_.duration_ms, repository_root_,
+                       session_key_},
+                      timeout_ms, h.stream.get());
+  }
+}
+
+void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
+  if (h.phase != Phase::kCapturing || h.started_seen) return;
+  h.started_seen = true;
+  if (agent_start_ns < 0 || agent_start_ns > kMaxStampNs) {  // untrusted: keep arithmetic sane
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError(absl::StrCat("Capture: agent reported a start of ", agent_start_ns,
+                                          " ns, outside 0..", kMaxStampNs)));
+    h.client->AbortCapture();
+    return;
+  }
+  h.r.set_agent_start_ns(agent_start_ns);
+  // An unmeasured clock's start says nothing about lateness until the trace aligns it (Align).
+  if (!h.clock_measured) return;
+  const int64_t lateness = agent_start_ns - h.r.requested_start_ns();
+  h.r.set_lateness_ns(lateness);
+  h.r.set_late(lateness > ToleranceNs());
+  if (!h.r.late()) return;
+  if (plan_.late == profctl::v1::LATE_POLICY_FAIL) {
+    Fail(h, profctl::v1::FAILURE_STEP_LATE,
+         absl::DeadlineExceededError(absl::StrFormat(
+             "started %.3f ms after the common start (tolerance %d ms, --late=fail)",
+             Millis(lateness), ToleranceNs() / kNanosPerMilli)));
+    h.client->AbortCapture();  // the agent stops when its stream is cancelled
+  } else {
+    Progress(absl::StrFormat("%s: started %.3f ms late", h.r.host(), Millis(lateness)));
+  }
+}
+
+void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) {
+  if (h.phase != Phase::kCapturing) {
+    h.stream.reset();  // failed meanwhile (late, interrupted): drop the temporary file
+    return;
+  }
+  h.r.set_capture_ms(Millis(NowMono() - h.capture_started_mono));
+  const char* kind = h.fetching ? "fetch" : "capture";
+  if (!h.stream->file_error().ok()) {
+    LogAttempt(h, kind, h.attempt_started_mono, h.stream->file_error(), 0);
+    Fail(h, profctl::v1::FAILURE_STEP_WRITE, h.stream->file_error());
+    h.stream.reset();
+    return;
+  }
+  if (!status.ok()) {
+    absl::Status failure = status;
+    // Bytes that arrived damaged (a checksum mismatch, broken framing) are kept for inspection,
+    // under a name TensorBoard will not load, never as a valid trace.
+    if (status.code() == absl::StatusCode::kDataLoss && h.stream->file() != nullptr &&
+        h.stream->file()->size() > 0) {
+      absl::StatusOr<std::string> kept =
+          h.stream->file()->Commit(RejectedXPlaneFileName(h.r.host()));
+      if (kept.ok()) {
+        failure = absl::DataLossError(
+            absl::StrCat(status.message(), "; the bytes received are kept in ", *kept));
+      }
+    }
+    const bool header_seen = h.stream->header_seen();
+    h.stream.reset();
+    if (RetryCapture(h, failure, header_seen)) return;
+    if (h.fetching && !h.agent_may_hold && !h.last_capture_error.ok()) {
+      // The Fetch found nothing: what went wrong is what made us fetch.
+      failure = absl::Status(
+          h.last_capture_error.code(),
+          absl::StrCat(h.last_capture_error.message(), "; the agent holds no copy to fetch (",
+                       failure.message(), ")"));
+    }
+    if (h.attempt > 1) {
+      failure = absl::Status(failure.code(), absl::StrCat(failure.message(), " (after ", h.attempt,
+                                                          " attempts; see attempt_log)"));
+    }
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, failure);
+    return;
+  }
+  if (!h.stream->header_seen() || h.stream->file() == nullptr) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError("Capture: the stream ended without a header"));
+    h.stream.reset();
+    return;
+  }
+  const CaptureHeaderInfo& header = h.stream->header();
+  if (header.start_ns < 0 || header.stop_ns < header.start_ns || header.stop_ns > kMaxStampNs) {
+    Fail(h, profctl::v1::FAILURE_STEP_CAPTURE,
+         absl::DataLossError(absl::StrCat("Capture: agent reported an impossible window ",
+                                          header.start_ns, "..", header.stop_ns, " ns")));
+    h.stream.reset();
+    return;
+  }
+  if (!h.started_seen) OnStarted(h, header.start_ns);  // agents that send no `started`
+  if (h.phase != Phase::kCapturing) {
+    h.stream.reset();
+    return;
+  }
+  h.r.set_agent_start_ns(header.start_ns);
+  h.r.set_agent_stop_ns(header.stop_ns);
+  h.r.set_cancelled(header.cancelled);
+  h.cancel_reason = header.cancel_reason;
+  h.r.set_dropped_events(header.dropped_events);
+  h.r.set_bytes(h.stream->file()->size());
+  LogAttempt(h, kind, h.attempt_started_mono, absl::OkStatus(), 0);
+  SaveTrace(h);
+}
+
+void CaptureEngine::Session::SaveTrace(Host& h) {
+  h.phase = Phase::kSaving;
+  const bool keep = kept_trace_bytes_ + h.r.bytes() <= options_.kept_trace_budget_bytes;
+  if (keep) {
+    h.kept_bytes = h.r.bytes();
+    kept_trace_bytes_ += h.kept_bytes;
+  }
+  SaveInput in{h.r.host(),
+               h.r.clock().rtt_offset_ns(),
+               plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES,
+               options_.max_collective_ends,
+               step_matcher_,
+               step_matcher_error_,
+               keep};
+  std::unique_ptr<HostStream> stream = std::move(h.stream);
+  if (deps_.pool == nullptr) {
+    OnSaved(h, SaveHostTrace(*stream->file(), in));
+    return;
+  }
+  // Parsing, validating and summarizing a trace is the heaviest per-host work: on the pool, so the
+  // executor keeps serving the other hosts. The job holds the session (a pool thread is no
+  // transport thread: if it ends up with the last reference, nothing waits on itself), so the
+  // sink it writes through outlives it.
+  deps_.pool->Submit([self = shared_from_this(), index = h.index, stream = std::move(stream),
+                      in = std::move(in)]() mutable {
+    SaveOutcome out = SaveHostTrace(*stream->file(), in);
+    stream.reset();  // the temporary file, if it was not committed
+    self->ex_.Post([weak = std::weak_ptr<Session>(self), index, out = std::move(out)]() mutable {
+      if (std::shared_ptr<Session> s = weak.lock()) s->OnSaved(s->hosts_[index], std::move(out));
+    });
+  });
+}
+
+void CaptureEngine::Session::OnSaved(Host& h, SaveOutcome out) {
+  h.space = std::move(out.space);
+  if (h.space == nullptr || h.phase != Phase::kSaving) {  // nothing kept: give its share back
+    h.space.reset();
+    kept_trace_bytes_ -= h.kept_bytes;
+    h.kept_bytes = 0;
+  }
+  if (h.phase != Phase::kSaving) return;
+  if (out.failed_step != profctl::v1::FAILURE_STEP_UNSPECIFIED) {
+    Fail(h, out.failed_step, out.status);
+    return;
+  }
+  h.r.set_xplane_file(out.path);
+  h.r.set_events(out.events);
+  h.r.set_steps(out.steps);
+  h.collective_ends = std::move(out.collective_ends);
+  h.summary = std::move(out.summary);
+  if (!out.breakdown_error.empty()) {
+    manifest_.add_errors(
+        absl::StrCat("breakdown: ", h.r.host(), " left out: ", out.breakdown_error));
+  }
+  Progress(absl::StrFormat("%s: saved %s (%d bytes, %d events, %d steps)", h.r.host(), out.path,
+                           h.r.bytes(), h.r.events(), h.r.steps()));
+  Succeed(h);
+}
+
+void CaptureEngine::Session::OnWindowClosed() {
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kPreparing) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
+           absl::DeadlineExceededError(
+               absl::StrCat("not ready before the capture window closed (",
+                            h.info_done ? "clock sync unanswered" : "GetInfo unanswered", ")")));
+    }
+  }
+}
+
+void CaptureEngine::Session::Tick(int64_t next_mono) {
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(next_mono, [weak, next_mono] {
+    std::shared_ptr<Session> s = weak.lock();
+    if (s == nullptr || s->finished_) return;
+    const int64_t now = s->NowMono();
+    if (now >= s->window_start_mono_) {
+      size_t capturing = 0;
+      for (const Host& h : s->hosts_) capturing += h.phase == Phase::kCapturing;
+      if (now < s->window_end_mono_) {
+        s->Progress(absl::StrFormat("recording: %.0f of %.0f s",
+                                    Millis(now - s->window_start_mono_) / 1000,
+                                    static_cast<double>(s->plan_.duration_ms) / 1000));
+      } else {
+        s->Progress(absl::StrFormat("waiting for %d host(s) to send their traces", capturing));
+      }
+    }
+    s->Tick(next_mono + s->options_.progress_tick_ms * kNanosPerMilli);
+  });
+}
+
+// --- Retries and the deadline ------------------------------------------------------------------
+
+int64_t CaptureEngine::Session::BackoffNs(int attempt) {
+  const int64_t cap = std::max<int64_t>(1, options_.retry_max_backoff_ms) * kNanosPerMilli;
+  int64_t d = std::max<int64_t>(1, options_.retry_initial_backoff_ms) * kNanosPerMilli;
+  for (int i = 1; i < attempt && d < cap; ++i) d *= 2;
+  d = std::min(d, cap);
+  // Jittered to 50..100%: hosts that failed together (a switch that blinked) do not all come
+  // back at one instant.
+  return std::uniform_int_distribution<int64_t>(d / 2, d)(jitter_);
+}
+
+void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t started_mono,
+                                        const absl::Status& status, int64_t backoff_ns) {
+  profctl::v1::Attempt* a = h.r.add_attempt_log();
+  a->set_kind(std::string(kind));
+  a->set_start_ms(Millis(started_mono - prepare_started_mono_));
+  a->set_duration_ms(Millis(NowMono() - started_mono));
+  a->set_code(static_cast<int32_t>(status.code()));
+  a->set_message(std::string(status.message()));
+  a->set_backoff_ms(Millis(backoff_ns));
+}
+
+bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
+  // Only an agent that is not there (down, restarting): one that answers and refuses, or never
+  // answers, will not do better in a moment.
+  bool retry = status.code() == absl::StatusCode::kUnavailable && !cancelled_ &&
+               h.prepare_round <= plan_.retries;
+  const int64_t backoff = retry ? BackoffNs(h.prepare_round) : 0;
+  const int64_t at = NowMono() + backoff;
+  // It must still be able to join: before the budget with --late=fail, before the window
+  // closes with --late=capture, and before the deadline.
+  retry =
+      retry && at < deadline_mono_ &&
+      (preparing_ ? (plan_.late == profctl::v1::LATE_POLICY_CAPTURE || at < prepare_deadline_mono_)
+                  : at < window_end_mono_);
+  // A host that fails its only round says so in its error; rounds are logged once retried.
+  if (retry || h.prepare_round > 1) {
+    LogAttempt(h, "get_info", h.attempt_started_mono, status, retry ? backoff : 0);
+  }
+  if (!retry) return false;
+  h.retry_pending = true;
+  Progress(absl::StrFormat("%s: %s; trying again in %.0f ms", h.r.address(), status.message(),
+                           Millis(backoff)));
+  ex_.PostAt(at, [weak = weak_from_this(), i = h.index, round = h.prepare_round] {
+    std::shared_ptr<Session> s = weak.lock();
+    if (s == nullptr) return;
+    Host& host = s->hosts_[i];
+    host.retry_pending = false;
+    if (host.phase == Phase::kPreparing && host.prepare_round == round && !s->cancelled_) {
+      s->StartPrepare(host);
+    }
+  });
+  return true;
+}
+
+bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, bool header_seen) {
+  const absl::StatusCode code = status.code();
+  const char* kind = h.fetching ? "fetch" : "capture";
+  // Where our session is now. A Fetch that finds nothing: the agent does not hold it (it never
+  // got our Capture, or restarted since). A Capture that failed any other way than "busy with
+  // another" may have reached the agent, which then records and keeps it for a Fetch.
+  bool retryable = Retryable(code);
+  if (h.fetching &&
+      (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kUnimplemented)) {
+    h.agent_may_hold = false;
+    retryable = true;  // record it again, if there is still time
+  } else if (!h.fetching) {
+    // Refusals (busy, over its memory cap, a bad request) mean it did not take the session.
+    h.agent_may_hold = Retryable(code) && code != absl::StatusCode::kAlreadyExists;
+    h.last_capture_error = status;
+  }
+  // The agent's own "not now" (memory held over its cap), not our limit on a trace's size.
+  if (code == absl::StatusCode::kResourceExhausted && !header_seen) retryable = true;
+  const bool fetch = h.agent_may_hold && h.client->CanFetch();
+  // Retried while attempts are left, before the deadline; recording again (not fetching) only
+  // while the window can still be (mostly) caught and nobody interrupted.
+  bool retry = retryable && h.attempt <= plan_.retries;
+  const int64_t backoff = retry ? BackoffNs(h.attempt) : 0;
+  const int64_t at = NowMono() + backoff;
+  const int64_t record_cutoff = plan_.late == profctl::v1::LATE_POLICY_FAIL
+                                    ? window_start_mono_ + ToleranceNs()
+                                    : window_end_mono_;
+  retry = retry && at < deadline_mono_ && (fetch || (!cancelled_ && at < record_cutoff));
+  LogAttempt(h, kind, h.attempt_started_mono, status, retry ? backoff : 0);
+  if (!retry) return false;
+  Progress(absl::StrFormat("%s: %s; %s again in %.0f ms (attempt %d of %d)", h.r.host(),
+                           status.message(), fetch ? "fetching it" : "capturing", Millis(backoff),
+                           h.attempt + 1, plan_.retries + 1));
+  h.retry_pending = true;
+  ex_.PostAt(at, [weak = weak_from_this(), i = h.index, attempt = h.attempt, fetch] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnRetryDue(s->hosts_[i], attempt, fetch);
+  });
+  return true;
+}
+
+void CaptureEngine::Session::OnRetryDue(Host& h, int attempt, bool fetch) {
+  if (h.phase != Phase::kCapturing || h.attempt != attempt || !h.retry_pending) return;
+  if (cancelled_ && !fetch) {
+    Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+         absl::CancelledError("interrupted while waiting to capture again"));
+    return;
+  }
+  StartAttempt(h, fetch);
+}
+
+void CaptureEngine::Session::ScheduleDeadline() {
+  ex_.PostAt(deadline_mono_, [weak = weak_from_this()] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnDeadline();
+  });
+}
+
+void CaptureEngine::Session::OnDeadline() {
+  if (finished_ || NowMono() < deadline_mono_) return;
+  const absl::Status late = absl::DeadlineExceededError(
+      "the session deadline passed (--deadline, or the window's end + the transfer allowance)");
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kCapturing) {
+      if (!h.retry_pending) h.client->AbortCapture();
+      Fail(h, profctl::v1::FAILURE_STEP_CAPTURE, late);
+    } else if (h.phase == Phase::kPreparing || h.phase == Phase::kReady) {
+      Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT, late);
+    }
+  }
+}
+
+// --- Host outcomes -----------------------------------------------------------------------------
+
+void CaptureEngine::Session::Fail(Host& h, FailureStep step, const absl::Status& status) {
+  if (h.phase == Phase::kDone) return;
+  const bool was_preparing = h.phase == Phase::kPreparing;
+  h.phase = Phase::kDone;
+  h.r.set_status(profctl::v1::HOST_STATUS_FAILED);
+  auto* e = h.r.mutable_error();
+  e->set_step(step);
+  e->set_code(static_cast<int32_t>(status.code()));
+  e->set_message(status.ok() ? "unknown error" : std::string(status.message()));
+  if (was_preparing && h.prepare_started_mono > 0) {
+    h.r.set_prepare_ms(Millis(NowMono() - h.prepare_started_mono));
+  }
+  Progress(absl::StrCat(h.r.host(), ": FAILED (", FailureStepName(step), ") ", e->message()));
+  ++terminal_;
+  ScheduleManifestFlush();
+  if (preparing_ && was_preparing) {
+    ++settled_;
+    if (settled_ == hosts_.size()) {
+      EndPrepare();
+      return;
+    }
+  }
+  MaybeFinish();
+}
+
+void CaptureEngine::Session::Succeed(Host& h) {
+  h.phase = Phase::kDone;
+  h.r.set_status(profctl::v1::HOST_STATUS_OK);
+  ++terminal_;
+  ScheduleManifestFlush();
+  MaybeFinish();
+}
+
+void CaptureEngine::Session::FlushManifest() {
+  manifest_flush_scheduled_ = false;
+  if (finished_ || plan_.prepare_only || deps_.sink == nullptr) return;
+  profctl::v1::SessionManifest snapshot = manifest_;
+  snapshot.set_status(profctl::v1::SESSION_STATUS_RUNNING);
+  for (const Host& h : hosts_) *snapshot.add_hosts() = h.r;
+  if (absl::StatusOr<std::string> f =
+          deps_.sink->Write(kManifestFileName, RunningManifestJson(snapshot));
+      !f.ok() && !manifest_write_failed_) {
+    manifest_write_failed_ = true;  // said once; the final write reports it in the manifest
+    Progress(absl::StrCat("cannot write ", kManifestFileName, ": ", f.status().message()));
+  }
+}
+
+void CaptureEngine::Session::ScheduleManifestFlush() {
+  if (manifest_flush_scheduled_ || finished_ || plan_.prepare_only) return;
+  manifest_flush_scheduled_ = true;
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(NowMono() + options_.manifest_flush_ms * kNanosPerMilli, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->FlushManifest();
+  });
+}
+
+void CaptureEngine::Session::Interrupt() {
+  if (finished_ || cancelled_) return;
+  cancelled_ = true;
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kCapturing) continue;
+    if (h.retry_pending && !(h.agent_may_hold && h.client->CanFetch())) {
+      // Waiting to record again: nothing is recorded for it now, and nothing new will be.
+      Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+           absl::CancelledError("interrupted while waiting to capture again"));
+      continue;
+    }
+    // All at once; a host that does not answer finishes its window: nothing is lost. One that
+    // waits to fetch its trace again is told too: the agent stops and keeps what it has.
+    h.client->Cancel(plan_.session, session_key_, options_.rpc_timeout_ms,
+                     [](const absl::Status&) {});
+  }
+  for (Host& h : hosts_) {
+    if (h.phase == Phase::kPreparing || h.phase == Phase::kReady) {
+      Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+           absl::CancelledError("interrupted before capture"));
+    }
+  }
+  // Whatever the hosts do (hung, stalled mid-transfer), the session ends within the grace.
+  std::weak_ptr<Session> weak = weak_from_this();
+  ex_.PostAt(NowMono() + options_.interrupt_grace_ms * kNanosPerMilli, [weak] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->OnInterruptGraceOver();
+  });
+}
+
+void CaptureEngine::Session::OnInterruptGraceOver() {
+  if (finished_) return;
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kCapturing) continue;  // saving hosts finish on their own, quickly
+    if (!h.retry_pending) h.client->AbortCapture();
+    Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
+         absl::DeadlineExceededError(
+             absl::StrCat("hung: sent nothing back within ", options_.interrupt_grace_ms,
+                          " ms of the interrupt; what it recorded is lost")));
+  }
+}
+
+// --- Phases 4 and 5 ----------------------------------------------------------------------------
+
+void CaptureEngine::Session::MaybeFinish() {
+  if (finished_ || preparing_ || terminal_ < hosts_.size()) return;
+  finished_ = true;
+  ReleaseClients();
+  if (!plan_.prepare_only) {
+    if (window_end_mono_ > 0) manifest_.set_collect_ms(Millis(NowMono() - window_end_mono_));
+    Align();
+    ClassifyRecordings();
+  }
+  size_t ok = 0;
+  size_t saved = 0;
+  for (const Host& h : hosts_) {
+    ok += h.r.status() == profctl::v1::HOST_STATUS_OK;
+    saved += Saved(h.r);
+  }
+  manifest_.set_status(ok == hosts_.size() ? profctl::v1::SESSION_STATUS_OK
+                       : saved == 0        ? profctl::v1::SESSION_STATUS_FAILED
+                                           : profctl::v1::SESSION_STATUS_PARTIAL);
+  if (!plan_.prepare_only && saved > 0 && saved < plan_.min_hosts) {
+    manifest_.set_status(profctl::v1::SESSION_STATUS_FAILED);
+    manifest_.add_errors(absl::StrFormat(
+        "only %d of %d hosts saved, %d required (--min-hosts/--require-all); what was saved is "
+        "kept",
+        saved, hosts_.size(), plan_.min_hosts));
+  }
+  if (cancelled_) {
+    manifest_.add_errors(
+        "interrupted: capture was cancelled; saved traces hold what was recorded until then");
+  }
+  if (!plan_.prepare_only) {
+    const int64_t outputs_started = NowMono();
+    // The saved traces are made durable (their fsyncs, a device flush each) on the pool while
+    // the pod outputs are rendered: at 1,024 hosts that was 0.15-0.2 s of the collect phase,
+    // one trace at a time. The final session.json is written after them.
+    absl::Notification synced;
+    absl::Status sync_status;
+    OnPoolOrHere([this, &synced, &sync_status] {  // waited for below: the locals outlive it
+      sync_status = deps_.sink->SyncCommitted();
+      synced.Notify();
+    });
+    std::unique_ptr<BreakdownJob> breakdown = StartBreakdown();
+    WritePodOutputs();
+    FinishBreakdown(std::move(breakdown));
+    synced.WaitForNotification();
+    if (!sync_status.ok()) manifest_.add_errors(absl::StrCat("traces: ", sync_status.message()));
+    manifest_.set_outputs_ms(Millis(NowMono() - outputs_started));
+  }
+  for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
+  manifest_.set_finished_ns(clock_.WallNs());
+  if (!plan_.prepare_only) {
+    std::string json = ManifestJson(manifest_);
+    if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, json); !f.ok()) {
+      manifest_.add_errors(absl::StrCat("manifest: ", f.status().message()));
+    } else if (deps_.manifest_written) {
+      deps_.manifest_written(std::move(json));
+    }
+  }
+  // Reported as a task of its own, after the current one: whoever waits may tear down its side
+  // as soon as it hears, and nothing of this session runs after that but no-ops.
+  ex_.Post([done = std::move(done_), manifest = std::move(manifest_)]() mutable {
+    std::move(done)(std::move(manifest));
+  });
+}
+
+void CaptureEngine::Session::ClassifyRecordings() {
+  const int64_t tolerance = ToleranceNs();
+  const int64_t requested = plan_.duration_ms * kNanosPerMilli;
+  // A recording a little longer than asked holds the whole window: its agent stopped late, as a
+  // loaded host does (8 ms late on a saturated 2-core machine, docs/reliability.md). Overlong is
+  // for a host frozen or a clock that jumped mid-window: more than 10 % over.
+  const int64_t overlong = std::max(tolerance, requested / 10);
+  for (Host& h : hosts_) {
+    if (!Saved(h.r)) continue;
+    HostResult& r = h.r;
+    // Agent-clock stamps were bounded when they arrived (OnStarted/OnCaptureDone).
+    const int64_t recorded = r.agent_stop_ns() - r.agent_start_ns();
+    r.set_requested_duration_ns(requested);
+    r.set_recorded_duration_ns(recorded);
+    if (recorded < requested - tolerance) {
+      r.set_recording(profctl::v1::RECORDING_TRUNCATED);
+      const profctl::v1::TruncatedBy by = TruncatedByOf(cancelled_, r.cancelled(), h.cancel_reason);
+      r.set_truncated_by(by);
+      r.set_recording_detail(absl::StrFormat("truncated: recorded %.3f of %.3f ms (%s)",
+                                             Millis(recorded), Millis(requested),
+                                             TruncatedByDetail(by)));
+    } else if (recorded > requested + overlong) {
+      r.set_recording(profctl::v1::RECORDING_OVERLONG);
+      r.set_recording_detail(
+          absl::StrFormat("overlong: recorded %.3f ms for %.3f asked (frozen or clock jump?)",
+                          Millis(recorded), Millis(requested)));
+    } else if (r.late()) {
+      r.set_recording(profctl::v1::RECORDING_LATE);
+      r.set_recording_detail(
+          absl::StrFormat("late: started %.3f ms after the common start", Millis(r.lateness_ns())));
+    } else if (r.dropped_events() > 0) {
+      r.set_recording(profctl::v1::RECORDING_DROPPED_EVENTS);
+      r.set_recording_detail(absl::StrFormat(
+          "dropped events: the agent dropped %d events over its per-capture caps (see the "
+          "trace's warnings)",
+          r.dropped_events()));
+    } else {
+      r.set_recording(profctl::v1::RECORDING_COMPLETE);
+      continue;
+    }
+    r.set_status(profctl::v1::HOST_STATUS_INCOMPLETE);
+    Progress(absl::StrCat(r.host(), ": ", r.recording_detail()));
+  }
+}
+
+void CaptureEngine::Session::EstimateUnmeasuredOffsets(const std::vector<Host*>& saved) {
+  auto steps_of = [](const Host& h) {
+    std::vector<std::pair<int64_t, int64_t>> steps;
+    if (!h.summary.has_value()) return steps;
+    for (const analysis::HostStep& s : h.summary->steps) {
+      if (s.step >= 0) steps.emplace_back(s.step, s.start_ns);
+    }
+    return steps;
+  };
+  // The reference: a host with a measured clock and steps; else the first unmeasured one with
+  // steps, whose clock then stands for the pod's.
+  const Host* reference = nullptr;
+  for (bool measured : {true, false}) {
+    for (const Host* h : saved) {
+      if (reference == nullptr && h->clock_measured == measured && !steps_of(*h).empty()) {
+        reference = h;
+      }
+    }
+  }
+  if (reference == nullptr) return;
+  const std::vector<std::pair<int64_t, int64_t>> reference_steps = steps_of(*reference);
+  for (Host* h : saved) {
+    if (h->clock_measured || h == reference) continue;
+    const std::optional<analysis::StepOffset> o =
+        analysis::OffsetFromSteps(steps_of(*h), reference_steps);
+    if (!o.has_value() || std::abs(o->offset_ns) > analysis::kMaxAbsOffsetNs) continue;
+    auto* c = h->r.mutable_clock();
+    c->set_offset_ns(o->offset_ns);
+    c->set_uncertainty_ns(o->uncertainty_ns);
+    c->set_method(std::string(kClockMethodSteps));
+  }
+}
+
+void CaptureEngine::Session::Align() {
+  std::vector<Host*> saved;
+  for (Host& h : hosts_) {
+    if (Saved(h.r)) saved.push_back(&h);
+  }
+  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) EstimateUnmeasuredOffsets(saved);
+  std::vector<analysis::HostClockInput> inputs;
+  for (Host* h : saved) {
+    const auto& c = h->r.clock();
+    // Collectives repeat every step: an unmeasured clock is refined only around a step-number
+    // estimate (method "steps"), never searched a whole second wide, where a match one step off
+    // would look as good as the right one.
+    const bool pinned = !h->clock_measured && c.method() == kClockMethodUnmeasured;
+    inputs.push_back({h->clock_measured ? c.rtt_offset_ns() : c.offset_ns(),
+                      pinned ? 0 : c.uncertainty_ns(), std::move(h->collective_ends)});
+  }
+  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES && !saved.empty()) {
+    absl::StatusOr<std::vector<analysis::HostOffset>> refined = analysis::RefineOffsets(inputs);
+    if (!refined.ok()) {
+      manifest_.add_errors(
+          absl::StrCat("alignment: ", refined.status().message(), "; using clock-sync offsets"));
+    } else {
+      for (size_t i = 0; i < saved.size() && i < refined->size(); ++i) {
+        const analysis::HostOffset& o = (*refined)[i];
+        auto* c = saved[i]->r.mutable_clock();
+        c->set_offset_ns(o.offset_ns);
+        // A clock no collective refined keeps its method (rtt, steps or unmeasured).
+        if (o.method == analysis::OffsetMethod::kCollectives) {
+          c->set_method(std::string(analysis::OffsetMethodName(o.method)));
+        }
+        c->set_residual_ns(o.residual_ns);
+        c->set_matched_collectives(static_cast<uint32_t>(o.matched));
+      }
+    }
+  }
+  for (Host* h : saved) {
+    // Summaries were made with the clock-sync offset: move them onto the refined timeline.
+    const int64_t shift = h->r.clock().offset_ns() - h->r.clock().rtt_offset_ns();
+    if (shift != 0 && h->summary.has_value()) {
+      for (analysis::HostStep& step : h->summary->steps) {
+        step.start_ns -= shift;
+        step.end_ns -= shift;
+      }
+    }
+  }
+  int64_t min_start = std::numeric_limits<int64_t>::max();
+  int64_t max_start = std::numeric_limits<int64_t>::min();
+  for (Host* h : saved) {
+    const int64_t offset = h->r.clock().offset_ns();
+    h->r.set_aligned_start_ns(h->r.agent_start_ns() - offset);
+    h->r.set_aligned_stop_ns(h->r.agent_stop_ns() - offset);
+    h->r.set_lateness_ns(h->r.aligned_start_ns() - start_at_);
+    // Now known for a clock aligned from its collectives that clock sync could not measure.
+    if (!h->clock_measured && h->r.clock().method() != kClockMethodUnmeasured) {
+      h->r.set_late(h->r.lateness_ns() > ToleranceNs());
+    }
+    min_start = std::min(min_start, h->r.aligned_start_ns());
+    max_start = std::max(max_start, h->r.aligned_start_ns());
+  }
+  if (!saved.empty()) manifest_.set_start_spread_ns(max_start - min_start);
+}
+
+void CaptureEngine::Session::ReleaseClients() {
+  if (deps_.pool == nullptr) return;  // destroyed with the session
+  // At 1,024 hosts, tearing down every channel took 0.15 s after the outputs, mostly waiting on
+  // gRPC's threads. Nothing uses a done host's client (every handler checks the phase first).
+  std::vector<std::unique_ptr<AgentClient>> clients;
+  for (Host& h : hosts_) {
+    if (h.client != nullptr) clients.push_back(std::move(h.client));
+  }
+  {
+    absl::MutexLock lock(&released_mu_);
+    ++released_pending_;
+  }
+  deps_.pool->Submit([this, clients = std::move(clients)]() mutable {
+    clients.clear();
+    absl::MutexLock lock(&released_mu_);
+    --released_pending_;
+  });
+}
+
+void CaptureEngine::Session::OnPoolOrHere(Executor::Task job) {
+  if (deps_.pool != nullptr) {
+    deps_.pool->Submit(std::move(job));
+  } else {
+    std::move(job)();
+  }
+}
+
+void CaptureEngine::Session::WritePodOutputs() {
+  std::vector<Host*> saved;
+  for (Host& h : hosts_) {
+    if (Saved(h.r)) saved.push_back(&h);
+  }
+  if (saved.empty()) return;
+  const std::string path = deps_.sink->LocalPath(kPodTraceFileName);
+  if (path.empty()) return;  // not a local folder (tests' in-memory sink)
+  absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_);
+  if (!writer.ok()) {
+    manifest_.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
+    return;
+  }
+  // Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once,
+  // and joined into the file in host order here; without a pool, one at a time here. A host's
+  // trace is the one kept decoded from saving it, else read back from disk and decoded (memory:
+  // at most that many traces more). Each job owns its host's kept trace and frees it: the
+  // executor waits here meanwhile, and no two jobs share a host.
+  struct Slot {
+    std::optional<absl::StatusOr<report::RenderedHost>> rendered;
+  };
+  std::vector<Slot> slots(saved.size());
+  absl::Mutex mu;
+  const auto render = [this, &saved, base = writer->base_ns()](size_t i) {
+    Host& h = *saved[i];
+    std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
+    if (decoded == nullptr) {
+      decoded = std::make_unique<DecodedTrace>();
+      absl::StatusOr<std::string> bytes = deps_.sink->Read(h.r.xplane_file());
+      if (!bytes.ok() || !decoded->Parse(*bytes)) {
+        return absl::StatusOr<report::RenderedHost>(absl::DataLossError(absl::StrCat(
+            "cannot read back ", h.r.xplane_file(), "; that host is missing from it")));
+      }
+    }
+    return report::PodTraceWriter::Render(h.r.host(), decoded->space(), h.r.clock().offset_ns(),
+                                          base, static_cast<int64_t>(i));
+  };
+  size_t submitted = 0;
+  const auto submit_up_to = [&](size_t limit) {
+    for (; submitted < std::min(limit, slots.size()); ++submitted) {
+      if (deps_.pool == nullptr) {
+        slots[submitted].rendered = render(submitted);
+        continue;
+      }
+      deps_.pool->Submit([&render, &slots, &mu, i = submitted] {
+        absl::StatusOr<report::RenderedHost> r = render(i);
+        absl::MutexLock lock(&mu);
+        slots[i].rendered = std::move(r);
+      });
+    }
+  };
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    submit_up_to(i + kPodTraceHostsInFlight);
+    // Every submitted job finishes before this returns: they hold references to these locals.
+    mu.LockWhen(absl::Condition(
+        +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
+    absl::StatusOr<report::RenderedHost> r = *std::move(slots[i].rendered);
+    slots[i].rendered.reset();
+    mu.Unlock();
+    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
+      manifest_.add_errors(absl::StrCat("pod trace: ", r.status().message()));
+      report::RenderedHost empty;
+      empty.host_index = static_cast<int64_t>(i);
+      empty.base_ns = writer->base_ns();
+      r = std::move(empty);
+    } else if (r->planes_skipped > 0) {
+      manifest_.add_errors(absl::StrCat("pod trace: ", saved[i]->r.host(), ": ", r->planes_skipped,
+                                        " planes past the first ",
+                                        report::PodTraceWriter::kPidsPerHost - 1, " left out"));
+    }
+    if (status.ok()) status = writer->AddRendered(*r);
+  }
+  if (status.ok()) status = writer->Finish();
+  if (status.ok()) manifest_.set_pod_trace_file(kPodTraceFileName);
+  if (!status.ok()) manifest_.add_errors(absl::StrCat("pod trace: ", status.message()));
+}
+
+struct CaptureEngine::Session::BreakdownJob {
+  // Read by the job only; the executor waits on `done` before reading the results.
+  std::vector<analysis::HostSummary> summaries;
+  report::BreakdownContext context;
+  bool assumed_pod_trace = false;
+  std::optional<analysis::PodBreakdown> breakdown;
+  std::vector<std::string> rendered;  // one per report::BreakdownOutputs(), in order
+  absl::Notification done;
+
+  void Build() { breakdown = analysis::BuildPodBreakdown(summaries); }
+  void Render() {
+    rendered.clear();
+    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+      rendered.push_back(out.render(*breakdown, context));
+    }
+  }
+};
+
+std::unique_ptr<CaptureEngine::Session::BreakdownJob> CaptureEngine::Session::StartBreakdown() {
+  auto job = std::make_unique<BreakdownJob>();
+  job->context.session = plan_.session;
+  job->context.source = report::BreakdownSource::kCapture;
+  for (Host& h : hosts_) {
+    if (!Saved(h.r) || !h.summary.has_value()) continue;
+    job->context.host_files[h.r.host()].push_back(h.r.xplane_file());
+    job->summaries.push_back(*std::move(h.summary));
+    h.summary.reset();
+  }
+  if (job->summaries.empty()) return nullptr;
+  // WritePodOutputs writes one whenever a host was saved (this one has) into a local folder.
+  job->assumed_pod_trace = !deps_.sink->LocalPath(kPodTraceFileName).empty();
+  if (job->assumed_pod_trace) job->context.session_files.push_back(kPodTraceFileName);
+  job->context.session_files.push_back(kManifestFileName);
+  job->context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
+  OnPoolOrHere([j = job.get()] {  // FinishBreakdown waits for it: `job` outlives it
+    j->Build();
+    j->Render();
+    j->done.Notify();
+  });
+  return job;
+}
+
+void CaptureEngine::Session::FinishBreakdown(std::unique_ptr<BreakdownJob> job) {
+  if (job == nullptr) return;
+  job->done.WaitForNotification();
+  if (job->assumed_pod_trace && manifest_.pod_trace_file().empty()) {
+    // The pod trace failed after all: the files must not name it.
+    std::erase(job->context.session_files, std::string(kPodTraceFileName));
+    job->Render();
+  }
+  const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string name(outputs[i].file_name);
+    absl::StatusOr<std::string> written = deps_.sink->Write(name, job->rendered[i]);
+    if (written.ok()) {
+      manifest_.add_breakdown_files(*written);
+    } else {
+      manifest_.add_errors(absl::StrCat("breakdown: ", written.status().message()));
+    }
+  }
+  if (deps_.breakdown) deps_.breakdown(*job->breakdown);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CaptureEngine::CaptureEngine(Dependencies deps, CaptureEngineOptions options)
+    : deps_(std::move(deps)), options_(options) {}
+
+CaptureEngine::~CaptureEngine() {
+  if (session_ == nullptr) return;
+  // A task of the session may be running on the executor right now, holding it: then the
+  // session ends when that task does. Wait for it, so nothing of it (its clients' callbacks,
+  // its sink) outlives the engine and what the caller gave it.
+  std::shared_ptr<absl::Notification> gone = session_->gone();
+  session_.reset();
+  gone->WaitForNotification();
+}
+
+void CaptureEngine::Start(const CapturePlan& plan, DoneCallback done) {
+  absl::Status bad;
+  if (plan.workers.empty()) bad = absl::InvalidArgumentError("no workers to capture");
+  if (plan.duration_ms < 1) {
+    bad = absl::InvalidArgumentError(absl::StrCat("duration_ms=", plan.duration_ms, " < 1"));
+  }
+  if (!bad.ok()) {
+    deps_.executor->Post([done = std::move(done), bad]() mutable { std::move(done)(bad); });
+    return;
+  }
+  session_ = std::make_shared<Session>(deps_, options_, plan, std::move(done));
+  deps_.executor->Post([weak = std::weak_ptr<Session>(session_)] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->Begin();
+  });
+}
+
+void CaptureEngine::Cancel() {
+  deps_.executor->Post([weak = std::weak_ptr<Session>(session_)] {
+    if (std::shared_ptr<Session> s = weak.lock()) s->Interrupt();
+  });
+}
+
+}  // namespace profctl::coordinator

@@ -1,0 +1,161 @@
+// The coordinator's capture fan-out: one state machine per host, all driven by one Executor.
+// Independent of transport (AgentClient) and disk (TraceSink). No thread per host and no
+// blocking: every wait is a timer task or an RPC callback posted to the executor, so a handful
+// of threads (the executor's and the transport's) drives 1,024+ hosts in one window.
+//
+// Life of a capture (docs/life-of-a-capture.md), one small function per phase:
+//   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo, then up to `clock_sync_samples` SyncClock
+//      round trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
+//      marked `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
+//      budget (plan.prepare_timeout_ms, or derived from the measured round trips). A host not
+//      ready in time never moves the others' window: the late policy decides its fate.
+//   2. Choose the start (EndPrepare): one instant on the coordinator's clock, far enough ahead
+//      that every Capture arrives before it; each agent is sent it translated into its clock.
+//   3. Capture (StartCapture/OnStarted/OnCaptureDone): chunks stream into a temporary file per
+//      host; the agent reports its actual start, giving each host's lateness; a complete trace
+//      is validated and renamed to <host>.xplane.pb as soon as it arrives.
+//   4. Align (Align): offsets from clock sync, refined from collective ends in the traces.
+//   5. Pod outputs (WritePodOutputs): the aligned pod timeline, host by host; the pod step
+//      breakdown (each host was summarized as it was saved: SummarizeHost; BuildPodBreakdown
+//      here) as pod_step_breakdown.json/.csv and report.html; session.json last.
+// A failing host never delays or fails the others; its error is recorded per host with the
+// step it failed in.
+#ifndef PROFCTL_COORDINATOR_ENGINE_CAPTURE_ENGINE_H_
+#define PROFCTL_COORDINATOR_ENGINE_CAPTURE_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "analysis/breakdown.h"
+#include "analysis/op_classify.h"
+#include "common/executor.h"
+#include "coordinator/clients/agent_client.h"
+#include "coordinator/clients/worker.h"
+#include "coordinator/engine/capture_plan.h"
+#include "coordinator/engine/session_writer.h"
+#include "profctl/v1/session.pb.h"
+
+namespace profctl::coordinator {
+
+// session.json's clock.method before alignment: measured by SyncClock round trips, or not
+// measurable (a TSL profiler server: AgentClient::MeasuresClock() is false). Align may turn an
+// unmeasured one into "steps", and either into "collectives".
+inline constexpr absl::string_view kClockMethodRtt = "rtt";
+inline constexpr absl::string_view kClockMethodUnmeasured = "unmeasured";
+// An unmeasured clock placed by matching step numbers with a measured host (alignment.h
+// OffsetFromSteps), not (yet) refined by collectives.
+inline constexpr absl::string_view kClockMethodSteps = "steps";
+// An unmeasured clock is assumed to agree with the coordinator's within this (NTP-synced
+// hosts): its clock.uncertainty_ns until step numbers place it.
+inline constexpr int64_t kUnmeasuredClockBoundNs = 1'000'000'000;
+
+struct CaptureEngineOptions {
+  // Clock-sync round trips per host: at most `clock_sync_samples`; sampling stops after
+  // `min_clock_sync_samples` once two samples in a row did not beat the best round trip.
+  int clock_sync_samples = 5;
+  int min_clock_sync_samples = 3;
+  int64_t sample_timeout_ms = 1000;  // each SyncClock
+  int64_t rpc_timeout_ms = 2000;     // GetInfo, Cancel
+  // The derived prepare budget: 4 x the median prepare time of the first half of the hosts to
+  // be ready, within [min, max]. An explicit plan.prepare_timeout_ms replaces it.
+  int64_t min_prepare_budget_ms = 250;
+  int64_t max_prepare_budget_ms = 10'000;
+  // With --late=capture, once 90 % of the hosts are ready, preparing also ends when no other host
+  // got ready for a quarter of the time the last one took, and at least this long; or this long
+  // when no host left has answered anything (dead or hung: none is on its way).
+  int64_t min_prepare_quiet_ms = 50;
+  // The common start is this far after preparing ends, at least (a floor, not a margin): else
+  // 2 x the largest round trip plus, per ready host, twice the measured cost of one RPC on a
+  // connected channel (at least 20 us), since sending every Capture takes time too.
+  int64_t min_lead_ms = 100;
+  // A host whose realized start is later than this after the common start is late.
+  int64_t late_tolerance_ms = 5;
+  // Extra time allowed after the window for stopping, collecting, transferring and retrying,
+  // when the plan sets no deadline.
+  int64_t transfer_timeout_ms = 60'000;
+  // Retry backoff: attempt n waits min(max, initial * 2^(n-1)), jittered to 50..100% of it.
+  int64_t retry_initial_backoff_ms = 100;
+  int64_t retry_max_backoff_ms = 2000;
+  // Seeds the jitter (tests); 0: random.
+  uint64_t retry_jitter_seed = 0;
+  // While capturing, a progress line every this often.
+  int64_t progress_tick_ms = 1000;
+  // session.json is rewritten (status RUNNING) at most this often while hosts finish.
+  int64_t manifest_flush_ms = 1000;
+  // After an interrupt (Cancel), hosts get this long to send what they recorded; then the rest
+  // are abandoned (reported hung) and the session's outputs are written anyway.
+  int64_t interrupt_grace_ms = 5000;
+  // Collective ends kept per host for alignment: a memory bound (8 bytes each; 32 MiB at 1,024
+  // hosts). Refinement needs a few dozen matched steps; 4,096 is ~7 minutes of 100 ms steps.
+  size_t max_collective_ends = 4096;
+  // Traces kept decoded from saving them until the pod trace is written, so it need not read and
+  // decode them again: at most this many bytes of serialized trace (decoded, about 5 x that in
+  // memory, docs/perf.md). Past it, the pod trace reads the rest back from disk.
+  uint64_t kept_trace_budget_bytes = 32ULL << 20;
+};
+
+class CaptureEngine {
+ public:
+  struct Dependencies {
+    Executor* executor = nullptr;
+    // Where finished traces are validated, saved and summarized; null = on the executor (tests).
+    // Must outlive the engine.
+    WorkPool* pool = nullptr;
+    AgentClientFactory* clients = nullptr;
+    TraceSink* sink = nullptr;  // unused with plan.prepare_only
+    // Human-readable progress lines, called on the executor.
+    std::function<void(const std::string&)> progress = nullptr;
+    // The pod step breakdown, once, on the executor, before `done` (not with prepare_only).
+    std::function<void(const analysis::PodBreakdown&)> breakdown = nullptr;
+    // The final session.json text, once, on the executor, right after it was written (not when
+    // writing it failed, nor with prepare_only): `done`'s manifest prints as exactly this, so a
+    // caller that shows it (--json) need not print it again.
+    std::function<void(std::string)> manifest_written = nullptr;
+  };
+  using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
+
+  CaptureEngine(Dependencies deps, CaptureEngineOptions options);
+  // Waits until the session is gone: RPCs still in flight (hosts abandoned by the late policy)
+  // are cancelled and their callbacks ignored. The executor must outlive the engine. Do not
+  // destroy the engine from inside one of its own callbacks or tasks (it would wait forever).
+  ~CaptureEngine();
+  CaptureEngine(const CaptureEngine&) = delete;
+  CaptureEngine& operator=(const CaptureEngine&) = delete;
+
+  // Starts the capture; `done` runs once, on the executor, with the manifest (per-host failures
+  // are in it: status partial/failed) or an error for a bad plan. Session-level write failures
+  // are listed in manifest.errors. Call once.
+  void Start(const CapturePlan& plan, DoneCallback done);
+
+  // Thread-safe (e.g. from a signal watcher): hosts still capturing are sent AgentService.Cancel
+  // and hand back what they recorded, which is saved as usual; hosts not yet capturing are not
+  // asked to; manifest.errors says the session was interrupted.
+  void Cancel();
+
+  class Session;  // the per-capture state machine (capture_engine.cc)
+
+ private:
+  Dependencies deps_;
+  CaptureEngineOptions options_;
+  std::shared_ptr<Session> session_;
+};
+
+// Picks each host's file stem: the agent's name when it has a valid one, else the address stem;
+// a stem already taken falls back to the address stem, then gets "-2", "-3", ...
+std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
+                                         const std::vector<std::string>& agent_names);
+
+// Canonical names for people ("ok", "failed", "partial", "clock sync", ...).
+std::string HostStatusName(profctl::v1::HostStatus s);
+std::string SessionStatusName(profctl::v1::SessionStatus s);
+std::string FailureStepName(profctl::v1::FailureStep s);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_ENGINE_CAPTURE_ENGINE_H_

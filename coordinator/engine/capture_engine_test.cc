@@ -1,0 +1,1189 @@
+#include "coordinator/engine/capture_engine.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/gzip.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/attempt_kinds.h"
+#include "tests/fake_agent.h"
+#include "tests/fake_clock.h"
+#include "tests/fake_executor.h"
+#include "tests/memory_sink.h"
+#include "tests/temp_dir.h"
+#include "xspace/xspace.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::profctl::testing::FakeAgent;
+using ::profctl::testing::FakeAgentBehavior;
+using ::profctl::testing::FakeAgentFactory;
+using ::profctl::testing::FakeClock;
+using ::profctl::testing::FakeExecutor;
+using ::profctl::testing::MemorySink;
+using ::profctl::v1::HostResult;
+using ::profctl::v1::SessionManifest;
+using ::testing::HasSubstr;
+
+agent::SyntheticJobConfig Rank(int r, int world = 3) {
+  agent::SyntheticJobConfig c;
+  c.rank = r;
+  c.world = world;
+  c.step_ms = 20;
+  c.jitter = 0.02;
+  return c;
+}
+
+class CaptureEngineTest : public ::testing::Test {
+ protected:
+  CapturePlan Plan(std::vector<std::string> addresses, int64_t duration_ms = 500) {
+    CapturePlan plan{{}, duration_ms, "sess", "/logs"};
+    for (const std::string& a : addresses) plan.workers.push_back(*ParseWorker(a));
+    return plan;
+  }
+  FakeAgent& Agent(const std::string& address, FakeAgentBehavior b,
+                   agent::SyntheticJobConfig job = Rank(0)) {
+    agents_.push_back(std::make_unique<FakeAgent>(&ex_, &clock_, std::move(b), job));
+    factory_.Add(address, agents_.back().get());
+    return *agents_.back();
+  }
+  SessionManifest Run(const CapturePlan& plan, CaptureEngineOptions options = {},
+                      const std::function<void(CaptureEngine&)>& during = {}) {
+    CaptureEngine engine({.executor = &ex_,
+                          .pool = pool_,
+                          .clients = &factory_,
+                          .sink = &sink_,
+                          .progress = [&](const std::string& l) { progress_.push_back(l); },
+                          .manifest_written = manifest_written_},
+                         options);
+    std::optional<absl::StatusOr<SessionManifest>> result;
+    engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
+    if (during) during(engine);
+    EXPECT_TRUE(
+        ex_.RunUntil([&] { return result.has_value(); }, clock_.MonoNs() + 3600 * kNanosPerSecond))
+        << "engine did not finish";
+    if (!result.has_value()) return {};
+    EXPECT_TRUE(result->ok()) << result->status();
+    return result->ok() ? **result : SessionManifest{};
+  }
+  static const HostResult& Host(const SessionManifest& m, const std::string& address) {
+    for (const HostResult& h : m.hosts()) {
+      if (h.address() == address) return h;
+    }
+    static const HostResult kNone;
+    ADD_FAILURE() << "no host " << address;
+    return kNone;
+  }
+
+  void SetUp() override { sink_.dir = tmp_.path(); }
+
+  // 18 healthy agents of a pod of 20 (ranks 0..17) that get ready at about 600..700 ms.
+  std::vector<std::string> EighteenReadyAt600To700Ms() {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < 18; ++i) {
+      const int64_t one_way = (100 + i) * kNanosPerMilli;
+      addresses.push_back(absl::StrCat("h", i, ":1"));
+      Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+    }
+    return addresses;
+  }
+  // The latest prepare time of the first n hosts, each of which must be OK.
+  static double LastReadyMs(const SessionManifest& m, int n) {
+    double last = 0;
+    for (int i = 0; i < n; ++i) {
+      const HostResult& h = m.hosts(i);
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+      last = std::max(last, h.prepare_ms());
+    }
+    return last;
+  }
+
+  const testing::TempDir tmp_;
+  FakeClock clock_;
+  FakeExecutor ex_{&clock_};
+  FakeAgentFactory factory_{&ex_};
+  WorkPool* pool_ = nullptr;  // saves on the executor unless a test sets a real pool
+  MemorySink sink_;
+  std::vector<std::string> progress_;
+  std::vector<std::unique_ptr<FakeAgent>> agents_;
+  std::function<void(std::string)> manifest_written_;  // Dependencies::manifest_written
+};
+
+TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
+  Agent("h0:1", {.name = "w0"}, Rank(0));
+  FakeAgent& b = Agent("h1:1",
+                       {.clock_offset_ns = 25 * kNanosPerMilli,
+                        .up_delay_ns = 300'000,
+                        .down_delay_ns = 300'000,
+                        .name = "w1"},
+                       Rank(1));
+  Agent("h2:1", {.clock_offset_ns = -7 * kNanosPerMilli}, Rank(2));
+  const SessionManifest m = Run(Plan({"h0:1", "h1:1", "h2:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  ASSERT_EQ(m.hosts_size(), 3);
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_FALSE(h.late()) << h.address();
+    EXPECT_EQ(h.lateness_ns(), 0) << h.address();  // symmetric paths: offsets exact
+    EXPECT_GT(h.events(), 0u);
+    EXPECT_GT(h.steps(), 10u);
+    // Equal round trips: the minimum of 3, then no improvement twice: stop.
+    EXPECT_EQ(h.clock().samples(), 3u);
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << h.xplane_file();
+  }
+  EXPECT_EQ(Host(m, "h1:1").host(), "w1");
+  EXPECT_EQ(Host(m, "h2:1").host(), "h2_1");  // no name: the address
+  EXPECT_EQ(Host(m, "h1:1").clock().rtt_offset_ns(), 25 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "h1:1").clock().rtt_ns(), 600'000);
+  EXPECT_EQ(Host(m, "h1:1").clock().uncertainty_ns(), 300'000);
+  // The agent was asked to start at the common instant in its own clock, and did.
+  EXPECT_EQ(b.last_start_ns(), m.start_at_ns() + 25 * kNanosPerMilli);
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  EXPECT_TRUE(sink_.files.count("session.json"));
+  EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+  absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  absl::StatusOr<std::string> json = GzipDecompress(*gz);
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, HasSubstr("w1 /device:GPU:0"));
+}
+
+// The step pattern is compiled once per session; one that does not compile (the CLI refuses it
+// first) leaves every host out of the breakdown, saying why, and costs no trace.
+TEST_F(CaptureEngineTest, AStepPatternThatDoesNotCompileIsNamedAndTheTracesAreKept) {
+  Agent("h0:1", {}, Rank(0, 2));
+  Agent("h1:1", {}, Rank(1, 2));
+  CapturePlan plan = Plan({"h0:1", "h1:1"});
+  plan.reader.step_pattern = "(";
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.step_pattern(), "(");
+  int named = 0;
+  for (const std::string& e : m.errors()) {
+    named += absl::StrContains(e, "left out: step pattern '(' is not a valid RE2 regex");
+  }
+  EXPECT_EQ(named, 2) << absl::StrJoin(m.errors(), "\n");
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << h.xplane_file();
+  }
+  EXPECT_TRUE(m.breakdown_files().empty());
+}
+
+// The pod trace renders each host from the trace kept decoded since saving it, within
+// kept_trace_budget_bytes; past the budget it reads the rest back from disk. Same file either way.
+TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) {
+  for (int i = 0; i < 3; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i));
+  const auto run = [&](const std::string& session, uint64_t budget) {
+    CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1"});
+    plan.session = session;
+    sink_.reads = 0;
+    CaptureEngineOptions options;
+    options.kept_trace_budget_bytes = budget;
+    const SessionManifest m = Run(plan, options);
+    EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+    absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
+    EXPECT_TRUE(gz.ok()) << gz.status();
+    absl::StatusOr<std::string> json = GzipDecompress(gz.ok() ? *gz : "");
+    EXPECT_TRUE(json.ok());
+    for (const HostResult& h : m.hosts()) {
+      EXPECT_THAT(json.ok() ? *json : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
+    }
+    return m;
+  };
+  const SessionManifest all_read = run("s0", 0);
+  EXPECT_EQ(sink_.reads, 3);
+  uint64_t smallest = std::numeric_limits<uint64_t>::max(), largest = 0;
+  for (const HostResult& h : all_read.hosts()) {
+    smallest = std::min(smallest, h.bytes());
+    largest = std::max(largest, h.bytes());
+  }
+  run("s1", CaptureEngineOptions{}.kept_trace_budget_bytes);
+  EXPECT_EQ(sink_.reads, 0);
+  // Room for one trace, not two: the first saved is kept, the other two are read back.
+  ASSERT_LT(largest, smallest * 3 / 2);
+  run("s2", smallest * 3 / 2);
+  EXPECT_EQ(sink_.reads, 2);
+}
+
+// The breakdown is built and rendered on the pool while the pod trace is written; its files
+// name the pod trace only when it was written (a pod trace that fails is left out of them).
+// Runs each job as it is submitted: the engine's pool paths, without threads the fake executor
+// cannot wait for (the CLI's real pool runs them in the end-to-end tests).
+class InlinePool final : public WorkPool {
+ public:
+  void Submit(Executor::Task job) override { std::move(job)(); }
+};
+
+TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
+  InlinePool pool;
+  pool_ = &pool;
+  Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  const SessionManifest written = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(written.pod_trace_file(), "pod.trace.json.gz");
+  EXPECT_EQ(written.breakdown_files_size(), 3);
+  EXPECT_THAT(sink_.files["pod_step_breakdown.json"], HasSubstr("\"pod.trace.json.gz\""));
+  EXPECT_THAT(sink_.files["report.html"], HasSubstr("pod.trace.json.gz"));
+
+  sink_.files.clear();
+  sink_.dir = tmp_.path() + "/missing";  // the pod trace cannot be created there
+  const SessionManifest failed = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(failed.pod_trace_file(), "");
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"), HasSubstr("pod trace: "));
+  EXPECT_EQ(failed.breakdown_files_size(), 3);
+  const std::string& json = sink_.files["pod_step_breakdown.json"];
+  EXPECT_THAT(json, HasSubstr("\"session.json\""));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("pod.trace.json.gz")));
+  EXPECT_THAT(sink_.files["report.html"], ::testing::Not(HasSubstr("pod.trace.json.gz")));
+  pool_ = nullptr;
+}
+
+// Once every host is done, their clients (channels) are torn down by a pool job while the
+// outputs are written, not one after another when the session ends. Without a pool they go
+// with the session.
+TEST_F(CaptureEngineTest, ClientsAreTornDownOnThePoolBeforeTheOutputs) {
+  FakeAgent& a = Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  FakeAgent& b = Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  int live_at_breakdown = -1;
+  sink_.on_write = [&](const std::string& name) {
+    if (name == "pod_step_breakdown.json") live_at_breakdown = a.live_clients() + b.live_clients();
+  };
+  InlinePool pool;
+  pool_ = &pool;
+  EXPECT_EQ(Run(Plan({"h0:1", "h1:1"})).status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(live_at_breakdown, 0);
+  pool_ = nullptr;
+  EXPECT_EQ(Run(Plan({"h0:1", "h1:1"})).status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(live_at_breakdown, 2);
+  EXPECT_EQ(a.live_clients() + b.live_clients(), 0);
+}
+
+// Saving commits each trace at once and leaves its fsync to one SyncCommitted while the pod
+// outputs are written: every trace is committed before it and the final session.json written
+// after it, with a pool or without; a failed sync is reported, and the traces stay saved.
+TEST_F(CaptureEngineTest, TracesAreSyncedOnceAfterTheLastCommitAndBeforeTheFinalSessionJson) {
+  Agent("h0:1", {.name = "w0"}, Rank(0, 2));
+  Agent("h1:1", {.name = "w1"}, Rank(1, 2));
+  std::vector<std::string> order;
+  sink_.on_write = [&](const std::string& name) { order.push_back(name); };
+  sink_.on_sync = [&] { order.push_back("<sync>"); };
+  const auto first = [&](const std::string& name) {
+    return std::find(order.begin(), order.end(), name) - order.begin();
+  };
+  const auto last = [&](const std::string& name) {
+    return order.rend() - std::find(order.rbegin(), order.rend(), name) - 1;
+  };
+  for (const bool with_pool : {false, true}) {
+    InlinePool pool;
+    pool_ = with_pool ? &pool : nullptr;
+    order.clear();
+    sink_.syncs = 0;
+    const SessionManifest m = Run(Plan({"h0:1", "h1:1"}));
+    ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK) << with_pool;
+    EXPECT_EQ(sink_.syncs, 1) << with_pool;
+    const auto sync = first("<sync>");
+    ASSERT_LT(sync, static_cast<ptrdiff_t>(order.size())) << with_pool;
+    for (const HostResult& h : m.hosts()) EXPECT_LT(last(h.xplane_file()), sync) << with_pool;
+    EXPECT_EQ(order.back(), "session.json") << with_pool;
+    EXPECT_GT(last("session.json"), sync) << with_pool;
+  }
+  pool_ = nullptr;
+  sink_.sync_error = absl::DataLossError(
+      "cannot sync w0.xplane.pb: Input/output error: it may not survive a crash of this machine");
+  const SessionManifest failed = Run(Plan({"h0:1", "h1:1"}));
+  EXPECT_EQ(failed.status(), v1::SESSION_STATUS_OK);
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"),
+              HasSubstr("traces: cannot sync w0.xplane.pb: Input/output error"));
+  for (const HostResult& h : failed.hosts()) EXPECT_TRUE(sink_.files.count(h.xplane_file()));
+}
+
+TEST_F(CaptureEngineTest, FailuresAreTypedPerHostAndDoNotCostTheOthers) {
+  Agent("ok:1", {.name = "ok"});
+  Agent("info:1", {.get_info_error = absl::InternalError("boom")});
+  Agent("sync:1", {.sync_error = absl::PermissionDeniedError("no")});
+  Agent("cap:1", {.capture_error = absl::ResourceExhaustedError("busy disk")});
+  Agent("long:1", {.max_duration_ms = 100});
+  const SessionManifest m = Run(Plan({"ok:1", "gone:1", "info:1", "sync:1", "cap:1", "long:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "gone:1").error().step(), v1::FAILURE_STEP_GET_INFO);
+  EXPECT_EQ(Host(m, "gone:1").error().code(), static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(Host(m, "info:1").error().step(), v1::FAILURE_STEP_GET_INFO);
+  EXPECT_EQ(Host(m, "sync:1").error().step(), v1::FAILURE_STEP_CLOCK_SYNC);
+  EXPECT_EQ(Host(m, "cap:1").error().step(), v1::FAILURE_STEP_CAPTURE);
+  EXPECT_THAT(Host(m, "cap:1").error().message(), HasSubstr("busy disk"));
+  EXPECT_EQ(Host(m, "long:1").error().step(), v1::FAILURE_STEP_PREPARE);
+  EXPECT_THAT(Host(m, "long:1").error().message(), HasSubstr("at most 100 ms"));
+  for (const HostResult& h : m.hosts()) {
+    if (h.address() != "ok:1") {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+    }
+  }
+}
+
+// "localhost:6000" and "127.0.0.1:6000" are one agent: captured once (the address listed first),
+// the other failed at prepare naming it, whichever became ready first; never "busy".
+TEST_F(CaptureEngineTest, OneAgentListedTwiceIsCapturedOnce) {
+  for (const int64_t first_delay_ms : {0, 5}) {
+    SCOPED_TRACE(::testing::Message() << "first listed answers after " << first_delay_ms << " ms");
+    const std::string a = absl::StrCat("a", first_delay_ms, ":1");
+    const std::string b = absl::StrCat("b", first_delay_ms, ":1");
+    const std::string c = absl::StrCat("c", first_delay_ms, ":1");
+    Agent(a, {.instance_id = "X", .up_delay_ns = first_delay_ms * kNanosPerMilli, .name = "one"});
+    Agent(b, {.instance_id = "X", .name = "one-again"});
+    Agent(c, {.instance_id = "Y", .name = "other"});
+    const SessionManifest m = Run(Plan({a, b, c}));
+    EXPECT_EQ(Host(m, a).status(), v1::HOST_STATUS_OK) << Host(m, a).error().message();
+    EXPECT_EQ(Host(m, b).error().step(), v1::FAILURE_STEP_PREPARE);
+    EXPECT_THAT(Host(m, b).error().message(),
+                HasSubstr(absl::StrCat("the same agent as worker ", a, " (instance id X)")));
+    EXPECT_EQ(Host(m, c).status(), v1::HOST_STATUS_OK);
+  }
+}
+
+TEST_F(CaptureEngineTest, CorruptTraceIsKeptAsInvalidAndWriteFailureIsPerHost) {
+  Agent("bad:1", {.corrupt_trace = true, .name = "bad"});
+  Agent("full:1", {.name = "full"});
+  Agent("ok:1", {.name = "ok"});
+  sink_.fail_name = "full.xplane.pb";
+  const SessionManifest m = Run(Plan({"bad:1", "full:1", "ok:1"}));
+  EXPECT_EQ(Host(m, "bad:1").error().step(), v1::FAILURE_STEP_VALIDATE);
+  EXPECT_THAT(Host(m, "bad:1").error().message(), HasSubstr("bad.xplane.pb.invalid"));
+  EXPECT_TRUE(sink_.files.count("bad.xplane.pb.invalid"));
+  EXPECT_FALSE(sink_.files.count("bad.xplane.pb"));
+  EXPECT_EQ(Host(m, "full:1").error().step(), v1::FAILURE_STEP_WRITE);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+}
+
+// A trace damaged in transit (the stream's CRC-32 does not match) is never saved as a trace; the
+// bytes are kept as .invalid for inspection and the host fails naming the problem.
+TEST_F(CaptureEngineTest, TraceDamagedInTransitIsKeptAsInvalidNotSaved) {
+  Agent("flip:1",
+        {.transit_error = absl::DataLossError("Capture: checksum mismatch: test"), .name = "flip"});
+  Agent("ok:1", {.name = "ok"});
+  const SessionManifest m = Run(Plan({"flip:1", "ok:1"}));
+  const HostResult& h = Host(m, "flip:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_CAPTURE);
+  EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(h.error().message(), HasSubstr("checksum mismatch"));
+  EXPECT_THAT(h.error().message(), HasSubstr("kept in"));
+  EXPECT_TRUE(sink_.files.count("flip.xplane.pb.invalid"));
+  EXPECT_FALSE(sink_.files.count("flip.xplane.pb"));
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, AThousandHostsAllGetTheirCaptureBeforeTheStartAndStartTogether) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int64_t> delay(20'000, 2'000'000);  // 20 us .. 2 ms one way
+  std::uniform_int_distribution<int64_t> skew(-5 * kNanosPerSecond, 5 * kNanosPerSecond);
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 1000; ++i) {
+    const int64_t d = delay(rng);
+    addresses.push_back(absl::StrCat("host", i, ":6000"));
+    agent::SyntheticJobConfig job = Rank(i, 1000);
+    job.step_ms = 50;
+    Agent(addresses.back(),
+          {.clock_offset_ns = skew(rng),
+           .up_delay_ns = d,
+           .down_delay_ns = d,
+           .name = absl::StrCat("w", i)},
+          job);
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    const HostResult& h = m.hosts(static_cast<int>(i));
+    ASSERT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    // Capture arrived before start_at: the agent started exactly when asked.
+    EXPECT_EQ(agents_[i]->last_start_ns(), h.requested_start_ns()) << h.address();
+    EXPECT_FALSE(h.late());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  // Preparing took a few round trips, not seconds.
+  EXPECT_LT(m.prepare_ms(), 50.0);
+  EXPECT_LT(clock_.MonoNs() - t0, 2 * kNanosPerSecond);
+}
+
+// Clock samples start once GetInfo has answered, on a connected channel: none is sent to an
+// agent that never answers GetInfo, and a quiet path takes the minimum of 3.
+TEST_F(CaptureEngineTest, ClockSamplesStartOnceGetInfoHasAnswered) {
+  FakeAgent& a = Agent("a:1", {.up_delay_ns = 200'000, .down_delay_ns = 200'000}, Rank(0, 2));
+  FakeAgent& hung = Agent("hung:1", {.hang_get_info = true}, Rank(1, 2));
+  CapturePlan plan = Plan({"a:1", "hung:1"});
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "a:1").clock().samples(), 3u);
+  EXPECT_EQ(a.syncs(), 3);
+  EXPECT_EQ(Host(m, "hung:1").error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
+  EXPECT_EQ(hung.syncs(), 0);
+}
+
+TEST_F(CaptureEngineTest, HostWhoseClockSyncHangsDoesNotMoveTheOthersWindow) {
+  for (int i = 0; i < 9; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i, 10));
+  Agent("hung:1", {.hang_sync = true}, Rank(9, 10));
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 9; ++i) addresses.push_back(absl::StrCat("h", i, ":1"));
+  addresses.push_back("hung:1");
+  const int64_t t0_wall = clock_.WallNs();
+  const SessionManifest m = Run(Plan(addresses, 300));
+  // The budget shrank to its floor (the others were ready at once): the window opened then.
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 250.0);
+  EXPECT_LE(m.start_at_ns() - t0_wall, 400 * kNanosPerMilli);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  const HostResult& hung = Host(m, "hung:1");
+  EXPECT_EQ(hung.status(), v1::HOST_STATUS_FAILED);
+  // --late=capture kept trying until its samples timed out.
+  EXPECT_TRUE(hung.error().step() == v1::FAILURE_STEP_CLOCK_SYNC ||
+              hung.error().step() == v1::FAILURE_STEP_PREPARE_TIMEOUT)
+      << hung.error().DebugString();
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(m.hosts(i).status(), v1::HOST_STATUS_OK);
+    EXPECT_FALSE(m.hosts(i).late());
+  }
+}
+
+// Sending every Capture takes the coordinator time, and the lead covers it: what one RPC on a
+// connected channel costs, not what the first RPCs of the fan-out cost (they also connect, about
+// 10 x more; a lead from those kept 1,024 hosts waiting 0.65 s to send in 0.06 s).
+TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCosts) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 400; ++i) {
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    agent::SyntheticJobConfig job = Rank(i, 400);
+    job.step_ms = 50;
+    Agent(addresses.back(),
+          {.up_delay_ns = 100 * kNanosPerMicro,
+           .down_delay_ns = 100 * kNanosPerMicro,
+           .send_cost_ns = 500 * kNanosPerMicro,
+           .first_send_cost_ns = 5 * kNanosPerMilli},
+          job);
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const SessionManifest m = Run(plan);
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  // Sending 400 Captures takes 200 ms here, past the 100 ms minimum lead: every one still
+  // arrived before the start, and the agents started together.
+  int64_t max_rtt = 0;
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    const HostResult& h = m.hosts(static_cast<int>(i));
+    EXPECT_EQ(agents_[i]->last_start_ns(), h.requested_start_ns()) << h.address();
+    EXPECT_FALSE(h.late()) << h.address();
+    max_rtt = std::max(max_rtt, h.clock().rtt_ns());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  // The lead: the round trips (the answers queued behind the fan-out look slow), plus
+  // 400 x 2 x 0.5 ms; the first RPCs' 5.5 ms a host would have added 4.4 s.
+  const int64_t expected_lead =
+      std::max(100 * kNanosPerMilli, 2 * max_rtt + 400 * 2 * 500 * kNanosPerMicro);
+  const int64_t prepared_wall =
+      FakeClock::kDefaultWallNs + static_cast<int64_t>(m.prepare_ms() * 1e6);
+  EXPECT_NEAR(static_cast<double>(m.start_at_ns() - prepared_wall),
+              static_cast<double>(expected_lead), 1e6);
+  EXPECT_NEAR(m.lead_ms() * 1e6, static_cast<double>(expected_lead), 1e3);  // session.json says it
+  EXPECT_LT(expected_lead, 2 * kNanosPerSecond);
+  // And how much of it sending took: 400 x 0.5 ms.
+  EXPECT_NEAR(m.send_ms(), 200.0, 1.0);
+}
+
+// The 100 ms minimum lead is a floor, not a margin on top of the send time (twice the measured
+// cost is the margin): 50 hosts at 0.4 ms a send need 2 x rtt + 40 ms, under the floor, and get
+// the 100 ms, not 100 ms + 40 ms, and still all start together.
+TEST_F(CaptureEngineTest, TheMinimumLeadIsAFloorNotAMarginOnTop) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 50; ++i) {
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(),
+          {.up_delay_ns = kNanosPerMilli,
+           .down_delay_ns = kNanosPerMilli,
+           .send_cost_ns = 400 * kNanosPerMicro},
+          Rank(i, 50));
+  }
+  CapturePlan plan = Plan(addresses, 200);
+  plan.align = v1::ALIGN_MODE_NTP;
+  const SessionManifest m = Run(plan);
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  int64_t max_rtt = 0;
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_FALSE(h.late()) << h.address();
+    max_rtt = std::max(max_rtt, h.clock().rtt_ns());
+  }
+  EXPECT_EQ(m.start_spread_ns(), 0);
+  const int64_t sending = 50 * 2 * 400 * kNanosPerMicro;
+  ASSERT_LT(2 * max_rtt, 100 * kNanosPerMilli);  // else floor and sum would agree
+  EXPECT_NEAR(m.lead_ms() * 1e6,
+              static_cast<double>(std::max(100 * kNanosPerMilli, 2 * max_rtt + sending)), 1e3);
+}
+
+// A tail of hosts that never answer (5 % dead or hung in a big pod) must not hold the others
+// for 4 x the median: once 90 % are ready, the budget is at most 2 x the slowest of them
+// (with --late=fail; --late=capture ends sooner, below).
+TEST_F(CaptureEngineTest, DerivedBudgetShrinksOnceNineTenthsOfThePodIsReady) {
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 18; ++i) {
+    const int64_t one_way = (20 + 2 * i) * kNanosPerMilli;  // round trips 40..108 ms
+    addresses.push_back(absl::StrCat("h", i, ":1"));
+    Agent(addresses.back(), {.up_delay_ns = one_way, .down_delay_ns = one_way}, Rank(i, 20));
+  }
+  Agent("hung-info:1", {.hang_get_info = true}, Rank(18, 20));
+  Agent("hung-sync:1", {.hang_sync = true}, Rank(19, 20));
+  addresses.push_back("hung-info:1");
+  addresses.push_back("hung-sync:1");
+  CapturePlan plan = Plan(addresses, 1000);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  std::vector<double> ready_ms;
+  for (int i = 0; i < 18; ++i) {
+    const HostResult& h = m.hosts(i);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    EXPECT_FALSE(h.late()) << h.address();
+    ready_ms.push_back(h.prepare_ms());
+  }
+  std::sort(ready_ms.begin(), ready_ms.end());
+  const double median_at_half = ready_ms[5];  // the 10 ready first: the median of them
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 2 * ready_ms.back());
+  EXPECT_LT(m.prepare_budget_ms(), 4 * median_at_half);
+  EXPECT_NEAR(m.prepare_ms(), m.prepare_budget_ms(), 1.0);
+  EXPECT_EQ(Host(m, "hung-info:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "hung-sync:1").status(), v1::HOST_STATUS_FAILED);
+}
+
+// With --late=capture, once 90 % are ready, preparing ends when no other host got ready for a
+// quarter of the time the last one took: the hung tail costs the others that, not 2 x the
+// slowest; a healthy host that was only slow joins after preparing ended and is kept (here
+// after the start too: the lead covers 2 x the largest round trip of the hosts that were ready,
+// and this one's is twice theirs; it records the rest of the window, flagged late).
+TEST_F(CaptureEngineTest, WithLateCapturePreparingEndsWhenTheReadyHostsFallQuiet) {
+  std::vector<std::string> addresses = EighteenReadyAt600To700Ms();
+  Agent("hung:1", {.hang_get_info = true}, Rank(18, 20));
+  // Healthy, but ready at about 1.2 s: after the quiet end, before 2 x the slowest.
+  Agent("slow:1", {.up_delay_ns = 200 * kNanosPerMilli, .down_delay_ns = 200 * kNanosPerMilli},
+        Rank(19, 20));
+  addresses.push_back("hung:1");
+  addresses.push_back("slow:1");
+  const SessionManifest m = Run(Plan(addresses, 3000));
+  const double last_ready_ms = LastReadyMs(m, 18);
+  EXPECT_GT(last_ready_ms, 600.0);
+  EXPECT_NEAR(m.prepare_ms(), last_ready_ms * 1.25, 1.0);
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), m.prepare_ms());
+  EXPECT_EQ(Host(m, "hung:1").status(), v1::HOST_STATUS_FAILED);
+  const HostResult& slow = Host(m, "slow:1");
+  EXPECT_GT(slow.prepare_ms(), m.prepare_ms());
+  EXPECT_LT(slow.prepare_ms(), 2 * last_ready_ms);
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_INCOMPLETE) << slow.error().message();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_LATE);
+  EXPECT_TRUE(slow.late());
+  EXPECT_FALSE(slow.xplane_file().empty());
+  // Ready after the start, so late by at least the time from the start to its being ready.
+  const double start_after_prepare_ms = m.prepare_ms() + m.lead_ms();
+  EXPECT_GT(slow.lateness_ns(), (slow.prepare_ms() - start_after_prepare_ms) * 1e6);
+}
+
+// When every host left has answered nothing (dead, or hung from the first RPC on), none is on
+// its way: preparing ends min_prepare_quiet_ms after the last ready host, not a quarter of its
+// time later. (The test above keeps the quarter: its slow host has answered.)
+TEST_F(CaptureEngineTest, WithOnlySilentHostsLeftPreparingEndsAtTheShortestQuiet) {
+  std::vector<std::string> addresses = EighteenReadyAt600To700Ms();
+  Agent("hung:1", {.hang_get_info = true, .hang_sync = true}, Rank(18, 20));
+  Agent("dead:1",
+        {.get_info_error = absl::UnavailableError("GetInfo: fake: connection refused"),
+         .sync_error = absl::UnavailableError("SyncClock: fake: connection refused")},
+        Rank(19, 20));
+  addresses.push_back("hung:1");
+  addresses.push_back("dead:1");
+  const SessionManifest m = Run(Plan(addresses, 3000));
+  const double last_ready_ms = LastReadyMs(m, 18);
+  EXPECT_GT(last_ready_ms, 600.0);
+  EXPECT_NEAR(m.prepare_ms(), last_ready_ms + 50, 1.0);
+  EXPECT_EQ(Host(m, "hung:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "dead:1").status(), v1::HOST_STATUS_FAILED);
+}
+
+TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
+  Agent("a:1", {});
+  Agent("hung:1", {.hang_get_info = true});
+  CapturePlan plan = Plan({"a:1", "hung:1"});
+  plan.prepare_timeout_ms = 120;
+  plan.late = v1::LATE_POLICY_FAIL;
+  const int64_t t0_wall = clock_.WallNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_DOUBLE_EQ(m.prepare_budget_ms(), 120.0);
+  EXPECT_LE(m.start_at_ns() - t0_wall, 120 * kNanosPerMilli + 200 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "hung:1").error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
+  EXPECT_THAT(Host(m, "hung:1").error().message(), HasSubstr("GetInfo unanswered"));
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, SlowHostJoinsLateWithCaptureAndIsFlagged) {
+  Agent("a:1", {}, Rank(0));
+  Agent("b:1", {}, Rank(1));
+  // 3 sequential samples at 200 ms each (equal round trips stop sampling early): ready after
+  // ~600 ms, long after the 250 ms budget.
+  Agent("slow:1", {.up_delay_ns = 100 * kNanosPerMilli, .down_delay_ns = 100 * kNanosPerMilli},
+        Rank(2));
+  const SessionManifest m = Run(Plan({"a:1", "b:1", "slow:1"}, 3000));
+  const HostResult& slow = Host(m, "slow:1");
+  // Saved, but not the window asked for: honest status, partial session.
+  ASSERT_EQ(slow.status(), v1::HOST_STATUS_INCOMPLETE) << slow.error().message();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_LATE);
+  EXPECT_THAT(slow.recording_detail(), HasSubstr("late: started"));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_TRUE(slow.late());
+  EXPECT_GT(slow.lateness_ns(), 200 * kNanosPerMilli);
+  EXPECT_FALSE(Host(m, "a:1").late());
+  EXPECT_EQ(m.start_spread_ns(), slow.lateness_ns());
+}
+
+TEST_F(CaptureEngineTest, LatePolicyDecidesAboutAHostThatStartsLate) {
+  for (v1::LatePolicy policy : {v1::LATE_POLICY_CAPTURE, v1::LATE_POLICY_FAIL}) {
+    SCOPED_TRACE(v1::LatePolicy_Name(policy));
+    sink_.files.clear();
+    const std::string a = absl::StrCat("a", policy, ":1");
+    const std::string l = absl::StrCat("late", policy, ":1");
+    Agent(a, {.name = "a"}, Rank(0));
+    FakeAgent& late = Agent(l, {.start_delay_ns = 40 * kNanosPerMilli, .name = "late"}, Rank(1));
+    CapturePlan plan = Plan({a, l});
+    plan.late = policy;
+    const SessionManifest m = Run(plan);
+    EXPECT_EQ(Host(m, a).status(), v1::HOST_STATUS_OK);
+    const HostResult& h = Host(m, l);
+    if (policy == v1::LATE_POLICY_CAPTURE) {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE);
+      EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+      EXPECT_THAT(h.recording_detail(), HasSubstr("40.000 ms after the common start"));
+      EXPECT_TRUE(h.late());
+      EXPECT_EQ(h.lateness_ns(), 40 * kNanosPerMilli);
+      EXPECT_TRUE(sink_.files.count("late.xplane.pb"));
+    } else {
+      EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_LATE);
+      EXPECT_THAT(h.error().message(), HasSubstr("40.000 ms after the common start"));
+      EXPECT_FALSE(sink_.files.count("late.xplane.pb"));
+      EXPECT_EQ(late.captures(), 1);
+    }
+  }
+}
+
+// Each host's temporary trace file is made when its agent starts recording, inside the window
+// (where the coordinator is idle), not when the trace arrives after it; one whose host then fails
+// is dropped, and none is left open.
+TEST_F(CaptureEngineTest, TraceFilesAreMadeWhileTheWindowIsOpenAndDroppedForAFailedHost) {
+  Agent("a:1", {.name = "a"}, Rank(0));
+  Agent("b:1", {.clock_offset_ns = 5 * kNanosPerMilli, .name = "b"}, Rank(1));
+  Agent("late:1", {.start_delay_ns = 40 * kNanosPerMilli, .name = "late"}, Rank(2));
+  std::vector<int64_t> created_at;
+  sink_.on_create = [&] { created_at.push_back(clock_.WallNs()); };
+  CapturePlan plan = Plan({"a:1", "b:1", "late:1"}, /*duration_ms=*/500);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "b:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "late:1").error().step(), v1::FAILURE_STEP_LATE);
+  ASSERT_EQ(created_at.size(), 3u);
+  for (const int64_t t : created_at) {
+    EXPECT_GE(t, m.start_at_ns());
+    EXPECT_LT(t, m.start_at_ns() + 500 * kNanosPerMilli);
+  }
+  EXPECT_TRUE(sink_.files.count("a.xplane.pb"));
+  EXPECT_TRUE(sink_.files.count("b.xplane.pb"));
+  EXPECT_FALSE(sink_.files.count("late.xplane.pb"));
+  EXPECT_EQ(sink_.open_files(), 0);
+}
+
+TEST_F(CaptureEngineTest, AgentThatSendsNoStartedMessageIsJudgedByItsHeader) {
+  Agent("old:1", {.start_delay_ns = 30 * kNanosPerMilli, .send_started = false});
+  CapturePlan plan = Plan({"old:1"});
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(m.hosts(0).recording(), v1::RECORDING_LATE);
+  EXPECT_TRUE(m.hosts(0).late());
+  EXPECT_EQ(m.hosts(0).lateness_ns(), 30 * kNanosPerMilli);
+  // With a tolerance above its lateness the same host is complete.
+  plan.tolerance_ms = 50;
+  const SessionManifest tolerant = Run(plan);
+  EXPECT_EQ(tolerant.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(tolerant.hosts(0).recording(), v1::RECORDING_COMPLETE);
+  EXPECT_FALSE(tolerant.hosts(0).late());
+  EXPECT_EQ(tolerant.status(), v1::SESSION_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, CollectivesRefineOffsetsPastAsymmetricPaths) {
+  const int64_t offsets[] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli,
+                             4011 * kNanosPerMilli};
+  for (int i = 0; i < 4; ++i) {
+    FakeAgentBehavior b{.clock_offset_ns = offsets[i], .name = absl::StrCat("w", i)};
+    if (i == 1) b.up_delay_ns = 10 * kNanosPerMilli;   // RTT offset off by +5 ms
+    if (i == 2) b.down_delay_ns = 6 * kNanosPerMilli;  // off by -3 ms
+    if (i == 3) b.up_delay_ns = b.down_delay_ns = 50'000;
+    agent::SyntheticJobConfig job = Rank(i, 4);
+    job.step_ms = 40;
+    Agent(absl::StrCat("h", i, ":1"), b, job);
+  }
+  for (v1::AlignMode mode : {v1::ALIGN_MODE_NTP, v1::ALIGN_MODE_COLLECTIVES}) {
+    SCOPED_TRACE(v1::AlignMode_Name(mode));
+    sink_.files.clear();
+    CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1", "h3:1"}, 1000);
+    plan.session = v1::AlignMode_Name(mode);
+    plan.align = mode;
+    const SessionManifest m = Run(plan);
+    ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    int64_t worst = 0;
+    for (int i = 1; i < 4; ++i) {
+      const auto& c = m.hosts(i).clock();
+      // Relative to host 0: what matters for one timeline.
+      const int64_t error = (c.offset_ns() - m.hosts(0).clock().offset_ns()) - offsets[i];
+      worst = std::max<int64_t>(worst, std::llabs(error));
+      // The offset used stays within the clock-sync bound.
+      EXPECT_LE(std::llabs(c.offset_ns() - c.rtt_offset_ns()), c.uncertainty_ns()) << i;
+      EXPECT_EQ(c.method(), mode == v1::ALIGN_MODE_NTP ? "rtt" : "collectives") << i;
+    }
+    if (mode == v1::ALIGN_MODE_NTP) {
+      EXPECT_GT(worst, 2 * kNanosPerMilli);  // half the asymmetry shows
+    } else {
+      EXPECT_LT(worst, 100 * kNanosPerMicro);
+      EXPECT_GT(m.hosts(1).clock().matched_collectives(), 10u);
+    }
+  }
+}
+
+TEST_F(CaptureEngineTest, AgentWhoseClockIsAbsurdIsRejectedWithoutOverflow) {
+  Agent("liar:1", {.clock_offset_ns = 3LL * 365 * 24 * 3600 * kNanosPerSecond});
+  Agent("ok:1", {});
+  const SessionManifest m = Run(Plan({"liar:1", "ok:1"}));
+  EXPECT_EQ(Host(m, "liar:1").error().step(), v1::FAILURE_STEP_CLOCK_SYNC);
+  EXPECT_THAT(Host(m, "liar:1").error().message(), HasSubstr("more than a year"));
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+}
+
+TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
+  FakeAgent& a = Agent("a:1", {.name = "a"});
+  const SessionManifest m = Run(Plan({"a:1"}, 10'000), {}, [&](CaptureEngine& engine) {
+    // Interrupt 2 s into the 10 s window.
+    ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                             clock_.MonoNs() + 60 * kNanosPerSecond));
+    ex_.Advance(2 * kNanosPerSecond);
+    engine.Cancel();
+  });
+  EXPECT_EQ(a.cancels(), 1);
+  const HostResult& h = m.hosts(0);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(h.recording(), v1::RECORDING_TRUNCATED);
+  EXPECT_EQ(h.truncated_by(), v1::TRUNCATED_BY_COORDINATOR);
+  EXPECT_EQ(h.requested_duration_ns(), 10 * kNanosPerSecond);
+  EXPECT_NEAR(static_cast<double>(h.recorded_duration_ns()), 2.0 * kNanosPerSecond,
+              1.0 * kNanosPerMilli);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_TRUE(h.cancelled());
+  EXPECT_NEAR(static_cast<double>(h.agent_stop_ns() - h.agent_start_ns()), 2.0 * kNanosPerSecond,
+              1.0 * kNanosPerMilli);
+  ASSERT_EQ(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(0), HasSubstr("interrupted"));
+}
+
+// "ok" means the window asked for was recorded, start to end: a recording cut short by someone
+// else, or one that ran long (a host frozen mid-window), is saved but INCOMPLETE and makes the
+// session partial, saying what happened.
+TEST_F(CaptureEngineTest, TruncatedAndOverlongRecordingsAreNotOk) {
+  Agent("ok:1", {.name = "ok"}, Rank(0, 4));
+  Agent("cut:1", {.cancelled_by_other_after_ns = 1800 * kNanosPerMilli, .name = "cut"}, Rank(1, 4));
+  Agent("long:1", {.overrun_ns = 2 * kNanosPerSecond, .name = "long"}, Rank(2, 4));
+  // Stopped 40 ms late (a loaded host): over the 5 ms tolerance, but the whole window is there.
+  Agent("slow:1", {.overrun_ns = 40 * kNanosPerMilli, .name = "slow"}, Rank(3, 4));
+  const SessionManifest m = Run(Plan({"ok:1", "cut:1", "long:1", "slow:1"}, 5000));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  const HostResult& ok = Host(m, "ok:1");
+  EXPECT_EQ(ok.status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(ok.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(ok.recorded_duration_ns(), 5 * kNanosPerSecond);
+  const HostResult& cut = Host(m, "cut:1");
+  EXPECT_EQ(cut.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(cut.recording(), v1::RECORDING_TRUNCATED);
+  EXPECT_EQ(cut.truncated_by(), v1::TRUNCATED_BY_AGENT);
+  EXPECT_EQ(cut.recorded_duration_ns(), 1800 * kNanosPerMilli);
+  EXPECT_THAT(cut.recording_detail(),
+              HasSubstr("recorded 1800.000 of 5000.000 ms (cancelled at the agent"));
+  EXPECT_TRUE(sink_.files.count("cut.xplane.pb"));  // what was recorded is kept
+  const HostResult& lng = Host(m, "long:1");
+  EXPECT_EQ(lng.status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(lng.recording(), v1::RECORDING_OVERLONG);
+  EXPECT_THAT(lng.recording_detail(), HasSubstr("recorded 7000.000 ms for 5000.000 asked"));
+  const HostResult& slow = Host(m, "slow:1");
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_OK) << slow.recording_detail();
+  EXPECT_EQ(slow.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(slow.recorded_duration_ns(), 5040 * kNanosPerMilli);
+  // All three are in the pod's breakdown: an incomplete trace is still a trace.
+  EXPECT_TRUE(sink_.files.count("pod_step_breakdown.json"));
+  // The session waited for the frozen host: collecting took its 2 s overrun after the window.
+  EXPECT_DOUBLE_EQ(m.collect_ms(), 2000.0);
+}
+
+// session.json exists from the moment the session starts (RUNNING), so a coordinator killed
+// mid-capture leaves a folder that says what it is; it is rewritten as hosts finish.
+TEST_F(CaptureEngineTest, ManifestIsWrittenAtTheStartAndUpdatedWhileRunning) {
+  Agent("a:1", {.name = "a"});
+  Agent("slow:1", {.start_delay_ns = 3 * kNanosPerSecond, .name = "slow"});
+  std::vector<v1::SessionManifest> seen;
+  std::vector<std::string> seen_text;
+  auto snapshot = [&] {
+    v1::SessionManifest m;
+    EXPECT_TRUE(
+        google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m).ok());
+    seen.push_back(m);
+    seen_text.push_back(sink_.files.at("session.json"));
+  };
+  const SessionManifest final_m = Run(Plan({"a:1", "slow:1"}, 1000), {}, [&](CaptureEngine&) {
+    ASSERT_TRUE(ex_.RunUntil([&] { return sink_.files.count("session.json") > 0; },
+                             clock_.MonoNs() + kNanosPerSecond));
+    snapshot();  // at the start
+    // Host a is done about 1 s after the start; slow records until about 4 s.
+    ASSERT_TRUE(ex_.RunUntil(
+        [&] {
+          v1::SessionManifest m;
+          return google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m)
+                     .ok() &&
+                 m.hosts_size() == 2 && m.hosts(0).status() != v1::HOST_STATUS_UNSPECIFIED;
+        },
+        clock_.MonoNs() + 10 * kNanosPerSecond));
+    snapshot();  // after a finished, before slow
+  });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].status(), v1::SESSION_STATUS_RUNNING);
+  EXPECT_EQ(seen[0].hosts_size(), 2);
+  EXPECT_EQ(seen[0].coordinator_pid(), static_cast<int64_t>(getpid()));
+  EXPECT_EQ(seen[1].status(), v1::SESSION_STATUS_RUNNING);
+  EXPECT_EQ(seen[1].hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(seen[1].hosts(1).status(), v1::HOST_STATUS_UNSPECIFIED);  // still recording
+  EXPECT_NE(final_m.status(), v1::SESSION_STATUS_RUNNING);
+  v1::SessionManifest on_disk;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &on_disk).ok());
+  EXPECT_EQ(on_disk.status(), final_m.status());
+  // Snapshots while running leave fields at their default out (printing them all is 5 x
+  // slower); the final manifest prints every field.
+  EXPECT_THAT(seen_text[1], ::testing::Not(HasSubstr("\"dropped_events\"")));
+  EXPECT_THAT(sink_.files.at("session.json"), HasSubstr("\"dropped_events\": \"0\""));
+}
+
+// After an interrupt, a host that never answers (hung, or stalled mid-transfer) costs only the
+// grace period, not the transfer timeout: the session's outputs are written and it is named.
+// The final session.json text is handed over as written (what `profctl capture --json` prints),
+// and not when writing it failed: that error is then part of the manifest, not of the file.
+TEST_F(CaptureEngineTest, TheWrittenSessionJsonIsHandedOverOnlyWhenItWasWritten) {
+  Agent("a:1", {.name = "a"});
+  std::optional<std::string> handed;
+  manifest_written_ = [&](std::string json) { handed = std::move(json); };
+  const SessionManifest m = Run(Plan({"a:1"}));
+  ASSERT_TRUE(handed.has_value());
+  EXPECT_EQ(*handed, sink_.files["session.json"]);
+  EXPECT_EQ(*handed, ManifestJson(m));
+
+  handed.reset();
+  sink_.fail_name = "session.json";
+  const SessionManifest failed = Run(Plan({"a:1"}));
+  EXPECT_FALSE(handed.has_value());
+  EXPECT_THAT(absl::StrJoin(failed.errors(), "\n"), HasSubstr("manifest: disk full"));
+}
+
+TEST_F(CaptureEngineTest, InterruptEndsWithinTheGraceWhateverTheHostsDo) {
+  FakeAgent& a = Agent("a:1", {.name = "a"});
+  Agent("hung:1", {.hang_capture = true, .name = "hung"});
+  CaptureEngineOptions options;
+  options.interrupt_grace_ms = 2000;
+  int64_t interrupted_mono = 0;
+  const SessionManifest m =
+      Run(Plan({"a:1", "hung:1"}, 30'000), options, [&](CaptureEngine& engine) {
+        ASSERT_TRUE(ex_.RunUntil([&] { return a.last_start_ns() != 0; },
+                                 clock_.MonoNs() + 60 * kNanosPerSecond));
+        ex_.Advance(kNanosPerSecond);
+        interrupted_mono = clock_.MonoNs();
+        engine.Cancel();
+      });
+  EXPECT_LE(clock_.MonoNs() - interrupted_mono, 2 * kNanosPerSecond + 100 * kNanosPerMilli);
+  EXPECT_EQ(Host(m, "a:1").recording(), v1::RECORDING_TRUNCATED);
+  const HostResult& hung = Host(m, "hung:1");
+  EXPECT_EQ(hung.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(hung.error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_THAT(hung.error().message(), HasSubstr("hung: sent nothing back within 2000 ms"));
+  EXPECT_TRUE(sink_.files.count("session.json"));
+}
+
+TEST_F(CaptureEngineTest, CancelBeforeCaptureAsksNoHostToRecord) {
+  FakeAgent& a = Agent("a:1", {});
+  const SessionManifest m = Run(Plan({"a:1"}), {}, [&](CaptureEngine& engine) { engine.Cancel(); });
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_EQ(m.hosts(0).error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_TRUE(sink_.files.count("session.json"));
+}
+
+TEST_F(CaptureEngineTest, PrepareOnlyReportsIdentityAndClockAndCapturesNothing) {
+  FakeAgent& a = Agent("a:1", {.clock_offset_ns = 5 * kNanosPerMilli,
+                               .up_delay_ns = 1000,
+                               .down_delay_ns = 1000,
+                               .name = "alpha"});
+  CapturePlan plan = Plan({"a:1", "gone:1"});
+  plan.prepare_only = true;
+  CaptureEngine engine({.executor = &ex_, .clients = &factory_}, {});
+  std::optional<absl::StatusOr<SessionManifest>> result;
+  engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
+  ASSERT_TRUE(ex_.RunUntil([&] { return result.has_value(); }, clock_.MonoNs() + kNanosPerSecond));
+  ASSERT_TRUE(result->ok());
+  const SessionManifest& m = **result;
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_TRUE(sink_.files.empty());
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(m.hosts(0).agent_name(), "alpha");
+  EXPECT_EQ(m.hosts(0).clock().offset_ns(), 5 * kNanosPerMilli);
+  EXPECT_EQ(m.hosts(0).clock().rtt_ns(), 2000);
+  EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_FAILED);
+}
+
+TEST_F(CaptureEngineTest, ReportsProgressEverySecondWhileRecording) {
+  Agent("a:1", {});
+  Run(Plan({"a:1"}, 3000));
+  int recording = 0;
+  for (const std::string& l : progress_) recording += l.rfind("recording:", 0) == 0;
+  EXPECT_GE(recording, 2);
+  EXPECT_LE(recording, 4);
+}
+
+TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
+  std::vector<WorkerAddress> w = {*ParseWorker("a:1"), *ParseWorker("b:2"), *ParseWorker("c:3"),
+                                  *ParseWorker("d:4")};
+  EXPECT_EQ(AssignHostStems(w, {"x", "x", "bad/name", ""}),
+            (std::vector<std::string>{"x", "b_2", "c_3", "d_4"}));
+}
+
+// --- Retries, re-fetching and the deadline -----------------------------------------------------
+
+using ::profctl::testing::AttemptKinds;
+
+TEST_F(CaptureEngineTest, ABusyAgentIsCapturedAgainWithCappedJitteredBackoff) {
+  FakeAgent& a = Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy"),
+                                                       absl::AlreadyExistsError("busy")}});
+  CapturePlan plan = Plan({"busy:1"});
+  CaptureEngineOptions options;
+  options.retry_initial_backoff_ms = 10;
+  options.retry_max_backoff_ms = 15;
+  const SessionManifest m = Run(plan, options);
+  const HostResult& h = Host(m, "busy:1");
+  // Both retries fit in the lead before the window: it still started on time.
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message();
+  EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE);
+  EXPECT_EQ(h.lateness_ns(), 0);
+  EXPECT_EQ(h.attempts(), 3u);
+  EXPECT_EQ(a.captures(), 3);
+  EXPECT_EQ(a.fetches(), 0);  // "busy with another": our session never reached it
+  EXPECT_THAT(AttemptKinds(h), ::testing::ElementsAre("capture:ALREADY_EXISTS",
+                                                      "capture:ALREADY_EXISTS", "capture:OK"));
+  // 10 ms, then 20 capped at 15, each jittered to 50..100%.
+  EXPECT_GE(h.attempt_log(0).backoff_ms(), 5.0);
+  EXPECT_LE(h.attempt_log(0).backoff_ms(), 10.0);
+  EXPECT_GE(h.attempt_log(1).backoff_ms(), 7.5);
+  EXPECT_LE(h.attempt_log(1).backoff_ms(), 15.0);
+  EXPECT_EQ(h.attempt_log(2).backoff_ms(), 0.0);
+  EXPECT_GT(h.attempt_log(2).start_ms(), h.attempt_log(0).start_ms());
+}
+
+TEST_F(CaptureEngineTest, ATransferThatBreaksIsFetchedAgainNotRecordedAgain) {
+  FakeAgent& a = Agent("reset:1", {.transfer_failures = {absl::UnavailableError("reset")}});
+  FakeAgent& b =
+      Agent("flip:1", {.transfer_failures = {absl::DataLossError("checksum mismatch")}}, Rank(1));
+  const SessionManifest m = Run(Plan({"reset:1", "flip:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  for (const char* address : {"reset:1", "flip:1"}) {
+    const HostResult& h = Host(m, address);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << address << " " << h.error().message();
+    EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE) << address;
+    EXPECT_EQ(h.attempts(), 2u) << address;
+    EXPECT_TRUE(sink_.files.count(h.xplane_file())) << address;
+  }
+  EXPECT_THAT(AttemptKinds(Host(m, "reset:1")),
+              ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:OK"));
+  EXPECT_THAT(AttemptKinds(Host(m, "flip:1")),
+              ::testing::ElementsAre("capture:DATA_LOSS", "fetch:OK"));
+  // Recorded once each: the second attempt read what the agent kept.
+  EXPECT_EQ(a.captures(), 1);
+  EXPECT_EQ(a.fetches(), 1);
+  EXPECT_EQ(b.captures(), 1);
+  EXPECT_EQ(b.fetches(), 1);
+  // The damaged bytes stay, under a name TensorBoard does not load.
+  EXPECT_TRUE(sink_.files.count("flip_1.xplane.pb.invalid"));
+}
+
+TEST_F(CaptureEngineTest, AStreamThatBreaksMidWindowGetsTheWholeWindowFromTheAgent) {
+  FakeAgent& a = Agent("cut:1", {.break_stream_after_start_ns = 100 * kNanosPerMilli});
+  const SessionManifest m = Run(Plan({"cut:1"}, 500));
+  const HostResult& h = Host(m, "cut:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.error().message();
+  EXPECT_EQ(h.recorded_duration_ns(), 500 * kNanosPerMilli);
+  EXPECT_EQ(h.lateness_ns(), 0);
+  EXPECT_THAT(AttemptKinds(h), ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:OK"));
+  EXPECT_EQ(a.captures(), 1);
+}
+
+TEST_F(CaptureEngineTest, ARestartedAgentIsRecordedAgainWhileTheWindowIsOpenAndFlaggedLate) {
+  // The stream breaks 50 ms into the window because the agent restarted: it holds nothing.
+  FakeAgent& a = Agent("restart:1", {.break_stream_after_start_ns = 50 * kNanosPerMilli,
+                                     .restart_when_stream_breaks = true});
+  const SessionManifest m = Run(Plan({"restart:1"}, 1000));
+  const HostResult& h = Host(m, "restart:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message();
+  EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+  EXPECT_GT(h.lateness_ns(), 50 * kNanosPerMilli);
+  EXPECT_EQ(h.recorded_duration_ns(), 1000 * kNanosPerMilli);
+  EXPECT_THAT(AttemptKinds(h),
+              ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:NOT_FOUND", "capture:OK"));
+  EXPECT_EQ(a.captures(), 2);
+
+  // With --late=fail, recording again after the tolerance is pointless: it fails, saying why.
+  FakeAgent& b = Agent("restart:2", {.break_stream_after_start_ns = 50 * kNanosPerMilli,
+                                     .restart_when_stream_breaks = true});
+  CapturePlan plan = Plan({"restart:2"}, 1000);
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m2 = Run(plan);
+  const HostResult& h2 = Host(m2, "restart:2");
+  EXPECT_EQ(h2.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_THAT(AttemptKinds(h2), ::testing::ElementsAre("capture:UNAVAILABLE", "fetch:NOT_FOUND"));
+  EXPECT_EQ(b.captures(), 1);
+}
+
+TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
+  FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
+  FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));
+  FakeAgent& c =
+      Agent("deny:1", {.capture_failures = {absl::PermissionDeniedError("wrong")}}, Rank(2));
+  const SessionManifest m = Run(Plan({"auth:1", "bad:1", "deny:1"}));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  for (const HostResult& h : m.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+    EXPECT_EQ(h.attempts(), 1u) << h.address();
+    EXPECT_EQ(h.attempt_log_size(), 1) << h.address();
+  }
+  EXPECT_EQ(Host(m, "auth:1").error().code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(a.captures() + b.captures() + c.captures(), 3);
+}
+
+TEST_F(CaptureEngineTest, RetriesEndAndTheErrorSaysHowManyThereWere) {
+  Agent("flaky:1", {.capture_failures = {absl::UnavailableError("a"), absl::UnavailableError("b"),
+                                         absl::UnavailableError("c")},
+                    .can_fetch = false});
+  CapturePlan plan = Plan({"flaky:1"}, 5000);
+  plan.retries = 2;
+  const SessionManifest m = Run(plan);
+  const HostResult& h = Host(m, "flaky:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.attempts(), 3u);
+  EXPECT_THAT(h.error().message(), HasSubstr("after 3 attempts"));
+  EXPECT_EQ(h.attempt_log(2).backoff_ms(), 0.0);
+}
+
+TEST_F(CaptureEngineTest, AnAgentDownAtTheStartJoinsWhenItComesBack) {
+  Agent("up:1", {});
+  FakeAgent& late = Agent(
+      "down:1",
+      {.get_info_failures = {absl::UnavailableError("refused"), absl::UnavailableError("refused")}},
+      Rank(1));
+  const SessionManifest m = Run(Plan({"up:1", "down:1"}, 2000));
+  const HostResult& h = Host(m, "down:1");
+  EXPECT_TRUE(h.status() == v1::HOST_STATUS_OK || h.status() == v1::HOST_STATUS_INCOMPLETE)
+      << h.error().message();
+  EXPECT_EQ(late.captures(), 1);
+  EXPECT_THAT(AttemptKinds(h),
+              ::testing::ElementsAre("get_info:UNAVAILABLE", "get_info:UNAVAILABLE", "capture:OK"));
+}
+
+TEST_F(CaptureEngineTest, TheDeadlineEndsAHungTransferAndKeepsTheRest) {
+  Agent("ok:1", {});
+  Agent("hung:1", {.hang_capture = true}, Rank(1));
+  CapturePlan plan = Plan({"ok:1", "hung:1"}, 500);
+  plan.deadline_ms = 3000;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  const HostResult& h = Host(m, "hung:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  // Ended at the deadline, not after the default minute-long transfer allowance.
+  EXPECT_LE(clock_.MonoNs() - t0, 3100 * kNanosPerMilli);
+  EXPECT_GT(m.deadline_ns(), m.start_at_ns());
+}
+
+TEST_F(CaptureEngineTest, ADeadlineShorterThanTheWindowCapturesNothing) {
+  FakeAgent& a = Agent("ok:1", {});
+  CapturePlan plan = Plan({"ok:1"}, 2000);
+  plan.deadline_ms = 2001;  // prepare + lead do not fit
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_THAT(Host(m, "ok:1").error().message(), HasSubstr("deadline"));
+}
+
+TEST_F(CaptureEngineTest, MinHostsKnownUnreachableBeforeTheWindowCapturesNothing) {
+  FakeAgent& a = Agent("ok:1", {});
+  CapturePlan plan = Plan({"ok:1", "gone:1", "gone:2"});
+  plan.min_hosts = 2;
+  plan.late = v1::LATE_POLICY_FAIL;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_THAT(Host(m, "ok:1").error().message(), HasSubstr("required"));
+  EXPECT_EQ(m.request().min_hosts(), 2u);
+}
+
+TEST_F(CaptureEngineTest, RequireAllFailsTheSessionButKeepsWhatWasSaved) {
+  Agent("ok:1", {});
+  Agent("corrupt:1", {.corrupt_trace = true}, Rank(1));
+  CapturePlan plan = Plan({"ok:1", "corrupt:1"});
+  plan.min_hosts = 2;
+  const SessionManifest m = Run(plan);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "ok:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_TRUE(sink_.files.count(Host(m, "ok:1").xplane_file()));
+  ASSERT_GE(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(m.errors_size() - 1), HasSubstr("only 1 of 2 hosts saved"));
+}
+
+TEST_F(CaptureEngineTest, InterruptWhileWaitingToCaptureAgainEndsThatHostAtOnce) {
+  Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy")}});
+  CaptureEngineOptions options;
+  options.retry_initial_backoff_ms = 1000;
+  options.retry_max_backoff_ms = 1000;
+  int64_t interrupted_at = 0;
+  const SessionManifest m = Run(Plan({"busy:1"}, 5000), options, [&](CaptureEngine& engine) {
+    ASSERT_TRUE(ex_.RunUntil(
+        [&] {
+          for (const std::string& l : progress_) {
+            if (absl::StrContains(l, "capturing again")) return true;
+          }
+          return false;
+        },
+        clock_.MonoNs() + 10 * kNanosPerSecond));
+    interrupted_at = clock_.MonoNs();
+    engine.Cancel();
+  });
+  const HostResult& h = Host(m, "busy:1");
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(h.error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_LT(clock_.MonoNs() - interrupted_at, 100 * kNanosPerMilli);
+}
+
+}  // namespace
+}  // namespace profctl::coordinator

@@ -1,0 +1,114 @@
+// A capture's plan, and the one place that says what each of its options may be, what their
+// names are, and how a plan travels on the wire. `profctl capture`, the daemon's StartCapture
+// and schedules all build a CapturePlan and call ValidatePlan (or ValidatePlanOptions): no other
+// code checks a bound, so the three front doors cannot drift apart.
+#ifndef PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_
+#define PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "analysis/op_classify.h"
+#include "coordinator/clients/worker.h"
+#include "profctl/v1/coordinator.pb.h"
+#include "profctl/v1/session.pb.h"
+
+namespace profctl::coordinator {
+
+struct CapturePlan {
+  std::vector<WorkerAddress> workers;
+  int64_t duration_ms = 2000;
+  std::string session;
+  std::string logdir;  // recorded in the manifest
+  // Budget for preparing every host; 0 = derived from the measured round trips.
+  int64_t prepare_timeout_ms = 0;
+  profctl::v1::LatePolicy late = profctl::v1::LATE_POLICY_CAPTURE;
+  profctl::v1::AlignMode align = profctl::v1::ALIGN_MODE_COLLECTIVES;
+  // Stop after preparing (profctl ping): identity and clock of every host, nothing captured or
+  // written.
+  bool prepare_only = false;
+  // How the step breakdown finds steps (--step-pattern).
+  analysis::ReaderOptions reader = {};
+  // A host is late, and its recording truncated or overlong, beyond this many ms
+  // (--tolerance); 0: CaptureEngineOptions::late_tolerance_ms.
+  int64_t tolerance_ms = 0;
+  // Attempts per host after the first (--retries), with capped exponential backoff and jitter,
+  // for what may pass: transport errors, UNAVAILABLE, a busy agent (ALREADY_EXISTS), a damaged
+  // transfer (DATA_LOSS). Never for what the agent meant (INVALID_ARGUMENT, UNAUTHENTICATED,
+  // PERMISSION_DENIED, ...). A trace the agent recorded is fetched again (AgentService.Fetch),
+  // not recorded again. Also covers GetInfo of a host that is down when the session starts.
+  int retries = 3;
+  // The whole session's budget from its start (--deadline), ms: prepare, lead, the window,
+  // transfers and retries all fit in it; a host not done by then fails DEADLINE_EXCEEDED and
+  // the rest is written. 0: derived (the window's end + CaptureEngineOptions::transfer_timeout_ms).
+  int64_t deadline_ms = 0;
+  // Fewer saved hosts than this fails the session (--min-hosts; --require-all = every worker).
+  // 0: at least one. Known too few at the end of preparing: nothing is captured.
+  size_t min_hosts = 0;
+  // What started the session, when a coordinator daemon runs it (session.json's origin).
+  profctl::v1::SessionOrigin origin = {};
+};
+
+// The bounds of a plan's options: one set for every front door.
+struct PlanLimits {
+  static constexpr int64_t kMaxDurationMs = 3'600'000;      // duration: 1..this
+  static constexpr int64_t kMaxPrepareTimeoutMs = 600'000;  // 0 = derived
+  static constexpr int64_t kMaxToleranceMs = 60'000;        // 0 = the engine's default
+  static constexpr int kMaxRetries = 20;
+  static constexpr int64_t kMaxDeadlineMs = 86'400'000;  // 0 = derived; else > duration
+};
+
+// How a front door spells the plan's options in its errors.
+struct PlanFieldNames {
+  const char* workers;
+  const char* duration;
+  const char* prepare_timeout;
+  const char* tolerance;
+  const char* retries;
+  const char* deadline;
+  const char* min_hosts;
+  const char* step_pattern;
+};
+// `profctl capture`'s flags.
+inline constexpr PlanFieldNames kFlagNames = {"--workers",   "--duration",    "--prepare-timeout",
+                                              "--tolerance", "--retries",     "--deadline",
+                                              "--min-hosts", "--step-pattern"};
+// StartCaptureRequest's fields.
+inline constexpr PlanFieldNames kRequestNames = {
+    "request.workers", "request.duration_ms", "request.prepare_timeout_ms", "tolerance_ms",
+    "request.retries", "request.deadline_ms", "request.min_hosts",          "step_pattern"};
+// A schedule's keys in coordinator.yaml.
+inline constexpr PlanFieldNames kScheduleNames = {"targets",   "duration",    "prepare_timeout",
+                                                  "tolerance", "retries",     "deadline",
+                                                  "min_hosts", "step_pattern"};
+
+// Every option of `plan` but its workers and session name, against PlanLimits: INVALID_ARGUMENT
+// naming the option as `names` spell it, its value and what it may be.
+absl::Status ValidatePlanOptions(const CapturePlan& plan, const PlanFieldNames& names);
+// ValidatePlanOptions, and the workers: at least one, and min_hosts at most their number.
+absl::Status ValidatePlan(const CapturePlan& plan, const PlanFieldNames& names);
+
+// The names of the late policy and the align mode, as flags, YAML and session.json's readers
+// spell them. Parse* give INVALID_ARGUMENT "is not one of: ..." (the caller puts the text as its
+// users wrote it in front).
+absl::StatusOr<profctl::v1::LatePolicy> ParseLatePolicy(absl::string_view text);
+absl::StatusOr<profctl::v1::AlignMode> ParseAlignMode(absl::string_view text);
+absl::string_view LatePolicyName(profctl::v1::LatePolicy late);
+absl::string_view AlignModeName(profctl::v1::AlignMode align);
+
+// The plan as session.json's `request` records it (every option, the log dir included).
+profctl::v1::SessionRequest SessionRequestFromPlan(const CapturePlan& plan);
+// A daemon's StartCapture request -> a validated plan (workers parsed as --workers are;
+// unspecified enums take their defaults). INVALID_ARGUMENT naming the bad field.
+absl::StatusOr<CapturePlan> PlanFromRequest(const profctl::v1::StartCaptureRequest& request);
+// The inverse, for `profctl capture --coordinator`: the log dir is the daemon's, so not sent.
+profctl::v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_

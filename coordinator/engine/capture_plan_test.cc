@@ -1,0 +1,168 @@
+#include "coordinator/engine/capture_plan.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace profctl::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+CapturePlan TwoWorkers() {
+  CapturePlan plan;
+  plan.workers = *ParseWorkerList("h1:6000,grpc://h2:9999");
+  plan.duration_ms = 2000;
+  return plan;
+}
+
+struct BadOption {
+  const char* what;
+  void (*spoil)(CapturePlan*);
+  // What every front door's message holds, after the option's name.
+  const char* says;
+  const char* PlanFieldNames::*field;
+};
+
+const BadOption kBadOptions[] = {
+    {"duration 0", [](CapturePlan* p) { p->duration_ms = 0; }, "=0 is not in 1..3600000 ms",
+     &PlanFieldNames::duration},
+    {"duration past an hour", [](CapturePlan* p) { p->duration_ms = 3'600'001; },
+     "=3600001 is not in 1..3600000 ms", &PlanFieldNames::duration},
+    {"negative prepare timeout", [](CapturePlan* p) { p->prepare_timeout_ms = -1; },
+     "=-1 is not in 0..600000 ms", &PlanFieldNames::prepare_timeout},
+    {"tolerance past a minute", [](CapturePlan* p) { p->tolerance_ms = 60'001; },
+     "=60001 is not in 0..60000 ms", &PlanFieldNames::tolerance},
+    {"negative tolerance", [](CapturePlan* p) { p->tolerance_ms = -1; },
+     "=-1 is not in 0..60000 ms", &PlanFieldNames::tolerance},
+    {"21 retries", [](CapturePlan* p) { p->retries = 21; }, "=21 is not in 0..20",
+     &PlanFieldNames::retries},
+    {"a deadline no longer than the window", [](CapturePlan* p) { p->deadline_ms = 2000; },
+     "=2000 ms cannot hold the 2000 ms window", &PlanFieldNames::deadline},
+    {"a deadline past a day", [](CapturePlan* p) { p->deadline_ms = 86'400'001; },
+     "=86400001 ms cannot hold the 2000 ms window", &PlanFieldNames::deadline},
+    {"a step pattern that does not compile", [](CapturePlan* p) { p->reader.step_pattern = "("; },
+     ": ", &PlanFieldNames::step_pattern},
+    {"more hosts required than workers", [](CapturePlan* p) { p->min_hosts = 3; },
+     "=3 is not in 0..2 (the number of ", &PlanFieldNames::min_hosts},
+};
+
+// One set of bounds: every front door refuses the same values, each in its own words.
+TEST(CapturePlanTest, EveryFrontDoorRefusesTheSameValuesNamingItsOwnField) {
+  ASSERT_TRUE(ValidatePlan(TwoWorkers(), kFlagNames).ok());
+  for (const BadOption& bad : kBadOptions) {
+    CapturePlan plan = TwoWorkers();
+    bad.spoil(&plan);
+    for (const PlanFieldNames* names : {&kFlagNames, &kRequestNames, &kScheduleNames}) {
+      const absl::Status s = ValidatePlan(plan, *names);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.what;
+      EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(names->*bad.field, bad.says))) << bad.what;
+    }
+  }
+}
+
+TEST(CapturePlanTest, ZeroMeansTheDefaultForTheOptionalBudgets) {
+  CapturePlan plan = TwoWorkers();
+  plan.prepare_timeout_ms = 0;
+  plan.tolerance_ms = 0;
+  plan.deadline_ms = 0;
+  plan.retries = 0;
+  EXPECT_TRUE(ValidatePlan(plan, kFlagNames).ok());
+  plan.deadline_ms = 2001;  // the least deadline that holds the window
+  plan.tolerance_ms = 60'000;
+  plan.retries = 20;
+  plan.min_hosts = 2;
+  EXPECT_TRUE(ValidatePlan(plan, kFlagNames).ok());
+}
+
+TEST(CapturePlanTest, OptionsAloneLeaveTheWorkersToTheCaller) {
+  CapturePlan plan;  // a schedule's: targets are resolved when it runs
+  EXPECT_TRUE(ValidatePlanOptions(plan, kScheduleNames).ok());
+  EXPECT_THAT(ValidatePlan(plan, kScheduleNames).message(), HasSubstr("targets: no workers"));
+}
+
+TEST(CapturePlanTest, EnumNamesRoundTripAndUnknownNamesAreListed) {
+  for (const auto late : {v1::LATE_POLICY_CAPTURE, v1::LATE_POLICY_FAIL}) {
+    EXPECT_EQ(*ParseLatePolicy(LatePolicyName(late)), late);
+  }
+  for (const auto align : {v1::ALIGN_MODE_COLLECTIVES, v1::ALIGN_MODE_NTP}) {
+    EXPECT_EQ(*ParseAlignMode(AlignModeName(align)), align);
+  }
+  EXPECT_EQ(ParseLatePolicy("maybe").status().message(), "is not one of: capture, fail");
+  EXPECT_EQ(ParseAlignMode("gps").status().message(), "is not one of: collectives, ntp");
+  // An out-of-range enum from the wire is refused, not run.
+  CapturePlan plan = TwoWorkers();
+  plan.late = static_cast<v1::LatePolicy>(7);
+  EXPECT_THAT(ValidatePlan(plan, kRequestNames).message(), HasSubstr("late policy 7"));
+}
+
+TEST(CapturePlanTest, RequestRoundTripKeepsEveryOptionButTheLogDir) {
+  CapturePlan plan = TwoWorkers();
+  plan.session = "run1";
+  plan.logdir = "/var/log/profctl";
+  plan.prepare_timeout_ms = 700;
+  plan.late = v1::LATE_POLICY_FAIL;
+  plan.align = v1::ALIGN_MODE_NTP;
+  plan.tolerance_ms = 40;
+  plan.retries = 5;
+  plan.deadline_ms = 9000;
+  plan.min_hosts = 2;
+  plan.reader.step_pattern = R"(iter (\d+))";
+  const v1::StartCaptureRequest request = RequestFromPlan(plan);
+  EXPECT_TRUE(request.request().logdir().empty());  // the daemon's own
+  absl::StatusOr<CapturePlan> back = PlanFromRequest(request);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->workers.size(), 2u);
+  EXPECT_EQ(back->workers[1].protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_EQ(back->session, "run1");
+  EXPECT_EQ(back->prepare_timeout_ms, 700);
+  EXPECT_EQ(back->late, v1::LATE_POLICY_FAIL);
+  EXPECT_EQ(back->align, v1::ALIGN_MODE_NTP);
+  EXPECT_EQ(back->tolerance_ms, 40);
+  EXPECT_EQ(back->retries, 5);
+  EXPECT_EQ(back->deadline_ms, 9000);
+  EXPECT_EQ(back->min_hosts, 2u);
+  EXPECT_EQ(back->reader.step_pattern, R"(iter (\d+))");
+  // session.json's request is the same, with the log dir.
+  const v1::SessionRequest recorded = SessionRequestFromPlan(plan);
+  EXPECT_EQ(recorded.logdir(), "/var/log/profctl");
+  v1::SessionRequest sent = request.request();
+  sent.set_logdir(recorded.logdir());
+  EXPECT_EQ(sent.SerializeAsString(), recorded.SerializeAsString());
+}
+
+TEST(CapturePlanTest, RequestsAreReadWithTheirDefaultsAndRefusedWithTheirOwnValues) {
+  v1::StartCaptureRequest r;
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("request.workers: empty"));
+  r.mutable_request()->add_workers("h1:6000");
+  r.mutable_request()->add_workers("h1:6000");
+  r.mutable_request()->set_duration_ms(1000);
+  EXPECT_THAT(PlanFromRequest(r).status().message(),
+              HasSubstr("request.workers: worker 'h1:6000' is listed twice"));
+  r.mutable_request()->set_workers(1, "");
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("worker #2 is empty"));
+  r.mutable_request()->mutable_workers()->RemoveLast();
+  absl::StatusOr<CapturePlan> plan = PlanFromRequest(r);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->late, v1::LATE_POLICY_CAPTURE);  // unspecified: the defaults
+  EXPECT_EQ(plan->align, v1::ALIGN_MODE_COLLECTIVES);
+  EXPECT_EQ(plan->reader.step_pattern, analysis::kDefaultStepPattern);
+  // A value past every bound is named as sent, not as narrowed.
+  r.mutable_request()->set_duration_ms(std::numeric_limits<uint64_t>::max());
+  EXPECT_THAT(PlanFromRequest(r).status().message(),
+              HasSubstr(absl::StrCat("request.duration_ms=", std::numeric_limits<int64_t>::max())));
+  r.mutable_request()->set_duration_ms(1000);
+  r.mutable_request()->set_retries(4'000'000'000u);
+  EXPECT_THAT(PlanFromRequest(r).status().message(),
+              HasSubstr(absl::StrCat("request.retries=", std::numeric_limits<int>::max())));
+  r.mutable_request()->set_retries(0);
+  r.set_tolerance_ms(60'001);
+  EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("tolerance_ms=60001 is not in"));
+}
+
+}  // namespace
+}  // namespace profctl::coordinator

@@ -1,0 +1,286 @@
+#include "coordinator/engine/session_writer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace profctl::coordinator {
+
+std::string XPlaneFileName(const std::string& host) { return absl::StrCat(host, ".xplane.pb"); }
+std::string RejectedXPlaneFileName(const std::string& host) {
+  return absl::StrCat(host, ".xplane.pb.invalid");
+}
+
+namespace {
+
+// Proto field names, indented; fields at their default value too when every_field.
+std::string PrintJson(const google::protobuf::Message& message, bool every_field) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = every_field;
+  // Cannot fail for a message built in this process (no Any fields, valid UTF-8 checked by proto).
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+}  // namespace
+
+std::string ManifestJson(const profctl::v1::SessionManifest& manifest) {
+  return ProtoJson(manifest);
+}
+
+std::string RunningManifestJson(const profctl::v1::SessionManifest& manifest) {
+  return PrintJson(manifest, /*every_field=*/false);
+}
+
+std::string ProtoJson(const google::protobuf::Message& message) {
+  return PrintJson(message, /*every_field=*/true);
+}
+
+absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const std::string& session,
+                                              const SessionDirOptions& options) {
+  PROFCTL_RETURN_IF_ERROR(ValidateFileStem("session name", session));
+  const std::string parent = JoinPath(logdir, "plugins/profile");
+  PROFCTL_RETURN_IF_ERROR(MakeDirs(parent));
+  struct statvfs fs {};
+  if (statvfs(parent.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (free_bytes < options.min_free_bytes) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "only %.1f MiB free on the file system of %s (at least %.1f MiB needed to start a "
+          "capture); free some space or choose another --logdir",
+          static_cast<double>(free_bytes) / (1 << 20), parent,
+          static_cast<double>(options.min_free_bytes) / (1 << 20)));
+    }
+  }
+  constexpr int kMaxSuffix = 1000;
+  for (int n = 1;; ++n) {
+    std::string path = JoinPath(parent, n == 1 ? session : absl::StrCat(session, "_", n));
+    if (mkdir(path.c_str(), 0755) == 0) {
+      char resolved[PATH_MAX];
+      if (realpath(path.c_str(), resolved) != nullptr) path = resolved;
+      return SessionDir(std::move(path));
+    }
+    if (errno != EEXIST) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+    }
+    if (!options.make_unique || n == kMaxSuffix) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "session folder ", path, " already exists; choose another --session or --logdir"));
+    }
+  }
+}
+
+std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
+  std::vector<std::string> cleaned;
+  const std::string parent = JoinPath(logdir, "plugins/profile");
+  char host_name[256] = {};
+  if (gethostname(host_name, sizeof(host_name) - 1) != 0) return cleaned;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string dir = entry.path().string();
+    if (!PathExists(JoinPath(dir, kRunningMarkerFileName))) continue;
+    const std::string manifest_path = JoinPath(dir, kManifestFileName);
+    absl::StatusOr<std::string> json = ReadFile(manifest_path);
+    profctl::v1::SessionManifest m;
+    if (!json.ok() || !google::protobuf::util::JsonStringToMessage(*json, &m).ok()) continue;
+    if (m.status() != profctl::v1::SESSION_STATUS_RUNNING || m.coordinator_host() != host_name ||
+        m.coordinator_pid() <= 0) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(m.coordinator_pid());
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    int removed = 0;
+    for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = file.path().filename().string();
+      if (absl::StartsWith(name, ".") && absl::StrContains(name, ".tmp.") &&
+          std::filesystem::remove(file.path(), ec)) {
+        ++removed;
+      }
+    }
+    std::filesystem::remove(JoinPath(dir, kRunningMarkerFileName), ec);
+    m.set_status(profctl::v1::SESSION_STATUS_ABANDONED);
+    m.add_errors(absl::StrCat("abandoned: its coordinator (pid ", pid, " on ", host_name,
+                              ") died while capturing; found by a later capture, which removed ",
+                              removed, " temporary file(s). Hosts listed ok were saved"));
+    if (WriteFileAtomically(manifest_path, ManifestJson(m)).ok()) {
+      cleaned.push_back(absl::StrCat(dir, ": abandoned by coordinator pid ", pid, "; removed ",
+                                     removed, " temporary file(s)"));
+    }
+  }
+  return cleaned;
+}
+
+std::string SessionDir::session() const {
+  const size_t slash = path_.rfind('/');
+  return slash == std::string::npos ? path_ : path_.substr(slash + 1);
+}
+
+namespace {
+
+absl::Status CheckPlainName(const std::string& name) {
+  if (name.empty() || absl::StrContains(name, '/')) {
+    return absl::InvalidArgumentError(absl::StrCat("bad file name '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Errno(absl::string_view what, const std::string& path, int err) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  return err == ENOSPC || err == EDQUOT ? absl::ResourceExhaustedError(msg)
+                                        : absl::InternalError(msg);
+}
+
+absl::Status SyncPath(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return Errno("cannot sync", path, errno);
+  const int synced = fsync(fd);
+  const int err = errno;
+  close(fd);
+  return synced == 0 ? absl::OkStatus() : Errno("cannot sync", path, err);
+}
+
+}  // namespace
+
+struct UnsyncedPaths {
+  absl::Mutex mu;
+  std::vector<std::string> paths ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// A temporary file in the session folder, renamed into place by Commit.
+class TempTraceFile final : public TraceFile {
+ public:
+  TempTraceFile(std::string dir, std::string tmp, int fd, std::shared_ptr<UnsyncedPaths> unsynced)
+      : dir_(std::move(dir)), tmp_(std::move(tmp)), fd_(fd), unsynced_(std::move(unsynced)) {}
+  ~TempTraceFile() override {
+    if (fd_ >= 0) close(fd_);
+    if (!committed_) unlink(tmp_.c_str());
+  }
+
+  absl::Status Append(absl::string_view data) override {
+    if (committed_) return absl::FailedPreconditionError("append after commit");
+    while (!data.empty()) {
+      const ssize_t n = write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno("cannot write", tmp_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+      size_ += static_cast<uint64_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t size() const override { return size_; }
+
+  absl::StatusOr<std::string> ReadAll() override { return ReadFile(tmp_); }
+
+  absl::StatusOr<std::string> Commit(const std::string& name) override {
+    PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
+    if (committed_) return absl::FailedPreconditionError("file already committed");
+    if (fchmod(fd_, 0644) != 0) return Errno("cannot chmod", tmp_, errno);
+    // Start writing it back now, without waiting; SyncCommitted's fsync waits for the rest. A
+    // failure here shows there.
+    (void)sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    const int fd = fd_;
+    fd_ = -1;
+    if (close(fd) != 0) return Errno("cannot close", tmp_, errno);
+    const std::string path = JoinPath(dir_, name);
+    if (rename(tmp_.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path, errno);
+    committed_ = true;
+    absl::MutexLock lock(&unsynced_->mu);
+    unsynced_->paths.push_back(path);
+    return name;
+  }
+
+ private:
+  std::string dir_;
+  std::string tmp_;
+  int fd_;
+  std::shared_ptr<UnsyncedPaths> unsynced_;
+  uint64_t size_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+SessionDir::SessionDir(std::string path)
+    : path_(std::move(path)), unsynced_(std::make_shared<UnsyncedPaths>()) {}
+
+absl::Status SessionDir::SyncCommitted() {
+  std::vector<std::string> paths;
+  {
+    absl::MutexLock lock(&unsynced_->mu);
+    paths.swap(unsynced_->paths);
+  }
+  if (paths.empty()) return absl::OkStatus();
+  absl::Status first;
+  size_t failed = 0;
+  const auto note = [&](absl::Status s) {
+    if (s.ok()) return;
+    if (failed++ == 0) first = std::move(s);
+  };
+  for (const std::string& path : paths) note(SyncPath(path, O_RDONLY));
+  note(SyncPath(path_, O_RDONLY | O_DIRECTORY));  // the renames
+  if (failed == 0) return absl::OkStatus();
+  return absl::Status(
+      first.code(),
+      absl::StrCat(first.message(), failed > 1 ? absl::StrCat(" (and ", failed - 1, " more)") : "",
+                   ": it may not survive a crash of this machine"));
+}
+
+absl::StatusOr<std::unique_ptr<TraceFile>> SessionDir::Create(const std::string& hint) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(hint));
+  std::string tmp = JoinPath(path_, absl::StrCat(".", hint, ".tmp.XXXXXX"));
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) return Errno("cannot create", tmp, errno);
+  return std::make_unique<TempTraceFile>(path_, std::move(tmp), fd, unsynced_);
+}
+
+absl::StatusOr<std::string> SessionDir::Read(const std::string& name) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
+  return ReadFile(JoinPath(path_, name));
+}
+
+std::string SessionDir::LocalPath(const std::string& name) const {
+  return CheckPlainName(name).ok() ? JoinPath(path_, name) : std::string();
+}
+
+absl::StatusOr<std::string> SessionDir::Write(const std::string& name, absl::string_view contents) {
+  PROFCTL_RETURN_IF_ERROR(CheckPlainName(name));
+  PROFCTL_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(path_, name), contents));
+  return name;
+}
+
+std::string DefaultSessionName(const Clock& clock, absl::string_view prefix) {
+  const time_t secs = static_cast<time_t>(clock.WallNs() / kNanosPerSecond);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return absl::StrFormat("%s%04d_%02d_%02d_%02d_%02d_%02d", prefix, tm.tm_year + 1900,
+                         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+}  // namespace profctl::coordinator

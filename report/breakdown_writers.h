@@ -1,0 +1,97 @@
+// Renders an analysis::PodBreakdown for machines and people: pod_step_breakdown.json (versioned,
+// docs/breakdown-schema.md), the same as CSV (one row per step x host), and the terminal table
+// that `capture`, `demo` and `analyze` print. report.html is in html_report.h.
+//
+// Writers are pure: they return the whole text and touch no file; the caller writes each output
+// atomically (common/file_util.h) into one folder, conventionally the session folder, with the
+// names of BreakdownOutputs(). Not a streaming API: a 1,024-host x 100-step breakdown is ~20 MB
+// of JSON. Thread-compatible (no shared state).
+#ifndef PROFCTL_REPORT_BREAKDOWN_WRITERS_H_
+#define PROFCTL_REPORT_BREAKDOWN_WRITERS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "analysis/breakdown.h"
+
+namespace profctl::report {
+
+// Where a breakdown came from.
+enum class BreakdownSource : uint8_t {
+  kCapture = 0,  // analysed at the end of `profctl capture` / `profctl demo`
+  kAnalyze,      // `profctl analyze` over saved files
+};
+// "capture", "analyze".
+absl::string_view BreakdownSourceName(BreakdownSource source);
+
+// What the writers know besides the breakdown itself.
+struct BreakdownContext {
+  std::string session;  // the session (run) name; may be empty for `analyze` over loose files
+  BreakdownSource source = BreakdownSource::kCapture;
+  // Per host name: its files (e.g. "worker-0.xplane.pb"), as paths relative to the folder the
+  // outputs are written into, '/'-separated. Written to the JSON and linked from report.html
+  // (which refuses absolute paths and URLs). Hosts without an entry get no links.
+  std::map<std::string, std::vector<std::string>> host_files;
+  // Pod-level files, relative like host_files (e.g. "pod.trace.json.gz", "session.json").
+  std::vector<std::string> session_files;
+  // report.html as the terminal table should show it (absolute, or relative to the working
+  // directory); empty: the table does not mention it. Not written to the JSON.
+  std::string report_path;
+};
+
+// Milliseconds with exactly three decimals, from integer nanoseconds rounded half away from zero
+// to the microsecond, without floating point: 1'234'567 -> "1.235", -500 -> "-0.001",
+// 0 -> "0.000". Every time in the JSON, CSV and table is written this way.
+std::string FormatMs(int64_t ns);
+
+// pod_step_breakdown.json, schema version analysis::PodBreakdown::kSchemaVersion: one JSON object
+// with a fixed key order, ending in a newline. docs/breakdown-schema.md lists every field.
+std::string BreakdownJson(const analysis::PodBreakdown& breakdown, const BreakdownContext& context);
+
+// pod_step_breakdown.csv (RFC 4180 quoting, '\n' line ends): the header
+//   step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,idle_ms,
+//   straggler,pod_step_time_ms
+// then one row per step x host in step, then host, order; straggler is true/false.
+std::string BreakdownCsv(const analysis::PodBreakdown& breakdown);
+
+struct TableOptions {
+  // The per-step section shows the last `max_steps` steps...
+  int max_steps = 3;
+  // ...with at most this many hosts each (the straggler and the slowest; the others are
+  // summarized in one line).
+  int max_hosts_per_step = 8;
+  // The per-host section shows at most this many hosts (the most frequent stragglers, then the
+  // slowest); the others are summarized in one line.
+  int max_hosts = 16;
+  // Host names longer than this are shortened in the middle ("..."); the files have them whole.
+  int max_host_width = 48;
+};
+
+// The readable terminal table: per host mean step time and categories, the last steps with one
+// line per host and the straggler marked, then a few lines answering "who is slow and why": the
+// most frequent straggler with its typical cause and excess, the input-bound host, the steps
+// where the straggler changes, the consistently slow hosts, warnings, and context.report_path.
+// Bounded: at most ~max_hosts + max_steps * (max_hosts_per_step + 2) + 20 lines, whatever the
+// pod. Control characters in host names and messages are shown as '?'.
+std::string FormatBreakdownTable(const analysis::PodBreakdown& breakdown,
+                                 const BreakdownContext& context, const TableOptions& options = {});
+
+// The breakdown's files, named once: what a capture and `analyze` write into their output folder
+// (the JSON, the CSV and report.html, in that order).
+struct BreakdownOutput {
+  absl::string_view file_name;
+  std::string (*render)(const analysis::PodBreakdown&, const BreakdownContext&);
+};
+absl::Span<const BreakdownOutput> BreakdownOutputs();
+
+inline constexpr absl::string_view kBreakdownJsonFile = "pod_step_breakdown.json";
+inline constexpr absl::string_view kBreakdownCsvFile = "pod_step_breakdown.csv";
+inline constexpr absl::string_view kReportHtmlFile = "report.html";
+
+}  // namespace profctl::report
+
+#endif  // PROFCTL_REPORT_BREAKDOWN_WRITERS_H_

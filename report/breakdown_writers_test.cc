@@ -1,0 +1,531 @@
+#include "report/breakdown_writers.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "report/html_report.h"
+
+namespace profctl::report {
+namespace {
+
+using analysis::Category;
+using analysis::CategoryName;
+using analysis::HostReport;
+using analysis::kNumCategories;
+using analysis::PodBreakdown;
+using analysis::PodHostStep;
+using analysis::PodStep;
+using analysis::Stats;
+using google::protobuf::Struct;
+using google::protobuf::Value;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kUs = 1'000;
+constexpr int64_t kMs = 1'000'000;
+
+Stats StatsOf(std::vector<int64_t> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (const int64_t x : v) sum += static_cast<double>(x);
+  s.mean_ns = sum / static_cast<double>(v.size());
+  s.p50_ns = v[(v.size() + 1) / 2 - 1];
+  s.p90_ns = v[(9 * v.size() + 9) / 10 - 1];
+  return s;
+}
+
+// Fills hosts[] and pod_step_time from steps[], as the analysis would.
+// Every step has every host, in host order.
+void Summarize(PodBreakdown& b, const std::vector<std::string>& hosts) {
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    HostReport r;
+    r.host = hosts[i];
+    std::vector<int64_t> times;
+    std::vector<std::vector<int64_t>> cats(kNumCategories);
+    for (const PodStep& s : b.steps) {
+      const PodHostStep& h = s.hosts[i];
+      times.push_back(h.step_time_ns);
+      for (int c = 0; c < kNumCategories; ++c) cats[c].push_back(h.categories.ns[c]);
+      r.straggler_steps += s.straggler == r.host;
+    }
+    r.steps = static_cast<int64_t>(times.size());
+    r.step_time = StatsOf(times);
+    for (int c = 0; c < kNumCategories; ++c) r.categories[c] = StatsOf(cats[c]);
+    b.hosts.push_back(std::move(r));
+  }
+  std::vector<int64_t> pod;
+  for (const PodStep& s : b.steps) pod.push_back(s.pod_step_time_ns);
+  b.pod_step_time = StatsOf(pod);
+}
+
+std::string Worker(int i) { return absl::StrCat("worker-", i); }
+
+// A synchronous data-parallel pod: host 1 straggles on compute (+30 ms over the others' 50 ms),
+// host 2 waits 30 ms per step for input; everyone else waits in the all-reduce. Categories add
+// up to the step time exactly.
+PodBreakdown MakePod(int num_hosts, int num_steps, int straggler = 1) {
+  PodBreakdown b;
+  std::vector<std::string> names;
+  for (int h = 0; h < num_hosts; ++h) names.push_back(Worker(h));
+  for (int s = 0; s < num_steps; ++s) {
+    PodStep ps;
+    ps.step = 10 + s;
+    const int strag = num_hosts > 1 ? straggler % num_hosts : -1;
+    int64_t lo = std::numeric_limits<int64_t>::max();
+    for (int h = 0; h < num_hosts; ++h) {
+      PodHostStep hs;
+      hs.host = names[h];
+      hs.start_ns = 1'000 * kMs + s * 151 * kMs + h * 3 * kUs;
+      hs.step_time_ns = 150 * kMs + s * 100 * kUs + h * 7 * kUs + (h == strag ? 123'456 : 0);
+      auto& c = hs.categories;
+      c[Category::kCompute] = (h == strag ? 80 : 50) * kMs + h * 1'234;
+      c[Category::kOutput] = 1 * kMs;
+      c[Category::kDeviceToDevice] = 0;
+      c[Category::kInput] = h == 2 ? 30 * kMs : 500 * kUs;
+      c[Category::kHost] = 2 * kMs;
+      c[Category::kIdle] = 1 * kMs;
+      c[Category::kCollectives] = hs.step_time_ns - c[Category::kCompute] - c[Category::kOutput] -
+                                  c[Category::kInput] - c[Category::kHost] - c[Category::kIdle];
+      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, hs.step_time_ns);
+      lo = std::min(lo, hs.step_time_ns);
+      ps.hosts.push_back(std::move(hs));
+    }
+    ps.spread_ns = ps.pod_step_time_ns - lo;
+    if (strag >= 0) {
+      ps.straggler = names[strag];
+      ps.cause = Category::kCompute;
+      ps.cause_excess_ns = 30 * kMs + (strag - 1) * 1'234;
+      ps.bottleneck = Category::kCompute;
+      ps.why = absl::StrCat(names[strag],
+                            " is the straggler: compute 80.0 ms vs 50.0 ms median (+30.0 ms); the "
+                            "other hosts wait for it in collectives: waiting, not communicating");
+    } else {
+      ps.bottleneck = Category::kCollectives;
+    }
+    b.steps.push_back(std::move(ps));
+  }
+  Summarize(b, names);
+  if (num_hosts >= 2 && num_steps >= 3) b.consistently_slow = {names[straggler % num_hosts]};
+  return b;
+}
+
+BreakdownContext Context() {
+  BreakdownContext ctx;
+  ctx.session = "demo_2026_11_22";
+  ctx.source = BreakdownSource::kCapture;
+  ctx.host_files["worker-0"] = {"worker-0.xplane.pb"};
+  ctx.host_files["worker-1"] = {"worker-1.xplane.pb", "agents/worker-1.log"};
+  ctx.session_files = {"pod.trace.json.gz", "session.json"};
+  ctx.report_path = "/logs/plugins/profile/demo_2026_11_22/report.html";
+  return ctx;
+}
+
+Struct Parse(const std::string& json) {
+  Struct doc;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, &doc);
+  EXPECT_TRUE(status.ok()) << status << "\n" << json.substr(0, 2000);
+  return doc;
+}
+
+const Value& Field(const Struct& s, const std::string& key) {
+  static const Value* const kMissing = new Value();
+  auto it = s.fields().find(key);
+  EXPECT_NE(it, s.fields().end()) << "missing key " << key;
+  return it == s.fields().end() ? *kMissing : it->second;
+}
+
+double Ms(int64_t ns) { return static_cast<double>(ns) / kMs; }
+
+// --- FormatMs ------------------------------------------------------------------------------------
+
+TEST(FormatMsTest, ThreeDecimalsRoundedHalfAwayFromZeroToTheMicrosecond) {
+  EXPECT_EQ(FormatMs(0), "0.000");
+  EXPECT_EQ(FormatMs(1'000'000), "1.000");
+  EXPECT_EQ(FormatMs(1'234'567), "1.235");
+  EXPECT_EQ(FormatMs(1'234'499), "1.234");
+  EXPECT_EQ(FormatMs(1'234'500), "1.235");
+  EXPECT_EQ(FormatMs(499), "0.000");
+  EXPECT_EQ(FormatMs(500), "0.001");
+  EXPECT_EQ(FormatMs(-500), "-0.001");
+  EXPECT_EQ(FormatMs(-499), "0.000");
+  EXPECT_EQ(FormatMs(-150'123'000), "-150.123");
+  EXPECT_EQ(FormatMs(999'999'500), "1000.000");
+  EXPECT_EQ(FormatMs(std::numeric_limits<int64_t>::max()), "9223372036854.776");
+  EXPECT_EQ(FormatMs(std::numeric_limits<int64_t>::min()), "-9223372036854.776");
+}
+
+// --- JSON ----------------------------------------------------------------------------------------
+
+TEST(BreakdownJsonTest, RoundTripsThroughProtobufJsonParser) {
+  const PodBreakdown b = MakePod(4, 5);
+  const std::string json = BreakdownJson(b, Context());
+  const Struct doc = Parse(json);
+
+  EXPECT_EQ(Field(doc, "schema_version").number_value(), PodBreakdown::kSchemaVersion);
+  EXPECT_THAT(Field(doc, "producer").string_value(), HasSubstr("profctl "));
+  EXPECT_EQ(Field(doc, "session").string_value(), "demo_2026_11_22");
+  EXPECT_EQ(Field(doc, "source").string_value(), "capture");
+  const auto& cats = Field(doc, "categories").list_value().values();
+  ASSERT_EQ(cats.size(), kNumCategories);
+  for (int c = 0; c < kNumCategories; ++c) {
+    EXPECT_EQ(cats[c].string_value(), CategoryName(static_cast<Category>(c)));
+  }
+
+  const auto& steps = Field(doc, "steps").list_value().values();
+  ASSERT_EQ(static_cast<size_t>(steps.size()), b.steps.size());
+  for (int i = 0; i < steps.size(); ++i) {
+    const PodStep& want = b.steps[i];
+    const Struct& got = steps[i].struct_value();
+    EXPECT_EQ(Field(got, "step").number_value(), want.step);
+    EXPECT_DOUBLE_EQ(Field(got, "pod_step_time_ms").number_value(),
+                     std::stod(FormatMs(want.pod_step_time_ns)));
+    EXPECT_DOUBLE_EQ(Field(got, "spread_ms").number_value(), 0.130);  // 123.456 + 7 us, rounded
+    EXPECT_EQ(Field(got, "straggler").string_value(), "worker-1");
+    EXPECT_EQ(Field(got, "bottleneck").string_value(), "compute");
+    EXPECT_EQ(Field(got, "cause").string_value(), "compute");
+    EXPECT_DOUBLE_EQ(Field(got, "cause_excess_ms").number_value(), 30.0);
+    EXPECT_EQ(Field(got, "why").string_value(), want.why);
+    const auto& hosts = Field(got, "hosts").list_value().values();
+    ASSERT_EQ(static_cast<size_t>(hosts.size()), want.hosts.size());
+    for (int h = 0; h < hosts.size(); ++h) {
+      const Struct& hs = hosts[h].struct_value();
+      EXPECT_EQ(Field(hs, "host").string_value(), want.hosts[h].host);
+      EXPECT_NEAR(Field(hs, "step_time_ms").number_value(), Ms(want.hosts[h].step_time_ns), 5e-4);
+      const Struct& cm = Field(hs, "categories_ms").struct_value();
+      ASSERT_EQ(cm.fields_size(), kNumCategories);
+      for (int c = 0; c < kNumCategories; ++c) {
+        EXPECT_NEAR(Field(cm, std::string(CategoryName(static_cast<Category>(c)))).number_value(),
+                    Ms(want.hosts[h].categories.ns[c]), 5e-4);
+      }
+    }
+  }
+
+  const auto& hosts = Field(doc, "hosts").list_value().values();
+  ASSERT_EQ(hosts.size(), 4);
+  const Struct& w1 = hosts[1].struct_value();
+  EXPECT_EQ(Field(w1, "host").string_value(), "worker-1");
+  EXPECT_EQ(Field(w1, "steps").number_value(), 5);
+  EXPECT_EQ(Field(w1, "partial_steps").number_value(), 0);
+  EXPECT_TRUE(Field(w1, "has_markers").bool_value());
+  EXPECT_EQ(Field(w1, "straggler_steps").number_value(), 5);
+  EXPECT_NEAR(Field(Field(w1, "step_time").struct_value(), "mean_ms").number_value(),
+              b.hosts[1].step_time.mean_ns / kMs, 5e-4);
+  EXPECT_DOUBLE_EQ(Field(Field(w1, "step_time").struct_value(), "p90_ms").number_value(),
+                   std::round(b.hosts[1].step_time.p90_ns / 1000.0) / 1000.0);
+  const Struct& w1_compute =
+      Field(Field(w1, "categories").struct_value(), "compute").struct_value();
+  EXPECT_DOUBLE_EQ(Field(w1_compute, "p50_ms").number_value(), 80.001);
+  EXPECT_EQ(Field(w1, "files").list_value().values_size(), 2);
+  EXPECT_EQ(Field(w1, "files").list_value().values(1).string_value(), "agents/worker-1.log");
+  EXPECT_EQ(Field(hosts[3].struct_value(), "files").list_value().values_size(), 0);
+
+  const Struct& pod = Field(doc, "pod").struct_value();
+  EXPECT_EQ(Field(pod, "steps").number_value(), 5);
+  EXPECT_EQ(Field(pod, "hosts").number_value(), 4);
+  // The pod's categories are the straggler's view.
+  EXPECT_DOUBLE_EQ(
+      Field(Field(Field(pod, "categories").struct_value(), "compute").struct_value(), "mean_ms")
+          .number_value(),
+      80.001);
+
+  const Struct& summary = Field(doc, "summary").struct_value();
+  const Struct& st = Field(summary, "straggler").struct_value();
+  EXPECT_EQ(Field(st, "host").string_value(), "worker-1");
+  EXPECT_EQ(Field(st, "steps").number_value(), 5);
+  EXPECT_EQ(Field(st, "cause").string_value(), "compute");
+  EXPECT_DOUBLE_EQ(Field(st, "cause_excess_ms").number_value(), 30.0);
+  EXPECT_EQ(Field(st, "example_step").number_value(), 14);
+  const Struct& in = Field(summary, "input_bound").struct_value();
+  EXPECT_EQ(Field(in, "host").string_value(), "worker-2");
+  EXPECT_DOUBLE_EQ(Field(in, "input_ms").number_value(), 30.0);
+  EXPECT_DOUBLE_EQ(Field(in, "median_input_ms").number_value(), 0.5);
+  EXPECT_DOUBLE_EQ(Field(in, "excess_ms").number_value(), 29.5);
+
+  EXPECT_EQ(Field(doc, "straggler_changes").list_value().values_size(), 0);
+  ASSERT_EQ(Field(doc, "consistently_slow").list_value().values_size(), 1);
+  EXPECT_EQ(Field(doc, "consistently_slow").list_value().values(0).string_value(), "worker-1");
+  EXPECT_EQ(Field(doc, "files").list_value().values(0).string_value(), "pod.trace.json.gz");
+}
+
+TEST(BreakdownJsonTest, StableKeyOrderAndExactMillisecondText) {
+  const std::string json = BreakdownJson(MakePod(2, 1), Context());
+  // Top-level keys (indented by two) in the documented order.
+  size_t last = 0;
+  for (const char* key :
+       {"schema_version\": 1", "producer", "session", "source", "categories", "pod", "summary",
+        "hosts", "steps", "straggler_changes", "consistently_slow", "warnings", "files"}) {
+    const size_t at = json.find(absl::StrCat("\n  \"", key));
+    ASSERT_NE(at, std::string::npos) << key;
+    EXPECT_GT(at, last) << key;
+    last = at;
+  }
+  // A step's host on one line, ms written from integer ns with exactly three decimals.
+  EXPECT_THAT(json, HasSubstr("{\"host\":\"worker-0\",\"step_time_ms\":150.000,\"categories_ms\":{"
+                              "\"compute\":50.000,\"output\":1.000,\"d2d\":0.000,\"collectives\":"
+                              "95.500,\"input\":0.500,\"host\":2.000,\"idle\":1.000}}"));
+  EXPECT_THAT(json, HasSubstr("\"pod_step_time_ms\": 150.130,"));
+  EXPECT_EQ(json, BreakdownJson(MakePod(2, 1), Context())) << "deterministic";
+  EXPECT_EQ(json.back(), '\n');
+}
+
+TEST(BreakdownJsonTest, HostileTextStaysValidJson) {
+  PodBreakdown b = MakePod(2, 3);
+  const std::string evil = "w\"0\\\n<script>alert(1)</script>\x01\xff";
+  for (PodStep& s : b.steps) {
+    s.hosts[0].host = evil;
+    s.why = evil;
+  }
+  b.hosts[0].host = evil;
+  b.hosts[0].warnings = {evil};
+  b.warnings = {evil};
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  // Control characters kept (escaped), invalid UTF-8 replaced by U+FFFD.
+  const std::string want = "w\"0\\\n<script>alert(1)</script>\x01\xEF\xBF\xBD";
+  EXPECT_EQ(Field(Field(doc, "hosts").list_value().values(0).struct_value(), "host").string_value(),
+            want);
+  EXPECT_EQ(Field(Field(doc, "steps").list_value().values(2).struct_value(), "why").string_value(),
+            want);
+  EXPECT_EQ(Field(doc, "warnings").list_value().values(0).string_value(), want);
+}
+
+TEST(BreakdownJsonTest, EmptyBreakdownIsValid) {
+  PodBreakdown b;
+  b.warnings = {"no host had a readable trace"};
+  BreakdownContext ctx;
+  ctx.source = BreakdownSource::kAnalyze;
+  const Struct doc = Parse(BreakdownJson(b, ctx));
+  EXPECT_EQ(Field(doc, "source").string_value(), "analyze");
+  EXPECT_EQ(Field(doc, "steps").list_value().values_size(), 0);
+  EXPECT_EQ(Field(doc, "hosts").list_value().values_size(), 0);
+  EXPECT_EQ(Field(Field(doc, "summary").struct_value(), "straggler").kind_case(),
+            Value::kNullValue);
+  EXPECT_EQ(Field(Field(doc, "summary").struct_value(), "input_bound").kind_case(),
+            Value::kNullValue);
+  EXPECT_EQ(Field(doc, "warnings").list_value().values(0).string_value(),
+            "no host had a readable trace");
+}
+
+TEST(BreakdownJsonTest, OneHostWithoutMarkersHasNullStragglerAndCause) {
+  PodBreakdown b = MakePod(1, 1);
+  b.steps[0].step = -1;  // the whole-window pseudo-step
+  b.hosts[0].has_markers = false;
+  b.hosts[0].warnings = {"no step markers: one whole-window breakdown"};
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct& step = Field(doc, "steps").list_value().values(0).struct_value();
+  EXPECT_EQ(Field(step, "step").number_value(), -1);
+  EXPECT_EQ(Field(step, "straggler").kind_case(), Value::kNullValue);
+  EXPECT_EQ(Field(step, "cause").kind_case(), Value::kNullValue);
+  EXPECT_EQ(Field(step, "cause_excess_ms").number_value(), 0);
+  EXPECT_EQ(Field(step, "bottleneck").string_value(), "collectives");
+  EXPECT_FALSE(
+      Field(Field(doc, "hosts").list_value().values(0).struct_value(), "has_markers").bool_value());
+}
+
+// --- CSV -----------------------------------------------------------------------------------------
+
+// Splits RFC 4180 text into rows of fields.
+std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false;
+  bool row_open = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+    } else if (c == '"') {
+      quoted = true;
+      row_open = true;
+    } else if (c == ',') {
+      rows.back().push_back(field);
+      field.clear();
+      row_open = true;
+    } else if (c == '\n') {
+      rows.back().push_back(field);
+      field.clear();
+      rows.emplace_back();
+      row_open = false;
+    } else {
+      field.push_back(c);
+      row_open = true;
+    }
+  }
+  if (row_open) rows.back().push_back(field);
+  if (rows.back().empty()) rows.pop_back();
+  return rows;
+}
+
+TEST(BreakdownCsvTest, OneRowPerStepAndHostWithHeader) {
+  PodBreakdown b = MakePod(3, 2);
+  const std::string csv = BreakdownCsv(b);
+  const auto rows = ParseCsv(csv);
+  ASSERT_EQ(rows.size(), 1u + 2 * 3);
+  EXPECT_EQ(absl::StrJoin(rows[0], ","),
+            "step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,"
+            "idle_ms,straggler,pod_step_time_ms");
+  for (const auto& r : rows) EXPECT_EQ(r.size(), 12u);
+  EXPECT_EQ(absl::StrJoin(rows[2], ","),
+            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130");
+  EXPECT_EQ(rows[1][10], "false");
+  EXPECT_EQ(rows[4][0], "11");
+  EXPECT_EQ(rows[4][1], "worker-0");
+}
+
+TEST(BreakdownCsvTest, QuotesHostNames) {
+  PodBreakdown b = MakePod(2, 1);
+  b.steps[0].hosts[0].host = "rack 1, \"gpu\"\nhost";
+  b.steps[0].hosts[1].host = "plain-host";
+  const std::string csv = BreakdownCsv(b);
+  EXPECT_THAT(csv, HasSubstr("\n10,\"rack 1, \"\"gpu\"\"\nhost\",150.000,"));
+  EXPECT_THAT(csv, HasSubstr("\n10,plain-host,"));
+  const auto rows = ParseCsv(csv);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1][1], "rack 1, \"gpu\"\nhost");
+  EXPECT_EQ(rows[1].size(), 12u);
+}
+
+// --- Table ---------------------------------------------------------------------------------------
+
+std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+TEST(BreakdownTableTest, SmallPodAnswersWhoIsSlowAndWhy) {
+  const PodBreakdown b = MakePod(4, 20);
+  const std::string table = FormatBreakdownTable(b, Context());
+  EXPECT_THAT(table, HasSubstr("pod step breakdown of demo_2026_11_22: 4 hosts, 20 steps"));
+  EXPECT_THAT(table, HasSubstr("last 3 of 20 steps"));
+  EXPECT_THAT(table, HasSubstr("straggler: worker-1 in 20 of 20 steps; typical cause compute, "
+                               "+30.000 ms over the median host (median of 20 steps)"));
+  EXPECT_THAT(table, HasSubstr("  step 29: worker-1 is the straggler: compute 80.0 ms"));
+  EXPECT_THAT(table, HasSubstr("input-bound: worker-2, input 30.000 ms per step vs 0.500 ms on "
+                               "the median host (+29.500 ms, 19.5% of its step)"));
+  EXPECT_THAT(table, HasSubstr("straggler changes: none\n"));
+  EXPECT_THAT(table, HasSubstr("consistently slow (straggler in more than half the steps): "
+                               "worker-1\n"));
+  EXPECT_THAT(table, HasSubstr("report: /logs/plugins/profile/demo_2026_11_22/report.html\n"));
+  // The last three steps, one line per host, the straggler marked with its cause.
+  EXPECT_THAT(table, HasSubstr("      29  worker-1               *   152.030"));
+  EXPECT_THAT(table, HasSubstr("<- straggler: compute +30.000 ms over the median host"));
+  EXPECT_THAT(table, Not(HasSubstr("      26  worker-")));
+  const auto lines = Lines(table);
+  EXPECT_LE(lines.size(), 30u) << table;
+
+  // Columns align: in each section every row ends each numeric column where its header does.
+  for (const char* header : {"  HOST ", "    STEP  HOST"}) {
+    size_t h = 0;
+    while (h < lines.size() && !absl::StartsWith(lines[h], header)) ++h;
+    ASSERT_LT(h, lines.size()) << header;
+    const size_t end = lines[h].find("IDLE") + 4;
+    for (size_t i = h + 1; i < h + 5; ++i) {
+      ASSERT_GE(lines[i].size(), end) << lines[i];
+      EXPECT_TRUE(absl::ascii_isdigit(lines[i][end - 1])) << lines[i];
+      if (lines[i].size() > end) {
+        EXPECT_EQ(lines[i][end], ' ') << lines[i];
+      }
+    }
+  }
+}
+
+TEST(BreakdownTableTest, LargePodIsBoundedAndSaysWhatItElided) {
+  const PodBreakdown b = MakePod(1024, 100, /*straggler=*/777);
+  BreakdownContext ctx = Context();
+  const std::string table = FormatBreakdownTable(b, ctx);
+  const auto lines = Lines(table);
+  EXPECT_LE(lines.size(), 60u) << table;
+  EXPECT_THAT(table, HasSubstr("1024 hosts, 100 steps"));
+  EXPECT_THAT(table, HasSubstr("  ... 1008 more hosts: mean step 154.950..162.006 ms, straggler "
+                               "in 0 steps\n"));
+  EXPECT_THAT(table, HasSubstr("     109  ... 1016 more hosts: 159.900..167.012 ms\n"));
+  EXPECT_THAT(table, HasSubstr("straggler: worker-777 in 100 of 100 steps"));
+  EXPECT_THAT(table, HasSubstr("     109  worker-777             * "));
+  EXPECT_THAT(table, HasSubstr("input-bound: worker-2"));
+}
+
+TEST(BreakdownTableTest, ListsStragglerChanges) {
+  PodBreakdown b = MakePod(4, 6);
+  for (int i : {3, 4}) b.steps[i].straggler = "worker-3";
+  b.straggler_changes = {13, 15};
+  const std::string table = FormatBreakdownTable(b, BreakdownContext());
+  EXPECT_THAT(table, HasSubstr("straggler changes at 2 steps: 13 (worker-1 -> worker-3), 15 "
+                               "(worker-3 -> worker-1)\n"));
+  EXPECT_THAT(table, Not(HasSubstr("report:")));
+}
+
+TEST(BreakdownTableTest, OneHostNoMarkersAndControlCharacters) {
+  PodBreakdown b = MakePod(1, 1);
+  b.steps[0].step = -1;
+  b.steps[0].hosts[0].host = "evil\x1b[31m";
+  b.hosts[0].host = "evil\x1b[31m";
+  b.hosts[0].has_markers = false;
+  b.hosts[0].warnings = {"no step markers\x07: one whole-window breakdown"};
+  const std::string table = FormatBreakdownTable(b, BreakdownContext());
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_EQ(table.find('\x07'), std::string::npos) << table;
+  EXPECT_THAT(table, HasSubstr("evil?[31m"));
+  EXPECT_THAT(table, HasSubstr("(no markers)"));
+  EXPECT_THAT(table, HasSubstr("     all  evil?[31m"));
+  EXPECT_THAT(table, HasSubstr("straggler: none (one host)\n"));
+  EXPECT_THAT(table, HasSubstr("input-bound: no host stands out (median host: input 0.500 ms per "
+                               "step, 0.3% of its step)\n"));
+  EXPECT_THAT(table, HasSubstr("warnings: 1\n  evil?[31m: no step markers?: one whole-window"));
+}
+
+TEST(BreakdownTableTest, EmptyBreakdownSaysSo) {
+  PodBreakdown b;
+  b.warnings = {"no host had a readable trace"};
+  const std::string table = FormatBreakdownTable(b, BreakdownContext());
+  EXPECT_THAT(table, HasSubstr("pod step breakdown: 0 hosts, 0 steps\n"));
+  EXPECT_THAT(table, HasSubstr("warnings: 1\n  no host had a readable trace\n"));
+}
+
+TEST(BreakdownTableTest, ShortensLongHostNames) {
+  PodBreakdown b = MakePod(2, 1);
+  const std::string long_name(200, 'x');
+  b.steps[0].hosts[0].host = long_name;
+  b.hosts[0].host = long_name;
+  TableOptions opt;
+  opt.max_host_width = 20;
+  const std::string table = FormatBreakdownTable(b, BreakdownContext(), opt);
+  EXPECT_THAT(table, HasSubstr("xxxxxxxx...xxxxxxxxx "));
+  EXPECT_THAT(table, Not(HasSubstr(std::string(21, 'x'))));
+}
+
+// --- Registry ------------------------------------------------------------------------------------
+
+TEST(BreakdownOutputsTest, NamesEachFileOnce) {
+  const PodBreakdown b = MakePod(2, 2);
+  const BreakdownContext ctx = Context();
+  const auto outputs = BreakdownOutputs();
+  ASSERT_EQ(outputs.size(), 3u);
+  EXPECT_EQ(outputs[0].file_name, "pod_step_breakdown.json");
+  EXPECT_EQ(outputs[0].render(b, ctx), BreakdownJson(b, ctx));
+  EXPECT_EQ(outputs[1].file_name, "pod_step_breakdown.csv");
+  EXPECT_EQ(outputs[1].render(b, ctx), BreakdownCsv(b));
+  EXPECT_EQ(outputs[2].file_name, "report.html");
+  EXPECT_EQ(outputs[2].render(b, ctx), HtmlReport(b, ctx));
+}
+
+}  // namespace
+}  // namespace profctl::report

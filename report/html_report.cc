@@ -1,0 +1,894 @@
+#include "report/html_report.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "common/version.h"
+
+namespace profctl::report {
+namespace {
+
+// Before the data: the page's frame, styles, and the error catcher (its own script, so that even a
+// script that fails to parse is reported in #errors).
+constexpr char kHead[] = R"html(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+)html";
+
+constexpr char kStyleAndCatcher[] = R"html(<style>
+:root { --fg: #1d1d1f; --muted: #5f6368; --line: #dadce0; --bg-alt: #f6f8fa; --bad: #c5221f; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 20px 28px 40px; color: var(--fg); background: #fff;
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+h1 { font-size: 22px; margin: 0 0 2px; }
+h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.meta, .note { color: var(--muted); }
+#errors { border: 2px solid var(--bad); background: #fce8e6; color: var(--bad); padding: 8px 12px;
+  margin: 10px 0; white-space: pre-wrap; font-family: ui-monospace, Menlo, Consolas, monospace; }
+#answer { background: var(--bg-alt); border: 1px solid var(--line); border-radius: 6px;
+  padding: 10px 14px; margin-top: 14px; }
+#answer p { margin: 4px 0; }
+#answer .why { color: var(--muted); margin-left: 1.5em; }
+.host-name { font-weight: 600; }
+.straggler { color: var(--bad); font-weight: 600; }
+.controls { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 6px 0; }
+.controls input[type=range] { width: 320px; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 14px; margin: 6px 0; font-size: 13px; }
+.legend span.sw { display: inline-block; width: 12px; height: 12px; margin-right: 5px;
+  vertical-align: -1px; border-radius: 2px; }
+.chart { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; padding: 4px; }
+.chart svg { display: block; font-size: 11px; }
+.chart text { fill: var(--fg); }
+.chart .axis line, .chart .grid line { stroke: var(--line); }
+.chart .axis text { fill: var(--muted); }
+.chart text.straggler { fill: var(--bad); }
+.chart rect.seg:hover { opacity: 0.75; }
+#step-caption { margin: 6px 0; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: var(--bg-alt); position: sticky; top: 0; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.selected td { background: #e8f0fe; }
+#stragglers tbody tr { cursor: pointer; }
+.table-wrap { max-height: 480px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
+td.why { min-width: 360px; }
+td.files { white-space: nowrap; }
+ul { margin: 4px 0; padding-left: 22px; }
+footer { margin-top: 30px; color: var(--muted); font-size: 12px; }
+</style>
+<script>
+(function () {
+  'use strict';
+  var pending = [];
+  function report(message) {
+    var box = document.getElementById('errors');
+    if (!box) { pending.push(message); return; }
+    box.hidden = false;
+    var line = document.createElement('div');
+    line.textContent = String(message);
+    box.appendChild(line);
+  }
+  window.profctlReportError = report;
+  window.addEventListener('error', function (e) {
+    if (e.target && e.target !== window && e.target.tagName) {
+      report('failed to load <' + e.target.tagName.toLowerCase() + '>');
+    } else {
+      report('error: ' + (e.message || 'unknown') + (e.lineno ? ' (line ' + e.lineno + ')' : ''));
+    }
+  }, true);
+  window.addEventListener('unhandledrejection', function (e) { report('unhandled rejection: ' + e.reason); });
+  document.addEventListener('securitypolicyviolation', function (e) {
+    report('blocked by the page policy: ' + e.violatedDirective + ' ' + e.blockedURI);
+  });
+  var consoleError = console.error;
+  console.error = function () {
+    report('console.error: ' + Array.prototype.join.call(arguments, ' '));
+    return consoleError.apply(console, arguments);
+  };
+  document.addEventListener('DOMContentLoaded', function () {
+    var queued = pending;
+    pending = [];
+    queued.forEach(report);
+  });
+})();
+</script>
+</head>
+<body>
+<div id="errors" hidden></div>
+<header>
+<h1>Pod step breakdown</h1>
+<div class="meta" id="meta"></div>
+<noscript><p>This report draws with JavaScript; the same data is in pod_step_breakdown.json.</p></noscript>
+</header>
+<section id="answer"></section>
+<section>
+<h2>Where each host's step went</h2>
+<div class="controls">
+<button type="button" id="step-prev" aria-label="previous step">&#9664;</button>
+<input type="range" id="step-slider" min="0" max="0" value="0" aria-label="step">
+<button type="button" id="step-next" aria-label="next step">&#9654;</button>
+<span id="step-label"></span>
+</div>
+<div class="legend" id="category-legend"></div>
+<div class="chart" id="bars"></div>
+<div id="step-caption"></div>
+</section>
+<section>
+<h2>Step time over steps, per host</h2>
+<p class="note">In synchronous data parallelism every host's step lasts about as long as the
+straggler's (the others wait in the collective): pick a category to see where the hosts differ.</p>
+<div class="controls"><label>show <select id="line-metric"></select></label></div>
+<div class="legend" id="host-legend"></div>
+<div class="chart" id="lines"></div>
+</section>
+<section>
+<h2>Stragglers</h2>
+<p class="note">The straggler is the host the others wait for in the collective: it spends the
+least time in collectives. Its cause is its category furthest above the median host's. Click a
+row to show that step above.</p>
+<div class="table-wrap"><table id="stragglers"></table></div>
+</section>
+<section>
+<h2>Hosts</h2>
+<p class="note">Mean over steps, in ms. Files are relative to this report.</p>
+<div class="table-wrap"><table id="hosts"></table></div>
+</section>
+<section>
+<h2>Warnings</h2>
+<ul id="warnings"></ul>
+</section>
+<section>
+<h2>Files</h2>
+<ul id="files"></ul>
+</section>
+<footer id="footer"></footer>
+)html";
+
+// After the data: the drawing. Plain DOM (textContent/setAttribute), so trace text never
+// becomes markup.
+constexpr char kScript[] = R"html(<script>
+(function () {
+  'use strict';
+  var SVG = 'http://www.w3.org/2000/svg';
+  var CAT_COLORS = { compute: '#4e79a7', output: '#f28e2b', d2d: '#edc948', collectives: '#e15759',
+    input: '#b07aa1', host: '#59a14f', idle: '#c9c3bf' };
+  var HOST_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
+    '#7f7f7f', '#bcbd22', '#17becf'];
+  var MAX_COLORED_HOSTS = 10;
+
+  function fmt(v) { return (typeof v === 'number' && isFinite(v)) ? v.toFixed(3) : '\u2013'; }
+  function stepLabel(s) { return s < 0 ? 'whole window' : String(s); }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs, text) {
+    var e = document.createElementNS(SVG, tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function titled(node, text) { node.appendChild(svg('title', null, text)); return node; }
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+  function short(name, n) { return name.length <= n ? name : name.slice(0, n - 1) + '\u2026'; }
+  // A relative link, each segment percent-encoded; null for absolute paths and URLs.
+  function safeHref(path) {
+    if (typeof path !== 'string' || path === '' || path.charAt(0) === '/' ||
+        path.indexOf('\\') >= 0 || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(path)) return null;
+    return path.split('/').map(encodeURIComponent).join('/');
+  }
+  function fileItem(path) {
+    var li = el('li');
+    var href = safeHref(path);
+    if (href === null) { li.textContent = String(path) + ' (not linked: not a relative path)'; }
+    else { li.appendChild(el('a', { href: href }, path)); }
+    return li;
+  }
+  function niceTicks(lo, hi, count) {
+    var span = hi - lo;
+    if (!(span > 0)) span = Math.abs(hi) || 1;
+    var raw = span / count;
+    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; })
+        .find(function (s) { return s >= raw; }) || 10 * mag;
+    var first = Math.floor(lo / step) * step;
+    var ticks = [];
+    for (var t = first; t <= hi + step * 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
+    if (ticks[ticks.length - 1] < hi) ticks.push(Number((ticks[ticks.length - 1] + step).toPrecision(12)));
+    return ticks;
+  }
+
+  var data = JSON.parse(document.getElementById('breakdown-data').textContent);
+  var cats = data.categories;
+  var hostNames = data.hosts.map(function (h) { return h.host; });
+  var hostIndex = {};
+  hostNames.forEach(function (h, i) { hostIndex[h] = i; });
+  data.steps.forEach(function (s) {
+    s.hosts.forEach(function (h) {
+      if (!(h.host in hostIndex)) { hostIndex[h.host] = hostNames.length; hostNames.push(h.host); }
+    });
+  });
+  var slow = {};
+  data.consistently_slow.forEach(function (h) { slow[h] = true; });
+
+  // --- Header and the answer ---
+  document.getElementById('meta').textContent =
+      (data.session ? 'session ' + data.session + ' \u00b7 ' : '') + 'from ' + data.source + ' \u00b7 ' +
+      data.pod.hosts + ' hosts \u00b7 ' + data.pod.steps + ' steps \u00b7 pod step time mean ' +
+      fmt(data.pod.step_time.mean_ms) + ' ms, p50 ' + fmt(data.pod.step_time.p50_ms) + ' ms, p90 ' +
+      fmt(data.pod.step_time.p90_ms) + ' ms';
+  document.getElementById('footer').textContent = 'Generated by ' + data.producer +
+      ' \u00b7 pod_step_breakdown.json schema version ' + data.schema_version;
+
+  var answer = document.getElementById('answer');
+  function para(parts, cls) {
+    var p = el('p', cls ? { class: cls } : null);
+    parts.forEach(function (x) { p.appendChild(typeof x === 'string' ? document.createTextNode(x) : x); });
+    answer.appendChild(p);
+  }
+  var sum = data.summary;
+  if (sum.straggler) {
+    var st = sum.straggler;
+    var parts = [el('span', { class: 'straggler', id: 'answer-straggler' }, st.host),
+      ' is the straggler in ' + st.steps + ' of ' + st.of_steps + ' steps'];
+    if (st.cause !== null) {
+      parts.push('; typical cause: ', el('b', null, st.cause), ', +' + fmt(st.cause_excess_ms) +
+          ' ms over the median host (median of ' + st.cause_steps + ' steps).');
+    } else {
+      parts.push('; no category above the median host\u2019s.');
+    }
+    para(parts);
+    if (st.why) para(['Step ' + stepLabel(st.example_step) + ': ' + st.why], 'why');
+  } else {
+    para([data.pod.hosts <= 1 ? 'One host: no straggler.' : 'No straggler found.']);
+  }
+  if (sum.input_bound) {
+    var ib = sum.input_bound;
+    para([el('span', { class: 'host-name', id: 'answer-input' }, ib.host),
+      ' is input-bound: input ' + fmt(ib.input_ms) + ' ms per step vs ' + fmt(ib.median_input_ms) +
+      ' ms on the median host (+' + fmt(ib.excess_ms) + ' ms, ' +
+      (ib.step_time_ms > 0 ? (100 * ib.excess_ms / ib.step_time_ms).toFixed(1) : '\u2013') +
+      '% of its step).']);
+  } else if (data.pod.hosts > 0) {
+    para(['No host stands out for input: the median host waits ' + fmt(sum.median_input_ms) +
+        ' ms per step for input.']);
+  }
+  if (data.straggler_changes.length > 0) {
+    var shown = data.straggler_changes.slice(0, 20).map(stepLabel).join(', ');
+    para(['The straggler changes at ' + data.straggler_changes.length + ' step' +
+        (data.straggler_changes.length === 1 ? '' : 's') + ': ' + shown +
+        (data.straggler_changes.length > 20 ? ', \u2026' : '') + '.']);
+  } else if (sum.straggler) {
+    para(['The straggler never changes.']);
+  }
+  if (data.consistently_slow.length > 0) {
+    para(['Consistently slow (straggler in more than half the steps): ' +
+        data.consistently_slow.join(', ') + '.']);
+  }
+
+  // --- Stacked bars, one step ---
+  var legend = document.getElementById('category-legend');
+  cats.forEach(function (c) {
+    var item = el('span');
+    item.appendChild(el('span', { class: 'sw', style: 'background:' + (CAT_COLORS[c] || '#888') }));
+    item.appendChild(document.createTextNode(c));
+    legend.appendChild(item);
+  });
+  var yMaxBars = 0;
+  data.steps.forEach(function (s) {
+    s.hosts.forEach(function (h) { yMaxBars = Math.max(yMaxBars, h.step_time_ms); });
+  });
+  var barTicks = niceTicks(0, yMaxBars, 5);
+  var barTop = barTicks[barTicks.length - 1] || 1;
+  var slider = document.getElementById('step-slider');
+  var current = -1;
+
+  function drawBars(index) {
+    var box = document.getElementById('bars');
+    clear(box);
+    var caption = document.getElementById('step-caption');
+    clear(caption);
+    if (data.steps.length === 0) { box.textContent = 'No steps.'; return; }
+    current = index;
+    slider.value = String(index);
+    var step = data.steps[index];
+    document.getElementById('step-label').textContent =
+        'step ' + stepLabel(step.step) + ' (' + (index + 1) + ' of ' + data.steps.length + ')';
+    var n = hostNames.length;
+    var left = 64, right = 16, top = 24, bottom = 96, plotH = 300;
+    var slot = Math.max(6, Math.min(120, 1100 / Math.max(n, 1)));
+    var width = left + right + slot * n;
+    var root = svg('svg', { width: width, height: top + plotH + bottom, id: 'bars-svg' });
+    var y = function (v) { return top + plotH - plotH * v / barTop; };
+    var grid = svg('g', { class: 'grid' });
+    var axis = svg('g', { class: 'axis' });
+    barTicks.forEach(function (t) {
+      grid.appendChild(svg('line', { x1: left, x2: width - right, y1: y(t), y2: y(t) }));
+      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
+    });
+    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
+        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, 'ms'));
+    root.appendChild(grid);
+    root.appendChild(axis);
+    var byHost = {};
+    step.hosts.forEach(function (h) { byHost[h.host] = h; });
+    var labelEvery = Math.ceil(n / Math.max(1, Math.floor((width - left - right) / 14)));
+    var stragglerAt = step.straggler === null ? -1 : hostNames.indexOf(step.straggler);
+    var bars = svg('g', { id: 'bars-g' });
+    hostNames.forEach(function (name, i) {
+      var x = left + i * slot + slot * 0.1;
+      var w = slot * 0.8;
+      var h = byHost[name];
+      var isStraggler = step.straggler !== null && name === step.straggler;
+      if (h) {
+        var acc = 0;
+        cats.forEach(function (c) {
+          var v = h.categories_ms[c];
+          if (!(v > 0)) return;
+          var r = svg('rect', { class: 'seg', 'data-cat': c, x: x, width: w, y: y(acc + v),
+            height: Math.max(0, y(acc) - y(acc + v)), fill: CAT_COLORS[c] || '#888' });
+          titled(r, name + ', step ' + stepLabel(step.step) + '\n' + c + ': ' + fmt(v) + ' ms of ' +
+              fmt(h.step_time_ms) + ' ms');
+          bars.appendChild(r);
+          acc += v;
+        });
+        if (isStraggler) {
+          var cx = x + w / 2, ty = y(h.step_time_ms) - 4;
+          titled(bars.appendChild(svg('path', { class: 'straggler-mark', fill: '#c5221f',
+            d: 'M' + (cx - 5) + ' ' + (ty - 8) + 'L' + (cx + 5) + ' ' + (ty - 8) + 'L' + cx + ' ' + ty + 'Z' })),
+            'straggler: ' + name);
+        }
+      }
+      // Every labelEvery-th host is labelled, and always the straggler (its neighbours give way).
+      var nearStraggler = stragglerAt >= 0 && i !== stragglerAt && Math.abs(i - stragglerAt) < labelEvery;
+      if ((i % labelEvery === 0 && !nearStraggler) || isStraggler) {
+        var lx = x + w / 2, ly = top + plotH + 10;
+        var label = svg('text', { x: lx, y: ly, 'text-anchor': 'end',
+          transform: 'rotate(-45 ' + lx + ' ' + ly + ')', class: isStraggler ? 'straggler' : '' },
+          short(name, 18));
+        bars.appendChild(titled(label, name));
+      }
+    });
+    root.appendChild(bars);
+    if (step.hosts.length > 0) {
+      var py = y(step.pod_step_time_ms);
+      titled(root.appendChild(svg('line', { x1: left, x2: width - right, y1: py, y2: py,
+        stroke: '#202124', 'stroke-dasharray': '4 3' })), 'pod step time ' + fmt(step.pod_step_time_ms) + ' ms');
+    }
+    box.appendChild(root);
+    caption.appendChild(document.createTextNode('Step ' + stepLabel(step.step) + ': pod step time '));
+    caption.appendChild(el('b', { id: 'caption-pod-time' }, fmt(step.pod_step_time_ms) + ' ms'));
+    caption.appendChild(document.createTextNode(', spread ' + fmt(step.spread_ms) + ' ms, bottleneck ' +
+        step.bottleneck + '. ' + (step.why || '')));
+    Array.prototype.forEach.call(document.querySelectorAll('#stragglers tbody tr'), function (tr) {
+      tr.classList.toggle('selected', Number(tr.getAttribute('data-index')) === index);
+    });
+  }
+  slider.max = String(Math.max(0, data.steps.length - 1));
+  slider.addEventListener('input', function () { drawBars(Number(slider.value)); });
+  document.getElementById('step-prev').addEventListener('click', function () {
+    if (current > 0) drawBars(current - 1);
+  });
+  document.getElementById('step-next').addEventListener('click', function () {
+    if (current + 1 < data.steps.length) drawBars(current + 1);
+  });
+
+  // --- Step time (or one category) over steps, per host ---
+  var metricSelect = document.getElementById('line-metric');
+  metricSelect.appendChild(el('option', { value: '' }, 'step time'));
+  cats.forEach(function (c) { metricSelect.appendChild(el('option', { value: c }, c)); });
+  function metricOf(h, metric) { return metric === '' ? h.step_time_ms : h.categories_ms[metric]; }
+  function drawLines(metric) {
+    var box = document.getElementById('lines');
+    var hl = document.getElementById('host-legend');
+    clear(box);
+    clear(hl);
+    if (data.steps.length === 0) { box.textContent = 'No steps.'; return; }
+    var what = metric === '' ? 'step time' : metric;
+    var lo = Infinity, hi = -Infinity;
+    data.steps.forEach(function (s) {
+      s.hosts.forEach(function (h) {
+        var v = metricOf(h, metric);
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      });
+    });
+    if (!isFinite(lo)) { lo = 0; hi = 1; }
+    var pad = Math.max((hi - lo) * 0.08, hi * 0.005, 0.001);
+    var ticks = niceTicks(Math.max(0, lo - pad), hi + pad, 5);
+    var y0 = ticks[0], y1 = ticks[ticks.length - 1];
+    if (!(y1 > y0)) y1 = y0 + 1;
+    var S = data.steps.length;
+    var left = 64, right = 16, top = 16, bottom = 40, plotH = 280;
+    var plotW = Math.max(600, Math.min(1100, S * 40));
+    var width = left + plotW + right;
+    var x = function (i) { return left + (S === 1 ? plotW / 2 : plotW * i / (S - 1)); };
+    var y = function (v) { return top + plotH - plotH * (v - y0) / (y1 - y0); };
+    var root = svg('svg', { width: width, height: top + plotH + bottom, id: 'lines-svg' });
+    var grid = svg('g', { class: 'grid' });
+    var axis = svg('g', { class: 'axis' });
+    ticks.forEach(function (t) {
+      grid.appendChild(svg('line', { x1: left, x2: left + plotW, y1: y(t), y2: y(t) }));
+      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
+    });
+    var every = Math.ceil(S / Math.max(1, Math.floor(plotW / 40)));
+    data.steps.forEach(function (s, i) {
+      if (i % every === 0) {
+        axis.appendChild(svg('text', { x: x(i), y: top + plotH + 16, 'text-anchor': 'middle' }, stepLabel(s.step)));
+      }
+    });
+    axis.appendChild(svg('text', { x: left + plotW / 2, y: top + plotH + 34, 'text-anchor': 'middle' }, 'step'));
+    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
+        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, what + ' (ms)'));
+    root.appendChild(grid);
+    root.appendChild(axis);
+    // Colored: every host when few; else the most frequent stragglers, the others grey.
+    var colored = {};
+    var order = data.hosts.slice().sort(function (a, b) { return b.straggler_steps - a.straggler_steps; });
+    var pick = hostNames.length <= MAX_COLORED_HOSTS ? hostNames :
+        order.slice(0, 5).filter(function (h) { return h.straggler_steps > 0; }).map(function (h) { return h.host; });
+    pick.forEach(function (h, i) { colored[h] = HOST_COLORS[i % HOST_COLORS.length]; });
+    var series = {};
+    data.steps.forEach(function (s, i) {
+      s.hosts.forEach(function (h) {
+        (series[h.host] = series[h.host] || []).push([i, metricOf(h, metric)]);
+      });
+    });
+    var drawOrder = hostNames.filter(function (h) { return !(h in colored); }).concat(pick);
+    drawOrder.forEach(function (name) {
+      var pts = series[name] || [];
+      if (pts.length === 0) return;
+      var d = '', prev = -2;
+      pts.forEach(function (p) { d += (p[0] === prev + 1 ? 'L' : 'M') + x(p[0]) + ' ' + y(p[1]); prev = p[0]; });
+      var color = colored[name] || '#c0c0c0';
+      titled(root.appendChild(svg('path', { class: 'host-line', d: d, fill: 'none', stroke: color,
+        'stroke-width': name in colored ? 2 : 1 })), name);
+      if (S <= 60 && name in colored) {
+        pts.forEach(function (p) {
+          titled(root.appendChild(svg('circle', { cx: x(p[0]), cy: y(p[1]), r: 2.5, fill: color })),
+              name + ', step ' + stepLabel(data.steps[p[0]].step) + ': ' + what + ' ' + fmt(p[1]) + ' ms');
+        });
+      }
+    });
+    if (metric === '') {
+      var pod = '';
+      data.steps.forEach(function (s, i) { pod += (i === 0 ? 'M' : 'L') + x(i) + ' ' + y(s.pod_step_time_ms); });
+      titled(root.appendChild(svg('path', { d: pod, fill: 'none', stroke: '#202124', 'stroke-width': 1,
+        'stroke-dasharray': '4 3' })), 'pod step time');
+    }
+    data.steps.forEach(function (s, i) {
+      if (s.straggler === null) return;
+      var h = s.hosts.find(function (e) { return e.host === s.straggler; });
+      if (!h) return;
+      titled(root.appendChild(svg('circle', { class: 'straggler-point', cx: x(i), cy: y(metricOf(h, metric)),
+        r: 4.5, fill: 'none', stroke: '#c5221f', 'stroke-width': 1.5 })),
+          'step ' + stepLabel(s.step) + ': straggler ' + s.straggler + ', ' + what + ' ' +
+          fmt(metricOf(h, metric)) + ' ms');
+    });
+    box.appendChild(root);
+    pick.forEach(function (h) {
+      var item = el('span');
+      item.appendChild(el('span', { class: 'sw', style: 'background:' + colored[h] }));
+      item.appendChild(document.createTextNode(h));
+      hl.appendChild(item);
+    });
+    if (pick.length < hostNames.length) {
+      hl.appendChild(el('span', null, (hostNames.length - pick.length) + ' other hosts in grey'));
+    }
+    var mark = el('span');
+    mark.appendChild(el('span', { class: 'sw', style: 'background:#fff;border:1.5px solid #c5221f;border-radius:50%' }));
+    mark.appendChild(document.createTextNode('straggler of the step' +
+        (metric === '' ? '; dashed: pod step time' : '')));
+    hl.appendChild(mark);
+  }
+  metricSelect.addEventListener('change', function () { drawLines(metricSelect.value); });
+
+  // --- Tables ---
+  function row(cells, header) {
+    var tr = el('tr');
+    cells.forEach(function (c) {
+      var td = el(header ? 'th' : 'td', c.cls ? { class: c.cls } : null);
+      if (c.node) { td.appendChild(c.node); } else { td.textContent = c.text === undefined ? '' : String(c.text); }
+      tr.appendChild(td);
+    });
+    return tr;
+  }
+  function num(v) { return { text: fmt(v), cls: 'num' }; }
+  (function stragglerTable() {
+    var t = document.getElementById('stragglers');
+    var head = el('thead');
+    head.appendChild(row([{ text: 'step', cls: 'num' }, { text: 'pod step (ms)', cls: 'num' },
+      { text: 'spread (ms)', cls: 'num' }, { text: 'straggler' }, { text: 'cause' },
+      { text: 'excess (ms)', cls: 'num' }, { text: 'bottleneck' }, { text: 'why' }], true));
+    t.appendChild(head);
+    var body = el('tbody');
+    data.steps.forEach(function (s, i) {
+      var tr = row([{ text: stepLabel(s.step), cls: 'num' }, num(s.pod_step_time_ms), num(s.spread_ms),
+        { text: s.straggler === null ? '\u2013' : s.straggler, cls: 'straggler' },
+        { text: s.cause === null ? '\u2013' : s.cause },
+        s.cause === null ? { text: '\u2013', cls: 'num' } : num(s.cause_excess_ms),
+        { text: s.bottleneck }, { text: s.why, cls: 'why' }]);
+      tr.setAttribute('data-index', String(i));
+      tr.addEventListener('click', function () { drawBars(i); });
+      body.appendChild(tr);
+    });
+    t.appendChild(body);
+  })();
+  (function hostTable() {
+    var t = document.getElementById('hosts');
+    var head = el('thead');
+    var cols = [{ text: 'host' }, { text: 'steps', cls: 'num' }, { text: 'partial', cls: 'num' },
+      { text: 'markers' }, { text: 'step mean', cls: 'num' }, { text: 'p50', cls: 'num' },
+      { text: 'p90', cls: 'num' }];
+    cats.forEach(function (c) { cols.push({ text: c, cls: 'num' }); });
+    cols.push({ text: 'straggler steps', cls: 'num' }, { text: 'files' }, { text: 'warnings' });
+    head.appendChild(row(cols, true));
+    t.appendChild(head);
+    var body = el('tbody');
+    data.hosts.forEach(function (h) {
+      var files = el('span');
+      h.files.forEach(function (f, k) {
+        if (k > 0) files.appendChild(document.createTextNode(' '));
+        var href = safeHref(f);
+        files.appendChild(href === null ? el('span', null, f) : el('a', { href: href }, f));
+      });
+      var cells = [{ text: h.host + (slow[h.host] ? ' (consistently slow)' : ''),
+        cls: slow[h.host] ? 'straggler' : 'host-name' },
+        { text: h.steps, cls: 'num' }, { text: h.partial_steps, cls: 'num' },
+        { text: h.has_markers ? 'yes' : 'none' }, num(h.step_time.mean_ms),
+        num(h.step_time.p50_ms), num(h.step_time.p90_ms)];
+      cats.forEach(function (c) { cells.push(num(h.categories[c].mean_ms)); });
+      cells.push({ text: h.straggler_steps, cls: 'num' }, { node: files, cls: 'files' },
+          { text: h.warnings.join('; ') });
+      body.appendChild(row(cells));
+    });
+    t.appendChild(body);
+  })();
+  (function lists() {
+    var w = document.getElementById('warnings');
+    data.warnings.forEach(function (m) { w.appendChild(el('li', null, m)); });
+    data.hosts.forEach(function (h) {
+      h.warnings.forEach(function (m) { w.appendChild(el('li', null, h.host + ': ' + m)); });
+    });
+    if (!w.firstChild) w.appendChild(el('li', null, 'none'));
+    var f = document.getElementById('files');
+    f.appendChild(fileItem('pod_step_breakdown.json'));
+    f.appendChild(fileItem('pod_step_breakdown.csv'));
+    data.files.forEach(function (p) { f.appendChild(fileItem(p)); });
+  })();
+
+  // Deep links: report.html#step=12&metric=compute shows step 12 and compute over steps.
+  var params = {};
+  location.hash.replace(/^#/, '').split('&').forEach(function (kv) {
+    var at = kv.indexOf('=');
+    if (at > 0) params[decodeURIComponent(kv.slice(0, at))] = decodeURIComponent(kv.slice(at + 1));
+  });
+  var first = data.steps.length - 1;
+  data.steps.forEach(function (s, i) { if (String(s.step) === params.step) first = i; });
+  var metric = cats.indexOf(params.metric) >= 0 ? params.metric : '';
+  metricSelect.value = metric;
+  drawLines(metric);
+  drawBars(first);
+  document.body.setAttribute('data-rendered', 'ok');
+})();
+</script>
+</body>
+</html>
+)html";
+
+void AppendHtmlEscaped(std::string* out, absl::string_view s) {
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out->append("&amp;");
+        break;
+      case '<':
+        out->append("&lt;");
+        break;
+      case '>':
+        out->append("&gt;");
+        break;
+      case '"':
+        out->append("&quot;");
+        break;
+      case '\'':
+        out->append("&#39;");
+        break;
+      default:
+        out->push_back(c);
+    }
+  }
+}
+
+// JSON text that is safe inside <script>: '<', '>' and '&' only occur inside JSON strings (the
+// JSON writer emits no other text containing them), where \u003c etc. mean the same characters,
+// so the embedded document parses to exactly the same values as the file.
+void AppendJsonForScript(std::string* out, absl::string_view json) {
+  for (const char c : json) {
+    switch (c) {
+      case '<':
+        out->append("\\u003c");
+        break;
+      case '>':
+        out->append("\\u003e");
+        break;
+      case '&':
+        out->append("\\u0026");
+        break;
+      default:
+        out->push_back(c);
+    }
+  }
+}
+
+// The tools' tabs (docs/tools.md): one tab per embedded tool document (ToolJson), drawn from it
+// with the same plain-DOM rules; tables sort by a click on a column header. Runs before kScript,
+// so a failure here is reported in #errors and the breakdown still draws.
+constexpr char kToolsScript[] = R"html(<style>
+#tabs { display: flex; gap: 4px; margin: 14px 0 0; border-bottom: 1px solid var(--line); }
+#tabs button { border: 1px solid var(--line); border-bottom: none; background: var(--bg-alt);
+  padding: 6px 12px; border-radius: 6px 6px 0 0; cursor: pointer; font: inherit; }
+#tabs button.active { background: #fff; font-weight: 600; }
+th.sortable { cursor: pointer; }
+.rec { margin: 6px 0; } .rec .why { color: var(--muted); margin-left: 1.5em; }
+</style>
+<script>
+(function () {
+  'use strict';
+  var nodes = Array.prototype.slice.call(document.querySelectorAll('script.tool-data'));
+  if (nodes.length === 0) return;
+  var SVG = 'http://www.w3.org/2000/svg';
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    return e;
+  }
+  function show(v) {
+    if (v === null || v === undefined) return '\u2013';
+    if (Array.isArray(v)) return v.join('x');
+    if (typeof v === 'number') return String(v);
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    return String(v);
+  }
+  // A sortable table of `rows` (objects) with `cols` [[key, title], ...].
+  function table(cols, rows, id) {
+    var t = el('table', id ? { id: id } : null);
+    var head = el('tr');
+    var body = el('tbody');
+    var order = { key: null, dir: 1 };
+    function fill() {
+      while (body.firstChild) body.removeChild(body.firstChild);
+      rows.forEach(function (r) {
+        var tr = el('tr');
+        cols.forEach(function (c) {
+          var v = r[c[0]];
+          tr.appendChild(el('td', typeof v === 'number' ? { 'class': 'num' } : null, show(v)));
+        });
+        body.appendChild(tr);
+      });
+    }
+    cols.forEach(function (c) {
+      var th = el('th', { 'class': 'sortable', 'data-key': c[0] }, c[1]);
+      th.addEventListener('click', function () {
+        order.dir = order.key === c[0] ? -order.dir : (typeof (rows[0] || {})[c[0]] === 'number' ? -1 : 1);
+        order.key = c[0];
+        rows = rows.slice().sort(function (a, b) {
+          var x = a[c[0]], y = b[c[0]];
+          if (x === y) return 0;
+          if (x === null || x === undefined) return 1;
+          if (y === null || y === undefined) return -1;
+          return (x < y ? -1 : 1) * order.dir;
+        });
+        fill();
+      });
+      head.appendChild(th);
+    });
+    var thead = el('thead');
+    thead.appendChild(head);
+    t.appendChild(thead);
+    t.appendChild(body);
+    fill();
+    var wrap = el('div', { 'class': 'table-wrap' });
+    wrap.appendChild(t);
+    return wrap;
+  }
+  var CAT_COLORS = ['#9c755f', '#b07aa1', '#f28e2b', '#76b7b2', '#59a14f', '#edc948', '#e15759',
+    '#4e79a7', '#c9c3bf'];
+  function stacked(cats, steps) {
+    var W = Math.max(320, 26 * steps.length + 60), H = 220, left = 50, top = 10, plotH = 180;
+    var max = 0;
+    steps.forEach(function (s) { max = Math.max(max, s.step_time_ms); });
+    var box = el('div', { 'class': 'chart' });
+    var legend = el('div', { 'class': 'legend' });
+    cats.forEach(function (c, k) {
+      var item = el('span');
+      item.appendChild(el('span', { 'class': 'sw', style: 'background:' + CAT_COLORS[k % 9] }));
+      item.appendChild(document.createTextNode(c));
+      legend.appendChild(item);
+    });
+    box.appendChild(legend);
+    var g = svg('svg', { width: W, height: H });
+    steps.forEach(function (s, i) {
+      var y = top + plotH;
+      cats.forEach(function (c, k) {
+        var v = s.ms[c] || 0;
+        if (!(v > 0) || !(max > 0)) return;
+        var h = plotH * v / max;
+        y -= h;
+        var r = svg('rect', { x: left + 26 * i, y: y, width: 20, height: h, fill: CAT_COLORS[k % 9],
+          'class': 'tool-seg' });
+        var title = svg('title');
+        title.textContent = 'step ' + s.step + '\n' + c + ': ' + v.toFixed(3) + ' ms';
+        r.appendChild(title);
+        g.appendChild(r);
+      });
+    });
+    box.appendChild(g);
+    return box;
+  }
+  function sparkline(points) {
+    var W = 640, H = 160, box = el('div', { 'class': 'chart' });
+    var g = svg('svg', { width: W, height: H });
+    if (points.length > 0) {
+      var t0 = points[0][0], t1 = points[points.length - 1][0], max = 0;
+      points.forEach(function (p) { max = Math.max(max, p[1]); });
+      var d = points.map(function (p) {
+        var x = 10 + (W - 20) * (t1 > t0 ? (p[0] - t0) / (t1 - t0) : 0.5);
+        var y = H - 10 - (H - 20) * (max > 0 ? p[1] / max : 0);
+        return x.toFixed(1) + ',' + y.toFixed(1);
+      }).join(' ');
+      g.appendChild(svg('polyline', { points: d, fill: 'none', stroke: '#4e79a7', 'class': 'memory-line' }));
+    }
+    box.appendChild(g);
+    return box;
+  }
+  var draw = {
+    overview: function (d, sec) {
+      sec.appendChild(el('h2', null, 'Overview'));
+      var recs = el('div', { id: 'tool-recommendations' });
+      if (d.recommendations.length === 0) recs.appendChild(el('p', null, 'No category stands out.'));
+      d.recommendations.forEach(function (r) {
+        var p = el('div', { 'class': 'rec' });
+        p.appendChild(el('div', null, r.advice));
+        p.appendChild(el('div', { 'class': 'why' }, 'because ' + r.reason));
+        recs.appendChild(p);
+      });
+      sec.appendChild(recs);
+      var rows = d.categories.map(function (c) {
+        var v = d.pod.average_ms[c];
+        return { category: c, ms: v, pct: d.pod.average_step_ms > 0 ? +(100 * v / d.pod.average_step_ms).toFixed(1) : 0 };
+      });
+      sec.appendChild(el('p', null, 'Average step ' + d.pod.average_step_ms.toFixed(3) + ' ms over ' +
+        d.pod.steps + ' steps; device compute in 16-bit: ' + d.pod.compute_16bit_pct + ' %'));
+      sec.appendChild(table([['category', 'category'], ['ms', 'avg ms'], ['pct', '%']], rows, 'tool-overview-categories'));
+      d.per_host.forEach(function (h) {
+        sec.appendChild(el('h2', null, h.host));
+        var env = h.environment;
+        sec.appendChild(el('p', { 'class': 'note' }, [env.framework, env.devices.length + ' device(s)',
+          env.devices.length ? env.devices[0].name : '', env.cuda_version ? 'CUDA ' + env.cuda_version : '',
+          env.driver_version ? 'driver ' + env.driver_version : ''].filter(Boolean).join(', ')));
+        sec.appendChild(stacked(d.categories, h.steps));
+        sec.appendChild(table([['name', 'top kernel'], ['self_ms', 'ms'], ['pct', '%']], h.top_kernels));
+        sec.appendChild(table([['name', 'top op'], ['self_ms', 'self ms'], ['pct', '%']], h.top_ops));
+      });
+    },
+    kernel_stats: function (d, sec) {
+      sec.appendChild(el('h2', null, 'GPU kernel stats'));
+      sec.appendChild(table([['kernel', 'kernel'], ['op', 'op'], ['occurrences', 'count'],
+        ['total_us', 'total us'], ['avg_us', 'avg us'], ['min_us', 'min us'], ['max_us', 'max us'],
+        ['registers_per_thread', 'regs'], ['shared_memory_bytes', 'shared B'], ['grid', 'grid'],
+        ['block', 'block'], ['occupancy_pct', 'occupancy %'], ['tensor_core_eligible', 'TC eligible'],
+        ['tensor_core_used', 'TC used']], d.kernels, 'tool-kernels'));
+    },
+    op_stats: function (d, sec) {
+      var cols = [['name', 'name'], ['type', 'type'], ['occurrences', 'count'],
+        ['device_self_us', 'device self us'], ['device_total_us', 'device total us'],
+        ['host_self_us', 'host self us'], ['host_total_us', 'host total us']];
+      sec.appendChild(el('h2', null, 'Ops'));
+      sec.appendChild(table(cols, d.by_op, 'tool-ops'));
+      sec.appendChild(el('h2', null, 'Op types'));
+      sec.appendChild(table(cols, d.by_type, 'tool-op-types'));
+    },
+    input_pipeline: function (d, sec) {
+      d.per_host.forEach(function (h) {
+        sec.appendChild(el('h2', null, h.host + ': input ' + h.input_pct + ' % of step time'));
+        if (h.bottleneck) sec.appendChild(el('p', { 'class': 'bottleneck' }, 'Bottleneck: ' + h.bottleneck));
+        sec.appendChild(table([['step', 'step'], ['step_time_ms', 'step ms'],
+          ['device_input_ms', 'device waits for input ms'], ['host_input_ms', 'host input ms']], h.steps));
+        sec.appendChild(table([['name', 'stage'], ['self_ms', 'self ms'], ['total_ms', 'total ms'],
+          ['count', 'count'], ['max_ms', 'max ms'], ['consumer', 'training loop'],
+          ['critical_path', 'critical path']], h.stages));
+      });
+    },
+    memory: function (d, sec) {
+      if (d.devices.length === 0) sec.appendChild(el('p', null, 'No memory allocation events.'));
+      d.devices.forEach(function (m) {
+        sec.appendChild(el('h2', null, m.host + (m.device < 0 ? ' host memory' : ' device ' + m.device) +
+          ': peak ' + (m.peak_bytes / 1048576).toFixed(2) + ' MiB at +' + m.peak_time_ms.toFixed(3) + ' ms'));
+        sec.appendChild(sparkline(m.timeline));
+        sec.appendChild(table([['bytes', 'bytes'], ['op', 'op'], ['since_ns', 'since ns'],
+          ['address', 'address']], m.largest_live_at_peak));
+      });
+    }
+  };
+  var header = document.querySelector('header');
+  var tabs = el('nav', { id: 'tabs' });
+  header.parentNode.insertBefore(tabs, header.nextSibling);
+  var breakdownNodes = Array.prototype.slice.call(document.querySelectorAll('body > section'));
+  var panes = [{ name: 'breakdown', nodes: breakdownNodes }];
+  var footer = document.getElementById('footer');
+  nodes.forEach(function (n) {
+    var d = JSON.parse(n.textContent);
+    var sec = el('section', { id: 'tool-' + d.tool, 'class': 'tool-tab' });
+    sec.hidden = true;
+    if (draw[d.tool]) draw[d.tool](d, sec);
+    footer.parentNode.insertBefore(sec, footer);
+    panes.push({ name: d.tool, nodes: [sec] });
+  });
+  function select(name) {
+    panes.forEach(function (p) {
+      p.nodes.forEach(function (n) { n.hidden = p.name !== name; });
+      p.button.className = p.name === name ? 'active' : '';
+    });
+  }
+  panes.forEach(function (p) {
+    p.button = el('button', { type: 'button', 'data-tab': p.name }, p.name === 'breakdown' ? 'step breakdown' : p.name);
+    p.button.addEventListener('click', function () { select(p.name); });
+    tabs.appendChild(p.button);
+  });
+  var want = /(?:^#|&)tab=([a-z_]+)/.exec(location.hash);
+  // The breakdown draws first (it measures its charts); a #tab= deep link switches after it.
+  select('breakdown');
+  if (want) setTimeout(function () { select(want[1]); }, 0);
+})();
+</script>
+)html";
+
+}  // namespace
+
+std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context) {
+  return HtmlReport(breakdown, context, {});
+}
+
+std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context,
+                       absl::Span<const std::string> tool_jsons) {
+  const std::string json = BreakdownJson(breakdown, context);
+  std::string out;
+  out.reserve(json.size() + sizeof(kHead) + sizeof(kStyleAndCatcher) + sizeof(kScript) + 256);
+  out.append(kHead);
+  out.append("<title>");
+  AppendHtmlEscaped(&out, context.session.empty()
+                              ? std::string("profctl pod step breakdown")
+                              : absl::StrCat("profctl pod step breakdown: ", context.session));
+  out.append("</title>\n<meta name=\"generator\" content=\"profctl ");
+  AppendHtmlEscaped(&out, kVersion);
+  out.append("\">\n");
+  out.append(kStyleAndCatcher);
+  out.append("<script type=\"application/json\" id=\"breakdown-data\">\n");
+  AppendJsonForScript(&out, json);
+  out.append("</script>\n");
+  for (const std::string& tool_json : tool_jsons) {
+    out.append("<script type=\"application/json\" class=\"tool-data\">\n");
+    AppendJsonForScript(&out, tool_json);
+    out.append("</script>\n");
+  }
+  if (!tool_jsons.empty()) out.append(kToolsScript);
+  out.append(kScript);
+  return out;
+}
+
+}  // namespace profctl::report

@@ -1,0 +1,436 @@
+#include "report/html_report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "report/breakdown_writers.h"
+#include "report/tool_writers.h"
+#include "tests/temp_dir.h"
+
+namespace profctl::report {
+namespace {
+
+using analysis::Category;
+using analysis::kNumCategories;
+using analysis::PodBreakdown;
+using analysis::PodHostStep;
+using analysis::PodStep;
+using google::protobuf::Struct;
+
+constexpr int64_t kUs = 1'000;
+constexpr int64_t kMs = 1'000'000;
+
+// A 4-host, 6-step pod with `names`; host 1 straggles on compute, host 2 waits for input. The
+// host and pod summaries only need to be plausible for the page.
+PodBreakdown MakePod(const std::vector<std::string>& names, int num_steps) {
+  PodBreakdown b;
+  const int n = static_cast<int>(names.size());
+  for (int s = 0; s < num_steps; ++s) {
+    PodStep ps;
+    ps.step = 100 + s;
+    for (int h = 0; h < n; ++h) {
+      PodHostStep hs;
+      hs.host = names[h];
+      hs.step_time_ns = 120 * kMs + s * 250 * kUs + h * 11 * kUs + (h == 1 ? 2 * kMs + 345 : 0);
+      auto& c = hs.categories;
+      c[Category::kCompute] = (h == 1 ? 70 : 45) * kMs;
+      c[Category::kOutput] = 2 * kMs;
+      c[Category::kDeviceToDevice] = h == 3 ? 1 * kMs : 0;  // one host has no d2d segment
+      c[Category::kInput] = h == 2 ? 25 * kMs : 1 * kMs;
+      c[Category::kHost] = 3 * kMs;
+      c[Category::kIdle] = 500 * kUs;
+      int64_t rest = hs.step_time_ns;
+      for (int k = 0; k < kNumCategories; ++k) rest -= c.ns[k];
+      c[Category::kCollectives] = rest;
+      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, hs.step_time_ns);
+      ps.hosts.push_back(std::move(hs));
+    }
+    ps.spread_ns = ps.pod_step_time_ns - ps.hosts[0].step_time_ns;
+    ps.straggler = names[1];
+    ps.cause = Category::kCompute;
+    ps.cause_excess_ns = 25 * kMs;
+    ps.bottleneck = Category::kCompute;
+    ps.why =
+        absl::StrCat(names[1], " is the straggler: compute 70.0 ms vs 45.0 ms median (+25.0 ms)");
+    b.steps.push_back(std::move(ps));
+  }
+  for (int h = 0; h < n; ++h) {
+    analysis::HostReport r;
+    r.host = names[h];
+    r.steps = num_steps;
+    r.step_time.mean_ns = static_cast<double>(b.steps[num_steps / 2].hosts[h].step_time_ns);
+    r.step_time.p50_ns = b.steps[num_steps / 2].hosts[h].step_time_ns;
+    r.step_time.p90_ns = b.steps[num_steps - 1].hosts[h].step_time_ns;
+    for (int k = 0; k < kNumCategories; ++k) {
+      const int64_t v = b.steps[0].hosts[h].categories.ns[k];
+      r.categories[k] = {static_cast<double>(v), v, v};
+    }
+    r.straggler_steps = h == 1 ? num_steps : 0;
+    b.hosts.push_back(std::move(r));
+  }
+  b.pod_step_time = {static_cast<double>(b.steps[0].pod_step_time_ns), b.steps[0].pod_step_time_ns,
+                     b.steps[0].pod_step_time_ns};
+  b.consistently_slow = {names[1]};
+  b.warnings = {"2 partial steps dropped"};
+  return b;
+}
+
+BreakdownContext Context(const std::vector<std::string>& names) {
+  BreakdownContext ctx;
+  ctx.session = "demo_2026_11_22";
+  for (const std::string& n : names) ctx.host_files[n] = {absl::StrCat(n, ".xplane.pb")};
+  ctx.host_files[names[0]].push_back("javascript:alert(1)");
+  ctx.session_files = {"pod.trace.json.gz", "session.json"};
+  return ctx;
+}
+
+const std::vector<std::string>& Workers() {
+  static const auto* const kNames =
+      new std::vector<std::string>{"worker-0", "worker-1", "worker-2", "worker-3"};
+  return *kNames;
+}
+
+// Hosts named to break out of every context the page has: the JSON script element, markup,
+// attributes, and the script itself.
+const std::vector<std::string>& HostileNames() {
+  static const auto* const kNames = new std::vector<std::string>{
+      "worker-0",
+      "</script><script>document.body.setAttribute('data-pwned','1')</script>",
+      "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">",
+      "w3'\"&amp;<!--",
+  };
+  return *kNames;
+}
+
+// Checks on a DOM of ~40 KB that print what was looked for, not the whole DOM.
+#define EXPECT_TEXT(dom, needle) \
+  EXPECT_TRUE(absl::StrContains(dom, needle)) << "missing: " << (needle)
+#define EXPECT_NO_TEXT(dom, needle) \
+  EXPECT_FALSE(absl::StrContains(dom, needle)) << "unexpected: " << (needle)
+
+int Count(absl::string_view haystack, absl::string_view needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != absl::string_view::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The text of <script type="application/json" id="breakdown-data">.
+std::string EmbeddedJson(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"breakdown-data\">\n";
+  const size_t begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos);
+  if (begin == std::string::npos) return "";
+  const size_t end = html.find("</script>", begin);
+  return html.substr(begin + open.size(), end - begin - open.size());
+}
+
+TEST(HtmlReportTest, EmbedsExactlyTheJson) {
+  const PodBreakdown b = MakePod(Workers(), 6);
+  const BreakdownContext ctx = Context(Workers());
+  const std::string html = HtmlReport(b, ctx);
+  const std::string json = BreakdownJson(b, ctx);
+  // Byte for byte (no host name here has '<', '>' or '&').
+  EXPECT_EQ(EmbeddedJson(html), json);
+  EXPECT_TEXT(html, "<title>profctl pod step breakdown: demo_2026_11_22</title>");
+}
+
+TEST(HtmlReportTest, HostileTextCannotLeaveItsContext) {
+  const PodBreakdown b = MakePod(HostileNames(), 3);
+  BreakdownContext ctx = Context(HostileNames());
+  ctx.session = "<b>s</b>";
+  const std::string html = HtmlReport(b, ctx);
+  // Only the page's own three script elements; no markup from the trace.
+  EXPECT_EQ(Count(absl::AsciiStrToLower(html), "<script"), 3);
+  EXPECT_EQ(Count(html, "</script>"), 3);
+  EXPECT_NO_TEXT(html, "<img");
+  EXPECT_NO_TEXT(html, "<!--");
+  EXPECT_NO_TEXT(html, "<b>s</b>");
+  EXPECT_TEXT(html, "<title>profctl pod step breakdown: &lt;b&gt;s&lt;/b&gt;</title>");
+  // The embedded JSON still parses to exactly what the file holds.
+  Struct embedded;
+  Struct file;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(EmbeddedJson(html), &embedded).ok());
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(BreakdownJson(b, ctx), &file).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(embedded, file));
+  EXPECT_EQ(absl::StrReplaceAll(EmbeddedJson(html),
+                                {{"\\u003c", "<"}, {"\\u003e", ">"}, {"\\u0026", "&"}}),
+            BreakdownJson(b, ctx));
+}
+
+TEST(HtmlReportTest, SelfContained) {
+  const std::string html = HtmlReport(MakePod(Workers(), 2), Context(Workers()));
+  // The only URL is the SVG namespace; nothing is fetched and the policy forbids fetching.
+  EXPECT_EQ(Count(html, "http://") + Count(html, "https://"), 1);
+  EXPECT_TEXT(html, "'http://www.w3.org/2000/svg'");
+  EXPECT_TEXT(html, "content=\"default-src 'none'");
+  EXPECT_NO_TEXT(html, " src=");
+  EXPECT_NO_TEXT(html, "@import");
+  EXPECT_NO_TEXT(html, "url(");
+}
+
+// --- In a real browser -----------------------------------------------------------------------
+
+// Chromium: $PROFCTL_CHROMIUM when set (empty when that is not executable), else Debian's or
+// Google's binary; empty when none is installed.
+std::string FindChromium() {
+  if (const char* env = std::getenv("PROFCTL_CHROMIUM"); env != nullptr && *env != '\0') {
+    return access(env, X_OK) == 0 ? env : "";
+  }
+  for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser",
+                           "/usr/bin/google-chrome", "/usr/bin/google-chrome-stable"}) {
+    if (access(path, X_OK) == 0) return path;
+  }
+  return "";
+}
+
+#define SKIP_WITHOUT_CHROMIUM()                                                               \
+  if (FindChromium().empty()) {                                                               \
+    GTEST_SKIP() << "headless Chromium not found (/usr/bin/chromium; set PROFCTL_CHROMIUM): " \
+                    "install it with scripts/bootstrap.sh --test";                            \
+  }
+
+struct BrowserRun {
+  int exit_code = -1;
+  std::string dom;  // --dump-dom: the DOM after the scripts ran
+  std::string log;  // stderr: console messages are "...:CONSOLE(line)] "message", source: ..."
+};
+
+// Loads `html_path` in headless Chromium with a 60 s bound (timeout kills its process group)
+// and returns the DOM after 5 s of virtual time; its profile lives in `scratch`. `fragment`
+// (e.g. "#step=3") is appended to the file URL; paths and fragment must not contain quotes.
+BrowserRun RunChromium(const std::string& chromium, const std::string& scratch,
+                       const std::string& html_path, const std::string& fragment = "") {
+  const std::string dom_path = scratch + "/dom.html";
+  const std::string log_path = scratch + "/chromium.log";
+  const std::string cmd = absl::StrCat(
+      "timeout --kill-after=5 60 '", chromium,
+      "' --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--disable-background-networking --no-first-run --user-data-dir='",
+      scratch,
+      "/profile' --enable-logging=stderr --v=0 --virtual-time-budget=5000 --dump-dom 'file://",
+      html_path, fragment, "' >'", dom_path, "' 2>'", log_path, "' </dev/null");
+  BrowserRun run;
+  const int status = std::system(cmd.c_str());
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.dom = ReadFile(dom_path).value_or("");
+  run.log = ReadFile(log_path).value_or("");
+  return run;
+}
+
+// Console lines and uncaught errors from the page (Chromium's own noise, e.g. D-Bus, is not).
+std::vector<std::string> ConsoleLines(const std::string& log) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, ":CONSOLE") || absl::StrContains(line, "Uncaught")) {
+      out.emplace_back(line);
+    }
+  }
+  return out;
+}
+
+// Renders `b` in Chromium (at report.html`fragment`) and checks the page drew without any error;
+// returns the DOM.
+std::string RenderOrFail(const PodBreakdown& b, const BreakdownContext& ctx,
+                         const std::string& fragment = "") {
+  const std::string chromium = FindChromium();
+  profctl::testing::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  EXPECT_TRUE(WriteFileAtomically(html_path, HtmlReport(b, ctx)).ok());
+  const BrowserRun run = RunChromium(chromium, dir.path(), html_path, fragment);
+  EXPECT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
+  EXPECT_TEXT(run.dom, "data-rendered=\"ok\"") << run.dom.substr(0, 4000);
+  // #errors stays empty and hidden.
+  EXPECT_TRUE(std::regex_search(run.dom, std::regex("<div id=\"errors\" hidden=\"\"></div>")))
+      << run.dom.substr(0, 4000);
+  return run.dom;
+}
+
+TEST(HtmlReportChromiumTest, RendersTheJsonNumbersWithoutErrors) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(Workers(), 6);
+  const std::string dom = RenderOrFail(b, Context(Workers()));
+
+  // The answer names the straggler and the input-bound host.
+  EXPECT_TEXT(dom,
+              "id=\"answer-straggler\">worker-1</span> is the straggler in 6 of 6 steps; typical "
+              "cause: <b>compute</b>, +25.000 ms");
+  EXPECT_TEXT(dom, "id=\"answer-input\">worker-2</span> is input-bound: input 25.000 ms");
+  // The bars show the last step, one segment per non-zero category of each host.
+  const PodStep& last = b.steps.back();
+  int segments = 0;
+  for (const PodHostStep& h : last.hosts) {
+    for (int k = 0; k < kNumCategories; ++k) segments += h.categories.ns[k] > 0;
+  }
+  EXPECT_EQ(segments, 4 * 6 + 1);
+  EXPECT_EQ(Count(dom, "class=\"seg\""), segments);
+  EXPECT_EQ(Count(dom, "class=\"straggler-mark\""), 1);
+  // The numbers are the JSON's, as the JSON writes them.
+  EXPECT_TEXT(dom,
+              absl::StrCat("id=\"caption-pod-time\">", FormatMs(last.pod_step_time_ns), " ms</b>"));
+  EXPECT_TEXT(dom, absl::StrCat("<title>worker-1, step 105\ncompute: 70.000 ms of ",
+                                FormatMs(last.hosts[1].step_time_ns), " ms</title>"));
+  // The straggler table: one row per step, with its numbers and why.
+  EXPECT_EQ(Count(dom, "data-index=\""), 6);
+  EXPECT_TEXT(dom, absl::StrCat("<td class=\"num\">102</td><td class=\"num\">",
+                                FormatMs(b.steps[2].pod_step_time_ns), "</td><td class=\"num\">",
+                                FormatMs(b.steps[2].spread_ns),
+                                "</td><td class=\"straggler\">worker-1</td>"));
+  // Step time over steps: a line per host, the straggler circled in every step.
+  EXPECT_EQ(Count(dom, "class=\"host-line\""), 4);
+  EXPECT_EQ(Count(dom, "class=\"straggler-point\""), 6);
+  // Per-host files are relative links; a URL is not linked.
+  EXPECT_TEXT(dom, "<a href=\"worker-3.xplane.pb\">worker-3.xplane.pb</a>");
+  EXPECT_NO_TEXT(dom, "href=\"javascript");
+  EXPECT_TEXT(dom, "<a href=\"pod.trace.json.gz\">");
+  EXPECT_TEXT(dom, "<li>2 partial steps dropped</li>");
+}
+
+TEST(HtmlReportChromiumTest, DeepLinkPicksStepAndCategory) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(Workers(), 6);
+  const std::string dom = RenderOrFail(b, Context(Workers()), "#step=102&metric=input");
+  EXPECT_TEXT(dom, "<span id=\"step-label\">step 102 (3 of 6)</span>");
+  EXPECT_TEXT(dom, absl::StrCat("id=\"caption-pod-time\">", FormatMs(b.steps[2].pod_step_time_ns),
+                                " ms</b>"));
+  EXPECT_TEXT(dom, "<tr data-index=\"2\" class=\"selected\">");
+  EXPECT_TEXT(dom, ">input (ms)</text>");
+  EXPECT_TEXT(dom, "<title>worker-2, step 104: input 25.000 ms</title>");
+  EXPECT_EQ(Count(dom, "class=\"straggler-point\""), 6);
+}
+
+TEST(HtmlReportChromiumTest, HostileHostNamesRenderAsText) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(HostileNames(), 3);
+  const std::string dom = RenderOrFail(b, Context(HostileNames()));
+  // The names are text (they contain "data-pwned'"), never an attribute.
+  EXPECT_TEXT(dom, "<body data-rendered=\"ok\">");
+  EXPECT_NO_TEXT(dom, "data-pwned=");
+  EXPECT_NO_TEXT(dom, "<img");
+  EXPECT_TEXT(dom, "&lt;/script&gt;&lt;script&gt;document.body.setAttribute(");
+  EXPECT_TEXT(dom, "&lt;img src=x onerror=\"document.body");
+  EXPECT_EQ(Count(dom, "class=\"seg\""), 3 * 6 + 1 + 6);
+}
+
+TEST(HtmlReportChromiumTest, ReportsScriptErrorsInThePage) {
+  // The error catcher itself works: a page whose data does not parse shows the error.
+  SKIP_WITHOUT_CHROMIUM();
+  std::string html = HtmlReport(MakePod(Workers(), 2), Context(Workers()));
+  const size_t at = html.find("\"schema_version\"");
+  ASSERT_NE(at, std::string::npos);
+  html.insert(at, "oops");
+  profctl::testing::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  ASSERT_TRUE(WriteFileAtomically(html_path, html).ok());
+  const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path);
+  EXPECT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_NO_TEXT(run.dom, "data-rendered=\"ok\"");
+  EXPECT_TEXT(run.dom, "<div id=\"errors\"><div>error: Uncaught SyntaxError");
+  EXPECT_THAT(ConsoleLines(run.log), Not(::testing::IsEmpty())) << run.log;
+}
+
+// Tools' tabs (docs/tools.md): kernel stats with a hostile kernel name and an overview, drawn from
+// their embedded JSON next to the breakdown, without errors; #tab= opens one.
+analysis::PodTools KernelTabTools() {
+  analysis::PodTools p;
+  p.tool = analysis::Tool::kKernelStats;
+  for (int i = 0; i < 3; ++i) {
+    analysis::KernelStat k;
+    k.kernel = i == 0 ? "<img src=x onerror=\"document.body.setAttribute('data-pwned',1)\">"
+                      : absl::StrCat("kernel_", i);
+    k.op = "aten::mm";
+    k.occurrences = i + 1;
+    k.total_ns = (i + 1) * 100 * kUs;
+    k.min_ns = k.max_ns = 100 * kUs;
+    p.kernels.push_back(k);
+  }
+  analysis::HostTools h;
+  h.host = "worker-0";
+  h.kernels = p.kernels;
+  p.hosts = {h};
+  return p;
+}
+
+analysis::PodTools OverviewTabTools() {
+  analysis::PodTools p;
+  p.tool = analysis::Tool::kOverview;
+  analysis::HostTools h;
+  h.host = "worker-0";
+  for (int i = 0; i < 4; ++i) {
+    analysis::OverviewStep s;
+    s.step = 100 + i;
+    s.step_time_ns = 10 * kMs;
+    s.times[analysis::OverviewCategory::kDeviceCompute] = 6 * kMs;
+    s.times[analysis::OverviewCategory::kInput] = 3 * kMs;
+    s.times[analysis::OverviewCategory::kOther] = kMs;
+    h.overview.steps.push_back(s);
+    for (size_t c = 0; c < s.times.ns.size(); ++c) h.overview.total.ns[c] += s.times.ns[c];
+    h.overview.step_ns += s.step_time_ns;
+  }
+  p.overview_total = h.overview.total;
+  p.overview_step_ns = h.overview.step_ns;
+  p.overview_steps = 4;
+  p.recommendations.push_back({"input", "prefetch", "input 30.0 % of step time"});
+  p.hosts = {h};
+  return p;
+}
+
+TEST(HtmlReportTest, WithoutToolsThePageIsUnchanged) {
+  const PodBreakdown b = MakePod(Workers(), 2);
+  EXPECT_EQ(HtmlReport(b, Context(Workers()), {}), HtmlReport(b, Context(Workers())));
+  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "tool-data");
+}
+
+TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(Workers(), 3);
+  const std::vector<std::string> tools = {ToolJson(KernelTabTools(), ToolContext{"run"}),
+                                          ToolJson(OverviewTabTools(), ToolContext{"run"})};
+  profctl::testing::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  ASSERT_TRUE(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)).ok());
+  const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path, "#tab=kernel_stats");
+  EXPECT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
+  EXPECT_TEXT(run.dom, "data-rendered=\"ok\"");
+  EXPECT_TRUE(std::regex_search(run.dom, std::regex("<div id=\"errors\" hidden=\"\"></div>")))
+      << run.dom.substr(0, 4000);
+  // Three tabs; the deep link opened kernel_stats, the breakdown still drew (its bars exist).
+  EXPECT_EQ(Count(run.dom, "data-tab=\""), 3);
+  EXPECT_TEXT(run.dom, "<button type=\"button\" data-tab=\"kernel_stats\" class=\"active\">");
+  EXPECT_TEXT(run.dom, "<section id=\"tool-kernel_stats\" class=\"tool-tab\">");
+  EXPECT_TEXT(run.dom, "<section id=\"tool-overview\" class=\"tool-tab\" hidden=\"\">");
+  EXPECT_GT(Count(run.dom, "class=\"seg\""), 0);
+  // One row per kernel, numbers as the JSON writes them; the hostile name is text.
+  EXPECT_EQ(Count(run.dom, "<td>aten::mm</td>"), 3);
+  EXPECT_TEXT(run.dom, "<td class=\"num\">300</td>");  // 300.000 us parses to 300
+  EXPECT_NO_TEXT(run.dom, "data-pwned=");
+  EXPECT_TEXT(run.dom, "<td>&lt;img src=x onerror=");
+  // The overview: its recommendation with the reason, a stacked bar segment per step and category.
+  EXPECT_TEXT(run.dom, "because input 30.0 % of step time");
+  EXPECT_EQ(Count(run.dom, "class=\"tool-seg\""), 4 * 3);
+}
+
+}  // namespace
+}  // namespace profctl::report

@@ -1,0 +1,153 @@
+// Text helpers of the report files (pod_step_breakdown.json/.csv, tool_<name>.json/.csv).
+// JsonOut: a small streaming JSON writer: commas and nesting handled; containers opened at depth
+// <= pretty_depth put each element on its own indented line, deeper ones are written inline.
+// Times are written exactly from integer nanoseconds (no floating point), rounded half away from
+// zero. AppendCsvField: one RFC 4180 field.
+#ifndef PROFCTL_REPORT_JSON_OUT_H_
+#define PROFCTL_REPORT_JSON_OUT_H_
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/json_util.h"
+
+namespace profctl::report {
+
+// RFC 4180: a field with a comma, quote, CR or LF is quoted, its quotes doubled.
+inline void AppendCsvField(std::string* out, absl::string_view s) {
+  if (s.find_first_of(",\"\r\n") == absl::string_view::npos) {
+    out->append(s.data(), s.size());
+    return;
+  }
+  out->push_back('"');
+  for (const char c : s) {
+    if (c == '"') out->push_back('"');
+    out->push_back(c);
+  }
+  out->push_back('"');
+}
+
+class JsonOut {
+ public:
+  explicit JsonOut(int pretty_depth) : pretty_depth_(pretty_depth) {}
+
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+  void Key(absl::string_view key) {
+    BeginElement();
+    AppendJsonString(&out_, key);
+    out_.append(Pretty() ? ": " : ":");
+    after_key_ = true;
+  }
+  void String(absl::string_view s) {
+    BeforeValue();
+    AppendJsonString(&out_, s);
+  }
+  void StringOrNull(absl::string_view s) {
+    if (s.empty()) {
+      Null();
+    } else {
+      String(s);
+    }
+  }
+  void Int(int64_t v) {
+    BeforeValue();
+    absl::StrAppend(&out_, v);
+  }
+  void Uint(uint64_t v) {
+    BeforeValue();
+    absl::StrAppend(&out_, v);
+  }
+  void Bool(bool v) {
+    BeforeValue();
+    out_.append(v ? "true" : "false");
+  }
+  void Null() {
+    BeforeValue();
+    out_.append("null");
+  }
+  // `decimals` places; NaN and infinities are written as null.
+  void Double(double v, int decimals = 3) {
+    BeforeValue();
+    if (!std::isfinite(v)) {
+      out_.append("null");
+      return;
+    }
+    absl::StrAppendFormat(&out_, "%.*f", decimals, v);
+  }
+  // Nanoseconds as milliseconds or microseconds with 3 decimals ("12.346", "-0.500", "0.000").
+  void Ms(int64_t ns) { Fixed(ns, 1'000'000); }
+  void Us(int64_t ns) { Fixed(ns, 1'000); }
+
+  // The text, with a final newline. The writer is empty afterwards.
+  std::string Take() {
+    out_.push_back('\n');
+    return std::move(out_);
+  }
+
+  // "12.346": `ns` in units of `unit` ns (a multiple of 1000) with 3 decimals.
+  static std::string FormatFixed(int64_t ns, int64_t unit) {
+    const uint64_t step = static_cast<uint64_t>(unit / 1000);
+    uint64_t mag = static_cast<uint64_t>(ns);
+    if (ns < 0) mag = ~mag + 1;  // |ns|, also for INT64_MIN
+    const uint64_t q = mag / step + (mag % step * 2 >= step ? 1 : 0);
+    if (q == 0) return "0.000";
+    return absl::StrFormat("%s%d.%03d", ns < 0 ? "-" : "", q / 1000, q % 1000);
+  }
+
+ private:
+  void Fixed(int64_t ns, int64_t unit) {
+    BeforeValue();
+    out_.append(FormatFixed(ns, unit));
+  }
+  // Depth of the container the next element goes into.
+  int Depth() const { return static_cast<int>(first_.size()); }
+  bool Pretty() const { return Depth() <= pretty_depth_; }
+
+  void Newline(int depth) {
+    out_.push_back('\n');
+    out_.append(2 * static_cast<size_t>(depth), ' ');
+  }
+  void BeginElement() {
+    if (first_.empty()) return;
+    if (!first_.back()) out_.push_back(',');
+    first_.back() = false;
+    if (Pretty()) Newline(Depth());
+  }
+  void BeforeValue() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    BeginElement();
+  }
+  void Open(char c) {
+    BeforeValue();
+    out_.push_back(c);
+    first_.push_back(true);
+  }
+  void Close(char c) {
+    const bool empty = first_.back();
+    const bool pretty = Pretty();
+    first_.pop_back();
+    if (!empty && pretty) Newline(Depth());
+    out_.push_back(c);
+  }
+
+  int pretty_depth_;
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element yet
+  bool after_key_ = false;
+};
+
+}  // namespace profctl::report
+
+#endif  // PROFCTL_REPORT_JSON_OUT_H_

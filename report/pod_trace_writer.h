@@ -1,0 +1,99 @@
+// The aligned pod timeline in Chrome trace-event JSON (opens in Perfetto and chrome://tracing),
+// written as one gzip stream host by host, so memory stays bounded however big the pod; hosts
+// can be rendered and compressed in parallel and joined in order.
+//
+// Content: {"displayTimeUnit":"ns","otherData":{"base_time_ns":B,"producer":"profctl"},
+// "traceEvents":[...]} with one process per (host, plane that has lines), named "<host> <plane>"
+// and sorted in the order added; one thread per line (tid = display_id, else id) named after the
+// line (display_name, else name); one complete ("X") event per XEvent (events with
+// num_occurrences are skipped) with its stats as args. Times are microseconds with three
+// decimals (exact ns): ts = (agent-clock start - offset_ns - base_ns) / 1000, so every host sits
+// on the coordinator's clock, relative to B. Agent-clock times come from xspace::ProfileStartNs
+// and xspace::EventStartNs: relative (XProf-style) and absolute-line files both align.
+#ifndef PROFCTL_REPORT_POD_TRACE_WRITER_H_
+#define PROFCTL_REPORT_POD_TRACE_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/gzip.h"
+#include "tensorflow/profiler/xplane.pb.h"
+
+namespace profctl::report {
+
+// One host's part of a pod trace, rendered and compressed on its own by PodTraceWriter::Render
+// (on any thread), to be added in host order with PodTraceWriter::AddRendered.
+struct RenderedHost {
+  DeflatedPiece piece;  // its events, comma-separated, with no comma before or after
+  int64_t events = 0;
+  int64_t planes_skipped = 0;  // planes with lines past the first kPidsPerHost - 1
+  int64_t host_index = 0;      // what it was rendered for
+  int64_t base_ns = 0;
+};
+
+// Lifecycle: Open, then for each host in order AddHost (renders it here) or AddRendered (rendered
+// elsewhere, e.g. several hosts at once on a pool), then Finish. The file appears at `path` only
+// when Finish succeeds (common/gzip.h GzipFileWriter: temporary file + rename); a writer
+// destroyed unfinished, or any error, leaves nothing there. Errors are sticky and name the path.
+// Memory: the gzip state plus one host's compressed events, independent of the number of
+// hosts. Movable; not thread-safe (Render is: it touches no writer).
+//
+// Process ids: host k (0-based, in the order added) owns pids k * kPidsPerHost + 1 and up, one
+// per plane with lines, so hosts rendered apart never collide and processes sort by host, then
+// plane. A host's planes past the first kPidsPerHost - 1 with lines are left out and counted.
+class PodTraceWriter {
+ public:
+  static constexpr int64_t kPidsPerHost = 1 << 16;
+
+  // `path`: the gzip file to create (conventionally <session>/pod.trace.json.gz); its folder must
+  // exist. `base_ns`: the coordinator-clock instant shown as time 0 (e.g. the capture's start).
+  // `level`: zlib's, for what AddHost renders.
+  static absl::StatusOr<PodTraceWriter> Open(const std::string& path, int64_t base_ns,
+                                             int level = kGzipFastLevel);
+
+  // Renders every plane with lines of `space` as processes named "<host> <plane name>", for the
+  // host at `host_index` of a writer whose base is `base_ns`. `offset_ns`: the host's clock
+  // offset used to align it, agent_clock - coordinator_clock (e.g.
+  // analysis::HostOffset::offset_ns). `space` should have passed xspace::Validate; times that
+  // would not fit int64 ns saturate. Thread-safe.
+  static absl::StatusOr<RenderedHost> Render(absl::string_view host,
+                                             const tensorflow::profiler::XSpace& space,
+                                             int64_t offset_ns, int64_t base_ns, int64_t host_index,
+                                             int level = kGzipFastLevel);
+
+  // Render for the next host, then AddRendered. FAILED_PRECONDITION after Finish.
+  absl::Status AddHost(absl::string_view host, const tensorflow::profiler::XSpace& space,
+                       int64_t offset_ns);
+  // Adds the next host: one rendered with host_index == hosts() and this writer's base
+  // (INVALID_ARGUMENT otherwise, and the writer fails).
+  absl::Status AddRendered(const RenderedHost& rendered);
+
+  // Closes the JSON document and the gzip stream and renames the file onto `path`.
+  absl::Status Finish();
+
+  int64_t base_ns() const { return base_ns_; }
+  int64_t hosts() const { return hosts_; }
+  int64_t events() const { return events_; }
+
+ private:
+  PodTraceWriter(GzipFileWriter out, int64_t base_ns, int level)
+      : out_(std::move(out)), base_ns_(base_ns), level_(level) {}
+  absl::Status Usable() const;
+
+  GzipFileWriter out_;
+  int64_t base_ns_;
+  int level_;
+  absl::Status error_;  // sticky
+  bool first_event_ = true;
+  bool finished_ = false;
+  int64_t hosts_ = 0;
+  int64_t events_ = 0;
+};
+
+}  // namespace profctl::report
+
+#endif  // PROFCTL_REPORT_POD_TRACE_WRITER_H_

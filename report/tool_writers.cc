@@ -1,0 +1,694 @@
+#include "report/tool_writers.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/json_util.h"
+#include "common/version.h"
+#include "report/json_out.h"
+
+namespace profctl::report {
+
+using analysis::DeviceMemory;
+using analysis::HostInputPipeline;
+using analysis::HostOverview;
+using analysis::HostTools;
+using analysis::KernelStat;
+using analysis::OpStat;
+using analysis::OverviewCategory;
+using analysis::OverviewTimes;
+using analysis::PodTools;
+using analysis::Tool;
+
+namespace {
+
+// --- JSON ---------------------------------------------------------------------------------------
+
+using Json = JsonOut;
+
+void Dims(Json& j, const std::array<int32_t, 3>& d) {
+  j.BeginArray();
+  for (const int32_t v : d) j.Int(v);
+  j.EndArray();
+}
+
+void KernelRows(Json& j, const std::vector<KernelStat>& rows) {
+  j.BeginArray();
+  for (const KernelStat& k : rows) {
+    j.BeginObject();
+    j.Key("kernel");
+    j.String(k.kernel);
+    j.Key("op");
+    j.String(k.op);
+    j.Key("registers_per_thread");
+    k.registers_per_thread < 0 ? j.Null() : j.Int(k.registers_per_thread);
+    j.Key("shared_memory_bytes");
+    k.shared_memory_bytes < 0 ? j.Null() : j.Int(k.shared_memory_bytes);
+    j.Key("grid");
+    Dims(j, k.grid);
+    j.Key("block");
+    Dims(j, k.block);
+    j.Key("occupancy_pct");
+    k.occupancy_pct < 0 ? j.Null() : j.Double(k.occupancy_pct, 2);
+    j.Key("configs");
+    j.Int(k.configs);
+    j.Key("tensor_core_eligible");
+    j.Bool(k.tensor_core_eligible);
+    j.Key("tensor_core_used");
+    j.Bool(k.tensor_core_used);
+    j.Key("occurrences");
+    j.Int(k.occurrences);
+    j.Key("total_us");
+    j.Us(k.total_ns);
+    j.Key("avg_us");
+    j.Us(k.avg_ns());
+    j.Key("min_us");
+    j.Us(k.min_ns);
+    j.Key("max_us");
+    j.Us(k.max_ns);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void OpRows(Json& j, const std::vector<OpStat>& rows) {
+  j.BeginArray();
+  for (const OpStat& s : rows) {
+    j.BeginObject();
+    j.Key("name");
+    j.String(s.name);
+    j.Key("type");
+    j.String(s.type);
+    j.Key("on_host");
+    j.Bool(s.host);
+    j.Key("occurrences");
+    j.Int(s.occurrences);
+    j.Key("host_total_us");
+    j.Us(s.host_total_ns);
+    j.Key("host_self_us");
+    j.Us(s.host_self_ns);
+    j.Key("device_total_us");
+    j.Us(s.device_total_ns);
+    j.Key("device_self_us");
+    j.Us(s.device_self_ns);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void Categories(Json& j, const OverviewTimes& t, int64_t steps) {
+  j.BeginObject();
+  for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+    j.Key(analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)));
+    j.Ms(steps == 0 ? 0 : t.ns[static_cast<size_t>(c)] / steps);
+  }
+  j.EndObject();
+}
+
+double Pct(int64_t part, int64_t whole) {
+  return whole <= 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+void Environment(Json& j, const analysis::RunEnvironment& env) {
+  j.BeginObject();
+  j.Key("framework");
+  j.String(env.framework);
+  j.Key("hostnames");
+  j.BeginArray();
+  for (const std::string& h : env.hostnames) j.String(h);
+  j.EndArray();
+  j.Key("devices");
+  j.BeginArray();
+  for (const analysis::DeviceInfo& d : env.devices) {
+    j.BeginObject();
+    j.Key("id");
+    j.Int(d.id);
+    j.Key("name");
+    j.String(d.name);
+    j.Key("compute_capability");
+    j.String(d.compute_major > 0 ? absl::StrCat(d.compute_major, ".", d.compute_minor) : "");
+    j.Key("memory_bytes");
+    j.Int(d.memory_bytes);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("driver_version");
+  j.String(env.driver_version);
+  j.Key("cuda_version");
+  j.String(env.cuda_version);
+  j.EndObject();
+}
+
+void TopList(Json& j, const std::vector<analysis::TopEntry>& top) {
+  j.BeginArray();
+  for (const analysis::TopEntry& e : top) {
+    j.BeginObject();
+    j.Key("name");
+    j.String(e.name);
+    j.Key("self_ms");
+    j.Ms(e.self_ns);
+    j.Key("pct");
+    j.Double(e.pct, 1);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void OverviewJson(Json& j, const PodTools& p) {
+  j.Key("categories");
+  j.BeginArray();
+  for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+    j.String(analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)));
+  }
+  j.EndArray();
+  j.Key("pod");
+  j.BeginObject();
+  j.Key("steps");
+  j.Int(p.overview_steps);
+  j.Key("average_step_ms");
+  j.Ms(p.overview_steps == 0 ? 0 : p.overview_step_ns / p.overview_steps);
+  j.Key("average_ms");
+  Categories(j, p.overview_total, p.overview_steps);
+  j.Key("compute_16bit_pct");
+  j.Double(
+      Pct(p.overview_total.compute_16bit_ns, p.overview_total[OverviewCategory::kDeviceCompute]),
+      1);
+  j.EndObject();
+  j.Key("recommendations");
+  j.BeginArray();
+  for (const analysis::Recommendation& r : p.recommendations) {
+    j.BeginObject();
+    j.Key("kind");
+    j.String(r.kind);
+    j.Key("advice");
+    j.String(r.advice);
+    j.Key("reason");
+    j.String(r.reason);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("per_host");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    const HostOverview& o = h.overview;
+    const auto steps = static_cast<int64_t>(o.steps.size());
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("average_step_ms");
+    j.Ms(steps == 0 ? 0 : o.step_ns / steps);
+    j.Key("average_ms");
+    Categories(j, o.total, steps);
+    j.Key("compute_16bit_pct");
+    j.Double(Pct(o.total.compute_16bit_ns, o.total[OverviewCategory::kDeviceCompute]), 1);
+    j.Key("kernels");
+    j.Int(o.kernels);
+    j.Key("tensor_core_eligible_ms");
+    j.Ms(o.tensor_core_eligible_ns);
+    j.Key("tensor_core_used_ms");
+    j.Ms(o.tensor_core_used_ns);
+    j.Key("top_kernels");
+    TopList(j, o.top_kernels);
+    j.Key("top_ops");
+    TopList(j, o.top_ops);
+    j.Key("environment");
+    Environment(j, o.environment);
+    j.Key("steps");
+    j.BeginArray();
+    for (const analysis::OverviewStep& s : o.steps) {
+      j.BeginObject();
+      j.Key("step");
+      j.Int(s.step);
+      j.Key("step_time_ms");
+      j.Ms(s.step_time_ns);
+      j.Key("ms");
+      Categories(j, s.times, 1);
+      j.Key("compute_16bit_ms");
+      j.Ms(s.times.compute_16bit_ns);
+      j.Key("compute_32bit_ms");
+      j.Ms(s.times.compute_32bit_ns);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.Key("warnings");
+    j.BeginArray();
+    for (const std::string& w : o.warnings) j.String(w);
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void InputJson(Json& j, const PodTools& p) {
+  j.Key("per_host");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    const HostInputPipeline& in = h.input;
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("input_pct");
+    j.Double(Pct(in.input_ns, in.step_ns), 1);
+    j.Key("bottleneck");
+    j.String(in.bottleneck);
+    j.Key("steps");
+    j.BeginArray();
+    for (const analysis::InputStep& s : in.steps) {
+      j.BeginObject();
+      j.Key("step");
+      j.Int(s.step);
+      j.Key("step_time_ms");
+      j.Ms(s.step_time_ns);
+      j.Key("device_input_ms");
+      j.Ms(s.device_input_ns);
+      j.Key("host_input_ms");
+      j.Ms(s.host_input_ns);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.Key("stages");
+    j.BeginArray();
+    for (const analysis::InputStage& s : in.stages) {
+      j.BeginObject();
+      j.Key("name");
+      j.String(s.name);
+      j.Key("count");
+      j.Int(s.count);
+      j.Key("total_ms");
+      j.Ms(s.total_ns);
+      j.Key("self_ms");
+      j.Ms(s.self_ns);
+      j.Key("max_ms");
+      j.Ms(s.max_ns);
+      j.Key("consumer");
+      j.Bool(s.consumer);
+      j.Key("critical_path");
+      j.Bool(s.critical_path);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void MemoryJson(Json& j, const PodTools& p) {
+  j.Key("devices");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    for (const DeviceMemory& m : h.memory) {
+      j.BeginObject();
+      j.Key("host");
+      j.String(m.host);
+      j.Key("device");
+      j.Int(m.device);
+      j.Key("allocations");
+      j.Int(m.allocations);
+      j.Key("frees");
+      j.Int(m.frees);
+      j.Key("peak_bytes");
+      j.Int(m.peak_bytes);
+      j.Key("peak_time_ns");
+      j.Int(m.peak_time_ns);
+      j.Key("peak_time_ms");  // after the host's window start
+      j.Ms(m.peak_time_ns - m.window_start_ns);
+      j.Key("baseline_bytes");
+      j.Int(m.baseline_bytes);
+      j.Key("live_at_peak");
+      j.Int(m.live_at_peak);
+      j.Key("fragmentation_at_peak");
+      m.fragmentation_at_peak < 0 ? j.Null() : j.Double(m.fragmentation_at_peak, 4);
+      j.Key("reserved_at_peak");
+      m.reserved_at_peak < 0 ? j.Null() : j.Int(m.reserved_at_peak);
+      j.Key("largest_live_at_peak");
+      j.BeginArray();
+      for (const analysis::LiveAllocation& a : m.largest_live_at_peak) {
+        j.BeginObject();
+        j.Key("address");
+        j.Uint(a.address);
+        j.Key("bytes");
+        j.Int(a.bytes);
+        j.Key("since_ns");
+        j.Int(a.since_ns);
+        j.Key("op");
+        j.String(a.op);
+        j.EndObject();
+      }
+      j.EndArray();
+      j.Key("timeline");
+      j.BeginArray();
+      for (const analysis::MemoryPoint& pt : m.timeline) {
+        j.BeginArray();
+        j.Int(pt.time_ns);
+        j.Int(pt.in_use_bytes);
+        j.EndArray();
+      }
+      j.EndArray();
+      j.EndObject();
+    }
+  }
+  j.EndArray();
+}
+
+// --- CSV ----------------------------------------------------------------------------------------
+
+void Field(std::string* out, absl::string_view s) { AppendCsvField(out, s); }
+void Row(std::string* out, const std::vector<std::string>& fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    Field(out, fields[i]);
+  }
+  out->push_back('\n');
+}
+std::string MsText(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6); }
+std::string UsText(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e3); }
+std::string DimsText(const std::array<int32_t, 3>& d) { return absl::StrJoin(d, "x"); }
+
+// --- Terminal -----------------------------------------------------------------------------------
+
+std::string Printable(absl::string_view s, int max_width) {
+  std::string p(s);
+  for (char& c : p) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  const size_t width = static_cast<size_t>(std::max(max_width, 8));
+  if (p.size() <= width) return p;
+  const size_t head = (width - 3) / 2;
+  const size_t tail = width - 3 - head;
+  return absl::StrCat(p.substr(0, head), "...", p.substr(p.size() - tail));
+}
+
+}  // namespace
+
+std::string ToolFileName(Tool tool, absl::string_view extension) {
+  return absl::StrCat("tool_", analysis::ToolName(tool), ".", extension);
+}
+
+std::string ToolJson(const PodTools& p, const ToolContext& context) {
+  Json j(/*pretty_depth=*/3);
+  j.BeginObject();
+  j.Key("schema_version");
+  j.Int(PodTools::kSchemaVersion);
+  j.Key("producer");
+  j.String(absl::StrCat("profctl ", kVersion));
+  j.Key("tool");
+  j.String(analysis::ToolName(p.tool));
+  j.Key("session");
+  j.String(context.session);
+  j.Key("hosts");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) j.String(h.host);
+  j.EndArray();
+  switch (p.tool) {
+    case Tool::kOverview:
+      OverviewJson(j, p);
+      break;
+    case Tool::kKernelStats:
+      j.Key("kernels");
+      KernelRows(j, p.kernels);
+      j.Key("per_host");
+      j.BeginArray();
+      for (const HostTools& h : p.hosts) {
+        j.BeginObject();
+        j.Key("host");
+        j.String(h.host);
+        j.Key("kernels");
+        KernelRows(j, h.kernels);
+        j.EndObject();
+      }
+      j.EndArray();
+      break;
+    case Tool::kOpStats:
+      j.Key("by_op");
+      OpRows(j, p.ops.by_op);
+      j.Key("by_type");
+      OpRows(j, p.ops.by_type);
+      j.Key("per_host");
+      j.BeginArray();
+      for (const HostTools& h : p.hosts) {
+        j.BeginObject();
+        j.Key("host");
+        j.String(h.host);
+        j.Key("by_op");
+        OpRows(j, h.ops.by_op);
+        j.EndObject();
+      }
+      j.EndArray();
+      break;
+    case Tool::kInputPipeline:
+      InputJson(j, p);
+      break;
+    case Tool::kMemory:
+      MemoryJson(j, p);
+      break;
+  }
+  j.Key("warnings");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    for (const std::string& w : h.warnings) j.String(absl::StrCat(h.host, ": ", w));
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.Take();
+}
+
+std::string ToolCsv(const PodTools& p) {
+  std::string out;
+  switch (p.tool) {
+    case Tool::kOverview: {
+      std::vector<std::string> header = {"host", "step", "step_time_ms"};
+      for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+        header.push_back(
+            absl::StrCat(analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)), "_ms"));
+      }
+      header.push_back("compute_16bit_ms");
+      header.push_back("compute_32bit_ms");
+      Row(&out, header);
+      for (const HostTools& h : p.hosts) {
+        for (const analysis::OverviewStep& s : h.overview.steps) {
+          std::vector<std::string> row = {h.host, absl::StrCat(s.step), MsText(s.step_time_ns)};
+          for (const int64_t v : s.times.ns) row.push_back(MsText(v));
+          row.push_back(MsText(s.times.compute_16bit_ns));
+          row.push_back(MsText(s.times.compute_32bit_ns));
+          Row(&out, row);
+        }
+      }
+      break;
+    }
+    case Tool::kKernelStats:
+      Row(&out, {"host", "kernel", "op", "registers_per_thread", "shared_memory_bytes", "grid",
+                 "block", "occupancy_pct", "tensor_core_eligible", "tensor_core_used",
+                 "occurrences", "total_us", "avg_us", "min_us", "max_us"});
+      for (const HostTools& h : p.hosts) {
+        for (const KernelStat& k : h.kernels) {
+          Row(&out, {h.host, k.kernel, k.op,
+                     k.registers_per_thread < 0 ? "" : absl::StrCat(k.registers_per_thread),
+                     k.shared_memory_bytes < 0 ? "" : absl::StrCat(k.shared_memory_bytes),
+                     DimsText(k.grid), DimsText(k.block),
+                     k.occupancy_pct < 0 ? "" : absl::StrFormat("%.2f", k.occupancy_pct),
+                     k.tensor_core_eligible ? "true" : "false",
+                     k.tensor_core_used ? "true" : "false", absl::StrCat(k.occurrences),
+                     UsText(k.total_ns), UsText(k.avg_ns()), UsText(k.min_ns), UsText(k.max_ns)});
+        }
+      }
+      break;
+    case Tool::kOpStats:
+      Row(&out, {"host", "name", "type", "on_host", "occurrences", "host_total_us", "host_self_us",
+                 "device_total_us", "device_self_us"});
+      for (const HostTools& h : p.hosts) {
+        for (const OpStat& s : h.ops.by_op) {
+          Row(&out, {h.host, s.name, s.type, s.host ? "true" : "false", absl::StrCat(s.occurrences),
+                     UsText(s.host_total_ns), UsText(s.host_self_ns), UsText(s.device_total_ns),
+                     UsText(s.device_self_ns)});
+        }
+      }
+      break;
+    case Tool::kInputPipeline:
+      Row(&out, {"host", "step", "step_time_ms", "device_input_ms", "host_input_ms", "input_pct"});
+      for (const HostTools& h : p.hosts) {
+        for (const analysis::InputStep& s : h.input.steps) {
+          Row(&out, {h.host, absl::StrCat(s.step), MsText(s.step_time_ns),
+                     MsText(s.device_input_ns), MsText(s.host_input_ns),
+                     absl::StrFormat("%.1f", Pct(s.device_input_ns, s.step_time_ns))});
+        }
+      }
+      break;
+    case Tool::kMemory:
+      Row(&out, {"host", "device", "time_ns", "in_use_bytes"});
+      for (const HostTools& h : p.hosts) {
+        for (const DeviceMemory& m : h.memory) {
+          for (const analysis::MemoryPoint& pt : m.timeline) {
+            Row(&out, {m.host, absl::StrCat(m.device), absl::StrCat(pt.time_ns),
+                       absl::StrCat(pt.in_use_bytes)});
+          }
+        }
+      }
+      break;
+  }
+  return out;
+}
+
+std::string FormatToolTable(const PodTools& p, const ToolContext& context,
+                            const ToolTableOptions& options) {
+  std::string out;
+  const int w = options.max_name_width;
+  const auto limit = static_cast<size_t>(std::max(options.max_rows, 1));
+  absl::StrAppend(&out, "profctl ", analysis::ToolName(p.tool), ": ", Printable(context.session, w),
+                  ", ", p.hosts.size(), " host(s)\n");
+  switch (p.tool) {
+    case Tool::kOverview: {
+      const int64_t n = p.overview_steps;
+      absl::StrAppendFormat(&out, "\naverage step time %s ms over %d step(s)\n",
+                            MsText(n == 0 ? 0 : p.overview_step_ns / n), n);
+      for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+        const int64_t v = p.overview_total.ns[static_cast<size_t>(c)];
+        absl::StrAppendFormat(&out, "  %-17s %10s ms  %5.1f%%\n",
+                              analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)),
+                              MsText(n == 0 ? 0 : v / n), Pct(v, p.overview_step_ns));
+      }
+      absl::StrAppendFormat(&out, "  device compute in 16-bit: %.1f%%\n",
+                            Pct(p.overview_total.compute_16bit_ns,
+                                p.overview_total[OverviewCategory::kDeviceCompute]));
+      for (const HostTools& h : p.hosts) {
+        const HostOverview& o = h.overview;
+        const auto steps = static_cast<int64_t>(o.steps.size());
+        absl::StrAppend(&out, "\nhost ", Printable(h.host, w), ": ", steps, " step(s), average ",
+                        MsText(steps == 0 ? 0 : o.step_ns / steps), " ms");
+        const analysis::RunEnvironment& env = o.environment;
+        if (!env.framework.empty()) absl::StrAppend(&out, ", ", env.framework);
+        if (!env.devices.empty()) {
+          absl::StrAppend(&out, ", ", env.devices.size(), " x ", Printable(env.devices[0].name, w));
+        }
+        if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
+        if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
+        out += "\n";
+        if (!o.top_kernels.empty()) out += "  top kernels by time:\n";
+        for (size_t i = 0; i < o.top_kernels.size() && i < limit; ++i) {
+          absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_kernels[i].self_ns),
+                                o.top_kernels[i].pct, Printable(o.top_kernels[i].name, w));
+        }
+        if (!o.top_ops.empty()) out += "  top ops by self time:\n";
+        for (size_t i = 0; i < o.top_ops.size() && i < limit; ++i) {
+          absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_ops[i].self_ns),
+                                o.top_ops[i].pct, Printable(o.top_ops[i].name, w));
+        }
+      }
+      out += "\nrecommendations:\n";
+      if (p.recommendations.empty()) out += "  none: no category stands out\n";
+      for (const analysis::Recommendation& r : p.recommendations) {
+        absl::StrAppend(&out, "  - ", r.advice, "\n    because ", Printable(r.reason, 400), "\n");
+      }
+      break;
+    }
+    case Tool::kKernelStats: {
+      absl::StrAppendFormat(&out, "\n%12s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n", "total_us",
+                            "count", "avg_us", "max_us", "regs", "shmem", "occ%", "TC", w, "kernel",
+                            "op");
+      for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
+        const KernelStat& k = p.kernels[i];
+        absl::StrAppendFormat(
+            &out, "%12s %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n", UsText(k.total_ns),
+            k.occurrences, UsText(k.avg_ns()), UsText(k.max_ns),
+            k.registers_per_thread < 0 ? "-" : absl::StrCat(k.registers_per_thread),
+            k.shared_memory_bytes < 0 ? "-" : absl::StrCat(k.shared_memory_bytes),
+            k.occupancy_pct < 0 ? "-" : absl::StrFormat("%.1f", k.occupancy_pct),
+            k.tensor_core_used       ? "yes"
+            : k.tensor_core_eligible ? "elg"
+                                     : "no",
+            w, Printable(k.kernel, w), Printable(k.op.empty() ? "-" : k.op, w));
+      }
+      if (p.kernels.size() > limit) {
+        absl::StrAppend(&out, "... ", p.kernels.size() - limit, " more (--json / --csv)\n");
+      }
+      out += "TC: yes = uses Tensor Cores, elg = eligible but does not, no = not eligible\n";
+      break;
+    }
+    case Tool::kOpStats: {
+      const auto table = [&](absl::string_view title, const std::vector<OpStat>& rows) {
+        absl::StrAppendFormat(&out, "\n%s\n%14s %14s %14s %14s %7s  %s\n", title, "dev_self_us",
+                              "dev_total_us", "host_self_us", "host_total_us", "count", "name");
+        for (size_t i = 0; i < rows.size() && i < limit; ++i) {
+          const OpStat& s = rows[i];
+          absl::StrAppendFormat(&out, "%14s %14s %14s %14s %7d  %s\n", UsText(s.device_self_ns),
+                                UsText(s.device_total_ns), UsText(s.host_self_ns),
+                                UsText(s.host_total_ns), s.occurrences, Printable(s.name, w));
+        }
+        if (rows.size() > limit) absl::StrAppend(&out, "... ", rows.size() - limit, " more\n");
+      };
+      table("by op:", p.ops.by_op);
+      table("by op type:", p.ops.by_type);
+      break;
+    }
+    case Tool::kInputPipeline:
+      for (const HostTools& h : p.hosts) {
+        const HostInputPipeline& in = h.input;
+        absl::StrAppendFormat(&out, "\nhost %s: devices wait for input %.1f%% of step time\n",
+                              Printable(h.host, w), Pct(in.input_ns, in.step_ns));
+        absl::StrAppendFormat(&out, "  %10s %14s %16s %14s\n", "step", "step_time_ms",
+                              "device_input_ms", "host_input_ms");
+        const size_t first = in.steps.size() > limit ? in.steps.size() - limit : 0;
+        for (size_t i = first; i < in.steps.size(); ++i) {
+          const analysis::InputStep& s = in.steps[i];
+          absl::StrAppendFormat(&out, "  %10d %14s %16s %14s\n", s.step, MsText(s.step_time_ns),
+                                MsText(s.device_input_ns), MsText(s.host_input_ns));
+        }
+        if (!in.stages.empty()) {
+          absl::StrAppendFormat(&out, "  host input stages:\n  %12s %12s %7s %8s  %s\n", "self_ms",
+                                "total_ms", "count", "where", "stage");
+        }
+        for (size_t i = 0; i < in.stages.size() && i < limit; ++i) {
+          const analysis::InputStage& s = in.stages[i];
+          absl::StrAppendFormat(&out, "  %12s %12s %7d %8s  %s%s\n", MsText(s.self_ns),
+                                MsText(s.total_ns), s.count, s.consumer ? "loop" : "backgrnd",
+                                Printable(s.name, w),
+                                s.name == in.bottleneck ? "  <- bottleneck" : "");
+        }
+        if (in.stages.empty()) out += "  no tf.data / DataLoader events in the trace\n";
+      }
+      break;
+    case Tool::kMemory:
+      for (const HostTools& h : p.hosts) {
+        if (h.memory.empty()) {
+          absl::StrAppend(&out, "\nhost ", Printable(h.host, w),
+                          ": no memory allocation events in the trace\n");
+        }
+        for (const DeviceMemory& m : h.memory) {
+          absl::StrAppend(
+              &out, "\nhost ", Printable(h.host, w), " ",
+              m.device < 0 ? std::string("host memory") : absl::StrCat("device ", m.device),
+              ": peak ", absl::StrFormat("%.2f", static_cast<double>(m.peak_bytes) / (1 << 20)),
+              " MiB at +", MsText(m.peak_time_ns - m.window_start_ns), " ms; ", m.allocations,
+              " allocations, ", m.frees, " frees; ", m.live_at_peak, " live at the peak");
+          if (m.baseline_bytes > 0) {
+            absl::StrAppendFormat(&out, "; %.2f MiB in use before the trace",
+                                  static_cast<double>(m.baseline_bytes) / (1 << 20));
+          }
+          if (m.fragmentation_at_peak >= 0) {
+            absl::StrAppendFormat(&out, "; fragmentation %.1f%%", 100 * m.fragmentation_at_peak);
+          }
+          out += "\n";
+          for (size_t i = 0; i < m.largest_live_at_peak.size() && i < limit; ++i) {
+            const analysis::LiveAllocation& a = m.largest_live_at_peak[i];
+            absl::StrAppendFormat(&out, "  %12.2f MiB  0x%x  %s\n",
+                                  static_cast<double>(a.bytes) / (1 << 20), a.address,
+                                  Printable(a.op.empty() ? "-" : a.op, w));
+          }
+        }
+      }
+      break;
+  }
+  for (const HostTools& h : p.hosts) {
+    for (const std::string& warning : h.warnings) {
+      absl::StrAppend(&out, "warning: ", Printable(h.host, w), ": ", Printable(warning, 400), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace profctl::report

@@ -1,0 +1,163 @@
+#include "report/tool_writers.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+
+namespace profctl::report {
+namespace {
+
+using analysis::HostTools;
+using analysis::PodTools;
+using analysis::Tool;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kUs = 1'000;
+constexpr int64_t kMs = 1'000'000;
+
+PodTools KernelTools() {
+  PodTools p;
+  p.tool = Tool::kKernelStats;
+  analysis::KernelStat k;
+  k.kernel = "sm80_xmma_gemm, \"quoted\"";
+  k.op = "aten::linear";
+  k.registers_per_thread = 128;
+  k.shared_memory_bytes = 4096;
+  k.grid = {64, 2, 1};
+  k.block = {256, 1, 1};
+  k.occupancy_pct = 25;
+  k.tensor_core_used = k.tensor_core_eligible = true;
+  k.occurrences = 3;
+  k.total_ns = 600 * kUs + 1;  // 600.001 us: rounds to 600.001 in JSON
+  k.min_ns = 100 * kUs;
+  k.max_ns = 300 * kUs;
+  HostTools h;
+  h.host = "worker-\x1b[31m0";
+  h.kernels = {k};
+  h.warnings = {"something dropped"};
+  p.kernels = {k};
+  p.hosts = {h};
+  return p;
+}
+
+rapidjson::Document Parse(const std::string& json) {
+  rapidjson::Document d;
+  d.Parse(json.c_str());
+  EXPECT_FALSE(d.HasParseError()) << json;
+  return d;
+}
+
+TEST(ToolWritersTest, KernelStatsJsonCsvAndTable) {
+  const PodTools p = KernelTools();
+  const rapidjson::Document d = Parse(ToolJson(p, ToolContext{"run1"}));
+  EXPECT_EQ(d["schema_version"].GetInt(), PodTools::kSchemaVersion);
+  EXPECT_STREQ(d["tool"].GetString(), "kernel_stats");
+  EXPECT_STREQ(d["session"].GetString(), "run1");
+  const auto& row = d["kernels"][0];
+  EXPECT_EQ(row["kernel"].GetString(), p.kernels[0].kernel);
+  EXPECT_EQ(row["registers_per_thread"].GetInt(), 128);
+  EXPECT_EQ(row["grid"][1].GetInt(), 2);
+  EXPECT_DOUBLE_EQ(row["total_us"].GetDouble(), 600.001);
+  EXPECT_DOUBLE_EQ(row["avg_us"].GetDouble(), 200.0);
+  EXPECT_TRUE(row["tensor_core_used"].GetBool());
+  EXPECT_EQ(d["per_host"][0]["kernels"].Size(), 1u);
+  EXPECT_EQ(d["warnings"].Size(), 1u);
+
+  const std::string csv = ToolCsv(p);
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "host,kernel,op,registers_per_thread,shared_memory_bytes,grid,block,occupancy_pct,"
+            "tensor_core_eligible,tensor_core_used,occurrences,total_us,avg_us,min_us,max_us");
+  EXPECT_THAT(lines[1], HasSubstr("\"sm80_xmma_gemm, \"\"quoted\"\"\",aten::linear,128,4096,"
+                                  "64x2x1,256x1x1,25.00,true,true,3,600.001,200.000,100.000,"
+                                  "300.000"));
+
+  const std::string table = FormatToolTable(p, ToolContext{"run1"});
+  EXPECT_THAT(table, HasSubstr("aten::linear"));
+  EXPECT_THAT(table, HasSubstr("600.001"));
+  EXPECT_THAT(table, Not(HasSubstr("\x1b")));  // control characters never reach the terminal
+}
+
+TEST(ToolWritersTest, OverviewJsonHasCategoriesRecommendationsAndSteps) {
+  PodTools p;
+  p.tool = Tool::kOverview;
+  HostTools h;
+  h.host = "w0";
+  analysis::OverviewStep s;
+  s.step = 4;
+  s.step_time_ns = 10 * kMs;
+  s.times[analysis::OverviewCategory::kInput] = 3 * kMs;
+  s.times[analysis::OverviewCategory::kDeviceCompute] = 7 * kMs;
+  s.times.compute_16bit_ns = 7 * kMs;
+  h.overview.steps = {s};
+  h.overview.total = s.times;
+  h.overview.step_ns = s.step_time_ns;
+  h.overview.environment.framework = "PyTorch";
+  h.overview.environment.devices.push_back(analysis::DeviceInfo{0, "NVIDIA H100", 9, 0, 80});
+  p.hosts = {h};
+  p.overview_total = s.times;
+  p.overview_step_ns = s.step_time_ns;
+  p.overview_steps = 1;
+  p.recommendations.push_back({"input", "prefetch", "input 30.0 % of step time"});
+  const rapidjson::Document d = Parse(ToolJson(p, ToolContext{"run"}));
+  EXPECT_EQ(d["categories"].Size(), static_cast<unsigned>(analysis::kNumOverviewCategories));
+  EXPECT_DOUBLE_EQ(d["pod"]["average_ms"]["input"].GetDouble(), 3.0);
+  EXPECT_DOUBLE_EQ(d["pod"]["compute_16bit_pct"].GetDouble(), 100.0);
+  EXPECT_STREQ(d["recommendations"][0]["reason"].GetString(), "input 30.0 % of step time");
+  const auto& host = d["per_host"][0];
+  EXPECT_STREQ(host["environment"]["devices"][0]["compute_capability"].GetString(), "9.0");
+  EXPECT_EQ(host["steps"][0]["step"].GetInt(), 4);
+  EXPECT_DOUBLE_EQ(host["steps"][0]["ms"]["device_compute"].GetDouble(), 7.0);
+
+  const std::vector<std::string> csv = absl::StrSplit(ToolCsv(p), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 2u);
+  EXPECT_EQ(csv[1],
+            "w0,4,10.000,0.000,3.000,0.000,0.000,0.000,0.000,0.000,7.000,0.000,7.000,0.000");
+  const std::string table = FormatToolTable(p, ToolContext{"run"});
+  EXPECT_THAT(table, HasSubstr("because input 30.0 % of step time"));
+  EXPECT_THAT(table, HasSubstr("PyTorch, 1 x NVIDIA H100"));
+}
+
+TEST(ToolWritersTest, MemoryAndInputPipeline) {
+  PodTools p;
+  p.tool = Tool::kMemory;
+  HostTools h;
+  h.host = "w0";
+  analysis::DeviceMemory m;
+  m.host = "w0";
+  m.device = 0;
+  m.peak_bytes = 300 << 20;
+  m.timeline = {{10, 100 << 20}, {20, 300 << 20}};
+  m.largest_live_at_peak.push_back({0xb, 200 << 20, 20, "conv2"});
+  h.memory = {m};
+  p.hosts = {h};
+  const rapidjson::Document d = Parse(ToolJson(p, ToolContext{}));
+  EXPECT_EQ(d["devices"][0]["timeline"][1][1].GetInt64(), int64_t{300} << 20);
+  EXPECT_TRUE(d["devices"][0]["fragmentation_at_peak"].IsNull());
+  EXPECT_EQ(ToolCsv(p), "host,device,time_ns,in_use_bytes\nw0,0,10,104857600\nw0,0,20,314572800\n");
+  EXPECT_THAT(FormatToolTable(p, ToolContext{}), HasSubstr("peak 300.00 MiB"));
+
+  p.tool = Tool::kInputPipeline;
+  p.hosts[0].input.steps.push_back({1, 10 * kMs, 4 * kMs, 5 * kMs});
+  p.hosts[0].input.stages.push_back(
+      {"Iterator::Prefetch::Map", 1, 3 * kMs, 3 * kMs, 3 * kMs, false, true});
+  p.hosts[0].input.bottleneck = "Iterator::Prefetch::Map";
+  p.hosts[0].input.input_ns = 4 * kMs;
+  p.hosts[0].input.step_ns = 10 * kMs;
+  const rapidjson::Document in = Parse(ToolJson(p, ToolContext{}));
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["input_pct"].GetDouble(), 40.0);
+  EXPECT_STREQ(in["per_host"][0]["bottleneck"].GetString(), "Iterator::Prefetch::Map");
+  EXPECT_THAT(ToolCsv(p), HasSubstr("w0,1,10.000,4.000,5.000,40.0\n"));
+  EXPECT_THAT(FormatToolTable(p, ToolContext{}),
+              HasSubstr("Iterator::Prefetch::Map  <- bottleneck"));
+  EXPECT_EQ(ToolFileName(Tool::kInputPipeline, "csv"), "tool_input_pipeline.csv");
+}
+
+}  // namespace
+}  // namespace profctl::report

@@ -1,0 +1,56 @@
+// The client side of one tensorflow.ProfilerService `Profile` call, as pure functions shared by
+// everything that captures a TensorFlow/JAX/TSL profiler server: the coordinator (grpc:// workers,
+// coordinator/clients/tsl_agent_client.h) and the agent's `tsl` collector (local framework servers,
+// agent/collectors/tsl/tsl_collector.h). No transport here: the callers own their channels. Wire
+// facts: TSL_WIRE.md; what profctl does with them: docs/tensorflow-interop.md.
+#ifndef PROFCTL_XSPACE_TSL_PROFILE_H_
+#define PROFCTL_XSPACE_TSL_PROFILE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tensorflow/profiler/profiler_service.pb.h"
+
+namespace profctl::tsl {
+
+// TSL servers record the host and device tracers at these levels when a request's options are
+// honoured (version >= 1); they are the TensorFlow client's defaults.
+inline constexpr uint32_t kTslHostTracerLevel = 2;
+inline constexpr uint32_t kTslDeviceTracerLevel = 1;
+// The tool that names an XSpace in `tool_data` and in saved file names.
+inline constexpr absl::string_view kTslXPlaneTool = "xplane.pb";
+
+// What one Profile call asks for.
+struct TslProfileParams {
+  std::string session_id;
+  // Start instant in ns since the epoch on the *server's* wall clock; 0 = at once.
+  int64_t start_at_ns = 0;
+  int64_t duration_ms = 0;
+  // Names the file a server that can only save writes (`<repository_root>/<session_id>/
+  // <host_name>.xplane.pb`).
+  std::string host_name = {};
+  // The absolute folder such a server saves into; "" when the caller cannot read its disk.
+  std::string repository_root = {};
+};
+
+// The request: version 1 (version 0 makes servers drop every option, the start time included),
+// start_timestamp_ns, duration_ms in both fields, the session id in both fields, host_name,
+// repository_root, the `xplane.pb` tool, emit_xspace, include_dataset_ops and the tracer levels
+// above.
+tensorflow::ProfileRequest MakeTslProfileRequest(const TslProfileParams& params);
+
+// The serialized XSpace a Profile answer carries, in any of the three shapes servers use:
+// `xspace` inline (emit_xspace), a `tool_data` entry named `xplane.pb`, or only
+// `empty_trace=false`, meaning the server wrote
+// `<repository_root>/<session_id>/<host_name>.xplane.pb` on its own disk: read from there when this
+// machine can see the path, else NOT_FOUND naming it. `*where` (if given) says which shape it was.
+// `empty_trace=true`: NOT_FOUND (the server recorded nothing). Messages start with "Profile: ".
+absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileResponse& response,
+                                                     const tensorflow::ProfileRequest& request,
+                                                     std::string* where = nullptr);
+
+}  // namespace profctl::tsl
+
+#endif  // PROFCTL_XSPACE_TSL_PROFILE_H_
