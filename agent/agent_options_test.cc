@@ -6,7 +6,10 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
@@ -23,12 +26,13 @@ absl::StatusOr<AgentOptions> Parse(const std::vector<std::string>& args,
 }
 
 TEST(AgentOptionsTest, DefaultCollectorsAreCuptiOnAGpuHostElseSynthetic) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string driver = JoinPath(tmp.path(), "version");
-  ASSERT_TRUE(WriteFileAtomically(driver, "NVRM version: NVIDIA UNIX x86_64 Kernel Module\n").ok());
+  ASSERT_THAT(WriteFileAtomically(driver, "NVRM version: NVIDIA UNIX x86_64 Kernel Module\n"),
+              IsOk());
   auto collectors = [&](const std::vector<std::string>& args) {
     absl::StatusOr<AgentOptions> o = Parse(args, driver);
-    EXPECT_TRUE(o.ok()) << o.status();
+    EXPECT_THAT(o, IsOk());
     return o.ok() ? o->collectors : std::vector<std::string>{};
   };
   EXPECT_THAT(Parse({})->collectors, ElementsAre("synthetic"));  // no driver
@@ -39,20 +43,20 @@ TEST(AgentOptionsTest, DefaultCollectorsAreCuptiOnAGpuHostElseSynthetic) {
   EXPECT_THAT(collectors({"--endpoints=4"}), ElementsAre("synthetic"));
   EXPECT_THAT(collectors({"--collectors=synthetic"}), ElementsAre("synthetic"));
   const std::string config = JoinPath(tmp.path(), "agent.yaml");
-  ASSERT_TRUE(WriteFileAtomically(config, "collectors: [synthetic]\n").ok());
+  ASSERT_THAT(WriteFileAtomically(config, "collectors: [synthetic]\n"), IsOk());
   EXPECT_THAT(collectors({"--config=" + config}), ElementsAre("synthetic"));
-  ASSERT_TRUE(WriteFileAtomically(config, "port: 6001\n").ok());
+  ASSERT_THAT(WriteFileAtomically(config, "port: 6001\n"), IsOk());
   EXPECT_THAT(collectors({"--config=" + config}), ElementsAre("cupti"));
 }
 
 TEST(AgentOptionsTest, DefaultsAndFlags) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->port, 6000);
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));
   o = Parse({"--port=0", "--port-file=/tmp/p", "--name=w-1", "--clock-skew-ms=-30",
              "--synthetic=rank=1,world=2", "--max-duration-ms=500"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->port, 0);
   EXPECT_EQ(o->clock_skew_ms, -30);
   EXPECT_EQ(o->synthetic, "rank=1,world=2");
@@ -75,15 +79,15 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
 
 TEST(AgentOptionsTest, Endpoints) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->endpoints, 1);
   EXPECT_EQ(o->endpoint_skew_spread_ms, 0);
   o = Parse({"--port=0", "--port-file=/tmp/p", "--endpoints=300", "--endpoint-skew-spread-ms=50"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->endpoints, 300);
   EXPECT_EQ(o->endpoint_skew_spread_ms, 50);
   o = Parse({"--port=63536", "--endpoints=2000"});  // ports 63536..65535
-  EXPECT_TRUE(o.ok()) << o.status();
+  EXPECT_THAT(o, IsOk());
 }
 
 TEST(AgentOptionsTest, BadEndpointFlagsAreInvalidArgumentsNamingTheFlag) {
@@ -109,15 +113,16 @@ TEST(AgentOptionsTest, BadEndpointFlagsAreInvalidArgumentsNamingTheFlag) {
 
 TEST(AgentOptionsTest, EndpointSettingsInYaml) {
   AgentOptions o;
-  ASSERT_TRUE(
-      ApplyAgentConfigYaml("endpoints: 12\nendpoint_skew_spread_ms: 40\n", "agent.yaml", &o).ok());
+  ASSERT_THAT(
+      ApplyAgentConfigYaml("endpoints: 12\nendpoint_skew_spread_ms: 40\n", "agent.yaml", &o),
+      IsOk());
   EXPECT_EQ(o.endpoints, 12);
   EXPECT_EQ(o.endpoint_skew_spread_ms, 40);
 }
 
 TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->retain_ms, 600'000);
   EXPECT_EQ(o->retain_mb, 256);
   EXPECT_EQ(o->max_trace_events, 50'000'000);
@@ -126,7 +131,7 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   EXPECT_EQ(o->stream_idle_timeout_ms, 30'000);
   o = Parse({"--retain-ms=0", "--retain-mb=8", "--max-trace-events=1000", "--max-trace-mb=2",
              "--max-held-mb=64", "--stream-idle-timeout-ms=500"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->retain_ms, 0);
   EXPECT_EQ(o->retain_mb, 8);
   EXPECT_EQ(o->max_trace_events, 1000);
@@ -134,11 +139,11 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   EXPECT_EQ(o->max_held_mb, 64);
   EXPECT_EQ(o->stream_idle_timeout_ms, 500);
   AgentOptions y;
-  ASSERT_TRUE(
+  ASSERT_THAT(
       ApplyAgentConfigYaml("retain_ms: 5\nretain_mb: 6\nmax_trace_events: 7\n"
                            "max_trace_mb: 8\nmax_held_mb: 9\nstream_idle_timeout_ms: 1000\n",
-                           "agent.yaml", &y)
-          .ok());
+                           "agent.yaml", &y),
+      IsOk());
   EXPECT_EQ(y.retain_ms, 5);
   EXPECT_EQ(y.retain_mb, 6);
   EXPECT_EQ(y.max_trace_events, 7);
@@ -155,55 +160,55 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
 
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->tsl_save_root, "");
   o = Parse({"--tsl-save-root=/srv/profiles"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->tsl_save_root, "/srv/profiles");
   EXPECT_THAT(Parse({"--tsl-save-root=profiles"}).status().message(),
               HasSubstr("--tsl-save-root=profiles must be an absolute path"));
   AgentOptions yaml;
-  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_save_root: /data/tb\n", "agent.yaml", &yaml).ok());
+  ASSERT_THAT(ApplyAgentConfigYaml("tsl_save_root: /data/tb\n", "agent.yaml", &yaml), IsOk());
   EXPECT_EQ(yaml.tsl_save_root, "/data/tb");
 }
 
 TEST(AgentOptionsTest, TslLocalEnablesTheTslCollector) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_TRUE(o->tsl_local.empty());
   EXPECT_EQ(o->tsl_grace_ms, 10'000);
   o = Parse({"--tsl-local=localhost:9999, grpc://[::1]:9998", "--tsl-grace-ms=500"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_THAT(o->tsl_local, ::testing::ElementsAre("localhost:9999", "[::1]:9998"));
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic", "tsl"));  // added
   EXPECT_EQ(o->tsl_grace_ms, 500);
   // Named explicitly: not added twice, and the order given is kept.
   o = Parse({"--collectors=tsl,synthetic", "--tsl-local=localhost:9999"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl", "synthetic"));
   o = Parse({"--collectors=tsl", "--tsl-local=localhost:9999"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("tsl"));
 }
 
 TEST(AgentOptionsTest, CuptiCollectorAndItsInjectSocket) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->inject_socket, "/tmp/profctl/agent.sock");
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("synthetic"));  // still the default
   o = Parse({"--collectors=cupti", "--inject-socket=/run/profctl/a.sock"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_THAT(o->collectors, ::testing::ElementsAre("cupti"));
   EXPECT_EQ(o->inject_socket, "/run/profctl/a.sock");
   AgentOptions yaml;
-  ASSERT_TRUE(ApplyAgentConfigYaml("collectors: [cupti, synthetic]\ninject_socket: /x/y.sock\n",
-                                   "agent.yaml", &yaml)
-                  .ok());
+  ASSERT_THAT(ApplyAgentConfigYaml("collectors: [cupti, synthetic]\ninject_socket: /x/y.sock\n",
+                                   "agent.yaml", &yaml),
+              IsOk());
   EXPECT_EQ(yaml.inject_socket, "/x/y.sock");
-  ASSERT_TRUE(ApplyAgentConfigYaml("inject_socket_mode: '0660'\n", "agent.yaml", &yaml).ok());
+  ASSERT_THAT(ApplyAgentConfigYaml("inject_socket_mode: '0660'\n", "agent.yaml", &yaml), IsOk());
   EXPECT_EQ(yaml.inject_socket_mode, "0660");
   o = Parse({"--collectors=cupti", "--inject-socket-mode=666"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->inject_socket_mode, "666");
   o = Parse({"--inject-socket-mode=0400"});
   EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
@@ -242,40 +247,41 @@ TEST(AgentOptionsTest, BadTslSettingsAreNamed) {
 
 TEST(AgentOptionsTest, TslLocalInYaml) {
   AgentOptions o;
-  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_local: [localhost:9999, 'grpc://127.0.0.1:6000']\n"
+  ASSERT_THAT(ApplyAgentConfigYaml("tsl_local: [localhost:9999, 'grpc://127.0.0.1:6000']\n"
                                    "tsl_grace_ms: 2000\n",
-                                   "agent.yaml", &o)
-                  .ok());
+                                   "agent.yaml", &o),
+              IsOk());
   EXPECT_THAT(o.tsl_local, ::testing::ElementsAre("localhost:9999", "127.0.0.1:6000"));
   EXPECT_EQ(o.tsl_grace_ms, 2000);
-  ASSERT_TRUE(ApplyAgentConfigYaml("tsl_local: localhost:1,localhost:2\n", "agent.yaml", &o).ok());
+  ASSERT_THAT(ApplyAgentConfigYaml("tsl_local: localhost:1,localhost:2\n", "agent.yaml", &o),
+              IsOk());
   EXPECT_THAT(o.tsl_local, ::testing::ElementsAre("localhost:1", "localhost:2"));
   EXPECT_THAT(ApplyAgentConfigYaml("port: 1\ntsl_local: [localhost]\n", "agent.yaml", &o).message(),
               HasSubstr("agent.yaml:2: 'tsl_local': 'localhost' has no port"));
 
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = tmp.path() + "/agent.yaml";
-  ASSERT_TRUE(
-      WriteFileAtomically(path, "collectors: [synthetic]\ntsl_local: [localhost:9999]\n").ok());
+  ASSERT_THAT(WriteFileAtomically(path, "collectors: [synthetic]\ntsl_local: [localhost:9999]\n"),
+              IsOk());
   absl::StatusOr<AgentOptions> parsed = Parse({"--config=" + path});
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_THAT(parsed, IsOk());
   EXPECT_THAT(parsed->collectors, ::testing::ElementsAre("synthetic", "tsl"));
   // The flag replaces the config's list.
   parsed = Parse({"--config=" + path, "--tsl-local=localhost:9000"});
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_THAT(parsed, IsOk());
   EXPECT_THAT(parsed->tsl_local, ::testing::ElementsAre("localhost:9000"));
 }
 
 TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = tmp.path() + "/agent.yaml";
-  ASSERT_TRUE(WriteFileAtomically(path,
+  ASSERT_THAT(WriteFileAtomically(path,
                                   "port: 7001\nname: gpu-host-3\n"
                                   "synthetic: {rank: 3, world: 8}\n"
-                                  "max_duration_ms: 20000\n")
-                  .ok());
+                                  "max_duration_ms: 20000\n"),
+              IsOk());
   absl::StatusOr<AgentOptions> o = Parse({"--config=" + path, "--port=7002"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->port, 7002);  // flag wins
   EXPECT_EQ(o->name, "gpu-host-3");
   EXPECT_EQ(o->synthetic, "rank=3,world=8");
@@ -292,16 +298,16 @@ TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
   EXPECT_THAT(s.message(), HasSubstr("agent.yaml: not valid YAML"));
   s = ApplyAgentConfigYaml("- a\n- b\n", "agent.yaml", &o);
   EXPECT_THAT(s.message(), HasSubstr("expected a mapping"));
-  EXPECT_TRUE(ApplyAgentConfigYaml("", "empty.yaml", &o).ok());
+  EXPECT_THAT(ApplyAgentConfigYaml("", "empty.yaml", &o), IsOk());
 }
 
 TEST(AgentOptionsTest, WithoutClientAuthenticationTheAgentListensOnLoopbackOnly) {
   absl::StatusOr<AgentOptions> o = Parse({});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->bind, "127.0.0.1");
   EXPECT_TRUE(SecurityWarnings(*o).empty());
   for (const char* bind : {"--bind=127.0.0.2", "--bind=::1", "--bind=[::1]", "--bind=localhost"}) {
-    EXPECT_TRUE(Parse({bind}).ok()) << bind;
+    EXPECT_THAT(Parse({bind}), IsOk()) << bind;
   }
   for (const char* bind : {"--bind=0.0.0.0", "--bind=::", "--bind=10.0.0.7", "--bind=gpu-node-3"}) {
     const absl::Status s = Parse({bind}).status();
@@ -311,29 +317,29 @@ TEST(AgentOptionsTest, WithoutClientAuthenticationTheAgentListensOnLoopbackOnly)
   }
   // --insecure: the old default (every address), with a warning.
   o = Parse({"--insecure"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->bind, "0.0.0.0");
   ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
   EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--insecure: serving on 0.0.0.0 with no client "
                                                  "authentication and no TLS"));
-  EXPECT_TRUE(Parse({"--insecure", "--bind=10.0.0.7"}).ok());
+  EXPECT_THAT(Parse({"--insecure", "--bind=10.0.0.7"}), IsOk());
   // Loopback with --insecure: nothing to warn about.
   o = Parse({"--insecure", "--bind=127.0.0.1"});
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_TRUE(SecurityWarnings(*o).empty());
   EXPECT_THAT(Parse({"--bind="}).status().message(), HasSubstr("--bind is empty"));
 }
 
 TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
   absl::StatusOr<AgentOptions> o = Parse({"--token-file=/etc/profctl/token"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->token_file, "/etc/profctl/token");
   EXPECT_EQ(o->bind, "0.0.0.0");
   // A token without TLS travels in clear text: allowed, with a warning.
   ASSERT_EQ(SecurityWarnings(*o).size(), 1u);
   EXPECT_THAT(SecurityWarnings(*o)[0], HasSubstr("--token-file without --tls-cert"));
   o = Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--tls-ca=/ca.pem"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->tls_cert, "/c.pem");
   EXPECT_EQ(o->tls_key, "/k.pem");
   EXPECT_EQ(o->tls_ca, "/ca.pem");
@@ -342,7 +348,7 @@ TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
   EXPECT_EQ(SecuritySummary(*o), "TLS, client certificates of --tls-ca");
   // TLS alone encrypts but admits anyone: still loopback unless told otherwise.
   o = Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->bind, "127.0.0.1");
   EXPECT_THAT(Parse({"--tls-cert=/c.pem", "--tls-key=/k.pem", "--bind=0.0.0.0"}).status().message(),
               HasSubstr("without client authentication"));
@@ -353,23 +359,23 @@ TEST(AgentOptionsTest, ClientAuthenticationOpensEveryAddress) {
 }
 
 TEST(AgentOptionsTest, SecuritySettingsInYaml) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = tmp.path() + "/agent.yaml";
-  ASSERT_TRUE(WriteFileAtomically(path,
+  ASSERT_THAT(WriteFileAtomically(path,
                                   "tls_cert: /c.pem\ntls_key: /k.pem\ntls_ca: /ca.pem\n"
-                                  "token_file: /t\n")
-                  .ok());
+                                  "token_file: /t\n"),
+              IsOk());
   absl::StatusOr<AgentOptions> o = Parse({"--config=" + path});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->tls_cert, "/c.pem");
   EXPECT_EQ(o->tls_key, "/k.pem");
   EXPECT_EQ(o->tls_ca, "/ca.pem");
   EXPECT_EQ(o->token_file, "/t");
   EXPECT_EQ(o->bind, "0.0.0.0");
   // Flags win; a bind from the config is kept.
-  ASSERT_TRUE(WriteFileAtomically(path, "insecure: true\nbind: 10.1.2.3\n").ok());
+  ASSERT_THAT(WriteFileAtomically(path, "insecure: true\nbind: 10.1.2.3\n"), IsOk());
   o = Parse({"--config=" + path});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_TRUE(o->insecure);
   EXPECT_EQ(o->bind, "10.1.2.3");
   o = Parse({"--config=" + path, "--insecure=false"});
@@ -393,7 +399,7 @@ TEST(AgentOptionsTest, IsLoopbackBind) {
 TEST(AgentOptionsTest, MetricsPortAndLogFormat) {
   absl::StatusOr<AgentOptions> o =
       Parse({"--port=7", "--metrics-port=9091", "--metrics-bind=0.0.0.0", "--log-format=json"});
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->metrics_port, 9091);
   EXPECT_EQ(o->metrics_bind, "0.0.0.0");
   EXPECT_EQ(o->log_format, "json");
@@ -406,8 +412,8 @@ TEST(AgentOptionsTest, MetricsPortAndLogFormat) {
 
 TEST(CallAuthenticatorTest, OnlyOneBearerEntryWithTheTokenPasses) {
   const CallAuthenticator auth("0123456789abcdef0123456789abcdef");
-  EXPECT_TRUE(auth.CheckAuthorization({"Bearer 0123456789abcdef0123456789abcdef"}).ok());
-  EXPECT_TRUE(auth.CheckAuthorization({"BEARER 0123456789abcdef0123456789abcdef"}).ok());
+  EXPECT_THAT(auth.CheckAuthorization({"Bearer 0123456789abcdef0123456789abcdef"}), IsOk());
+  EXPECT_THAT(auth.CheckAuthorization({"BEARER 0123456789abcdef0123456789abcdef"}), IsOk());
   EXPECT_EQ(auth.CheckAuthorization({}).code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(auth.CheckAuthorization({"Basic 0123456789abcdef0123456789abcdef"}).code(),
             absl::StatusCode::kUnauthenticated);

@@ -11,13 +11,16 @@
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
 
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -91,7 +94,7 @@ class CaptureManagerTest : public ::testing::Test {
 TEST_F(CaptureManagerTest, WaitsForStartRecordsForDurationAndCollects) {
   const CaptureSpec spec = Spec(/*start_in_ms=*/500, /*duration_ms=*/1000);
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.RunUntilIdle();
@@ -138,7 +141,7 @@ TEST_F(CaptureManagerTest, StartedReportsTheActualStartOnTheAgentClockBeforeDone
   CaptureSpec spec = Spec(0, 100);
   spec.start_at_ns = agent_clock.WallNs() + 250 * kNanosPerMilli;
   auto session = manager.Begin(spec);
-  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out, &manager);
   executor_.Advance(250 * kNanosPerMilli);
@@ -153,7 +156,7 @@ TEST_F(CaptureManagerTest, StartedIsTheRealStartWhenStartAtHasPassed) {
   CaptureSpec spec = Spec(0, 50);
   spec.start_at_ns = clock_.WallNs() - 20 * kNanosPerMilli;
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.RunUntilIdle();
@@ -167,7 +170,7 @@ TEST_F(CaptureManagerTest, StartedIsTheRealStartWhenStartAtHasPassed) {
 
 TEST_F(CaptureManagerTest, OneSessionAtATime) {
   auto first = manager_.Begin(Spec(0, 100));
-  ASSERT_TRUE(first.ok());
+  ASSERT_THAT(first, IsOk());
   EXPECT_TRUE(manager_.busy());
   CaptureSpec second = Spec(0, 100, "s2");
   absl::StatusOr<std::unique_ptr<CaptureManager::Session>> rejected = manager_.Begin(second);
@@ -179,7 +182,7 @@ TEST_F(CaptureManagerTest, OneSessionAtATime) {
   first->reset();  // never run: destroying it frees the slot
   EXPECT_FALSE(manager_.busy());
   auto again = manager_.Begin(second);
-  ASSERT_TRUE(again.ok());
+  ASSERT_THAT(again, IsOk());
   Outcome out;
   Run(**again, &out);
   again->reset();  // once running, the session lives on without its handle
@@ -206,13 +209,13 @@ TEST_F(CaptureManagerTest, RejectsBadRequests) {
 
 TEST_F(CaptureManagerTest, CancelStopsEarlyAndKeepsWhatWasRecorded) {
   auto session = manager_.Begin(Spec(0, 5000));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(300 * kNanosPerMilli);
-  EXPECT_TRUE(manager_.Cancel("other").ok());  // not running: only remembered
+  EXPECT_THAT(manager_.Cancel("other"), IsOk());  // not running: only remembered
   EXPECT_FALSE(out.result.has_value());
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   executor_.RunUntilIdle();  // no time passes
   ASSERT_TRUE(out.result.has_value());
   EXPECT_TRUE(out.result->cancelled);
@@ -229,7 +232,7 @@ TEST_F(CaptureManagerTest, CancelStopsEarlyAndKeepsWhatWasRecorded) {
 TEST_F(CaptureManagerTest, CancelActiveStopsWhateverRunsWithoutRememberingIt) {
   manager_.CancelActive();  // nothing running: no effect
   auto session = manager_.Begin(Spec(0, 5000));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(40 * kNanosPerMilli);
@@ -243,12 +246,12 @@ TEST_F(CaptureManagerTest, CancelActiveStopsWhateverRunsWithoutRememberingIt) {
 
 TEST_F(CaptureManagerTest, CancelDuringTheStartWaitEndsItAtOnce) {
   auto session = manager_.Begin(Spec(/*start_in_ms=*/1000, /*duration_ms=*/100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.RunUntilIdle();  // prepared, now waiting for start_at
   const int64_t before = clock_.MonoNs();
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   executor_.RunUntilIdle();
   EXPECT_EQ(clock_.MonoNs(), before);  // ended without waiting
   ASSERT_TRUE(out.result.has_value());
@@ -265,20 +268,20 @@ TEST_F(CaptureManagerTest, CancelDuringTheStartWaitEndsItAtOnce) {
 }
 
 TEST_F(CaptureManagerTest, CancelThatOvertakesItsCaptureMakesItFailWithAborted) {
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   absl::StatusOr<std::unique_ptr<CaptureManager::Session>> session = manager_.Begin(Spec(0, 100));
   EXPECT_EQ(session.status().code(), absl::StatusCode::kAborted);
   EXPECT_THAT(session.status().message(),
               HasSubstr("session 's1' was cancelled before it started"));
   EXPECT_FALSE(manager_.busy());
-  EXPECT_TRUE(fake_.calls.empty());                      // its window never ran
-  EXPECT_TRUE(manager_.Begin(Spec(0, 100, "s2")).ok());  // other ids are unaffected
+  EXPECT_TRUE(fake_.calls.empty());                         // its window never ran
+  EXPECT_THAT(manager_.Begin(Spec(0, 100, "s2")), IsOk());  // other ids are unaffected
 }
 
 TEST_F(CaptureManagerTest, CancelBetweenBeginAndRunRecordsNothing) {
   auto session = manager_.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(session, IsOk());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.RunUntilIdle();
@@ -290,11 +293,11 @@ TEST_F(CaptureManagerTest, CancelBetweenBeginAndRunRecordsNothing) {
 
 TEST_F(CaptureManagerTest, CancelOfACapturedIdAbortsItsRetry) {
   auto session = manager_.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   executor_.RunUntilIdle();
   ASSERT_TRUE(out.result.has_value());
   EXPECT_EQ(manager_.Begin(Spec(0, 100)).status().code(), absl::StatusCode::kAborted);
@@ -303,7 +306,7 @@ TEST_F(CaptureManagerTest, CancelOfACapturedIdAbortsItsRetry) {
 TEST_F(CaptureManagerTest, SessionStopDoesNotRememberTheId) {
   // Session::Stop is for a client that went away: its retry may reuse the id.
   auto session = manager_.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
@@ -312,7 +315,7 @@ TEST_F(CaptureManagerTest, SessionStopDoesNotRememberTheId) {
   executor_.RunUntilIdle();
   ASSERT_TRUE(out.result.has_value());
   EXPECT_TRUE(out.result->cancelled);
-  EXPECT_TRUE(manager_.Begin(Spec(0, 100)).ok());
+  EXPECT_THAT(manager_.Begin(Spec(0, 100)), IsOk());
 }
 
 TEST_F(CaptureManagerTest, CancelRejectsInvalidIds) {
@@ -330,15 +333,15 @@ TEST_F(CaptureManagerTest, RememberedIdsAreBoundedInNumberAndTime) {
     absl::StatusOr<std::unique_ptr<CaptureManager::Session>> s = manager.Begin(Spec(0, 10, id));
     return s.status().code() == absl::StatusCode::kAborted;
   };
-  for (const char* id : {"a", "b", "c", "c", "d"}) ASSERT_TRUE(manager.Cancel(id).ok());
+  for (const char* id : {"a", "b", "c", "c", "d"}) ASSERT_THAT(manager.Cancel(id), IsOk());
   EXPECT_EQ(manager.cancelled_ids_for_testing(), 3u);
   EXPECT_FALSE(aborted("a"));  // the oldest was forgotten to make room
   EXPECT_TRUE(aborted("b"));
   EXPECT_TRUE(aborted("c"));
   EXPECT_TRUE(aborted("d"));
   clock_.Advance(600 * kNanosPerMilli);
-  ASSERT_TRUE(manager.Cancel("e").ok());  // evicts b
-  clock_.Advance(400 * kNanosPerMilli);   // b, c, d are 1000 ms old now: expired
+  ASSERT_THAT(manager.Cancel("e"), IsOk());  // evicts b
+  clock_.Advance(400 * kNanosPerMilli);      // b, c, d are 1000 ms old now: expired
   EXPECT_FALSE(aborted("c"));
   EXPECT_FALSE(aborted("d"));
   EXPECT_TRUE(aborted("e"));
@@ -351,9 +354,9 @@ TEST_F(CaptureManagerTest, RememberedIdsAreBoundedInNumberAndTime) {
 TEST_F(CaptureManagerTest, DefaultBoundIs4096IdsForTenMinutes) {
   EXPECT_EQ(manager_.options().max_cancelled_ids, 4096);
   EXPECT_EQ(manager_.options().cancelled_id_ttl_ms, 600'000);
-  for (int i = 0; i <= 4096; ++i) ASSERT_TRUE(manager_.Cancel(absl::StrCat("id-", i)).ok());
+  for (int i = 0; i <= 4096; ++i) ASSERT_THAT(manager_.Cancel(absl::StrCat("id-", i)), IsOk());
   EXPECT_EQ(manager_.cancelled_ids_for_testing(), 4096u);
-  EXPECT_TRUE(manager_.Begin(Spec(0, 10, "id-0")).ok());  // forgotten: the oldest
+  EXPECT_THAT(manager_.Begin(Spec(0, 10, "id-0")), IsOk());  // forgotten: the oldest
   EXPECT_EQ(manager_.Begin(Spec(0, 10, "id-1")).status().code(), absl::StatusCode::kAborted);
 }
 
@@ -361,7 +364,7 @@ TEST_F(CaptureManagerTest, CollectRunsOnTheCollectExecutorAndNeverDelaysTheTimel
   FakeExecutor collect(&clock_);
   CaptureManager manager({&clock_, {&fake_}, &executor_, &collect}, {.host_name = "h"});
   auto session = manager.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out, &manager);
   collect.RunUntilIdle();  // Prepare
@@ -379,7 +382,7 @@ TEST_F(CaptureManagerTest, CollectRunsOnTheCollectExecutorAndNeverDelaysTheTimel
 TEST_F(CaptureManagerTest, FailingCollectorIsReportedAndOthersStillDeliver) {
   fake_.fail_at = "start";
   auto session = manager_.Begin(Spec(0, 200));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(200 * kNanosPerMilli);
@@ -417,7 +420,7 @@ TEST_F(CaptureManagerTest, PlanesTwoCollectorsWroteUnderOneNameAreMergedIntoOne)
   CaptureManager manager({&clock_, {&host_thread, &synthetic_}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
   auto session = manager.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out, &manager);
   executor_.Advance(100 * kNanosPerMilli);
@@ -432,7 +435,7 @@ TEST_F(CaptureManagerTest, PlanesTwoCollectorsWroteUnderOneNameAreMergedIntoOne)
   EXPECT_EQ(host_planes, 1);
   EXPECT_THAT(lines, ::testing::Contains("loader thread"));
   EXPECT_GT(lines.size(), 1u);  // the synthetic job's threads are there too
-  EXPECT_TRUE(xspace::Validate(out.result->space).ok());
+  EXPECT_THAT(xspace::Validate(out.result->space), IsOk());
 }
 
 TEST_F(CaptureManagerTest, CancelBeforeTheStartAbortsThePreparedCollectors) {
@@ -441,12 +444,12 @@ TEST_F(CaptureManagerTest, CancelBeforeTheStartAbortsThePreparedCollectors) {
   CaptureManager manager({&clock_, {&host_thread, &fake_}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
   auto session = manager.Begin(Spec(/*start_in_ms=*/1000, /*duration_ms=*/100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out, &manager);
   executor_.RunUntilIdle();
   EXPECT_EQ(host_thread.aborts, 0);
-  ASSERT_TRUE(manager.Cancel("s1").ok());
+  ASSERT_THAT(manager.Cancel("s1"), IsOk());
   executor_.RunUntilIdle();
   ASSERT_TRUE(out.result.has_value());
   EXPECT_EQ(host_thread.aborts, 1);
@@ -468,14 +471,14 @@ TEST_F(CaptureManagerTest, SessionKeysAreValidatedAndNeverQuoted) {
   }
   CaptureSpec ok = Spec(0, 10);
   ok.session_key = std::string(16, 'k');
-  EXPECT_TRUE(manager_.Begin(ok).ok());
+  EXPECT_THAT(manager_.Begin(ok), IsOk());
 }
 
 TEST_F(CaptureManagerTest, CancelWithAnotherKeyIsPermissionDeniedAndStopsNothing) {
   CaptureSpec spec = Spec(0, 100);
   spec.session_key = kKeyA;
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
@@ -496,11 +499,11 @@ TEST_F(CaptureManagerTest, TheOwnersCancelStopsItAsClient) {
   CaptureSpec spec = Spec(0, 100);
   spec.session_key = kKeyA;
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
-  ASSERT_TRUE(manager_.Cancel("s1", kKeyA).ok());
+  ASSERT_THAT(manager_.Cancel("s1", kKeyA), IsOk());
   executor_.RunUntilIdle();
   ASSERT_TRUE(out.result.has_value());
   EXPECT_TRUE(out.result->cancelled);
@@ -508,13 +511,13 @@ TEST_F(CaptureManagerTest, TheOwnersCancelStopsItAsClient) {
 }
 
 TEST_F(CaptureManagerTest, ARememberedCancelAbortsOnlyACaptureWithTheSameIdAndKey) {
-  ASSERT_TRUE(manager_.Cancel("s1", kKeyB).ok());  // someone else's pre-cancel
+  ASSERT_THAT(manager_.Cancel("s1", kKeyB), IsOk());  // someone else's pre-cancel
   CaptureSpec spec = Spec(0, 100);
   spec.session_key = kKeyA;
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_THAT(session, IsOk());
   session->reset();
-  ASSERT_TRUE(manager_.Cancel("s1", kKeyA).ok());  // the owner's
+  ASSERT_THAT(manager_.Cancel("s1", kKeyA), IsOk());  // the owner's
   EXPECT_EQ(manager_.Begin(spec).status().code(), absl::StatusCode::kAborted);
 }
 
@@ -525,7 +528,7 @@ TEST_F(CaptureManagerTest, EveryWayToStopEarlyHasItsReason) {
     CancelReason reason;
   } cases[] = {
       {"keyless cancel",
-       [&](CaptureManager::Session& s) { ASSERT_TRUE(manager_.Cancel(s.id()).ok()); },
+       [&](CaptureManager::Session& s) { ASSERT_THAT(manager_.Cancel(s.id()), IsOk()); },
        CancelReason::kOtherClient},
       {"shutdown", [&](CaptureManager::Session&) { manager_.CancelActive(); },
        CancelReason::kAgentShutdown},
@@ -534,7 +537,7 @@ TEST_F(CaptureManagerTest, EveryWayToStopEarlyHasItsReason) {
   int n = 0;
   for (const Case& c : cases) {
     auto session = manager_.Begin(Spec(0, 100, absl::StrCat("r", ++n)));
-    ASSERT_TRUE(session.ok()) << c.name;
+    ASSERT_THAT(session, IsOk()) << c.name;
     Outcome out;
     Run(**session, &out);
     executor_.Advance(10 * kNanosPerMilli);
@@ -550,27 +553,27 @@ TEST_F(CaptureManagerTest, EveryWayToStopEarlyHasItsReason) {
 TEST_F(CaptureManagerTest, TerminateReachesOnlySessionsOfItsOwnService) {
   // A profctl capture and a TensorFlow Terminate with its id: nothing stops.
   auto session = manager_.Begin(Spec(0, 100));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
-  ASSERT_TRUE(manager_.Cancel("s1", "", SessionOrigin::kTslService).ok());
+  ASSERT_THAT(manager_.Cancel("s1", "", SessionOrigin::kTslService), IsOk());
   executor_.Advance(90 * kNanosPerMilli);
   ASSERT_TRUE(out.result.has_value());
   EXPECT_FALSE(out.result->cancelled);
   // ... nor does that remembered Terminate abort a profctl retry with the id.
-  EXPECT_TRUE(manager_.Begin(Spec(0, 100)).ok());
+  EXPECT_THAT(manager_.Begin(Spec(0, 100)), IsOk());
 }
 
 TEST_F(CaptureManagerTest, ATslSessionIsNotStoppedByAnAgentServiceCancel) {
   CaptureSpec spec = Spec(0, 100);
   spec.origin = SessionOrigin::kTslService;
   auto session = manager_.Begin(spec);
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out);
   executor_.Advance(10 * kNanosPerMilli);
-  ASSERT_TRUE(manager_.Cancel("s1").ok());
+  ASSERT_THAT(manager_.Cancel("s1"), IsOk());
   executor_.Advance(90 * kNanosPerMilli);
   ASSERT_TRUE(out.result.has_value());
   EXPECT_FALSE(out.result->cancelled);
@@ -580,7 +583,7 @@ TEST_F(CaptureManagerTest, PerCaptureCapsDropEventsAndSaySo) {
   CaptureManager capped({&clock_, {&synthetic_}, &executor_},
                         {.max_duration_ms = 10'000, .host_name = "h", .max_trace_events = 25});
   auto session = capped.Begin(Spec(0, 200));
-  ASSERT_TRUE(session.ok());
+  ASSERT_THAT(session, IsOk());
   Outcome out;
   Run(**session, &out, &capped);
   executor_.Advance(200 * kNanosPerMilli);

@@ -8,12 +8,15 @@
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
 
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
 using ::testing::HasSubstr;
 
 constexpr char kKey[] = "0123456789abcdef0123";
@@ -164,10 +167,10 @@ TEST_F(TraceStoreTest, ABufferRetainedAndStreamedCountsOnce) {
 TEST_F(TraceStoreTest, OverTheHeldCapRetainedGoFirstThenCapturesAreRefused) {
   Make({.max_held_bytes = 150});
   Record("kept", 100);
-  ASSERT_TRUE(store_->CheckCapacity().ok());
+  ASSERT_THAT(store_->CheckCapacity(), IsOk());
   // A stream nobody reads holds 120 bytes: with the retained 100, over the cap.
   TraceStore::Hold unread = store_->HoldBuffer(std::make_shared<const std::string>(120, 'y'));
-  EXPECT_TRUE(store_->CheckCapacity().ok());  // by evicting the retained trace
+  EXPECT_THAT(store_->CheckCapacity(), IsOk());  // by evicting the retained trace
   EXPECT_EQ(store_->retained_count(), 0u);
   TraceStore::Hold another = store_->HoldBuffer(std::make_shared<const std::string>(40, 'z'));
   const absl::Status refused = store_->CheckCapacity();
@@ -175,7 +178,7 @@ TEST_F(TraceStoreTest, OverTheHeldCapRetainedGoFirstThenCapturesAreRefused) {
   EXPECT_THAT(refused.message(), HasSubstr("--max-held-mb"));
   EXPECT_THAT(refused.message(), HasSubstr("160 bytes"));
   another = TraceStore::Hold();  // the stream drained
-  EXPECT_TRUE(store_->CheckCapacity().ok());
+  EXPECT_THAT(store_->CheckCapacity(), IsOk());
 }
 
 TEST_F(TraceStoreTest, ANewSessionWithTheSameIdAndKeyReplacesTheOldTrace) {

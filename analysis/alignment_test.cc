@@ -10,7 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::analysis {
 namespace {
@@ -75,7 +78,7 @@ TEST(AlignmentTest, RecoversInjectedOffsetsFromCollectiveEnds) {
       Host(truth[3], 5 * kUs, 20 * kUs, pod.HostEnds(truth[3], 4)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   ASSERT_EQ(got->size(), hosts.size());
   for (size_t i = 0; i < hosts.size(); ++i) {
     const HostOffset& h = (*got)[i];
@@ -101,7 +104,7 @@ TEST(AlignmentTest, RelativeOffsetsAreExactEvenWhenOnlyLooseRttBoundsExist) {
       Host(truth[2], 4'100 * kUs, 6 * kMs, pod.HostEnds(truth[2], 3)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   // What alignment needs: hosts against each other, to the end jitter...
   for (size_t a = 0; a < hosts.size(); ++a) {
     for (size_t b = a + 1; b < hosts.size(); ++b) {
@@ -130,7 +133,7 @@ TEST(AlignmentTest, RttErrorsCloseToTheCollectiveSpacingStillMatchTheRightStep) 
       Host(truth[3], 10 * kUs, 30 * kUs, pod.HostEnds(truth[3], 4)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   for (size_t i = 0; i < hosts.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ((*got)[i].method, OffsetMethod::kCollectives);
@@ -148,7 +151,7 @@ TEST(AlignmentTest, HostsWithoutEnoughCollectivesKeepTheirRttOffset) {
       Host(0, 0, 100 * kUs, pod.HostEnds(0, 4)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].method, OffsetMethod::kCollectives);
   EXPECT_EQ((*got)[3].method, OffsetMethod::kCollectives);
   EXPECT_NEAR((*got)[0].offset_ns, 10 * kMs, 100 * kUs);
@@ -165,7 +168,7 @@ TEST(AlignmentTest, HostsWithoutEnoughCollectivesKeepTheirRttOffset) {
   // No host with collectives at all: everything is RTT.
   std::vector<HostClockInput> none = {Host(5, 0, 1, {}), Host(-5, 0, 1, {})};
   got = RefineOffsets(none);
-  ASSERT_TRUE(got.ok());
+  ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].method, OffsetMethod::kRtt);
   EXPECT_EQ((*got)[1].offset_ns, -5);
 }
@@ -186,7 +189,7 @@ TEST(AlignmentTest, ExtraAndMissingStepsStillMatch) {
       Host(truth[2], 10 * kUs, 20 * kUs, pod.HostEnds(truth[2], 3, third)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   for (size_t i = 0; i < hosts.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ((*got)[i].method, OffsetMethod::kCollectives);
@@ -210,7 +213,7 @@ TEST(AlignmentTest, AnRttBoundThatDoesNotHoldIsClamped) {
       Host(truth[3], 100 * kUs, 200 * kUs, pod.HostEnds(truth[3], 4)),
   };
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   // The consistent group (the most intervals, then the most weight) decides the anchor; they
   // come out right.
   for (size_t i : {0, 1, 3}) {
@@ -227,13 +230,13 @@ TEST(AlignmentTest, AnRttBoundThatDoesNotHoldIsClamped) {
 
 TEST(AlignmentTest, EmptyAndSingleHostInputs) {
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets({});
-  ASSERT_TRUE(got.ok());
+  ASSERT_THAT(got, IsOk());
   EXPECT_TRUE(got->empty());
 
   const Pod pod;
   const std::vector<HostClockInput> one = {Host(5 * kMs, 1 * kMs, 2 * kMs, pod.HostEnds(0, 1))};
   got = RefineOffsets(one);
-  ASSERT_TRUE(got.ok());
+  ASSERT_THAT(got, IsOk());
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ((*got)[0].method, OffsetMethod::kRtt);  // nothing to compare against
   EXPECT_EQ((*got)[0].offset_ns, 6 * kMs);
@@ -267,7 +270,7 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   hosts[1].collective_ends_ns.push_back(kMaxAbsTimeNs);
   hosts[1].collective_ends_ns.push_back(-kMaxAbsTimeNs);
   got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].ignored_ends, 4);
   EXPECT_EQ((*got)[1].ignored_ends, 0);
   for (size_t i = 0; i < 2; ++i) {
@@ -303,7 +306,7 @@ TEST(AlignmentTest, AThousandHostsOfFiftySteps) {
         Host(truth.back(), err, h == 0 ? 20 * kUs : 5 * kMs, pod.HostEnds(truth.back(), h + 1)));
   }
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(got, IsOk());
   int64_t worst = 0;
   for (size_t i = 0; i < hosts.size(); ++i) {
     ASSERT_EQ((*got)[i].method, OffsetMethod::kCollectives) << i;
@@ -341,7 +344,7 @@ TEST(CollectiveEndsTest, ReadsDevicePlanesDedupesGpusAndSkipsOthers) {
   tpu.AddEvent(ops, tpu.EventMetadataId("all-reduce-start.1"), start + 29 * kMs, kMs);
   tpu.AddEvent(ops, tpu.EventMetadataId("all-gather.3"), start + 30 * kMs, kMs);
   xspace::SetProfileWindow(&space, start, start + kMs * 1000);
-  ASSERT_TRUE(xspace::Validate(space).ok());
+  ASSERT_THAT(xspace::Validate(space), IsOk());
 
   // Each run of ends within dedupe_ns becomes its median (the lower middle of an even run).
   EXPECT_THAT(CollectiveEndsNs(space),

@@ -73,7 +73,7 @@ extern char** environ;
 namespace profctl::bench {
 namespace {
 
-using testing::TcpProxy;
+using testkit::TcpProxy;
 
 struct Paths {
   std::string agent = PROFCTL_AGENT_BINARY;
@@ -105,7 +105,7 @@ std::string LoadAverage() {
   return text.substr(0, text.find(' '));
 }
 
-std::string Loopback(int port) { return testing::LoopbackAddress(port); }
+std::string Loopback(int port) { return testkit::LoopbackAddress(port); }
 
 // TCP sockets in TIME_WAIT ("tw N" in /proc/net/sockstat); -1 when unknown.
 int64_t TimeWaitSockets() {
@@ -447,7 +447,7 @@ ScaleResult RunScaleOnce(const Paths& paths, int64_t hosts, int64_t per_process,
       skew.push_back(endpoint_skew_ns[static_cast<size_t>(i)]);
     }
     // Dead: spread through the list.
-    const std::vector<int> dead_ports = testing::ClosedLoopbackPorts(static_cast<int>(dead));
+    const std::vector<int> dead_ports = testkit::ClosedLoopbackPorts(static_cast<int>(dead));
     for (int64_t d = 0; d < dead; ++d) {
       const size_t at =
           static_cast<size_t>((d * 2 + 1) * static_cast<int64_t>(workers.size()) / (2 * dead + 1));

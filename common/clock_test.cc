@@ -8,7 +8,7 @@
 namespace profctl {
 namespace {
 
-using testing::FakeClock;
+using testkit::FakeClock;
 
 TEST(RealClockTest, WallIsEpochAndMonotonicNeverGoesBack) {
   RealClock clock;

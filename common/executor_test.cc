@@ -12,8 +12,8 @@
 namespace profctl {
 namespace {
 
-using testing::FakeClock;
-using testing::FakeExecutor;
+using testkit::FakeClock;
+using testkit::FakeExecutor;
 
 TEST(FakeExecutorTest, RunsDueTasksInDeadlineThenPostingOrderAsTimeAdvances) {
   FakeClock clock;

@@ -8,7 +8,10 @@
 #include "common/json_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -22,11 +25,11 @@ int CountEntries(const std::string& dir) {
 }
 
 TEST(FileUtilTest, AtomicWriteReplacesWholeFileAndLeavesNoTemporaries) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string& dir = tmp.path();
   const std::string path = JoinPath(dir, "a.pb");
-  ASSERT_TRUE(WriteFileAtomically(path, "first version").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "second").ok());
+  ASSERT_THAT(WriteFileAtomically(path, "first version"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(path, "second"), IsOk());
   EXPECT_EQ(*ReadFile(path), "second");
   EXPECT_EQ(CountEntries(dir), 1);
 }
@@ -55,16 +58,16 @@ TEST(FileUtilTest, ErrorsNameThePath) {
 }
 
 TEST(FileUtilTest, MakeDirsCreatesNestedAndRejectsFiles) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string& dir = tmp.path();
-  ASSERT_TRUE(MakeDirs(JoinPath(dir, "a/b/c")).ok());
+  ASSERT_THAT(MakeDirs(JoinPath(dir, "a/b/c")), IsOk());
   EXPECT_TRUE(PathExists(JoinPath(dir, "a/b/c")));
-  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, "f"), "x").ok());
+  ASSERT_THAT(WriteFileAtomically(JoinPath(dir, "f"), "x"), IsOk());
   EXPECT_FALSE(MakeDirs(JoinPath(dir, "f")).ok());
 }
 
 TEST(FileUtilTest, FileStems) {
-  EXPECT_TRUE(ValidateFileStem("name", "worker-0_a.b").ok());
+  EXPECT_THAT(ValidateFileStem("name", "worker-0_a.b"), IsOk());
   for (const char* bad : {"", ".", "..", "a/b", "a b", "x:1"}) {
     EXPECT_FALSE(ValidateFileStem("name", bad).ok()) << bad;
   }
@@ -76,7 +79,7 @@ TEST(GzipTest, RoundTripsAndRejectsCorruptData) {
   std::string data;
   for (int i = 0; i < 10000; ++i) data += "event " + std::to_string(i) + "\n";
   absl::StatusOr<std::string> gz = GzipCompress(data);
-  ASSERT_TRUE(gz.ok());
+  ASSERT_THAT(gz, IsOk());
   EXPECT_LT(gz->size(), data.size() / 3);
   EXPECT_EQ(static_cast<unsigned char>((*gz)[0]), 0x1f);  // gzip magic
   EXPECT_EQ(*GzipDecompress(*gz), data);

@@ -2,6 +2,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -22,7 +25,7 @@ struct Fixture {
 
 TEST(FlagSetTest, ParsesEqualsSpaceAndBoolForms) {
   Fixture f;
-  ASSERT_TRUE(f.fs.Parse({"--workers=a:1", "--duration", "50", "--json", "pos"}).ok());
+  ASSERT_THAT(f.fs.Parse({"--workers=a:1", "--duration", "50", "--json", "pos"}), IsOk());
   EXPECT_EQ(f.workers, "a:1");
   EXPECT_EQ(f.duration, 50);
   EXPECT_TRUE(f.json);
@@ -77,7 +80,7 @@ TEST(FlagSetTest, FlagLikeAndExplicitlyEmptyValuesAreRefused) {
   }
   {
     Fixture f;
-    EXPECT_TRUE(f.fs.Parse({"--workers="}).ok());  // empty can mean something (--synthetic=)
+    EXPECT_THAT(f.fs.Parse({"--workers="}), IsOk());  // empty can mean something (--synthetic=)
     Fixture g;
     g.fs.RejectEmpty("workers");
     EXPECT_THAT(g.fs.Parse({"--workers="}).message(),
@@ -85,7 +88,7 @@ TEST(FlagSetTest, FlagLikeAndExplicitlyEmptyValuesAreRefused) {
   }
   {
     Fixture f;  // negative numbers and "-" stay values
-    EXPECT_TRUE(f.fs.Parse({"--duration", "-5", "--workers", "-"}).ok());
+    EXPECT_THAT(f.fs.Parse({"--duration", "-5", "--workers", "-"}), IsOk());
     EXPECT_EQ(f.duration, -5);
     EXPECT_EQ(f.workers, "-");
   }
@@ -97,7 +100,7 @@ TEST(FlagSetTest, RequiredAndHelp) {
   EXPECT_THAT(f.fs.Parse({}).message(), HasSubstr("--workers is required"));
   Fixture g;
   g.fs.Require("workers");
-  ASSERT_TRUE(g.fs.Parse({"--help"}).ok());
+  ASSERT_THAT(g.fs.Parse({"--help"}), IsOk());
   EXPECT_TRUE(g.fs.help_requested());
   EXPECT_THAT(g.fs.Help(), HasSubstr("--duration"));
   EXPECT_THAT(g.fs.Help(), HasSubstr("(default 2000)"));
@@ -106,7 +109,7 @@ TEST(FlagSetTest, RequiredAndHelp) {
 
 TEST(FlagSetTest, DoubleDashEndsFlags) {
   Fixture f;
-  ASSERT_TRUE(f.fs.Parse({"--", "--json"}).ok());
+  ASSERT_THAT(f.fs.Parse({"--", "--json"}), IsOk());
   EXPECT_FALSE(f.json);
   EXPECT_THAT(f.fs.positional(), ::testing::ElementsAre("--json"));
 }

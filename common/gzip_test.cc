@@ -14,7 +14,10 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -58,13 +61,13 @@ std::string Incompressible(size_t n, uint64_t seed) {
 TEST(GzipDecompressTest, RefusesToInflatePastItsLimit) {
   const std::string zeros(1 << 20, '\0');
   absl::StatusOr<std::string> gz = GzipCompress(zeros);
-  ASSERT_TRUE(gz.ok()) << gz.status();
+  ASSERT_THAT(gz, IsOk());
   EXPECT_LT(gz->size(), 8u << 10);
   absl::StatusOr<std::string> small = GzipDecompress(*gz, 64 << 10);
   EXPECT_EQ(small.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(small.status().message(), ::testing::HasSubstr("more than 65536 bytes"));
   absl::StatusOr<std::string> exact = GzipDecompress(*gz, zeros.size());
-  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_THAT(exact, IsOk());
   EXPECT_EQ(*exact, zeros);
 }
 
@@ -75,24 +78,24 @@ TEST(Crc32Test, IsZlibsCrc32AndContinues) {
 }
 
 TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   std::string all;
   for (int i = 0; i < 5000; ++i) {
     const std::string piece = absl::StrCat("{\"event\":", i, "}\n");
-    ASSERT_TRUE(w->Append(piece).ok());
+    ASSERT_THAT(w->Append(piece), IsOk());
     all += piece;
   }
-  ASSERT_TRUE(w->Append("").ok());
+  ASSERT_THAT(w->Append(""), IsOk());
   EXPECT_FALSE(PathExists(path));  // nothing visible before Finish
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(w->bytes_in(), static_cast<int64_t>(all.size()));
   EXPECT_EQ(w->bytes_out(), FileSize(path));
 
   absl::StatusOr<std::string> gz = ReadFile(path);
-  ASSERT_TRUE(gz.ok());
+  ASSERT_THAT(gz, IsOk());
   EXPECT_EQ(*GzipDecompress(*gz), all);
   EXPECT_THAT(Entries(tmp.path()), ::testing::ElementsAre("pod.trace.json.gz"));
   struct stat st {};
@@ -107,7 +110,7 @@ TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
 // (zlib's inflate stops at a member's end, so GzipDecompress would lose anything after a
 // second header). The same text in every part: back-references must not cross a part's start.
 TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "joined.gz");
   std::string text;
   for (int i = 0; i < 20000; ++i) absl::StrAppend(&text, "{\"name\":\"kernel_", i % 7, "\"},\n");
@@ -126,29 +129,29 @@ TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
   EXPECT_EQ(reused.Take()->size, 0u);  // nothing appended: an empty piece
   reused.Append("tail");
   absl::StatusOr<DeflatedPiece> tail = reused.Take();
-  ASSERT_TRUE(tail.ok());
+  ASSERT_THAT(tail, IsOk());
   EXPECT_EQ(tail->size, 4u);
   EXPECT_EQ(tail->crc, Crc32(0, "tail"));
 
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path, kGzipFastLevel);
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   std::string want;
   for (int t = 0; t < 3; ++t) {
-    ASSERT_TRUE(pieces[t].ok()) << pieces[t].status();
+    ASSERT_THAT(pieces[t], IsOk()) << pieces[t].status();
     EXPECT_EQ(pieces[t]->size, text.size());
     EXPECT_LT(pieces[t]->bytes.size(), text.size() / 10);
-    ASSERT_TRUE(w->Append(text).ok());
-    ASSERT_TRUE(w->AppendDeflated(*pieces[t]).ok());
+    ASSERT_THAT(w->Append(text), IsOk());
+    ASSERT_THAT(w->AppendDeflated(*pieces[t]), IsOk());
     want += text + text;
   }
-  ASSERT_TRUE(w->AppendDeflated(DeflatedPiece{}).ok());
-  ASSERT_TRUE(w->AppendDeflated(*tail).ok());
-  ASSERT_TRUE(w->Append("end").ok());
+  ASSERT_THAT(w->AppendDeflated(DeflatedPiece{}), IsOk());
+  ASSERT_THAT(w->AppendDeflated(*tail), IsOk());
+  ASSERT_THAT(w->Append("end"), IsOk());
   want += "tailend";
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(w->bytes_in(), static_cast<int64_t>(want.size()));
   absl::StatusOr<std::string> back = GzipDecompress(*ReadFile(path));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_THAT(back, IsOk());
   EXPECT_EQ(back->size(), want.size());
   EXPECT_TRUE(*back == want);
   EXPECT_EQ(GzipFileWriter::Open(path + ".bad", /*level=*/42).status().code(),
@@ -159,26 +162,26 @@ TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
 }
 
 TEST(GzipFileWriterTest, EmptyFileIsAValidGzipStream) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "empty.gz");
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(*GzipDecompress(*ReadFile(path)), "");
 }
 
 TEST(GzipFileWriterTest, LargeInputStreamsToDiskWithBoundedMemory) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "big.gz");
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   constexpr size_t kChunk = 16 << 10;
   constexpr int kChunks = 2048;  // 32 MiB
   std::string expected;
   expected.reserve(kChunk * kChunks);
   for (int i = 0; i < kChunks; ++i) {
     const std::string chunk = Incompressible(kChunk, static_cast<uint64_t>(i) + 1);
-    ASSERT_TRUE(w->Append(chunk).ok());
+    ASSERT_THAT(w->Append(chunk), IsOk());
     expected += chunk;
     if (i == kChunks / 2) {
       // Half the input is already on disk in the temporary file, not held in memory: what is
@@ -188,11 +191,11 @@ TEST(GzipFileWriterTest, LargeInputStreamsToDiskWithBoundedMemory) {
       EXPECT_FALSE(PathExists(path));
     }
   }
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->Finish(), IsOk());
   absl::StatusOr<std::string> gz = ReadFile(path);
-  ASSERT_TRUE(gz.ok());
+  ASSERT_THAT(gz, IsOk());
   absl::StatusOr<std::string> back = GzipDecompress(*gz);
-  ASSERT_TRUE(back.ok());
+  ASSERT_THAT(back, IsOk());
   EXPECT_TRUE(*back == expected);  // not EXPECT_EQ: no 32 MiB diff on failure
   EXPECT_EQ(Entries(tmp.path()).size(), 1u);
 }
@@ -204,13 +207,13 @@ TEST(GzipFileWriterTest, OpenInAMissingFolderNamesThePath) {
 }
 
 TEST(GzipFileWriterTest, UnfinishedWriterLeavesNothingAndKeepsTheOldFile) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "t.gz");
-  ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
+  ASSERT_THAT(WriteFileAtomically(path, "old contents"), IsOk());
   {
     absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-    ASSERT_TRUE(w.ok());
-    ASSERT_TRUE(w->Append(Incompressible(1 << 20, 3)).ok());
+    ASSERT_THAT(w, IsOk());
+    ASSERT_THAT(w->Append(Incompressible(1 << 20, 3)), IsOk());
     // Moving keeps one owner of the temporary file.
     GzipFileWriter moved = *std::move(w);
     EXPECT_TRUE(PathExists(std::string(moved.temp_path())));
@@ -245,15 +248,15 @@ class FileSizeLimit {
 };
 
 TEST(GzipFileWriterTest, FailedWriteLeavesNoFileAndTheErrorSticks) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "full.gz");
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   const std::string temp(w->temp_path());
   absl::Status failed;
   {
     FileSizeLimit limit(/*limit=*/256 << 10);  // as a full disk would, after 256 KiB
-    ASSERT_TRUE(limit.ok());
+    ASSERT_THAT(limit, IsOk());
     for (int i = 0; i < 64 && failed.ok(); ++i) failed = w->Append(Incompressible(64 << 10, i + 1));
   }
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted) << failed;
@@ -267,13 +270,13 @@ TEST(GzipFileWriterTest, FailedWriteLeavesNoFileAndTheErrorSticks) {
 }
 
 TEST(GzipFileWriterTest, FailedRenameLeavesTheTargetUntouched) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   // The target is a non-empty folder: rename() cannot replace it.
   const std::string path = JoinPath(tmp.path(), "taken");
-  ASSERT_TRUE(MakeDirs(JoinPath(path, "inside")).ok());
+  ASSERT_THAT(MakeDirs(JoinPath(path, "inside")), IsOk());
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(w->Append("data").ok());
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->Append("data"), IsOk());
   const absl::Status s = w->Finish();
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("cannot rename the temporary file onto " + path));

@@ -10,6 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/spdlog.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -33,7 +36,7 @@ TEST(SetupLogging, JsonFormatWritesOneEscapedObjectPerLine) {
   fflush(stderr);
   const int saved = dup(STDERR_FILENO);
   dup2(fd, STDERR_FILENO);
-  ASSERT_TRUE(SetupLogging("unit", "info", "json").ok());
+  ASSERT_THAT(SetupLogging("unit", "info", "json"), IsOk());
   spdlog::info("say \"hi\"\nthen {}", 42);
   spdlog::debug("not at info");
   spdlog::default_logger()->flush();
@@ -43,14 +46,14 @@ TEST(SetupLogging, JsonFormatWritesOneEscapedObjectPerLine) {
   close(fd);
   absl::StatusOr<std::string> text = ReadFile(path);
   unlink(path);
-  ASSERT_TRUE(text.ok());
+  ASSERT_THAT(text, IsOk());
   // {"time":"2026-11-23T05:15:45.004974Z","level":"info",...}: one line, UTC, escaped.
   EXPECT_THAT(*text, ::testing::StartsWith(R"({"time":")"));
   EXPECT_THAT(
       *text, ::testing::EndsWith(R"(Z","level":"info","logger":"unit","msg":"say \"hi\"\nthen 42"})"
                                  "\n"));
   EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 1);
-  ASSERT_TRUE(SetupLogging("unit", "info", "text").ok());  // leave a normal logger behind
+  ASSERT_THAT(SetupLogging("unit", "info", "text"), IsOk());  // leave a normal logger behind
 }
 
 }  // namespace

@@ -16,6 +16,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "report/html_report.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::report {
 namespace {
@@ -137,7 +140,7 @@ BreakdownContext Context() {
 Struct Parse(const std::string& json) {
   Struct doc;
   const auto status = google::protobuf::util::JsonStringToMessage(json, &doc);
-  EXPECT_TRUE(status.ok()) << status << "\n" << json.substr(0, 2000);
+  EXPECT_THAT(status, IsOk()) << status << "\n" << json.substr(0, 2000);
   return doc;
 }
 

@@ -23,7 +23,10 @@
 #include "gtest/gtest.h"
 #include "report/breakdown_writers.h"
 #include "report/tool_writers.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::report {
 namespace {
@@ -170,8 +173,8 @@ TEST(HtmlReportTest, HostileTextCannotLeaveItsContext) {
   // The embedded JSON still parses to exactly what the file holds.
   Struct embedded;
   Struct file;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(EmbeddedJson(html), &embedded).ok());
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(BreakdownJson(b, ctx), &file).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(EmbeddedJson(html), &embedded), IsOk());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(BreakdownJson(b, ctx), &file), IsOk());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(embedded, file));
   EXPECT_EQ(absl::StrReplaceAll(EmbeddedJson(html),
                                 {{"\\u003c", "<"}, {"\\u003e", ">"}, {"\\u0026", "&"}}),
@@ -254,9 +257,9 @@ std::vector<std::string> ConsoleLines(const std::string& log) {
 std::string RenderOrFail(const PodBreakdown& b, const BreakdownContext& ctx,
                          const std::string& fragment = "") {
   const std::string chromium = FindChromium();
-  profctl::testing::TempDir dir;
+  profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
-  EXPECT_TRUE(WriteFileAtomically(html_path, HtmlReport(b, ctx)).ok());
+  EXPECT_THAT(WriteFileAtomically(html_path, HtmlReport(b, ctx)), IsOk());
   const BrowserRun run = RunChromium(chromium, dir.path(), html_path, fragment);
   EXPECT_EQ(run.exit_code, 0) << run.log;
   EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
@@ -340,9 +343,9 @@ TEST(HtmlReportChromiumTest, ReportsScriptErrorsInThePage) {
   const size_t at = html.find("\"schema_version\"");
   ASSERT_NE(at, std::string::npos);
   html.insert(at, "oops");
-  profctl::testing::TempDir dir;
+  profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
-  ASSERT_TRUE(WriteFileAtomically(html_path, html).ok());
+  ASSERT_THAT(WriteFileAtomically(html_path, html), IsOk());
   const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path);
   EXPECT_EQ(run.exit_code, 0) << run.log;
   EXPECT_NO_TEXT(run.dom, "data-rendered=\"ok\"");
@@ -407,9 +410,9 @@ TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
   const PodBreakdown b = MakePod(Workers(), 3);
   const std::vector<std::string> tools = {ToolJson(KernelTabTools(), ToolContext{"run"}),
                                           ToolJson(OverviewTabTools(), ToolContext{"run"})};
-  profctl::testing::TempDir dir;
+  profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
-  ASSERT_TRUE(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)).ok());
+  ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
   const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path, "#tab=kernel_stats");
   EXPECT_EQ(run.exit_code, 0) << run.log;
   EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;

@@ -16,8 +16,11 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::report {
 namespace {
@@ -33,11 +36,11 @@ constexpr int64_t kT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, coordin
 // Reads back a finished trace: gunzip, then parse the JSON with protobuf's parser.
 Struct ReadTrace(const std::string& path) {
   absl::StatusOr<std::string> gz = ReadFile(path);
-  EXPECT_TRUE(gz.ok()) << gz.status();
+  EXPECT_THAT(gz, IsOk());
   absl::StatusOr<std::string> json = GzipDecompress(gz.ok() ? *gz : "");
-  EXPECT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(json, IsOk());
   Struct doc;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json.ok() ? *json : "", &doc).ok());
+  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(json.ok() ? *json : "", &doc), IsOk());
   return doc;
 }
 
@@ -89,23 +92,23 @@ xspace::XSpace HostSpace(int64_t offset_ns, bool relative_lines, int64_t sub_us_
 }
 
 TEST(PodTraceWriterTest, TwoHostsWithKnownOffsetsLineUpOnTheCoordinatorClock) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
   absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, /*base_ns=*/kT0);
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   {
     // Each host's XSpace is dropped once added.
     const xspace::XSpace a = HostSpace(263 * kMs, /*relative_lines=*/true, 0);
-    ASSERT_TRUE(xspace::Validate(a).ok());
-    ASSERT_TRUE(w->AddHost("host-a", a, 263 * kMs).ok());
+    ASSERT_THAT(xspace::Validate(a), IsOk());
+    ASSERT_THAT(w->AddHost("host-a", a, 263 * kMs), IsOk());
   }
   {
     // An older file with absolute line timestamps reads through the same helpers.
     const xspace::XSpace b = HostSpace(-1537 * kMs, /*relative_lines=*/false, 123);
-    ASSERT_TRUE(w->AddHost("host-b", b, -1537 * kMs).ok());
+    ASSERT_THAT(w->AddHost("host-b", b, -1537 * kMs), IsOk());
   }
   EXPECT_FALSE(PathExists(path));
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(w->hosts(), 2);
   EXPECT_EQ(w->events(), 4);
 
@@ -150,14 +153,14 @@ TEST(PodTraceWriterTest, TwoHostsWithKnownOffsetsLineUpOnTheCoordinatorClock) {
 }
 
 TEST(PodTraceWriterTest, MicrosecondDecimalsAreExactForNegativeTimes) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "t.json.gz");
   absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0 + 20 * kMs);
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(w->AddHost("h", HostSpace(0, true, 5), 0).ok());
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("h", HostSpace(0, true, 5), 0), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
   absl::StatusOr<std::string> json = GzipDecompress(*ReadFile(path));
-  ASSERT_TRUE(json.ok());
+  ASSERT_THAT(json, IsOk());
   EXPECT_THAT(*json, HasSubstr("\"ts\":-10999.995,\"dur\":1000,"));
   EXPECT_THAT(*json, HasSubstr("\"ts\":-20000,\"dur\":20000,"));
 }
@@ -171,12 +174,12 @@ int CountTemporaries(const std::string& dir) {
 }
 
 TEST(PodTraceWriterTest, StreamsManyHostsAndLeavesNothingUntilFinished) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
   constexpr int kHosts = 20, kEvents = 2000;
   {
     absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
-    ASSERT_TRUE(w.ok());
+    ASSERT_THAT(w, IsOk());
     for (int h = 0; h < kHosts; ++h) {
       xspace::XSpace space;
       xspace::XPlaneBuilder b(space.add_planes(), 0, "/device:GPU:0", kT0);
@@ -185,7 +188,7 @@ TEST(PodTraceWriterTest, StreamsManyHostsAndLeavesNothingUntilFinished) {
         b.AddEvent(line, b.EventMetadataId(absl::StrCat("kernel_", i % 17)), kT0 + i * kUs, 500);
       }
       xspace::SetProfileWindow(&space, kT0, kT0 + kEvents * kUs);
-      ASSERT_TRUE(w->AddHost(absl::StrCat("host-", h), space, h * kMs).ok());
+      ASSERT_THAT(w->AddHost(absl::StrCat("host-", h), space, h * kMs), IsOk());
     }
     EXPECT_EQ(w->events(), kHosts * kEvents);
     EXPECT_EQ(CountTemporaries(tmp.path()), 1);
@@ -195,12 +198,12 @@ TEST(PodTraceWriterTest, StreamsManyHostsAndLeavesNothingUntilFinished) {
   EXPECT_FALSE(PathExists(path));
 
   absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   xspace::XSpace space;
   xspace::XPlaneBuilder b(space.add_planes(), 0, "/device:GPU:0", kT0);
   b.AddEvent(b.AddLine(7, "s", kT0), b.EventMetadataId("k"), kT0, 1);
-  ASSERT_TRUE(w->AddHost("only", space, 0).ok());
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->AddHost("only", space, 0), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(Index(ReadTrace(path)).complete.size(), 1u);
   EXPECT_EQ(w->AddHost("late", space, 0).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(w->Finish().code(), absl::StatusCode::kFailedPrecondition);
@@ -212,7 +215,7 @@ TEST(PodTraceWriterTest, StreamsManyHostsAndLeavesNothingUntilFinished) {
 // stops at the first member's end: GzipDecompress would miss the rest), valid JSON even when the
 // first hosts have nothing to show.
 TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesThem) {
-  const testing::TempDir tmp;
+  const testkit::TempDir tmp;
   constexpr int kHosts = 24;
   std::vector<xspace::XSpace> spaces(kHosts);
   for (int h = 2; h < kHosts; ++h) {  // hosts 0 and 1: no planes with lines
@@ -225,11 +228,11 @@ TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesT
   }
   const std::string serial_path = JoinPath(tmp.path(), "serial.json.gz");
   absl::StatusOr<PodTraceWriter> serial = PodTraceWriter::Open(serial_path, kT0);
-  ASSERT_TRUE(serial.ok());
+  ASSERT_THAT(serial, IsOk());
   for (int h = 0; h < kHosts; ++h) {
-    ASSERT_TRUE(serial->AddHost(absl::StrCat("host-", h), spaces[h], h * kMs).ok());
+    ASSERT_THAT(serial->AddHost(absl::StrCat("host-", h), spaces[h], h * kMs), IsOk());
   }
-  ASSERT_TRUE(serial->Finish().ok());
+  ASSERT_THAT(serial->Finish(), IsOk());
 
   std::vector<absl::StatusOr<RenderedHost>> rendered(kHosts, absl::UnknownError("not yet"));
   {
@@ -246,24 +249,24 @@ TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesT
   }
   const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
   absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(rendered[1].ok());
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(rendered[1], IsOk());
   EXPECT_EQ(rendered[1]->piece.size, 0u);
   // Out of order, or made for another base: refused, and the writer fails.
   {
     absl::StatusOr<PodTraceWriter> other = PodTraceWriter::Open(path + ".other", kT0 + 1);
-    ASSERT_TRUE(other.ok());
+    ASSERT_THAT(other, IsOk());
     EXPECT_EQ(other->AddRendered(*rendered[0]).code(), absl::StatusCode::kInvalidArgument);
     absl::StatusOr<PodTraceWriter> skip = PodTraceWriter::Open(path + ".skip", kT0);
-    ASSERT_TRUE(skip.ok());
+    ASSERT_THAT(skip, IsOk());
     EXPECT_EQ(skip->AddRendered(*rendered[1]).code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(skip->Finish().code(), absl::StatusCode::kInvalidArgument);
   }
   for (int h = 0; h < kHosts; ++h) {
-    ASSERT_TRUE(rendered[h].ok()) << rendered[h].status();
-    ASSERT_TRUE(w->AddRendered(*rendered[h]).ok());
+    ASSERT_THAT(rendered[h], IsOk()) << rendered[h].status();
+    ASSERT_THAT(w->AddRendered(*rendered[h]), IsOk());
   }
-  ASSERT_TRUE(w->Finish().ok());
+  ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(w->events(), serial->events());
   EXPECT_EQ(*GzipDecompress(*ReadFile(path)), *GzipDecompress(*ReadFile(serial_path)));
   const Parsed p = Index(ReadTrace(path));

@@ -9,7 +9,10 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
@@ -27,12 +30,12 @@ SyntheticJobConfig Job(int64_t rank) {
 
 TEST(SyntheticJobConfigTest, ParsesKnobsAndDefaults) {
   absl::StatusOr<SyntheticJobConfig> c = ParseSyntheticJobConfig(" rank=1, world=2 ,jitter=0.1");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c, IsOk());
   EXPECT_EQ(c->rank, 1);
   EXPECT_EQ(c->world, 2);
   EXPECT_DOUBLE_EQ(c->jitter, 0.1);
   EXPECT_EQ(c->step_ms, 100);
-  EXPECT_TRUE(ParseSyntheticJobConfig("").ok());
+  EXPECT_THAT(ParseSyntheticJobConfig(""), IsOk());
 }
 
 TEST(SyntheticJobConfigTest, BadKnobsAreNamed) {
@@ -199,7 +202,7 @@ TEST(SyntheticJobTest, SlowdownStretchesEveryStepFromOneInstantOnEveryRank) {
               HasSubstr("slowdown_factor"));
   EXPECT_THAT(ParseSyntheticJobConfig("slowdown_at_ms=-1").status().message(),
               HasSubstr("slowdown_at_ms"));
-  EXPECT_TRUE(ParseSyntheticJobConfig("slowdown_at_ms=1767225600000,slowdown_factor=2").ok());
+  EXPECT_THAT(ParseSyntheticJobConfig("slowdown_at_ms=1767225600000,slowdown_factor=2"), IsOk());
 }
 
 // Checks XSpace's rule that events on one line nest but never partly overlap.
@@ -228,7 +231,7 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
   EXPECT_EQ(space.planes(1).name(), "/device:GPU:0");
   EXPECT_EQ(space.planes(2).name(), "/device:GPU:1");
   EXPECT_EQ(space.planes(3).name(), xspace::kTaskEnvPlaneName);
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   const int64_t profile_start = xspace::ProfileStartNs(space);
   EXPECT_EQ(profile_start, start);  // no skew: agent clock == true time
   EXPECT_EQ(xspace::ProfileStopNs(space), stop);
@@ -335,7 +338,7 @@ TEST(SyntheticJobTest, WritesTimesAsXProfReadsThem) {
   c.clock_skew_ns = -1537 * kNanosPerMilli;
   tensorflow::profiler::XSpace space;
   SyntheticJob(c).Generate(kT0, kT0 + 2 * kNanosPerSecond, &space);
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   // The absolute window lives in Task Environment, on the agent's clock.
   EXPECT_EQ(xspace::ProfileStartNs(space), kT0 + c.clock_skew_ns);
   EXPECT_EQ(xspace::ProfileStopNs(space), kT0 + 2 * kNanosPerSecond + c.clock_skew_ns);

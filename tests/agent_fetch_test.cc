@@ -36,7 +36,10 @@
 #include "spdlog/spdlog.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
 #include "tests/tcp_proxy.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -165,14 +168,14 @@ class Agent {
 
   agent::CaptureManager& manager() { return manager_; }
   agent::TraceStore& store() { return store_; }
-  testing::FakeClock& fake_clock() { return fake_clock_; }
-  testing::FakeExecutor& timers() { return timers_; }
+  testkit::FakeClock& fake_clock() { return fake_clock_; }
+  testkit::FakeExecutor& timers() { return timers_; }
 
  private:
   RealClock clock_;
   AsioExecutor executor_{&clock_};
-  testing::FakeClock fake_clock_;
-  testing::FakeExecutor timers_{&fake_clock_};
+  testkit::FakeClock fake_clock_;
+  testkit::FakeExecutor timers_{&fake_clock_};
   agent::SyntheticCollector synthetic_;
   agent::CaptureManager manager_{{&clock_, {&synthetic_}, &executor_, nullptr},
                                  {.max_duration_ms = 5000, .host_name = "node-7"}};
@@ -185,7 +188,7 @@ class Agent {
 };
 
 void ExpectWhole(const Stream& s) {
-  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  ASSERT_THAT(s.status, IsOk()) << s.status.error_message();
   ASSERT_TRUE(s.header.has_value());
   ASSERT_TRUE(s.trailer.has_value());
   EXPECT_EQ(s.data.size(), s.header->total_bytes());
@@ -197,7 +200,7 @@ void ExpectWhole(const Stream& s) {
 
 TEST(AgentFetchTest, FetchServesTheSameBytesAndCrcAsTheCapture) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   const Stream captured = agent.Capture(Request("s1", 30, kKeyA));
   ExpectWhole(captured);
   const Stream fetched = agent.Fetch("s1", kKeyA);
@@ -214,10 +217,10 @@ TEST(AgentFetchTest, FetchServesTheSameBytesAndCrcAsTheCapture) {
 
 TEST(AgentFetchTest, AKeyedCaptureWhoseConnectionBreaksRecordsOnAndIsFetchedWhole) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
-      testing::TcpProxy::Start("127.0.0.1", std::stoi(agent.address().substr(10)));
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  ASSERT_THAT(agent, IsOk());
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> proxy =
+      testkit::TcpProxy::Start("127.0.0.1", std::stoi(agent.address().substr(10)));
+  ASSERT_THAT(proxy, IsOk());
   auto via_proxy = profctl::v1::AgentService::NewStub(
       grpc::CreateChannel((*proxy)->address(), grpc::InsecureChannelCredentials()));
   const Stream broken = agent.Capture(
@@ -241,7 +244,7 @@ TEST(AgentFetchTest, AKeyedCaptureWhoseConnectionBreaksRecordsOnAndIsFetchedWhol
 
 TEST(AgentFetchTest, AKeylessCaptureWhoseClientLeavesStopsAndIsNotRetained) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   const Stream gone =
       agent.Capture(Request("s1", 5000), [](grpc::ClientContext* ctx) { ctx->TryCancel(); });
   EXPECT_EQ(gone.status.error_code(), grpc::StatusCode::CANCELLED);
@@ -252,7 +255,7 @@ TEST(AgentFetchTest, AKeylessCaptureWhoseClientLeavesStopsAndIsNotRetained) {
 
 TEST(AgentFetchTest, FetchWithAnotherKeyOrIdIsTheSameNotFound) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   ExpectWhole(agent.Capture(Request("s1", 10, kKeyA)));
   const Stream wrong_key = agent.Fetch("s1", kKeyB);
   const Stream no_key = agent.Fetch("s1", "");
@@ -267,7 +270,7 @@ TEST(AgentFetchTest, FetchWithAnotherKeyOrIdIsTheSameNotFound) {
 
 TEST(AgentFetchTest, CancelWithAnotherKeyIsPermissionDeniedAndTheCaptureCompletes) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   std::vector<grpc::Status> denied;
   const Stream s = agent.Capture(Request("s1", 100, kKeyA), [&](grpc::ClientContext*) {
     denied.push_back(agent.Cancel("s1", kKeyB));
@@ -286,7 +289,7 @@ TEST(AgentFetchTest, CancelWithAnotherKeyIsPermissionDeniedAndTheCaptureComplete
   grpc::Status owner;
   const Stream stopped = agent.Capture(
       Request("s2", 5000, kKeyA), [&](grpc::ClientContext*) { owner = agent.Cancel("s2", kKeyA); });
-  EXPECT_TRUE(owner.ok()) << owner.error_message();
+  EXPECT_THAT(owner, IsOk()) << owner.error_message();
   ExpectWhole(stopped);
   EXPECT_TRUE(stopped.header->cancelled());
   EXPECT_EQ(stopped.header->cancel_reason(), profctl::v1::CANCEL_REASON_CLIENT);
@@ -294,23 +297,23 @@ TEST(AgentFetchTest, CancelWithAnotherKeyIsPermissionDeniedAndTheCaptureComplete
 
 TEST(AgentFetchTest, APreCancelWithAnotherKeyDoesNotAbortTheCapture) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
-  ASSERT_TRUE(agent.Cancel("s1", kKeyB).ok());
+  ASSERT_THAT(agent, IsOk());
+  ASSERT_THAT(agent.Cancel("s1", kKeyB), IsOk());
   const Stream s = agent.Capture(Request("s1", 10, kKeyA));
   ExpectWhole(s);
   EXPECT_FALSE(s.header->cancelled());
   // With the right key it does.
-  ASSERT_TRUE(agent.Cancel("s2", kKeyA).ok());
+  ASSERT_THAT(agent.Cancel("s2", kKeyA), IsOk());
   EXPECT_EQ(agent.Capture(Request("s2", 10, kKeyA)).status.error_code(), grpc::StatusCode::ABORTED);
 }
 
 TEST(AgentFetchTest, TheBusyAnswerSaysHowLongNeverWhose) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   Stream second;
   agent.Capture(Request("secret-session-id", 5000, kKeyA), [&](grpc::ClientContext*) {
     second = agent.Capture(Request("mine", 10));
-    ASSERT_TRUE(agent.Cancel("secret-session-id", kKeyA).ok());
+    ASSERT_THAT(agent.Cancel("secret-session-id", kKeyA), IsOk());
   });
   EXPECT_EQ(second.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_THAT(second.status.error_message(),
@@ -321,15 +324,16 @@ TEST(AgentFetchTest, TheBusyAnswerSaysHowLongNeverWhose) {
 
 TEST(AgentFetchTest, ShutdownAndKeylessCancelsSayWhoStoppedTheCapture) {
   Agent agent;
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   const Stream shutdown = agent.Capture(Request("s1", 5000, kKeyA), [&](grpc::ClientContext*) {
     agent.manager().CancelActive();  // what AgentServer::Shutdown does on SIGTERM
   });
   ExpectWhole(shutdown);
   EXPECT_TRUE(shutdown.header->cancelled());
   EXPECT_EQ(shutdown.header->cancel_reason(), profctl::v1::CANCEL_REASON_AGENT_SHUTDOWN);
-  const Stream other = agent.Capture(
-      Request("s2", 5000), [&](grpc::ClientContext*) { ASSERT_TRUE(agent.Cancel("s2", "").ok()); });
+  const Stream other = agent.Capture(Request("s2", 5000), [&](grpc::ClientContext*) {
+    ASSERT_THAT(agent.Cancel("s2", ""), IsOk());
+  });
   ExpectWhole(other);
   EXPECT_EQ(other.header->cancel_reason(), profctl::v1::CANCEL_REASON_OTHER_CLIENT);
 }
@@ -340,13 +344,13 @@ TEST(AgentFetchTest, RetainedTracesAreEvictedBySizeThenByTime) {
   size_t one = 0;
   {
     Agent probe;
-    ASSERT_TRUE(probe.ok());
+    ASSERT_THAT(probe, IsOk());
     one = probe.Capture(Request("p", 20, kKeyA)).data.size();
     ASSERT_GT(one, 0u);
   }
   const auto budget = static_cast<int64_t>(2 * one);
   Agent agent({.retain_ms = 60'000, .retain_bytes = budget});
-  ASSERT_TRUE(agent.ok());
+  ASSERT_THAT(agent, IsOk());
   std::string last;
   for (const char* id : {"s1", "s2", "s3", "s4"}) {
     const Stream s = agent.Capture(Request(id, 20, kKeyA));
@@ -374,10 +378,10 @@ TEST(AgentFetchTest, AnUnreadStreamOverTheHeldCapRefusesCapturesUntilTheIdleTime
   job.gpus = 8;
   job.kernels_per_step = 64;
   Agent agent({.max_held_bytes = 1 << 20}, job, /*chunk_bytes=*/64 << 10);
-  ASSERT_TRUE(agent.ok());
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> proxy =
-      testing::TcpProxy::Start("127.0.0.1", std::stoi(agent.address().substr(10)));
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  ASSERT_THAT(agent, IsOk());
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> proxy =
+      testkit::TcpProxy::Start("127.0.0.1", std::stoi(agent.address().substr(10)));
+  ASSERT_THAT(proxy, IsOk());
   auto via_proxy = profctl::v1::AgentService::NewStub(
       grpc::CreateChannel((*proxy)->address(), grpc::InsecureChannelCredentials()));
   Stream stalled;
@@ -414,7 +418,7 @@ TEST(AgentFetchTest, OversizedRequestFieldsLeaveBoundedLogsAndErrors) {
   std::vector<grpc::Status> errors;
   {
     Agent agent;
-    ASSERT_TRUE(agent.ok());
+    ASSERT_THAT(agent, IsOk());
     const std::string huge(1 << 20, 'x');
     const std::string nasty = "\x1b[2J\n" + huge;
     errors.push_back(agent.Capture(Request(huge, 10)).status);

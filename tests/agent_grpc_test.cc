@@ -40,7 +40,10 @@
 #include "profctl/v1/agent.grpc.pb.h"
 #include "tests/fake_clock.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -217,7 +220,7 @@ class TestServer {
 std::unique_ptr<AgentClient> Connect(coordinator::AgentClientFactory& factory,
                                      const std::string& address) {
   absl::StatusOr<coordinator::WorkerAddress> worker = coordinator::ParseWorker(address);
-  EXPECT_TRUE(worker.ok()) << worker.status();
+  EXPECT_THAT(worker, IsOk());
   return factory.Connect(*worker);
 }
 
@@ -251,7 +254,7 @@ class InProcessAgent {
 class AgentGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(agent_.ok());
+    ASSERT_THAT(agent_, IsOk());
     client_ = Connect(factory_, agent_.address());
   }
 
@@ -262,7 +265,7 @@ class AgentGrpcTest : public ::testing::Test {
 
 TEST_F(AgentGrpcTest, GetInfoCrossesTheWire) {
   absl::StatusOr<AgentInfo> info = GetInfoNow(*client_, 5000);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->name, "node-7");
   EXPECT_EQ(info->hostname, "machine");
   EXPECT_THAT(info->collectors, ::testing::ElementsAre("synthetic"));
@@ -273,21 +276,21 @@ TEST_F(AgentGrpcTest, GetInfoCrossesTheWire) {
   std::unique_ptr<AgentClient> by_name =
       Connect(factory_, "localhost:" + agent_.address().substr(agent_.address().rfind(':') + 1));
   absl::StatusOr<AgentInfo> again = GetInfoNow(*by_name, 5000);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_EQ(again->instance_id, info->instance_id);
   // Another agent process (here: another server) is another instance.
   InProcessAgent other;
-  ASSERT_TRUE(other.ok());
+  ASSERT_THAT(other, IsOk());
   std::unique_ptr<AgentClient> other_client = Connect(factory_, other.address());
   absl::StatusOr<AgentInfo> other_info = GetInfoNow(*other_client, 5000);
-  ASSERT_TRUE(other_info.ok()) << other_info.status();
+  ASSERT_THAT(other_info, IsOk());
   EXPECT_NE(other_info->instance_id, info->instance_id);
 }
 
 TEST_F(AgentGrpcTest, CallbacksRunOnATransportThreadNeverInline) {
   Reply<absl::StatusOr<AgentInfo>> reply;
   client_->GetInfo(5000, reply.Callback());
-  ASSERT_TRUE(reply.Await().ok());
+  ASSERT_THAT(reply.Await(), IsOk());
   EXPECT_NE(reply.thread(), std::this_thread::get_id());
 }
 
@@ -299,7 +302,7 @@ TEST_F(AgentGrpcTest, SyncClockLocalStampsBracketTheAgentStampsWhenTheClocksAreE
   std::unique_ptr<AgentClient> client = Connect(factory, agent_.address());
   for (int i = 0; i < 5; ++i) {
     absl::StatusOr<ClockReading> r = SyncClockNow(*client, 5000);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_THAT(r, IsOk());
     EXPECT_LE(r->local_send_ns, r->receive_ns);
     EXPECT_LE(r->receive_ns, r->send_ns);
     EXPECT_LE(r->send_ns, r->local_receive_ns);
@@ -307,11 +310,11 @@ TEST_F(AgentGrpcTest, SyncClockLocalStampsBracketTheAgentStampsWhenTheClocksAreE
 }
 
 TEST_F(AgentGrpcTest, SyncClockStampsWithTheInjectedClock) {
-  testing::FakeClock fake;
+  testkit::FakeClock fake;
   coordinator::GrpcAgentClientFactory factory({.clock = &fake});
   std::unique_ptr<AgentClient> client = Connect(factory, agent_.address());
   absl::StatusOr<ClockReading> r = SyncClockNow(*client, 5000);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_THAT(r, IsOk());
   EXPECT_EQ(r->local_send_ns, fake.WallNs());  // the fake clock does not move
   EXPECT_EQ(r->local_receive_ns, fake.WallNs());
   EXPECT_GT(r->receive_ns, 0);  // the agent's own (real) clock
@@ -320,7 +323,7 @@ TEST_F(AgentGrpcTest, SyncClockStampsWithTheInjectedClock) {
 TEST_F(AgentGrpcTest, CaptureStreamsStartedHeaderAndTheWholeTraceInChunks) {
   RecordingStream stream(client_.get());
   client_->Capture({"sess-1", /*start_at_ns=*/0, /*duration_ms=*/30}, 30'000, &stream);
-  ASSERT_TRUE(stream.Await().ok()) << stream.Await();
+  ASSERT_THAT(stream.Await(), IsOk()) << stream.Await();
   const std::string events = stream.events();
   EXPECT_THAT(events, MatchesRegex("SHD+E"));
   const coordinator::CaptureHeaderInfo header = stream.header();
@@ -338,7 +341,7 @@ TEST_F(AgentGrpcTest, CaptureStreamsStartedHeaderAndTheWholeTraceInChunks) {
   EXPECT_EQ(data.size(), header.total_bytes);
   tensorflow::profiler::XSpace space;
   ASSERT_TRUE(space.ParseFromString(data));
-  EXPECT_TRUE(xspace::Validate(space).ok());
+  EXPECT_THAT(xspace::Validate(space), IsOk());
   EXPECT_THAT(space.hostnames(), ::testing::ElementsAre("node-7"));
   EXPECT_NE(xspace::FindPlane(space, "/device:GPU:0"), nullptr);
 }
@@ -361,11 +364,11 @@ TEST_F(AgentGrpcTest, StartedArrivesWhileTheWindowIsOpenAndCancelReturnsTheParti
   EXPECT_THAT(rejected.message(), ::testing::Not(HasSubstr("long")));
   EXPECT_EQ(second.events(), "E");
   absl::StatusOr<AgentInfo> info = GetInfoNow(*other, 5000);
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_TRUE(info->busy);
 
-  ASSERT_TRUE(CancelNow(*other, "long", 5000).ok());
-  ASSERT_TRUE(stream.Await().ok()) << stream.Await();
+  ASSERT_THAT(CancelNow(*other, "long", 5000), IsOk());
+  ASSERT_THAT(stream.Await(), IsOk()) << stream.Await();
   EXPECT_THAT(stream.events(), MatchesRegex("SHD+E"));
   EXPECT_TRUE(stream.header().cancelled);
   EXPECT_EQ(stream.header().start_ns, stream.started_ns());
@@ -413,7 +416,7 @@ TEST_F(AgentGrpcTest, AbortCaptureEndsTheCaptureInFlightAsCancelled) {
   EXPECT_THAT(status.message(), HasSubstr("Capture: aborted by the caller"));
   EXPECT_EQ(stream.events(), "SE");
   // The client stays usable.
-  EXPECT_TRUE(GetInfoNow(*client_, 5000).ok());
+  EXPECT_THAT(GetInfoNow(*client_, 5000), IsOk());
 }
 
 // A peer that accepts TCP connections and never says a word.
@@ -451,7 +454,7 @@ TEST_F(AgentGrpcTest, DestroyingTheClientCancelsWhatIsInFlightAndWaitsForTheCall
   ASSERT_TRUE(stream.AwaitStarted());
   // And a unary call that would otherwise wait a minute for a peer that never answers.
   SilentPeer silent;
-  ASSERT_TRUE(silent.ok());
+  ASSERT_THAT(silent, IsOk());
   auto hung = Connect(factory_, silent.address());
   Reply<absl::StatusOr<AgentInfo>> info;
   hung->GetInfo(60'000, info.Callback());
@@ -479,7 +482,7 @@ int ThreadCount() {
 }
 
 TEST_F(AgentGrpcTest, AThousandClientsEachWithItsOwnChannelNeedNoThreadEach) {
-  ASSERT_TRUE(GetInfoNow(*client_, 5000).ok());  // gRPC's own threads are up
+  ASSERT_THAT(GetInfoNow(*client_, 5000), IsOk());  // gRPC's own threads are up
   const int threads_before = ThreadCount();
   constexpr int kClients = 1024;
   std::vector<std::unique_ptr<AgentClient>> clients;
@@ -500,7 +503,7 @@ TEST_F(AgentGrpcTest, AThousandClientsEachWithItsOwnChannelNeedNoThreadEach) {
 TEST(GrpcAgentClientTest, UnreachableAgentIsUnavailable) {
   // A loopback port nothing listens on (port 1 is not: a root process may hold it).
   coordinator::GrpcAgentClientFactory factory;
-  auto client = Connect(factory, testing::LoopbackAddress(testing::ClosedLoopbackPort()));
+  auto client = Connect(factory, testkit::LoopbackAddress(testkit::ClosedLoopbackPort()));
   absl::StatusOr<AgentInfo> info = GetInfoNow(*client, 2000);
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable) << info.status();
   EXPECT_THAT(info.status().message(), HasSubstr("GetInfo"));
@@ -508,7 +511,7 @@ TEST(GrpcAgentClientTest, UnreachableAgentIsUnavailable) {
 
 TEST(GrpcAgentClientTest, AHangingPeerHitsTheDeadline) {
   SilentPeer silent;
-  ASSERT_TRUE(silent.ok());
+  ASSERT_THAT(silent, IsOk());
   coordinator::GrpcAgentClientFactory factory;
   auto client = Connect(factory, silent.address());
   absl::StatusOr<AgentInfo> info = GetInfoNow(*client, /*timeout_ms=*/300);
@@ -690,7 +693,7 @@ TEST(GrpcAgentClientTest, BrokenStreamsFromALyingPeerAreViolations) {
   for (Case& c : cases) {
     ScriptedAgent liar(c.script);
     TestServer server(&liar);
-    ASSERT_TRUE(server.ok());
+    ASSERT_THAT(server, IsOk());
     coordinator::GrpcAgentClientFactory factory;
     auto client = Connect(factory, server.address());
     RecordingStream stream(client.get());
@@ -714,7 +717,7 @@ TEST(GrpcAgentClientTest, StartedArrivesBeforeTheHeaderAndOnStartedGetsItsTime) 
   ScriptedAgent agent({Started(1234), Header(2), Data("ab"), Trailer(1)}, /*hang_at_end=*/false,
                       /*pause_at=*/1);
   TestServer server(&agent);
-  ASSERT_TRUE(server.ok());
+  ASSERT_THAT(server, IsOk());
   coordinator::GrpcAgentClientFactory factory;
   auto client = Connect(factory, server.address());
   RecordingStream stream(client.get());
@@ -723,7 +726,7 @@ TEST(GrpcAgentClientTest, StartedArrivesBeforeTheHeaderAndOnStartedGetsItsTime) 
   EXPECT_EQ(stream.started_ns(), 1234);
   EXPECT_EQ(stream.events(), "S");
   agent.Resume();
-  ASSERT_TRUE(stream.Await().ok()) << stream.Await();
+  ASSERT_THAT(stream.Await(), IsOk()) << stream.Await();
   EXPECT_EQ(stream.events(), "SHDE");
   EXPECT_EQ(stream.data(), "ab");
 }
@@ -732,7 +735,7 @@ TEST(GrpcAgentClientTest, AnOnDataErrorCancelsTheRpc) {
   // The peer would keep the stream open forever: only the client's cancel ends it.
   ScriptedAgent agent({Header(4), Data("ab"), Data("cd"), Trailer(2)}, /*hang_at_end=*/true);
   TestServer server(&agent);
-  ASSERT_TRUE(server.ok());
+  ASSERT_THAT(server, IsOk());
   coordinator::GrpcAgentClientFactory factory;
   auto client = Connect(factory, server.address());
   RecordingStream stream(client.get(), /*fail_at_chunk=*/1);
@@ -745,7 +748,7 @@ TEST(GrpcAgentClientTest, AnOnDataErrorCancelsTheRpc) {
 TEST(GrpcAgentClientTest, APeerThatStallsMidTransferHitsTheDeadline) {
   ScriptedAgent staller({Header(1000), Data(std::string(100, 'x'))}, /*hang_at_end=*/true);
   TestServer server(&staller);
-  ASSERT_TRUE(server.ok());
+  ASSERT_THAT(server, IsOk());
   coordinator::GrpcAgentClientFactory factory;
   auto client = Connect(factory, server.address());
   RecordingStream stream(client.get());

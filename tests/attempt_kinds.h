@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "profctl/v1/session.pb.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 // A host's attempt_log as "kind:CODE" ("capture:UNAVAILABLE", "fetch:OK", ...).
 inline std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
@@ -21,6 +21,6 @@ inline std::vector<std::string> AttemptKinds(const v1::HostResult& h) {
   return kinds;
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_ATTEMPT_KINDS_H_

@@ -12,6 +12,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -56,7 +59,7 @@ Pod Capture(double jitter, int64_t input_stall_ms, int64_t seconds) {
     pod.jobs.back().Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
     absl::StatusOr<analysis::HostTrace> trace =
         analysis::ReadXSpaceHost(space, absl::StrCat("rank-", r), kSkewNs[r]);
-    EXPECT_TRUE(trace.ok()) << trace.status();
+    EXPECT_THAT(trace, IsOk());
     pod.summaries.push_back(analysis::SummarizeHost(*trace));
   }
   pod.breakdown = analysis::BuildPodBreakdown(pod.summaries);

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 // An H100 SXM (80 GB HBM3, 132 SMs at 1.98 GHz, compute capability 9.0) as device `id`, named
 // `name`, not a MIG instance; the UUID is left to the caller.
@@ -55,6 +55,6 @@ inline void FillMarker(CUpti_ActivityMarker2& m, CUpti_ActivityFlag flag, uint32
   m.name = name;
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_CUPTI_TEST_RECORDS_H_

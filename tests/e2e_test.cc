@@ -31,10 +31,13 @@
 #include "profctl/v1/session.pb.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/test_certs.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 extern char** environ;
 
@@ -98,7 +101,7 @@ sockaddr_in LoopbackAddress(int port) {
 }
 
 // A loopback port with nothing listening: bound by the kernel's choice, then closed.
-int ClosedPort() { return testing::ClosedLoopbackPort(); }
+int ClosedPort() { return testkit::ClosedLoopbackPort(); }
 
 // True when something accepts TCP connections on 127.0.0.1:port.
 bool Listening(int port) {
@@ -138,9 +141,9 @@ class EndToEndTest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, coordinator::kExitPartial) << r.out << r.err;
     EXPECT_THAT(r.err, HasSubstr("interrupted: cancelling the capture"));
     profctl::v1::SessionManifest m;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
-                    ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m)
-                    .ok());
+    EXPECT_THAT(google::protobuf::util::JsonStringToMessage(
+                    ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m),
+                IsOk());
     return m;
   }
 
@@ -171,7 +174,7 @@ class EndToEndTest : public ::testing::Test {
     for (int r = 0; r < kDemoWorkers; ++r) {
       absl::StatusOr<int> port =
           coordinator::ReadPortFile(absl::StrCat(demo_scratch, "/agent-", r, ".port"));
-      EXPECT_TRUE(port.ok()) << port.status();
+      EXPECT_THAT(port, IsOk());
       ports.push_back(port.value_or(0));
     }
     return ports;
@@ -181,19 +184,18 @@ class EndToEndTest : public ::testing::Test {
   std::string StartAgent(coordinator::LocalAgents& agents, int rank, const std::string& knobs,
                          int64_t skew_ms) {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", rank, ".port");
-    EXPECT_TRUE(agents
-                    .Spawn(PROFCTL_AGENT_BINARY,
-                           {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                            absl::StrCat("--name=worker-", rank), "--synthetic=" + knobs,
-                            absl::StrCat("--clock-skew-ms=", skew_ms), "--log-level=warn"})
-                    .ok());
+    EXPECT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                             {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                              absl::StrCat("--name=worker-", rank), "--synthetic=" + knobs,
+                              absl::StrCat("--clock-skew-ms=", skew_ms), "--log-level=warn"}),
+                IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(rank), port_file, clock_);
-    EXPECT_TRUE(port.ok()) << port.status();
+    EXPECT_THAT(port, IsOk());
     return absl::StrCat("127.0.0.1:", port.value_or(1));
   }
 
   RealClock clock_;
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   const std::string scratch_ = tmp_.path();
 };
 
@@ -225,9 +227,9 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
 
   const std::string dir = logdir + "/plugins/profile/e2e";
   absl::StatusOr<std::string> json = ReadFile(dir + "/session.json");
-  ASSERT_TRUE(json.ok());
+  ASSERT_THAT(json, IsOk());
   profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &m).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*json, &m), IsOk());
   ASSERT_EQ(m.hosts_size(), 4);
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_PARTIAL);
   EXPECT_EQ(m.hosts(3).status(), profctl::v1::HOST_STATUS_FAILED);
@@ -246,7 +248,7 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
 
     absl::StatusOr<std::string> bytes =
         ReadFile(dir + "/worker-" + std::to_string(r) + ".xplane.pb");
-    ASSERT_TRUE(bytes.ok());
+    ASSERT_THAT(bytes, IsOk());
     tensorflow::profiler::XSpace space;
     ASSERT_TRUE(space.ParseFromString(*bytes));
     std::vector<std::string> planes;
@@ -255,7 +257,7 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
                                                "Task Environment"));
     EXPECT_THAT(space.hostnames(), ::testing::ElementsAre(absl::StrCat("worker-", r)));
     // Every XProf tool can read the saved file (docs/xprof-compatibility.md).
-    EXPECT_THAT(testing::CheckXProfConformance(space, absl::StrCat("worker-", r)),
+    EXPECT_THAT(testkit::CheckXProfConformance(space, absl::StrCat("worker-", r)),
                 ::testing::IsEmpty());
 
     // The trace holds exactly what the job model says for the recorded window.
@@ -298,11 +300,11 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   EXPECT_GE(matched, 20);
 
   absl::StatusOr<std::string> gz = ReadFile(dir + "/pod.trace.json.gz");
-  ASSERT_TRUE(gz.ok());
+  ASSERT_THAT(gz, IsOk());
   absl::StatusOr<std::string> trace = GzipDecompress(*gz);
-  ASSERT_TRUE(trace.ok());
+  ASSERT_THAT(trace, IsOk());
   google::protobuf::Struct doc;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*trace, &doc).ok());
+  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*trace, &doc), IsOk());
   EXPECT_GT(doc.fields().at("traceEvents").list_value().values_size(), 300);
 }
 
@@ -365,8 +367,8 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
   WaitProcess(pid, scratch_);
   const std::string manifest = logdir + "/plugins/profile/killed/session.json";
   profctl::v1::SessionManifest m;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m),
+              IsOk());
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_RUNNING);
   EXPECT_EQ(m.coordinator_pid(), pid);
   ASSERT_EQ(m.hosts_size(), 1);
@@ -378,8 +380,8 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
        "--duration=10", "--session=next", "--logdir=" + logdir},
       scratch_);
   EXPECT_THAT(next.err, HasSubstr("killed: abandoned by coordinator pid"));
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m),
+              IsOk());
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_ABANDONED);
 }
 
@@ -412,7 +414,7 @@ TEST_F(EndToEndTest, LocalAgentsReportABadBinaryAndAnInterruptedStart) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("no-such-agent: No such file or directory"));
   // A child that never writes its port file: an interrupt ends the wait at once.
-  ASSERT_TRUE(agents.Spawn("/bin/sleep", {"30"}).ok());
+  ASSERT_THAT(agents.Spawn("/bin/sleep", {"30"}), IsOk());
   StopSignal interrupt;
   interrupt.Stop();
   absl::StatusOr<int> port = agents.WaitForPort(0, scratch_ + "/never.port", clock_, &interrupt);
@@ -464,20 +466,19 @@ TEST_F(EndToEndTest, AgentServesBeyondLoopbackOnlyWithClientAuthenticationOrInse
   EXPECT_THAT(r.err, HasSubstr("--bind=0.0.0.0 without client authentication would let anyone"));
   EXPECT_FALSE(PathExists(port_file));
   coordinator::LocalAgents agents(scratch_);
-  ASSERT_TRUE(agents
-                  .Spawn(PROFCTL_AGENT_BINARY,
-                         {"--insecure", "--port=0", "--port-file=" + port_file, "--log-level=warn"})
-                  .ok());
+  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY, {"--insecure", "--port=0",
+                                                  "--port-file=" + port_file, "--log-level=warn"}),
+              IsOk());
   absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
-  ASSERT_TRUE(port.ok()) << port.status();
+  ASSERT_THAT(port, IsOk());
   EXPECT_TRUE(Listening(*port));
   EXPECT_THAT(ReadFile(agents.log(0)).value_or(""),
               HasSubstr("--insecure: serving on 0.0.0.0 with no client authentication"));
 }
 
 TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
-  ASSERT_TRUE(testing::HaveOpenssl()) << "scripts/bootstrap.sh --test installs openssl";
-  const testing::TestCerts certs = testing::MakeTestCerts(scratch_);
+  ASSERT_TRUE(testkit::HaveOpenssl()) << "scripts/bootstrap.sh --test installs openssl";
+  const testkit::TestCerts certs = testkit::MakeTestCerts(scratch_);
   ASSERT_FALSE(certs.ca_cert.empty());
   coordinator::LocalAgents agents(scratch_);
   std::vector<std::string> workers;
@@ -485,15 +486,14 @@ TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
   for (const std::string& token_file : {certs.token_file, certs.wrong_token_file}) {
     const size_t i = workers.size();
     const std::string port_file = absl::StrCat(scratch_, "/tls-", i, ".port");
-    ASSERT_TRUE(agents
-                    .Spawn(PROFCTL_AGENT_BINARY,
-                           {"--bind=127.0.0.1", "--port=0", "--port-file=" + port_file,
-                            absl::StrCat("--name=secure-", i), "--tls-cert=" + certs.server_cert,
-                            "--tls-key=" + certs.server_key, "--token-file=" + token_file,
-                            "--log-level=warn"})
-                    .ok());
+    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                             {"--bind=127.0.0.1", "--port=0", "--port-file=" + port_file,
+                              absl::StrCat("--name=secure-", i), "--tls-cert=" + certs.server_cert,
+                              "--tls-key=" + certs.server_key, "--token-file=" + token_file,
+                              "--log-level=warn"}),
+                IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(i, port_file, clock_);
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_THAT(port, IsOk());
     workers.push_back(absl::StrCat("127.0.0.1:", *port));
   }
   // The profctl binary (its main wires the flags to its clients).
@@ -521,9 +521,9 @@ TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
                           env);
   EXPECT_EQ(rc, coordinator::kExitPartial) << out.str() << err.str();
   profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  ReadFile(logdir + "/plugins/profile/tls/session.json").value_or(""), &m)
-                  .ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(
+                  ReadFile(logdir + "/plugins/profile/tls/session.json").value_or(""), &m),
+              IsOk());
   ASSERT_EQ(m.hosts_size(), 2);
   EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
   EXPECT_EQ(m.hosts(0).host(), "secure-0");

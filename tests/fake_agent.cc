@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 namespace {
 
 using coordinator::AgentClient;
@@ -406,4 +406,4 @@ std::unique_ptr<AgentClient> FakeAgentFactory::Connect(const coordinator::Worker
   return it->second->NewClient();
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

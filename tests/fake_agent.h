@@ -20,7 +20,7 @@
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 struct FakeAgentBehavior {
   absl::Status get_info_error = absl::OkStatus();  // returned by GetInfo when not OK
@@ -154,6 +154,6 @@ class FakeAgentFactory final : public coordinator::AgentClientFactory {
   std::atomic<int> connects_{0};
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_FAKE_AGENT_H_

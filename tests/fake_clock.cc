@@ -1,6 +1,6 @@
 #include "tests/fake_clock.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 bool FakeClock::WaitUntil(int64_t deadline_mono_ns, const StopSignal& stop) const {
   if (auto_advance_.load()) {
@@ -58,4 +58,4 @@ void FakeClock::AwaitWaiters(int n) const {
       &arg));
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

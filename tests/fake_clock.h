@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 class FakeClock final : public Clock {
  public:
@@ -51,6 +51,6 @@ class FakeClock final : public Clock {
   mutable std::multiset<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_FAKE_CLOCK_H_

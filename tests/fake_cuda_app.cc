@@ -175,17 +175,17 @@ class SimulatedGpuTracer : public Tracer {
   }
 
   static void Device(ActivityBuffer& b) {
-    testing::FillH100Device(b.Add<CUpti_ActivityDevice5>(), 0, "profctl fake GPU");
+    testkit::FillH100Device(b.Add<CUpti_ActivityDevice5>(), 0, "profctl fake GPU");
   }
 
   void Api(ActivityBuffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start, int64_t end,
            CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_RUNTIME) {
-    testing::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start), Gpu(end), pid_,
+    testkit::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start), Gpu(end), pid_,
                      tid_);
   }
   void Marker(ActivityBuffer& b, CUpti_ActivityFlag flag, uint32_t id, int64_t at,
               const char* name) {
-    testing::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at), pid_, tid_, name);
+    testkit::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at), pid_, tid_, name);
   }
   void Kernel(ActivityBuffer& b, const char* name, uint32_t stream, uint32_t corr, int64_t start,
               int64_t end) {

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 void FakeExecutor::PostAt(int64_t deadline_mono_ns, Task task) {
   absl::MutexLock lock(&mu_);
@@ -63,4 +63,4 @@ size_t FakeExecutor::pending() const {
   return tasks_.size();
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

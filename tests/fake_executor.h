@@ -16,7 +16,7 @@
 #include "common/executor.h"
 #include "tests/fake_clock.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 class FakeExecutor final : public Executor {
  public:
@@ -48,6 +48,6 @@ class FakeExecutor final : public Executor {
   std::map<std::pair<int64_t, uint64_t>, Task> tasks_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_FAKE_EXECUTOR_H_

@@ -11,7 +11,7 @@
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
 #include "xspace/xspace.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 namespace {
 
 int64_t RealNowNs() {
@@ -300,4 +300,4 @@ int64_t FakeTslServer::last_start_ns() const {
   return service_->last_start_ns_;
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

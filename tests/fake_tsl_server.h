@@ -23,7 +23,7 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 struct FakeTslServerOptions {
   enum class Shape {
@@ -94,6 +94,6 @@ class FakeTslServer {
   int port_ = 0;
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_FAKE_TSL_SERVER_H_

@@ -32,8 +32,11 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -42,7 +45,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using v1::SessionManifest;
 
-using testing::AttemptKinds;
+using testkit::AttemptKinds;
 
 // Runs `fn` on a thread until it returns true; polls every millisecond (a watcher that reacts to
 // what it sees, not a sleep that hopes for an order). The thread lives until the watcher is
@@ -73,17 +76,16 @@ class FaultTest : public ::testing::Test {
   // Starts agent `i` (its own rank of a 2-worker job); returns its port.
   int StartAgent(int rank, int port = 0) {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", spawned_, ".port");
-    EXPECT_TRUE(
-        agents_
-            .Spawn(PROFCTL_AGENT_BINARY,
-                   {absl::StrCat("--port=", port), "--bind=127.0.0.1", "--port-file=" + port_file,
-                    absl::StrCat("--name=worker-", rank),
-                    absl::StrCat("--synthetic=world=2,step_ms=10,gpus=4,kernels_per_step=64,rank=",
-                                 rank),
-                    "--log-level=warn"})
-            .ok());
+    EXPECT_THAT(
+        agents_.Spawn(
+            PROFCTL_AGENT_BINARY,
+            {absl::StrCat("--port=", port), "--bind=127.0.0.1", "--port-file=" + port_file,
+             absl::StrCat("--name=worker-", rank),
+             absl::StrCat("--synthetic=world=2,step_ms=10,gpus=4,kernels_per_step=64,rank=", rank),
+             "--log-level=warn"}),
+        IsOk());
     absl::StatusOr<int> p = agents_.WaitForPort(spawned_++, port_file, clock_);
-    EXPECT_TRUE(p.ok()) << p.status();
+    EXPECT_THAT(p, IsOk());
     return p.ok() ? *p : 0;
   }
 
@@ -92,7 +94,7 @@ class FaultTest : public ::testing::Test {
     std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
                                      "--session=" + session, "--logdir=" + logdir_};
     args.insert(args.end(), flags.begin(), flags.end());
-    return testing::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_);
+    return testkit::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_);
   }
 
   std::string SessionDir(const std::string& session) const {
@@ -108,7 +110,7 @@ class FaultTest : public ::testing::Test {
   }
 
   RealClock clock_;
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   const std::string scratch_ = tmp_.path();
   const std::string logdir_ = scratch_ + "/logs";
   coordinator::LocalAgents agents_{scratch_};
@@ -120,9 +122,9 @@ class FaultTest : public ::testing::Test {
 // connection, not recorded again (so it is still the common window, not a late one).
 TEST_F(FaultTest, ALinkResetMidTransferIsFetchedAgainNotRecordedAgain) {
   const int port = StartAgent(0);
-  auto proxy = testing::TcpProxy::Start("127.0.0.1", port);
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
-  testing::TcpProxy* p = proxy->get();
+  auto proxy = testkit::TcpProxy::Start("127.0.0.1", port);
+  ASSERT_THAT(proxy, IsOk());
+  testkit::TcpProxy* p = proxy->get();
   std::atomic<bool> reset{false};
   {
     // The trace is MBs; everything before it (GetInfo, clock sync, started) is a few KB.
@@ -153,8 +155,8 @@ TEST_F(FaultTest, ALinkResetMidTransferIsFetchedAgainNotRecordedAgain) {
 // damaged bytes are kept as .invalid, and the trace is fetched again intact.
 TEST_F(FaultTest, ACorruptingLinkIsCaughtKeptAsInvalidAndFetchedAgain) {
   const int port = StartAgent(0);
-  auto proxy = testing::TcpProxy::Start("127.0.0.1", port);
-  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  auto proxy = testkit::TcpProxy::Start("127.0.0.1", port);
+  ASSERT_THAT(proxy, IsOk());
   // Far into the trace: a data byte, not the few bytes of framing around each 1 MiB chunk.
   (*proxy)->CorruptDownByte(600'000);
   SessionManifest m;
@@ -191,7 +193,7 @@ TEST_F(FaultTest, AnAgentKilledMidCaptureFailsOnlyThatHost) {
     return true;
   });
   SessionManifest m;
-  EXPECT_EQ(Capture({testing::LoopbackAddress(a), testing::LoopbackAddress(b)},
+  EXPECT_EQ(Capture({testkit::LoopbackAddress(a), testkit::LoopbackAddress(b)},
                     {"--duration=1500", "--retries=2", "--tolerance=500"}, "killed", &m),
             coordinator::kExitPartial)
       << summary_;
@@ -220,7 +222,7 @@ TEST_F(FaultTest, AnAgentRestartedMidCaptureIsRecordedAgainAndFlaggedLate) {
   });
   SessionManifest m;
   const int rc =
-      Capture({testing::LoopbackAddress(port)}, {"--duration=4000", "--retries=10"}, "restart", &m);
+      Capture({testkit::LoopbackAddress(port)}, {"--duration=4000", "--retries=10"}, "restart", &m);
   ASSERT_TRUE(restarted.load());
   ASSERT_EQ(m.hosts_size(), 1);
   const v1::HostResult& h = m.hosts(0);
@@ -246,7 +248,7 @@ TEST_F(FaultTest, AnAgentFrozenMidWindowIsReportedOverlong) {
     return true;
   });
   SessionManifest m;
-  EXPECT_EQ(Capture({testing::LoopbackAddress(port)}, {"--duration=1000", "--tolerance=500"},
+  EXPECT_EQ(Capture({testkit::LoopbackAddress(port)}, {"--duration=1000", "--tolerance=500"},
                     "frozen", &m),
             coordinator::kExitPartial)
       << summary_;
@@ -271,7 +273,7 @@ TEST_F(FaultTest, AnAgentFrozenForGoodIsEndedByTheDeadline) {
   });
   SessionManifest m;
   const absl::Time t0 = absl::Now();
-  EXPECT_EQ(Capture({testing::LoopbackAddress(a), testing::LoopbackAddress(b)},
+  EXPECT_EQ(Capture({testkit::LoopbackAddress(a), testkit::LoopbackAddress(b)},
                     {"--duration=1000", "--deadline=6000", "--tolerance=500"}, "deadline", &m),
             coordinator::kExitPartial)
       << summary_;

@@ -20,7 +20,7 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/attempt_kinds.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 // Runs `profctl <args...>` (a capture) as profctl does, traces saved off the executor; returns
 // its exit code, fills `manifest` from `session_dir`/session.json and `output` with what it
@@ -45,6 +45,6 @@ inline int CaptureInProcess(const std::vector<std::string>& args, const std::str
   return rc;
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_IN_PROCESS_CAPTURE_H_

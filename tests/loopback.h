@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 // `n` distinct loopback ports with nothing listening, chosen by the kernel (no fixed port is ever
 // assumed). All are bound before any is closed: one at a time, the kernel may hand out the same
@@ -41,6 +41,6 @@ inline int ClosedLoopbackPort() { return ClosedLoopbackPorts(1)[0]; }
 // "127.0.0.1:<port>".
 inline std::string LoopbackAddress(int port) { return absl::StrCat("127.0.0.1:", port); }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_LOOPBACK_H_

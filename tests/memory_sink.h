@@ -10,7 +10,7 @@
 
 #include "coordinator/engine/session_writer.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 class MemorySink final : public coordinator::TraceSink {
  public:
@@ -91,6 +91,6 @@ class MemorySink final : public coordinator::TraceSink {
   int open_files_ = 0;
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_MEMORY_SINK_H_

@@ -44,9 +44,12 @@
 #include "tensorflow/profiler/xplane.pb.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -55,7 +58,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using v1::SessionManifest;
 
-std::string Loopback(int port) { return testing::LoopbackAddress(port); }
+std::string Loopback(int port) { return testkit::LoopbackAddress(port); }
 
 // The ends of every all-reduce kernel (ncclDevKernel*) on /device:GPU:0 of a saved host file, on
 // the coordinator's timeline: read through xspace::ProfileStartNs/EventEndNs and shifted by
@@ -63,7 +66,7 @@ std::string Loopback(int port) { return testing::LoopbackAddress(port); }
 std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_ns) {
   std::vector<int64_t> ends;
   absl::StatusOr<std::string> bytes = ReadFile(path);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_THAT(bytes, IsOk());
   tensorflow::profiler::XSpace space;
   if (!bytes.ok() || !space.ParseFromString(*bytes)) {
     ADD_FAILURE() << path << " is not an XSpace";
@@ -90,13 +93,13 @@ std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_n
 std::map<std::string, std::vector<int64_t>> PodTraceAllReduceEnds(const std::string& path) {
   std::map<std::string, std::vector<int64_t>> ends;
   absl::StatusOr<std::string> gz = ReadFile(path);
-  EXPECT_TRUE(gz.ok()) << gz.status();
+  EXPECT_THAT(gz, IsOk());
   if (!gz.ok()) return ends;
   absl::StatusOr<std::string> json = GzipDecompress(*gz);
-  EXPECT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(json, IsOk());
   if (!json.ok()) return ends;
   google::protobuf::Struct doc;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &doc).ok());
+  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*json, &doc), IsOk());
   const auto& events = doc.fields().at("traceEvents").list_value().values();
   absl::flat_hash_map<int64_t, std::string> gpu0_host;  // pid -> host
   constexpr absl::string_view kSuffix = " /device:GPU:0";
@@ -157,7 +160,7 @@ class MultiHostTest : public ::testing::Test {
     std::vector<std::string> args = {"capture", "--workers=" + absl::StrJoin(workers, ","),
                                      "--session=" + session, "--logdir=" + logdir_};
     args.insert(args.end(), flags.begin(), flags.end());
-    return testing::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_,
+    return testkit::CaptureInProcess(args, SessionDir(session), clock_, manifest, &summary_,
                                      std::move(client_options));
   }
 
@@ -166,7 +169,7 @@ class MultiHostTest : public ::testing::Test {
   }
 
   RealClock clock_;
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   const std::string scratch_ = tmp_.path();
   const std::string logdir_ = scratch_ + "/logs";
   std::string summary_;  // the last capture's stdout and stderr, for failure messages
@@ -183,23 +186,22 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
   std::vector<int> ports;
   for (int r = 0; r < kHosts; ++r) {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", r, ".port");
-    ASSERT_TRUE(agents
-                    .Spawn(PROFCTL_AGENT_BINARY,
-                           {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                            absl::StrCat("--name=worker-", r),
-                            absl::StrCat("--synthetic=", kJob, ",rank=", r),
-                            absl::StrCat("--clock-skew-ms=", kSkewMs[r]), "--log-level=warn"})
-                    .ok());
+    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                             {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                              absl::StrCat("--name=worker-", r),
+                              absl::StrCat("--synthetic=", kJob, ",rank=", r),
+                              absl::StrCat("--clock-skew-ms=", kSkewMs[r]), "--log-level=warn"}),
+                IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(r), port_file, clock_);
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_THAT(port, IsOk());
     ports.push_back(*port);
   }
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> up_slow =
-      testing::TcpProxy::Start("127.0.0.1", ports[1]);
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> down_slow =
-      testing::TcpProxy::Start("127.0.0.1", ports[3]);
-  ASSERT_TRUE(up_slow.ok()) << up_slow.status();
-  ASSERT_TRUE(down_slow.ok()) << down_slow.status();
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> up_slow =
+      testkit::TcpProxy::Start("127.0.0.1", ports[1]);
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> down_slow =
+      testkit::TcpProxy::Start("127.0.0.1", ports[3]);
+  ASSERT_THAT(up_slow, IsOk());
+  ASSERT_THAT(down_slow, IsOk());
   (*up_slow)->SetUpDelay(absl::Milliseconds(10));
   (*down_slow)->SetDownDelay(absl::Milliseconds(6));
   const std::vector<std::string> workers = {Loopback(ports[0]), (*up_slow)->address(),
@@ -291,20 +293,19 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
   std::vector<int> ports;
   for (int r = 0; r < 2; ++r) {
     const std::string port_file = absl::StrCat(scratch_, "/a", r, ".port");
-    ASSERT_TRUE(
-        agents
-            .Spawn(PROFCTL_AGENT_BINARY,
-                   {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                    absl::StrCat("--name=w", r),
-                    absl::StrCat("--synthetic=world=2,step_ms=20,rank=", r), "--log-level=warn"})
-            .ok());
+    ASSERT_THAT(
+        agents.Spawn(PROFCTL_AGENT_BINARY,
+                     {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                      absl::StrCat("--name=w", r),
+                      absl::StrCat("--synthetic=world=2,step_ms=20,rank=", r), "--log-level=warn"}),
+        IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(r, port_file, clock_);
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_THAT(port, IsOk());
     ports.push_back(*port);
   }
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> hung =
-      testing::TcpProxy::Start("127.0.0.1", ports[1]);
-  ASSERT_TRUE(hung.ok()) << hung.status();
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> hung =
+      testkit::TcpProxy::Start("127.0.0.1", ports[1]);
+  ASSERT_THAT(hung, IsOk());
   (*hung)->Stall(true);
   for (int round = 0; round < 3; ++round) {
     SessionManifest m;
@@ -331,30 +332,29 @@ TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
   constexpr int64_t kSpreadMs = 2000;
   coordinator::LocalAgents agents(scratch_);
   const std::string port_file = scratch_ + "/agents.port";
-  ASSERT_TRUE(agents
-                  .Spawn(PROFCTL_AGENT_BINARY,
-                         {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                          absl::StrCat("--endpoints=", kEndpoints),
-                          absl::StrCat("--endpoint-skew-spread-ms=", kSpreadMs),
-                          "--synthetic=world=2,seed=3,step_ms=50,gpus=1,kernels_per_step=2",
-                          "--log-level=warn"})
-                  .ok());
+  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                           {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                            absl::StrCat("--endpoints=", kEndpoints),
+                            absl::StrCat("--endpoint-skew-spread-ms=", kSpreadMs),
+                            "--synthetic=world=2,seed=3,step_ms=50,gpus=1,kernels_per_step=2",
+                            "--log-level=warn"}),
+              IsOk());
   absl::StatusOr<std::vector<int>> ports = agents.WaitForPorts(0, port_file, clock_);
-  ASSERT_TRUE(ports.ok()) << ports.status();
+  ASSERT_THAT(ports, IsOk());
   ASSERT_EQ(ports->size(), static_cast<size_t>(kEndpoints));
 
   // The last endpoint is reached only through a proxy that holds every byte: it accepts the
   // connection and never answers.
   const int hung_index = kEndpoints - 1;
-  absl::StatusOr<std::unique_ptr<testing::TcpProxy>> hung =
-      testing::TcpProxy::Start("127.0.0.1", (*ports)[hung_index]);
-  ASSERT_TRUE(hung.ok()) << hung.status();
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> hung =
+      testkit::TcpProxy::Start("127.0.0.1", (*ports)[hung_index]);
+  ASSERT_THAT(hung, IsOk());
   (*hung)->Stall(true);
 
   std::vector<std::string> workers;
   for (int i = 0; i < hung_index; ++i) workers.push_back(Loopback((*ports)[i]));
   workers.push_back((*hung)->address());
-  for (const int port : testing::ClosedLoopbackPorts(kDead)) workers.push_back(Loopback(port));
+  for (const int port : testkit::ClosedLoopbackPorts(kDead)) workers.push_back(Loopback(port));
   // A multi-endpoint agent routes calls by the port in their :authority: the proxy's client names
   // the endpoint behind it.
   coordinator::GrpcAgentClientOptions options;

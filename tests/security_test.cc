@@ -23,8 +23,11 @@
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/test_certs.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -40,9 +43,9 @@ constexpr auto kCallTimeout = std::chrono::seconds(20);
 class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::HaveOpenssl()) << "these tests need the openssl command: "
+    ASSERT_TRUE(testkit::HaveOpenssl()) << "these tests need the openssl command: "
                                            "scripts/bootstrap.sh --test installs it";
-    certs_ = testing::MakeTestCerts(tmp_.path());
+    certs_ = testkit::MakeTestCerts(tmp_.path());
     ASSERT_FALSE(certs_.ca_cert.empty()) << "openssl could not make the test certificates";
   }
 
@@ -52,7 +55,7 @@ class SecurityTest : public ::testing::Test {
     options.bind = "127.0.0.1";
     absl::StatusOr<std::unique_ptr<agent::AgentServer>> server = agent::AgentServer::Start(
         options, {.clock = &clock_, .executor = &executor_, .hostname = "machine"});
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_THAT(server, IsOk());
     server_ = std::move(*server);
   }
 
@@ -80,7 +83,7 @@ class SecurityTest : public ::testing::Test {
                                          const std::string& host = "127.0.0.1") {
     absl::StatusOr<std::shared_ptr<const coordinator::AgentCredentials>> credentials =
         coordinator::LoadAgentCredentials(flags);
-    EXPECT_TRUE(credentials.ok()) << credentials.status();
+    EXPECT_THAT(credentials, IsOk());
     return coordinator::CreateAgentChannel(Target(host),
                                            credentials.ok() ? credentials->get() : nullptr, {});
   }
@@ -158,8 +161,8 @@ class SecurityTest : public ::testing::Test {
     return statuses;
   }
 
-  const testing::TempDir tmp_;
-  testing::TestCerts certs_;
+  const testkit::TempDir tmp_;
+  testkit::TestCerts certs_;
   RealClock clock_;
   AsioExecutor executor_{&clock_};
   std::unique_ptr<agent::AgentServer> server_;  // before the executor goes
@@ -171,7 +174,7 @@ TEST_F(SecurityTest, TlsWithTheRightTokenServesEveryRpcOfBothServices) {
   ASSERT_EQ(s.size(), 7u);
   for (const int i : {0, 1, 2, 4}) {
     const grpc::Status& st = s[static_cast<size_t>(i)];
-    EXPECT_TRUE(st.ok()) << i << ": " << st.error_message();
+    EXPECT_THAT(st, IsOk()) << i << ": " << st.error_message();
   }
   // Cancel and Terminate of a finished session, Monitor: past authentication, their own answer.
   for (const int i : {3, 5, 6}) {
@@ -182,7 +185,8 @@ TEST_F(SecurityTest, TlsWithTheRightTokenServesEveryRpcOfBothServices) {
   EXPECT_EQ(s[6].error_code(), grpc::StatusCode::UNIMPLEMENTED);
   // The scheme is case-insensitive (RFC 7235).
   profctl::v1::GetInfoResponse info;
-  EXPECT_TRUE(GetInfo(Channel({.tls_ca = certs_.ca_cert}), &info, "bearer " + certs_.token).ok());
+  EXPECT_THAT(GetInfo(Channel({.tls_ca = certs_.ca_cert}), &info, "bearer " + certs_.token),
+              IsOk());
   EXPECT_EQ(info.hostname(), "machine");
 }
 
@@ -228,7 +232,8 @@ TEST_F(SecurityTest, AWrongTokenIsPermissionDeniedOnEveryRpcAndRevealsNothing) {
 
 TEST_F(SecurityTest, ProfctlsChannelSendsTheTokenFileOnEveryCall) {
   StartAgent(TlsToken());
-  EXPECT_TRUE(GetInfo(Channel({.tls_ca = certs_.ca_cert, .token_file = certs_.token_file})).ok());
+  EXPECT_THAT(GetInfo(Channel({.tls_ca = certs_.ca_cert, .token_file = certs_.token_file})),
+              IsOk());
   EXPECT_EQ(GetInfo(Channel({.tls_ca = certs_.ca_cert, .token_file = certs_.wrong_token_file}))
                 .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
@@ -240,7 +245,7 @@ TEST_F(SecurityTest, ATokenOverPlaintextIsCheckedToo) {
   agent::AgentOptions o;
   o.token_file = certs_.token_file;
   StartAgent(o);
-  EXPECT_TRUE(GetInfo(Channel({.token_file = certs_.token_file})).ok());
+  EXPECT_THAT(GetInfo(Channel({.token_file = certs_.token_file})), IsOk());
   EXPECT_EQ(GetInfo(Channel({.token_file = certs_.wrong_token_file})).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(GetInfo(Channel({})).error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -251,9 +256,9 @@ TEST_F(SecurityTest, ATlsAgentRefusesPlaintextAndUntrustedClientsRefuseIt) {
   o.tls_cert = certs_.server_cert;
   o.tls_key = certs_.server_key;
   StartAgent(o);
-  EXPECT_TRUE(GetInfo(Channel({.tls_ca = certs_.ca_cert})).ok());
+  EXPECT_THAT(GetInfo(Channel({.tls_ca = certs_.ca_cert})), IsOk());
   // By name: the certificate names localhost too.
-  EXPECT_TRUE(GetInfo(Channel({.tls_ca = certs_.ca_cert}, "localhost")).ok());
+  EXPECT_THAT(GetInfo(Channel({.tls_ca = certs_.ca_cert}, "localhost")), IsOk());
   // Plaintext against TLS: no HTTP/2 ever starts.
   const grpc::Status plain = GetInfo(Channel({}));
   EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << plain.error_message();
@@ -261,7 +266,7 @@ TEST_F(SecurityTest, ATlsAgentRefusesPlaintextAndUntrustedClientsRefuseIt) {
   const grpc::Status untrusted = GetInfo(Channel({.tls_ca = certs_.other_ca_cert}));
   EXPECT_EQ(untrusted.error_code(), grpc::StatusCode::UNAVAILABLE) << untrusted.error_message();
   // --tls-server-name: the certificate must carry that name.
-  EXPECT_TRUE(GetInfo(Channel({.tls_ca = certs_.ca_cert, .tls_server_name = "localhost"})).ok());
+  EXPECT_THAT(GetInfo(Channel({.tls_ca = certs_.ca_cert, .tls_server_name = "localhost"})), IsOk());
   EXPECT_EQ(
       GetInfo(Channel({.tls_ca = certs_.ca_cert, .tls_server_name = "gpu-node-9"})).error_code(),
       grpc::StatusCode::UNAVAILABLE);
@@ -269,10 +274,10 @@ TEST_F(SecurityTest, ATlsAgentRefusesPlaintextAndUntrustedClientsRefuseIt) {
 
 TEST_F(SecurityTest, MutualTlsAdmitsOnlyClientsWithACertificateOfItsCa) {
   StartAgent(MutualTls());
-  EXPECT_TRUE(GetInfo(Channel({.tls_cert = certs_.client_cert,
+  EXPECT_THAT(GetInfo(Channel({.tls_cert = certs_.client_cert,
                                .tls_key = certs_.client_key,
-                               .tls_ca = certs_.ca_cert}))
-                  .ok());
+                               .tls_ca = certs_.ca_cert})),
+              IsOk());
   const grpc::Status none = GetInfo(Channel({.tls_ca = certs_.ca_cert}));
   EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAVAILABLE) << none.error_message();
   const grpc::Status other = GetInfo(Channel({.tls_cert = certs_.other_client_cert,
@@ -286,11 +291,11 @@ TEST_F(SecurityTest, TheCoordinatorsClientReportsAuthErrorsByCodeAndRpc) {
   StartAgent(TlsToken());
   absl::StatusOr<std::vector<coordinator::WorkerAddress>> workers =
       coordinator::ParseWorkerList(Target());
-  ASSERT_TRUE(workers.ok());
+  ASSERT_THAT(workers, IsOk());
   auto info = [&](const AgentCredentialFlags& flags) {
     absl::StatusOr<std::shared_ptr<const coordinator::AgentCredentials>> credentials =
         coordinator::LoadAgentCredentials(flags);
-    EXPECT_TRUE(credentials.ok()) << credentials.status();
+    EXPECT_THAT(credentials, IsOk());
     coordinator::GrpcAgentClientFactory factory({.credentials = credentials.value_or(nullptr)});
     std::unique_ptr<coordinator::AgentClient> client = factory.Connect(workers->front());
     absl::Notification done;
@@ -304,7 +309,7 @@ TEST_F(SecurityTest, TheCoordinatorsClientReportsAuthErrorsByCodeAndRpc) {
   };
   absl::StatusOr<coordinator::AgentInfo> ok =
       info({.tls_ca = certs_.ca_cert, .token_file = certs_.token_file});
-  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_THAT(ok, IsOk());
   EXPECT_EQ(ok->hostname, "machine");
   absl::StatusOr<coordinator::AgentInfo> wrong =
       info({.tls_ca = certs_.ca_cert, .token_file = certs_.wrong_token_file});

@@ -26,8 +26,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/test_certs.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
@@ -57,8 +60,8 @@ std::string HttpGet(int port, const std::string& path) {
 class ServeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(testing::HaveOpenssl());
-    certs_ = testing::MakeTestCerts(tmp_.path());
+    ASSERT_TRUE(testkit::HaveOpenssl());
+    certs_ = testkit::MakeTestCerts(tmp_.path());
     agent::AgentOptions o;
     o.port = 0;
     o.bind = "127.0.0.1";
@@ -66,20 +69,20 @@ class ServeTest : public ::testing::Test {
     o.synthetic = "step_ms=20";
     absl::StatusOr<std::unique_ptr<agent::AgentServer>> server = agent::AgentServer::Start(
         o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_THAT(server, IsOk());
     agent_ = *std::move(server);
     workers_ = absl::StrCat("127.0.0.1:", agent_->ports()[0], ",127.0.0.1:", agent_->ports()[1]);
     logdir_ = JoinPath(tmp_.path(), "logs");
     config_ = JoinPath(tmp_.path(), "coordinator.yaml");
-    ASSERT_TRUE(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
+    ASSERT_THAT(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
 schedules:
   - name: nightly
     targets: [)",
                                                           workers_, R"(]
     cron: "0 3 * * *"
     duration: 300ms
-)"))
-                    .ok());
+)")),
+                IsOk());
   }
 
   // Starts `profctl serve` on a thread; returns its CoordinatorService port.
@@ -165,8 +168,8 @@ schedules:
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
-  const testing::TempDir tmp_;
-  testing::TestCerts certs_;
+  const testkit::TempDir tmp_;
+  testkit::TestCerts certs_;
   RealClock clock_;
   AsioExecutor agent_executor_{&clock_};
   std::unique_ptr<agent::AgentServer> agent_;
@@ -197,7 +200,7 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
   // An ordinary session folder, with what started it.
   absl::StatusOr<std::string> json =
       ReadFile(JoinPath(logdir_, "plugins/profile/remote1/session.json"));
-  ASSERT_TRUE(json.ok());
+  ASSERT_THAT(json, IsOk());
   EXPECT_THAT(*json, HasSubstr("\"kind\": \"api\""));
   EXPECT_TRUE(PathExists(JoinPath(logdir_, "plugins/profile/remote1/report.html")));
 
@@ -237,7 +240,7 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
     grpc::ClientContext ctx;
     ctx.AddMetadata("authorization", "Bearer " + certs_.token);
     v1::ListSchedulesResponse r;
-    ASSERT_TRUE(stub->ListSchedules(&ctx, {}, &r).ok());
+    ASSERT_THAT(stub->ListSchedules(&ctx, {}, &r), IsOk());
     ASSERT_EQ(r.schedules_size(), 1);
     EXPECT_EQ(r.schedules(0).name(), "nightly");
     EXPECT_EQ(r.schedules(0).timing(), "cron 0 3 * * *");
@@ -249,7 +252,7 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
     v1::GetSessionRequest req;
     req.set_session("remote1");
     v1::SessionInfo info;
-    ASSERT_TRUE(stub->GetSession(&ctx, req, &info).ok());
+    ASSERT_THAT(stub->GetSession(&ctx, req, &info), IsOk());
     EXPECT_EQ(info.manifest().hosts_size(), 2);
     EXPECT_FALSE(info.running());
   }
@@ -273,7 +276,7 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
   EXPECT_THAT(HttpGet(metrics_port_, "/nope"), HasSubstr("HTTP/1.1 404"));
 
   // A reload request (what SIGHUP does) with a broken config is refused; the daemon serves on.
-  ASSERT_TRUE(WriteFileAtomically(config_, "logdir: x\nbogus: 1\n").ok());
+  ASSERT_THAT(WriteFileAtomically(config_, "logdir: x\nbogus: 1\n"), IsOk());
   reload_requests_.fetch_add(1);
   interrupt_.Poke();
   for (int i = 0; i < 500 && !absl::StrContains(HttpGet(metrics_port_, "/metrics"),
@@ -301,9 +304,9 @@ TEST_F(ServeTest, ATriggerCapturesBySelfWhenTheJobSlowsDown) {
                              clock_.WallNs() / kNanosPerMilli + 4000);
   absl::StatusOr<std::unique_ptr<agent::AgentServer>> slowing = agent::AgentServer::Start(
       o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
-  ASSERT_TRUE(slowing.ok()) << slowing.status();
+  ASSERT_THAT(slowing, IsOk());
   const std::string target = absl::StrCat("127.0.0.1:", (*slowing)->ports()[0]);
-  ASSERT_TRUE(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
+  ASSERT_THAT(WriteFileAtomically(config_, absl::StrCat("logdir: ", logdir_, R"(
 schedules:
   - name: slow
     targets: [)",
@@ -311,8 +314,8 @@ schedules:
     trigger: {threshold: 1.5, poll: 1s, window: 1s, baseline: 10s, sustain: 1, cooldown: 1h}
     duration: 300ms
     tolerance: 500ms
-)"))
-                  .ok());
+)")),
+              IsOk());
   const int port = StartServe();
   ASSERT_GT(port, 0) << serve_err_;
   const std::string coordinator = absl::StrCat("--coordinator=127.0.0.1:", port);
@@ -345,7 +348,7 @@ schedules:
     if (json.ok() && !absl::StrContains(*json, "SESSION_STATUS_RUNNING")) break;
     usleep(10'000);
   }
-  ASSERT_TRUE(json.ok());
+  ASSERT_THAT(json, IsOk());
   EXPECT_THAT(*json, HasSubstr("\"status\": \"SESSION_STATUS_OK\""));
   EXPECT_THAT(*json, HasSubstr("\"kind\": \"trigger\""));
   EXPECT_THAT(*json, HasSubstr("\"late_tolerance_ns\": \"500000000\""));

@@ -18,7 +18,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 namespace {
 
 namespace asio = boost::asio;
@@ -321,4 +321,4 @@ TcpProxy::Counters TcpProxy::counters() const {
   return {s.accepted.load(), s.open.load(), s.bytes_up.load(), s.bytes_down.load()};
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 class TcpProxy {
  public:
@@ -84,6 +84,6 @@ class TcpProxy {
   int port_;
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_TCP_PROXY_H_

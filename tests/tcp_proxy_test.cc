@@ -40,8 +40,11 @@
 #include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 
-namespace profctl::testing {
+using ::profctl::testkit::IsOk;
+
+namespace profctl::testkit {
 namespace {
 
 namespace asio = boost::asio;
@@ -188,7 +191,7 @@ class Client {
 
 std::unique_ptr<TcpProxy> StartProxy(int target_port) {
   absl::StatusOr<std::unique_ptr<TcpProxy>> proxy = TcpProxy::Start("127.0.0.1", target_port);
-  EXPECT_TRUE(proxy.ok()) << proxy.status();
+  EXPECT_THAT(proxy, IsOk());
   return proxy.ok() ? std::move(*proxy) : nullptr;
 }
 
@@ -374,7 +377,7 @@ TEST(TcpProxyTest, GrpcCallsGoThroughWithDelays) {
     info_done.Notify();
   });
   ASSERT_TRUE(info_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->name, "node-7");
 
   absl::Notification sync_done;
@@ -384,7 +387,7 @@ TEST(TcpProxyTest, GrpcCallsGoThroughWithDelays) {
     sync_done.Notify();
   });
   ASSERT_TRUE(sync_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  ASSERT_TRUE(reading.ok()) << reading.status();
+  ASSERT_THAT(reading, IsOk());
   // One wall clock on both ends: the request took >= 10 ms to arrive, the reply >= 6 ms (less
   // 1 ms for wall-clock slew against the steady clock the proxy delays by).
   EXPECT_GE(reading->receive_ns - reading->local_send_ns, 9 * kNanosPerMilli);
@@ -459,9 +462,9 @@ TEST(TcpProxyTest, AMultiEndpointAgentNeedsItsEndpointsAuthorityThroughTheProxy)
   coordinator::GrpcAgentClientFactory routed(
       {.authority_for_testing = [&](const coordinator::WorkerAddress&) { return endpoint; }});
   info = GetInfoThrough(routed, proxy->address());
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->name, "ep-1");
 }
 
 }  // namespace
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

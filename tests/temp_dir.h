@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 class TempDir {
  public:
@@ -27,6 +27,6 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_TEMP_DIR_H_

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 struct TestCerts {
   std::string ca_cert;                              // CA "profctl-test-ca"
@@ -71,6 +71,6 @@ inline TestCerts MakeTestCerts(const std::string& dir) {
   return c;
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_TEST_CERTS_H_

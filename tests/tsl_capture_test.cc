@@ -28,17 +28,20 @@
 #include "profctl/v1/session.pb.h"
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl {
 namespace {
 
 using coordinator::CaptureArgs;
 using coordinator::WorkerAddress;
-using testing::FakeTslServer;
-using testing::FakeTslServerOptions;
 using ::testing::HasSubstr;
+using testkit::FakeTslServer;
+using testkit::FakeTslServerOptions;
 using Shape = FakeTslServerOptions::Shape;
 using v1::SessionManifest;
 
@@ -47,7 +50,7 @@ constexpr int64_t kMs = 1'000'000;
 WorkerAddress Tsl(int port) {
   absl::StatusOr<WorkerAddress> w =
       coordinator::ParseWorker(absl::StrCat("grpc://127.0.0.1:", port));
-  EXPECT_TRUE(w.ok()) << w.status();
+  EXPECT_THAT(w, IsOk());
   return *w;
 }
 
@@ -83,7 +86,7 @@ TEST(TslRequestTest, AsksForTheWindowWithNewSemanticsAndBothDurations) {
 }
 
 TEST(TslResponseTest, ReadsAllThreeShapes) {
-  testing::TempDir dir;
+  testkit::TempDir dir;
   tensorflow::ProfileRequest request;
   request.set_repository_root(dir.path());
   request.set_session_id("s");
@@ -111,8 +114,8 @@ TEST(TslResponseTest, ReadsAllThreeShapes) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("saved its trace on its own disk as " + path));
-  ASSERT_TRUE(MakeDirs(dir.path() + "/s").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  ASSERT_THAT(MakeDirs(dir.path() + "/s"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(path, bytes), IsOk());
   EXPECT_EQ(*coordinator::TraceFromProfileResponse(saved, request, &where), bytes);
   EXPECT_THAT(where, HasSubstr(path));
 
@@ -169,7 +172,7 @@ TEST(TslClientTest, ProbesCapturesAndTerminates) {
 
   absl::StatusOr<coordinator::AgentInfo> info =
       Await<coordinator::AgentInfo>([&](auto done) { client->GetInfo(2000, std::move(done)); });
-  ASSERT_TRUE(info.ok()) << info.status();  // Monitor's UNIMPLEMENTED proves it is there
+  ASSERT_THAT(info, IsOk());  // Monitor's UNIMPLEMENTED proves it is there
   EXPECT_EQ(info->version, coordinator::kTslAgentVersion);
   EXPECT_EQ(info->name, absl::StrCat("grpc://127.0.0.1:", server.port()));
   absl::StatusOr<coordinator::ClockReading> clock = Await<coordinator::ClockReading>(
@@ -181,7 +184,7 @@ TEST(TslClientTest, ProbesCapturesAndTerminates) {
   RecordingStream stream;
   client->Capture({"sess", start, 300, ""}, 10'000, &stream);
   stream.Wait();
-  ASSERT_TRUE(stream.status.ok()) << stream.status;
+  ASSERT_THAT(stream.status, IsOk());
   tensorflow::profiler::XSpace space;
   ASSERT_TRUE(space.ParseFromString(stream.data));
   EXPECT_GT(xspace::CountEvents(space), 0);
@@ -195,7 +198,7 @@ TEST(TslClientTest, ProbesCapturesAndTerminates) {
 
   absl::Notification terminated;
   client->Cancel("sess", "", 2000, [&](absl::Status s) {
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_THAT(s, IsOk());
     terminated.Notify();
   });
   terminated.WaitForNotification();
@@ -223,7 +226,7 @@ TEST(TslClientTest, BusyEmptyAndDeadServersFailClearly) {
     EXPECT_THAT(stream.status.message(), HasSubstr("recorded nothing"));
   }
   std::unique_ptr<coordinator::AgentClient> dead =
-      factory.Connect(Tsl(testing::ClosedLoopbackPort()));
+      factory.Connect(Tsl(testkit::ClosedLoopbackPort()));
   absl::StatusOr<coordinator::AgentInfo> info =
       Await<coordinator::AgentInfo>([&](auto done) { dead->GetInfo(2000, std::move(done)); });
   EXPECT_EQ(info.status().code(), absl::StatusCode::kUnavailable);
@@ -245,9 +248,9 @@ class TslCaptureTest : public ::testing::Test {
     output_ = out.str() + err.str();
     if (manifest != nullptr) {
       absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
-      EXPECT_TRUE(json.ok()) << json.status() << "\n" << output_;
+      EXPECT_THAT(json, IsOk()) << json.status() << "\n" << output_;
       if (json.ok()) {
-        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*json, manifest).ok());
+        EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*json, manifest), IsOk());
       }
     }
     return rc;
@@ -272,7 +275,7 @@ class TslCaptureTest : public ::testing::Test {
   }
 
   RealClock clock_;
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   const std::string logdir_ = tmp_.path() + "/logs";
   std::string output_;
 };
@@ -289,16 +292,15 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
   std::vector<int> agent_ports;
   for (int rank : {0, 4}) {
     const std::string port_file = absl::StrCat(tmp_.path(), "/agent-", rank, ".port");
-    ASSERT_TRUE(
-        agents
-            .Spawn(PROFCTL_AGENT_BINARY,
-                   {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                    absl::StrCat("--name=rank-", rank),
-                    absl::StrCat("--synthetic=", job, ",rank=", rank),
-                    rank == 4 ? "--clock-skew-ms=-300" : "--clock-skew-ms=0", "--log-level=warn"})
-            .ok());
+    ASSERT_THAT(
+        agents.Spawn(
+            PROFCTL_AGENT_BINARY,
+            {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+             absl::StrCat("--name=rank-", rank), absl::StrCat("--synthetic=", job, ",rank=", rank),
+             rank == 4 ? "--clock-skew-ms=-300" : "--clock-skew-ms=0", "--log-level=warn"}),
+        IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(agent_ports.size(), port_file, clock_);
-    ASSERT_TRUE(port.ok()) << port.status();
+    ASSERT_THAT(port, IsOk());
     agent_ports.push_back(*port);
   }
   constexpr int64_t kSkewMs[kWorld] = {0, 250, -120, 40, -300};
@@ -307,7 +309,7 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
       {.shape = Shape::kToolData, .ignore_options = true, .job = Job(2, kWorld, kSkewMs[2])});
   FakeTslServer disk_server({.shape = Shape::kSavedOnDisk, .job = Job(3, kWorld, kSkewMs[3])});
   const std::vector<std::string> workers = {
-      testing::LoopbackAddress(agent_ports[0]),
+      testkit::LoopbackAddress(agent_ports[0]),
       absl::StrCat("grpc://127.0.0.1:", inline_server.port()),
       absl::StrCat("grpc://127.0.0.1:", old_server.port()),
       absl::StrCat("grpc://127.0.0.1:", disk_server.port()),
@@ -358,7 +360,7 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
 }
 
 TEST_F(TslCaptureTest, UnusableTslAnswersFailOnlyTheirHosts) {
-  testing::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
+  testkit::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
   FakeTslServer good({.shape = Shape::kInlineXSpace, .job = Job(0, 3, 0)});
   FakeTslServer busy({.busy = true, .job = Job(1, 3, 0)});
   FakeTslServer remote(

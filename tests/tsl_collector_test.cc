@@ -30,15 +30,18 @@
 #include "tests/fake_executor.h"
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
 
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
-using ::profctl::testing::FakeTslServer;
-using ::profctl::testing::FakeTslServerOptions;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
+using ::profctl::testkit::FakeTslServer;
+using ::profctl::testkit::FakeTslServerOptions;
 using tensorflow::profiler::XLine;
 using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XSpace;
@@ -180,10 +183,10 @@ class TslCollectorTest : public ::testing::Test {
   XSpace SyntheticAlone(int64_t start, int64_t stop) {
     SyntheticCollector alone(Job(/*rank=*/0, kAgentSkewNs));
     XSpace space;
-    EXPECT_TRUE(alone.Prepare({"alone", start, stop - start}).ok());
-    EXPECT_TRUE(alone.Start(start).ok());
-    EXPECT_TRUE(alone.Stop(stop).ok());
-    EXPECT_TRUE(alone.Collect(&space).ok());
+    EXPECT_THAT(alone.Prepare({"alone", start, stop - start}), IsOk());
+    EXPECT_THAT(alone.Start(start), IsOk());
+    EXPECT_THAT(alone.Stop(stop), IsOk());
+    EXPECT_THAT(alone.Collect(&space), IsOk());
     return space;
   }
 
@@ -194,7 +197,7 @@ class TslCollectorTest : public ::testing::Test {
                                                   const std::vector<FakeTslServer*>& servers,
                                                   const std::string& id = "sess-1") {
     auto session = manager->Begin({id, agent_clock_.WallNs() + start_in_ms * kMs, duration_ms, {}});
-    EXPECT_TRUE(session.ok()) << session.status();
+    EXPECT_THAT(session, IsOk());
     if (!session.ok()) return nullptr;
     (*session)->Run({.on_started = nullptr,
                      .on_done = [out](CaptureResult r) { out->result.emplace(std::move(r)); }});
@@ -222,7 +225,7 @@ TEST_P(TslCollectorMergeTest, MergesTpuPlanesBesideTheSyntheticCollectorsExactly
   so.shape = GetParam().shape;
   so.absolute_line_times = GetParam().absolute;
   FakeTslServer server(so);
-  const std::string address = testing::LoopbackAddress(server.port());
+  const std::string address = testkit::LoopbackAddress(server.port());
   TslCollector tsl(Tsl({address}), &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
@@ -251,7 +254,7 @@ TEST_P(TslCollectorMergeTest, MergesTpuPlanesBesideTheSyntheticCollectorsExactly
   EXPECT_EQ(server.last_start_ns(), planned - kAgentSkewNs);  // it recorded our window
   EXPECT_EQ(xspace::ProfileStartNs(space), planned);
   EXPECT_EQ(xspace::ProfileStopNs(space), planned + 200 * kMs);
-  EXPECT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  EXPECT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
 
   // Every event of both sources, at its exact instant on the agent's clock, with its name,
   // metadata stats and stats (refs resolved): nothing lost, nothing renamed, nothing moved.
@@ -288,7 +291,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TslCollectorMergeTest,
 
 TEST_F(TslCollectorTest, CollectorOrderDoesNotMatterAndTheCollectorIsReusable) {
   FakeTslServer server(TpuServer(&host_clock_));
-  TslCollector tsl(Tsl({testing::LoopbackAddress(server.port())}), &agent_clock_);
+  TslCollector tsl(Tsl({testkit::LoopbackAddress(server.port())}), &agent_clock_);
   // tsl first: the synthetic collector then appends planes the space has; the session merges them.
   CaptureManager manager({&agent_clock_, {&tsl, &synthetic_}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
@@ -315,9 +318,9 @@ TEST_F(TslCollectorTest, AbsentAndBusyServersCostOnlyTheirOwnPlanes) {
   FakeTslServerOptions busy_options = TpuServer(&host_clock_);
   busy_options.busy = true;
   FakeTslServer busy(busy_options);
-  const std::string absent = testing::LoopbackAddress(testing::ClosedLoopbackPort());
-  const std::string busy_address = testing::LoopbackAddress(busy.port());
-  TslCollector tsl(Tsl({absent, busy_address, testing::LoopbackAddress(good.port())}),
+  const std::string absent = testkit::LoopbackAddress(testkit::ClosedLoopbackPort());
+  const std::string busy_address = testkit::LoopbackAddress(busy.port());
+  TslCollector tsl(Tsl({absent, busy_address, testkit::LoopbackAddress(good.port())}),
                    &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
@@ -345,7 +348,7 @@ TEST_F(TslCollectorTest, SlowServerIsGivenUpAfterTheWindowPlusGraceAndTheRestIsK
   FakeTslServerOptions so = TpuServer(&host_clock_);
   so.hold = true;  // never answers on its own
   FakeTslServer slow(so);
-  const std::string address = testing::LoopbackAddress(slow.port());
+  const std::string address = testkit::LoopbackAddress(slow.port());
   TslCollector tsl(Tsl({address}, /*grace_ms=*/0), &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
@@ -372,7 +375,7 @@ TEST_F(TslCollectorTest, UnusableTraceIsReportedAndDropped) {
   FakeTslServerOptions so = TpuServer(&host_clock_);
   so.drop_task_environment = true;
   FakeTslServer server(so);
-  const std::string address = testing::LoopbackAddress(server.port());
+  const std::string address = testkit::LoopbackAddress(server.port());
   TslCollector tsl(Tsl({address}), &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
@@ -397,7 +400,7 @@ TEST_F(TslCollectorTest, CancelTerminatesTheServerAndKeepsWhatItRecorded) {
   FakeTslServerOptions so = TpuServer(&host_clock_);
   so.hold = true;  // records until its window ends or it is terminated
   FakeTslServer server(so);
-  TslCollector tsl(Tsl({testing::LoopbackAddress(server.port())}), &agent_clock_);
+  TslCollector tsl(Tsl({testkit::LoopbackAddress(server.port())}), &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
   Outcome out;
@@ -406,7 +409,7 @@ TEST_F(TslCollectorTest, CancelTerminatesTheServerAndKeepsWhatItRecorded) {
   server.AwaitHeld(1);
   executor_.Advance(10 * kMs);   // start
   executor_.Advance(250 * kMs);  // recording...
-  ASSERT_TRUE(manager.Cancel("sess-1").ok());
+  ASSERT_THAT(manager.Cancel("sess-1"), IsOk());
   executor_.RunUntilIdle();  // Stop (sends Terminate), then Collect waits for the answer
   ASSERT_TRUE(out.result.has_value());
   EXPECT_TRUE(out.result->cancelled);
@@ -426,13 +429,13 @@ TEST_F(TslCollectorTest, CancelBeforeTheStartTerminatesTheServerToo) {
   FakeTslServerOptions so = TpuServer(&host_clock_);
   so.hold = true;
   FakeTslServer server(so);
-  TslCollector tsl(Tsl({testing::LoopbackAddress(server.port())}), &agent_clock_);
+  TslCollector tsl(Tsl({testkit::LoopbackAddress(server.port())}), &agent_clock_);
   CaptureManager manager({&agent_clock_, {&synthetic_, &tsl}, &executor_},
                          {.max_duration_ms = 10'000, .host_name = "host-a"});
   Outcome out;
   auto session = Launch(&manager, &out, 500, 1000, {&server});
   server.AwaitHeld(1);
-  ASSERT_TRUE(manager.Cancel("sess-1").ok());
+  ASSERT_THAT(manager.Cancel("sess-1"), IsOk());
   executor_.RunUntilIdle();
   ASSERT_TRUE(out.result.has_value());
   EXPECT_TRUE(out.result->cancelled);
@@ -450,17 +453,17 @@ TEST(TslAgentServerTest, TslLocalAddsTheFrameworkServersPlanesToTheAgentsCapture
   FakeTslServer server(so);
   absl::StatusOr<AgentOptions> options =
       ParseAgentOptions({"--port=0", "--port-file=/dev/null", "--bind=127.0.0.1",
-                         absl::StrCat("--tsl-local=", testing::LoopbackAddress(server.port()))},
+                         absl::StrCat("--tsl-local=", testkit::LoopbackAddress(server.port()))},
                         /*nvidia_probe=*/"/nonexistent");  // as on a host without a GPU
-  ASSERT_TRUE(options.ok()) << options.status();
+  ASSERT_THAT(options, IsOk());
   EXPECT_THAT(options->collectors, ElementsAre("synthetic", "tsl"));
   RealClock clock;
   AsioExecutor executor(&clock, /*threads=*/1);
   absl::StatusOr<std::unique_ptr<AgentServer>> agent =
       AgentServer::Start(*options, {.clock = &clock, .executor = &executor, .hostname = "h"});
-  ASSERT_TRUE(agent.ok()) << agent.status();
+  ASSERT_THAT(agent, IsOk());
   auto session = (*agent)->manager_for_testing(0).Begin({"wired", 0, 30, {}});
-  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_THAT(session, IsOk());
   absl::Notification done;
   std::optional<CaptureResult> result;
   (*session)->Run({.on_started = nullptr, .on_done = [&](CaptureResult r) {
@@ -485,7 +488,7 @@ TEST(TslAddressTest, AcceptsHostPortIpv6AndTheGrpcScheme) {
   EXPECT_EQ(*ParseTslAddress("[::1]:9999"), "[::1]:9999");
   EXPECT_EQ(*ParseTslAddress("grpc://localhost:9999"), "localhost:9999");
   absl::StatusOr<std::vector<std::string>> list = ParseTslAddressList("localhost:9999, [::1]:9998");
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_THAT(list, IsOk());
   EXPECT_THAT(*list, ElementsAre("localhost:9999", "[::1]:9998"));
   EXPECT_THAT(*ParseTslAddressList(""), IsEmpty());
 }

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     }
     absl::ConsumeSuffix(&stem, ".xplane.pb");
     const std::vector<std::string> violations =
-        profctl::testing::CheckXProfConformance(space, stem);
+        profctl::testkit::CheckXProfConformance(space, stem);
     if (violations.empty()) {
       std::cout << path << ": conforms\n";
       continue;

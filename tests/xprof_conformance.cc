@@ -22,7 +22,7 @@
 #include "absl/types/span.h"
 #include "xspace/xspace.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 namespace {
 
 using tensorflow::profiler::XEvent;
@@ -975,4 +975,4 @@ std::vector<std::string> CheckXProfConformance(const tensorflow::profiler::XSpac
   return Checker(space, file_stem).Run();
 }
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

@@ -62,13 +62,13 @@
 #include "absl/strings/string_view.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 
 // The violations of `space`, saved (or to be saved) as `<file_stem>.xplane.pb`; empty when it
 // conforms.
 std::vector<std::string> CheckXProfConformance(const tensorflow::profiler::XSpace& space,
                                                absl::string_view file_stem);
 
-}  // namespace profctl::testing
+}  // namespace profctl::testkit
 
 #endif  // PROFCTL_TESTS_XPROF_CONFORMANCE_H_

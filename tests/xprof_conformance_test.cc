@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "xspace/xspace.h"
 
-namespace profctl::testing {
+namespace profctl::testkit {
 namespace {
 
 using ::testing::AllOf;
@@ -485,4 +485,4 @@ TEST(XProfConformanceTest, ListsAFewViolationsPerRuleThenCountsTheRest) {
 }
 
 }  // namespace
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

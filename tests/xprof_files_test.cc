@@ -13,10 +13,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/status_matchers.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
-namespace profctl::testing {
+using ::profctl::testkit::IsOk;
+
+namespace profctl::testkit {
 namespace {
 
 using ::testing::IsEmpty;
@@ -62,7 +65,7 @@ Shape ShapeOf(const xspace::XSpace& space) {
 TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
   const Case& c = GetParam();
   absl::StatusOr<agent::SyntheticJobConfig> base = agent::ParseSyntheticJobConfig(c.knobs);
-  ASSERT_TRUE(base.ok()) << base.status();
+  ASSERT_THAT(base, IsOk());
   for (int64_t rank = 0; rank < base->world; ++rank) {
     agent::SyntheticJobConfig config = *base;
     config.rank = rank;
@@ -114,18 +117,18 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(SyntheticCollectorFilesTest, CollectedWindowPassesTheChecker) {
   absl::StatusOr<agent::SyntheticJobConfig> config = agent::ParseSyntheticJobConfig("gpus=4");
-  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_THAT(config, IsOk());
   config->clock_skew_ns = -11 * kNanosPerMilli;
   agent::SyntheticCollector collector(*config);
-  ASSERT_TRUE(collector.Prepare({}).ok());
-  ASSERT_TRUE(collector.Start(kT0).ok());
-  ASSERT_TRUE(collector.Stop(kT0 + 500 * kNanosPerMilli).ok());
+  ASSERT_THAT(collector.Prepare({}), IsOk());
+  ASSERT_THAT(collector.Start(kT0), IsOk());
+  ASSERT_THAT(collector.Stop(kT0 + 500 * kNanosPerMilli), IsOk());
   xspace::XSpace space;
-  ASSERT_TRUE(collector.Collect(&space).ok());
+  ASSERT_THAT(collector.Collect(&space), IsOk());
   space.add_hostnames("host-a");
   EXPECT_GT(xspace::CountEvents(space), 0);
   EXPECT_THAT(CheckXProfConformance(space, "host-a"), IsEmpty());
 }
 
 }  // namespace
-}  // namespace profctl::testing
+}  // namespace profctl::testkit

@@ -4,6 +4,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::xspace {
 namespace {
@@ -37,7 +40,7 @@ TEST(XSpaceTest, BuilderInternsNamesAndReaderResolvesThem) {
   EXPECT_EQ(EventStartNs(ProfileStartNs(space), plane->lines(0), *e), 1'000'500);
   EXPECT_EQ(EventEndNs(ProfileStartNs(space), plane->lines(0), *e), 1'000'750);
   EXPECT_EQ(CountEvents(space), 1);
-  EXPECT_TRUE(Validate(space).ok());
+  EXPECT_THAT(Validate(space), IsOk());
 }
 
 TEST(XSpaceTest, ValidateNamesTheBadEvent) {
@@ -81,7 +84,7 @@ TEST(XSpaceTest, BuilderWritesLinesRelativeToTheProfileStart) {
   EXPECT_EQ(EventStartNs(ProfileStartNs(space), *line, *e), start + 5'000);
   EXPECT_EQ(EventEndNs(ProfileStartNs(space), *line, *e), start + 5'300);
   EXPECT_EQ(EventDurationNs(*e), 300);
-  EXPECT_TRUE(Validate(space).ok()) << Validate(space);
+  EXPECT_THAT(Validate(space), IsOk()) << Validate(space);
 
   // The window is stored as TSL stores it: uint64 stats on the Task Environment plane.
   const XPlane* env = FindPlane(space, kTaskEnvPlaneName);
@@ -162,7 +165,7 @@ TEST(XSpaceTest, ValidateRejectsTimesThatOverflow) {
     e->set_duration_ps(duration_ps);
     return space;
   };
-  EXPECT_TRUE(Validate(make(1'000, 5'000, 7'000)).ok());
+  EXPECT_THAT(Validate(make(1'000, 5'000, 7'000)), IsOk());
   // timestamp_ns * 1000 alone overflows.
   EXPECT_THAT(Validate(make(kInt64Max / 1000 + 1, 0, 0)).message(),
               ::testing::HasSubstr("timestamp_ns 9223372036854776"));

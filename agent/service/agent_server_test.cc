@@ -13,12 +13,15 @@
 #include "profctl/v1/agent.grpc.pb.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
 
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
 using ::testing::HasSubstr;
 namespace v1 = ::profctl::v1;
 
@@ -49,7 +52,7 @@ TEST(PlanEndpointsTest, OneEndpointIsTheClassicAgent) {
   o.synthetic = "rank=2,world=4";
   o.clock_skew_ms = -30;
   absl::StatusOr<std::vector<EndpointPlan>> plans = PlanEndpoints(o);
-  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_THAT(plans, IsOk());
   ASSERT_EQ(plans->size(), 1u);
   EXPECT_EQ((*plans)[0].name, "");
   EXPECT_EQ((*plans)[0].clock_skew_ns, -30 * kNanosPerMilli);
@@ -65,7 +68,7 @@ TEST(PlanEndpointsTest, EndpointsAreConsecutiveRanksWithTheirOwnNamesAndSkews) {
   o.clock_skew_ms = 10;
   o.endpoint_skew_spread_ms = 20;
   absl::StatusOr<std::vector<EndpointPlan>> plans = PlanEndpoints(o);
-  ASSERT_TRUE(plans.ok()) << plans.status();
+  ASSERT_THAT(plans, IsOk());
   ASSERT_EQ(plans->size(), 4u);
   for (int64_t i = 0; i < 4; ++i) {
     const EndpointPlan& p = (*plans)[static_cast<size_t>(i)];
@@ -83,7 +86,7 @@ TEST(PlanEndpointsTest, EndpointsAreConsecutiveRanksWithTheirOwnNamesAndSkews) {
   o.name = "";
   o.synthetic = "world=64";
   plans = PlanEndpoints(o);
-  ASSERT_TRUE(plans.ok());
+  ASSERT_THAT(plans, IsOk());
   EXPECT_EQ((*plans)[3].name, "ep-3");
   EXPECT_EQ((*plans)[3].synthetic.world, 64);  // a larger world is kept
 }
@@ -106,7 +109,7 @@ TEST(AgentServerTest, PortFileListsOnePortPerLine) {
   FakeExecutor executor(&clock);
   absl::StatusOr<std::unique_ptr<AgentServer>> server =
       AgentServer::Start(Options(3), {.clock = &clock, .executor = &executor, .hostname = "m"});
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_THAT(server, IsOk());
   const std::vector<int>& ports = (*server)->ports();
   ASSERT_EQ(ports.size(), 3u);
   EXPECT_EQ((*server)->PortFileText(),
@@ -134,13 +137,13 @@ TEST(AgentServerTest, EachEndpointAnswersAsItself) {
   o.endpoint_skew_spread_ms = 1000;
   absl::StatusOr<std::unique_ptr<AgentServer>> server =
       AgentServer::Start(o, {.clock = &clock, .executor = &executor, .hostname = "machine"});
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_THAT(server, IsOk());
   for (size_t i = 0; i < 3; ++i) {
     std::unique_ptr<v1::AgentService::Stub> stub = StubFor((*server)->ports()[i]);
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     v1::GetInfoResponse info;
-    ASSERT_TRUE(stub->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+    ASSERT_THAT(stub->GetInfo(&ctx, v1::GetInfoRequest(), &info), IsOk());
     EXPECT_EQ(info.name(), absl::StrCat("w-", i));
     EXPECT_EQ(info.hostname(), "machine");
     EXPECT_THAT(info.collectors(), ::testing::ElementsAre("synthetic"));
@@ -148,7 +151,7 @@ TEST(AgentServerTest, EachEndpointAnswersAsItself) {
     grpc::ClientContext sync_ctx;
     SetDeadline(&sync_ctx);
     v1::SyncClockResponse sync;
-    ASSERT_TRUE(stub->SyncClock(&sync_ctx, v1::SyncClockRequest(), &sync).ok());
+    ASSERT_THAT(stub->SyncClock(&sync_ctx, v1::SyncClockRequest(), &sync), IsOk());
     EXPECT_EQ(
         sync.receive_ns(),
         clock.WallNs() + (5 + EndpointSkewMs(static_cast<int64_t>(i), 1000)) * kNanosPerMilli);
@@ -176,7 +179,7 @@ class AgentServerCaptureTest : public ::testing::Test {
                                .collect_executor = &collect_,
                                .hostname = "machine",
                                .metrics = &metrics_});
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_THAT(server, IsOk());
     server_ = std::move(*server);
   }
 
@@ -248,7 +251,7 @@ TEST_F(AgentServerCaptureTest, StartedComesFirstAndEndpointsCaptureIndependently
   size_t bytes = 0;
   EXPECT_THAT(ReadAll(short_capture.get(), &started, &header, &bytes),
               ::testing::ElementsAre("started", "header", "data", "trailer"));
-  ASSERT_TRUE(short_capture->Finish().ok());
+  ASSERT_THAT(short_capture->Finish(), IsOk());
   EXPECT_EQ(header.name(), "w-1");
   EXPECT_EQ(header.start_ns(), started.started().start_ns());
   EXPECT_EQ(header.total_bytes(), bytes);
@@ -259,7 +262,7 @@ TEST_F(AgentServerCaptureTest, StartedComesFirstAndEndpointsCaptureIndependently
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     v1::GetInfoResponse info;
-    ASSERT_TRUE(StubFor(server_->ports()[i])->GetInfo(&ctx, {}, &info).ok());
+    ASSERT_THAT(StubFor(server_->ports()[i])->GetInfo(&ctx, {}, &info), IsOk());
     EXPECT_EQ(info.busy(), i == 0) << "endpoint " << i;
   }
   {
@@ -268,7 +271,7 @@ TEST_F(AgentServerCaptureTest, StartedComesFirstAndEndpointsCaptureIndependently
     v1::CancelRequest cancel;
     cancel.set_session_id("long");
     v1::CancelResponse ignored;
-    ASSERT_TRUE(StubFor(server_->ports()[2])->Cancel(&ctx, cancel, &ignored).ok());
+    ASSERT_THAT(StubFor(server_->ports()[2])->Cancel(&ctx, cancel, &ignored), IsOk());
     EXPECT_TRUE(server_->manager_for_testing(0).busy());
   }
   grpc::ClientContext cancel_ctx;
@@ -276,12 +279,12 @@ TEST_F(AgentServerCaptureTest, StartedComesFirstAndEndpointsCaptureIndependently
   v1::CancelRequest cancel;
   cancel.set_session_id("long");
   v1::CancelResponse ignored;
-  ASSERT_TRUE(stub0->Cancel(&cancel_ctx, cancel, &ignored).ok());
+  ASSERT_THAT(stub0->Cancel(&cancel_ctx, cancel, &ignored), IsOk());
   header.Clear();
   bytes = 0;
   EXPECT_THAT(ReadAll(long_capture.get(), &started, &header, &bytes),
               ::testing::ElementsAre("header", "data", "trailer"));
-  ASSERT_TRUE(long_capture->Finish().ok());
+  ASSERT_THAT(long_capture->Finish(), IsOk());
   EXPECT_TRUE(header.cancelled());
   EXPECT_EQ(header.name(), "w-0");
   EXPECT_EQ(header.start_ns(), first.started().start_ns());
@@ -296,7 +299,7 @@ TEST_F(AgentServerCaptureTest, MetricsCountStreamsByOutcomeAndTheBytesSent) {
   v1::CaptureHeader header;
   size_t bytes = 0;
   ReadAll(capture.get(), &started, &header, &bytes);
-  ASSERT_TRUE(capture->Finish().ok());
+  ASSERT_THAT(capture->Finish(), IsOk());
   ASSERT_GT(bytes, 0u);
   // A request without a session id: refused before anything is sent.
   grpc::ClientContext again_ctx;
@@ -327,7 +330,7 @@ TEST_F(AgentServerCaptureTest, CancelThatOvertakesItsCaptureAbortsIt) {
     v1::CancelRequest cancel;
     cancel.set_session_id("early");
     v1::CancelResponse ignored;
-    ASSERT_TRUE(stub->Cancel(&ctx, cancel, &ignored).ok());
+    ASSERT_THAT(stub->Cancel(&ctx, cancel, &ignored), IsOk());
   }
   {
     grpc::ClientContext ctx;

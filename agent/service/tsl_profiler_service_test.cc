@@ -26,16 +26,19 @@
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
+using ::profctl::testkit::IsOk;
+
 namespace profctl::agent {
 namespace {
 
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
-using ::profctl::testing::TempDir;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
+using ::profctl::testkit::TempDir;
 using ::tensorflow::ProfileRequest;
 using ::tensorflow::ProfileResponse;
 using ::tensorflow::profiler::XSpace;
@@ -149,7 +152,7 @@ class TslServiceTest : public ::testing::Test {
   void StartAgent(const AgentOptions& options) {
     absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(
         options, {.clock = &clock_, .executor = &executor_, .hostname = "machine"});
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_THAT(server, IsOk());
     server_ = std::move(*server);
   }
 
@@ -230,13 +233,13 @@ TEST_F(TslServiceTest, Version1HonoursStartTimestampOnTheAgentsClockAndOptsDurat
   EXPECT_TRUE(manager().busy());
   fake_.Advance(1 + 300 * kNanosPerMilli);
   ASSERT_TRUE(p->Await());
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_FALSE(p->response.empty_trace());
   const XSpace space = TraceOf(p->response);
   EXPECT_EQ(xspace::ProfileStartNs(space), agent_now + 2 * kNanosPerSecond);
   EXPECT_EQ(xspace::ProfileStopNs(space), agent_now + 2 * kNanosPerSecond + 300 * kNanosPerMilli);
   EXPECT_GT(xspace::CountEvents(space), 0);
-  EXPECT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);  // relative lines
+  EXPECT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);  // relative lines
   EXPECT_FALSE(HasWarningContaining(space, "after the requested start instant"));
 }
 
@@ -247,7 +250,7 @@ TEST_F(TslServiceTest, Version1FallsBackToTheRequestDurationAndStartsAPastInstan
   request.mutable_opts()->set_duration_ms(0);
   request.mutable_opts()->set_start_timestamp_ns(now - 5 * kNanosPerSecond);
   PendingProfile* p = Capture(request, 40);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   const XSpace space = TraceOf(p->response);
   EXPECT_EQ(xspace::ProfileStartNs(space), now);
   EXPECT_EQ(xspace::ProfileStopNs(space), now + 40 * kNanosPerMilli);
@@ -272,7 +275,7 @@ TEST_F(TslServiceTest, Version0IgnoresOptsLikeTslServers) {
 
   fake_.Advance(25 * kNanosPerMilli);
   ASSERT_TRUE(p->Await());
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   const XSpace space = TraceOf(p->response);
   EXPECT_EQ(xspace::ProfileStartNs(space), now);  // at once: opts.start_timestamp_ns ignored
   EXPECT_EQ(xspace::ProfileStopNs(space), now + 25 * kNanosPerMilli);  // duration_ms, not opts'
@@ -313,10 +316,10 @@ TEST_F(TslServiceTest, TerminateMidCaptureReturnsThePartialTrace) {
   fake_.Advance(kNanosPerSecond);
   EXPECT_FALSE(p->done.HasBeenNotified());
 
-  ASSERT_TRUE(Terminate("long").ok());
+  ASSERT_THAT(Terminate("long"), IsOk());
   fake_.RunUntilIdle();  // the stop Terminate posted, then the collect
   ASSERT_TRUE(p->Await());
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_FALSE(p->response.empty_trace());
   const XSpace space = TraceOf(p->response);
   EXPECT_EQ(xspace::ProfileStartNs(space), now);
@@ -334,7 +337,7 @@ TEST_F(TslServiceTest, TerminateMidCaptureReturnsThePartialTrace) {
 
 TEST_F(TslServiceTest, TerminateOfAnUnknownIdIsOkAndOfABadIdInvalid) {
   StartAgent(Options());
-  EXPECT_TRUE(Terminate("never-ran").ok());
+  EXPECT_THAT(Terminate("never-ran"), IsOk());
   const grpc::Status bad = Terminate("../x");
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad.error_message(), HasSubstr("TerminateRequest.session_id '../x'"));
@@ -346,10 +349,10 @@ TEST_F(TslServiceTest, TerminateBeforeTheStartAnswersAnEmptyTrace) {
   request.mutable_opts()->set_start_timestamp_ns(clock_.WallNs() + kNanosPerSecond);
   PendingProfile* p = StartProfile(request);
   fake_.RunUntilIdle();  // waiting for the start instant
-  ASSERT_TRUE(Terminate("early").ok());
+  ASSERT_THAT(Terminate("early"), IsOk());
   fake_.RunUntilIdle();
   ASSERT_TRUE(p->Await());
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_TRUE(p->response.empty_trace());  // nothing was recorded
   const XSpace space = TraceOf(p->response);
   EXPECT_EQ(xspace::CountEvents(space), 0);
@@ -361,7 +364,7 @@ TEST_F(TslServiceTest, EmitXspaceAnswersInlineOtherwiseOneToolDataEntry) {
   o.name = "worker-3";
   StartAgent(o);
   PendingProfile* tool = Capture(Request("tool", 300), 300);
-  ASSERT_TRUE(tool->status.ok()) << tool->status.error_message();
+  ASSERT_THAT(tool->status, IsOk()) << tool->status.error_message();
   EXPECT_FALSE(tool->response.has_xspace());
   ASSERT_EQ(tool->response.tool_data_size(), 1);
   EXPECT_EQ(tool->response.tool_data(0).name(), "xplane.pb");
@@ -373,7 +376,7 @@ TEST_F(TslServiceTest, EmitXspaceAnswersInlineOtherwiseOneToolDataEntry) {
   ProfileRequest request = Request("inline", 300);
   request.set_emit_xspace(true);
   PendingProfile* inline_space = Capture(request, 300);
-  ASSERT_TRUE(inline_space->status.ok()) << inline_space->status.error_message();
+  ASSERT_THAT(inline_space->status, IsOk()) << inline_space->status.error_message();
   EXPECT_FALSE(inline_space->response.empty_trace());
   EXPECT_TRUE(inline_space->response.has_xspace());
   EXPECT_EQ(inline_space->response.tool_data_size(), 0);
@@ -391,10 +394,10 @@ TEST_F(TslServiceTest, AnswerIsNamedAsTheClientWillSaveIt) {
   ProfileRequest request = Request("dialled", 300);
   request.set_host_name("10.0.0.7:6000");
   PendingProfile* p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   const XSpace space = TraceOf(p->response);
   EXPECT_THAT(space.hostnames(), ElementsAre("10.0.0.7_6000"));
-  EXPECT_THAT(testing::CheckXProfConformance(space, "10.0.0.7_6000"), IsEmpty());
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "10.0.0.7_6000"), IsEmpty());
 }
 
 TEST_F(TslServiceTest, NoSessionIdGetsAGeneratedOne) {
@@ -480,7 +483,7 @@ TEST_F(TslServiceTest, WithoutTheOptInNothingIsWrittenWhateverRepositoryRootSays
   request.set_repository_root(JoinPath(logdir.path(), "plugins/profile"));
   request.set_host_name("10.0.0.7:6000");
   PendingProfile* p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_GT(xspace::CountEvents(TraceOf(p->response)), 0);  // back in tool_data instead
   EXPECT_FALSE(PathExists(JoinPath(logdir.path(), "plugins")));
 }
@@ -500,32 +503,32 @@ TEST_F(TslServiceTest, EveryAnswerShapePassesTheXProfConformanceChecker) {
   ProfileRequest request = Request("tool", 300);
   request.set_host_name("worker-3:6000");
   PendingProfile* p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   ASSERT_EQ(p->response.tool_data_size(), 1);
   const XSpace from_tool = TraceOf(p->response);
   EXPECT_GT(xspace::CountEvents(from_tool), 0);
-  EXPECT_THAT(testing::CheckXProfConformance(from_tool, kStem), IsEmpty());
+  EXPECT_THAT(testkit::CheckXProfConformance(from_tool, kStem), IsEmpty());
 
   request.set_session_id("inline");
   request.set_emit_xspace(true);
   p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   ASSERT_TRUE(p->response.has_xspace());
   EXPECT_GT(xspace::CountEvents(p->response.xspace()), 0);
-  EXPECT_THAT(testing::CheckXProfConformance(p->response.xspace(), kStem), IsEmpty());
+  EXPECT_THAT(testkit::CheckXProfConformance(p->response.xspace(), kStem), IsEmpty());
 
   request.set_session_id("saved");
   request.set_emit_xspace(false);
   request.set_repository_root(JoinPath(root.path(), "logs/plugins/profile"));
   p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   absl::StatusOr<std::string> data =
       ReadFile(JoinPath(root.path(), "logs/plugins/profile/saved/worker-3_6000.xplane.pb"));
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_THAT(data, IsOk());
   XSpace saved;
   ASSERT_TRUE(saved.ParseFromString(*data));
   EXPECT_GT(xspace::CountEvents(saved), 0);
-  EXPECT_THAT(testing::CheckXProfConformance(saved, kStem), IsEmpty());
+  EXPECT_THAT(testkit::CheckXProfConformance(saved, kStem), IsEmpty());
 }
 
 TEST_F(TslServiceTest, WithTheOptInTheTraceIsSavedInsideTheSaveRootLikeTsl) {
@@ -537,7 +540,7 @@ TEST_F(TslServiceTest, WithTheOptInTheTraceIsSavedInsideTheSaveRootLikeTsl) {
   request.set_repository_root(JoinPath(root.path(), "logs/plugins/profile/"));
   request.set_host_name("10.0.0.7:6000");
   PendingProfile* p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_FALSE(p->response.empty_trace());
   EXPECT_EQ(p->response.tool_data_size(), 0);  // TSL's shape: the file is the answer
   EXPECT_FALSE(p->response.has_xspace());
@@ -545,7 +548,7 @@ TEST_F(TslServiceTest, WithTheOptInTheTraceIsSavedInsideTheSaveRootLikeTsl) {
   const std::string file =
       JoinPath(root.path(), "logs/plugins/profile/run1/10.0.0.7_6000.xplane.pb");
   absl::StatusOr<std::string> data = ReadFile(file);
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_THAT(data, IsOk());
   XSpace space;
   ASSERT_TRUE(space.ParseFromString(*data));
   EXPECT_GT(xspace::CountEvents(space), 0);
@@ -555,14 +558,14 @@ TEST_F(TslServiceTest, WithTheOptInTheTraceIsSavedInsideTheSaveRootLikeTsl) {
   request.set_session_id("run2");
   request.mutable_opts()->set_override_hostname("trainer-0");
   p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_TRUE(PathExists(JoinPath(root.path(), "logs/plugins/profile/run2/trainer-0.xplane.pb")));
 
   // emit_xspace: inline, never written (as TSL).
   request.set_session_id("run3");
   request.set_emit_xspace(true);
   p = Capture(request, 300);
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_TRUE(p->response.has_xspace());
   EXPECT_FALSE(PathExists(JoinPath(root.path(), "logs/plugins/profile/run3")));
 }
@@ -584,7 +587,7 @@ TEST_F(TslServiceTest, RepositoryRootsOutsideTheSaveRootGetTheTraceBackInstead) 
     request.set_repository_root(roots[i]);
     request.set_host_name("h");
     PendingProfile* p = Capture(request, 300);
-    ASSERT_TRUE(p->status.ok()) << roots[i] << ": " << p->status.error_message();
+    ASSERT_THAT(p->status, IsOk()) << roots[i] << ": " << p->status.error_message();
     EXPECT_GT(xspace::CountEvents(TraceOf(p->response)), 0) << roots[i];
   }
   EXPECT_FALSE(PathExists(JoinPath(elsewhere.path(), "plugins")));
@@ -629,7 +632,7 @@ TEST_F(TslServiceTest, EachEndpointServesItsOwnProfiles) {
   PendingProfile* p = StartProfile(request, /*endpoint=*/1);
   fake_.Advance(30 * kNanosPerMilli);
   ASSERT_TRUE(p->Await());
-  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  ASSERT_THAT(p->status, IsOk()) << p->status.error_message();
   EXPECT_THAT(p->response.xspace().hostnames(), Contains("ep-1"));
   EXPECT_FALSE(held->done.HasBeenNotified());
   EXPECT_TRUE(server_->manager_for_testing(0).busy());
@@ -648,7 +651,7 @@ TslPlanContext Context() {
 TEST(PlanTslProfileTest, SessionIdAndHostNamePrecedence) {
   ProfileRequest r = Request("", 10);
   absl::StatusOr<TslProfilePlan> plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->spec.session_id, "generated");
   EXPECT_EQ(plan->spec.start_at_ns, 0);
   EXPECT_TRUE(plan->spec.collectors.empty());
@@ -656,7 +659,7 @@ TEST(PlanTslProfileTest, SessionIdAndHostNamePrecedence) {
   r.set_repository_root("/srv/traces/logs/plugins/profile");
   r.set_session_id("run");
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "/srv/traces/logs/plugins/profile/run/agent-host.xplane.pb");
 
   r.set_host_name("[::1]:6000");  // not a safe stem even with ':' read as '_'
@@ -665,12 +668,12 @@ TEST(PlanTslProfileTest, SessionIdAndHostNamePrecedence) {
   (*r.mutable_opts()->mutable_advanced_configuration())["override_hostname"].set_string_value(
       "adv:1");
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "/srv/traces/logs/plugins/profile/run/adv_1.xplane.pb");
   r.mutable_opts()->set_override_hostname("field");
   r.mutable_opts()->set_session_id("opts-run");
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "/srv/traces/logs/plugins/profile/opts-run/field.xplane.pb");
 }
 
@@ -680,24 +683,24 @@ TEST(PlanTslProfileTest, SaveIsSkippedWithAReasonNotFailed) {
   TslPlanContext c = Context();
   c.save_root.clear();
   absl::StatusOr<TslProfilePlan> plan = PlanTslProfile(r, c);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "");
   EXPECT_THAT(plan->save_skipped, HasSubstr("--tsl-save-root"));
 
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "");
   EXPECT_THAT(plan->save_skipped, HasSubstr("outside --tsl-save-root=/srv/traces"));
 
   r.set_repository_root("/srv/traces-other/x");  // a sibling sharing the prefix is outside
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "");
 
   r.set_repository_root("/srv/traces/x");
   r.set_emit_xspace(true);  // inline answers are never saved
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->save_path, "");
   EXPECT_TRUE(plan->emit_xspace);
 }
@@ -706,20 +709,20 @@ TEST(PlanTslProfileTest, FutureStartIsKeptPastStartIsAtOnce) {
   ProfileRequest r = Request("run", 10);
   r.mutable_opts()->set_start_timestamp_ns(FakeClock::kDefaultWallNs + 60'000 * kNanosPerMilli);
   absl::StatusOr<TslProfilePlan> plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->spec.start_at_ns, FakeClock::kDefaultWallNs + 60'000 * kNanosPerMilli);
   r.mutable_opts()->set_start_timestamp_ns(FakeClock::kDefaultWallNs + 60'001 * kNanosPerMilli);
   EXPECT_EQ(PlanTslProfile(r, Context()).status().code(), absl::StatusCode::kInvalidArgument);
   r.mutable_opts()->set_start_timestamp_ns(1);
   plan = PlanTslProfile(r, Context());
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->spec.start_at_ns, 0);
 }
 
 TEST(CanonicalSaveRootTest, MustBeAnExistingAbsoluteDirectory) {
   TempDir dir;
   absl::StatusOr<std::string> root = CanonicalSaveRoot(dir.path() + "/");
-  ASSERT_TRUE(root.ok()) << root.status();
+  ASSERT_THAT(root, IsOk());
   EXPECT_EQ(*root, std::filesystem::canonical(dir.path()).string());
   EXPECT_THAT(CanonicalSaveRoot("relative").status().message(),
               HasSubstr("--tsl-save-root=relative must be an absolute path"));

@@ -14,7 +14,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::analysis {
 namespace {
@@ -82,7 +85,7 @@ std::vector<std::string> Markers(const std::vector<StepMarker>& steps, int64_t b
 
 TEST(StepPatternTest, DefaultCatchesTheUsualMarkers) {
   absl::StatusOr<StepMatcher> m = StepMatcher::Create(kDefaultStepPattern);
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_THAT(m, IsOk());
   const std::pair<absl::string_view, int64_t> yes[] = {
       {"train_step 12", 12},  {"step#12", 12}, {"step 12", 12},        {"ProfilerStep#12", 12},
       {"StepMarker 12", 12},  {"Step_12", 12}, {"global_step=12", 12}, {"epoch 1 step 12", 12},
@@ -102,14 +105,14 @@ TEST(StepPatternTest, DefaultCatchesTheUsualMarkers) {
 
 TEST(StepPatternTest, CustomPatternAndErrors) {
   absl::StatusOr<StepMatcher> m = StepMatcher::Create(R"(^iter-(\d+)$)");
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_THAT(m, IsOk());
   EXPECT_EQ(m->Match("iter-4"), 4);
   EXPECT_EQ(m->Match("step 4"), std::nullopt);
   EXPECT_THAT(ValidateReaderOptions({.step_pattern = "step (\\d+"}).message(),
               AllOf(HasSubstr("step (\\d+"), HasSubstr("not a valid RE2")));
   EXPECT_THAT(ValidateReaderOptions({.step_pattern = "step \\d+"}).message(),
               HasSubstr("no capture group"));
-  EXPECT_TRUE(ValidateReaderOptions({}).ok());
+  EXPECT_THAT(ValidateReaderOptions({}), IsOk());
 }
 
 TEST(ClassifyTest, HostNames) {
@@ -252,18 +255,18 @@ void ExpectGoldenKineto(const HostTrace& t, int64_t offset_ns) {
 
 TEST(KinetoReaderTest, GoldenTrace) {
   absl::StatusOr<std::string> json = ReadFile(DataPath("rank3.pt.trace.json"));
-  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_THAT(json, IsOk());
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(*json, "ignored", /*offset_ns=*/250);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   ExpectGoldenKineto(*t, 250);
 }
 
 TEST(KinetoReaderTest, GzipFileGivesTheSameTrace) {
   for (const char* name : {"rank3.pt.trace.json", "rank3.pt.trace.json.gz"}) {
     absl::StatusOr<std::string> bytes = ReadFile(DataPath(name));
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_THAT(bytes, IsOk());
     absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(*bytes, DataPath(name), /*offset_ns=*/-7);
-    ASSERT_TRUE(t.ok()) << name << ": " << t.status();
+    ASSERT_THAT(t, IsOk()) << name << ": " << t.status();
     ExpectGoldenKineto(*t, -7);
   }
 }
@@ -273,7 +276,7 @@ TEST(KinetoReaderTest, HostNamedByFileStemWithoutRank) {
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2,
        "ts": 1700000000123456.789, "dur": 1.5}]})";
   absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(json, "/logs/worker7.1700.pt.trace.json", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->host, "worker7.1700");
   // Old Kineto: absolute microseconds, 19 significant digits, kept exactly (a double would not).
   ASSERT_EQ(t->host_ops.size(), 1u);
@@ -290,7 +293,7 @@ TEST(KinetoReaderTest, FileErrorsNameThePath) {
   EXPECT_THAT(t.status().message(),
               AllOf(HasSubstr("/logs/r1.pt.trace.json.gz"), HasSubstr("cannot decompress gzip")));
   absl::StatusOr<std::string> gz = GzipCompress("{\"traceEvents\": [");
-  ASSERT_TRUE(gz.ok()) << gz.status();
+  ASSERT_THAT(gz, IsOk());
   t = ReadKinetoTraceFile(*gz, "/logs/r2.pt.trace.json.gz", 0);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(),
@@ -317,7 +320,7 @@ TEST(KinetoReaderTest, SubMicrosecondRoundingAndBaseAfterEvents) {
        "args": {"device": 2}}],
       "displayTimeUnit": "ns", "baseTimeNanoseconds": 1767225600000000000})";
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(json, "h", /*offset_ns=*/0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->devices.size(), 1u);
   EXPECT_EQ(t->devices[0].id, 2);  // args.device wins over pid
   EXPECT_THAT(Ops(t->devices[0].ops, kP), ElementsAre(O(OpKind::kDeviceCompute, 1'234, 1'235),
@@ -331,7 +334,7 @@ TEST(KinetoReaderTest, ArrayFormatAndRelativeTimesWarn) {
       {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
        "ts": 20, "dur": 5}])";
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(json, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(Markers(t->steps, 0), ElementsAre(M(0, 10'000, 110'000, 1)));
   EXPECT_THAT(Ops(t->host_ops, 0), ElementsAre(O(OpKind::kHostLaunch, 20'000, 25'000)));
   EXPECT_THAT(t->warnings,
@@ -346,7 +349,7 @@ TEST(KinetoReaderTest, CustomStepPattern) {
        "ts": 0, "dur": 100}]})";
   absl::StatusOr<HostTrace> t =
       ReadKinetoTrace(json, "h", 0, {.step_pattern = R"(^iteration/(\d+)$)"});
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(Markers(t->steps, kP), ElementsAre(M(9, 0, 100'000, 1)));
   // Not a marker under this pattern: an ordinary user annotation.
   EXPECT_THAT(Ops(t->host_ops, kP), ElementsAre(O(OpKind::kHostOther, 0, 100'000)));
@@ -355,7 +358,7 @@ TEST(KinetoReaderTest, CustomStepPattern) {
 
 TEST(KinetoReaderTest, BadJsonIsAnErrorNamingThePosition) {
   absl::StatusOr<std::string> json = ReadFile(DataPath("rank3.pt.trace.json"));
-  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_THAT(json, IsOk());
   const std::string truncated = json->substr(0, json->size() / 2);
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(truncated, "rank3", 0);
   ASSERT_FALSE(t.ok());
@@ -391,7 +394,7 @@ TEST(KinetoReaderTest, NotATraceIsAnError) {
 
 TEST(KinetoReaderTest, EmptyTraceIsAWarning) {
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(R"({"traceEvents": []})", "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->steps, IsEmpty());
   EXPECT_THAT(t->host_ops, IsEmpty());
   EXPECT_THAT(t->devices, IsEmpty());
@@ -417,7 +420,7 @@ TEST(KinetoReaderTest, BadEventsAreDroppedWithOneWarningPerProblem) {
       {"ph": "X", "cat": "kernel", "name": "ok", "pid": 0, "tid": 7, "ts": 20, "dur": 2}
     ]})";
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(json, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->host, "h");  // the bad rank is ignored
   ASSERT_EQ(t->devices.size(), 1u);
   // The unknown category only widens the window; the kernel event at ts 1 lacks "ph".
@@ -537,17 +540,17 @@ TEST(XSpaceReaderTest, ConsumerContextWrappersAreNotHostWork) {
   host.AddStat(wrapper, c, int64_t{42});
   host.AddEvent(gpu1, host.EventMetadataId("cudaLaunchKernel"), kP + 2 * kMs, 10);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(Markers(t->steps, kP), ElementsAre(M(3, kMs, 6 * kMs, 1)));
   EXPECT_THAT(Ops(t->host_ops, kP), ElementsAre(O(OpKind::kHostLaunch, 2 * kMs, 2 * kMs + 10)));
 }
 
 TEST(XSpaceReaderTest, JaxLikeHost) {
   const XSpace space = JaxLikeSpace();
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   // The host's clock is 5 us behind the common timeline: common = agent + 5000.
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "worker-1", /*offset_ns=*/-5'000);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   const int64_t base = kP + 5'000;
   EXPECT_EQ(t->host, "worker-1");
   EXPECT_EQ(t->window_start_ns - base, 0);
@@ -606,7 +609,7 @@ TEST(XSpaceReaderTest, XProfAndCuptiMemcpyNamesReadAlike) {
   gpu.AddStat(e, details, "kind_src:device kind_dst:pageable size:8 dest:0 async:0");
   xspace::SetProfileWindow(&space, kP, kP + kMs);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->devices.size(), 1u);
   EXPECT_THAT(Ops(t->devices[0].ops, kP),
               UnorderedElementsAreArray(
@@ -623,7 +626,7 @@ TEST(XSpaceReaderTest, TpuWithoutXlaOpsReadsTheOtherLines) {
   tpu.AddEvent(tpu.AddLine(3, "TensorCore ops", kP), tpu.EventMetadataId("convolution.2"), kP + 10,
                20);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "tpu-host", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->devices.size(), 1u);
   EXPECT_THAT(Ops(t->devices[0].ops, kP), ElementsAre(O(OpKind::kDeviceCompute, 10, 30)));
 }
@@ -635,7 +638,7 @@ TEST(XSpaceReaderTest, AbsoluteLinesWithoutTaskEnvironmentUseTheEventSpan) {
   host.AddEvent(line, host.EventMetadataId("step 3"), kP + 100, 1'000);
   host.AddEvent(line, host.EventMetadataId("cudaDeviceSynchronize"), kP + 500, 2'000);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", /*offset_ns=*/100);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->window_start_ns, kP);
   EXPECT_EQ(t->window_end_ns, kP + 2'400);
   EXPECT_THAT(Markers(t->steps, kP), ElementsAre(M(3, 0, 1'000, 1)));
@@ -668,7 +671,7 @@ TEST(XSpaceReaderTest, BadInputGivesWarningsNotCrashes) {
   bad_gpu.AddEvent(bad_gpu.AddLine(1, "Stream #1", kP), bad_gpu.EventMetadataId("k"), kP, 1);
 
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->steps, IsEmpty());
   EXPECT_THAT(Ops(t->host_ops, kP),
               ElementsAre(O(OpKind::kHostOther, 600, 610), O(OpKind::kHostOther, 700, 710)));
@@ -705,7 +708,7 @@ TEST(XSpaceReaderTest, Errors) {
   XSpace no_events;
   xspace::XPlaneBuilder host(no_events.add_planes(), 49, xspace::kHostPlaneName);
   t = ReadXSpaceHost(no_events, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->warnings, ElementsAre("the trace has no events"));
 }
 
@@ -725,7 +728,7 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
   XSpace space;
   job.Generate(start, stop, &space);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(space, "rank-1", config.clock_skew_ns);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   EXPECT_THAT(t->warnings, IsEmpty());
   EXPECT_EQ(t->window_start_ns, start);
   EXPECT_EQ(t->window_end_ns, stop);

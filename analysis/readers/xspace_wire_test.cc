@@ -16,8 +16,11 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::analysis {
 namespace {
@@ -113,27 +116,27 @@ std::string Reordered(const XSpace& space) {
   return out;
 }
 
-std::string WriteTemp(const testing::TempDir& dir, const std::string& bytes) {
+std::string WriteTemp(const testkit::TempDir& dir, const std::string& bytes) {
   const std::string path = absl::StrCat(dir.path(), "/h.xplane.pb");
-  EXPECT_TRUE(WriteFileAtomically(path, bytes).ok());
+  EXPECT_THAT(WriteFileAtomically(path, bytes), IsOk());
   return path;
 }
 
 TEST(XSpaceWireTest, FileReadAtAnyBufferSizeMatchesTheDecodedSpace) {
   const XSpace space = SyntheticSpace();
   absl::StatusOr<HostTrace> want = ReadXSpaceHost(space, "h", 3 * kMs);
-  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_THAT(want, IsOk());
   ASSERT_GT(want->host_ops.size(), 50u);
   ASSERT_EQ(want->devices.size(), 2u);
   ASSERT_FALSE(want->steps.empty());
 
-  testing::TempDir dir;
+  testkit::TempDir dir;
   const std::string path = WriteTemp(dir, space.SerializeAsString());
   for (int buffer : {1, 7, 64, 4096, FileByteSource::kDefaultBufferBytes}) {
     absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(path, buffer);
-    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_THAT(file, IsOk());
     absl::StatusOr<HostTrace> got = ReadXSpaceHost(**file, "h", 3 * kMs);
-    ASSERT_TRUE(got.ok()) << "buffer " << buffer << ": " << got.status();
+    ASSERT_THAT(got, IsOk()) << "buffer " << buffer << ": " << got.status();
     EXPECT_EQ(Dump(*got), Dump(*want)) << "buffer " << buffer;
   }
 }
@@ -148,8 +151,8 @@ TEST(XSpaceWireTest, FieldOrderDoesNotMatter) {
 
   absl::StatusOr<HostTrace> want = ReadXSpaceHost(space, "h", 0);
   absl::StatusOr<HostTrace> got = ReadXSpaceHost(StringByteSource(bytes), "h", 0);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_THAT(want, IsOk());
+  ASSERT_THAT(got, IsOk());
   EXPECT_EQ(Dump(*got), Dump(*want));
   EXPECT_THAT(Dump(*got), HasSubstr("warning trace error: CUPTI buffer overflow"));
 }
@@ -206,11 +209,11 @@ TEST(XSpaceWireTest, CorruptBytesNeverCrash) {
 }
 
 TEST(XSpaceWireTest, FileThatShrinksWhileReadIsAnError) {
-  testing::TempDir dir;
+  testkit::TempDir dir;
   const std::string bytes = SyntheticSpace().SerializeAsString();
   const std::string path = WriteTemp(dir, bytes);
   absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(path, 4096);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_THAT(file, IsOk());
   ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(bytes.size() / 2)), 0);
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(**file, "h", 0);
   ASSERT_FALSE(t.ok());
@@ -236,10 +239,10 @@ TEST(XSpaceWireTest, OverTwoGibIsRefused) {
 }
 
 TEST(ByteSourceTest, RangesAreClampedAndErrorsNamed) {
-  testing::TempDir dir;
+  testkit::TempDir dir;
   const std::string path = WriteTemp(dir, "0123456789");
   absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(path, 3);
-  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_THAT(file, IsOk());
   EXPECT_EQ((*file)->size(), 10u);
   auto read_all = [](const ByteSource& source, uint64_t offset, uint64_t length) {
     std::unique_ptr<google::protobuf::io::ZeroCopyInputStream> in = source.Open(offset, length);
@@ -252,7 +255,7 @@ TEST(ByteSourceTest, RangesAreClampedAndErrorsNamed) {
   EXPECT_EQ(read_all(**file, 2, 5), "23456");
   EXPECT_EQ(read_all(**file, 8, 100), "89");
   EXPECT_EQ(read_all(**file, 50, 5), "");
-  EXPECT_TRUE((*file)->status().ok());
+  EXPECT_THAT((*file)->status(), IsOk());
   const std::string text = "abcdef";
   EXPECT_EQ(read_all(StringByteSource(text), 4, 10), "ef");
 

@@ -17,7 +17,10 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::analysis {
 namespace {
@@ -570,9 +573,9 @@ tensorflow::profiler::XSpace TfStyleSpace() {
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
   const tensorflow::profiler::XSpace space = TfStyleSpace();
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   absl::StatusOr<HostTrace> h = ReadXSpaceHost(space, "w0", 0);
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_THAT(h, IsOk());
   const HostSummary summary = SummarizeHost(*h);
   EXPECT_EQ(t->window_start_ns, h->window_start_ns);
   EXPECT_EQ(t->window_end_ns, h->window_end_ns);
@@ -665,9 +668,9 @@ tensorflow::profiler::XSpace JaxStyleSpace() {
 TEST(XSpaceToolsTest, JaxStyleTraceNamesHloOps) {
   const tensorflow::profiler::XSpace space = JaxStyleSpace();
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "jax-0", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   absl::StatusOr<HostTrace> h = ReadXSpaceHost(space, "jax-0", 0);
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_THAT(h, IsOk());
   const HostSummary summary = SummarizeHost(*h);
   EXPECT_EQ(t->environment.framework, "JAX");
   const HostOverview o = ComputeOverview(*t, summary);
@@ -708,11 +711,11 @@ TEST(XSpaceToolsTest, BadBytesAndNonTraceSpacesAreErrors) {
 
 TEST(KinetoToolsTest, FixtureFeedsEveryToolAndAgreesWithTheBreakdown) {
   absl::StatusOr<std::string> json = ReadFile(DataPath("rank3.pt.trace.json"));
-  ASSERT_TRUE(json.ok()) << json.status();
+  ASSERT_THAT(json, IsOk());
   absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile(*json, "rank3.pt.trace.json", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   absl::StatusOr<HostTrace> h = ReadKinetoTraceFile(*json, "rank3.pt.trace.json", 0);
-  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_THAT(h, IsOk());
   EXPECT_EQ(t->host, h->host);
   EXPECT_EQ(t->window_start_ns, h->window_start_ns);
   EXPECT_EQ(t->window_end_ns, h->window_end_ns);
@@ -794,7 +797,7 @@ TEST(KinetoToolsTest, MemoryEventsTakeTheInnermostEnclosingOpOnTheirThread) {
      "args": {"Device Type": 0, "Bytes": 8}}
   ]})";
   absl::StatusOr<ToolTrace> t = ReadKinetoTools(json, "h", 0);
-  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->memory.size(), 3u);
   EXPECT_EQ(t->Str(t->memory[0].op), "aten::empty");
   EXPECT_EQ(t->memory[0].device, 2);

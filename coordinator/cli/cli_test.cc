@@ -19,15 +19,18 @@
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
 namespace {
 
-using ::profctl::testing::FakeAgent;
-using ::profctl::testing::FakeAgentFactory;
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
+using ::profctl::testkit::FakeAgent;
+using ::profctl::testkit::FakeAgentFactory;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
 using ::testing::HasSubstr;
 namespace v1 = ::profctl::v1;
 
@@ -57,7 +60,7 @@ class CliTest : public ::testing::Test {
   FakeExecutor ex_{&clock_};
   FakeAgentFactory factory_{&ex_};
   std::ostringstream out_, err_;
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   const std::string logdir_ = tmp_.path();
 };
 
@@ -149,27 +152,27 @@ TEST_F(CliTest, FullDiskIsRefusedBeforeAnyHostIsContacted) {
 // it); SyncCommitted then makes every one durable, and names what it could not sync.
 TEST_F(CliTest, CommittedTracesAreVisibleAtOnceAndSyncedTogether) {
   absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir_, "sync");
-  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_THAT(dir, IsOk());
   const std::string folder = logdir_ + "/plugins/profile/sync";
-  EXPECT_TRUE(dir->SyncCommitted().ok());  // nothing committed yet
+  EXPECT_THAT(dir->SyncCommitted(), IsOk());  // nothing committed yet
   for (const char* host : {"a", "b"}) {
     absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create(host);
-    ASSERT_TRUE(f.ok()) << f.status();
-    ASSERT_TRUE((*f)->Append(host).ok());
-    ASSERT_TRUE((*f)->Commit(XPlaneFileName(host)).ok());
+    ASSERT_THAT(f, IsOk());
+    ASSERT_THAT((*f)->Append(host), IsOk());
+    ASSERT_THAT((*f)->Commit(XPlaneFileName(host)), IsOk());
     EXPECT_EQ(ReadFile(folder + "/" + XPlaneFileName(host)).value_or(""), host);
   }
-  EXPECT_TRUE(dir->SyncCommitted().ok());
+  EXPECT_THAT(dir->SyncCommitted(), IsOk());
   // One that is gone by the time it is synced (removed by hand, a full disk's cleanup...).
   absl::StatusOr<std::unique_ptr<TraceFile>> f = dir->Create("c");
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE((*f)->Commit(XPlaneFileName("c")).ok());
+  ASSERT_THAT(f, IsOk());
+  ASSERT_THAT((*f)->Commit(XPlaneFileName("c")), IsOk());
   ASSERT_EQ(unlink((folder + "/c.xplane.pb").c_str()), 0);
   const absl::Status gone = dir->SyncCommitted();
   EXPECT_FALSE(gone.ok());
   EXPECT_THAT(gone.message(), HasSubstr("cannot sync " + folder + "/c.xplane.pb: No such file"));
   EXPECT_THAT(gone.message(), HasSubstr("may not survive a crash"));
-  EXPECT_TRUE(dir->SyncCommitted().ok());  // each commit is synced (or reported) once
+  EXPECT_THAT(dir->SyncCommitted(), IsOk());  // each commit is synced (or reported) once
 }
 
 // A coordinator killed mid-capture leaves session.json RUNNING and maybe temporary files: the
@@ -185,15 +188,15 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
   auto make = [&](const std::string& name, int64_t pid) {
     const std::string dir = absl::StrCat(logdir_, "/plugins/profile/", name);
-    EXPECT_TRUE(MakeDirs(dir).ok());
+    EXPECT_THAT(MakeDirs(dir), IsOk());
     v1::SessionManifest m;
     m.set_status(v1::SESSION_STATUS_RUNNING);
     m.set_coordinator_pid(pid);
     m.set_coordinator_host(host);
     m.add_hosts()->set_status(v1::HOST_STATUS_OK);
-    EXPECT_TRUE(WriteFileAtomically(dir + "/session.json", ManifestJson(m)).ok());
-    EXPECT_TRUE(WriteFileAtomically(dir + "/.w0.xplane.pb.tmp.abc123", "partial bytes").ok());
-    EXPECT_TRUE(WriteFileAtomically(dir + "/" + kRunningMarkerFileName, "1\n").ok());
+    EXPECT_THAT(WriteFileAtomically(dir + "/session.json", ManifestJson(m)), IsOk());
+    EXPECT_THAT(WriteFileAtomically(dir + "/.w0.xplane.pb.tmp.abc123", "partial bytes"), IsOk());
+    EXPECT_THAT(WriteFileAtomically(dir + "/" + kRunningMarkerFileName, "1\n"), IsOk());
     return dir;
   };
   const std::string dead = make("dead", child);
@@ -206,8 +209,8 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   EXPECT_THAT(err_.str(), HasSubstr(dead + ": abandoned by coordinator pid"));
   EXPECT_FALSE(PathExists(dead + "/.w0.xplane.pb.tmp.abc123"));
   v1::SessionManifest m;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(*ReadFile(dead + "/session.json"), &m).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*ReadFile(dead + "/session.json"), &m),
+              IsOk());
   EXPECT_EQ(m.status(), v1::SESSION_STATUS_ABANDONED);
   EXPECT_EQ(m.hosts_size(), 1);  // what it said it holds is kept
   ASSERT_EQ(m.errors_size(), 1);
@@ -231,14 +234,14 @@ TEST_F(CliTest, SuccessPrintsSummaryAndJson) {
       Run({"capture", "--workers=a:1", "--duration=1500", "--session=t2", "--json", Logdir()}),
       kExitOk);
   profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &m), IsOk()) << out_.str();
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_OK);
   EXPECT_EQ(m.hosts(0).host(), "gpu-a");
   EXPECT_THAT(err_.str(), HasSubstr("profctl: a:1: clock offset +2.000 ms"));  // progress
   EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/t2/gpu-a.xplane.pb"));
   // --json prints session.json exactly (the text written, not a second printing of it).
   absl::StatusOr<std::string> written = ReadFile(logdir_ + "/plugins/profile/t2/session.json");
-  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_THAT(written, IsOk());
   EXPECT_EQ(out_.str(), *written);
 }
 
@@ -295,7 +298,7 @@ TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
 TEST_F(CliTest, AnUnusableLogDirIsRefusedBeforeAnyHostIsContacted) {
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
-  ASSERT_TRUE(WriteFileAtomically(logdir_ + "/file", "x").ok());
+  ASSERT_THAT(WriteFileAtomically(logdir_ + "/file", "x"), IsOk());
   EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--logdir=" + logdir_ + "/file/x"}),
             kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr(logdir_ + "/file"));
@@ -342,7 +345,7 @@ TEST_F(CliTest, InterruptStopsTheCaptureAndStillWritesTheManifest) {
 
 TEST_F(CliTest, CredentialFlagsAreCheckedBeforeAnyNetworkCallAndPickTheSecureClients) {
   const std::string token_file = tmp_.path() + "/token";
-  ASSERT_TRUE(WriteFileAtomically(token_file, "0123456789abcdef0123456789abcdef\n").ok());
+  ASSERT_THAT(WriteFileAtomically(token_file, "0123456789abcdef0123456789abcdef\n"), IsOk());
   ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
   FakeAgent a(&ex_, &clock_, {.name = "gpu-a"});
   factory_.Add("a:1", &a);
@@ -404,7 +407,7 @@ TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
   EXPECT_FALSE(PathExists(logdir_ + "/plugins"));
   ASSERT_EQ(Run({"ping", "--workers=a:1", "--json"}), kExitOk);
   profctl::v1::SessionManifest m;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &m).ok()) << out_.str();
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &m), IsOk()) << out_.str();
   EXPECT_EQ(m.hosts(0).clock().offset_ns(), -3 * kNanosPerMilli);
   EXPECT_EQ(m.hosts(0).agent_version(), "test");
 }
@@ -441,7 +444,7 @@ TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
   // Offline, on the saved session: the same answer, from the files alone.
   ASSERT_EQ(Run({"analyze", dir, "--json"}), kExitOk) << err_.str();
   google::protobuf::Struct json;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_.str(), &json).ok()) << out_.str();
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
   const auto& steps = json.fields().at("steps").list_value();
   ASSERT_GT(steps.values_size(), 5);
   for (const auto& step : steps.values()) {
@@ -453,11 +456,11 @@ TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
   EXPECT_THAT(out_.str(), HasSubstr(",w1,"));
   // A folder of plain .xplane.pb files (no session.json) also works, without offsets.
   const std::string plain = tmp_.path() + "/plain";
-  ASSERT_TRUE(MakeDirs(plain).ok());
+  ASSERT_THAT(MakeDirs(plain), IsOk());
   for (const char* h : {"w0", "w1", "w2"}) {
-    ASSERT_TRUE(
-        WriteFileAtomically(plain + "/" + h + ".xplane.pb", *ReadFile(dir + "/" + h + ".xplane.pb"))
-            .ok());
+    ASSERT_THAT(WriteFileAtomically(plain + "/" + h + ".xplane.pb",
+                                    *ReadFile(dir + "/" + h + ".xplane.pb")),
+                IsOk());
   }
   ASSERT_EQ(Run({"analyze", plain}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("straggler: w1"));
@@ -468,12 +471,12 @@ TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
 TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
   const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/mixed";
-  ASSERT_TRUE(MakeDirs(dir).ok());
-  ASSERT_TRUE(
-      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json"))
-          .ok());
-  ASSERT_TRUE(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": [").ok());
-  ASSERT_TRUE(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto").ok());
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": ["), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto"), IsOk());
   const std::string out = tmp_.path() + "/out";
   EXPECT_EQ(Run({"analyze", dir, "--out=" + out}), kExitPartial);
   EXPECT_THAT(err_.str(), HasSubstr("broken.pt.trace.json"));
@@ -528,10 +531,10 @@ TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
   EXPECT_THAT(err_.str(), HasSubstr("no path given"));
   EXPECT_EQ(Run({"analyze", tmp_.path() + "/nope"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("no such file"));
-  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/notes.txt", "hi").ok());
+  ASSERT_THAT(WriteFileAtomically(tmp_.path() + "/notes.txt", "hi"), IsOk());
   EXPECT_EQ(Run({"analyze", tmp_.path() + "/notes.txt"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("not a trace file profctl reads"));
-  ASSERT_TRUE(MakeDirs(tmp_.path() + "/logs/plugins/profile/run1").ok());
+  ASSERT_THAT(MakeDirs(tmp_.path() + "/logs/plugins/profile/run1"), IsOk());
   EXPECT_EQ(Run({"analyze", tmp_.path() + "/logs"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("is a logdir: pass one run folder"));
   EXPECT_THAT(err_.str(), HasSubstr("run1"));
@@ -543,12 +546,12 @@ TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
 // fuzz/corpus/session_manifest/escapes_the_folder: a manifest naming a file outside its folder.
 TEST_F(CliTest, AnalyzeRefusesAManifestThatNamesFilesOutsideTheSession) {
   const std::string dir = tmp_.path() + "/run";
-  ASSERT_TRUE(MakeDirs(dir).ok());
-  ASSERT_TRUE(WriteFileAtomically(tmp_.path() + "/outside.xplane.pb", "x").ok());
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  ASSERT_THAT(WriteFileAtomically(tmp_.path() + "/outside.xplane.pb", "x"), IsOk());
   for (const std::string file : {"../outside.xplane.pb", "/etc/passwd", ".."}) {
     const std::string manifest =
         R"({"hosts":[{"host":"w0","status":"HOST_STATUS_OK","xplane_file":")" + file + R"("}]})";
-    ASSERT_TRUE(WriteFileAtomically(dir + "/session.json", manifest).ok());
+    ASSERT_THAT(WriteFileAtomically(dir + "/session.json", manifest), IsOk());
     EXPECT_EQ(Run({"analyze", dir}), kExitUsage) << file;
     EXPECT_THAT(err_.str(), HasSubstr("not a file name in the session folder")) << file;
   }

@@ -2,6 +2,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
 namespace {
@@ -10,13 +13,13 @@ using ::testing::HasSubstr;
 
 TEST(WorkerTest, ParsesHostsAndIpv6) {
   absl::StatusOr<WorkerAddress> w = ParseWorker("host-1.example:6000");
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->host, "host-1.example");
   EXPECT_EQ(w->port, 6000);
   EXPECT_EQ(w->target(), "host-1.example:6000");
   EXPECT_EQ(w->file_stem(), "host-1.example_6000");
   w = ParseWorker("[::1]:7000");
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->host, "::1");
   EXPECT_EQ(w->target(), "[::1]:7000");
   EXPECT_EQ(w->file_stem(), "__1_7000");
@@ -35,18 +38,18 @@ TEST(WorkerTest, ChannelTargetNamesAnIpAddressAsOne) {
 
 TEST(WorkerTest, GrpcSchemeNamesATslProfilerServer) {
   absl::StatusOr<WorkerAddress> w = ParseWorker("grpc://tpu-host-3:9999");
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->protocol, WorkerAddress::Protocol::kTsl);
   EXPECT_EQ(w->address, "grpc://tpu-host-3:9999");
   EXPECT_EQ(w->target(), "tpu-host-3:9999");
   EXPECT_EQ(w->file_stem(), "tpu-host-3_9999");  // as TensorBoard names the host's file
   w = ParseWorker("grpc://[::1]:6000");          // IPv6, which TensorFlow's own client cannot do
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->target(), "[::1]:6000");
   EXPECT_EQ(ParseWorker("h:1")->protocol, WorkerAddress::Protocol::kAgent);
 
   absl::StatusOr<std::vector<WorkerAddress>> list = ParseWorkerList("h:1,grpc://h:2");
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_THAT(list, IsOk());
   EXPECT_EQ((*list)[1].protocol, WorkerAddress::Protocol::kTsl);
   EXPECT_THAT(ParseWorkerList("h:1,grpc://h:1").status().message(), HasSubstr("listed twice"));
 }
@@ -59,8 +62,8 @@ TEST(WorkerTest, LongHostNamesGetBoundedDistinctStableStems) {
   b.back() = 'b';
   absl::StatusOr<WorkerAddress> wa = ParseWorker(a + ":6000");
   absl::StatusOr<WorkerAddress> wb = ParseWorker(b + ":6000");
-  ASSERT_TRUE(wa.ok()) << wa.status();
-  ASSERT_TRUE(wb.ok()) << wb.status();
+  ASSERT_THAT(wa, IsOk());
+  ASSERT_THAT(wb, IsOk());
   EXPECT_LE(wa->file_stem().size(), 100u);
   EXPECT_NE(wa->file_stem(), wb->file_stem());
   EXPECT_EQ(wa->file_stem(), ParseWorker(a + ":6000")->file_stem());
@@ -99,7 +102,7 @@ TEST(WorkerTest, ErrorsNameTheEntry) {
 
 TEST(WorkerTest, ListRejectsEmptyAndDuplicates) {
   absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkerList("a:1, b:2");
-  ASSERT_TRUE(l.ok());
+  ASSERT_THAT(l, IsOk());
   EXPECT_EQ(l->size(), 2u);
   EXPECT_THAT(ParseWorkerList("").status().message(), HasSubstr("no workers"));
   EXPECT_THAT(ParseWorkerList("a:1,,b:2").status().message(), HasSubstr("empty entry"));
@@ -109,7 +112,7 @@ TEST(WorkerTest, ListRejectsEmptyAndDuplicates) {
 // A request's or a schedule's list stays a list: no entry is split on a comma.
 TEST(WorkerTest, TypedListIsCheckedEntryByEntry) {
   absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkers({"a:1", " grpc://b:2 "});
-  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_THAT(l, IsOk());
   ASSERT_EQ(l->size(), 2u);
   EXPECT_EQ((*l)[1].address, "grpc://b:2");
   EXPECT_THAT(ParseWorkers({}).status().message(), HasSubstr("no workers"));

@@ -20,18 +20,21 @@
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 #include "tests/memory_sink.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
 namespace {
 
-using ::profctl::testing::FakeAgent;
-using ::profctl::testing::FakeAgentBehavior;
-using ::profctl::testing::FakeAgentFactory;
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
-using ::profctl::testing::MemorySink;
+using ::profctl::testkit::FakeAgent;
+using ::profctl::testkit::FakeAgentBehavior;
+using ::profctl::testkit::FakeAgentFactory;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
+using ::profctl::testkit::MemorySink;
 using ::profctl::v1::HostResult;
 using ::profctl::v1::SessionManifest;
 using ::testing::HasSubstr;
@@ -109,7 +112,7 @@ class CaptureEngineTest : public ::testing::Test {
     return last;
   }
 
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   FakeClock clock_;
   FakeExecutor ex_{&clock_};
   FakeAgentFactory factory_{&ex_};
@@ -153,9 +156,9 @@ TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
   EXPECT_TRUE(sink_.files.count("session.json"));
   EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
   absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
-  ASSERT_TRUE(gz.ok()) << gz.status();
+  ASSERT_THAT(gz, IsOk());
   absl::StatusOr<std::string> json = GzipDecompress(*gz);
-  ASSERT_TRUE(json.ok());
+  ASSERT_THAT(json, IsOk());
   EXPECT_THAT(*json, HasSubstr("w1 /device:GPU:0"));
 }
 
@@ -194,9 +197,9 @@ TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) 
     EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
     EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
     absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
-    EXPECT_TRUE(gz.ok()) << gz.status();
+    EXPECT_THAT(gz, IsOk());
     absl::StatusOr<std::string> json = GzipDecompress(gz.ok() ? *gz : "");
-    EXPECT_TRUE(json.ok());
+    EXPECT_THAT(json, IsOk());
     for (const HostResult& h : m.hosts()) {
       EXPECT_THAT(json.ok() ? *json : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
     }
@@ -842,8 +845,8 @@ TEST_F(CaptureEngineTest, ManifestIsWrittenAtTheStartAndUpdatedWhileRunning) {
   std::vector<std::string> seen_text;
   auto snapshot = [&] {
     v1::SessionManifest m;
-    EXPECT_TRUE(
-        google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m).ok());
+    EXPECT_THAT(google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &m),
+                IsOk());
     seen.push_back(m);
     seen_text.push_back(sink_.files.at("session.json"));
   };
@@ -871,8 +874,8 @@ TEST_F(CaptureEngineTest, ManifestIsWrittenAtTheStartAndUpdatedWhileRunning) {
   EXPECT_EQ(seen[1].hosts(1).status(), v1::HOST_STATUS_UNSPECIFIED);  // still recording
   EXPECT_NE(final_m.status(), v1::SESSION_STATUS_RUNNING);
   v1::SessionManifest on_disk;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &on_disk).ok());
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(sink_.files.at("session.json"), &on_disk),
+              IsOk());
   EXPECT_EQ(on_disk.status(), final_m.status());
   // Snapshots while running leave fields at their default out (printing them all is 5 x
   // slower); the final manifest prints every field.
@@ -972,7 +975,7 @@ TEST(AssignHostStemsTest, NamesWinUnlessUnsafeOrTaken) {
 
 // --- Retries, re-fetching and the deadline -----------------------------------------------------
 
-using ::profctl::testing::AttemptKinds;
+using ::profctl::testkit::AttemptKinds;
 
 TEST_F(CaptureEngineTest, ABusyAgentIsCapturedAgainWithCappedJitteredBackoff) {
   FakeAgent& a = Agent("busy:1", {.capture_failures = {absl::AlreadyExistsError("busy"),

@@ -7,10 +7,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
 namespace {
 
+using ::profctl::testkit::StatusIs;
 using ::testing::HasSubstr;
 
 CapturePlan TwoWorkers() {
@@ -53,14 +57,15 @@ const BadOption kBadOptions[] = {
 
 // One set of bounds: every front door refuses the same values, each in its own words.
 TEST(CapturePlanTest, EveryFrontDoorRefusesTheSameValuesNamingItsOwnField) {
-  ASSERT_TRUE(ValidatePlan(TwoWorkers(), kFlagNames).ok());
+  ASSERT_THAT(ValidatePlan(TwoWorkers(), kFlagNames), IsOk());
   for (const BadOption& bad : kBadOptions) {
     CapturePlan plan = TwoWorkers();
     bad.spoil(&plan);
     for (const PlanFieldNames* names : {&kFlagNames, &kRequestNames, &kScheduleNames}) {
-      const absl::Status s = ValidatePlan(plan, *names);
-      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.what;
-      EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(names->*bad.field, bad.says))) << bad.what;
+      EXPECT_THAT(ValidatePlan(plan, *names),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr(absl::StrCat(names->*bad.field, bad.says))))
+          << bad.what;
     }
   }
 }
@@ -71,17 +76,17 @@ TEST(CapturePlanTest, ZeroMeansTheDefaultForTheOptionalBudgets) {
   plan.tolerance_ms = 0;
   plan.deadline_ms = 0;
   plan.retries = 0;
-  EXPECT_TRUE(ValidatePlan(plan, kFlagNames).ok());
+  EXPECT_THAT(ValidatePlan(plan, kFlagNames), IsOk());
   plan.deadline_ms = 2001;  // the least deadline that holds the window
   plan.tolerance_ms = 60'000;
   plan.retries = 20;
   plan.min_hosts = 2;
-  EXPECT_TRUE(ValidatePlan(plan, kFlagNames).ok());
+  EXPECT_THAT(ValidatePlan(plan, kFlagNames), IsOk());
 }
 
 TEST(CapturePlanTest, OptionsAloneLeaveTheWorkersToTheCaller) {
   CapturePlan plan;  // a schedule's: targets are resolved when it runs
-  EXPECT_TRUE(ValidatePlanOptions(plan, kScheduleNames).ok());
+  EXPECT_THAT(ValidatePlanOptions(plan, kScheduleNames), IsOk());
   EXPECT_THAT(ValidatePlan(plan, kScheduleNames).message(), HasSubstr("targets: no workers"));
 }
 
@@ -115,7 +120,7 @@ TEST(CapturePlanTest, RequestRoundTripKeepsEveryOptionButTheLogDir) {
   const v1::StartCaptureRequest request = RequestFromPlan(plan);
   EXPECT_TRUE(request.request().logdir().empty());  // the daemon's own
   absl::StatusOr<CapturePlan> back = PlanFromRequest(request);
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_THAT(back, IsOk());
   ASSERT_EQ(back->workers.size(), 2u);
   EXPECT_EQ(back->workers[1].protocol, WorkerAddress::Protocol::kTsl);
   EXPECT_EQ(back->session, "run1");
@@ -147,7 +152,7 @@ TEST(CapturePlanTest, RequestsAreReadWithTheirDefaultsAndRefusedWithTheirOwnValu
   EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("worker #2 is empty"));
   r.mutable_request()->mutable_workers()->RemoveLast();
   absl::StatusOr<CapturePlan> plan = PlanFromRequest(r);
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_THAT(plan, IsOk());
   EXPECT_EQ(plan->late, v1::LATE_POLICY_CAPTURE);  // unspecified: the defaults
   EXPECT_EQ(plan->align, v1::ALIGN_MODE_COLLECTIVES);
   EXPECT_EQ(plan->reader.step_pattern, analysis::kDefaultStepPattern);

@@ -2,6 +2,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
 namespace {
@@ -18,7 +21,7 @@ ClockReading Reading(int64_t offset, int64_t up, int64_t down, int64_t processin
 
 TEST(ClockSyncTest, SymmetricPathGivesTheExactOffset) {
   absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(-42 * kNanosPerMilli + 17, 300, 300));
-  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->offset_ns, -42 * kNanosPerMilli + 17);
   EXPECT_EQ(o->rtt_ns, 600);
   EXPECT_EQ(o->uncertainty_ns(), 300);
@@ -27,14 +30,14 @@ TEST(ClockSyncTest, SymmetricPathGivesTheExactOffset) {
 TEST(ClockSyncTest, AsymmetricPathIsOffByHalfTheAsymmetryWithinTheUncertainty) {
   const int64_t up = 10 * kNanosPerMilli;
   absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(5 * kNanosPerSecond, up, 0));
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->offset_ns, 5 * kNanosPerSecond + up / 2);
   EXPECT_LE(std::llabs(o->offset_ns - 5 * kNanosPerSecond), o->uncertainty_ns());
 }
 
 TEST(ClockSyncTest, ProcessingTimeIsNotPartOfTheRoundTrip) {
   absl::StatusOr<ClockOffset> o = OffsetFromReading(Reading(0, 100, 100, 5000));
-  ASSERT_TRUE(o.ok());
+  ASSERT_THAT(o, IsOk());
   EXPECT_EQ(o->rtt_ns, 200);
   EXPECT_EQ(o->offset_ns, 0);
 }

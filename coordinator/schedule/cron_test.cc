@@ -10,6 +10,9 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -25,9 +28,9 @@ absl::CivilMinute Civil(int64_t ns) {
 
 absl::CivilMinute Next(const std::string& expr, absl::CivilMinute from) {
   absl::StatusOr<CronExpr> e = CronExpr::Parse(expr);
-  EXPECT_TRUE(e.ok()) << e.status();
+  EXPECT_THAT(e, IsOk());
   absl::StatusOr<int64_t> n = e->NextAfter(Ns(from));
-  EXPECT_TRUE(n.ok()) << n.status();
+  EXPECT_THAT(n, IsOk());
   return Civil(*n);
 }
 
@@ -38,7 +41,7 @@ TEST(CronTest, NextAfterIsStrictlyAfter) {
             absl::CivilMinute(2026, 1, 1, 0, 1));
   // Within a minute: still the next minute.
   absl::StatusOr<CronExpr> every = CronExpr::Parse("* * * * *");
-  ASSERT_TRUE(every.ok());
+  ASSERT_THAT(every, IsOk());
   EXPECT_EQ(*every->NextAfter(Ns(absl::CivilMinute(2026, 1, 1, 0, 0)) + 59'999'999'999),
             Ns(absl::CivilMinute(2026, 1, 1, 0, 1)));
 }
@@ -117,7 +120,7 @@ TEST(CronTest, Errors) {
 // A work-hours schedule over a month, against a reference written from the expression's meaning.
 TEST(CronTest, WorkHoursEveryQuarterMatchesBruteForceOverAMonth) {
   absl::StatusOr<CronExpr> e = CronExpr::Parse("*/15 9-17 * * 1-5");
-  ASSERT_TRUE(e.ok());
+  ASSERT_THAT(e, IsOk());
   const absl::CivilMinute begin(2026, 1, 1, 0, 0);
   const absl::CivilMinute end(2026, 2, 1, 0, 0);
   std::vector<absl::CivilMinute> expected;
@@ -184,7 +187,7 @@ TEST(CronTest, RandomExpressionsMatchBruteForce) {
       int scanned = 0;
       while (!e->Matches(brute) && scanned < kLimitMinutes) ++brute, ++scanned;
       const absl::StatusOr<int64_t> next = e->NextAfter(t);
-      ASSERT_TRUE(next.ok()) << expr;
+      ASSERT_THAT(next, IsOk()) << expr;
       if (scanned == kLimitMinutes) {
         EXPECT_GT(Civil(*next), from + kLimitMinutes) << expr;
         break;

@@ -86,7 +86,7 @@ void WriteFile(const std::filesystem::path& p, const std::string& text) {
 }
 
 TEST(ApplyRetentionTest, DeletesOnlyFinishedSessionsOfTheSchedule) {
-  profctl::testing::TempDir tmp;
+  profctl::testkit::TempDir tmp;
   const std::filesystem::path root = std::filesystem::path(tmp.path()) / "plugins/profile";
   const std::string ok = R"({"status": "SESSION_STATUS_OK"})";
   WriteFile(root / "hourly_20260101T000000Z/session.json", ok);

@@ -6,6 +6,9 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -63,7 +66,7 @@ schedules:
     interval: 30m
 )";
   absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig(yaml, "coordinator.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c, IsOk());
   EXPECT_EQ(c->logdir, "/var/lib/profctl/sessions");
   ASSERT_EQ(c->schedules.size(), 3u);
   const ScheduleConfig& h = c->schedules[0];
@@ -119,7 +122,7 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
       "    targets: [h:1]\n"
       "    trigger: {threshold: 2}\n",
       "coordinator.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c, IsOk());
   ASSERT_EQ(c->schedules.size(), 3u);
   ASSERT_TRUE(c->schedules[0].trigger.has_value());
   EXPECT_EQ(*c->schedules[0].trigger, TriggerConfig{});
@@ -144,7 +147,7 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
 
 TEST(CoordinatorConfigTest, EmptyFileHasNoSchedules) {
   absl::StatusOr<CoordinatorConfig> c = ParseCoordinatorConfig("", "coordinator.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c, IsOk());
   EXPECT_TRUE(c->schedules.empty());
 }
 

@@ -16,8 +16,8 @@
 namespace profctl::coordinator::schedule {
 namespace {
 
-using profctl::testing::FakeClock;
-using profctl::testing::FakeExecutor;
+using profctl::testkit::FakeClock;
+using profctl::testkit::FakeExecutor;
 
 constexpr int64_t kMinute = 60 * kNanosPerSecond;
 constexpr int64_t kHour = 60 * kMinute;

@@ -22,15 +22,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_agent.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator::service {
 namespace {
 
-using ::profctl::testing::FakeAgent;
-using ::profctl::testing::FakeAgentFactory;
-using ::profctl::testing::FakeClock;
-using ::profctl::testing::FakeExecutor;
+using ::profctl::testkit::FakeAgent;
+using ::profctl::testkit::FakeAgentFactory;
+using ::profctl::testkit::FakeClock;
+using ::profctl::testkit::FakeExecutor;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -50,7 +53,7 @@ class ServiceTest : public ::testing::Test {
   ServiceTest() {
     for (int r = 0; r < 2; ++r) {
       agents_.push_back(
-          std::make_unique<FakeAgent>(&ex_, &clock_, testing::FakeAgentBehavior{}, Rank(r)));
+          std::make_unique<FakeAgent>(&ex_, &clock_, testkit::FakeAgentBehavior{}, Rank(r)));
       factory_.Add(absl::StrCat("h", r, ":1"), agents_.back().get());
     }
   }
@@ -70,8 +73,8 @@ class ServiceTest : public ::testing::Test {
 
   std::string WriteConfig(const std::string& schedules) {
     const std::string path = JoinPath(tmp_.path(), "coordinator.yaml");
-    EXPECT_TRUE(
-        WriteFileAtomically(path, absl::StrCat("logdir: ", logdir(), "\n", schedules)).ok());
+    EXPECT_THAT(WriteFileAtomically(path, absl::StrCat("logdir: ", logdir(), "\n", schedules)),
+                IsOk());
     return path;
   }
   std::string logdir() const { return JoinPath(tmp_.path(), "logs"); }
@@ -86,7 +89,7 @@ class ServiceTest : public ::testing::Test {
                        .resolve = nullptr,
                        .log = [this](const std::string& line) { log_.push_back(line); }},
                       config);
-    EXPECT_TRUE(d.ok()) << d.status();
+    EXPECT_THAT(d, IsOk());
     return d.ok() ? *std::move(d) : nullptr;
   }
   void StopDaemon(std::unique_ptr<Daemon>& d) {
@@ -100,7 +103,7 @@ class ServiceTest : public ::testing::Test {
     return names;
   }
 
-  const testing::TempDir tmp_;
+  const testkit::TempDir tmp_;
   FakeClock clock_;
   FakeExecutor ex_{&clock_};
   FakeAgentFactory factory_{&ex_};
@@ -116,10 +119,10 @@ TEST_F(ServiceTest, RunnerStartsASessionFolderAndReportsItsEvents) {
   std::optional<v1::SessionManifest> finished;
   absl::StatusOr<v1::StartCaptureResponse> started = runner.Start(
       Plan("s1", 1500), {.make_unique = false, .origin = origin, .on_finished = [&](const auto& m) {
-                           ASSERT_TRUE(m.ok());
+                           ASSERT_THAT(m, IsOk());
                            finished = *m;
                          }});
-  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_THAT(started, IsOk());
   EXPECT_EQ(started->session(), "s1");
   EXPECT_EQ(started->session_dir(), JoinPath(logdir(), "plugins/profile/s1"));
   ASSERT_TRUE(runner.Running("s1").has_value());
@@ -138,7 +141,7 @@ TEST_F(ServiceTest, RunnerStartsASessionFolderAndReportsItsEvents) {
 
   // session.json on disk says the same, origin included.
   absl::StatusOr<v1::SessionInfo> info = ReadSession(logdir(), "s1");
-  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->manifest().status(), v1::SESSION_STATUS_OK);
   EXPECT_EQ(info->origin().kind(), "api");
   EXPECT_EQ(info->manifest().hosts_size(), 2);
@@ -170,10 +173,9 @@ TEST_F(ServiceTest, RunnerStartsASessionFolderAndReportsItsEvents) {
 TEST_F(ServiceTest, ShutdownCancelsRunningCapturesWhichSaveWhatWasRecorded) {
   SessionRunner runner({.executor = &ex_, .pool = nullptr, .clients = &factory_}, logdir());
   std::optional<v1::SessionManifest> finished;
-  ASSERT_TRUE(runner
-                  .Start(Plan("long", 60'000),
-                         {.on_finished = [&](const auto& m) { finished = m.value(); }})
-                  .ok());
+  ASSERT_THAT(runner.Start(Plan("long", 60'000),
+                           {.on_finished = [&](const auto& m) { finished = m.value(); }}),
+              IsOk());
   std::shared_ptr<EventQueue> watcher = runner.Watch("");
   // Into the window, then shut down.
   ex_.Advance(2 * kNanosPerSecond);
@@ -256,7 +258,7 @@ TEST_F(ServiceTest, HourlyScheduleRunsForDaysKeepsItsRetentionAndSurvivesARestar
 
   // What a restart needs is on disk.
   absl::StatusOr<std::string> state = ReadFile(ScheduleStatePath(logdir()));
-  ASSERT_TRUE(state.ok());
+  ASSERT_THAT(state, IsOk());
   EXPECT_THAT(*state, HasSubstr("\"last_run_wall_ns\""));
   StopDaemon(d);
 
@@ -292,7 +294,7 @@ TEST_F(ServiceTest, ReloadAppliesANewScheduleAndRefusesABadConfig) {
   EXPECT_THAT(bad.message(), HasSubstr("coordinator.yaml:")) << bad;
   EXPECT_THAT(bad.message(), HasSubstr(": schedules[0].interval")) << bad;
   // A changed log dir is refused too.
-  ASSERT_TRUE(WriteFileAtomically(config, "logdir: /elsewhere\nschedules: []\n").ok());
+  ASSERT_THAT(WriteFileAtomically(config, "logdir: /elsewhere\nschedules: []\n"), IsOk());
   EXPECT_THAT(d->Reload().message(), HasSubstr("logdir changed"));
   // A good one: schedule b every 15 minutes replaces a.
   WriteConfig(R"(schedules:
@@ -301,7 +303,7 @@ TEST_F(ServiceTest, ReloadAppliesANewScheduleAndRefusesABadConfig) {
     interval: 15m
     duration: 100ms
 )");
-  ASSERT_TRUE(d->Reload().ok());
+  ASSERT_THAT(d->Reload(), IsOk());
   ex_.AdvanceTo(clock_.MonoNs() + kHourNs + kNanosPerSecond);
   ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
   EXPECT_EQ(SessionNames("a").size(), 0u);
@@ -325,9 +327,9 @@ TEST_F(ServiceTest, ARunWhoseTargetsCannotBeResolvedIsCountedAndTheScheduleGoesO
   EXPECT_EQ(d->counters().runs_not_started, 1);
   EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("missing.txt"));
   // The file appears: the next run reads it.
-  ASSERT_TRUE(WriteFileAtomically(JoinPath(tmp_.path(), "missing.txt"),
-                                  "# the trainers\nh0:1\n\nh1:1  # rank 1\n")
-                  .ok());
+  ASSERT_THAT(WriteFileAtomically(JoinPath(tmp_.path(), "missing.txt"),
+                                  "# the trainers\nh0:1\n\nh1:1  # rank 1\n"),
+              IsOk());
   ex_.AdvanceTo(clock_.MonoNs() + kHourNs);
   ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
   ASSERT_EQ(SessionNames("f").size(), 1u);
@@ -338,22 +340,22 @@ TEST_F(ServiceTest, ARunWhoseTargetsCannotBeResolvedIsCountedAndTheScheduleGoesO
 TEST_F(ServiceTest, TargetsResolveFromListsFilesAndDns) {
   schedule::Targets list{.kind = schedule::TargetsKind::kList, .list = {"a:1", "grpc://b:2"}};
   absl::StatusOr<std::vector<WorkerAddress>> w = ResolveTargets(list);
-  ASSERT_TRUE(w.ok());
+  ASSERT_THAT(w, IsOk());
   EXPECT_EQ(w->size(), 2u);
 
   const std::string file = JoinPath(tmp_.path(), "targets.txt");
-  ASSERT_TRUE(WriteFileAtomically(file, "a:1\nnot a worker\n").ok());
+  ASSERT_THAT(WriteFileAtomically(file, "a:1\nnot a worker\n"), IsOk());
   w = ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file});
   EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(w.status().message(), HasSubstr("targets.txt:2"));
-  ASSERT_TRUE(WriteFileAtomically(file, "# nothing\n").ok());
+  ASSERT_THAT(WriteFileAtomically(file, "# nothing\n"), IsOk());
   EXPECT_THAT(
       ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file}).status().message(),
       HasSubstr("no workers"));
 
   // localhost resolves locally (no network): every address it has, with the port.
   w = ResolveTargets({.kind = schedule::TargetsKind::kDns, .source = "localhost:6000"});
-  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_THAT(w, IsOk());
   std::vector<std::string> addresses;
   for (const WorkerAddress& a : *w) addresses.push_back(a.address);
   EXPECT_THAT(addresses, ::testing::Contains("127.0.0.1:6000"));
@@ -370,7 +372,7 @@ TEST_F(ServiceTest, StartCaptureRequestsAreCheckedLikeCaptureFlags) {
   plan.min_hosts = 2;
   plan.reader.step_pattern = R"(step (\d+))";
   absl::StatusOr<CapturePlan> back = PlanFromRequest(RequestFromPlan(plan));
-  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_THAT(back, IsOk());
   EXPECT_EQ(back->workers.size(), 2u);
   EXPECT_EQ(back->duration_ms, 500);
   EXPECT_EQ(back->retries, 2);
@@ -432,7 +434,7 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
     job.slowdown_factor = 2;
     // Clocks seconds apart: each host's signal is judged on its own clock.
     slowing.push_back(std::make_unique<FakeAgent>(
-        &ex_, &clock_, testing::FakeAgentBehavior{.clock_offset_ns = (r + 1) * 7 * kNanosPerSecond},
+        &ex_, &clock_, testkit::FakeAgentBehavior{.clock_offset_ns = (r + 1) * 7 * kNanosPerSecond},
         job));
     factory_.Add(absl::StrCat("s", r, ":1"), slowing.back().get());
   }
@@ -478,7 +480,7 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
   EXPECT_GE(names[0], "slowdown_20260101T002010Z");
   EXPECT_LE(names[0], "slowdown_20260101T002100Z");
   absl::StatusOr<v1::SessionInfo> session = ReadSession(logdir(), names[0]);
-  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_THAT(session, IsOk());
   EXPECT_EQ(session->manifest().status(), v1::SESSION_STATUS_OK);
   const v1::SessionOrigin& origin = session->origin();
   EXPECT_EQ(origin.kind(), "trigger");
@@ -510,7 +512,7 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
 // reason; nothing fires and the daemon shuts down promptly.
 TEST_F(ServiceTest, TriggerPollsSurviveHungFailingAndLyingAgents) {
   std::vector<std::unique_ptr<FakeAgent>> bad;
-  auto add = [&](const std::string& address, testing::FakeAgentBehavior b) {
+  auto add = [&](const std::string& address, testkit::FakeAgentBehavior b) {
     bad.push_back(std::make_unique<FakeAgent>(&ex_, &clock_, std::move(b), Rank(0)));
     factory_.Add(address, bad.back().get());
   };
@@ -571,12 +573,12 @@ TEST_F(ServiceTest, ReloadKeepsAnUnchangedTriggersBaseline) {
   const int64_t polls = trigger().polls();
   EXPECT_GE(polls, 30);
   WriteConfig(body + "    duration: 1s\n");  // not a trigger setting
-  ASSERT_TRUE(d->Reload().ok());
+  ASSERT_THAT(d->Reload(), IsOk());
   ex_.Advance(10 * kNanosPerSecond);
   EXPECT_GT(trigger().polls(), polls);
   EXPECT_EQ(trigger().waiting(), "");
   WriteConfig(absl::StrReplaceAll(body, {{"1.5", "1.6"}}));
-  ASSERT_TRUE(d->Reload().ok());
+  ASSERT_THAT(d->Reload(), IsOk());
   ex_.RunUntilIdle();
   EXPECT_LE(trigger().polls(), 1);
   EXPECT_DOUBLE_EQ(trigger().threshold(), 1.6);
@@ -586,19 +588,19 @@ TEST_F(ServiceTest, ReloadKeepsAnUnchangedTriggersBaseline) {
 TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
   // A session folder left RUNNING by a process that is gone (pid 0x7fffffff does not exist).
   const std::string dir = JoinPath(logdir(), "plugins/profile/crashed");
-  ASSERT_TRUE(MakeDirs(dir).ok());
+  ASSERT_THAT(MakeDirs(dir), IsOk());
   v1::SessionManifest m;
   m.set_status(v1::SESSION_STATUS_RUNNING);
   m.set_coordinator_pid(0x7fffffff);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   m.set_coordinator_host(host);
-  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, "session.json"), ManifestJson(m)).ok());
-  ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, kRunningMarkerFileName), "1\n").ok());
+  ASSERT_THAT(WriteFileAtomically(JoinPath(dir, "session.json"), ManifestJson(m)), IsOk());
+  ASSERT_THAT(WriteFileAtomically(JoinPath(dir, kRunningMarkerFileName), "1\n"), IsOk());
   std::unique_ptr<Daemon> d = StartDaemon(WriteConfig("schedules: []\n"));
   ASSERT_NE(d, nullptr);
   absl::StatusOr<v1::SessionInfo> info = ReadSession(logdir(), "crashed");
-  ASSERT_TRUE(info.ok());
+  ASSERT_THAT(info, IsOk());
   EXPECT_EQ(info->manifest().status(), v1::SESSION_STATUS_ABANDONED);
   EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr("crashed"));
   StopDaemon(d);
@@ -607,7 +609,7 @@ TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
 TEST(ExampleConfigTest, TheShippedCoordinatorYamlParses) {
   absl::StatusOr<schedule::CoordinatorConfig> c =
       schedule::LoadCoordinatorConfig(PROFCTL_SOURCE_DIR "/examples/coordinator.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_THAT(c, IsOk());
   ASSERT_EQ(c->schedules.size(), 4u);
   EXPECT_EQ(c->schedules[1].targets.kind, schedule::TargetsKind::kDns);
   EXPECT_EQ(c->schedules[2].targets.kind, schedule::TargetsKind::kFile);
@@ -622,7 +624,7 @@ TEST(ExampleConfigTest, TheKubernetesCoordinatorConfigsParse) {
     const std::string path =
         absl::StrCat(PROFCTL_SOURCE_DIR "/deploy/k8s/", overlay, "/coordinator.yaml");
     absl::StatusOr<schedule::CoordinatorConfig> c = schedule::LoadCoordinatorConfig(path);
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_THAT(c, IsOk());
     ASSERT_EQ(c->schedules.size(), 2u) << path;
     EXPECT_FALSE(c->schedules[0].trigger.has_value()) << path;
     EXPECT_TRUE(c->schedules[1].trigger.has_value()) << path;

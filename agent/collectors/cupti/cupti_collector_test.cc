@@ -15,7 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "agent/collectors/cupti/inject_test_util.h"
 #include "tests/fake_clock.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -49,7 +52,7 @@ class CuptiCollectorTest : public ::testing::Test {
     InjectServerOptions options;
     options.socket_path = dir_.path() + "/agent.sock";
     absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_THAT(s, IsOk());
     server_ = *std::move(s);
   }
   // `gpus_dir`: the host's GPU table (host_gpus.h); by default one that does not exist.
@@ -81,17 +84,17 @@ class CuptiCollectorTest : public ::testing::Test {
     out->b->Register(2, 1, visible_b);
     ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
     out->window_start = clock_.WallNs();
-    ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+    ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
     out->token = out->a->ExpectEnable().token;
     out->b->ExpectEnable();
     out->a->SendStatus(out->token, StatusCode::kEnabled);
     out->b->SendStatus(out->token, StatusCode::kEnabled);
-    ASSERT_TRUE(collector->Start(out->window_start).ok());
-    ASSERT_TRUE(collector->Stop(out->window_start + kSec).ok());
+    ASSERT_THAT(collector->Start(out->window_start), IsOk());
+    ASSERT_THAT(collector->Stop(out->window_start + kSec), IsOk());
   }
 
   TempDir dir_;
-  testing::FakeClock clock_;
+  testkit::FakeClock clock_;
   std::unique_ptr<InjectServer> server_;
 };
 
@@ -101,7 +104,7 @@ TEST_F(CuptiCollectorTest, TwoProcessesOneHeldByAnotherSubscriber) {
   auto b = Connect(102, 1);
   ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
   const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"sess", w + kSec, 5 * kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"sess", w + kSec, 5 * kSec}), IsOk());
   const inject::EnableMessage e = a->ExpectEnable();
   EXPECT_EQ(e.start_wall_ns, w + kSec);
   EXPECT_EQ(e.end_wall_ns, w + 6 * kSec + 2 * kSec);  // planned end + end_slack_ms
@@ -111,15 +114,15 @@ TEST_F(CuptiCollectorTest, TwoProcessesOneHeldByAnotherSubscriber) {
   a->SendStatus(e.token, StatusCode::kEnabled, w + kSec, kOffset);
   b->SendStatus(e.token, StatusCode::kUnavailable, 0, 0,
                 "held by another CUPTI subscriber (CUPTI for torch.profiler)");
-  ASSERT_TRUE(collector->Start(w + kSec).ok());
-  ASSERT_TRUE(collector->Stop(w + 6 * kSec).ok());
+  ASSERT_THAT(collector->Start(w + kSec), IsOk());
+  ASSERT_THAT(collector->Stop(w + 6 * kSec), IsOk());
   const uint64_t gpu_start = static_cast<uint64_t>(w + 2 * kSec + kOffset);
   a->AnswerDisableAndFlush(e.token,
                            {FakeProcess::SmallBatch(101, gpu_start, gpu_start + 5'000, kOffset)},
                            /*dropped=*/3);
   b->AnswerDisableAndFlush(e.token, {});
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   const XPlane* gpu = FindPlane(space, "/device:GPU:0");
   ASSERT_NE(gpu, nullptr);
   ASSERT_EQ(gpu->lines_size(), 1);
@@ -141,17 +144,17 @@ TEST_F(CuptiCollectorTest, CalibratesAroundTheAgentsClockSkew) {
   auto a = Connect(7, -1);
   ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
   const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", w + kSec, kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"s", w + kSec, kSec}), IsOk());
   const inject::EnableMessage e = a->ExpectEnable();
   EXPECT_EQ(e.start_wall_ns, w + kSec - kSkew);  // the process's clock
   a->SendStatus(e.token, StatusCode::kEnabled);
-  ASSERT_TRUE(collector->Start(w + kSec).ok());
-  ASSERT_TRUE(collector->Stop(w + 2 * kSec).ok());
+  ASSERT_THAT(collector->Start(w + kSec), IsOk());
+  ASSERT_THAT(collector->Stop(w + 2 * kSec), IsOk());
   // GPU clock == CLOCK_REALTIME here; the event is at agent time w + 1.5 s.
   const auto real = static_cast<uint64_t>(w + kSec + kSec / 2 - kSkew);
   a->AnswerDisableAndFlush(e.token, {FakeProcess::SmallBatch(7, real, real + 1'000, 0)});
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   const XPlane* gpu = FindPlane(space, "/device:GPU:0");
   ASSERT_NE(gpu, nullptr);
   const auto& line = gpu->lines(0);
@@ -167,7 +170,7 @@ TEST_F(CuptiCollectorTest, RanksThatEachSeeOneGpuLandOnTheirOwnPlanes) {
   r.a->AnswerDisableAndFlush(r.token, {FakeProcess::SmallBatch(1, t, t + 100)});  // device 0
   r.b->AnswerDisableAndFlush(r.token, {FakeProcess::SmallBatch(2, t, t + 100)});  // device 0
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr);
   EXPECT_NE(FindPlane(space, "/device:GPU:2"), nullptr);
   EXPECT_NE(FindPlane(space, "/device:GPU:3"), nullptr);
@@ -273,7 +276,7 @@ TEST_F(CuptiCollectorTest, RanksPlacedByTheirDevicesUuids) {
                              {DeviceBatch(1, 0, t, &da), DeviceBatch(1, 0, t + 200, nullptr)});
   r.b->AnswerDisableAndFlush(r.token, {DeviceBatch(2, 0, t, &db)});
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr) << space.DebugString();
   EXPECT_EQ(FindPlane(space, "/device:GPU:3"), nullptr);
   const XPlane* p1 = FindPlane(space, "/device:GPU:1");
@@ -294,17 +297,17 @@ TEST_F(CuptiCollectorTest, MigDeviceKeepsItsOrdinalWithOneWarning) {
   a->Register(5, 0, kMigUuid);
   ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
   const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
   const uint64_t token = a->ExpectEnable().token;
   a->SendStatus(token, StatusCode::kEnabled);
-  ASSERT_TRUE(collector->Start(w).ok());
-  ASSERT_TRUE(collector->Stop(w + kSec).ok());
+  ASSERT_THAT(collector->Start(w), IsOk());
+  ASSERT_THAT(collector->Stop(w + kSec), IsOk());
   const auto t = static_cast<uint64_t>(w + kSec / 2);
   // CUPTI gave a UUID this host's table does not hold (the instance's, not its parent's).
   const inject::DeviceRecord d = Device(0, kUnknownUuid, kMigUuid);
   a->AnswerDisableAndFlush(token, {DeviceBatch(5, 0, t, &d), DeviceBatch(5, 0, t + 200, &d)});
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   EXPECT_NE(FindPlane(space, "/device:GPU:0"), nullptr);
   ASSERT_EQ(space.warnings_size(), 1) << space.DebugString();
   EXPECT_EQ(space.warnings(0),
@@ -316,7 +319,7 @@ TEST_F(CuptiCollectorTest, MigDeviceKeepsItsOrdinalWithOneWarning) {
 TEST(MapProcessDevicesTest, UuidsFirstThenVisibleDevices) {
   TempDir dir;
   absl::StatusOr<HostGpuTable> host = ReadHostGpus(WriteFakeGpus(dir.path()));
-  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_THAT(host, IsOk());
   ASSERT_EQ(host->gpus().size(), 4u);
   {  // UUIDs of two ordinals; the visible list is ignored for them.
     const std::vector<RecordBatch> batches = {ParsedBatch(0, Device(0, kUuid3)),
@@ -390,11 +393,11 @@ TEST(MapProcessDevicesTest, NoHostTable) {
 TEST_F(CuptiCollectorTest, NoProcessIsAWarningNotAFailure) {
   auto collector = MakeCollector();
   const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
-  ASSERT_TRUE(collector->Start(w).ok());
-  ASSERT_TRUE(collector->Stop(w + kSec).ok());
+  ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
+  ASSERT_THAT(collector->Start(w), IsOk());
+  ASSERT_THAT(collector->Stop(w + kSec), IsOk());
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   EXPECT_TRUE(HasEntry(space.warnings(), "no CUDA process is connected"));
   EXPECT_EQ(FindPlane(space, "/device:GPU:0"), nullptr);
 }
@@ -405,17 +408,17 @@ TEST_F(CuptiCollectorTest, UnusableBatchesAndVanishedProcessesAreErrors) {
   auto b = Connect(2, 1);
   ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
   const int64_t w = clock_.WallNs();
-  ASSERT_TRUE(collector->Prepare({"s", 0, kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
   const uint64_t token = a->ExpectEnable().token;
   b->ExpectEnable();
   a->SendStatus(token, StatusCode::kEnabled);
   b->SendStatus(token, StatusCode::kEnabled);
-  ASSERT_TRUE(collector->Start(w).ok());
+  ASSERT_THAT(collector->Start(w), IsOk());
   b.reset();  // dies
-  ASSERT_TRUE(collector->Stop(w + kSec).ok());
+  ASSERT_THAT(collector->Stop(w + kSec), IsOk());
   a->AnswerDisableAndFlush(token, {std::vector<uint8_t>(100, 0xEE)});
   XSpace space;
-  ASSERT_TRUE(collector->Collect(&space).ok());
+  ASSERT_THAT(collector->Collect(&space), IsOk());
   EXPECT_TRUE(HasEntry(space.errors(), "cupti pid 1 (rank 0): unusable record batch"));
   EXPECT_TRUE(HasEntry(space.errors(), "cupti pid 2 (rank 1): connection lost"));
 }
@@ -427,7 +430,7 @@ TEST_F(CuptiCollectorTest, LifecycleErrorsAndAbort) {
   EXPECT_EQ(collector->Stop(1).code(), absl::StatusCode::kFailedPrecondition);
   auto a = Connect(1, 0);
   ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
-  ASSERT_TRUE(collector->Prepare({"s", clock_.WallNs() + kSec, kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"s", clock_.WallNs() + kSec, kSec}), IsOk());
   a->ExpectEnable();
   collector->Abort();
   uint16_t type = 0;
@@ -480,7 +483,7 @@ TEST_F(CuptiCollectorTest, StepSignalFromTwoProcessesOnTheAgentsClock) {
   EXPECT_EQ(out[0].step_num, 40);
   EXPECT_EQ(out[1].step_num, 6);
   // During a capture too.
-  ASSERT_TRUE(collector->Prepare({"s", clock_.WallNs() + kSec, kSec}).ok());
+  ASSERT_THAT(collector->Prepare({"s", clock_.WallNs() + kSec, kSec}), IsOk());
   a->ExpectEnable();
   b->ExpectEnable();
   a->SendSteps({{r + 200 * kMs, r + 300 * kMs, 7}});

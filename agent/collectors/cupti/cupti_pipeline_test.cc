@@ -20,8 +20,11 @@
 #include "inject/cupti_records.h"
 #include "inject/record_batch_writer.h"
 #include "tests/cupti_test_records.h"
+#include "tests/status_matchers.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::inject {
 namespace {
@@ -65,12 +68,12 @@ class Buffer {
 };
 
 void Marker(Buffer& b, CUpti_ActivityFlag flag, uint32_t id, int64_t at_us, const char* name) {
-  testing::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at_us), kPid, kTid, name);
+  testkit::FillMarker(b.Add<CUpti_ActivityMarker2>(), flag, id, Gpu(at_us), kPid, kTid, name);
 }
 
 void Api(Buffer& b, CUpti_CallbackId cbid, uint32_t corr, int64_t start_us, int64_t end_us,
          CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_RUNTIME) {
-  testing::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start_us), Gpu(end_us), kPid,
+  testkit::FillApi(b.Add<CUpti_ActivityAPI>(), kind, cbid, corr, Gpu(start_us), Gpu(end_us), kPid,
                    kTid);
 }
 
@@ -95,7 +98,7 @@ void Kernel(Buffer& b, const char* name, uint32_t corr, int64_t start_us, int64_
 // and the start of step 2. Buffer 2: the rest of step 2.
 void FillBuffers(Buffer& one, Buffer& two) {
   auto& d = one.Add<CUpti_ActivityDevice5>();
-  testing::FillH100Device(d, 0, "NVIDIA H100 80GB HBM3");
+  testkit::FillH100Device(d, 0, "NVIDIA H100 80GB HBM3");
   // GPU-5f1c1234-89ab-cdef-0123-456789abcdef; not a MIG instance.
   const unsigned char uuid[16] = {0x5f, 0x1c, 0x12, 0x34, 0x89, 0xab, 0xcd, 0xef,
                                   0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef};
@@ -249,7 +252,7 @@ TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
   }
   d.isMigEnabled = 1;
   absl::StatusOr<agent::cupti::RecordBatch> batch = ConvertAndParse(b);
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_THAT(batch, IsOk());
   ASSERT_THAT(batch->devices, SizeIs(1));
   const DeviceRecord& r = batch->devices[0];
   EXPECT_EQ(r.device_id, 1u);
@@ -281,7 +284,7 @@ TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
   Api(b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 2, 120, 130, CUPTI_ACTIVITY_KIND_DRIVER);
   Kernel(b, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 2, 400, 900);
   absl::StatusOr<agent::cupti::RecordBatch> batch = ConvertAndParse(b);
-  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_THAT(batch, IsOk());
   ASSERT_THAT(batch->apis, SizeIs(2));
   EXPECT_EQ(batch->apis[1].domain, static_cast<uint8_t>(ApiDomain::kDriver));
   EXPECT_EQ(batch->String(batch->apis[1].name), "cuLaunchKernelEx");
@@ -293,9 +296,9 @@ TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
   xspace::XSpace space;
   absl::StatusOr<agent::cupti::CuptiXSpaceStats> stats =
       agent::cupti::BuildCuptiXSpace({*batch}, options, &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->kernels, 2);
-  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"),
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"),
               Not(Contains(StartsWith("[correlation]"))));
   // The driver launch is on the launching thread, with the kernel's correlation id.
   const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
@@ -325,8 +328,8 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   EXPECT_EQ(converter.unmatched_markers(), 1u);
   absl::StatusOr<agent::cupti::RecordBatch> second =
       agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, /*extra_dropped=*/0)));
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
 
   ASSERT_THAT(first->kernels, SizeIs(2));
   const KernelRecord& k = first->kernels[0];
@@ -388,14 +391,14 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   xspace::XSpace space;
   absl::StatusOr<agent::cupti::CuptiXSpaceStats> stats =
       agent::cupti::BuildCuptiXSpace({*first, *second}, options, &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->kernels, 3);
   EXPECT_EQ(stats->steps, 2);
   EXPECT_EQ(stats->outside_window, 0);
   EXPECT_EQ(stats->synchronizations, 3);
   EXPECT_EQ(stats->unmatched_synchronizations, 0);
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
-  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
   const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
   ASSERT_NE(host, nullptr);
   const xspace::XPlaneReader h(*host);
@@ -441,7 +444,7 @@ TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   });
 
   absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_THAT(trace, IsOk());
   std::vector<int64_t> steps;
   for (const analysis::StepMarker& m : trace->steps) steps.push_back(m.step);
   EXPECT_THAT(steps, ElementsAre(1, 2));

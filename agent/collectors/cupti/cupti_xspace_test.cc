@@ -13,8 +13,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inject/record_batch_writer.h"
+#include "tests/status_matchers.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -144,7 +147,7 @@ RecordBatch MakeBatch() {
   j.w.Add(m);
   const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, /*extra_dropped=*/2);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
-  EXPECT_TRUE(b.ok()) << b.status();
+  EXPECT_THAT(b, IsOk());
   return b.ok() ? *std::move(b) : RecordBatch();
 }
 
@@ -211,7 +214,7 @@ TEST(CuptiXSpaceTest, OccupancyAsTheSyntheticJobComputesIt) {
 TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   xspace::XSpace space;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({MakeBatch()}, Options(), &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->kernels, 3);
   EXPECT_EQ(stats->memcpys, 1);
   EXPECT_EQ(stats->memsets, 1);
@@ -221,7 +224,7 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   EXPECT_EQ(stats->memory_events, 1);
   EXPECT_EQ(stats->outside_window, 1);
   EXPECT_EQ(stats->dropped_records, 2u);
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   EXPECT_THAT(space.hostnames(), ElementsAre("gpu-host-1"));
   EXPECT_EQ(xspace::ProfileStartNs(space), kW);
 
@@ -290,12 +293,12 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   EXPECT_THAT(h.IntStat(memory->events(0), "bytes_allocated"), Optional(1 << 20));
 
   // XProf's conventions hold, except that raw CUDA kernels have no framework op.
-  std::vector<std::string> violations = testing::CheckXProfConformance(space, "gpu-host-1");
+  std::vector<std::string> violations = testkit::CheckXProfConformance(space, "gpu-host-1");
   EXPECT_THAT(violations, Each(StartsWith("[kernel-op]")));
 
   // The breakdown reader finds the NVTX steps and classifies the device work.
   absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_THAT(trace, IsOk());
   std::vector<int64_t> steps;
   for (const analysis::StepMarker& m : trace->steps) steps.push_back(m.step);
   std::sort(steps.begin(), steps.end());
@@ -342,17 +345,17 @@ TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   j.Sync(inject::SyncType::kStreamSynchronize, 12, 0, 7, kNa, 20010, 20090);  // after the window
   const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, 0);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   ASSERT_EQ(b->syncs.size(), 6u);
 
   xspace::XSpace space;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, Options(), &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->synchronizations, 4);
   EXPECT_EQ(stats->unmatched_synchronizations, 1);
   EXPECT_EQ(stats->outside_window, 2);  // the last call and its synchronization
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
-  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
 
   // The device plane holds the kernel alone.
   const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
@@ -405,7 +408,7 @@ TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   // The breakdown reader: the device has the kernel only; synchronizations are host waits
   // (cuStreamWaitEvent enqueues a wait, as its runtime call: a launch), never device compute.
   absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_THAT(trace, IsOk());
   ASSERT_EQ(trace->devices.size(), 1u);
   ASSERT_EQ(trace->devices[0].ops.size(), 1u);
   EXPECT_EQ(trace->devices[0].ops[0].kind, analysis::OpKind::kDeviceCompute);
@@ -434,10 +437,10 @@ TEST(CuptiXSpaceTest, DeviceWorkLaunchedBeforeTheWindowGoesWithItsLaunch) {
   j.Kernel("short_kernel", 7, 4, 9992, 9998);       // ends inside it: left out with its launch
   const std::vector<uint8_t> bytes = j.w.Finish(kPid, kOffset, 0);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   xspace::XSpace space;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, Options(), &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->kernels, 1);
   EXPECT_EQ(stats->outside_window, 3);    // the three launches
   EXPECT_EQ(stats->launched_outside, 3);  // and their kernels
@@ -446,7 +449,7 @@ TEST(CuptiXSpaceTest, DeviceWorkLaunchedBeforeTheWindowGoesWithItsLaunch) {
   ASSERT_EQ(gpu->lines_size(), 1);
   ASSERT_EQ(gpu->lines(0).events_size(), 1);
   EXPECT_EQ(gpu->event_metadata().at(gpu->lines(0).events(0).metadata_id()).name(), "gemm");
-  EXPECT_THAT(testing::CheckXProfConformance(space, "gpu-host-1"),
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"),
               Not(Contains(StartsWith("[correlation]"))));
 }
 
@@ -465,11 +468,11 @@ TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
   for (auto& m : b.memory) m.pid = 200;
   xspace::XSpace space;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({a, b}, Options(), &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->steps, 2);  // one root per step on the host
   // Both processes' kernels sit on GPU 0 stream 7 (the same ordinal in each process) and so
   // overlap; everything else about them conforms.
-  for (const std::string& v : testing::CheckXProfConformance(space, "gpu-host-1")) {
+  for (const std::string& v : testkit::CheckXProfConformance(space, "gpu-host-1")) {
     EXPECT_TRUE(absl::StartsWith(v, "[kernel-op]") || absl::StartsWith(v, "[nesting]")) << v;
   }
 }
@@ -481,12 +484,12 @@ TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(bytes.empty()) << seed;
     absl::StatusOr<RecordBatch> b = ParseRecordBatch(bytes);
-    ASSERT_TRUE(b.ok()) << seed << ": " << b.status();
+    ASSERT_THAT(b, IsOk()) << seed << ": " << b.status();
     CuptiXSpaceOptions o = Options();
     o.profile_start_ns = 1;
     xspace::XSpace space;
     absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({*b}, o, &space);
-    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_THAT(stats, IsOk());
     if (std::string(seed) == "small.bin") {
       EXPECT_EQ(stats->kernels, 1);
       EXPECT_EQ(stats->memcpys, 1);
@@ -525,10 +528,10 @@ TEST(CuptiXSpaceTest, ExtremeTimesAndOffsetsAreLeftOut) {
   b.gpu_minus_wall_ns = INT64_MIN;
   xspace::XSpace space;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({b}, Options(), &space);
-  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->kernels, 0);
   EXPECT_GT(stats->outside_window, 0);
-  EXPECT_TRUE(xspace::Validate(space).ok());
+  EXPECT_THAT(xspace::Validate(space), IsOk());
 }
 
 }  // namespace

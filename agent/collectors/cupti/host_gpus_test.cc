@@ -7,12 +7,15 @@
 #include <string>
 
 #include "common/file_util.h"
+#include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
 
-using profctl::testing::TempDir;
+using profctl::testkit::TempDir;
 
 constexpr char kUuidA[] = "GPU-5f1c1234-89ab-cdef-0123-456789abcdef";
 constexpr char kUuidB[] = "GPU-5f1d0000-1111-2222-3333-444455556666";
@@ -20,8 +23,8 @@ constexpr char kUuidC[] = "GPU-a0b1c2d3-e4f5-0617-2839-4a5b6c7d8e9f";
 
 // One GPU's directory under `gpus` with an `information` file as the driver writes it.
 void WriteGpu(const std::string& gpus, const std::string& bus_id, const std::string& info) {
-  ASSERT_TRUE(MakeDirs(JoinPath(gpus, bus_id)).ok());
-  ASSERT_TRUE(WriteFileAtomically(JoinPath(JoinPath(gpus, bus_id), "information"), info).ok());
+  ASSERT_THAT(MakeDirs(JoinPath(gpus, bus_id)), IsOk());
+  ASSERT_THAT(WriteFileAtomically(JoinPath(JoinPath(gpus, bus_id), "information"), info), IsOk());
 }
 
 // What the driver shows before it knows the UUID.
@@ -73,9 +76,9 @@ TEST(HostGpusTest, ReadsAFakeProcTreeInPciBusOrder) {
   WriteGpu(gpus, "0000:3b:00.0", Information(kUuidA, "0000:3b:00.0"));
   WriteGpu(gpus, "0000:5e:00.0", "Model: \t\t NVIDIA H100\nIRQ: \t 12\n");  // no UUID line
   WriteGpu(gpus, "0000:86:00.0", Information(kUuidB, "0000:86:00.0"));
-  ASSERT_TRUE(MakeDirs(gpus + "/not-a-bus-id").ok());
+  ASSERT_THAT(MakeDirs(gpus + "/not-a-bus-id"), IsOk());
   absl::StatusOr<HostGpuTable> table = ReadHostGpus(gpus);
-  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_THAT(table, IsOk());
   ASSERT_EQ(table->gpus().size(), 4u);
   EXPECT_EQ(table->gpus()[0].pci_bus_id, "0000:3b:00.0");
   EXPECT_EQ(table->gpus()[1].pci_bus_id, "0000:5e:00.0");
@@ -102,12 +105,12 @@ TEST(HostGpusTest, UnreadableInformationKeepsTheIndex) {
   const std::string gpus = dir.path() + "/gpus";
   WriteGpu(gpus, "0000:01:00.0", Information(kUuidA, "0000:01:00.0"));
   // A GPU directory without an information file, and one we may not read.
-  ASSERT_TRUE(MakeDirs(gpus + "/0000:02:00.0").ok());
+  ASSERT_THAT(MakeDirs(gpus + "/0000:02:00.0"), IsOk());
   WriteGpu(gpus, "0000:03:00.0", Information(kUuidB, "0000:03:00.0"));
   ASSERT_EQ(chmod((gpus + "/0000:03:00.0").c_str(), 0), 0);
   absl::StatusOr<HostGpuTable> table = ReadHostGpus(gpus);
   ASSERT_EQ(chmod((gpus + "/0000:03:00.0").c_str(), 0755), 0);
-  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_THAT(table, IsOk());
   ASSERT_EQ(table->gpus().size(), 3u);
   EXPECT_EQ(table->FindUuid(*ParseGpuUuid(kUuidA)), 0);
   EXPECT_FALSE(table->gpus()[1].uuid.has_value());
@@ -123,7 +126,7 @@ TEST(HostGpusTest, NoDriverIsNotFound) {
   EXPECT_EQ(table.status().code(), absl::StatusCode::kNotFound);
   // An empty directory (driver loaded, no GPU bound) is an empty table.
   absl::StatusOr<HostGpuTable> empty = ReadHostGpus(dir.path());
-  ASSERT_TRUE(empty.ok());
+  ASSERT_THAT(empty, IsOk());
   EXPECT_TRUE(empty->empty());
 }
 

@@ -18,6 +18,9 @@
 #include "agent/collectors/cupti/inject_test_util.h"
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -32,7 +35,7 @@ class InjectServerTest : public ::testing::Test {
   void StartServer(InjectServerOptions options = {}) {
     options.socket_path = dir_.path() + "/run/agent.sock";
     absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
-    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_THAT(s, IsOk());
     server_ = *std::move(s);
   }
   std::unique_ptr<FakeProcess> Connect(uint32_t pid, int rank = -1) {

@@ -8,6 +8,9 @@
 #include "gtest/gtest.h"
 #include "inject/record_batch_writer.h"
 #include "inject/records.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -77,7 +80,7 @@ void SetHeader(std::string* bytes, const inject::BatchHeader& h) {
 
 TEST(RecordBatchTest, RoundTrip) {
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(SampleBatch());
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(b->pid, 42u);
   EXPECT_EQ(b->gpu_minus_wall_ns, -5);
   EXPECT_EQ(b->dropped_records, 3u);
@@ -109,7 +112,7 @@ TEST(RecordBatchTest, RoundTrip) {
 TEST(RecordBatchTest, EmptyBatch) {
   inject::RecordBatchWriter w(4096);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(Bytes(w.Finish(1, 0, 0)));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_TRUE(b->kernels.empty());
   EXPECT_TRUE(b->strings.empty());
 }
@@ -135,7 +138,7 @@ TEST(RecordBatchTest, WriterDropsWhatDoesNotFitAndCountsIt) {
   EXPECT_EQ(w.dropped_records(), 1u);
   EXPECT_EQ(w.dropped_strings(), 1u);
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(Bytes(w.Finish(1, 0, /*extra_dropped=*/10)));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_THAT(b->kernels, SizeIs(2));
   EXPECT_EQ(b->dropped_records, 11u);
 }
@@ -144,7 +147,7 @@ TEST(RecordBatchTest, WriterCutsLongStrings) {
   inject::RecordBatchWriter w(1 << 20);
   const uint32_t i = w.Intern(std::string(inject::kMaxStringBytes + 100, 'x'));
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(Bytes(w.Finish(1, 0, 0)));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(b->String(i).size(), inject::kMaxStringBytes);
 }
 
@@ -265,7 +268,7 @@ TEST(RecordBatchTest, RejectsBadRecords) {
   y.header.size = sizeof(y);
   y.type = 200;
   absl::StatusOr<RecordBatch> kept = ParseRecordBatch(OneRecordBatch(&y, sizeof(y)));
-  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_THAT(kept, IsOk());
   ASSERT_THAT(kept->syncs, SizeIs(1));
   EXPECT_EQ(kept->syncs[0].type, 200);
   // A string entry longer than the table.
@@ -296,7 +299,7 @@ TEST(RecordBatchTest, SkipsUnknownKindsAndReadsLongerRecords) {
   SetHeader(&bytes, h);
   bytes += records;
   absl::StatusOr<RecordBatch> b = ParseRecordBatch(bytes);
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   ASSERT_THAT(b->kernels, SizeIs(1));
   EXPECT_EQ(b->kernels[0].end_ns, 2u);
   EXPECT_EQ(b->unknown_records, 1);
@@ -309,7 +312,7 @@ TEST(RecordBatchTest, DeviceRecordsWithAndWithoutUuids) {
   for (int i = 0; i < 16; ++i) d.uuid[i] = static_cast<uint8_t>(0xA0 + i);
   d.flags = inject::kDeviceHasUuid;
   absl::StatusOr<RecordBatch> full = ParseRecordBatch(OneRecordBatch(&d, sizeof(d)));
-  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_THAT(full, IsOk());
   ASSERT_THAT(full->devices, SizeIs(1));
   EXPECT_EQ(full->devices[0].flags, inject::kDeviceHasUuid);
   EXPECT_EQ(full->devices[0].uuid[15], 0xAF);
@@ -320,7 +323,7 @@ TEST(RecordBatchTest, DeviceRecordsWithAndWithoutUuids) {
   old.header.size = inject::kDeviceRecordMinSize;
   absl::StatusOr<RecordBatch> b =
       ParseRecordBatch(OneRecordBatch(&old, inject::kDeviceRecordMinSize));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   ASSERT_THAT(b->devices, SizeIs(1));
   EXPECT_EQ(b->devices[0].device_id, 1u);
   EXPECT_EQ(b->devices[0].sm_count, 132u);
@@ -330,7 +333,7 @@ TEST(RecordBatchTest, DeviceRecordsWithAndWithoutUuids) {
   // Cut inside the UUIDs: what is there is read, flags are absent.
   old.header.size = 72;
   b = ParseRecordBatch(OneRecordBatch(&old, 72));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(b->devices[0].flags, 0u);
   // Shorter than the first version is refused.
   old.header.size = 56;
@@ -344,7 +347,7 @@ TEST(RecordBatchTest, DeviceRecordsWithAndWithoutUuids) {
   grown.d = d;
   grown.d.header.size = sizeof(Grown);
   b = ParseRecordBatch(OneRecordBatch(&grown, sizeof(grown)));
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_THAT(b, IsOk());
   EXPECT_EQ(b->devices[0].flags, inject::kDeviceHasUuid);
   EXPECT_EQ(b->devices[0].uuid[0], 0xA0);
 }

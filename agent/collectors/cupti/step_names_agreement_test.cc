@@ -11,6 +11,9 @@
 #include "agent/collectors/cupti/cupti_xspace.h"
 #include "inject/step_names.h"
 #include "re2/re2.h"
+#include "tests/status_matchers.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -91,7 +94,7 @@ std::vector<Case> Table() {
 
 TEST(StepNamesAgreementTest, HandWrittenMatcherAgreesWithRe2) {
   const RE2 re(std::string(kDefaultNvtxStepPattern), RE2::Quiet);
-  ASSERT_TRUE(re.ok()) << re.error();
+  ASSERT_THAT(re, IsOk()) << re.error();
   for (const Case& c : Table()) {
     int64_t re2_step = -1;
     const bool re2_match = RE2::PartialMatch(c.name, re, &re2_step);

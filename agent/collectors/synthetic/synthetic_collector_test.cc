@@ -6,7 +6,10 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/status_matchers.h"
 #include "xspace/xspace.h"
+
+using ::profctl::testkit::IsOk;
 
 namespace profctl::agent {
 namespace {
@@ -63,12 +66,12 @@ TEST(SyntheticCollectorTest, CollectsTheRecordedWindowOnTheAgentClock) {
   c.clock_skew_ns = 263 * kNanosPerMilli;
   SyntheticCollector collector(c);
   const int64_t start = kT0 + c.clock_skew_ns, stop = start + 500 * kNanosPerMilli;
-  ASSERT_TRUE(collector.Prepare({}).ok());
-  ASSERT_TRUE(collector.Start(start).ok());
-  ASSERT_TRUE(collector.Stop(stop).ok());
+  ASSERT_THAT(collector.Prepare({}), IsOk());
+  ASSERT_THAT(collector.Start(start), IsOk());
+  ASSERT_THAT(collector.Stop(stop), IsOk());
   tensorflow::profiler::XSpace space;
-  ASSERT_TRUE(collector.Collect(&space).ok());
-  ASSERT_TRUE(xspace::Validate(space).ok()) << xspace::Validate(space);
+  ASSERT_THAT(collector.Collect(&space), IsOk());
+  ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   EXPECT_EQ(xspace::ProfileStartNs(space), start);
   EXPECT_EQ(xspace::ProfileStopNs(space), stop);
   // Same events as the job generates for the true window.
