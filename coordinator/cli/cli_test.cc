@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
@@ -63,6 +65,33 @@ class CliTest : public ::testing::Test {
   const testkit::TempDir tmp_;
   const std::string logdir_ = tmp_.path();
 };
+
+// The command table drives both the usage text and dispatch: every command listed answers its
+// --help (exit 0, on stdout), and an unknown one is refused with the list.
+TEST_F(CliTest, EveryListedCommandAnswersItsHelp) {
+  ASSERT_EQ(Run({"--help"}), kExitOk);
+  const std::string usage = out_.str();
+  const size_t list = usage.find("commands:\n");
+  ASSERT_NE(list, std::string::npos) << usage;
+  std::vector<std::string> names;
+  for (absl::string_view line : absl::StrSplit(usage.substr(list), '\n')) {
+    if (absl::StartsWith(line, "  ")) {
+      names.emplace_back(line.substr(2, line.find(' ', 2) - 2));
+    }
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("capture", "ping", "analyze", "serve", "sessions",
+                                            "schedules", "demo", "version"));
+  for (const std::string& name : names) {
+    EXPECT_EQ(Run({name, "--help"}), kExitOk) << name << ": " << err_.str();
+    EXPECT_FALSE(out_.str().empty()) << name;
+    EXPECT_TRUE(err_.str().empty()) << name << ": " << err_.str();
+  }
+  EXPECT_EQ(Run({"--version"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("profctl "));
+  EXPECT_EQ(Run({"captur"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown command 'captur'"));
+  EXPECT_THAT(err_.str(), HasSubstr("commands:"));
+}
 
 TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
   struct Case {

@@ -1,0 +1,184 @@
+// `profctl analyze`: the pod step breakdown and the tools of saved sessions and trace files.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/flags.h"
+#include "coordinator/cli/command.h"
+#include "coordinator/engine/analyze.h"
+#include "report/breakdown_writers.h"
+#include "report/html_report.h"
+#include "report/tool_writers.h"
+
+namespace profctl::coordinator {
+
+int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  bool json = false;
+  bool csv = false;
+  std::string out_dir;
+  std::string step_pattern(analysis::kDefaultStepPattern);
+  int64_t jobs = 0;
+  std::string tool_name;
+  FlagSet fs("profctl analyze",
+             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
+  fs.String("tool", &tool_name,
+            absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
+                         analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
+  fs.Bool("json", &json, "print pod_step_breakdown.json on stdout instead of the table");
+  fs.Bool("csv", &csv, "print the breakdown as CSV (one row per step x host) on stdout");
+  fs.String("out", &out_dir,
+            "write pod_step_breakdown.json/.csv and report.html into DIR (default: the session "
+            "folder when PATH is one; else none)");
+  fs.String("step-pattern", &step_pattern,
+            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
+  fs.Int64("jobs", &jobs,
+           absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
+                        kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
+  fs.RejectEmpty("out");
+  fs.RejectEmpty("step-pattern");
+  fs.RejectEmpty("tool");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "analyze", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help()
+             << "\nPATH: a saved session folder (LOGDIR/plugins/profile/SESSION), a folder of "
+                "*.xplane.pb files (TensorFlow, JAX, profctl) or of PyTorch profiler traces "
+                "(*.pt.trace.json[.gz], one per rank), or such files.\n"
+             << "--tool=NAME prints that tool (--json/--csv: its JSON/CSV) and, with --out or a "
+                "session folder, writes tool_NAME.json/.csv there and report.html with its tab; "
+                "--tool=all does every tool.\n";
+    return kExitOk;
+  }
+  if (json && csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
+  if (jobs < 0 || jobs > 256) {
+    return UsageError(env, "analyze", absl::StrCat("--jobs=", jobs, ": must be 0..256"));
+  }
+  analysis::ReaderOptions options;
+  options.step_pattern = step_pattern;
+  if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
+    return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
+  }
+  std::vector<analysis::Tool> tools;
+  if (tool_name == "all") {
+    for (const analysis::ToolInfo& t : analysis::AllTools()) tools.push_back(t.tool);
+    if (json || csv) {
+      return UsageError(env, "analyze",
+                        "--tool=all prints tables; for --json/--csv pick one tool (--out writes "
+                        "every tool's JSON and CSV)");
+    }
+  } else if (!tool_name.empty()) {
+    const std::optional<analysis::Tool> tool = analysis::ToolByName(tool_name);
+    if (!tool) {
+      return UsageError(env, "analyze",
+                        absl::StrCat("--tool=", tool_name, ": unknown tool '", tool_name,
+                                     "'; the tools are ", analysis::ToolNamesForHelp(), " or all"));
+    }
+    tools.push_back(*tool);
+  }
+  absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(fs.positional());
+  if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
+  if (out_dir.empty()) out_dir = inputs->session_dir;
+  if (!tools.empty()) {
+    // Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, each tool's
+    // tool_<name>.json and .csv there, and report.html with a tab per tool (all atomically).
+    const AnalyzeToolResult r = AnalyzeTools(*inputs, options, tools, static_cast<int>(jobs));
+    for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
+    if (r.breakdown.hosts.empty()) {
+      *env.err << "profctl analyze: no trace could be analysed\n";
+      return kExitFailed;
+    }
+    report::ToolContext tool_context;
+    tool_context.session = inputs->session.empty() ? "analyze" : inputs->session;
+    std::vector<std::string> tool_jsons;
+    for (const analysis::PodTools& t : r.tools) {
+      tool_jsons.push_back(report::ToolJson(t, tool_context));
+    }
+    int tool_rc = r.breakdown.errors.empty() ? kExitOk : kExitPartial;
+    if (!out_dir.empty()) {
+      absl::Status s = MakeDirs(out_dir);
+      for (size_t t = 0; t < r.tools.size() && s.ok(); ++t) {
+        s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "json")),
+                                tool_jsons[t]);
+        if (s.ok()) {
+          s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "csv")),
+                                  report::ToolCsv(r.tools[t]));
+        }
+      }
+      if (s.ok()) {
+        // report.html: the breakdown with a tab per tool.
+        report::BreakdownContext page;
+        page.session = tool_context.session;
+        page.source = report::BreakdownSource::kAnalyze;
+        for (const TraceInput& in : inputs->files) {
+          std::string link = in.path;
+          if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
+              absl::StartsWith(link, inputs->session_dir + "/")) {
+            link = link.substr(inputs->session_dir.size() + 1);
+          }
+          page.host_files[in.host].push_back(link);
+        }
+        s = WriteFileAtomically(JoinPath(out_dir, report::kReportHtmlFile),
+                                report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
+      }
+      if (!s.ok()) {
+        *env.err << "profctl analyze: " << s.message() << "\n";
+        tool_rc = kExitPartial;
+      }
+    }
+    for (size_t t = 0; t < r.tools.size(); ++t) {
+      if (json) {
+        *env.out << tool_jsons[t];
+      } else if (csv) {
+        *env.out << report::ToolCsv(r.tools[t]);
+      } else {
+        *env.out << (t > 0 ? "\n" : "") << report::FormatToolTable(r.tools[t], tool_context);
+      }
+    }
+    return tool_rc;
+  }
+  const AnalyzeResult result = AnalyzeTraces(*inputs, options, static_cast<int>(jobs));
+  for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
+  if (result.hosts.empty()) {
+    *env.err << "profctl analyze: no trace could be analysed\n";
+    return kExitFailed;
+  }
+  report::BreakdownContext context;
+  context.session = inputs->session.empty() ? "analyze" : inputs->session;
+  context.source = report::BreakdownSource::kAnalyze;
+  for (const TraceInput& in : inputs->files) {
+    std::string link = in.path;
+    if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
+        absl::StartsWith(link, inputs->session_dir + "/")) {
+      link = link.substr(inputs->session_dir.size() + 1);  // relative: the report links it
+    }
+    context.host_files[in.host].push_back(link);
+  }
+  int rc = result.errors.empty() ? kExitOk : kExitPartial;
+  if (!out_dir.empty()) {
+    if (absl::Status s = MakeDirs(out_dir); !s.ok()) {
+      *env.err << "profctl analyze: " << s.message() << "\n";
+      return kExitFailed;
+    }
+    context.report_path = JoinPath(out_dir, report::kReportHtmlFile);
+    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+      if (absl::Status s = WriteFileAtomically(JoinPath(out_dir, out.file_name),
+                                               out.render(result.breakdown, context));
+          !s.ok()) {
+        *env.err << "profctl analyze: " << s.message() << "\n";
+        rc = kExitPartial;
+      }
+    }
+  }
+  if (json) {
+    *env.out << report::BreakdownJson(result.breakdown, context);
+  } else if (csv) {
+    *env.out << report::BreakdownCsv(result.breakdown);
+  } else {
+    *env.out << report::FormatBreakdownTable(result.breakdown, context);
+  }
+  return rc;
+}
+
+}  // namespace profctl::coordinator

@@ -1,0 +1,389 @@
+// `profctl capture`: a local capture through the engine, or one run by a coordinator daemon
+// (--coordinator); the summary both print.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "common/flags.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/cli/command.h"
+#include "coordinator/clients/worker.h"
+#include "coordinator/engine/capture_engine.h"
+#include "coordinator/engine/capture_plan.h"
+#include "coordinator/engine/session_writer.h"
+#include "profctl/v1/coordinator.grpc.pb.h"
+#include "report/breakdown_writers.h"
+#include "report/html_report.h"
+
+namespace profctl::coordinator {
+
+namespace {
+std::string HumanBytes(uint64_t b) {
+  if (b >= (1u << 20)) return absl::StrFormat("%.1f MiB", static_cast<double>(b) / (1 << 20));
+  if (b >= 1024) return absl::StrFormat("%.1f KiB", static_cast<double>(b) / 1024);
+  return absl::StrCat(b, " B");
+}
+
+// "attempts: capture UNAVAILABLE (12 ms), fetch OK (40 ms)" for a host that needed more than one.
+void AppendAttempts(const profctl::v1::HostResult& h, int width, std::string* out) {
+  if (h.attempt_log_size() < 2) return;
+  std::vector<std::string> parts;
+  for (const profctl::v1::Attempt& a : h.attempt_log()) {
+    parts.push_back(absl::StrFormat(
+        "%s %s (%.0f ms)", a.kind(),
+        a.code() == 0 ? "OK" : absl::StatusCodeToString(static_cast<absl::StatusCode>(a.code())),
+        a.duration_ms()));
+  }
+  absl::StrAppendFormat(out, "  %-*s attempts: %s\n", width, "", absl::StrJoin(parts, ", "));
+}
+
+}  // namespace
+
+std::string FormatSummary(const profctl::v1::SessionManifest& m) {
+  size_t ok = 0;
+  int width = 22;  // the HOST column grows to the longest name, so the columns stay aligned
+  for (const auto& h : m.hosts()) {
+    ok += h.status() == profctl::v1::HOST_STATUS_OK ||
+          h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+    width = std::max(width, static_cast<int>(h.host().size()));
+  }
+  std::string out = absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
+                                    SessionStatusName(m.status()), ok, m.hosts_size());
+  absl::StrAppendFormat(&out, "  %-*s %-7s %11s %9s %11s %-11s %8s %6s %8s %10s\n", width, "HOST",
+                        "STATUS", "OFFSET(ms)", "+-(ms)", "START(ms)", "ALIGNED BY", "RTT(ms)",
+                        "STEPS", "EVENTS", "SIZE");
+  for (const auto& h : m.hosts()) {
+    if (h.status() == profctl::v1::HOST_STATUS_OK ||
+        h.status() == profctl::v1::HOST_STATUS_INCOMPLETE) {
+      const bool complete = h.status() == profctl::v1::HOST_STATUS_OK;
+      const auto& c = h.clock();
+      const double unc = c.method() == "collectives"
+                             ? static_cast<double>(c.residual_ns()) / kNanosPerMilli
+                             : static_cast<double>(c.uncertainty_ns()) / kNanosPerMilli;
+      absl::StrAppendFormat(&out, "  %-*s %-7s %+11.3f %9.3f %+11.3f %-11s %8.3f %6d %8d %10s%s\n",
+                            width, h.host(), complete ? "ok" : "partial",
+                            static_cast<double>(c.offset_ns()) / kNanosPerMilli, unc,
+                            static_cast<double>(h.lateness_ns()) / kNanosPerMilli, c.method(),
+                            static_cast<double>(c.rtt_ns()) / kNanosPerMilli, h.steps(), h.events(),
+                            HumanBytes(h.bytes()), h.late() ? "  LATE" : "");
+      if (!complete) absl::StrAppendFormat(&out, "  %-*s %s\n", width, "", h.recording_detail());
+      AppendAttempts(h, width, &out);
+    } else {
+      absl::StrAppendFormat(
+          &out, "  %-*s %-7s %s: %s (%s)\n", width, h.host(), "failed",
+          FailureStepName(h.error().step()),
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(h.error().code())),
+          h.error().message());
+      AppendAttempts(h, width, &out);
+    }
+  }
+  if (ok > 0 && m.start_at_ns() != 0) {
+    absl::StrAppendFormat(&out,
+                          "  realized start spread %.3f ms across %d hosts (START: realized start "
+                          "minus the common start, aligned)\n",
+                          static_cast<double>(m.start_spread_ns()) / kNanosPerMilli, ok);
+  }
+  for (const auto& e : m.errors()) absl::StrAppend(&out, "  error: ", e, "\n");
+  absl::StrAppend(&out, "files: ", m.session_dir(), "/\n");
+  if (!m.pod_trace_file().empty()) {
+    absl::StrAppend(&out, "  TensorBoard/XProf: tensorboard --logdir ", m.request().logdir(),
+                    "  (Profile tab)\n");
+    absl::StrAppend(&out, "  Perfetto/Chrome:   open ", m.session_dir(), "/", m.pod_trace_file(),
+                    " in ui.perfetto.dev\n");
+  }
+  return out;
+}
+
+int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
+               const std::string& command, bool generated_session) {
+  for (const std::string& line : CleanAbandonedSessions(requested.logdir)) {
+    *env.err << "profctl " << command << ": " << line << "\n";
+  }
+  absl::StatusOr<SessionDir> dir =
+      SessionDir::Create(requested.logdir, requested.session, {.make_unique = generated_session});
+  if (!dir.ok()) {
+    *env.err << "profctl " << command << ": " << dir.status().message() << "\n";
+    return dir.status().code() == absl::StatusCode::kAlreadyExists ||
+                   dir.status().code() == absl::StatusCode::kInvalidArgument
+               ? kExitUsage
+               : kExitFailed;
+  }
+  CapturePlan plan = requested;
+  plan.session = dir->session();
+  // Until the session is over (CleanAbandonedSessions looks for it after a crash).
+  const std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
+  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
+  struct RemoveMarker {
+    std::string path;
+    ~RemoveMarker() { unlink(path.c_str()); }
+  } remove_marker{marker};
+  const bool show_progress = plan.duration_ms > 1000;
+  auto progress = [&](const std::string& line) {
+    if (show_progress) *env.err << "profctl: " << line << std::endl;
+  };
+  // Turns an interrupt into CaptureEngine::Cancel while the capture runs; one that came before
+  // (during validation) cancels it up front.
+  auto announce = [&] {
+    *env.err << "profctl: interrupted: cancelling the capture, saving what was recorded "
+                "(interrupt again to quit at once)"
+             << std::endl;
+  };
+  std::atomic<bool> finished{false};
+  std::thread watcher;
+  std::optional<analysis::PodBreakdown> breakdown;
+  std::string written_json;  // session.json as written: what --json prints
+  absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
+      plan, &*dir, env, progress, &breakdown,
+      [&](CaptureEngine& engine) {
+        if (env.interrupt == nullptr) return;
+        if (env.interrupt->stopped()) {
+          announce();
+          engine.Cancel();
+          return;
+        }
+        watcher = std::thread([&] {
+          env.interrupt->Wait(
+              +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); },
+              &finished, absl::InfiniteDuration());
+          if (!finished.load()) {
+            announce();
+            engine.Cancel();
+          }
+        });
+      },
+      [&] {  // before the engine is destroyed: the watcher must not Cancel it any more
+        finished = true;
+        if (watcher.joinable()) {
+          env.interrupt->Poke();
+          watcher.join();
+        }
+      },
+      &written_json);
+  if (!manifest.ok()) {
+    *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
+    return kExitFailed;
+  }
+  if (json) {
+    // The text session.json got (printing 1,024 hosts' manifest again took 35 ms); printed
+    // afresh only when that write failed, its error then being part of the manifest.
+    *env.out << (written_json.empty() ? ManifestJson(*manifest) : written_json);
+  } else {
+    *env.out << FormatSummary(*manifest);
+    if (breakdown.has_value()) {
+      report::BreakdownContext context;
+      context.session = plan.session;
+      context.report_path = absl::StrCat(manifest->session_dir(), "/", report::kReportHtmlFile);
+      *env.out << "\n" << report::FormatBreakdownTable(*breakdown, context);
+    }
+  }
+  return ExitCodeFor(*manifest);
+}
+
+namespace {
+// profctl capture --coordinator: the daemon runs the capture; this follows its events and prints
+// the same summary as a local capture.
+int RemoteCapture(const CapturePlan& plan, const std::string& address,
+                  const AgentCredentialFlags& flags, bool json, const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::CoordinatorService::Stub>> stub =
+      CoordinatorStub(address, flags, env);
+  if (!stub.ok()) return UsageError(env, "capture", stub.status().message());
+  v1::StartCaptureResponse started;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const grpc::Status s = (*stub)->StartCapture(&ctx, RequestFromPlan(plan), &started);
+    if (!s.ok()) {
+      *env.err << "profctl capture: " << RpcError(address, s) << "\n";
+      return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+                     s.error_code() == grpc::StatusCode::ALREADY_EXISTS
+                 ? kExitUsage
+                 : kExitFailed;
+    }
+  }
+  *env.err << "profctl: session " << started.session() << " running on coordinator " << address
+           << " (" << started.session_dir() << ")" << std::endl;
+  grpc::ClientContext ctx;
+  v1::WatchSessionsRequest watch;
+  watch.set_session(started.session());
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader =
+      (*stub)->WatchSessions(&ctx, watch);
+  // Ctrl-C stops following; the daemon's capture goes on.
+  std::atomic<bool> over{false};
+  std::thread watcher;
+  if (env.interrupt != nullptr) {
+    watcher = std::thread([&] {
+      env.interrupt->Wait(
+          +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); }, &over,
+          absl::InfiniteDuration());
+      if (!over.load()) ctx.TryCancel();
+    });
+  }
+  std::optional<v1::SessionManifest> manifest;
+  v1::SessionEvent event;
+  while (reader->Read(&event)) {
+    if (event.kind() == v1::SESSION_EVENT_KIND_PROGRESS && plan.duration_ms > 1000) {
+      *env.err << "profctl: " << event.message() << std::endl;
+    }
+    if (event.kind() == v1::SESSION_EVENT_KIND_FINISHED) {
+      manifest = event.manifest();
+      break;
+    }
+  }
+  if (manifest.has_value()) ctx.TryCancel();
+  const grpc::Status s = reader->Finish();
+  over = true;
+  if (watcher.joinable()) {
+    env.interrupt->Poke();
+    watcher.join();
+  }
+  if (!manifest.has_value()) {
+    if (env.interrupt != nullptr && env.interrupt->stopped()) {
+      *env.err << "profctl capture: stopped following; session " << started.session()
+               << " goes on at the coordinator (profctl sessions --coordinator=" << address
+               << ")\n";
+    } else {
+      *env.err << "profctl capture: lost session " << started.session() << ": "
+               << RpcError(address, s) << "\n";
+    }
+    return kExitFailed;
+  }
+  if (json) {
+    *env.out << ManifestJson(*manifest);
+  } else {
+    *env.out << FormatSummary(*manifest);
+  }
+  return ExitCodeFor(*manifest);
+}
+
+}  // namespace
+
+int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string workers;
+  int64_t duration_ms = 2000;
+  std::string logdir = "profctl-logs";
+  std::string session;
+  bool json = false;
+  int64_t prepare_timeout_ms = 0;
+  std::string step_pattern(analysis::kDefaultStepPattern);
+  std::string late = "capture";
+  std::string align = "collectives";
+  int64_t tolerance_ms = 0;
+  int64_t retries = CapturePlan{}.retries;
+  int64_t deadline_ms = 0;
+  int64_t min_hosts = 0;
+  bool require_all = false;
+  FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
+  fs.String("workers", &workers,
+            "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
+            "for a TensorFlow/JAX profiler server");
+  fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..3600000)");
+  fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
+  fs.String("session", &session, "session (run) name (default: UTC time YYYY_MM_DD_HH_MM_SS)");
+  fs.Bool("json", &json, "print the session manifest as JSON on stdout instead of a table");
+  fs.Int64("prepare-timeout", &prepare_timeout_ms,
+           "ms to get every host's identity and clock offset; 0 = derived from the measured "
+           "round trips (4 x the median, then at most 2 x the 90th percentile; 250..10000 ms; "
+           "with --late=capture, once 90% are ready, it ends when no host got ready for a "
+           "quarter of the time the last one took, or 50 ms when every host left has answered "
+           "nothing)");
+  fs.String("late", &late,
+            "a host that cannot start at the common instant: capture (flag it late) or fail");
+  fs.String("step-pattern", &step_pattern,
+            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
+  fs.String("align", &align,
+            "collectives (refine clock offsets from collective ends in the traces) or ntp "
+            "(clock sync only, +- RTT/2)");
+  fs.Int64("tolerance", &tolerance_ms,
+           "ms a host may start late, or record less than the window, and still count as "
+           "complete (0 = the default, 5; at most 60000; longer: this and 10% of the window); "
+           "beyond it the host is saved but the session is partial");
+  fs.Int64("retries", &retries,
+           "attempts per host after the first (0..20) for transport errors, unavailable or busy "
+           "agents and damaged transfers, with capped exponential backoff and jitter; a trace "
+           "the agent recorded is fetched again, not recorded again");
+  fs.Int64("deadline", &deadline_ms,
+           "ms for the whole session: prepare, lead, window, transfers and retries; hosts not "
+           "done by then fail and the rest is written (0 = the window's end + 60 s)");
+  fs.Int64("min-hosts", &min_hosts,
+           "fail the session (exit 1) when fewer hosts than this are saved; known before the "
+           "window, nothing is captured (0 = at least one)");
+  fs.Bool("require-all", &require_all, "--min-hosts = every worker");
+  std::string coordinator;
+  fs.String("coordinator", &coordinator,
+            "HOST:PORT of a coordinator daemon (profctl serve) to run the capture: it reaches "
+            "the workers and keeps the session in its log dir (--logdir is then unused)");
+  for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
+    fs.RejectEmpty(f);
+  }
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
+  fs.Require("workers");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "capture",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  if (logdir.empty()) return UsageError(env, "capture", "--logdir must not be empty");
+  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(workers);
+  if (!parsed.ok()) return UsageError(env, "capture", parsed.status().message());
+  if (require_all && min_hosts != 0) {
+    return UsageError(env, "capture", "give --min-hosts or --require-all, not both");
+  }
+  if (min_hosts < 0) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--min-hosts=", min_hosts, " is not in 0..", parsed->size(),
+                                   " (the number of --workers)"));
+  }
+  CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
+  plan.tolerance_ms = tolerance_ms;
+  plan.retries = static_cast<int>(std::clamp<int64_t>(retries, std::numeric_limits<int>::min(),
+                                                      std::numeric_limits<int>::max()));
+  plan.deadline_ms = deadline_ms;
+  plan.min_hosts = require_all ? plan.workers.size() : static_cast<size_t>(min_hosts);
+  plan.reader.step_pattern = step_pattern;
+  absl::StatusOr<profctl::v1::LatePolicy> late_policy = ParseLatePolicy(late);
+  if (!late_policy.ok()) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--late=", late, " ", late_policy.status().message()));
+  }
+  plan.late = *late_policy;
+  absl::StatusOr<profctl::v1::AlignMode> align_mode = ParseAlignMode(align);
+  if (!align_mode.ok()) {
+    return UsageError(env, "capture",
+                      absl::StrCat("--align=", align, " ", align_mode.status().message()));
+  }
+  plan.align = *align_mode;
+  if (absl::Status s = ValidatePlan(plan, kFlagNames); !s.ok()) {
+    return UsageError(env, "capture", s.message());
+  }
+  if (!coordinator.empty()) {
+    return RemoteCapture(plan, coordinator, credentials, json, env);
+  }
+  const bool generated = plan.session.empty();
+  if (generated) plan.session = DefaultSessionName(*env.clock, "");
+  CliEnv run_env = env;
+  std::unique_ptr<AgentClientFactory> secured;
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+    return UsageError(env, "capture", s.message());
+  }
+  return RunCapture(plan, json, run_env, "capture", generated);
+}
+
+}  // namespace profctl::coordinator

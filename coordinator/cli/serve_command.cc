@@ -1,0 +1,168 @@
+// `profctl serve`: the coordinator daemon (schedules, triggers, CoordinatorService, /metrics).
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/net/metrics_http.h"
+#include "common/version.h"
+#include "coordinator/cli/command.h"
+#include "coordinator/service/coordinator_service.h"
+#include "coordinator/service/daemon.h"
+#include "spdlog/spdlog.h"
+
+namespace profctl::coordinator {
+
+int ServeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  std::string config;
+  int64_t port = 7000;
+  std::string bind = "127.0.0.1";
+  std::string port_file;
+  int64_t metrics_port = -1;
+  std::string metrics_bind;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  bool insecure = false;
+  ServerSecurityFiles serve_security;
+  FlagSet fs("profctl serve", "--config=coordinator.yaml [--port=7000] [flags]");
+  fs.String("config", &config, "the coordinator YAML: logdir and schedules (docs/schedules.md)");
+  fs.Int64("port", &port, "CoordinatorService port (0: a free one, see --port-file)");
+  fs.String("bind", &bind,
+            "address to listen on; anything but loopback needs --serve-token-file or "
+            "--serve-tls-ca (or --insecure)");
+  fs.String("port-file", &port_file,
+            "write the port (and the metrics port on a second line) here once listening");
+  fs.Int64("metrics-port", &metrics_port,
+           "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; "
+           "-1: off)");
+  fs.String("metrics-bind", &metrics_bind, "address for /metrics (default: --bind)");
+  fs.String("log-level", &log_level, "trace, debug, info, warn, error or off");
+  fs.String("log-format", &log_format, "text, or json (one object per line)");
+  fs.String("serve-tls-cert", &serve_security.tls_cert,
+            "PEM certificate: the service speaks TLS only");
+  fs.String("serve-tls-key", &serve_security.tls_key, "PEM private key of --serve-tls-cert");
+  fs.String("serve-tls-ca", &serve_security.tls_ca,
+            "PEM CA: callers must present client certificates it signed (mutual TLS)");
+  fs.String("serve-token-file", &serve_security.token_file,
+            "callers must send this bearer token (profctl --token-file)");
+  fs.Bool("insecure", &insecure, "allow a non-loopback --bind with no client authentication");
+  AgentCredentialFlags credentials;
+  AddAgentCredentialFlags(&fs, &credentials);
+  fs.Require("config");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "serve", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help();
+    return kExitOk;
+  }
+  if (!fs.positional().empty()) {
+    return UsageError(env, "serve",
+                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  }
+  if (port < 0 || port > 65535) {
+    return UsageError(env, "serve", absl::StrCat("--port=", port, " is not in 0..65535"));
+  }
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return UsageError(env, "serve",
+                      absl::StrCat("--metrics-port=", metrics_port, " is not in -1..65535"));
+  }
+  if (!IsLoopbackBind(bind) && serve_security.token_file.empty() && serve_security.tls_ca.empty() &&
+      !insecure) {
+    return UsageError(env, "serve",
+                      absl::StrCat("--bind=", bind,
+                                   " is not loopback: give --serve-token-file or "
+                                   "--serve-tls-ca so only authorized callers start captures (or "
+                                   "--insecure)"));
+  }
+  if (absl::Status s = SetupLogging("profctl-serve", log_level, log_format); !s.ok()) {
+    return UsageError(env, "serve", s.message());
+  }
+  absl::StatusOr<ServerSecurity> security =
+      LoadServerSecurityFiles(serve_security, "this coordinator");
+  if (!security.ok()) return UsageError(env, "serve", security.status().message());
+  CliEnv run_env = env;
+  std::unique_ptr<AgentClientFactory> secured;
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+    return UsageError(env, "serve", s.message());
+  }
+  absl::StatusOr<std::unique_ptr<service::Daemon>> daemon =
+      service::Daemon::Start({.executor = env.executor,
+                              .pool = env.pool,
+                              .clients = run_env.clients,
+                              .engine_options = {},
+                              .jitter_seed = 0,
+                              .resolve = nullptr,
+                              .log = [](const std::string& line) { spdlog::info("{}", line); }},
+                             config);
+  if (!daemon.ok()) {
+    *env.err << "profctl serve: " << daemon.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<service::CoordinatorServer>> server =
+      service::CoordinatorServer::Start(daemon->get(), bind, static_cast<int>(port), *security);
+  if (!server.ok()) {
+    *env.err << "profctl serve: " << server.status().message() << "\n";
+    return kExitFailed;
+  }
+  std::unique_ptr<MetricsServer> metrics;
+  if (metrics_port >= 0) {
+    service::Daemon* d = daemon->get();
+    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
+        metrics_bind.empty() ? bind : metrics_bind, static_cast<int>(metrics_port),
+        [d] { return service::RenderMetrics(*d); });
+    if (!m.ok()) {
+      *env.err << "profctl serve: " << m.status().message() << "\n";
+      return kExitFailed;
+    }
+    metrics = *std::move(m);
+  }
+  if (!port_file.empty()) {
+    std::string text = absl::StrCat((*server)->port(), "\n");
+    if (metrics != nullptr) absl::StrAppend(&text, metrics->port(), "\n");
+    if (absl::Status s = WriteFileAtomically(port_file, text); !s.ok()) {
+      *env.err << "profctl serve: --port-file: " << s.message() << "\n";
+      return kExitFailed;
+    }
+  }
+  spdlog::info("profctl {} serving CoordinatorService on {}:{} ({}{}), sessions in {}", kVersion,
+               bind, (*server)->port(), serve_security.tls_cert.empty() ? "plaintext" : "TLS",
+               serve_security.token_file.empty() ? "" : ", bearer token", (*daemon)->logdir());
+  if (metrics != nullptr)
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_bind.empty() ? bind : metrics_bind,
+                 metrics->port());
+  if (env.hup_reloads != nullptr) env.hup_reloads->store(true);
+  int reloads_seen = env.reload_requests != nullptr ? env.reload_requests->load() : 0;
+  struct WaitState {
+    const std::atomic<int>* requests;
+    int seen;
+  } wait{env.reload_requests, reloads_seen};
+  while (env.interrupt != nullptr) {
+    const bool stopped = env.interrupt->Wait(
+        +[](const void* arg) {
+          const auto* w = static_cast<const WaitState*>(arg);
+          return w->requests != nullptr && w->requests->load() != w->seen;
+        },
+        &wait, absl::InfiniteDuration());
+    if (stopped) break;
+    wait.seen = wait.requests->load();
+    if (absl::Status s = (*daemon)->Reload(); s.ok()) {
+      spdlog::info("reloaded {}", config);
+    } else {
+      spdlog::error("reload refused, the running config stays: {}", std::string(s.message()));
+    }
+  }
+  spdlog::info("shutting down: running captures are cancelled and save what was recorded");
+  (*daemon)->Shutdown();
+  (*daemon)->runner().WaitIdle(absl::Seconds(30));
+  (*server)->Shutdown(absl::Seconds(2));
+  metrics.reset();
+  daemon->reset();
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace profctl::coordinator
