@@ -34,10 +34,26 @@ AsioExecutor::~AsioExecutor() {
   for (std::thread& t : impl_->threads) t.join();
 }
 
+namespace {
+// The executor whose task this thread runs now, if any.
+thread_local const Executor* current_task_executor = nullptr;
+}  // namespace
+
+bool Executor::RunsCurrentTask() const { return current_task_executor == this; }
+
+Executor::TaskScope::TaskScope(const Executor* executor) : outer_(current_task_executor) {
+  current_task_executor = executor;
+}
+
+Executor::TaskScope::~TaskScope() { current_task_executor = outer_; }
+
 void AsioExecutor::Post(Task task) {
   // Asio wants copyable handlers in some paths: hold the move-only task behind a shared_ptr.
   auto holder = std::make_shared<Task>(std::move(task));
-  boost::asio::post(impl_->strand, [holder] { std::move (*holder)(); });
+  boost::asio::post(impl_->strand, [this, holder] {
+    const TaskScope scope(this);
+    std::move (*holder)();
+  });
 }
 
 void AsioExecutor::PostAt(int64_t deadline_mono_ns, Task task) {
@@ -50,8 +66,10 @@ void AsioExecutor::PostAt(int64_t deadline_mono_ns, Task task) {
   timer->expires_after(std::chrono::nanoseconds(delay_ns));
   auto holder = std::make_shared<Task>(std::move(task));
   timer->async_wait(boost::asio::bind_executor(
-      impl_->strand, [timer, holder](const boost::system::error_code& ec) {
-        if (!ec) std::move (*holder)();
+      impl_->strand, [this, timer, holder](const boost::system::error_code& ec) {
+        if (ec) return;
+        const TaskScope scope(this);
+        std::move (*holder)();
       }));
 }
 

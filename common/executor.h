@@ -10,6 +10,8 @@
 //     (e.g. compares a generation number) when it runs.
 //   - Post/PostAt are thread-safe: transport threads (gRPC callbacks) post into the executor.
 //   - Tasks never block on time; they post continuations.
+//   - RunsCurrentTask() tells whether the calling thread is running one of this executor's
+//     tasks now: executor-bound classes check it (PROFCTL_DCHECK_ON_SEQUENCE, common/check.h).
 //
 // AsioExecutor runs tasks on its own thread(s) over a Boost.Asio io_context and strand.
 // FakeExecutor (tests) runs nothing on its own: the test advances a FakeClock through it and due
@@ -34,6 +36,22 @@ class Executor {
   virtual void PostAt(int64_t deadline_mono_ns, Task task) = 0;
   // The clock the deadlines are measured on.
   virtual const Clock& clock() const = 0;
+  // True while the calling thread runs one of this executor's tasks.
+  bool RunsCurrentTask() const;
+
+ protected:
+  // Implementations run every task inside one: it marks the thread as running this executor's
+  // task until it goes out of scope (nested scopes restore the outer one).
+  class TaskScope {
+   public:
+    explicit TaskScope(const Executor* executor);
+    ~TaskScope();
+    TaskScope(const TaskScope&) = delete;
+    TaskScope& operator=(const TaskScope&) = delete;
+
+   private:
+    const Executor* outer_;
+  };
 };
 
 // A real executor: `threads` threads run an io_context; tasks are sequenced on one strand.

@@ -339,8 +339,10 @@ TEST(AgentFetchTest, ShutdownAndKeylessCancelsSayWhoStoppedTheCapture) {
 }
 
 TEST(AgentFetchTest, RetainedTracesAreEvictedBySizeThenByTime) {
-  // Room for about two traces (a 20 ms trace's size varies with where the window falls in the
-  // job's step, well within a factor of two); four are recorded.
+  // Room for a few traces. A 20 ms trace's size varies with where the (real-time) window falls
+  // in the job's step, about twofold, so the budget is four probes' worth (the largest trace
+  // fits) and traces are recorded until the store has had to evict (four fixed ones all fitted
+  // now and then).
   size_t one = 0;
   {
     Agent probe;
@@ -348,25 +350,29 @@ TEST(AgentFetchTest, RetainedTracesAreEvictedBySizeThenByTime) {
     one = probe.Capture(Request("p", 20, kKeyA)).data.size();
     ASSERT_GT(one, 0u);
   }
-  const auto budget = static_cast<int64_t>(2 * one);
+  const auto budget = static_cast<int64_t>(4 * one);
   Agent agent({.retain_ms = 60'000, .retain_bytes = budget});
   ASSERT_THAT(agent, IsOk());
   std::string last;
-  for (const char* id : {"s1", "s2", "s3", "s4"}) {
-    const Stream s = agent.Capture(Request(id, 20, kKeyA));
+  std::string last_id;
+  size_t recorded = 0;
+  while (recorded < 3 || (agent.store().retained_count() == recorded && recorded < 16)) {
+    last_id = absl::StrCat("s", ++recorded);
+    const Stream s = agent.Capture(Request(last_id, 20, kKeyA));
     ExpectWhole(s);
     last = s.data;
   }
+  ASSERT_LT(agent.store().retained_count(), recorded) << "nothing evicted";
   // The oldest went first; what is kept fits the budget.
   EXPECT_EQ(agent.Fetch("s1", kKeyA).status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_LE(agent.store().retained_bytes(), static_cast<uint64_t>(budget));
   EXPECT_GE(agent.store().retained_count(), 1u);
   ASSERT_LE(last.size(), static_cast<size_t>(budget));
-  EXPECT_EQ(agent.Fetch("s4", kKeyA).data, last);
+  EXPECT_EQ(agent.Fetch(last_id, kKeyA).data, last);
   agent.fake_clock().Advance(59'999 * kNanosPerMilli);
-  ExpectWhole(agent.Fetch("s4", kKeyA));
+  ExpectWhole(agent.Fetch(last_id, kKeyA));
   agent.fake_clock().Advance(1 * kNanosPerMilli);
-  EXPECT_EQ(agent.Fetch("s4", kKeyA).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(agent.Fetch(last_id, kKeyA).status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(agent.store().retained_count(), 0u);
   EXPECT_EQ(agent.store().held_bytes(), 0u);
 }

@@ -24,6 +24,7 @@ int FakeExecutor::RunUntilIdle() {
   int64_t deadline = 0;
   Task task;
   while (PopDue(clock_->MonoNs(), &deadline, &task)) {
+    const TaskScope scope(this);
     std::move(task)();
     ++ran;
   }
@@ -35,6 +36,7 @@ void FakeExecutor::AdvanceTo(int64_t mono_ns) {
   Task task;
   while (PopDue(mono_ns, &deadline, &task)) {
     if (deadline > clock_->MonoNs()) clock_->Advance(deadline - clock_->MonoNs());
+    const TaskScope scope(this);
     std::move(task)();
   }
   if (mono_ns > clock_->MonoNs()) clock_->Advance(mono_ns - clock_->MonoNs());
@@ -53,6 +55,7 @@ bool FakeExecutor::RunUntil(const std::function<bool()>& done, int64_t limit_mon
     Task task;
     if (!PopDue(next, &deadline, &task)) continue;
     if (deadline > clock_->MonoNs()) clock_->Advance(deadline - clock_->MonoNs());
+    const TaskScope scope(this);
     std::move(task)();
   }
   return done();

@@ -19,6 +19,7 @@
 #include "analysis/alignment.h"
 #include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
+#include "common/check.h"
 #include "common/file_util.h"
 #include "common/version.h"
 #include "coordinator/engine/clock_sync.h"
@@ -601,6 +602,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 };
 
 void CaptureEngine::Session::Begin() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   manifest_.set_profctl_version(kVersion);
   *manifest_.mutable_request() = SessionRequestFromPlan(plan_);
   if (!plan_.origin.kind().empty()) *manifest_.mutable_origin() = plan_.origin;
@@ -697,6 +699,7 @@ void CaptureEngine::Session::TakeSample(Host& h) {
 }
 
 void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
   h.info_done = true;
   if (info.ok()) {
@@ -717,6 +720,7 @@ void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
 }
 
 void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> reading) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
   --h.samples_left;
   absl::StatusOr<ClockOffset> sample =
@@ -892,6 +896,7 @@ void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
 }
 
 void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (generation != budget_generation_ || !preparing_) return;
   const double budget_ms = Millis(prepare_deadline_mono_ - prepare_started_mono_);
   manifest_.set_prepare_budget_ms(budget_ms);
@@ -913,6 +918,7 @@ void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
 // --- Phase 2: one start instant ----------------------------------------------------------------
 
 void CaptureEngine::Session::EndPrepare() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (!preparing_) return;
   preparing_ = false;
   ++budget_generation_;  // a pending budget timer is now moot
@@ -1051,6 +1057,7 @@ void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
 }
 
 void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kCapturing || h.started_seen) return;
   h.started_seen = true;
   if (agent_start_ns < 0 || agent_start_ns > kMaxStampNs) {  // untrusted: keep arithmetic sane
@@ -1079,6 +1086,7 @@ void CaptureEngine::Session::OnStarted(Host& h, int64_t agent_start_ns) {
 }
 
 void CaptureEngine::Session::OnCaptureDone(Host& h, const absl::Status& status) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kCapturing) {
     h.stream.reset();  // failed meanwhile (late, interrupted): drop the temporary file
     return;
@@ -1184,6 +1192,7 @@ void CaptureEngine::Session::SaveTrace(Host& h) {
 }
 
 void CaptureEngine::Session::OnSaved(Host& h, SaveOutcome out) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   h.space = std::move(out.space);
   if (h.space == nullptr || h.phase != Phase::kSaving) {  // nothing kept: give its share back
     h.space.reset();
@@ -1210,6 +1219,7 @@ void CaptureEngine::Session::OnSaved(Host& h, SaveOutcome out) {
 }
 
 void CaptureEngine::Session::OnWindowClosed() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   for (Host& h : hosts_) {
     if (h.phase == Phase::kPreparing) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
@@ -1221,6 +1231,7 @@ void CaptureEngine::Session::OnWindowClosed() {
 }
 
 void CaptureEngine::Session::Tick(int64_t next_mono) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   std::weak_ptr<Session> weak = weak_from_this();
   ex_.PostAt(next_mono, [weak, next_mono] {
     std::shared_ptr<Session> s = weak.lock();
@@ -1338,6 +1349,7 @@ bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, b
 }
 
 void CaptureEngine::Session::OnRetryDue(Host& h, int attempt, bool fetch) {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kCapturing || h.attempt != attempt || !h.retry_pending) return;
   if (cancelled_ && !fetch) {
     Fail(h, profctl::v1::FAILURE_STEP_INTERRUPTED,
@@ -1354,6 +1366,7 @@ void CaptureEngine::Session::ScheduleDeadline() {
 }
 
 void CaptureEngine::Session::OnDeadline() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (finished_ || NowMono() < deadline_mono_) return;
   const absl::Status late = absl::DeadlineExceededError(
       "the session deadline passed (--deadline, or the window's end + the transfer allowance)");
@@ -1426,6 +1439,7 @@ void CaptureEngine::Session::ScheduleManifestFlush() {
 }
 
 void CaptureEngine::Session::Interrupt() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (finished_ || cancelled_) return;
   cancelled_ = true;
   for (Host& h : hosts_) {
@@ -1455,6 +1469,7 @@ void CaptureEngine::Session::Interrupt() {
 }
 
 void CaptureEngine::Session::OnInterruptGraceOver() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (finished_) return;
   for (Host& h : hosts_) {
     if (h.phase != Phase::kCapturing) continue;  // saving hosts finish on their own, quickly
@@ -1469,6 +1484,7 @@ void CaptureEngine::Session::OnInterruptGraceOver() {
 // --- Phases 4 and 5 ----------------------------------------------------------------------------
 
 void CaptureEngine::Session::MaybeFinish() {
+  PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (finished_ || preparing_ || terminal_ < hosts_.size()) return;
   finished_ = true;
   ReleaseClients();
