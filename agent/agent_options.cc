@@ -1,6 +1,9 @@
 #include "agent/agent_options.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -145,6 +148,195 @@ std::vector<std::string> SplitList(const std::string& s) {
   return absl::StrSplit(s, ',', absl::SkipWhitespace());
 }
 
+// One row per setting: its YAML key, the flag (the key with '-' for '_'), the help, and where it
+// lands in AgentOptions. The one place a setting is named: flags, the config file, the merge of
+// the two (flags win) and the list of known settings all come from this table.
+struct Setting {
+  enum class Kind {
+    kInt,         // int64_t field
+    kString,      // std::string field
+    kBool,        // bool field
+    kCollectors,  // a list (YAML sequence, or comma-separated); sets collectors_given
+    kSynthetic,   // key=value,... or a YAML mapping of knobs
+    kTslLocal,    // host:port list, checked by ParseTslAddressList
+    kFlagOnly,    // --config: a flag, not a setting of the file
+  };
+  const char* key;
+  Kind kind;
+  int64_t AgentOptions::*int_field = nullptr;
+  std::string AgentOptions::*string_field = nullptr;
+  bool AgentOptions::*bool_field = nullptr;
+  std::string help;
+
+  std::string flag() const {
+    std::string f = key;
+    std::replace(f.begin(), f.end(), '_', '-');
+    return f;
+  }
+};
+
+Setting Int(const char* key, int64_t AgentOptions::*field, std::string help) {
+  return {key, Setting::Kind::kInt, field, nullptr, nullptr, std::move(help)};
+}
+Setting Str(const char* key, std::string AgentOptions::*field, std::string help) {
+  return {key, Setting::Kind::kString, nullptr, field, nullptr, std::move(help)};
+}
+Setting Special(const char* key, Setting::Kind kind, std::string help) {
+  return {key, kind, nullptr, nullptr, nullptr, std::move(help)};
+}
+
+// In the order --help lists them.
+const std::vector<Setting>& Settings() {
+  using K = Setting::Kind;
+  static const auto* const kSettings = new std::vector<Setting>{
+      Int("port", &AgentOptions::port,
+          "port to serve AgentService and tensorflow.ProfilerService on; 0 picks a free one "
+          "(with --endpoints=N: the first of N consecutive ports, or N free ones)"),
+      Str("bind", &AgentOptions::bind,
+          "address to listen on (default: 0.0.0.0 with --token-file, --tls-ca or --insecure, "
+          "else 127.0.0.1); a non-loopback address needs --token-file or --tls-ca, or "
+          "--insecure"),
+      Str("tls_cert", &AgentOptions::tls_cert,
+          "PEM certificate (then its intermediates) to serve TLS with; needs --tls-key"),
+      Str("tls_key", &AgentOptions::tls_key,
+          "PEM private key of --tls-cert (not readable by others: chmod 600)"),
+      Str("tls_ca", &AgentOptions::tls_ca,
+          "PEM CA certificate(s): require every client to present a certificate they signed "
+          "(mutual TLS); needs --tls-cert"),
+      Str("token_file", &AgentOptions::token_file,
+          "file holding a bearer token (16..4096 visible ASCII characters, e.g. 'openssl rand "
+          "-hex 32'; not readable by others) that every call must send as 'authorization: "
+          "Bearer <token>'; without --tls-cert it travels in clear text"),
+      {"insecure", K::kBool, nullptr, nullptr, &AgentOptions::insecure,
+       "serve without client authentication on a non-loopback --bind (logs a warning)"},
+      Str("port_file", &AgentOptions::port_file,
+          "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
+          "per endpoint in order"),
+      Str("name", &AgentOptions::name, "name for this host's trace files (default: its address)"),
+      Special("collectors", K::kCollectors,
+              absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "),
+                           "); default: cupti on a host with an NVIDIA driver, else synthetic (a "
+                           "simulated job)")),
+      Special("synthetic", K::kSynthetic,
+              "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
+              "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
+              "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_factor)"),
+      Int("clock_skew_ms", &AgentOptions::clock_skew_ms,
+          "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)"),
+      Int("max_duration_ms", &AgentOptions::max_duration_ms, "longest capture accepted"),
+      Special("config", K::kFlagOnly, "YAML file with the same settings (flags win)"),
+      Str("log_level", &AgentOptions::log_level, "trace, debug, info, warn, error or off"),
+      Str("log_format", &AgentOptions::log_format, "text, or json (one object per line)"),
+      Int("metrics_port", &AgentOptions::metrics_port,
+          "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one, "
+          "-1: off)"),
+      Str("metrics_bind", &AgentOptions::metrics_bind, "address for /metrics (default: --bind)"),
+      Str("tsl_save_root", &AgentOptions::tsl_save_root,
+          "existing folder (absolute) inside which tensorflow.ProfilerService clients may have "
+          "traces saved on this machine (their repository_root); default: never, the trace "
+          "goes back in the response"),
+      Special("tsl_local", K::kTslLocal,
+              "framework profiler servers on this host to capture in every window (JAX/TF: "
+              "jax.profiler.start_server(9999)), host:port or [ipv6]:port, comma-separated; their "
+              "TPU/GPU/host planes join this host's trace. Enables the tsl collector"),
+      Int("tsl_grace_ms", &AgentOptions::tsl_grace_ms,
+          absl::StrCat("how long past the end of the window a --tsl-local server may take to "
+                       "answer before its planes are given up (0..",
+                       kMaxTslGraceMs, ")")),
+      Str("inject_socket", &AgentOptions::inject_socket,
+          "Unix socket for CUDA processes running libprofctl_inject.so (the cupti collector; "
+          "their PROFCTL_AGENT_SOCKET must name it); its folder is created 0700, the socket "
+          "is 0600"),
+      Str("inject_socket_mode", &AgentOptions::inject_socket_mode,
+          "octal permissions of --inject-socket: 0600 (only this user), 0660 (its group), "
+          "0666 (everyone: training jobs running as another user)"),
+      Int("retain_ms", &AgentOptions::retain_ms,
+          "keep the trace of a keyed capture (profctl sends a session key) this long after it "
+          "ended, so a coordinator whose transfer failed can Fetch it again; 0 keeps none"),
+      Int("retain_mb", &AgentOptions::retain_mb,
+          "keep at most this many MiB of such traces (oldest evicted first); 0 keeps none"),
+      Int("max_trace_events", &AgentOptions::max_trace_events,
+          "per capture: drop events beyond this many (each line keeps its earliest; the trace "
+          "says how many in its header and warnings)"),
+      Int("max_trace_mb", &AgentOptions::max_trace_mb,
+          "per capture: drop events until the serialized trace is at most this many MiB"),
+      Int("max_held_mb", &AgentOptions::max_held_mb,
+          "trace memory held for streams not yet read plus kept traces: kept ones are evicted "
+          "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain"),
+      Int("stream_idle_timeout_ms", &AgentOptions::stream_idle_timeout_ms,
+          "cancel a Capture/Fetch stream whose client has not read for this long"),
+      Int("endpoints", &AgentOptions::endpoints,
+          absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
+                       "process (1..",
+                       kMaxEndpoints,
+                       "), each on its own port with its own capture slot, named <name>-<i> "
+                       "(ep-<i> without --name) and running synthetic rank <rank>+i")),
+      Int("endpoint_skew_spread_ms", &AgentOptions::endpoint_skew_spread_ms,
+          "FOR TESTS AND BENCHMARKS ONLY: give endpoint i an extra clock skew in [-S, +S] ms, "
+          "a fixed function of i"),
+  };
+  return *kSettings;
+}
+
+// "port, bind, ...": the keys a config file may hold.
+std::string KnownSettingKeys() {
+  std::vector<std::string> keys;
+  for (const Setting& s : Settings()) {
+    if (s.kind != Setting::Kind::kFlagOnly) keys.emplace_back(s.key);
+  }
+  return absl::StrJoin(keys, ", ");
+}
+
+// Reads one config value into `o`; yaml-cpp's exceptions are the caller's to turn into errors.
+absl::Status ApplyYamlSetting(const Setting& s, const YAML::Node& v, const std::string& where,
+                              AgentOptions* o) {
+  using K = Setting::Kind;
+  switch (s.kind) {
+    case K::kInt:
+      o->*s.int_field = v.as<int64_t>();
+      return absl::OkStatus();
+    case K::kString:
+      o->*s.string_field = v.as<std::string>();
+      if (s.string_field == &AgentOptions::bind && o->bind.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, " must not be empty"));
+      }
+      return absl::OkStatus();
+    case K::kBool:
+      o->*s.bool_field = v.as<bool>();
+      return absl::OkStatus();
+    case K::kCollectors:
+      o->collectors_given = true;
+      o->collectors =
+          v.IsSequence() ? v.as<std::vector<std::string>>() : SplitList(v.as<std::string>());
+      return absl::OkStatus();
+    case K::kSynthetic:
+      if (v.IsMap()) {
+        std::vector<std::string> items;
+        for (const auto& knob : v) {
+          items.push_back(
+              absl::StrCat(knob.first.as<std::string>(), "=", knob.second.as<std::string>()));
+        }
+        o->synthetic = absl::StrJoin(items, ",");
+      } else {
+        o->synthetic = v.as<std::string>();
+      }
+      return absl::OkStatus();
+    case K::kTslLocal: {
+      const std::string text = v.IsSequence() ? absl::StrJoin(v.as<std::vector<std::string>>(), ",")
+                                              : v.as<std::string>();
+      absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(text);
+      if (!servers.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", servers.status().message()));
+      }
+      o->tsl_local = *std::move(servers);
+      return absl::OkStatus();
+    }
+    case K::kFlagOnly:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(where, " is not a setting of the file"));
+}
+
 }  // namespace
 
 const std::vector<std::string>& KnownCollectors() {
@@ -166,104 +358,17 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
   }
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>("");
-    const YAML::Node& v = kv.second;
     const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1, ": '", key, "'");
+    const auto& settings = Settings();
+    const auto s = std::find_if(settings.begin(), settings.end(), [&](const Setting& row) {
+      return row.key == key && row.kind != Setting::Kind::kFlagOnly;
+    });
+    if (s == settings.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " is not a setting (", KnownSettingKeys(), ")"));
+    }
     try {
-      if (key == "port") {
-        options->port = v.as<int64_t>();
-      } else if (key == "bind") {
-        options->bind = v.as<std::string>();
-        if (options->bind.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(where, " must not be empty"));
-        }
-      } else if (key == "port_file") {
-        options->port_file = v.as<std::string>();
-      } else if (key == "name") {
-        options->name = v.as<std::string>();
-      } else if (key == "collectors") {
-        options->collectors_given = true;
-        options->collectors =
-            v.IsSequence() ? v.as<std::vector<std::string>>() : SplitList(v.as<std::string>());
-      } else if (key == "synthetic") {
-        if (v.IsMap()) {
-          std::vector<std::string> items;
-          for (const auto& knob : v) {
-            items.push_back(
-                absl::StrCat(knob.first.as<std::string>(), "=", knob.second.as<std::string>()));
-          }
-          options->synthetic = absl::StrJoin(items, ",");
-        } else {
-          options->synthetic = v.as<std::string>();
-        }
-      } else if (key == "clock_skew_ms") {
-        options->clock_skew_ms = v.as<int64_t>();
-      } else if (key == "max_duration_ms") {
-        options->max_duration_ms = v.as<int64_t>();
-      } else if (key == "log_level") {
-        options->log_level = v.as<std::string>();
-      } else if (key == "log_format") {
-        options->log_format = v.as<std::string>();
-      } else if (key == "metrics_port") {
-        options->metrics_port = v.as<int64_t>();
-      } else if (key == "metrics_bind") {
-        options->metrics_bind = v.as<std::string>();
-      } else if (key == "tsl_save_root") {
-        options->tsl_save_root = v.as<std::string>();
-      } else if (key == "tsl_local") {
-        std::string text;
-        if (v.IsSequence()) {
-          text = absl::StrJoin(v.as<std::vector<std::string>>(), ",");
-        } else {
-          text = v.as<std::string>();
-        }
-        absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(text);
-        if (!servers.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(where, ": ", servers.status().message()));
-        }
-        options->tsl_local = *std::move(servers);
-      } else if (key == "tsl_grace_ms") {
-        options->tsl_grace_ms = v.as<int64_t>();
-      } else if (key == "inject_socket") {
-        options->inject_socket = v.as<std::string>();
-      } else if (key == "inject_socket_mode") {
-        options->inject_socket_mode = v.as<std::string>();
-      } else if (key == "retain_ms") {
-        options->retain_ms = v.as<int64_t>();
-      } else if (key == "retain_mb") {
-        options->retain_mb = v.as<int64_t>();
-      } else if (key == "max_trace_events") {
-        options->max_trace_events = v.as<int64_t>();
-      } else if (key == "max_trace_mb") {
-        options->max_trace_mb = v.as<int64_t>();
-      } else if (key == "max_held_mb") {
-        options->max_held_mb = v.as<int64_t>();
-      } else if (key == "stream_idle_timeout_ms") {
-        options->stream_idle_timeout_ms = v.as<int64_t>();
-      } else if (key == "endpoints") {
-        options->endpoints = v.as<int64_t>();
-      } else if (key == "tls_cert") {
-        options->tls_cert = v.as<std::string>();
-      } else if (key == "tls_key") {
-        options->tls_key = v.as<std::string>();
-      } else if (key == "tls_ca") {
-        options->tls_ca = v.as<std::string>();
-      } else if (key == "token_file") {
-        options->token_file = v.as<std::string>();
-      } else if (key == "insecure") {
-        options->insecure = v.as<bool>();
-      } else if (key == "endpoint_skew_spread_ms") {
-        options->endpoint_skew_spread_ms = v.as<int64_t>();
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where,
-            " is not a setting (port, bind, port_file, name, collectors, synthetic, "
-            "clock_skew_ms, max_duration_ms, retain_ms, retain_mb, max_trace_events, "
-            "max_trace_mb, max_held_mb, stream_idle_timeout_ms, log_level, log_format, "
-            "metrics_port, metrics_bind, "
-            "tsl_save_root, tsl_local, inject_socket, inject_socket_mode, "
-            "tsl_grace_ms, endpoints, endpoint_skew_spread_ms, tls_cert, tls_key, "
-            "tls_ca, token_file, insecure)"));
-      }
+      PROFCTL_RETURN_IF_ERROR(ApplyYamlSetting(*s, kv.second, where, options));
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
     }
@@ -273,100 +378,41 @@ absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& so
 
 absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& args,
                                                const std::string& nvidia_probe) {
-  AgentOptions defaults;
+  using K = Setting::Kind;
+  const AgentOptions defaults;
   AgentOptions flags_in = defaults;
-  std::string collectors = absl::StrJoin(defaults.collectors, ",");
-  std::string config;
-  std::string tsl_local;
-  FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
-  fs.Int64("port", &flags_in.port,
-           "port to serve AgentService and tensorflow.ProfilerService on; 0 picks a free one "
-           "(with --endpoints=N: the first of N consecutive ports, or N free ones)");
   flags_in.bind.clear();  // its default depends on other flags, as the help says
-  fs.String("bind", &flags_in.bind,
-            "address to listen on (default: 0.0.0.0 with --token-file, --tls-ca or --insecure, "
-            "else 127.0.0.1); a non-loopback address needs --token-file or --tls-ca, or "
-            "--insecure");
+  // Settings whose flag is text parsed after the flags: --collectors, --tsl-local, --config.
+  std::string collectors = absl::StrJoin(defaults.collectors, ",");
+  std::string tsl_local;
+  std::string config;
+  FlagSet fs("profctl-agent", "[--port=6000] [--config=agent.yaml] [flags]");
+  for (const Setting& s : Settings()) {
+    switch (s.kind) {
+      case K::kInt:
+        fs.Int64(s.flag(), &(flags_in.*s.int_field), s.help);
+        break;
+      case K::kString:
+        fs.String(s.flag(), &(flags_in.*s.string_field), s.help);
+        break;
+      case K::kBool:
+        fs.Bool(s.flag(), &(flags_in.*s.bool_field), s.help);
+        break;
+      case K::kCollectors:
+        fs.String(s.flag(), &collectors, s.help);
+        break;
+      case K::kSynthetic:
+        fs.String(s.flag(), &flags_in.synthetic, s.help);
+        break;
+      case K::kTslLocal:
+        fs.String(s.flag(), &tsl_local, s.help);
+        break;
+      case K::kFlagOnly:
+        fs.String(s.flag(), &config, s.help);
+        break;
+    }
+  }
   fs.RejectEmpty("bind");
-  fs.String("tls-cert", &flags_in.tls_cert,
-            "PEM certificate (then its intermediates) to serve TLS with; needs --tls-key");
-  fs.String("tls-key", &flags_in.tls_key,
-            "PEM private key of --tls-cert (not readable by others: chmod 600)");
-  fs.String("tls-ca", &flags_in.tls_ca,
-            "PEM CA certificate(s): require every client to present a certificate they signed "
-            "(mutual TLS); needs --tls-cert");
-  fs.String("token-file", &flags_in.token_file,
-            "file holding a bearer token (16..4096 visible ASCII characters, e.g. 'openssl rand "
-            "-hex 32'; not readable by others) that every call must send as 'authorization: "
-            "Bearer <token>'; without --tls-cert it travels in clear text");
-  fs.Bool("insecure", &flags_in.insecure,
-          "serve without client authentication on a non-loopback --bind (logs a warning)");
-  fs.String("port-file", &flags_in.port_file,
-            "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
-            "per endpoint in order");
-  fs.String("name", &flags_in.name, "name for this host's trace files (default: its address)");
-  fs.String(
-      "collectors", &collectors,
-      absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "),
-                   "); default: cupti on a host with an NVIDIA driver, else synthetic (a simulated "
-                   "job)"));
-  fs.String("synthetic", &flags_in.synthetic,
-            "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
-            "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
-            "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_factor)");
-  fs.Int64("clock-skew-ms", &flags_in.clock_skew_ms,
-           "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)");
-  fs.Int64("max-duration-ms", &flags_in.max_duration_ms, "longest capture accepted");
-  fs.String("config", &config, "YAML file with the same settings (flags win)");
-  fs.String("log-level", &flags_in.log_level, "trace, debug, info, warn, error or off");
-  fs.String("log-format", &flags_in.log_format, "text, or json (one object per line)");
-  fs.Int64("metrics-port", &flags_in.metrics_port,
-           "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one, "
-           "-1: off)");
-  fs.String("metrics-bind", &flags_in.metrics_bind, "address for /metrics (default: --bind)");
-  fs.String("tsl-save-root", &flags_in.tsl_save_root,
-            "existing folder (absolute) inside which tensorflow.ProfilerService clients may have "
-            "traces saved on this machine (their repository_root); default: never, the trace "
-            "goes back in the response");
-  fs.String("tsl-local", &tsl_local,
-            "framework profiler servers on this host to capture in every window (JAX/TF: "
-            "jax.profiler.start_server(9999)), host:port or [ipv6]:port, comma-separated; their "
-            "TPU/GPU/host planes join this host's trace. Enables the tsl collector");
-  fs.Int64("tsl-grace-ms", &flags_in.tsl_grace_ms,
-           absl::StrCat("how long past the end of the window a --tsl-local server may take to "
-                        "answer before its planes are given up (0..",
-                        kMaxTslGraceMs, ")"));
-  fs.String("inject-socket", &flags_in.inject_socket,
-            "Unix socket for CUDA processes running libprofctl_inject.so (the cupti collector; "
-            "their PROFCTL_AGENT_SOCKET must name it); its folder is created 0700, the socket "
-            "is 0600");
-  fs.String("inject-socket-mode", &flags_in.inject_socket_mode,
-            "octal permissions of --inject-socket: 0600 (only this user), 0660 (its group), "
-            "0666 (everyone: training jobs running as another user)");
-  fs.Int64("retain-ms", &flags_in.retain_ms,
-           "keep the trace of a keyed capture (profctl sends a session key) this long after it "
-           "ended, so a coordinator whose transfer failed can Fetch it again; 0 keeps none");
-  fs.Int64("retain-mb", &flags_in.retain_mb,
-           "keep at most this many MiB of such traces (oldest evicted first); 0 keeps none");
-  fs.Int64("max-trace-events", &flags_in.max_trace_events,
-           "per capture: drop events beyond this many (each line keeps its earliest; the trace "
-           "says how many in its header and warnings)");
-  fs.Int64("max-trace-mb", &flags_in.max_trace_mb,
-           "per capture: drop events until the serialized trace is at most this many MiB");
-  fs.Int64("max-held-mb", &flags_in.max_held_mb,
-           "trace memory held for streams not yet read plus kept traces: kept ones are evicted "
-           "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain");
-  fs.Int64("stream-idle-timeout-ms", &flags_in.stream_idle_timeout_ms,
-           "cancel a Capture/Fetch stream whose client has not read for this long");
-  fs.Int64("endpoints", &flags_in.endpoints,
-           absl::StrCat("FOR TESTS AND BENCHMARKS ONLY: serve N independent agents in this one "
-                        "process (1..",
-                        kMaxEndpoints,
-                        "), each on its own port with its own capture slot, named <name>-<i> "
-                        "(ep-<i> without --name) and running synthetic rank <rank>+i"));
-  fs.Int64("endpoint-skew-spread-ms", &flags_in.endpoint_skew_spread_ms,
-           "FOR TESTS AND BENCHMARKS ONLY: give endpoint i an extra clock skew in [-S, +S] ms, "
-           "a fixed function of i");
   PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
   if (fs.help_requested()) {
     AgentOptions o;
@@ -384,46 +430,44 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     PROFCTL_ASSIGN_OR_RETURN(const std::string text, ReadFile(config));
     PROFCTL_RETURN_IF_ERROR(ApplyAgentConfigYaml(text, config, &o));
   }
-  if (fs.WasSet("port")) o.port = flags_in.port;
-  if (fs.WasSet("bind")) o.bind = flags_in.bind;
-  if (fs.WasSet("port-file")) o.port_file = flags_in.port_file;
-  if (fs.WasSet("name")) o.name = flags_in.name;
-  if (fs.WasSet("collectors")) {
-    o.collectors = SplitList(collectors);
-    o.collectors_given = true;
-  }
-  if (fs.WasSet("synthetic")) o.synthetic = flags_in.synthetic;
-  if (fs.WasSet("clock-skew-ms")) o.clock_skew_ms = flags_in.clock_skew_ms;
-  if (fs.WasSet("max-duration-ms")) o.max_duration_ms = flags_in.max_duration_ms;
-  if (fs.WasSet("log-level")) o.log_level = flags_in.log_level;
-  if (fs.WasSet("log-format")) o.log_format = flags_in.log_format;
-  if (fs.WasSet("metrics-port")) o.metrics_port = flags_in.metrics_port;
-  if (fs.WasSet("metrics-bind")) o.metrics_bind = flags_in.metrics_bind;
-  if (fs.WasSet("tsl-save-root")) o.tsl_save_root = flags_in.tsl_save_root;
-  if (fs.WasSet("tsl-local")) {
-    absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(tsl_local);
-    if (!servers.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--tsl-local: ", servers.status().message()));
+  // Flags win over the file.
+  for (const Setting& s : Settings()) {
+    if (!fs.WasSet(s.flag())) continue;
+    switch (s.kind) {
+      case K::kInt:
+        o.*s.int_field = flags_in.*s.int_field;
+        break;
+      case K::kString:
+        o.*s.string_field = flags_in.*s.string_field;
+        break;
+      case K::kBool:
+        o.*s.bool_field = flags_in.*s.bool_field;
+        break;
+      case K::kCollectors:
+        o.collectors = SplitList(collectors);
+        o.collectors_given = true;
+        break;
+      case K::kSynthetic:
+        o.synthetic = flags_in.synthetic;
+        break;
+      case K::kTslLocal: {
+        absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(tsl_local);
+        if (!servers.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--tsl-local: ", servers.status().message()));
+        }
+        o.tsl_local = *std::move(servers);
+        break;
+      }
+      case K::kFlagOnly:
+        break;
     }
-    o.tsl_local = *std::move(servers);
-  }
-  if (fs.WasSet("tsl-grace-ms")) o.tsl_grace_ms = flags_in.tsl_grace_ms;
-  if (fs.WasSet("inject-socket")) o.inject_socket = flags_in.inject_socket;
-  if (fs.WasSet("inject-socket-mode")) o.inject_socket_mode = flags_in.inject_socket_mode;
-  if (fs.WasSet("retain-ms")) o.retain_ms = flags_in.retain_ms;
-  if (fs.WasSet("retain-mb")) o.retain_mb = flags_in.retain_mb;
-  if (fs.WasSet("max-trace-events")) o.max_trace_events = flags_in.max_trace_events;
-  if (fs.WasSet("max-trace-mb")) o.max_trace_mb = flags_in.max_trace_mb;
-  if (fs.WasSet("max-held-mb")) o.max_held_mb = flags_in.max_held_mb;
-  if (fs.WasSet("stream-idle-timeout-ms")) {
-    o.stream_idle_timeout_ms = flags_in.stream_idle_timeout_ms;
   }
   // Naming a framework server enables the collector that captures it.
   if (!o.tsl_local.empty() &&
       std::find(o.collectors.begin(), o.collectors.end(), "tsl") == o.collectors.end()) {
     o.collectors.emplace_back("tsl");
   }
-  if (fs.WasSet("endpoints")) o.endpoints = flags_in.endpoints;
   // The default collectors: the real GPU collector on a host with an NVIDIA driver. Asking for
   // the synthetic job (its knobs), or several endpoints (tests, benchmarks), keeps the synthetic
   // one.
@@ -431,14 +475,6 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     std::replace(o.collectors.begin(), o.collectors.end(), std::string("synthetic"),
                  std::string("cupti"));
   }
-  if (fs.WasSet("endpoint-skew-spread-ms")) {
-    o.endpoint_skew_spread_ms = flags_in.endpoint_skew_spread_ms;
-  }
-  if (fs.WasSet("tls-cert")) o.tls_cert = flags_in.tls_cert;
-  if (fs.WasSet("tls-key")) o.tls_key = flags_in.tls_key;
-  if (fs.WasSet("tls-ca")) o.tls_ca = flags_in.tls_ca;
-  if (fs.WasSet("token-file")) o.token_file = flags_in.token_file;
-  if (fs.WasSet("insecure")) o.insecure = flags_in.insecure;
   if (o.bind.empty()) o.bind = AuthenticatesClients(o) || o.insecure ? "0.0.0.0" : "127.0.0.1";
   PROFCTL_RETURN_IF_ERROR(ValidateOptions(o));
   return o;

@@ -2,6 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "agent/auth.h"
 #include "common/file_util.h"
 #include "gmock/gmock.h"
@@ -16,6 +22,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Every test below runs as on a host without an NVIDIA driver, whatever this machine has
 // (DefaultCollectorsAreCuptiOnAGpuHostElseSynthetic says what changes with one).
@@ -286,6 +293,47 @@ TEST(AgentOptionsTest, YamlConfigWithFlagsWinning) {
   EXPECT_EQ(o->name, "gpu-host-3");
   EXPECT_EQ(o->synthetic, "rank=3,world=8");
   EXPECT_EQ(o->max_duration_ms, 20000);
+}
+
+// One table (agent_options.cc) makes the flags, the config keys, their merge and the list of
+// known keys: every flag but --config and --help is a key of the file, and the file's error
+// lists exactly those.
+TEST(AgentOptionsTest, EveryFlagIsAConfigSettingAndFlagsWinOverIt) {
+  absl::StatusOr<AgentOptions> help = ParseAgentOptions({"--help"});
+  ASSERT_THAT(help, IsOk());
+  std::vector<std::string> keys;
+  for (absl::string_view line : absl::StrSplit(help->help_text, '\n')) {
+    if (!absl::StartsWith(line, "  --")) continue;
+    std::string flag(line.substr(4, line.find(' ', 4) - 4));
+    if (flag == "config" || flag == "help") continue;
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    keys.push_back(flag);
+  }
+  ASSERT_GE(keys.size(), 30u);
+  AgentOptions o;
+  const absl::Status unknown = ApplyAgentConfigYaml("prot: 1\n", "agent.yaml", &o);
+  EXPECT_THAT(unknown.message(), HasSubstr(absl::StrCat("(", absl::StrJoin(keys, ", "), ")")));
+  for (const std::string& key : keys) {
+    // A value of the wrong shape for every kind of setting: the key is known, the value is not.
+    const absl::Status s = ApplyAgentConfigYaml(absl::StrCat(key, ": {a: [1]}\n"), "a.yaml", &o);
+    EXPECT_THAT(s.message(), Not(HasSubstr("is not a setting"))) << key;
+  }
+  // The file sets, a flag wins, for each kind of setting.
+  const testkit::TempDir tmp;
+  const std::string config = tmp.path() + "/agent.yaml";
+  ASSERT_THAT(WriteFileAtomically(config,
+                                  "retain_ms: 5000\nlog_level: debug\ninsecure: true\n"
+                                  "collectors: [synthetic]\nsynthetic: {rank: 2}\n"),
+              IsOk());
+  absl::StatusOr<AgentOptions> merged = ParseAgentOptions(
+      {"--config=" + config, "--retain-ms=7000", "--synthetic=rank=5", "--bind=127.0.0.1"},
+      "/nonexistent");
+  ASSERT_THAT(merged, IsOk());
+  EXPECT_EQ(merged->retain_ms, 7000);      // flag
+  EXPECT_EQ(merged->log_level, "debug");   // file
+  EXPECT_TRUE(merged->insecure);           // file
+  EXPECT_EQ(merged->synthetic, "rank=5");  // flag
+  EXPECT_TRUE(merged->collectors_given);   // file
 }
 
 TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
