@@ -32,23 +32,18 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "py"))
+from profctl_testlib import Failure, Processes  # noqa: E402
+from profctl_testlib import wait_for as wait_until  # noqa: E402
+
 DEADLINE_S = 30
 
 
 def wait_for(what, cond, procs):
-    """Polls cond() until true; fails when DEADLINE_S passes or a process we started exits."""
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        if cond():
-            return
-        for name, p in procs:
-            if p.poll() is not None:
-                raise SystemExit(f"FAIL: {name} exited with {p.returncode} while waiting for {what}")
-        time.sleep(0.02)
-    raise SystemExit(f"FAIL: no {what} within {DEADLINE_S} s")
+    """wait_until with this check's deadline."""
+    wait_until(what, cond, procs, timeout_s=DEADLINE_S)
 
 
 def main():
@@ -61,20 +56,14 @@ def main():
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="profctl-cupti-e2e-")
-    procs = []  # (name, Popen)
+    procs = Processes(work)
     try:
         return run(args, work, procs)
+    except Failure as e:
+        print(f"FAIL: {e}\n{procs.log_tails()}")
+        return 1
     finally:
-        for _, p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for name, p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                print(f"note: {name} ignored SIGTERM for 10 s; killed")
-                p.kill()
-                p.wait()
+        procs.stop_all()
         if args.keep:
             # Everything but sockets (an agent SIGKILLed leaves its socket file behind).
             shutil.copytree(work, args.keep, dirs_exist_ok=True,
@@ -82,47 +71,35 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
-def start(procs, name, argv, work, env=None):
-    log = open(os.path.join(work, name + ".log"), "w")
-    p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    log.close()
-    procs.append((name, p))
-    return p
+def start_agent(args, procs, host, name):
+    """An agent named `host` with the cupti collector on WORK/HOST/agent.sock, on a free port;
+    returns it once the agent listens."""
+    return procs.start_agent(args.agent, name, [
+        f"--name={host}", "--collectors=cupti",
+        f"--inject-socket={os.path.join(procs.work, host, 'agent.sock')}"])
 
 
-def start_agent(args, work, procs, host, name):
-    """An agent named `host` with the cupti collector on WORK/HOST/agent.sock, on a free port
-    written to WORK/HOST.port (returned)."""
-    port_file = os.path.join(work, host + ".port")
-    start(procs, name,
-          [args.agent, "--port=0", f"--port-file={port_file}", f"--name={host}",
-           "--collectors=cupti", f"--inject-socket={os.path.join(work, host, 'agent.sock')}"],
-          work)
-    return port_file
+def workers(ports):
+    return ",".join(f"127.0.0.1:{p}" for p in ports)
 
 
-def agent_ports(work, hosts):
-    return ",".join(f"127.0.0.1:{open(os.path.join(work, h + '.port')).read().strip()}"
-                    for h in hosts)
-
-
-def agent_killed_mid_capture(args, work, procs, apps):
+def agent_killed_mid_capture(args, work, procs, apps, ports):
     """host-a's agent dies one second into a capture; its ranks must survive it and register
     with the next agent on their own. Returns the problems found."""
     problems = []
     logdir = os.path.join(work, "logs")
     capture = subprocess.Popen(
-        [args.profctl, "capture", f"--workers={agent_ports(work, ['host-a'])}",
+        [args.profctl, "capture", f"--workers={workers([ports['host-a']])}",
          "--duration=2500", f"--logdir={logdir}", "--session=killed", "--tolerance=500"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs.append(("capture-killed", capture))  # killed at the end if it hangs
+    procs.track("capture-killed", capture)  # stopped at the end if it hangs
     printed = []
     # profctl exits within the window, its retries and the deadline whatever the agent does:
     # reading its output to the end is bounded by that (and by ctest's timeout).
     for line in capture.stdout:
         printed.append(line)
         if "recording: 1 of" in line:
-            agent = dict(procs)["agent-host-a"]
+            agent = procs.get("agent-host-a")
             agent.kill()
             agent.wait()
     try:
@@ -142,19 +119,16 @@ def agent_killed_mid_capture(args, work, procs, apps):
         if apps[rank].poll() is not None:
             problems.append(f"rank {rank} exited ({apps[rank].returncode}) when its agent died")
     # A new agent on the same socket path: the old one left its socket file behind.
-    port_file = os.path.join(work, "host-a.port")
-    os.remove(port_file)
-    start_agent(args, work, procs, "host-a", "agent-host-a-2")
-    log_path = os.path.join(work, "agent-host-a-2.log")
+    port = start_agent(args, procs, "host-a", "agent-host-a-2")
+    log_path = procs.log_path("agent-host-a-2")
 
     def registered_again():
         with open(log_path, errors="replace") as f:
             text = f.read()
         return all(f"pid {apps[r].pid} (" in text and "registered" in text for r in (0, 1))
-    wait_for("ranks 0 and 1 registering with the new agent", registered_again, procs[-1:])
-    wait_for("the new agent's port file",
-             lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0, procs[-1:])
-    r = subprocess.run([args.profctl, "capture", f"--workers={agent_ports(work, ['host-a'])}",
+    wait_for("ranks 0 and 1 registering with the new agent", registered_again,
+             [("agent-host-a-2", procs.get("agent-host-a-2"))])
+    r = subprocess.run([args.profctl, "capture", f"--workers={workers([port])}",
                         "--duration=600", f"--logdir={logdir}", "--session=again",
                         "--tolerance=500"], capture_output=True, text=True, timeout=120,
                        check=False)
@@ -170,11 +144,7 @@ def agent_killed_mid_capture(args, work, procs, apps):
 
 
 def run(args, work, procs):
-    port_files = [start_agent(args, work, procs, host, "agent-" + host)
-                  for host in ("host-a", "host-b")]
-    wait_for("agent port files", lambda: all(
-        os.path.exists(f) and os.path.getsize(f) > 0 for f in port_files), procs)
-    workers = agent_ports(work, ["host-a", "host-b"])
+    ports = {host: start_agent(args, procs, host, "agent-" + host) for host in ("host-a", "host-b")}
 
     # Every rank's all-reduce ends when the slowest rank (host-b's rank 2: 1.5 ms input + 14 ms
     # compute) is ready.
@@ -192,15 +162,15 @@ def run(args, work, procs):
         env = dict(os.environ, PROFCTL_AGENT_SOCKET=os.path.join(work, host, "agent.sock"),
                    RANK=str(rank), LOCAL_RANK=str(local), CUDA_VISIBLE_DEVICES=device)
         ready_file = os.path.join(work, f"rank{rank}.ready")
-        apps[rank] = start(procs, f"rank{rank}",
-                           [args.app, f"--ready-file={ready_file}"] + common + extra, work, env)
+        apps[rank] = procs.start(f"rank{rank}",
+                                 [args.app, f"--ready-file={ready_file}"] + common + extra, env)
         ready.append(ready_file)
     wait_for("registration of every rank", lambda: all(os.path.exists(f) for f in ready), procs)
 
     logdir = os.path.join(work, "logs")
     # A wide --tolerance: what is under test is the GPU path, not how punctually a loaded CI
     # machine starts the agents' windows.
-    cmd = [args.profctl, "capture", f"--workers={workers}", "--duration=1500",
+    cmd = [args.profctl, "capture", f"--workers={workers(ports.values())}", "--duration=1500",
            f"--logdir={logdir}", "--session=gpu", "--tolerance=500"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     print(r.stdout + r.stderr)
@@ -223,19 +193,14 @@ def run(args, work, procs):
         check.append(f"--xprof-check={args.xprof_check}")
     if subprocess.run(check, check=False).returncode != 0:
         problems.append("gpu_capture_check.py failed (above)")
-    problems += agent_killed_mid_capture(args, work, procs, apps)
-    for name, p in procs:
-        if name not in ("rank3", "agent-host-a", "capture-killed") and p.poll() is not None:
-            problems.append(f"{name} exited ({p.returncode}) during the captures")
+    problems += agent_killed_mid_capture(args, work, procs, apps, ports)
+    for name, code in procs.exited():
+        if name not in ("rank3", "agent-host-a", "capture-killed"):
+            problems.append(f"{name} exited ({code}) during the captures")
     for p in problems:
         print(f"FAIL: {p}")
     if problems:
-        for name, _ in procs:
-            path = os.path.join(work, name + ".log")
-            if not os.path.exists(path):
-                continue
-            with open(path, errors="replace") as f:
-                print(f"--- {name}.log (last lines)\n" + "".join(f.readlines()[-15:]))
+        print(procs.log_tails())
         return 1
     print("cupti_e2e_check: everything holds")
     return 0

@@ -24,11 +24,13 @@ Usage: tsl_client.py --agent=PATH --protoc=PATH --proto-dir=DIR [--profctl=PATH]
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py"))
+from profctl_testlib import Failure, Processes, check  # noqa: E402
 
 SKIP = 77
 PROTOS = [
@@ -44,15 +46,6 @@ TF_TOOLS = [
 DURATION_MS = 500
 
 
-class Failure(Exception):
-    pass
-
-
-def check(condition, message):
-    if not condition:
-        raise Failure(message)
-
-
 def generate_messages(protoc, proto_dir, out_dir):
     os.makedirs(out_dir)
     generated = subprocess.run([protoc, f"-I{proto_dir}", f"--python_out={out_dir}", *PROTOS],
@@ -61,27 +54,6 @@ def generate_messages(protoc, proto_dir, out_dir):
     sys.path.insert(0, out_dir)
     from tensorflow.profiler import profiler_service_pb2, xplane_pb2  # noqa: E402
     return profiler_service_pb2, xplane_pb2
-
-
-def start_agent(agent, scratch):
-    """Starts profctl-agent on a free loopback port; returns (process, port, log path)."""
-    port_file = os.path.join(scratch, "agent.port")
-    log_path = os.path.join(scratch, "agent.log")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [agent, "--port=0", "--bind=127.0.0.1", f"--port-file={port_file}",
-             "--name=tsl-test-host"],
-            stdout=log, stderr=subprocess.STDOUT)
-    # The agent writes the port file (atomically) once it listens; wait for that event.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if os.path.exists(port_file):
-            with open(port_file) as f:
-                return proc, int(f.read().split()[0]), log_path
-        if proc.poll() is not None:
-            raise Failure(f"profctl-agent exited with {proc.returncode} before listening")
-        time.sleep(0.02)
-    raise Failure("profctl-agent did not write its port file within 60 s")
 
 
 def tf_profile_request(pb, address, repository_root, session):
@@ -156,8 +128,11 @@ def run(args):
 
     with tempfile.TemporaryDirectory(prefix="profctl_tsl_client_") as scratch:
         pb, xplane = generate_messages(args.protoc, args.proto_dir, os.path.join(scratch, "gen"))
-        proc, port, log_path = start_agent(args.agent, scratch)
+        procs = Processes(scratch, grace_s=30)
+        log_path = procs.log_path("agent")
         try:
+            port = procs.start_agent(args.agent, "agent", ["--name=tsl-test-host"])
+            proc = procs.get("agent")
             address = f"127.0.0.1:{port}"
             # TensorFlow raises the receive limit to the largest message protobuf allows.
             channel = grpc.insecure_channel(
@@ -239,13 +214,8 @@ def run(args):
             print(f"FAILED: {e}", file=sys.stderr)
             return 1
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            procs.stop_all()
+        proc = procs.get("agent")
         if proc.returncode != 0:
             with open(log_path) as log:
                 sys.stderr.write(f"agent log:\n{log.read()}\n")
