@@ -530,6 +530,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void ReleaseClients();
   // Runs `job` on the pool, or here when there is none (it is then done on return).
   void OnPoolOrHere(Executor::Task job);
+  // The finish phase after MaybeFinish: pod outputs, session.json, then `done` posted to the
+  // executor. On Dependencies::finisher when there is one (nothing else of the session runs
+  // then), else on the executor.
+  void Finish();
   // The pod step breakdown and its files. Built and rendered on the pool (without one, here)
   // while the pod trace is written, since neither needs the other: the rendering only names the
   // pod trace, assumed to be written; should it fail, FinishBreakdown renders again without it.
@@ -565,6 +569,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool preparing_ = true;  // the session-wide prepare phase
   bool cancelled_ = false;
   bool finished_ = false;
+  // The pod step breakdown, from FinishBreakdown to `done`'s task.
+  std::optional<analysis::PodBreakdown> pod_breakdown_;
   int64_t prepare_started_mono_ = 0;
   int64_t prepare_deadline_mono_ = 0;  // when preparing ends, unless every host settles first
   // The latest it may end: the first budget, shrunk by DeriveBudget's rules; the quiet rule
@@ -1513,6 +1519,16 @@ void CaptureEngine::Session::MaybeFinish() {
     manifest_.add_errors(
         "interrupted: capture was cancelled; saved traces hold what was recorded until then");
   }
+  if (plan_.prepare_only || deps_.finisher == nullptr) {
+    Finish();
+    return;
+  }
+  // From here every handler of this session returns at once (finished_, or its host is done),
+  // so the finisher has the session's state to itself, and the executor is free for others.
+  deps_.finisher->Submit([self = shared_from_this()] { self->Finish(); });
+}
+
+void CaptureEngine::Session::Finish() {
   if (!plan_.prepare_only) {
     const int64_t outputs_started = NowMono();
     // The saved traces are made durable (their fsyncs, a device flush each) on the pool while
@@ -1533,17 +1549,23 @@ void CaptureEngine::Session::MaybeFinish() {
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
   manifest_.set_finished_ns(clock_.WallNs());
+  std::optional<std::string> written;
   if (!plan_.prepare_only) {
     std::string json = ManifestJson(manifest_);
     if (absl::StatusOr<std::string> f = deps_.sink->Write(kManifestFileName, json); !f.ok()) {
       manifest_.add_errors(absl::StrCat("manifest: ", f.status().message()));
-    } else if (deps_.manifest_written) {
-      deps_.manifest_written(std::move(json));
+    } else {
+      written = std::move(json);
     }
   }
-  // Reported as a task of its own, after the current one: whoever waits may tear down its side
-  // as soon as it hears, and nothing of this session runs after that but no-ops.
-  ex_.Post([done = std::move(done_), manifest = std::move(manifest_)]() mutable {
+  // Reported as a task of its own on the executor (after the current one, when this runs there):
+  // whoever waits may tear down its side as soon as it hears, and nothing of this session runs
+  // after that but no-ops. The callbacks run there too, in this order.
+  ex_.Post([done = std::move(done_), manifest = std::move(manifest_),
+            breakdown = std::move(pod_breakdown_), written = std::move(written),
+            on_breakdown = deps_.breakdown, on_written = deps_.manifest_written]() mutable {
+    if (breakdown.has_value() && on_breakdown) on_breakdown(*breakdown);
+    if (written.has_value() && on_written) on_written(*std::move(written));
     std::move(done)(std::move(manifest));
   });
 }
@@ -1853,7 +1875,7 @@ void CaptureEngine::Session::FinishBreakdown(std::unique_ptr<BreakdownJob> job) 
       manifest_.add_errors(absl::StrCat("breakdown: ", written.status().message()));
     }
   }
-  if (deps_.breakdown) deps_.breakdown(*job->breakdown);
+  pod_breakdown_ = std::move(job->breakdown);  // handed to deps_.breakdown with `done`
 }
 
 // ---------------------------------------------------------------------------------------------

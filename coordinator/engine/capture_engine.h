@@ -107,15 +107,21 @@ class CaptureEngine {
     // Where finished traces are validated, saved and summarized; null = on the executor (tests).
     // Must outlive the engine.
     WorkPool* pool = nullptr;
+    // Where the finish phase runs (the pod trace, the breakdown files, session.json): it waits on
+    // the disk and on `pool`'s jobs, so it must be another pool than `pool` (its waits would hold
+    // threads `pool`'s jobs need). The executor stays free meanwhile: other sessions on it go on.
+    // Null: on the executor, which then runs nothing else until it is done (one session alone:
+    // `profctl capture`; tests). Must outlive the engine.
+    WorkPool* finisher = nullptr;
     AgentClientFactory* clients = nullptr;
     TraceSink* sink = nullptr;  // unused with plan.prepare_only
     // Human-readable progress lines, called on the executor.
     std::function<void(const std::string&)> progress = nullptr;
-    // The pod step breakdown, once, on the executor, before `done` (not with prepare_only).
+    // The pod step breakdown, once, on the executor, right before `done` (not with prepare_only).
     std::function<void(const analysis::PodBreakdown&)> breakdown = nullptr;
-    // The final session.json text, once, on the executor, right after it was written (not when
-    // writing it failed, nor with prepare_only): `done`'s manifest prints as exactly this, so a
-    // caller that shows it (--json) need not print it again.
+    // The final session.json text, once, on the executor, after it was written and right before
+    // `done` (not when writing it failed, nor with prepare_only): `done`'s manifest prints as
+    // exactly this, so a caller that shows it (--json) need not print it again.
     std::function<void(std::string)> manifest_written = nullptr;
   };
   using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;

@@ -61,7 +61,11 @@ std::string OutcomeLine(const v1::SessionManifest& manifest) {
 SessionRunner::SessionRunner(Dependencies deps, std::string logdir)
     : deps_(deps),
       logdir_(std::move(logdir)),
-      reaper_(std::make_unique<ThreadWorkPool>(/*threads=*/1)) {}
+      reaper_(std::make_unique<ThreadWorkPool>(/*threads=*/1)),
+      // Sessions finish side by side, off the executor: one session's pod outputs never hold up
+      // another's timers. Not with a fake executor's tests (no pool): everything runs inline.
+      finisher_(deps_.pool != nullptr ? std::make_unique<ThreadWorkPool>(/*threads=*/2) : nullptr) {
+}
 
 SessionRunner::~SessionRunner() {
   Shutdown();
@@ -104,6 +108,7 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
       CaptureEngine::Dependencies{
           .executor = deps_.executor,
           .pool = deps_.pool,
+          .finisher = finisher_.get(),
           .clients = deps_.clients,
           .sink = sink.get(),
           .progress = [this, session](const std::string& line) { OnProgress(session, line); },

@@ -3,9 +3,10 @@
 // watchers what happens to them (started, progress lines, finished).
 //
 // Threading: Start, Running, RunningSessions, Watch and Shutdown may be called from any thread
-// (gRPC handlers, the scheduler's executor). Engines run on Dependencies::executor; a finished
-// engine is destroyed on the runner's own reaper thread (an engine must not be destroyed from
-// its own callbacks, and its destructor may wait).
+// (gRPC handlers, the scheduler's executor). Engines run on Dependencies::executor, their finish
+// phases (pod outputs, session.json) on the runner's own finisher threads, so one session's end
+// never stalls another's timers; a finished engine is destroyed on the runner's own reaper
+// thread (an engine must not be destroyed from its own callbacks, and its destructor may wait).
 #ifndef PROFCTL_COORDINATOR_SERVICE_SESSION_RUNNER_H_
 #define PROFCTL_COORDINATOR_SERVICE_SESSION_RUNNER_H_
 
@@ -145,6 +146,10 @@ class SessionRunner {
   // Destroys finished engines (declared last: destroyed first, joining its thread, while the
   // rest is still alive).
   std::unique_ptr<ThreadWorkPool> reaper_;
+  // Runs the sessions' finish phases (CaptureEngine::Dependencies::finisher); null without a
+  // pool. Idle once the reaper has joined: an engine's destructor waits for its session, which
+  // its finish holds.
+  std::unique_ptr<ThreadWorkPool> finisher_;
 };
 
 // "ok", "partial", "failed", ... with the host count: the FINISHED event's message.

@@ -1,0 +1,106 @@
+// Two captures on one executor, as `profctl serve` runs them: one session's finish phase (pod
+// outputs, session.json: disk and CPU bound) must never stall another session's capture. Real
+// agents (in-process, gRPC over loopback), a real executor and pools; session A's breakdown file
+// write is held until session B has finished, which B can only do while A is finishing.
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "agent/service/agent_server.h"
+#include "common/clock.h"
+#include "common/executor.h"
+#include "coordinator/clients/grpc_agent_client.h"
+#include "coordinator/engine/capture_engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "report/breakdown_writers.h"
+#include "tests/memory_sink.h"
+#include "tests/status_matchers.h"
+
+namespace profctl {
+namespace {
+
+using ::profctl::testkit::IsOk;
+
+class EngineConcurrencyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    agent::AgentOptions o;
+    o.port = 0;
+    o.bind = "127.0.0.1";
+    o.endpoints = 2;
+    o.synthetic = "step_ms=20";
+    absl::StatusOr<std::unique_ptr<agent::AgentServer>> server = agent::AgentServer::Start(
+        o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
+    ASSERT_THAT(server, IsOk());
+    agents_ = *std::move(server);
+  }
+
+  coordinator::CapturePlan Plan(int endpoint, int64_t duration_ms, const std::string& session) {
+    coordinator::CapturePlan plan;
+    plan.workers = *coordinator::ParseWorkerList(
+        absl::StrCat("127.0.0.1:", agents_->ports()[static_cast<size_t>(endpoint)]));
+    plan.duration_ms = duration_ms;
+    plan.session = session;
+    plan.tolerance_ms = 1000;  // a loaded CI machine: punctuality is not what is under test
+    return plan;
+  }
+
+  RealClock clock_;
+  AsioExecutor agent_executor_{&clock_};
+  std::unique_ptr<agent::AgentServer> agents_;
+};
+
+TEST_F(EngineConcurrencyTest, OneSessionsFinishNeverStallsAnotherSessionOnTheSameExecutor) {
+  AsioExecutor executor(&clock_);  // the daemon's: one sequence for every session
+  ThreadWorkPool pool(/*threads=*/2);
+  ThreadWorkPool finisher(/*threads=*/2);
+  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+
+  absl::Notification a_finishing, b_done, a_done;
+  bool b_finished_while_a_was_finishing = false;
+  testkit::MemorySink sink_a, sink_b;
+  sink_a.on_write = [&](const std::string& name) {
+    // Written only by the finish phase (session.json is also flushed while capturing).
+    if (name != report::kBreakdownJsonFile) return;
+    a_finishing.Notify();
+    // Held until B is done: B's window ends, its traces arrive and it finishes on the executor
+    // meanwhile, or not at all if A's finish held the executor (then this gives up at 30 s).
+    b_finished_while_a_was_finishing = b_done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  const auto deps = [&](coordinator::TraceSink* sink) {
+    return coordinator::CaptureEngine::Dependencies{.executor = &executor,
+                                                    .pool = &pool,
+                                                    .finisher = &finisher,
+                                                    .clients = &clients,
+                                                    .sink = sink};
+  };
+  coordinator::CaptureEngine a(deps(&sink_a), {});
+  coordinator::CaptureEngine b(deps(&sink_b), {});
+  absl::StatusOr<v1::SessionManifest> ma, mb;
+  a.Start(Plan(0, 100, "a"), [&](absl::StatusOr<v1::SessionManifest> m) {
+    ma = std::move(m);
+    a_done.Notify();
+  });
+  b.Start(Plan(1, 1500, "b"), [&](absl::StatusOr<v1::SessionManifest> m) {
+    mb = std::move(m);
+    b_done.Notify();
+  });
+  ASSERT_TRUE(a_finishing.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(b_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(a_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(b_finished_while_a_was_finishing);
+  ASSERT_THAT(ma, IsOk());
+  ASSERT_THAT(mb, IsOk());
+  EXPECT_EQ(ma->status(), v1::SESSION_STATUS_OK) << ma->DebugString();
+  EXPECT_EQ(mb->status(), v1::SESSION_STATUS_OK) << mb->DebugString();
+  // Each finish wrote its own session's files.
+  for (const testkit::MemorySink* sink : {&sink_a, &sink_b}) {
+    EXPECT_TRUE(sink->files.contains(coordinator::kManifestFileName));
+    EXPECT_TRUE(sink->files.contains(std::string(report::kBreakdownJsonFile)));
+  }
+}
+
+}  // namespace
+}  // namespace profctl
