@@ -1,4 +1,4 @@
-# cmake -DSOURCE_DIR=... -DTABLE=... -DSTAMP=... -P CheckIncludes.cmake
+# cmake -DSOURCE_DIR=... -DBINARY_DIR=... -DTABLE=... -DSTAMP=... -P CheckIncludes.cmake
 # Holds every #include "..." of profctl's sources against the layering table that
 # profctl_check_layering() (cmake/ProfctlTargets.cmake) wrote: a file may include headers of the
 # folders its folder may use (cmake/ProfctlLayers.cmake). Fails naming each wrong include.
@@ -37,6 +37,10 @@ endfunction()
 file(GLOB_RECURSE sources LIST_DIRECTORIES false RELATIVE ${SOURCE_DIR}
      ${SOURCE_DIR}/*.h ${SOURCE_DIR}/*.cc)
 list(FILTER sources EXCLUDE REGEX "^(build|fuzz/corpus|\\.git)/")
+file(RELATIVE_PATH binary_rel ${SOURCE_DIR} ${BINARY_DIR})
+if(NOT binary_rel MATCHES "^\\.\\.")  # a build folder inside the tree: not sources
+  list(FILTER sources EXCLUDE REGEX "^${binary_rel}/")
+endif()
 set(errors "")
 set(checked 0)
 foreach(src IN LISTS sources)

@@ -278,12 +278,17 @@ function(profctl_check_layering)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS LIST_DIRECTORIES false RELATIVE ${PROJECT_SOURCE_DIR}
        ${PROJECT_SOURCE_DIR}/*.h ${PROJECT_SOURCE_DIR}/*.cc)
   list(FILTER sources EXCLUDE REGEX "^(build|fuzz/corpus|\\.git)/")
+  file(RELATIVE_PATH binary_rel ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  if(NOT binary_rel MATCHES "^\\.\\.")  # a build folder inside the tree: not sources
+    list(FILTER sources EXCLUDE REGEX "^${binary_rel}/")
+  endif()
   list(TRANSFORM sources PREPEND ${PROJECT_SOURCE_DIR}/ OUTPUT_VARIABLE source_paths)
   set(stamp ${PROJECT_BINARY_DIR}/profctl_layering.stamp)
   add_custom_command(
     OUTPUT ${stamp}
     COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DTABLE=${table_file}
-            -DSTAMP=${stamp} -P ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
+            -DSTAMP=${stamp} -DBINARY_DIR=${PROJECT_BINARY_DIR}
+            -P ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
     DEPENDS ${source_paths} ${table_file} ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
     COMMENT "Checking every #include against cmake/ProfctlLayers.cmake"
     VERBATIM)
