@@ -167,6 +167,8 @@ struct Setting {
   std::string AgentOptions::*string_field = nullptr;
   bool AgentOptions::*bool_field = nullptr;
   std::string help;
+  // An empty value is refused, as a flag (--bind=) and in the file (bind: "").
+  bool non_empty = false;
 
   std::string flag() const {
     std::string f = key;
@@ -178,8 +180,12 @@ struct Setting {
 Setting Int(const char* key, int64_t AgentOptions::*field, std::string help) {
   return {key, Setting::Kind::kInt, field, nullptr, nullptr, std::move(help)};
 }
-Setting Str(const char* key, std::string AgentOptions::*field, std::string help) {
-  return {key, Setting::Kind::kString, nullptr, field, nullptr, std::move(help)};
+Setting Str(const char* key, std::string AgentOptions::*field, std::string help,
+            bool non_empty = false) {
+  return {key, Setting::Kind::kString, nullptr, field, nullptr, std::move(help), non_empty};
+}
+Setting Bool(const char* key, bool AgentOptions::*field, std::string help) {
+  return {key, Setting::Kind::kBool, nullptr, nullptr, field, std::move(help)};
 }
 Setting Special(const char* key, Setting::Kind kind, std::string help) {
   return {key, kind, nullptr, nullptr, nullptr, std::move(help)};
@@ -195,7 +201,8 @@ const std::vector<Setting>& Settings() {
       Str("bind", &AgentOptions::bind,
           "address to listen on (default: 0.0.0.0 with --token-file, --tls-ca or --insecure, "
           "else 127.0.0.1); a non-loopback address needs --token-file or --tls-ca, or "
-          "--insecure"),
+          "--insecure",
+          /*non_empty=*/true),
       Str("tls_cert", &AgentOptions::tls_cert,
           "PEM certificate (then its intermediates) to serve TLS with; needs --tls-key"),
       Str("tls_key", &AgentOptions::tls_key,
@@ -207,8 +214,8 @@ const std::vector<Setting>& Settings() {
           "file holding a bearer token (16..4096 visible ASCII characters, e.g. 'openssl rand "
           "-hex 32'; not readable by others) that every call must send as 'authorization: "
           "Bearer <token>'; without --tls-cert it travels in clear text"),
-      {"insecure", K::kBool, nullptr, nullptr, &AgentOptions::insecure,
-       "serve without client authentication on a non-loopback --bind (logs a warning)"},
+      Bool("insecure", &AgentOptions::insecure,
+           "serve without client authentication on a non-loopback --bind (logs a warning)"),
       Str("port_file", &AgentOptions::port_file,
           "write the chosen port here (for --port=0); with --endpoints=N, N lines, one port "
           "per endpoint in order"),
@@ -297,7 +304,7 @@ absl::Status ApplyYamlSetting(const Setting& s, const YAML::Node& v, const std::
       return absl::OkStatus();
     case K::kString:
       o->*s.string_field = v.as<std::string>();
-      if (s.string_field == &AgentOptions::bind && o->bind.empty()) {
+      if (s.non_empty && (o->*s.string_field).empty()) {
         return absl::InvalidArgumentError(absl::StrCat(where, " must not be empty"));
       }
       return absl::OkStatus();
@@ -394,6 +401,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
         break;
       case K::kString:
         fs.String(s.flag(), &(flags_in.*s.string_field), s.help);
+        if (s.non_empty) fs.RejectEmpty(s.flag());
         break;
       case K::kBool:
         fs.Bool(s.flag(), &(flags_in.*s.bool_field), s.help);
@@ -412,7 +420,6 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
         break;
     }
   }
-  fs.RejectEmpty("bind");
   PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
   if (fs.help_requested()) {
     AgentOptions o;

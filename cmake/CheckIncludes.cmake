@@ -1,8 +1,10 @@
-# cmake -DSOURCE_DIR=... -DBINARY_DIR=... -DTABLE=... -DSTAMP=... -P CheckIncludes.cmake
-# Holds every #include "..." of profctl's sources against the layering table that
-# profctl_check_layering() (cmake/ProfctlTargets.cmake) wrote: a file may include headers of the
-# folders its folder may use (cmake/ProfctlLayers.cmake). Fails naming each wrong include.
+# cmake -DSOURCE_DIR=... -DTABLE=... -DSOURCES=... -DSTAMP=... -P CheckIncludes.cmake
+# Holds every #include "..." of profctl's sources (SOURCES: the list configuring found) against
+# the layering table that profctl_check_layering() (cmake/ProfctlTargets.cmake) wrote: a file may
+# include headers of the folders its folder may use (cmake/ProfctlLayers.cmake). Fails naming
+# each wrong include.
 cmake_minimum_required(VERSION 3.22)
+include(${CMAKE_CURRENT_LIST_DIR}/ProfctlLayerRules.cmake)
 file(STRINGS ${TABLE} rows)
 set(layers "")
 foreach(row IN LISTS rows)
@@ -18,29 +20,7 @@ foreach(row IN LISTS rows)
   endif()
 endforeach()
 
-# The table entry whose rules cover `folder`: the longest layer it is in, else the folder.
-function(layer_of folder out)
-  set(best "")
-  foreach(l IN LISTS layers)
-    string(LENGTH "${l}" n)
-    string(LENGTH "${best}" bn)
-    if((folder STREQUAL l OR folder MATCHES "^${l}/") AND n GREATER bn)
-      set(best ${l})
-    endif()
-  endforeach()
-  if(best STREQUAL "")
-    set(best ${folder})
-  endif()
-  set(${out} ${best} PARENT_SCOPE)
-endfunction()
-
-file(GLOB_RECURSE sources LIST_DIRECTORIES false RELATIVE ${SOURCE_DIR}
-     ${SOURCE_DIR}/*.h ${SOURCE_DIR}/*.cc)
-list(FILTER sources EXCLUDE REGEX "^(build|fuzz/corpus|\\.git)/")
-file(RELATIVE_PATH binary_rel ${SOURCE_DIR} ${BINARY_DIR})
-if(NOT binary_rel MATCHES "^\\.\\.")  # a build folder inside the tree: not sources
-  list(FILTER sources EXCLUDE REGEX "^${binary_rel}/")
-endif()
+file(STRINGS ${SOURCES} sources)
 set(errors "")
 set(checked 0)
 foreach(src IN LISTS sources)
@@ -65,8 +45,8 @@ foreach(src IN LISTS sources)
       continue()  # generated (.pb.h) or a dependency's header
     endif()
     get_filename_component(used ${path} DIRECTORY)
-    layer_of("${used}" used_layer)
-    if(NOT used IN_LIST allowed AND NOT used_layer IN_LIST allowed)
+    profctl_may_use("${layers}" "${allowed}" "${used}" ok)
+    if(NOT ok)
       string(APPEND errors "\n  ${src}: #include \"${path}\" (${folder}/ may not use ${used}/)")
     endif()
   endforeach()

@@ -15,6 +15,7 @@
 # every build: a wrong include or link fails the build, not a review.
 
 include_guard(GLOBAL)
+include(${CMAKE_CURRENT_LIST_DIR}/ProfctlLayerRules.cmake)
 
 # Warnings for profctl's own targets (never for generated code). -Werror only with
 # PROFCTL_WERROR (./dev and CI turn it on; a plain build with another compiler should not fail
@@ -138,27 +139,12 @@ function(_profctl_closure folder out)
   set(${out} ${seen} PARENT_SCOPE)
 endfunction()
 
-# The folder whose rules apply to `folder`: the longest table entry it is in or equal to.
-function(_profctl_layer_of folder out)
-  get_property(layers GLOBAL PROPERTY PROFCTL_LAYERS)
-  set(best "")
-  foreach(l IN LISTS layers)
-    string(LENGTH "${l}" n)
-    string(LENGTH "${best}" bn)
-    if(folder STREQUAL l OR folder MATCHES "^${l}/")
-      if(n GREATER bn)
-        set(best ${l})
-      endif()
-    endif()
-  endforeach()
-  set(${out} "${best}" PARENT_SCOPE)
-endfunction()
-
 # What code of `folder` may use: "*" (anything) for folders outside the table. Test and
 # benchmark code may use what profctl_test_may_use() names too; a binary's main may use the folders
 # under its own.
 function(_profctl_allowed folder kind out)
-  _profctl_layer_of(${folder} layer)
+  get_property(layers GLOBAL PROPERTY PROFCTL_LAYERS)
+  profctl_layer_of("${layers}" ${folder} layer)
   if(layer STREQUAL "")
     set(${out} "*" PARENT_SCOPE)
     return()
@@ -172,7 +158,6 @@ function(_profctl_allowed folder kind out)
       list(APPEND allowed ${sub})
     endforeach()
   elseif(kind STREQUAL "binary")
-    get_property(layers GLOBAL PROPERTY PROFCTL_LAYERS)
     foreach(l IN LISTS layers)
       if(l MATCHES "^${folder}/")
         _profctl_closure(${l} sub)
@@ -182,24 +167,6 @@ function(_profctl_allowed folder kind out)
   endif()
   list(REMOVE_DUPLICATES allowed)
   set(${out} "${allowed}" PARENT_SCOPE)
-endfunction()
-
-# Is `used` (a folder) inside one of the folders in `allowed`? A folder's rules cover the
-# folders under it that have no entry of their own.
-function(_profctl_may_use allowed used out)
-  if(allowed STREQUAL "*")
-    set(${out} TRUE PARENT_SCOPE)
-    return()
-  endif()
-  _profctl_layer_of(${used} used_layer)
-  if(used_layer STREQUAL "")
-    set(used_layer ${used})
-  endif()
-  if(used_layer IN_LIST allowed OR used IN_LIST allowed)
-    set(${out} TRUE PARENT_SCOPE)
-  else()
-    set(${out} FALSE PARENT_SCOPE)
-  endif()
 endfunction()
 
 # Checks every registered target's links against the table and writes the table for
@@ -235,7 +202,7 @@ function(profctl_check_layering)
         continue()
       endif()
       get_property(dfolder GLOBAL PROPERTY PROFCTL_FOLDER_${d})
-      _profctl_may_use("${allowed}" ${dfolder} ok)
+      profctl_may_use("${layers}" "${allowed}" ${dfolder} ok)
       if(NOT ok)
         string(APPEND errors "\n  ${t} (${folder}/) links ${d} (${dfolder}/)")
       endif()
@@ -249,7 +216,6 @@ function(profctl_check_layering)
   # The include table: one line per folder and kind, "folder|kind|allowed;folders".
   get_property(folders GLOBAL PROPERTY PROFCTL_FOLDERS)
   list(REMOVE_DUPLICATES folders)
-  get_property(layers GLOBAL PROPERTY PROFCTL_LAYERS)
   string(REPLACE ";" "," layer_list "${layers}")
   set(table "layers|all|${layer_list}\n")
   foreach(f IN LISTS folders)
@@ -282,14 +248,21 @@ function(profctl_check_layering)
   if(NOT binary_rel MATCHES "^\\.\\.")  # a build folder inside the tree: not sources
     list(FILTER sources EXCLUDE REGEX "^${binary_rel}/")
   endif()
+  # The script checks exactly these (a new source reconfigures: CONFIGURE_DEPENDS).
+  set(sources_file ${PROJECT_BINARY_DIR}/profctl_sources.txt)
+  string(REPLACE ";" "\n" sources_text "${sources}")
+  file(WRITE ${sources_file}.new "${sources_text}\n")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different ${sources_file}.new ${sources_file})
   list(TRANSFORM sources PREPEND ${PROJECT_SOURCE_DIR}/ OUTPUT_VARIABLE source_paths)
   set(stamp ${PROJECT_BINARY_DIR}/profctl_layering.stamp)
   add_custom_command(
     OUTPUT ${stamp}
     COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DTABLE=${table_file}
-            -DSTAMP=${stamp} -DBINARY_DIR=${PROJECT_BINARY_DIR}
+            -DSOURCES=${sources_file} -DSTAMP=${stamp}
             -P ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
-    DEPENDS ${source_paths} ${table_file} ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
+    DEPENDS ${source_paths} ${table_file} ${sources_file}
+            ${PROJECT_SOURCE_DIR}/cmake/CheckIncludes.cmake
+            ${PROJECT_SOURCE_DIR}/cmake/ProfctlLayerRules.cmake
     COMMENT "Checking every #include against cmake/ProfctlLayers.cmake"
     VERBATIM)
   add_custom_target(profctl_layering ALL DEPENDS ${stamp})
