@@ -9,7 +9,9 @@ libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-ver
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
-(deploy/bundle/make_bundle.sh), since a GPU image has no gRPC. Only the Python standard library.
+(deploy/bundle/make_bundle.sh), since a GPU image has no gRPC; the rest comes from this checkout
+(tests/gpu_capture_check.py, tests/py/profctl_testlib.py, examples/). Only the Python standard
+library.
 
 Phases:
   cuda      build examples/cuda_steps (cmake + nvcc; or take --cuda-steps), run it under
@@ -41,7 +43,6 @@ import argparse
 import glob
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -49,19 +50,19 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# The tests' process helpers, from the same checkout (it travels with this script: the bundle
+# holds only the binaries).
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+from profctl_testlib import Failure, Processes, hold  # noqa: E402
+
 HOST = "gpu-host"
 
 
 def log(msg):
     print(f"gpu_verify: {msg}", flush=True)
-
-
-class Failure(Exception):
-    pass
 
 
 def write_atomically(path, text):
@@ -160,81 +161,17 @@ def markdown(table, verdicts):
 # ---------------------------------------------------------------------------------------------
 # Processes.
 
-class Child:
-    """A process whose output lines are kept (and written to a log) as they come."""
-
-    def __init__(self, name, argv, out_dir, env=None, cwd=None):
-        self.name = name
-        self.log_path = os.path.join(out_dir, name + ".log")
-        self.lines = queue.Queue()
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env=env, cwd=cwd, text=True, encoding="utf-8",
-                                     errors="replace")
-        self.thread = threading.Thread(target=self._pump, daemon=True)
-        self.thread.start()
-
-    def _pump(self):
-        with open(self.log_path, "w", encoding="utf-8", errors="replace") as f:
-            for line in self.proc.stdout:
-                f.write(line)
-                f.flush()
-                self.lines.put(line.rstrip("\n"))
-
-    def wait_line(self, pattern, timeout_s, watch=None):
-        """The first line (from now) matching `pattern`; Failure when the time passes or the
-        process (or the Child `watch`) exits first."""
-        rx = re.compile(pattern)
-        end = time.monotonic() + timeout_s
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise Failure(f"{self.name}: no line matching '{pattern}' in {timeout_s} s "
-                              f"(log: {self.log_path})")
-            try:
-                line = self.lines.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                if watch is not None and watch.proc.poll() is not None:
-                    watch.thread.join(timeout=5)
-                    with open(watch.log_path, errors="replace") as f:
-                        last = "".join(f.readlines()[-3:]).strip()
-                    raise Failure(f"{watch.name} exited ({watch.proc.returncode}) while waiting "
-                                  f"for '{pattern}' from {self.name}: {last} "
-                                  f"(log: {watch.log_path})")
-                if self.proc.poll() is not None and not self.thread.is_alive() and \
-                        self.lines.empty():
-                    raise Failure(f"{self.name} exited ({self.proc.returncode}) before printing "
-                                  f"'{pattern}' (log: {self.log_path})")
-                continue
-            m = rx.search(line)
-            if m:
-                return m
-
-    def current_step(self, timeout_s):
-        """The step count of the newest 'pytorch_steps: step N' line: drains what is queued
-        (printed while we were busy), else waits for the next one."""
-        latest = None
-        while True:
-            try:
-                line = self.lines.get_nowait()
-            except queue.Empty:
-                break
-            m = re.search(r"pytorch_steps: step (\d+)$", line)
-            if m:
-                latest = int(m.group(1))
-        if latest is None:
-            latest = int(self.wait_line(r"pytorch_steps: step (\d+)$", timeout_s).group(1))
-        return latest
-
-    def stop(self, sig=signal.SIGTERM, timeout_s=60):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.thread.join(timeout=5)
-        return self.proc.returncode
+def current_step(procs, name, timeout_s):
+    """The step count of the newest 'pytorch_steps: step N' line NAME printed: what it printed
+    while we were busy, else the next one."""
+    latest = None
+    for line in procs.new_lines(name):
+        m = re.search(r"pytorch_steps: step (\d+)$", line)
+        if m:
+            latest = int(m.group(1))
+    if latest is None:
+        latest = int(procs.wait_line(name, r"pytorch_steps: step (\d+)$", timeout_s).group(1))
+    return latest
 
 
 class Env:
@@ -256,7 +193,9 @@ class Env:
                               "libprofctl_inject.so)")
         self.socket = os.path.join(self.out, "run", "agent.sock")
         self.cupti = find_libcupti()
-        self.agent = None
+        # Every process's output in DIR/NAME.log; the agent and the programs are stopped at the
+        # end of each phase, whatever happened in it.
+        self.procs = Processes(self.out, grace_s=60)
         self.port = None
 
     def _unpack(self, bundle):
@@ -280,27 +219,22 @@ class Env:
         return env
 
     def start_agent(self):
-        port_file = os.path.join(self.out, "agent.port")
-        if os.path.exists(port_file):
-            os.remove(port_file)
-        self.agent = Child("agent", [self.agent_bin, "--port=0", f"--port-file={port_file}",
-                                     f"--name={HOST}", "--collectors=cupti",
-                                     f"--inject-socket={self.socket}"], self.out)
-        # It writes the port file once it listens, after its inject socket is up.
-        end = time.monotonic() + 30
-        while not (os.path.exists(port_file) and os.path.getsize(port_file) > 0):
-            if self.agent.proc.poll() is not None:
-                raise Failure(f"the agent exited ({self.agent.proc.returncode}) before listening "
-                              f"(log: {self.agent.log_path})")
-            if time.monotonic() > end:
-                raise Failure("the agent wrote no --port-file in 30 s")
-            time.sleep(0.05)
-        self.port = open(port_file).read().split()[0]
+        """The agent (DIR/agent.log), once it listens: it writes DIR/agent.port then, after its
+        inject socket is up."""
+        self.port = self.procs.start_agent(self.agent_bin, "agent", [
+            f"--name={HOST}", "--collectors=cupti", f"--inject-socket={self.socket}"],
+            timeout_s=30)
 
-    def wait_registered(self, app, timeout_s=120):
-        """Until the agent logs `app`'s registration (the library loaded at CUDA's start)."""
-        self.agent.wait_line(rf"inject server: pid {app.proc.pid} \(.*\) registered", timeout_s,
-                             watch=app)
+    def start(self, name, argv, env=None, cwd=None):
+        """A program, its output in DIR/NAME.log."""
+        return self.procs.start(name, argv, env=env, cwd=cwd)
+
+    def wait_registered(self, name, timeout_s=120):
+        """Until the agent logs program NAME's registration (the library loaded at CUDA's
+        start); fails as soon as either exits."""
+        pid = self.procs.get(name).pid
+        self.procs.wait_line("agent", rf"inject server: pid {pid} \(.*\) registered", timeout_s,
+                             watch=[name])
 
     def capture(self, session, duration_ms, ok_codes=(0,)):
         """profctl capture of the agent; returns (session folder, the agent's recording window
@@ -327,10 +261,9 @@ class Env:
         stop = int(host.get("agent_stop_ns") or start + duration_ms * 1_000_000)
         return session_dir, (start, stop), r.stdout
 
-    def stop_agent(self):
-        if self.agent is not None:
-            self.agent.stop()
-            self.agent = None
+    def stop_all(self):
+        """Stops the agent and every program still running."""
+        self.procs.stop_all()
 
 
 def find_libcupti():
@@ -369,23 +302,19 @@ def check_capture(env, session_dir, name, min_steps):
 # Phases.
 
 def phase_capture(env, name, argv, cwd=None):
-    env.start_agent()
-    app = Child(name, argv, env.out, env=env.injected_env(), cwd=cwd)
     try:
-        env.wait_registered(app)
-        # Let the program reach its steady loop (CUDA context, cuBLAS handles, first kernels).
-        app_start = time.monotonic()
-        while time.monotonic() - app_start < env.args.settle_s and app.proc.poll() is None:
-            time.sleep(0.1)
-        if app.proc.poll() is not None:
-            raise Failure(f"{name} exited ({app.proc.returncode}) before the capture "
-                          f"(log: {app.log_path})")
+        env.start_agent()
+        env.start(name, argv, env=env.injected_env(), cwd=cwd)
+        env.wait_registered(name)
+        # Let the program reach its steady loop (CUDA context, cuBLAS handles, first kernels):
+        # --settle-s, during which neither it nor the agent may exit.
+        hold(f"{name}'s --settle-s before the capture", env.args.settle_s,
+             env.procs.only([name, "agent"]))
         session_dir, _, printed = env.capture(name, 2000)
         print(printed, end="")
         return {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
     finally:
-        app.stop()
-        env.stop_agent()
+        env.stop_all()
 
 
 def build_cuda_steps(env):
@@ -427,19 +356,20 @@ def overhead_run(env, kind, round_no):
     progress = 50
 
     def wait_for_step(n):  # the first progress line at or past step n
-        app.wait_line(rf"pytorch_steps: step {(n + progress - 1) // progress * progress}$", 600)
+        env.procs.wait_line(
+            name, rf"pytorch_steps: step {(n + progress - 1) // progress * progress}$", 600)
 
-    app = Child(name, pytorch_argv(args, step_log, progress), env.out, env=run_env)
+    app = env.start(name, pytorch_argv(args, step_log, progress), env=run_env)
     windows = []
     notes = {}
     try:
         if kind == "B" and not args.no_gpu_ok:
-            env.wait_registered(app)
+            env.wait_registered(name)
         warm = 20 + args.idle_steps
         wait_for_step(warm)
         if kind == "A":
-            app.proc.send_signal(signal.SIGUSR1)
-            app.wait_line(r"kineto window steps \d+\.\.\d+ done", 600)
+            app.send_signal(signal.SIGUSR1)
+            env.procs.wait_line(name, r"kineto window steps \d+\.\.\d+ done", 600)
         else:
             # Only the window matters here (what arrives is the capture phases' check): a partial
             # session (exit 3: a late start, a breakdown with no steps) still times the steps.
@@ -447,12 +377,13 @@ def overhead_run(env, kind, round_no):
             windows.append(window)
             notes["session_dir"] = session_dir
             notes["capture_printed_tail"] = printed[-800:]
-        target = app.current_step(600) + args.idle_steps
+        target = current_step(env.procs, name, 600) + args.idle_steps
         wait_for_step(target)
     finally:
-        rc = app.stop(signal.SIGTERM)
+        rc = env.procs.stop(name)
     if not os.path.exists(step_log):
-        raise Failure(f"{name}: the loop exited {rc} without its step log (log: {app.log_path})")
+        raise Failure(f"{name}: the loop exited {rc} without its step log "
+                      f"(log: {env.procs.log_path(name)})")
     if rc != 0:
         notes["exit"] = rc  # it wrote its steps, then failed (at exit): the steps still count
     with open(step_log) as f:
@@ -483,7 +414,7 @@ def phase_overhead(env):
                 log(f"run {kind}{round_no}: " + ", ".join(
                     f"{k} {len(v)} steps" for k, v in split.items() if v))
     finally:
-        env.stop_agent()
+        env.stop_all()
     table, verdicts = overhead_table(samples)
     return {"runs": runs, "table": table, "verdicts": verdicts,
             "markdown": markdown(table, verdicts)}
@@ -565,7 +496,7 @@ def main():
             result["phases"][phase] = {"error": str(e)}
             failed.append(phase)
             log(f"phase {phase} FAILED: {e}")
-            env.stop_agent()
+            env.stop_all()
         # After every phase: a run cut short (a time limit) keeps what it measured.
         md = write_results(env, gpus, result)
     print(md)

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "py"))
@@ -88,25 +89,24 @@ def agent_killed_mid_capture(args, work, procs, apps, ports):
     with the next agent on their own. Returns the problems found."""
     problems = []
     logdir = os.path.join(work, "logs")
-    capture = subprocess.Popen(
-        [args.profctl, "capture", f"--workers={workers([ports['host-a']])}",
-         "--duration=2500", f"--logdir={logdir}", "--session=killed", "--tolerance=500"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    procs.track("capture-killed", capture)  # stopped at the end if it hangs
-    printed = []
-    # profctl exits within the window, its retries and the deadline whatever the agent does:
-    # reading its output to the end is bounded by that (and by ctest's timeout).
-    for line in capture.stdout:
-        printed.append(line)
-        if "recording: 1 of" in line:
-            agent = procs.get("agent-host-a")
-            agent.kill()
-            agent.wait()
+    capture = procs.start("capture-killed", [
+        args.profctl, "capture", f"--workers={workers([ports['host-a']])}", "--duration=2500",
+        f"--logdir={logdir}", "--session=killed", "--tolerance=500"])
+    # The agent says when its window starts (on its clock, which is this machine's: no skew);
+    # it is killed one second after that.
+    start_at = int(procs.wait_line("agent-host-a", r"capture 'killed' accepted: start_at=(\d+)",
+                                   DEADLINE_S, watch=["capture-killed"]).group(1))
+    wait_for("1 s of host-a's window", lambda: time.time_ns() >= start_at + 10**9,
+             procs.only(["agent-host-a", "capture-killed"]))
+    procs.stop("agent-host-a", signal.SIGKILL)
+    # profctl exits within the window, its retries and the deadline whatever the agent does.
     try:
-        rc = capture.wait(timeout=120)
-    except subprocess.TimeoutExpired:
+        wait_until("end of profctl capture after its agent was killed",
+                   lambda: capture.poll() is not None, timeout_s=120)
+    except Failure:
         return problems + ["profctl capture did not exit after its agent was killed"]
-    print("".join(printed))
+    rc = capture.returncode
+    print(procs.output("capture-killed"))
     if rc == 0:
         problems.append("the capture whose only agent was killed mid-window exited 0")
     # The checker must see that this capture holds nothing (it is not a yes-machine).

@@ -37,6 +37,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "py"))
+from profctl_testlib import Failure, Processes, wait_for  # noqa: E402
 from sidecar_wiring_test import enter_netns  # noqa: E402
 
 DEPLOY = os.path.abspath(os.path.join(HERE, ".."))
@@ -187,60 +189,49 @@ def check_slurm(args, problems, missing, tmp):
                PROFCTL_COLLECTORS="synthetic", PROFCTL_LOGDIR=logdir, PROFCTL_WARMUP="1",
                PROFCTL_EVERY="1", PROFCTL_DURATION="300", PROFCTL_TRAIN_CMD="sleep 4",
                PROFCTL_RUN_DIR=os.path.join(tmp, "run"), PROFCTL_READY_TIMEOUT="30")
-    # Its own process group: whatever the script leaves behind (its agent, on a timeout) goes.
-    job = subprocess.Popen(["bash", os.path.join(DEPLOY, "slurm", "profctl-job.sbatch")], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp,
-                           start_new_session=True)
-    try:
-        out, err = job.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        out, err = job.communicate()
-        problems.append(f"profctl-job.sbatch did not finish in 90 s:\n{out[-3000:]}{err[-3000:]}")
-        return
-    finally:
+    # Each process's output in TMP/NAME.log; all stopped when the block ends.
+    with Processes(tmp, grace_s=5) as procs:
         try:
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    r = subprocess.CompletedProcess(job.args, job.returncode, out, err)
+            run_slurm_scripts(args, problems, env, token, logdir, tmp, procs)
+        except Failure as e:
+            problems.append(f"{e}\n{procs.log_tails(40)}")
+
+
+def run_slurm_scripts(args, problems, env, token, logdir, tmp, procs):
+    # Its own process group: whatever the script leaves behind (its agent, on a timeout) goes.
+    job = procs.start("profctl-job", ["bash", os.path.join(DEPLOY, "slurm", "profctl-job.sbatch")],
+                      env=env, cwd=tmp, group=True)
+    try:
+        wait_for("end of profctl-job.sbatch", lambda: job.poll() is not None, timeout_s=90)
+    except Failure:
+        procs.stop("profctl-job", signal.SIGKILL)
+        problems.append(f"profctl-job.sbatch did not finish in 90 s:\n"
+                        f"{procs.output('profctl-job')[-6000:]}")
+        return
+    procs.stop("profctl-job")  # anything of its group it left behind
     node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
     traces = glob.glob(os.path.join(logdir, "plugins", "profile", "*", f"{node}.xplane.pb"))
-    if r.returncode != 0 or not traces:
-        problems.append(f"profctl-job.sbatch: exit {r.returncode}, {len(traces)} captures of node "
-                        f"{node}:\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+    if job.returncode != 0 or not traces:
+        problems.append(f"profctl-job.sbatch: exit {job.returncode}, {len(traces)} captures of "
+                        f"node {node}:\n{procs.output('profctl-job')[-6000:]}")
     else:
         print(f"ok: profctl-job.sbatch captured the job's node {len(traces)} time(s)")
-    # A running job's nodes, captured from outside the job.
-    agent = subprocess.Popen([args.agent, "--port=6000", f"--token-file={token}",
-                              "--collectors=synthetic"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        env2 = dict(env, PROFCTL=args.profctl)
-        for _ in range(50):
-            if subprocess.run([args.profctl, "ping", "--workers=localhost:6000",
-                               f"--token-file={token}"], capture_output=True,
-                              timeout=10).returncode == 0:
-                break
-            subprocess.run(["sleep", "0.1"])
-        # --tolerance: the wiring is under test, not start lateness; on CI's 2 loaded cores an
-        # agent can start 5-10 ms late, which would make the session partial (exit 3).
-        r = subprocess.run([os.path.join(DEPLOY, "slurm", "profctl-capture-job.sh"), "4242",
-                            "--duration=300", "--tolerance=500", f"--token-file={token}"], env=env2,
-                           capture_output=True, text=True, timeout=60, cwd=tmp)
-        sessions = glob.glob(os.path.join(logdir, "plugins", "profile", "slurm-4242_*"))
-        if r.returncode != 0 or not sessions:
-            problems.append(f"profctl-capture-job.sh: exit {r.returncode}, sessions {sessions}:"
-                            f"\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
-        else:
-            print(f"ok: profctl-capture-job.sh captured job 4242: {os.path.basename(sessions[0])}")
-    finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+    # A running job's nodes, captured from outside the job: an agent on the port the script
+    # uses, once it listens (its port file).
+    procs.start_agent(args.agent, "agent", [f"--token-file={token}", "--collectors=synthetic"],
+                      port=6000, timeout_s=30)
+    env2 = dict(env, PROFCTL=args.profctl)
+    # --tolerance: the wiring is under test, not start lateness; on CI's 2 loaded cores an
+    # agent can start 5-10 ms late, which would make the session partial (exit 3).
+    r = subprocess.run([os.path.join(DEPLOY, "slurm", "profctl-capture-job.sh"), "4242",
+                        "--duration=300", "--tolerance=500", f"--token-file={token}"], env=env2,
+                       capture_output=True, text=True, timeout=60, cwd=tmp)
+    sessions = glob.glob(os.path.join(logdir, "plugins", "profile", "slurm-4242_*"))
+    if r.returncode != 0 or not sessions:
+        problems.append(f"profctl-capture-job.sh: exit {r.returncode}, sessions {sessions}:"
+                        f"\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+    else:
+        print(f"ok: profctl-capture-job.sh captured job 4242: {os.path.basename(sessions[0])}")
 
 
 def main():

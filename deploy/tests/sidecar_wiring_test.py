@@ -45,7 +45,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import yaml
@@ -53,15 +52,13 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "py"))
 import k8s_check  # noqa: E402
+from profctl_testlib import Failure, Processes, wait_for  # noqa: E402
 
 SKIP = 77
 POD_NAME = "trainer-0-wiring"
 INDEX = "0"
-
-
-class Failure(Exception):
-    pass
 
 
 class Env:
@@ -70,7 +67,7 @@ class Env:
     def __init__(self):
         self.missing = []  # features the binaries lack: a skip if nothing else failed
         self.notes = []
-        self.procs = []
+        self.procs = None  # the current overlay's processes (profctl_testlib.Processes)
 
 
 def log(msg):
@@ -251,33 +248,14 @@ def expand(text, env):
 
 
 def start(state, argv, env, name, workdir):
-    out = open(os.path.join(workdir, f"{name}.log"), "w+")
-    p = subprocess.Popen(argv, env=env, cwd=workdir, stdout=out, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    p.log = out
-    p.name = name
-    state.procs.append(p)
-    return p
+    """A container's process, its output in WORKDIR/NAME.log, in a process group of its own
+    (whatever it starts is stopped with it)."""
+    return state.procs.start(name, argv, env=env, cwd=workdir, group=True)
 
 
 def stop_all(state):
-    for p in state.procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    for p in state.procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-    state.procs.clear()
-
-
-def output_of(p):
-    p.log.flush()
-    p.log.seek(0)
-    return p.log.read()
+    if state.procs is not None:
+        state.procs.stop_all()
 
 
 def probe_ok(pod, c, probe):
@@ -299,19 +277,27 @@ def probe_ok(pod, c, probe):
     raise Failure(f"{c['name']}: probe kind {sorted(probe)} is not played out here")
 
 
-def wait_ready(pod, c, p, seconds=20):
+def wait_ready(state, pod, c, name, seconds=20):
+    """Whether process NAME (container c) passes its readinessProbe: True once it does, False
+    when it exits first; a Failure when neither happens within `seconds`."""
     probe = c.get("readinessProbe") or c.get("startupProbe")
     if probe is None:
         raise Failure(f"{c['name']}: no readinessProbe")
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    p = state.procs.get(name)
+    ready = []
+
+    def settled():
         if p.poll() is not None:
-            return False
-        if probe_ok(pod, c, probe):
             return True
-        time.sleep(0.1)
-    raise Failure(f"{c['name']}: readinessProbe {probe} did not pass within {seconds}s; "
-                  f"output:\n{output_of(p)}")
+        if probe_ok(pod, c, probe):
+            ready.append(True)
+            return True
+        return False
+    try:
+        wait_for(f"{c['name']} readinessProbe {probe} passing", settled, timeout_s=seconds)
+    except Failure as e:
+        raise Failure(f"{e}; output:\n{state.procs.output(name)}") from None
+    return bool(ready)
 
 
 UNKNOWN_FLAG = re.compile(r"unknown flag --([a-z0-9-]+)")
@@ -324,10 +310,9 @@ def start_agent(state, pod, agent, workdir):
         argv = pod.command(agent, drop_flags=drop, replace=replace)
         log("agent: " + " ".join(argv))
         p = start(state, argv, pod.process_env(agent), "agent", workdir)
-        if wait_ready(pod, agent, p):
+        if wait_ready(state, pod, agent, "agent"):
             return p, drop
-        out = output_of(p)
-        state.procs.remove(p)
+        out = state.procs.output("agent")
         m = UNKNOWN_FLAG.search(out)
         if m and m.group(1) not in drop:
             state.missing.append(f"profctl-agent does not know --{m.group(1)} yet ({out.strip()})")
@@ -437,10 +422,13 @@ def play(overlay, objs, args, workdir, state):
             "--inject-socket for the cupti collector)")
     elif "inject-socket" not in dropped:
         host = tenv["PROFCTL_AGENT_SOCKET"]
-        deadline = time.monotonic() + 10
-        while not os.path.exists(host) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not os.path.exists(host) or not stat.S_ISSOCK(os.stat(host).st_mode):
+        try:
+            wait_for(f"file at --inject-socket={sock}", lambda: os.path.exists(host),
+                     state.procs.only(["agent"]), timeout_s=10)
+        except Failure as e:
+            raise Failure(f"the agent accepted --inject-socket={sock} but made no socket there "
+                          f"({e})") from None
+        if not stat.S_ISSOCK(os.stat(host).st_mode):
             raise Failure(f"the agent accepted --inject-socket={sock} but made no socket there")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(5)
@@ -462,10 +450,16 @@ def play(overlay, objs, args, workdir, state):
     tcmd = pod.command(trainer)
     if tcmd and tcmd[0] in ("sh", "bash", "/bin/sh", "/bin/bash") and shutil.which(tcmd[0]):
         tp = start(state, tcmd, tenv, "trainer", workdir)
-        time.sleep(1.5)  # a script that cannot find the library exits at once
+        # The script says where it found the library once it has, then runs on; one that cannot
+        # find it exits without a word.
+        wait_for("line from the trainer's command, or its exit",
+                 lambda: tp.poll() is not None or "\n" in state.procs.output("trainer"),
+                 timeout_s=30)
         if tp.poll() not in (None, 0):
-            raise Failure(f"the trainer's command failed ({tp.returncode}): {output_of(tp)}")
-        log(f"ok: the trainer's own command runs with its env: {output_of(tp).strip()}")
+            raise Failure(f"the trainer's command failed ({tp.returncode}): "
+                          f"{state.procs.output('trainer')}")
+        log(f"ok: the trainer's own command runs with its env: "
+            f"{state.procs.output('trainer').strip()}")
     if "metrics-port" in agent_flags and "metrics-port" not in dropped:
         mport = int(agent_flags["metrics-port"])
         if mport != pod.port(agent, "metrics"):
@@ -484,8 +478,8 @@ def play(overlay, objs, args, workdir, state):
     cargv = coord_pod.command(coord)
     log("coordinator: " + " ".join(cargv))
     cp = start(state, cargv, coord_pod.process_env(coord), "coordinator", workdir)
-    if not wait_ready(coord_pod, coord, cp, seconds=30):
-        out = output_of(cp)
+    if not wait_ready(state, coord_pod, coord, "coordinator", seconds=30):
+        out = state.procs.output("coordinator")
         m = UNKNOWN_FLAG.search(out)
         if m:
             state.missing.append(f"profctl serve does not know --{m.group(1)} yet")
@@ -563,6 +557,7 @@ def main():
                 continue
             odir = os.path.join(workdir, overlay)
             os.makedirs(odir)
+            state.procs = Processes(odir, grace_s=5)
             try:
                 play(overlay, objs, args, odir, state)
             except (Failure, subprocess.SubprocessError, OSError) as e:

@@ -1,17 +1,26 @@
 """What every Python test of profctl shares: starting processes and cleaning them up, starting an
 agent on a free port (it writes --port-file once it listens: the event tests wait on, never a
-fixed sleep), waiting for a condition while noticing a process that died, and failing with a
-message that names what did not happen.
+fixed sleep), waiting for a condition or a log line while noticing a process that died, and
+failing with a message that names what did not happen.
 
     from profctl_testlib import Failure, Processes, wait_for
     with Processes(work) as procs:
         port = procs.start_agent(agent_bin, "host-a", ["--collectors=cupti"])
-        ...
+        app = procs.start("app", [app_bin], env=...)
+        procs.wait_line("host-a", f"pid {app.pid} .* registered", watch=["app"])
+        wait_for("the app's ready file", lambda: os.path.exists(ready), procs)
 
-Tests import it with `sys.path.insert(0, os.path.join(HERE, "py"))` (tests/py/).
+Every wait has a deadline, and ends early with a Failure when a process it watches exits (its
+`procs`: a Processes, or Processes.only(names)); the only fixed durations are ones that are
+themselves what is asked for (`hold`: a program's time to settle), never a stand-in for an event.
+
+Tests under tests/ import it with `sys.path.insert(0, os.path.join(HERE, "py"))`; scripts/ and
+deploy/tests/ with the path of tests/py from the repository root. Standard library only: the
+real-GPU check (scripts/gpu_verify.py) uses it on machines that have nothing else.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -37,6 +46,8 @@ class Processes:
         self.work = work
         self.grace_s = grace_s
         self.started = []  # (name, Popen), in start order
+        self._groups = set()  # pids started in a process group of their own
+        self._logs = {}  # name -> [byte offset read, unread complete lines], for wait_line
 
     def __enter__(self):
         return self
@@ -48,10 +59,16 @@ class Processes:
     def log_path(self, name):
         return os.path.join(self.work, name + ".log")
 
-    def start(self, name, argv, env=None, cwd=None):
-        """Starts argv with stdout and stderr in WORK/NAME.log."""
+    def start(self, name, argv, env=None, cwd=None, group=False):
+        """Starts argv with stdout and stderr in WORK/NAME.log (a restart under the same name
+        starts a new log). With `group`, in a new session and process group, which is what gets
+        the signals when it is stopped: whatever it started goes too, even after it exited."""
         with open(self.log_path(name), "w") as log:
-            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+            p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                 start_new_session=group)
+        if group:
+            self._groups.add(p.pid)
+        self._logs[name] = [0, []]
         self.started.append((name, p))
         return p
 
@@ -67,18 +84,67 @@ class Processes:
                 return p
         raise KeyError(name)
 
-    def start_agent(self, agent_bin, name, args=(), env=None, timeout_s=DEFAULT_TIMEOUT_S):
-        """profctl-agent on a free loopback port: returns the port once the agent has written its
-        --port-file (WORK/NAME.port), i.e. once it listens. Fails naming the agent when it exits
-        first or writes nothing in `timeout_s`."""
+    def start_agent(self, agent_bin, name, args=(), env=None, port=0,
+                    timeout_s=DEFAULT_TIMEOUT_S):
+        """profctl-agent on loopback, on `port` (0: a free one): returns the port once the agent
+        has written its --port-file (WORK/NAME.port), i.e. once it listens. Fails naming the
+        agent when it exits first or writes nothing in `timeout_s`."""
         port_file = os.path.join(self.work, name + ".port")
         if os.path.exists(port_file):
             os.remove(port_file)  # a restarted agent: wait for the new one's file
-        p = self.start(name, [agent_bin, "--port=0", "--bind=127.0.0.1",
-                              f"--port-file={port_file}", *args], env=env)
-        wait_for(f"{name}'s port file", lambda: _nonempty(port_file), [(name, p)],
+        self.start(name, [agent_bin, f"--port={port}", "--bind=127.0.0.1",
+                          f"--port-file={port_file}", *args], env=env)
+        wait_for(f"{name}'s port file", lambda: _nonempty(port_file), self.only([name]),
                  timeout_s=timeout_s)
         return read_port(port_file)
+
+    def only(self, names):
+        """(name, Popen) of the latest process of each of `names`: the `procs` of a wait that
+        must end when one of those exits (a Processes itself watches every process)."""
+        return _Watch([(n, self.get(n)) for n in names], self)
+
+    def output(self, name):
+        """Everything NAME has printed so far."""
+        with open(self.log_path(name), errors="replace") as f:
+            return f.read()
+
+    def new_lines(self, name):
+        """The lines NAME printed since the last new_lines or wait_line on it (a line still
+        being written is left for the next call, unless the process has exited)."""
+        self._read(name)
+        lines = self._logs[name][1]
+        self._logs[name][1] = []
+        return lines
+
+    def wait_line(self, name, pattern, timeout_s=DEFAULT_TIMEOUT_S, watch=()):
+        """The re.Match of the first line NAME prints (after the lines new_lines and wait_line
+        already went through) that matches `pattern`. Fails when `timeout_s` passes, or as soon
+        as NAME or one of the processes named in `watch` exits without it."""
+        rx = re.compile(pattern)
+        found = []
+
+        def matched():
+            self._read(name)
+            pending = self._logs[name][1]
+            while pending:
+                m = rx.search(pending.pop(0))
+                if m:
+                    found.append(m)
+                    return True
+            return False
+        wait_for(f"{name} line matching '{pattern}'", matched,
+                 self.only([name, *watch]), timeout_s=timeout_s)
+        return found[0]
+
+    def _read(self, name):
+        state = self._logs.setdefault(name, [0, []])
+        exited = self.get(name).poll() is not None
+        with open(self.log_path(name), "rb") as f:
+            f.seek(state[0])
+            data = f.read()
+        end = len(data) if exited else data.rfind(b"\n") + 1
+        state[0] += end
+        state[1] += data[:end].decode("utf-8", errors="replace").splitlines()
 
     def exited(self, names=None):
         """(name, return code) of each process (of `names`, or all) that has exited."""
@@ -95,17 +161,46 @@ class Processes:
                     out.append(f"--- {name}.log (last lines)\n" + "".join(f.readlines()[-lines:]))
         return "\n".join(out)
 
+    def stop(self, name, sig=signal.SIGTERM):
+        """Stops the latest NAME (`sig`, then SIGKILL after grace_s); returns its exit code."""
+        p = self.get(name)
+        self._signal(p, sig)
+        return self._reap(name, p)
+
     def stop_all(self):
         for _, p in self.started:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+            self._signal(p, signal.SIGTERM)
         for name, p in self.started:
+            self._reap(name, p)
+
+    def _signal(self, p, sig):
+        if p.pid in self._groups:
+            # Its group, even when the leader is gone: what it left behind keeps the group id
+            # (which no new process can take while the group has a member).
             try:
-                p.wait(timeout=self.grace_s)
-            except subprocess.TimeoutExpired:
-                print(f"note: {name} ignored SIGTERM for {self.grace_s} s; killed")
-                p.kill()
-                p.wait()
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass  # nothing left of it
+        elif p.poll() is None:
+            p.send_signal(sig)
+
+    def _reap(self, name, p):
+        try:
+            p.wait(timeout=self.grace_s)
+        except subprocess.TimeoutExpired:
+            print(f"note: {name} ignored its signal for {self.grace_s} s; killed")
+            self._signal(p, signal.SIGKILL)
+            p.wait()
+        self._groups.discard(p.pid)  # reaped: once its group is empty, the id may be reused
+        return p.returncode
+
+
+class _Watch(list):
+    """(name, Popen) pairs that know the Processes whose logs they are."""
+
+    def __init__(self, pairs, procs):
+        super().__init__(pairs)
+        self.procs = procs
 
 
 def _nonempty(path):
@@ -118,16 +213,49 @@ def read_port(port_file):
         return int(f.read().split()[0])
 
 
+def _watched(procs):
+    """(name, Popen, log path or None) of what a wait watches."""
+    owner = procs if isinstance(procs, Processes) else getattr(procs, "procs", None)
+    pairs = procs.started if isinstance(procs, Processes) else list(procs)
+    return [(n, p, owner.log_path(n) if owner else None) for n, p in pairs]
+
+
+def _died(name, p, log, during):
+    where = ""
+    if log and os.path.exists(log):
+        with open(log, errors="replace") as f:
+            last = " | ".join(ln.strip() for ln in f.readlines()[-3:] if ln.strip())
+        where = f": {last} (log: {log})" if last else f" (log: {log})"
+    return Failure(f"{name} exited ({p.returncode}) {during}{where}")
+
+
 def wait_for(what, cond, procs=(), timeout_s=DEFAULT_TIMEOUT_S):
     """Polls cond() until it holds. Fails when `timeout_s` passes, or at once when one of `procs`
-    ((name, Popen) pairs, or a Processes) exits meanwhile: a dead process will not make it hold."""
-    watched = procs.started if isinstance(procs, Processes) else list(procs)
+    ((name, Popen) pairs, a Processes, or Processes.only(names)) has exited and cond() still
+    does not hold: a dead process will not make it hold."""
+    watched = _watched(procs)
     end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
+    while True:
         if cond():
             return
-        for name, p in watched:
-            if p.poll() is not None:
-                raise Failure(f"{name} exited with {p.returncode} while waiting for {what}")
+        for name, p, log in watched:
+            if p.poll() is not None and not cond():  # not what it did just before it exited
+                raise _died(name, p, log, f"while waiting for {what}")
+        if time.monotonic() >= end:
+            raise Failure(f"no {what} within {timeout_s:g} s")
         time.sleep(POLL_S)
-    raise Failure(f"no {what} within {timeout_s} s")
+
+
+def hold(what, seconds, procs):
+    """Lets `seconds` pass (a stated duration: a program's time to settle, a freeze), failing at
+    once when one of `procs` (as for wait_for) exits meanwhile."""
+    watched = _watched(procs)
+    end = time.monotonic() + seconds
+    while True:
+        for name, p, log in watched:
+            if p.poll() is not None:
+                raise _died(name, p, log, f"during {what}")
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(POLL_S, left))
