@@ -384,7 +384,300 @@ std::string Printable(absl::string_view s, int max_width) {
   return absl::StrCat(p.substr(0, head), "...", p.substr(p.size() - tail));
 }
 
+// --- one writer per tool -----------------------------------------------------------------------
+
+struct TableStyle {
+  int max_name_width = 60;
+  size_t limit = 20;  // rows per section
+};
+
+void OverviewCsv(std::string& out, const PodTools& p) {
+  std::vector<std::string> header = {"host", "step", "step_time_ms"};
+  for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+    header.push_back(
+        absl::StrCat(analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)), "_ms"));
+  }
+  header.push_back("compute_16bit_ms");
+  header.push_back("compute_32bit_ms");
+  Row(&out, header);
+  for (const HostTools& h : p.hosts) {
+    for (const analysis::OverviewStep& s : h.overview.steps) {
+      std::vector<std::string> row = {h.host, absl::StrCat(s.step), MsText(s.step_time_ns)};
+      for (const int64_t v : s.times.ns) row.push_back(MsText(v));
+      row.push_back(MsText(s.times.compute_16bit_ns));
+      row.push_back(MsText(s.times.compute_32bit_ns));
+      Row(&out, row);
+    }
+  }
+}
+
+void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style) {
+  const int w = style.max_name_width;
+  const size_t limit = style.limit;
+  const int64_t n = p.overview_steps;
+  absl::StrAppendFormat(&out, "\naverage step time %s ms over %d step(s)\n",
+                        MsText(n == 0 ? 0 : p.overview_step_ns / n), n);
+  for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
+    const int64_t v = p.overview_total.ns[static_cast<size_t>(c)];
+    absl::StrAppendFormat(&out, "  %-17s %10s ms  %5.1f%%\n",
+                          analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)),
+                          MsText(n == 0 ? 0 : v / n), Pct(v, p.overview_step_ns));
+  }
+  absl::StrAppendFormat(
+      &out, "  device compute in 16-bit: %.1f%%\n",
+      Pct(p.overview_total.compute_16bit_ns, p.overview_total[OverviewCategory::kDeviceCompute]));
+  for (const HostTools& h : p.hosts) {
+    const HostOverview& o = h.overview;
+    const auto steps = static_cast<int64_t>(o.steps.size());
+    absl::StrAppend(&out, "\nhost ", Printable(h.host, w), ": ", steps, " step(s), average ",
+                    MsText(steps == 0 ? 0 : o.step_ns / steps), " ms");
+    const analysis::RunEnvironment& env = o.environment;
+    if (!env.framework.empty()) absl::StrAppend(&out, ", ", env.framework);
+    if (!env.devices.empty()) {
+      absl::StrAppend(&out, ", ", env.devices.size(), " x ", Printable(env.devices[0].name, w));
+    }
+    if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
+    if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
+    out += "\n";
+    if (!o.top_kernels.empty()) out += "  top kernels by time:\n";
+    for (size_t i = 0; i < o.top_kernels.size() && i < limit; ++i) {
+      absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_kernels[i].self_ns),
+                            o.top_kernels[i].pct, Printable(o.top_kernels[i].name, w));
+    }
+    if (!o.top_ops.empty()) out += "  top ops by self time:\n";
+    for (size_t i = 0; i < o.top_ops.size() && i < limit; ++i) {
+      absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_ops[i].self_ns),
+                            o.top_ops[i].pct, Printable(o.top_ops[i].name, w));
+    }
+  }
+  out += "\nrecommendations:\n";
+  if (p.recommendations.empty()) out += "  none: no category stands out\n";
+  for (const analysis::Recommendation& r : p.recommendations) {
+    absl::StrAppend(&out, "  - ", r.advice, "\n    because ", Printable(r.reason, 400), "\n");
+  }
+}
+
+void KernelStatsJson(Json& j, const PodTools& p) {
+  j.Key("kernels");
+  KernelRows(j, p.kernels);
+  j.Key("per_host");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("kernels");
+    KernelRows(j, h.kernels);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void KernelStatsCsv(std::string& out, const PodTools& p) {
+  Row(&out, {"host", "kernel", "op", "registers_per_thread", "shared_memory_bytes", "grid", "block",
+             "occupancy_pct", "tensor_core_eligible", "tensor_core_used", "occurrences", "total_us",
+             "avg_us", "min_us", "max_us"});
+  for (const HostTools& h : p.hosts) {
+    for (const KernelStat& k : h.kernels) {
+      Row(&out,
+          {h.host, k.kernel, k.op,
+           k.registers_per_thread < 0 ? "" : absl::StrCat(k.registers_per_thread),
+           k.shared_memory_bytes < 0 ? "" : absl::StrCat(k.shared_memory_bytes), DimsText(k.grid),
+           DimsText(k.block), k.occupancy_pct < 0 ? "" : absl::StrFormat("%.2f", k.occupancy_pct),
+           k.tensor_core_eligible ? "true" : "false", k.tensor_core_used ? "true" : "false",
+           absl::StrCat(k.occurrences), UsText(k.total_ns), UsText(k.avg_ns()), UsText(k.min_ns),
+           UsText(k.max_ns)});
+    }
+  }
+}
+
+void KernelStatsTable(std::string& out, const PodTools& p, const TableStyle& style) {
+  const int w = style.max_name_width;
+  const size_t limit = style.limit;
+  absl::StrAppendFormat(&out, "\n%12s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n", "total_us",
+                        "count", "avg_us", "max_us", "regs", "shmem", "occ%", "TC", w, "kernel",
+                        "op");
+  for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
+    const KernelStat& k = p.kernels[i];
+    absl::StrAppendFormat(&out, "%12s %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
+                          UsText(k.total_ns), k.occurrences, UsText(k.avg_ns()), UsText(k.max_ns),
+                          k.registers_per_thread < 0 ? "-" : absl::StrCat(k.registers_per_thread),
+                          k.shared_memory_bytes < 0 ? "-" : absl::StrCat(k.shared_memory_bytes),
+                          k.occupancy_pct < 0 ? "-" : absl::StrFormat("%.1f", k.occupancy_pct),
+                          k.tensor_core_used       ? "yes"
+                          : k.tensor_core_eligible ? "elg"
+                                                   : "no",
+                          w, Printable(k.kernel, w), Printable(k.op.empty() ? "-" : k.op, w));
+  }
+  if (p.kernels.size() > limit) {
+    absl::StrAppend(&out, "... ", p.kernels.size() - limit, " more (--json / --csv)\n");
+  }
+  out += "TC: yes = uses Tensor Cores, elg = eligible but does not, no = not eligible\n";
+}
+
+void OpStatsJson(Json& j, const PodTools& p) {
+  j.Key("by_op");
+  OpRows(j, p.ops.by_op);
+  j.Key("by_type");
+  OpRows(j, p.ops.by_type);
+  j.Key("per_host");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("by_op");
+    OpRows(j, h.ops.by_op);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void OpStatsCsv(std::string& out, const PodTools& p) {
+  Row(&out, {"host", "name", "type", "on_host", "occurrences", "host_total_us", "host_self_us",
+             "device_total_us", "device_self_us"});
+  for (const HostTools& h : p.hosts) {
+    for (const OpStat& s : h.ops.by_op) {
+      Row(&out, {h.host, s.name, s.type, s.host ? "true" : "false", absl::StrCat(s.occurrences),
+                 UsText(s.host_total_ns), UsText(s.host_self_ns), UsText(s.device_total_ns),
+                 UsText(s.device_self_ns)});
+    }
+  }
+}
+
+void OpStatsTable(std::string& out, const PodTools& p, const TableStyle& style) {
+  const int w = style.max_name_width;
+  const size_t limit = style.limit;
+  const auto table = [&](absl::string_view title, const std::vector<OpStat>& rows) {
+    absl::StrAppendFormat(&out, "\n%s\n%14s %14s %14s %14s %7s  %s\n", title, "dev_self_us",
+                          "dev_total_us", "host_self_us", "host_total_us", "count", "name");
+    for (size_t i = 0; i < rows.size() && i < limit; ++i) {
+      const OpStat& s = rows[i];
+      absl::StrAppendFormat(&out, "%14s %14s %14s %14s %7d  %s\n", UsText(s.device_self_ns),
+                            UsText(s.device_total_ns), UsText(s.host_self_ns),
+                            UsText(s.host_total_ns), s.occurrences, Printable(s.name, w));
+    }
+    if (rows.size() > limit) absl::StrAppend(&out, "... ", rows.size() - limit, " more\n");
+  };
+  table("by op:", p.ops.by_op);
+  table("by op type:", p.ops.by_type);
+}
+
+void InputPipelineCsv(std::string& out, const PodTools& p) {
+  Row(&out, {"host", "step", "step_time_ms", "device_input_ms", "host_input_ms", "input_pct"});
+  for (const HostTools& h : p.hosts) {
+    for (const analysis::InputStep& s : h.input.steps) {
+      Row(&out, {h.host, absl::StrCat(s.step), MsText(s.step_time_ns), MsText(s.device_input_ns),
+                 MsText(s.host_input_ns),
+                 absl::StrFormat("%.1f", Pct(s.device_input_ns, s.step_time_ns))});
+    }
+  }
+}
+
+void InputPipelineTable(std::string& out, const PodTools& p, const TableStyle& style) {
+  const int w = style.max_name_width;
+  const size_t limit = style.limit;
+  for (const HostTools& h : p.hosts) {
+    const HostInputPipeline& in = h.input;
+    absl::StrAppendFormat(&out, "\nhost %s: devices wait for input %.1f%% of step time\n",
+                          Printable(h.host, w), Pct(in.input_ns, in.step_ns));
+    absl::StrAppendFormat(&out, "  %10s %14s %16s %14s\n", "step", "step_time_ms",
+                          "device_input_ms", "host_input_ms");
+    const size_t first = in.steps.size() > limit ? in.steps.size() - limit : 0;
+    for (size_t i = first; i < in.steps.size(); ++i) {
+      const analysis::InputStep& s = in.steps[i];
+      absl::StrAppendFormat(&out, "  %10d %14s %16s %14s\n", s.step, MsText(s.step_time_ns),
+                            MsText(s.device_input_ns), MsText(s.host_input_ns));
+    }
+    if (!in.stages.empty()) {
+      absl::StrAppendFormat(&out, "  host input stages:\n  %12s %12s %7s %8s  %s\n", "self_ms",
+                            "total_ms", "count", "where", "stage");
+    }
+    for (size_t i = 0; i < in.stages.size() && i < limit; ++i) {
+      const analysis::InputStage& s = in.stages[i];
+      absl::StrAppendFormat(&out, "  %12s %12s %7d %8s  %s%s\n", MsText(s.self_ns),
+                            MsText(s.total_ns), s.count, s.consumer ? "loop" : "backgrnd",
+                            Printable(s.name, w), s.name == in.bottleneck ? "  <- bottleneck" : "");
+    }
+    if (in.stages.empty()) out += "  no tf.data / DataLoader events in the trace\n";
+  }
+}
+
+void MemoryCsv(std::string& out, const PodTools& p) {
+  Row(&out, {"host", "device", "time_ns", "in_use_bytes"});
+  for (const HostTools& h : p.hosts) {
+    for (const DeviceMemory& m : h.memory) {
+      for (const analysis::MemoryPoint& pt : m.timeline) {
+        Row(&out, {m.host, absl::StrCat(m.device), absl::StrCat(pt.time_ns),
+                   absl::StrCat(pt.in_use_bytes)});
+      }
+    }
+  }
+}
+
+void MemoryTable(std::string& out, const PodTools& p, const TableStyle& style) {
+  const int w = style.max_name_width;
+  const size_t limit = style.limit;
+  for (const HostTools& h : p.hosts) {
+    if (h.memory.empty()) {
+      absl::StrAppend(&out, "\nhost ", Printable(h.host, w),
+                      ": no memory allocation events in the trace\n");
+    }
+    for (const DeviceMemory& m : h.memory) {
+      absl::StrAppend(
+          &out, "\nhost ", Printable(h.host, w), " ",
+          m.device < 0 ? std::string("host memory") : absl::StrCat("device ", m.device), ": peak ",
+          absl::StrFormat("%.2f", static_cast<double>(m.peak_bytes) / (1 << 20)), " MiB at +",
+          MsText(m.peak_time_ns - m.window_start_ns), " ms; ", m.allocations, " allocations, ",
+          m.frees, " frees; ", m.live_at_peak, " live at the peak");
+      if (m.baseline_bytes > 0) {
+        absl::StrAppendFormat(&out, "; %.2f MiB in use before the trace",
+                              static_cast<double>(m.baseline_bytes) / (1 << 20));
+      }
+      if (m.fragmentation_at_peak >= 0) {
+        absl::StrAppendFormat(&out, "; fragmentation %.1f%%", 100 * m.fragmentation_at_peak);
+      }
+      out += "\n";
+      for (size_t i = 0; i < m.largest_live_at_peak.size() && i < limit; ++i) {
+        const analysis::LiveAllocation& a = m.largest_live_at_peak[i];
+        absl::StrAppendFormat(&out, "  %12.2f MiB  0x%x  %s\n",
+                              static_cast<double>(a.bytes) / (1 << 20), a.address,
+                              Printable(a.op.empty() ? "-" : a.op, w));
+      }
+    }
+  }
+}
+
+// Each tool's writers, in the order of analysis::AllTools() (ToolsWithWriters, tested).
+struct ToolWriter {
+  Tool tool;
+  void (*json)(Json& j, const PodTools& p);  // the tool's payload, after the common keys
+  void (*csv)(std::string& out, const PodTools& p);
+  void (*table)(std::string& out, const PodTools& p, const TableStyle& style);
+};
+
+constexpr ToolWriter kWriters[] = {
+    {Tool::kOverview, OverviewJson, OverviewCsv, OverviewTable},
+    {Tool::kKernelStats, KernelStatsJson, KernelStatsCsv, KernelStatsTable},
+    {Tool::kOpStats, OpStatsJson, OpStatsCsv, OpStatsTable},
+    {Tool::kInputPipeline, InputJson, InputPipelineCsv, InputPipelineTable},
+    {Tool::kMemory, MemoryJson, MemoryCsv, MemoryTable},
+};
+
+const ToolWriter& WriterFor(Tool tool) {
+  for (const ToolWriter& w : kWriters) {
+    if (w.tool == tool) return w;
+  }
+  return kWriters[0];  // unreachable: every tool has its writers (ToolsWithWriters)
+}
+
 }  // namespace
+
+std::vector<Tool> ToolsWithWriters() {
+  std::vector<Tool> tools;
+  for (const ToolWriter& w : kWriters) tools.push_back(w.tool);
+  return tools;
+}
 
 std::string ToolFileName(Tool tool, absl::string_view extension) {
   return absl::StrCat("tool_", analysis::ToolName(tool), ".", extension);
@@ -405,49 +698,7 @@ std::string ToolJson(const PodTools& p, const ToolContext& context) {
   j.BeginArray();
   for (const HostTools& h : p.hosts) j.String(h.host);
   j.EndArray();
-  switch (p.tool) {
-    case Tool::kOverview:
-      OverviewJson(j, p);
-      break;
-    case Tool::kKernelStats:
-      j.Key("kernels");
-      KernelRows(j, p.kernels);
-      j.Key("per_host");
-      j.BeginArray();
-      for (const HostTools& h : p.hosts) {
-        j.BeginObject();
-        j.Key("host");
-        j.String(h.host);
-        j.Key("kernels");
-        KernelRows(j, h.kernels);
-        j.EndObject();
-      }
-      j.EndArray();
-      break;
-    case Tool::kOpStats:
-      j.Key("by_op");
-      OpRows(j, p.ops.by_op);
-      j.Key("by_type");
-      OpRows(j, p.ops.by_type);
-      j.Key("per_host");
-      j.BeginArray();
-      for (const HostTools& h : p.hosts) {
-        j.BeginObject();
-        j.Key("host");
-        j.String(h.host);
-        j.Key("by_op");
-        OpRows(j, h.ops.by_op);
-        j.EndObject();
-      }
-      j.EndArray();
-      break;
-    case Tool::kInputPipeline:
-      InputJson(j, p);
-      break;
-    case Tool::kMemory:
-      MemoryJson(j, p);
-      break;
-  }
+  WriterFor(p.tool).json(j, p);
   j.Key("warnings");
   j.BeginArray();
   for (const HostTools& h : p.hosts) {
@@ -460,229 +711,19 @@ std::string ToolJson(const PodTools& p, const ToolContext& context) {
 
 std::string ToolCsv(const PodTools& p) {
   std::string out;
-  switch (p.tool) {
-    case Tool::kOverview: {
-      std::vector<std::string> header = {"host", "step", "step_time_ms"};
-      for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
-        header.push_back(
-            absl::StrCat(analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)), "_ms"));
-      }
-      header.push_back("compute_16bit_ms");
-      header.push_back("compute_32bit_ms");
-      Row(&out, header);
-      for (const HostTools& h : p.hosts) {
-        for (const analysis::OverviewStep& s : h.overview.steps) {
-          std::vector<std::string> row = {h.host, absl::StrCat(s.step), MsText(s.step_time_ns)};
-          for (const int64_t v : s.times.ns) row.push_back(MsText(v));
-          row.push_back(MsText(s.times.compute_16bit_ns));
-          row.push_back(MsText(s.times.compute_32bit_ns));
-          Row(&out, row);
-        }
-      }
-      break;
-    }
-    case Tool::kKernelStats:
-      Row(&out, {"host", "kernel", "op", "registers_per_thread", "shared_memory_bytes", "grid",
-                 "block", "occupancy_pct", "tensor_core_eligible", "tensor_core_used",
-                 "occurrences", "total_us", "avg_us", "min_us", "max_us"});
-      for (const HostTools& h : p.hosts) {
-        for (const KernelStat& k : h.kernels) {
-          Row(&out, {h.host, k.kernel, k.op,
-                     k.registers_per_thread < 0 ? "" : absl::StrCat(k.registers_per_thread),
-                     k.shared_memory_bytes < 0 ? "" : absl::StrCat(k.shared_memory_bytes),
-                     DimsText(k.grid), DimsText(k.block),
-                     k.occupancy_pct < 0 ? "" : absl::StrFormat("%.2f", k.occupancy_pct),
-                     k.tensor_core_eligible ? "true" : "false",
-                     k.tensor_core_used ? "true" : "false", absl::StrCat(k.occurrences),
-                     UsText(k.total_ns), UsText(k.avg_ns()), UsText(k.min_ns), UsText(k.max_ns)});
-        }
-      }
-      break;
-    case Tool::kOpStats:
-      Row(&out, {"host", "name", "type", "on_host", "occurrences", "host_total_us", "host_self_us",
-                 "device_total_us", "device_self_us"});
-      for (const HostTools& h : p.hosts) {
-        for (const OpStat& s : h.ops.by_op) {
-          Row(&out, {h.host, s.name, s.type, s.host ? "true" : "false", absl::StrCat(s.occurrences),
-                     UsText(s.host_total_ns), UsText(s.host_self_ns), UsText(s.device_total_ns),
-                     UsText(s.device_self_ns)});
-        }
-      }
-      break;
-    case Tool::kInputPipeline:
-      Row(&out, {"host", "step", "step_time_ms", "device_input_ms", "host_input_ms", "input_pct"});
-      for (const HostTools& h : p.hosts) {
-        for (const analysis::InputStep& s : h.input.steps) {
-          Row(&out, {h.host, absl::StrCat(s.step), MsText(s.step_time_ns),
-                     MsText(s.device_input_ns), MsText(s.host_input_ns),
-                     absl::StrFormat("%.1f", Pct(s.device_input_ns, s.step_time_ns))});
-        }
-      }
-      break;
-    case Tool::kMemory:
-      Row(&out, {"host", "device", "time_ns", "in_use_bytes"});
-      for (const HostTools& h : p.hosts) {
-        for (const DeviceMemory& m : h.memory) {
-          for (const analysis::MemoryPoint& pt : m.timeline) {
-            Row(&out, {m.host, absl::StrCat(m.device), absl::StrCat(pt.time_ns),
-                       absl::StrCat(pt.in_use_bytes)});
-          }
-        }
-      }
-      break;
-  }
+  WriterFor(p.tool).csv(out, p);
   return out;
 }
 
 std::string FormatToolTable(const PodTools& p, const ToolContext& context,
                             const ToolTableOptions& options) {
   std::string out;
-  const int w = options.max_name_width;
-  const auto limit = static_cast<size_t>(std::max(options.max_rows, 1));
+  const TableStyle style{options.max_name_width,
+                         static_cast<size_t>(std::max(options.max_rows, 1))};
+  const int w = style.max_name_width;
   absl::StrAppend(&out, "profctl ", analysis::ToolName(p.tool), ": ", Printable(context.session, w),
                   ", ", p.hosts.size(), " host(s)\n");
-  switch (p.tool) {
-    case Tool::kOverview: {
-      const int64_t n = p.overview_steps;
-      absl::StrAppendFormat(&out, "\naverage step time %s ms over %d step(s)\n",
-                            MsText(n == 0 ? 0 : p.overview_step_ns / n), n);
-      for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
-        const int64_t v = p.overview_total.ns[static_cast<size_t>(c)];
-        absl::StrAppendFormat(&out, "  %-17s %10s ms  %5.1f%%\n",
-                              analysis::OverviewCategoryName(static_cast<OverviewCategory>(c)),
-                              MsText(n == 0 ? 0 : v / n), Pct(v, p.overview_step_ns));
-      }
-      absl::StrAppendFormat(&out, "  device compute in 16-bit: %.1f%%\n",
-                            Pct(p.overview_total.compute_16bit_ns,
-                                p.overview_total[OverviewCategory::kDeviceCompute]));
-      for (const HostTools& h : p.hosts) {
-        const HostOverview& o = h.overview;
-        const auto steps = static_cast<int64_t>(o.steps.size());
-        absl::StrAppend(&out, "\nhost ", Printable(h.host, w), ": ", steps, " step(s), average ",
-                        MsText(steps == 0 ? 0 : o.step_ns / steps), " ms");
-        const analysis::RunEnvironment& env = o.environment;
-        if (!env.framework.empty()) absl::StrAppend(&out, ", ", env.framework);
-        if (!env.devices.empty()) {
-          absl::StrAppend(&out, ", ", env.devices.size(), " x ", Printable(env.devices[0].name, w));
-        }
-        if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
-        if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
-        out += "\n";
-        if (!o.top_kernels.empty()) out += "  top kernels by time:\n";
-        for (size_t i = 0; i < o.top_kernels.size() && i < limit; ++i) {
-          absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_kernels[i].self_ns),
-                                o.top_kernels[i].pct, Printable(o.top_kernels[i].name, w));
-        }
-        if (!o.top_ops.empty()) out += "  top ops by self time:\n";
-        for (size_t i = 0; i < o.top_ops.size() && i < limit; ++i) {
-          absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_ops[i].self_ns),
-                                o.top_ops[i].pct, Printable(o.top_ops[i].name, w));
-        }
-      }
-      out += "\nrecommendations:\n";
-      if (p.recommendations.empty()) out += "  none: no category stands out\n";
-      for (const analysis::Recommendation& r : p.recommendations) {
-        absl::StrAppend(&out, "  - ", r.advice, "\n    because ", Printable(r.reason, 400), "\n");
-      }
-      break;
-    }
-    case Tool::kKernelStats: {
-      absl::StrAppendFormat(&out, "\n%12s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n", "total_us",
-                            "count", "avg_us", "max_us", "regs", "shmem", "occ%", "TC", w, "kernel",
-                            "op");
-      for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
-        const KernelStat& k = p.kernels[i];
-        absl::StrAppendFormat(
-            &out, "%12s %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n", UsText(k.total_ns),
-            k.occurrences, UsText(k.avg_ns()), UsText(k.max_ns),
-            k.registers_per_thread < 0 ? "-" : absl::StrCat(k.registers_per_thread),
-            k.shared_memory_bytes < 0 ? "-" : absl::StrCat(k.shared_memory_bytes),
-            k.occupancy_pct < 0 ? "-" : absl::StrFormat("%.1f", k.occupancy_pct),
-            k.tensor_core_used       ? "yes"
-            : k.tensor_core_eligible ? "elg"
-                                     : "no",
-            w, Printable(k.kernel, w), Printable(k.op.empty() ? "-" : k.op, w));
-      }
-      if (p.kernels.size() > limit) {
-        absl::StrAppend(&out, "... ", p.kernels.size() - limit, " more (--json / --csv)\n");
-      }
-      out += "TC: yes = uses Tensor Cores, elg = eligible but does not, no = not eligible\n";
-      break;
-    }
-    case Tool::kOpStats: {
-      const auto table = [&](absl::string_view title, const std::vector<OpStat>& rows) {
-        absl::StrAppendFormat(&out, "\n%s\n%14s %14s %14s %14s %7s  %s\n", title, "dev_self_us",
-                              "dev_total_us", "host_self_us", "host_total_us", "count", "name");
-        for (size_t i = 0; i < rows.size() && i < limit; ++i) {
-          const OpStat& s = rows[i];
-          absl::StrAppendFormat(&out, "%14s %14s %14s %14s %7d  %s\n", UsText(s.device_self_ns),
-                                UsText(s.device_total_ns), UsText(s.host_self_ns),
-                                UsText(s.host_total_ns), s.occurrences, Printable(s.name, w));
-        }
-        if (rows.size() > limit) absl::StrAppend(&out, "... ", rows.size() - limit, " more\n");
-      };
-      table("by op:", p.ops.by_op);
-      table("by op type:", p.ops.by_type);
-      break;
-    }
-    case Tool::kInputPipeline:
-      for (const HostTools& h : p.hosts) {
-        const HostInputPipeline& in = h.input;
-        absl::StrAppendFormat(&out, "\nhost %s: devices wait for input %.1f%% of step time\n",
-                              Printable(h.host, w), Pct(in.input_ns, in.step_ns));
-        absl::StrAppendFormat(&out, "  %10s %14s %16s %14s\n", "step", "step_time_ms",
-                              "device_input_ms", "host_input_ms");
-        const size_t first = in.steps.size() > limit ? in.steps.size() - limit : 0;
-        for (size_t i = first; i < in.steps.size(); ++i) {
-          const analysis::InputStep& s = in.steps[i];
-          absl::StrAppendFormat(&out, "  %10d %14s %16s %14s\n", s.step, MsText(s.step_time_ns),
-                                MsText(s.device_input_ns), MsText(s.host_input_ns));
-        }
-        if (!in.stages.empty()) {
-          absl::StrAppendFormat(&out, "  host input stages:\n  %12s %12s %7s %8s  %s\n", "self_ms",
-                                "total_ms", "count", "where", "stage");
-        }
-        for (size_t i = 0; i < in.stages.size() && i < limit; ++i) {
-          const analysis::InputStage& s = in.stages[i];
-          absl::StrAppendFormat(&out, "  %12s %12s %7d %8s  %s%s\n", MsText(s.self_ns),
-                                MsText(s.total_ns), s.count, s.consumer ? "loop" : "backgrnd",
-                                Printable(s.name, w),
-                                s.name == in.bottleneck ? "  <- bottleneck" : "");
-        }
-        if (in.stages.empty()) out += "  no tf.data / DataLoader events in the trace\n";
-      }
-      break;
-    case Tool::kMemory:
-      for (const HostTools& h : p.hosts) {
-        if (h.memory.empty()) {
-          absl::StrAppend(&out, "\nhost ", Printable(h.host, w),
-                          ": no memory allocation events in the trace\n");
-        }
-        for (const DeviceMemory& m : h.memory) {
-          absl::StrAppend(
-              &out, "\nhost ", Printable(h.host, w), " ",
-              m.device < 0 ? std::string("host memory") : absl::StrCat("device ", m.device),
-              ": peak ", absl::StrFormat("%.2f", static_cast<double>(m.peak_bytes) / (1 << 20)),
-              " MiB at +", MsText(m.peak_time_ns - m.window_start_ns), " ms; ", m.allocations,
-              " allocations, ", m.frees, " frees; ", m.live_at_peak, " live at the peak");
-          if (m.baseline_bytes > 0) {
-            absl::StrAppendFormat(&out, "; %.2f MiB in use before the trace",
-                                  static_cast<double>(m.baseline_bytes) / (1 << 20));
-          }
-          if (m.fragmentation_at_peak >= 0) {
-            absl::StrAppendFormat(&out, "; fragmentation %.1f%%", 100 * m.fragmentation_at_peak);
-          }
-          out += "\n";
-          for (size_t i = 0; i < m.largest_live_at_peak.size() && i < limit; ++i) {
-            const analysis::LiveAllocation& a = m.largest_live_at_peak[i];
-            absl::StrAppendFormat(&out, "  %12.2f MiB  0x%x  %s\n",
-                                  static_cast<double>(a.bytes) / (1 << 20), a.address,
-                                  Printable(a.op.empty() ? "-" : a.op, w));
-          }
-        }
-      }
-      break;
-  }
+  WriterFor(p.tool).table(out, p, style);
   for (const HostTools& h : p.hosts) {
     for (const std::string& warning : h.warnings) {
       absl::StrAppend(&out, "warning: ", Printable(h.host, w), ": ", Printable(warning, 400), "\n");

@@ -6,6 +6,7 @@
 #define PROFCTL_REPORT_TOOL_WRITERS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "analysis/tools/tools.h"
@@ -30,6 +31,10 @@ struct ToolTableOptions {
 // The readable terminal table. Bounded by max_rows per section; control characters shown as '?'.
 std::string FormatToolTable(const analysis::PodTools& tools, const ToolContext& context,
                             const ToolTableOptions& options = {});
+
+// The tools the writers know, in their table's order: analysis::AllTools()'s (a test holds them
+// together, so a new tool cannot go without its writers).
+std::vector<analysis::Tool> ToolsWithWriters();
 
 // The file a tool's outputs are written to beside the breakdown: "tool_<name>.json" / ".csv".
 std::string ToolFileName(analysis::Tool tool, absl::string_view extension);

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,6 +51,21 @@ rapidjson::Document Parse(const std::string& json) {
   d.Parse(json.c_str());
   EXPECT_FALSE(d.HasParseError()) << json;
   return d;
+}
+
+// One table of tools (analysis/tools/tools.cc) and one of writers (tool_writers.cc), keyed the
+// same way: a tool added to one and not the other fails here, not in a user's hands.
+TEST(ToolWritersTest, EveryToolHasItsWritersInTheToolTablesOrder) {
+  std::vector<Tool> tools;
+  for (const analysis::ToolInfo& t : analysis::AllTools()) tools.push_back(t.tool);
+  EXPECT_EQ(ToolsWithWriters(), tools);
+  for (const analysis::ToolInfo& t : analysis::AllTools()) {
+    PodTools p;
+    p.tool = t.tool;
+    EXPECT_THAT(ToolJson(p, {"s"}), HasSubstr(absl::StrCat("\"", t.name, "\"")));
+    EXPECT_THAT(FormatToolTable(p, {"s"}), HasSubstr(absl::StrCat("profctl ", t.name, ":")));
+    EXPECT_THAT(ToolCsv(p), HasSubstr("host,"));
+  }
 }
 
 TEST(ToolWritersTest, KernelStatsJsonCsvAndTable) {

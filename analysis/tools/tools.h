@@ -21,11 +21,19 @@ namespace profctl::analysis {
 
 enum class Tool : uint8_t { kOverview, kKernelStats, kOpStats, kInputPipeline, kMemory };
 
-// The tools, named once (the CLI's --tool values, the JSON's "tool", docs/tools.md).
+struct HostTools;
+struct PodTools;
+
+// The tools, named once (the CLI's --tool values, the JSON's "tool", docs/tools.md), with what
+// each computes: one descriptor table (tools.cc).
 struct ToolInfo {
   Tool tool;
   absl::string_view name;
   absl::string_view summary;
+  // Fills what the tool needs of one host into `h` (ComputeHostTools).
+  void (*compute_host)(const ToolTrace& trace, const HostSummary& summary, HostTools& h);
+  // Merges pod.hosts into the pod-wide fields (BuildPodTools); null when the tool has none.
+  void (*merge_pod)(PodTools& pod, const PodBreakdown& breakdown);
 };
 absl::Span<const ToolInfo> AllTools();
 std::optional<Tool> ToolByName(absl::string_view name);

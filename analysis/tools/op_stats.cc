@@ -1,0 +1,185 @@
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "analysis/tools/tool_internal.h"
+#include "analysis/tools/tools.h"
+
+namespace profctl::analysis {
+
+// --- op_stats -----------------------------------------------------------------------------------
+
+namespace {
+
+void SortOps(std::vector<OpStat>* ops) {
+  std::sort(ops->begin(), ops->end(), [](const OpStat& a, const OpStat& b) {
+    return std::tie(b.device_self_ns, b.host_self_ns, a.name) <
+           std::tie(a.device_self_ns, a.host_self_ns, b.name);
+  });
+}
+
+void AddOp(const OpStat& s, std::map<std::string, OpStat>* into, bool by_type) {
+  const std::string& key = by_type ? s.type : s.name;
+  auto [it, inserted] = into->emplace(key, OpStat());
+  OpStat& m = it->second;
+  if (inserted) {
+    m.name = key;
+    m.type = s.type;
+  }
+  m.host |= s.host;
+  m.occurrences += s.occurrences;
+  m.host_total_ns += s.host_total_ns;
+  m.host_self_ns += s.host_self_ns;
+  m.device_total_ns += s.device_total_ns;
+  m.device_self_ns += s.device_self_ns;
+}
+
+OpStats FinishOpStats(const std::map<std::string, OpStat>& by_op) {
+  OpStats out;
+  std::map<std::string, OpStat> by_type;
+  out.by_op.reserve(by_op.size());
+  for (const auto& [name, s] : by_op) {
+    AddOp(s, &by_type, /*by_type=*/true);
+    out.by_op.push_back(s);
+  }
+  for (auto& [type, s] : by_type) out.by_type.push_back(std::move(s));
+  SortOps(&out.by_op);
+  SortOps(&out.by_type);
+  return out;
+}
+
+}  // namespace
+
+OpStats ComputeOpStats(const ToolTrace& t) {
+  const HostForest forest(t);
+  const size_t n = t.host_events.size();
+  std::vector<int64_t> host_self(n, 0);
+  std::vector<int64_t> dev_self(n, 0);
+  std::vector<int64_t> dev_total(n, 0);
+  for (const int32_t i : forest.order()) {
+    const HostEvent& e = t.host_events[static_cast<size_t>(i)];
+    host_self[static_cast<size_t>(i)] += e.end_ns - e.start_ns;
+    if (const int32_t p = forest.parent(i); p >= 0) {
+      host_self[static_cast<size_t>(p)] -= e.end_ns - e.start_ns;
+    }
+  }
+  std::map<std::string, OpStat> by_op;
+  // Device time: kernels linked to a host op count for it; kernels naming an op (tf_op/hlo_op)
+  // count for that op; with neither but `XLA Ops`/`Framework Ops` spans, the spans do.
+  bool named_device_ops = false;
+  std::map<std::string, int64_t> device_events;  // per op named by its kernels
+  for (const DeviceEvent& d : t.device_events) {
+    const int64_t dur = d.end_ns - d.start_ns;
+    if (d.op != StringTable::kEmpty) {
+      named_device_ops = true;
+      const absl::string_view name = t.Str(d.op);
+      OpStat s;
+      s.name = std::string(name);
+      s.type = std::string(OpTypeOf(name));
+      s.device_self_ns = dur;
+      s.device_total_ns = dur;
+      AddOp(s, &by_op, /*by_type=*/false);
+      ++device_events[s.name];
+      continue;
+    }
+    const int32_t h = forest.LaunchingOp(d);
+    if (h >= 0) dev_self[static_cast<size_t>(h)] += dur;
+  }
+  // Totals bottom-up: children come after parents in order().
+  for (auto it = forest.order().rbegin(); it != forest.order().rend(); ++it) {
+    const auto i = static_cast<size_t>(*it);
+    dev_total[i] += dev_self[i];
+    if (const int32_t p = forest.parent(*it); p >= 0)
+      dev_total[static_cast<size_t>(p)] += dev_total[i];
+  }
+  for (const int32_t i : forest.order()) {
+    const HostEvent& e = t.host_events[static_cast<size_t>(i)];
+    OpStat s;
+    s.name = std::string(t.Str(e.name));
+    s.type = std::string(t.Str(e.type));
+    if (s.type.empty()) s.type = s.name;
+    s.host = true;
+    s.occurrences = 1;
+    s.host_total_ns = e.end_ns - e.start_ns;
+    s.host_self_ns = host_self[static_cast<size_t>(i)];
+    s.device_self_ns = dev_self[static_cast<size_t>(i)];
+    // An op nested in another of the same name (recursion) would count twice in total: only the
+    // outermost one's total counts.
+    int32_t p = forest.parent(i);
+    bool nested_same = false;
+    for (; p >= 0; p = forest.parent(p)) {
+      if (t.host_events[static_cast<size_t>(p)].name == e.name) nested_same = true;
+    }
+    s.device_total_ns = nested_same ? 0 : dev_total[static_cast<size_t>(i)];
+    if (nested_same) s.host_total_ns = 0;
+    AddOp(s, &by_op, /*by_type=*/false);
+  }
+  // An op seen only on a device occurs once per kernel that names it.
+  for (const auto& [name, count] : device_events) {
+    OpStat& s = by_op[name];
+    if (!s.host) s.occurrences = count;
+  }
+  if (!named_device_ops && !t.device_ops.empty()) {
+    // Spans on a device's op line: self = duration - nested spans on the same line.
+    std::vector<size_t> idx(t.device_ops.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+      const DeviceOpSpan& x = t.device_ops[a];
+      const DeviceOpSpan& y = t.device_ops[b];
+      return std::make_tuple(x.device, x.line, x.start_ns, -x.end_ns, a) <
+             std::make_tuple(y.device, y.line, y.start_ns, -y.end_ns, b);
+    });
+    std::vector<int64_t> self(idx.size(), 0);
+    std::vector<size_t> stack;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const DeviceOpSpan& s = t.device_ops[idx[k]];
+      while (!stack.empty()) {
+        const DeviceOpSpan& top = t.device_ops[idx[stack.back()]];
+        if (top.device != s.device || top.line != s.line || top.end_ns < s.end_ns) {
+          stack.pop_back();
+        } else {
+          break;
+        }
+      }
+      self[k] += s.end_ns - s.start_ns;
+      if (!stack.empty()) self[stack.back()] -= s.end_ns - s.start_ns;
+      stack.push_back(k);
+    }
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const DeviceOpSpan& s = t.device_ops[idx[k]];
+      OpStat o;
+      o.name = std::string(t.Str(s.name));
+      o.type = std::string(t.Str(s.type));
+      o.occurrences = 1;
+      o.device_total_ns = s.end_ns - s.start_ns;
+      o.device_self_ns = self[k];
+      AddOp(o, &by_op, /*by_type=*/false);
+    }
+  }
+  return FinishOpStats(by_op);
+}
+
+void OpStatsForHost(const ToolTrace& trace, const HostSummary&, HostTools& h) {
+  h.ops = ComputeOpStats(trace);
+}
+
+void OpStatsForPod(PodTools& pod, const PodBreakdown&) {
+  std::map<std::string, OpStat> by_op;
+  for (const HostTools& h : pod.hosts) {
+    for (const OpStat& s : h.ops.by_op) AddOp(s, &by_op, /*by_type=*/false);
+  }
+  pod.ops = FinishOpStats(by_op);
+}
+
+}  // namespace profctl::analysis

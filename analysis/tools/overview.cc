@@ -1,0 +1,352 @@
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "analysis/tools/tool_internal.h"
+#include "analysis/tools/tools.h"
+
+namespace profctl::analysis {
+
+// --- overview -----------------------------------------------------------------------------------
+
+absl::string_view OverviewCategoryName(OverviewCategory c) {
+  static constexpr absl::string_view kNames[kNumOverviewCategories] = {
+      "compilation",      "input",       "output",         "kernel_launch", "host_compute",
+      "device_to_device", "collectives", "device_compute", "other"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+int64_t OverviewTimes::total() const {
+  int64_t s = 0;
+  for (const int64_t v : ns) s += v;
+  return s;
+}
+
+namespace {
+
+enum Cnt : uint8_t {
+  kC16 = 0,
+  kC32,
+  kColl,
+  kH2D,
+  kD2H,
+  kD2D,
+  kIn,
+  kSync,
+  kCompile,
+  kLaunch,
+  kOtherHost,
+  kNumCnt,
+};
+
+// The breakdown's precedence (breakdown.h), with compute split by precision and `host` split.
+OverviewCategory CategoryOfCounts(const std::array<int32_t, kNumCnt>& c, bool* sixteen) {
+  *sixteen = false;
+  if (c[kC16] > 0 || c[kC32] > 0) {
+    *sixteen = c[kC32] == 0;
+    return OverviewCategory::kDeviceCompute;
+  }
+  if (c[kD2H] > 0) return OverviewCategory::kOutput;
+  if (c[kD2D] > 0) return OverviewCategory::kDeviceToDevice;
+  if (c[kColl] > 0) return OverviewCategory::kCollectives;
+  if (c[kH2D] > 0 || c[kIn] > 0) return OverviewCategory::kInput;
+  if (c[kSync] == 0) {
+    if (c[kCompile] > 0) return OverviewCategory::kCompilation;
+    if (c[kLaunch] > 0) return OverviewCategory::kKernelLaunch;
+    if (c[kOtherHost] > 0) return OverviewCategory::kHostCompute;
+  }
+  return OverviewCategory::kOther;
+}
+
+Cnt DeviceCounter(const ToolTrace& t, const DeviceEvent& d) {
+  switch (d.kind) {
+    case OpKind::kCollective:
+      return kColl;
+    case OpKind::kMemcpyH2D:
+      return kH2D;
+    case OpKind::kMemcpyD2H:
+      return kD2H;
+    case OpKind::kMemcpyD2D:
+      return kD2D;
+    default:
+      return Is16BitKernel(t.Str(d.name)) ? kC16 : kC32;
+  }
+}
+
+Cnt HostCounter(const HostEvent& e) {
+  switch (e.kind) {
+    case OpKind::kHostInputWait:
+      return kIn;
+    case OpKind::kHostSync:
+      return kSync;
+    case OpKind::kHostLaunch:
+      return kLaunch;
+    default:
+      return e.compile ? kCompile : kOtherHost;
+  }
+}
+
+std::string Pct(double v) { return absl::StrFormat("%.1f %%", v); }
+std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", static_cast<double>(ns) / 1e6); }
+double Share(int64_t part, int64_t whole) {
+  return whole <= 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+}  // namespace
+
+HostOverview ComputeOverview(const ToolTrace& t, const HostSummary& summary) {
+  HostOverview o;
+  o.host = t.host;
+  o.environment = t.environment;
+  o.warnings = summary.warnings;
+  struct Edge {
+    int64_t t;
+    int8_t delta;
+    Cnt c;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(2 * (t.device_events.size() + t.host_events.size()));
+  for (const DeviceEvent& d : t.device_events) {
+    if (d.end_ns <= d.start_ns) continue;
+    const Cnt c = DeviceCounter(t, d);
+    edges.push_back(Edge{d.start_ns, 1, c});
+    edges.push_back(Edge{d.end_ns, -1, c});
+  }
+  for (const HostEvent& e : t.host_events) {
+    if (e.role == HostEventRole::kStep || e.end_ns <= e.start_ns) continue;
+    const Cnt c = HostCounter(e);
+    edges.push_back(Edge{e.start_ns, 1, c});
+    edges.push_back(Edge{e.end_ns, -1, c});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  std::vector<size_t> steps(summary.steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) steps[i] = i;
+  std::sort(steps.begin(), steps.end(), [&](size_t a, size_t b) {
+    return summary.steps[a].start_ns < summary.steps[b].start_ns;
+  });
+  o.steps.resize(summary.steps.size());
+  for (size_t i = 0; i < summary.steps.size(); ++i) {
+    const HostStep& s = summary.steps[i];
+    o.steps[i].step = s.step;
+    o.steps[i].start_ns = s.start_ns;
+    o.steps[i].step_time_ns = s.end_ns - s.start_ns;
+  }
+  std::array<int32_t, kNumCnt> counts{};
+  size_t first = 0;  // first step (in start order) that may still overlap what comes
+  const auto add_segment = [&](int64_t a, int64_t b) {
+    if (a >= b) return;
+    bool sixteen = false;
+    const OverviewCategory cat = CategoryOfCounts(counts, &sixteen);
+    if (cat == OverviewCategory::kOther) return;  // the remainder, below
+    for (size_t k = first; k < steps.size(); ++k) {
+      const HostStep& s = summary.steps[steps[k]];
+      if (s.start_ns >= b) break;
+      const int64_t lo = std::max(a, s.start_ns);
+      const int64_t hi = std::min(b, s.end_ns);
+      if (lo >= hi) continue;
+      OverviewTimes& times = o.steps[steps[k]].times;
+      times[cat] += hi - lo;
+      if (cat == OverviewCategory::kDeviceCompute) {
+        (sixteen ? times.compute_16bit_ns : times.compute_32bit_ns) += hi - lo;
+      }
+    }
+  };
+  for (size_t i = 0; i < edges.size();) {
+    const int64_t now = edges[i].t;
+    while (i < edges.size() && edges[i].t == now) {
+      counts[edges[i].c] += edges[i].delta;
+      ++i;
+    }
+    // A step that ended by `now` overlaps no later segment (segments only move forward).
+    while (first < steps.size() && summary.steps[steps[first]].end_ns <= now) ++first;
+    if (i < edges.size()) add_segment(now, edges[i].t);
+  }
+  for (OverviewStep& s : o.steps) {
+    s.times[OverviewCategory::kOther] = std::max<int64_t>(0, s.step_time_ns - s.times.total());
+    for (int c = 0; c < kNumOverviewCategories; ++c)
+      o.total.ns[static_cast<size_t>(c)] += s.times.ns[static_cast<size_t>(c)];
+    o.total.compute_16bit_ns += s.times.compute_16bit_ns;
+    o.total.compute_32bit_ns += s.times.compute_32bit_ns;
+    o.step_ns += s.step_time_ns;
+  }
+  return o;
+}
+
+namespace {
+
+void FillTop(HostTools* h) {
+  HostOverview& o = h->overview;
+  int64_t kernel_total = 0;
+  for (const KernelStat& k : h->kernels) {
+    kernel_total += k.total_ns;
+    o.kernels += k.occurrences;
+    if (k.tensor_core_eligible) o.tensor_core_eligible_ns += k.total_ns;
+    if (k.tensor_core_used) o.tensor_core_used_ns += k.total_ns;
+  }
+  o.kernel_ns = kernel_total;
+  // Top kernels by total time, summed over launching ops.
+  std::map<std::string, int64_t> per_kernel;
+  for (const KernelStat& k : h->kernels) per_kernel[k.kernel] += k.total_ns;
+  std::vector<std::pair<std::string, int64_t>> kernels(per_kernel.begin(), per_kernel.end());
+  std::sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.second, a.first) < std::tie(a.second, b.first);
+  });
+  for (size_t i = 0; i < kernels.size() && i < kMaxTop; ++i) {
+    o.top_kernels.push_back(
+        TopEntry{kernels[i].first, kernels[i].second, Share(kernels[i].second, kernel_total)});
+  }
+  int64_t device_self = 0;
+  int64_t host_self = 0;
+  for (const OpStat& s : h->ops.by_op) {
+    device_self += s.device_self_ns;
+    host_self += s.host_self_ns;
+  }
+  const bool device = device_self > 0;
+  for (const OpStat& s : h->ops.by_op) {
+    if (o.top_ops.size() == kMaxTop) break;
+    const int64_t v = device ? s.device_self_ns : s.host_self_ns;
+    if (v <= 0) continue;
+    o.top_ops.push_back(TopEntry{s.name, v, Share(v, device ? device_self : host_self)});
+  }
+  if (!device) {
+    std::sort(o.top_ops.begin(), o.top_ops.end(), [](const TopEntry& a, const TopEntry& b) {
+      return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
+    });
+  }
+}
+
+}  // namespace
+
+void OverviewForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h) {
+  h.kernels = ComputeKernelStats(trace);
+  h.ops = ComputeOpStats(trace);
+  h.overview = ComputeOverview(trace, summary);
+  FillTop(&h);
+  // Per-host detail rows are not needed past the top lists.
+  h.kernels.clear();
+  h.ops = OpStats();
+}
+
+void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
+  int64_t eligible = 0;
+  int64_t used = 0;
+  int64_t kernels = 0;
+  int64_t kernel_ns = 0;
+  for (const HostTools& h : pod.hosts) {
+    const HostOverview& o = h.overview;
+    for (size_t c = 0; c < o.total.ns.size(); ++c) pod.overview_total.ns[c] += o.total.ns[c];
+    pod.overview_total.compute_16bit_ns += o.total.compute_16bit_ns;
+    pod.overview_total.compute_32bit_ns += o.total.compute_32bit_ns;
+    pod.overview_step_ns += o.step_ns;
+    pod.overview_steps += static_cast<int64_t>(o.steps.size());
+    eligible += o.tensor_core_eligible_ns;
+    used += o.tensor_core_used_ns;
+    kernels += o.kernels;
+    kernel_ns += o.kernel_ns;
+  }
+  const OverviewTimes& tot = pod.overview_total;
+  const int64_t step_ns = pod.overview_step_ns;
+  const auto share = [&](OverviewCategory c) { return Share(tot[c], step_ns); };
+  const auto avg = [&](int64_t ns) {
+    return pod.overview_steps == 0 ? 0 : ns / pod.overview_steps;
+  };
+  const auto add = [&](std::string kind, std::string advice, std::string reason) {
+    pod.recommendations.push_back(
+        Recommendation{std::move(kind), std::move(advice), std::move(reason)});
+  };
+  if (step_ns > 0) {
+    const double input = share(OverviewCategory::kInput);
+    if (input >= 5.0) {
+      add("input",
+          absl::StrCat(input >= 20.0 ? "highly" : "moderately",
+                       " input-bound: overlap input with compute (prefetch), parallelise "
+                       "preprocessing (num_parallel_calls / DataLoader num_workers), cache or "
+                       "pre-process the data once"),
+          absl::StrCat("input ", Pct(input), " of step time (",
+                       Ms(avg(tot[OverviewCategory::kInput])), " of ", Ms(avg(step_ns)),
+                       " per step)"));
+    }
+    const double launch = share(OverviewCategory::kKernelLaunch);
+    const int64_t avg_kernel = kernels == 0 ? 0 : kernel_ns / kernels;
+    if (launch >= 10.0 ||
+        (kernels > 0 && avg_kernel < 10'000 && share(OverviewCategory::kDeviceCompute) < 50.0 &&
+         tot[OverviewCategory::kKernelLaunch] > 0)) {
+      add("launch",
+          "launch-bound: many tiny kernels; fuse them (XLA/torch.compile), use CUDA graphs, "
+          "or raise the batch size",
+          absl::StrCat("kernel launch ", Pct(launch), " of step time; ", kernels,
+                       " kernels averaging ",
+                       absl::StrFormat("%.1f", static_cast<double>(avg_kernel) / 1e3), " us"));
+    }
+    const double coll = share(OverviewCategory::kCollectives);
+    if (coll >= 20.0) {
+      add("collectives",
+          "collective-bound: overlap communication with compute (bucketing, async collectives), "
+          "reduce what is exchanged, check the interconnect",
+          absl::StrCat("collectives ", Pct(coll), " of step time"));
+    }
+    const double compile = share(OverviewCategory::kCompilation);
+    if (compile >= 10.0) {
+      add("compilation",
+          "compilation in the steps: warm up before profiling, avoid recompiles "
+          "(static shapes)",
+          absl::StrCat("compilation ", Pct(compile), " of step time"));
+    }
+    const double host = share(OverviewCategory::kHostCompute);
+    if (host >= 20.0) {
+      add("host",
+          "host-bound: the devices wait for host code between launches; move work to "
+          "the device or off the training thread",
+          absl::StrCat("host compute ", Pct(host), " of step time"));
+    }
+  }
+  if (eligible > 0 && used < eligible / 2) {
+    add("tensor_cores",
+        "low Tensor Core use: compute matmuls/convolutions in 16-bit (mixed precision) and keep "
+        "their dimensions multiples of 8",
+        absl::StrCat("Tensor Cores run ", Pct(Share(used, eligible)),
+                     " of the time of eligible kernels (", Ms(used), " of ", Ms(eligible), ")"));
+  } else if (kernel_ns > 0 && tot.compute_32bit_ns > tot.compute_16bit_ns * 4 &&
+             tot[OverviewCategory::kDeviceCompute] > 0 && used == 0) {
+    add("tensor_cores",
+        "device compute is 32-bit and no kernel uses Tensor Cores: try mixed precision",
+        absl::StrCat("16-bit ",
+                     Pct(Share(tot.compute_16bit_ns, tot[OverviewCategory::kDeviceCompute])),
+                     " of device compute"));
+  }
+  if (!breakdown.consistently_slow.empty()) {
+    std::map<std::string, int64_t> causes;
+    std::string why;
+    for (const PodStep& s : breakdown.steps) {
+      if (s.straggler == breakdown.consistently_slow.front()) {
+        ++causes[std::string(CategoryName(s.cause))];
+        if (why.empty()) why = s.why;
+      }
+    }
+    std::string cause;
+    int64_t most = 0;
+    for (const auto& [c, n] : causes) {
+      if (n > most) {
+        most = n;
+        cause = c;
+      }
+    }
+    add("stragglers",
+        absl::StrCat("stragglers: ", absl::StrJoin(breakdown.consistently_slow, ", "),
+                     " hold the pod back, mostly in ", cause, "; look at that host's ", cause),
+        why);
+  }
+}
+
+}  // namespace profctl::analysis
