@@ -112,24 +112,17 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
   for (const std::string& line : CleanAbandonedSessions(requested.logdir)) {
     *env.err << "profctl " << command << ": " << line << "\n";
   }
-  absl::StatusOr<SessionDir> dir =
-      SessionDir::Create(requested.logdir, requested.session, {.make_unique = generated_session});
-  if (!dir.ok()) {
-    *env.err << "profctl " << command << ": " << dir.status().message() << "\n";
-    return dir.status().code() == absl::StatusCode::kAlreadyExists ||
-                   dir.status().code() == absl::StatusCode::kInvalidArgument
+  absl::StatusOr<std::unique_ptr<RunningSession>> running =
+      RunningSession::Open(requested.logdir, requested.session, {.make_unique = generated_session});
+  if (!running.ok()) {
+    *env.err << "profctl " << command << ": " << running.status().message() << "\n";
+    return running.status().code() == absl::StatusCode::kAlreadyExists ||
+                   running.status().code() == absl::StatusCode::kInvalidArgument
                ? kExitUsage
                : kExitFailed;
   }
   CapturePlan plan = requested;
-  plan.session = dir->session();
-  // Until the session is over (CleanAbandonedSessions looks for it after a crash).
-  const std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
-  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
-  struct RemoveMarker {
-    std::string path;
-    ~RemoveMarker() { unlink(path.c_str()); }
-  } remove_marker{marker};
+  plan.session = (*running)->session();
   const bool show_progress = plan.duration_ms > 1000;
   auto progress = [&](const std::string& line) {
     if (show_progress) *env.err << "profctl: " << line << std::endl;
@@ -146,7 +139,7 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
   std::optional<analysis::PodBreakdown> breakdown;
   std::string written_json;  // session.json as written: what --json prints
   absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
-      plan, &*dir, env, progress, &breakdown,
+      plan, &(*running)->dir(), env, progress, &breakdown,
       [&](CaptureEngine& engine) {
         if (env.interrupt == nullptr) return;
         if (env.interrupt->stopped()) {

@@ -11,34 +11,26 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "analysis/alignment.h"
-#include "analysis/readers/xspace_reader.h"
-#include "common/byte_source.h"
 #include "common/check.h"
-#include "common/file_util.h"
 #include "common/version.h"
 #include "coordinator/engine/clock_sync.h"
-#include "google/protobuf/arena.h"
-#include "report/breakdown_writers.h"
-#include "report/pod_trace_writer.h"
-#include "xspace/xspace.h"
+#include "coordinator/engine/host_trace.h"
+#include "coordinator/engine/pod_outputs.h"
+#include "coordinator/engine/retry_policy.h"
+#include "coordinator/engine/saved_hosts.h"
+#include "coordinator/engine/start_policy.h"
 
 namespace profctl::coordinator {
 
 using profctl::v1::FailureStep;
 using profctl::v1::HostResult;
 using profctl::v1::SessionManifest;
-using tensorflow::profiler::XSpace;
 
 namespace {
-
-// Hosts of the pod trace read back and rendered at once on the pool (WritePodOutputs).
-constexpr size_t kPodTraceHostsInFlight = 8;
 
 double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
 
@@ -53,249 +45,11 @@ std::string NewSessionKey() {
   return key;
 }
 
-// Failures that may pass on their own (the network, a restarting or busy agent, bytes damaged in
-// transit). Never what the agent meant: a bad request, credentials, a session cancelled.
-bool Retryable(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kInternal:  // gRPC reports some broken HTTP/2 streams so
-    case absl::StatusCode::kUnknown:
-      return true;
-    default:
-      return false;
-  }
-}
-
-int64_t CountSteps(const XSpace& space) {
-  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
-  if (host == nullptr) return 0;
-  // Several threads (one per GPU process) mark the same step: count distinct step numbers.
-  const xspace::XPlaneReader reader(*host);
-  absl::flat_hash_set<int64_t> steps;
-  reader.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
-    if (reader.IntStat(e, xspace::kStatIsRoot).value_or(0) != 1) return;
-    if (std::optional<int64_t> num = reader.IntStat(e, xspace::kStatStepNum)) steps.insert(*num);
-  });
-  return static_cast<int64_t>(steps.size());
-}
-
-// A decoded trace on an arena of its own: decoding and freeing it is a few large allocations
-// instead of one per event and stat (malloc and free were a fifth of the save pool's CPU at 1,024
-// hosts, docs/perf.md). Not movable: held by unique_ptr.
-class DecodedTrace {
- public:
-  DecodedTrace()
-      : arena_(ArenaOptions()), space_(google::protobuf::Arena::CreateMessage<XSpace>(&arena_)) {}
-  DecodedTrace(const DecodedTrace&) = delete;
-  DecodedTrace& operator=(const DecodedTrace&) = delete;
-
-  bool Parse(const std::string& bytes) { return space_->ParseFromString(bytes); }
-  const XSpace& space() const { return *space_; }
-
- private:
-  static google::protobuf::ArenaOptions ArenaOptions() {
-    google::protobuf::ArenaOptions o;
-    o.start_block_size = 16 << 10;
-    o.max_block_size = 1 << 20;
-    return o;
-  }
-  google::protobuf::Arena arena_;
-  XSpace* space_;  // on arena_
-};
-
-// What saving one host's trace needs, copied: SaveHostTrace runs on a pool thread.
-struct SaveInput {
-  std::string host;
-  int64_t rtt_offset_ns = 0;
-  bool collectives = false;
-  size_t max_collective_ends = 0;
-  // The session's step pattern, compiled once (Begin); null when it does not compile.
-  std::shared_ptr<const analysis::StepMatcher> steps;
-  absl::Status steps_error;
-  bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the pod trace
-};
-
-struct SaveOutcome {
-  profctl::v1::FailureStep failed_step = profctl::v1::FAILURE_STEP_UNSPECIFIED;
-  absl::Status status;
-  std::string path;
-  uint64_t events = 0;
-  uint64_t steps = 0;
-  std::vector<int64_t> collective_ends;
-  std::optional<analysis::HostSummary> summary;
-  std::string breakdown_error;
-  std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
-};
-
-// Validates a finished trace, renames it into place (or keeps it as .invalid), and reduces it to
-// the compact summary the session keeps. Touches no session state: safe on any thread.
-SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
-  SaveOutcome out;
-  auto fail = [&](profctl::v1::FailureStep step, absl::Status status) {
-    out.failed_step = step;
-    out.status = std::move(status);
-    return std::move(out);
-  };
-  absl::StatusOr<std::string> bytes = file.ReadAll();
-  if (!bytes.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, bytes.status());
-  auto decoded = std::make_unique<DecodedTrace>();
-  const XSpace& space = decoded->space();
-  absl::Status valid = decoded->Parse(*bytes) ? xspace::Validate(space)
-                                              : absl::DataLossError("not a serialized XSpace");
-  // The breakdown's per-host summary, now, from the bytes: only the summary stays.
-  if (valid.ok()) {
-    absl::StatusOr<analysis::HostTrace> trace =
-        in.steps == nullptr ? absl::StatusOr<analysis::HostTrace>(in.steps_error)
-                            : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host,
-                                                       in.rtt_offset_ns, *in.steps);
-    if (trace.ok()) {
-      out.summary = analysis::SummarizeHost(*std::move(trace));
-    } else {
-      out.breakdown_error = std::string(trace.status().message());
-    }
-  }
-  bytes->clear();
-  bytes->shrink_to_fit();
-  if (!valid.ok()) {
-    // Keep the bytes for inspection, under a name TensorBoard will not try to load.
-    absl::StatusOr<std::string> kept = file.Commit(RejectedXPlaneFileName(in.host));
-    return fail(profctl::v1::FAILURE_STEP_VALIDATE,
-                absl::DataLossError(
-                    absl::StrCat("agent sent an invalid trace (", valid.message(), ")",
-                                 kept.ok() ? absl::StrCat("; raw bytes kept in ", *kept) : "")));
-  }
-  absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(in.host));
-  if (!path.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, path.status());
-  out.path = *path;
-  out.events = static_cast<uint64_t>(xspace::CountEvents(space));
-  out.steps = static_cast<uint64_t>(CountSteps(space));
-  if (in.collectives) {
-    out.collective_ends = analysis::CollectiveEndsNs(space);
-    if (out.collective_ends.size() > in.max_collective_ends) {
-      out.collective_ends.resize(in.max_collective_ends);
-    }
-  }
-  if (in.keep_space) out.space = std::move(decoded);
-  return out;
-}
-
-// Who stopped a recording early: us (an interrupt), or what the agent says.
-profctl::v1::TruncatedBy TruncatedByOf(bool interrupted, bool agent_says_cancelled,
-                                       profctl::v1::CancelReason reason) {
-  if (interrupted) return profctl::v1::TRUNCATED_BY_COORDINATOR;
-  if (!agent_says_cancelled) return profctl::v1::TRUNCATED_BY_UNKNOWN;
-  switch (reason) {
-    case profctl::v1::CANCEL_REASON_CLIENT:
-      return profctl::v1::TRUNCATED_BY_COORDINATOR;
-    case profctl::v1::CANCEL_REASON_AGENT_SHUTDOWN:
-      return profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN;
-    case profctl::v1::CANCEL_REASON_OTHER_CLIENT:
-      return profctl::v1::TRUNCATED_BY_OTHER_CLIENT;
-    case profctl::v1::CANCEL_REASON_CLIENT_GONE:
-      return profctl::v1::TRUNCATED_BY_CONNECTION;
-    default:
-      return profctl::v1::TRUNCATED_BY_AGENT;  // an agent that predates cancel_reason
-  }
-}
-
-const char* TruncatedByDetail(profctl::v1::TruncatedBy by) {
-  switch (by) {
-    case profctl::v1::TRUNCATED_BY_COORDINATOR:
-      return "cancelled here: interrupted";
-    case profctl::v1::TRUNCATED_BY_AGENT_SHUTDOWN:
-      return "the agent was shutting down";
-    case profctl::v1::TRUNCATED_BY_OTHER_CLIENT:
-      return "cancelled by another client";
-    case profctl::v1::TRUNCATED_BY_CONNECTION:
-      return "our stream broke and the agent could not keep recording for us";
-    case profctl::v1::TRUNCATED_BY_AGENT:
-      return "cancelled at the agent: another client's Cancel/Terminate or its shutdown";
-    default:
-      return "the agent stopped early without saying why";
-  }
-}
-
 }  // namespace
-
-std::string HostStatusName(profctl::v1::HostStatus s) {
-  switch (s) {
-    case profctl::v1::HOST_STATUS_OK:
-      return "ok";
-    case profctl::v1::HOST_STATUS_INCOMPLETE:
-      return "incomplete";
-    case profctl::v1::HOST_STATUS_FAILED:
-      return "failed";
-    default:
-      return "unknown";
-  }
-}
-
-std::string SessionStatusName(profctl::v1::SessionStatus s) {
-  switch (s) {
-    case profctl::v1::SESSION_STATUS_OK:
-      return "ok";
-    case profctl::v1::SESSION_STATUS_PARTIAL:
-      return "partial";
-    case profctl::v1::SESSION_STATUS_FAILED:
-      return "failed";
-    case profctl::v1::SESSION_STATUS_RUNNING:
-      return "running";
-    case profctl::v1::SESSION_STATUS_ABANDONED:
-      return "abandoned";
-    default:
-      return "unknown";
-  }
-}
-
-std::string FailureStepName(FailureStep s) {
-  switch (s) {
-    case profctl::v1::FAILURE_STEP_GET_INFO:
-      return "get info";
-    case profctl::v1::FAILURE_STEP_CLOCK_SYNC:
-      return "clock sync";
-    case profctl::v1::FAILURE_STEP_PREPARE:
-      return "prepare";
-    case profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT:
-      return "prepare timeout";
-    case profctl::v1::FAILURE_STEP_CAPTURE:
-      return "capture";
-    case profctl::v1::FAILURE_STEP_LATE:
-      return "late";
-    case profctl::v1::FAILURE_STEP_VALIDATE:
-      return "validate";
-    case profctl::v1::FAILURE_STEP_WRITE:
-      return "write";
-    case profctl::v1::FAILURE_STEP_INTERRUPTED:
-      return "interrupted";
-    default:
-      return "unknown";
-  }
-}
-
-std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
-                                         const std::vector<std::string>& agent_names) {
-  std::vector<std::string> stems;
-  absl::flat_hash_set<std::string> taken;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    const std::string& name = i < agent_names.size() ? agent_names[i] : std::string();
-    std::string stem =
-        (!name.empty() && ValidateFileStem("name", name).ok()) ? name : workers[i].file_stem();
-    if (taken.contains(stem)) stem = workers[i].file_stem();
-    const std::string base = stem;
-    for (int n = 2; taken.contains(stem); ++n) stem = absl::StrCat(base, "-", n);
-    taken.insert(stem);
-    stems.push_back(stem);
-  }
-  return stems;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The state machine. Everything below runs on the executor (one task at a time), except the
-// HostStream methods, which run on transport threads and only touch their own stream's file
-// and header before posting.
+// HostTraceStream callbacks (ForAttempt), which run on transport threads and only post.
 
 class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine::Session> {
  public:
@@ -306,8 +60,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
         done_(std::move(done)),
         ex_(*deps_.executor),
         clock_(ex_.clock()),
-        jitter_(options_.retry_jitter_seed != 0 ? options_.retry_jitter_seed
-                                                : std::random_device{}()) {}
+        backoff_(options_.retry_initial_backoff_ms, options_.retry_max_backoff_ms,
+                 options_.retry_jitter_seed) {}
 
   ~Session() {
     // Clients first: each waits for its calls in flight, whose callbacks touch streams.
@@ -327,93 +81,13 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
  private:
   enum class Phase { kPreparing, kReady, kCapturing, kSaving, kDone };
 
-  struct Host;
-  // Receives one host's Capture stream on a transport thread.
-  class HostStream final : public CaptureStream {
-   public:
-    HostStream(std::weak_ptr<Session> session, Executor* ex, size_t index, int attempt,
-               TraceSink* sink, std::string name)
-        : session_(std::move(session)),
-          ex_(ex),
-          index_(index),
-          attempt_(attempt),
-          sink_(sink),
-          name_(std::move(name)) {}
-    void OnStarted(int64_t agent_start_ns) override {
-      Post([agent_start_ns](Session& s, Host& h) { s.OnStarted(h, agent_start_ns); });
-      // The file is made when recording starts, while the window leaves this process idle:
-      // creating a file costs a file system far more than writing 20 KB into it (at 1,024
-      // hosts, a quarter of the CPU after the window went to creating them). Not before the
-      // window, so a big pod holds no file per host while it waits for its start and sending
-      // Capture stays cheap. A Fetch stream (no `started`) makes it at the header.
-      CreateFile();
-    }
-    void OnHeader(const CaptureHeaderInfo& header) override {
-      header_ = header;
-      header_seen_ = true;
-      CreateFile();
-    }
-    absl::Status OnData(std::string_view chunk) override {
-      if (!file_error_.ok()) return file_error_;
-      if (!header_seen_ || file_ == nullptr) {
-        return absl::InternalError("trace data before the header");
-      }
-      file_error_ = file_->Append(absl::string_view(chunk.data(), chunk.size()));
-      return file_error_;
-    }
-    void OnDone(absl::Status status) override {
-      Post([status = std::move(status)](Session& s, Host& h) { s.OnCaptureDone(h, status); });
-    }
-
-    // Read on the executor once OnDone was posted (the post orders them).
-    const CaptureHeaderInfo& header() const { return header_; }
-    // Creating or writing the file failed (the disk, not the agent).
-    const absl::Status& file_error() const { return file_error_; }
-    // Null until recording started (or, for a Fetch, the header came).
-    TraceFile* file() { return file_.get(); }
-    bool header_seen() const { return header_seen_; }
-
-   private:
-    void CreateFile() {
-      if (file_ != nullptr || !file_error_.ok()) return;
-      absl::StatusOr<std::unique_ptr<TraceFile>> file = sink_->Create(name_);
-      if (file.ok()) {
-        file_ = *std::move(file);
-      } else {
-        file_error_ = file.status();
-      }
-    }
-    // Never locks the session here, on a transport thread: the last reference to it must not
-    // end up on a gRPC thread (its destructor waits for the clients' callbacks, this one
-    // included). The executor outlives the session (~CaptureEngine waits for it).
-    // Calls from an earlier attempt's stream (there should be none once it is done) are ignored.
-    template <typename Fn>
-    void Post(Fn fn) {
-      ex_->Post(
-          [weak = session_, index = index_, attempt = attempt_, fn = std::move(fn)]() mutable {
-            std::shared_ptr<Session> s = weak.lock();
-            if (s != nullptr && s->hosts_[index].attempt == attempt) fn(*s, s->hosts_[index]);
-          });
-    }
-    std::weak_ptr<Session> session_;
-    Executor* ex_;
-    size_t index_;
-    int attempt_;
-    TraceSink* sink_;
-    std::string name_;
-    std::unique_ptr<TraceFile> file_;
-    absl::Status file_error_;
-    CaptureHeaderInfo header_;
-    bool header_seen_ = false;
-  };
-
   struct Host {
     size_t index = 0;
     HostResult r;
     Phase phase = Phase::kPreparing;
     // Declared before `client`: destroyed after it, since the client's destructor waits for the
     // stream's last callback.
-    std::unique_ptr<HostStream> stream;
+    std::unique_ptr<HostTraceStream> stream;
     std::unique_ptr<AgentClient> client;
     int64_t prepare_started_mono = 0;
     bool info_done = false;
@@ -453,9 +127,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   };
 
   // Posts `fn(session, args...)` to the executor, holding only a weak reference: a callback that
-  // arrives after the session is gone does nothing.
-  // Like HostStream::Post: the callback runs on a transport thread and only posts, holding the
-  // session weakly.
+  // arrives after the session is gone does nothing. The callback runs on a transport thread and
+  // only posts: the last reference to the session must never end up on a gRPC thread (its
+  // destructor waits for the clients' callbacks, this one included). The executor outlives the
+  // session (~CaptureEngine waits for it).
   template <typename Fn>
   auto Bind(Fn fn) {
     return [weak = weak_from_this(), ex = &ex_, fn = std::move(fn)](auto&&... args) mutable {
@@ -463,6 +138,21 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
                 tup = std::make_tuple(std::forward<decltype(args)>(args)...)]() mutable {
         if (std::shared_ptr<Session> s = weak.lock()) {
           std::apply([&](auto&&... a) { fn(*s, std::move(a)...); }, std::move(tup));
+        }
+      });
+    };
+  }
+
+  // Like Bind, for one Capture/Fetch attempt of `h`: `fn(session, host, args...)`, ignored when
+  // it comes from an earlier attempt's stream (there should be none once it is done).
+  template <typename Fn>
+  auto ForAttempt(const Host& h, Fn fn) {
+    return [weak = weak_from_this(), ex = &ex_, index = h.index, attempt = h.attempt,
+            fn = std::move(fn)](auto... args) {
+      ex->Post([weak, index, attempt, fn, args...]() mutable {
+        std::shared_ptr<Session> s = weak.lock();
+        if (s != nullptr && s->hosts_[index].attempt == attempt) {
+          fn(*s, s->hosts_[index], std::move(args)...);
         }
       });
     };
@@ -491,7 +181,6 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool RetryPrepare(Host& h, const absl::Status& status);
   bool RetryCapture(Host& h, const absl::Status& status, bool header_seen);
   void OnRetryDue(Host& h, int attempt, bool fetch);
-  int64_t BackoffNs(int attempt);
   void LogAttempt(Host& h, absl::string_view kind, int64_t started_mono, const absl::Status& status,
                   int64_t backoff_ns);
   void ScheduleDeadline();
@@ -520,26 +209,15 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     return r.status() == profctl::v1::HOST_STATUS_OK ||
            r.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
   }
+  // Every saved host on one timeline (saved_hosts.h AlignSavedHosts).
   void Align();
-  // Step-number estimates for the clocks clock sync could not measure (alignment.h
-  // OffsetFromSteps): clock.method "steps".
-  void EstimateUnmeasuredOffsets(const std::vector<Host*>& saved);
-  void WritePodOutputs();
   // Every host is done: their clients (channels, connections) are torn down by one pool job
   // while the outputs are written, instead of one after another when the session ends.
   void ReleaseClients();
-  // Runs `job` on the pool, or here when there is none (it is then done on return).
-  void OnPoolOrHere(Executor::Task job);
   // The finish phase after MaybeFinish: pod outputs, session.json, then `done` posted to the
   // executor. On Dependencies::finisher when there is one (nothing else of the session runs
   // then), else on the executor.
   void Finish();
-  // The pod step breakdown and its files. Built and rendered on the pool (without one, here)
-  // while the pod trace is written, since neither needs the other: the rendering only names the
-  // pod trace, assumed to be written; should it fail, FinishBreakdown renders again without it.
-  struct BreakdownJob;
-  std::unique_ptr<BreakdownJob> StartBreakdown();
-  void FinishBreakdown(std::unique_ptr<BreakdownJob> job);
 
   void Fail(Host& h, FailureStep step, const absl::Status& status);
   void Succeed(Host& h);
@@ -604,7 +282,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   int64_t deadline_mono_ = std::numeric_limits<int64_t>::max();
   // CaptureRequest.session_key: only this coordinator can cancel or fetch its session.
   std::string session_key_;
-  std::mt19937_64 jitter_;
+  RetryBackoff backoff_;
 };
 
 void CaptureEngine::Session::Begin() {
@@ -848,48 +526,25 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
 }
 
 void CaptureEngine::Session::DeriveBudget() {
-  const size_t ready = ready_prepare_ns_.size(), all = hosts_.size();
-  std::optional<int64_t> budget;  // when a rule fires now
-  if (ready * 2 >= all && (ready - 1) * 2 < all) {
-    // Half the hosts are ready: the rest get 4 x their median prepare time.
-    std::vector<int64_t> t = ready_prepare_ns_;
-    std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(t.size() / 2), t.end());
-    budget = 4 * t[t.size() / 2];
-  } else if (ready * 10 >= all * 9 && (ready - 1) * 10 < all * 9) {
-    // 90 % are: at most 2 x the slowest of them (the pod's 90th percentile). A tail of dead or
-    // hung hosts, which never answer, then costs the others no more than the healthy hosts' own
-    // spread says (docs/perf.md: 1.6 s -> 0.9 s at 1,024 hosts on a loaded machine).
-    budget = 2 * *std::max_element(ready_prepare_ns_.begin(), ready_prepare_ns_.end());
+  const bool one_on_its_way = std::any_of(hosts_.begin(), hosts_.end(), [](const Host& o) {
+    return o.phase == Phase::kPreparing && o.answered;
+  });
+  const PrepareBudget budget = NextPrepareBudget(
+      {.ready_ns = &ready_prepare_ns_,
+       .hosts = hosts_.size(),
+       .started = prepare_started_mono_,
+       .now = NowMono(),
+       .quiet_rule = plan_.late == profctl::v1::LATE_POLICY_CAPTURE && !plan_.prepare_only,
+       .one_on_its_way = one_on_its_way},
+      prepare_cap_mono_,
+      {.min_budget_ns = options_.min_prepare_budget_ms * kNanosPerMilli,
+       .max_budget_ns = options_.max_prepare_budget_ms * kNanosPerMilli,
+       .min_quiet_ns = options_.min_prepare_quiet_ms * kNanosPerMilli});
+  if (budget.cap < prepare_cap_mono_) {
+    manifest_.set_prepare_budget_ms(Millis(budget.cap - prepare_started_mono_));
+    prepare_cap_mono_ = budget.cap;
   }
-  if (budget.has_value()) {
-    const int64_t b = std::clamp(*budget, options_.min_prepare_budget_ms * kNanosPerMilli,
-                                 options_.max_prepare_budget_ms * kNanosPerMilli);
-    if (prepare_started_mono_ + b < prepare_cap_mono_) {
-      manifest_.set_prepare_budget_ms(Millis(b));
-      prepare_cap_mono_ = prepare_started_mono_ + b;
-    }
-  }
-  int64_t deadline = prepare_cap_mono_;
-  if (ready * 10 >= all * 9 && plan_.late == profctl::v1::LATE_POLICY_CAPTURE &&
-      !plan_.prepare_only) {
-    // Quiet: 90 % are ready and no other host got ready for a quarter of the time the last one
-    // took (at least min_prepare_quiet_ms; never before the budget's floor): the healthy hosts
-    // are in, and what is left is dead or hung, or so slow that it joins late anyway. Only with
-    // --late=capture, where a slow host that misses the start is still captured (flagged late);
-    // --late=fail would fail it (docs/perf.md: 1,024 hosts, 0.4 s of 1 s spent waiting).
-    // When no host left has answered anything, none is on its way: min_prepare_quiet_ms then
-    // (docs/perf.md: the quarter was 0.15-0.2 s of a 1,024-host prepare, waiting on the dead).
-    const bool one_on_its_way = std::any_of(hosts_.begin(), hosts_.end(), [](const Host& o) {
-      return o.phase == Phase::kPreparing && o.answered;
-    });
-    const int64_t min_quiet = options_.min_prepare_quiet_ms * kNanosPerMilli;
-    const int64_t quiet =
-        one_on_its_way ? std::max(min_quiet, ready_prepare_ns_.back() / 4) : min_quiet;
-    deadline = std::min(
-        deadline, std::max(NowMono() + quiet, prepare_started_mono_ +
-                                                  options_.min_prepare_budget_ms * kNanosPerMilli));
-  }
-  if (deadline != prepare_deadline_mono_) ScheduleBudget(deadline);
+  if (budget.deadline != prepare_deadline_mono_) ScheduleBudget(budget.deadline);
 }
 
 void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
@@ -957,20 +612,14 @@ void CaptureEngine::Session::EndPrepare() {
     MaybeFinish();
     return;
   }
-  // Every Capture must reach its agent before the start: cover its trip there, and sending
-  // them one after another: twice what one RPC on a connected channel cost here (measured on the
-  // clock samples), at least 20 us a host. The fan-out's GetInfo calls also connect each
-  // channel and cost about 10 x more; they stand in only when no sample was sent.
+  // What sending one Capture costs: one RPC on a connected channel, measured on the clock
+  // samples. The fan-out's GetInfo calls also connect each channel and cost about 10 x more; they
+  // stand in only when no sample was sent. (The round trips were measured in the prepare storm
+  // and are high already: at 1,024 hosts on 2 cores the largest was 5-28 ms, the median
+  // 1.2-1.7 ms; twice the send cost came to 1.5-1.8 x what sending took, docs/perf.md.)
   const int64_t per_host_send = warm_sends_ > 0 ? warm_send_ns_ / warm_sends_ : per_host_send_ns_;
-  // The trip is one way, at most a round trip even on a one-sided path: twice the largest round
-  // trip covers it doubling. (These round trips were measured in the prepare storm and are
-  // high already: at 1,024 hosts on 2 cores the largest was 5-28 ms, the median 1.2-1.7 ms.)
-  // The minimum is a floor, not a margin on top: twice the send cost is the margin (docs/perf.md:
-  // at 1,024 hosts it came to 1.5-1.8 x what sending took).
   const int64_t prepared_mono = NowMono();
-  lead_ns_ = std::max(options_.min_lead_ms * kNanosPerMilli,
-                      2 * max_rtt + static_cast<int64_t>(ready) *
-                                        std::max<int64_t>(20 * kNanosPerMicro, 2 * per_host_send));
+  lead_ns_ = StartLeadNs(options_.min_lead_ms * kNanosPerMilli, max_rtt, ready, per_host_send);
   start_at_ = clock_.WallNs() + lead_ns_;
   manifest_.set_start_at_ns(start_at_);
   manifest_.set_lead_ms(Millis(lead_ns_));
@@ -987,16 +636,8 @@ void CaptureEngine::Session::EndPrepare() {
   for (const Host& h : hosts_) {
     possible += h.phase == Phase::kPreparing && plan_.late == profctl::v1::LATE_POLICY_CAPTURE;
   }
-  absl::Status cannot;
-  if (possible < plan_.min_hosts) {
-    cannot = absl::FailedPreconditionError(absl::StrFormat(
-        "only %d of %d hosts ready and %d required (--min-hosts/--require-all): nothing captured",
-        possible, hosts_.size(), plan_.min_hosts));
-  } else if (window_end_mono_ >= deadline_mono_) {
-    cannot = absl::DeadlineExceededError(absl::StrFormat(
-        "the session deadline leaves no room for the window: it would end %.0f ms after it",
-        Millis(window_end_mono_ - deadline_mono_)));
-  }
+  const absl::Status cannot = CheckCaptureCanStart(possible, hosts_.size(), plan_.min_hosts,
+                                                   window_end_mono_, deadline_mono_);
   if (!cannot.ok()) {
     manifest_.add_errors(std::string(cannot.message()));
     for (Host& h : hosts_) {
@@ -1051,8 +692,12 @@ void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
   h.attempt_started_mono = NowMono();
   // A new recording starts anew; a fetched one is the recording that already started.
   if (!fetch) h.started_seen = false;
-  h.stream = std::make_unique<HostStream>(weak_from_this(), &ex_, h.index, h.attempt, deps_.sink,
-                                          XPlaneFileName(h.r.host()));
+  h.stream = std::make_unique<HostTraceStream>(
+      deps_.sink, XPlaneFileName(h.r.host()),
+      ForAttempt(h, [](Session& s, Host& host, int64_t start) { s.OnStarted(host, start); }),
+      ForAttempt(h, [](Session& s, Host& host, const absl::Status& status) {
+        s.OnCaptureDone(host, status);
+      }));
   if (fetch) {
     h.client->Fetch({plan_.session, session_key_}, timeout_ms, h.stream.get());
   } else {
@@ -1178,7 +823,7 @@ void CaptureEngine::Session::SaveTrace(Host& h) {
                step_matcher_,
                step_matcher_error_,
                keep};
-  std::unique_ptr<HostStream> stream = std::move(h.stream);
+  std::unique_ptr<HostTraceStream> stream = std::move(h.stream);
   if (deps_.pool == nullptr) {
     OnSaved(h, SaveHostTrace(*stream->file(), in));
     return;
@@ -1260,16 +905,6 @@ void CaptureEngine::Session::Tick(int64_t next_mono) {
 
 // --- Retries and the deadline ------------------------------------------------------------------
 
-int64_t CaptureEngine::Session::BackoffNs(int attempt) {
-  const int64_t cap = std::max<int64_t>(1, options_.retry_max_backoff_ms) * kNanosPerMilli;
-  int64_t d = std::max<int64_t>(1, options_.retry_initial_backoff_ms) * kNanosPerMilli;
-  for (int i = 1; i < attempt && d < cap; ++i) d *= 2;
-  d = std::min(d, cap);
-  // Jittered to 50..100%: hosts that failed together (a switch that blinked) do not all come
-  // back at one instant.
-  return std::uniform_int_distribution<int64_t>(d / 2, d)(jitter_);
-}
-
 void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t started_mono,
                                         const absl::Status& status, int64_t backoff_ns) {
   profctl::v1::Attempt* a = h.r.add_attempt_log();
@@ -1282,18 +917,15 @@ void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t
 }
 
 bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
-  // Only an agent that is not there (down, restarting): one that answers and refuses, or never
-  // answers, will not do better in a moment.
-  bool retry = status.code() == absl::StatusCode::kUnavailable && !cancelled_ &&
-               h.prepare_round <= plan_.retries;
-  const int64_t backoff = retry ? BackoffNs(h.prepare_round) : 0;
+  bool retry = PrepareRetryWanted(status.code(), cancelled_, h.prepare_round, plan_.retries);
+  const int64_t backoff = retry ? backoff_.NextNs(h.prepare_round) : 0;
   const int64_t at = NowMono() + backoff;
-  // It must still be able to join: before the budget with --late=fail, before the window
-  // closes with --late=capture, and before the deadline.
   retry =
-      retry && at < deadline_mono_ &&
-      (preparing_ ? (plan_.late == profctl::v1::LATE_POLICY_CAPTURE || at < prepare_deadline_mono_)
-                  : at < window_end_mono_);
+      retry && PrepareRetryFits(at, {.preparing = preparing_,
+                                     .late_capture = plan_.late == profctl::v1::LATE_POLICY_CAPTURE,
+                                     .prepare_deadline = prepare_deadline_mono_,
+                                     .window_end = window_end_mono_,
+                                     .deadline = deadline_mono_});
   // A host that fails its only round says so in its error; rounds are logged once retried.
   if (retry || h.prepare_round > 1) {
     LogAttempt(h, "get_info", h.attempt_started_mono, status, retry ? backoff : 0);
@@ -1315,33 +947,22 @@ bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
 }
 
 bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, bool header_seen) {
-  const absl::StatusCode code = status.code();
   const char* kind = h.fetching ? "fetch" : "capture";
-  // Where our session is now. A Fetch that finds nothing: the agent does not hold it (it never
-  // got our Capture, or restarted since). A Capture that failed any other way than "busy with
-  // another" may have reached the agent, which then records and keeps it for a Fetch.
-  bool retryable = Retryable(code);
-  if (h.fetching &&
-      (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kUnimplemented)) {
-    h.agent_may_hold = false;
-    retryable = true;  // record it again, if there is still time
-  } else if (!h.fetching) {
-    // Refusals (busy, over its memory cap, a bad request) mean it did not take the session.
-    h.agent_may_hold = Retryable(code) && code != absl::StatusCode::kAlreadyExists;
-    h.last_capture_error = status;
-  }
-  // The agent's own "not now" (memory held over its cap), not our limit on a trace's size.
-  if (code == absl::StatusCode::kResourceExhausted && !header_seen) retryable = true;
-  const bool fetch = h.agent_may_hold && h.client->CanFetch();
-  // Retried while attempts are left, before the deadline; recording again (not fetching) only
-  // while the window can still be (mostly) caught and nobody interrupted.
-  bool retry = retryable && h.attempt <= plan_.retries;
-  const int64_t backoff = retry ? BackoffNs(h.attempt) : 0;
+  const CaptureFailureVerdict verdict = JudgeCaptureFailure({.code = status.code(),
+                                                             .fetching = h.fetching,
+                                                             .header_seen = header_seen,
+                                                             .agent_may_hold = h.agent_may_hold,
+                                                             .can_fetch = h.client->CanFetch()});
+  h.agent_may_hold = verdict.agent_may_hold;
+  if (verdict.capture_error) h.last_capture_error = status;
+  const bool fetch = verdict.fetch;
+  // Retried while attempts are left, before the deadline (CaptureRetryFits).
+  bool retry = verdict.retryable && h.attempt <= plan_.retries;
+  const int64_t backoff = retry ? backoff_.NextNs(h.attempt) : 0;
   const int64_t at = NowMono() + backoff;
-  const int64_t record_cutoff = plan_.late == profctl::v1::LATE_POLICY_FAIL
-                                    ? window_start_mono_ + ToleranceNs()
-                                    : window_end_mono_;
-  retry = retry && at < deadline_mono_ && (fetch || (!cancelled_ && at < record_cutoff));
+  retry = retry && CaptureRetryFits(at, fetch, cancelled_, deadline_mono_,
+                                    RecordCutoff(plan_.late, window_start_mono_, window_end_mono_,
+                                                 ToleranceNs()));
   LogAttempt(h, kind, h.attempt_started_mono, status, retry ? backoff : 0);
   if (!retry) return false;
   Progress(absl::StrFormat("%s: %s; %s again in %.0f ms (attempt %d of %d)", h.r.host(),
@@ -1531,20 +1152,16 @@ void CaptureEngine::Session::MaybeFinish() {
 void CaptureEngine::Session::Finish() {
   if (!plan_.prepare_only) {
     const int64_t outputs_started = NowMono();
-    // The saved traces are made durable (their fsyncs, a device flush each) on the pool while
-    // the pod outputs are rendered: at 1,024 hosts that was 0.15-0.2 s of the collect phase,
-    // one trace at a time. The final session.json is written after them.
-    absl::Notification synced;
-    absl::Status sync_status;
-    OnPoolOrHere([this, &synced, &sync_status] {  // waited for below: the locals outlive it
-      sync_status = deps_.sink->SyncCommitted();
-      synced.Notify();
-    });
-    std::unique_ptr<BreakdownJob> breakdown = StartBreakdown();
-    WritePodOutputs();
-    FinishBreakdown(std::move(breakdown));
-    synced.WaitForNotification();
-    if (!sync_status.ok()) manifest_.add_errors(absl::StrCat("traces: ", sync_status.message()));
+    std::vector<PodOutputHost> saved;
+    for (Host& h : hosts_) {
+      if (Saved(h.r)) saved.push_back({&h.r, std::move(h.space), std::move(h.summary)});
+    }
+    pod_breakdown_ = WritePodOutputs(std::move(saved),
+                                     {.session = plan_.session,
+                                      .start_at_ns = start_at_,
+                                      .sink = deps_.sink,
+                                      .pool = deps_.pool},
+                                     manifest_);
     manifest_.set_outputs_ms(Millis(NowMono() - outputs_started));
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
@@ -1571,143 +1188,24 @@ void CaptureEngine::Session::Finish() {
 }
 
 void CaptureEngine::Session::ClassifyRecordings() {
-  const int64_t tolerance = ToleranceNs();
-  const int64_t requested = plan_.duration_ms * kNanosPerMilli;
-  // A recording a little longer than asked holds the whole window: its agent stopped late, as a
-  // loaded host does (8 ms late on a saturated 2-core machine, docs/reliability.md). Overlong is
-  // for a host frozen or a clock that jumped mid-window: more than 10 % over.
-  const int64_t overlong = std::max(tolerance, requested / 10);
+  const RecordingRules rules{.requested_ns = plan_.duration_ms * kNanosPerMilli,
+                             .tolerance_ns = ToleranceNs(),
+                             .interrupted = cancelled_};
   for (Host& h : hosts_) {
-    if (!Saved(h.r)) continue;
-    HostResult& r = h.r;
-    // Agent-clock stamps were bounded when they arrived (OnStarted/OnCaptureDone).
-    const int64_t recorded = r.agent_stop_ns() - r.agent_start_ns();
-    r.set_requested_duration_ns(requested);
-    r.set_recorded_duration_ns(recorded);
-    if (recorded < requested - tolerance) {
-      r.set_recording(profctl::v1::RECORDING_TRUNCATED);
-      const profctl::v1::TruncatedBy by = TruncatedByOf(cancelled_, r.cancelled(), h.cancel_reason);
-      r.set_truncated_by(by);
-      r.set_recording_detail(absl::StrFormat("truncated: recorded %.3f of %.3f ms (%s)",
-                                             Millis(recorded), Millis(requested),
-                                             TruncatedByDetail(by)));
-    } else if (recorded > requested + overlong) {
-      r.set_recording(profctl::v1::RECORDING_OVERLONG);
-      r.set_recording_detail(
-          absl::StrFormat("overlong: recorded %.3f ms for %.3f asked (frozen or clock jump?)",
-                          Millis(recorded), Millis(requested)));
-    } else if (r.late()) {
-      r.set_recording(profctl::v1::RECORDING_LATE);
-      r.set_recording_detail(
-          absl::StrFormat("late: started %.3f ms after the common start", Millis(r.lateness_ns())));
-    } else if (r.dropped_events() > 0) {
-      r.set_recording(profctl::v1::RECORDING_DROPPED_EVENTS);
-      r.set_recording_detail(absl::StrFormat(
-          "dropped events: the agent dropped %d events over its per-capture caps (see the "
-          "trace's warnings)",
-          r.dropped_events()));
-    } else {
-      r.set_recording(profctl::v1::RECORDING_COMPLETE);
-      continue;
+    if (Saved(h.r) && ClassifyRecording(h.r, h.cancel_reason, rules)) {
+      Progress(absl::StrCat(h.r.host(), ": ", h.r.recording_detail()));
     }
-    r.set_status(profctl::v1::HOST_STATUS_INCOMPLETE);
-    Progress(absl::StrCat(r.host(), ": ", r.recording_detail()));
-  }
-}
-
-void CaptureEngine::Session::EstimateUnmeasuredOffsets(const std::vector<Host*>& saved) {
-  auto steps_of = [](const Host& h) {
-    std::vector<std::pair<int64_t, int64_t>> steps;
-    if (!h.summary.has_value()) return steps;
-    for (const analysis::HostStep& s : h.summary->steps) {
-      if (s.step >= 0) steps.emplace_back(s.step, s.start_ns);
-    }
-    return steps;
-  };
-  // The reference: a host with a measured clock and steps; else the first unmeasured one with
-  // steps, whose clock then stands for the pod's.
-  const Host* reference = nullptr;
-  for (bool measured : {true, false}) {
-    for (const Host* h : saved) {
-      if (reference == nullptr && h->clock_measured == measured && !steps_of(*h).empty()) {
-        reference = h;
-      }
-    }
-  }
-  if (reference == nullptr) return;
-  const std::vector<std::pair<int64_t, int64_t>> reference_steps = steps_of(*reference);
-  for (Host* h : saved) {
-    if (h->clock_measured || h == reference) continue;
-    const std::optional<analysis::StepOffset> o =
-        analysis::OffsetFromSteps(steps_of(*h), reference_steps);
-    if (!o.has_value() || std::abs(o->offset_ns) > analysis::kMaxAbsOffsetNs) continue;
-    auto* c = h->r.mutable_clock();
-    c->set_offset_ns(o->offset_ns);
-    c->set_uncertainty_ns(o->uncertainty_ns);
-    c->set_method(std::string(kClockMethodSteps));
   }
 }
 
 void CaptureEngine::Session::Align() {
-  std::vector<Host*> saved;
+  std::vector<AlignHost> saved;
   for (Host& h : hosts_) {
-    if (Saved(h.r)) saved.push_back(&h);
-  }
-  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES) EstimateUnmeasuredOffsets(saved);
-  std::vector<analysis::HostClockInput> inputs;
-  for (Host* h : saved) {
-    const auto& c = h->r.clock();
-    // Collectives repeat every step: an unmeasured clock is refined only around a step-number
-    // estimate (method "steps"), never searched a whole second wide, where a match one step off
-    // would look as good as the right one.
-    const bool pinned = !h->clock_measured && c.method() == kClockMethodUnmeasured;
-    inputs.push_back({h->clock_measured ? c.rtt_offset_ns() : c.offset_ns(),
-                      pinned ? 0 : c.uncertainty_ns(), std::move(h->collective_ends)});
-  }
-  if (plan_.align == profctl::v1::ALIGN_MODE_COLLECTIVES && !saved.empty()) {
-    absl::StatusOr<std::vector<analysis::HostOffset>> refined = analysis::RefineOffsets(inputs);
-    if (!refined.ok()) {
-      manifest_.add_errors(
-          absl::StrCat("alignment: ", refined.status().message(), "; using clock-sync offsets"));
-    } else {
-      for (size_t i = 0; i < saved.size() && i < refined->size(); ++i) {
-        const analysis::HostOffset& o = (*refined)[i];
-        auto* c = saved[i]->r.mutable_clock();
-        c->set_offset_ns(o.offset_ns);
-        // A clock no collective refined keeps its method (rtt, steps or unmeasured).
-        if (o.method == analysis::OffsetMethod::kCollectives) {
-          c->set_method(std::string(analysis::OffsetMethodName(o.method)));
-        }
-        c->set_residual_ns(o.residual_ns);
-        c->set_matched_collectives(static_cast<uint32_t>(o.matched));
-      }
+    if (Saved(h.r)) {
+      saved.push_back({&h.r, h.clock_measured, std::move(h.collective_ends), &h.summary});
     }
   }
-  for (Host* h : saved) {
-    // Summaries were made with the clock-sync offset: move them onto the refined timeline.
-    const int64_t shift = h->r.clock().offset_ns() - h->r.clock().rtt_offset_ns();
-    if (shift != 0 && h->summary.has_value()) {
-      for (analysis::HostStep& step : h->summary->steps) {
-        step.start_ns -= shift;
-        step.end_ns -= shift;
-      }
-    }
-  }
-  int64_t min_start = std::numeric_limits<int64_t>::max();
-  int64_t max_start = std::numeric_limits<int64_t>::min();
-  for (Host* h : saved) {
-    const int64_t offset = h->r.clock().offset_ns();
-    h->r.set_aligned_start_ns(h->r.agent_start_ns() - offset);
-    h->r.set_aligned_stop_ns(h->r.agent_stop_ns() - offset);
-    h->r.set_lateness_ns(h->r.aligned_start_ns() - start_at_);
-    // Now known for a clock aligned from its collectives that clock sync could not measure.
-    if (!h->clock_measured && h->r.clock().method() != kClockMethodUnmeasured) {
-      h->r.set_late(h->r.lateness_ns() > ToleranceNs());
-    }
-    min_start = std::min(min_start, h->r.aligned_start_ns());
-    max_start = std::max(max_start, h->r.aligned_start_ns());
-  }
-  if (!saved.empty()) manifest_.set_start_spread_ns(max_start - min_start);
+  AlignSavedHosts(saved, plan_.align, start_at_, ToleranceNs(), manifest_);
 }
 
 void CaptureEngine::Session::ReleaseClients() {
@@ -1727,155 +1225,6 @@ void CaptureEngine::Session::ReleaseClients() {
     absl::MutexLock lock(&released_mu_);
     --released_pending_;
   });
-}
-
-void CaptureEngine::Session::OnPoolOrHere(Executor::Task job) {
-  if (deps_.pool != nullptr) {
-    deps_.pool->Submit(std::move(job));
-  } else {
-    std::move(job)();
-  }
-}
-
-void CaptureEngine::Session::WritePodOutputs() {
-  std::vector<Host*> saved;
-  for (Host& h : hosts_) {
-    if (Saved(h.r)) saved.push_back(&h);
-  }
-  if (saved.empty()) return;
-  const std::string path = deps_.sink->LocalPath(kPodTraceFileName);
-  if (path.empty()) return;  // not a local folder (tests' in-memory sink)
-  absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_);
-  if (!writer.ok()) {
-    manifest_.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
-    return;
-  }
-  // Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once,
-  // and joined into the file in host order here; without a pool, one at a time here. A host's
-  // trace is the one kept decoded from saving it, else read back from disk and decoded (memory:
-  // at most that many traces more). Each job owns its host's kept trace and frees it: the
-  // executor waits here meanwhile, and no two jobs share a host.
-  struct Slot {
-    std::optional<absl::StatusOr<report::RenderedHost>> rendered;
-  };
-  std::vector<Slot> slots(saved.size());
-  absl::Mutex mu;
-  const auto render = [this, &saved, base = writer->base_ns()](size_t i) {
-    Host& h = *saved[i];
-    std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
-    if (decoded == nullptr) {
-      decoded = std::make_unique<DecodedTrace>();
-      absl::StatusOr<std::string> bytes = deps_.sink->Read(h.r.xplane_file());
-      if (!bytes.ok() || !decoded->Parse(*bytes)) {
-        return absl::StatusOr<report::RenderedHost>(absl::DataLossError(absl::StrCat(
-            "cannot read back ", h.r.xplane_file(), "; that host is missing from it")));
-      }
-    }
-    return report::PodTraceWriter::Render(h.r.host(), decoded->space(), h.r.clock().offset_ns(),
-                                          base, static_cast<int64_t>(i));
-  };
-  size_t submitted = 0;
-  const auto submit_up_to = [&](size_t limit) {
-    for (; submitted < std::min(limit, slots.size()); ++submitted) {
-      if (deps_.pool == nullptr) {
-        slots[submitted].rendered = render(submitted);
-        continue;
-      }
-      deps_.pool->Submit([&render, &slots, &mu, i = submitted] {
-        absl::StatusOr<report::RenderedHost> r = render(i);
-        absl::MutexLock lock(&mu);
-        slots[i].rendered = std::move(r);
-      });
-    }
-  };
-  absl::Status status = absl::OkStatus();
-  for (size_t i = 0; i < slots.size(); ++i) {
-    submit_up_to(i + kPodTraceHostsInFlight);
-    // Every submitted job finishes before this returns: they hold references to these locals.
-    mu.LockWhen(absl::Condition(
-        +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
-    absl::StatusOr<report::RenderedHost> r = *std::move(slots[i].rendered);
-    slots[i].rendered.reset();
-    mu.Unlock();
-    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
-      manifest_.add_errors(absl::StrCat("pod trace: ", r.status().message()));
-      report::RenderedHost empty;
-      empty.host_index = static_cast<int64_t>(i);
-      empty.base_ns = writer->base_ns();
-      r = std::move(empty);
-    } else if (r->planes_skipped > 0) {
-      manifest_.add_errors(absl::StrCat("pod trace: ", saved[i]->r.host(), ": ", r->planes_skipped,
-                                        " planes past the first ",
-                                        report::PodTraceWriter::kPidsPerHost - 1, " left out"));
-    }
-    if (status.ok()) status = writer->AddRendered(*r);
-  }
-  if (status.ok()) status = writer->Finish();
-  if (status.ok()) manifest_.set_pod_trace_file(kPodTraceFileName);
-  if (!status.ok()) manifest_.add_errors(absl::StrCat("pod trace: ", status.message()));
-}
-
-struct CaptureEngine::Session::BreakdownJob {
-  // Read by the job only; the executor waits on `done` before reading the results.
-  std::vector<analysis::HostSummary> summaries;
-  report::BreakdownContext context;
-  bool assumed_pod_trace = false;
-  std::optional<analysis::PodBreakdown> breakdown;
-  std::vector<std::string> rendered;  // one per report::BreakdownOutputs(), in order
-  absl::Notification done;
-
-  void Build() { breakdown = analysis::BuildPodBreakdown(summaries); }
-  void Render() {
-    rendered.clear();
-    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
-      rendered.push_back(out.render(*breakdown, context));
-    }
-  }
-};
-
-std::unique_ptr<CaptureEngine::Session::BreakdownJob> CaptureEngine::Session::StartBreakdown() {
-  auto job = std::make_unique<BreakdownJob>();
-  job->context.session = plan_.session;
-  job->context.source = report::BreakdownSource::kCapture;
-  for (Host& h : hosts_) {
-    if (!Saved(h.r) || !h.summary.has_value()) continue;
-    job->context.host_files[h.r.host()].push_back(h.r.xplane_file());
-    job->summaries.push_back(*std::move(h.summary));
-    h.summary.reset();
-  }
-  if (job->summaries.empty()) return nullptr;
-  // WritePodOutputs writes one whenever a host was saved (this one has) into a local folder.
-  job->assumed_pod_trace = !deps_.sink->LocalPath(kPodTraceFileName).empty();
-  if (job->assumed_pod_trace) job->context.session_files.push_back(kPodTraceFileName);
-  job->context.session_files.push_back(kManifestFileName);
-  job->context.report_path = absl::StrCat(manifest_.session_dir(), "/", report::kReportHtmlFile);
-  OnPoolOrHere([j = job.get()] {  // FinishBreakdown waits for it: `job` outlives it
-    j->Build();
-    j->Render();
-    j->done.Notify();
-  });
-  return job;
-}
-
-void CaptureEngine::Session::FinishBreakdown(std::unique_ptr<BreakdownJob> job) {
-  if (job == nullptr) return;
-  job->done.WaitForNotification();
-  if (job->assumed_pod_trace && manifest_.pod_trace_file().empty()) {
-    // The pod trace failed after all: the files must not name it.
-    std::erase(job->context.session_files, std::string(kPodTraceFileName));
-    job->Render();
-  }
-  const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string name(outputs[i].file_name);
-    absl::StatusOr<std::string> written = deps_.sink->Write(name, job->rendered[i]);
-    if (written.ok()) {
-      manifest_.add_breakdown_files(*written);
-    } else {
-      manifest_.add_errors(absl::StrCat("breakdown: ", written.status().message()));
-    }
-  }
-  pod_breakdown_ = std::move(job->breakdown);  // handed to deps_.breakdown with `done`
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,22 +38,11 @@
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_plan.h"
+#include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/session_writer.h"
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {
-
-// session.json's clock.method before alignment: measured by SyncClock round trips, or not
-// measurable (a TSL profiler server: AgentClient::MeasuresClock() is false). Align may turn an
-// unmeasured one into "steps", and either into "collectives".
-inline constexpr absl::string_view kClockMethodRtt = "rtt";
-inline constexpr absl::string_view kClockMethodUnmeasured = "unmeasured";
-// An unmeasured clock placed by matching step numbers with a measured host (alignment.h
-// OffsetFromSteps), not (yet) refined by collectives.
-inline constexpr absl::string_view kClockMethodSteps = "steps";
-// An unmeasured clock is assumed to agree with the coordinator's within this (NTP-synced
-// hosts): its clock.uncertainty_ns until step numbers place it.
-inline constexpr int64_t kUnmeasuredClockBoundNs = 1'000'000'000;
 
 struct CaptureEngineOptions {
   // Clock-sync round trips per host: at most `clock_sync_samples`; sampling stops after
@@ -151,16 +140,6 @@ class CaptureEngine {
   CaptureEngineOptions options_;
   std::shared_ptr<Session> session_;
 };
-
-// Picks each host's file stem: the agent's name when it has a valid one, else the address stem;
-// a stem already taken falls back to the address stem, then gets "-2", "-3", ...
-std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
-                                         const std::vector<std::string>& agent_names);
-
-// Canonical names for people ("ok", "failed", "partial", "clock sync", ...).
-std::string HostStatusName(profctl::v1::HostStatus s);
-std::string SessionStatusName(profctl::v1::SessionStatus s);
-std::string FailureStepName(profctl::v1::FailureStep s);
 
 }  // namespace profctl::coordinator
 

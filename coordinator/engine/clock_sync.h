@@ -16,10 +16,23 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "coordinator/clients/agent_client.h"
 
 namespace profctl::coordinator {
+
+// session.json's clock.method before alignment: measured by SyncClock round trips, or not
+// measurable (a TSL profiler server: AgentClient::MeasuresClock() is false). Align may turn an
+// unmeasured one into "steps", and either into "collectives".
+inline constexpr absl::string_view kClockMethodRtt = "rtt";
+inline constexpr absl::string_view kClockMethodUnmeasured = "unmeasured";
+// An unmeasured clock placed by matching step numbers with a measured host (alignment.h
+// OffsetFromSteps), not (yet) refined by collectives.
+inline constexpr absl::string_view kClockMethodSteps = "steps";
+// An unmeasured clock is assumed to agree with the coordinator's within this (NTP-synced
+// hosts): its clock.uncertainty_ns until step numbers place it.
+inline constexpr int64_t kUnmeasuredClockBoundNs = 1'000'000'000;
 
 // 2^62 ns since the epoch is the year 2116.
 inline constexpr int64_t kMaxStampNs = int64_t{1} << 62;

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -89,6 +90,21 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const s
           "session folder ", path, " already exists; choose another --session or --logdir"));
     }
   }
+}
+
+absl::StatusOr<std::unique_ptr<RunningSession>> RunningSession::Open(
+    const std::string& logdir, const std::string& session, const SessionDirOptions& options) {
+  absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir, session, options);
+  if (!dir.ok()) return dir.status();
+  std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
+  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
+  return std::unique_ptr<RunningSession>(new RunningSession(*std::move(dir), std::move(marker)));
+}
+
+void RunningSession::Close() {
+  if (marker_.empty()) return;
+  unlink(marker_.c_str());
+  marker_.clear();
 }
 
 std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
@@ -281,6 +297,78 @@ std::string DefaultSessionName(const Clock& clock, absl::string_view prefix) {
   gmtime_r(&secs, &tm);
   return absl::StrFormat("%s%04d_%02d_%02d_%02d_%02d_%02d", prefix, tm.tm_year + 1900,
                          tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+std::string HostStatusName(profctl::v1::HostStatus s) {
+  switch (s) {
+    case profctl::v1::HOST_STATUS_OK:
+      return "ok";
+    case profctl::v1::HOST_STATUS_INCOMPLETE:
+      return "incomplete";
+    case profctl::v1::HOST_STATUS_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string SessionStatusName(profctl::v1::SessionStatus s) {
+  switch (s) {
+    case profctl::v1::SESSION_STATUS_OK:
+      return "ok";
+    case profctl::v1::SESSION_STATUS_PARTIAL:
+      return "partial";
+    case profctl::v1::SESSION_STATUS_FAILED:
+      return "failed";
+    case profctl::v1::SESSION_STATUS_RUNNING:
+      return "running";
+    case profctl::v1::SESSION_STATUS_ABANDONED:
+      return "abandoned";
+    default:
+      return "unknown";
+  }
+}
+
+std::string FailureStepName(profctl::v1::FailureStep s) {
+  switch (s) {
+    case profctl::v1::FAILURE_STEP_GET_INFO:
+      return "get info";
+    case profctl::v1::FAILURE_STEP_CLOCK_SYNC:
+      return "clock sync";
+    case profctl::v1::FAILURE_STEP_PREPARE:
+      return "prepare";
+    case profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT:
+      return "prepare timeout";
+    case profctl::v1::FAILURE_STEP_CAPTURE:
+      return "capture";
+    case profctl::v1::FAILURE_STEP_LATE:
+      return "late";
+    case profctl::v1::FAILURE_STEP_VALIDATE:
+      return "validate";
+    case profctl::v1::FAILURE_STEP_WRITE:
+      return "write";
+    case profctl::v1::FAILURE_STEP_INTERRUPTED:
+      return "interrupted";
+    default:
+      return "unknown";
+  }
+}
+
+std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
+                                         const std::vector<std::string>& agent_names) {
+  std::vector<std::string> stems;
+  absl::flat_hash_set<std::string> taken;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const std::string& name = i < agent_names.size() ? agent_names[i] : std::string();
+    std::string stem =
+        (!name.empty() && ValidateFileStem("name", name).ok()) ? name : workers[i].file_stem();
+    if (taken.contains(stem)) stem = workers[i].file_stem();
+    const std::string base = stem;
+    for (int n = 2; taken.contains(stem); ++n) stem = absl::StrCat(base, "-", n);
+    taken.insert(stem);
+    stems.push_back(stem);
+  }
+  return stems;
 }
 
 }  // namespace profctl::coordinator

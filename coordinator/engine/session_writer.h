@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
+#include "coordinator/clients/worker.h"
 #include "google/protobuf/message.h"
 #include "profctl/v1/session.pb.h"
 
@@ -89,10 +90,40 @@ class SessionDir final : public TraceSink {
   std::shared_ptr<UnsyncedPaths> unsynced_;  // shared with the TraceFiles made here
 };
 
-// A capture in progress holds this marker in its session folder (RunCapture creates it with the
-// folder and removes it when the session is over), so finding abandoned sessions costs one stat
-// per folder, not one session.json parse per folder, however many sessions a log dir holds.
+// A capture in progress holds this marker in its session folder (RunningSession creates it with
+// the folder and removes it when the session is over), so finding abandoned sessions costs one
+// stat per folder, not one session.json parse per folder, however many sessions a log dir holds.
 inline constexpr char kRunningMarkerFileName[] = ".profctl_running";
+
+// The life of a capture's session folder, one routine for `profctl capture` and the daemon: the
+// folder is created (SessionDir::Create) and marked running (kRunningMarkerFileName, holding this
+// process's pid) until Close, so CleanAbandonedSessions finds exactly the sessions whose
+// coordinator died. Not thread-safe; the engine writes through dir() while it runs.
+class RunningSession {
+ public:
+  // The errors of SessionDir::Create. The marker is best effort: a folder that cannot hold it
+  // still holds the capture (it is then not recognized as abandoned should we die).
+  static absl::StatusOr<std::unique_ptr<RunningSession>> Open(const std::string& logdir,
+                                                              const std::string& session,
+                                                              const SessionDirOptions& options);
+  ~RunningSession() { Close(); }
+  RunningSession(const RunningSession&) = delete;
+  RunningSession& operator=(const RunningSession&) = delete;
+
+  // The sink the engine writes the session through.
+  SessionDir& dir() { return dir_; }
+  // The folder's name (differs from the one asked for after make_unique).
+  std::string session() const { return dir_.session(); }
+  // The session is over (its session.json final): the folder is no longer marked running.
+  // Idempotent; also on destruction.
+  void Close();
+
+ private:
+  RunningSession(SessionDir dir, std::string marker)
+      : dir_(std::move(dir)), marker_(std::move(marker)) {}
+  SessionDir dir_;
+  std::string marker_;  // empty once closed
+};
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.
 std::string DefaultSessionName(const Clock& clock, absl::string_view prefix);
@@ -118,6 +149,16 @@ std::string XPlaneFileName(const std::string& host);          // <host>.xplane.p
 std::string RejectedXPlaneFileName(const std::string& host);  // <host>.xplane.pb.invalid
 inline constexpr char kManifestFileName[] = "session.json";
 inline constexpr char kPodTraceFileName[] = "pod.trace.json.gz";
+
+// Picks each host's file stem: the agent's name when it has a valid one, else the address stem;
+// a stem already taken falls back to the address stem, then gets "-2", "-3", ...
+std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,
+                                         const std::vector<std::string>& agent_names);
+
+// Canonical names for people ("ok", "failed", "partial", "clock sync", ...).
+std::string HostStatusName(profctl::v1::HostStatus s);
+std::string SessionStatusName(profctl::v1::SessionStatus s);
+std::string FailureStepName(profctl::v1::FailureStep s);
 
 }  // namespace profctl::coordinator
 

@@ -85,32 +85,31 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
       return absl::FailedPreconditionError("the coordinator is shutting down");
     }
   }
-  absl::StatusOr<SessionDir> dir =
-      SessionDir::Create(logdir_, plan.session, {.make_unique = options.make_unique});
-  if (!dir.ok()) {
+  absl::StatusOr<std::unique_ptr<RunningSession>> running =
+      RunningSession::Open(logdir_, plan.session, {.make_unique = options.make_unique});
+  if (!running.ok()) {
     absl::MutexLock lock(&mu_);
     ++counters_.start_errors;
-    return dir.status();
+    return running.status();
   }
   plan.logdir = logdir_;
-  plan.session = dir->session();
+  plan.session = (*running)->session();
   plan.origin = options.origin;
   const std::string session = plan.session;
-  const std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
-  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
 
   v1::StartCaptureResponse response;
   response.set_session(session);
-  response.set_session_dir(dir->location());
+  response.set_session_dir((*running)->dir().location());
 
-  auto sink = std::make_shared<SessionDir>(*std::move(dir));
+  std::shared_ptr<RunningSession> sink = *std::move(running);
+  RunningSession* const folder = sink.get();  // held by the entry until OnDone
   auto engine = std::make_unique<CaptureEngine>(
       CaptureEngine::Dependencies{
           .executor = deps_.executor,
           .pool = deps_.pool,
           .finisher = finisher_.get(),
           .clients = deps_.clients,
-          .sink = sink.get(),
+          .sink = &sink->dir(),
           .progress = [this, session](const std::string& line) { OnProgress(session, line); },
           .breakdown = nullptr},
       deps_.engine_options);
@@ -134,9 +133,10 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
     e.started_mono_ns = deps_.executor->clock().MonoNs();
     Publish(event);
   }
-  started->Start(plan, [this, session, marker, on_finished = std::move(options.on_finished)](
+  started->Start(plan, [this, session, folder, on_finished = std::move(options.on_finished)](
                            absl::StatusOr<v1::SessionManifest> result) mutable {
-    OnDone(session, marker, std::move(result), on_finished);
+    folder->Close();  // the entry keeps the folder until OnDone has taken it
+    OnDone(session, std::move(result), on_finished);
   });
   return response;
 }
@@ -155,10 +155,8 @@ void SessionRunner::OnProgress(const std::string& session, const std::string& li
 }
 
 void SessionRunner::OnDone(
-    const std::string& session, const std::string& marker,
-    absl::StatusOr<v1::SessionManifest> result,
+    const std::string& session, absl::StatusOr<v1::SessionManifest> result,
     const std::function<void(const absl::StatusOr<v1::SessionManifest>&)>& on_finished) {
-  unlink(marker.c_str());
   auto finished = std::make_shared<Entry>();
   {
     absl::MutexLock lock(&mu_);

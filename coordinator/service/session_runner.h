@@ -127,13 +127,12 @@ class SessionRunner {
   struct Entry {
     v1::SessionInfo info;
     int64_t started_mono_ns = 0;
-    std::shared_ptr<SessionDir> sink;  // outlives the engine
+    std::shared_ptr<RunningSession> sink;  // the session folder: outlives the engine
     std::unique_ptr<CaptureEngine> engine;
   };
   void Publish(const v1::SessionEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProgress(const std::string& session, const std::string& line);
-  void OnDone(const std::string& session, const std::string& marker,
-              absl::StatusOr<v1::SessionManifest> result,
+  void OnDone(const std::string& session, absl::StatusOr<v1::SessionManifest> result,
               const std::function<void(const absl::StatusOr<v1::SessionManifest>&)>& on_finished);
 
   const Dependencies deps_;

@@ -1,0 +1,197 @@
+#include "coordinator/engine/pod_outputs.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "report/breakdown_writers.h"
+#include "report/pod_trace_writer.h"
+
+namespace profctl::coordinator {
+namespace {
+
+// Hosts of the pod trace read back and rendered at once on the pool.
+constexpr size_t kPodTraceHostsInFlight = 8;
+
+// Runs `job` on the pool, or here when there is none (it is then done on return).
+void OnPoolOrHere(WorkPool* pool, Executor::Task job) {
+  if (pool != nullptr) {
+    pool->Submit(std::move(job));
+  } else {
+    std::move(job)();
+  }
+}
+
+// Renders saved host i for the pod trace from its kept trace, else read back from disk.
+absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, TraceSink& sink,
+                                                int64_t base_ns) {
+  std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
+  if (decoded == nullptr) {
+    decoded = std::make_unique<DecodedTrace>();
+    absl::StatusOr<std::string> bytes = sink.Read(h.r->xplane_file());
+    if (!bytes.ok() || !decoded->Parse(*bytes)) {
+      return absl::DataLossError(
+          absl::StrCat("cannot read back ", h.r->xplane_file(), "; that host is missing from it"));
+    }
+  }
+  return report::PodTraceWriter::Render(h.r->host(), decoded->space(), h.r->clock().offset_ns(),
+                                        base_ns, static_cast<int64_t>(i));
+}
+
+// Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once, and
+// joined into the file in host order here; without a pool, one at a time here (memory: at most
+// that many decoded traces more). Each job owns its host's kept trace and frees it; no two jobs
+// share a host.
+void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
+                   profctl::v1::SessionManifest& manifest) {
+  const std::string path = in.sink->LocalPath(kPodTraceFileName);
+  if (hosts.empty() || path.empty()) return;  // not a local folder (tests' in-memory sink)
+  absl::StatusOr<report::PodTraceWriter> writer =
+      report::PodTraceWriter::Open(path, in.start_at_ns);
+  if (!writer.ok()) {
+    manifest.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
+    return;
+  }
+  struct Slot {
+    std::optional<absl::StatusOr<report::RenderedHost>> rendered;
+  };
+  std::vector<Slot> slots(hosts.size());
+  absl::Mutex mu;
+  const int64_t base = writer->base_ns();
+  size_t submitted = 0;
+  const auto submit_up_to = [&](size_t limit) {
+    for (; submitted < std::min(limit, slots.size()); ++submitted) {
+      if (in.pool == nullptr) {
+        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, *in.sink, base);
+        continue;
+      }
+      in.pool->Submit([&hosts, &slots, &mu, &in, base, i = submitted] {
+        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, *in.sink, base);
+        absl::MutexLock lock(&mu);
+        slots[i].rendered = std::move(r);
+      });
+    }
+  };
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    submit_up_to(i + kPodTraceHostsInFlight);
+    // Every submitted job finishes before this returns: they hold references to these locals.
+    mu.LockWhen(absl::Condition(
+        +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
+    absl::StatusOr<report::RenderedHost> r = *std::move(slots[i].rendered);
+    slots[i].rendered.reset();
+    mu.Unlock();
+    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
+      manifest.add_errors(absl::StrCat("pod trace: ", r.status().message()));
+      report::RenderedHost empty;
+      empty.host_index = static_cast<int64_t>(i);
+      empty.base_ns = base;
+      r = std::move(empty);
+    } else if (r->planes_skipped > 0) {
+      manifest.add_errors(absl::StrCat("pod trace: ", hosts[i].r->host(), ": ", r->planes_skipped,
+                                       " planes past the first ",
+                                       report::PodTraceWriter::kPidsPerHost - 1, " left out"));
+    }
+    if (status.ok()) status = writer->AddRendered(*r);
+  }
+  if (status.ok()) status = writer->Finish();
+  if (status.ok()) manifest.set_pod_trace_file(kPodTraceFileName);
+  if (!status.ok()) manifest.add_errors(absl::StrCat("pod trace: ", status.message()));
+}
+
+// The pod step breakdown and its files, built and rendered on the pool while the pod trace is
+// written, since neither needs the other: the rendering only names the pod trace, assumed to be
+// written; should it fail, Finish renders again without it.
+class BreakdownJob {
+ public:
+  // Takes the hosts' summaries. Null when no host has one.
+  static std::unique_ptr<BreakdownJob> Start(std::vector<PodOutputHost>& hosts,
+                                             const PodOutputsInput& in,
+                                             const profctl::v1::SessionManifest& manifest) {
+    auto job = std::make_unique<BreakdownJob>();
+    job->context_.session = in.session;
+    job->context_.source = report::BreakdownSource::kCapture;
+    for (PodOutputHost& h : hosts) {
+      if (!h.summary.has_value()) continue;
+      job->context_.host_files[h.r->host()].push_back(h.r->xplane_file());
+      job->summaries_.push_back(*std::move(h.summary));
+      h.summary.reset();
+    }
+    if (job->summaries_.empty()) return nullptr;
+    // WritePodTrace writes one whenever a host was saved (this one has) into a local folder.
+    job->assumed_pod_trace_ = !in.sink->LocalPath(kPodTraceFileName).empty();
+    if (job->assumed_pod_trace_) job->context_.session_files.push_back(kPodTraceFileName);
+    job->context_.session_files.push_back(kManifestFileName);
+    job->context_.report_path = absl::StrCat(manifest.session_dir(), "/", report::kReportHtmlFile);
+    OnPoolOrHere(in.pool, [j = job.get()] {  // Finish waits for it: `job` outlives it
+      j->breakdown_ = analysis::BuildPodBreakdown(j->summaries_);
+      j->Render();
+      j->done_.Notify();
+    });
+    return job;
+  }
+
+  // Waits for the job, writes its files, and returns the breakdown.
+  std::optional<analysis::PodBreakdown> Finish(TraceSink& sink,
+                                               profctl::v1::SessionManifest& manifest) {
+    done_.WaitForNotification();
+    if (assumed_pod_trace_ && manifest.pod_trace_file().empty()) {
+      // The pod trace failed after all: the files must not name it.
+      std::erase(context_.session_files, std::string(kPodTraceFileName));
+      Render();
+    }
+    const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::string name(outputs[i].file_name);
+      absl::StatusOr<std::string> written = sink.Write(name, rendered_[i]);
+      if (written.ok()) {
+        manifest.add_breakdown_files(*written);
+      } else {
+        manifest.add_errors(absl::StrCat("breakdown: ", written.status().message()));
+      }
+    }
+    return std::move(breakdown_);
+  }
+
+ private:
+  void Render() {
+    rendered_.clear();
+    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+      rendered_.push_back(out.render(*breakdown_, context_));
+    }
+  }
+
+  // Read by the job only until `done_`.
+  std::vector<analysis::HostSummary> summaries_;
+  report::BreakdownContext context_;
+  bool assumed_pod_trace_ = false;
+  std::optional<analysis::PodBreakdown> breakdown_;
+  std::vector<std::string> rendered_;  // one per report::BreakdownOutputs(), in order
+  absl::Notification done_;
+};
+
+}  // namespace
+
+std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost> hosts,
+                                                      const PodOutputsInput& in,
+                                                      profctl::v1::SessionManifest& manifest) {
+  // The saved traces are made durable (their fsyncs, a device flush each) on the pool while the
+  // pod outputs are rendered: at 1,024 hosts that was 0.15-0.2 s of the collect phase, one trace
+  // at a time. The caller writes session.json after this.
+  absl::Notification synced;
+  absl::Status sync_status;
+  OnPoolOrHere(in.pool, [&in, &synced, &sync_status] {  // waited for below
+    sync_status = in.sink->SyncCommitted();
+    synced.Notify();
+  });
+  std::unique_ptr<BreakdownJob> breakdown = BreakdownJob::Start(hosts, in, manifest);
+  WritePodTrace(hosts, in, manifest);
+  std::optional<analysis::PodBreakdown> result;
+  if (breakdown != nullptr) result = breakdown->Finish(*in.sink, manifest);
+  synced.WaitForNotification();
+  if (!sync_status.ok()) manifest.add_errors(absl::StrCat("traces: ", sync_status.message()));
+  return result;
+}
+
+}  // namespace profctl::coordinator

@@ -1,0 +1,48 @@
+// The session's outputs over its saved hosts, written once every host is done: the aligned pod
+// timeline (pod.trace.json.gz), the pod step breakdown's files, and the saved traces made
+// durable. Functions over the saved hosts; the engine runs them on its finisher (or executor).
+#ifndef PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
+#define PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/breakdown.h"
+#include "common/executor.h"
+#include "coordinator/engine/host_trace.h"
+#include "coordinator/engine/session_writer.h"
+#include "profctl/v1/session.pb.h"
+
+namespace profctl::coordinator {
+
+// One saved host (status OK or INCOMPLETE), aligned, in the session's host order.
+struct PodOutputHost {
+  const profctl::v1::HostResult* r = nullptr;
+  // Its trace kept decoded from saving it; null: read back from the sink and decoded.
+  std::unique_ptr<DecodedTrace> space;
+  // Its per-step summary; absent when the breakdown left it out (manifest.errors says why).
+  std::optional<analysis::HostSummary> summary;
+};
+
+struct PodOutputsInput {
+  std::string session;      // the session's name, for the breakdown's files
+  int64_t start_at_ns = 0;  // the common start: the pod trace's time base
+  TraceSink* sink = nullptr;
+  // Where hosts are rendered, the breakdown built and the traces synced; null: here.
+  WorkPool* pool = nullptr;
+};
+
+// Makes every committed trace durable, writes the pod trace (a host that cannot be read back is
+// left out of it) and the breakdown's files (naming the pod trace only when it was written).
+// Files written go into manifest.pod_trace_file / breakdown_files, problems into
+// manifest.errors. Returns the pod step breakdown, absent when no host has a summary.
+std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost> hosts,
+                                                      const PodOutputsInput& in,
+                                                      profctl::v1::SessionManifest& manifest);
+
+}  // namespace profctl::coordinator
+
+#endif  // PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
