@@ -260,19 +260,21 @@ std::vector<int64_t> CollectiveEndsNs(const XSpace& space, int64_t dedupe_ns) {
   return SortAndDedupe(std::move(ends), std::max<int64_t>(dedupe_ns, 0));
 }
 
-absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClockInput> hosts,
-                                                      const AlignmentOptions& options) {
-  if (absl::Status s = ValidateInputs(hosts, options); !s.ok()) return s;
-  const size_t n = hosts.size();
-  std::vector<HostOffset> out(n);
-  std::vector<Prepared> prep(n);
-  for (size_t i = 0; i < n; ++i) {
-    out[i].offset_ns = hosts[i].rtt_offset_ns;
+namespace {
+
+// Step 1 of the header: each host's collective ends in range, sorted, deduplicated and moved to
+// coordinator time by its RTT offset; out[i] starts at the RTT offset and counts the ends
+// dropped as out of range.
+std::vector<Prepared> PrepareEnds(absl::Span<const HostClockInput> hosts,
+                                  const AlignmentOptions& options, std::vector<HostOffset>* out) {
+  std::vector<Prepared> prep(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    (*out)[i].offset_ns = hosts[i].rtt_offset_ns;
     std::vector<int64_t> ends;
     ends.reserve(hosts[i].collective_ends_ns.size());
     for (const int64_t e : hosts[i].collective_ends_ns) {
       if (e < -kMaxAbsTimeNs || e > kMaxAbsTimeNs) {
-        ++out[i].ignored_ends;
+        ++(*out)[i].ignored_ends;
         continue;
       }
       ends.push_back(e);  // |e - offset| <= 2^62 + 2^61: no overflow
@@ -280,97 +282,152 @@ absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClock
     prep[i].ends = SortAndDedupe(std::move(ends), options.dedupe_ns);
     for (int64_t& e : prep[i].ends) e -= hosts[i].rtt_offset_ns;
   }
-  if (n < 2) return out;
+  return prep;
+}
 
-  // 2. Reference host and match tolerance.
+// Step 2: the reference host (the most ends; ties: the smallest RTT uncertainty).
+size_t ChooseReference(absl::Span<const HostClockInput> hosts, const std::vector<Prepared>& prep) {
   size_t ref = 0;
-  for (size_t i = 1; i < n; ++i) {
+  for (size_t i = 1; i < hosts.size(); ++i) {
     const size_t a = prep[i].ends.size(), b = prep[ref].ends.size();
     if (a > b || (a == b && hosts[i].rtt_uncertainty_ns < hosts[ref].rtt_uncertainty_ns)) ref = i;
   }
-  const std::vector<int64_t>& ref_ends = prep[ref].ends;
-  if (static_cast<int64_t>(ref_ends.size()) < std::max<int64_t>(options.min_matches, 2)) {
-    return out;
-  }
+  return ref;
+}
+
+// The reference's median spacing between steps and the match tolerance it allows.
+struct MatchScale {
+  int64_t spacing;
+  int64_t tol;
+};
+MatchScale ScaleOf(const std::vector<int64_t>& ref_ends, const AlignmentOptions& options) {
   std::vector<int64_t> gaps;
   for (size_t j = 1; j < ref_ends.size(); ++j) gaps.push_back(ref_ends[j] - ref_ends[j - 1]);
   const int64_t spacing = std::max<int64_t>(MedianOf(gaps), 1);
-  const int64_t tol = std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1);
+  return {spacing, std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1)};
+}
 
-  // 3. Match every other host onto the reference.
-  size_t refined = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Prepared& p = prep[i];
-    if (i == ref || p.ends.empty()) continue;
-    int64_t window = std::min<int64_t>(
-        hosts[i].rtt_uncertainty_ns + hosts[ref].rtt_uncertainty_ns + tol, options.max_search_ns);
-    // Candidates ~ ends * (2 window / spacing + 1): keep the work per host bounded.
-    const double per_end = kMaxCandidatesPerHost / static_cast<double>(p.ends.size());
-    if (2.0 * static_cast<double>(window) / static_cast<double>(spacing) + 1 > per_end) {
-      window = std::max<int64_t>(
-          static_cast<int64_t>((per_end - 1) / 2 * static_cast<double>(spacing)), tol);
-    }
-    const std::optional<int64_t> coarse = CoarseShift(p.ends, ref_ends, window, tol);
-    if (!coarse) continue;
-    p.pairs = Match(p.ends, ref_ends, *coarse, tol);
-    out[i].matched = static_cast<int64_t>(p.pairs.size());
-    if (out[i].matched < options.min_matches) continue;
-    std::vector<int64_t> d;
-    for (const auto& [j, x] : p.pairs) d.push_back(ref_ends[j] - x);
-    p.shift = MedianOf(d);
-    p.refined = true;
-    ++refined;
+// Step 3 for one host (`h`, prepared as *p) onto the reference (`ref`, `ref_ends`): its pairs,
+// their number in out->matched, and its shift. Returns whether it matched enough to be refined.
+bool MatchOntoReference(const HostClockInput& h, const HostClockInput& ref,
+                        const std::vector<int64_t>& ref_ends, MatchScale scale,
+                        const AlignmentOptions& options, Prepared* p, HostOffset* out) {
+  if (p->ends.empty()) return false;
+  const int64_t tol = scale.tol;
+  int64_t window =
+      std::min<int64_t>(h.rtt_uncertainty_ns + ref.rtt_uncertainty_ns + tol, options.max_search_ns);
+  // Candidates ~ ends * (2 window / spacing + 1): keep the work per host bounded.
+  const double per_end = kMaxCandidatesPerHost / static_cast<double>(p->ends.size());
+  if (2.0 * static_cast<double>(window) / static_cast<double>(scale.spacing) + 1 > per_end) {
+    window = std::max<int64_t>(
+        static_cast<int64_t>((per_end - 1) / 2 * static_cast<double>(scale.spacing)), tol);
   }
-  if (refined == 0) return out;
-  // The reference joins with the steps any refined host matched.
-  Prepared& r = prep[ref];
-  {
-    std::vector<bool> used(ref_ends.size(), false);
-    for (const Prepared& p : prep) {
-      if (!p.refined) continue;
-      for (const auto& pair : p.pairs) used[pair.first] = true;
-    }
-    for (size_t j = 0; j < ref_ends.size(); ++j) {
-      if (used[j]) r.pairs.emplace_back(j, ref_ends[j]);
-    }
-    r.shift = 0;
-    r.refined = static_cast<int64_t>(r.pairs.size()) >= options.min_matches;
-    out[ref].matched = static_cast<int64_t>(r.pairs.size());
-    if (!r.refined) return out;  // cannot happen: a refined host matched >= min_matches steps
-  }
+  const std::optional<int64_t> coarse = CoarseShift(p->ends, ref_ends, window, tol);
+  if (!coarse) return false;
+  p->pairs = Match(p->ends, ref_ends, *coarse, tol);
+  out->matched = static_cast<int64_t>(p->pairs.size());
+  if (out->matched < options.min_matches) return false;
+  std::vector<int64_t> d;
+  for (const auto& [j, x] : p->pairs) d.push_back(ref_ends[j] - x);
+  p->shift = MedianOf(d);
+  p->refined = true;
+  return true;
+}
 
-  // 4. Consensus per reference step, then each host's shift against it.
-  std::vector<std::vector<int64_t>> per_step(ref_ends.size());
-  for (const Prepared& p : prep) {
+// The reference joins with the steps any refined host matched. Returns whether it is refined.
+bool JoinReference(const std::vector<int64_t>& ref_ends, const AlignmentOptions& options,
+                   size_t ref, std::vector<Prepared>* prep, HostOffset* out) {
+  Prepared& r = (*prep)[ref];
+  std::vector<bool> used(ref_ends.size(), false);
+  for (const Prepared& p : *prep) {
     if (!p.refined) continue;
-    for (const auto& [j, x] : p.pairs) per_step[j].push_back(x + p.shift);
+    for (const auto& pair : p.pairs) used[pair.first] = true;
   }
-  std::vector<int64_t> consensus(ref_ends.size(), 0);
-  for (size_t j = 0; j < per_step.size(); ++j) {
-    if (!per_step[j].empty()) consensus[j] = MedianOf(per_step[j]);
+  for (size_t j = 0; j < ref_ends.size(); ++j) {
+    if (used[j]) r.pairs.emplace_back(j, ref_ends[j]);
   }
+  r.shift = 0;
+  r.refined = static_cast<int64_t>(r.pairs.size()) >= options.min_matches;
+  out->matched = static_cast<int64_t>(r.pairs.size());
+  return r.refined;
+}
+
+// What ChooseAnchor weighs: per refined host, the interval its RTT bound allows, its estimate and
+// its weight.
+struct AnchorInputs {
   std::vector<std::pair<int64_t, int64_t>> intervals;
   std::vector<int64_t> estimates;
   std::vector<long double> weights;
-  for (size_t i = 0; i < n; ++i) {
-    Prepared& p = prep[i];
+};
+
+// Step 4: the consensus per reference step (the median of the refined hosts' shifted ends), then
+// each refined host's shift against it, its residual and method.
+AnchorInputs ShiftAgainstConsensus(absl::Span<const HostClockInput> hosts, size_t ref_steps,
+                                   std::vector<Prepared>* prep, std::vector<HostOffset>* out) {
+  std::vector<std::vector<int64_t>> per_step(ref_steps);
+  for (const Prepared& p : *prep) {
+    if (!p.refined) continue;
+    for (const auto& [j, x] : p.pairs) per_step[j].push_back(x + p.shift);
+  }
+  std::vector<int64_t> consensus(ref_steps, 0);
+  for (size_t j = 0; j < per_step.size(); ++j) {
+    if (!per_step[j].empty()) consensus[j] = MedianOf(per_step[j]);
+  }
+  AnchorInputs in;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    Prepared& p = (*prep)[i];
     if (!p.refined) continue;
     std::vector<int64_t> d;
     d.reserve(p.pairs.size());
     for (const auto& [j, x] : p.pairs) d.push_back(consensus[j] - x);
     p.shift = MedianOf(d);
     for (int64_t& v : d) v = std::abs(v - p.shift);
-    out[i].residual_ns = MedianOf(d);
-    out[i].method = OffsetMethod::kCollectives;
+    (*out)[i].residual_ns = MedianOf(d);
+    (*out)[i].method = OffsetMethod::kCollectives;
     const int64_t u = hosts[i].rtt_uncertainty_ns;
-    intervals.emplace_back(p.shift - u, p.shift + u);
-    estimates.push_back(p.shift);
+    in.intervals.emplace_back(p.shift - u, p.shift + u);
+    in.estimates.push_back(p.shift);
     const auto uu = static_cast<long double>(std::max<int64_t>(u, 1));
-    weights.push_back(1.0L / (uu * uu));
+    in.weights.push_back(1.0L / (uu * uu));
   }
+  return in;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClockInput> hosts,
+                                                      const AlignmentOptions& options) {
+  if (absl::Status s = ValidateInputs(hosts, options); !s.ok()) return s;
+  const size_t n = hosts.size();
+  std::vector<HostOffset> out(n);
+  std::vector<Prepared> prep = PrepareEnds(hosts, options, &out);
+  if (n < 2) return out;
+
+  // 2. Reference host and match tolerance.
+  const size_t ref = ChooseReference(hosts, prep);
+  const std::vector<int64_t>& ref_ends = prep[ref].ends;
+  if (static_cast<int64_t>(ref_ends.size()) < std::max<int64_t>(options.min_matches, 2)) {
+    return out;
+  }
+  const MatchScale scale = ScaleOf(ref_ends, options);
+
+  // 3. Match every other host onto the reference.
+  size_t refined = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == ref) continue;
+    if (MatchOntoReference(hosts[i], hosts[ref], ref_ends, scale, options, &prep[i], &out[i])) {
+      ++refined;
+    }
+  }
+  if (refined == 0) return out;
+  // Cannot fail: a refined host matched >= min_matches steps.
+  if (!JoinReference(ref_ends, options, ref, &prep, &out[ref])) return out;
+
+  // 4. Consensus per reference step, then each host's shift against it.
+  const AnchorInputs in = ShiftAgainstConsensus(hosts, ref_ends.size(), &prep, &out);
 
   // 5. Common anchor, then every refined host's offset within its RTT bound.
-  const int64_t anchor = ChooseAnchor(intervals, estimates, weights);
+  const int64_t anchor = ChooseAnchor(in.intervals, in.estimates, in.weights);
   for (size_t i = 0; i < n; ++i) {
     if (!prep[i].refined) continue;
     const HostClockInput& h = hosts[i];

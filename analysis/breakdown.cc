@@ -615,6 +615,181 @@ HostSummary SummarizeHost(HostTrace&& trace, const BreakdownOptions& options) {
   return Summarize(trace, options, &trace);
 }
 
+namespace {
+
+// A host's step in the pod's order: (step, host index, step index in the host's summary).
+struct StepRef {
+  int64_t step;
+  size_t host;
+  size_t index;
+};
+
+// Every step of the hosts in the pod view, sorted by step then host: one group per pod step.
+// Warns about hosts left out or without a complete step.
+std::vector<StepRef> PodStepRefs(const std::vector<HostSummary>& hosts, bool any_markers,
+                                 std::vector<std::string>* warnings) {
+  std::vector<StepRef> refs;
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    const HostSummary& hs = hosts[h];
+    if (any_markers && !hs.has_markers) {
+      warnings->push_back(absl::StrCat(
+          hs.host,
+          " has no step markers: its whole window is summarized as one pseudo-step (-1) and "
+          "not matched with the other hosts' steps"));
+      continue;
+    }
+    if (hs.steps.empty()) {
+      warnings->push_back(absl::StrCat(hs.host, " has no complete step (", hs.partial_steps,
+                                       " partial): it is absent from the pod view"));
+    }
+    for (size_t i = 0; i < hs.steps.size(); ++i) refs.push_back(StepRef{hs.steps[i].step, h, i});
+  }
+  std::stable_sort(refs.begin(), refs.end(), [](const StepRef& a, const StepRef& b) {
+    return a.step != b.step ? a.step < b.step : a.host < b.host;
+  });
+  return refs;
+}
+
+// Matches the hosts' steps by number into pod.steps, each judged (Judge), counting each host's
+// straggler steps, and warns about steps some hosts lack and duplicate entries.
+class PodStepMatcher {
+ public:
+  PodStepMatcher(const std::vector<HostSummary>& hosts, bool any_markers)
+      : hosts_(hosts), any_markers_(any_markers), straggler_steps_(hosts.size(), 0) {
+    comparable_hosts_ = static_cast<size_t>(std::count_if(
+        hosts.begin(), hosts.end(), [this](const HostSummary& h) { return Expected(h); }));
+  }
+
+  void Match(const std::vector<StepRef>& refs, PodBreakdown* pod) {
+    for (size_t i = 0; i < refs.size();) {
+      std::vector<size_t> host_indices;
+      PodStep ps = Group(refs, &i, &host_indices);
+      Judge(ps);
+      if (!ps.straggler.empty()) {
+        for (size_t k = 0; k < ps.hosts.size(); ++k) {
+          if (ps.hosts[k].host == ps.straggler) {
+            ++straggler_steps_[host_indices[k]];
+            break;
+          }
+        }
+      }
+      if (ps.hosts.size() < comparable_hosts_) NoteMissing(ps.step, host_indices);
+      pod->steps.push_back(std::move(ps));
+    }
+    if (steps_missing_ > 0) {
+      pod->warnings.push_back(absl::StrCat(
+          steps_missing_,
+          " steps are not complete on every host (cut by a window edge or not traced) and are "
+          "compared over the hosts that have them: ",
+          absl::StrJoin(missing_, "; "), steps_missing_ > missing_.size() ? "; ..." : ""));
+    }
+    if (duplicates_ > 0) {
+      pod->warnings.push_back(
+          absl::StrCat(duplicates_, " duplicate (host, step) entries ignored (first one kept)"));
+    }
+  }
+
+  // Per host (by index): the steps it was the straggler of.
+  const std::vector<int64_t>& straggler_steps() const { return straggler_steps_; }
+
+ private:
+  // Hosts expected in every step: those in the pod view with at least one complete step.
+  bool Expected(const HostSummary& h) const {
+    return (h.has_markers || !any_markers_) && !h.steps.empty();
+  }
+
+  // The pod step of the refs from *i on that share its step number; advances *i past them.
+  PodStep Group(const std::vector<StepRef>& refs, size_t* i, std::vector<size_t>* host_indices) {
+    PodStep ps;
+    ps.step = refs[*i].step;
+    size_t j = *i;
+    for (; j < refs.size() && refs[j].step == ps.step; ++j) {
+      if (!host_indices->empty() && host_indices->back() == refs[j].host) {
+        ++duplicates_;  // a hand-made summary with a step twice: the first counts
+        continue;
+      }
+      const HostStep& st = hosts_[refs[j].host].steps[refs[j].index];
+      host_indices->push_back(refs[j].host);
+      ps.hosts.push_back(
+          PodHostStep{hosts_[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host});
+    }
+    *i = j;
+    int64_t min_time = ps.hosts.front().step_time_ns;
+    for (const PodHostStep& h : ps.hosts) {
+      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, h.step_time_ns);
+      min_time = std::min(min_time, h.step_time_ns);
+    }
+    ps.spread_ns = ps.pod_step_time_ns - min_time;
+    return ps;
+  }
+
+  // "step 5 lacks worker-2": the expected hosts not among `host_indices` (ascending).
+  void NoteMissing(int64_t step, const std::vector<size_t>& host_indices) {
+    ++steps_missing_;
+    constexpr size_t kMaxListed = 10;
+    if (missing_.size() >= kMaxListed) return;
+    std::vector<absl::string_view> lacking;
+    size_t k = 0;
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      if (!Expected(hosts_[h])) continue;
+      if (k < host_indices.size() && host_indices[k] == h) {
+        ++k;
+      } else {
+        lacking.push_back(hosts_[h].host);
+      }
+    }
+    missing_.push_back(absl::StrCat("step ", step, " lacks ", absl::StrJoin(lacking, ", ")));
+  }
+
+  const std::vector<HostSummary>& hosts_;
+  const bool any_markers_;
+  size_t comparable_hosts_ = 0;
+  std::vector<int64_t> straggler_steps_;
+  std::vector<std::string> missing_;
+  size_t steps_missing_ = 0;
+  int64_t duplicates_ = 0;
+};
+
+// Across steps: the pod step time's statistics and the steps where the straggler changed.
+// Returns how many steps had a straggler.
+int64_t JudgeAcrossSteps(PodBreakdown* pod) {
+  std::string previous;
+  int64_t judged_steps = 0;
+  std::vector<int64_t> pod_times;
+  pod_times.reserve(pod->steps.size());
+  for (const PodStep& ps : pod->steps) {
+    pod_times.push_back(ps.pod_step_time_ns);
+    if (ps.straggler.empty()) continue;
+    ++judged_steps;
+    if (!previous.empty() && ps.straggler != previous) pod->straggler_changes.push_back(ps.step);
+    previous = ps.straggler;
+  }
+  pod->pod_step_time = StatsOf(std::move(pod_times));
+  return judged_steps;
+}
+
+HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
+  HostReport r;
+  r.host = hs.host;
+  r.steps = static_cast<int64_t>(hs.steps.size());
+  r.partial_steps = hs.partial_steps;
+  r.has_markers = hs.has_markers;
+  r.straggler_steps = straggler_steps;
+  r.warnings = hs.warnings;
+  std::vector<int64_t> v;
+  v.reserve(hs.steps.size());
+  for (const HostStep& s : hs.steps) v.push_back(s.end_ns - s.start_ns);
+  r.step_time = StatsOf(v);
+  for (int c = 0; c < kNumCategories; ++c) {
+    v.clear();
+    for (const HostStep& s : hs.steps) v.push_back(s.host.ns[c]);
+    r.categories[c] = StatsOf(v);
+  }
+  return r;
+}
+
+}  // namespace
+
 PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
   PodBreakdown pod;
   if (hosts.empty()) {
@@ -629,137 +804,12 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
     pod.warnings.emplace_back(
         "no host has step markers: each host's whole window is compared as one pseudo-step (-1)");
   }
-
-  // (step, host index, step index in the host's summary), sorted: one group per pod step.
-  struct Ref {
-    int64_t step;
-    size_t host;
-    size_t index;
-  };
-  std::vector<Ref> refs;
+  const std::vector<StepRef> refs = PodStepRefs(hosts, any_markers, &pod.warnings);
+  PodStepMatcher matcher(hosts, any_markers);
+  matcher.Match(refs, &pod);
+  const int64_t judged_steps = JudgeAcrossSteps(&pod);
   for (size_t h = 0; h < hosts.size(); ++h) {
-    const HostSummary& hs = hosts[h];
-    if (any_markers && !hs.has_markers) {
-      pod.warnings.push_back(absl::StrCat(
-          hs.host,
-          " has no step markers: its whole window is summarized as one pseudo-step (-1) and "
-          "not matched with the other hosts' steps"));
-      continue;
-    }
-    if (hs.steps.empty()) {
-      pod.warnings.push_back(absl::StrCat(hs.host, " has no complete step (", hs.partial_steps,
-                                          " partial): it is absent from the pod view"));
-    }
-    for (size_t i = 0; i < hs.steps.size(); ++i) refs.push_back(Ref{hs.steps[i].step, h, i});
-  }
-  std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) {
-    return a.step != b.step ? a.step < b.step : a.host < b.host;
-  });
-
-  std::vector<int64_t> straggler_steps(hosts.size(), 0);
-  std::vector<std::string> missing;  // "step 5 lacks worker-2"
-  size_t steps_missing = 0;
-  // Hosts expected in every step: those in the pod view with at least one complete step.
-  auto expected = [&](const HostSummary& h) {
-    return (h.has_markers || !any_markers) && !h.steps.empty();
-  };
-  const auto comparable_hosts =
-      static_cast<size_t>(std::count_if(hosts.begin(), hosts.end(), expected));
-  int64_t duplicates = 0;
-  for (size_t i = 0; i < refs.size();) {
-    PodStep ps;
-    ps.step = refs[i].step;
-    std::vector<size_t> host_indices;
-    size_t j = i;
-    for (; j < refs.size() && refs[j].step == ps.step; ++j) {
-      if (!host_indices.empty() && host_indices.back() == refs[j].host) {
-        ++duplicates;  // a hand-made summary with a step twice: the first counts
-        continue;
-      }
-      const HostStep& st = hosts[refs[j].host].steps[refs[j].index];
-      host_indices.push_back(refs[j].host);
-      ps.hosts.push_back(
-          PodHostStep{hosts[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host});
-    }
-    i = j;
-    int64_t min_time = ps.hosts.front().step_time_ns;
-    for (const PodHostStep& h : ps.hosts) {
-      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, h.step_time_ns);
-      min_time = std::min(min_time, h.step_time_ns);
-    }
-    ps.spread_ns = ps.pod_step_time_ns - min_time;
-    Judge(ps);
-    if (!ps.straggler.empty()) {
-      for (size_t k = 0; k < ps.hosts.size(); ++k) {
-        if (ps.hosts[k].host == ps.straggler) {
-          ++straggler_steps[host_indices[k]];
-          break;
-        }
-      }
-    }
-    if (ps.hosts.size() < comparable_hosts) {
-      ++steps_missing;
-      constexpr size_t kMaxListed = 10;
-      if (missing.size() < kMaxListed) {
-        std::vector<absl::string_view> lacking;
-        size_t k = 0;
-        for (size_t h = 0; h < hosts.size(); ++h) {
-          if (!expected(hosts[h])) continue;
-          if (k < host_indices.size() && host_indices[k] == h) {
-            ++k;
-          } else {
-            lacking.push_back(hosts[h].host);
-          }
-        }
-        missing.push_back(absl::StrCat("step ", ps.step, " lacks ", absl::StrJoin(lacking, ", ")));
-      }
-    }
-    pod.steps.push_back(std::move(ps));
-  }
-  if (steps_missing > 0) {
-    pod.warnings.push_back(absl::StrCat(
-        steps_missing,
-        " steps are not complete on every host (cut by a window edge or not traced) and are "
-        "compared over the hosts that have them: ",
-        absl::StrJoin(missing, "; "), steps_missing > missing.size() ? "; ..." : ""));
-  }
-  if (duplicates > 0) {
-    pod.warnings.push_back(
-        absl::StrCat(duplicates, " duplicate (host, step) entries ignored (first one kept)"));
-  }
-
-  // Across steps.
-  std::string previous;
-  int64_t judged_steps = 0;
-  std::vector<int64_t> pod_times;
-  pod_times.reserve(pod.steps.size());
-  for (const PodStep& ps : pod.steps) {
-    pod_times.push_back(ps.pod_step_time_ns);
-    if (ps.straggler.empty()) continue;
-    ++judged_steps;
-    if (!previous.empty() && ps.straggler != previous) pod.straggler_changes.push_back(ps.step);
-    previous = ps.straggler;
-  }
-  pod.pod_step_time = StatsOf(std::move(pod_times));
-
-  for (size_t h = 0; h < hosts.size(); ++h) {
-    const HostSummary& hs = hosts[h];
-    HostReport r;
-    r.host = hs.host;
-    r.steps = static_cast<int64_t>(hs.steps.size());
-    r.partial_steps = hs.partial_steps;
-    r.has_markers = hs.has_markers;
-    r.straggler_steps = straggler_steps[h];
-    r.warnings = hs.warnings;
-    std::vector<int64_t> v;
-    v.reserve(hs.steps.size());
-    for (const HostStep& s : hs.steps) v.push_back(s.end_ns - s.start_ns);
-    r.step_time = StatsOf(v);
-    for (int c = 0; c < kNumCategories; ++c) {
-      v.clear();
-      for (const HostStep& s : hs.steps) v.push_back(s.host.ns[c]);
-      r.categories[c] = StatsOf(v);
-    }
+    HostReport r = ReportHost(hosts[h], matcher.straggler_steps()[h]);
     if (hosts.size() >= 2 && judged_steps >= 3 && 2 * r.straggler_steps > judged_steps) {
       pod.consistently_slow.push_back(r.host);
     }

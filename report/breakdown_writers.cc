@@ -556,6 +556,102 @@ absl::string_view BreakdownSourceName(BreakdownSource source) {
 
 std::string FormatMs(int64_t ns) { return JsonOut::FormatFixed(ns, 1'000'000); }
 
+namespace {
+
+// The pod across steps: its step time, and per category the pod view (the straggler's
+// categories each step, else the slowest host's).
+void WritePodJson(JsonOut& j, const PodBreakdown& b) {
+  j.BeginObject();
+  j.Key("steps");
+  j.Int(static_cast<int64_t>(b.steps.size()));
+  j.Key("hosts");
+  j.Int(static_cast<int64_t>(b.hosts.size()));
+  j.Key("step_time");
+  StatsMs(j, b.pod_step_time);
+  j.Key("categories");
+  std::array<std::vector<int64_t>, kNumCategories> per_cat;
+  for (const PodStep& s : b.steps) {
+    const PodHostStep* view = PodView(s);
+    if (view == nullptr) continue;
+    for (int c = 0; c < kNumCategories; ++c) per_cat[c].push_back(view->categories.ns[c]);
+  }
+  j.BeginObject();
+  for (int c = 0; c < kNumCategories; ++c) {
+    j.Key(CategoryName(CategoryAt(c)));
+    StatsMs(j, StatsOf(std::move(per_cat[c])));
+  }
+  j.EndObject();
+  j.EndObject();
+}
+
+void WriteHostJson(JsonOut& j, const HostReport& h, const BreakdownContext& ctx) {
+  j.BeginObject();
+  j.Key("host");
+  j.String(h.host);
+  j.Key("steps");
+  j.Int(h.steps);
+  j.Key("partial_steps");
+  j.Int(h.partial_steps);
+  j.Key("has_markers");
+  j.Bool(h.has_markers);
+  j.Key("step_time");
+  StatsMs(j, h.step_time);
+  j.Key("categories");
+  j.BeginObject();
+  for (int c = 0; c < kNumCategories; ++c) {
+    j.Key(CategoryName(CategoryAt(c)));
+    StatsMs(j, h.categories[c]);
+  }
+  j.EndObject();
+  j.Key("straggler_steps");
+  j.Int(h.straggler_steps);
+  j.Key("warnings");
+  Strings(j, h.warnings);
+  j.Key("files");
+  Strings(j, FilesOf(ctx, h.host));
+  j.EndObject();
+}
+
+void WriteStepJson(JsonOut& j, const PodStep& s) {
+  j.BeginObject();
+  j.Key("step");
+  j.Int(s.step);
+  j.Key("pod_step_time_ms");
+  j.Ms(s.pod_step_time_ns);
+  j.Key("spread_ms");
+  j.Ms(s.spread_ns);
+  j.Key("straggler");
+  j.StringOrNull(s.straggler);
+  j.Key("bottleneck");
+  j.String(CategoryName(s.bottleneck));
+  j.Key("cause");
+  if (HasCause(s)) {
+    j.String(CategoryName(s.cause));
+  } else {
+    j.Null();
+  }
+  j.Key("cause_excess_ms");
+  j.Ms(HasCause(s) ? s.cause_excess_ns : 0);
+  j.Key("why");
+  j.String(s.why);
+  j.Key("hosts");
+  j.BeginArray();
+  for (const PodHostStep& h : s.hosts) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("step_time_ms");
+    j.Ms(h.step_time_ns);
+    j.Key("categories_ms");
+    WriteCategoriesMs(j, h.categories);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+}
+
+}  // namespace
+
 std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   const Headline headline = MakeHeadline(b);
   // Top-level keys, steps and hosts on their own lines; a step's hosts one per line.
@@ -573,109 +669,18 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.BeginArray();
   for (int c = 0; c < kNumCategories; ++c) j.String(CategoryName(CategoryAt(c)));
   j.EndArray();
-
-  // The pod across steps: its step time, and per category the pod view (the straggler's
-  // categories each step, else the slowest host's).
   j.Key("pod");
-  j.BeginObject();
-  j.Key("steps");
-  j.Int(static_cast<int64_t>(b.steps.size()));
-  j.Key("hosts");
-  j.Int(static_cast<int64_t>(b.hosts.size()));
-  j.Key("step_time");
-  StatsMs(j, b.pod_step_time);
-  j.Key("categories");
-  {
-    std::array<std::vector<int64_t>, kNumCategories> per_cat;
-    for (const PodStep& s : b.steps) {
-      const PodHostStep* view = PodView(s);
-      if (view == nullptr) continue;
-      for (int c = 0; c < kNumCategories; ++c) per_cat[c].push_back(view->categories.ns[c]);
-    }
-    j.BeginObject();
-    for (int c = 0; c < kNumCategories; ++c) {
-      j.Key(CategoryName(CategoryAt(c)));
-      StatsMs(j, StatsOf(std::move(per_cat[c])));
-    }
-    j.EndObject();
-  }
-  j.EndObject();
-
+  WritePodJson(j, b);
   j.Key("summary");
   WriteSummary(j, headline);
-
   j.Key("hosts");
   j.BeginArray();
-  for (const HostReport& h : b.hosts) {
-    j.BeginObject();
-    j.Key("host");
-    j.String(h.host);
-    j.Key("steps");
-    j.Int(h.steps);
-    j.Key("partial_steps");
-    j.Int(h.partial_steps);
-    j.Key("has_markers");
-    j.Bool(h.has_markers);
-    j.Key("step_time");
-    StatsMs(j, h.step_time);
-    j.Key("categories");
-    j.BeginObject();
-    for (int c = 0; c < kNumCategories; ++c) {
-      j.Key(CategoryName(CategoryAt(c)));
-      StatsMs(j, h.categories[c]);
-    }
-    j.EndObject();
-    j.Key("straggler_steps");
-    j.Int(h.straggler_steps);
-    j.Key("warnings");
-    Strings(j, h.warnings);
-    j.Key("files");
-    Strings(j, FilesOf(ctx, h.host));
-    j.EndObject();
-  }
+  for (const HostReport& h : b.hosts) WriteHostJson(j, h, ctx);
   j.EndArray();
-
   j.Key("steps");
   j.BeginArray();
-  for (const PodStep& s : b.steps) {
-    j.BeginObject();
-    j.Key("step");
-    j.Int(s.step);
-    j.Key("pod_step_time_ms");
-    j.Ms(s.pod_step_time_ns);
-    j.Key("spread_ms");
-    j.Ms(s.spread_ns);
-    j.Key("straggler");
-    j.StringOrNull(s.straggler);
-    j.Key("bottleneck");
-    j.String(CategoryName(s.bottleneck));
-    j.Key("cause");
-    if (HasCause(s)) {
-      j.String(CategoryName(s.cause));
-    } else {
-      j.Null();
-    }
-    j.Key("cause_excess_ms");
-    j.Ms(HasCause(s) ? s.cause_excess_ns : 0);
-    j.Key("why");
-    j.String(s.why);
-    j.Key("hosts");
-    j.BeginArray();
-    for (const PodHostStep& h : s.hosts) {
-      j.BeginObject();
-      j.Key("host");
-      j.String(h.host);
-      j.Key("step_time_ms");
-      j.Ms(h.step_time_ns);
-      j.Key("categories_ms");
-      WriteCategoriesMs(j, h.categories);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.EndObject();
-  }
+  for (const PodStep& s : b.steps) WriteStepJson(j, s);
   j.EndArray();
-
   j.Key("straggler_changes");
   j.BeginArray();
   for (const int64_t step : b.straggler_changes) j.Int(step);

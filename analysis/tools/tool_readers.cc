@@ -634,6 +634,205 @@ void LinkMemoryToOps(const std::vector<int64_t>& threads, ToolTrace* out) {
   }
 }
 
+// The run's environment from the document's top-level members (PyTorch's profiler writes the
+// rank, CUDA versions and devices there); the rank names the host.
+void ReadKinetoEnvironment(const JsonValue& doc, ToolTrace* out) {
+  const JsonValue* dist = Member(doc, "distributedInfo");
+  const JsonValue* rank = dist == nullptr ? nullptr : Member(*dist, "rank");
+  int64_t r = -1;
+  if (rank != nullptr && rank->IsString() && absl::SimpleAtoi(Text(rank), &r) && r >= 0) {
+    out->host = absl::StrCat("rank-", r);
+  }
+  RunEnvironment& env = out->environment;
+  env.framework = "PyTorch";
+  env.hostnames.push_back(out->host);
+  if (const JsonValue* v = Member(doc, "cuda_runtime_version"))
+    env.cuda_version = std::string(Text(v));
+  if (const JsonValue* v = Member(doc, "cuda_driver_version"))
+    env.driver_version = std::string(Text(v));
+  if (const JsonValue* props = Member(doc, "deviceProperties"); props && props->IsArray()) {
+    for (const JsonValue& p : props->GetArray()) {
+      DeviceInfo d;
+      d.id = IntOf(Member(p, "id")).value_or(0);
+      d.name = std::string(Text(Member(p, "name")));
+      d.compute_major = static_cast<int32_t>(IntOf(Member(p, "computeMajor")).value_or(0));
+      d.compute_minor = static_cast<int32_t>(IntOf(Member(p, "computeMinor")).value_or(0));
+      d.memory_bytes = IntOf(Member(p, "totalGlobalMem")).value_or(0);
+      env.devices.push_back(std::move(d));
+    }
+  }
+}
+
+// Turns a Kineto document's events into one ToolTrace: Add each event of traceEvents in order,
+// then Finish. Times move by `shift` (the document's base time less the host's offset).
+class KinetoEventReader {
+ public:
+  KinetoEventReader(ToolTrace* out, __int128 shift, const StepMatcher& matcher)
+      : out_(out), shift_(shift), matcher_(matcher) {}
+
+  // Event number `index` of traceEvents.
+  void Add(const JsonValue& e, int64_t index) {
+    const absl::string_view ph = Text(Member(e, "ph"));
+    const absl::string_view name = Text(Member(e, "name"));
+    if (ph == "i" || ph == "I") {
+      if (name == "[memory]") AddMemory(e);
+      return;
+    }
+    if (ph == "X") AddComplete(e, name, index);
+  }
+
+  void Finish() && {
+    if (min_start_ <= max_end_) {
+      out_->window_start_ns = min_start_;
+      out_->window_end_ns = max_end_;
+    }
+    std::sort(out_->environment.devices.begin(), out_->environment.devices.end(),
+              [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
+    LinkMemoryToOps(memory_threads_, out_);
+    out_->warnings = std::move(warnings_).Finish();
+  }
+
+ private:
+  // `t` moved by the shift into *out_t; false when that leaves the range of times.
+  bool Move(int64_t t, int64_t* out_t) const {
+    const __int128 v = t + shift_;
+    if (v < -kMaxAbsTimeNs || v > kMaxAbsTimeNs) return false;
+    *out_t = static_cast<int64_t>(v);
+    return true;
+  }
+
+  // An instant "[memory]" event: an allocation (bytes > 0) or a free.
+  void AddMemory(const JsonValue& e) {
+    int64_t ts = 0;
+    const JsonValue* args = Member(e, "args");
+    if (args == nullptr || !ScaledDecimal(Text(Member(e, "ts")), 3, &ts)) return;
+    MemoryEvent m;
+    if (!Move(ts, &m.time_ns)) return;
+    const int64_t type = IntOf(Member(*args, "Device Type")).value_or(-1);
+    m.device = type == 1 ? IntOf(Member(*args, "Device Id")).value_or(0) : -1;
+    m.bytes = IntOf(Member(*args, "Bytes")).value_or(0);
+    m.address = static_cast<uint64_t>(IntOf(Member(*args, "Addr")).value_or(0));
+    m.reported_in_use = IntOf(Member(*args, "Total Allocated")).value_or(-1);
+    m.reported_reserved = IntOf(Member(*args, "Total Reserved")).value_or(-1);
+    memory_threads_.push_back(IntOf(Member(e, "tid")).value_or(0));
+    out_->memory.push_back(m);
+  }
+
+  // A complete ("X") event: a device event or a host one, by its category.
+  void AddComplete(const JsonValue& e, absl::string_view name, int64_t index) {
+    int64_t ts = 0;
+    int64_t dur = 0;
+    if (!ScaledDecimal(Text(Member(e, "ts")), 3, &ts) ||
+        !ScaledDecimal(Text(Member(e, "dur")), 3, &dur) || dur < 0 || ts < -kMaxAbsTimeNs ||
+        ts > kMaxAbsTimeNs || dur > kMaxAbsTimeNs) {
+      warnings_.Note("complete events without a valid \"ts\"/\"dur\" dropped",
+                     [&] { return absl::StrCat("event #", index, " '", name, "'"); });
+      return;
+    }
+    int64_t start = 0;
+    int64_t end = 0;
+    if (!Move(ts, &start) || !Move(ts + dur, &end)) {
+      warnings_.Note("events out of range once moved by base time and offset dropped",
+                     [&] { return absl::StrCat("event #", index); });
+      return;
+    }
+    const KCat cat = KinetoCat(Text(Member(e, "cat")));
+    const JsonValue* args = Member(e, "args");
+    static const JsonValue kNull;
+    const JsonValue& a = args != nullptr ? *args : kNull;
+    min_start_ = std::min(min_start_, start);
+    max_end_ = std::max(max_end_, end);
+    switch (cat) {
+      case KCat::kKernel:
+      case KCat::kMemcpy:
+      case KCat::kMemset:
+        AddDeviceEvent(e, a, cat, name, index, start, end);
+        break;
+      case KCat::kOp:
+      case KCat::kAnnotation:
+      case KCat::kRuntime:
+      case KCat::kPython:
+        AddHostEvent(e, a, cat, name, start, end);
+        break;
+      case KCat::kOther:
+        break;
+    }
+  }
+
+  // A kernel, memcpy or memset on the device of args.device (else the integer pid).
+  void AddDeviceEvent(const JsonValue& e, const JsonValue& a, KCat cat, absl::string_view name,
+                      int64_t index, int64_t start, int64_t end) {
+    std::optional<int64_t> device = IntOf(Member(a, "device"));
+    if (!device) device = IntOf(Member(e, "pid"));
+    if (!device) {
+      warnings_.Note("device events without args.device or an integer pid dropped",
+                     [&] { return absl::StrCat("event #", index, " '", name, "'"); });
+      return;
+    }
+    DeviceEvent d;
+    d.start_ns = start;
+    d.end_ns = end;
+    d.device = *device;
+    d.name = out_->strings.Intern(name);
+    d.kind = cat == KCat::kMemset ? OpKind::kDeviceCompute : ClassifyDeviceOpName(name);
+    d.is_kernel = cat == KCat::kKernel;
+    d.correlation_id = IntOf(Member(a, "correlation")).value_or(-1);
+    d.link_id = IntOf(Member(a, "External id")).value_or(-1);
+    if (d.is_kernel) {
+      KernelDetails k;
+      k.registers_per_thread =
+          static_cast<int32_t>(IntOf(Member(a, "registers per thread")).value_or(-1));
+      k.static_shared_bytes = IntOf(Member(a, "shared memory")).value_or(-1);
+      k.grid = Dims(Member(a, "grid"));
+      k.block = Dims(Member(a, "block"));
+      k.occupancy_pct = DoubleOf(Member(a, "est. achieved occupancy %")).value_or(-1.0);
+      d.details = static_cast<int32_t>(out_->kernel_details.size());
+      out_->kernel_details.push_back(k);
+    }
+    out_->device_events.push_back(d);
+  }
+
+  // An op, annotation, runtime call or Python function (only input waits of the last) on the
+  // host; an op or annotation the step matcher matches is a step.
+  void AddHostEvent(const JsonValue& e, const JsonValue& a, KCat cat, absl::string_view name,
+                    int64_t start, int64_t end) {
+    HostEvent h;
+    h.start_ns = start;
+    h.end_ns = end;
+    h.thread = IntOf(Member(e, "tid")).value_or(0);
+    h.name = out_->strings.Intern(name);
+    h.type = h.name;
+    if (cat != KCat::kRuntime && cat != KCat::kPython && matcher_.Match(name)) {
+      h.role = HostEventRole::kStep;
+      out_->host_events.push_back(h);
+      return;
+    }
+    h.kind = ClassifyHostOpName(name);
+    if (cat == KCat::kPython && h.kind != OpKind::kHostInputWait) return;
+    h.role = cat == KCat::kOp        ? HostEventRole::kFrameworkOp
+             : cat == KCat::kRuntime ? HostEventRole::kRuntime
+                                     : HostEventRole::kAnnotation;
+    h.compile = h.kind == OpKind::kHostOther && IsCompileName(name);
+    h.correlation_id = IntOf(Member(a, "correlation")).value_or(-1);
+    h.link_id = IntOf(Member(a, "External id")).value_or(-1);
+    if (const JsonValue* dims = Member(a, "Input Dims")) {
+      h.input_dims = out_->strings.Intern(Serialize(dims));
+    }
+    if (const JsonValue* types = Member(a, "Input type")) {
+      h.input_types = out_->strings.Intern(Serialize(types));
+    }
+    out_->host_events.push_back(h);
+  }
+
+  ToolTrace* out_;
+  const __int128 shift_;
+  const StepMatcher& matcher_;
+  ReaderWarnings warnings_;
+  int64_t min_start_ = kInt64Max;
+  int64_t max_end_ = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> memory_threads_;  // the `tid` of each out_->memory event
+};
+
 absl::StatusOr<ToolTrace> ReadKineto(absl::string_view json, const std::string& default_host,
                                      int64_t offset_ns, const StepMatcher& matcher) {
   rapidjson::Document doc;
@@ -653,167 +852,15 @@ absl::StatusOr<ToolTrace> ReadKineto(absl::string_view json, const std::string& 
   }
   ToolTrace out;
   out.host = default_host;
-  ReaderWarnings warnings;
   int64_t base = 0;
   if (doc.IsObject()) {
     (void)ScaledDecimal(Text(Member(doc, "baseTimeNanoseconds")), 0, &base);
-    const JsonValue* dist = Member(doc, "distributedInfo");
-    const JsonValue* rank = dist == nullptr ? nullptr : Member(*dist, "rank");
-    int64_t r = -1;
-    if (rank != nullptr && rank->IsString() && absl::SimpleAtoi(Text(rank), &r) && r >= 0) {
-      out.host = absl::StrCat("rank-", r);
-    }
-    RunEnvironment& env = out.environment;
-    env.framework = "PyTorch";
-    env.hostnames.push_back(out.host);
-    if (const JsonValue* v = Member(doc, "cuda_runtime_version"))
-      env.cuda_version = std::string(Text(v));
-    if (const JsonValue* v = Member(doc, "cuda_driver_version"))
-      env.driver_version = std::string(Text(v));
-    if (const JsonValue* props = Member(doc, "deviceProperties"); props && props->IsArray()) {
-      for (const JsonValue& p : props->GetArray()) {
-        DeviceInfo d;
-        d.id = IntOf(Member(p, "id")).value_or(0);
-        d.name = std::string(Text(Member(p, "name")));
-        d.compute_major = static_cast<int32_t>(IntOf(Member(p, "computeMajor")).value_or(0));
-        d.compute_minor = static_cast<int32_t>(IntOf(Member(p, "computeMinor")).value_or(0));
-        d.memory_bytes = IntOf(Member(p, "totalGlobalMem")).value_or(0);
-        env.devices.push_back(std::move(d));
-      }
-    }
+    ReadKinetoEnvironment(doc, &out);
   }
-  const __int128 shift = static_cast<__int128>(base) - offset_ns;
-  const auto move = [&](int64_t t, int64_t* out_t) {
-    const __int128 v = t + shift;
-    if (v < -kMaxAbsTimeNs || v > kMaxAbsTimeNs) return false;
-    *out_t = static_cast<int64_t>(v);
-    return true;
-  };
-  int64_t min_start = kInt64Max;
-  int64_t max_end = std::numeric_limits<int64_t>::min();
+  KinetoEventReader reader(&out, static_cast<__int128>(base) - offset_ns, matcher);
   int64_t index = -1;
-  std::vector<int64_t> memory_threads;  // the `tid` of each out.memory event
-  for (const JsonValue& e : events->GetArray()) {
-    ++index;
-    const absl::string_view ph = Text(Member(e, "ph"));
-    const absl::string_view name = Text(Member(e, "name"));
-    int64_t ts = 0;
-    if (ph == "i" || ph == "I") {
-      if (name != "[memory]") continue;
-      const JsonValue* args = Member(e, "args");
-      if (args == nullptr || !ScaledDecimal(Text(Member(e, "ts")), 3, &ts)) continue;
-      MemoryEvent m;
-      if (!move(ts, &m.time_ns)) continue;
-      const int64_t type = IntOf(Member(*args, "Device Type")).value_or(-1);
-      m.device = type == 1 ? IntOf(Member(*args, "Device Id")).value_or(0) : -1;
-      m.bytes = IntOf(Member(*args, "Bytes")).value_or(0);
-      m.address = static_cast<uint64_t>(IntOf(Member(*args, "Addr")).value_or(0));
-      m.reported_in_use = IntOf(Member(*args, "Total Allocated")).value_or(-1);
-      m.reported_reserved = IntOf(Member(*args, "Total Reserved")).value_or(-1);
-      memory_threads.push_back(IntOf(Member(e, "tid")).value_or(0));
-      out.memory.push_back(m);
-      continue;
-    }
-    if (ph != "X") continue;
-    int64_t dur = 0;
-    if (!ScaledDecimal(Text(Member(e, "ts")), 3, &ts) ||
-        !ScaledDecimal(Text(Member(e, "dur")), 3, &dur) || dur < 0 || ts < -kMaxAbsTimeNs ||
-        ts > kMaxAbsTimeNs || dur > kMaxAbsTimeNs) {
-      warnings.Note("complete events without a valid \"ts\"/\"dur\" dropped",
-                    [&] { return absl::StrCat("event #", index, " '", name, "'"); });
-      continue;
-    }
-    int64_t start = 0;
-    int64_t end = 0;
-    if (!move(ts, &start) || !move(ts + dur, &end)) {
-      warnings.Note("events out of range once moved by base time and offset dropped",
-                    [&] { return absl::StrCat("event #", index); });
-      continue;
-    }
-    const KCat cat = KinetoCat(Text(Member(e, "cat")));
-    const JsonValue* args = Member(e, "args");
-    static const JsonValue kNull;
-    const JsonValue& a = args != nullptr ? *args : kNull;
-    min_start = std::min(min_start, start);
-    max_end = std::max(max_end, end);
-    switch (cat) {
-      case KCat::kKernel:
-      case KCat::kMemcpy:
-      case KCat::kMemset: {
-        std::optional<int64_t> device = IntOf(Member(a, "device"));
-        if (!device) device = IntOf(Member(e, "pid"));
-        if (!device) {
-          warnings.Note("device events without args.device or an integer pid dropped",
-                        [&] { return absl::StrCat("event #", index, " '", name, "'"); });
-          continue;
-        }
-        DeviceEvent d;
-        d.start_ns = start;
-        d.end_ns = end;
-        d.device = *device;
-        d.name = out.strings.Intern(name);
-        d.kind = cat == KCat::kMemset ? OpKind::kDeviceCompute : ClassifyDeviceOpName(name);
-        d.is_kernel = cat == KCat::kKernel;
-        d.correlation_id = IntOf(Member(a, "correlation")).value_or(-1);
-        d.link_id = IntOf(Member(a, "External id")).value_or(-1);
-        if (d.is_kernel) {
-          KernelDetails k;
-          k.registers_per_thread =
-              static_cast<int32_t>(IntOf(Member(a, "registers per thread")).value_or(-1));
-          k.static_shared_bytes = IntOf(Member(a, "shared memory")).value_or(-1);
-          k.grid = Dims(Member(a, "grid"));
-          k.block = Dims(Member(a, "block"));
-          k.occupancy_pct = DoubleOf(Member(a, "est. achieved occupancy %")).value_or(-1.0);
-          d.details = static_cast<int32_t>(out.kernel_details.size());
-          out.kernel_details.push_back(k);
-        }
-        out.device_events.push_back(d);
-        break;
-      }
-      case KCat::kOp:
-      case KCat::kAnnotation:
-      case KCat::kRuntime:
-      case KCat::kPython: {
-        HostEvent h;
-        h.start_ns = start;
-        h.end_ns = end;
-        h.thread = IntOf(Member(e, "tid")).value_or(0);
-        h.name = out.strings.Intern(name);
-        h.type = h.name;
-        if (cat != KCat::kRuntime && cat != KCat::kPython && matcher.Match(name)) {
-          h.role = HostEventRole::kStep;
-          out.host_events.push_back(h);
-          break;
-        }
-        h.kind = ClassifyHostOpName(name);
-        if (cat == KCat::kPython && h.kind != OpKind::kHostInputWait) break;
-        h.role = cat == KCat::kOp        ? HostEventRole::kFrameworkOp
-                 : cat == KCat::kRuntime ? HostEventRole::kRuntime
-                                         : HostEventRole::kAnnotation;
-        h.compile = h.kind == OpKind::kHostOther && IsCompileName(name);
-        h.correlation_id = IntOf(Member(a, "correlation")).value_or(-1);
-        h.link_id = IntOf(Member(a, "External id")).value_or(-1);
-        if (const JsonValue* dims = Member(a, "Input Dims")) {
-          h.input_dims = out.strings.Intern(Serialize(dims));
-        }
-        if (const JsonValue* types = Member(a, "Input type")) {
-          h.input_types = out.strings.Intern(Serialize(types));
-        }
-        out.host_events.push_back(h);
-        break;
-      }
-      case KCat::kOther:
-        break;
-    }
-  }
-  if (min_start <= max_end) {
-    out.window_start_ns = min_start;
-    out.window_end_ns = max_end;
-  }
-  std::sort(out.environment.devices.begin(), out.environment.devices.end(),
-            [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
-  LinkMemoryToOps(memory_threads, &out);
-  out.warnings = std::move(warnings).Finish();
+  for (const JsonValue& e : events->GetArray()) reader.Add(e, ++index);
+  std::move(reader).Finish();
   return out;
 }
 
