@@ -159,77 +159,154 @@ const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
   }
 }
 
+namespace {
+
+// One converter per CUPTI activity record kind: the record in our format (inject/records.h).
+
+KernelRecord KernelRecordOf(const KernelActivity& k, RecordBatchWriter& w) {
+  KernelRecord r;
+  r.start_ns = k.start;
+  r.end_ns = k.end;
+  r.device_id = k.deviceId;
+  r.context_id = k.contextId;
+  r.stream_id = k.streamId;
+  r.correlation_id = k.correlationId;
+  r.grid[0] = k.gridX;
+  r.grid[1] = k.gridY;
+  r.grid[2] = k.gridZ;
+  r.block[0] = k.blockX;
+  r.block[1] = k.blockY;
+  r.block[2] = k.blockZ;
+  r.registers_per_thread = k.registersPerThread;
+  r.static_shared_bytes = static_cast<uint32_t>(k.staticSharedMemory);
+  r.dynamic_shared_bytes = static_cast<uint32_t>(k.dynamicSharedMemory);
+  r.name = InternKernelName(w, k.name);
+  return r;
+}
+
+MemcpyRecord MemcpyRecordOf(const MemcpyActivity& c) {
+  MemcpyRecord r;
+  r.start_ns = c.start;
+  r.end_ns = c.end;
+  r.bytes = c.bytes;
+  r.device_id = c.deviceId;
+  r.context_id = c.contextId;
+  r.stream_id = c.streamId;
+  r.correlation_id = c.correlationId;
+  r.copy_kind = c.copyKind;
+  r.src_kind = c.srcKind;
+  r.dst_kind = c.dstKind;
+  r.flags = c.flags;
+  return r;
+}
+
+MemsetRecord MemsetRecordOf(const MemsetActivity& s) {
+  MemsetRecord r;
+  r.start_ns = s.start;
+  r.end_ns = s.end;
+  r.bytes = s.bytes;
+  r.device_id = s.deviceId;
+  r.context_id = s.contextId;
+  r.stream_id = s.streamId;
+  r.correlation_id = s.correlationId;
+  r.value = s.value;
+  r.memory_kind = s.memoryKind;
+  r.flags = s.flags;
+  return r;
+}
+
+// `domain`: ApiDomain's value; the name is the caller's to intern.
+ApiRecord ApiRecordOf(const CUpti_ActivityAPI& a, uint8_t domain) {
+  ApiRecord r;
+  r.start_ns = a.start;
+  r.end_ns = a.end;
+  r.pid = a.processId;
+  r.tid = a.threadId;
+  r.correlation_id = a.correlationId;
+  r.cbid = a.cbid;
+  r.domain = domain;
+  return r;
+}
+
+// False for an operation other than an allocation or a release (the record is ignored).
+bool MemoryRecordOf(const MemoryActivity& m, MemoryRecord* out) {
+  MemoryRecord& r = *out;
+  r.timestamp_ns = m.timestamp;
+  r.address = m.address;
+  r.bytes = m.bytes;
+  r.device_id = m.deviceId;
+  r.stream_id = m.streamId;
+  r.correlation_id = m.correlationId;
+  r.pid = m.processId;
+  r.operation =
+      static_cast<uint8_t>(m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                               ? MemoryOperation::kAllocation
+                               : MemoryOperation::kRelease);
+  r.memory_kind = static_cast<uint8_t>(m.memoryKind);
+  return m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION ||
+         m.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+}
+
+DeviceRecord DeviceRecordOf(const DeviceActivity& d, RecordBatchWriter& w) {
+  DeviceRecord r;
+  r.memory_size = d.globalMemorySize;
+  r.memory_bandwidth = d.globalMemoryBandwidth * 1000;  // CUPTI: KB/s
+  r.device_id = d.id;
+  r.name = w.Intern(View(d.name));
+  r.compute_capability_major = d.computeCapabilityMajor;
+  r.compute_capability_minor = d.computeCapabilityMinor;
+  r.sm_count = d.numMultiprocessors;
+  r.core_clock_khz = d.coreClockRate;
+  r.max_warps_per_sm = d.maxWarpsPerMultiprocessor;
+  r.max_blocks_per_sm = d.maxBlocksPerMultiprocessor;
+  r.max_registers_per_sm = d.maxRegistersPerMultiprocessor;
+  r.max_shared_bytes_per_sm = d.maxSharedMemoryPerMultiprocessor;
+  static_assert(sizeof(d.uuid.bytes) == sizeof(r.uuid));
+  static_assert(sizeof(d.migUuid.bytes) == sizeof(r.mig_uuid));
+  std::memcpy(r.uuid, d.uuid.bytes, sizeof(r.uuid));
+  if (!AllZero(r.uuid)) r.flags |= kDeviceHasUuid;
+  if (d.isMigEnabled != 0) {
+    std::memcpy(r.mig_uuid, d.migUuid.bytes, sizeof(r.mig_uuid));
+    r.flags |= kDeviceIsMig;
+  }
+  return r;
+}
+
+SynchronizationRecord SynchronizationRecordOf(const SyncActivity& s) {
+  SynchronizationRecord r;
+  r.start_ns = s.start;
+  r.end_ns = s.end;
+  r.correlation_id = s.correlationId;
+  r.context_id = s.contextId;
+  r.stream_id = s.streamId;
+  r.cuda_event_id = s.cudaEventId;
+  // CUPTI's type as it is; an unknown value above 255 reads as unknown.
+  const auto type = static_cast<uint32_t>(s.type);
+  r.type = type <= 0xFF ? static_cast<uint8_t>(type) : 0;
+  return r;
+}
+
+}  // namespace
+
 void CuptiRecordConverter::Add(const CUpti_Activity& record) {
   RecordBatchWriter& w = *writer_;
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto& k = As<KernelActivity>(record);
-      KernelRecord r;
-      r.start_ns = k.start;
-      r.end_ns = k.end;
-      r.device_id = k.deviceId;
-      r.context_id = k.contextId;
-      r.stream_id = k.streamId;
-      r.correlation_id = k.correlationId;
-      r.grid[0] = k.gridX;
-      r.grid[1] = k.gridY;
-      r.grid[2] = k.gridZ;
-      r.block[0] = k.blockX;
-      r.block[1] = k.blockY;
-      r.block[2] = k.blockZ;
-      r.registers_per_thread = k.registersPerThread;
-      r.static_shared_bytes = static_cast<uint32_t>(k.staticSharedMemory);
-      r.dynamic_shared_bytes = static_cast<uint32_t>(k.dynamicSharedMemory);
-      r.name = InternKernelName(w, k.name);
-      w.Add(r);
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      w.Add(KernelRecordOf(As<KernelActivity>(record), w));
       return;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& c = As<MemcpyActivity>(record);
-      MemcpyRecord r;
-      r.start_ns = c.start;
-      r.end_ns = c.end;
-      r.bytes = c.bytes;
-      r.device_id = c.deviceId;
-      r.context_id = c.contextId;
-      r.stream_id = c.streamId;
-      r.correlation_id = c.correlationId;
-      r.copy_kind = c.copyKind;
-      r.src_kind = c.srcKind;
-      r.dst_kind = c.dstKind;
-      r.flags = c.flags;
-      w.Add(r);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      w.Add(MemcpyRecordOf(As<MemcpyActivity>(record)));
       return;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& s = As<MemsetActivity>(record);
-      MemsetRecord r;
-      r.start_ns = s.start;
-      r.end_ns = s.end;
-      r.bytes = s.bytes;
-      r.device_id = s.deviceId;
-      r.context_id = s.contextId;
-      r.stream_id = s.streamId;
-      r.correlation_id = s.correlationId;
-      r.value = s.value;
-      r.memory_kind = s.memoryKind;
-      r.flags = s.flags;
-      w.Add(r);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      w.Add(MemsetRecordOf(As<MemsetActivity>(record)));
       return;
-    }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
-      const auto& a = As<CUpti_ActivityAPI>(record);
-      ApiRecord r;
-      r.start_ns = a.start;
-      r.end_ns = a.end;
-      r.pid = a.processId;
-      r.tid = a.threadId;
-      r.correlation_id = a.correlationId;
-      r.cbid = a.cbid;
-      r.domain = static_cast<uint8_t>(
-          record.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver);
+      ApiRecord r = ApiRecordOf(
+          As<CUpti_ActivityAPI>(record),
+          static_cast<uint8_t>(record.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime
+                                                                          : ApiDomain::kDriver));
       r.name = w.Intern(View(api_name_(r.domain, r.cbid)));
       w.Add(r);
       return;
@@ -238,69 +315,20 @@ void CuptiRecordConverter::Add(const CUpti_Activity& record) {
       AddMarker(As<CUpti_ActivityMarker2>(record));
       return;
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
-      const auto& m = As<MemoryActivity>(record);
       MemoryRecord r;
-      r.timestamp_ns = m.timestamp;
-      r.address = m.address;
-      r.bytes = m.bytes;
-      r.device_id = m.deviceId;
-      r.stream_id = m.streamId;
-      r.correlation_id = m.correlationId;
-      r.pid = m.processId;
-      r.operation = static_cast<uint8_t>(m.memoryOperationType ==
-                                                 CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                             ? MemoryOperation::kAllocation
-                                             : MemoryOperation::kRelease);
-      r.memory_kind = static_cast<uint8_t>(m.memoryKind);
-      if (m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
-          m.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+      if (MemoryRecordOf(As<MemoryActivity>(record), &r)) {
+        w.Add(r);
+      } else {
         ++ignored_;
-        return;
       }
-      w.Add(r);
       return;
     }
-    case CUPTI_ACTIVITY_KIND_DEVICE: {
-      const auto& d = As<DeviceActivity>(record);
-      DeviceRecord r;
-      r.memory_size = d.globalMemorySize;
-      r.memory_bandwidth = d.globalMemoryBandwidth * 1000;  // CUPTI: KB/s
-      r.device_id = d.id;
-      r.name = w.Intern(View(d.name));
-      r.compute_capability_major = d.computeCapabilityMajor;
-      r.compute_capability_minor = d.computeCapabilityMinor;
-      r.sm_count = d.numMultiprocessors;
-      r.core_clock_khz = d.coreClockRate;
-      r.max_warps_per_sm = d.maxWarpsPerMultiprocessor;
-      r.max_blocks_per_sm = d.maxBlocksPerMultiprocessor;
-      r.max_registers_per_sm = d.maxRegistersPerMultiprocessor;
-      r.max_shared_bytes_per_sm = d.maxSharedMemoryPerMultiprocessor;
-      static_assert(sizeof(d.uuid.bytes) == sizeof(r.uuid));
-      static_assert(sizeof(d.migUuid.bytes) == sizeof(r.mig_uuid));
-      std::memcpy(r.uuid, d.uuid.bytes, sizeof(r.uuid));
-      if (!AllZero(r.uuid)) r.flags |= kDeviceHasUuid;
-      if (d.isMigEnabled != 0) {
-        std::memcpy(r.mig_uuid, d.migUuid.bytes, sizeof(r.mig_uuid));
-        r.flags |= kDeviceIsMig;
-      }
-      w.Add(r);
+    case CUPTI_ACTIVITY_KIND_DEVICE:
+      w.Add(DeviceRecordOf(As<DeviceActivity>(record), w));
       return;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      const auto& s = As<SyncActivity>(record);
-      SynchronizationRecord r;
-      r.start_ns = s.start;
-      r.end_ns = s.end;
-      r.correlation_id = s.correlationId;
-      r.context_id = s.contextId;
-      r.stream_id = s.streamId;
-      r.cuda_event_id = s.cudaEventId;
-      // CUPTI's type as it is; an unknown value above 255 reads as unknown.
-      const auto type = static_cast<uint32_t>(s.type);
-      r.type = type <= 0xFF ? static_cast<uint8_t>(type) : 0;
-      w.Add(r);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      w.Add(SynchronizationRecordOf(As<SyncActivity>(record)));
       return;
-    }
     default:
       ++ignored_;
       return;

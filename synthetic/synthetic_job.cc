@@ -537,176 +537,235 @@ std::string MemcpyDetails(bool to_device, int64_t bytes, int64_t device) {
                       " dest:", device, " async:1");
 }
 
-}  // namespace
+// Writes one host's window of the simulated job as TSL's CUPTI tracer would: the host plane with
+// one thread line per GPU, and one plane per GPU with its stream lines. Construct it (which names
+// every plane, line and metadata, in the order that fixes their ids), then AddStep each (step,
+// GPU) plan in order. Events outside the true window [true_start_ns, true_stop_ns] are left out;
+// times are written on the host's clock (true time + skew_ns).
+class SyntheticSpaceWriter {
+ public:
+  SyntheticSpaceWriter(tensorflow::profiler::XSpace* space, int64_t gpus, int64_t true_start_ns,
+                       int64_t true_stop_ns, int64_t skew_ns)
+      : gpu_count_(gpus),
+        true_start_ns_(true_start_ns),
+        true_stop_ns_(true_stop_ns),
+        skew_(skew_ns),
+        host_(space->add_planes(), kHostPlaneId, xspace::kHostPlaneName, true_start_ns + skew_ns),
+        ids_(HostIds::Of(host_)),
+        m_(MemoryStats::Of(host_)) {
+    // Lines start at the profile start and are stored relative to it (xspace.h).
+    const int64_t profile_start = true_start_ns + skew_ns;
+    const int64_t line_ts = profile_start;
+    for (int64_t g = 0; g < gpus; ++g) {
+      host_lines_.push_back(
+          host_.AddLine(kHostLineBase + g, absl::StrCat("python3 main (GPU ", g, ")"), line_ts));
+      XPlaneBuilder p(space->add_planes(), g, absl::StrCat(xspace::kGpuPlanePrefix, g),
+                      profile_start);
+      AddDeviceCapabilities(p);
+      // Stream lines as CUPTI names them: the stream id and the kinds of activity on it (NCCL
+      // kernels are kernels: Compute).
+      Gpu gpu{
+          p,
+          p.AddLine(kComputeStream, absl::StrCat("Stream #", kComputeStream, "(Compute)"), line_ts),
+          p.AddLine(kH2DStream, absl::StrCat("Stream #", kH2DStream, "(MemcpyH2D)"), line_ts),
+          p.AddLine(kD2HStream, absl::StrCat("Stream #", kD2HStream, "(MemcpyD2H)"), line_ts),
+          p.AddLine(kNcclStream, absl::StrCat("Stream #", kNcclStream, "(Compute)"), line_ts),
+          p.StatMetadataId(xspace::kStatCorrelationId),
+          p.StatMetadataId(xspace::kStatKernelDetails),
+          p.StatMetadataId("theoretical_occupancy_pct"),
+          p.StatMetadataId("tf_op"),
+          p.StatMetadataId(xspace::kStatMemcpyDetails)};
+      gpus_.push_back(std::move(gpu));
+    }
+  }
 
-void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
-                            tensorflow::profiler::XSpace* space) const {
-  const int64_t skew = config_.clock_skew_ns;
-  // Lines start at the profile start and are stored relative to it (xspace.h).
-  const int64_t profile_start = true_start_ns + skew;
-  const int64_t line_ts = profile_start;
-  auto inside = [&](int64_t start, int64_t end) {
-    return start >= true_start_ns && end <= true_stop_ns;
+  // GPU `g`'s part of one step: its thread's step event, input wait, API calls and the input
+  // batch's memory events, and the device ops those calls launched. `batch_bytes`: the size of
+  // the step's input batch; `ops_per_step`: API calls per step and GPU (for correlation ids).
+  void AddStep(const StepPlan& plan, int64_t g, int64_t batch_bytes, int64_t ops_per_step) {
+    // Correlation ids are unique per host: (step, gpu, call).
+    const uint64_t corr_base =
+        static_cast<uint64_t>(1 + ((plan.step_num * gpu_count_) + g) * ops_per_step);
+    AddHostEvents(plan, g, batch_bytes, corr_base);
+    AddDeviceOps(plan, g, corr_base);
+  }
+
+ private:
+  struct HostIds {
+    int64_t root, input, alloc, free, is_root, step_num, producer_type, producer_id, consumer_type,
+        consumer_id, corr, device_id;
+    static HostIds Of(XPlaneBuilder& host) {
+      HostIds ids{};
+      ids.root = host.EventMetadataId("train");
+      // tf.data's name: XProf counts host time in events named IteratorGetNext... as waiting for
+      // input (HOST_WAIT_INPUT), any other host event as compute.
+      ids.input = host.EventMetadataId("IteratorGetNext");
+      ids.alloc = host.EventMetadataId("MemoryAllocation");
+      ids.free = host.EventMetadataId("MemoryDeallocation");
+      ids.is_root = host.StatMetadataId(xspace::kStatIsRoot);
+      ids.step_num = host.StatMetadataId(xspace::kStatStepNum);
+      ids.producer_type = host.StatMetadataId("_pt");
+      ids.producer_id = host.StatMetadataId("_p");
+      ids.consumer_type = host.StatMetadataId("_ct");
+      ids.consumer_id = host.StatMetadataId("_c");
+      ids.corr = host.StatMetadataId(xspace::kStatCorrelationId);
+      ids.device_id = host.StatMetadataId(xspace::kStatDeviceId);
+      return ids;
+    }
   };
-
-  XPlaneBuilder host(space->add_planes(), kHostPlaneId, xspace::kHostPlaneName, profile_start);
-  const int64_t root_id = host.EventMetadataId("train");
-  // tf.data's name: XProf counts host time in events named IteratorGetNext... as waiting for
-  // input (HOST_WAIT_INPUT), any other host event as compute.
-  const int64_t input_id = host.EventMetadataId("IteratorGetNext");
-  const int64_t alloc_id = host.EventMetadataId("MemoryAllocation");
-  const int64_t free_id = host.EventMetadataId("MemoryDeallocation");
-  const int64_t h_is_root = host.StatMetadataId(xspace::kStatIsRoot);
-  const int64_t h_step_num = host.StatMetadataId(xspace::kStatStepNum);
-  const int64_t h_producer_type = host.StatMetadataId("_pt");
-  const int64_t h_producer_id = host.StatMetadataId("_p");
-  const int64_t h_consumer_type = host.StatMetadataId("_ct");
-  const int64_t h_consumer_id = host.StatMetadataId("_c");
-  const int64_t h_corr = host.StatMetadataId(xspace::kStatCorrelationId);
-  const int64_t h_device_id = host.StatMetadataId(xspace::kStatDeviceId);
   struct MemoryStats {
     int64_t allocator, device_ordinal, bytes_allocated, bytes_reserved, bytes_available,
         peak_bytes_in_use, requested_bytes, allocation_bytes, addr, fragmentation, tf_op,
         region_type, shape;
+    static MemoryStats Of(XPlaneBuilder& host) {
+      return {host.StatMetadataId("allocator_name"),
+              host.StatMetadataId("device_ordinal"),
+              host.StatMetadataId("bytes_allocated"),
+              host.StatMetadataId("bytes_reserved"),
+              host.StatMetadataId("bytes_available"),
+              host.StatMetadataId("peak_bytes_in_use"),
+              host.StatMetadataId("requested_bytes"),
+              host.StatMetadataId("allocation_bytes"),
+              host.StatMetadataId("addr"),
+              host.StatMetadataId("fragmentation"),
+              host.StatMetadataId("tf_op"),
+              host.StatMetadataId("region_type"),
+              host.StatMetadataId("shape")};
+    }
   };
-  const MemoryStats m{host.StatMetadataId("allocator_name"),
-                      host.StatMetadataId("device_ordinal"),
-                      host.StatMetadataId("bytes_allocated"),
-                      host.StatMetadataId("bytes_reserved"),
-                      host.StatMetadataId("bytes_available"),
-                      host.StatMetadataId("peak_bytes_in_use"),
-                      host.StatMetadataId("requested_bytes"),
-                      host.StatMetadataId("allocation_bytes"),
-                      host.StatMetadataId("addr"),
-                      host.StatMetadataId("fragmentation"),
-                      host.StatMetadataId("tf_op"),
-                      host.StatMetadataId("region_type"),
-                      host.StatMetadataId("shape")};
-
   struct Gpu {
     XPlaneBuilder plane;
     tensorflow::profiler::XLine *compute, *h2d, *d2h, *nccl;
     int64_t corr, kernel_details, occupancy, tf_op, memcpy_details;
   };
-  std::vector<Gpu> gpus;
-  std::vector<tensorflow::profiler::XLine*> host_lines;
-  for (int64_t g = 0; g < config_.gpus; ++g) {
-    host_lines.push_back(
-        host.AddLine(kHostLineBase + g, absl::StrCat("python3 main (GPU ", g, ")"), line_ts));
-    XPlaneBuilder p(space->add_planes(), g, absl::StrCat(xspace::kGpuPlanePrefix, g),
-                    profile_start);
-    AddDeviceCapabilities(p);
-    // Stream lines as CUPTI names them: the stream id and the kinds of activity on it (NCCL
-    // kernels are kernels: Compute).
-    Gpu gpu{
-        p,
-        p.AddLine(kComputeStream, absl::StrCat("Stream #", kComputeStream, "(Compute)"), line_ts),
-        p.AddLine(kH2DStream, absl::StrCat("Stream #", kH2DStream, "(MemcpyH2D)"), line_ts),
-        p.AddLine(kD2HStream, absl::StrCat("Stream #", kD2HStream, "(MemcpyD2H)"), line_ts),
-        p.AddLine(kNcclStream, absl::StrCat("Stream #", kNcclStream, "(Compute)"), line_ts),
-        p.StatMetadataId(xspace::kStatCorrelationId),
-        p.StatMetadataId(xspace::kStatKernelDetails),
-        p.StatMetadataId("theoretical_occupancy_pct"),
-        p.StatMetadataId("tf_op"),
-        p.StatMetadataId(xspace::kStatMemcpyDetails)};
-    gpus.push_back(std::move(gpu));
+
+  bool Inside(int64_t start, int64_t end) const {
+    return start >= true_start_ns_ && end <= true_stop_ns_;
   }
 
+  // The step event: one step root per step per host (XProf groups each root on its own): GPU
+  // 0's thread holds it; every other GPU thread joins it through a consumer wrapper spanning the
+  // same step, named as a step marker so that readers which take names for steps (profctl's own
+  // step pattern) see the same step there.
+  void AddStepEvent(const StepPlan& plan, int64_t g, tensorflow::profiler::XLine* line) {
+    const int64_t context_id = (kHostLineBase << 32) | plan.step_num;
+    if (g == 0) {
+      auto* e = host_.AddEvent(line, ids_.root, plan.start_ns + skew_, plan.end_ns - plan.start_ns);
+      host_.AddStat(e, ids_.is_root, int64_t{1});
+      host_.AddStat(e, ids_.step_num, plan.step_num);
+      if (gpu_count_ > 1) {
+        host_.AddStat(e, ids_.producer_type, kStepContextType);
+        host_.AddStat(e, ids_.producer_id, context_id);
+      }
+    } else {
+      auto* e =
+          host_.AddEvent(line, host_.EventMetadataId(absl::StrCat("train_step ", plan.step_num)),
+                         plan.start_ns + skew_, plan.end_ns - plan.start_ns);
+      host_.AddStat(e, ids_.consumer_type, kStepContextType);
+      host_.AddStat(e, ids_.consumer_id, context_id);
+    }
+  }
+
+  // The input batch lives from its H2D copy's launch until the step's final sync returns: one
+  // allocation on this GPU's allocator, instants inside those two API calls.
+  void AddMemoryEvent(tensorflow::profiler::XLine* line, int64_t g, bool alloc, int64_t at,
+                      int64_t batch_bytes, int64_t batch_addr) {
+    auto* e = host_.AddEvent(line, alloc ? ids_.alloc : ids_.free, at + skew_, 0);
+    const int64_t in_use = kResidentBytes + (alloc ? batch_bytes : 0);
+    host_.AddStat(e, m_.allocator, absl::StrCat("GPU_", g, "_bfc"));
+    host_.AddStat(e, m_.device_ordinal, g);
+    host_.AddStat(e, m_.bytes_allocated, in_use);
+    host_.AddStat(e, m_.bytes_reserved, int64_t{0});
+    host_.AddStat(e, m_.bytes_available, static_cast<int64_t>(kGpuMemorySize) - in_use);
+    host_.AddStat(e, m_.peak_bytes_in_use, kResidentBytes + batch_bytes);
+    host_.AddStat(e, m_.requested_bytes, batch_bytes);
+    host_.AddStat(e, m_.allocation_bytes, batch_bytes);
+    host_.AddStat(e, m_.addr, batch_addr);
+    AddDoubleStat(e, m_.fragmentation, 0.0);
+    host_.AddStat(e, m_.tf_op, "model/input/IteratorGetNext:IteratorGetNext");
+    host_.AddStat(e, m_.region_type, "output");
+    host_.AddStat(e, m_.shape, absl::StrCat("[", batch_bytes / 2, "]"));
+  }
+
+  void AddHostEvents(const StepPlan& plan, int64_t g, int64_t batch_bytes, uint64_t corr_base) {
+    tensorflow::profiler::XLine* line = host_lines_[static_cast<size_t>(g)];
+    if (Inside(plan.start_ns, plan.end_ns)) AddStepEvent(plan, g, line);
+    if (Inside(plan.start_ns, plan.input_end_ns)) {
+      host_.AddEvent(line, ids_.input, plan.start_ns + skew_, plan.input_end_ns - plan.start_ns);
+    }
+    const int64_t batch_addr = kBatchAddressBase + (g << 36) + (plan.step_num % 2) * batch_bytes;
+    for (size_t i = 0; i < plan.host_calls.size(); ++i) {
+      const StepPlan::Op& op = plan.host_calls[i];
+      if (!Inside(op.start_ns, op.end_ns)) continue;
+      auto* e = host_.AddEvent(line, host_.EventMetadataId(op.name), op.start_ns + skew_,
+                               op.end_ns - op.start_ns);
+      host_.AddStat(e, ids_.corr, corr_base + i);
+      host_.AddStat(e, ids_.device_id, static_cast<uint64_t>(g));
+      if (i == 0) {
+        AddMemoryEvent(line, g, /*alloc=*/true, op.start_ns + kNanosPerMicro, batch_bytes,
+                       batch_addr);
+      }
+      if (i + 1 == plan.host_calls.size()) {
+        AddMemoryEvent(line, g, /*alloc=*/false, op.end_ns - kNanosPerMicro, batch_bytes,
+                       batch_addr);
+      }
+    }
+  }
+
+  void AddDeviceOps(const StepPlan& plan, int64_t g, uint64_t corr_base) {
+    Gpu& gpu = gpus_[static_cast<size_t>(g)];
+    for (size_t i = 0; i < plan.device_ops.size(); ++i) {
+      const StepPlan::Op& op = plan.device_ops[i];
+      // As CUPTI, which records device activity only for work launched while it records:
+      // a device op is kept only with its launch (so every one links to a host event).
+      const StepPlan::Op& launch = plan.host_calls[i];
+      if (!Inside(op.start_ns, op.end_ns) || !Inside(launch.start_ns, launch.end_ns)) continue;
+      const bool first = i == 0, last = i + 1 == plan.device_ops.size();
+      const bool nccl = i + 2 == plan.device_ops.size();
+      tensorflow::profiler::XLine* dest = first  ? gpu.h2d
+                                          : last ? gpu.d2h
+                                          : nccl ? gpu.nccl
+                                                 : gpu.compute;
+      auto* e = gpu.plane.AddEvent(dest, gpu.plane.EventMetadataId(op.name), op.start_ns + skew_,
+                                   op.end_ns - op.start_ns);
+      gpu.plane.AddStat(e, gpu.corr, corr_base + i);
+      if (first || last) {
+        AddRefStat(gpu.plane, e, gpu.memcpy_details,
+                   MemcpyDetails(/*to_device=*/first, CopyBytes(op.end_ns - op.start_ns), g));
+      } else {
+        const KernelSpec& spec = nccl ? kAllReduce : kKernels[(i - 1) % kKernels.size()];
+        AddRefStat(gpu.plane, e, gpu.kernel_details, KernelDetails(spec));
+        AddDoubleStat(e, gpu.occupancy, TheoreticalOccupancyPct(spec));
+        AddRefStat(gpu.plane, e, gpu.tf_op, spec.tf_op);
+      }
+    }
+  }
+
+  const int64_t gpu_count_;
+  const int64_t true_start_ns_;
+  const int64_t true_stop_ns_;
+  const int64_t skew_;
+  XPlaneBuilder host_;
+  const HostIds ids_;
+  const MemoryStats m_;
+  std::vector<Gpu> gpus_;
+  std::vector<tensorflow::profiler::XLine*> host_lines_;
+};
+
+}  // namespace
+
+void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
+                            tensorflow::profiler::XSpace* space) const {
+  const int64_t skew = config_.clock_skew_ns;
+  SyntheticSpaceWriter writer(space, config_.gpus, true_start_ns, true_stop_ns, skew);
   const int64_t ops_per_step = config_.kernels_per_step + 4;
   for (int64_t k = StepIndexAt(true_start_ns); k <= StepIndexAt(true_stop_ns - 1); ++k) {
     const Durations d = Durations::Of(ConfigOf(k));
     for (int64_t g = 0; g < config_.gpus; ++g) {
-      const StepPlan plan = Plan(k, config_.rank, g);
-      tensorflow::profiler::XLine* line = host_lines[static_cast<size_t>(g)];
-      if (inside(plan.start_ns, plan.end_ns)) {
-        // One step root per step per host (XProf groups each root on its own): GPU 0's thread
-        // holds it; every other GPU thread joins it through a consumer wrapper spanning the same
-        // step, named as a step marker so that readers which take names for steps (profctl's own
-        // step pattern) see the same step there.
-        const int64_t context_id = (kHostLineBase << 32) | plan.step_num;
-        if (g == 0) {
-          auto* e = host.AddEvent(line, root_id, plan.start_ns + skew, plan.end_ns - plan.start_ns);
-          host.AddStat(e, h_is_root, int64_t{1});
-          host.AddStat(e, h_step_num, plan.step_num);
-          if (config_.gpus > 1) {
-            host.AddStat(e, h_producer_type, kStepContextType);
-            host.AddStat(e, h_producer_id, context_id);
-          }
-        } else {
-          auto* e =
-              host.AddEvent(line, host.EventMetadataId(absl::StrCat("train_step ", plan.step_num)),
-                            plan.start_ns + skew, plan.end_ns - plan.start_ns);
-          host.AddStat(e, h_consumer_type, kStepContextType);
-          host.AddStat(e, h_consumer_id, context_id);
-        }
-      }
-      if (inside(plan.start_ns, plan.input_end_ns)) {
-        host.AddEvent(line, input_id, plan.start_ns + skew, plan.input_end_ns - plan.start_ns);
-      }
-      // The input batch lives from its H2D copy's launch until the step's final sync returns:
-      // one allocation on this GPU's allocator, instants inside those two API calls.
-      const int64_t batch_bytes = CopyBytes(d.h2d);
-      const int64_t batch_addr = kBatchAddressBase + (g << 36) + (plan.step_num % 2) * batch_bytes;
-      auto memory_event = [&](bool alloc, int64_t at) {
-        auto* e = host.AddEvent(line, alloc ? alloc_id : free_id, at + skew, 0);
-        const int64_t in_use = kResidentBytes + (alloc ? batch_bytes : 0);
-        host.AddStat(e, m.allocator, absl::StrCat("GPU_", g, "_bfc"));
-        host.AddStat(e, m.device_ordinal, g);
-        host.AddStat(e, m.bytes_allocated, in_use);
-        host.AddStat(e, m.bytes_reserved, int64_t{0});
-        host.AddStat(e, m.bytes_available, static_cast<int64_t>(kGpuMemorySize) - in_use);
-        host.AddStat(e, m.peak_bytes_in_use, kResidentBytes + batch_bytes);
-        host.AddStat(e, m.requested_bytes, batch_bytes);
-        host.AddStat(e, m.allocation_bytes, batch_bytes);
-        host.AddStat(e, m.addr, batch_addr);
-        AddDoubleStat(e, m.fragmentation, 0.0);
-        host.AddStat(e, m.tf_op, "model/input/IteratorGetNext:IteratorGetNext");
-        host.AddStat(e, m.region_type, "output");
-        host.AddStat(e, m.shape, absl::StrCat("[", batch_bytes / 2, "]"));
-      };
-      // Correlation ids are unique per host: (step, gpu, call).
-      const uint64_t corr_base =
-          static_cast<uint64_t>(1 + ((plan.step_num * config_.gpus) + g) * ops_per_step);
-      for (size_t i = 0; i < plan.host_calls.size(); ++i) {
-        const StepPlan::Op& op = plan.host_calls[i];
-        if (!inside(op.start_ns, op.end_ns)) continue;
-        auto* e = host.AddEvent(line, host.EventMetadataId(op.name), op.start_ns + skew,
-                                op.end_ns - op.start_ns);
-        host.AddStat(e, h_corr, corr_base + i);
-        host.AddStat(e, h_device_id, static_cast<uint64_t>(g));
-        if (i == 0) memory_event(/*alloc=*/true, op.start_ns + kNanosPerMicro);
-        if (i + 1 == plan.host_calls.size())
-          memory_event(/*alloc=*/false, op.end_ns - kNanosPerMicro);
-      }
-      Gpu& gpu = gpus[static_cast<size_t>(g)];
-      for (size_t i = 0; i < plan.device_ops.size(); ++i) {
-        const StepPlan::Op& op = plan.device_ops[i];
-        // As CUPTI, which records device activity only for work launched while it records:
-        // a device op is kept only with its launch (so every one links to a host event).
-        const StepPlan::Op& launch = plan.host_calls[i];
-        if (!inside(op.start_ns, op.end_ns) || !inside(launch.start_ns, launch.end_ns)) continue;
-        const bool first = i == 0, last = i + 1 == plan.device_ops.size();
-        const bool nccl = i + 2 == plan.device_ops.size();
-        tensorflow::profiler::XLine* dest = first  ? gpu.h2d
-                                            : last ? gpu.d2h
-                                            : nccl ? gpu.nccl
-                                                   : gpu.compute;
-        auto* e = gpu.plane.AddEvent(dest, gpu.plane.EventMetadataId(op.name), op.start_ns + skew,
-                                     op.end_ns - op.start_ns);
-        gpu.plane.AddStat(e, gpu.corr, corr_base + i);
-        if (first || last) {
-          AddRefStat(gpu.plane, e, gpu.memcpy_details,
-                     MemcpyDetails(/*to_device=*/first, CopyBytes(op.end_ns - op.start_ns), g));
-        } else {
-          const KernelSpec& spec = nccl ? kAllReduce : kKernels[(i - 1) % kKernels.size()];
-          AddRefStat(gpu.plane, e, gpu.kernel_details, KernelDetails(spec));
-          AddDoubleStat(e, gpu.occupancy, TheoreticalOccupancyPct(spec));
-          AddRefStat(gpu.plane, e, gpu.tf_op, spec.tf_op);
-        }
-      }
+      writer.AddStep(Plan(k, config_.rank, g), g, CopyBytes(d.h2d), ops_per_step);
     }
   }
-  xspace::SetProfileWindow(space, profile_start, true_stop_ns + skew);
+  xspace::SetProfileWindow(space, true_start_ns + skew, true_stop_ns + skew);
 }
 
 }  // namespace profctl::agent

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace profctl::agent::cupti {
 namespace {
@@ -53,9 +54,8 @@ absl::Status CheckRange(uint64_t start, uint64_t end, size_t offset) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
+// The batch header, checked against the batch's size.
+absl::StatusOr<inject::BatchHeader> ReadHeader(absl::string_view bytes) {
   if (bytes.size() > kMaxRecordBatchBytes) {
     return Bad(absl::StrCat(bytes.size(), " bytes exceed the limit of ", kMaxRecordBatchBytes), 0);
   }
@@ -83,14 +83,13 @@ absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
                      h.record_bytes, " do not add up to the ", rest, " bytes after the header"),
         h.header_size);
   }
+  return h;
+}
 
-  RecordBatch b;
-  b.version = h.version;
-  b.pid = h.pid;
-  b.gpu_minus_wall_ns = h.gpu_minus_wall_ns;
-  b.dropped_records = h.dropped_records;
-
-  // String table: entries until the section ends; the count is checked, never trusted.
+// The string table into b->strings: entries until the section ends; the count is checked, never
+// trusted. Returns the offset of the first record.
+absl::StatusOr<size_t> ReadStrings(absl::string_view bytes, const inject::BatchHeader& h,
+                                   RecordBatch* b) {
   size_t at = h.header_size;
   const size_t strings_end = at + h.string_table_bytes;
   while (at < strings_end) {
@@ -99,14 +98,113 @@ absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
     if (length > strings_end - at - sizeof(uint32_t)) {
       return Bad(absl::StrCat("string of ", length, " bytes runs past the string table"), at);
     }
-    b.strings.emplace_back(bytes.substr(at + sizeof(uint32_t), length));
+    b->strings.emplace_back(bytes.substr(at + sizeof(uint32_t), length));
     at += sizeof(uint32_t) + length;
   }
-  if (b.strings.size() != h.string_count) {
+  if (b->strings.size() != h.string_count) {
     return Bad(
-        absl::StrCat("string_count ", h.string_count, " but the table holds ", b.strings.size()),
+        absl::StrCat("string_count ", h.string_count, " but the table holds ", b->strings.size()),
         h.header_size);
   }
+  return at;
+}
+
+// The record at byte `at` (`p`), whose header `rh` was checked, into its list in *b; a kind this
+// reader does not know is counted.
+absl::Status ReadRecord(const char* p, const inject::RecordHeader& rh, size_t at, RecordBatch* b) {
+  auto need = [&](size_t struct_size) -> absl::Status {
+    if (rh.size >= struct_size) return absl::OkStatus();
+    return Bad(
+        absl::StrCat("record kind ", rh.kind, " of ", rh.size, " bytes, needs ", struct_size), at);
+  };
+  switch (static_cast<RecordKind>(rh.kind)) {
+    case RecordKind::kKernel: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::KernelRecord)));
+      const auto r = LoadRecord<inject::KernelRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckString(*b, r.name, "kernel name", at));
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      b->kernels.push_back(r);
+      break;
+    }
+    case RecordKind::kMemcpy: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::MemcpyRecord)));
+      const auto r = LoadRecord<inject::MemcpyRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      b->memcpys.push_back(r);
+      break;
+    }
+    case RecordKind::kMemset: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::MemsetRecord)));
+      const auto r = LoadRecord<inject::MemsetRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      b->memsets.push_back(r);
+      break;
+    }
+    case RecordKind::kApi: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::ApiRecord)));
+      const auto r = LoadRecord<inject::ApiRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckString(*b, r.name, "API name", at));
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      if (r.domain != static_cast<uint8_t>(inject::ApiDomain::kRuntime) &&
+          r.domain != static_cast<uint8_t>(inject::ApiDomain::kDriver)) {
+        return Bad(absl::StrCat("API domain ", static_cast<int>(r.domain)), at);
+      }
+      b->apis.push_back(r);
+      break;
+    }
+    case RecordKind::kNvtxRange: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::NvtxRangeRecord)));
+      const auto r = LoadRecord<inject::NvtxRangeRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckString(*b, r.name, "NVTX name", at));
+      PROFCTL_RETURN_IF_ERROR(CheckString(*b, r.domain, "NVTX domain", at));
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      b->ranges.push_back(r);
+      break;
+    }
+    case RecordKind::kMemory: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::MemoryRecord)));
+      const auto r = LoadRecord<inject::MemoryRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.timestamp_ns, r.timestamp_ns, at));
+      if (r.operation != static_cast<uint8_t>(inject::MemoryOperation::kAllocation) &&
+          r.operation != static_cast<uint8_t>(inject::MemoryOperation::kRelease)) {
+        return Bad(absl::StrCat("memory operation ", static_cast<int>(r.operation)), at);
+      }
+      b->memory.push_back(r);
+      break;
+    }
+    case RecordKind::kDevice: {
+      // UUIDs were added within version 1: an older library's record is their prefix.
+      PROFCTL_RETURN_IF_ERROR(need(inject::kDeviceRecordMinSize));
+      // (`flags` is its last field but one, so a cut record reads as "no UUID".)
+      const auto r = LoadRecordPrefix<inject::DeviceRecord>(p, rh.size);
+      PROFCTL_RETURN_IF_ERROR(CheckString(*b, r.name, "device name", at));
+      b->devices.push_back(r);
+      break;
+    }
+    case RecordKind::kSynchronization: {
+      PROFCTL_RETURN_IF_ERROR(need(sizeof(inject::SynchronizationRecord)));
+      const auto r = LoadRecord<inject::SynchronizationRecord>(p);
+      PROFCTL_RETURN_IF_ERROR(CheckRange(r.start_ns, r.end_ns, at));
+      b->syncs.push_back(r);
+      break;
+    }
+    default:
+      ++b->unknown_records;
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
+  PROFCTL_ASSIGN_OR_RETURN(const inject::BatchHeader h, ReadHeader(bytes));
+  RecordBatch b;
+  b.version = h.version;
+  b.pid = h.pid;
+  b.gpu_minus_wall_ns = h.gpu_minus_wall_ns;
+  b.dropped_records = h.dropped_records;
+  PROFCTL_ASSIGN_OR_RETURN(size_t at, ReadStrings(bytes, h, &b));
 
   int64_t records = 0;
   const size_t end = bytes.size();
@@ -119,88 +217,7 @@ absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
     if (rh.size > end - at) {
       return Bad(absl::StrCat("record of ", rh.size, " bytes runs past the batch"), at);
     }
-    const char* p = bytes.data() + at;
-    auto need = [&](size_t struct_size) -> absl::Status {
-      if (rh.size >= struct_size) return absl::OkStatus();
-      return Bad(
-          absl::StrCat("record kind ", rh.kind, " of ", rh.size, " bytes, needs ", struct_size),
-          at);
-    };
-    switch (static_cast<RecordKind>(rh.kind)) {
-      case RecordKind::kKernel: {
-        if (absl::Status s = need(sizeof(inject::KernelRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::KernelRecord>(p);
-        if (absl::Status s = CheckString(b, r.name, "kernel name", at); !s.ok()) return s;
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        b.kernels.push_back(r);
-        break;
-      }
-      case RecordKind::kMemcpy: {
-        if (absl::Status s = need(sizeof(inject::MemcpyRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::MemcpyRecord>(p);
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        b.memcpys.push_back(r);
-        break;
-      }
-      case RecordKind::kMemset: {
-        if (absl::Status s = need(sizeof(inject::MemsetRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::MemsetRecord>(p);
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        b.memsets.push_back(r);
-        break;
-      }
-      case RecordKind::kApi: {
-        if (absl::Status s = need(sizeof(inject::ApiRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::ApiRecord>(p);
-        if (absl::Status s = CheckString(b, r.name, "API name", at); !s.ok()) return s;
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        if (r.domain != static_cast<uint8_t>(inject::ApiDomain::kRuntime) &&
-            r.domain != static_cast<uint8_t>(inject::ApiDomain::kDriver)) {
-          return Bad(absl::StrCat("API domain ", static_cast<int>(r.domain)), at);
-        }
-        b.apis.push_back(r);
-        break;
-      }
-      case RecordKind::kNvtxRange: {
-        if (absl::Status s = need(sizeof(inject::NvtxRangeRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::NvtxRangeRecord>(p);
-        if (absl::Status s = CheckString(b, r.name, "NVTX name", at); !s.ok()) return s;
-        if (absl::Status s = CheckString(b, r.domain, "NVTX domain", at); !s.ok()) return s;
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        b.ranges.push_back(r);
-        break;
-      }
-      case RecordKind::kMemory: {
-        if (absl::Status s = need(sizeof(inject::MemoryRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::MemoryRecord>(p);
-        if (absl::Status s = CheckRange(r.timestamp_ns, r.timestamp_ns, at); !s.ok()) return s;
-        if (r.operation != static_cast<uint8_t>(inject::MemoryOperation::kAllocation) &&
-            r.operation != static_cast<uint8_t>(inject::MemoryOperation::kRelease)) {
-          return Bad(absl::StrCat("memory operation ", static_cast<int>(r.operation)), at);
-        }
-        b.memory.push_back(r);
-        break;
-      }
-      case RecordKind::kDevice: {
-        // UUIDs were added within version 1: an older library's record is their prefix.
-        if (absl::Status s = need(inject::kDeviceRecordMinSize); !s.ok()) return s;
-        // (`flags` is its last field but one, so a cut record reads as "no UUID".)
-        const auto r = LoadRecordPrefix<inject::DeviceRecord>(p, rh.size);
-        if (absl::Status s = CheckString(b, r.name, "device name", at); !s.ok()) return s;
-        b.devices.push_back(r);
-        break;
-      }
-      case RecordKind::kSynchronization: {
-        if (absl::Status s = need(sizeof(inject::SynchronizationRecord)); !s.ok()) return s;
-        const auto r = LoadRecord<inject::SynchronizationRecord>(p);
-        if (absl::Status s = CheckRange(r.start_ns, r.end_ns, at); !s.ok()) return s;
-        b.syncs.push_back(r);
-        break;
-      }
-      default:
-        ++b.unknown_records;
-        break;
-    }
+    PROFCTL_RETURN_IF_ERROR(ReadRecord(bytes.data() + at, rh, at, &b));
     ++records;
     at += rh.size;
   }
