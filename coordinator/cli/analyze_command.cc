@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/engine/analyze.h"
 #include "report/breakdown_writers.h"
@@ -15,26 +16,35 @@
 
 namespace profctl::coordinator {
 
-int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+namespace {
+
+struct AnalyzeFlags {
   bool json = false;
   bool csv = false;
   std::string out_dir;
-  std::string step_pattern(analysis::kDefaultStepPattern);
+  std::string step_pattern{analysis::kDefaultStepPattern};
   int64_t jobs = 0;
   std::string tool_name;
+  std::vector<std::string> paths;
+};
+
+// Parses the flags into *f. Returns the exit code when the command is done (--help, a usage
+// error), nullopt when it should run.
+std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const CliEnv& env,
+                                     AnalyzeFlags* f) {
   FlagSet fs("profctl analyze",
              "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
-  fs.String("tool", &tool_name,
+  fs.String("tool", &f->tool_name,
             absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
                          analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
-  fs.Bool("json", &json, "print pod_step_breakdown.json on stdout instead of the table");
-  fs.Bool("csv", &csv, "print the breakdown as CSV (one row per step x host) on stdout");
-  fs.String("out", &out_dir,
+  fs.Bool("json", &f->json, "print pod_step_breakdown.json on stdout instead of the table");
+  fs.Bool("csv", &f->csv, "print the breakdown as CSV (one row per step x host) on stdout");
+  fs.String("out", &f->out_dir,
             "write pod_step_breakdown.json/.csv and report.html into DIR (default: the session "
             "folder when PATH is one; else none)");
-  fs.String("step-pattern", &step_pattern,
+  fs.String("step-pattern", &f->step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
-  fs.Int64("jobs", &jobs,
+  fs.Int64("jobs", &f->jobs,
            absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
                         kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
   fs.RejectEmpty("out");
@@ -51,119 +61,129 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
                 "--tool=all does every tool.\n";
     return kExitOk;
   }
-  if (json && csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
-  if (jobs < 0 || jobs > 256) {
-    return UsageError(env, "analyze", absl::StrCat("--jobs=", jobs, ": must be 0..256"));
+  if (f->json && f->csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
+  if (f->jobs < 0 || f->jobs > 256) {
+    return UsageError(env, "analyze", absl::StrCat("--jobs=", f->jobs, ": must be 0..256"));
   }
-  analysis::ReaderOptions options;
-  options.step_pattern = step_pattern;
-  if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
-    return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
-  }
-  std::vector<analysis::Tool> tools;
-  if (tool_name == "all") {
-    for (const analysis::ToolInfo& t : analysis::AllTools()) tools.push_back(t.tool);
-    if (json || csv) {
+  f->paths = fs.positional();
+  return std::nullopt;
+}
+
+// The tools --tool names (none: the breakdown) into *tools; else the usage error's exit code.
+std::optional<int> ResolveTools(const AnalyzeFlags& f, const CliEnv& env,
+                                std::vector<analysis::Tool>* tools) {
+  if (f.tool_name == "all") {
+    for (const analysis::ToolInfo& t : analysis::AllTools()) tools->push_back(t.tool);
+    if (f.json || f.csv) {
       return UsageError(env, "analyze",
                         "--tool=all prints tables; for --json/--csv pick one tool (--out writes "
                         "every tool's JSON and CSV)");
     }
-  } else if (!tool_name.empty()) {
-    const std::optional<analysis::Tool> tool = analysis::ToolByName(tool_name);
+  } else if (!f.tool_name.empty()) {
+    const std::optional<analysis::Tool> tool = analysis::ToolByName(f.tool_name);
     if (!tool) {
       return UsageError(env, "analyze",
-                        absl::StrCat("--tool=", tool_name, ": unknown tool '", tool_name,
+                        absl::StrCat("--tool=", f.tool_name, ": unknown tool '", f.tool_name,
                                      "'; the tools are ", analysis::ToolNamesForHelp(), " or all"));
     }
-    tools.push_back(*tool);
+    tools->push_back(*tool);
   }
-  absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(fs.positional());
-  if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
-  if (out_dir.empty()) out_dir = inputs->session_dir;
-  if (!tools.empty()) {
-    // Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, each tool's
-    // tool_<name>.json and .csv there, and report.html with a tab per tool (all atomically).
-    const AnalyzeToolResult r = AnalyzeTools(*inputs, options, tools, static_cast<int>(jobs));
-    for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
-    if (r.breakdown.hosts.empty()) {
-      *env.err << "profctl analyze: no trace could be analysed\n";
-      return kExitFailed;
+  return std::nullopt;
+}
+
+// Each input's file under its host, for the report's links: relative to the session folder
+// when the outputs are written there.
+void LinkHostFiles(const AnalyzeInputs& inputs, const std::string& out_dir,
+                   report::BreakdownContext* context) {
+  for (const TraceInput& in : inputs.files) {
+    std::string link = in.path;
+    if (!inputs.session_dir.empty() && out_dir == inputs.session_dir &&
+        absl::StartsWith(link, inputs.session_dir + "/")) {
+      link = link.substr(inputs.session_dir.size() + 1);  // relative: the report links it
     }
-    report::ToolContext tool_context;
-    tool_context.session = inputs->session.empty() ? "analyze" : inputs->session;
-    std::vector<std::string> tool_jsons;
-    for (const analysis::PodTools& t : r.tools) {
-      tool_jsons.push_back(report::ToolJson(t, tool_context));
-    }
-    int tool_rc = r.breakdown.errors.empty() ? kExitOk : kExitPartial;
-    if (!out_dir.empty()) {
-      absl::Status s = MakeDirs(out_dir);
-      for (size_t t = 0; t < r.tools.size() && s.ok(); ++t) {
-        s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "json")),
-                                tool_jsons[t]);
-        if (s.ok()) {
-          s = WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "csv")),
-                                  report::ToolCsv(r.tools[t]));
-        }
-      }
-      if (s.ok()) {
-        // report.html: the breakdown with a tab per tool.
-        report::BreakdownContext page;
-        page.session = tool_context.session;
-        page.source = report::BreakdownSource::kAnalyze;
-        for (const TraceInput& in : inputs->files) {
-          std::string link = in.path;
-          if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
-              absl::StartsWith(link, inputs->session_dir + "/")) {
-            link = link.substr(inputs->session_dir.size() + 1);
-          }
-          page.host_files[in.host].push_back(link);
-        }
-        s = WriteFileAtomically(JoinPath(out_dir, report::kReportHtmlFile),
-                                report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
-      }
-      if (!s.ok()) {
-        *env.err << "profctl analyze: " << s.message() << "\n";
-        tool_rc = kExitPartial;
-      }
-    }
-    for (size_t t = 0; t < r.tools.size(); ++t) {
-      if (json) {
-        *env.out << tool_jsons[t];
-      } else if (csv) {
-        *env.out << report::ToolCsv(r.tools[t]);
-      } else {
-        *env.out << (t > 0 ? "\n" : "") << report::FormatToolTable(r.tools[t], tool_context);
-      }
-    }
-    return tool_rc;
+    context->host_files[in.host].push_back(link);
   }
-  const AnalyzeResult result = AnalyzeTraces(*inputs, options, static_cast<int>(jobs));
+}
+
+// Each tool's tool_<name>.json and .csv in `out_dir`, and report.html: the breakdown with a tab
+// per tool (all atomically).
+absl::Status WriteToolFiles(const AnalyzeInputs& inputs, const AnalyzeToolResult& r,
+                            const std::vector<std::string>& tool_jsons, const std::string& session,
+                            const std::string& out_dir) {
+  PROFCTL_RETURN_IF_ERROR(MakeDirs(out_dir));
+  for (size_t t = 0; t < r.tools.size(); ++t) {
+    PROFCTL_RETURN_IF_ERROR(WriteFileAtomically(
+        JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "json")), tool_jsons[t]));
+    PROFCTL_RETURN_IF_ERROR(
+        WriteFileAtomically(JoinPath(out_dir, report::ToolFileName(r.tools[t].tool, "csv")),
+                            report::ToolCsv(r.tools[t])));
+  }
+  report::BreakdownContext page;
+  page.session = session;
+  page.source = report::BreakdownSource::kAnalyze;
+  LinkHostFiles(inputs, out_dir, &page);
+  return WriteFileAtomically(JoinPath(out_dir, report::kReportHtmlFile),
+                             report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
+}
+
+// Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, their files.
+int RunTools(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
+             const analysis::ReaderOptions& options, const std::vector<analysis::Tool>& tools,
+             const CliEnv& env) {
+  const AnalyzeToolResult r = AnalyzeTools(inputs, options, tools, static_cast<int>(f.jobs));
+  for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
+  if (r.breakdown.hosts.empty()) {
+    *env.err << "profctl analyze: no trace could be analysed\n";
+    return kExitFailed;
+  }
+  report::ToolContext tool_context;
+  tool_context.session = inputs.session.empty() ? "analyze" : inputs.session;
+  std::vector<std::string> tool_jsons;
+  for (const analysis::PodTools& t : r.tools) {
+    tool_jsons.push_back(report::ToolJson(t, tool_context));
+  }
+  int tool_rc = r.breakdown.errors.empty() ? kExitOk : kExitPartial;
+  if (!f.out_dir.empty()) {
+    if (absl::Status s = WriteToolFiles(inputs, r, tool_jsons, tool_context.session, f.out_dir);
+        !s.ok()) {
+      *env.err << "profctl analyze: " << s.message() << "\n";
+      tool_rc = kExitPartial;
+    }
+  }
+  for (size_t t = 0; t < r.tools.size(); ++t) {
+    if (f.json) {
+      *env.out << tool_jsons[t];
+    } else if (f.csv) {
+      *env.out << report::ToolCsv(r.tools[t]);
+    } else {
+      *env.out << (t > 0 ? "\n" : "") << report::FormatToolTable(r.tools[t], tool_context);
+    }
+  }
+  return tool_rc;
+}
+
+// The pod step breakdown: its JSON/CSV/table, and with an output folder every breakdown output.
+int RunBreakdown(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
+                 const analysis::ReaderOptions& options, const CliEnv& env) {
+  const AnalyzeResult result = AnalyzeTraces(inputs, options, static_cast<int>(f.jobs));
   for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
   if (result.hosts.empty()) {
     *env.err << "profctl analyze: no trace could be analysed\n";
     return kExitFailed;
   }
   report::BreakdownContext context;
-  context.session = inputs->session.empty() ? "analyze" : inputs->session;
+  context.session = inputs.session.empty() ? "analyze" : inputs.session;
   context.source = report::BreakdownSource::kAnalyze;
-  for (const TraceInput& in : inputs->files) {
-    std::string link = in.path;
-    if (!inputs->session_dir.empty() && out_dir == inputs->session_dir &&
-        absl::StartsWith(link, inputs->session_dir + "/")) {
-      link = link.substr(inputs->session_dir.size() + 1);  // relative: the report links it
-    }
-    context.host_files[in.host].push_back(link);
-  }
+  LinkHostFiles(inputs, f.out_dir, &context);
   int rc = result.errors.empty() ? kExitOk : kExitPartial;
-  if (!out_dir.empty()) {
-    if (absl::Status s = MakeDirs(out_dir); !s.ok()) {
+  if (!f.out_dir.empty()) {
+    if (absl::Status s = MakeDirs(f.out_dir); !s.ok()) {
       *env.err << "profctl analyze: " << s.message() << "\n";
       return kExitFailed;
     }
-    context.report_path = JoinPath(out_dir, report::kReportHtmlFile);
+    context.report_path = JoinPath(f.out_dir, report::kReportHtmlFile);
     for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
-      if (absl::Status s = WriteFileAtomically(JoinPath(out_dir, out.file_name),
+      if (absl::Status s = WriteFileAtomically(JoinPath(f.out_dir, out.file_name),
                                                out.render(result.breakdown, context));
           !s.ok()) {
         *env.err << "profctl analyze: " << s.message() << "\n";
@@ -171,14 +191,33 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
       }
     }
   }
-  if (json) {
+  if (f.json) {
     *env.out << report::BreakdownJson(result.breakdown, context);
-  } else if (csv) {
+  } else if (f.csv) {
     *env.out << report::BreakdownCsv(result.breakdown);
   } else {
     *env.out << report::FormatBreakdownTable(result.breakdown, context);
   }
   return rc;
+}
+
+}  // namespace
+
+int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  AnalyzeFlags f;
+  if (std::optional<int> rc = ParseAnalyzeFlags(args, env, &f)) return *rc;
+  analysis::ReaderOptions options;
+  options.step_pattern = f.step_pattern;
+  if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
+    return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
+  }
+  std::vector<analysis::Tool> tools;
+  if (std::optional<int> rc = ResolveTools(f, env, &tools)) return *rc;
+  absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(f.paths);
+  if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
+  if (f.out_dir.empty()) f.out_dir = inputs->session_dir;
+  if (!tools.empty()) return RunTools(f, *inputs, options, tools, env);
+  return RunBreakdown(f, *inputs, options, env);
 }
 
 }  // namespace profctl::coordinator
