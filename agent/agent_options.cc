@@ -1,6 +1,7 @@
 #include "agent/agent_options.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,15 +12,17 @@
 #include "agent/auth.h"
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/tsl/tsl_collector.h"
+#include "common/check.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "common/status_macros.h"
-#include "yaml-cpp/yaml.h"
+#include "common/yaml_config.h"
 
 namespace profctl::agent {
 namespace {
 
-absl::Status ValidateOptions(const AgentOptions& o) {
+// Ports, addresses, logging and the capture window.
+absl::Status ValidateServing(const AgentOptions& o) {
   if (o.port < 0 || o.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port=", o.port, " is not in 0..65535"));
   }
@@ -40,6 +43,11 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--clock-skew-ms=", o.clock_skew_ms, " is more than a day"));
   }
+  return absl::OkStatus();
+}
+
+// --collectors and what the collectors it names need.
+absl::Status ValidateCollectors(const AgentOptions& o) {
   if (o.collectors.empty()) return absl::InvalidArgumentError("--collectors is empty");
   for (size_t i = 0; i < o.collectors.size(); ++i) {
     const std::string& c = o.collectors[i];
@@ -55,7 +63,7 @@ absl::Status ValidateOptions(const AgentOptions& o) {
           "--collectors: unknown collector '", c, "' (known: ", absl::StrJoin(known, ", "), ")"));
     }
   }
-  const bool tsl = std::find(o.collectors.begin(), o.collectors.end(), "tsl") != o.collectors.end();
+  const bool tsl = UsesCollector(o, kTslCollector);
   if (tsl && o.tsl_local.empty()) {
     return absl::InvalidArgumentError(
         "--collectors lists tsl, but no framework profiler server is given: add "
@@ -67,8 +75,7 @@ absl::Status ValidateOptions(const AgentOptions& o) {
         ": a framework profiler server runs one profiling session at a time, so the endpoints "
         "would find it busy"));
   }
-  const bool cupti =
-      std::find(o.collectors.begin(), o.collectors.end(), "cupti") != o.collectors.end();
+  const bool cupti = UsesCollector(o, kCuptiCollector);
   if (cupti && o.endpoints > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--collectors=cupti cannot be combined with --endpoints=", o.endpoints,
@@ -86,6 +93,11 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tsl-grace-ms=", o.tsl_grace_ms, " is not in 0..", kMaxTslGraceMs));
   }
+  return absl::OkStatus();
+}
+
+// The name, what the agent keeps and holds, and the endpoints.
+absl::Status ValidateLimits(const AgentOptions& o) {
   if (!o.name.empty()) PROFCTL_RETURN_IF_ERROR(ValidateFileStem("--name", o.name));
   struct Range {
     const char* flag;
@@ -120,6 +132,11 @@ absl::Status ValidateOptions(const AgentOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tsl-save-root=", o.tsl_save_root, " must be an absolute path"));
   }
+  return absl::OkStatus();
+}
+
+// Who may call the agent (docs/security.md), and how a caller learns a free port.
+absl::Status ValidateAccess(const AgentOptions& o) {
   if (!o.tls_ca.empty() && o.tls_cert.empty()) {
     return absl::InvalidArgumentError(
         "--tls-ca (require client certificates) needs --tls-cert and --tls-key (serve TLS)");
@@ -142,6 +159,14 @@ absl::Status ValidateOptions(const AgentOptions& o) {
                          : "--port=0 picks free ports: give --port-file to learn them");
   }
   return absl::OkStatus();
+}
+
+// Each check names the flag (the config's key is the flag's name with '_' for '-').
+absl::Status ValidateOptions(const AgentOptions& o) {
+  PROFCTL_RETURN_IF_ERROR(ValidateServing(o));
+  PROFCTL_RETURN_IF_ERROR(ValidateCollectors(o));
+  PROFCTL_RETURN_IF_ERROR(ValidateLimits(o));
+  return ValidateAccess(o);
 }
 
 std::vector<std::string> SplitList(const std::string& s) {
@@ -191,6 +216,15 @@ Setting Special(const char* key, Setting::Kind kind, std::string help) {
   return {key, kind, nullptr, nullptr, nullptr, std::move(help)};
 }
 
+// "synthetic: the simulated training job, tsl: ...": --collectors' help.
+std::string CollectorsHelp() {
+  std::vector<std::string> items;
+  for (const CollectorName& c : kCollectorNames) {
+    items.push_back(absl::StrCat(c.name, ": ", c.description));
+  }
+  return absl::StrJoin(items, "; ");
+}
+
 // In the order --help lists them.
 const std::vector<Setting>& Settings() {
   using K = Setting::Kind;
@@ -221,7 +255,7 @@ const std::vector<Setting>& Settings() {
           "per endpoint in order"),
       Str("name", &AgentOptions::name, "name for this host's trace files (default: its address)"),
       Special("collectors", K::kCollectors,
-              absl::StrCat("comma-separated collectors (", absl::StrJoin(KnownCollectors(), ", "),
+              absl::StrCat("comma-separated collectors (", CollectorsHelp(),
                            "); default: cupti on a host with an NVIDIA driver, else synthetic (a "
                            "simulated job)")),
       Special("synthetic", K::kSynthetic,
@@ -285,53 +319,75 @@ const std::vector<Setting>& Settings() {
   return *kSettings;
 }
 
-// "port, bind, ...": the keys a config file may hold.
-std::string KnownSettingKeys() {
-  std::vector<std::string> keys;
+// The keys a config file may hold, in the order --help lists them.
+std::vector<absl::string_view> SettingKeys() {
+  std::vector<absl::string_view> keys;
   for (const Setting& s : Settings()) {
     if (s.kind != Setting::Kind::kFlagOnly) keys.emplace_back(s.key);
   }
-  return absl::StrJoin(keys, ", ");
+  return keys;
 }
 
-// Reads one config value into `o`; yaml-cpp's exceptions are the caller's to turn into errors.
+// A list setting: a YAML sequence, or one comma-separated string.
+absl::StatusOr<std::vector<std::string>> YamlList(const YAML::Node& v) {
+  if (v.IsSequence()) return YamlConfig::AsStringList(v, /*allow_empty=*/true);
+  PROFCTL_ASSIGN_OR_RETURN(const std::string text, YamlConfig::AsString(v, /*allow_empty=*/true));
+  return SplitList(text);
+}
+
+// The synthetic job's knobs: "key=value,..." or a mapping of them.
+absl::StatusOr<std::string> YamlSyntheticKnobs(const YAML::Node& v) {
+  if (!v.IsMap()) return YamlConfig::AsString(v, /*allow_empty=*/true);
+  std::vector<std::string> items;
+  for (const auto& knob : v) {
+    PROFCTL_ASSIGN_OR_RETURN(const std::string key,
+                             YamlConfig::AsString(knob.first, /*allow_empty=*/true));
+    PROFCTL_ASSIGN_OR_RETURN(const std::string value,
+                             YamlConfig::AsString(knob.second, /*allow_empty=*/true));
+    items.push_back(absl::StrCat(key, "=", value));
+  }
+  return absl::StrJoin(items, ",");
+}
+
+// `value` into *field, or "<where> has a value of the wrong type: <why>".
+template <typename T>
+absl::Status Assign(absl::StatusOr<T> value, const std::string& where, T* field) {
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " has a value of the wrong type: ", value.status().message()));
+  }
+  *field = *std::move(value);
+  return absl::OkStatus();
+}
+
+// Reads one config value into `o`; `where` ("agent.yaml:3: 'port'") starts its errors.
 absl::Status ApplyYamlSetting(const Setting& s, const YAML::Node& v, const std::string& where,
                               AgentOptions* o) {
   using K = Setting::Kind;
   switch (s.kind) {
     case K::kInt:
-      o->*s.int_field = v.as<int64_t>();
-      return absl::OkStatus();
+      return Assign(YamlConfig::AsInt(v, std::numeric_limits<int64_t>::min(),
+                                      std::numeric_limits<int64_t>::max()),
+                    where, &(o->*s.int_field));
     case K::kString:
-      o->*s.string_field = v.as<std::string>();
+      PROFCTL_RETURN_IF_ERROR(
+          Assign(YamlConfig::AsString(v, /*allow_empty=*/true), where, &(o->*s.string_field)));
       if (s.non_empty && (o->*s.string_field).empty()) {
         return absl::InvalidArgumentError(absl::StrCat(where, " must not be empty"));
       }
       return absl::OkStatus();
     case K::kBool:
-      o->*s.bool_field = v.as<bool>();
-      return absl::OkStatus();
+      return Assign(YamlConfig::AsBool(v), where, &(o->*s.bool_field));
     case K::kCollectors:
       o->collectors_given = true;
-      o->collectors =
-          v.IsSequence() ? v.as<std::vector<std::string>>() : SplitList(v.as<std::string>());
-      return absl::OkStatus();
+      return Assign(YamlList(v), where, &o->collectors);
     case K::kSynthetic:
-      if (v.IsMap()) {
-        std::vector<std::string> items;
-        for (const auto& knob : v) {
-          items.push_back(
-              absl::StrCat(knob.first.as<std::string>(), "=", knob.second.as<std::string>()));
-        }
-        o->synthetic = absl::StrJoin(items, ",");
-      } else {
-        o->synthetic = v.as<std::string>();
-      }
-      return absl::OkStatus();
+      return Assign(YamlSyntheticKnobs(v), where, &o->synthetic);
     case K::kTslLocal: {
-      const std::string text = v.IsSequence() ? absl::StrJoin(v.as<std::vector<std::string>>(), ",")
-                                              : v.as<std::string>();
-      absl::StatusOr<std::vector<std::string>> servers = ParseTslAddressList(text);
+      std::vector<std::string> list;
+      PROFCTL_RETURN_IF_ERROR(Assign(YamlList(v), where, &list));
+      absl::StatusOr<std::vector<std::string>> servers =
+          ParseTslAddressList(absl::StrJoin(list, ","));
       if (!servers.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": ", servers.status().message()));
       }
@@ -347,38 +403,35 @@ absl::Status ApplyYamlSetting(const Setting& s, const YAML::Node& v, const std::
 }  // namespace
 
 const std::vector<std::string>& KnownCollectors() {
-  static const auto* const kKnown = new std::vector<std::string>{"synthetic", "tsl", "cupti"};
+  static const auto* const kKnown = [] {
+    auto* known = new std::vector<std::string>;
+    for (const CollectorName& c : kCollectorNames) known->emplace_back(c.name);
+    return known;
+  }();
   return *kKnown;
+}
+
+bool UsesCollector(const AgentOptions& options, absl::string_view name) {
+  return std::find(options.collectors.begin(), options.collectors.end(), name) !=
+         options.collectors.end();
 }
 
 absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,
                                   AgentOptions* options) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid YAML: ", e.what()));
-  }
-  if (root.IsNull()) return absl::OkStatus();
-  if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a mapping of settings"));
-  }
-  for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>("");
+  PROFCTL_ASSIGN_OR_RETURN(const YamlConfig config, YamlConfig::Parse(yaml, source));
+  if (config.root().IsNull()) return absl::OkStatus();
+  PROFCTL_RETURN_IF_ERROR(config.RequireTopLevelMap());
+  PROFCTL_RETURN_IF_ERROR(config.CheckKeys(config.root(), "", SettingKeys(),
+                                           YamlConfig::UnknownKeyWording::kNotASetting));
+  for (const auto& kv : config.root()) {
+    const std::string key = kv.first.Scalar();
     const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1, ": '", key, "'");
     const auto& settings = Settings();
     const auto s = std::find_if(settings.begin(), settings.end(), [&](const Setting& row) {
       return row.key == key && row.kind != Setting::Kind::kFlagOnly;
     });
-    if (s == settings.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, " is not a setting (", KnownSettingKeys(), ")"));
-    }
-    try {
-      PROFCTL_RETURN_IF_ERROR(ApplyYamlSetting(*s, kv.second, where, options));
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(where, " has a value of the wrong type"));
-    }
+    PROFCTL_DCHECK(s != settings.end());  // CheckKeys let only settings through
+    PROFCTL_RETURN_IF_ERROR(ApplyYamlSetting(*s, kv.second, where, options));
   }
   return absl::OkStatus();
 }
@@ -471,16 +524,15 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     }
   }
   // Naming a framework server enables the collector that captures it.
-  if (!o.tsl_local.empty() &&
-      std::find(o.collectors.begin(), o.collectors.end(), "tsl") == o.collectors.end()) {
-    o.collectors.emplace_back("tsl");
+  if (!o.tsl_local.empty() && !UsesCollector(o, kTslCollector)) {
+    o.collectors.emplace_back(kTslCollector);
   }
   // The default collectors: the real GPU collector on a host with an NVIDIA driver. Asking for
   // the synthetic job (its knobs), or several endpoints (tests, benchmarks), keeps the synthetic
   // one.
   if (!o.collectors_given && o.synthetic.empty() && o.endpoints <= 1 && PathExists(nvidia_probe)) {
-    std::replace(o.collectors.begin(), o.collectors.end(), std::string("synthetic"),
-                 std::string("cupti"));
+    std::replace(o.collectors.begin(), o.collectors.end(), std::string(kSyntheticCollector),
+                 std::string(kCuptiCollector));
   }
   if (o.bind.empty()) o.bind = AuthenticatesClients(o) || o.insecure ? "0.0.0.0" : "127.0.0.1";
   PROFCTL_RETURN_IF_ERROR(ValidateOptions(o));

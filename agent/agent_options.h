@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/collectors/collector_names.h"
 
 namespace profctl::agent {
 
@@ -19,7 +21,7 @@ struct AgentOptions {
   std::string name;
   // ParseAgentOptions' default: cupti when the host has an NVIDIA driver (and --endpoints=1 and
   // no --synthetic knobs), else synthetic; see DefaultCollectors.
-  std::vector<std::string> collectors = {"synthetic"};
+  std::vector<std::string> collectors = {std::string(kSyntheticCollector)};
   // Set when --collectors or the config's `collectors` named them (no default is applied then).
   bool collectors_given = false;
   std::string synthetic;  // key=value,... for the synthetic job
@@ -81,8 +83,11 @@ struct AgentOptions {
 
 inline constexpr int64_t kMaxEndpoints = 2048;
 
-// Every collector this build knows.
+// Every collector this build knows (kCollectorNames, agent/collectors/collector_names.h).
 const std::vector<std::string>& KnownCollectors();
+
+// Whether `options` runs the collector named `name` (one of the k*Collector constants).
+bool UsesCollector(const AgentOptions& options, absl::string_view name);
 
 // What proves an NVIDIA driver is loaded on this host (ParseAgentOptions' default collectors).
 inline constexpr const char* kNvidiaDriverProbe = "/proc/driver/nvidia/version";

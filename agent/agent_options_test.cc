@@ -343,7 +343,7 @@ TEST(AgentOptionsTest, YamlErrorsNameFileLineAndKey) {
   s = ApplyAgentConfigYaml("port: [1, 2]\n", "agent.yaml", &o);
   EXPECT_THAT(s.message(), HasSubstr("agent.yaml:1: 'port' has a value of the wrong type"));
   s = ApplyAgentConfigYaml("port: 1\n  bad: [", "agent.yaml", &o);
-  EXPECT_THAT(s.message(), HasSubstr("agent.yaml: not valid YAML"));
+  EXPECT_THAT(s.message(), HasSubstr("agent.yaml:2: not valid YAML at column"));
   s = ApplyAgentConfigYaml("- a\n- b\n", "agent.yaml", &o);
   EXPECT_THAT(s.message(), HasSubstr("expected a mapping"));
   EXPECT_THAT(ApplyAgentConfigYaml("", "empty.yaml", &o), IsOk());

@@ -8,6 +8,8 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,6 +24,7 @@
 #include "common/logging.h"
 #include "common/net/metrics_http.h"
 #include "common/process_setup.h"
+#include "common/status_macros.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
 
@@ -49,6 +52,75 @@ void RaiseOpenFileLimit(int64_t endpoints) {
   }
 }
 
+using profctl::agent::AgentOptions;
+
+// What is wrong with the settings beyond their syntax (logging, endpoints, credential files): a
+// usage error like a bad flag. AgentServer::Start reads the credential files again.
+absl::Status CheckUsage(const AgentOptions& opts) {
+  using namespace profctl::agent;  // NOLINT(google-build-using-namespace)
+  PROFCTL_RETURN_IF_ERROR(profctl::SetupLogging("agent", opts.log_level, opts.log_format));
+  PROFCTL_RETURN_IF_ERROR(PlanEndpoints(opts).status());
+  return LoadServerSecurity(opts).status();
+}
+
+// The socket CUDA processes running libprofctl_inject.so connect to, when the cupti collector
+// runs (null otherwise). Logs why it could not start.
+absl::StatusOr<std::unique_ptr<profctl::agent::cupti::InjectServer>> StartInjectServer(
+    const AgentOptions& opts) {
+  using namespace profctl::agent;  // NOLINT(google-build-using-namespace)
+  if (!UsesCollector(opts, kCuptiCollector)) return nullptr;
+  absl::StatusOr<std::unique_ptr<cupti::InjectServer>> started = cupti::InjectServer::Start(
+      {.socket_path = opts.inject_socket,
+       .socket_mode = *cupti::ParseSocketMode(opts.inject_socket_mode)});  // validated
+  if (!started.ok()) {
+    spdlog::error("--inject-socket: {}", started.status().ToString());
+    return started.status();
+  }
+  spdlog::info(
+      "cupti: CUDA processes with CUDA_INJECTION64_PATH=libprofctl_inject.so and "
+      "PROFCTL_AGENT_SOCKET={} report here",
+      opts.inject_socket);
+  return started;
+}
+
+// Prometheus /metrics and /healthz when --metrics-port asks for them (null otherwise). Logs why
+// it could not start.
+absl::StatusOr<std::unique_ptr<profctl::MetricsServer>> StartMetricsServer(
+    const AgentOptions& opts, profctl::agent::AgentMetrics* metrics) {
+  if (opts.metrics_port < 0) return nullptr;
+  const std::string bind = opts.metrics_bind.empty() ? opts.bind : opts.metrics_bind;
+  absl::StatusOr<std::unique_ptr<profctl::MetricsServer>> m = profctl::MetricsServer::Start(
+      bind, static_cast<int>(opts.metrics_port), [metrics] { return metrics->Render(); });
+  if (!m.ok()) {
+    spdlog::error("--metrics-port: {}", m.status().ToString());
+    return m.status();
+  }
+  spdlog::info("metrics on http://{}:{}/metrics", bind, (*m)->port());
+  return m;
+}
+
+void LogListening(const AgentOptions& opts, const std::vector<int>& ports) {
+  using namespace profctl::agent;  // NOLINT(google-build-using-namespace)
+  spdlog::info(
+      "profctl-agent {} listening on {}:{}{} (AgentService and tensorflow.ProfilerService; "
+      "collectors: {}{}, clock skew {} ms{}; ProfilerService saves: {})",
+      profctl::kVersion, opts.bind, ports.front(),
+      ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
+      absl::StrJoin(opts.collectors, ","),
+      opts.collectors_given
+          ? ""
+          : (UsesCollector(opts, kCuptiCollector)
+                 ? " (the default on a host with an NVIDIA driver)"
+                 : " (the default without an NVIDIA driver: a simulated job; --collectors "
+                   "names real ones)"),
+      opts.clock_skew_ms,
+      opts.endpoint_skew_spread_ms > 0
+          ? absl::StrCat(" +- ", opts.endpoint_skew_spread_ms, " per endpoint")
+          : "",
+      opts.tsl_save_root.empty() ? std::string("never (traces go back in the response)")
+                                 : absl::StrCat("inside ", opts.tsl_save_root));
+}
+
 int Run(int argc, char** argv) {
   using namespace profctl;         // NOLINT(google-build-using-namespace)
   using namespace profctl::agent;  // NOLINT(google-build-using-namespace)
@@ -61,17 +133,8 @@ int Run(int argc, char** argv) {
     std::cout << opts->help_text;
     return 0;
   }
-  if (absl::Status s = SetupLogging("agent", opts->log_level, opts->log_format); !s.ok()) {
+  if (absl::Status s = CheckUsage(*opts); !s.ok()) {
     std::cerr << "profctl-agent: " << s.message() << "\n";
-    return 2;
-  }
-  if (absl::StatusOr<std::vector<EndpointPlan>> plans = PlanEndpoints(*opts); !plans.ok()) {
-    std::cerr << "profctl-agent: " << plans.status().message() << "\n";
-    return 2;
-  }
-  // Bad credential files are usage errors too (AgentServer::Start reads them again).
-  if (absl::StatusOr<ServerSecurity> security = LoadServerSecurity(*opts); !security.ok()) {
-    std::cerr << "profctl-agent: " << security.status().message() << "\n";
     return 2;
   }
   spdlog::info("security: {}", SecuritySummary(*opts));
@@ -94,73 +157,30 @@ int Run(int argc, char** argv) {
   // and serializing traces on another, so a slow collect never shifts another window.
   AsioExecutor timeline(&clock, /*threads=*/1);
   AsioExecutor collect(&clock, /*threads=*/1);
-  // CUDA processes running libprofctl_inject.so connect here (the cupti collector).
-  std::unique_ptr<cupti::InjectServer> inject_server;
-  if (std::find(opts->collectors.begin(), opts->collectors.end(), "cupti") !=
-      opts->collectors.end()) {
-    absl::StatusOr<std::unique_ptr<cupti::InjectServer>> started = cupti::InjectServer::Start(
-        {.socket_path = opts->inject_socket,
-         .socket_mode = *cupti::ParseSocketMode(opts->inject_socket_mode)});  // validated
-    if (!started.ok()) {
-      spdlog::error("--inject-socket: {}", started.status().ToString());
-      return 1;
-    }
-    inject_server = *std::move(started);
-    spdlog::info(
-        "cupti: CUDA processes with CUDA_INJECTION64_PATH=libprofctl_inject.so and "
-        "PROFCTL_AGENT_SOCKET={} report here",
-        opts->inject_socket);
-  }
+  absl::StatusOr<std::unique_ptr<cupti::InjectServer>> inject_server = StartInjectServer(*opts);
+  if (!inject_server.ok()) return 1;
   AgentMetrics metrics;
   absl::StatusOr<std::unique_ptr<AgentServer>> server =
       AgentServer::Start(*opts, {.clock = &clock,
                                  .executor = &timeline,
                                  .collect_executor = &collect,
                                  .hostname = Hostname(),
-                                 .inject_server = inject_server.get(),
+                                 .inject_server = inject_server->get(),
                                  .metrics = &metrics});
   if (!server.ok()) {
     spdlog::error("{}", std::string(server.status().message()));
     return 1;
   }
-  std::unique_ptr<MetricsServer> metrics_server;
-  if (opts->metrics_port >= 0) {
-    const std::string bind = opts->metrics_bind.empty() ? opts->bind : opts->metrics_bind;
-    absl::StatusOr<std::unique_ptr<MetricsServer>> m = MetricsServer::Start(
-        bind, static_cast<int>(opts->metrics_port), [&metrics] { return metrics.Render(); });
-    if (!m.ok()) {
-      spdlog::error("--metrics-port: {}", m.status().ToString());
-      return 1;
-    }
-    metrics_server = *std::move(m);
-    spdlog::info("metrics on http://{}:{}/metrics", bind, metrics_server->port());
-  }
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
+      StartMetricsServer(*opts, &metrics);
+  if (!metrics_server.ok()) return 1;
   if (!opts->port_file.empty()) {
     if (absl::Status s = WriteFileAtomically(opts->port_file, (*server)->PortFileText()); !s.ok()) {
       spdlog::error("--port-file: {}", s.ToString());
       return 1;
     }
   }
-  const std::vector<int>& ports = (*server)->ports();
-  spdlog::info(
-      "profctl-agent {} listening on {}:{}{} (AgentService and tensorflow.ProfilerService; "
-      "collectors: {}{}, clock skew {} ms{}; ProfilerService saves: {})",
-      kVersion, opts->bind, ports.front(),
-      ports.size() > 1 ? absl::StrCat(" and ", ports.size() - 1, " more endpoints") : "",
-      absl::StrJoin(opts->collectors, ","),
-      opts->collectors_given
-          ? ""
-          : (std::find(opts->collectors.begin(), opts->collectors.end(), "cupti") !=
-                     opts->collectors.end()
-                 ? " (the default on a host with an NVIDIA driver)"
-                 : " (the default without an NVIDIA driver: a simulated job; --collectors "
-                   "names real ones)"),
-      opts->clock_skew_ms,
-      opts->endpoint_skew_spread_ms > 0
-          ? absl::StrCat(" +- ", opts->endpoint_skew_spread_ms, " per endpoint")
-          : "",
-      opts->tsl_save_root.empty() ? std::string("never (traces go back in the response)")
-                                  : absl::StrCat("inside ", opts->tsl_save_root));
+  LogListening(*opts, (*server)->ports());
 
   int sig = 0;
   sigwait(&signals, &sig);

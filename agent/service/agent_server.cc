@@ -22,10 +22,10 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// The collectors this build can run, by name (the names of KnownCollectors()).
+// The collector registry: how each collector of kCollectorNames (collector_names.h) is made.
 // `clock` is the endpoint's (skewed) clock.
 struct CollectorFactory {
-  const char* name;
+  absl::string_view name;
   std::function<std::unique_ptr<Collector>(const EndpointPlan& plan, const Clock* clock,
                                            const AgentServer::Dependencies& deps)>
       make;
@@ -33,17 +33,17 @@ struct CollectorFactory {
 
 const std::vector<CollectorFactory>& CollectorFactories() {
   static const auto* const kFactories = new std::vector<CollectorFactory>{
-      {"synthetic",
+      {kSyntheticCollector,
        [](const EndpointPlan& plan, const Clock* /*clock*/,
           const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
          return std::make_unique<SyntheticCollector>(plan.synthetic, plan.synthetic_memo);
        }},
-      {"tsl",
+      {kTslCollector,
        [](const EndpointPlan& plan, const Clock* clock,
           const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
          return std::make_unique<TslCollector>(plan.tsl, clock);
        }},
-      {"cupti",
+      {kCuptiCollector,
        [](const EndpointPlan& plan, const Clock* clock,
           const AgentServer::Dependencies& deps) -> std::unique_ptr<Collector> {
          return std::make_unique<cupti::CuptiCollector>(
@@ -71,8 +71,7 @@ int64_t EndpointSkewMs(int64_t index, int64_t spread_ms) {
 
 absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& options) {
   const int64_t n = options.endpoints;
-  const bool synthetic = std::find(options.collectors.begin(), options.collectors.end(),
-                                   "synthetic") != options.collectors.end();
+  const bool synthetic = UsesCollector(options, kSyntheticCollector);
   SyntheticJobConfig job;
   if (synthetic) {
     absl::StatusOr<SyntheticJobConfig> parsed = ParseSyntheticJobConfig(options.synthetic);

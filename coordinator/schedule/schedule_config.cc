@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -16,7 +17,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "yaml-cpp/yaml.h"
+#include "common/yaml_config.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -44,76 +45,24 @@ bool MulAdd(int64_t a, int64_t b, int64_t* sum) {
   return true;
 }
 
-// Builds "<source>:<line>: <path>: <message>" errors for one file.
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  absl::Status Error(const YAML::Node& at, absl::string_view path, absl::string_view msg) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, ":", at.Mark().line + 1, ": ", path, ": ", msg));
+// A duration in [min_ns, max_ns], named `path` in errors.
+absl::StatusOr<int64_t> Duration(const YamlConfig& r, const YAML::Node& v, absl::string_view path,
+                                 int64_t min_ns, int64_t max_ns) {
+  const std::string text = v.IsScalar() ? v.Scalar() : "";
+  absl::StatusOr<int64_t> ns = ParseDuration(text);
+  if (!ns.ok()) {
+    return r.Error(v, path, absl::StrCat("\"", text, "\" is not a duration ", kDurationHint));
   }
-
-  // The mapping's keys must all be in `known`.
-  absl::Status CheckKeys(const YAML::Node& map, absl::string_view path,
-                         std::initializer_list<absl::string_view> known) const {
-    for (const auto& kv : map) {
-      const std::string key = kv.first.Scalar();
-      bool ok = false;
-      for (absl::string_view k : known) ok = ok || k == key;
-      if (!ok) {
-        std::string list;
-        for (absl::string_view k : known) absl::StrAppend(&list, list.empty() ? "" : ", ", k);
-        return Error(kv.first, Join(path, key), absl::StrCat("unknown key (known: ", list, ")"));
-      }
-    }
-    return absl::OkStatus();
+  if (*ns < min_ns || *ns > max_ns) {
+    return r.Error(
+        v, path,
+        absl::StrCat("\"", text, "\" is not in ", absl::FormatDuration(absl::Nanoseconds(min_ns)),
+                     "..", absl::FormatDuration(absl::Nanoseconds(max_ns))));
   }
+  return *ns;
+}
 
-  absl::StatusOr<std::string> String(const YAML::Node& v, absl::string_view path) const {
-    if (!v.IsScalar() || v.Scalar().empty()) return Error(v, path, "expected a non-empty string");
-    return v.Scalar();
-  }
-
-  absl::StatusOr<int64_t> Int(const YAML::Node& v, absl::string_view path, int64_t min,
-                              int64_t max) const {
-    int64_t n = 0;
-    if (!v.IsScalar() || !absl::SimpleAtoi(v.Scalar(), &n)) {
-      return Error(v, path,
-                   absl::StrCat("\"", v.IsScalar() ? v.Scalar() : "", "\" is not an integer"));
-    }
-    if (n < min || n > max) {
-      return Error(v, path, absl::StrCat(n, " is not in ", min, "..", max));
-    }
-    return n;
-  }
-
-  // A duration in [min_ns, max_ns].
-  absl::StatusOr<int64_t> Duration(const YAML::Node& v, absl::string_view path, int64_t min_ns,
-                                   int64_t max_ns) const {
-    const std::string text = v.IsScalar() ? v.Scalar() : "";
-    absl::StatusOr<int64_t> ns = ParseDuration(text);
-    if (!ns.ok()) {
-      return Error(v, path, absl::StrCat("\"", text, "\" is not a duration ", kDurationHint));
-    }
-    if (*ns < min_ns || *ns > max_ns) {
-      return Error(
-          v, path,
-          absl::StrCat("\"", text, "\" is not in ", absl::FormatDuration(absl::Nanoseconds(min_ns)),
-                       "..", absl::FormatDuration(absl::Nanoseconds(max_ns))));
-    }
-    return *ns;
-  }
-
-  static std::string Join(absl::string_view path, absl::string_view key) {
-    return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
-  }
-
- private:
-  std::string source_;
-};
-
-absl::Status ParseTargets(const Reader& r, const YAML::Node& v, const std::string& path,
+absl::Status ParseTargets(const YamlConfig& r, const YAML::Node& v, const std::string& path,
                           Targets* t) {
   if (v.IsScalar()) {
     if (v.Scalar().empty())
@@ -127,25 +76,22 @@ absl::Status ParseTargets(const Reader& r, const YAML::Node& v, const std::strin
     return r.Error(v, path, "expected a non-empty list of host:port, a DNS name or a targets file");
   }
   t->kind = TargetsKind::kList;
-  for (size_t i = 0; i < v.size(); ++i) {
-    PROFCTL_ASSIGN_OR_RETURN(std::string target, r.String(v[i], absl::StrCat(path, "[", i, "]")));
-    t->list.push_back(std::move(target));
-  }
+  PROFCTL_ASSIGN_OR_RETURN(t->list, r.StringList(v, path));
   return absl::OkStatus();
 }
 
-absl::Status ParseRetention(const Reader& r, const YAML::Node& v, const std::string& path,
+absl::Status ParseRetention(const YamlConfig& r, const YAML::Node& v, const std::string& path,
                             RetentionConfig* ret) {
   if (!v.IsMap()) return r.Error(v, path, "expected a mapping {keep_last, max_age, max_bytes}");
   PROFCTL_RETURN_IF_ERROR(r.CheckKeys(v, path, {"keep_last", "max_age", "max_bytes"}));
   for (const auto& kv : v) {
     const std::string key = kv.first.Scalar();
-    const std::string p = Reader::Join(path, key);
+    const std::string p = YamlConfig::Join(path, key);
     if (key == "keep_last") {
       PROFCTL_ASSIGN_OR_RETURN(ret->keep_last, r.Int(kv.second, p, 0, 1'000'000));
     } else if (key == "max_age") {
       PROFCTL_ASSIGN_OR_RETURN(ret->max_age_ns,
-                               r.Duration(kv.second, p, 0, kNanosPerDay * 365 * 100));
+                               Duration(r, kv.second, p, 0, kNanosPerDay * 365 * 100));
     } else {
       const std::string text = kv.second.IsScalar() ? kv.second.Scalar() : "";
       absl::StatusOr<int64_t> bytes = ParseByteSize(text);
@@ -159,7 +105,7 @@ absl::Status ParseRetention(const Reader& r, const YAML::Node& v, const std::str
   return absl::OkStatus();
 }
 
-absl::Status ParseTrigger(const Reader& r, const YAML::Node& v, const std::string& path,
+absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::string& path,
                           TriggerConfig* t) {
   if (!v.IsMap()) {
     return r.Error(v, path,
@@ -173,7 +119,7 @@ absl::Status ParseTrigger(const Reader& r, const YAML::Node& v, const std::strin
   std::optional<YAML::Node> baseline_node;
   for (const auto& kv : v) {
     const std::string key = kv.first.Scalar();
-    const std::string p = Reader::Join(path, key);
+    const std::string p = YamlConfig::Join(path, key);
     const YAML::Node& val = kv.second;
     if (key == "signal") {
       PROFCTL_ASSIGN_OR_RETURN(t->signal, r.String(val, p));
@@ -199,148 +145,229 @@ absl::Status ParseTrigger(const Reader& r, const YAML::Node& v, const std::strin
       }
       t->threshold = x;
     } else if (key == "poll") {
-      PROFCTL_ASSIGN_OR_RETURN(t->poll_ns, r.Duration(val, p, kNanosPerSecond, kNanosPerHour));
+      PROFCTL_ASSIGN_OR_RETURN(t->poll_ns, Duration(r, val, p, kNanosPerSecond, kNanosPerHour));
     } else if (key == "window") {
-      PROFCTL_ASSIGN_OR_RETURN(t->window_ns, r.Duration(val, p, kNanosPerSecond, kNanosPerHour));
+      PROFCTL_ASSIGN_OR_RETURN(t->window_ns, Duration(r, val, p, kNanosPerSecond, kNanosPerHour));
       window_node.emplace(val);
     } else if (key == "baseline") {
       PROFCTL_ASSIGN_OR_RETURN(t->baseline_ns,
-                               r.Duration(val, p, 10 * kNanosPerSecond, kNanosPerDay));
+                               Duration(r, val, p, 10 * kNanosPerSecond, kNanosPerDay));
       baseline_node.emplace(val);
     } else if (key == "min_steps") {
       PROFCTL_ASSIGN_OR_RETURN(t->min_steps, r.Int(val, p, 3, 100'000));
     } else if (key == "sustain") {
       PROFCTL_ASSIGN_OR_RETURN(t->sustain, r.Int(val, p, 1, 1000));
     } else {  // cooldown
-      PROFCTL_ASSIGN_OR_RETURN(t->cooldown_ns, r.Duration(val, p, 0, 30 * kNanosPerDay));
+      PROFCTL_ASSIGN_OR_RETURN(t->cooldown_ns, Duration(r, val, p, 0, 30 * kNanosPerDay));
     }
   }
   if (t->baseline_ns <= t->window_ns) {
     return r.Error(baseline_node.value_or(window_node.value_or(v)),
-                   Reader::Join(path, baseline_node.has_value() ? "baseline" : "window"),
+                   YamlConfig::Join(path, baseline_node.has_value() ? "baseline" : "window"),
                    "the baseline must be longer than the window");
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<ScheduleConfig> ParseSchedule(const Reader& r, const YAML::Node& v,
-                                             const std::string& path) {
-  if (!v.IsMap())
-    return r.Error(v, path, "expected a mapping (name, targets, interval or cron, ...)");
-  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(
-      v, path,
-      {"name", "targets", "interval", "cron", "trigger", "jitter", "duration", "late", "align",
-       "retries", "tolerance", "deadline", "retention", "concurrency", "missed"}));
+// One schedule entry while it is read: the config, and what the checks across keys need.
+struct ScheduleEntry {
   ScheduleConfig s;
-  s.line = v.Mark().line + 1;
   // Copies (handles): yaml-cpp's iteration yields temporaries.
   std::optional<YAML::Node> interval_node;
   std::optional<YAML::Node> jitter_node;
   bool has_targets = false;
-  for (const auto& kv : v) {
-    const std::string key = kv.first.Scalar();
-    const std::string p = Reader::Join(path, key);
-    const YAML::Node& val = kv.second;
-    if (key == "name") {
-      PROFCTL_ASSIGN_OR_RETURN(s.name, r.String(val, p));
-      if (s.name.size() > kMaxScheduleNameChars ||
-          !ValidateFileStem("schedule name", s.name).ok()) {
-        return r.Error(val, p,
-                       absl::StrCat("\"", s.name, "\" is not 1-", kMaxScheduleNameChars,
-                                    " characters of [A-Za-z0-9._-]"));
-      }
-    } else if (key == "targets") {
-      PROFCTL_RETURN_IF_ERROR(ParseTargets(r, val, p, &s.targets));
-      has_targets = true;
-    } else if (key == "interval") {
-      PROFCTL_ASSIGN_OR_RETURN(s.interval_ns,
-                               r.Duration(val, p, kNanosPerSecond, 365 * kNanosPerDay));
-      interval_node.emplace(val);
-    } else if (key == "cron") {
-      PROFCTL_ASSIGN_OR_RETURN(const std::string text, r.String(val, p));
-      absl::StatusOr<CronExpr> cron = CronExpr::Parse(text);
-      if (!cron.ok()) return r.Error(val, p, cron.status().message());
-      s.cron = *std::move(cron);
-    } else if (key == "trigger") {
-      s.trigger.emplace();
-      PROFCTL_RETURN_IF_ERROR(ParseTrigger(r, val, p, &*s.trigger));
-    } else if (key == "jitter") {
-      PROFCTL_ASSIGN_OR_RETURN(s.jitter_ns, r.Duration(val, p, 0, 365 * kNanosPerDay));
-      jitter_node.emplace(val);
-    } else if (key == "duration") {
-      PROFCTL_ASSIGN_OR_RETURN(
-          const int64_t ns,
-          r.Duration(val, p, kNanosPerMilli, PlanLimits::kMaxDurationMs * kNanosPerMilli));
-      s.capture.duration_ms = ns / kNanosPerMilli;
-    } else if (key == "late") {
-      PROFCTL_ASSIGN_OR_RETURN(const std::string late, r.String(val, p));
-      absl::StatusOr<profctl::v1::LatePolicy> policy = ParseLatePolicy(late);
-      if (!policy.ok()) {
-        return r.Error(val, p, absl::StrCat("\"", late, "\" ", policy.status().message()));
-      }
-      s.capture.late = *policy;
-    } else if (key == "align") {
-      PROFCTL_ASSIGN_OR_RETURN(const std::string align, r.String(val, p));
-      absl::StatusOr<profctl::v1::AlignMode> mode = ParseAlignMode(align);
-      if (!mode.ok()) {
-        return r.Error(val, p, absl::StrCat("\"", align, "\" ", mode.status().message()));
-      }
-      s.capture.align = *mode;
-    } else if (key == "retries") {
-      PROFCTL_ASSIGN_OR_RETURN(const int64_t n, r.Int(val, p, 0, PlanLimits::kMaxRetries));
-      s.capture.retries = static_cast<int>(n);
-    } else if (key == "tolerance") {
-      PROFCTL_ASSIGN_OR_RETURN(const int64_t ns,
-                               r.Duration(val, p, 0, PlanLimits::kMaxToleranceMs * kNanosPerMilli));
-      s.capture.tolerance_ms = ns / kNanosPerMilli;
-    } else if (key == "deadline") {
-      PROFCTL_ASSIGN_OR_RETURN(
-          const int64_t ns,
-          r.Duration(val, p, kNanosPerMilli, PlanLimits::kMaxDeadlineMs * kNanosPerMilli));
-      s.capture.deadline_ms = ns / kNanosPerMilli;
-    } else if (key == "retention") {
-      PROFCTL_RETURN_IF_ERROR(ParseRetention(r, val, p, &s.retention));
-    } else if (key == "concurrency") {
-      PROFCTL_ASSIGN_OR_RETURN(const std::string c, r.String(val, p));
-      if (c != "skip") {
-        return r.Error(val, p, absl::StrCat("\"", c, "\" is not one of: skip (the only policy)"));
-      }
-    } else {  // missed
-      PROFCTL_ASSIGN_OR_RETURN(const std::string m, r.String(val, p));
-      if (m == "skip") {
-        s.missed = MissedPolicy::kSkip;
-      } else if (m == "run_once") {
-        s.missed = MissedPolicy::kRunOnce;
-      } else {
-        return r.Error(val, p, absl::StrCat("\"", m, "\" is not one of: skip, run_once"));
-      }
-    }
+};
+
+// A duration in [min_ms, max_ms] ms, in ms.
+absl::StatusOr<int64_t> DurationMs(const YamlConfig& r, const YAML::Node& v, absl::string_view path,
+                                   int64_t min_ms, int64_t max_ms) {
+  PROFCTL_ASSIGN_OR_RETURN(const int64_t ns,
+                           Duration(r, v, path, min_ms * kNanosPerMilli, max_ms * kNanosPerMilli));
+  return ns / kNanosPerMilli;
+}
+
+absl::Status ParseName(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                       ScheduleEntry* e) {
+  PROFCTL_ASSIGN_OR_RETURN(e->s.name, r.String(v, p));
+  if (e->s.name.size() > kMaxScheduleNameChars ||
+      !ValidateFileStem("schedule name", e->s.name).ok()) {
+    return r.Error(v, p,
+                   absl::StrCat("\"", e->s.name, "\" is not 1-", kMaxScheduleNameChars,
+                                " characters of [A-Za-z0-9._-]"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCron(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                       ScheduleEntry* e) {
+  PROFCTL_ASSIGN_OR_RETURN(const std::string text, r.String(v, p));
+  absl::StatusOr<CronExpr> cron = CronExpr::Parse(text);
+  if (!cron.ok()) return r.Error(v, p, cron.status().message());
+  e->s.cron = *std::move(cron);
+  return absl::OkStatus();
+}
+
+absl::Status ParseLate(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                       ScheduleEntry* e) {
+  PROFCTL_ASSIGN_OR_RETURN(const std::string late, r.String(v, p));
+  absl::StatusOr<profctl::v1::LatePolicy> policy = ParseLatePolicy(late);
+  if (!policy.ok()) {
+    return r.Error(v, p, absl::StrCat("\"", late, "\" ", policy.status().message()));
+  }
+  e->s.capture.late = *policy;
+  return absl::OkStatus();
+}
+
+absl::Status ParseAlign(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                        ScheduleEntry* e) {
+  PROFCTL_ASSIGN_OR_RETURN(const std::string align, r.String(v, p));
+  absl::StatusOr<profctl::v1::AlignMode> mode = ParseAlignMode(align);
+  if (!mode.ok()) {
+    return r.Error(v, p, absl::StrCat("\"", align, "\" ", mode.status().message()));
+  }
+  e->s.capture.align = *mode;
+  return absl::OkStatus();
+}
+
+absl::Status ParseConcurrency(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                              ScheduleEntry* /*e*/) {
+  PROFCTL_ASSIGN_OR_RETURN(const std::string c, r.String(v, p));
+  if (c != "skip") {
+    return r.Error(v, p, absl::StrCat("\"", c, "\" is not one of: skip (the only policy)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMissed(const YamlConfig& r, const YAML::Node& v, const std::string& p,
+                         ScheduleEntry* e) {
+  PROFCTL_ASSIGN_OR_RETURN(const std::string m, r.String(v, p));
+  if (m == "skip") {
+    e->s.missed = MissedPolicy::kSkip;
+  } else if (m == "run_once") {
+    e->s.missed = MissedPolicy::kRunOnce;
+  } else {
+    return r.Error(v, p, absl::StrCat("\"", m, "\" is not one of: skip, run_once"));
+  }
+  return absl::OkStatus();
+}
+
+// The keys of a schedule entry, one row each, in the order the unknown-key error lists them.
+struct ScheduleKey {
+  absl::string_view key;
+  absl::Status (*parse)(const YamlConfig& r, const YAML::Node& v, const std::string& path,
+                        ScheduleEntry* e);
+};
+
+using E = ScheduleEntry;
+constexpr ScheduleKey kScheduleKeys[] = {
+    {"name", ParseName},
+    {"targets",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       e->has_targets = true;
+       return ParseTargets(r, v, p, &e->s.targets);
+     }},
+    {"interval",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.interval_ns,
+                                Duration(r, v, p, kNanosPerSecond, 365 * kNanosPerDay));
+       e->interval_node.emplace(v);
+       return absl::OkStatus();
+     }},
+    {"cron", ParseCron},
+    {"trigger",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       return ParseTrigger(r, v, p, &e->s.trigger.emplace());
+     }},
+    {"jitter",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.jitter_ns, Duration(r, v, p, 0, 365 * kNanosPerDay));
+       e->jitter_node.emplace(v);
+       return absl::OkStatus();
+     }},
+    {"duration",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.duration_ms,
+                                DurationMs(r, v, p, 1, PlanLimits::kMaxDurationMs));
+       return absl::OkStatus();
+     }},
+    {"late", ParseLate},
+    {"align", ParseAlign},
+    {"retries",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(const int64_t n, r.Int(v, p, 0, PlanLimits::kMaxRetries));
+       e->s.capture.retries = static_cast<int>(n);
+       return absl::OkStatus();
+     }},
+    {"tolerance",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.tolerance_ms,
+                                DurationMs(r, v, p, 0, PlanLimits::kMaxToleranceMs));
+       return absl::OkStatus();
+     }},
+    {"deadline",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.deadline_ms,
+                                DurationMs(r, v, p, 1, PlanLimits::kMaxDeadlineMs));
+       return absl::OkStatus();
+     }},
+    {"retention",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       return ParseRetention(r, v, p, &e->s.retention);
+     }},
+    {"concurrency", ParseConcurrency},
+    {"missed", ParseMissed},
+};
+
+// What depends on several keys of the entry `v`, named `path`.
+absl::Status CheckScheduleEntry(const YamlConfig& r, const YAML::Node& v, const std::string& path,
+                                const ScheduleEntry& e) {
+  const ScheduleConfig& s = e.s;
   if (s.name.empty()) return r.Error(v, path, "missing key 'name'");
-  if (!has_targets) return r.Error(v, path, "missing key 'targets'");
+  if (!e.has_targets) return r.Error(v, path, "missing key 'targets'");
   if ((s.interval_ns > 0 ? 1 : 0) + (s.cron.has_value() ? 1 : 0) +
           (s.trigger.has_value() ? 1 : 0) !=
       1) {
     return r.Error(v, path, "give exactly one of 'interval', 'cron' and 'trigger'");
   }
-  if (s.trigger.has_value() && jitter_node.has_value()) {
-    return r.Error(*jitter_node, Reader::Join(path, "jitter"),
+  if (s.trigger.has_value() && e.jitter_node.has_value()) {
+    return r.Error(*e.jitter_node, YamlConfig::Join(path, "jitter"),
                    "a trigger fires when the signal says so: jitter is for interval and cron");
   }
   if (s.trigger.has_value() && v["missed"].IsDefined()) {
-    return r.Error(v["missed"], Reader::Join(path, "missed"),
+    return r.Error(v["missed"], YamlConfig::Join(path, "missed"),
                    "a trigger has no missed runs: missed is for interval and cron");
   }
-  if (jitter_node.has_value() && interval_node.has_value() && s.jitter_ns >= s.interval_ns) {
+  if (e.jitter_node.has_value() && e.interval_node.has_value() && s.jitter_ns >= s.interval_ns) {
     return r.Error(
-        *jitter_node, Reader::Join(path, "jitter"),
-        absl::StrCat("must be shorter than the interval (", interval_node->Scalar(), ")"));
+        *e.jitter_node, YamlConfig::Join(path, "jitter"),
+        absl::StrCat("must be shorter than the interval (", e.interval_node->Scalar(), ")"));
   }
   // What depends on several keys (the deadline must hold the window): the plan's own check.
   if (absl::Status st = ValidatePlanOptions(s.capture.ToPlan(), kScheduleNames); !st.ok()) {
     return r.Error(v, path, st.message());
   }
-  return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ScheduleConfig> ParseSchedule(const YamlConfig& r, const YAML::Node& v,
+                                             const std::string& path) {
+  if (!v.IsMap())
+    return r.Error(v, path, "expected a mapping (name, targets, interval or cron, ...)");
+  std::vector<absl::string_view> known;
+  for (const ScheduleKey& k : kScheduleKeys) known.push_back(k.key);
+  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(v, path, known));
+  ScheduleEntry e;
+  e.s.line = v.Mark().line + 1;
+  for (const auto& kv : v) {
+    const std::string key = kv.first.Scalar();
+    for (const ScheduleKey& k : kScheduleKeys) {
+      if (k.key != key) continue;
+      PROFCTL_RETURN_IF_ERROR(k.parse(r, kv.second, YamlConfig::Join(path, key), &e));
+      break;
+    }
+  }
+  PROFCTL_RETURN_IF_ERROR(CheckScheduleEntry(r, v, path, e));
+  return std::move(e.s);
 }
 
 }  // namespace
@@ -425,17 +452,11 @@ bool ScheduleConfig::SameTiming(const ScheduleConfig& other) const {
 
 absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml,
                                                          const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
-  }
+  PROFCTL_ASSIGN_OR_RETURN(const YamlConfig r, YamlConfig::Parse(yaml, source));
+  const YAML::Node& root = r.root();
   CoordinatorConfig config;
   if (root.IsNull()) return config;
-  const Reader r(source);
-  if (!root.IsMap()) return r.Error(root, "(top level)", "expected a mapping of settings");
+  PROFCTL_RETURN_IF_ERROR(r.RequireTopLevelMap());
   PROFCTL_RETURN_IF_ERROR(r.CheckKeys(root, "", {"logdir", "schedules"}));
   absl::flat_hash_set<std::string> names;
   for (const auto& kv : root) {
@@ -448,7 +469,7 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml
     if (list.IsNull()) continue;
     if (!list.IsSequence()) return r.Error(list, key, "expected a list of schedules");
     for (size_t i = 0; i < list.size(); ++i) {
-      const std::string path = absl::StrCat("schedules[", i, "]");
+      const std::string path = YamlConfig::Index("schedules", i);
       PROFCTL_ASSIGN_OR_RETURN(ScheduleConfig s, ParseSchedule(r, list[i], path));
       if (!names.insert(s.name).second) {
         return r.Error(list[i]["name"], absl::StrCat(path, ".name"),

@@ -40,6 +40,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "agent/collectors/collector.h"
+#include "agent/collectors/collector_names.h"
 #include "agent/collectors/cupti/cupti_xspace.h"
 #include "agent/collectors/cupti/host_gpus.h"
 #include "agent/collectors/cupti/inject_server.h"
@@ -96,7 +97,7 @@ class CuptiCollector final : public Collector {
   // `server` and `clock` (the agent's, possibly skewed) outlive the collector.
   CuptiCollector(InjectServer* server, CuptiCollectorOptions options, const Clock* clock);
 
-  absl::string_view name() const override { return "cupti"; }
+  absl::string_view name() const override { return kCuptiCollector; }
   absl::Status Prepare(const CaptureOptions& options) override;
   absl::Status Start(int64_t wall_ns) override;
   absl::Status Stop(int64_t wall_ns) override;

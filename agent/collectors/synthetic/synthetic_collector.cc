@@ -50,7 +50,7 @@ void SyntheticCollector::RecentSteps(int64_t since_wall_ns, int64_t now_wall_ns,
     out->push_back({.end_wall_ns = job_.StepStartNs(k + 1) + skew,
                     .duration_ns = job_.PeriodNs(k),
                     .step_num = ((k % kStepNumModulus) + kStepNumModulus) % kStepNumModulus,
-                    .source = "synthetic"});
+                    .source = std::string(kSyntheticCollector)});
   }
 }
 

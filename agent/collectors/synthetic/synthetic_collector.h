@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "agent/collectors/collector.h"
+#include "agent/collectors/collector_names.h"
 #include "synthetic/synthetic_job.h"
 
 namespace profctl::agent {
@@ -20,7 +21,7 @@ class SyntheticCollector final : public Collector {
                               std::shared_ptr<SyntheticStepMemo> memo = nullptr)
       : job_(config, std::move(memo)) {}
 
-  absl::string_view name() const override { return "synthetic"; }
+  absl::string_view name() const override { return kSyntheticCollector; }
   absl::Status Prepare(const CaptureOptions& options) override;
   absl::Status Start(int64_t wall_ns) override;
   absl::Status Stop(int64_t wall_ns) override;

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/collectors/collector.h"
+#include "agent/collectors/collector_names.h"
 #include "common/clock.h"
 
 namespace profctl::agent {
@@ -77,7 +78,7 @@ class TslCollector final : public Collector {
   TslCollector(const TslCollector&) = delete;
   TslCollector& operator=(const TslCollector&) = delete;
 
-  absl::string_view name() const override { return "tsl"; }
+  absl::string_view name() const override { return kTslCollector; }
   absl::Status Prepare(const CaptureOptions& options) override;
   absl::Status Start(int64_t wall_ns) override;
   absl::Status Stop(int64_t wall_ns) override;
