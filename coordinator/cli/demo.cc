@@ -43,6 +43,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string logdir = "profctl-logs";
   std::string session;
   std::string agent_binary;
+  std::string work_dir;
   bool json = false;
   FlagSet fs("profctl demo", "[--workers=4] [--duration=2000] [--logdir=DIR]");
   fs.Int64("workers", &job.workers, "number of local agents (ranks of the synthetic job), 1..64");
@@ -51,7 +52,10 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: demo_ + UTC time)");
   fs.String("agent-binary", &agent_binary, "profctl-agent to start (default: beside profctl)");
-  for (const char* f : {"logdir", "session", "agent-binary"}) fs.RejectEmpty(f);
+  fs.String("work-dir", &work_dir,
+            "folder (made if missing, kept) for the agents' logs and port files (default: a new "
+            "/tmp/profctl-demo-XXXXXX, removed when the demo succeeds)");
+  for (const char* f : {"logdir", "session", "agent-binary", "work-dir"}) fs.RejectEmpty(f);
   fs.Bool("json", &json, "print the session manifest as JSON on stdout");
   auto usage = [&](absl::string_view msg) {
     *env.err << "profctl demo: " << msg << "\n";
@@ -84,16 +88,25 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   const bool generated = session.empty();
   if (generated) session = DefaultSessionName(*env.clock, "demo_");
 
-  char scratch_template[] = "/tmp/profctl-demo-XXXXXX";
-  if (mkdtemp(scratch_template) == nullptr) {
-    *env.err << "profctl demo: cannot create a scratch folder in /tmp\n";
+  const bool own_scratch = work_dir.empty();
+  if (own_scratch) {
+    char scratch_template[] = "/tmp/profctl-demo-XXXXXX";
+    if (mkdtemp(scratch_template) == nullptr) {
+      *env.err << "profctl demo: cannot create a scratch folder in /tmp\n";
+      return kExitFailed;
+    }
+    work_dir = scratch_template;
+  } else if (absl::Status s = MakeDirs(work_dir); !s.ok()) {
+    *env.err << "profctl demo: --work-dir: " << s.message() << "\n";
     return kExitFailed;
   }
-  const std::string scratch = scratch_template;
+  const std::string scratch = work_dir;
   LocalAgents agents(scratch);
   std::vector<std::string> port_files;
   for (int64_t r = 0; r < job.workers; ++r) {
     port_files.push_back(JoinPath(scratch, absl::StrCat("agent-", r, ".port")));
+    // A --work-dir may hold an earlier run's port files: never read one as this agent's.
+    unlink(port_files[r].c_str());
     absl::Status s = agents.Spawn(
         agent_binary, {"--port=0", "--bind=127.0.0.1", absl::StrCat("--port-file=", port_files[r]),
                        absl::StrCat("--name=worker-", r), "--collectors=synthetic",
@@ -132,7 +145,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
     for (int64_t r = 0; r < job.workers; ++r) {
       unlink(JoinPath(scratch, absl::StrCat("agent-", r, ".log")).c_str());
     }
-    rmdir(scratch.c_str());
+    if (own_scratch) rmdir(scratch.c_str());
   } else {
     *env.err << "profctl demo: agent logs kept in " << scratch << "\n";
   }
