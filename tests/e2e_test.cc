@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -31,6 +30,7 @@
 #include "profctl/v1/session.pb.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/loopback.h"
+#include "tests/session_window.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/test_certs.h"
@@ -125,11 +125,30 @@ class EndToEndTest : public ::testing::Test {
     return true;
   }
 
-  // Waits (at most 20 s) until the profctl started by SpawnProcess says it is recording.
-  void WaitUntilRecording() {
-    EXPECT_TRUE(PollUntil([&] {
-      return absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""), "recording:");
-    })) << ReadFile(scratch_ + "/proc.err").value_or("");
+  // Waits until profctl `pid` (started by SpawnProcess) has recorded session `session` under
+  // `logdir` for 100 ms: its session.json has the window (start_at_ns), and the wall clock is past
+  // its start by that much, so every agent holds a few steps. Fails, saying what did not happen
+  // and with profctl's output, when profctl exits first or sets no window within 20 s; then
+  // profctl is killed and reaped (its agents follow it), so nothing is left recording.
+  ::testing::AssertionResult WaitUntilRecording(pid_t pid, const std::string& logdir,
+                                                const std::string& session) {
+    absl::StatusOr<int64_t> start_at =
+        testkit::WaitIntoWindow(clock_, absl::StrCat(logdir, "/plugins/profile/", session),
+                                100 * kNanosPerMilli, [pid] { return Running(pid); });
+    if (start_at.ok()) return ::testing::AssertionSuccess();
+    kill(pid, SIGKILL);
+    const ProcessResult r = WaitProcess(pid, scratch_);
+    return ::testing::AssertionFailure()
+           << "profctl did not record session " << session << ": " << start_at.status()
+           << " (exit code " << r.exit_code << ", 137 if killed here)\n"
+           << r.out << r.err;
+  }
+
+  // Whether process `pid`, a child of this one, has not exited yet (it is left to be reaped).
+  static bool Running(pid_t pid) {
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == 0;
   }
 
   // Sends SIGINT to `target` (profctl's pid, or minus its process group), expects profctl `pid`
@@ -150,30 +169,27 @@ class EndToEndTest : public ::testing::Test {
   static constexpr int kDemoWorkers = 3;
 
   // Starts `profctl demo` in its own process group with kDemoWorkers agents and a long window,
-  // waits until it records, and returns its pid and the scratch folder holding its agents' ports
-  // and logs.
+  // waits until it records, and returns its pid and the folder holding its agents' ports and logs
+  // (its --work-dir); an empty folder when it did not start recording (the failure said why).
   std::pair<pid_t, std::string> StartLongDemo(const std::string& logdir) {
-    const pid_t pid =
-        SpawnProcess({PROFCTL_CLI_BINARY, "demo", absl::StrCat("--workers=", kDemoWorkers),
-                      "--duration=30000", "--step-ms=20", "--session=int", "--logdir=" + logdir},
-                     scratch_, /*own_group=*/true);
+    const std::string work_dir = scratch_ + "/demo-agents";
+    const pid_t pid = SpawnProcess(
+        {PROFCTL_CLI_BINARY, "demo", absl::StrCat("--workers=", kDemoWorkers), "--duration=30000",
+         "--step-ms=20", "--session=int", "--logdir=" + logdir, "--work-dir=" + work_dir},
+        scratch_, /*own_group=*/true);
     EXPECT_GT(pid, 0);
-    WaitUntilRecording();
-    const std::string err = ReadFile(scratch_ + "/proc.err").value_or("");
-    const std::string marker = "their logs: ";
-    const size_t at = err.find(marker);
-    EXPECT_NE(at, std::string::npos) << err;
-    if (at == std::string::npos) return {pid, ""};
-    const size_t begin = at + marker.size();
-    return {pid, err.substr(begin, err.find("/\n", begin) - begin)};
+    if (pid <= 0) return {pid, ""};
+    const ::testing::AssertionResult recording = WaitUntilRecording(pid, logdir, "int");
+    EXPECT_TRUE(recording);
+    return {pid, recording ? work_dir : ""};
   }
 
   // The demo agents' ports, from their port files.
-  static std::vector<int> DemoPorts(const std::string& demo_scratch) {
+  static std::vector<int> DemoPorts(const std::string& demo_agents) {
     std::vector<int> ports;
     for (int r = 0; r < kDemoWorkers; ++r) {
       absl::StatusOr<int> port =
-          coordinator::ReadPortFile(absl::StrCat(demo_scratch, "/agent-", r, ".port"));
+          coordinator::ReadPortFile(absl::StrCat(demo_agents, "/agent-", r, ".port"));
       EXPECT_THAT(port, IsOk());
       ports.push_back(port.value_or(0));
     }
@@ -338,7 +354,7 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
                                   "--duration=30000", "--session=int", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
-  WaitUntilRecording();
+  ASSERT_TRUE(WaitUntilRecording(pid, logdir, "int"));
   const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, pid, logdir);
   ASSERT_EQ(m.hosts_size(), 1);
   // Saved, and honestly not the window asked for: cut short here, by the interrupt.
@@ -362,7 +378,7 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
                                   "--duration=30000", "--session=killed", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
-  WaitUntilRecording();
+  ASSERT_TRUE(WaitUntilRecording(pid, logdir, "killed"));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   WaitProcess(pid, scratch_);
   const std::string manifest = logdir + "/plugins/profile/killed/session.json";
@@ -424,9 +440,9 @@ TEST_F(EndToEndTest, LocalAgentsReportABadBinaryAndAnInterruptedStart) {
 
 TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   const std::string logdir = scratch_ + "/demo";
-  auto [pid, demo_scratch] = StartLongDemo(logdir);
-  ASSERT_FALSE(demo_scratch.empty());
-  const std::vector<int> ports = DemoPorts(demo_scratch);
+  auto [pid, demo_agents] = StartLongDemo(logdir);
+  ASSERT_FALSE(demo_agents.empty());
+  const std::vector<int> ports = DemoPorts(demo_agents);
   for (int port : ports) EXPECT_TRUE(Listening(port)) << port;
   // What a terminal's Ctrl-C does: SIGINT to the whole foreground process group.
   const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, -pid, logdir);
@@ -442,20 +458,18 @@ TEST_F(EndToEndTest, DemoCtrlCCancelsInOrderAndStopsItsAgents) {
   }
   // profctl reaped its agents before exiting: none listens any more.
   for (int port : ports) EXPECT_FALSE(Listening(port)) << port;
-  std::filesystem::remove_all(demo_scratch);
 }
 
 TEST_F(EndToEndTest, DemoKilledOutrightTakesItsAgentsWithIt) {
-  auto [pid, demo_scratch] = StartLongDemo(scratch_ + "/demo");
-  ASSERT_FALSE(demo_scratch.empty());
-  const std::vector<int> ports = DemoPorts(demo_scratch);
+  auto [pid, demo_agents] = StartLongDemo(scratch_ + "/demo");
+  ASSERT_FALSE(demo_agents.empty());
+  const std::vector<int> ports = DemoPorts(demo_agents);
   kill(pid, SIGKILL);
   WaitProcess(pid, scratch_);
   // PR_SET_PDEATHSIG: every agent gets SIGTERM when profctl dies, however it dies.
   EXPECT_TRUE(PollUntil([&] {
     return std::none_of(ports.begin(), ports.end(), [](int port) { return Listening(port); });
   }));
-  std::filesystem::remove_all(demo_scratch);
 }
 
 TEST_F(EndToEndTest, AgentServesBeyondLoopbackOnlyWithClientAuthenticationOrInsecure) {

@@ -4,8 +4,10 @@
 // has no tc/netem). Captured in-process through the real CLI code path, gRPC and disk.
 //
 // Timing: the faults are injected when the capture reaches a point the test can observe (bytes on
-// the proxy, the agent's start); freezes last a stated time, that being the fault. Assertions are
-// on outcomes, never on how fast a loaded machine was.
+// the proxy, the agent's start), or at an instant of the window read from session.json (its
+// start_at_ns + x ms, on the wall clock the agents on this host share), so each lands where
+// docs/reliability.md says whatever the machine's load; a freeze that must span the window's end
+// lasts until after it. Assertions are on outcomes, never on how fast a loaded machine was.
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -27,11 +29,11 @@
 #include "coordinator/cli/local_agents.h"
 #include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
+#include "tests/session_window.h"
 #include "tests/status_matchers.h"
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
@@ -101,12 +103,21 @@ class FaultTest : public ::testing::Test {
     return absl::StrCat(logdir_, "/plugins/profile/", session);
   }
 
-  // Whether the running session's session.json has its window (written when preparing ends).
-  bool WindowSet(const std::string& session) const {
-    absl::StatusOr<std::string> json = ReadFile(SessionDir(session) + "/session.json");
-    SessionManifest m;
-    return json.ok() && google::protobuf::util::JsonStringToMessage(*json, &m).ok() &&
-           m.start_at_ns() != 0;
+  // The running session's window start, start_at_ns of its session.json (written when preparing
+  // ends); 0 until then.
+  int64_t WindowStart(const std::string& session) const {
+    return testkit::WindowStartNs(SessionDir(session));
+  }
+
+  // Blocks until the wall clock reads `wall_ns` (an instant of a session's window: start_at_ns +
+  // x), to inject a fault there. The instant is the event the fault waits for, read from the
+  // coordinator's session.json: not a sleep that hopes for an order. Bounded (testkit::
+  // WaitUntilWall): false, at once, for an instant more than a minute ahead.
+  bool WaitUntilWall(int64_t wall_ns) const { return testkit::WaitUntilWall(clock_, wall_ns); }
+
+  // Milliseconds from `start_at_ns` to now (where in the window a fault landed, for messages).
+  int64_t MsIntoWindow(int64_t start_at_ns) const {
+    return (clock_.WallNs() - start_at_ns) / kNanosPerMilli;
   }
 
   RealClock clock_;
@@ -185,17 +196,21 @@ TEST_F(FaultTest, AnAgentKilledMidCaptureFailsOnlyThatHost) {
   const int a = StartAgent(0);
   const int b = StartAgent(1);
   std::atomic<bool> killed{false};
+  std::atomic<int64_t> killed_at_ms{-1};  // into the window
   Watcher watch([&] {
-    // Once the capture is running (the session folder exists and the window has begun).
-    if (!WindowSet("killed")) return false;
-    absl::SleepFor(absl::Milliseconds(400));  // into the window (the fault's timing)
+    // Once the window is set, 400 ms into it (of 1500 ms): the agent dies recording.
+    const int64_t start_at = WindowStart("killed");
+    if (start_at == 0) return false;
+    if (!WaitUntilWall(start_at + 400 * kNanosPerMilli)) return true;
     killed = kill(agents_.pid(1), SIGKILL) == 0;
+    killed_at_ms = MsIntoWindow(start_at);
     return true;
   });
   SessionManifest m;
   EXPECT_EQ(Capture({testkit::LoopbackAddress(a), testkit::LoopbackAddress(b)},
                     {"--duration=1500", "--retries=2", "--tolerance=500"}, "killed", &m),
             coordinator::kExitPartial)
+      << "killed " << killed_at_ms.load() << " ms into the window\n"
       << summary_;
   ASSERT_TRUE(killed.load());
   ASSERT_EQ(m.hosts_size(), 2);
@@ -213,10 +228,14 @@ TEST_F(FaultTest, AnAgentKilledMidCaptureFailsOnlyThatHost) {
 TEST_F(FaultTest, AnAgentRestartedMidCaptureIsRecordedAgainAndFlaggedLate) {
   const int port = StartAgent(0);
   std::atomic<bool> restarted{false};
+  std::atomic<int64_t> killed_at_ms{-1};  // into the window
   Watcher watch([&] {
-    if (!WindowSet("restart")) return false;
-    absl::SleepFor(absl::Milliseconds(300));
+    // 300 ms into the window (of 4000 ms): killed, then started again on its port.
+    const int64_t start_at = WindowStart("restart");
+    if (start_at == 0) return false;
+    if (!WaitUntilWall(start_at + 300 * kNanosPerMilli)) return true;
     if (kill(agents_.pid(0), SIGKILL) != 0) return true;
+    killed_at_ms = MsIntoWindow(start_at);
     restarted = StartAgent(0, port) == port;
     return true;
   });
@@ -229,28 +248,38 @@ TEST_F(FaultTest, AnAgentRestartedMidCaptureIsRecordedAgainAndFlaggedLate) {
   EXPECT_EQ(rc, coordinator::kExitPartial) << summary_;
   EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message() << "\n" << summary_;
   EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
-  // Killed 300 ms after the window was set (it opens ~100 ms later): recorded again after that.
-  EXPECT_GT(h.lateness_ns(), 150 * kNanosPerMilli);
+  // Killed 300 ms into the window: the new agent cannot have started recording before that.
+  EXPECT_GT(h.lateness_ns(), 300 * kNanosPerMilli)
+      << "killed " << killed_at_ms.load() << " ms into the window\n"
+      << summary_;
   EXPECT_THAT(absl::StrJoin(AttemptKinds(h), ","), HasSubstr("fetch:NOT_FOUND,capture:OK"));
 }
 
-// An agent frozen mid-window (SIGSTOP for 1.5 s): it records longer than asked, which is said
-// (overlong, session partial), never passed off as ok.
+// An agent frozen mid-window (SIGSTOP from 400 ms into a 1 s window until 1 s after its end): it
+// records longer than asked, which is said (overlong, session partial), never passed off as ok.
 TEST_F(FaultTest, AnAgentFrozenMidWindowIsReportedOverlong) {
   const int port = StartAgent(0);
   std::atomic<bool> frozen{false};
+  std::atomic<int64_t> frozen_at_ms{-1}, resumed_at_ms{-1};  // into the window
   Watcher watch([&] {
-    if (!WindowSet("frozen")) return false;
-    absl::SleepFor(absl::Milliseconds(400));
+    const int64_t start_at = WindowStart("frozen");
+    if (start_at == 0) return false;
+    if (!WaitUntilWall(start_at + 400 * kNanosPerMilli)) return true;
     frozen = kill(agents_.pid(0), SIGSTOP) == 0;
-    absl::SleepFor(absl::Milliseconds(1500));  // the freeze
+    frozen_at_ms = MsIntoWindow(start_at);
+    // The freeze spans the window's end by 1 s: more over than the tolerance (500 ms) and 10 % of
+    // the window, so the agent, which stops only when it runs again, records overlong.
+    WaitUntilWall(start_at + (1000 + 1000) * kNanosPerMilli);
     kill(agents_.pid(0), SIGCONT);
+    resumed_at_ms = MsIntoWindow(start_at);
     return true;
   });
   SessionManifest m;
   EXPECT_EQ(Capture({testkit::LoopbackAddress(port)}, {"--duration=1000", "--tolerance=500"},
                     "frozen", &m),
             coordinator::kExitPartial)
+      << "frozen from " << frozen_at_ms.load() << " to " << resumed_at_ms.load()
+      << " ms into the window\n"
       << summary_;
   ASSERT_TRUE(frozen.load());
   ASSERT_EQ(m.hosts_size(), 1);
@@ -267,7 +296,7 @@ TEST_F(FaultTest, AnAgentFrozenForGoodIsEndedByTheDeadline) {
   const int a = StartAgent(0);
   const int b = StartAgent(1);
   Watcher watch([&] {
-    if (!WindowSet("deadline")) return false;
+    if (WindowStart("deadline") == 0) return false;
     kill(agents_.pid(1), SIGSTOP);
     return true;
   });
