@@ -85,7 +85,9 @@ schedules:
                 IsOk());
   }
 
-  // Starts `profctl serve` on a thread; returns its CoordinatorService port.
+  // Starts `profctl serve` on a thread; returns its CoordinatorService port, or 0 (with a
+  // failure that says why) when serve returned without writing its port file, or had not written
+  // it within 30 s.
   int StartServe(std::vector<std::string> extra = {}) {
     const std::string port_file = JoinPath(tmp_.path(), "serve.port");
     std::vector<std::string> args = {"serve",
@@ -102,10 +104,24 @@ schedules:
         serve_rc_ = coordinator::RunCli(args, env);
       });
       serve_err_ = err.str();
+      serve_returned_ = true;  // after serve_rc_ and serve_err_: they may be read once it is set
     });
-    for (int i = 0; i < 3000 && !PathExists(port_file); ++i) usleep(10'000);
+    const int64_t deadline = clock_.MonoNs() + 30 * kNanosPerSecond;
+    StopSignal never;
+    while (!PathExists(port_file) && !serve_returned_.load() && clock_.MonoNs() < deadline) {
+      clock_.WaitUntil(clock_.MonoNs() + 10 * kNanosPerMilli, never);
+    }
     absl::StatusOr<std::string> ports = ReadFile(port_file);
-    if (!ports.ok()) return 0;
+    if (!ports.ok()) {
+      if (serve_returned_.load()) {
+        ADD_FAILURE() << "profctl serve returned " << serve_rc_ << " without writing " << port_file
+                      << ":\n"
+                      << serve_err_;
+      } else {
+        ADD_FAILURE() << "profctl serve wrote no " << port_file << " within 30 s";
+      }
+      return 0;
+    }
     std::vector<std::string> lines = absl::StrSplit(*ports, '\n', absl::SkipEmpty());
     int port = 0;
     if (lines.size() == 2) {
@@ -178,6 +194,7 @@ schedules:
   std::atomic<bool> hup_reloads_{false};
   std::atomic<int> reload_requests_{0};
   std::thread serve_thread_;
+  std::atomic<bool> serve_returned_{false};
   int serve_rc_ = -1;
   std::string serve_err_;
   int metrics_port_ = 0;
@@ -185,7 +202,7 @@ schedules:
 
 TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
   const int port = StartServe();
-  ASSERT_GT(port, 0) << serve_err_;
+  ASSERT_GT(port, 0);  // StartServe said why not
   const std::string coordinator = absl::StrCat("--coordinator=127.0.0.1:", port);
   const std::string token = "--token-file=" + certs_.token_file;
 
@@ -317,7 +334,7 @@ schedules:
 )")),
               IsOk());
   const int port = StartServe();
-  ASSERT_GT(port, 0) << serve_err_;
+  ASSERT_GT(port, 0);  // StartServe said why not
   const std::string coordinator = absl::StrCat("--coordinator=127.0.0.1:", port);
   const std::string token = "--token-file=" + certs_.token_file;
 

@@ -42,10 +42,21 @@ version=$("$work/profctl-link" version) || fail "a symlink to bin/profctl failed
 [[ "$version" == "profctl "* ]] || fail "a symlink to bin/profctl said: $version"
 
 # The bundled agent and profctl work together on loopback.
-"$b/bin/profctl-agent" --port=0 --port-file="$work/port" --log-level=warn &
+# Polls for its port file (at most 30 s), and fails at once, with the agent's log, if it exits.
+"$b/bin/profctl-agent" --port=0 --port-file="$work/port" --log-level=warn > "$work/agent.log" 2>&1 &
 agent_pid=$!
-for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || fail "the bundled agent did not start"
+for _ in $(seq 1 300); do
+  [ -s "$work/port" ] && break
+  if ! kill -0 "$agent_pid" 2>/dev/null; then
+    rc=0; wait "$agent_pid" || rc=$?
+    agent_pid=""
+    fail "the bundled agent exited ($rc) before writing its port file; its log:
+$(cat "$work/agent.log")"
+  fi
+  sleep 0.1
+done
+[ -s "$work/port" ] || fail "the bundled agent wrote no port file within 30 s; its log:
+$(cat "$work/agent.log")"
 "$b/bin/profctl" ping --workers="127.0.0.1:$(head -1 "$work/port")" > "$work/ping.txt" ||
   fail "ping: $(cat "$work/ping.txt")"
 grep -q " ok " "$work/ping.txt" || fail "ping did not reach the agent: $(cat "$work/ping.txt")"
