@@ -20,6 +20,7 @@
 #include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/pod_outputs.h"
+#include "coordinator/engine/prepare_round.h"
 #include "coordinator/engine/retry_policy.h"
 #include "coordinator/engine/saved_hosts.h"
 #include "coordinator/engine/start_policy.h"
@@ -90,15 +91,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     std::unique_ptr<HostTraceStream> stream;
     std::unique_ptr<AgentClient> client;
     int64_t prepare_started_mono = 0;
-    bool info_done = false;
+    // The current GetInfo + clock-sync round (a new one per prepare retry).
+    PrepareRound round;
     // It answered an RPC of prepare, in any round: alive, and worth waiting for (DeriveBudget).
     bool answered = false;
-    absl::Status info_status;
-    AgentInfo info;
-    int samples_left = 0;
-    int samples_without_improvement = 0;
-    ClockSampler sampler;
-    absl::Status last_sample_error;
     bool started_seen = false;
     bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
@@ -164,9 +160,11 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // TakeSample, adding what starting it cost to warm_send_ns_.
   void TakeWarmSample(Host& h);
   void OnInfo(Host& h, absl::StatusOr<AgentInfo> info);
-  void OnSample(Host& h, absl::StatusOr<ClockReading> reading);
+  void OnSample(Host& h, const absl::StatusOr<ClockReading>& reading);
   // The host answered an RPC of prepare (the first time counts: DeriveBudget's quiet rule).
   void Answered(Host& h);
+  // After an answer of the round: the next sample, or see whether the host is ready.
+  void OnRoundStep(Host& h, const PrepareRound::Step& step);
   void MaybeReady(Host& h);
   // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
   // when half of them, then 90 %, are ready.
@@ -350,16 +348,9 @@ void CaptureEngine::Session::StartPrepare(Host& h) {
   // A new round (a retry) starts clean; answers of the last one are ignored.
   ++h.prepare_round;
   h.attempt_started_mono = NowMono();
-  h.info_done = false;
-  h.info_status = absl::OkStatus();
-  h.sampler = ClockSampler();
-  h.samples_without_improvement = 0;
-  h.last_sample_error = absl::OkStatus();
-  // A peer whose clock cannot be measured (a TSL server) is ready once GetInfo answers.
-  h.samples_left = h.client->MeasuresClock() ? std::max(1, options_.clock_sync_samples) : 0;
-  // The clock samples start once GetInfo answered (OnInfo), on a connected channel: a sample
-  // sent beside the first RPC waits for the connection too, so it could never be the best one,
-  // and cost every host one round trip more (a quiet path: 4 samples where 3 do).
+  h.round = PrepareRound(
+      h.client->MeasuresClock(),
+      {.max_samples = options_.clock_sync_samples, .min_samples = options_.min_clock_sync_samples});
   h.client->GetInfo(options_.rpc_timeout_ms, Bind([i = h.index, round = h.prepare_round](
                                                       Session& s, absl::StatusOr<AgentInfo> info) {
                       if (s.hosts_[i].prepare_round == round)
@@ -375,61 +366,40 @@ void CaptureEngine::Session::TakeWarmSample(Host& h) {
 }
 
 void CaptureEngine::Session::TakeSample(Host& h) {
-  h.client->SyncClock(
-      options_.sample_timeout_ms,
-      Bind([i = h.index, round = h.prepare_round](Session& s, absl::StatusOr<ClockReading> r) {
-        if (s.hosts_[i].prepare_round == round) s.OnSample(s.hosts_[i], std::move(r));
-      }));
+  h.client->SyncClock(options_.sample_timeout_ms,
+                      Bind([i = h.index, round = h.prepare_round](
+                               Session& s, const absl::StatusOr<ClockReading>& r) {
+                        if (s.hosts_[i].prepare_round == round) s.OnSample(s.hosts_[i], r);
+                      }));
 }
 
 void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
-  h.info_done = true;
-  if (info.ok()) {
-    Answered(h);
-    h.info = *std::move(info);
-    h.r.set_agent_name(h.info.name);
-    h.r.set_agent_hostname(h.info.hostname);
-    h.r.set_agent_version(h.info.version);
-    h.r.set_agent_busy(h.info.busy);
-  } else {
-    h.info_status = info.status();
+  const PrepareRound::Step step = h.round.OnInfo(std::move(info));
+  if (step.answered) {
+    const AgentInfo& agent = h.round.info();
+    h.r.set_agent_name(agent.name);
+    h.r.set_agent_hostname(agent.hostname);
+    h.r.set_agent_version(agent.version);
+    h.r.set_agent_busy(agent.busy);
   }
-  if (h.info_status.ok() && h.samples_left > 0) {
-    TakeWarmSample(h);
-    return;
-  }
-  MaybeReady(h);
+  OnRoundStep(h, step);
 }
 
-void CaptureEngine::Session::OnSample(Host& h, absl::StatusOr<ClockReading> reading) {
+void CaptureEngine::Session::OnSample(Host& h, const absl::StatusOr<ClockReading>& reading) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
-  --h.samples_left;
-  absl::StatusOr<ClockOffset> sample =
-      reading.ok() ? OffsetFromReading(*reading) : reading.status();
-  if (sample.ok()) {
-    Answered(h);
-    const bool improves = h.sampler.empty() || sample->rtt_ns < h.sampler.best().rtt_ns;
-    h.samples_without_improvement = improves ? 0 : h.samples_without_improvement + 1;
-    h.sampler.Add(*sample);
-  } else {
-    h.last_sample_error = sample.status();
-  }
-  // Enough: the minimum taken and the last two samples no better than the best (a quiet path;
-  // more samples would only cost every host round trips). A noisy path gets all of them.
-  const bool settled = h.sampler.best().samples >= options_.min_clock_sync_samples &&
-                       h.samples_without_improvement >= 2;
-  // An agent that refuses the connection will not answer the next sample either.
-  const bool hopeless =
-      h.sampler.empty() && !sample.ok() && sample.status().code() == absl::StatusCode::kUnavailable;
-  if (h.samples_left > 0 && !hopeless && !settled) {
+  OnRoundStep(h, h.round.OnSample(reading));
+}
+
+void CaptureEngine::Session::OnRoundStep(Host& h, const PrepareRound::Step& step) {
+  if (step.answered) Answered(h);
+  if (step.sample_next) {
     TakeWarmSample(h);
-    return;
+  } else {
+    MaybeReady(h);
   }
-  h.samples_left = 0;
-  MaybeReady(h);
 }
 
 void CaptureEngine::Session::Answered(Host& h) {
@@ -440,8 +410,8 @@ void CaptureEngine::Session::Answered(Host& h) {
 }
 
 bool CaptureEngine::Session::ClaimInstance(Host& h) {
-  if (h.info.instance_id.empty()) return true;
-  auto [it, inserted] = instance_owner_.try_emplace(h.info.instance_id, h.index);
+  if (h.round.info().instance_id.empty()) return true;
+  auto [it, inserted] = instance_owner_.try_emplace(h.round.info().instance_id, h.index);
   if (inserted || it->second == h.index) return true;
   // One agent under two addresses: the one listed first keeps it, unless it is already past
   // preparing (then the newcomer goes).
@@ -453,41 +423,35 @@ bool CaptureEngine::Session::ClaimInstance(Host& h) {
   }
   const Host& keeper = loser == &h ? other : h;
   Fail(*loser, profctl::v1::FAILURE_STEP_PREPARE,
-       absl::InvalidArgumentError(absl::StrCat(
-           "the same agent as worker ", keeper.r.address(), " (instance id ", h.info.instance_id,
-           "): listed twice under different addresses; capturing it once")));
+       absl::InvalidArgumentError(
+           absl::StrCat("the same agent as worker ", keeper.r.address(), " (instance id ",
+                        h.round.info().instance_id,
+                        "): listed twice under different addresses; capturing it once")));
   return loser != &h;
 }
 
 void CaptureEngine::Session::MaybeReady(Host& h) {
   // A retry pending: answers still arriving from the failed round change nothing.
   if (h.phase != Phase::kPreparing || h.retry_pending) return;
-  const bool sync_done = h.samples_left == 0;
-  // Fail as soon as the cause is known; otherwise wait for both GetInfo and clock sync.
-  if (h.info_done && !h.info_status.ok()) {
-    if (RetryPrepare(h, h.info_status)) return;
-    Fail(h, profctl::v1::FAILURE_STEP_GET_INFO, h.info_status);
+  const PrepareRound::Verdict verdict = h.round.Decide();
+  if (verdict.state == PrepareRound::State::kWaiting) return;
+  if (verdict.state == PrepareRound::State::kFailed) {
+    if (!RetryPrepare(h, verdict.status)) Fail(h, verdict.step, verdict.status);
     return;
   }
-  if (!sync_done || !h.info_done) return;
-  const bool measured = h.client->MeasuresClock();
-  if (measured && h.sampler.empty()) {
-    if (RetryPrepare(h, h.last_sample_error)) return;
-    Fail(h, profctl::v1::FAILURE_STEP_CLOCK_SYNC, h.last_sample_error);
-    return;
-  }
+  const bool measured = h.round.measures_clock();
   if (!ClaimInstance(h)) return;
-  if (h.info.max_duration_ms > 0 && plan_.duration_ms > h.info.max_duration_ms) {
+  if (h.round.info().max_duration_ms > 0 && plan_.duration_ms > h.round.info().max_duration_ms) {
     Fail(h, profctl::v1::FAILURE_STEP_PREPARE,
          absl::InvalidArgumentError(absl::StrCat("agent accepts captures of at most ",
-                                                 h.info.max_duration_ms, " ms, asked for ",
+                                                 h.round.info().max_duration_ms, " ms, asked for ",
                                                  plan_.duration_ms)));
     return;
   }
   auto* clock = h.r.mutable_clock();
   h.clock_measured = measured;
   if (measured) {
-    const ClockOffset& c = h.sampler.best();
+    const ClockOffset& c = h.round.best();
     clock->set_offset_ns(c.offset_ns);
     clock->set_rtt_offset_ns(c.offset_ns);
     clock->set_rtt_ns(c.rtt_ns);
@@ -504,7 +468,7 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
     clock->set_uncertainty_ns(kUnmeasuredClockBoundNs);
     clock->set_method(std::string(kClockMethodUnmeasured));
     Progress(absl::StrFormat("%s: clock not measurable (%s); assumed in sync", h.r.address(),
-                             h.info.version));
+                             h.round.info().version));
   }
   const int64_t took = NowMono() - h.prepare_started_mono;
   h.r.set_prepare_ms(Millis(took));
@@ -565,9 +529,9 @@ void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
     if (h.phase != Phase::kPreparing) continue;
     if (plan_.late == profctl::v1::LATE_POLICY_FAIL || plan_.prepare_only) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
-           absl::DeadlineExceededError(
-               absl::StrFormat("not ready within the prepare budget of %.0f ms (%s)", budget_ms,
-                               h.info_done ? "clock sync unanswered" : "GetInfo unanswered")));
+           absl::DeadlineExceededError(absl::StrFormat(
+               "not ready within the prepare budget of %.0f ms (%s)", budget_ms,
+               h.round.info_done() ? "clock sync unanswered" : "GetInfo unanswered")));
     } else {
       Progress(absl::StrFormat("%s: not ready within %.0f ms; capturing the others, it joins late",
                                h.r.address(), budget_ms));
@@ -587,7 +551,7 @@ void CaptureEngine::Session::EndPrepare() {
   // File stems from agent names, fixed now (hosts joining late keep their address stem).
   std::vector<std::string> names;
   names.reserve(hosts_.size());
-  for (const Host& h : hosts_) names.push_back(h.info.name);
+  for (const Host& h : hosts_) names.push_back(h.round.info().name);
   const std::vector<std::string> stems = AssignHostStems(plan_.workers, names);
   int64_t max_rtt = 0;
   size_t ready = 0;
@@ -874,9 +838,9 @@ void CaptureEngine::Session::OnWindowClosed() {
   for (Host& h : hosts_) {
     if (h.phase == Phase::kPreparing) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
-           absl::DeadlineExceededError(
-               absl::StrCat("not ready before the capture window closed (",
-                            h.info_done ? "clock sync unanswered" : "GetInfo unanswered", ")")));
+           absl::DeadlineExceededError(absl::StrCat(
+               "not ready before the capture window closed (",
+               h.round.info_done() ? "clock sync unanswered" : "GetInfo unanswered", ")")));
     }
   }
 }
