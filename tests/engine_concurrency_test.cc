@@ -102,5 +102,53 @@ TEST_F(EngineConcurrencyTest, OneSessionsFinishNeverStallsAnotherSessionOnTheSam
   }
 }
 
+// session.json's running snapshots are printed and written on the pool: a snapshot write that
+// hangs (a slow disk) stalls no session on the executor, and never lands over the final file.
+TEST_F(EngineConcurrencyTest, ARunningSnapshotWriteThatHangsStallsNothingAndNeverLandsLast) {
+  AsioExecutor executor(&clock_);
+  ThreadWorkPool pool(/*threads=*/2);
+  ThreadWorkPool finisher(/*threads=*/2);
+  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
+
+  absl::Notification b_done, a_done;
+  bool b_finished_while_a_snapshot_hung = false;
+  bool held = false;  // only A's first snapshot (written at Begin) is held
+  testkit::MemorySink sink_a, sink_b;
+  sink_a.on_write = [&](const std::string& name) {
+    if (name != coordinator::kManifestFileName || held) return;
+    held = true;
+    b_finished_while_a_snapshot_hung = b_done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  const auto deps = [&](coordinator::TraceSink* sink) {
+    return coordinator::CaptureEngine::Dependencies{.executor = &executor,
+                                                    .pool = &pool,
+                                                    .finisher = &finisher,
+                                                    .clients = &clients,
+                                                    .sink = sink};
+  };
+  coordinator::CaptureEngine a(deps(&sink_a), {});
+  coordinator::CaptureEngine b(deps(&sink_b), {});
+  absl::StatusOr<v1::SessionManifest> ma, mb;
+  a.Start(Plan(0, 100, "a"), [&](absl::StatusOr<v1::SessionManifest> m) {
+    ma = std::move(m);
+    a_done.Notify();
+  });
+  b.Start(Plan(1, 300, "b"), [&](absl::StatusOr<v1::SessionManifest> m) {
+    mb = std::move(m);
+    b_done.Notify();
+  });
+  ASSERT_TRUE(b_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(a_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(b_finished_while_a_snapshot_hung);
+  ASSERT_THAT(ma, IsOk());
+  ASSERT_THAT(mb, IsOk());
+  EXPECT_EQ(ma->status(), v1::SESSION_STATUS_OK) << ma->DebugString();
+  EXPECT_EQ(mb->status(), v1::SESSION_STATUS_OK) << mb->DebugString();
+  // The last session.json written is the final one, not the snapshot that hung.
+  const std::string& final_json = sink_a.files.at(coordinator::kManifestFileName);
+  EXPECT_THAT(final_json, ::testing::HasSubstr("SESSION_STATUS_OK"));
+  EXPECT_THAT(final_json, ::testing::Not(::testing::HasSubstr("SESSION_STATUS_RUNNING")));
+}
+
 }  // namespace
 }  // namespace profctl
