@@ -62,7 +62,7 @@ class CaptureManagerTest : public ::testing::Test {
  protected:
   FakeClock clock_;
   FakeExecutor executor_{&clock_};
-  SyntheticCollector synthetic_{SyntheticJobConfig{}};
+  SyntheticCollector synthetic_{synthetic::SyntheticJobConfig{}};
   FakeCollector fake_;
   CaptureManager manager_{{&clock_, {&synthetic_, &fake_}, &executor_},
                           {.max_duration_ms = 10'000, .host_name = "host-a"}};

@@ -140,8 +140,8 @@ struct DataKnobs {
   int64_t kernels_per_step = 256;
   int64_t step_ms = 25;
 
-  agent::SyntheticJobConfig Config(int64_t rank) const {
-    agent::SyntheticJobConfig c;
+  synthetic::SyntheticJobConfig Config(int64_t rank) const {
+    synthetic::SyntheticJobConfig c;
     c.rank = rank;
     c.world = hosts;
     c.seed = 7;
@@ -227,11 +227,11 @@ int Generate(const std::string& dir, const DataKnobs& knobs) {
     std::cerr << s.message() << "\n";
     return 1;
   }
-  if (absl::Status s = agent::ValidateSyntheticJobConfig(knobs.Config(0)); !s.ok()) {
+  if (absl::Status s = synthetic::ValidateSyntheticJobConfig(knobs.Config(0)); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
   }
-  const agent::SyntheticJob job0(knobs.Config(0));
+  const synthetic::SyntheticJob job0(knobs.Config(0));
   const int64_t per_step = job0.HostEventsPerStep() + job0.DeviceEventsPerStep();
   const int64_t steps = std::max<int64_t>(1, (knobs.events + per_step / 2) / per_step);
   // Whole steps of the common grid (every rank's step k starts at the same true instant).
@@ -244,7 +244,7 @@ int Generate(const std::string& dir, const DataKnobs& knobs) {
   auto worker = [&] {
     for (int64_t i = next++; i < knobs.hosts; i = next++) {
       tensorflow::profiler::XSpace space;
-      agent::SyntheticJob(knobs.Config(i)).Generate(start, stop, &space);
+      synthetic::SyntheticJob(knobs.Config(i)).Generate(start, stop, &space);
       DataFile& f = files[static_cast<size_t>(i)];
       f.name = absl::StrCat("host", i, kSuffix);
       f.events = xspace::CountEvents(space);

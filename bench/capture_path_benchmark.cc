@@ -17,10 +17,10 @@ namespace {
 constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;
 
 tensorflow::profiler::XSpace OneHost(int64_t seconds) {
-  agent::SyntheticJobConfig c =
-      *agent::ParseSyntheticJobConfig("world=8,gpus=8,step_ms=100,kernels_per_step=64");
+  synthetic::SyntheticJobConfig c =
+      *synthetic::ParseSyntheticJobConfig("world=8,gpus=8,step_ms=100,kernels_per_step=64");
   tensorflow::profiler::XSpace space;
-  agent::SyntheticJob(c).Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
+  synthetic::SyntheticJob(c).Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
   return space;
 }
 

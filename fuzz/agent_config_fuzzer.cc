@@ -28,7 +28,7 @@ void CheckAccepted(const absl::StatusOr<profctl::agent::AgentOptions>& options) 
   }
   if (options->help) return;
   Check(options->port >= 0 && options->port <= 65535 && !options->collectors.empty());
-  (void)profctl::agent::ParseSyntheticJobConfig(options->synthetic);
+  (void)profctl::synthetic::ParseSyntheticJobConfig(options->synthetic);
 }
 
 }  // namespace

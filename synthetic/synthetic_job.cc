@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "xspace/xspace.h"
 
-namespace profctl::agent {
+namespace profctl::synthetic {
 namespace {
 
 using xspace::XPlaneBuilder;
@@ -768,4 +768,4 @@ void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
   xspace::SetProfileWindow(space, true_start_ns + skew, true_stop_ns + skew);
 }
 
-}  // namespace profctl::agent
+}  // namespace profctl::synthetic

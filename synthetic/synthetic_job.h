@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
-namespace profctl::agent {
+namespace profctl::synthetic {
 
 struct SyntheticJobConfig {
   int64_t rank = 0;
@@ -164,6 +164,6 @@ class SyntheticJob {
   std::shared_ptr<SyntheticStepMemo> memo_;  // never null
 };
 
-}  // namespace profctl::agent
+}  // namespace profctl::synthetic
 
 #endif  // PROFCTL_SYNTHETIC_SYNTHETIC_JOB_H_

@@ -14,7 +14,7 @@
 
 using ::profctl::testkit::IsOk;
 
-namespace profctl::agent {
+namespace profctl::synthetic {
 namespace {
 
 using ::testing::HasSubstr;
@@ -360,4 +360,4 @@ TEST(SyntheticJobTest, WritesTimesAsXProfReadsThem) {
 }
 
 }  // namespace
-}  // namespace profctl::agent
+}  // namespace profctl::synthetic

@@ -116,7 +116,7 @@ std::unique_ptr<grpc::ServerBuilder> Builder(int* port) {
 class Agent {
  public:
   explicit Agent(agent::TraceStoreOptions store_options = {},
-                 agent::SyntheticJobConfig job = agent::SyntheticJobConfig{},
+                 synthetic::SyntheticJobConfig job = synthetic::SyntheticJobConfig{},
                  size_t chunk_bytes = 4096)
       : synthetic_(job),
         store_({&fake_clock_, nullptr}, store_options),
@@ -379,7 +379,7 @@ TEST(AgentFetchTest, RetainedTracesAreEvictedBySizeThenByTime) {
 
 TEST(AgentFetchTest, AnUnreadStreamOverTheHeldCapRefusesCapturesUntilTheIdleTimeoutEndsIt) {
   // A big trace (several MB) that cannot fit the HTTP/2 windows of a stalled connection.
-  agent::SyntheticJobConfig job;
+  synthetic::SyntheticJobConfig job;
   job.step_ms = 2;
   job.gpus = 8;
   job.kernels_per_step = 64;

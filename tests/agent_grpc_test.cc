@@ -243,7 +243,7 @@ class InProcessAgent {
  private:
   RealClock clock_;
   AsioExecutor executor_{&clock_};
-  agent::SyntheticCollector synthetic_{agent::SyntheticJobConfig{}};
+  agent::SyntheticCollector synthetic_{synthetic::SyntheticJobConfig{}};
   agent::CaptureManager manager_{{&clock_, {&synthetic_}, &executor_, nullptr},
                                  {.max_duration_ms = 5000, .host_name = "node-7"}};
   agent::AgentServiceImpl service_{{{&manager_, &clock_, "node-7", "machine"}},

@@ -27,8 +27,8 @@ constexpr int kWorld = 4;
 constexpr int64_t kSkewNs[kWorld] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli,
                                      4011 * kNanosPerMilli};
 
-agent::SyntheticJobConfig Job(int rank, double jitter, int64_t input_stall_ms) {
-  agent::SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Job(int rank, double jitter, int64_t input_stall_ms) {
+  synthetic::SyntheticJobConfig c;
   c.rank = rank;
   c.world = kWorld;
   c.seed = 11;
@@ -46,7 +46,7 @@ agent::SyntheticJobConfig Job(int rank, double jitter, int64_t input_stall_ms) {
 }
 
 struct Pod {
-  std::vector<agent::SyntheticJob> jobs;
+  std::vector<synthetic::SyntheticJob> jobs;
   std::vector<analysis::HostSummary> summaries;
   analysis::PodBreakdown breakdown;
 };
@@ -72,8 +72,8 @@ struct Truth {
   int64_t ready = 0;  // when this GPU was ready for the all-reduce
 };
 
-Truth PlanTruth(const agent::SyntheticJob& job, int64_t k, int rank, int gpu) {
-  const agent::StepPlan p = job.Plan(k, rank, gpu);
+Truth PlanTruth(const synthetic::SyntheticJob& job, int64_t k, int rank, int gpu) {
+  const synthetic::StepPlan p = job.Plan(k, rank, gpu);
   Truth t;
   const size_t n = p.device_ops.size();
   for (size_t i = 1; i + 2 < n; ++i) t.compute += p.device_ops[i].end_ns - p.device_ops[i].start_ns;

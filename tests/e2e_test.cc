@@ -277,10 +277,10 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
                 ::testing::IsEmpty());
 
     // The trace holds exactly what the job model says for the recorded window.
-    agent::SyntheticJobConfig cfg =
-        *agent::ParseSyntheticJobConfig(absl::StrCat(kJob, ",rank=", r));
+    synthetic::SyntheticJobConfig cfg =
+        *synthetic::ParseSyntheticJobConfig(absl::StrCat(kJob, ",rank=", r));
     cfg.clock_skew_ns = kSkewMs[r] * kNanosPerMilli;
-    agent::SyntheticJob job(cfg);
+    synthetic::SyntheticJob job(cfg);
     tensorflow::profiler::XSpace expected;
     job.Generate(h.agent_start_ns() - cfg.clock_skew_ns, h.agent_stop_ns() - cfg.clock_skew_ns,
                  &expected);

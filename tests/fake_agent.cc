@@ -9,7 +9,7 @@ namespace {
 
 using coordinator::AgentClient;
 
-agent::SyntheticJobConfig WithSkew(agent::SyntheticJobConfig job, int64_t skew) {
+synthetic::SyntheticJobConfig WithSkew(synthetic::SyntheticJobConfig job, int64_t skew) {
   job.clock_skew_ns = skew;
   return job;
 }
@@ -222,7 +222,7 @@ class FakeAgent::Client final : public AgentClient {
 };
 
 FakeAgent::FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,
-                     agent::SyntheticJobConfig job)
+                     synthetic::SyntheticJobConfig job)
     : ex_(executor),
       clock_(clock),
       behavior_(std::move(behavior)),

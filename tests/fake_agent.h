@@ -80,7 +80,7 @@ class FakeAgent {
  public:
   // `clock` is the coordinator's (shared) fake clock; the agent sees it shifted by the offset.
   FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,
-            agent::SyntheticJobConfig job = {});
+            synthetic::SyntheticJobConfig job = {});
   ~FakeAgent();
 
   std::unique_ptr<coordinator::AgentClient> NewClient();

@@ -151,7 +151,7 @@ class FakeTslServer::Service final : public tensorflow::ProfilerService::Service
     }
     const int64_t skew = options_.job.clock_skew_ns;
     tensorflow::profiler::XSpace space;
-    agent::SyntheticJob(options_.job).Generate(start - skew, stop - skew, &space);
+    synthetic::SyntheticJob(options_.job).Generate(start - skew, stop - skew, &space);
     if (options_.tpu_planes) AddTpuPlanes(start, stop, &space);
     if (options_.absolute_line_times) MakeLineTimesAbsolute(&space);
     if (options_.drop_task_environment) DropTaskEnvironment(&space);

@@ -39,7 +39,7 @@ struct FakeTslServerOptions {
   // Answer ALREADY_EXISTS (another session is running).
   bool busy = false;
   // The job this server's process runs; job.clock_skew_ns is its clock's offset from true time.
-  agent::SyntheticJobConfig job;
+  synthetic::SyntheticJobConfig job;
   // Where kSavedOnDisk writes instead of the request's repository_root ("" = the request's).
   std::string save_root_override = {};
   // The host clock this server reads (null: the real one); its own clock is that plus

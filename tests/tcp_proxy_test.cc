@@ -350,7 +350,7 @@ class InProcessAgent {
  private:
   RealClock clock_;
   AsioExecutor executor_{&clock_};
-  agent::SyntheticCollector synthetic_{agent::SyntheticJobConfig{}};
+  agent::SyntheticCollector synthetic_{synthetic::SyntheticJobConfig{}};
   agent::CaptureManager manager_{{&clock_, {&synthetic_}, &executor_, nullptr},
                                  {.host_name = "node-7"}};
   agent::AgentServiceImpl service_{{{&manager_, &clock_, "node-7", "machine"}}};
@@ -422,7 +422,7 @@ class TwoEndpointAgent {
  private:
   RealClock clock_;
   AsioExecutor executor_{&clock_};
-  agent::SyntheticCollector synthetic_{agent::SyntheticJobConfig{}};
+  agent::SyntheticCollector synthetic_{synthetic::SyntheticJobConfig{}};
   agent::CaptureManager manager0_{{&clock_, {&synthetic_}, &executor_, nullptr}, {}};
   agent::CaptureManager manager1_{{&clock_, {&synthetic_}, &executor_, nullptr}, {}};
   agent::AgentServiceImpl service_{

@@ -54,8 +54,8 @@ WorkerAddress Tsl(int port) {
   return *w;
 }
 
-agent::SyntheticJobConfig Job(int64_t rank, int64_t world, int64_t skew_ms) {
-  agent::SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Job(int64_t rank, int64_t world, int64_t skew_ms) {
+  synthetic::SyntheticJobConfig c;
   c.rank = rank;
   c.world = world;
   c.seed = 9;

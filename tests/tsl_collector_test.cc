@@ -59,8 +59,8 @@ constexpr int64_t kMs = 1'000'000;
 // The agent's clock runs this far ahead of the host clock the framework servers read.
 constexpr int64_t kAgentSkewNs = 7 * kMs + 123;
 
-SyntheticJobConfig Job(int64_t rank, int64_t skew_ns) {
-  SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Job(int64_t rank, int64_t skew_ns) {
+  synthetic::SyntheticJobConfig c;
   c.rank = rank;
   c.world = 2;
   c.seed = 5;

@@ -64,13 +64,13 @@ Shape ShapeOf(const xspace::XSpace& space) {
 
 TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
   const Case& c = GetParam();
-  absl::StatusOr<agent::SyntheticJobConfig> base = agent::ParseSyntheticJobConfig(c.knobs);
+  absl::StatusOr<synthetic::SyntheticJobConfig> base = synthetic::ParseSyntheticJobConfig(c.knobs);
   ASSERT_THAT(base, IsOk());
   for (int64_t rank = 0; rank < base->world; ++rank) {
-    agent::SyntheticJobConfig config = *base;
+    synthetic::SyntheticJobConfig config = *base;
     config.rank = rank;
     config.clock_skew_ns = c.skew_ms * kNanosPerMilli * (rank % 2 == 0 ? 1 : -1);
-    const agent::SyntheticJob job(config);
+    const synthetic::SyntheticJob job(config);
     // A window that starts mid-step, so both edges cut steps.
     const int64_t start = kT0 + 3 * kNanosPerMilli + 17;
     const int64_t stop = start + c.window_ms * kNanosPerMilli;
@@ -116,7 +116,8 @@ INSTANTIATE_TEST_SUITE_P(
     PrintCase);
 
 TEST(SyntheticCollectorFilesTest, CollectedWindowPassesTheChecker) {
-  absl::StatusOr<agent::SyntheticJobConfig> config = agent::ParseSyntheticJobConfig("gpus=4");
+  absl::StatusOr<synthetic::SyntheticJobConfig> config =
+      synthetic::ParseSyntheticJobConfig("gpus=4");
   ASSERT_THAT(config, IsOk());
   config->clock_skew_ns = -11 * kNanosPerMilli;
   agent::SyntheticCollector collector(*config);

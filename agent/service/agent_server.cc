@@ -72,15 +72,16 @@ int64_t EndpointSkewMs(int64_t index, int64_t spread_ms) {
 absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& options) {
   const int64_t n = options.endpoints;
   const bool synthetic = UsesCollector(options, kSyntheticCollector);
-  SyntheticJobConfig job;
+  synthetic::SyntheticJobConfig job;
   if (synthetic) {
-    absl::StatusOr<SyntheticJobConfig> parsed = ParseSyntheticJobConfig(options.synthetic);
+    absl::StatusOr<synthetic::SyntheticJobConfig> parsed =
+        synthetic::ParseSyntheticJobConfig(options.synthetic);
     if (!parsed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--synthetic: ", parsed.status().message()));
     }
     job = *parsed;
     if (n > 1) {
-      constexpr int64_t kMaxWorld = 4096;  // ValidateSyntheticJobConfig's limit
+      constexpr int64_t kMaxWorld = 4096;  // synthetic::ValidateSyntheticJobConfig's limit
       if (job.rank + n > kMaxWorld) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--endpoints=", n, " with synthetic rank ", job.rank, " needs ranks up to ",
@@ -91,7 +92,7 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
   }
   std::vector<EndpointPlan> plans;
   plans.reserve(static_cast<size_t>(n));
-  const auto memo = synthetic ? std::make_shared<SyntheticStepMemo>(job) : nullptr;
+  const auto memo = synthetic ? std::make_shared<synthetic::SyntheticStepMemo>(job) : nullptr;
   for (int64_t i = 0; i < n; ++i) {
     EndpointPlan plan;
     if (n == 1) {
@@ -112,7 +113,7 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
     // The framework servers read the host's real clock; this endpoint's is skewed from it.
     plan.tsl.clock_skew_ns = plan.clock_skew_ns;
     if (synthetic) {
-      if (absl::Status s = ValidateSyntheticJobConfig(plan.synthetic); !s.ok()) {
+      if (absl::Status s = synthetic::ValidateSyntheticJobConfig(plan.synthetic); !s.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--synthetic (endpoint ", i, "): ", s.message()));
       }

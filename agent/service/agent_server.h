@@ -56,9 +56,9 @@ int64_t EndpointSkewMs(int64_t index, int64_t spread_ms);
 struct EndpointPlan {
   std::string name;  // may be empty: a single endpoint without --name
   int64_t clock_skew_ns = 0;
-  SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
-  // One for every endpoint of the process: their ranks are one job (SyntheticStepMemo).
-  std::shared_ptr<SyntheticStepMemo> synthetic_memo;
+  synthetic::SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
+  // One for every endpoint of the process: their ranks are one job (synthetic::SyntheticStepMemo).
+  std::shared_ptr<synthetic::SyntheticStepMemo> synthetic_memo;
   TslCollectorOptions tsl;  // --tsl-local servers, with clock_skew_ns of this endpoint
 };
 

@@ -81,7 +81,7 @@ TEST(PlanEndpointsTest, EndpointsAreConsecutiveRanksWithTheirOwnNamesAndSkews) {
     // One job: every endpoint shares the memo of its all-reduce ends, and would use it.
     ASSERT_NE(p.synthetic_memo, nullptr);
     EXPECT_EQ(p.synthetic_memo, (*plans)[0].synthetic_memo);
-    EXPECT_TRUE(SameSyntheticJob(p.synthetic_memo->job(), p.synthetic));
+    EXPECT_TRUE(synthetic::SameSyntheticJob(p.synthetic_memo->job(), p.synthetic));
   }
   o.name = "";
   o.synthetic = "world=64";

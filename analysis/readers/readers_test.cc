@@ -715,14 +715,14 @@ TEST(XSpaceReaderTest, Errors) {
 // The synthetic job (docs/synthetic-job.md) is ground truth: every event is classified as its
 // model says, on the common timeline once the agent's skew is taken off.
 TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
-  agent::SyntheticJobConfig config;
+  synthetic::SyntheticJobConfig config;
   config.rank = 1;
   config.world = 2;
   config.gpus = 2;
   config.kernels_per_step = 3;
   config.step_ms = 10;
   config.clock_skew_ns = 3 * kMs + 17;
-  const agent::SyntheticJob job(config);
+  const synthetic::SyntheticJob job(config);
   const int64_t start = kP + 123'456;
   const int64_t stop = start + 95 * kMs;
   XSpace space;
@@ -740,7 +740,7 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
   int64_t complete_steps = 0;
   for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop - 1); ++k) {
     for (int64_t g = 0; g < config.gpus; ++g) {
-      const agent::StepPlan plan = job.Plan(k, config.rank, g);
+      const synthetic::StepPlan plan = job.Plan(k, config.rank, g);
       if (inside(plan.start_ns, plan.end_ns)) {
         markers.push_back(M(plan.step_num, plan.start_ns - kP, plan.end_ns - kP, 1000 + g));
         if (g == 0) ++complete_steps;
@@ -749,7 +749,7 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
         host_ops.push_back(O(OpKind::kHostInputWait, plan.start_ns - kP, plan.input_end_ns - kP));
       }
       for (size_t i = 0; i < plan.host_calls.size(); ++i) {
-        const agent::StepPlan::Op& op = plan.host_calls[i];
+        const synthetic::StepPlan::Op& op = plan.host_calls[i];
         if (!inside(op.start_ns, op.end_ns)) continue;
         const OpKind kind =
             op.name == "cudaStreamSynchronize" ? OpKind::kHostSync : OpKind::kHostLaunch;
@@ -765,8 +765,8 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
         }
       }
       for (size_t i = 0; i < plan.device_ops.size(); ++i) {
-        const agent::StepPlan::Op& op = plan.device_ops[i];
-        const agent::StepPlan::Op& launch = plan.host_calls[i];
+        const synthetic::StepPlan::Op& op = plan.device_ops[i];
+        const synthetic::StepPlan::Op& launch = plan.host_calls[i];
         // Like CUPTI, the job keeps device work only with its launch.
         if (!inside(op.start_ns, op.end_ns) || !inside(launch.start_ns, launch.end_ns)) continue;
         const size_t n = plan.device_ops.size();

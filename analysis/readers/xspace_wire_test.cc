@@ -36,14 +36,14 @@ constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since
 
 // A small but complete host: 2 GPUs, steps, launches, memcpys, collectives, skewed clock.
 XSpace SyntheticSpace() {
-  agent::SyntheticJobConfig config;
+  synthetic::SyntheticJobConfig config;
   config.rank = 1;
   config.world = 2;
   config.gpus = 2;
   config.kernels_per_step = 3;
   config.step_ms = 10;
   config.clock_skew_ns = 3 * kMs;
-  const agent::SyntheticJob job(config);
+  const synthetic::SyntheticJob job(config);
   XSpace space;
   job.Generate(kP, kP + 45 * kMs, &space);
   space.add_errors("CUPTI buffer overflow");

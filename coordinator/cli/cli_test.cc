@@ -441,8 +441,8 @@ TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
   EXPECT_EQ(m.hosts(0).agent_version(), "test");
 }
 
-agent::SyntheticJobConfig Rank(int r) {
-  agent::SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Rank(int r) {
+  synthetic::SyntheticJobConfig c;
   c.rank = r;
   c.world = 3;
   c.step_ms = 20;

@@ -39,8 +39,8 @@ using ::profctl::v1::HostResult;
 using ::profctl::v1::SessionManifest;
 using ::testing::HasSubstr;
 
-agent::SyntheticJobConfig Rank(int r, int world = 3) {
-  agent::SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Rank(int r, int world = 3) {
+  synthetic::SyntheticJobConfig c;
   c.rank = r;
   c.world = world;
   c.step_ms = 20;
@@ -56,7 +56,7 @@ class CaptureEngineTest : public ::testing::Test {
     return plan;
   }
   FakeAgent& Agent(const std::string& address, FakeAgentBehavior b,
-                   agent::SyntheticJobConfig job = Rank(0)) {
+                   synthetic::SyntheticJobConfig job = Rank(0)) {
     agents_.push_back(std::make_unique<FakeAgent>(&ex_, &clock_, std::move(b), job));
     factory_.Add(address, agents_.back().get());
     return *agents_.back();
@@ -396,7 +396,7 @@ TEST_F(CaptureEngineTest, AThousandHostsAllGetTheirCaptureBeforeTheStartAndStart
   for (int i = 0; i < 1000; ++i) {
     const int64_t d = delay(rng);
     addresses.push_back(absl::StrCat("host", i, ":6000"));
-    agent::SyntheticJobConfig job = Rank(i, 1000);
+    synthetic::SyntheticJobConfig job = Rank(i, 1000);
     job.step_ms = 50;
     Agent(addresses.back(),
           {.clock_offset_ns = skew(rng),
@@ -469,7 +469,7 @@ TEST_F(CaptureEngineTest, LeadCoversSendingEveryCaptureAtWhatAConnectedChannelCo
   std::vector<std::string> addresses;
   for (int i = 0; i < 400; ++i) {
     addresses.push_back(absl::StrCat("h", i, ":1"));
-    agent::SyntheticJobConfig job = Rank(i, 400);
+    synthetic::SyntheticJobConfig job = Rank(i, 400);
     job.step_ms = 50;
     Agent(addresses.back(),
           {.up_delay_ns = 100 * kNanosPerMicro,
@@ -734,7 +734,7 @@ TEST_F(CaptureEngineTest, CollectivesRefineOffsetsPastAsymmetricPaths) {
     if (i == 1) b.up_delay_ns = 10 * kNanosPerMilli;   // RTT offset off by +5 ms
     if (i == 2) b.down_delay_ns = 6 * kNanosPerMilli;  // off by -3 ms
     if (i == 3) b.up_delay_ns = b.down_delay_ns = 50'000;
-    agent::SyntheticJobConfig job = Rank(i, 4);
+    synthetic::SyntheticJobConfig job = Rank(i, 4);
     job.step_ms = 40;
     Agent(absl::StrCat("h", i, ":1"), b, job);
   }

@@ -40,8 +40,8 @@ using ::testing::IsEmpty;
 
 constexpr int64_t kHourNs = 3600 * kNanosPerSecond;
 
-agent::SyntheticJobConfig Rank(int r) {
-  agent::SyntheticJobConfig c;
+synthetic::SyntheticJobConfig Rank(int r) {
+  synthetic::SyntheticJobConfig c;
   c.rank = r;
   c.world = 2;
   c.step_ms = 20;
@@ -429,7 +429,7 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
   const int64_t slow_at = clock_.WallNs() + 20 * 60 * kNanosPerSecond;
   std::vector<std::unique_ptr<FakeAgent>> slowing;
   for (int r = 0; r < 2; ++r) {
-    agent::SyntheticJobConfig job = Rank(r);
+    synthetic::SyntheticJobConfig job = Rank(r);
     job.slowdown_at_ms = slow_at / kNanosPerMilli;
     job.slowdown_factor = 2;
     // Clocks seconds apart: each host's signal is judged on its own clock.

@@ -16,9 +16,9 @@ namespace profctl::agent {
 class SyntheticCollector final : public Collector {
  public:
   // `config.clock_skew_ns` must be the agent clock's skew, so that true time = agent time - skew.
-  // `memo`: shared with the other ranks of the job this process serves (SyntheticJob).
-  explicit SyntheticCollector(const SyntheticJobConfig& config,
-                              std::shared_ptr<SyntheticStepMemo> memo = nullptr)
+  // `memo`: shared with the other ranks of the job this process serves (synthetic::SyntheticJob).
+  explicit SyntheticCollector(const synthetic::SyntheticJobConfig& config,
+                              std::shared_ptr<synthetic::SyntheticStepMemo> memo = nullptr)
       : job_(config, std::move(memo)) {}
 
   absl::string_view name() const override { return kSyntheticCollector; }
@@ -32,10 +32,10 @@ class SyntheticCollector final : public Collector {
                    std::vector<StepSample>* out) const override;
   bool HasStepSignal() const override { return true; }
 
-  const SyntheticJob& job() const { return job_; }
+  const synthetic::SyntheticJob& job() const { return job_; }
 
  private:
-  SyntheticJob job_;
+  synthetic::SyntheticJob job_;
   int64_t start_ns_ = 0;
   int64_t stop_ns_ = 0;
   bool running_ = false;

@@ -16,21 +16,21 @@ namespace {
 
 constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
 
-SyntheticJobConfig Job(int64_t rank) {
-  return *ParseSyntheticJobConfig(
+synthetic::SyntheticJobConfig Job(int64_t rank) {
+  return *synthetic::ParseSyntheticJobConfig(
       "world=4,seed=11,step_ms=50,gpus=2,kernels_per_step=5,straggler_rank=1,"
       "straggler_factor=2,input_stall_rank=2,input_stall_ms=20,rank=" +
       std::to_string(rank));
 }
 
 TEST(SyntheticCollectorTest, StepSignalIsTheModelsFinishedStepsOnTheAgentClock) {
-  SyntheticJobConfig c = Job(0);
+  synthetic::SyntheticJobConfig c = Job(0);
   c.clock_skew_ns = 3 * kNanosPerSecond;
   const int64_t at = kT0 + 10 * kNanosPerSecond;
   c.slowdown_at_ms = at / kNanosPerMilli;
   c.slowdown_factor = 2;
   const SyntheticCollector collector(c);
-  const SyntheticJob& job = collector.job();
+  const synthetic::SyntheticJob& job = collector.job();
   EXPECT_TRUE(collector.HasStepSignal());
   const int64_t skew = c.clock_skew_ns;
   // 20 s around the slowdown, on the agent's clock.
@@ -47,9 +47,9 @@ TEST(SyntheticCollectorTest, StepSignalIsTheModelsFinishedStepsOnTheAgentClock) 
     }
   }
   EXPECT_EQ(steps.front().duration_ns, job.period_ns());
-  SyntheticJobConfig longer = Job(0);
+  synthetic::SyntheticJobConfig longer = Job(0);
   longer.step_ms = 100;
-  EXPECT_EQ(steps.back().duration_ns, SyntheticJob(longer).period_ns());
+  EXPECT_EQ(steps.back().duration_ns, synthetic::SyntheticJob(longer).period_ns());
   // `max` keeps the latest; an empty or inverted range gives nothing.
   std::vector<StepSample> last3;
   collector.RecentSteps(kT0 + skew, kT0 + 20 * kNanosPerSecond + skew, 3, &last3);
@@ -62,7 +62,7 @@ TEST(SyntheticCollectorTest, StepSignalIsTheModelsFinishedStepsOnTheAgentClock) 
 }
 
 TEST(SyntheticCollectorTest, CollectsTheRecordedWindowOnTheAgentClock) {
-  SyntheticJobConfig c = Job(2);
+  synthetic::SyntheticJobConfig c = Job(2);
   c.clock_skew_ns = 263 * kNanosPerMilli;
   SyntheticCollector collector(c);
   const int64_t start = kT0 + c.clock_skew_ns, stop = start + 500 * kNanosPerMilli;
