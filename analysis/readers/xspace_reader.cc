@@ -14,219 +14,26 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/readers/xspace_wire.h"
 #include "common/status_macros.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
 #include "xspace/xspace.h"
 
 namespace profctl::analysis {
 namespace {
 
-using google::protobuf::internal::WireFormatLite;
-using google::protobuf::io::CodedInputStream;
-
-// Field numbers of tensorflow/profiler/xplane.proto (TSL_WIRE.md) and of protobuf map entries.
-enum SpaceField : uint32_t { kSpacePlanes = 1, kSpaceErrors = 2, kSpaceWarnings = 3 };
-enum PlaneField : uint32_t {
-  kPlaneName = 2,
-  kPlaneLines = 3,
-  kPlaneEventMetadata = 4,
-  kPlaneStatMetadata = 5,
-  kPlaneStats = 6,
-};
-enum LineField : uint32_t { kLineId = 1, kLineName = 2, kLineTimestampNs = 3, kLineEvents = 4 };
-enum EventField : uint32_t {
-  kEventMetadataId = 1,
-  kEventOffsetPs = 2,
-  kEventDurationPs = 3,
-  kEventStats = 4,
-  kEventNumOccurrences = 5,
-};
-enum StatField : uint32_t {
-  kStatMetadataId = 1,
-  kStatDouble = 2,
-  kStatUint64 = 3,
-  kStatInt64 = 4,
-  kStatStr = 5,
-  kStatBytes = 6,
-  kStatRef = 7,
-};
-enum MapEntryField : uint32_t { kMapKey = 1, kMapValue = 2 };
-constexpr uint32_t kEventMetadataName = 2;
-constexpr uint32_t kEventMetadataStats = 5;
-constexpr uint32_t kStatMetadataName = 2;
-
-enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+using xspace_wire::Cursor;
+using xspace_wire::IdTable;
+using xspace_wire::IntValue;
+using xspace_wire::kMaxNameBytes;
+using xspace_wire::Range;
+using xspace_wire::RawStat;
+using xspace_wire::ReadStat;
 
 constexpr absl::string_view kXlaOpsLine = "XLA Ops";
 // TSL's consumer context stats: a wrapper event on one thread joining a step root on another.
 constexpr absl::string_view kStatConsumerType = "_ct";
 constexpr absl::string_view kStatConsumerId = "_c";
 constexpr size_t kMaxPassedOnMessages = 10;
-// Names longer than this are cut when read: they only feed warnings, matching and classification
-// (a step name is at most kMaxStepNameLength).
-constexpr uint32_t kMaxNameBytes = 4096;
-
-struct Range {
-  uint64_t offset = 0;
-  uint64_t size = 0;
-};
-
-// --- wire-format walking -------------------------------------------------------------------
-
-// One pass over a byte range of the source. Every Read*/Skip returns false on malformed or
-// missing bytes; the caller then stops and reports Position().
-class Cursor {
- public:
-  Cursor(const ByteSource& source, Range range)
-      : stream_(source.Open(range.offset, range.size)), in_(stream_.get()), base_(range.offset) {
-    in_.SetTotalBytesLimit(INT_MAX);
-  }
-
-  uint64_t Position() const { return base_ + static_cast<uint64_t>(in_.CurrentPosition()); }
-
-  // Calls field(number, wire_type, tag) for each field up to the current limit (the end of the
-  // range, or of the message entered by Message()); field returns false on malformed bytes.
-  template <typename F>
-  bool Fields(F&& field) {
-    for (;;) {
-      const uint32_t tag = in_.ReadTag();
-      if (tag == 0) return in_.ConsumedEntireMessage();
-      if (!field(tag >> 3, tag & 7, tag)) return false;
-    }
-  }
-
-  // Enters the length-delimited message at the cursor and walks its fields.
-  template <typename F>
-  bool Message(F&& field) {
-    uint32_t length = 0;
-    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
-    const CodedInputStream::Limit limit = in_.PushLimit(static_cast<int>(length));
-    const bool ok = Fields(std::forward<F>(field));
-    in_.PopLimit(limit);
-    return ok;
-  }
-
-  bool Skip(uint32_t tag) { return WireFormatLite::SkipField(&in_, tag); }
-  bool Varint(uint64_t* v) { return in_.ReadVarint64(v); }
-  bool Int64(int64_t* v) {
-    uint64_t u = 0;
-    if (!in_.ReadVarint64(&u)) return false;
-    *v = static_cast<int64_t>(u);
-    return true;
-  }
-  bool Fixed64(uint64_t* v) { return in_.ReadLittleEndian64(v); }
-  // A length-delimited value; at most `max_bytes` of it are kept in *out.
-  bool String(std::string* out, uint32_t max_bytes = UINT32_MAX) {
-    uint32_t length = 0;
-    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
-    const uint32_t keep = std::min(length, max_bytes);
-    if (!in_.ReadString(out, static_cast<int>(keep))) return false;
-    return in_.Skip(static_cast<int>(length - keep));
-  }
-  // The range of a length-delimited value, skipped.
-  bool SkipRange(Range* range) {
-    uint32_t length = 0;
-    if (!in_.ReadVarint32(&length) || length > INT_MAX) return false;
-    range->offset = Position();
-    range->size = length;
-    return in_.Skip(static_cast<int>(length));
-  }
-
- private:
-  std::unique_ptr<google::protobuf::io::ZeroCopyInputStream> stream_;
-  CodedInputStream in_;
-  uint64_t base_;
-};
-
-// An XStat as read: its metadata id and the last value field (a oneof). String and bytes values
-// go to a caller's scratch string.
-struct RawStat {
-  enum class Kind : uint8_t { kNone, kDouble, kUint64, kInt64, kStr, kBytes, kRef };
-  int64_t metadata_id = 0;
-  Kind kind = Kind::kNone;
-  uint64_t bits = 0;  // uint64, int64 (two's complement), ref or double bits
-};
-
-bool ReadStat(Cursor& c, RawStat* stat, std::string* str) {
-  *stat = RawStat();
-  return c.Message([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (wire == kVarint) {
-      switch (field) {
-        case kStatMetadataId:
-          return c.Int64(&stat->metadata_id);
-        case kStatUint64:
-          stat->kind = RawStat::Kind::kUint64;
-          return c.Varint(&stat->bits);
-        case kStatInt64:
-          stat->kind = RawStat::Kind::kInt64;
-          return c.Varint(&stat->bits);
-        case kStatRef:
-          stat->kind = RawStat::Kind::kRef;
-          return c.Varint(&stat->bits);
-        default:
-          break;
-      }
-    } else if (wire == kFixed64 && field == kStatDouble) {
-      stat->kind = RawStat::Kind::kDouble;
-      return c.Fixed64(&stat->bits);
-    } else if (wire == kLengthDelimited && (field == kStatStr || field == kStatBytes)) {
-      stat->kind = field == kStatStr ? RawStat::Kind::kStr : RawStat::Kind::kBytes;
-      return c.String(str, kMaxNameBytes);
-    }
-    return c.Skip(tag);
-  });
-}
-
-// An integer stat value (int64, or uint64 within int64), else nullopt.
-std::optional<int64_t> IntValue(const RawStat& s) {
-  if (s.kind == RawStat::Kind::kInt64) return static_cast<int64_t>(s.bits);
-  if (s.kind == RawStat::Kind::kUint64 &&
-      s.bits <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return static_cast<int64_t>(s.bits);
-  }
-  return std::nullopt;
-}
-
-// Lookup from a metadata id to a precomputed value: a vector when the ids are dense (the usual
-// 1..N), a hash map otherwise. A repeated id keeps its last value, as a protobuf map does.
-template <typename T>
-class IdTable {
- public:
-  IdTable() = default;
-  explicit IdTable(std::vector<std::pair<int64_t, T>> entries) {
-    int64_t max_id = -1;
-    bool dense = true;
-    for (const auto& [id, unused] : entries) {
-      if (id < 0) dense = false;
-      max_id = std::max(max_id, id);
-    }
-    dense_mode_ = dense && max_id < 4 * static_cast<int64_t>(entries.size()) + 1024;
-    if (dense_mode_) {
-      dense_.resize(static_cast<size_t>(max_id + 1));
-      for (auto& [id, v] : entries) dense_[static_cast<size_t>(id)] = std::move(v);
-    } else {
-      sparse_.reserve(entries.size());
-      for (auto& [id, v] : entries) sparse_.insert_or_assign(id, std::move(v));
-    }
-  }
-
-  // nullptr when the id has no entry.
-  const T* Find(int64_t id) const {
-    if (dense_mode_) {
-      if (id < 0 || static_cast<uint64_t>(id) >= dense_.size()) return nullptr;
-      const std::optional<T>& v = dense_[static_cast<size_t>(id)];
-      return v ? &*v : nullptr;
-    }
-    auto it = sparse_.find(id);
-    return it == sparse_.end() ? nullptr : &it->second;
-  }
-
- private:
-  bool dense_mode_ = true;
-  std::vector<std::optional<T>> dense_;
-  absl::flat_hash_map<int64_t, T> sparse_;
-};
 
 // --- the XSpace's structure ----------------------------------------------------------------
 
@@ -388,17 +195,17 @@ bool Reader::ReadStructure() {
   Cursor c(source_, Range{0, source_.size()});
   std::string message;
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (wire != kLengthDelimited) return c.Skip(tag);
+    if (wire != xspace_wire::kLengthDelimited) return c.Skip(tag);
     switch (field) {
-      case kSpacePlanes: {
+      case xspace_wire::kSpacePlanes: {
         PlaneInfo plane;
         if (!c.SkipRange(&plane.range)) return false;
         planes_.push_back(std::move(plane));
         return true;
       }
-      case kSpaceErrors:
-      case kSpaceWarnings: {
-        const bool error = field == kSpaceErrors;
+      case xspace_wire::kSpaceErrors:
+      case xspace_wire::kSpaceWarnings: {
+        const bool error = field == xspace_wire::kSpaceErrors;
         (error ? space_errors_total_ : space_warnings_total_) += 1;
         std::vector<std::string>& kept = error ? space_errors_ : space_warnings_;
         if (kept.size() == kMaxPassedOnMessages) return c.Skip(tag);
@@ -420,8 +227,9 @@ bool Reader::ReadStructure() {
 bool Reader::ReadPlaneHeader(PlaneInfo* plane) {
   Cursor c(source_, plane->range);
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (wire == kLengthDelimited && field == kPlaneName) return c.String(&plane->name);
-    if (wire == kLengthDelimited && field == kPlaneLines) {
+    if (wire == xspace_wire::kLengthDelimited && field == xspace_wire::kPlaneName)
+      return c.String(&plane->name);
+    if (wire == xspace_wire::kLengthDelimited && field == xspace_wire::kPlaneLines) {
       Range line;
       if (!c.SkipRange(&line)) return false;
       plane->lines.push_back(line);
@@ -438,22 +246,22 @@ bool Reader::ReadStatTable(const PlaneInfo& plane, StatTable* table,
   std::vector<std::pair<int64_t, StatRole>> roles;
   std::string name;
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (wire != kLengthDelimited) return c.Skip(tag);
-    if (field == kPlaneStats && plane_stats != nullptr) {
+    if (wire != xspace_wire::kLengthDelimited) return c.Skip(tag);
+    if (field == xspace_wire::kPlaneStats && plane_stats != nullptr) {
       RawStat s;
       if (!ReadStat(c, &s, &scratch_)) return false;
       plane_stats->push_back(s);
       return true;
     }
-    if (field != kPlaneStatMetadata) return c.Skip(tag);
+    if (field != xspace_wire::kPlaneStatMetadata) return c.Skip(tag);
     int64_t key = 0;
     name.clear();
     // map<int64, XStatMetadata> entry: the key is the id (XStatMetadata.id is not used).
     const bool entry_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
-      if (f == kMapKey && w == kVarint) return c.Int64(&key);
-      if (f == kMapValue && w == kLengthDelimited) {
+      if (f == xspace_wire::kMapKey && w == xspace_wire::kVarint) return c.Int64(&key);
+      if (f == xspace_wire::kMapValue && w == xspace_wire::kLengthDelimited) {
         return c.Message([&](uint32_t vf, uint32_t vw, uint32_t vt) {
-          if (vf == kStatMetadataName && vw == kLengthDelimited) {
+          if (vf == xspace_wire::kStatMetadataName && vw == xspace_wire::kLengthDelimited) {
             return c.String(&name, kMaxNameBytes);
           }
           return c.Skip(vt);
@@ -494,17 +302,18 @@ bool Reader::ReadEventMetadata(const PlaneInfo& plane, const StatTable& stats, M
   std::string name;
   std::vector<std::pair<RawStat, std::string>> md_stats;
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (field != kPlaneEventMetadata || wire != kLengthDelimited) return c.Skip(tag);
+    if (field != xspace_wire::kPlaneEventMetadata || wire != xspace_wire::kLengthDelimited)
+      return c.Skip(tag);
     int64_t key = 0;
     name.clear();
     md_stats.clear();
     const bool entry_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
-      if (f == kMapKey && w == kVarint) return c.Int64(&key);
-      if (f != kMapValue || w != kLengthDelimited) return c.Skip(t);
+      if (f == xspace_wire::kMapKey && w == xspace_wire::kVarint) return c.Int64(&key);
+      if (f != xspace_wire::kMapValue || w != xspace_wire::kLengthDelimited) return c.Skip(t);
       return c.Message([&](uint32_t vf, uint32_t vw, uint32_t vt) {
-        if (vw != kLengthDelimited) return c.Skip(vt);
-        if (vf == kEventMetadataName) return c.String(&name, kMaxNameBytes);
-        if (vf == kEventMetadataStats) {
+        if (vw != xspace_wire::kLengthDelimited) return c.Skip(vt);
+        if (vf == xspace_wire::kEventMetadataName) return c.String(&name, kMaxNameBytes);
+        if (vf == xspace_wire::kEventMetadataStats) {
           RawStat s;
           if (!ReadStat(c, &s, &scratch_)) return false;
           // Only stats the reader looks at are kept.
@@ -527,10 +336,12 @@ bool Reader::ReadLineHeader(const PlaneInfo& plane, Range range, LineInfo* line)
   line->range = range;
   Cursor c(source_, range);
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (wire == kVarint && field == kLineId) return c.Int64(&line->id);
-    if (wire == kVarint && field == kLineTimestampNs) return c.Int64(&line->timestamp_ns);
-    if (wire == kLengthDelimited && field == kLineName) return c.String(&line->name, kMaxNameBytes);
-    if (wire == kLengthDelimited && field == kLineEvents) ++line->events;
+    if (wire == xspace_wire::kVarint && field == xspace_wire::kLineId) return c.Int64(&line->id);
+    if (wire == xspace_wire::kVarint && field == xspace_wire::kLineTimestampNs)
+      return c.Int64(&line->timestamp_ns);
+    if (wire == xspace_wire::kLengthDelimited && field == xspace_wire::kLineName)
+      return c.String(&line->name, kMaxNameBytes);
+    if (wire == xspace_wire::kLengthDelimited && field == xspace_wire::kLineEvents) ++line->events;
     return c.Skip(tag);
   });
   return ok || Fail(absl::StrCat("a line of plane '", plane.name, "'"), c);
@@ -567,26 +378,28 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
     return true;
   };
   const bool ok = c.Fields([&](uint32_t field, uint32_t wire, uint32_t tag) {
-    if (field != kLineEvents || wire != kLengthDelimited) return c.Skip(tag);
+    if (field != xspace_wire::kLineEvents || wire != xspace_wire::kLengthDelimited)
+      return c.Skip(tag);
     e = Event();
     ++index;
     const bool event_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
-      if (w == kVarint) {
+      if (w == xspace_wire::kVarint) {
         switch (f) {
-          case kEventMetadataId:
+          case xspace_wire::kEventMetadataId:
             return c.Int64(&e.metadata_id);
-          case kEventOffsetPs:
+          case xspace_wire::kEventOffsetPs:
             return c.Int64(&e.offset_ps);
-          case kEventDurationPs:
+          case xspace_wire::kEventDurationPs:
             return c.Int64(&e.duration_ps);
-          case kEventNumOccurrences:
+          case xspace_wire::kEventNumOccurrences:
             e.offset_ps = 0;  // the other member of the `data` oneof
             return c.Skip(t);
           default:
             return c.Skip(t);
         }
       }
-      if (w == kLengthDelimited && f == kEventStats && parse_stats) return read_stat();
+      if (w == xspace_wire::kLengthDelimited && f == xspace_wire::kEventStats && parse_stats)
+        return read_stat();
       return c.Skip(t);
     });
     if (!event_ok) return false;
