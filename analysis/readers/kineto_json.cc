@@ -1,0 +1,165 @@
+#include "analysis/readers/kineto_json.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+
+namespace profctl::analysis::kineto_json {
+namespace {
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+}  // namespace
+
+bool ScaledDecimal(absl::string_view text, int scale, int64_t* out) {
+  constexpr int kMaxDigits = 36;  // 10^37 < 2^127
+  size_t i = 0;
+  const size_t n = text.size();
+  bool negative = false;
+  if (i < n && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
+  __int128 mantissa = 0;
+  int digits = 0;
+  int exp10 = scale;
+  bool any = false;
+  for (; i < n && absl::ascii_isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    any = true;
+    if (digits < kMaxDigits) {
+      mantissa = mantissa * 10 + (text[i] - '0');
+      if (mantissa != 0) ++digits;
+    } else {
+      ++exp10;  // a digit beyond the precision kept: the value is far out of range anyway
+    }
+  }
+  if (i < n && text[i] == '.') {
+    for (++i; i < n && absl::ascii_isdigit(static_cast<unsigned char>(text[i])); ++i) {
+      any = true;
+      if (digits < kMaxDigits) {
+        mantissa = mantissa * 10 + (text[i] - '0');
+        if (mantissa != 0) ++digits;
+        --exp10;
+      }
+    }
+  }
+  if (!any) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    bool exp_negative = false;
+    if (i < n && (text[i] == '-' || text[i] == '+')) exp_negative = text[i++] == '-';
+    int e = 0;
+    bool exp_any = false;
+    for (; i < n && absl::ascii_isdigit(static_cast<unsigned char>(text[i])); ++i) {
+      exp_any = true;
+      e = std::min(e * 10 + (text[i] - '0'), 10000);
+    }
+    if (!exp_any) return false;
+    exp10 += exp_negative ? -e : e;
+  }
+  if (i != n) return false;
+  if (mantissa != 0) {
+    if (exp10 > 0) {
+      for (int k = 0; k < exp10; ++k) {
+        mantissa *= 10;
+        if (mantissa > kInt64Max) return false;
+      }
+    } else if (exp10 < 0) {
+      if (-exp10 > kMaxDigits + 1) {
+        mantissa = 0;
+      } else {
+        __int128 divisor = 1;
+        for (int k = 0; k < -exp10; ++k) divisor *= 10;
+        const __int128 rest = mantissa % divisor;
+        mantissa /= divisor;
+        if (2 * rest >= divisor) ++mantissa;
+      }
+    }
+  }
+  if (mantissa > kInt64Max) return false;
+  *out = negative ? -static_cast<int64_t>(mantissa) : static_cast<int64_t>(mantissa);
+  return true;
+}
+
+Cat CategoryOf(absl::string_view cat) {
+  struct Entry {
+    absl::string_view name;
+    Cat cat;
+  };
+  static constexpr Entry kCategories[] = {
+      {"kernel", Cat::kKernel},
+      {"gpu_memcpy", Cat::kMemcpy},
+      {"memcpy", Cat::kMemcpy},
+      {"gpu_memset", Cat::kMemset},
+      {"memset", Cat::kMemset},
+      {"cpu_op", Cat::kStepHost},
+      {"operator", Cat::kStepHost},
+      {"user_annotation", Cat::kStepHost},
+      {"cuda_runtime", Cat::kHost},
+      {"cuda_driver", Cat::kHost},
+      {"runtime", Cat::kHost},
+      {"python_function", Cat::kPython},
+      {"gpu_user_annotation", Cat::kIgnored},
+      {"cuda_sync", Cat::kIgnored},
+      {"trace", Cat::kIgnored},
+      {"overhead", Cat::kIgnored},
+      {"cpu_instant_event", Cat::kIgnored},
+      {"ac2g", Cat::kIgnored},
+      {"fwdbwd", Cat::kIgnored},
+      {"cuda_profiler_range", Cat::kIgnored},
+      {"external_correlation", Cat::kIgnored},
+  };
+  for (const Entry& e : kCategories) {
+    if (absl::EqualsIgnoreCase(cat, e.name)) return e.cat;
+  }
+  if (absl::EndsWithIgnoreCase(cat, "_runtime") || absl::EndsWithIgnoreCase(cat, "_driver")) {
+    return Cat::kHost;  // privateuse1_runtime, xpu_runtime, mtia_runtime, ...
+  }
+  return Cat::kUnknown;
+}
+
+absl::string_view KeyName(Field k) {
+  switch (k) {
+    case Field::kPh:
+      return "ph";
+    case Field::kCat:
+      return "cat";
+    case Field::kName:
+      return "name";
+    case Field::kTs:
+      return "ts";
+    case Field::kDur:
+      return "dur";
+    case Field::kPid:
+      return "pid";
+    case Field::kTid:
+      return "tid";
+    case Field::kArgs:
+      return "args";
+    case Field::kDevice:
+      return "args.device";
+    default:
+      return "?";
+  }
+}
+
+absl::string_view TypeName(JsonType t) {
+  switch (t) {
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBool:
+      return "a boolean";
+    case JsonType::kNumber:
+      return "a number";
+    case JsonType::kString:
+      return "a string";
+    case JsonType::kObject:
+      return "an object";
+    case JsonType::kArray:
+      return "an array";
+  }
+  return "?";
+}
+
+}  // namespace profctl::analysis::kineto_json

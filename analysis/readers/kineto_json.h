@@ -1,0 +1,64 @@
+// The vocabulary of a Kineto (PyTorch profiler) trace as kineto_reader.cc reads it: exact
+// decimal numbers, what an event's category means, the keys the reader knows and JSON value
+// types, with their names for warnings. Internal to analysis/readers: users include
+// kineto_reader.h.
+#ifndef PROFCTL_ANALYSIS_READERS_KINETO_JSON_H_
+#define PROFCTL_ANALYSIS_READERS_KINETO_JSON_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace profctl::analysis::kineto_json {
+
+// `text` (a JSON number: -?digits[.digits][(e|E)[+-]digits]) times 10^scale, rounded to the
+// nearest integer (halves away from zero), exactly: no double in between. False when it is not a
+// number or the result does not fit in int64.
+bool ScaledDecimal(absl::string_view text, int scale, int64_t* out);
+
+// What a Kineto category means here.
+enum class Cat : uint8_t {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kStepHost,  // cpu_op, user_annotation: host ops that may be step markers
+  kHost,      // runtime / driver calls
+  kPython,    // python_function
+  kIgnored,   // known, not activity
+  kUnknown,
+};
+
+// The meaning of category `cat` (case-insensitive; `*_runtime`/`*_driver` are kHost; kUnknown when
+// not known).
+Cat CategoryOf(absl::string_view cat);
+
+// The keys of the document, of an event and of its args the reader acts on.
+enum class Field : uint8_t {
+  kNone,
+  kOther,
+  kTraceEvents,
+  kDistInfo,
+  kBaseTime,
+  kPh,
+  kCat,
+  kName,
+  kTs,
+  kDur,
+  kPid,
+  kTid,
+  kArgs,
+  kDevice,
+  kRank,
+};
+
+// `k` as written in the document, for warnings ("?" for keys not named in them).
+absl::string_view KeyName(Field k);
+
+enum class JsonType : uint8_t { kNull, kBool, kNumber, kString, kObject, kArray };
+
+// "null", "a number", ...: for warnings.
+absl::string_view TypeName(JsonType t);
+
+}  // namespace profctl::analysis::kineto_json
+
+#endif  // PROFCTL_ANALYSIS_READERS_KINETO_JSON_H_
