@@ -1,0 +1,336 @@
+// BuildPodBreakdown (breakdown.h): the hosts' summaries matched by step number into pod steps,
+// each judged (straggler, cause, bottleneck, why), then the pod's statistics and per-host reports.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "analysis/breakdown.h"
+#include "analysis/breakdown_internal.h"
+
+namespace profctl::analysis {
+namespace {
+
+using breakdown_internal::Ms;
+
+// Nearest-rank percentile p/100 of sorted `v` (non-empty): p50 of an even count is the lower
+// middle, a value some host really has.
+int64_t Percentile(const std::vector<int64_t>& sorted, int p) {
+  const auto n = static_cast<int64_t>(sorted.size());
+  int64_t rank = (p * n + 99) / 100 - 1;
+  rank = std::clamp<int64_t>(rank, 0, n - 1);
+  return sorted[static_cast<size_t>(rank)];
+}
+
+Stats StatsOf(std::vector<int64_t> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (int64_t x : v) sum += static_cast<double>(x);
+  s.mean_ns = sum / static_cast<double>(v.size());
+  s.p50_ns = Percentile(v, 50);
+  s.p90_ns = Percentile(v, 90);
+  return s;
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return Percentile(v, 50);
+}
+
+// Largest category of `t` (ties: the higher precedence).
+Category Largest(const CategoryTimes& t) {
+  int best = 0;
+  for (int c = 1; c < kNumCategories; ++c) {
+    if (t.ns[c] > t.ns[best]) best = c;
+  }
+  return static_cast<Category>(best);
+}
+
+// Fills straggler, cause, bottleneck and why of a step with its hosts set.
+void Judge(PodStep& ps) {
+  const size_t n = ps.hosts.size();
+  if (n == 1) {
+    const PodHostStep& only = ps.hosts.front();
+    ps.bottleneck = Largest(only.categories);
+    ps.why = absl::StrCat("single host ", only.host, ": no straggler; largest category ",
+                          CategoryName(ps.bottleneck), " (", Ms(only.categories[ps.bottleneck]),
+                          " ms of ", Ms(only.step_time_ns), " ms)");
+    return;
+  }
+  // Least collective time; ties: the longer step, then host order.
+  size_t s = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const int64_t ci = ps.hosts[i].categories[Category::kCollectives];
+    const int64_t cs = ps.hosts[s].categories[Category::kCollectives];
+    if (ci < cs || (ci == cs && ps.hosts[i].step_time_ns > ps.hosts[s].step_time_ns)) s = i;
+  }
+  const PodHostStep& straggler = ps.hosts[s];
+  ps.straggler = straggler.host;
+  ps.bottleneck = Largest(straggler.categories);
+
+  std::array<int64_t, kNumCategories> median{};
+  for (int c = 0; c < kNumCategories; ++c) {
+    std::vector<int64_t> v;
+    v.reserve(n);
+    for (const PodHostStep& h : ps.hosts) v.push_back(h.categories.ns[c]);
+    median[c] = Median(std::move(v));
+  }
+  int64_t best_excess = 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    const auto cat = static_cast<Category>(c);
+    if (cat == Category::kCollectives || cat == Category::kIdle) continue;
+    const int64_t excess = straggler.categories.ns[c] - median[c];
+    if (excess > best_excess) {
+      best_excess = excess;
+      ps.cause = cat;
+    }
+  }
+  ps.cause_excess_ns = best_excess;
+
+  std::vector<int64_t> others_collectives;
+  std::vector<int64_t> step_times;
+  bool any_collectives = false;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t ci = ps.hosts[i].categories[Category::kCollectives];
+    any_collectives = any_collectives || ci > 0;
+    step_times.push_back(ps.hosts[i].step_time_ns);
+    if (i != s) others_collectives.push_back(ci);
+  }
+  const std::string cause_text =
+      ps.cause == Category::kIdle
+          ? std::string()
+          : absl::StrCat(CategoryName(ps.cause), " ", Ms(straggler.categories[ps.cause]), " ms vs ",
+                         Ms(median[static_cast<int>(ps.cause)]), " ms median (+",
+                         Ms(ps.cause_excess_ns), " ms)");
+  if (!any_collectives) {
+    ps.why = absl::StrCat("no collectives in this step, so no host waits inside one; ",
+                          ps.straggler, " has the longest step (", Ms(straggler.step_time_ns),
+                          " ms vs ", Ms(Median(std::move(step_times))), " ms median)",
+                          cause_text.empty() ? "" : absl::StrCat(": ", cause_text));
+    return;
+  }
+  const std::string waiting = absl::StrCat("the other hosts wait for it inside their collectives (",
+                                           Ms(Median(others_collectives)), " ms median vs its ",
+                                           Ms(straggler.categories[Category::kCollectives]),
+                                           " ms): waiting, not communicating");
+  if (cause_text.empty()) {
+    ps.why = absl::StrCat(ps.straggler,
+                          " is the straggler, but none of its categories exceeds the median "
+                          "host's: the delay is outside its trace (network, another process); ",
+                          waiting);
+  } else {
+    ps.why = absl::StrCat(ps.straggler, " is the straggler: ", cause_text, "; ", waiting);
+  }
+}
+
+// A host's step in the pod's order: (step, host index, step index in the host's summary).
+struct StepRef {
+  int64_t step;
+  size_t host;
+  size_t index;
+};
+
+// Every step of the hosts in the pod view, sorted by step then host: one group per pod step.
+// Warns about hosts left out or without a complete step.
+std::vector<StepRef> PodStepRefs(const std::vector<HostSummary>& hosts, bool any_markers,
+                                 std::vector<std::string>* warnings) {
+  std::vector<StepRef> refs;
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    const HostSummary& hs = hosts[h];
+    if (any_markers && !hs.has_markers) {
+      warnings->push_back(absl::StrCat(
+          hs.host,
+          " has no step markers: its whole window is summarized as one pseudo-step (-1) and "
+          "not matched with the other hosts' steps"));
+      continue;
+    }
+    if (hs.steps.empty()) {
+      warnings->push_back(absl::StrCat(hs.host, " has no complete step (", hs.partial_steps,
+                                       " partial): it is absent from the pod view"));
+    }
+    for (size_t i = 0; i < hs.steps.size(); ++i) refs.push_back(StepRef{hs.steps[i].step, h, i});
+  }
+  std::stable_sort(refs.begin(), refs.end(), [](const StepRef& a, const StepRef& b) {
+    return a.step != b.step ? a.step < b.step : a.host < b.host;
+  });
+  return refs;
+}
+
+// Matches the hosts' steps by number into pod.steps, each judged (Judge), counting each host's
+// straggler steps, and warns about steps some hosts lack and duplicate entries.
+class PodStepMatcher {
+ public:
+  PodStepMatcher(const std::vector<HostSummary>& hosts, bool any_markers)
+      : hosts_(hosts), any_markers_(any_markers), straggler_steps_(hosts.size(), 0) {
+    comparable_hosts_ = static_cast<size_t>(std::count_if(
+        hosts.begin(), hosts.end(), [this](const HostSummary& h) { return Expected(h); }));
+  }
+
+  void Match(const std::vector<StepRef>& refs, PodBreakdown* pod) {
+    for (size_t i = 0; i < refs.size();) {
+      std::vector<size_t> host_indices;
+      PodStep ps = Group(refs, &i, &host_indices);
+      Judge(ps);
+      if (!ps.straggler.empty()) {
+        for (size_t k = 0; k < ps.hosts.size(); ++k) {
+          if (ps.hosts[k].host == ps.straggler) {
+            ++straggler_steps_[host_indices[k]];
+            break;
+          }
+        }
+      }
+      if (ps.hosts.size() < comparable_hosts_) NoteMissing(ps.step, host_indices);
+      pod->steps.push_back(std::move(ps));
+    }
+    if (steps_missing_ > 0) {
+      pod->warnings.push_back(absl::StrCat(
+          steps_missing_,
+          " steps are not complete on every host (cut by a window edge or not traced) and are "
+          "compared over the hosts that have them: ",
+          absl::StrJoin(missing_, "; "), steps_missing_ > missing_.size() ? "; ..." : ""));
+    }
+    if (duplicates_ > 0) {
+      pod->warnings.push_back(
+          absl::StrCat(duplicates_, " duplicate (host, step) entries ignored (first one kept)"));
+    }
+  }
+
+  // Per host (by index): the steps it was the straggler of.
+  const std::vector<int64_t>& straggler_steps() const { return straggler_steps_; }
+
+ private:
+  // Hosts expected in every step: those in the pod view with at least one complete step.
+  bool Expected(const HostSummary& h) const {
+    return (h.has_markers || !any_markers_) && !h.steps.empty();
+  }
+
+  // The pod step of the refs from *i on that share its step number; advances *i past them.
+  PodStep Group(const std::vector<StepRef>& refs, size_t* i, std::vector<size_t>* host_indices) {
+    PodStep ps;
+    ps.step = refs[*i].step;
+    size_t j = *i;
+    for (; j < refs.size() && refs[j].step == ps.step; ++j) {
+      if (!host_indices->empty() && host_indices->back() == refs[j].host) {
+        ++duplicates_;  // a hand-made summary with a step twice: the first counts
+        continue;
+      }
+      const HostStep& st = hosts_[refs[j].host].steps[refs[j].index];
+      host_indices->push_back(refs[j].host);
+      ps.hosts.push_back(
+          PodHostStep{hosts_[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host});
+    }
+    *i = j;
+    int64_t min_time = ps.hosts.front().step_time_ns;
+    for (const PodHostStep& h : ps.hosts) {
+      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, h.step_time_ns);
+      min_time = std::min(min_time, h.step_time_ns);
+    }
+    ps.spread_ns = ps.pod_step_time_ns - min_time;
+    return ps;
+  }
+
+  // "step 5 lacks worker-2": the expected hosts not among `host_indices` (ascending).
+  void NoteMissing(int64_t step, const std::vector<size_t>& host_indices) {
+    ++steps_missing_;
+    constexpr size_t kMaxListed = 10;
+    if (missing_.size() >= kMaxListed) return;
+    std::vector<absl::string_view> lacking;
+    size_t k = 0;
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      if (!Expected(hosts_[h])) continue;
+      if (k < host_indices.size() && host_indices[k] == h) {
+        ++k;
+      } else {
+        lacking.push_back(hosts_[h].host);
+      }
+    }
+    missing_.push_back(absl::StrCat("step ", step, " lacks ", absl::StrJoin(lacking, ", ")));
+  }
+
+  const std::vector<HostSummary>& hosts_;
+  const bool any_markers_;
+  size_t comparable_hosts_ = 0;
+  std::vector<int64_t> straggler_steps_;
+  std::vector<std::string> missing_;
+  size_t steps_missing_ = 0;
+  int64_t duplicates_ = 0;
+};
+
+// Across steps: the pod step time's statistics and the steps where the straggler changed.
+// Returns how many steps had a straggler.
+int64_t JudgeAcrossSteps(PodBreakdown* pod) {
+  std::string previous;
+  int64_t judged_steps = 0;
+  std::vector<int64_t> pod_times;
+  pod_times.reserve(pod->steps.size());
+  for (const PodStep& ps : pod->steps) {
+    pod_times.push_back(ps.pod_step_time_ns);
+    if (ps.straggler.empty()) continue;
+    ++judged_steps;
+    if (!previous.empty() && ps.straggler != previous) pod->straggler_changes.push_back(ps.step);
+    previous = ps.straggler;
+  }
+  pod->pod_step_time = StatsOf(std::move(pod_times));
+  return judged_steps;
+}
+
+HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
+  HostReport r;
+  r.host = hs.host;
+  r.steps = static_cast<int64_t>(hs.steps.size());
+  r.partial_steps = hs.partial_steps;
+  r.has_markers = hs.has_markers;
+  r.straggler_steps = straggler_steps;
+  r.warnings = hs.warnings;
+  std::vector<int64_t> v;
+  v.reserve(hs.steps.size());
+  for (const HostStep& s : hs.steps) v.push_back(s.end_ns - s.start_ns);
+  r.step_time = StatsOf(v);
+  for (int c = 0; c < kNumCategories; ++c) {
+    v.clear();
+    for (const HostStep& s : hs.steps) v.push_back(s.host.ns[c]);
+    r.categories[c] = StatsOf(v);
+  }
+  return r;
+}
+
+}  // namespace
+
+PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
+  PodBreakdown pod;
+  if (hosts.empty()) {
+    pod.warnings.emplace_back("no hosts to compare");
+    return pod;
+  }
+  // A host without markers has only its whole window (step -1): comparable with other such
+  // hosts, not with real steps.
+  const bool any_markers =
+      std::any_of(hosts.begin(), hosts.end(), [](const HostSummary& h) { return h.has_markers; });
+  if (!any_markers) {
+    pod.warnings.emplace_back(
+        "no host has step markers: each host's whole window is compared as one pseudo-step (-1)");
+  }
+  const std::vector<StepRef> refs = PodStepRefs(hosts, any_markers, &pod.warnings);
+  PodStepMatcher matcher(hosts, any_markers);
+  matcher.Match(refs, &pod);
+  const int64_t judged_steps = JudgeAcrossSteps(&pod);
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    HostReport r = ReportHost(hosts[h], matcher.straggler_steps()[h]);
+    if (hosts.size() >= 2 && judged_steps >= 3 && 2 * r.straggler_steps > judged_steps) {
+      pod.consistently_slow.push_back(r.host);
+    }
+    pod.hosts.push_back(std::move(r));
+  }
+  return pod;
+}
+
+}  // namespace profctl::analysis
