@@ -105,9 +105,13 @@ struct PodStep {
   int64_t spread_ns = 0;
   std::vector<PodHostStep> hosts;  // hosts that have this step, in host order
   // The host the others wait for: in synchronous data parallelism every rank waits inside the
-  // collective for the last one to arrive, so the straggler is the host with the least
-  // collective time (empty with a single host).
+  // collective for the last one to arrive, so the candidate is the host with the least
+  // collective time. Named only when its excess stands out of the pod's noise
+  // (PodBreakdown::noise_floor_ns); empty otherwise, and with a single host.
   std::string straggler;
+  // The candidate's time outside collectives minus the median of the other hosts' (0 with a
+  // single host): how long it held the others back, named or not.
+  int64_t straggler_excess_ns = 0;
   // Its category furthest above the median host's (excluding collectives and idle), and by how
   // much; kIdle when nothing exceeds the median.
   Category cause = Category::kIdle;
@@ -138,13 +142,22 @@ struct HostReport {
 };
 
 struct PodBreakdown {
-  static constexpr int kSchemaVersion = 1;
+  // 2: a straggler is named only above the noise floor; noise fields; consistently_slow by a
+  // binomial test.
+  static constexpr int kSchemaVersion = 2;
   std::vector<PodStep> steps;  // step order; steps no host has complete are absent
   std::vector<HostReport> hosts;
   // Steps in which the straggler differs from the previous step's.
   std::vector<int64_t> straggler_changes;
-  // Hosts that were the straggler in more than half the steps (with >= 2 hosts and >= 3 steps).
+  // Hosts named the straggler in more of their steps than chance among their peers allows (a
+  // one-sided binomial test at 1 %, at least 3 steps) and slower than the others on the median.
   std::vector<std::string> consistently_slow;
+  // The step-to-step noise of the hosts' excess (a robust standard deviation: the median over
+  // hosts of 1.4826 x the MAD of its successive differences / sqrt 2), and the floor a step's
+  // excess must pass to name a straggler: max(z x noise, 0.1 ms, 1 % of the median pod step time),
+  // z = max(3, the normal quantile leaving 1 % over all hosts).
+  int64_t noise_ns = 0;
+  int64_t noise_floor_ns = 0;
   // Across steps: the pod step time (mean/p50/p90 over `steps`), for the summary line.
   Stats pod_step_time;
   std::vector<std::string> warnings;

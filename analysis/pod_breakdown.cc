@@ -2,6 +2,7 @@
 // each judged (straggler, cause, bottleneck, why), then the pod's statistics and per-host reports.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,6 +19,59 @@ namespace profctl::analysis {
 namespace {
 
 using breakdown_internal::Ms;
+
+// Is it really a straggler? (docs/pod-step-breakdown.md, "Stragglers and noise".) A step's
+// candidate is named only when its excess (its time outside collectives minus the median of the
+// other hosts') is above the pod's noise floor: the hosts' own step-to-step variation of that
+// excess (the median over hosts of 1.4826 x the MAD of its successive differences / sqrt 2: a
+// robust standard deviation that a steady or intermittent straggler does not inflate) times
+// z = max(3, the normal quantile that leaves 1 % over all N hosts: 3.29 for 10 hosts, 4.26 for
+// 1,024), and at least 0.1 ms and 1 % of the median pod step time.
+constexpr double kMadToSigma = 1.4826;
+constexpr double kMinNoiseSigmas = 3.0;
+constexpr double kFalseStragglerRate = 0.01;  // per step, all hosts together, under pure noise
+constexpr int64_t kMinExcessNs = 100'000;
+constexpr double kMinExcessShareOfStep = 0.01;
+constexpr size_t kMinStepsForNoise = 4;  // per host: fewer say little of its variation
+// "Consistently slow": named in more steps than 1/N chance allows (one-sided binomial test at
+// 1 %), in at least 3 steps, with a positive median excess over all its steps.
+constexpr double kConsistentlySlowAlpha = 0.01;
+constexpr int64_t kMinConsistentlySlowSteps = 3;
+
+// The true median (mean of the middle two for an even count); 0 for none.
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
+  const double upper = v[n / 2];
+  if (n % 2 == 1) return upper;
+  return (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2))) / 2;
+}
+
+// The z with P(Z > z) = p for a standard normal Z (bisection on erfc: exact enough here).
+double NormalUpperQuantile(double p) {
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// P(X >= k) for X ~ Binomial(n, p), 0 < p < 1.
+double BinomialTail(int64_t n, int64_t k, double p) {
+  if (k <= 0) return 1;
+  if (k > n) return 0;
+  double tail = 0;
+  for (int64_t i = k; i <= n; ++i) {
+    const double log_pmf =
+        std::lgamma(static_cast<double>(n + 1)) - std::lgamma(static_cast<double>(i + 1)) -
+        std::lgamma(static_cast<double>(n - i + 1)) + static_cast<double>(i) * std::log(p) +
+        static_cast<double>(n - i) * std::log1p(-p);
+    tail += std::exp(log_pmf);
+  }
+  return std::min(tail, 1.0);
+}
 
 // Nearest-rank percentile p/100 of sorted `v` (non-empty): p50 of an even count is the lower
 // middle, a value some host really has.
@@ -55,8 +109,42 @@ Category Largest(const CategoryTimes& t) {
   return static_cast<Category>(best);
 }
 
-// Fills straggler, cause, bottleneck and why of a step with its hosts set.
-void Judge(PodStep& ps) {
+// A host's time outside collectives in a step: what it spent on its own work, not waiting.
+int64_t BusyNs(const PodHostStep& h) {
+  return h.step_time_ns - h.categories[Category::kCollectives];
+}
+
+// Per host of a step: its busy time minus the median of the other hosts' (0 with one host).
+std::vector<int64_t> ExcessOverOthers(const PodStep& ps) {
+  const size_t n = ps.hosts.size();
+  std::vector<int64_t> out(n, 0);
+  if (n < 2) return out;
+  std::vector<double> others;
+  for (size_t i = 0; i < n; ++i) {
+    others.clear();
+    for (size_t j = 0; j < n; ++j) {
+      if (j != i) others.push_back(static_cast<double>(BusyNs(ps.hosts[j])));
+    }
+    out[i] = BusyNs(ps.hosts[i]) - static_cast<int64_t>(std::llround(MedianOf(others)));
+  }
+  return out;
+}
+
+// The host the others wait for, if any: the least collective time (ties: the longer step, then
+// host order).
+size_t Candidate(const PodStep& ps) {
+  size_t s = 0;
+  for (size_t i = 1; i < ps.hosts.size(); ++i) {
+    const int64_t ci = ps.hosts[i].categories[Category::kCollectives];
+    const int64_t cs = ps.hosts[s].categories[Category::kCollectives];
+    if (ci < cs || (ci == cs && ps.hosts[i].step_time_ns > ps.hosts[s].step_time_ns)) s = i;
+  }
+  return s;
+}
+
+// Fills straggler, cause, bottleneck and why of a step with its hosts and straggler_excess_ns
+// set; the candidate `s` is named only when its excess is above `noise_floor_ns`.
+void Judge(PodStep& ps, size_t s, int64_t noise_floor_ns) {
   const size_t n = ps.hosts.size();
   if (n == 1) {
     const PodHostStep& only = ps.hosts.front();
@@ -66,16 +154,20 @@ void Judge(PodStep& ps) {
                           " ms of ", Ms(only.step_time_ns), " ms)");
     return;
   }
-  // Least collective time; ties: the longer step, then host order.
-  size_t s = 0;
-  for (size_t i = 1; i < n; ++i) {
-    const int64_t ci = ps.hosts[i].categories[Category::kCollectives];
-    const int64_t cs = ps.hosts[s].categories[Category::kCollectives];
-    if (ci < cs || (ci == cs && ps.hosts[i].step_time_ns > ps.hosts[s].step_time_ns)) s = i;
-  }
   const PodHostStep& straggler = ps.hosts[s];
-  ps.straggler = straggler.host;
   ps.bottleneck = Largest(straggler.categories);
+  if (ps.straggler_excess_ns <= noise_floor_ns) {
+    int64_t lo = BusyNs(ps.hosts[0]), hi = lo;
+    for (const PodHostStep& h : ps.hosts) {
+      lo = std::min(lo, BusyNs(h));
+      hi = std::max(hi, BusyNs(h));
+    }
+    ps.why =
+        absl::StrCat("no straggler: the hosts' time outside collectives is within ", Ms(hi - lo),
+                     " ms of each other (noise floor ", Ms(noise_floor_ns), " ms)");
+    return;
+  }
+  ps.straggler = straggler.host;
 
   std::array<int64_t, kNumCategories> median{};
   for (int c = 0; c < kNumCategories; ++c) {
@@ -165,12 +257,12 @@ std::vector<StepRef> PodStepRefs(const std::vector<HostSummary>& hosts, bool any
   return refs;
 }
 
-// Matches the hosts' steps by number into pod.steps, each judged (Judge), counting each host's
-// straggler steps, and warns about steps some hosts lack and duplicate entries.
+// Matches the hosts' steps by number into pod.steps, noting which hosts each has, and warns about
+// steps some hosts lack and duplicate entries.
 class PodStepMatcher {
  public:
   PodStepMatcher(const std::vector<HostSummary>& hosts, bool any_markers)
-      : hosts_(hosts), any_markers_(any_markers), straggler_steps_(hosts.size(), 0) {
+      : hosts_(hosts), any_markers_(any_markers) {
     comparable_hosts_ = static_cast<size_t>(std::count_if(
         hosts.begin(), hosts.end(), [this](const HostSummary& h) { return Expected(h); }));
   }
@@ -179,17 +271,9 @@ class PodStepMatcher {
     for (size_t i = 0; i < refs.size();) {
       std::vector<size_t> host_indices;
       PodStep ps = Group(refs, &i, &host_indices);
-      Judge(ps);
-      if (!ps.straggler.empty()) {
-        for (size_t k = 0; k < ps.hosts.size(); ++k) {
-          if (ps.hosts[k].host == ps.straggler) {
-            ++straggler_steps_[host_indices[k]];
-            break;
-          }
-        }
-      }
       if (ps.hosts.size() < comparable_hosts_) NoteMissing(ps.step, host_indices);
       pod->steps.push_back(std::move(ps));
+      step_hosts_.push_back(std::move(host_indices));
     }
     if (steps_missing_ > 0) {
       pod->warnings.push_back(absl::StrCat(
@@ -204,8 +288,8 @@ class PodStepMatcher {
     }
   }
 
-  // Per host (by index): the steps it was the straggler of.
-  const std::vector<int64_t>& straggler_steps() const { return straggler_steps_; }
+  // Per pod step, in pod->steps order: the index in `hosts` of each of its hosts.
+  const std::vector<std::vector<size_t>>& step_hosts() const { return step_hosts_; }
 
  private:
   // Hosts expected in every step: those in the pod view with at least one complete step.
@@ -259,28 +343,93 @@ class PodStepMatcher {
   const std::vector<HostSummary>& hosts_;
   const bool any_markers_;
   size_t comparable_hosts_ = 0;
-  std::vector<int64_t> straggler_steps_;
+  std::vector<std::vector<size_t>> step_hosts_;
   std::vector<std::string> missing_;
   size_t steps_missing_ = 0;
   int64_t duplicates_ = 0;
 };
 
+// Per host (by index in `hosts`): the steps it was named the straggler of, and its excess over
+// the other hosts in every step it shared with another.
+struct StragglerTally {
+  std::vector<int64_t> named;
+  std::vector<std::vector<double>> excess;
+};
+
+// The pod's noise floor from every host's step-to-step variation of its excess (see the
+// constants), then each step judged against it.
+StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, size_t num_hosts,
+                          PodBreakdown* pod) {
+  StragglerTally tally{std::vector<int64_t>(num_hosts, 0),
+                       std::vector<std::vector<double>>(num_hosts)};
+  std::vector<std::vector<int64_t>> excess(pod->steps.size());
+  std::vector<int64_t> pod_times;
+  for (size_t k = 0; k < pod->steps.size(); ++k) {
+    const PodStep& ps = pod->steps[k];
+    pod_times.push_back(ps.pod_step_time_ns);
+    excess[k] = ExcessOverOthers(ps);
+    if (ps.hosts.size() < 2) continue;
+    for (size_t i = 0; i < ps.hosts.size(); ++i) {
+      tally.excess[step_hosts[k][i]].push_back(static_cast<double>(excess[k][i]));
+    }
+  }
+  std::vector<double> sigmas;
+  size_t comparable = 0;
+  for (const std::vector<double>& e : tally.excess) {
+    comparable += !e.empty();
+    if (e.size() < kMinStepsForNoise) continue;
+    // Successive differences: a host's level (a steady straggler) and its slow spells cancel
+    // out; what is left is the step-to-step noise, sqrt(2) x as wide.
+    std::vector<double> diffs;
+    diffs.reserve(e.size() - 1);
+    for (size_t i = 1; i < e.size(); ++i) diffs.push_back(e[i] - e[i - 1]);
+    const double center = MedianOf(diffs);
+    std::vector<double> deviation;
+    deviation.reserve(diffs.size());
+    for (const double x : diffs) deviation.push_back(std::abs(x - center));
+    sigmas.push_back(kMadToSigma * MedianOf(std::move(deviation)) / std::sqrt(2.0));
+  }
+  const double sigma = MedianOf(std::move(sigmas));
+  const double z = std::max(
+      kMinNoiseSigmas, NormalUpperQuantile(kFalseStragglerRate /
+                                           static_cast<double>(std::max<size_t>(comparable, 1))));
+  pod->noise_ns = static_cast<int64_t>(std::llround(sigma));
+  pod->noise_floor_ns = std::max<int64_t>(
+      {kMinExcessNs, static_cast<int64_t>(std::llround(z * sigma)),
+       static_cast<int64_t>(std::llround(kMinExcessShareOfStep *
+                                         static_cast<double>(Median(std::move(pod_times)))))});
+  for (size_t k = 0; k < pod->steps.size(); ++k) {
+    PodStep& ps = pod->steps[k];
+    const size_t s = Candidate(ps);
+    ps.straggler_excess_ns = excess[k][s];
+    Judge(ps, s, pod->noise_floor_ns);
+    if (!ps.straggler.empty()) ++tally.named[step_hosts[k][s]];
+  }
+  return tally;
+}
+
+// Named in more of its steps than chance among its peers allows, and slower than them on the
+// median (the constants).
+bool ConsistentlySlow(int64_t named, const std::vector<double>& excess, size_t peers) {
+  if (peers < 2 || named < kMinConsistentlySlowSteps) return false;
+  const double chance = 1.0 / static_cast<double>(peers);
+  return BinomialTail(static_cast<int64_t>(excess.size()), named, chance) <
+             kConsistentlySlowAlpha &&
+         MedianOf(excess) > 0;
+}
+
 // Across steps: the pod step time's statistics and the steps where the straggler changed.
-// Returns how many steps had a straggler.
-int64_t JudgeAcrossSteps(PodBreakdown* pod) {
+void JudgeAcrossSteps(PodBreakdown* pod) {
   std::string previous;
-  int64_t judged_steps = 0;
   std::vector<int64_t> pod_times;
   pod_times.reserve(pod->steps.size());
   for (const PodStep& ps : pod->steps) {
     pod_times.push_back(ps.pod_step_time_ns);
     if (ps.straggler.empty()) continue;
-    ++judged_steps;
     if (!previous.empty() && ps.straggler != previous) pod->straggler_changes.push_back(ps.step);
     previous = ps.straggler;
   }
   pod->pod_step_time = StatsOf(std::move(pod_times));
-  return judged_steps;
 }
 
 HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
@@ -322,10 +471,13 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
   const std::vector<StepRef> refs = PodStepRefs(hosts, any_markers, &pod.warnings);
   PodStepMatcher matcher(hosts, any_markers);
   matcher.Match(refs, &pod);
-  const int64_t judged_steps = JudgeAcrossSteps(&pod);
+  const StragglerTally tally = JudgeSteps(matcher.step_hosts(), hosts.size(), &pod);
+  JudgeAcrossSteps(&pod);
+  const auto peers = static_cast<size_t>(std::count_if(tally.excess.begin(), tally.excess.end(),
+                                                       [](const auto& e) { return !e.empty(); }));
   for (size_t h = 0; h < hosts.size(); ++h) {
-    HostReport r = ReportHost(hosts[h], matcher.straggler_steps()[h]);
-    if (hosts.size() >= 2 && judged_steps >= 3 && 2 * r.straggler_steps > judged_steps) {
+    HostReport r = ReportHost(hosts[h], tally.named[h]);
+    if (ConsistentlySlow(r.straggler_steps, tally.excess[h], peers)) {
       pod.consistently_slow.push_back(r.host);
     }
     pod.hosts.push_back(std::move(r));

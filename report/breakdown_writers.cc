@@ -465,7 +465,10 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
   } else if (b.hosts.empty()) {
     // Nothing to say; the warnings say why.
   } else {
-    absl::StrAppend(out, "straggler: none found\n");
+    absl::StrAppendFormat(out,
+                          "straggler: none: no host's lead over the others passes the noise floor "
+                          "(%s ms)\n",
+                          FormatMs(b.noise_floor_ns));
   }
 
   // Who waits for input.
@@ -510,7 +513,7 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
     }
   }
   if (!b.consistently_slow.empty()) {
-    absl::StrAppend(out, "consistently slow (straggler in more than half the steps):");
+    absl::StrAppend(out, "consistently slow (the straggler in more steps than chance allows):");
     for (size_t i = 0; i < b.consistently_slow.size() && i < 8; ++i) {
       absl::StrAppend(out, i == 0 ? " " : ", ", ShortHost(b.consistently_slow[i], 24));
     }
@@ -568,6 +571,10 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.Int(static_cast<int64_t>(b.hosts.size()));
   j.Key("step_time");
   StatsMs(j, b.pod_step_time);
+  j.Key("noise_ms");
+  j.Ms(b.noise_ns);
+  j.Key("noise_floor_ms");
+  j.Ms(b.noise_floor_ns);
   j.Key("categories");
   std::array<std::vector<int64_t>, kNumCategories> per_cat;
   for (const PodStep& s : b.steps) {
@@ -622,6 +629,8 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.Ms(s.spread_ns);
   j.Key("straggler");
   j.StringOrNull(s.straggler);
+  j.Key("straggler_excess_ms");
+  j.Ms(s.straggler_excess_ns);
   j.Key("bottleneck");
   j.String(CategoryName(s.bottleneck));
   j.Key("cause");

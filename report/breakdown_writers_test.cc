@@ -269,7 +269,7 @@ TEST(BreakdownJsonTest, StableKeyOrderAndExactMillisecondText) {
   // Top-level keys (indented by two) in the documented order.
   size_t last = 0;
   for (const char* key :
-       {"schema_version\": 1", "producer", "session", "source", "categories", "pod", "summary",
+       {"schema_version\": 2", "producer", "session", "source", "categories", "pod", "summary",
         "hosts", "steps", "straggler_changes", "consistently_slow", "warnings", "files"}) {
     const size_t at = json.find(absl::StrCat("\n  \"", key));
     ASSERT_NE(at, std::string::npos) << key;
@@ -425,8 +425,9 @@ TEST(BreakdownTableTest, SmallPodAnswersWhoIsSlowAndWhy) {
   EXPECT_THAT(table, HasSubstr("input-bound: worker-2, input 30.000 ms per step vs 0.500 ms on "
                                "the median host (+29.500 ms, 19.5% of its step)"));
   EXPECT_THAT(table, HasSubstr("straggler changes: none\n"));
-  EXPECT_THAT(table, HasSubstr("consistently slow (straggler in more than half the steps): "
-                               "worker-1\n"));
+  EXPECT_THAT(table,
+              HasSubstr("consistently slow (the straggler in more steps than chance allows): "
+                        "worker-1\n"));
   EXPECT_THAT(table, HasSubstr("report: /logs/plugins/profile/demo_2026_11_22/report.html\n"));
   // The last three steps, one line per host, the straggler marked with its cause.
   EXPECT_THAT(table, HasSubstr("      29  worker-1               *   152.030"));

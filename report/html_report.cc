@@ -272,7 +272,7 @@ constexpr char kScript[] = R"html(<script>
     para(['The straggler never changes.']);
   }
   if (data.consistently_slow.length > 0) {
-    para(['Consistently slow (straggler in more than half the steps): ' +
+    para(['Consistently slow (the straggler in more steps than chance allows): ' +
         data.consistently_slow.join(', ') + '.']);
   }
 

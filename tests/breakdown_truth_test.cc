@@ -20,7 +20,9 @@ namespace profctl {
 namespace {
 
 using analysis::Category;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;
 constexpr int kWorld = 4;
@@ -173,6 +175,55 @@ TEST(BreakdownTruthTest, RecoversTheInjectedKnobsWithoutJitter) {
   }
   ASSERT_EQ(pod.breakdown.consistently_slow.size(), 1u);
   EXPECT_EQ(pod.breakdown.consistently_slow[0], "rank-1");
+}
+
+// Ranks of one job with every knob but the straggler at its default: 100 ms steps, 5 % jitter.
+analysis::PodBreakdown JitterPod(int world, int64_t straggler_rank, double factor,
+                                 int64_t seconds) {
+  std::vector<analysis::HostSummary> summaries;
+  for (int r = 0; r < world; ++r) {
+    synthetic::SyntheticJobConfig c;
+    c.rank = r;
+    c.world = world;
+    c.seed = 23;
+    c.gpus = 2;
+    c.straggler_rank = straggler_rank;
+    c.straggler_factor = factor;
+    synthetic::SyntheticJob job(c);
+    tensorflow::profiler::XSpace space;
+    job.Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
+    absl::StatusOr<analysis::HostTrace> trace =
+        analysis::ReadXSpaceHost(space, absl::StrCat("rank-", r), 0);
+    EXPECT_THAT(trace, IsOk());
+    summaries.push_back(analysis::SummarizeHost(*trace));
+  }
+  return analysis::BuildPodBreakdown(summaries);
+}
+
+TEST(BreakdownTruthTest, JitterAloneNamesNoStragglerAndNobodyIsConsistentlySlow) {
+  for (const int world : {2, 4, 8}) {
+    SCOPED_TRACE(testing::Message() << world << " ranks");
+    const analysis::PodBreakdown pod = JitterPod(world, -1, 1.0, 10);
+    ASSERT_GE(pod.steps.size(), 90u);
+    const auto named =
+        std::count_if(pod.steps.begin(), pod.steps.end(),
+                      [](const analysis::PodStep& s) { return !s.straggler.empty(); });
+    EXPECT_LE(named * 20, static_cast<int64_t>(pod.steps.size()));  // at most 5 %
+    EXPECT_THAT(pod.consistently_slow, IsEmpty());
+  }
+}
+
+TEST(BreakdownTruthTest, A30PercentComputeStragglerIsNamedInEveryStep) {
+  for (const int world : {2, 4, 8}) {
+    SCOPED_TRACE(testing::Message() << world << " ranks");
+    const analysis::PodBreakdown pod = JitterPod(world, 1, 1.3, 5);
+    ASSERT_GE(pod.steps.size(), 45u);
+    for (const analysis::PodStep& step : pod.steps) {
+      EXPECT_EQ(step.straggler, "rank-1") << "step " << step.step << ": " << step.why;
+      EXPECT_EQ(step.cause, Category::kCompute) << "step " << step.step;
+    }
+    EXPECT_THAT(pod.consistently_slow, ElementsAre("rank-1"));
+  }
 }
 
 }  // namespace
