@@ -212,11 +212,12 @@ void Strings(JsonOut& j, const std::vector<std::string>& v) {
   j.EndArray();
 }
 
-void WriteCategoriesMs(JsonOut& j, const analysis::CategoryTimes& t) {
+void WriteCategoriesMs(JsonOut& j, const analysis::CategoryTimes& t, int64_t step_ns) {
+  const std::array<int64_t, kNumCategories> rounded = RoundCategoriesToUs(t, step_ns);
   j.BeginObject();
   for (int c = 0; c < kNumCategories; ++c) {
     j.Key(CategoryName(CategoryAt(c)));
-    j.Ms(t.ns[c]);
+    j.Ms(rounded[static_cast<size_t>(c)]);
   }
   j.EndObject();
 }
@@ -559,6 +560,40 @@ absl::string_view BreakdownSourceName(BreakdownSource source) {
 
 std::string FormatMs(int64_t ns) { return JsonOut::FormatFixed(ns, 1'000'000); }
 
+std::array<int64_t, kNumCategories> RoundCategoriesToUs(const analysis::CategoryTimes& t,
+                                                        int64_t total_ns) {
+  constexpr int64_t kUs = 1000;
+  // Rounded as FormatMs rounds: to the nearest us, halves away from zero.
+  const auto nearest = [](int64_t ns) { return (ns + kUs / 2) / kUs * kUs; };
+  std::array<int64_t, kNumCategories> out{};
+  int64_t sum = 0;
+  bool exact = total_ns >= 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    exact = exact && t.ns[c] >= 0;
+    sum += t.ns[c];
+  }
+  if (!exact || sum != total_ns) {  // not a partition of the step: each on its own
+    for (int c = 0; c < kNumCategories; ++c) out[static_cast<size_t>(c)] = nearest(t.ns[c]);
+    return out;
+  }
+  // Largest remainder: every category rounded down, then the us still missing to the rounded
+  // total go to the largest remainders (ties: category order).
+  int64_t floored = 0;
+  std::array<int, kNumCategories> order{};
+  for (int c = 0; c < kNumCategories; ++c) {
+    out[static_cast<size_t>(c)] = t.ns[c] / kUs * kUs;
+    floored += out[static_cast<size_t>(c)];
+    order[static_cast<size_t>(c)] = c;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return t.ns[a] % kUs > t.ns[b] % kUs; });
+  int64_t missing = (nearest(total_ns) - floored) / kUs;  // 0..kNumCategories
+  for (size_t i = 0; i < order.size() && missing > 0; ++i, --missing) {
+    out[static_cast<size_t>(order[i])] += kUs;
+  }
+  return out;
+}
+
 namespace {
 
 // The pod across steps: its step time, and per category the pod view (the straggler's
@@ -652,7 +687,7 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
     j.Key("step_time_ms");
     j.Ms(h.step_time_ns);
     j.Key("categories_ms");
-    WriteCategoriesMs(j, h.categories);
+    WriteCategoriesMs(j, h.categories, h.step_time_ns);
     j.EndObject();
   }
   j.EndArray();
@@ -717,8 +752,8 @@ std::string BreakdownCsv(const PodBreakdown& b) {
       absl::StrAppend(&out, s.step, ",");
       AppendCsvField(&out, h.host);
       absl::StrAppend(&out, ",", FormatMs(h.step_time_ns));
-      for (int c = 0; c < kNumCategories; ++c) {
-        absl::StrAppend(&out, ",", FormatMs(h.categories.ns[c]));
+      for (const int64_t ns : RoundCategoriesToUs(h.categories, h.step_time_ns)) {
+        absl::StrAppend(&out, ",", FormatMs(ns));
       }
       const bool straggler = !s.straggler.empty() && h.host == s.straggler;
       absl::StrAppend(&out, straggler ? ",true," : ",false,", FormatMs(s.pod_step_time_ns), "\n");

@@ -9,6 +9,7 @@
 #ifndef PROFCTL_REPORT_BREAKDOWN_WRITERS_H_
 #define PROFCTL_REPORT_BREAKDOWN_WRITERS_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -47,6 +48,13 @@ struct BreakdownContext {
 // to the microsecond, without floating point: 1'234'567 -> "1.235", -500 -> "-0.001",
 // 0 -> "0.000". Every time in the JSON, CSV and table is written this way.
 std::string FormatMs(int64_t ns);
+
+// A step's categories rounded to whole microseconds so that, printed with FormatMs, they add up
+// exactly to its rounded time (largest remainder: each rounded down, the microseconds missing go
+// to the largest remainders, ties in category order). Categories that are not a partition of
+// `total_ns` are rounded each on its own.
+std::array<int64_t, analysis::kNumCategories> RoundCategoriesToUs(const analysis::CategoryTimes& t,
+                                                                  int64_t total_ns);
 
 // pod_step_breakdown.json, schema version analysis::PodBreakdown::kSchemaVersion: one JSON object
 // with a fixed key order, ending in a newline. docs/breakdown-schema.md lists every field.

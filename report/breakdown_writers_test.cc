@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -172,6 +174,39 @@ TEST(FormatMsTest, ThreeDecimalsRoundedHalfAwayFromZeroToTheMicrosecond) {
 }
 
 // --- JSON ----------------------------------------------------------------------------------------
+
+// Each rounded on its own, 30.0006 + 30.0006 + 29.9988 ms print as 30.001 + 30.001 + 29.999 =
+// 90.001 for a 90.000 ms step; rounded together they add up.
+TEST(RoundCategoriesToUsTest, RoundedCategoriesAddUpToTheRoundedStep) {
+  analysis::CategoryTimes t;
+  t[Category::kCompute] = 30'000'600;
+  t[Category::kCollectives] = 30'000'600;
+  t[Category::kInput] = 29'998'800;
+  const auto r = RoundCategoriesToUs(t, 90'000'000);
+  int64_t sum = 0;
+  for (const int64_t ns : r) {
+    EXPECT_EQ(ns % 1000, 0);
+    sum += ns;
+  }
+  EXPECT_EQ(sum, 90'000'000);
+  EXPECT_EQ(r[static_cast<size_t>(Category::kInput)], 29'999'000);    // the largest remainder
+  EXPECT_EQ(r[static_cast<size_t>(Category::kCompute)], 30'001'000);  // then category order
+  EXPECT_EQ(r[static_cast<size_t>(Category::kCollectives)], 30'000'000);
+  // Random partitions: always the rounded total, each within 1 us of its exact value.
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 1000; ++trial) {
+    analysis::CategoryTimes p;
+    int64_t total = 0;
+    for (int64_t& ns : p.ns) total += (ns = static_cast<int64_t>(rng() % 50'000'000));
+    const auto q = RoundCategoriesToUs(p, total);
+    int64_t s = 0;
+    for (size_t c = 0; c < q.size(); ++c) {
+      s += q[c];
+      EXPECT_LT(std::abs(q[c] - p.ns[c]), 1000);
+    }
+    EXPECT_EQ(FormatMs(s), FormatMs(total));
+  }
+}
 
 TEST(BreakdownJsonTest, RoundTripsThroughProtobufJsonParser) {
   const PodBreakdown b = MakePod(4, 5);
