@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -119,6 +120,10 @@ HostOverview ComputeOverview(const ToolTrace& t, const HostSummary& summary) {
   edges.reserve(2 * (t.device_events.size() + t.host_events.size()));
   for (const DeviceEvent& d : t.device_events) {
     if (d.end_ns <= d.start_ns) continue;
+    if (d.is_kernel && d.kind != OpKind::kCollective) {
+      ++o.compute_kernels;
+      o.compute_kernel_ns += d.end_ns - d.start_ns;
+    }
     const Cnt c = DeviceCounter(t, d);
     edges.push_back(Edge{d.start_ns, 1, c});
     edges.push_back(Edge{d.end_ns, -1, c});
@@ -228,6 +233,61 @@ void FillTop(HostTools* h) {
 
 }  // namespace
 
+// Of every host's step time, the share spent communicating in collectives: in each step the
+// host that waited least (the least collective time) stands for the communication every host
+// did; the rest of the others' collective time is waiting. Absent without steps.
+std::optional<double> CommunicatingShare(const PodBreakdown& breakdown) {
+  int64_t communicating = 0;
+  int64_t step_ns = 0;
+  for (const PodStep& s : breakdown.steps) {
+    if (s.hosts.empty()) continue;
+    int64_t least = s.hosts.front().categories[Category::kCollectives];
+    for (const PodHostStep& h : s.hosts) {
+      least = std::min(least, h.categories[Category::kCollectives]);
+      step_ns += h.step_time_ns;
+    }
+    communicating += least * static_cast<int64_t>(s.hosts.size());
+  }
+  if (step_ns <= 0) return std::nullopt;
+  return Share(communicating, step_ns);
+}
+
+// The consistently slow host's most frequent cause over the steps it straggled in (ties: the
+// category named first).
+Category StragglerCause(const PodBreakdown& breakdown) {
+  std::array<int64_t, kNumCategories> causes{};
+  for (const PodStep& s : breakdown.steps) {
+    if (s.straggler == breakdown.consistently_slow.front()) {
+      ++causes[static_cast<size_t>(s.cause)];
+    }
+  }
+  return static_cast<Category>(std::max_element(causes.begin(), causes.end()) - causes.begin());
+}
+
+std::string StragglerAdvice(const PodBreakdown& breakdown) {
+  const std::vector<std::string>& slow = breakdown.consistently_slow;
+  const Category cause = StragglerCause(breakdown);
+  const std::string where =
+      cause == Category::kHost   ? "its host code (launches, Python, the framework)"
+      : cause == Category::kIdle ? "what runs outside its trace (network, other processes)"
+                                 : absl::StrCat("its ", CategoryName(cause));
+  return absl::StrCat("stragglers: ", absl::StrJoin(slow, ", "),
+                      slow.size() == 1 ? " holds" : " hold", " the pod back, mostly in ",
+                      CategoryName(cause), "; look at ", where,
+                      slow.size() == 1 ? "" : " on those hosts");
+}
+
+// A step that shows it: the first where the host straggled with that cause.
+std::string StragglerExample(const PodBreakdown& breakdown) {
+  const Category cause = StragglerCause(breakdown);
+  for (const PodStep& s : breakdown.steps) {
+    if (s.straggler == breakdown.consistently_slow.front() && s.cause == cause) {
+      return absl::StrCat("step ", s.step, ": ", s.why);
+    }
+  }
+  return "";
+}
+
 void OverviewForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h) {
   h.kernels = ComputeKernelStats(trace);
   h.ops = ComputeOpStats(trace);
@@ -241,8 +301,9 @@ void OverviewForHost(const ToolTrace& trace, const HostSummary& summary, HostToo
 void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
   int64_t eligible = 0;
   int64_t used = 0;
-  int64_t kernels = 0;
   int64_t kernel_ns = 0;
+  int64_t compute_kernels = 0;
+  int64_t compute_kernel_ns = 0;
   for (const HostTools& h : pod.hosts) {
     const HostOverview& o = h.overview;
     for (size_t c = 0; c < o.total.ns.size(); ++c) pod.overview_total.ns[c] += o.total.ns[c];
@@ -252,8 +313,9 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
     pod.overview_steps += static_cast<int64_t>(o.steps.size());
     eligible += o.tensor_core_eligible_ns;
     used += o.tensor_core_used_ns;
-    kernels += o.kernels;
     kernel_ns += o.kernel_ns;
+    compute_kernels += o.compute_kernels;
+    compute_kernel_ns += o.compute_kernel_ns;
   }
   const OverviewTimes& tot = pod.overview_total;
   const int64_t step_ns = pod.overview_step_ns;
@@ -277,24 +339,33 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
                        Ms(avg(tot[OverviewCategory::kInput])), " of ", Ms(avg(step_ns)),
                        " per step)"));
     }
+    // Launch-bound: from compute kernels only (collective kernels are long and few).
     const double launch = share(OverviewCategory::kKernelLaunch);
-    const int64_t avg_kernel = kernels == 0 ? 0 : kernel_ns / kernels;
-    if (launch >= 10.0 ||
-        (kernels > 0 && avg_kernel < 10'000 && share(OverviewCategory::kDeviceCompute) < 50.0 &&
-         tot[OverviewCategory::kKernelLaunch] > 0)) {
+    const int64_t avg_kernel = compute_kernels == 0 ? 0 : compute_kernel_ns / compute_kernels;
+    if (launch >= 10.0 || (compute_kernels > 0 && avg_kernel < 10'000 &&
+                           share(OverviewCategory::kDeviceCompute) < 50.0 &&
+                           tot[OverviewCategory::kKernelLaunch] > 0)) {
       add("launch",
           "launch-bound: many tiny kernels; fuse them (XLA/torch.compile), use CUDA graphs, "
           "or raise the batch size",
-          absl::StrCat("kernel launch ", Pct(launch), " of step time; ", kernels,
-                       " kernels averaging ",
-                       absl::StrFormat("%.1f", static_cast<double>(avg_kernel) / 1e3), " us"));
+          absl::StrCat("kernel launch ", Pct(launch), " of step time; ", compute_kernels,
+                       " compute kernels averaging ",
+                       absl::StrFormat("%.1f", static_cast<double>(avg_kernel) / 1e3),
+                       " us (collectives left out)"));
     }
+    // Collective-bound: from communication only. Time spent inside a collective waiting for a
+    // straggler is the straggler's problem, not the interconnect's.
     const double coll = share(OverviewCategory::kCollectives);
-    if (coll >= 20.0) {
+    const std::optional<double> communicating = CommunicatingShare(breakdown);
+    const double comm = communicating.value_or(coll);
+    if (comm >= 20.0) {
       add("collectives",
           "collective-bound: overlap communication with compute (bucketing, async collectives), "
           "reduce what is exchanged, check the interconnect",
-          absl::StrCat("collectives ", Pct(coll), " of step time"));
+          communicating.has_value() ? absl::StrCat("communicating in collectives ", Pct(comm),
+                                                   " of step time (in collectives ", Pct(coll),
+                                                   ", the rest waiting for the slowest host)")
+                                    : absl::StrCat("collectives ", Pct(coll), " of step time"));
     }
     const double compile = share(OverviewCategory::kCompilation);
     if (compile >= 10.0) {
@@ -326,26 +397,7 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
                      " of device compute"));
   }
   if (!breakdown.consistently_slow.empty()) {
-    std::map<std::string, int64_t> causes;
-    std::string why;
-    for (const PodStep& s : breakdown.steps) {
-      if (s.straggler == breakdown.consistently_slow.front()) {
-        ++causes[std::string(CategoryName(s.cause))];
-        if (why.empty()) why = s.why;
-      }
-    }
-    std::string cause;
-    int64_t most = 0;
-    for (const auto& [c, n] : causes) {
-      if (n > most) {
-        most = n;
-        cause = c;
-      }
-    }
-    add("stragglers",
-        absl::StrCat("stragglers: ", absl::StrJoin(breakdown.consistently_slow, ", "),
-                     " hold the pod back, mostly in ", cause, "; look at that host's ", cause),
-        why);
+    add("stragglers", StragglerAdvice(breakdown), StragglerExample(breakdown));
   }
 }
 

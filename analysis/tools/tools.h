@@ -216,6 +216,10 @@ struct HostOverview {
   int64_t step_ns = 0;  // summed over steps
   int64_t kernels = 0;  // kernel launches in steps' windows
   int64_t kernel_ns = 0;
+  // The kernels that are not collectives (a long all-reduce kernel says nothing of launch
+  // overhead), over the whole trace.
+  int64_t compute_kernels = 0;
+  int64_t compute_kernel_ns = 0;
   int64_t tensor_core_eligible_ns = 0;
   int64_t tensor_core_used_ns = 0;
   std::vector<TopEntry> top_kernels;  // kMaxTop by total time

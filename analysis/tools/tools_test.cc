@@ -488,15 +488,103 @@ TEST(OverviewTest, LaunchBoundAndLowTensorCoreRecommendations) {
   o.total.compute_32bit_ns = 2 * kMs;
   o.kernels = 1000;
   o.kernel_ns = 2 * kMs;  // 2 us per kernel
+  o.compute_kernels = 1000;
+  o.compute_kernel_ns = 2 * kMs;
   o.tensor_core_eligible_ns = kMs;
   o.tensor_core_used_ns = 0;
   const PodTools pod = BuildPodTools(Tool::kOverview, std::move(hosts), PodBreakdown());
   std::map<std::string, std::string> why;
   for (const Recommendation& r : pod.recommendations) why[r.kind] = r.reason;
-  EXPECT_THAT(why["launch"], HasSubstr("kernel launch 30.0 % of step time; 1000 kernels "
-                                       "averaging 2.0 us"));
+  EXPECT_THAT(why["launch"], HasSubstr("kernel launch 30.0 % of step time; 1000 compute kernels "
+                                       "averaging 2.0 us (collectives left out)"));
   EXPECT_THAT(why["tensor_cores"], HasSubstr("Tensor Cores run 0.0 %"));
   EXPECT_EQ(why.count("input"), 0u);
+}
+
+// A pod of `n` hosts for the overview's advice: each step 100 ms, with `collectives` ms of it in
+// collectives on the overview; the breakdown's steps give host 0 `least_ms` of collectives and
+// the others `collectives` (they wait for host 0 when least_ms is smaller).
+struct AdvicePod {
+  std::vector<HostTools> hosts;
+  PodBreakdown breakdown;
+};
+AdvicePod MakeAdvicePod(int n, int64_t collectives_ms, int64_t least_ms) {
+  AdvicePod p;
+  p.hosts.resize(static_cast<size_t>(n));
+  for (int h = 0; h < n; ++h) {
+    HostOverview& o = p.hosts[static_cast<size_t>(h)].overview;
+    o.steps.resize(1);
+    o.step_ns = 100 * kMs;
+    const int64_t coll = (h == 0 ? least_ms : collectives_ms) * kMs;
+    o.total[OverviewCategory::kCollectives] = coll;
+    o.total[OverviewCategory::kDeviceCompute] = 100 * kMs - coll;
+  }
+  PodStep step;
+  for (int h = 0; h < n; ++h) {
+    PodHostStep hs;
+    hs.host = absl::StrCat("w", h);
+    hs.step_time_ns = 100 * kMs;
+    hs.categories[Category::kCollectives] = (h == 0 ? least_ms : collectives_ms) * kMs;
+    hs.categories[Category::kCompute] = 100 * kMs - hs.categories[Category::kCollectives];
+    step.hosts.push_back(hs);
+  }
+  p.breakdown.steps.push_back(step);
+  return p;
+}
+
+std::map<std::string, std::string> Advice(AdvicePod p) {
+  const PodTools pod = BuildPodTools(Tool::kOverview, std::move(p.hosts), p.breakdown);
+  std::map<std::string, std::string> why;
+  for (const Recommendation& r : pod.recommendations) why[r.kind] = r.advice + " | " + r.reason;
+  return why;
+}
+
+TEST(OverviewAdviceTest, CollectiveBoundOnlyFromCommunicationNotFromWaiting) {
+  // Every host communicates 25 ms: collective-bound.
+  std::map<std::string, std::string> why = Advice(MakeAdvicePod(4, 25, 25));
+  EXPECT_THAT(why["collectives"], HasSubstr("communicating in collectives 25.0 % of step time"));
+  // 30 ms in collectives on three hosts, but host 0 needed only 10: the rest is waiting for it.
+  why = Advice(MakeAdvicePod(4, 30, 10));
+  EXPECT_EQ(why.count("collectives"), 0u) << why["collectives"];
+  // Without a breakdown, the overview's share is all there is.
+  AdvicePod no_steps = MakeAdvicePod(2, 30, 30);
+  no_steps.breakdown.steps.clear();
+  EXPECT_THAT(Advice(std::move(no_steps))["collectives"], HasSubstr("collectives 30.0 %"));
+}
+
+TEST(OverviewAdviceTest, LaunchBoundFromComputeKernelsOnly) {
+  AdvicePod p = MakeAdvicePod(1, 0, 0);
+  HostOverview& o = p.hosts[0].overview;
+  o.total[OverviewCategory::kDeviceCompute] = 30 * kMs;
+  o.total[OverviewCategory::kKernelLaunch] = 5 * kMs;  // 5 %: not launch-bound by share alone
+  // 1,000 compute kernels of 7.8 us, and 20 all-reduce kernels of 1 ms: 10.1 us on average
+  // with them, which would hide the many tiny kernels.
+  o.compute_kernels = 1000;
+  o.compute_kernel_ns = 7800 * kUs;
+  o.kernels = 1020;
+  o.kernel_ns = 27800 * kUs;
+  EXPECT_THAT(Advice(p)["launch"], HasSubstr("1000 compute kernels averaging 7.8 us"));
+  o.compute_kernel_ns = 50 * kMs;  // 50 us each: not tiny
+  EXPECT_EQ(Advice(p).count("launch"), 0u);
+}
+
+TEST(OverviewAdviceTest, StragglerAdviceNamesTheCauseAndAStepThatShowsIt) {
+  AdvicePod p = MakeAdvicePod(2, 10, 10);
+  p.breakdown.consistently_slow = {"w1"};
+  for (int k = 0; k < 3; ++k) {
+    PodStep s = p.breakdown.steps[0];
+    s.step = k;
+    s.straggler = "w1";
+    s.cause = k == 0 ? Category::kCompute : Category::kHost;
+    s.why = absl::StrCat("why of step ", k);
+    p.breakdown.steps.push_back(s);
+  }
+  const std::string why = Advice(p)["stragglers"];
+  EXPECT_THAT(why, HasSubstr("stragglers: w1 holds the pod back, mostly in host; look at its "
+                             "host code"));
+  EXPECT_THAT(why, HasSubstr("step 1: why of step 1"));  // the first step with that cause
+  p.breakdown.consistently_slow = {};
+  EXPECT_EQ(Advice(p).count("stragglers"), 0u);
 }
 
 TEST(PodToolsTest, KernelAndOpStatsMergeAcrossHosts) {
