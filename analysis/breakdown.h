@@ -112,6 +112,12 @@ struct PodStep {
   // The candidate's time outside collectives minus the median of the other hosts' (0 with a
   // single host): how long it held the others back, named or not.
   int64_t straggler_excess_ns = 0;
+  // What-if (synchronous data parallelism: the pod advances at its slowest host's pace): how much
+  // shorter this step would have been had the named straggler run its cause category at the
+  // median host's pace (at most its excess: then another host is the slowest), and had every
+  // host run at the median pace (the candidate's excess, named or not; 0 with one host).
+  int64_t straggler_cost_ns = 0;
+  int64_t median_pace_cost_ns = 0;
   // Its category furthest above the median host's (excluding collectives and idle), and by how
   // much; kIdle when nothing exceeds the median.
   Category cause = Category::kIdle;
@@ -158,6 +164,15 @@ struct PodBreakdown {
   // z = max(3, the normal quantile leaving 1 % over all hosts).
   int64_t noise_ns = 0;
   int64_t noise_floor_ns = 0;
+  // The what-if over the steps with at least two hosts: their pod step time in all, and what the
+  // steps' straggler_cost_ns and median_pace_cost_ns add up to.
+  struct WhatIf {
+    int64_t steps = 0;
+    int64_t pod_time_ns = 0;
+    int64_t straggler_cost_ns = 0;
+    int64_t median_pace_cost_ns = 0;
+  };
+  WhatIf what_if;
   // Across steps: the pod step time (mean/p50/p90 over `steps`), for the summary line.
   Stats pod_step_time;
   std::vector<std::string> warnings;

@@ -404,6 +404,16 @@ StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, si
     ps.straggler_excess_ns = excess[k][s];
     Judge(ps, s, pod->noise_floor_ns);
     if (!ps.straggler.empty()) ++tally.named[step_hosts[k][s]];
+    if (ps.hosts.size() < 2) continue;
+    ps.median_pace_cost_ns = std::max<int64_t>(0, ps.straggler_excess_ns);
+    if (!ps.straggler.empty()) {
+      ps.straggler_cost_ns = std::min(ps.cause_excess_ns, ps.median_pace_cost_ns);
+    }
+    PodBreakdown::WhatIf& w = pod->what_if;
+    ++w.steps;
+    w.pod_time_ns += ps.pod_step_time_ns;
+    w.straggler_cost_ns += ps.straggler_cost_ns;
+    w.median_pace_cost_ns += ps.median_pace_cost_ns;
   }
   return tally;
 }

@@ -97,6 +97,12 @@ struct InputHeadline {
   int64_t step_time_ns = 0;  // its mean step time
 };
 
+double PctOf(int64_t part, int64_t whole) {
+  return whole <= 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+int64_t PerStep(int64_t total, int64_t steps) { return steps <= 0 ? 0 : total / steps; }
+
 struct Headline {
   int64_t steps_with_straggler = 0;
   std::optional<StragglerHeadline> straggler;
@@ -471,6 +477,17 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
                           "(%s ms)\n",
                           FormatMs(b.noise_floor_ns));
   }
+  const PodBreakdown::WhatIf& what_if = b.what_if;
+  if (what_if.steps > 0 && what_if.median_pace_cost_ns > 0) {
+    absl::StrAppendFormat(out,
+                          "what if: stragglers cost %s ms per step (%.1f%% of the pod's time); "
+                          "every host at the median host's pace would save %s ms per step "
+                          "(%.1f%%)\n",
+                          FormatMs(PerStep(what_if.straggler_cost_ns, what_if.steps)),
+                          PctOf(what_if.straggler_cost_ns, what_if.pod_time_ns),
+                          FormatMs(PerStep(what_if.median_pace_cost_ns, what_if.steps)),
+                          PctOf(what_if.median_pace_cost_ns, what_if.pod_time_ns));
+  }
 
   // Who waits for input.
   if (h.input_bound) {
@@ -598,6 +615,21 @@ namespace {
 
 // The pod across steps: its step time, and per category the pod view (the straggler's
 // categories each step, else the slowest host's).
+void WriteWhatIfJson(JsonOut& j, const PodBreakdown::WhatIf& w) {
+  j.BeginObject();
+  j.Key("steps");
+  j.Int(w.steps);
+  j.Key("straggler_cost_ms_per_step");
+  j.Ms(PerStep(w.straggler_cost_ns, w.steps));
+  j.Key("straggler_cost_pct");
+  j.Double(PctOf(w.straggler_cost_ns, w.pod_time_ns), 1);
+  j.Key("median_pace_cost_ms_per_step");
+  j.Ms(PerStep(w.median_pace_cost_ns, w.steps));
+  j.Key("median_pace_cost_pct");
+  j.Double(PctOf(w.median_pace_cost_ns, w.pod_time_ns), 1);
+  j.EndObject();
+}
+
 void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.BeginObject();
   j.Key("steps");
@@ -610,6 +642,8 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.Ms(b.noise_ns);
   j.Key("noise_floor_ms");
   j.Ms(b.noise_floor_ns);
+  j.Key("what_if");
+  WriteWhatIfJson(j, b.what_if);
   j.Key("categories");
   std::array<std::vector<int64_t>, kNumCategories> per_cat;
   for (const PodStep& s : b.steps) {
@@ -666,6 +700,10 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.StringOrNull(s.straggler);
   j.Key("straggler_excess_ms");
   j.Ms(s.straggler_excess_ns);
+  j.Key("straggler_cost_ms");
+  j.Ms(s.straggler_cost_ns);
+  j.Key("median_pace_cost_ms");
+  j.Ms(s.median_pace_cost_ns);
   j.Key("bottleneck");
   j.String(CategoryName(s.bottleneck));
   j.Key("cause");
@@ -746,7 +784,7 @@ std::string BreakdownCsv(const PodBreakdown& b) {
   for (int c = 0; c < kNumCategories; ++c) {
     absl::StrAppend(&out, ",", CategoryName(CategoryAt(c)), "_ms");
   }
-  out.append(",straggler,pod_step_time_ms\n");
+  out.append(",straggler,pod_step_time_ms,straggler_cost_ms\n");
   for (const PodStep& s : b.steps) {
     for (const PodHostStep& h : s.hosts) {
       absl::StrAppend(&out, s.step, ",");
@@ -756,7 +794,8 @@ std::string BreakdownCsv(const PodBreakdown& b) {
         absl::StrAppend(&out, ",", FormatMs(ns));
       }
       const bool straggler = !s.straggler.empty() && h.host == s.straggler;
-      absl::StrAppend(&out, straggler ? ",true," : ",false,", FormatMs(s.pod_step_time_ns), "\n");
+      absl::StrAppend(&out, straggler ? ",true," : ",false,", FormatMs(s.pod_step_time_ns), ",",
+                      FormatMs(s.straggler_cost_ns), "\n");
     }
   }
   return out;

@@ -421,10 +421,10 @@ TEST(BreakdownCsvTest, OneRowPerStepAndHostWithHeader) {
   ASSERT_EQ(rows.size(), 1u + 2 * 3);
   EXPECT_EQ(absl::StrJoin(rows[0], ","),
             "step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,"
-            "idle_ms,straggler,pod_step_time_ms");
-  for (const auto& r : rows) EXPECT_EQ(r.size(), 12u);
+            "idle_ms,straggler,pod_step_time_ms,straggler_cost_ms");
+  for (const auto& r : rows) EXPECT_EQ(r.size(), 13u);
   EXPECT_EQ(absl::StrJoin(rows[2], ","),
-            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130");
+            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130,0.000");
   EXPECT_EQ(rows[1][10], "false");
   EXPECT_EQ(rows[4][0], "11");
   EXPECT_EQ(rows[4][1], "worker-0");
@@ -440,7 +440,7 @@ TEST(BreakdownCsvTest, QuotesHostNames) {
   const auto rows = ParseCsv(csv);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[1][1], "rack 1, \"gpu\"\nhost");
-  EXPECT_EQ(rows[1].size(), 12u);
+  EXPECT_EQ(rows[1].size(), 13u);
 }
 
 // --- Table ---------------------------------------------------------------------------------------

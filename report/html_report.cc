@@ -275,6 +275,14 @@ constexpr char kScript[] = R"html(<script>
     para(['Consistently slow (the straggler in more steps than chance allows): ' +
         data.consistently_slow.join(', ') + '.']);
   }
+  var whatIf = data.pod.what_if;
+  if (whatIf && whatIf.steps > 0 && whatIf.median_pace_cost_ms_per_step > 0) {
+    para(['What if: stragglers cost ' + fmt(whatIf.straggler_cost_ms_per_step) +
+        ' ms per step (' + whatIf.straggler_cost_pct.toFixed(1) + ' % of the pod\'s time); ' +
+        'every host at the median host\'s pace would save ' +
+        fmt(whatIf.median_pace_cost_ms_per_step) + ' ms per step (' +
+        whatIf.median_pace_cost_pct.toFixed(1) + ' %).']);
+  }
 
   // --- Stacked bars, one step ---
   var legend = document.getElementById('category-legend');
