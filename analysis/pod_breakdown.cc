@@ -114,18 +114,25 @@ int64_t BusyNs(const PodHostStep& h) {
   return h.step_time_ns - h.categories[Category::kCollectives];
 }
 
-// Per host of a step: its busy time minus the median of the other hosts' (0 with one host).
+// Per host of a step: its busy time minus the median of the other hosts' (0 with one host). One
+// sort, then each host's "others" median read off the sorted values around it: O(n log n) a step
+// (1,024 hosts x 100 steps stays in milliseconds).
 std::vector<int64_t> ExcessOverOthers(const PodStep& ps) {
   const size_t n = ps.hosts.size();
   std::vector<int64_t> out(n, 0);
   if (n < 2) return out;
-  std::vector<double> others;
-  for (size_t i = 0; i < n; ++i) {
-    others.clear();
-    for (size_t j = 0; j < n; ++j) {
-      if (j != i) others.push_back(static_cast<double>(BusyNs(ps.hosts[j])));
-    }
-    out[i] = BusyNs(ps.hosts[i]) - static_cast<int64_t>(std::llround(MedianOf(others)));
+  std::vector<std::pair<int64_t, size_t>> sorted;  // (busy, host), ascending
+  sorted.reserve(n);
+  for (size_t i = 0; i < n; ++i) sorted.emplace_back(BusyNs(ps.hosts[i]), i);
+  std::sort(sorted.begin(), sorted.end());
+  const size_t m = n - 1;  // the others
+  for (size_t p = 0; p < n; ++p) {
+    // The others' k-th smallest, skipping position p.
+    const auto other = [&](size_t k) {
+      return static_cast<double>(sorted[k < p ? k : k + 1].first);
+    };
+    const double median = m % 2 == 1 ? other(m / 2) : (other(m / 2 - 1) + other(m / 2)) / 2;
+    out[sorted[p].second] = sorted[p].first - static_cast<int64_t>(std::llround(median));
   }
   return out;
 }
