@@ -115,8 +115,8 @@ int64_t BusyNs(const PodHostStep& h) {
 }
 
 // Per host of a step: its busy time minus the median of the other hosts' (0 with one host). One
-// sort, then each host's "others" median read off the sorted values around it: O(n log n) a step
-// (1,024 hosts x 100 steps stays in milliseconds).
+// sort, then each host's "others" median read off the sorted values around it: O(n log n) a step,
+// not O(n^2).
 std::vector<int64_t> ExcessOverOthers(const PodStep& ps) {
   const size_t n = ps.hosts.size();
   std::vector<int64_t> out(n, 0);
