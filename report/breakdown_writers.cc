@@ -314,7 +314,7 @@ std::string StepLabel(int64_t step) { return step < 0 ? "all" : absl::StrCat(ste
 
 std::string Percent(int64_t part, int64_t whole) {
   if (whole <= 0) return "-";
-  return absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return absl::StrFormat("%.1f%%", PctOf(part, whole));
 }
 
 struct Columns {
@@ -480,13 +480,13 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
   const PodBreakdown::WhatIf& what_if = b.what_if;
   if (what_if.steps > 0 && what_if.median_pace_cost_ns > 0) {
     absl::StrAppendFormat(out,
-                          "what if: stragglers cost %s ms per step (%.1f%% of the pod's time); "
+                          "what if: stragglers cost %s ms per step (%s of the pod's time); "
                           "every host at the median host's pace would save %s ms per step "
-                          "(%.1f%%)\n",
+                          "(%s)\n",
                           FormatMs(PerStep(what_if.straggler_cost_ns, what_if.steps)),
-                          PctOf(what_if.straggler_cost_ns, what_if.pod_time_ns),
+                          Percent(what_if.straggler_cost_ns, what_if.pod_time_ns),
                           FormatMs(PerStep(what_if.median_pace_cost_ns, what_if.steps)),
-                          PctOf(what_if.median_pace_cost_ns, what_if.pod_time_ns));
+                          Percent(what_if.median_pace_cost_ns, what_if.pod_time_ns));
   }
 
   // Who waits for input.
