@@ -50,14 +50,22 @@ class EngineConcurrencyTest : public ::testing::Test {
   RealClock clock_;
   AsioExecutor agent_executor_{&clock_};
   std::unique_ptr<agent::AgentServer> agents_;
+  // The daemon's: one executor (one sequence) for every session, its pools and its clients.
+  AsioExecutor executor_{&clock_};
+  ThreadWorkPool pool_{/*threads=*/2};
+  ThreadWorkPool finisher_{/*threads=*/2};
+  coordinator::GrpcAgentClientFactory clients_{{.clock = &clock_}};
+
+  coordinator::CaptureEngine::Dependencies Deps(coordinator::TraceSink* sink) {
+    return {.executor = &executor_,
+            .pool = &pool_,
+            .finisher = &finisher_,
+            .clients = &clients_,
+            .sink = sink};
+  }
 };
 
 TEST_F(EngineConcurrencyTest, OneSessionsFinishNeverStallsAnotherSessionOnTheSameExecutor) {
-  AsioExecutor executor(&clock_);  // the daemon's: one sequence for every session
-  ThreadWorkPool pool(/*threads=*/2);
-  ThreadWorkPool finisher(/*threads=*/2);
-  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
-
   absl::Notification a_finishing, b_done, a_done;
   bool b_finished_while_a_was_finishing = false;
   testkit::MemorySink sink_a, sink_b;
@@ -69,15 +77,8 @@ TEST_F(EngineConcurrencyTest, OneSessionsFinishNeverStallsAnotherSessionOnTheSam
     // meanwhile, or not at all if A's finish held the executor (then this gives up at 30 s).
     b_finished_while_a_was_finishing = b_done.WaitForNotificationWithTimeout(absl::Seconds(30));
   };
-  const auto deps = [&](coordinator::TraceSink* sink) {
-    return coordinator::CaptureEngine::Dependencies{.executor = &executor,
-                                                    .pool = &pool,
-                                                    .finisher = &finisher,
-                                                    .clients = &clients,
-                                                    .sink = sink};
-  };
-  coordinator::CaptureEngine a(deps(&sink_a), {});
-  coordinator::CaptureEngine b(deps(&sink_b), {});
+  coordinator::CaptureEngine a(Deps(&sink_a), {});
+  coordinator::CaptureEngine b(Deps(&sink_b), {});
   absl::StatusOr<v1::SessionManifest> ma, mb;
   a.Start(Plan(0, 100, "a"), [&](absl::StatusOr<v1::SessionManifest> m) {
     ma = std::move(m);
@@ -105,11 +106,6 @@ TEST_F(EngineConcurrencyTest, OneSessionsFinishNeverStallsAnotherSessionOnTheSam
 // session.json's running snapshots are printed and written on the pool: a snapshot write that
 // hangs (a slow disk) stalls no session on the executor, and never lands over the final file.
 TEST_F(EngineConcurrencyTest, ARunningSnapshotWriteThatHangsStallsNothingAndNeverLandsLast) {
-  AsioExecutor executor(&clock_);
-  ThreadWorkPool pool(/*threads=*/2);
-  ThreadWorkPool finisher(/*threads=*/2);
-  coordinator::GrpcAgentClientFactory clients({.clock = &clock_});
-
   absl::Notification b_done, a_done;
   bool b_finished_while_a_snapshot_hung = false;
   bool held = false;  // only A's first snapshot (written at Begin) is held
@@ -119,15 +115,8 @@ TEST_F(EngineConcurrencyTest, ARunningSnapshotWriteThatHangsStallsNothingAndNeve
     held = true;
     b_finished_while_a_snapshot_hung = b_done.WaitForNotificationWithTimeout(absl::Seconds(30));
   };
-  const auto deps = [&](coordinator::TraceSink* sink) {
-    return coordinator::CaptureEngine::Dependencies{.executor = &executor,
-                                                    .pool = &pool,
-                                                    .finisher = &finisher,
-                                                    .clients = &clients,
-                                                    .sink = sink};
-  };
-  coordinator::CaptureEngine a(deps(&sink_a), {});
-  coordinator::CaptureEngine b(deps(&sink_b), {});
+  coordinator::CaptureEngine a(Deps(&sink_a), {});
+  coordinator::CaptureEngine b(Deps(&sink_b), {});
   absl::StatusOr<v1::SessionManifest> ma, mb;
   a.Start(Plan(0, 100, "a"), [&](absl::StatusOr<v1::SessionManifest> m) {
     ma = std::move(m);
