@@ -303,6 +303,12 @@ void CuptiRecordConverter::Add(const CUpti_Activity& record) {
       return;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
+      if (record.kind == CUPTI_ACTIVITY_KIND_DRIVER &&
+          BuiltinApiName(static_cast<uint8_t>(ApiDomain::kDriver),
+                         As<CUpti_ActivityAPI>(record).cbid) == nullptr) {
+        ++ignored_;  // not a launch: the window records every driver call, keeps these only
+        return;
+      }
       ApiRecord r = ApiRecordOf(
           As<CUpti_ActivityAPI>(record),
           static_cast<uint8_t>(record.kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime

@@ -31,13 +31,15 @@ size_t CuptiRecordSize(CUpti_ActivityKind kind);
 // and tools read buffers without libcupti.
 const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, size_t* offset);
 
-// The CUDA driver API calls the library records in a window (cuptiActivityEnableDriverApi; the
-// rest of the driver API is not: CUPTI_ACTIVITY_KIND_DRIVER would record every call). The kernel
-// launches and graph launches that libraries make through the driver directly: cuBLAS launches
-// its GEMMs with cuLaunchKernelEx on CUDA 12+, Triton and JAX/XLA use cuLaunchKernel. Without
-// them such kernels have no launch on the host plane: XProf cannot give them a step.
-// Their names are BuiltinApiName's for the driver domain. Stored in `*count`; the array is
-// static.
+// The CUDA driver API calls the library keeps from a window: the kernel launches and graph
+// launches that libraries make through the driver directly (cuBLAS's CUTLASS kernels come through
+// cuLaunchKernel, its GEMMs on CUDA 12+ through cuLaunchKernelEx, Triton and JAX/XLA use
+// cuLaunchKernel). Without them such kernels have no launch on the host plane: XProf cannot give
+// them a step. The window enables CUPTI_ACTIVITY_KIND_DRIVER (on an H100 with CUDA 13, libcupti
+// gave no records at all for these calls enabled one by one with cuptiActivityEnableDriverApi:
+// docs/gpu-verification.md) and the converter keeps the records of these calls only; the rest of
+// the driver API is counted in ignored_records(). Their names are BuiltinApiName's for the driver
+// domain. Stored in `*count`; the array is static.
 struct DriverLaunchCall {
   uint32_t cbid;     // CUPTI_DRIVER_TRACE_CBID_*
   const char* name;  // "cuLaunchKernelEx"

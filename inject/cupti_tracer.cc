@@ -224,9 +224,12 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
       return false;
     }
   }
-  // The driver API's kernel launches (cuBLAS, Triton, XLA), each by its callback id: best effort,
-  // a libcupti that cannot leaves those kernels without a launch, nothing worse.
-  EnableDriverLaunches(1);
+  // The driver API's kernel launches (cuBLAS, Triton, XLA): every driver call is recorded and the
+  // converter keeps the launches (DriverLaunchCalls). Best effort: where the kind cannot be
+  // enabled, the launches one by one; a libcupti that can do neither leaves those kernels without
+  // a launch, nothing worse.
+  driver_kind_ = api_->enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
+  if (!driver_kind_) EnableDriverLaunches(1);
   *gpu_minus_wall_ns = offset;
   return true;
 }
@@ -241,7 +244,12 @@ void CuptiTracer::EnableDriverLaunches(uint8_t enable) {
 void CuptiTracer::Disable() {
   if (!initialized_) return;
   for (CUpti_ActivityKind kind : kWindowKinds) api_->disable(kind);
-  EnableDriverLaunches(0);
+  if (driver_kind_) {
+    api_->disable(CUPTI_ACTIVITY_KIND_DRIVER);
+    driver_kind_ = false;
+  } else {
+    EnableDriverLaunches(0);
+  }
 }
 
 uint64_t CuptiTracer::Flush(const std::function<void(std::vector<uint8_t>)>& sink) {

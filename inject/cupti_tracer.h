@@ -106,6 +106,9 @@ class CuptiTracer final : public Tracer {
   std::unique_ptr<Api> api_;
   std::atomic<int> outstanding_buffers_{0};
   std::atomic<uint64_t> refused_buffers_{0};
+  // The window enabled CUPTI_ACTIVITY_KIND_DRIVER (else the launches one by one); the client's
+  // thread only (Enable/Disable).
+  bool driver_kind_ = false;
 
   std::mutex mu_;
   bool collecting_ = false;  // guarded by mu_

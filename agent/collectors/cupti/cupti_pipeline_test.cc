@@ -314,6 +314,30 @@ TEST(CuptiRecordsTest, DriverApiLaunchesTieTheirKernels) {
   EXPECT_THAT(launches, SizeIs(1));
 }
 
+// The window records every driver call (CUPTI_ACTIVITY_KIND_DRIVER: on an H100 with CUDA 13 the
+// launches enabled one by one gave no records, and cuBLAS's CUTLASS kernels, launched with
+// cuLaunchKernel, had no launch). The converter keeps the launches and counts the rest.
+TEST(CuptiRecordsTest, OnlyDriverLaunchesAreKeptOfEveryDriverCall) {
+  Buffer b;
+  Api(b, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, 1, 100, 105, CUPTI_ACTIVITY_KIND_DRIVER);
+  Api(b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 2, 110, 120, CUPTI_ACTIVITY_KIND_DRIVER);
+  Kernel(b, "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_tn_align1>", 2, 200, 400);
+  Api(b, CUPTI_DRIVER_TRACE_CBID_cuEventRecord, 3, 130, 131, CUPTI_ACTIVITY_KIND_DRIVER);
+  Api(b, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, 4, 140, 150, CUPTI_ACTIVITY_KIND_DRIVER);
+  RecordBatchWriter writer(1 << 20);
+  CuptiRecordConverter converter(&writer);
+  converter.AddBuffer(b.data(), b.size());
+  EXPECT_EQ(converter.ignored_records(), 3u);
+  absl::StatusOr<agent::cupti::RecordBatch> batch =
+      agent::cupti::ParseRecordBatch(Str(writer.Finish(kPid, kOffset, 0)));
+  ASSERT_THAT(batch, IsOk());
+  ASSERT_THAT(batch->apis, SizeIs(1));
+  EXPECT_EQ(batch->String(batch->apis[0].name), "cuLaunchKernel");
+  EXPECT_EQ(batch->apis[0].correlation_id, 2u);
+  ASSERT_THAT(batch->kernels, SizeIs(1));
+  EXPECT_EQ(batch->kernels[0].correlation_id, batch->apis[0].correlation_id);
+}
+
 TEST(CuptiRecordsTest, ConvertsRecordsAndPairsMarkersAcrossBuffers) {
   Buffer one, two;
   FillBuffers(one, two);
