@@ -98,6 +98,19 @@ struct PodHostStep {
   CategoryTimes categories;  // the host view
 };
 
+// The categories a host can stand out in: its own work (collectives and idle are waiting).
+inline constexpr Category kOutlierCategories[] = {Category::kCompute, Category::kOutput,
+                                                  Category::kDeviceToDevice, Category::kInput,
+                                                  Category::kHost};
+
+// A host whose time in one category stands out of the other hosts' beyond the noise (any host,
+// the straggler or not): its excess over the median of the other hosts' in that category.
+struct StepOutlier {
+  std::string host;
+  Category category = Category::kCompute;
+  int64_t excess_ns = 0;
+};
+
 struct PodStep {
   int64_t step = 0;
   // The slowest host's step time (the pod advances at its pace), and max - min over hosts.
@@ -128,6 +141,10 @@ struct PodStep {
   // (+25.0 ms); the other hosts wait for it in collectives (median 26.1 ms): waiting, not
   // communicating".
   std::string why;
+  // Every (host, category) whose excess over the other hosts' median is above that category's
+  // noise floor (PodBreakdown::category_noise_floor_ns), largest excess first; categories compute,
+  // output, d2d, input and host (collectives and idle are waiting, not work).
+  std::vector<StepOutlier> outliers;
 };
 
 struct Stats {
@@ -149,8 +166,8 @@ struct HostReport {
 
 struct PodBreakdown {
   // 2: a straggler is named only above the noise floor; noise fields; consistently_slow by a
-  // binomial test.
-  static constexpr int kSchemaVersion = 2;
+  // binomial test. 3: outliers (every host that stands out, per category).
+  static constexpr int kSchemaVersion = 3;
   std::vector<PodStep> steps;  // step order; steps no host has complete are absent
   std::vector<HostReport> hosts;
   // Steps in which the straggler differs from the previous step's.
@@ -164,6 +181,21 @@ struct PodBreakdown {
   // z = max(3, the normal quantile leaving 1 % over all hosts).
   int64_t noise_ns = 0;
   int64_t noise_floor_ns = 0;
+  // The same per category (the excess of a host's category over the other hosts' median): the
+  // floor a StepOutlier passes. 0 for collectives and idle (never outliers).
+  std::array<int64_t, kNumCategories> category_noise_floor_ns{};
+  // A host that stands out in a category across the capture: beyond the category's floor in at
+  // least half of the steps it shared with another host (and in 3 or more), whatever the
+  // straggler is: "worker-2 input +40.0 ms in 100 % of steps" while worker-1 is the straggler.
+  struct HostOutlier {
+    std::string host;
+    Category category = Category::kCompute;
+    int64_t steps = 0;             // steps it shared with another host
+    int64_t steps_beyond = 0;      // of those, steps beyond the category's floor
+    int64_t median_excess_ns = 0;  // over all those steps
+  };
+  // Largest median excess first.
+  std::vector<HostOutlier> outliers;
   // The what-if over the steps with at least two hosts: their pod step time in all, and what the
   // steps' straggler_cost_ns and median_pace_cost_ns add up to.
   struct WhatIf {

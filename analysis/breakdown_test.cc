@@ -876,6 +876,84 @@ TEST(StragglerNoiseTest, AnIntermittentStragglerDoesNotRaiseTheFloorOverItself) 
   EXPECT_LE(NamedSteps(pod), 22);
 }
 
+// Adds `extra` ns of `c` to every step of `host` (the others wait for it in the collective).
+void SlowDown(std::vector<HostSummary>& pod, const std::string& host, Category c, int64_t extra) {
+  for (HostSummary& h : pod) {
+    for (HostStep& st : h.steps) {
+      if (h.host == host) {
+        st.host[c] += extra;
+        st.host[Category::kCollectives] -= std::min(extra, st.host[Category::kCollectives]);
+      }
+    }
+  }
+}
+
+TEST(StepOutlierTest, ASecondSlowHostIsReportedBesideTheStraggler) {
+  // worker-1 computes 20 % slower (+10 ms): the straggler. worker-3 waits 4 ms for input every
+  // step, hidden behind worker-1 (its collectives absorb it): never the straggler, still reported.
+  std::vector<HostSummary> hosts = SyncPod(
+      4, 60, 0.002, [](int h) { return h == 1 ? 1.2 : 1.0; }, 3);
+  SlowDown(hosts, "worker-3", Category::kInput, 4 * kMs);
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  EXPECT_EQ(pod.hosts[1].straggler_steps, 60);
+  EXPECT_EQ(pod.hosts[3].straggler_steps, 0);
+  ASSERT_THAT(pod.outliers, SizeIs(2));
+  EXPECT_EQ(pod.outliers[0].host, "worker-1");
+  EXPECT_EQ(pod.outliers[0].category, Category::kCompute);
+  EXPECT_NEAR(static_cast<double>(pod.outliers[0].median_excess_ns), 10.0 * kMs, 0.5 * kMs);
+  EXPECT_EQ(pod.outliers[1].host, "worker-3");
+  EXPECT_EQ(pod.outliers[1].category, Category::kInput);
+  EXPECT_EQ(pod.outliers[1].median_excess_ns, 4 * kMs);
+  EXPECT_EQ(pod.outliers[1].steps, 60);
+  EXPECT_EQ(pod.outliers[1].steps_beyond, 60);
+  // Per step, both, largest first.
+  for (const PodStep& step : pod.steps) {
+    ASSERT_THAT(step.outliers, SizeIs(2)) << "step " << step.step;
+    EXPECT_EQ(step.outliers[0].host, "worker-1");
+    EXPECT_EQ(step.outliers[1].host, "worker-3");
+    EXPECT_EQ(step.outliers[1].excess_ns, 4 * kMs);
+  }
+  EXPECT_GT(pod.category_noise_floor_ns[static_cast<int>(Category::kInput)], 0);
+  EXPECT_EQ(pod.category_noise_floor_ns[static_cast<int>(Category::kCollectives)], 0);
+}
+
+TEST(StepOutlierTest, NoiseAloneAndIdenticalHostsStandOutNowhere) {
+  for (const int hosts : {2, 4, 8}) {
+    SCOPED_TRACE(testing::Message() << hosts << " hosts");
+    const PodBreakdown noisy = BuildPodBreakdown(SyncPod(
+        hosts, 200, 0.05, [](int) { return 1.0; }, 11));
+    EXPECT_THAT(noisy.outliers, IsEmpty());
+    int64_t flagged = 0;
+    for (const PodStep& step : noisy.steps) flagged += !step.outliers.empty();
+    EXPECT_LE(flagged, 10);  // at most 5 % of the steps
+    const PodBreakdown same = BuildPodBreakdown(SyncPod(
+        hosts, 30, 0, [](int) { return 1.0; }, 1));
+    EXPECT_THAT(same.outliers, IsEmpty());
+    for (const PodStep& step : same.steps) EXPECT_THAT(step.outliers, IsEmpty());
+  }
+}
+
+TEST(StepOutlierTest, AHostSlowInFewStepsIsNotAnOutlierOfTheCapture) {
+  // worker-2 stalls 10 ms on input in 5 of 50 steps: outliers of those steps only.
+  std::vector<HostSummary> hosts = SyncPod(
+      4, 50, 0.002, [](int) { return 1.0; }, 4);
+  for (HostStep& st : hosts[2].steps) {
+    if (st.step % 10 == 0) st.host[Category::kInput] += 10 * kMs;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  EXPECT_THAT(pod.outliers, IsEmpty());
+  int64_t flagged = 0;
+  for (const PodStep& step : pod.steps) {
+    if (step.step % 10 == 0) {
+      ASSERT_THAT(step.outliers, SizeIs(1));
+      EXPECT_EQ(step.outliers[0].host, "worker-2");
+      EXPECT_EQ(step.outliers[0].category, Category::kInput);
+    }
+    flagged += !step.outliers.empty();
+  }
+  EXPECT_EQ(flagged, 5);
+}
+
 TEST(BuildPodBreakdownPropertyTest, RandomPodsAreConsistent) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
@@ -909,6 +987,18 @@ TEST(BuildPodBreakdownPropertyTest, RandomPodsAreConsistent) {
       EXPECT_EQ(step.pod_step_time_ns, max_time);
       EXPECT_EQ(step.spread_ns, max_time - min_time);
       EXPECT_FALSE(step.why.empty());
+      for (size_t i = 0; i < step.outliers.size(); ++i) {
+        const StepOutlier& o = step.outliers[i];
+        EXPECT_NE(o.category, Category::kCollectives);
+        EXPECT_NE(o.category, Category::kIdle);
+        EXPECT_GT(o.excess_ns, pod.category_noise_floor_ns[static_cast<int>(o.category)]);
+        if (i > 0) {
+          EXPECT_LE(o.excess_ns, step.outliers[i - 1].excess_ns);
+        }
+      }
+      if (step.hosts.size() == 1) {
+        EXPECT_THAT(step.outliers, IsEmpty());
+      }
       if (step.hosts.size() == 1) {
         EXPECT_EQ(step.straggler, "");
         continue;

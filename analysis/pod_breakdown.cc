@@ -37,6 +37,9 @@ constexpr size_t kMinStepsForNoise = 4;  // per host: fewer say little of its va
 // 1 %), in at least 3 steps, with a positive median excess over all its steps.
 constexpr double kConsistentlySlowAlpha = 0.01;
 constexpr int64_t kMinConsistentlySlowSteps = 3;
+// Outliers: a host's category stands out across the capture when it is beyond the category's
+// floor in at least half of its shared steps, and in at least 3.
+constexpr int64_t kMinOutlierSteps = 3;
 
 // The true median (mean of the middle two for an even count); 0 for none.
 double MedianOf(std::vector<double> v) {
@@ -114,16 +117,15 @@ int64_t BusyNs(const PodHostStep& h) {
   return h.step_time_ns - h.categories[Category::kCollectives];
 }
 
-// Per host of a step: its busy time minus the median of the other hosts' (0 with one host). One
-// sort, then each host's "others" median read off the sorted values around it: O(n log n) a step,
-// not O(n^2).
-std::vector<int64_t> ExcessOverOthers(const PodStep& ps) {
-  const size_t n = ps.hosts.size();
+// Per value: it minus the median of the other values (0 with one value). One sort, then each
+// one's "others" median read off the sorted values around it: O(n log n), not O(n^2).
+std::vector<int64_t> ExcessOverOthers(const std::vector<int64_t>& values) {
+  const size_t n = values.size();
   std::vector<int64_t> out(n, 0);
   if (n < 2) return out;
-  std::vector<std::pair<int64_t, size_t>> sorted;  // (busy, host), ascending
+  std::vector<std::pair<int64_t, size_t>> sorted;  // (value, index), ascending
   sorted.reserve(n);
-  for (size_t i = 0; i < n; ++i) sorted.emplace_back(BusyNs(ps.hosts[i]), i);
+  for (size_t i = 0; i < n; ++i) sorted.emplace_back(values[i], i);
   std::sort(sorted.begin(), sorted.end());
   const size_t m = n - 1;  // the others
   for (size_t p = 0; p < n; ++p) {
@@ -136,6 +138,48 @@ std::vector<int64_t> ExcessOverOthers(const PodStep& ps) {
   }
   return out;
 }
+
+// Per host of a step: its busy time minus the median of the other hosts'.
+std::vector<int64_t> BusyExcess(const PodStep& ps) {
+  std::vector<int64_t> busy;
+  busy.reserve(ps.hosts.size());
+  for (const PodHostStep& h : ps.hosts) busy.push_back(BusyNs(h));
+  return ExcessOverOthers(busy);
+}
+
+// The step-to-step noise of per-host series (each host's excess over the steps it shared with
+// another): per host with at least kMinStepsForNoise values, 1.4826 x the MAD of its successive
+// differences / sqrt 2 (a host's level, a steady straggler, and its slow spells cancel out in the
+// differences; what is left is the step-to-step noise, sqrt(2) x as wide); the median over hosts.
+double StepNoise(const std::vector<std::vector<double>>& per_host) {
+  std::vector<double> sigmas;
+  for (const std::vector<double>& e : per_host) {
+    if (e.size() < kMinStepsForNoise) continue;
+    std::vector<double> diffs;
+    diffs.reserve(e.size() - 1);
+    for (size_t i = 1; i < e.size(); ++i) diffs.push_back(e[i] - e[i - 1]);
+    const double center = MedianOf(diffs);
+    std::vector<double> deviation;
+    deviation.reserve(diffs.size());
+    for (const double x : diffs) deviation.push_back(std::abs(x - center));
+    sigmas.push_back(kMadToSigma * MedianOf(std::move(deviation)) / std::sqrt(2.0));
+  }
+  return MedianOf(std::move(sigmas));
+}
+
+// What every floor is made of: z (for the number of hosts compared) and the median pod step.
+struct NoiseModel {
+  double z = kMinNoiseSigmas;
+  int64_t median_pod_step_ns = 0;
+
+  // max(z x sigma, 0.1 ms, 1 % of the median pod step time).
+  int64_t Floor(double sigma) const {
+    return std::max<int64_t>(
+        {kMinExcessNs, static_cast<int64_t>(std::llround(z * sigma)),
+         static_cast<int64_t>(
+             std::llround(kMinExcessShareOfStep * static_cast<double>(median_pod_step_ns)))});
+  }
+};
 
 // The host the others wait for, if any: the least collective time (ties: the longer step, then
 // host order).
@@ -366,7 +410,7 @@ struct StragglerTally {
 // The pod's noise floor from every host's step-to-step variation of its excess (see the
 // constants), then each step judged against it.
 StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, size_t num_hosts,
-                          PodBreakdown* pod) {
+                          NoiseModel* model, PodBreakdown* pod) {
   StragglerTally tally{std::vector<int64_t>(num_hosts, 0),
                        std::vector<std::vector<double>>(num_hosts)};
   std::vector<std::vector<int64_t>> excess(pod->steps.size());
@@ -374,37 +418,21 @@ StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, si
   for (size_t k = 0; k < pod->steps.size(); ++k) {
     const PodStep& ps = pod->steps[k];
     pod_times.push_back(ps.pod_step_time_ns);
-    excess[k] = ExcessOverOthers(ps);
+    excess[k] = BusyExcess(ps);
     if (ps.hosts.size() < 2) continue;
     for (size_t i = 0; i < ps.hosts.size(); ++i) {
       tally.excess[step_hosts[k][i]].push_back(static_cast<double>(excess[k][i]));
     }
   }
-  std::vector<double> sigmas;
-  size_t comparable = 0;
-  for (const std::vector<double>& e : tally.excess) {
-    comparable += !e.empty();
-    if (e.size() < kMinStepsForNoise) continue;
-    // Successive differences: a host's level (a steady straggler) and its slow spells cancel
-    // out; what is left is the step-to-step noise, sqrt(2) x as wide.
-    std::vector<double> diffs;
-    diffs.reserve(e.size() - 1);
-    for (size_t i = 1; i < e.size(); ++i) diffs.push_back(e[i] - e[i - 1]);
-    const double center = MedianOf(diffs);
-    std::vector<double> deviation;
-    deviation.reserve(diffs.size());
-    for (const double x : diffs) deviation.push_back(std::abs(x - center));
-    sigmas.push_back(kMadToSigma * MedianOf(std::move(deviation)) / std::sqrt(2.0));
-  }
-  const double sigma = MedianOf(std::move(sigmas));
-  const double z = std::max(
-      kMinNoiseSigmas, NormalUpperQuantile(kFalseStragglerRate /
-                                           static_cast<double>(std::max<size_t>(comparable, 1))));
+  const auto comparable = static_cast<size_t>(std::count_if(
+      tally.excess.begin(), tally.excess.end(), [](const auto& e) { return !e.empty(); }));
+  model->z = std::max(kMinNoiseSigmas,
+                      NormalUpperQuantile(kFalseStragglerRate /
+                                          static_cast<double>(std::max<size_t>(comparable, 1))));
+  model->median_pod_step_ns = Median(std::move(pod_times));
+  const double sigma = StepNoise(tally.excess);
   pod->noise_ns = static_cast<int64_t>(std::llround(sigma));
-  pod->noise_floor_ns = std::max<int64_t>(
-      {kMinExcessNs, static_cast<int64_t>(std::llround(z * sigma)),
-       static_cast<int64_t>(std::llround(kMinExcessShareOfStep *
-                                         static_cast<double>(Median(std::move(pod_times)))))});
+  pod->noise_floor_ns = model->Floor(sigma);
   for (size_t k = 0; k < pod->steps.size(); ++k) {
     PodStep& ps = pod->steps[k];
     const size_t s = Candidate(ps);
@@ -423,6 +451,57 @@ StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, si
     w.median_pace_cost_ns += ps.median_pace_cost_ns;
   }
   return tally;
+}
+
+// Every host that stands out, per category (breakdown.h, StepOutlier and HostOutlier): each
+// category's excess over the other hosts' median, its own noise floor as the pod's, then the
+// steps and hosts beyond it.
+void FindOutliers(const std::vector<std::vector<size_t>>& step_hosts,
+                  const std::vector<HostSummary>& hosts, const NoiseModel& model,
+                  PodBreakdown* pod) {
+  for (const Category c : kOutlierCategories) {
+    const auto ci = static_cast<size_t>(c);
+    std::vector<std::vector<int64_t>> excess(pod->steps.size());
+    std::vector<std::vector<double>> per_host(hosts.size());
+    for (size_t k = 0; k < pod->steps.size(); ++k) {
+      const PodStep& ps = pod->steps[k];
+      if (ps.hosts.size() < 2) continue;
+      std::vector<int64_t> values;
+      values.reserve(ps.hosts.size());
+      for (const PodHostStep& h : ps.hosts) values.push_back(h.categories.ns[ci]);
+      excess[k] = ExcessOverOthers(values);
+      for (size_t i = 0; i < ps.hosts.size(); ++i) {
+        per_host[step_hosts[k][i]].push_back(static_cast<double>(excess[k][i]));
+      }
+    }
+    const int64_t floor = model.Floor(StepNoise(per_host));
+    pod->category_noise_floor_ns[ci] = floor;
+    std::vector<int64_t> beyond(hosts.size(), 0);
+    for (size_t k = 0; k < pod->steps.size(); ++k) {
+      PodStep& ps = pod->steps[k];
+      for (size_t i = 0; i < excess[k].size(); ++i) {
+        if (excess[k][i] <= floor) continue;
+        ++beyond[step_hosts[k][i]];
+        ps.outliers.push_back(StepOutlier{ps.hosts[i].host, c, excess[k][i]});
+      }
+    }
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      const auto steps = static_cast<int64_t>(per_host[h].size());
+      if (beyond[h] < kMinOutlierSteps || 2 * beyond[h] < steps) continue;
+      pod->outliers.push_back(
+          PodBreakdown::HostOutlier{hosts[h].host, c, steps, beyond[h],
+                                    static_cast<int64_t>(std::llround(MedianOf(per_host[h])))});
+    }
+  }
+  for (PodStep& ps : pod->steps) {
+    std::stable_sort(
+        ps.outliers.begin(), ps.outliers.end(),
+        [](const StepOutlier& a, const StepOutlier& b) { return a.excess_ns > b.excess_ns; });
+  }
+  std::stable_sort(pod->outliers.begin(), pod->outliers.end(),
+                   [](const PodBreakdown::HostOutlier& a, const PodBreakdown::HostOutlier& b) {
+                     return a.median_excess_ns > b.median_excess_ns;
+                   });
 }
 
 // Named in more of its steps than chance among its peers allows, and slower than them on the
@@ -488,7 +567,9 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
   const std::vector<StepRef> refs = PodStepRefs(hosts, any_markers, &pod.warnings);
   PodStepMatcher matcher(hosts, any_markers);
   matcher.Match(refs, &pod);
-  const StragglerTally tally = JudgeSteps(matcher.step_hosts(), hosts.size(), &pod);
+  NoiseModel model;
+  const StragglerTally tally = JudgeSteps(matcher.step_hosts(), hosts.size(), &model, &pod);
+  FindOutliers(matcher.step_hosts(), hosts, model, &pod);
   JudgeAcrossSteps(&pod);
   const auto peers = static_cast<size_t>(std::count_if(tally.excess.begin(), tally.excess.end(),
                                                        [](const auto& e) { return !e.empty(); }));

@@ -232,6 +232,24 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
                           Percent(what_if.median_pace_cost_ns, what_if.pod_time_ns));
   }
 
+  // Every host that stands out, the straggler or not.
+  if (!b.outliers.empty()) {
+    absl::StrAppend(out, "stands out (beyond the noise in at least half of its steps):\n");
+    constexpr size_t kMaxOutliers = 8;
+    for (size_t i = 0; i < b.outliers.size() && i < kMaxOutliers; ++i) {
+      const PodBreakdown::HostOutlier& o = b.outliers[i];
+      absl::StrAppendFormat(out,
+                            "  %s %s +%s ms per step over the other hosts' median (%d of %d "
+                            "steps)\n",
+                            ShortHost(o.host, opt.max_host_width), CategoryName(o.category),
+                            FormatMs(o.median_excess_ns), o.steps_beyond, o.steps);
+    }
+    if (b.outliers.size() > kMaxOutliers) {
+      absl::StrAppend(out, "  ... ", b.outliers.size() - kMaxOutliers, " more in ",
+                      kBreakdownJsonFile, "\n");
+    }
+  }
+
   // Who waits for input.
   if (h.input_bound) {
     const InputHeadline& in = *h.input_bound;

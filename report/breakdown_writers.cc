@@ -210,6 +210,13 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.Ms(b.noise_ns);
   j.Key("noise_floor_ms");
   j.Ms(b.noise_floor_ns);
+  j.Key("category_noise_floor_ms");
+  j.BeginObject();
+  for (const Category c : analysis::kOutlierCategories) {
+    j.Key(CategoryName(c));
+    j.Ms(b.category_noise_floor_ns[static_cast<size_t>(c)]);
+  }
+  j.EndObject();
   j.Key("what_if");
   WriteWhatIfJson(j, b.what_if);
   j.Key("categories");
@@ -284,6 +291,19 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.Ms(HasCause(s) ? s.cause_excess_ns : 0);
   j.Key("why");
   j.String(s.why);
+  j.Key("outliers");
+  j.BeginArray();
+  for (const analysis::StepOutlier& o : s.outliers) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(o.host);
+    j.Key("category");
+    j.String(CategoryName(o.category));
+    j.Key("excess_ms");
+    j.Ms(o.excess_ns);
+    j.EndObject();
+  }
+  j.EndArray();
   j.Key("hosts");
   j.BeginArray();
   for (const PodHostStep& h : s.hosts) {
@@ -337,6 +357,23 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.EndArray();
   j.Key("consistently_slow");
   Strings(j, b.consistently_slow);
+  j.Key("outliers");
+  j.BeginArray();
+  for (const PodBreakdown::HostOutlier& o : b.outliers) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(o.host);
+    j.Key("category");
+    j.String(CategoryName(o.category));
+    j.Key("steps");
+    j.Int(o.steps);
+    j.Key("steps_beyond_noise");
+    j.Int(o.steps_beyond);
+    j.Key("median_excess_ms");
+    j.Ms(o.median_excess_ns);
+    j.EndObject();
+  }
+  j.EndArray();
   j.Key("warnings");
   Strings(j, b.warnings);
   j.Key("files");
@@ -350,7 +387,7 @@ std::string BreakdownCsv(const PodBreakdown& b) {
   for (int c = 0; c < kNumCategories; ++c) {
     absl::StrAppend(&out, ",", CategoryName(CategoryAt(c)), "_ms");
   }
-  out.append(",straggler,pod_step_time_ms,straggler_cost_ms\n");
+  out.append(",straggler,pod_step_time_ms,straggler_cost_ms,stands_out\n");
   for (const PodStep& s : b.steps) {
     for (const PodHostStep& h : s.hosts) {
       absl::StrAppend(&out, s.step, ",");
@@ -361,7 +398,15 @@ std::string BreakdownCsv(const PodBreakdown& b) {
       }
       const bool straggler = !s.straggler.empty() && h.host == s.straggler;
       absl::StrAppend(&out, straggler ? ",true," : ",false,", FormatMs(s.pod_step_time_ns), ",",
-                      FormatMs(s.straggler_cost_ns), "\n");
+                      FormatMs(s.straggler_cost_ns), ",");
+      // This host's outliers, e.g. "input+4.000 compute+1.250" (no separator that needs quoting).
+      const char* sep = "";
+      for (const analysis::StepOutlier& o : s.outliers) {
+        if (o.host != h.host) continue;
+        absl::StrAppend(&out, sep, CategoryName(o.category), "+", FormatMs(o.excess_ns));
+        sep = " ";
+      }
+      out.append("\n");
     }
   }
   return out;

@@ -62,8 +62,9 @@ std::string BreakdownJson(const analysis::PodBreakdown& breakdown, const Breakdo
 
 // pod_step_breakdown.csv (RFC 4180 quoting, '\n' line ends): the header
 //   step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,idle_ms,
-//   straggler,pod_step_time_ms
-// then one row per step x host in step, then host, order; straggler is true/false.
+//   straggler,pod_step_time_ms,straggler_cost_ms,stands_out
+// then one row per step x host in step, then host, order; straggler is true/false; stands_out
+// lists the host's categories beyond the noise in that step ("input+4.000 compute+1.250").
 std::string BreakdownCsv(const analysis::PodBreakdown& breakdown);
 
 struct TableOptions {
@@ -81,7 +82,8 @@ struct TableOptions {
 
 // The readable terminal table: per host mean step time and categories, the last steps with one
 // line per host and the straggler marked, then a few lines answering "who is slow and why": the
-// most frequent straggler with its typical cause and excess, the input-bound host, the steps
+// most frequent straggler with its typical cause and excess, every host that stands out in a
+// category (PodBreakdown::outliers), the input-bound host, the steps
 // where the straggler changes, the consistently slow hosts, warnings, and context.report_path.
 // Bounded: at most ~max_hosts + max_steps * (max_hosts_per_step + 2) + 20 lines, whatever the
 // pod. Control characters in host names and messages are shown as '?'.

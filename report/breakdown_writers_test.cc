@@ -303,9 +303,9 @@ TEST(BreakdownJsonTest, StableKeyOrderAndExactMillisecondText) {
   const std::string json = BreakdownJson(MakePod(2, 1), Context());
   // Top-level keys (indented by two) in the documented order.
   size_t last = 0;
-  for (const char* key :
-       {"schema_version\": 2", "producer", "session", "source", "categories", "pod", "summary",
-        "hosts", "steps", "straggler_changes", "consistently_slow", "warnings", "files"}) {
+  for (const char* key : {"schema_version\": 3", "producer", "session", "source", "categories",
+                          "pod", "summary", "hosts", "steps", "straggler_changes",
+                          "consistently_slow", "outliers", "warnings", "files"}) {
     const size_t at = json.find(absl::StrCat("\n  \"", key));
     ASSERT_NE(at, std::string::npos) << key;
     EXPECT_GT(at, last) << key;
@@ -421,10 +421,10 @@ TEST(BreakdownCsvTest, OneRowPerStepAndHostWithHeader) {
   ASSERT_EQ(rows.size(), 1u + 2 * 3);
   EXPECT_EQ(absl::StrJoin(rows[0], ","),
             "step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,"
-            "idle_ms,straggler,pod_step_time_ms,straggler_cost_ms");
-  for (const auto& r : rows) EXPECT_EQ(r.size(), 13u);
+            "idle_ms,straggler,pod_step_time_ms,straggler_cost_ms,stands_out");
+  for (const auto& r : rows) EXPECT_EQ(r.size(), 14u);
   EXPECT_EQ(absl::StrJoin(rows[2], ","),
-            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130,0.000");
+            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130,0.000,");
   EXPECT_EQ(rows[1][10], "false");
   EXPECT_EQ(rows[4][0], "11");
   EXPECT_EQ(rows[4][1], "worker-0");
@@ -440,7 +440,7 @@ TEST(BreakdownCsvTest, QuotesHostNames) {
   const auto rows = ParseCsv(csv);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[1][1], "rack 1, \"gpu\"\nhost");
-  EXPECT_EQ(rows[1].size(), 13u);
+  EXPECT_EQ(rows[1].size(), 14u);
 }
 
 // --- Table ---------------------------------------------------------------------------------------
@@ -500,6 +500,47 @@ TEST(BreakdownTableTest, LargePodIsBoundedAndSaysWhatItElided) {
   EXPECT_THAT(table, HasSubstr("straggler: worker-777 in 100 of 100 steps"));
   EXPECT_THAT(table, HasSubstr("     109  worker-777             * "));
   EXPECT_THAT(table, HasSubstr("input-bound: worker-2"));
+}
+
+// Every host that stands out, straggler or not: in the JSON (pod-wide and per step), the CSV's
+// stands_out column and the table.
+TEST(BreakdownOutliersTest, EveryOutputNamesEveryHostThatStandsOut) {
+  PodBreakdown b = MakePod(3, 2);
+  b.category_noise_floor_ns[static_cast<int>(Category::kInput)] = 400'000;
+  b.outliers.push_back({"worker-1", Category::kCompute, 2, 2, 30 * kMs});
+  b.outliers.push_back({"worker-2", Category::kInput, 2, 2, 4 * kMs + 250'000});
+  for (PodStep& ps : b.steps) {
+    ps.outliers.push_back({"worker-1", Category::kCompute, 30 * kMs});
+    ps.outliers.push_back({"worker-2", Category::kInput, 4 * kMs + 250'000});
+  }
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct& floors =
+      Field(Field(doc, "pod").struct_value(), "category_noise_floor_ms").struct_value();
+  EXPECT_EQ(floors.fields_size(), 5);  // compute, output, d2d, input, host
+  EXPECT_DOUBLE_EQ(Field(floors, "input").number_value(), 0.4);
+  const auto& pod_outliers = Field(doc, "outliers").list_value();
+  ASSERT_EQ(pod_outliers.values_size(), 2);
+  const Struct& second = pod_outliers.values(1).struct_value();
+  EXPECT_EQ(Field(second, "host").string_value(), "worker-2");
+  EXPECT_EQ(Field(second, "category").string_value(), "input");
+  EXPECT_EQ(Field(second, "steps").number_value(), 2);
+  EXPECT_EQ(Field(second, "steps_beyond_noise").number_value(), 2);
+  EXPECT_DOUBLE_EQ(Field(second, "median_excess_ms").number_value(), 4.25);
+  const auto& step_outliers =
+      Field(Field(doc, "steps").list_value().values(0).struct_value(), "outliers").list_value();
+  ASSERT_EQ(step_outliers.values_size(), 2);
+  EXPECT_EQ(Field(step_outliers.values(0).struct_value(), "host").string_value(), "worker-1");
+  EXPECT_DOUBLE_EQ(Field(step_outliers.values(1).struct_value(), "excess_ms").number_value(), 4.25);
+  const auto rows = ParseCsv(BreakdownCsv(b));
+  EXPECT_EQ(rows[1][13], "");
+  EXPECT_EQ(rows[2][13], "compute+30.000");
+  EXPECT_EQ(rows[3][13], "input+4.250");
+  const std::string table = FormatBreakdownTable(b, Context());
+  EXPECT_THAT(table, HasSubstr("stands out (beyond the noise in at least half of its steps):\n"
+                               "  worker-1 compute +30.000 ms per step over the other hosts' "
+                               "median (2 of 2 steps)\n"
+                               "  worker-2 input +4.250 ms per step over the other hosts' median "
+                               "(2 of 2 steps)\n"));
 }
 
 TEST(BreakdownTableTest, ListsStragglerChanges) {

@@ -275,6 +275,13 @@ constexpr char kScript[] = R"html(<script>
     para(['Consistently slow (the straggler in more steps than chance allows): ' +
         data.consistently_slow.join(', ') + '.']);
   }
+  if (data.outliers && data.outliers.length > 0) {
+    para(['Standing out beyond the noise in at least half of their steps: ' +
+        data.outliers.slice(0, 12).map(function (o) {
+          return o.host + ' ' + o.category + ' +' + fmt(o.median_excess_ms) +
+              ' ms per step (' + o.steps_beyond_noise + ' of ' + o.steps + ' steps)';
+        }).join('; ') + (data.outliers.length > 12 ? '; \u2026' : '') + '.']);
+  }
   var whatIf = data.pod.what_if;
   if (whatIf && whatIf.steps > 0 && whatIf.median_pace_cost_ms_per_step > 0) {
     para(['What if: stragglers cost ' + fmt(whatIf.straggler_cost_ms_per_step) +

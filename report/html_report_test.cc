@@ -272,8 +272,13 @@ std::string RenderOrFail(const PodBreakdown& b, const BreakdownContext& ctx,
 
 TEST(HtmlReportChromiumTest, RendersTheJsonNumbersWithoutErrors) {
   SKIP_WITHOUT_CHROMIUM();
-  const PodBreakdown b = MakePod(Workers(), 6);
+  PodBreakdown b = MakePod(Workers(), 6);
+  b.outliers.push_back({"worker-2", Category::kInput, 6, 6, 24'500'000});
   const std::string dom = RenderOrFail(b, Context(Workers()));
+  // Every host that stands out, the straggler or not.
+  EXPECT_TEXT(dom,
+              "Standing out beyond the noise in at least half of their steps: worker-2 input "
+              "+24.500 ms per step (6 of 6 steps).");
 
   // The answer names the straggler and the input-bound host.
   EXPECT_TEXT(dom,
