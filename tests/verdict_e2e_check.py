@@ -14,9 +14,9 @@ session.json. The ground truth is the synthetic job's model (docs/synthetic-job.
             the window's edges that not every host has excepted) with cause compute, the only
             consistently slow host, and the what-if straggler cost per step is the injected
             excess to within 5 %;
-  stall     rank 2 waits 1 ms more for input, rank 1 computes 1.2x longer, 4 ranks: both must be
-            reported. Checked now: rank 1 is the straggler with cause compute, rank 2 is the
-            input-bound host; check_both_reported() is where the per-category verdict goes;
+  stall     rank 2 waits 1 ms more for input, rank 1 computes 1.2x longer, 4 ranks: both are
+            reported: rank 1 the straggler with cause compute, rank 2 the input-bound host, and
+            the two, and only they, stand out (rank 1 in compute, rank 2 in input);
   grid      3 ranks on one step grid plus a host on another (its own one-rank job, its step 1.37x
             longer, then 1.37x shorter): the capture succeeds and the three are aligned on their
             collectives. Fails today: the shorter-step odd host has the most collective ends,
@@ -45,7 +45,7 @@ from profctl_testlib import Failure, Processes, check, wait_for  # noqa: E402
 
 # docs/breakdown-schema.md: readers refuse files newer than they were written for. Raise it once
 # the fields read here are checked to mean the same in the new version.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STEP_MS = 10  # 10.0-10.3 ms periods: ~150 steps in a 1.5 s window
 DURATION_MS = 1500
 MIN_STEPS = 60
@@ -278,13 +278,22 @@ def case_straggler(ctx):
     print(f"  straggler: {check_aligned('straggler', cap, hosts)}")
 
 
-def check_both_reported(breakdown):
-    """TODO(issue 26 item 2): fill in once the breakdown reports every host that stands out per
-    category beyond noise (its JSON shape is not settled yet). Then check that `breakdown` reports
-    both worker-1 (compute, ~2 ms over the median host: factor 1.2 x 0.5 x 20 ms) and worker-2
-    (input, ~1 ms: input_stall_ms), and nobody else. Returns a line for the log."""
-    del breakdown  # unused until then
-    return "both hosts reported: TODO, not checked yet (issue 26 item 2)"
+def check_both_reported(breakdown, slow, stalled):
+    """Both problems are reported as hosts that stand out (docs/pod-step-breakdown.md, "Every
+    host that stands out"): `slow` in compute (~2 ms over the median host: factor 1.2 x 0.5 x
+    20 ms) and `stalled` in input (~1 ms: input_stall_ms), and nobody else. Returns a line for the
+    log."""
+    found = {(o["host"], o["category"]): o for o in breakdown["outliers"]}
+    check(set(found) == {(slow, "compute"), (stalled, "input")},
+          f"stall: hosts that stand out {sorted(found)}, want {slow} compute and {stalled} input")
+    compute, inp = found[(slow, "compute")], found[(stalled, "input")]
+    check(1.6 <= compute["median_excess_ms"] <= 2.4,
+          f"stall: {slow} compute excess {compute['median_excess_ms']} ms, want ~2 ms")
+    check(0.8 <= inp["median_excess_ms"] <= 1.2,
+          f"stall: {stalled} input excess {inp['median_excess_ms']} ms, want ~1 ms")
+    return (f"both reported: {slow} compute +{compute['median_excess_ms']} ms in "
+            f"{compute['steps_beyond_noise']}/{compute['steps']} steps, {stalled} input "
+            f"+{inp['median_excess_ms']} ms in {inp['steps_beyond_noise']}/{inp['steps']}")
 
 
 def case_stall(ctx):
@@ -331,7 +340,7 @@ def case_stall(ctx):
     check(abs(ib["excess_ms"] - stall_ms) <= 0.05 * stall_ms,
           f"stall: {stalled}'s input excess {ib['excess_ms']} ms is not the injected "
           f"{stall_ms} ms to within 5 %")
-    print(f"  stall: {check_both_reported(b)}")
+    print(f"  stall: {check_both_reported(b, slow, stalled)}")
     print(f"  stall: {check_aligned('stall', cap, hosts)}")
 
 
