@@ -3,8 +3,10 @@
 // SummarizeHost, in one sort and one sweep over time (linear in the number of ops N, whatever the
 // number of steps):
 //  1. Steps: markers grouped by step number; a step's window is [min start, max end) of its
-//     markers. Steps not wholly inside the recorded window are partial (dropped, counted), steps
-//     longer than max_step_ns are dropped with a warning.
+//     markers. Steps cut by the recorded window's edges (a marker past an edge, or one its writer
+//     clipped there, StepMarker::cut) are partial: kept apart, clipped to the window, summarized
+//     like the others but never compared; steps longer than max_step_ns are dropped with a
+//     warning.
 //  2. Every op becomes two events (+1 at its start, -1 at its end, clipped to the steps' overall
 //     range), sorted once by time (radix sort of packed 8-byte keys, see SortByTime). One sweep
 //     keeps, per device, a count of active ops per kind, plus counts of the host's active input
@@ -130,6 +132,7 @@ struct StepWindow {
   int64_t step = 0;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  bool partial = false;  // cut by a window edge; start/end clipped to the window
 };
 
 // A step boundary to read the timelines at.
@@ -139,7 +142,8 @@ struct Query {
   bool is_end;
 };
 
-// Steps from markers: grouped by number, windows checked against [window_start, window_end).
+// Steps from markers: grouped by number, windows checked against [window_start, window_end); a
+// step with a marker its writer clipped at an edge (StepMarker::cut) is partial too.
 std::vector<StepWindow> StepsFromMarkers(const HostTrace& trace, int64_t window_start,
                                          int64_t window_end, const BreakdownOptions& options,
                                          HostSummary& summary) {
@@ -163,14 +167,20 @@ std::vector<StepWindow> StepsFromMarkers(const HostTrace& trace, int64_t window_
   std::vector<int64_t> too_long;
   for (size_t i = 0; i < markers.size();) {
     StepWindow w{markers[i].step, markers[i].start_ns, markers[i].end_ns};
+    bool cut = markers[i].cut;
     size_t j = i + 1;
     for (; j < markers.size() && markers[j].step == w.step; ++j) {
       w.start_ns = std::min(w.start_ns, markers[j].start_ns);
       w.end_ns = std::max(w.end_ns, markers[j].end_ns);
+      cut = cut || markers[j].cut;
     }
     i = j;
-    if (w.start_ns < window_start || w.end_ns > window_end) {
+    if (cut || w.start_ns < window_start || w.end_ns > window_end) {
       ++summary.partial_steps;
+      w.start_ns = std::clamp(w.start_ns, window_start, window_end);
+      w.end_ns = std::clamp(w.end_ns, window_start, window_end);
+      w.partial = true;
+      if (w.end_ns > w.start_ns) steps.push_back(w);
     } else if (w.end_ns - w.start_ns > options.max_step_ns) {
       too_long.push_back(w.step);
     } else {
@@ -186,10 +196,11 @@ std::vector<StepWindow> StepsFromMarkers(const HostTrace& trace, int64_t window_
         absl::StrJoin(too_long.begin(), too_long.begin() + static_cast<ptrdiff_t>(listed), ", "),
         too_long.size() > listed ? ", ..." : ""));
   }
-  if (steps.empty()) {
-    summary.warnings.push_back(absl::StrCat(
-        "no complete step: ", summary.partial_steps, " cut by the recorded window's edges, ",
-        too_long.size(), " too long; capture a longer window (three steps or more)"));
+  if (std::none_of(steps.begin(), steps.end(), [](const StepWindow& w) { return !w.partial; })) {
+    summary.warnings.push_back(
+        absl::StrCat("no complete step: ", summary.partial_steps,
+                     " cut by the recorded window's edges (kept as partial, not compared), ",
+                     too_long.size(), " too long; capture a longer window (three steps or more)"));
   }
   return steps;
 }
@@ -471,17 +482,21 @@ HostSummary Summarize(const HostTrace& trace, const BreakdownOptions& options,
     windows = StepsFromMarkers(trace, window_start, window_end, options, summary);
   }
 
-  summary.steps.resize(windows.size());
+  // One sweep for complete and partial steps, then apart.
+  std::vector<HostStep> all(windows.size());
   for (size_t i = 0; i < windows.size(); ++i) {
-    HostStep& s = summary.steps[i];
+    HostStep& s = all[i];
     s.step = windows[i].step;
     s.start_ns = windows[i].start_ns;
     s.end_ns = windows[i].end_ns;
     s.devices.reserve(trace.devices.size());
     for (const DeviceTrace& d : trace.devices) s.devices.emplace_back(d.id, CategoryTimes{});
   }
-  Sweep(trace, summary.steps, summary, consumed);
+  Sweep(trace, all, summary, consumed);
   ReleaseOps(consumed);  // also when there was nothing to sweep
+  for (size_t i = 0; i < windows.size(); ++i) {
+    (windows[i].partial ? summary.partial : summary.steps).push_back(std::move(all[i]));
+  }
   return summary;
 }
 

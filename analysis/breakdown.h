@@ -75,7 +75,11 @@ struct HostSummary {
   std::string host;
   // Complete steps (markers wholly inside the recorded window), in step order.
   std::vector<HostStep> steps;
-  // Steps cut by the window's start or end, dropped.
+  // Steps cut by the window's start or end (a marker past an edge, or clipped there by its
+  // writer: StepMarker::cut), clipped to the window and summarized over their recorded part, in
+  // step order: kept apart, never compared with other hosts (a cut step's time says nothing of
+  // its pace). partial_steps counts them (also those with nothing recorded).
+  std::vector<HostStep> partial;
   int64_t partial_steps = 0;
   // False when the trace has no step markers at all: then `steps` holds one pseudo-step
   // (step = -1) covering the whole recorded window, and a warning says so.
@@ -117,6 +121,9 @@ struct PodStep {
   int64_t pod_step_time_ns = 0;
   int64_t spread_ns = 0;
   std::vector<PodHostStep> hosts;  // hosts that have this step, in host order
+  // Every host that has complete steps has this one (matched by number and start time). The
+  // pod's statistics (pod_step_time, what_if) are over these steps when there are any.
+  bool on_every_host = false;
   // The host the others wait for: in synchronous data parallelism every rank waits inside the
   // collective for the last one to arrive, so the candidate is the host with the least
   // collective time. Named only when its excess stands out of the pod's noise
@@ -157,6 +164,8 @@ struct HostReport {
   std::string host;
   int64_t steps = 0;
   int64_t partial_steps = 0;
+  // Its steps cut by the window's edges (HostSummary::partial): reported, never compared.
+  std::vector<HostStep> partial;
   bool has_markers = true;
   Stats step_time;
   std::array<Stats, kNumCategories> categories;
@@ -168,7 +177,7 @@ struct PodBreakdown {
   // 2: a straggler is named only above the noise floor; noise fields; consistently_slow by a
   // binomial test. 3: outliers (every host that stands out, per category).
   static constexpr int kSchemaVersion = 3;
-  std::vector<PodStep> steps;  // step order; steps no host has complete are absent
+  std::vector<PodStep> steps;  // time order; steps no host has complete are absent
   std::vector<HostReport> hosts;
   // Steps in which the straggler differs from the previous step's.
   std::vector<int64_t> straggler_changes;
@@ -196,8 +205,9 @@ struct PodBreakdown {
   };
   // Largest median excess first.
   std::vector<HostOutlier> outliers;
-  // The what-if over the steps with at least two hosts: their pod step time in all, and what the
-  // steps' straggler_cost_ns and median_pace_cost_ns add up to.
+  // The what-if over the steps with at least two hosts (of those, the steps on every host when
+  // there are any): their pod step time in all, and what the steps' straggler_cost_ns and
+  // median_pace_cost_ns add up to.
   struct WhatIf {
     int64_t steps = 0;
     int64_t pod_time_ns = 0;
@@ -205,12 +215,18 @@ struct PodBreakdown {
     int64_t median_pace_cost_ns = 0;
   };
   WhatIf what_if;
-  // Across steps: the pod step time (mean/p50/p90 over `steps`), for the summary line.
+  // Across steps: the pod step time (mean/p50/p90 over the steps on every host, or over all
+  // steps when none is), for the summary line.
   Stats pod_step_time;
+  // Steps on every host (PodStep::on_every_host): what pod_step_time and what_if are over.
+  int64_t steps_on_every_host = 0;
   std::vector<std::string> warnings;
 };
 
-// Steps are matched across hosts by step number. Pure; `hosts` in the order to report them.
+// Steps are matched across hosts by step number and start time (a host whose step of that
+// number starts more than a quarter step away from the others' is left out of it, and warned
+// about), in time order. Partial steps are never compared. Pure; `hosts` in the order to report
+// them.
 PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts);
 
 }  // namespace profctl::analysis

@@ -19,6 +19,8 @@
 namespace profctl::analysis {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -202,22 +204,35 @@ TEST(SummarizeHostTest, SeveralMarkersOfOneStepAreOneStep) {
   EXPECT_EQ(s.steps[1].host.total(), 0);
 }
 
-TEST(SummarizeHostTest, PartialFirstAndLastStepsAreDroppedAndCounted) {
+TEST(SummarizeHostTest, StepsCutByTheWindowAreKeptApartAsPartial) {
   HostTrace t = OneStep({MakeOp(0, 400, OpKind::kDeviceCompute)}, {});
   t.window_start_ns = 50;
   t.window_end_ns = 350;
   t.steps = {
       StepMarker{0, 0, 100, 1},  // starts before the window
-      StepMarker{1, 100, 200, 1}, StepMarker{2, 200, 300, 1},
-      StepMarker{2, 200, 360, 2},  // one thread's marker is cut
-      StepMarker{3, 300, 350, 1},  // ends exactly at the window's end
-      StepMarker{4, 350, 450, 1},
+      StepMarker{1, 100, 200, 1},
+      StepMarker{2, 200, 300, 1},
+      StepMarker{2, 200, 360, 2},              // one thread's marker is cut
+      StepMarker{3, 300, 350, 1},              // ends exactly at the window's end: complete
+      StepMarker{4, 350, 450, 1},              // nothing of it recorded
+      StepMarker{5, 50, 80, 1, /*cut=*/true},  // its writer clipped it at the window's start
   };
   const HostSummary s = SummarizeHost(t);
   ASSERT_THAT(s.steps, SizeIs(2));
   EXPECT_EQ(s.steps[0].step, 1);
   EXPECT_EQ(s.steps[1].step, 3);
-  EXPECT_EQ(s.partial_steps, 3);
+  EXPECT_EQ(s.partial_steps, 4);
+  // The cut steps, clipped to the window and summarized over what was recorded.
+  ASSERT_THAT(s.partial, SizeIs(3));
+  EXPECT_EQ(s.partial[0].step, 0);
+  EXPECT_EQ(s.partial[0].start_ns, 50);
+  EXPECT_EQ(s.partial[0].end_ns, 100);
+  EXPECT_EQ(s.partial[0].host[Category::kCompute], 50);
+  EXPECT_EQ(s.partial[1].step, 2);
+  EXPECT_EQ(s.partial[1].end_ns, 350);
+  EXPECT_EQ(s.partial[1].host.total(), 150);
+  EXPECT_EQ(s.partial[2].step, 5);
+  EXPECT_EQ(s.partial[2].start_ns, 50);
   EXPECT_TRUE(s.has_markers);
 }
 
@@ -243,6 +258,7 @@ TEST(SummarizeHostTest, OnlyPartialStepsWarn) {
   EXPECT_TRUE(s.has_markers);
   EXPECT_THAT(s.steps, IsEmpty());
   EXPECT_EQ(s.partial_steps, 2);
+  EXPECT_THAT(s.partial, SizeIs(2));
   EXPECT_THAT(s.warnings, ElementsAre(HasSubstr("no complete step")));
 }
 
@@ -743,7 +759,11 @@ TEST(BuildPodBreakdownTest, StepsOnSomeHostsOnlyAndHostsWithoutMarkersWarn) {
   EXPECT_EQ(pod.hosts[2].steps, 1);
   EXPECT_THAT(pod.hosts[2].warnings, ElementsAre(HasSubstr("no step markers")));
   EXPECT_THAT(pod.warnings, ElementsAre(HasSubstr("worker-2 has no step markers"),
-                                        HasSubstr("step 0 lacks worker-1")));
+                                        HasSubstr("step 0 lacks worker-1"),
+                                        HasSubstr("over the 2 steps every host has; 1 steps")));
+  EXPECT_FALSE(pod.steps[0].on_every_host);
+  EXPECT_TRUE(pod.steps[1].on_every_host);
+  EXPECT_EQ(pod.steps_on_every_host, 2);
 }
 
 TEST(BuildPodBreakdownTest, HostsWithoutMarkersAreComparedAsWholeWindows) {
@@ -952,6 +972,90 @@ TEST(StepOutlierTest, AHostSlowInFewStepsIsNotAnOutlierOfTheCapture) {
     flagged += !step.outliers.empty();
   }
   EXPECT_EQ(flagged, 5);
+}
+
+TEST(StepMatchingTest, AHostOnAnotherGridIsLeftOutAndNamed) {
+  // worker-3's steps carry the same numbers on a grid 1.37 x as long: 274 ms apart, not 200.
+  std::vector<HostSummary> hosts = SyncPod(
+      4, 20, 0.01, [](int) { return 1.0; }, 2);
+  for (HostStep& st : hosts[3].steps) {
+    const int64_t shift = st.step * 74 * kMs;
+    st.start_ns += shift;
+    st.end_ns += shift;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  ASSERT_THAT(pod.steps, SizeIs(20));
+  EXPECT_THAT(pod.steps[0].hosts, SizeIs(4));  // step 0 starts together
+  for (size_t k = 1; k < pod.steps.size(); ++k) {
+    ASSERT_THAT(pod.steps[k].hosts, SizeIs(3)) << "step " << pod.steps[k].step;
+    for (const PodHostStep& h : pod.steps[k].hosts) EXPECT_NE(h.host, "worker-3");
+  }
+  EXPECT_EQ(pod.steps_on_every_host, 1);
+  EXPECT_THAT(pod.warnings, Contains(AllOf(HasSubstr("worker-3: 19 of its 20 steps start"),
+                                           HasSubstr("another step grid"))));
+}
+
+TEST(StepMatchingTest, AHostSteadilyOffIsMatchedByNumberAndNamed) {
+  // worker-3's steps start 56.6 ms after the others' (~55 ms steps), every step: its clock.
+  std::vector<HostSummary> hosts = SyncPod(
+      4, 20, 0.01, [](int) { return 1.0; }, 2);
+  for (HostStep& st : hosts[3].steps) {
+    st.start_ns += 56'600'000;
+    st.end_ns += 56'600'000;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  ASSERT_THAT(pod.steps, SizeIs(20));
+  for (const PodStep& step : pod.steps) EXPECT_THAT(step.hosts, SizeIs(4));
+  EXPECT_EQ(pod.steps_on_every_host, 20);
+  EXPECT_THAT(pod.warnings,
+              Contains(AllOf(HasSubstr("worker-3: its steps start 56.6 ms (median, steadily)"),
+                             HasSubstr("matched by step number"))));
+}
+
+TEST(StepMatchingTest, TwoHostsThatDisagreeAreComparedButDoubtful) {
+  // Two hosts on different grids: no majority to say which one is off.
+  std::vector<HostSummary> hosts = SyncPod(
+      2, 10, 0.01, [](int) { return 1.0; }, 2);
+  for (HostStep& st : hosts[1].steps) {
+    const int64_t shift = st.step * 74 * kMs;
+    st.start_ns += shift;
+    st.end_ns += shift;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  ASSERT_THAT(pod.steps, SizeIs(10));
+  for (const PodStep& step : pod.steps) EXPECT_THAT(step.hosts, SizeIs(2));
+  EXPECT_THAT(pod.warnings,
+              Contains(AllOf(HasSubstr("9 steps have hosts whose starts disagree"),
+                             HasSubstr("step 1: worker-0 at 0.0 ms, worker-1 at 74.0 ms"))));
+}
+
+TEST(StepMatchingTest, StepsAreInTimeOrderWhenTheirNumbersWrap) {
+  std::vector<HostSummary> hosts = SyncPod(
+      2, 4, 0.01, [](int) { return 1.0; }, 2);
+  for (HostSummary& h : hosts) {
+    for (HostStep& st : h.steps) st.step = (999'998 + st.step) % 1'000'000;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  std::vector<int64_t> order;
+  for (const PodStep& step : pod.steps) order.push_back(step.step);
+  EXPECT_THAT(order, ElementsAre(999'998, 999'999, 0, 1));
+}
+
+TEST(StepMatchingTest, ACaptureShorterThanAStepNamesNoStragglerAndSaysSo) {
+  std::vector<HostSummary> hosts(3);
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    hosts[h].host = absl::StrCat("worker-", h);
+    HostStep cut;
+    cut.step = 7;
+    cut.end_ns = 30 * kMs + static_cast<int64_t>(h) * 100'000;  // capture-timing noise
+    cut.host[Category::kCompute] = cut.end_ns;
+    hosts[h].partial.push_back(cut);
+    hosts[h].partial_steps = 1;
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  EXPECT_THAT(pod.steps, IsEmpty());
+  EXPECT_THAT(pod.warnings, Contains(HasSubstr("the capture is shorter than a step")));
+  for (const HostReport& h : pod.hosts) EXPECT_EQ(h.straggler_steps, 0);
 }
 
 TEST(BuildPodBreakdownPropertyTest, RandomPodsAreConsistent) {

@@ -45,6 +45,9 @@ struct StepMarker {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t thread_id = 0;  // for diagnostics only
+  // The writer clipped this marker at an edge of the recorded window (the step began before it
+  // or ended after it): its step is partial. XSpace: the int64 stat kCutStepStat on the event.
+  bool cut = false;
 };
 
 struct DeviceTrace {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ constexpr int64_t kMinConsistentlySlowSteps = 3;
 // Outliers: a host's category stands out across the capture when it is beyond the category's
 // floor in at least half of its shared steps, and in at least 3.
 constexpr int64_t kMinOutlierSteps = 3;
+// Steps of one number are one step when their starts are within a quarter of the step's median
+// time of the median start, and at least within this.
+constexpr int64_t kMinStartToleranceNs = 1'000'000;
 
 // The true median (mean of the middle two for an even count); 0 for none.
 double MedianOf(std::vector<double> v) {
@@ -319,13 +323,33 @@ class PodStepMatcher {
   }
 
   void Match(const std::vector<StepRef>& refs, PodBreakdown* pod) {
+    std::vector<std::pair<PodStep, std::vector<size_t>>> steps;
     for (size_t i = 0; i < refs.size();) {
       std::vector<size_t> host_indices;
       PodStep ps = Group(refs, &i, &host_indices);
-      if (ps.hosts.size() < comparable_hosts_) NoteMissing(ps.step, host_indices);
+      steps.emplace_back(std::move(ps), std::move(host_indices));
+    }
+    FindSteadyShifts(steps);
+    for (auto& [ps, host_indices] : steps) {
+      LeaveOutHostsOffInTime(&ps, &host_indices);
+      ps.on_every_host = ps.hosts.size() >= comparable_hosts_;
+      if (!ps.on_every_host) NoteMissing(ps.step, host_indices);
+    }
+    // In time order, not number order: step numbers can wrap (a counter modulo 1e6) inside a
+    // window. A step's time is its earliest host's start; ties keep number order.
+    const auto earliest = [](const PodStep& ps) {
+      int64_t t = ps.hosts.front().start_ns;
+      for (const PodHostStep& h : ps.hosts) t = std::min(t, h.start_ns);
+      return t;
+    };
+    std::stable_sort(steps.begin(), steps.end(), [&](const auto& a, const auto& b) {
+      return earliest(a.first) < earliest(b.first);
+    });
+    for (auto& [ps, host_indices] : steps) {
       pod->steps.push_back(std::move(ps));
       step_hosts_.push_back(std::move(host_indices));
     }
+    WarnAboutHostsOffInTime(pod);
     if (steps_missing_ > 0) {
       pod->warnings.push_back(absl::StrCat(
           steps_missing_,
@@ -343,6 +367,137 @@ class PodStepMatcher {
   const std::vector<std::vector<size_t>>& step_hosts() const { return step_hosts_; }
 
  private:
+  // Hosts whose step of this number does not start with the others' (more than a quarter of the
+  // step's median time, and 1 ms, from the median start): another step grid, or clocks not
+  // aligned. When the hosts that agree are a strict majority the others are left out of the step
+  // (and noted per host); otherwise the step is kept as it is and noted as doubtful.
+  // A host's start in a step, less its steady shift (FindSteadyShifts).
+  int64_t ShiftedStart(const PodHostStep& h, size_t host_index) const {
+    const auto it = steady_.find(host_index);
+    return h.start_ns - (it == steady_.end() ? 0 : it->second.shift_ns);
+  }
+
+  // The step's reference start (the median of its hosts' shifted starts) and tolerance.
+  std::pair<int64_t, int64_t> ReferenceAndTolerance(const PodStep& ps,
+                                                    const std::vector<size_t>& host_indices) const {
+    std::vector<int64_t> starts, times;
+    for (size_t i = 0; i < ps.hosts.size(); ++i) {
+      starts.push_back(ShiftedStart(ps.hosts[i], host_indices[i]));
+      times.push_back(ps.hosts[i].step_time_ns);
+    }
+    return {Median(std::move(starts)),
+            std::max(kMinStartToleranceNs, Median(std::move(times)) / 4)};
+  }
+
+  // Hosts whose steps all start about the same time away from the others' (the median of their
+  // offsets beyond the tolerance, their spread within half of it): a clock that is off (files
+  // analysed without clock offsets) or a step marker placed elsewhere in the loop, not another
+  // step grid (whose offsets drift from step to step). Their steps are matched by number, less
+  // that shift, and a warning says so.
+  void FindSteadyShifts(const std::vector<std::pair<PodStep, std::vector<size_t>>>& steps) {
+    std::map<size_t, std::pair<std::vector<int64_t>, std::vector<int64_t>>> offsets;  // & tol
+    for (const auto& [ps, host_indices] : steps) {
+      if (ps.hosts.size() < 2) continue;
+      const auto [reference, tolerance] = ReferenceAndTolerance(ps, host_indices);
+      for (size_t i = 0; i < ps.hosts.size(); ++i) {
+        auto& [o, t] = offsets[host_indices[i]];
+        o.push_back(ps.hosts[i].start_ns - reference);
+        t.push_back(tolerance);
+      }
+    }
+    for (auto& [h, ot] : offsets) {
+      const int64_t median = Median(ot.first);
+      const int64_t tolerance = Median(std::move(ot.second));
+      std::vector<int64_t> deviation;
+      for (const int64_t o : ot.first) deviation.push_back(o > median ? o - median : median - o);
+      if ((median > tolerance || median < -tolerance) &&
+          Median(std::move(deviation)) <= tolerance / 2) {
+        steady_[h] = Steady{median, tolerance};
+      }
+    }
+  }
+
+  void LeaveOutHostsOffInTime(PodStep* ps, std::vector<size_t>* host_indices) {
+    const size_t n = ps->hosts.size();
+    if (n < 2) return;
+    const auto [reference, tolerance] = ReferenceAndTolerance(*ps, *host_indices);
+    std::vector<bool> off(n);
+    size_t agree = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t d = ShiftedStart(ps->hosts[i], (*host_indices)[i]) - reference;
+      off[i] = d > tolerance || d < -tolerance;
+      agree += !off[i];
+    }
+    if (agree == n) return;
+    if (2 * agree <= n) {
+      ++doubtful_steps_;
+      if (doubtful_example_.empty()) {
+        std::vector<std::string> at;
+        for (const PodHostStep& h : ps->hosts) {
+          at.push_back(absl::StrCat(h.host, " at ", Ms(h.start_ns - reference), " ms"));
+        }
+        doubtful_example_ = absl::StrCat("step ", ps->step, ": ", absl::StrJoin(at, ", "));
+        doubtful_tolerance_ = tolerance;
+      }
+      return;
+    }
+    PodStep kept = *ps;
+    kept.hosts.clear();
+    std::vector<size_t> kept_indices;
+    for (size_t i = 0; i < n; ++i) {
+      if (!off[i]) {
+        kept.hosts.push_back(std::move(ps->hosts[i]));
+        kept_indices.push_back((*host_indices)[i]);
+        continue;
+      }
+      OffInTime& o = off_in_time_[(*host_indices)[i]];
+      ++o.steps;
+      o.offsets.push_back(ps->hosts[i].start_ns - reference);
+      o.tolerance = std::max(o.tolerance, tolerance);
+    }
+    Recompute(&kept);
+    *ps = std::move(kept);
+    *host_indices = std::move(kept_indices);
+  }
+
+  void WarnAboutHostsOffInTime(PodBreakdown* pod) const {
+    for (const auto& [h, st] : steady_) {
+      pod->warnings.push_back(absl::StrCat(
+          hosts_[h].host, ": its steps start ", Ms(st.shift_ns),
+          " ms (median, steadily) from the other hosts' steps of the same number (tolerance ",
+          Ms(st.tolerance_ns),
+          " ms): its clock is off (files analysed without clock offsets?) or its step markers are "
+          "placed elsewhere in the loop; matched by step number"));
+    }
+    for (const auto& [h, o] : off_in_time_) {
+      pod->warnings.push_back(
+          absl::StrCat(hosts_[h].host, ": ", o.steps, " of its ", hosts_[h].steps.size(),
+                       " steps start ", Ms(Median(o.offsets)),
+                       " ms (median) from the other hosts' steps of the same number (tolerance ",
+                       Ms(o.tolerance),
+                       " ms): another step grid, or clocks not aligned; left out of those steps"));
+    }
+    if (doubtful_steps_ > 0) {
+      pod->warnings.push_back(absl::StrCat(
+          doubtful_steps_, " steps have hosts whose starts disagree by more than the tolerance (",
+          Ms(doubtful_tolerance_),
+          " ms) with no majority that agrees, compared by number anyway: "
+          "their verdicts are doubtful (",
+          doubtful_example_, ")"));
+    }
+  }
+
+  // pod_step_time_ns and spread_ns from ps->hosts.
+  static void Recompute(PodStep* ps) {
+    ps->pod_step_time_ns = 0;
+    int64_t min_time = ps->hosts.front().step_time_ns;
+    for (const PodHostStep& h : ps->hosts) {
+      ps->pod_step_time_ns = std::max(ps->pod_step_time_ns, h.step_time_ns);
+      min_time = std::min(min_time, h.step_time_ns);
+    }
+    ps->spread_ns = ps->pod_step_time_ns - min_time;
+  }
+
   // Hosts expected in every step: those in the pod view with at least one complete step.
   bool Expected(const HostSummary& h) const {
     return (h.has_markers || !any_markers_) && !h.steps.empty();
@@ -364,12 +519,7 @@ class PodStepMatcher {
           PodHostStep{hosts_[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host});
     }
     *i = j;
-    int64_t min_time = ps.hosts.front().step_time_ns;
-    for (const PodHostStep& h : ps.hosts) {
-      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, h.step_time_ns);
-      min_time = std::min(min_time, h.step_time_ns);
-    }
-    ps.spread_ns = ps.pod_step_time_ns - min_time;
+    Recompute(&ps);
     return ps;
   }
 
@@ -398,6 +548,20 @@ class PodStepMatcher {
   std::vector<std::string> missing_;
   size_t steps_missing_ = 0;
   int64_t duplicates_ = 0;
+  struct OffInTime {
+    int64_t steps = 0;
+    std::vector<int64_t> offsets;
+    int64_t tolerance = 0;
+  };
+  std::map<size_t, OffInTime> off_in_time_;  // by host index
+  struct Steady {
+    int64_t shift_ns = 0;
+    int64_t tolerance_ns = 0;
+  };
+  std::map<size_t, Steady> steady_;  // by host index
+  int64_t doubtful_steps_ = 0;
+  std::string doubtful_example_;
+  int64_t doubtful_tolerance_ = 0;
 };
 
 // Per host (by index in `hosts`): the steps it was named the straggler of, and its excess over
@@ -444,6 +608,7 @@ StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, si
     if (!ps.straggler.empty()) {
       ps.straggler_cost_ns = std::min(ps.cause_excess_ns, ps.median_pace_cost_ns);
     }
+    if (pod->steps_on_every_host > 0 && !ps.on_every_host) continue;
     PodBreakdown::WhatIf& w = pod->what_if;
     ++w.steps;
     w.pod_time_ns += ps.pod_step_time_ns;
@@ -520,7 +685,7 @@ void JudgeAcrossSteps(PodBreakdown* pod) {
   std::vector<int64_t> pod_times;
   pod_times.reserve(pod->steps.size());
   for (const PodStep& ps : pod->steps) {
-    pod_times.push_back(ps.pod_step_time_ns);
+    if (pod->steps_on_every_host == 0 || ps.on_every_host) pod_times.push_back(ps.pod_step_time_ns);
     if (ps.straggler.empty()) continue;
     if (!previous.empty() && ps.straggler != previous) pod->straggler_changes.push_back(ps.step);
     previous = ps.straggler;
@@ -533,6 +698,7 @@ HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
   r.host = hs.host;
   r.steps = static_cast<int64_t>(hs.steps.size());
   r.partial_steps = hs.partial_steps;
+  r.partial = hs.partial;
   r.has_markers = hs.has_markers;
   r.straggler_steps = straggler_steps;
   r.warnings = hs.warnings;
@@ -567,6 +733,21 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
   const std::vector<StepRef> refs = PodStepRefs(hosts, any_markers, &pod.warnings);
   PodStepMatcher matcher(hosts, any_markers);
   matcher.Match(refs, &pod);
+  pod.steps_on_every_host = std::count_if(pod.steps.begin(), pod.steps.end(),
+                                          [](const PodStep& ps) { return ps.on_every_host; });
+  const auto left_out = static_cast<int64_t>(pod.steps.size()) - pod.steps_on_every_host;
+  if (pod.steps_on_every_host > 0 && left_out > 0) {
+    pod.warnings.push_back(absl::StrCat("the pod's step time and what-if are over the ",
+                                        pod.steps_on_every_host, " steps every host has; ",
+                                        left_out, " steps some hosts lack are left out of them"));
+  }
+  if (pod.steps.empty() && std::any_of(hosts.begin(), hosts.end(),
+                                       [](const HostSummary& h) { return !h.partial.empty(); })) {
+    pod.warnings.push_back(
+        "no host has a complete step: the capture is shorter than a step (every step was cut by "
+        "the window's edges, kept as partial), so nothing can be compared and no straggler "
+        "named; capture a window of three steps or more");
+  }
   NoiseModel model;
   const StragglerTally tally = JudgeSteps(matcher.step_hosts(), hosts.size(), &model, &pod);
   FindOutliers(matcher.step_hosts(), hosts, model, &pod);

@@ -333,7 +333,12 @@ std::string FormatBreakdownTable(const PodBreakdown& b, const BreakdownContext& 
   int64_t partial = 0;
   for (const HostReport& h : b.hosts) partial += h.partial_steps;
   absl::StrAppendFormat(&out, ": %d hosts, %d steps", b.hosts.size(), b.steps.size());
-  if (partial > 0) absl::StrAppendFormat(&out, " (%d partial steps dropped)", partial);
+  if (partial > 0) {
+    absl::StrAppendFormat(&out, " (and %d partial steps cut by the window, not compared)", partial);
+  }
+  if (b.steps_on_every_host > 0 && b.steps_on_every_host < static_cast<int64_t>(b.steps.size())) {
+    absl::StrAppendFormat(&out, "; %d steps on every host", b.steps_on_every_host);
+  }
   if (!b.steps.empty()) {
     absl::StrAppendFormat(&out, "; pod step %s ms mean, %s ms p90",
                           FormatMs(RoundNs(b.pod_step_time.mean_ns)),

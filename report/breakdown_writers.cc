@@ -202,6 +202,8 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.BeginObject();
   j.Key("steps");
   j.Int(static_cast<int64_t>(b.steps.size()));
+  j.Key("steps_on_every_host");
+  j.Int(b.steps_on_every_host);
   j.Key("hosts");
   j.Int(static_cast<int64_t>(b.hosts.size()));
   j.Key("step_time");
@@ -222,6 +224,7 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.Key("categories");
   std::array<std::vector<int64_t>, kNumCategories> per_cat;
   for (const PodStep& s : b.steps) {
+    if (b.steps_on_every_host > 0 && !s.on_every_host) continue;  // as pod_step_time
     const PodHostStep* view = PodView(s);
     if (view == nullptr) continue;
     for (int c = 0; c < kNumCategories; ++c) per_cat[c].push_back(view->categories.ns[c]);
@@ -243,6 +246,19 @@ void WriteHostJson(JsonOut& j, const HostReport& h, const BreakdownContext& ctx)
   j.Int(h.steps);
   j.Key("partial_steps");
   j.Int(h.partial_steps);
+  j.Key("partial");
+  j.BeginArray();
+  for (const analysis::HostStep& p : h.partial) {
+    j.BeginObject();
+    j.Key("step");
+    j.Int(p.step);
+    j.Key("recorded_ms");
+    j.Ms(p.end_ns - p.start_ns);
+    j.Key("categories_ms");
+    WriteCategoriesMs(j, p.host, p.end_ns - p.start_ns);
+    j.EndObject();
+  }
+  j.EndArray();
   j.Key("has_markers");
   j.Bool(h.has_markers);
   j.Key("step_time");
@@ -271,6 +287,8 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.Ms(s.pod_step_time_ns);
   j.Key("spread_ms");
   j.Ms(s.spread_ns);
+  j.Key("on_every_host");
+  j.Bool(s.on_every_host);
   j.Key("straggler");
   j.StringOrNull(s.straggler);
   j.Key("straggler_excess_ms");

@@ -543,6 +543,41 @@ TEST(BreakdownOutliersTest, EveryOutputNamesEveryHostThatStandsOut) {
                                "(2 of 2 steps)\n"));
 }
 
+// Steps cut by the window are reported per host, never compared; the pod's statistics are over
+// the steps every host has.
+TEST(BreakdownPartialTest, PartialStepsAndStepsOnEveryHostAreInEveryOutput) {
+  PodBreakdown b = MakePod(2, 2);
+  b.steps[1].on_every_host = true;
+  b.steps_on_every_host = 1;
+  analysis::HostStep cut;
+  cut.step = 9;
+  cut.start_ns = 0;
+  cut.end_ns = 12 * kMs + 400;
+  cut.host[Category::kCompute] = 12 * kMs;
+  cut.host[Category::kIdle] = 400;
+  b.hosts[0].partial.push_back(cut);
+  b.hosts[0].partial_steps = 1;
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct& pod = Field(doc, "pod").struct_value();
+  EXPECT_EQ(Field(pod, "steps_on_every_host").number_value(), 1);
+  const auto& steps = Field(doc, "steps").list_value();
+  EXPECT_FALSE(Field(steps.values(0).struct_value(), "on_every_host").bool_value());
+  EXPECT_TRUE(Field(steps.values(1).struct_value(), "on_every_host").bool_value());
+  // The pod's categories are the steps on every host's: here step 11's alone.
+  const Struct& compute = Field(Field(pod, "categories").struct_value(), "compute").struct_value();
+  EXPECT_DOUBLE_EQ(Field(compute, "mean_ms").number_value(), 80.001);
+  const auto& partial =
+      Field(Field(doc, "hosts").list_value().values(0).struct_value(), "partial").list_value();
+  ASSERT_EQ(partial.values_size(), 1);
+  const Struct& p = partial.values(0).struct_value();
+  EXPECT_EQ(Field(p, "step").number_value(), 9);
+  EXPECT_DOUBLE_EQ(Field(p, "recorded_ms").number_value(), 12.0);
+  EXPECT_DOUBLE_EQ(Field(Field(p, "categories_ms").struct_value(), "compute").number_value(), 12.0);
+  const std::string table = FormatBreakdownTable(b, Context());
+  EXPECT_THAT(table, HasSubstr("2 hosts, 2 steps (and 1 partial steps cut by the window, not "
+                               "compared); 1 steps on every host"));
+}
+
 TEST(BreakdownTableTest, ListsStragglerChanges) {
   PodBreakdown b = MakePod(4, 6);
   for (int i : {3, 4}) b.steps[i].straggler = "worker-3";

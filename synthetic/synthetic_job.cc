@@ -540,8 +540,9 @@ std::string MemcpyDetails(bool to_device, int64_t bytes, int64_t device) {
 // Writes one host's window of the simulated job as TSL's CUPTI tracer would: the host plane with
 // one thread line per GPU, and one plane per GPU with its stream lines. Construct it (which names
 // every plane, line and metadata, in the order that fixes their ids), then AddStep each (step,
-// GPU) plan in order. Events outside the true window [true_start_ns, true_stop_ns] are left out;
-// times are written on the host's clock (true time + skew_ns).
+// GPU) plan in order. Events outside the true window [true_start_ns, true_stop_ns] are left out
+// (step markers cut by it are clipped and marked cut); times are written on the host's clock (true
+// time + skew_ns).
 class SyntheticSpaceWriter {
  public:
   SyntheticSpaceWriter(tensorflow::profiler::XSpace* space, int64_t gpus, int64_t true_start_ns,
@@ -647,10 +648,17 @@ class SyntheticSpaceWriter {
   // 0's thread holds it; every other GPU thread joins it through a consumer wrapper spanning the
   // same step, named as a step marker so that readers which take names for steps (profctl's own
   // step pattern) see the same step there.
+  // The step's marker; a step cut by the window is clipped to it and says so (xspace::kStatStepCut,
+  // created on first use so that uncut files keep their ids), so readers keep it as partial
+  // instead of never seeing it.
   void AddStepEvent(const StepPlan& plan, int64_t g, tensorflow::profiler::XLine* line) {
     const int64_t context_id = (kHostLineBase << 32) | plan.step_num;
+    const int64_t start = std::max(plan.start_ns, true_start_ns_);
+    const int64_t end = std::min(plan.end_ns, true_stop_ns_);
+    if (end <= start) return;
+    tensorflow::profiler::XEvent* e = nullptr;
     if (g == 0) {
-      auto* e = host_.AddEvent(line, ids_.root, plan.start_ns + skew_, plan.end_ns - plan.start_ns);
+      e = host_.AddEvent(line, ids_.root, start + skew_, end - start);
       host_.AddStat(e, ids_.is_root, int64_t{1});
       host_.AddStat(e, ids_.step_num, plan.step_num);
       if (gpu_count_ > 1) {
@@ -658,11 +666,13 @@ class SyntheticSpaceWriter {
         host_.AddStat(e, ids_.producer_id, context_id);
       }
     } else {
-      auto* e =
-          host_.AddEvent(line, host_.EventMetadataId(absl::StrCat("train_step ", plan.step_num)),
-                         plan.start_ns + skew_, plan.end_ns - plan.start_ns);
+      e = host_.AddEvent(line, host_.EventMetadataId(absl::StrCat("train_step ", plan.step_num)),
+                         start + skew_, end - start);
       host_.AddStat(e, ids_.consumer_type, kStepContextType);
       host_.AddStat(e, ids_.consumer_id, context_id);
+    }
+    if (start != plan.start_ns || end != plan.end_ns) {
+      host_.AddStat(e, host_.StatMetadataId(xspace::kStatStepCut), int64_t{1});
     }
   }
 
@@ -689,7 +699,7 @@ class SyntheticSpaceWriter {
 
   void AddHostEvents(const StepPlan& plan, int64_t g, int64_t batch_bytes, uint64_t corr_base) {
     tensorflow::profiler::XLine* line = host_lines_[static_cast<size_t>(g)];
-    if (Inside(plan.start_ns, plan.end_ns)) AddStepEvent(plan, g, line);
+    AddStepEvent(plan, g, line);
     if (Inside(plan.start_ns, plan.input_end_ns)) {
       host_.AddEvent(line, ids_.input, plan.start_ns + skew_, plan.input_end_ns - plan.start_ns);
     }

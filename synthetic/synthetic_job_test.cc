@@ -265,7 +265,9 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
       }
       if (auto c = r.IntStat(e, "_c")) {
         EXPECT_EQ(line.id(), 1001);  // GPU 1's thread joins GPU 0's step root
-        EXPECT_EQ(xspace::EventDurationNs(e), job.period_ns());
+        // Whole, or clipped at the window and marked cut.
+        EXPECT_EQ(xspace::EventDurationNs(e) == job.period_ns(),
+                  !r.IntStat(e, xspace::kStatStepCut).has_value());
         ASSERT_EQ(name.rfind("train_step ", 0), 0u) << name;
         wrapper_context[std::stoll(name.substr(11))] = {*r.IntStat(e, "_ct"), *c};
       }
@@ -277,9 +279,11 @@ TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelat
       }
     });
   }
-  // One root per step per host; GPU 1's thread joins each through producer/consumer context.
-  EXPECT_EQ(roots, full_steps);
-  EXPECT_EQ(static_cast<int64_t>(step_nums.size()), full_steps);
+  // One root per step per host, the two cut by the window's edges included (clipped and marked:
+  // the breakdown keeps them as partial); GPU 1's thread joins each through producer/consumer
+  // context.
+  EXPECT_EQ(roots, full_steps + 2);
+  EXPECT_EQ(static_cast<int64_t>(step_nums.size()), full_steps + 2);
   EXPECT_EQ(wrapper_context, root_context);
   // Every device op has a host launch with the same correlation id, on its device.
   int64_t device_ops = 0;

@@ -99,9 +99,14 @@ TEST(BreakdownTruthTest, EveryStepAndDeviceMatchesThePlanAndCategoriesAddUp) {
   for (int r = 0; r < kWorld; ++r) {
     const analysis::HostSummary& s = pod.summaries[r];
     EXPECT_TRUE(s.has_markers);
-    // The job, like real tracers, drops events the window cuts: no partial step root reaches
-    // the trace, so none is dropped here (partial steps are covered in breakdown_test).
-    EXPECT_EQ(s.partial_steps, 0);
+    // The job writes the two steps the window cuts clipped and marked (profctl_step_cut): they
+    // are kept apart as partial, over their recorded part, never compared.
+    EXPECT_EQ(s.partial_steps, 2);
+    ASSERT_EQ(s.partial.size(), 2u);
+    for (const analysis::HostStep& step : s.partial) {
+      EXPECT_LT(step.end_ns - step.start_ns, pod.jobs[r].period_ns());
+      EXPECT_EQ(step.host.total(), step.end_ns - step.start_ns);
+    }
     ASSERT_GE(s.steps.size(), 15u) << r;
     for (const analysis::HostStep& step : s.steps) {
       const int64_t k = pod.jobs[r].StepIndexAt(step.start_ns + pod.jobs[r].period_ns() / 2);

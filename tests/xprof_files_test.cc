@@ -39,7 +39,7 @@ class SyntheticFilesTest : public ::testing::TestWithParam<Case> {};
 
 // What one host's file holds, counted by the conventions' vocabulary.
 struct Shape {
-  int64_t roots = 0, wrappers = 0, kernels = 0, h2d = 0, d2h = 0, allocations = 0;
+  int64_t roots = 0, wrappers = 0, cut = 0, kernels = 0, h2d = 0, d2h = 0, allocations = 0;
 };
 
 Shape ShapeOf(const xspace::XSpace& space) {
@@ -51,6 +51,7 @@ Shape ShapeOf(const xspace::XSpace& space) {
       const absl::string_view name = r.EventName(e);
       if (r.IntStat(e, "_r") == 1) ++s.roots;
       if (r.IntStat(e, "_c").has_value()) ++s.wrappers;
+      if (r.IntStat(e, xspace::kStatStepCut) == 1) ++s.cut;
       for (const auto& stat : e.stats()) {
         s.kernels += kernel_details.has_value() && stat.metadata_id() == *kernel_details;
       }
@@ -80,16 +81,20 @@ TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
     const std::string where = absl::StrCat(c.what, " rank ", rank);
     EXPECT_THAT(CheckXProfConformance(space, absl::StrCat("worker-", rank)), IsEmpty()) << where;
 
-    // The conventions are really exercised: one root per complete step, a wrapper per other
-    // GPU, kernels, both copy directions, the input batch's allocations.
+    // The conventions are really exercised: one root per step in the window (the two cut by
+    // its edges clipped and marked), a wrapper per other GPU, kernels, both copy directions,
+    // the input batch's allocations.
     int64_t complete = 0;
+    int64_t in_window = 0;
     for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop); ++k) {
       complete += job.StepStartNs(k) >= start && job.StepStartNs(k + 1) <= stop;
+      in_window += job.StepStartNs(k) < stop && job.StepStartNs(k + 1) > start;
     }
     ASSERT_GE(complete, 2) << where;
     const Shape shape = ShapeOf(space);
-    EXPECT_EQ(shape.roots, complete) << where;
-    EXPECT_EQ(shape.wrappers, complete * (config.gpus - 1)) << where;
+    EXPECT_EQ(shape.roots, in_window) << where;
+    EXPECT_EQ(shape.cut, (in_window - complete) * config.gpus) << where;
+    EXPECT_EQ(shape.wrappers, in_window * (config.gpus - 1)) << where;
     EXPECT_GE(shape.kernels, complete * config.gpus * (config.kernels_per_step + 1)) << where;
     EXPECT_GE(shape.h2d, complete * config.gpus) << where;
     EXPECT_GE(shape.d2h, complete * config.gpus) << where;

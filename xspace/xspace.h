@@ -45,6 +45,10 @@ inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
 inline constexpr absl::string_view kCustomPlanePrefix = "/device:CUSTOM:";
 inline constexpr absl::string_view kTaskEnvPlaneName = "Task Environment";
 inline constexpr absl::string_view kStatStepNum = "step_num";
+// profctl's own, on a step marker its writer clipped at an edge of the recorded window (the step
+// began before the window or ended after it): int64 1. Readers keep such a step as partial; XProf
+// ignores the stat.
+inline constexpr absl::string_view kStatStepCut = "profctl_step_cut";
 inline constexpr absl::string_view kStatIsRoot = "_r";
 inline constexpr absl::string_view kStatCorrelationId = "correlation_id";
 inline constexpr absl::string_view kStatDeviceId = "device_id";

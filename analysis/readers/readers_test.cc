@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/breakdown.h"
 #include "analysis/op_classify.h"
 #include "analysis/readers/kineto_reader.h"
 #include "analysis/readers/xspace_reader.h"
@@ -269,6 +270,32 @@ TEST(KinetoReaderTest, GzipFileGivesTheSameTrace) {
     ASSERT_THAT(t, IsOk()) << name << ": " << t.status();
     ExpectGoldenKineto(*t, -7);
   }
+}
+
+// A real torch.profiler trace: torch 2.11 (CUDA 13) on an H100, examples/pytorch_steps.py with a
+// 12-step schedule, 2026-11-26 (docs/gpu-verification.md). profctl's own capture of the same
+// loop saw 35 kernels per step and 1.131 ms of compute per step.
+TEST(KinetoReaderTest, RealH100TorchProfilerTrace) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_torch_profiler.pt.trace.json.gz"));
+  ASSERT_THAT(bytes, IsOk());
+  absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(*bytes, "h100.pt.trace.json.gz", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->devices.size(), 1u);
+  const auto kernels =
+      std::count_if(t->devices[0].ops.begin(), t->devices[0].ops.end(),
+                    [](const Op& op) { return op.kind == OpKind::kDeviceCompute; });
+  EXPECT_GE(kernels, 420);          // 35 a step, and the memsets
+  ASSERT_EQ(t->steps.size(), 12u);  // ProfilerStep#0..11
+  const HostSummary s = SummarizeHost(*t);
+  ASSERT_EQ(s.steps.size(), 12u);
+  int64_t compute = 0;
+  for (const HostStep& step : s.steps) {
+    EXPECT_EQ(step.host.total(), step.end_ns - step.start_ns) << step.step;
+    EXPECT_GT(step.host[Category::kCompute], 1'100'000) << step.step;
+    EXPECT_LT(step.host[Category::kCompute], 1'200'000) << step.step;
+    compute += step.host[Category::kCompute];
+  }
+  EXPECT_NEAR(static_cast<double>(compute) / 12, 1.141e6, 0.01e6);
 }
 
 TEST(KinetoReaderTest, HostNamedByFileStemWithoutRank) {
@@ -738,12 +765,17 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
   std::vector<std::string> markers, host_ops;
   std::vector<std::vector<std::string>> device_ops(2);
   int64_t complete_steps = 0;
+  int64_t cut_steps = 0;
   for (int64_t k = job.StepIndexAt(start); k <= job.StepIndexAt(stop - 1); ++k) {
     for (int64_t g = 0; g < config.gpus; ++g) {
       const synthetic::StepPlan plan = job.Plan(k, config.rank, g);
       if (inside(plan.start_ns, plan.end_ns)) {
         markers.push_back(M(plan.step_num, plan.start_ns - kP, plan.end_ns - kP, 1000 + g));
         if (g == 0) ++complete_steps;
+      } else if (plan.start_ns < stop && plan.end_ns > start) {  // cut: clipped, marked
+        markers.push_back(M(plan.step_num, std::max(plan.start_ns, start) - kP,
+                            std::min(plan.end_ns, stop) - kP, 1000 + g));
+        if (g == 0) ++cut_steps;
       }
       if (inside(plan.start_ns, plan.input_end_ns)) {
         host_ops.push_back(O(OpKind::kHostInputWait, plan.start_ns - kP, plan.input_end_ns - kP));
@@ -785,7 +817,11 @@ TEST(XSpaceReaderTest, SyntheticJobClassifiesAsItsModelSays) {
   // Several GPUs: several markers per step, GPU 0's step root (`_r`) and the other GPUs' consumer
   // wrappers, named as steps ("train_step N").
   EXPECT_THAT(got_markers, ElementsAreArray(markers));
-  EXPECT_EQ(t->steps.size(), static_cast<size_t>(2 * complete_steps));
+  EXPECT_EQ(t->steps.size(), static_cast<size_t>(2 * (complete_steps + cut_steps)));
+  EXPECT_EQ(cut_steps, 2);
+  EXPECT_EQ(
+      std::count_if(t->steps.begin(), t->steps.end(), [](const StepMarker& m) { return m.cut; }),
+      2 * cut_steps);
   EXPECT_THAT(Ops(t->host_ops, kP), UnorderedElementsAreArray(host_ops));
   ASSERT_EQ(t->devices.size(), 2u);
   for (size_t g = 0; g < 2; ++g) {

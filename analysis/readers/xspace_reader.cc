@@ -52,7 +52,7 @@ struct LineInfo {
 };
 
 // What the reader looks for in stats, by stat metadata name.
-enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails, kConsumer };
+enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails, kConsumer, kStepCut };
 
 // A plane's stat metadata: names (for ref values) and roles.
 struct StatTable {
@@ -99,6 +99,7 @@ struct EventStats {
   std::optional<int64_t> step_num;  // its integer value
   std::optional<OpKind> memcpy;     // last `memcpy_details` that names a direction
   bool consumer = false;            // `_ct`/`_c`: a wrapper joining another thread's step root
+  bool cut = false;                 // xspace::kStatStepCut >= 1: clipped at a window edge
 };
 
 struct Event {
@@ -280,6 +281,9 @@ bool Reader::ReadStatTable(const PlaneInfo& plane, StatTable* table,
     } else if (name == xspace::kStatMemcpyDetails) {
       role = StatRole::kMemcpyDetails;
       table->any_memcpy_details = true;
+    } else if (name == xspace::kStatStepCut) {
+      role = StatRole::kStepCut;
+      table->any_root_or_step = true;
     } else if (name == kStatConsumerType || name == kStatConsumerId) {
       role = StatRole::kConsumer;
       table->any_root_or_step = true;
@@ -371,6 +375,9 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
         break;
       case StatRole::kConsumer:
         e.stats.consumer = true;
+        break;
+      case StatRole::kStepCut:
+        e.stats.cut = IntValue(s).value_or(0) >= 1;
         break;
       case StatRole::kOther:
         break;
@@ -497,7 +504,7 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
         // A step root spans the step: a marker when it has a step number, a wrapper anyway.
         const std::optional<int64_t>& step = event.stats.step_num;
         if (event.stats.has_step && step && *step >= 0) {
-          trace_->steps.push_back(StepMarker{*step, start, end, line.id});
+          trace_->steps.push_back(StepMarker{*step, start, end, line.id, event.stats.cut});
         } else {
           warnings_.Note("step roots (_r) without a non-negative integer step_num ignored",
                          [&] { return Where(plane, line, index); });
@@ -506,7 +513,7 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
       }
       switch (meta->role) {
         case HostRole::kMarker:
-          trace_->steps.push_back(StepMarker{meta->step, start, end, line.id});
+          trace_->steps.push_back(StepMarker{meta->step, start, end, line.id, event.stats.cut});
           break;
         case HostRole::kWrapper:
           break;
