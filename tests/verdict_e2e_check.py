@@ -190,8 +190,10 @@ def check_aligned(tag, cap, hosts):
         check(c.get("method") == "collectives",
               f"{tag}: {h.name} aligned by '{c.get('method')}', not collectives "
               f"(matched_collectives {c.get('matched_collectives', 0)}); clocks: {clocks}")
-        # Collective ends include those of steps cut by the window: one or two more than steps.
-        check(c.get("matched_collectives", 0) >= steps[h.name] - 2,
+        # The session's step count includes the two steps cut by the window's edges (kept as
+        # partial), whose all-reduce may lie outside it, and a loaded machine can shift one host's
+        # window by a step against the others': at most four fewer matched than steps.
+        check(c.get("matched_collectives", 0) >= steps[h.name] - 4,
               f"{tag}: {h.name} matched {c.get('matched_collectives', 0)} collectives of its "
               f"{steps[h.name]} steps; clocks: {clocks}")
     base = hosts[0]
