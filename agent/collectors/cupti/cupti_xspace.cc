@@ -3,13 +3,19 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "re2/re2.h"
@@ -25,6 +31,11 @@ using xspace::XPlaneBuilder;
 constexpr int64_t kHostPlaneId = 49;  // as TSL numbers its host plane
 // TSL's ContextType::kGeneric, for the step joins (as the synthetic job).
 constexpr int64_t kStepContextType = 0;
+// The consumer wrapper joining a launching thread's work to a step marked on another thread.
+// No digits: neither this builder's nor the breakdown reader's step pattern can take it for a
+// step. XProf counts its span as host compute, as the thread's work between its launches is.
+constexpr absl::string_view kStepJoinName = "launches in step";
+constexpr absl::string_view kStatTfOp = "tf_op";
 
 // CUpti_ActivityMemcpyKind values (kept in MemcpyRecord::copy_kind).
 enum CopyKind : uint8_t {
@@ -106,13 +117,26 @@ uint64_t HostCorrelation(uint32_t pid, uint32_t id) {
 
 int64_t CeilTo(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
 
+// What a host event is to the step joins and to op attribution.
+enum class Role : uint8_t {
+  kOther,
+  kLaunch,  // carries a correlation id (an API call that launched device work, a sync)
+  kRange,   // an NVTX range that is not a step
+  kStep,    // an NVTX range that is a step
+  kJoin,    // a consumer wrapper joining a launching thread's work to a step
+};
+
 // One event before it is placed: lines are filled in start order.
 struct Pending {
   int64_t start_ns = 0;
   int64_t duration_ns = 0;
   std::string name;
+  Role role = Role::kOther;
+  uint64_t correlation_id = 0;  // kLaunch
   // Filled by the emitter for its kind.
   std::function<void(XPlaneBuilder&, xspace::XEvent*)> stats;
+
+  int64_t end_ns() const { return start_ns + duration_ns; }
 };
 
 void AddDoubleStat(xspace::XEvent* event, int64_t stat_id, double v) {
@@ -148,17 +172,79 @@ void AddDeviceCapabilities(XPlaneBuilder& p, const DeviceRecord& d, absl::string
 }
 
 // Events of one line, placed in start order (longer first at equal starts, so enclosing ranges
-// come before what they enclose).
+// come before what they enclose; a step-join wrapper before an event with its very span, which it
+// wraps).
 using LineEvents = std::vector<Pending>;
 void EmitLine(XPlaneBuilder& plane, xspace::XLine* line, LineEvents& events) {
   std::stable_sort(events.begin(), events.end(), [](const Pending& a, const Pending& b) {
-    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.duration_ns > b.duration_ns;
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.duration_ns != b.duration_ns) return a.duration_ns > b.duration_ns;
+    return a.role == Role::kJoin && b.role != Role::kJoin;
   });
   for (Pending& p : events) {
     xspace::XEvent* e =
         plane.AddEvent(line, plane.EventMetadataId(p.name), p.start_ns, p.duration_ns);
     if (p.stats) p.stats(plane, e);
   }
+}
+
+// tf_op, the framework op XProf's op tools file a kernel, copy or memset under:
+// `<scope>/<Name>:<Type>`, which tf_op_utils' ParseTfOpFullname reads as a TensorFlow op (name
+// [A-Za-z0-9.][A-Za-z0-9_./>-]*, type [A-Z_][A-Za-z0-9_]*).
+constexpr absl::string_view kNvtxOpScope = "nvtx";
+constexpr absl::string_view kApiOpScope = "cuda";
+// Device work whose launching API call was not recorded.
+constexpr absl::string_view kUnrecordedLaunchOp = "cuda/unrecorded_launch:UnrecordedLaunch";
+
+// `s` as one component of an op name: each run of characters outside [A-Za-z0-9_.>-] becomes
+// one '_' between the kept ones ("aten::mm, seq = 5" -> "aten_mm_seq_5"); "unnamed" if none.
+std::string OpNamePart(absl::string_view s) {
+  std::string out;
+  bool separate = false;
+  for (const char c : s) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '>' ||
+        c == '-') {
+      if (separate && !out.empty()) out.push_back('_');
+      separate = false;
+      out.push_back(c);
+    } else {
+      separate = true;
+    }
+  }
+  return out.empty() ? "unnamed" : out;
+}
+
+// `s` as an op type: its alphanumeric words, each capitalized ("forward_backward" ->
+// "ForwardBackward"), '_' first when that would start with a digit; "Unnamed" if none.
+std::string OpType(absl::string_view s) {
+  std::string out;
+  bool word_start = true;
+  for (const char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) {
+      word_start = true;
+      continue;
+    }
+    out.push_back(word_start ? absl::ascii_toupper(static_cast<unsigned char>(c)) : c);
+    word_start = false;
+  }
+  if (out.empty()) return "Unnamed";
+  if (absl::ascii_isdigit(static_cast<unsigned char>(out[0]))) out.insert(0, "_");
+  return out;
+}
+
+std::string TfOp(absl::string_view scope, absl::string_view name) {
+  return absl::StrCat(scope, "/", OpNamePart(name), ":", OpType(name));
+}
+
+// CUPTI names API calls with their version ("cudaLaunchKernel_v7000"): the call without it.
+absl::string_view ApiBaseName(absl::string_view name) {
+  const size_t v = name.rfind("_v");
+  if (v == absl::string_view::npos || v == 0 || v + 2 == name.size()) return name;
+  const absl::string_view digits = name.substr(v + 2);
+  return std::all_of(digits.begin(), digits.end(),
+                     [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })
+             ? name.substr(0, v)
+             : name;
 }
 
 }  // namespace
@@ -197,9 +283,10 @@ std::optional<double> TheoreticalOccupancyPct(const KernelRecord& k, const Devic
 namespace {
 
 // BuildCuptiXSpace's passes over the batches, in order: devices, launches left out by the
-// window, device work, API calls, synchronizations, NVTX ranges and steps, memory; then Emit.
-// Each pass reads what the earlier ones found (which device a launch went to, where each API
-// call ran) and adds its events to the lines the last one emits.
+// window, device work, API calls, synchronizations, NVTX ranges and steps, the launching
+// threads' step joins, the ops of device work, memory; then Emit. Each pass reads what the
+// earlier ones found (which device a launch went to, where each API call ran, which thread
+// marks which step) and adds its events to the lines the last one emits.
 class CuptiXSpaceBuilder {
  public:
   CuptiXSpaceBuilder(const std::vector<RecordBatch>& batches, const CuptiXSpaceOptions& options,
@@ -257,6 +344,8 @@ class CuptiXSpaceBuilder {
         const uint64_t corr = HostCorrelation(a.pid != 0 ? a.pid : b.pid, a.correlation_id);
         if (auto it = launch_device_.find(corr); it != launch_device_.end()) {
           const uint64_t device = it->second;
+          p.role = Role::kLaunch;
+          p.correlation_id = corr;
           p.stats = [corr, device](XPlaneBuilder& plane, xspace::XEvent* e) {
             plane.AddStat(e, plane.StatMetadataId(xspace::kStatCorrelationId), corr);
             plane.AddStat(e, plane.StatMetadataId(xspace::kStatDeviceId), device);
@@ -297,6 +386,8 @@ class CuptiXSpaceBuilder {
         if (auto it = context_device_.find(HostCorrelation(b.pid, y.context_id));
             it != context_device_.end() && !launch_device_.contains(corr)) {
           device = it->second;
+          p.role = Role::kLaunch;
+          p.correlation_id = corr;
         }
         const uint64_t context = y.context_id;
         const std::optional<uint64_t> stream = y.stream_id != inject::kSyncNotApplicable
@@ -331,8 +422,11 @@ class CuptiXSpaceBuilder {
         auto& thread = threads_[r.tid];
         thread.first = r.pid != 0 ? r.pid : b.pid;
         int64_t step = 0;
+        p.role = Role::kRange;
         if (RE2::PartialMatch(p.name, step_re_, &step) && step >= 0) {
-          steps_[step].push_back({p.start_ns, r.tid, thread.second.size()});
+          p.role = Role::kStep;
+          steps_[step].push_back(
+              {p.start_ns, p.end_ns(), thread.first, r.tid, thread.second.size()});
         }
         thread.second.push_back(std::move(p));
         ++stats_.nvtx_ranges;
@@ -340,7 +434,8 @@ class CuptiXSpaceBuilder {
     }
   }
 
-  // Per step number, the earliest range is the root (XProf's step); the others join it.
+  // Per step number, the earliest range on the host is the root (XProf's step); the others join
+  // it. Each process's step spans are kept for the launching threads' joins.
   void LinkSteps() {
     for (auto& [step_num, ranges] : steps_) {
       std::stable_sort(ranges.begin(), ranges.end(), [](const StepRange& a, const StepRange& b) {
@@ -349,16 +444,7 @@ class CuptiXSpaceBuilder {
       const StepRange& root = ranges.front();
       const auto context = static_cast<int64_t>((uint64_t{root.tid} << 32) |
                                                 (static_cast<uint64_t>(step_num) & 0xFFFFFFFF));
-      const bool joined = ranges.size() > 1;
-      threads_[root.tid].second[root.index].stats = [step = step_num, context, joined](
-                                                        XPlaneBuilder& plane, xspace::XEvent* e) {
-        plane.AddStat(e, plane.StatMetadataId(xspace::kStatIsRoot), int64_t{1});
-        plane.AddStat(e, plane.StatMetadataId(xspace::kStatStepNum), step);
-        if (joined) {
-          plane.AddStat(e, plane.StatMetadataId("_pt"), kStepContextType);
-          plane.AddStat(e, plane.StatMetadataId("_p"), context);
-        }
-      };
+      roots_[step_num] = StepRoot{root.tid, root.index, context, /*joined=*/ranges.size() > 1};
       for (size_t i = 1; i < ranges.size(); ++i) {
         threads_[ranges[i].tid].second[ranges[i].index].stats = [context](XPlaneBuilder& plane,
                                                                           xspace::XEvent* e) {
@@ -366,7 +452,87 @@ class CuptiXSpaceBuilder {
           plane.AddStat(e, plane.StatMetadataId("_c"), context);
         };
       }
+      for (const StepRange& r : ranges) {
+        step_spans_[r.pid].push_back({r.start_ns, r.end_ns, step_num, r.tid});
+      }
       ++stats_.steps;
+    }
+    // A process's steps, in start order and disjoint: of spans that overlap (two threads marking
+    // one step), the earliest (longest at equal starts) is kept.
+    for (auto& [pid, spans] : step_spans_) {
+      std::sort(spans.begin(), spans.end(), [](const StepSpan& a, const StepSpan& b) {
+        return std::tie(a.start_ns, b.end_ns, a.tid, a.step) <
+               std::tie(b.start_ns, a.end_ns, b.tid, b.step);
+      });
+      size_t kept = 0;
+      for (const StepSpan& s : spans) {
+        if (kept == 0 || s.start_ns >= spans[kept - 1].end_ns) spans[kept++] = s;
+      }
+      spans.resize(kept);
+    }
+  }
+
+  // A thread that launches device work inside a step that another thread of its process marks,
+  // and not inside a step range of its own, joins that step: PyTorch's autograd thread runs the
+  // backward pass while the Python main thread is inside "train_step N". XProf groups a thread's
+  // events into a step only through a root or a consumer wrapper on that thread, so without one
+  // it leaves that device work out of every step. Each wrapper (`_ct`/`_c` of the step's root,
+  // which gets `_pt`/`_p`) covers consecutive launches of one step: from the first to the last of
+  // the outermost events that hold them and lie wholly inside the step's span (siblings on the
+  // line, so the wrapper nests with everything there and never reaches into another step),
+  // widened by 1 ns at each end where the line leaves room, so that it encloses even a lone
+  // launch strictly. A step range of the thread's own between launches starts a new wrapper.
+  void JoinLaunchingThreads() {
+    for (auto& [tid, thread] : threads_) {
+      auto spans = step_spans_.find(thread.first);
+      if (spans != step_spans_.end()) JoinThread(tid, spans->second, thread.second);
+    }
+  }
+
+  // Each launch's op, the tf_op of the device work it launched: the innermost NVTX range that is
+  // not a step holding the launch's start on its own thread; else the one on the thread that
+  // marks the process's step holding the launch, at the launch's start (the main thread's
+  // "forward_backward" for the autograd thread's launches); else the launching API call.
+  void AssignOps() {
+    absl::flat_hash_map<uint32_t, std::vector<OpPoint>> timelines;
+    for (const auto& [tid, thread] : threads_) {
+      std::vector<OpPoint> points = RangeTimeline(thread.second);
+      if (!points.empty()) timelines[tid] = std::move(points);
+    }
+    const auto op_at = [&](uint32_t tid, int64_t t) {
+      auto it = timelines.find(tid);
+      return it == timelines.end() ? -1 : OpAt(it->second, t);
+    };
+    for (const auto& [tid, thread] : threads_) {
+      const auto spans = step_spans_.find(thread.first);
+      for (const Pending& e : thread.second) {
+        if (e.role != Role::kLaunch || !launch_device_.contains(e.correlation_id)) continue;
+        int32_t op = op_at(tid, e.start_ns);
+        if (op < 0 && spans != step_spans_.end()) {
+          const size_t s = SpanHolding(spans->second, e.start_ns, e.end_ns());
+          if (s != kNone && spans->second[s].tid != tid) {
+            op = op_at(spans->second[s].tid, e.start_ns);
+          }
+        }
+        if (op < 0) op = InternOp(TfOp(kApiOpScope, ApiBaseName(e.name)));
+        launch_ops_[e.correlation_id] = op;
+      }
+    }
+  }
+
+  // The roots' stats, once the joins are known.
+  void MarkStepRoots() {
+    for (const auto& [step_num, root] : roots_) {
+      threads_[root.tid].second[root.index].stats = [step = step_num, context = root.context,
+                                                     joined = root.joined](XPlaneBuilder& plane,
+                                                                           xspace::XEvent* e) {
+        plane.AddStat(e, plane.StatMetadataId(xspace::kStatIsRoot), int64_t{1});
+        plane.AddStat(e, plane.StatMetadataId(xspace::kStatStepNum), step);
+        if (joined) {
+          plane.AddStat(e, plane.StatMetadataId("_pt"), kStepContextType);
+          plane.AddStat(e, plane.StatMetadataId("_p"), context);
+        }
+      };
     }
   }
 
@@ -452,9 +618,197 @@ class CuptiXSpaceBuilder {
   };
   struct StepRange {
     int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    uint32_t pid = 0;
     uint32_t tid = 0;
     size_t index = 0;  // into threads_[tid].second
   };
+  // A step as one process marks it.
+  struct StepSpan {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    int64_t step = 0;
+    uint32_t tid = 0;  // the marking thread
+  };
+  struct StepRoot {
+    uint32_t tid = 0;
+    size_t index = 0;  // into threads_[tid].second
+    int64_t context = 0;
+    bool joined = false;  // other threads join it (the root produces the context)
+  };
+  // From time_ns on, the innermost NVTX range open on a thread has this op (-1: none).
+  struct OpPoint {
+    int64_t time_ns = 0;
+    int32_t op = -1;
+  };
+  static constexpr size_t kNone = std::numeric_limits<size_t>::max();
+
+  // The span of `spans` (disjoint, in start order) holding [start, end], or kNone.
+  static size_t SpanHolding(const std::vector<StepSpan>& spans, int64_t start, int64_t end) {
+    auto it = std::upper_bound(spans.begin(), spans.end(), start,
+                               [](int64_t t, const StepSpan& s) { return t < s.start_ns; });
+    if (it == spans.begin()) return kNone;
+    --it;
+    return end <= it->end_ns ? static_cast<size_t>(it - spans.begin()) : kNone;
+  }
+
+  // JoinLaunchingThreads for one thread's line, whose process marks `spans`.
+  void JoinThread(uint32_t tid, const std::vector<StepSpan>& spans, LineEvents& events) {
+    const size_t n = events.size();
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const Pending& x = events[a];
+      const Pending& y = events[b];
+      if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+      if (x.duration_ns != y.duration_ns) return x.duration_ns > y.duration_ns;
+      return a < b;
+    });
+    // The line as a forest, in EmitLine's order: each event's parent (the innermost event
+    // holding it), its siblings before and after it, whether a step range holds it (or is it),
+    // the step span holding it and its outermost ancestor-or-self held by that same span.
+    struct Node {
+      size_t parent = kNone;
+      size_t prev = kNone;
+      size_t next = kNone;
+      size_t span = kNone;
+      size_t top = kNone;
+      bool in_step = false;
+    };
+    std::vector<Node> nodes(n);
+    std::vector<size_t> last_child(n + 1, kNone);  // [n]: the line's top level
+    std::vector<size_t> open;
+    std::vector<int64_t> step_starts;  // the line's own step ranges, in start order
+    for (const size_t i : order) {
+      const Pending& e = events[i];
+      while (!open.empty() && events[open.back()].end_ns() <= e.start_ns) open.pop_back();
+      Node& node = nodes[i];
+      if (!open.empty() && events[open.back()].end_ns() >= e.end_ns()) node.parent = open.back();
+      size_t& last = last_child[node.parent == kNone ? n : node.parent];
+      node.prev = last;
+      if (last != kNone) nodes[last].next = i;
+      last = i;
+      node.in_step = e.role == Role::kStep || (node.parent != kNone && nodes[node.parent].in_step);
+      if (e.role == Role::kStep) step_starts.push_back(e.start_ns);
+      node.span = SpanHolding(spans, e.start_ns, e.end_ns());
+      node.top =
+          node.parent != kNone && nodes[node.parent].span == node.span ? nodes[node.parent].top : i;
+      open.push_back(i);
+    }
+
+    // Consecutive sibling events holding launches of one step, one wrapper each.
+    struct Group {
+      size_t span = kNone;
+      size_t container = kNone;  // their parent
+      size_t first = kNone;
+      size_t last = kNone;
+    };
+    std::optional<Group> group;
+    LineEvents wrappers;
+    const auto close = [&] {
+      if (!group) return;
+      const StepSpan& s = spans[group->span];
+      const Pending& first = events[group->first];
+      const Pending& last = events[group->last];
+      int64_t lo = s.start_ns;
+      int64_t hi = s.end_ns;
+      if (group->container != kNone) {
+        lo = std::max(lo, events[group->container].start_ns);
+        hi = std::min(hi, events[group->container].end_ns());
+      }
+      if (const size_t prev = nodes[group->first].prev; prev != kNone) {
+        lo = std::max(lo, events[prev].end_ns());
+      }
+      if (const size_t next = nodes[group->last].next; next != kNone) {
+        hi = std::min(hi, events[next].start_ns);
+      }
+      Pending w;
+      w.start_ns = first.start_ns - (lo < first.start_ns ? 1 : 0);
+      w.duration_ns = last.end_ns() + (hi > last.end_ns() ? 1 : 0) - w.start_ns;
+      w.name = std::string(kStepJoinName);
+      w.role = Role::kJoin;
+      StepRoot& root = roots_.at(s.step);
+      root.joined = true;
+      w.stats = [context = root.context](XPlaneBuilder& plane, xspace::XEvent* e) {
+        plane.AddStat(e, plane.StatMetadataId("_ct"), kStepContextType);
+        plane.AddStat(e, plane.StatMetadataId("_c"), context);
+      };
+      wrappers.push_back(std::move(w));
+      ++stats_.step_joins;
+      group.reset();
+    };
+    for (const size_t i : order) {
+      const Node& node = nodes[i];
+      if (events[i].role != Role::kLaunch || node.in_step || node.span == kNone ||
+          spans[node.span].tid == tid) {
+        continue;  // not a launch, in a step of the thread's own, in no step, or ours
+      }
+      const size_t item = node.top;
+      const size_t container = nodes[item].parent;
+      if (group && group->span == node.span && group->container == container) {
+        if (item == group->last) continue;
+        const int64_t from = events[group->last].end_ns();
+        auto own = std::lower_bound(step_starts.begin(), step_starts.end(), from);
+        if (own == step_starts.end() || *own >= events[item].start_ns) {
+          group->last = item;
+          continue;
+        }
+      }
+      close();
+      group = Group{node.span, container, item, item};
+    }
+    close();
+    for (Pending& w : wrappers) events.push_back(std::move(w));
+  }
+
+  // A thread's NVTX ranges that are not steps, as a timeline of the innermost one open.
+  std::vector<OpPoint> RangeTimeline(const LineEvents& events) {
+    std::vector<size_t> ranges;
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i].role == Role::kRange) ranges.push_back(i);
+    }
+    std::sort(ranges.begin(), ranges.end(), [&](size_t a, size_t b) {
+      const Pending& x = events[a];
+      const Pending& y = events[b];
+      if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+      if (x.duration_ns != y.duration_ns) return x.duration_ns > y.duration_ns;
+      return a < b;
+    });
+    std::vector<OpPoint> points;
+    std::vector<std::pair<int64_t, int32_t>> open;  // (end, op)
+    const auto close_until = [&](int64_t t) {
+      while (!open.empty() && open.back().first <= t) {
+        // Never before the last point (ranges that partly overlap close late).
+        const int64_t at = std::max(open.back().first, points.back().time_ns);
+        open.pop_back();
+        points.push_back({at, open.empty() ? -1 : open.back().second});
+      }
+    };
+    for (const size_t i : ranges) {
+      close_until(events[i].start_ns);
+      const int32_t op = InternOp(TfOp(kNvtxOpScope, events[i].name));
+      open.emplace_back(events[i].end_ns(), op);
+      points.push_back({events[i].start_ns, op});
+    }
+    close_until(std::numeric_limits<int64_t>::max());
+    return points;
+  }
+  static int32_t OpAt(const std::vector<OpPoint>& points, int64_t t) {
+    auto it = std::upper_bound(points.begin(), points.end(), t,
+                               [](int64_t v, const OpPoint& p) { return v < p.time_ns; });
+    return it == points.begin() ? -1 : std::prev(it)->op;
+  }
+  int32_t InternOp(const std::string& op) {
+    auto [it, added] = op_index_.try_emplace(op, static_cast<int32_t>(ops_.size()));
+    if (added) ops_.push_back(it->first);
+    return it->second;
+  }
+  // The tf_op of the device work with this host correlation id.
+  absl::string_view OpOf(uint64_t correlation_id) const {
+    auto it = launch_ops_.find(correlation_id);
+    return it == launch_ops_.end() ? kUnrecordedLaunchOp
+                                   : absl::string_view(ops_[static_cast<size_t>(it->second)]);
+  }
 
   // Whether a record lies wholly inside the window; its wall-clock [*s, *e) when it does.
   bool Inside(const RecordBatch& b, uint64_t gpu_start, uint64_t gpu_end, int64_t* s,
@@ -502,10 +856,11 @@ class CuptiXSpaceBuilder {
           " dynamic_shared:", k.dynamic_shared_bytes, " grid:", k.grid[0], ",", k.grid[1], ",",
           k.grid[2], " block:", k.block[0], ",", k.block[1], ",", k.block[2]);
       if (occupancy) absl::StrAppend(&details, " occ_pct:", *occupancy);
-      p.stats = [corr, details = std::move(details), occupancy](XPlaneBuilder& plane,
-                                                                xspace::XEvent* e) {
+      p.stats = [this, corr, details = std::move(details), occupancy](XPlaneBuilder& plane,
+                                                                      xspace::XEvent* e) {
         plane.AddStat(e, plane.StatMetadataId(xspace::kStatCorrelationId), corr);
         AddRefStat(plane, e, xspace::kStatKernelDetails, details);
+        AddRefStat(plane, e, kStatTfOp, OpOf(corr));
         if (occupancy) {
           AddDoubleStat(e, plane.StatMetadataId("theoretical_occupancy_pct"), *occupancy);
         }
@@ -531,9 +886,11 @@ class CuptiXSpaceBuilder {
       std::string details = absl::StrCat(
           "kind_src:", MemoryKindName(c.src_kind), " kind_dst:", MemoryKindName(c.dst_kind),
           " size:", c.bytes, " dest:", c.device_id, " async:", (c.flags & kAsyncFlag) != 0 ? 1 : 0);
-      p.stats = [corr, details = std::move(details)](XPlaneBuilder& plane, xspace::XEvent* e) {
+      p.stats = [this, corr, details = std::move(details)](XPlaneBuilder& plane,
+                                                           xspace::XEvent* e) {
         plane.AddStat(e, plane.StatMetadataId(xspace::kStatCorrelationId), corr);
         AddRefStat(plane, e, xspace::kStatMemcpyDetails, details);
+        AddRefStat(plane, e, kStatTfOp, OpOf(corr));
       };
       Stream& s = gpu_[c.device_id][c.stream_id];
       s.kinds.insert(names.stream_kind);
@@ -554,9 +911,11 @@ class CuptiXSpaceBuilder {
       context_device_[HostCorrelation(b.pid, m.context_id)] = m.device_id;
       std::string details = absl::StrCat("kind:", MemoryKindName(m.memory_kind), " size:", m.bytes,
                                          " async:", (m.flags & kAsyncFlag) != 0 ? 1 : 0);
-      p.stats = [corr, details = std::move(details)](XPlaneBuilder& plane, xspace::XEvent* e) {
+      p.stats = [this, corr, details = std::move(details)](XPlaneBuilder& plane,
+                                                           xspace::XEvent* e) {
         plane.AddStat(e, plane.StatMetadataId(xspace::kStatCorrelationId), corr);
         AddRefStat(plane, e, "memset_details", details);
+        AddRefStat(plane, e, kStatTfOp, OpOf(corr));
       };
       Stream& s = gpu_[m.device_id][m.stream_id];
       s.kinds.insert("Memset");
@@ -582,6 +941,12 @@ class CuptiXSpaceBuilder {
   std::map<uint32_t, std::pair<uint32_t, LineEvents>> threads_;  // tid -> (pid, events)
   absl::flat_hash_map<uint64_t, ApiSpan> api_spans_;
   std::map<int64_t, std::vector<StepRange>> steps_;
+  std::map<int64_t, StepRoot> roots_;
+  absl::flat_hash_map<uint32_t, std::vector<StepSpan>> step_spans_;  // by pid
+  // Op names (tf_op), each once, and the op of each launch by host correlation id.
+  std::vector<std::string> ops_;
+  absl::flat_hash_map<std::string, int32_t> op_index_;
+  absl::flat_hash_map<uint64_t, int32_t> launch_ops_;
   std::map<std::pair<uint32_t, uint32_t>, std::pair<int64_t, int64_t>> in_use_;  // (now, peak)
 };
 
@@ -610,6 +975,9 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   builder.AddSynchronizations();
   builder.AddNvtxRanges();
   builder.LinkSteps();
+  builder.JoinLaunchingThreads();
+  builder.AssignOps();
+  builder.MarkStepRoots();
   builder.AddMemoryEvents();
   return builder.Emit(space);
 }

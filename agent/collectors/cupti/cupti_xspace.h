@@ -10,15 +10,20 @@
 //     kernel_details without occ_pct); memcpys named by direction as XProf classifies them
 //     (MemcpyHToD, MemcpyDToH, MemcpyDToD; peer copies are MemcpyDToD on a MemcpyP2P line) with
 //     ref memcpy_details "kind_src:<k> kind_dst:<k> size:<n> dest:<device> async:<0|1>"; memsets
-//     named Memset with memset_details "kind:<k> size:<n> async:<0|1>". Device capability stats
-//     from the DeviceRecord when there is one.
+//     named Memset with memset_details "kind:<k> size:<n> async:<0|1>". Each kernel, memcpy and
+//     memset names the framework op it belongs to (ref tf_op, "scope/Name:Type" as XProf parses a
+//     TensorFlow op; see OPS below). Device capability stats from the DeviceRecord when there is
+//     one.
 //   /host:CPU (plane id 49): one line per thread, id = tid. CUDA API calls (named from the
 //     record's name, else `cuda_api_<cbid>`), with uint64 correlation_id and device_id when device
 //     activity with that correlation id was recorded (a launch), neither otherwise. NVTX ranges by
 //     name; a range whose name matches the step pattern is a step: the earliest range of each step
 //     number on the host is its root (int64 `_r`=1, `step_num`), and when other threads mark the
 //     same step they join it as consumers (`_ct`/`_c`, the root gets `_pt`/`_p`), as XProf wants
-//     one root per step per host. Device memory allocations and releases as
+//     one root per step per host. A thread that launches device work inside a step that another
+//     thread of its process marks, outside any step range of its own, joins that step through
+//     consumer wrappers named "launches in step" on its own line (see STEP JOINS below). Device
+//     memory allocations and releases as
 //     MemoryAllocation/MemoryDeallocation instants on the process's main thread line (tid = pid).
 //     Synchronization (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) on the thread line of the API call
 //     with the same correlation id, inside that call, named as TSL names them: cuStreamSynchronize,
@@ -29,6 +34,28 @@
 //     are left out and counted. Never on a device plane: a synchronization is the host waiting,
 //     not device work (docs/cupti.md says why, and what TSL does).
 //   Task Environment: the window. XSpace.hostnames: the host.
+// STEP JOINS. XProf gives a host event a step only through a step root or a consumer wrapper on
+//   its own line; a launch outside both gets none, nor does the device work it launched. PyTorch
+//   runs the backward pass on its autograd engine thread, which marks no step while the Python
+//   main thread is inside "train_step N": without more, XProf leaves all backward-pass device
+//   work out of the steps. So, per process, the steps its threads mark (one span per
+//   step: of spans that overlap, the earliest) hold the launches of its other threads: each run
+//   of consecutive launches of one step gets a wrapper (`_ct`/`_c` of the step's root, which then
+//   gets `_pt`/`_p`) from the first to the last of the outermost events holding them that lie
+//   wholly inside the step's span. Those are siblings on the line, so the wrapper nests with
+//   everything there and never reaches into another step; it is 1 ns wider at each end where the
+//   line leaves room, so it encloses even a lone launch strictly, and a step range of the
+//   thread's own between launches ends it. Launches outside every step of their process stay as
+//   they are. The name has no digits: no step pattern takes it for a step.
+// OPS. The tf_op of device work is its launch's op: the innermost NVTX range that is not a step
+//   holding the launch's start on the launching thread; else the one on the thread marking the
+//   process's step that holds the launch (the autograd thread's launches get the main thread's
+//   "forward_backward"); else the launching API call without CUPTI's version suffix. Written
+//   "nvtx/<range>:<Type>" or "cuda/<call>:<Type>": the name's characters outside
+//   [A-Za-z0-9_.>-] become '_' (a run of them one), the type is its alphanumeric words
+//   capitalized ("nvtx/forward_backward:ForwardBackward",
+//   "cuda/cudaLaunchKernel:CudaLaunchKernel"); device work whose launch was not recorded gets
+//   "cuda/unrecorded_launch:UnrecordedLaunch".
 // CORRELATION IDS are per process in CUPTI; here they are (pid << 32) | id, unique on the host.
 // TIME: every record time is on its process's GPU clock; wall = gpu - gpu_minus_wall_ns of its
 // batch. Events not wholly inside the window are left out and counted.
@@ -69,6 +96,9 @@ struct CuptiXSpaceStats {
   int64_t api_calls = 0;
   int64_t nvtx_ranges = 0;
   int64_t steps = 0;  // step roots
+  // Consumer wrappers joining a thread's launches to a step that another thread of its process
+  // marks (PyTorch's autograd thread in the main thread's step).
+  int64_t step_joins = 0;
   int64_t memory_events = 0;
   int64_t synchronizations = 0;
   // Synchronization records left out: no API call with their correlation id (a program that

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +24,8 @@ using ::profctl::testkit::IsOk;
 namespace profctl::agent::cupti {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
-using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -40,11 +42,12 @@ uint64_t Gpu(int64_t wall_us) { return static_cast<uint64_t>(kW + wall_us * kUs 
 
 struct Job {
   inject::RecordBatchWriter w{1 << 20};
+  uint32_t pid = kPid;
   void Api(const char* name, uint32_t tid, uint32_t corr, int64_t start_us, int64_t end_us) {
     inject::ApiRecord a;
     a.start_ns = Gpu(start_us);
     a.end_ns = Gpu(end_us);
-    a.pid = kPid;
+    a.pid = pid;
     a.tid = tid;
     a.correlation_id = corr;
     a.domain = static_cast<uint8_t>(inject::ApiDomain::kRuntime);
@@ -82,28 +85,38 @@ struct Job {
     inject::NvtxRangeRecord r;
     r.start_ns = Gpu(start_us);
     r.end_ns = Gpu(end_us);
-    r.pid = kPid;
+    r.pid = pid;
     r.tid = tid;
     r.name = w.Intern(name);
     w.Add(r);
+  }
+  // GPU 0, an H100.
+  void Device() {
+    inject::DeviceRecord d;
+    d.name = w.Intern("NVIDIA H100 80GB HBM3");
+    d.memory_size = 85'520'809'984;
+    d.memory_bandwidth = 3'352'320'000'000;
+    d.compute_capability_major = 9;
+    d.sm_count = 132;
+    d.core_clock_khz = 1'980'000;
+    d.max_warps_per_sm = 64;
+    d.max_blocks_per_sm = 32;
+    d.max_registers_per_sm = 65536;
+    d.max_shared_bytes_per_sm = 233472;
+    w.Add(d);
+  }
+  RecordBatch Batch() {
+    const std::vector<uint8_t> bytes = w.Finish(pid, kOffset, 0);
+    absl::StatusOr<RecordBatch> b = ParseRecordBatch(std::string(bytes.begin(), bytes.end()));
+    EXPECT_THAT(b, IsOk());
+    return b.ok() ? *std::move(b) : RecordBatch();
   }
 };
 
 // One process, two threads, GPU 0 (an H100), two steps of a training-like loop.
 RecordBatch MakeBatch() {
   Job j;
-  inject::DeviceRecord d;
-  d.name = j.w.Intern("NVIDIA H100 80GB HBM3");
-  d.memory_size = 85'520'809'984;
-  d.memory_bandwidth = 3'352'320'000'000;
-  d.compute_capability_major = 9;
-  d.sm_count = 132;
-  d.core_clock_khz = 1'980'000;
-  d.max_warps_per_sm = 64;
-  d.max_blocks_per_sm = 32;
-  d.max_registers_per_sm = 65536;
-  d.max_shared_bytes_per_sm = 233472;
-  j.w.Add(d);
+  j.Device();
   j.Range("train_step 1", 101, 100, 4000);
   j.Range("train_step 1", 102, 200, 3900);  // a second thread marks the same step
   j.Range("train_step 2", 101, 5000, 9000);
@@ -292,9 +305,8 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   EXPECT_EQ(h.EventName(memory->events(0)), "MemoryAllocation");
   EXPECT_THAT(h.IntStat(memory->events(0), "bytes_allocated"), Optional(1 << 20));
 
-  // XProf's conventions hold, except that raw CUDA kernels have no framework op.
-  std::vector<std::string> violations = testkit::CheckXProfConformance(space, "gpu-host-1");
-  EXPECT_THAT(violations, Each(StartsWith("[kernel-op]")));
+  // XProf's conventions hold.
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
 
   // The breakdown reader finds the NVTX steps and classifies the device work.
   absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
@@ -318,18 +330,7 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
 TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   Job j;
   constexpr uint32_t kNa = inject::kSyncNotApplicable;
-  inject::DeviceRecord d;
-  d.name = j.w.Intern("NVIDIA H100 80GB HBM3");
-  d.memory_size = 85'520'809'984;
-  d.memory_bandwidth = 3'352'320'000'000;
-  d.compute_capability_major = 9;
-  d.sm_count = 132;
-  d.core_clock_khz = 1'980'000;
-  d.max_warps_per_sm = 64;
-  d.max_blocks_per_sm = 32;
-  d.max_registers_per_sm = 65536;
-  d.max_shared_bytes_per_sm = 233472;
-  j.w.Add(d);
+  j.Device();
   j.Api("cudaLaunchKernel", 101, 2, 240, 250);
   j.Kernel("gemm", /*stream=*/7, /*corr=*/2, 600, 2600);  // in context 0
   j.Api("cudaStreamSynchronize", 101, 5, 300, 3700);
@@ -355,7 +356,7 @@ TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   EXPECT_EQ(stats->unmatched_synchronizations, 1);
   EXPECT_EQ(stats->outside_window, 2);  // the last call and its synchronization
   ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
-  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), Each(StartsWith("[kernel-op]")));
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
 
   // The device plane holds the kernel alone.
   const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
@@ -473,8 +474,369 @@ TEST(CuptiXSpaceTest, CorrelationIdsOfTwoProcessesStayApart) {
   // Both processes' kernels sit on GPU 0 stream 7 (the same ordinal in each process) and so
   // overlap; everything else about them conforms.
   for (const std::string& v : testkit::CheckXProfConformance(space, "gpu-host-1")) {
-    EXPECT_TRUE(absl::StartsWith(v, "[kernel-op]") || absl::StartsWith(v, "[nesting]")) << v;
+    EXPECT_TRUE(absl::StartsWith(v, "[nesting]")) << v;
   }
+}
+
+// The tf_op of each device event, by its CUPTI correlation id.
+std::map<uint32_t, std::string> DeviceOps(const xspace::XSpace& space) {
+  std::map<uint32_t, std::string> ops;
+  const xspace::XPlane* gpu = xspace::FindPlane(space, "/device:GPU:0");
+  if (gpu == nullptr) return ops;
+  const xspace::XPlaneReader g(*gpu);
+  for (const xspace::XLine& line : gpu->lines()) {
+    for (const xspace::XEvent& e : line.events()) {
+      const int64_t corr = g.IntStat(e, "correlation_id").value_or(-1);
+      ops[static_cast<uint32_t>(corr & 0xFFFFFFFF)] = RefOrStr(*gpu, e, "tf_op");
+    }
+  }
+  return ops;
+}
+
+// A step-join wrapper on a host line: its span in µs after the window start (ns precision), and
+// its consumer context.
+struct Wrapper {
+  double start_us = 0;
+  double end_us = 0;
+  std::optional<int64_t> ct;
+  std::optional<int64_t> c;
+};
+std::vector<Wrapper> JoinWrappers(const xspace::XSpace& space, int64_t tid) {
+  std::vector<Wrapper> out;
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  const xspace::XLine* line = host == nullptr ? nullptr : FindLine(*host, tid);
+  if (line == nullptr) return out;
+  const xspace::XPlaneReader h(*host);
+  for (const xspace::XEvent& e : line->events()) {
+    if (h.EventName(e) != "launches in step") continue;
+    out.push_back({static_cast<double>(xspace::EventStartNs(kW, *line, e) - kW) / kUs,
+                   static_cast<double>(xspace::EventEndNs(kW, *line, e) - kW) / kUs,
+                   h.IntStat(e, "_ct"), h.IntStat(e, "_c")});
+  }
+  return out;
+}
+
+// The root's `_p` of a step, if it produces a context.
+std::optional<int64_t> RootContext(const xspace::XSpace& space, int64_t step) {
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  if (host == nullptr) return std::nullopt;
+  const xspace::XPlaneReader h(*host);
+  for (const xspace::XLine& line : host->lines()) {
+    for (const xspace::XEvent& e : line.events()) {
+      if (h.IntStat(e, "_r") == 1 && h.IntStat(e, "step_num") == step) return h.IntStat(e, "_p");
+    }
+  }
+  return std::nullopt;
+}
+
+constexpr double kNsInUs = 0.001;
+
+// PyTorch runs the backward pass on its autograd engine thread, which marks no step: the step
+// ("train_step N") is on the Python main thread. The autograd thread's launches during the step
+// join it through a consumer wrapper on its own line, so XProf counts their device work in the
+// step; every kernel, copy and memset names its op (tf_op) after the NVTX range it was launched
+// in, on its own thread or else on the step's thread.
+TEST(CuptiXSpaceTest, AThreadLaunchingDuringAnotherThreadsStepJoinsIt) {
+  constexpr uint32_t kMain = 101, kAutograd = 102, kMarker = 103;
+  Job j;
+  j.Device();
+  j.Range("train_step 1", kMain, 100, 5000);
+  j.Range("data", kMain, 110, 400);
+  j.Api("cudaMemcpyAsync_v3020", kMain, 1, 120, 130);
+  inject::MemcpyRecord c;
+  c.start_ns = Gpu(150);
+  c.end_ns = Gpu(300);
+  c.bytes = 1 << 20;
+  c.stream_id = 13;
+  c.correlation_id = 1;
+  c.copy_kind = 1;  // HtoD
+  c.src_kind = 2;   // pinned
+  c.dst_kind = 3;   // device
+  j.w.Add(c);
+  j.Range("forward_backward", kMain, 400, 3000);
+  j.Api("cudaLaunchKernel_v7000", kMain, 2, 410, 420);
+  j.Kernel("fwd_gemm", 7, 2, 500, 900);
+  // The autograd thread, inside forward_backward: launches, calls that launch nothing, and a
+  // range of its own.
+  j.Api("cudaGetDevice", kAutograd, 50, 995, 998);
+  j.Api("cudaLaunchKernel_v7000", kAutograd, 3, 1000, 1010);
+  j.Kernel("bwd_gemm", 7, 3, 1100, 1500);
+  j.Api("cudaGetDevice", kAutograd, 51, 1020, 1022);
+  j.Range("allreduce hook", kAutograd, 1900, 2100);
+  j.Api("cudaMemsetAsync_v3020", kAutograd, 4, 1950, 1960);
+  inject::MemsetRecord s;
+  s.start_ns = Gpu(2000);
+  s.end_ns = Gpu(2010);
+  s.bytes = 4096;
+  s.stream_id = 7;
+  s.correlation_id = 4;
+  s.memory_kind = 3;
+  j.w.Add(s);
+  j.Api("cudaLaunchKernelExC_v11060", kAutograd, 5, 2500, 2510);
+  j.Kernel("bwd_elementwise", 7, 5, 2600, 2700);
+  j.Range("optimizer", kMain, 3000, 4500);
+  j.Api("cudaLaunchKernel_v7000", kMain, 6, 3100, 3110);
+  j.Kernel("adam", 7, 6, 3200, 3300);
+  j.Api("cudaLaunchKernel_v7000", kMain, 7, 4600, 4610);  // in the step, in no other range
+  j.Kernel("loss", 7, 7, 4700, 4800);
+  // A thread that marks the step itself joins through its own range, as before.
+  j.Range("train_step 1", kMarker, 150, 4900);
+  j.Api("cudaLaunchKernel_v7000", kMarker, 8, 4000, 4010);
+  j.Kernel("side", 7, 8, 4100, 4200);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({j.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->steps, 1);
+  EXPECT_EQ(stats->step_joins, 1);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+
+  // One wrapper on the autograd thread, joined to the root, around its first to last launch
+  // (the hook range whole), 1 ns wider at each end where the line leaves room.
+  const std::optional<int64_t> root = RootContext(space, 1);
+  EXPECT_THAT(root, Optional((int64_t{kMain} << 32) | 1));
+  const std::vector<Wrapper> wrappers = JoinWrappers(space, kAutograd);
+  ASSERT_EQ(wrappers.size(), 1u);
+  EXPECT_DOUBLE_EQ(wrappers[0].start_us, 1000 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[0].end_us, 2510 + kNsInUs);
+  EXPECT_THAT(wrappers[0].ct, Optional(0));
+  EXPECT_EQ(wrappers[0].c, root);
+  EXPECT_THAT(JoinWrappers(space, kMain), IsEmpty());
+  EXPECT_THAT(JoinWrappers(space, kMarker), IsEmpty());
+
+  EXPECT_THAT(DeviceOps(space),
+              ElementsAre(std::pair(1u, "nvtx/data:Data"),
+                          std::pair(2u, "nvtx/forward_backward:ForwardBackward"),
+                          // the main thread's range while the autograd thread launched
+                          std::pair(3u, "nvtx/forward_backward:ForwardBackward"),
+                          std::pair(4u, "nvtx/allreduce_hook:AllreduceHook"),  // its own
+                          std::pair(5u, "nvtx/forward_backward:ForwardBackward"),
+                          std::pair(6u, "nvtx/optimizer:Optimizer"),
+                          std::pair(7u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          // in no range of its own: the step root's thread's range then
+                          std::pair(8u, "nvtx/optimizer:Optimizer")));
+
+  // The breakdown reader sees the same steps: a wrapper is neither a step nor host work.
+  absl::StatusOr<analysis::HostTrace> trace = analysis::ReadXSpaceHost(space, "gpu-host-1", 0);
+  ASSERT_THAT(trace, IsOk());
+  std::vector<int64_t> steps;
+  for (const analysis::StepMarker& m : trace->steps) steps.push_back(m.step);
+  EXPECT_THAT(steps, ElementsAre(1, 1));
+}
+
+// Launches outside every step stay as they were: no wrapper, the call for their op.
+TEST(CuptiXSpaceTest, LaunchesOutsideAnyStepGetNoWrapper) {
+  constexpr uint32_t kMain = 101, kAutograd = 102;
+  Job j;
+  j.Device();
+  j.Range("train_step 1", kMain, 1000, 2000);
+  j.Range("forward_backward", kMain, 1000, 2000);
+  j.Api("cudaLaunchKernel", kAutograd, 1, 100, 110);  // before the step
+  j.Kernel("k1", 7, 1, 200, 300);
+  j.Api("cudaLaunchKernel", kAutograd, 2, 1500, 1510);  // in it
+  j.Kernel("k2", 7, 2, 1600, 1700);
+  j.Api("cudaLaunchKernel", kAutograd, 3, 1995, 2005);  // across its end
+  j.Kernel("k3", 7, 3, 2100, 2200);
+  j.Api("cudaLaunchKernel", kAutograd, 4, 3000, 3010);  // after it
+  j.Kernel("k4", 7, 4, 3100, 3200);
+  Job other;  // another process, with no steps of its own, launching during this one's step
+  other.pid = 200;
+  other.Api("cudaLaunchKernel", 103, 5, 1200, 1210);
+  other.Kernel("k5", 7, 5, 3300, 3400);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats =
+      BuildCuptiXSpace({j.Batch(), other.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->step_joins, 1);
+  const std::vector<Wrapper> wrappers = JoinWrappers(space, kAutograd);
+  ASSERT_EQ(wrappers.size(), 1u);
+  EXPECT_DOUBLE_EQ(wrappers[0].start_us, 1500 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[0].end_us, 1510 + kNsInUs);
+  EXPECT_THAT(JoinWrappers(space, 103), IsEmpty());
+  EXPECT_THAT(DeviceOps(space),
+              ElementsAre(std::pair(1u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          std::pair(2u, "nvtx/forward_backward:ForwardBackward"),
+                          std::pair(3u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          std::pair(4u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          std::pair(5u, "cuda/cudaLaunchKernel:CudaLaunchKernel")));
+  // Process 200 launches during process 100's step: the checker wants it joined, but it is no
+  // part of that process's step, so it is left as it is.
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"),
+              ElementsAre(AllOf(StartsWith("[step-join]"), HasSubstr("'pid 200 tid 103'"))));
+
+  // With no step at all, no wrapper.
+  Job none;
+  none.Device();
+  none.Api("cudaLaunchKernel", kAutograd, 1, 100, 110);
+  none.Kernel("k1", 7, 1, 200, 300);
+  xspace::XSpace plain;
+  stats = BuildCuptiXSpace({none.Batch()}, Options(), &plain);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->step_joins, 0);
+  EXPECT_THAT(JoinWrappers(plain, kAutograd), IsEmpty());
+  EXPECT_THAT(testkit::CheckXProfConformance(plain, "gpu-host-1"), IsEmpty());
+}
+
+// Each step gets its own wrappers, joined to its own root, never reaching into the next step.
+TEST(CuptiXSpaceTest, ConsecutiveStepsGetSeparateWrappers) {
+  constexpr uint32_t kMain = 101, kAutograd = 102;
+  Job j;
+  j.Device();
+  j.Range("train_step 1", kMain, 100, 2000);
+  j.Range("train_step 2", kMain, 2000, 4000);
+  j.Api("cudaLaunchKernel", kAutograd, 1, 500, 510);
+  j.Kernel("k1", 7, 1, 600, 700);
+  j.Api("cudaLaunchKernel", kAutograd, 2, 1990, 2000);  // ends as step 1 does
+  j.Kernel("k2", 7, 2, 2100, 2200);
+  j.Api("cudaLaunchKernel", kAutograd, 3, 2000, 2010);  // starts as step 2 does
+  j.Kernel("k3", 7, 3, 2300, 2400);
+  j.Api("cudaLaunchKernel", kAutograd, 4, 3000, 3010);
+  j.Kernel("k4", 7, 4, 3100, 3200);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({j.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->step_joins, 2);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+  const std::vector<Wrapper> wrappers = JoinWrappers(space, kAutograd);
+  ASSERT_EQ(wrappers.size(), 2u);
+  EXPECT_DOUBLE_EQ(wrappers[0].start_us, 500 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[0].end_us, 2000);  // the next launch starts there: no room
+  EXPECT_DOUBLE_EQ(wrappers[1].start_us, 2000);
+  EXPECT_DOUBLE_EQ(wrappers[1].end_us, 3010 + kNsInUs);
+  EXPECT_THAT(RootContext(space, 1), Optional((int64_t{kMain} << 32) | 1));
+  EXPECT_THAT(RootContext(space, 2), Optional((int64_t{kMain} << 32) | 2));
+  EXPECT_EQ(wrappers[0].c, RootContext(space, 1));
+  EXPECT_EQ(wrappers[1].c, RootContext(space, 2));
+}
+
+// One process per GPU, each marking the step (one root on the host, the others joining it):
+// each process's autograd thread joins the host's step, and takes its ops from its own process's
+// step thread.
+TEST(CuptiXSpaceTest, EachProcessJoinsItsThreadsToItsOwnSteps) {
+  Job a;
+  a.Device();
+  a.Range("train_step 1", 101, 100, 3000);
+  a.Api("cudaLaunchKernel", 102, 1, 1000, 1010);
+  a.Kernel("k1", 7, 1, 1100, 1200);
+  a.Api("cudaLaunchKernel", 102, 2, 2000, 2010);
+  a.Kernel("k2", 7, 2, 2100, 2200);
+  Job b;
+  b.pid = 200;
+  b.Range("train_step 1", 201, 200, 3100);
+  b.Range("forward_backward", 201, 300, 2900);
+  b.Api("cudaLaunchKernel", 202, 11, 1100, 1110);
+  b.Kernel("k11", 8, 11, 1300, 1400);
+  b.Api("cudaLaunchKernel", 202, 12, 2100, 2110);
+  b.Kernel("k12", 8, 12, 2300, 2400);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats =
+      BuildCuptiXSpace({a.Batch(), b.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->steps, 1);
+  EXPECT_EQ(stats->step_joins, 2);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+  const std::optional<int64_t> root = RootContext(space, 1);
+  EXPECT_THAT(root, Optional((int64_t{101} << 32) | 1));
+  for (const int64_t tid : {102, 202}) {
+    const std::vector<Wrapper> wrappers = JoinWrappers(space, tid);
+    ASSERT_EQ(wrappers.size(), 1u) << tid;
+    EXPECT_EQ(wrappers[0].c, root) << tid;
+  }
+  EXPECT_THAT(DeviceOps(space),
+              ElementsAre(std::pair(1u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          std::pair(2u, "cuda/cudaLaunchKernel:CudaLaunchKernel"),
+                          std::pair(11u, "nvtx/forward_backward:ForwardBackward"),
+                          std::pair(12u, "nvtx/forward_backward:ForwardBackward")));
+}
+
+// A wrapper nests with what the thread's line holds: a range across the step boundary keeps the
+// launches inside it apart from those outside, and a step range of the thread's own ends a
+// wrapper.
+TEST(CuptiXSpaceTest, WrappersNestWithTheThreadsOwnRanges) {
+  constexpr uint32_t kMain = 101, kAutograd = 102;
+  Job j;
+  j.Device();
+  j.Range("train_step 1", kMain, 100, 2000);
+  j.Range("train_step 2", kMain, 2000, 4000);
+  j.Range("hook", kAutograd, 1500, 2500);
+  j.Api("cudaLaunchKernel", kAutograd, 1, 1000, 1010);
+  j.Kernel("k1", 7, 1, 1100, 1200);
+  j.Api("cudaLaunchKernel", kAutograd, 2, 1600, 1610);
+  j.Kernel("k2", 7, 2, 1700, 1800);
+  j.Api("cudaLaunchKernel", kAutograd, 3, 2100, 2110);
+  j.Kernel("k3", 7, 3, 2200, 2300);
+  j.Range("step 7", kAutograd, 3000, 3100);  // a step of its own (left alone), between launches
+  j.Api("cudaLaunchKernel", kAutograd, 4, 2800, 2810);
+  j.Kernel("k4", 7, 4, 2900, 2950);
+  j.Api("cudaLaunchKernel", kAutograd, 5, 3050, 3060);  // inside its own step
+  j.Kernel("k5", 7, 5, 3070, 3080);
+  j.Api("cudaLaunchKernel", kAutograd, 6, 3500, 3510);
+  j.Kernel("k6", 7, 6, 3600, 3700);
+
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({j.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->step_joins, 5);
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+  const std::vector<Wrapper> wrappers = JoinWrappers(space, kAutograd);
+  ASSERT_EQ(wrappers.size(), 5u);
+  const std::optional<int64_t> step1 = RootContext(space, 1);
+  const std::optional<int64_t> step2 = RootContext(space, 2);
+  // Before the hook; inside it, in step 1; inside it, in step 2; the launch after the hook; the
+  // one after the thread's own step.
+  EXPECT_DOUBLE_EQ(wrappers[0].start_us, 1000 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[0].end_us, 1010 + kNsInUs);
+  EXPECT_EQ(wrappers[0].c, step1);
+  EXPECT_DOUBLE_EQ(wrappers[1].start_us, 1600 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[1].end_us, 1610 + kNsInUs);
+  EXPECT_EQ(wrappers[1].c, step1);
+  EXPECT_DOUBLE_EQ(wrappers[2].start_us, 2100 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[2].end_us, 2110 + kNsInUs);
+  EXPECT_EQ(wrappers[2].c, step2);
+  EXPECT_DOUBLE_EQ(wrappers[3].start_us, 2800 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[3].end_us, 2810 + kNsInUs);
+  EXPECT_EQ(wrappers[3].c, step2);
+  EXPECT_DOUBLE_EQ(wrappers[4].start_us, 3500 - kNsInUs);
+  EXPECT_DOUBLE_EQ(wrappers[4].end_us, 3510 + kNsInUs);
+  EXPECT_EQ(wrappers[4].c, step2);
+}
+
+// tf_op is `scope/Name:Type` as XProf parses a TensorFlow op, whatever the range's name.
+TEST(CuptiXSpaceTest, OpNamesAreTensorFlowOpNames) {
+  Job j;
+  j.Device();
+  j.Range("aten::mm, seq = 5", 101, 100, 200);
+  j.Api("cudaLaunchKernel", 101, 1, 110, 120);
+  j.Kernel("k1", 7, 1, 130, 140);
+  j.Range("3d conv", 101, 300, 400);
+  j.Api("cudaLaunchKernel", 101, 2, 310, 320);
+  j.Kernel("k2", 7, 2, 330, 340);
+  j.Range("", 101, 500, 600);
+  j.Api("cudaLaunchKernel", 101, 3, 510, 520);
+  j.Kernel("k3", 7, 3, 530, 540);
+  j.Range("outer", 101, 700, 900);
+  j.Range("::", 101, 710, 800);
+  j.Api("cudaLaunchKernel", 101, 4, 720, 730);  // the innermost range names it
+  j.Kernel("k4", 7, 4, 740, 750);
+  j.Api("cudaLaunchKernel", 101, 5, 810, 820);  // back in the outer one
+  j.Kernel("k5", 7, 5, 830, 840);
+  j.Api("", 101, 6, 1000, 1010);  // an API call CUPTI did not name
+  j.Kernel("k6", 7, 6, 1030, 1040);
+  j.Kernel("k7", 7, 7, 1050, 1060);  // its launch was not recorded
+  xspace::XSpace space;
+  ASSERT_THAT(BuildCuptiXSpace({j.Batch()}, Options(), &space), IsOk());
+  EXPECT_THAT(
+      DeviceOps(space),
+      ElementsAre(std::pair(1u, "nvtx/aten_mm_seq_5:AtenMmSeq5"),
+                  std::pair(2u, "nvtx/3d_conv:_3dConv"), std::pair(3u, "nvtx/nvtx_range:NvtxRange"),
+                  std::pair(4u, "nvtx/unnamed:Unnamed"), std::pair(5u, "nvtx/outer:Outer"),
+                  std::pair(6u, "cuda/cuda_api_0:CudaApi0"),
+                  std::pair(7u, "cuda/unrecorded_launch:UnrecordedLaunch")));
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"),
+              ElementsAre(AllOf(StartsWith("[correlation]"), HasSubstr("'k7'"))));
 }
 
 TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
