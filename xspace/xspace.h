@@ -49,6 +49,22 @@ inline constexpr absl::string_view kStatStepNum = "step_num";
 // began before the window or ended after it): int64 1. Readers keep such a step as partial; XProf
 // ignores the stat.
 inline constexpr absl::string_view kStatStepCut = "profctl_step_cut";
+// The tf_op scopes profctl's CUPTI path writes for device work with no framework op: the NVTX
+// range it was launched in ("nvtx/forward_backward:ForwardBackward") or its launch call
+// ("cuda/cudaLaunchKernel:CudaLaunchKernel"). XProf files them as TensorFlow ops, which its op
+// tools need; profctl's own tools know they are not one.
+inline constexpr absl::string_view kNvtxOpScope = "nvtx";
+inline constexpr absl::string_view kApiOpScope = "cuda";
+// Whether a tf_op is one of those.
+inline bool IsCuptiDerivedOp(absl::string_view tf_op) {
+  for (const absl::string_view scope : {kNvtxOpScope, kApiOpScope}) {
+    if (tf_op.size() > scope.size() && tf_op.substr(0, scope.size()) == scope &&
+        tf_op[scope.size()] == '/') {
+      return true;
+    }
+  }
+  return false;
+}
 inline constexpr absl::string_view kStatIsRoot = "_r";
 inline constexpr absl::string_view kStatCorrelationId = "correlation_id";
 inline constexpr absl::string_view kStatDeviceId = "device_id";

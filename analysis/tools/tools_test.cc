@@ -658,6 +658,38 @@ tensorflow::profiler::XSpace TfStyleSpace() {
   return space;
 }
 
+// profctl's CUPTI path names device work with no framework op after its NVTX range
+// ("nvtx/forward_backward:ForwardBackward"), for XProf. profctl's tools know it is not a
+// TensorFlow op: the framework is not called TensorFlow and the kernel's op is its launch's.
+TEST(XSpaceToolsTest, CuptiDerivedOpsAreNotFrameworkOps) {
+  tensorflow::profiler::XSpace space = TfStyleSpace();
+  for (auto& plane : *space.mutable_planes()) {
+    for (auto& [id, meta] : *plane.mutable_event_metadata()) {
+      if (meta.name() == "model/dense/MatMul:MatMul") meta.set_name("forward_backward");
+    }
+    for (auto& [id, meta] : *plane.mutable_stat_metadata()) {
+      if (meta.name() == "model/dense/MatMul:MatMul") {
+        meta.set_name("nvtx/forward_backward:ForwardBackward");
+      }
+    }
+    for (auto& line : *plane.mutable_lines()) {
+      for (auto& e : *line.mutable_events()) {
+        for (auto& st : *e.mutable_stats()) {
+          if (st.str_value() == "model/dense/MatMul:MatMul") {
+            st.set_str_value("nvtx/forward_backward:ForwardBackward");
+          }
+        }
+      }
+    }
+  }
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_NE(t->environment.framework, "TensorFlow");
+  const std::vector<KernelStat> kernels = ComputeKernelStats(*t);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].op, "forward_backward");  // the launch's enclosing host op
+}
+
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
   const tensorflow::profiler::XSpace space = TfStyleSpace();
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);

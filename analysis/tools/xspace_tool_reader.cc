@@ -429,6 +429,9 @@ class XSpaceToolReader {
         d.kind = kind.value_or(ClassifyDeviceOpName(name));
         d.correlation_id = stats.Int(PlaneStats::Find(e, md, corr_id)).value_or(-1);
         absl::string_view op = stats.Str(PlaneStats::Find(e, md, tf_op_id));
+        // profctl's CUPTI path names device work with no framework op after its NVTX range or
+        // launch call, for XProf: not a framework op (the tools take the launch's op instead).
+        if (xspace::IsCuptiDerivedOp(op)) op = {};
         if (!op.empty()) *tf = true;
         if (op.empty()) op = stats.Str(PlaneStats::Find(e, md, hlo_op_id));
         if (tpu && has_xla_ops && op.empty()) op = name;

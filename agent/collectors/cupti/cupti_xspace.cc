@@ -191,8 +191,8 @@ void EmitLine(XPlaneBuilder& plane, xspace::XLine* line, LineEvents& events) {
 // tf_op, the framework op XProf's op tools file a kernel, copy or memset under:
 // `<scope>/<Name>:<Type>`, which tf_op_utils' ParseTfOpFullname reads as a TensorFlow op (name
 // [A-Za-z0-9.][A-Za-z0-9_./>-]*, type [A-Z_][A-Za-z0-9_]*).
-constexpr absl::string_view kNvtxOpScope = "nvtx";
-constexpr absl::string_view kApiOpScope = "cuda";
+using xspace::kApiOpScope;
+using xspace::kNvtxOpScope;
 // Device work whose launching API call was not recorded.
 constexpr absl::string_view kUnrecordedLaunchOp = "cuda/unrecorded_launch:UnrecordedLaunch";
 
