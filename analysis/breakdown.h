@@ -100,6 +100,9 @@ struct PodHostStep {
   int64_t start_ns = 0;
   int64_t step_time_ns = 0;
   CategoryTimes categories;  // the host view
+  // Per device of a host with several (empty with one: its view is the host's): the device id
+  // and its categories this step, in the host's device order.
+  std::vector<std::pair<int64_t, CategoryTimes>> devices;
 };
 
 // The categories a host can stand out in: its own work (collectives and idle are waiting).
@@ -142,6 +145,11 @@ struct PodStep {
   // much; kIdle when nothing exceeds the median.
   Category cause = Category::kIdle;
   int64_t cause_excess_ns = 0;
+  // Which device of the named straggler was slow, when it has several: the one with the most
+  // time outside collectives, named when that exceeds the median of its other devices' by more
+  // than the noise floor (-1 otherwise), and by how much.
+  int64_t straggler_device = -1;
+  int64_t straggler_device_excess_ns = 0;
   // The pod's bottleneck this step: the largest category of the straggler (of the only host).
   Category bottleneck = Category::kIdle;
   // One sentence for people, e.g. "worker-1 is the straggler: compute 75.0 ms vs 50.0 ms median

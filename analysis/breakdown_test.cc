@@ -24,6 +24,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 constexpr int64_t kUs = 1'000;
@@ -972,6 +973,39 @@ TEST(StepOutlierTest, AHostSlowInFewStepsIsNotAnOutlierOfTheCapture) {
     flagged += !step.outliers.empty();
   }
   EXPECT_EQ(flagged, 5);
+}
+
+TEST(StragglerDeviceTest, TheStragglersSlowGpuIsNamedOnlyBeyondTheNoise) {
+  // Two GPUs per host; worker-1's GPU 1 computes 8 ms longer than its GPU 0 every step.
+  const auto pod_with = [](int64_t slow_gpu_extra) {
+    std::vector<HostSummary> hosts = SyncPod(
+        4, 30, 0.002, [](int h) { return h == 1 ? 1.2 : 1.0; }, 6);
+    for (HostSummary& h : hosts) {
+      for (HostStep& st : h.steps) {
+        for (int64_t d = 0; d < 2; ++d) {
+          CategoryTimes c = st.host;
+          const int64_t less = h.host == "worker-1" && d == 0 ? slow_gpu_extra : 0;
+          c[Category::kCompute] -= less;
+          c[Category::kCollectives] += less;
+          st.devices.emplace_back(d, c);
+        }
+      }
+    }
+    return BuildPodBreakdown(hosts);
+  };
+  const PodBreakdown pod = pod_with(8 * kMs);
+  for (const PodStep& step : pod.steps) {
+    ASSERT_EQ(step.straggler, "worker-1") << step.step;
+    EXPECT_EQ(step.straggler_device, 1) << step.step;
+    EXPECT_EQ(step.straggler_device_excess_ns, 8 * kMs) << step.step;
+    EXPECT_THAT(step.why, HasSubstr("of its 2 devices, device 1 is the slowest (+8.0 ms"));
+    EXPECT_THAT(step.hosts[1].devices, SizeIs(2));
+  }
+  // GPUs alike: no device named.
+  for (const PodStep& step : pod_with(0).steps) {
+    EXPECT_EQ(step.straggler_device, -1) << step.step;
+    EXPECT_THAT(step.why, Not(HasSubstr("devices")));
+  }
 }
 
 TEST(StepMatchingTest, AHostOnAnotherGridIsLeftOutAndNamed) {

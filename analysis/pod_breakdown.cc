@@ -197,6 +197,27 @@ size_t Candidate(const PodStep& ps) {
   return s;
 }
 
+// Which device of the named straggler was slow (PodStep::straggler_device): its devices' time
+// outside collectives, each against the median of the others'; the largest named above the
+// noise floor, and said in `why`.
+void JudgeStragglerDevices(PodStep& ps, const PodHostStep& straggler, int64_t noise_floor_ns) {
+  const size_t n = straggler.devices.size();
+  if (n < 2) return;
+  std::vector<int64_t> busy;
+  busy.reserve(n);
+  for (const auto& [id, c] : straggler.devices)
+    busy.push_back(c.total() - c[Category::kCollectives]);
+  const std::vector<int64_t> excess = ExcessOverOthers(busy);
+  const size_t slowest =
+      static_cast<size_t>(std::max_element(excess.begin(), excess.end()) - excess.begin());
+  if (excess[slowest] <= noise_floor_ns) return;
+  ps.straggler_device = straggler.devices[slowest].first;
+  ps.straggler_device_excess_ns = excess[slowest];
+  absl::StrAppend(&ps.why, "; of its ", n, " devices, device ", ps.straggler_device,
+                  " is the slowest (+", Ms(excess[slowest]),
+                  " ms outside collectives over the median of its others)");
+}
+
 // Fills straggler, cause, bottleneck and why of a step with its hosts and straggler_excess_ns
 // set; the candidate `s` is named only when its excess is above `noise_floor_ns`.
 void Judge(PodStep& ps, size_t s, int64_t noise_floor_ns) {
@@ -277,6 +298,7 @@ void Judge(PodStep& ps, size_t s, int64_t noise_floor_ns) {
   } else {
     ps.why = absl::StrCat(ps.straggler, " is the straggler: ", cause_text, "; ", waiting);
   }
+  JudgeStragglerDevices(ps, straggler, noise_floor_ns);
 }
 
 // A host's step in the pod's order: (step, host index, step index in the host's summary).
@@ -515,8 +537,9 @@ class PodStepMatcher {
       }
       const HostStep& st = hosts_[refs[j].host].steps[refs[j].index];
       host_indices->push_back(refs[j].host);
-      ps.hosts.push_back(
-          PodHostStep{hosts_[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host});
+      ps.hosts.push_back(PodHostStep{
+          hosts_[refs[j].host].host, st.start_ns, st.end_ns - st.start_ns, st.host,
+          st.devices.size() >= 2 ? st.devices : std::vector<std::pair<int64_t, CategoryTimes>>()});
     }
     *i = j;
     Recompute(&ps);

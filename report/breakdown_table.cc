@@ -173,6 +173,10 @@ void AppendStepSection(std::string* out, const PodBreakdown& b, const Columns& c
         } else {
           absl::StrAppend(out, "  <- straggler");
         }
+        if (s.straggler_device >= 0) {
+          absl::StrAppend(out, "; its device ", s.straggler_device, " +",
+                          FormatMs(s.straggler_device_excess_ns), " ms over its others");
+        }
       }
       absl::StrAppend(out, "\n");
     }

@@ -279,7 +279,24 @@ void WriteHostJson(JsonOut& j, const HostReport& h, const BreakdownContext& ctx)
   j.EndObject();
 }
 
-void WriteStepJson(JsonOut& j, const PodStep& s) {
+// A host's devices are worth writing in a step when they differ: their times outside collectives
+// spread beyond the noise floor, or it is the step's straggler. Healthy pods of 8-GPU hosts would
+// otherwise write 8 identical views per host and step (the JSON of a 1,024-host capture 6 x as
+// large for nothing).
+bool DevicesWorthWriting(const PodStep& s, const PodHostStep& h, int64_t noise_floor_ns) {
+  if (h.devices.empty()) return false;
+  if (!s.straggler.empty() && h.host == s.straggler) return true;
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  for (const auto& [id, c] : h.devices) {
+    const int64_t busy = c.total() - c[Category::kCollectives];
+    lo = std::min(lo, busy);
+    hi = std::max(hi, busy);
+  }
+  return hi - lo > noise_floor_ns;
+}
+
+void WriteStepJson(JsonOut& j, const PodStep& s, int64_t noise_floor_ns) {
   j.BeginObject();
   j.Key("step");
   j.Int(s.step);
@@ -307,6 +324,17 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   }
   j.Key("cause_excess_ms");
   j.Ms(HasCause(s) ? s.cause_excess_ns : 0);
+  j.Key("straggler_device");
+  if (s.straggler_device < 0) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    j.Key("device");
+    j.Int(s.straggler_device);
+    j.Key("excess_ms");
+    j.Ms(s.straggler_device_excess_ns);
+    j.EndObject();
+  }
   j.Key("why");
   j.String(s.why);
   j.Key("outliers");
@@ -332,6 +360,19 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
     j.Ms(h.step_time_ns);
     j.Key("categories_ms");
     WriteCategoriesMs(j, h.categories, h.step_time_ns);
+    if (DevicesWorthWriting(s, h, noise_floor_ns)) {
+      j.Key("devices");
+      j.BeginArray();
+      for (const auto& [id, c] : h.devices) {
+        j.BeginObject();
+        j.Key("device");
+        j.Int(id);
+        j.Key("categories_ms");
+        WriteCategoriesMs(j, c, h.step_time_ns);
+        j.EndObject();
+      }
+      j.EndArray();
+    }
     j.EndObject();
   }
   j.EndArray();
@@ -367,7 +408,7 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.EndArray();
   j.Key("steps");
   j.BeginArray();
-  for (const PodStep& s : b.steps) WriteStepJson(j, s);
+  for (const PodStep& s : b.steps) WriteStepJson(j, s, b.noise_floor_ns);
   j.EndArray();
   j.Key("straggler_changes");
   j.BeginArray();
@@ -405,7 +446,7 @@ std::string BreakdownCsv(const PodBreakdown& b) {
   for (int c = 0; c < kNumCategories; ++c) {
     absl::StrAppend(&out, ",", CategoryName(CategoryAt(c)), "_ms");
   }
-  out.append(",straggler,pod_step_time_ms,straggler_cost_ms,stands_out\n");
+  out.append(",straggler,pod_step_time_ms,straggler_cost_ms,stands_out,device_busy_ms\n");
   for (const PodStep& s : b.steps) {
     for (const PodHostStep& h : s.hosts) {
       absl::StrAppend(&out, s.step, ",");
@@ -422,6 +463,13 @@ std::string BreakdownCsv(const PodBreakdown& b) {
       for (const analysis::StepOutlier& o : s.outliers) {
         if (o.host != h.host) continue;
         absl::StrAppend(&out, sep, CategoryName(o.category), "+", FormatMs(o.excess_ns));
+        sep = " ";
+      }
+      // A host with several devices: each one's time outside collectives, "0:48.100 1:51.300".
+      out.append(",");
+      sep = "";
+      for (const auto& [id, c] : h.devices) {
+        absl::StrAppend(&out, sep, id, ":", FormatMs(c.total() - c[Category::kCollectives]));
         sep = " ";
       }
       out.append("\n");

@@ -62,9 +62,11 @@ std::string BreakdownJson(const analysis::PodBreakdown& breakdown, const Breakdo
 
 // pod_step_breakdown.csv (RFC 4180 quoting, '\n' line ends): the header
 //   step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,idle_ms,
-//   straggler,pod_step_time_ms,straggler_cost_ms,stands_out
+//   straggler,pod_step_time_ms,straggler_cost_ms,stands_out,device_busy_ms
 // then one row per step x host in step, then host, order; straggler is true/false; stands_out
-// lists the host's categories beyond the noise in that step ("input+4.000 compute+1.250").
+// lists the host's categories beyond the noise in that step ("input+4.000 compute+1.250");
+// device_busy_ms, for a host with several devices, each one's time outside collectives
+// ("0:48.100 1:51.300").
 std::string BreakdownCsv(const analysis::PodBreakdown& breakdown);
 
 struct TableOptions {

@@ -421,10 +421,10 @@ TEST(BreakdownCsvTest, OneRowPerStepAndHostWithHeader) {
   ASSERT_EQ(rows.size(), 1u + 2 * 3);
   EXPECT_EQ(absl::StrJoin(rows[0], ","),
             "step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,"
-            "idle_ms,straggler,pod_step_time_ms,straggler_cost_ms,stands_out");
-  for (const auto& r : rows) EXPECT_EQ(r.size(), 14u);
+            "idle_ms,straggler,pod_step_time_ms,straggler_cost_ms,stands_out,device_busy_ms");
+  for (const auto& r : rows) EXPECT_EQ(r.size(), 15u);
   EXPECT_EQ(absl::StrJoin(rows[2], ","),
-            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130,0.000,");
+            "10,worker-1,150.130,80.001,1.000,0.000,65.629,0.500,2.000,1.000,true,150.130,0.000,,");
   EXPECT_EQ(rows[1][10], "false");
   EXPECT_EQ(rows[4][0], "11");
   EXPECT_EQ(rows[4][1], "worker-0");
@@ -440,7 +440,7 @@ TEST(BreakdownCsvTest, QuotesHostNames) {
   const auto rows = ParseCsv(csv);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[1][1], "rack 1, \"gpu\"\nhost");
-  EXPECT_EQ(rows[1].size(), 14u);
+  EXPECT_EQ(rows[1].size(), 15u);
 }
 
 // --- Table ---------------------------------------------------------------------------------------
@@ -576,6 +576,49 @@ TEST(BreakdownPartialTest, PartialStepsAndStepsOnEveryHostAreInEveryOutput) {
   const std::string table = FormatBreakdownTable(b, Context());
   EXPECT_THAT(table, HasSubstr("2 hosts, 2 steps (and 1 partial steps cut by the window, not "
                                "compared); 1 steps on every host"));
+}
+
+// Which device of the straggler was slow: in the JSON (per step and per host's device), the
+// CSV's device_busy_ms and the table's straggler line.
+TEST(BreakdownDevicesTest, TheStragglersSlowDeviceIsInEveryOutput) {
+  PodBreakdown b = MakePod(2, 1);
+  PodHostStep& h = b.steps[0].hosts[1];
+  for (int64_t d = 0; d < 2; ++d) {
+    analysis::CategoryTimes c = h.categories;
+    c[Category::kCompute] -= (1 - d) * 5 * kMs;  // device 1 computes 5 ms longer
+    c[Category::kCollectives] += (1 - d) * 5 * kMs;
+    h.devices.emplace_back(d, c);
+  }
+  b.steps[0].straggler_device = 1;
+  b.steps[0].straggler_device_excess_ns = 5 * kMs;
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct& step = Field(doc, "steps").list_value().values(0).struct_value();
+  const Struct& dev = Field(step, "straggler_device").struct_value();
+  EXPECT_EQ(Field(dev, "device").number_value(), 1);
+  EXPECT_DOUBLE_EQ(Field(dev, "excess_ms").number_value(), 5.0);
+  const auto& hosts = Field(step, "hosts").list_value();
+  EXPECT_EQ(hosts.values(0).struct_value().fields().count("devices"), 0u);  // one device
+  // A host whose devices agree, not the straggler: its devices are not written, they say nothing.
+  {
+    PodBreakdown alike = b;
+    PodHostStep& w0 = alike.steps[0].hosts[0];
+    w0.devices = {{0, w0.categories}, {1, w0.categories}};
+    const Struct d = Parse(BreakdownJson(alike, Context()));
+    const auto& hs = Field(Field(d, "steps").list_value().values(0).struct_value(), "hosts");
+    EXPECT_EQ(hs.list_value().values(0).struct_value().fields().count("devices"), 0u);
+    EXPECT_EQ(hs.list_value().values(1).struct_value().fields().count("devices"), 1u);
+  }
+  const auto& devices = Field(hosts.values(1).struct_value(), "devices").list_value();
+  ASSERT_EQ(devices.values_size(), 2);
+  EXPECT_DOUBLE_EQ(
+      Field(Field(devices.values(1).struct_value(), "categories_ms").struct_value(), "compute")
+          .number_value(),
+      80.001);
+  const auto rows = ParseCsv(BreakdownCsv(b));
+  EXPECT_EQ(rows[1][14], "");
+  EXPECT_EQ(rows[2][14], "0:79.501 1:84.501");  // 150.130 - 65.629 (- 5 on device 0)
+  EXPECT_THAT(FormatBreakdownTable(b, Context()),
+              HasSubstr("ms over the median host; its device 1 +5.000 ms over its others"));
 }
 
 TEST(BreakdownTableTest, ListsStragglerChanges) {
