@@ -67,6 +67,9 @@ def main():
                         help="START:COUNT: record those steps with torch.profiler")
     parser.add_argument("--kineto-steps", type=int, default=100,
                         help="steps a SIGUSR1-started torch.profiler window records")
+    parser.add_argument("--kineto-trace", default="",
+                        help="write the torch.profiler window's trace here (export_chrome_trace; "
+                             "a .gz name is compressed), after the window, outside the timed steps")
     parser.add_argument("--progress", type=int, default=0,
                         help="print 'pytorch_steps: step N' every N steps (0: never)")
     parser.add_argument("--step-log", default="",
@@ -102,9 +105,12 @@ def main():
             kineto_start, kineto_count = step, args.kineto_steps
         if step == kineto_start:
             t = time.perf_counter()
+            # A schedule, so that step() marks each step (ProfilerStep#N), as users' loops do.
             profiler = torch.profiler.profile(
                 activities=[torch.profiler.ProfilerActivity.CPU,
-                            torch.profiler.ProfilerActivity.CUDA])
+                            torch.profiler.ProfilerActivity.CUDA],
+                schedule=torch.profiler.schedule(wait=0, warmup=0, active=kineto_count,
+                                                 repeat=1))
             profiler.__enter__()
             kineto_costs_ms.append(1e3 * (time.perf_counter() - t))
         wall_start = time.time_ns()
@@ -121,6 +127,8 @@ def main():
             optimizer.step()
         loss_value = loss.item()  # synchronizes, as a real loop's logging does
         torch.cuda.nvtx.range_pop()
+        if profiler is not None:
+            profiler.step()
         elapsed = time.perf_counter() - start
         in_kineto = profiler is not None
         if step >= args.warmup:
@@ -131,6 +139,8 @@ def main():
             t = time.perf_counter()
             profiler.__exit__(None, None, None)
             kineto_costs_ms.append(1e3 * (time.perf_counter() - t))
+            if args.kineto_trace:
+                profiler.export_chrome_trace(args.kineto_trace)
             profiler = None
             print(f"pytorch_steps: kineto window steps {kineto_start}..{step} done", flush=True)
         step += 1

@@ -5,7 +5,7 @@ libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-ver
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
                         [--phases=cuda,pytorch,overhead] [--rounds=2] [--idle-steps=300]
                         [--capture-ms=3000] [--kineto-steps=300] [--cuda-steps=BIN]
-                        [--settle-s=10]
+                        [--settle-s=10] [--phase-capture-ms=2000]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
@@ -16,7 +16,7 @@ library.
 Phases:
   cuda      build examples/cuda_steps (cmake + nvcc; or take --cuda-steps), run it under
             injection beside an agent with --collectors=cupti, wait until it registers and then
-            --settle-s, `profctl capture` 2 s, and run tests/gpu_capture_check.py on the session
+            --settle-s, `profctl capture` --phase-capture-ms (2 s), and run tests/gpu_capture_check.py on the session
             (kernels, memcpys, NVTX steps with sane times, a breakdown that adds up).
   pytorch   the same with examples/pytorch_steps.py.
   overhead  the same PyTorch loop, side by side, --rounds times, alternating:
@@ -310,7 +310,7 @@ def phase_capture(env, name, argv, cwd=None):
         # --settle-s, during which neither it nor the agent may exit.
         hold(f"{name}'s --settle-s before the capture", env.args.settle_s,
              env.procs.only([name, "agent"]))
-        session_dir, _, printed = env.capture(name, 2000)
+        session_dir, _, printed = env.capture(name, env.args.phase_capture_ms)
         print(printed, end="")
         return {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
     finally:
@@ -457,6 +457,9 @@ def main():
     ap.add_argument("--idle-steps", type=int, default=300)
     ap.add_argument("--capture-ms", type=int, default=3000)
     ap.add_argument("--kineto-steps", type=int, default=300)
+    ap.add_argument("--phase-capture-ms", type=int, default=2000,
+                    help="the cuda and pytorch phases' capture (a shorter one makes a smaller "
+                         "session, e.g. for test fixtures)")
     ap.add_argument("--python", default=sys.executable, help="the Python that has PyTorch")
     ap.add_argument("--cuda-steps", help="an examples/cuda_steps binary already built "
                     "(default: build it with cmake and nvcc)")
@@ -470,9 +473,9 @@ def main():
     if unknown:
         ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead)")
     if (args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or
-            args.kineto_steps < 1 or args.settle_s < 0):
+            args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100):
         ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1, "
-                 "--settle-s >= 0")
+                 "--settle-s >= 0, --phase-capture-ms >= 100")
 
     gpus = gpu_present()
     if gpus is None and not args.no_gpu_ok:

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/collectors/synthetic/synthetic_collector.h"
 #include "common/clock.h"
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
@@ -100,6 +101,17 @@ TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
     EXPECT_GE(shape.d2h, complete * config.gpus) << where;
     EXPECT_GE(shape.allocations, complete * config.gpus) << where;
   }
+}
+
+// profctl's capture of a real PyTorch loop on an H100 (docs/gpu-verification.md, 2026-11-26):
+// the autograd thread's launches joined to their steps, every kernel named by its NVTX range.
+TEST(RealFilesTest, H100PyTorchCaptureConforms) {
+  absl::StatusOr<std::string> bytes =
+      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  xspace::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(*bytes));
+  EXPECT_THAT(CheckXProfConformance(space, "gpu-host"), IsEmpty());
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -298,6 +298,27 @@ TEST(KinetoReaderTest, RealH100TorchProfilerTrace) {
   EXPECT_NEAR(static_cast<double>(compute) / 12, 1.141e6, 0.01e6);
 }
 
+// profctl's own capture of the same loop on the H100 (400 ms, the agent's cupti collector; the
+// autograd thread's launches joined to their steps): read and broken down as the GPU run saw it.
+TEST(XSpaceReaderTest, RealH100ProfctlCapture) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  absl::StatusOr<HostTrace> t = ReadXSpaceHost(StringByteSource(*bytes), "gpu-host", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->devices.size(), 1u);
+  EXPECT_GE(t->devices[0].ops.size(), 6509u);  // kernels, and the copies and memsets
+  const HostSummary s = SummarizeHost(*t);
+  ASSERT_EQ(s.steps.size(), 185u);
+  EXPECT_EQ(s.steps.front().step, 3088);
+  EXPECT_EQ(s.steps.back().step, 3272);
+  int64_t compute = 0;
+  for (const HostStep& step : s.steps) {
+    EXPECT_EQ(step.host.total(), step.end_ns - step.start_ns) << step.step;
+    compute += step.host[Category::kCompute];
+  }
+  EXPECT_NEAR(static_cast<double>(compute) / 185, 1.130e6, 0.01e6);
+}
+
 TEST(KinetoReaderTest, HostNamedByFileStemWithoutRank) {
   const std::string json = R"({"traceEvents": [
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2,

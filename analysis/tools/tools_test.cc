@@ -690,6 +690,26 @@ TEST(XSpaceToolsTest, CuptiDerivedOpsAreNotFrameworkOps) {
   EXPECT_EQ(kernels[0].op, "forward_backward");  // the launch's enclosing host op
 }
 
+// profctl's capture of a real PyTorch loop on an H100 (docs/gpu-verification.md): its kernel
+// stats as the GPU run saw them. Top kernel: cuBLAS's CUTLASS GEMM, launched with the driver's
+// cuLaunchKernel (tied to its launch since 7d11166), 4 a step, under the NVTX range that
+// launched it; not a TensorFlow trace.
+TEST(XSpaceToolsTest, RealH100ProfctlCaptureKernelStats) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  tensorflow::profiler::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(*bytes));
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "gpu-host", /*offset_ns=*/0);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_NE(t->environment.framework, "TensorFlow");
+  const std::vector<KernelStat> kernels = ComputeKernelStats(*t);
+  ASSERT_GE(kernels.size(), 3u);
+  EXPECT_THAT(kernels[0].kernel, HasSubstr("cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_tn"));
+  EXPECT_EQ(kernels[0].occurrences, 740);  // 4 a step, 185 steps
+  EXPECT_EQ(kernels[0].op, "forward_backward");
+  EXPECT_EQ(kernels[0].registers_per_thread, 120);
+}
+
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
   const tensorflow::profiler::XSpace space = TfStyleSpace();
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);

@@ -239,12 +239,24 @@ inject::DeviceRecord Device(uint32_t ordinal, const char* uuid, const char* mig_
   return d;
 }
 
-// A batch of process `pid`: a kernel on `ordinal` at [t, t + 100), and `device` if given.
+// A batch of process `pid`: a kernel on `ordinal` at [t, t + 100) with its launch just before,
+// and `device` if given.
 std::vector<uint8_t> DeviceBatch(uint32_t pid, uint32_t ordinal, uint64_t t,
                                  const inject::DeviceRecord* device) {
+  static uint32_t next_correlation = 1;
   inject::RecordBatchWriter writer(1 << 20);
   if (device != nullptr) writer.Add(*device);
+  inject::ApiRecord a;
+  a.start_ns = t - 50;
+  a.end_ns = t - 40;
+  a.pid = pid;
+  a.tid = pid;
+  a.correlation_id = next_correlation++;
+  a.domain = static_cast<uint8_t>(inject::ApiDomain::kRuntime);
+  a.name = writer.Intern("cudaLaunchKernel");
+  writer.Add(a);
   inject::KernelRecord k;
+  k.correlation_id = a.correlation_id;
   k.start_ns = t;
   k.end_ns = t + 100;
   k.device_id = ordinal;

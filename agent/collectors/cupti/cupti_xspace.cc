@@ -311,14 +311,18 @@ class CuptiXSpaceBuilder {
   // fires (a millisecond later on a loaded host), so the first kernels of a capture can come
   // from launches that fall before it; at the end, a synchronous call (cudaMemcpy) can outlast
   // the window while its copy does not. Kept, such work would be device events with no launch:
-  // XProf could not give them a step (its conformance rule "correlation"), and CUPTI itself
-  // records no kernel launched before it was enabled. Counted apart (launched_outside).
+  // XProf could not give them a step (its conformance rule "correlation"). So is device work
+  // whose launch was not recorded at all: on an H100 with CUDA 13 (docs/gpu-verification.md),
+  // CUPTI recorded the first kernels and memsets of a window whose launches came before it was
+  // enabled. Counted apart (launched_outside).
   void FindUnlaunched() {
     for (const RecordBatch& b : batches_) {
       for (const inject::ApiRecord& a : b.apis) {
         int64_t s = 0, e = 0;
         if (!Inside(b, a.start_ns, a.end_ns, &s, &e)) {
           unlaunched_.insert(HostCorrelation(b.pid, a.correlation_id));
+        } else {
+          launched_.insert(HostCorrelation(b.pid, a.correlation_id));
         }
       }
     }
@@ -830,7 +834,8 @@ class CuptiXSpaceBuilder {
     return true;
   }
   bool LaunchedOutside(const RecordBatch& b, uint32_t correlation_id) {
-    if (!unlaunched_.contains(HostCorrelation(b.pid, correlation_id))) return false;
+    const uint64_t c = HostCorrelation(b.pid, correlation_id);
+    if (!unlaunched_.contains(c) && launched_.contains(c)) return false;
     ++stats_.launched_outside;
     return true;
   }
@@ -937,6 +942,7 @@ class CuptiXSpaceBuilder {
   // name a context, not a device).
   absl::flat_hash_map<uint64_t, uint32_t> context_device_;
   absl::flat_hash_set<uint64_t> unlaunched_;
+  absl::flat_hash_set<uint64_t> launched_;  // API calls inside the window
   std::map<uint32_t, std::map<uint32_t, Stream>> gpu_;
   std::map<uint32_t, std::pair<uint32_t, LineEvents>> threads_;  // tid -> (pid, events)
   absl::flat_hash_map<uint64_t, ApiSpan> api_spans_;

@@ -153,10 +153,20 @@ class FakeProcess {
     }
   }
 
-  // A valid batch with one kernel of process `pid`.
+  // A valid batch with one kernel of process `pid`, and its launch 500 ns before it (device work
+  // whose launch was not recorded is left out).
   static std::vector<uint8_t> SmallBatch(uint32_t pid, uint64_t start_ns = 1'000,
                                          uint64_t end_ns = 2'000, int64_t gpu_minus_wall = 0) {
     inject::RecordBatchWriter writer(1 << 20);
+    inject::ApiRecord a;
+    a.start_ns = start_ns - 500;
+    a.end_ns = start_ns - 400;
+    a.pid = pid;
+    a.tid = pid;
+    a.correlation_id = 1;
+    a.domain = static_cast<uint8_t>(inject::ApiDomain::kRuntime);
+    a.name = writer.Intern("cudaLaunchKernel");
+    writer.Add(a);
     inject::KernelRecord k;
     k.start_ns = start_ns;
     k.end_ns = end_ns;

@@ -100,6 +100,10 @@ class optim:  # noqa: N801
 
 
 class profiler:  # noqa: N801
+    @staticmethod
+    def schedule(wait=0, warmup=0, active=1, repeat=0):
+        return (wait, warmup, active, repeat)
+
     class ProfilerActivity:
         CPU = "cpu"
         CUDA = "cuda"
@@ -107,8 +111,9 @@ class profiler:  # noqa: N801
     class profile:  # noqa: N801
         active = 0  # how many are open
 
-        def __init__(self, activities=None):
+        def __init__(self, activities=None, schedule=None):
             self.activities = activities
+            self.schedule = schedule
 
         def __enter__(self):
             profiler.profile.active += 1
@@ -117,3 +122,7 @@ class profiler:  # noqa: N801
         def __exit__(self, *_exc):
             profiler.profile.active -= 1
             return False
+
+        def step(self):
+            if profiler.profile.active <= 0:
+                raise RuntimeError("step() outside the profiler's window")
