@@ -1046,6 +1046,25 @@ TEST(StepMatchingTest, AHostSteadilyOffIsMatchedByNumberAndNamed) {
                              HasSubstr("matched by step number"))));
 }
 
+TEST(StepMatchingTest, AHostSharingNoStepNumberIsNamedAndLeftOutOfThePodStatistics) {
+  // worker-3 counts its steps from 500: no number in common with the others.
+  std::vector<HostSummary> hosts = SyncPod(
+      4, 20, 0.01, [](int) { return 1.0; }, 2);
+  for (HostStep& st : hosts[3].steps) {
+    st.step += 500;
+    st.end_ns += 30 * kMs;  // a longer step, which must not enter the pod's step time
+  }
+  const PodBreakdown pod = BuildPodBreakdown(hosts);
+  ASSERT_THAT(pod.steps, SizeIs(40));
+  EXPECT_EQ(pod.steps_on_every_host, 20);  // the three's steps; worker-3 is expected in none
+  for (const PodStep& step : pod.steps) {
+    EXPECT_EQ(step.on_every_host, step.hosts.size() == 3) << step.step;
+  }
+  EXPECT_LT(pod.pod_step_time.p90_ns, 60 * kMs);  // its 85 ms steps are not the pod's
+  EXPECT_THAT(pod.warnings, Contains(HasSubstr("worker-3 shares none of its 20 steps")));
+  EXPECT_THAT(pod.warnings, Not(Contains(HasSubstr("lacks"))));
+}
+
 TEST(StepMatchingTest, TwoHostsThatDisagreeAreComparedButDoubtful) {
   // Two hosts on different grids: no majority to say which one is off.
   std::vector<HostSummary> hosts = SyncPod(

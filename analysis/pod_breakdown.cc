@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -352,10 +353,13 @@ class PodStepMatcher {
       steps.emplace_back(std::move(ps), std::move(host_indices));
     }
     FindSteadyShifts(steps);
+    for (auto& [ps, host_indices] : steps) LeaveOutHostsOffInTime(&ps, &host_indices);
+    FindHostsSharingNoStep(steps, pod);
     for (auto& [ps, host_indices] : steps) {
-      LeaveOutHostsOffInTime(&ps, &host_indices);
-      ps.on_every_host = ps.hosts.size() >= comparable_hosts_;
-      if (!ps.on_every_host) NoteMissing(ps.step, host_indices);
+      size_t expected = 0;
+      for (const size_t h : host_indices) expected += !alone_.contains(h);
+      ps.on_every_host = expected >= comparable_hosts_ - alone_.size();
+      if (!ps.on_every_host && expected > 0) NoteMissing(ps.step, host_indices);
     }
     // In time order, not number order: step numbers can wrap (a counter modulo 1e6) inside a
     // window. A step's time is its earliest host's start; ties keep number order.
@@ -393,6 +397,27 @@ class PodStepMatcher {
   // step's median time, and 1 ms, from the median start): another step grid, or clocks not
   // aligned. When the hosts that agree are a strict majority the others are left out of the step
   // (and noted per host); otherwise the step is kept as it is and noted as doubtful.
+  // Hosts with complete steps of which none is shared with another host, while other hosts share
+  // steps (another job, another step counter, or every step off in time): nothing of theirs is
+  // compared, so they are not expected in every step either, and a warning names them.
+  void FindHostsSharingNoStep(const std::vector<std::pair<PodStep, std::vector<size_t>>>& steps,
+                              PodBreakdown* pod) {
+    std::map<size_t, int64_t> shared;
+    for (const auto& [ps, host_indices] : steps) {
+      if (ps.hosts.size() < 2) continue;
+      for (const size_t h : host_indices) ++shared[h];
+    }
+    if (shared.size() < 2) return;  // nobody shares: a one-host pod, or nothing comparable
+    for (size_t h = 0; h < hosts_.size(); ++h) {
+      if (!Expected(hosts_[h]) || shared.contains(h)) continue;
+      alone_.insert(h);
+      pod->warnings.push_back(absl::StrCat(
+          hosts_[h].host, " shares none of its ", hosts_[h].steps.size(),
+          " steps with the other hosts (no step of the same number starting with theirs): another "
+          "job or step grid; it is left out of the pod's comparisons and statistics"));
+    }
+  }
+
   // A host's start in a step, less its steady shift (FindSteadyShifts).
   int64_t ShiftedStart(const PodHostStep& h, size_t host_index) const {
     const auto it = steady_.find(host_index);
@@ -554,7 +579,8 @@ class PodStepMatcher {
     std::vector<absl::string_view> lacking;
     size_t k = 0;
     for (size_t h = 0; h < hosts_.size(); ++h) {
-      if (!Expected(hosts_[h])) continue;
+      if (alone_.contains(h) && k < host_indices.size() && host_indices[k] == h) ++k;
+      if (!Expected(hosts_[h]) || alone_.contains(h)) continue;
       if (k < host_indices.size() && host_indices[k] == h) {
         ++k;
       } else {
@@ -582,6 +608,7 @@ class PodStepMatcher {
     int64_t tolerance_ns = 0;
   };
   std::map<size_t, Steady> steady_;  // by host index
+  std::set<size_t> alone_;           // hosts sharing no step (FindHostsSharingNoStep)
   int64_t doubtful_steps_ = 0;
   std::string doubtful_example_;
   int64_t doubtful_tolerance_ = 0;
