@@ -26,6 +26,8 @@ constexpr double kMaxCandidatesPerHost = 1 << 22;
 constexpr int64_t kMaxDedupeNs = 1'000'000'000;
 constexpr int64_t kMaxToleranceNs = int64_t{3600} * 1'000'000'000;
 constexpr int64_t kMaxSearchNs = int64_t{86400} * 1'000'000'000;
+// Reference candidates tried at most (step 2 of the header): each try matches every host once.
+constexpr int kMaxReferenceCandidates = 4;
 
 // Median of `v` (reordered); the lower middle for even sizes, so results stay integers. `v` must
 // not be empty.
@@ -60,13 +62,24 @@ bool IsDevicePlane(absl::string_view name) {
          absl::StartsWith(name, xspace::kCustomPlanePrefix);
 }
 
-// One host, prepared for matching.
-struct Prepared {
-  std::vector<int64_t> ends;  // coordinator time, sorted, deduplicated
-  // Matches with the reference: (reference end index, this host's end), by reference index.
+// One host's ends, prepared for matching: coordinator time, sorted, deduplicated.
+using Ends = std::vector<int64_t>;
+
+// One host matched onto one reference.
+struct Matching {
+  // (reference end index, this host's end), by reference index.
   std::vector<std::pair<size_t, int64_t>> pairs;
-  int64_t shift = 0;  // median of (reference or consensus end - own end)
+  int64_t shift = 0;    // median of (reference or consensus end - own end)
+  int64_t matched = 0;  // pairs.size() once matched
   bool refined = false;
+};
+
+// Every host matched onto one candidate reference (step 2 of the header).
+struct Trial {
+  size_t ref = 0;
+  std::vector<Matching> hosts;  // per host, in input order; hosts[ref] is empty until joined
+  size_t refined = 0;           // hosts refined, the reference excluded
+  int64_t total_matched = 0;    // their matches
 };
 
 // Coarse shift of `x` onto `ref` by voting (step 3 of the header): the median of the densest
@@ -265,9 +278,9 @@ namespace {
 // Step 1 of the header: each host's collective ends in range, sorted, deduplicated and moved to
 // coordinator time by its RTT offset; out[i] starts at the RTT offset and counts the ends
 // dropped as out of range.
-std::vector<Prepared> PrepareEnds(absl::Span<const HostClockInput> hosts,
-                                  const AlignmentOptions& options, std::vector<HostOffset>* out) {
-  std::vector<Prepared> prep(hosts.size());
+std::vector<Ends> PrepareEnds(absl::Span<const HostClockInput> hosts,
+                              const AlignmentOptions& options, std::vector<HostOffset>* out) {
+  std::vector<Ends> prep(hosts.size());
   for (size_t i = 0; i < hosts.size(); ++i) {
     (*out)[i].offset_ns = hosts[i].rtt_offset_ns;
     std::vector<int64_t> ends;
@@ -279,20 +292,26 @@ std::vector<Prepared> PrepareEnds(absl::Span<const HostClockInput> hosts,
       }
       ends.push_back(e);  // |e - offset| <= 2^62 + 2^61: no overflow
     }
-    prep[i].ends = SortAndDedupe(std::move(ends), options.dedupe_ns);
-    for (int64_t& e : prep[i].ends) e -= hosts[i].rtt_offset_ns;
+    prep[i] = SortAndDedupe(std::move(ends), options.dedupe_ns);
+    for (int64_t& e : prep[i]) e -= hosts[i].rtt_offset_ns;
   }
   return prep;
 }
 
-// Step 2: the reference host (the most ends; ties: the smallest RTT uncertainty).
-size_t ChooseReference(absl::Span<const HostClockInput> hosts, const std::vector<Prepared>& prep) {
-  size_t ref = 0;
-  for (size_t i = 1; i < hosts.size(); ++i) {
-    const size_t a = prep[i].ends.size(), b = prep[ref].ends.size();
-    if (a > b || (a == b && hosts[i].rtt_uncertainty_ns < hosts[ref].rtt_uncertainty_ns)) ref = i;
-  }
-  return ref;
+// Step 2: the hosts in the order they are tried as the reference (the most ends; ties: the
+// smallest RTT uncertainty, then the lowest index).
+std::vector<size_t> ReferenceOrder(absl::Span<const HostClockInput> hosts,
+                                   const std::vector<Ends>& prep) {
+  std::vector<size_t> order(hosts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (prep[a].size() != prep[b].size()) return prep[a].size() > prep[b].size();
+    if (hosts[a].rtt_uncertainty_ns != hosts[b].rtt_uncertainty_ns) {
+      return hosts[a].rtt_uncertainty_ns < hosts[b].rtt_uncertainty_ns;
+    }
+    return a < b;
+  });
+  return order;
 }
 
 // The reference's median spacing between steps and the match tolerance it allows.
@@ -307,48 +326,90 @@ MatchScale ScaleOf(const std::vector<int64_t>& ref_ends, const AlignmentOptions&
   return {spacing, std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1)};
 }
 
-// Step 3 for one host (`h`, prepared as *p) onto the reference (`ref`, `ref_ends`): its pairs,
-// their number in out->matched, and its shift. Returns whether it matched enough to be refined.
-bool MatchOntoReference(const HostClockInput& h, const HostClockInput& ref,
-                        const std::vector<int64_t>& ref_ends, MatchScale scale,
-                        const AlignmentOptions& options, Prepared* p, HostOffset* out) {
-  if (p->ends.empty()) return false;
+// Step 3 for one host (`h`, its ends `ends`) onto the reference (`ref`, `ref_ends`): its pairs,
+// their number and its shift in *m. Returns whether it matched enough to be refined.
+bool MatchOntoReference(const HostClockInput& h, const Ends& ends, const HostClockInput& ref,
+                        const Ends& ref_ends, MatchScale scale, const AlignmentOptions& options,
+                        Matching* m) {
+  if (ends.empty()) return false;
   const int64_t tol = scale.tol;
   int64_t window =
       std::min<int64_t>(h.rtt_uncertainty_ns + ref.rtt_uncertainty_ns + tol, options.max_search_ns);
   // Candidates ~ ends * (2 window / spacing + 1): keep the work per host bounded.
-  const double per_end = kMaxCandidatesPerHost / static_cast<double>(p->ends.size());
+  const double per_end = kMaxCandidatesPerHost / static_cast<double>(ends.size());
   if (2.0 * static_cast<double>(window) / static_cast<double>(scale.spacing) + 1 > per_end) {
     window = std::max<int64_t>(
         static_cast<int64_t>((per_end - 1) / 2 * static_cast<double>(scale.spacing)), tol);
   }
-  const std::optional<int64_t> coarse = CoarseShift(p->ends, ref_ends, window, tol);
+  const std::optional<int64_t> coarse = CoarseShift(ends, ref_ends, window, tol);
   if (!coarse) return false;
-  p->pairs = Match(p->ends, ref_ends, *coarse, tol);
-  out->matched = static_cast<int64_t>(p->pairs.size());
-  if (out->matched < options.min_matches) return false;
+  m->pairs = Match(ends, ref_ends, *coarse, tol);
+  m->matched = static_cast<int64_t>(m->pairs.size());
+  if (m->matched < options.min_matches) return false;
   std::vector<int64_t> d;
-  for (const auto& [j, x] : p->pairs) d.push_back(ref_ends[j] - x);
-  p->shift = MedianOf(d);
-  p->refined = true;
+  for (const auto& [j, x] : m->pairs) d.push_back(ref_ends[j] - x);
+  m->shift = MedianOf(d);
+  m->refined = true;
   return true;
 }
 
+// Step 3 against candidate reference `ref`: every other host matched onto it.
+Trial TryReference(absl::Span<const HostClockInput> hosts, const std::vector<Ends>& prep,
+                   size_t ref, const AlignmentOptions& options) {
+  Trial t;
+  t.ref = ref;
+  t.hosts.resize(hosts.size());
+  const MatchScale scale = ScaleOf(prep[ref], options);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (i == ref) continue;
+    if (MatchOntoReference(hosts[i], prep[i], hosts[ref], prep[ref], scale, options, &t.hosts[i])) {
+      ++t.refined;
+      t.total_matched += t.hosts[i].matched;
+    }
+  }
+  return t;
+}
+
+// Step 2: tries candidates in ReferenceOrder, skipping hosts already refined against a tried
+// one (they agree with it, so they would find the same group), at most kMaxReferenceCandidates,
+// and keeps the trial that refines the most hosts (ties: the most matches, then the earlier).
+// nullopt when no host has enough ends to be a reference.
+std::optional<Trial> ChooseReference(absl::Span<const HostClockInput> hosts,
+                                     const std::vector<Ends>& prep,
+                                     const AlignmentOptions& options) {
+  const size_t needed = static_cast<size_t>(std::max<int64_t>(options.min_matches, 2));
+  std::vector<bool> grouped(hosts.size(), false);
+  std::optional<Trial> best;
+  int tried = 0;
+  for (const size_t c : ReferenceOrder(hosts, prep)) {
+    if (tried == kMaxReferenceCandidates || prep[c].size() < needed) break;  // sorted by ends
+    if (grouped[c]) continue;
+    Trial t = TryReference(hosts, prep, c, options);
+    ++tried;
+    grouped[c] = true;
+    for (size_t i = 0; i < hosts.size(); ++i) grouped[i] = grouped[i] || t.hosts[i].refined;
+    if (!best || t.refined > best->refined ||
+        (t.refined == best->refined && t.total_matched > best->total_matched)) {
+      best = std::move(t);
+    }
+  }
+  return best;
+}
+
 // The reference joins with the steps any refined host matched. Returns whether it is refined.
-bool JoinReference(const std::vector<int64_t>& ref_ends, const AlignmentOptions& options,
-                   size_t ref, std::vector<Prepared>* prep, HostOffset* out) {
-  Prepared& r = (*prep)[ref];
+bool JoinReference(const Ends& ref_ends, const AlignmentOptions& options, Trial* t) {
+  Matching& r = t->hosts[t->ref];
   std::vector<bool> used(ref_ends.size(), false);
-  for (const Prepared& p : *prep) {
-    if (!p.refined) continue;
-    for (const auto& pair : p.pairs) used[pair.first] = true;
+  for (const Matching& m : t->hosts) {
+    if (!m.refined) continue;
+    for (const auto& pair : m.pairs) used[pair.first] = true;
   }
   for (size_t j = 0; j < ref_ends.size(); ++j) {
     if (used[j]) r.pairs.emplace_back(j, ref_ends[j]);
   }
   r.shift = 0;
-  r.refined = static_cast<int64_t>(r.pairs.size()) >= options.min_matches;
-  out->matched = static_cast<int64_t>(r.pairs.size());
+  r.matched = static_cast<int64_t>(r.pairs.size());
+  r.refined = r.matched >= options.min_matches;
   return r.refined;
 }
 
@@ -363,9 +424,9 @@ struct AnchorInputs {
 // Step 4: the consensus per reference step (the median of the refined hosts' shifted ends), then
 // each refined host's shift against it, its residual and method.
 AnchorInputs ShiftAgainstConsensus(absl::Span<const HostClockInput> hosts, size_t ref_steps,
-                                   std::vector<Prepared>* prep, std::vector<HostOffset>* out) {
+                                   std::vector<Matching>* matchings, std::vector<HostOffset>* out) {
   std::vector<std::vector<int64_t>> per_step(ref_steps);
-  for (const Prepared& p : *prep) {
+  for (const Matching& p : *matchings) {
     if (!p.refined) continue;
     for (const auto& [j, x] : p.pairs) per_step[j].push_back(x + p.shift);
   }
@@ -375,7 +436,7 @@ AnchorInputs ShiftAgainstConsensus(absl::Span<const HostClockInput> hosts, size_
   }
   AnchorInputs in;
   for (size_t i = 0; i < hosts.size(); ++i) {
-    Prepared& p = (*prep)[i];
+    Matching& p = (*matchings)[i];
     if (!p.refined) continue;
     std::vector<int64_t> d;
     d.reserve(p.pairs.size());
@@ -400,38 +461,29 @@ absl::StatusOr<std::vector<HostOffset>> RefineOffsets(absl::Span<const HostClock
   if (absl::Status s = ValidateInputs(hosts, options); !s.ok()) return s;
   const size_t n = hosts.size();
   std::vector<HostOffset> out(n);
-  std::vector<Prepared> prep = PrepareEnds(hosts, options, &out);
+  const std::vector<Ends> prep = PrepareEnds(hosts, options, &out);
   if (n < 2) return out;
 
-  // 2. Reference host and match tolerance.
-  const size_t ref = ChooseReference(hosts, prep);
-  const std::vector<int64_t>& ref_ends = prep[ref].ends;
-  if (static_cast<int64_t>(ref_ends.size()) < std::max<int64_t>(options.min_matches, 2)) {
-    return out;
-  }
-  const MatchScale scale = ScaleOf(ref_ends, options);
-
-  // 3. Match every other host onto the reference.
-  size_t refined = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i == ref) continue;
-    if (MatchOntoReference(hosts[i], hosts[ref], ref_ends, scale, options, &prep[i], &out[i])) {
-      ++refined;
-    }
-  }
-  if (refined == 0) return out;
+  // 2-3. The reference among the candidates, with every other host matched onto it.
+  std::optional<Trial> trial = ChooseReference(hosts, prep, options);
+  if (!trial) return out;
+  const Ends& ref_ends = prep[trial->ref];
+  for (size_t i = 0; i < n; ++i) out[i].matched = trial->hosts[i].matched;
+  if (trial->refined == 0) return out;
   // Cannot fail: a refined host matched >= min_matches steps.
-  if (!JoinReference(ref_ends, options, ref, &prep, &out[ref])) return out;
+  if (!JoinReference(ref_ends, options, &*trial)) return out;
+  out[trial->ref].matched = trial->hosts[trial->ref].matched;
 
   // 4. Consensus per reference step, then each host's shift against it.
-  const AnchorInputs in = ShiftAgainstConsensus(hosts, ref_ends.size(), &prep, &out);
+  std::vector<Matching>& matchings = trial->hosts;
+  const AnchorInputs in = ShiftAgainstConsensus(hosts, ref_ends.size(), &matchings, &out);
 
   // 5. Common anchor, then every refined host's offset within its RTT bound.
   const int64_t anchor = ChooseAnchor(in.intervals, in.estimates, in.weights);
   for (size_t i = 0; i < n; ++i) {
-    if (!prep[i].refined) continue;
+    if (!matchings[i].refined) continue;
     const HostClockInput& h = hosts[i];
-    const __int128 want = static_cast<__int128>(h.rtt_offset_ns) - prep[i].shift + anchor;
+    const __int128 want = static_cast<__int128>(h.rtt_offset_ns) - matchings[i].shift + anchor;
     out[i].offset_ns = ClampTo(want, h.rtt_offset_ns - h.rtt_uncertainty_ns,
                                h.rtt_offset_ns + h.rtt_uncertainty_ns);
     out[i].clamped = out[i].offset_ns != want;

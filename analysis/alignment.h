@@ -12,9 +12,18 @@
 //  1. Per host: drop ends outside +-kMaxAbsTimeNs (untrusted trace data), sort, merge ends
 //     within `dedupe_ns` (several GPUs of one host end one collective together) and translate
 //     them to coordinator time with the RTT offset: c = end - rtt_offset.
-//  2. Reference: the host with the most ends (ties: smallest uncertainty, then lowest index).
-//     Match tolerance tol = min(max_match_tolerance_ns, median gap between its ends / 4), well
-//     under half the spacing between collectives, so a step never matches its neighbour.
+//  2. Reference: chosen among hosts that agree. Hosts are tried as the reference in the order
+//     most ends, smallest uncertainty, lowest index (hosts with fewer than max(min_matches, 2)
+//     ends never), skipping any host already refined against a tried one (it agrees with that
+//     one, so it would find the same group), at most 4 tries. Each try runs step 3 for every
+//     other host; the try that refines the most hosts wins (ties: the most matched collectives
+//     in all, then the earlier try). So a host whose collectives coincide with no one's (another
+//     step grid, another job) cannot become the reference by having the most ends: it keeps its
+//     RTT offset and the hosts that agree still align. Cost: one try when the first refines
+//     every other host (the usual pod), two with one odd host ahead, at most four.
+//     Match tolerance with a reference: tol = min(max_match_tolerance_ns, median gap between its
+//     ends / 4), well under half the spacing between collectives, so a step never matches its
+//     neighbour.
 //  3. Per other host, coarse shift by voting (improves on plain nearest neighbour, which fails
 //     once RTT errors approach the collective spacing): every difference y - x between a
 //     reference end y and a host end x with |y - x| <= W = u_host + u_ref + tol (the most the two

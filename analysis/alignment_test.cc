@@ -173,6 +173,48 @@ TEST(AlignmentTest, HostsWithoutEnoughCollectivesKeepTheirRttOffset) {
   EXPECT_EQ((*got)[1].offset_ns, -5);
 }
 
+// Three hosts whose all-reduces coincide, and one on another step grid (a shorter period, so it
+// has the most collective ends) whose collectives coincide with no one's: the three align on
+// their collectives, whatever the input order, and the odd one keeps its RTT offset.
+TEST(AlignmentTest, AHostOnAnotherStepGridDoesNotBecomeTheReference) {
+  const Pod pod;  // 50 steps of 100 ms
+  Pod other;
+  other.period_ns = 70 * kMs;  // 72 steps over the same 5 s
+  other.steps = 72;
+  other.seed = 23;
+  const std::vector<int64_t> truth = {-1537 * kMs, 263 * kMs, 0};
+  const int64_t odd_truth = 91 * kMs;
+  const HostClockInput odd = Host(odd_truth, 1'500 * kUs, 2 * kMs, other.HostEnds(odd_truth, 9));
+  const std::vector<HostClockInput> agreeing = {
+      Host(truth[0], 1'200 * kUs, 2 * kMs, pod.HostEnds(truth[0], 1)),
+      Host(truth[1], -1'700 * kUs, 2 * kMs, pod.HostEnds(truth[1], 2)),
+      Host(truth[2], 5 * kUs, 20 * kUs, pod.HostEnds(truth[2], 3)),
+  };
+  for (const bool odd_first : {false, true}) {
+    SCOPED_TRACE(odd_first ? "odd host first" : "odd host last");
+    std::vector<HostClockInput> hosts = agreeing;
+    hosts.insert(odd_first ? hosts.begin() : hosts.end(), odd);
+    const size_t odd_index = odd_first ? 0 : hosts.size() - 1;
+    const size_t first_agreeing = odd_first ? 1 : 0;
+    absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
+    ASSERT_THAT(got, IsOk());
+    ASSERT_EQ(got->size(), hosts.size());
+    for (size_t k = 0; k < agreeing.size(); ++k) {
+      SCOPED_TRACE(k);
+      const HostOffset& h = (*got)[first_agreeing + k];
+      EXPECT_EQ(h.method, OffsetMethod::kCollectives);
+      EXPECT_NEAR(h.offset_ns, truth[k], 100 * kUs);
+      EXPECT_EQ(h.matched, pod.steps);
+      EXPECT_LT(h.residual_ns, pod.jitter_ns);
+    }
+    const HostOffset& o = (*got)[odd_index];
+    EXPECT_EQ(o.method, OffsetMethod::kRtt);
+    EXPECT_EQ(o.offset_ns, odd.rtt_offset_ns);
+    EXPECT_LT(o.matched, AlignmentOptions().min_matches);
+    EXPECT_EQ(o.residual_ns, 0);
+  }
+}
+
 TEST(AlignmentTest, ExtraAndMissingStepsStillMatch) {
   Pod pod;
   pod.steps = 60;
