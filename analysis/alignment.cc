@@ -147,6 +147,9 @@ absl::Status ValidateInputs(absl::Span<const HostClockInput> hosts,
         absl::StrCat("alignment: option ", name, "=", v, " is out of range (", range, ")"));
   };
   if (options.min_matches < 1) return bad_option("min_matches", options.min_matches, ">= 1");
+  if (options.min_match_percent < 0 || options.min_match_percent > 100) {
+    return bad_option("min_match_percent", options.min_match_percent, "0..100");
+  }
   if (options.dedupe_ns < 0 || options.dedupe_ns > kMaxDedupeNs) {
     return bad_option("dedupe_ns", options.dedupe_ns, "0..1 s");
   }
@@ -326,6 +329,18 @@ MatchScale ScaleOf(const std::vector<int64_t>& ref_ends, const AlignmentOptions&
   return {spacing, std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1)};
 }
 
+// How many of `x` + shift and of `ref` (both sorted, not empty) lie in the span both cover
+// (widened by tol on each side): the fewer of the two, the most that could match.
+int64_t CouldMatch(const Ends& x, const Ends& ref, int64_t shift, int64_t tol) {
+  const int64_t lo = std::max(x.front() + shift, ref.front()) - tol;
+  const int64_t hi = std::min(x.back() + shift, ref.back()) + tol;
+  if (lo > hi) return 0;
+  auto count_in = [](const Ends& v, int64_t a, int64_t b) {
+    return std::upper_bound(v.begin(), v.end(), b) - std::lower_bound(v.begin(), v.end(), a);
+  };
+  return std::min<int64_t>(count_in(x, lo - shift, hi - shift), count_in(ref, lo, hi));
+}
+
 // Step 3 for one host (`h`, its ends `ends`) onto the reference (`ref`, `ref_ends`): its pairs,
 // their number and its shift in *m. Returns whether it matched enough to be refined.
 bool MatchOntoReference(const HostClockInput& h, const Ends& ends, const HostClockInput& ref,
@@ -346,6 +361,10 @@ bool MatchOntoReference(const HostClockInput& h, const Ends& ends, const HostClo
   m->pairs = Match(ends, ref_ends, *coarse, tol);
   m->matched = static_cast<int64_t>(m->pairs.size());
   if (m->matched < options.min_matches) return false;
+  // Chance coincidences of grids that do not agree match a small share of what could match.
+  if (m->matched * 100 < options.min_match_percent * CouldMatch(ends, ref_ends, *coarse, tol)) {
+    return false;
+  }
   std::vector<int64_t> d;
   for (const auto& [j, x] : m->pairs) d.push_back(ref_ends[j] - x);
   m->shift = MedianOf(d);

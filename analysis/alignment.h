@@ -31,13 +31,17 @@
 //     (width 2 tol; ties: the one nearest 0, i.e. what the RTT estimates say) is the shift.
 //     Then nearest-neighbour matching within tol around that shift, one-to-one, and the
 //     median difference. Extra or missing steps on either side simply stay unmatched.
+//     A host is refined when it matched at least min_matches ends and at least
+//     min_match_percent of the ends the two could share (the fewer of the two hosts' ends within
+//     the span both cover, after the shift): grids that do not agree (another step period) still
+//     line up now and then within a search window of several ms, and a handful of such chance
+//     coincidences among dozens of ends must not pass for an alignment.
 //  4. Consensus: per reference step, the median over matched hosts of their shifted ends; each
 //     host's relative shift s_i is re-estimated as the median of (consensus - end) over its
 //     matched steps (so the reference host's own jitter does not bias everyone), and its
 //     residual is the median absolute deviation of those differences around s_i.
-//     Hosts with fewer than min_matches matches (or none) keep their RTT offset (method kRtt);
-//     with fewer than two hosts left, collectives give no relative information and every host
-//     keeps its RTT offset.
+//     Hosts not refined in step 3 keep their RTT offset (method kRtt); with fewer than two
+//     hosts left, collectives give no relative information and every host keeps its RTT offset.
 //  5. Anchor: the refined offsets are offset_i = rtt_i - s_i + A for one unknown A. Host i's RTT
 //     bound |offset_i - rtt_i| <= u_i means A in [s_i - u_i, s_i + u_i], and its RTT estimate
 //     alone would give A = s_i, with weight 1/u_i^2 (inverse variance). A is the point covered
@@ -105,6 +109,9 @@ struct HostClockInput {
 struct AlignmentOptions {
   // A host needs this many matched collectives to be refined, >= 1.
   int64_t min_matches = 3;
+  // ... and to match this share (percent) of the collectives it could share with the reference
+  // (step 3 at the top of this file), 0..100.
+  int64_t min_match_percent = 50;
   // Ends of one host closer than this are one collective (several GPUs), 0..1 s.
   int64_t dedupe_ns = kDefaultCollectiveDedupeNs;
   // Upper bound of the match tolerance (the tolerance is also at most a quarter of the typical
@@ -131,7 +138,8 @@ struct HostOffset {
   // consensus ends around their median, ns (the end jitter, plus drift). 0 for kRtt.
   int64_t residual_ns = 0;
   // Collectives matched to the reference host's (for the reference: its steps matched by any
-  // refined host). Hosts with matched < min_matches fall back to kRtt.
+  // refined host). Hosts with matched < min_matches, or under min_match_percent of what they
+  // could match, fall back to kRtt.
   int64_t matched = 0;
   // kCollectives: the collectives disagreed with this host's RTT bound, and offset_ns was
   // clamped onto the nearest end of it.

@@ -215,6 +215,37 @@ TEST(AlignmentTest, AHostOnAnotherStepGridDoesNotBecomeTheReference) {
   }
 }
 
+// With RTT bounds of several ms the search window spans several ms too, and two grids that do
+// not agree still line up now and then: a handful of chance coincidences out of dozens of ends
+// refine no one.
+TEST(AlignmentTest, ChanceCoincidencesWithAnotherStepGridRefineNoOne) {
+  const Pod pod;
+  const std::vector<int64_t> truth = {-1537 * kMs, 263 * kMs, 4011 * kMs, 0};
+  for (const uint32_t seed : {23u, 24u, 25u, 26u, 27u}) {
+    SCOPED_TRACE(seed);
+    Pod other;
+    other.period_ns = 60 * kMs;
+    other.steps = 83;
+    other.seed = seed;
+    const int64_t odd_truth = 91 * kMs;
+    const std::vector<HostClockInput> hosts = {
+        Host(truth[0], 3'200 * kUs, 5 * kMs, pod.HostEnds(truth[0], 1)),
+        Host(truth[1], -2'700 * kUs, 5 * kMs, pod.HostEnds(truth[1], 2)),
+        Host(odd_truth, -4 * kMs, 5 * kMs, other.HostEnds(odd_truth, 9)),
+        Host(truth[3], 4'100 * kUs, 5 * kMs, pod.HostEnds(truth[3], 4)),
+    };
+    absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
+    ASSERT_THAT(got, IsOk());
+    for (size_t i : {0, 1, 3}) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ((*got)[i].method, OffsetMethod::kCollectives);
+      EXPECT_EQ((*got)[i].matched, pod.steps);
+    }
+    EXPECT_EQ((*got)[2].method, OffsetMethod::kRtt) << "matched " << (*got)[2].matched;
+    EXPECT_EQ((*got)[2].offset_ns, hosts[2].rtt_offset_ns);
+  }
+}
+
 TEST(AlignmentTest, ExtraAndMissingStepsStillMatch) {
   Pod pod;
   pod.steps = 60;
@@ -323,6 +354,9 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   AlignmentOptions bad;
   bad.min_matches = 0;
   EXPECT_THAT(RefineOffsets(hosts, bad).status().message(), HasSubstr("min_matches=0"));
+  bad = {};
+  bad.min_match_percent = 101;
+  EXPECT_THAT(RefineOffsets(hosts, bad).status().message(), HasSubstr("min_match_percent=101"));
   bad = {};
   bad.max_search_ns = -1;
   EXPECT_THAT(RefineOffsets(hosts, bad).status().message(), HasSubstr("max_search_ns=-1"));
