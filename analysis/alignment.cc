@@ -296,6 +296,7 @@ std::vector<Ends> PrepareEnds(absl::Span<const HostClockInput> hosts,
       ends.push_back(e);  // |e - offset| <= 2^62 + 2^61: no overflow
     }
     prep[i] = SortAndDedupe(std::move(ends), options.dedupe_ns);
+    (*out)[i].ends = static_cast<int64_t>(prep[i].size());
     for (int64_t& e : prep[i]) e -= hosts[i].rtt_offset_ns;
   }
   return prep;

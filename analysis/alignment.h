@@ -144,6 +144,8 @@ struct HostOffset {
   // kCollectives: the collectives disagreed with this host's RTT bound, and offset_ns was
   // clamped onto the nearest end of it.
   bool clamped = false;
+  // Collective ends used: in range, one per collective (deduplicated).
+  int64_t ends = 0;
   // End times ignored as out of range (outside +-kMaxAbsTimeNs).
   int64_t ignored_ends = 0;
 };

@@ -90,6 +90,7 @@ TEST(AlignmentTest, RecoversInjectedOffsetsFromCollectiveEnds) {
     EXPECT_GT(h.residual_ns, 0);
     EXPECT_FALSE(h.clamped);
     EXPECT_EQ(h.ignored_ends, 0);
+    EXPECT_EQ(h.ends, pod.steps);  // one per collective, however many GPUs
     EXPECT_LE(std::abs(h.offset_ns - hosts[i].rtt_offset_ns), hosts[i].rtt_uncertainty_ns);
   }
   EXPECT_EQ(OffsetMethodName((*got)[0].method), "collectives");
@@ -346,6 +347,7 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].ignored_ends, 4);
   EXPECT_EQ((*got)[1].ignored_ends, 0);
+  EXPECT_EQ((*got)[1].ends, pod.steps + 2);  // +-kMaxAbsTimeNs are in range
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_GE((*got)[i].offset_ns, hosts[i].rtt_offset_ns - hosts[i].rtt_uncertainty_ns);
     EXPECT_LE((*got)[i].offset_ns, hosts[i].rtt_offset_ns + hosts[i].rtt_uncertainty_ns);

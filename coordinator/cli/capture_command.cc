@@ -80,6 +80,7 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
                             static_cast<double>(c.rtt_ns()) / kNanosPerMilli, h.steps(), h.events(),
                             HumanBytes(h.bytes()), h.late() ? "  LATE" : "");
       if (!complete) absl::StrAppendFormat(&out, "  %-*s %s\n", width, "", h.recording_detail());
+      if (!c.warning().empty()) absl::StrAppendFormat(&out, "  %-*s %s\n", width, "", c.warning());
       AppendAttempts(h, width, &out);
     } else {
       absl::StrAppendFormat(

@@ -308,6 +308,29 @@ TEST(FormatSummaryTest, ColumnsStayAlignedForLongHostNames) {
   EXPECT_NE(lines[4].find("get info: UNAVAILABLE (down)"), std::string::npos) << lines[4];
 }
 
+TEST(FormatSummaryTest, AClockWarningFollowsItsHostsRow) {
+  profctl::v1::SessionManifest m;
+  m.set_status(profctl::v1::SESSION_STATUS_OK);
+  m.mutable_request()->set_session("s");
+  for (const char* name : {"w0", "odd"}) {
+    auto* h = m.add_hosts();
+    h->set_host(name);
+    h->set_status(profctl::v1::HOST_STATUS_OK);
+    h->mutable_clock()->set_method("collectives");
+  }
+  auto* odd = m.mutable_hosts(1)->mutable_clock();
+  odd->set_method("rtt");
+  odd->set_warning("clock: its 36 collectives do not coincide with the other hosts'");
+  std::vector<std::string> lines;
+  std::istringstream in(FormatSummary(m));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_THAT(lines[2], HasSubstr("w0"));
+  EXPECT_THAT(lines[3], HasSubstr("odd"));
+  EXPECT_THAT(lines[4], ::testing::EndsWith(odd->warning()));
+  EXPECT_EQ(lines[4].find("clock:"), lines[1].find("STATUS"));  // under the row, indented
+}
+
 TEST_F(CliTest, ExitCodesForPartialAndTotalFailure) {
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);

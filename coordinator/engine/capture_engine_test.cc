@@ -9,10 +9,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/attempt_kinds.h"
@@ -762,6 +764,67 @@ TEST_F(CaptureEngineTest, CollectivesRefineOffsetsPastAsymmetricPaths) {
       EXPECT_LT(worst, 100 * kNanosPerMicro);
       EXPECT_GT(m.hosts(1).clock().matched_collectives(), 10u);
     }
+  }
+}
+
+// Three ranks of one job and a host of another job (another step period and phase, more
+// collectives than theirs): the three align on their collectives; the odd one keeps its
+// clock-sync offset, and session.json and the breakdown's warnings say so, naming it.
+TEST_F(CaptureEngineTest, AHostOnAnotherStepGridKeepsItsClockSyncOffsetAndIsNamed) {
+  const int64_t offsets[] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli, 91 * kNanosPerMilli};
+  for (int i = 0; i < 3; ++i) {
+    synthetic::SyntheticJobConfig job = Rank(i, 3);
+    job.step_ms = 40;
+    Agent(absl::StrCat("h", i, ":1"), {.clock_offset_ns = offsets[i], .name = absl::StrCat("w", i)},
+          job);
+  }
+  synthetic::SyntheticJobConfig other = Rank(0, 1);
+  other.step_ms = 27;
+  other.seed = 5;
+  Agent("odd:1",
+        {.clock_offset_ns = offsets[3],
+         .up_delay_ns = 2 * kNanosPerMilli,
+         .down_delay_ns = 2 * kNanosPerMilli,
+         .name = "odd"},
+        other);
+  CapturePlan plan = Plan({"odd:1", "h0:1", "h1:1", "h2:1"}, 1000);
+  plan.align = v1::ALIGN_MODE_COLLECTIVES;
+  const SessionManifest m = Run(plan);
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  ASSERT_EQ(m.hosts_size(), 4);
+  for (int i = 1; i < 4; ++i) {
+    const auto& c = m.hosts(i).clock();
+    EXPECT_EQ(c.method(), "collectives") << i;
+    EXPECT_EQ(c.warning(), "") << i;
+    const int64_t error = (c.offset_ns() - m.hosts(1).clock().offset_ns()) - offsets[i - 1];
+    EXPECT_LT(std::llabs(error), 100 * kNanosPerMicro) << i;
+  }
+  const auto& odd = m.hosts(0).clock();
+  EXPECT_EQ(m.hosts(0).host(), "odd");
+  EXPECT_EQ(odd.method(), "rtt");
+  EXPECT_EQ(odd.offset_ns(), odd.rtt_offset_ns());
+  EXPECT_GE(odd.uncertainty_ns(), 2 * kNanosPerMilli);  // RTT/2: what the warning quotes
+  EXPECT_THAT(odd.warning(), HasSubstr("collectives do not coincide with the other hosts' ("));
+  EXPECT_THAT(odd.warning(), HasSubstr("another step grid"));
+  EXPECT_THAT(odd.warning(),
+              HasSubstr(absl::StrFormat("so it keeps its clock-sync (rtt) offset, +-%.3f ms",
+                                        static_cast<double>(odd.uncertainty_ns()) /
+                                            static_cast<double>(kNanosPerMilli))));
+  // The breakdown lists it among the odd host's warnings, and only there.
+  google::protobuf::Struct doc;
+  ASSERT_THAT(
+      google::protobuf::util::JsonStringToMessage(sink_.files["pod_step_breakdown.json"], &doc),
+      IsOk());
+  std::map<std::string, std::vector<std::string>> warnings;
+  for (const auto& h : doc.fields().at("hosts").list_value().values()) {
+    const auto& f = h.struct_value().fields();
+    for (const auto& w : f.at("warnings").list_value().values()) {
+      warnings[f.at("host").string_value()].push_back(w.string_value());
+    }
+  }
+  EXPECT_THAT(warnings["odd"], ::testing::Contains(odd.warning()));
+  for (const char* host : {"w0", "w1", "w2"}) {
+    EXPECT_THAT(warnings[host], ::testing::Each(::testing::Not(HasSubstr("clock:")))) << host;
   }
 }
 

@@ -55,6 +55,26 @@ void EstimateUnmeasuredOffsets(std::vector<AlignHost>& hosts) {
   }
 }
 
+// Why a clock the collectives did not refine, while they refined others, keeps the offset it has,
+// and that offset's bound: clock.warning and one of the breakdown's warnings for the host.
+std::string NotRefinedWarning(const analysis::HostOffset& o, const profctl::v1::ClockEstimate& c) {
+  std::string why;
+  if (o.ends == 0) {
+    why = "no collectives in its trace to align on";
+  } else if (o.ends < analysis::AlignmentOptions().min_matches) {
+    why = absl::StrCat("only ", o.ends, " collectives in its trace, too few to align on");
+  } else {
+    why = absl::StrCat("its ", o.ends, " collectives do not coincide with the other hosts' (",
+                       o.matched,
+                       " matched: another step grid, or a clock off by more than its RTT bound?)");
+  }
+  absl::string_view keeps = "assumed (unmeasured)";
+  if (c.method() == kClockMethodRtt) keeps = "clock-sync (rtt)";
+  if (c.method() == kClockMethodSteps) keeps = "step-number (steps)";
+  return absl::StrFormat("clock: %s, so it keeps its %s offset, +-%.3f ms", why, keeps,
+                         Millis(c.uncertainty_ns()));
+}
+
 void RefineFromCollectives(std::vector<AlignHost>& hosts, profctl::v1::SessionManifest& manifest) {
   std::vector<analysis::HostClockInput> inputs;
   for (AlignHost& h : hosts) {
@@ -82,6 +102,21 @@ void RefineFromCollectives(std::vector<AlignHost>& hosts, profctl::v1::SessionMa
     }
     c->set_residual_ns(o.residual_ns);
     c->set_matched_collectives(static_cast<uint32_t>(o.matched));
+  }
+  // Hosts left on a coarser offset than the others are named, with why and how coarse.
+  const bool any_refined =
+      std::any_of(refined->begin(), refined->end(), [](const analysis::HostOffset& o) {
+        return o.method == analysis::OffsetMethod::kCollectives;
+      });
+  if (!any_refined) return;
+  for (size_t i = 0; i < hosts.size() && i < refined->size(); ++i) {
+    const analysis::HostOffset& o = (*refined)[i];
+    if (o.method == analysis::OffsetMethod::kCollectives) continue;
+    std::string warning = NotRefinedWarning(o, hosts[i].r->clock());
+    if (hosts[i].summary != nullptr && hosts[i].summary->has_value()) {
+      (*hosts[i].summary)->warnings.push_back(warning);
+    }
+    hosts[i].r->mutable_clock()->set_warning(std::move(warning));
   }
 }
 

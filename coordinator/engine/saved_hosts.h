@@ -28,7 +28,9 @@ struct AlignHost {
 // clocks are first estimated from step numbers (clock.method "steps") and every clock refined
 // from collective ends ("collectives"); then aligned start/stop, lateness against `start_at_ns`
 // and, for a clock only alignment could place, `late` (beyond `tolerance_ns`). A refinement that
-// fails is named in manifest.errors; manifest.start_spread_ns is set.
+// fails is named in manifest.errors; manifest.start_spread_ns is set. When collectives refined
+// some hosts but not others, each of the others gets clock.warning (why, and the offset it keeps
+// +- its bound) and the same line among its summary's warnings.
 void AlignSavedHosts(std::vector<AlignHost>& hosts, profctl::v1::AlignMode mode,
                      int64_t start_at_ns, int64_t tolerance_ns,
                      profctl::v1::SessionManifest& manifest);
