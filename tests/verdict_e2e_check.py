@@ -19,10 +19,9 @@ session.json. The ground truth is the synthetic job's model (docs/synthetic-job.
             the two, and only they, stand out (rank 1 in compute, rank 2 in input);
   grid      3 ranks on one step grid plus a host on another (its own one-rank job, its step 1.37x
             longer, then 1.37x shorter): the capture succeeds and the three are aligned on their
-            collectives. Fails today: the shorter-step odd host has the most collective ends,
-            becomes the alignment reference, and the three match only the third or so of their
-            collectives that happen to fall near its ends. The CMake registration passes
-            --skip-grid until that is fixed; --only=grid runs it regardless.
+            collectives, the odd host keeps its clock-sync (rtt) offset with a warning, and the
+            breakdown says it runs on its own grid (the shorter-step odd host has the most
+            collective ends: it must not become the alignment reference).
 
 Also in every case: at least 60 pod steps (the sample the thresholds need), and every host of the
 job aligned by its collectives, its offset matching its injected clock skew.
@@ -368,6 +367,20 @@ def case_grid(ctx):
               f"{cap.manifest.get('errors', [])}")
         try:
             print(f"  {tag}: {check_aligned(tag, cap, three)}")
+            # The odd host keeps its clock-sync offset and is named, in session.json and in the
+            # breakdown; and the breakdown says it runs on its own grid.
+            c = cap.clock(odd[0].name)
+            check(c.get("method") == "rtt",
+                  f"{tag}: {odd[0].name} aligned by {c.get('method')}, not rtt")
+            check("do not coincide" in c.get("warning", ""),
+                  f"{tag}: {odd[0].name}'s clock has no warning: {c}")
+            warnings = b["warnings"] + [w for h in b["hosts"] if h["host"] == odd[0].name
+                                        for w in h["warnings"]]
+            named = [w for w in warnings if odd[0].name in w or "do not coincide" in w]
+            check(any("shares none" in w or "another step grid" in w for w in named),
+                  f"{tag}: the breakdown does not say {odd[0].name} runs on another grid: "
+                  f"{warnings}")
+            print(f"  {tag}: {odd[0].name}: rtt, named: {named[0][:120]}")
         except Failure as e:
             print(f"  {tag}: FAIL: {e}")
             failed.append(str(e))
@@ -392,10 +405,7 @@ def main():
     ap.add_argument("--agent", required=True, help="profctl-agent")
     ap.add_argument("--profctl", required=True, help="profctl")
     ap.add_argument("--only", choices=[n for n, _ in CASES], help="run this case only")
-    # TODO(alignment reference fix): drop --skip-grid from tests/CMakeLists.txt once a host on
-    # another step grid can no longer become the alignment reference.
-    ap.add_argument("--skip-grid", action="store_true",
-                    help="skip the grid case (expected to fail until the alignment fix lands)")
+    ap.add_argument("--skip-grid", action="store_true", help="skip the grid case")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work folder (agent and capture logs, sessions) and print it")
     args = ap.parse_args()
@@ -410,7 +420,7 @@ def main():
             if args.only and name != args.only:
                 continue
             if name == "grid" and args.skip_grid and args.only != "grid":
-                print("case grid: skipped (--skip-grid: the alignment reference fix is pending)")
+                print("case grid: skipped (--skip-grid)")
                 continue
             print(f"case {name}: {fn.__doc__}")
             started, first = time.monotonic(), len(procs.started)
