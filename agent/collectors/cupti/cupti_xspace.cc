@@ -133,6 +133,7 @@ struct Pending {
   std::string name;
   Role role = Role::kOther;
   uint64_t correlation_id = 0;  // kLaunch
+  bool cut = false;             // kStep: clipped at a window edge (xspace::kStatStepCut)
   // Filled by the emitter for its kind.
   std::function<void(XPlaneBuilder&, xspace::XEvent*)> stats;
 
@@ -185,6 +186,7 @@ void EmitLine(XPlaneBuilder& plane, xspace::XLine* line, LineEvents& events) {
     xspace::XEvent* e =
         plane.AddEvent(line, plane.EventMetadataId(p.name), p.start_ns, p.duration_ns);
     if (p.stats) p.stats(plane, e);
+    if (p.cut) plane.AddStat(e, plane.StatMetadataId(xspace::kStatStepCut), int64_t{1});
   }
 }
 
@@ -415,13 +417,39 @@ class CuptiXSpaceBuilder {
     }
   }
 
+  // A step range (its name matches the step pattern) that overlaps the window without lying
+  // wholly inside it: *p clipped to the window and marked cut.
+  bool ClipStepRange(const RecordBatch& b, const inject::NvtxRangeRecord& r, absl::string_view name,
+                     Pending* p) {
+    int64_t s = 0, e = 0;
+    if (__builtin_sub_overflow(static_cast<int64_t>(r.start_ns), b.gpu_minus_wall_ns, &s) ||
+        __builtin_sub_overflow(static_cast<int64_t>(r.end_ns), b.gpu_minus_wall_ns, &e) || e < s ||
+        (s >= start_ && e <= stop_) || e <= start_ || s >= stop_) {
+      return false;
+    }
+    int64_t step = 0;
+    if (!RE2::PartialMatch(re2::StringPiece(name.data(), name.size()), step_re_, &step) ||
+        step < 0) {
+      return false;
+    }
+    p->start_ns = std::max(s, start_);
+    p->duration_ns = std::min(e, stop_) - p->start_ns;
+    p->cut = true;
+    return p->duration_ns > 0;
+  }
+
   // NVTX ranges on their threads; those matching the step pattern grouped by step number.
   void AddNvtxRanges() {
     for (const RecordBatch& b : batches_) {
       for (const inject::NvtxRangeRecord& r : b.ranges) {
         Pending p;
-        if (!Place(b, r.start_ns, r.end_ns, &p.start_ns, &p.duration_ns)) continue;
         const absl::string_view name = b.String(r.name);
+        // A step cut by the window is kept, clipped to it and marked, so the breakdown keeps it
+        // as a partial step (a capture shorter than a step still has its steps).
+        if (!ClipStepRange(b, r, name, &p) &&
+            !Place(b, r.start_ns, r.end_ns, &p.start_ns, &p.duration_ns)) {
+          continue;
+        }
         p.name = name.empty() ? "nvtx_range" : std::string(name);
         auto& thread = threads_[r.tid];
         thread.first = r.pid != 0 ? r.pid : b.pid;

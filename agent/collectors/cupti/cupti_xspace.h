@@ -58,7 +58,9 @@
 //   "cuda/unrecorded_launch:UnrecordedLaunch".
 // CORRELATION IDS are per process in CUPTI; here they are (pid << 32) | id, unique on the host.
 // TIME: every record time is on its process's GPU clock; wall = gpu - gpu_minus_wall_ns of its
-// batch. Events not wholly inside the window are left out and counted.
+// batch. Events not wholly inside the window are left out and counted, except step ranges: a step
+// cut by the window is clipped to it and marked with xspace::kStatStepCut, so the breakdown keeps
+// it as a partial step (a capture shorter than a step still has its steps).
 #ifndef PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_XSPACE_H_
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_XSPACE_H_
 

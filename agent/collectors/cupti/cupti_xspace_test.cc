@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -32,6 +33,7 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::Optional;
 using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
 
 constexpr int64_t kW = 1'700'000'000'000'000'000;  // window start, wall ns
 constexpr int64_t kUs = 1000;
@@ -627,6 +629,37 @@ TEST(CuptiXSpaceTest, AThreadLaunchingDuringAnotherThreadsStepJoinsIt) {
 }
 
 // Launches outside every step stay as they were: no wrapper, the call for their op.
+// Steps cut by the window are kept, clipped to it and marked (xspace::kStatStepCut): a capture
+// shorter than a step still has its step, which the breakdown keeps as partial. Other ranges cut
+// by the window are left out as before.
+TEST(CuptiXSpaceTest, StepsCutByTheWindowAreClippedAndMarked) {
+  constexpr uint32_t kMain = 101;
+  Job j;
+  j.Device();
+  j.Range("train_step 1", kMain, -500, 4000);      // begins before the window
+  j.Range("forward_backward", kMain, -400, 3000);  // not a step: left out
+  j.Range("train_step 2", kMain, 4000, 9000);      // wholly inside
+  j.Range("train_step 3", kMain, 9000, 12000);     // ends after it
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({j.Batch()}, Options(), &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->steps, 3);
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  std::vector<std::tuple<std::string, int64_t, int64_t, bool>> got;
+  const int64_t start = xspace::ProfileStartNs(space);
+  h.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
+    got.emplace_back(std::string(h.EventName(e)), (xspace::EventStartNs(start, line, e) - kW) / kUs,
+                     (xspace::EventEndNs(start, line, e) - kW) / kUs,
+                     h.IntStat(e, xspace::kStatStepCut).has_value());
+  });
+  EXPECT_THAT(got, UnorderedElementsAre(std::tuple("train_step 1", 0, 4000, true),
+                                        std::tuple("train_step 2", 4000, 9000, false),
+                                        std::tuple("train_step 3", 9000, 10000, true)));
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+}
+
 TEST(CuptiXSpaceTest, LaunchesOutsideAnyStepGetNoWrapper) {
   constexpr uint32_t kMain = 101, kAutograd = 102;
   Job j;
