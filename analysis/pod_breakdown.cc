@@ -651,6 +651,14 @@ StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, si
     PodStep& ps = pod->steps[k];
     const size_t s = Candidate(ps);
     ps.straggler_excess_ns = excess[k][s];
+    if (pod->steps_on_every_host > 0 && !ps.on_every_host && ps.hosts.size() >= 2) {
+      // A step some hosts lack (cut by a window edge, not traced): the host the pod waited for
+      // may be among those missing, so nobody present is named for it.
+      ps.bottleneck = Largest(ps.hosts[s].categories);
+      ps.why = absl::StrCat("no straggler named: only ", ps.hosts.size(),
+                            " of the hosts have this step (cut by a window edge or not traced)");
+      continue;
+    }
     Judge(ps, s, pod->noise_floor_ns);
     if (!ps.straggler.empty()) ++tally.named[step_hosts[k][s]];
     if (ps.hosts.size() < 2) continue;
