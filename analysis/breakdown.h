@@ -100,8 +100,9 @@ struct PodHostStep {
   int64_t start_ns = 0;
   int64_t step_time_ns = 0;
   CategoryTimes categories;  // the host view
-  // Per device of a host with several (empty with one: its view is the host's): the device id
-  // and its categories this step, in the host's device order.
+  // Per device, kept only for a host with several whose devices' times outside collectives
+  // spread beyond the noise floor this step, or the step's named straggler (empty otherwise: the
+  // host view says it all): the device id and its categories this step, in the host's order.
   std::vector<std::pair<int64_t, CategoryTimes>> devices;
 };
 
