@@ -393,10 +393,6 @@ class PodStepMatcher {
   const std::vector<std::vector<size_t>>& step_hosts() const { return step_hosts_; }
 
  private:
-  // Hosts whose step of this number does not start with the others' (more than a quarter of the
-  // step's median time, and 1 ms, from the median start): another step grid, or clocks not
-  // aligned. When the hosts that agree are a strict majority the others are left out of the step
-  // (and noted per host); otherwise the step is kept as it is and noted as doubtful.
   // Hosts with complete steps of which none is shared with another host, while other hosts share
   // steps (another job, another step counter, or every step off in time): nothing of theirs is
   // compared, so they are not expected in every step either, and a warning names them.
@@ -464,6 +460,10 @@ class PodStepMatcher {
     }
   }
 
+  // Hosts whose step of this number does not start with the others' (more than a quarter of the
+  // step's median time, and 1 ms, from the median start): another step grid, or clocks not
+  // aligned. When the hosts that agree are a strict majority the others are left out of the step
+  // (and noted per host); otherwise the step is kept as it is and noted as doubtful.
   void LeaveOutHostsOffInTime(PodStep* ps, std::vector<size_t>* host_indices) {
     const size_t n = ps->hosts.size();
     if (n < 2) return;
