@@ -48,6 +48,8 @@ struct CategoryTimes {
   int64_t& operator[](Category c) { return ns[static_cast<int>(c)]; }
   int64_t operator[](Category c) const { return ns[static_cast<int>(c)]; }
   int64_t total() const;
+  // Time outside collectives: the timeline's own work, not waiting for the others.
+  int64_t outside_collectives() const { return total() - (*this)[Category::kCollectives]; }
 };
 
 // One step of one host.

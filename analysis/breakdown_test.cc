@@ -1000,11 +1000,15 @@ TEST(StragglerDeviceTest, TheStragglersSlowGpuIsNamedOnlyBeyondTheNoise) {
     EXPECT_EQ(step.straggler_device_excess_ns, 8 * kMs) << step.step;
     EXPECT_THAT(step.why, HasSubstr("of its 2 devices, device 1 is the slowest (+8.0 ms"));
     EXPECT_THAT(step.hosts[1].devices, SizeIs(2));
+    // The other hosts' devices agree: their views, which say nothing, are not kept.
+    for (const size_t i : {0, 2, 3}) EXPECT_THAT(step.hosts[i].devices, IsEmpty()) << i;
   }
-  // GPUs alike: no device named.
+  // GPUs alike: no device named; the straggler's views are kept all the same.
   for (const PodStep& step : pod_with(0).steps) {
     EXPECT_EQ(step.straggler_device, -1) << step.step;
     EXPECT_THAT(step.why, Not(HasSubstr("devices")));
+    EXPECT_THAT(step.hosts[1].devices, SizeIs(2));
+    EXPECT_THAT(step.hosts[0].devices, IsEmpty());
   }
 }
 

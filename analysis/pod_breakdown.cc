@@ -207,8 +207,7 @@ void JudgeStragglerDevices(PodStep& ps, const PodHostStep& straggler, int64_t no
   if (n < 2) return;
   std::vector<int64_t> busy;
   busy.reserve(n);
-  for (const auto& [id, c] : straggler.devices)
-    busy.push_back(c.total() - c[Category::kCollectives]);
+  for (const auto& [id, c] : straggler.devices) busy.push_back(c.outside_collectives());
   const std::vector<int64_t> excess = ExcessOverOthers(busy);
   const size_t slowest =
       static_cast<size_t>(std::max_element(excess.begin(), excess.end()) - excess.begin());
@@ -693,8 +692,8 @@ void AttachDevices(const std::vector<std::vector<size_t>>& step_hosts,
       int64_t lo = std::numeric_limits<int64_t>::max();
       int64_t hi = std::numeric_limits<int64_t>::min();
       for (const auto& [id, c] : it->devices) {
-        lo = std::min(lo, c.total() - c[Category::kCollectives]);
-        hi = std::max(hi, c.total() - c[Category::kCollectives]);
+        lo = std::min(lo, c.outside_collectives());
+        hi = std::max(hi, c.outside_collectives());
       }
       if (!straggler && hi - lo <= pod->noise_floor_ns) continue;
       ps.hosts[i].devices = it->devices;

@@ -279,24 +279,7 @@ void WriteHostJson(JsonOut& j, const HostReport& h, const BreakdownContext& ctx)
   j.EndObject();
 }
 
-// A host's devices are worth writing in a step when they differ: their times outside collectives
-// spread beyond the noise floor, or it is the step's straggler. Healthy pods of 8-GPU hosts would
-// otherwise write 8 identical views per host and step (the JSON of a 1,024-host capture 6 x as
-// large for nothing).
-bool DevicesWorthWriting(const PodStep& s, const PodHostStep& h, int64_t noise_floor_ns) {
-  if (h.devices.empty()) return false;
-  if (!s.straggler.empty() && h.host == s.straggler) return true;
-  int64_t lo = std::numeric_limits<int64_t>::max();
-  int64_t hi = std::numeric_limits<int64_t>::min();
-  for (const auto& [id, c] : h.devices) {
-    const int64_t busy = c.total() - c[Category::kCollectives];
-    lo = std::min(lo, busy);
-    hi = std::max(hi, busy);
-  }
-  return hi - lo > noise_floor_ns;
-}
-
-void WriteStepJson(JsonOut& j, const PodStep& s, int64_t noise_floor_ns) {
+void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.BeginObject();
   j.Key("step");
   j.Int(s.step);
@@ -360,7 +343,7 @@ void WriteStepJson(JsonOut& j, const PodStep& s, int64_t noise_floor_ns) {
     j.Ms(h.step_time_ns);
     j.Key("categories_ms");
     WriteCategoriesMs(j, h.categories, h.step_time_ns);
-    if (DevicesWorthWriting(s, h, noise_floor_ns)) {
+    if (!h.devices.empty()) {  // kept where they differ (breakdown.h, PodHostStep::devices)
       j.Key("devices");
       j.BeginArray();
       for (const auto& [id, c] : h.devices) {
@@ -408,7 +391,7 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.EndArray();
   j.Key("steps");
   j.BeginArray();
-  for (const PodStep& s : b.steps) WriteStepJson(j, s, b.noise_floor_ns);
+  for (const PodStep& s : b.steps) WriteStepJson(j, s);
   j.EndArray();
   j.Key("straggler_changes");
   j.BeginArray();
@@ -469,7 +452,7 @@ std::string BreakdownCsv(const PodBreakdown& b) {
       out.append(",");
       sep = "";
       for (const auto& [id, c] : h.devices) {
-        absl::StrAppend(&out, sep, id, ":", FormatMs(c.total() - c[Category::kCollectives]));
+        absl::StrAppend(&out, sep, id, ":", FormatMs(c.outside_collectives()));
         sep = " ";
       }
       out.append("\n");
