@@ -240,7 +240,16 @@ class KinetoEventReader {
       out_->window_start_ns = min_start_;
       out_->window_end_ns = max_end_;
     }
-    std::sort(out_->environment.devices.begin(), out_->environment.devices.end(),
+    // A device that ran kernels is a device of the run, deviceProperties or not (traces of
+    // older PyTorch versions, or with it stripped, lack it): it gets a row named by its ordinal.
+    std::vector<DeviceInfo>& devices = out_->environment.devices;
+    for (const DeviceEvent& d : out_->device_events) {
+      const bool known = std::any_of(devices.begin(), devices.end(),
+                                     [&](const DeviceInfo& i) { return i.id == d.device; });
+      if (!known)
+        devices.push_back(DeviceInfo{.id = d.device, .name = absl::StrCat("GPU ", d.device)});
+    }
+    std::sort(devices.begin(), devices.end(),
               [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
     LinkMemoryToOps(memory_threads_, out_);
     out_->warnings = std::move(warnings_).Finish();

@@ -955,6 +955,31 @@ TEST(KinetoToolsTest, MemoryEventsTakeTheInnermostEnclosingOpOnTheirThread) {
   EXPECT_DOUBLE_EQ(mem[1].fragmentation_at_peak, 0.5);
 }
 
+TEST(KinetoToolsTest, DevicesThatRanKernelsCountWithoutDeviceProperties) {
+  // No deviceProperties: the kernels on GPU 0 (args.device) and GPU 3 (the pid) make two
+  // devices, each once; a trace that lists its devices keeps their names.
+  const std::string bare = R"({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5,
+     "args": {"device": 0, "stream": 7, "correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+     "args": {"device": 0, "stream": 7, "correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 7, "ts": 20, "dur": 5,
+     "args": {"stream": 7, "correlation": 3}}
+  ]})";
+  absl::StatusOr<ToolTrace> t = ReadKinetoTools(bare, "h", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->environment.devices.size(), 2u);
+  EXPECT_EQ(t->environment.devices[0].id, 0);
+  EXPECT_EQ(t->environment.devices[0].name, "GPU 0");
+  EXPECT_EQ(t->environment.devices[1].id, 3);
+  const std::string listed = absl::StrCat(
+      R"({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],)", bare.substr(1));
+  t = ReadKinetoTools(listed, "h", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->environment.devices.size(), 2u);
+  EXPECT_EQ(t->environment.devices[0].name, "NVIDIA H100 80GB HBM3");
+}
+
 TEST(KinetoToolsTest, BadJsonIsAnErrorNamingThePath) {
   absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile("{not json", "x.pt.trace.json", 0);
   ASSERT_FALSE(t.ok());
