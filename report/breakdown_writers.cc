@@ -365,6 +365,13 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
 }  // namespace
 
 std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
+  std::vector<size_t> all(b.steps.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return BreakdownJsonOfSteps(b, ctx, all);
+}
+
+std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& ctx,
+                                 absl::Span<const size_t> step_indices) {
   const Headline headline = MakeHeadline(b);
   // Top-level keys, steps and hosts on their own lines; a step's hosts one per line.
   JsonOut j(/*pretty_depth=*/4);
@@ -391,7 +398,9 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
   j.EndArray();
   j.Key("steps");
   j.BeginArray();
-  for (const PodStep& s : b.steps) WriteStepJson(j, s);
+  for (const size_t i : step_indices) {
+    WriteStepJson(j, b.steps[i]);
+  }
   j.EndArray();
   j.Key("straggler_changes");
   j.BeginArray();

@@ -60,6 +60,13 @@ std::array<int64_t, analysis::kNumCategories> RoundCategoriesToUs(const analysis
 // with a fixed key order, ending in a newline. docs/breakdown-schema.md lists every field.
 std::string BreakdownJson(const analysis::PodBreakdown& breakdown, const BreakdownContext& context);
 
+// The same with only the steps at `step_indices` (ascending indices into breakdown.steps) in
+// "steps"; everything else (the summary, the hosts' statistics) still covers every step. For
+// report.html, which shows a sample of the steps of a long session.
+std::string BreakdownJsonOfSteps(const analysis::PodBreakdown& breakdown,
+                                 const BreakdownContext& context,
+                                 absl::Span<const size_t> step_indices);
+
 // pod_step_breakdown.csv (RFC 4180 quoting, '\n' line ends): the header
 //   step,host,step_time_ms,compute_ms,output_ms,d2d_ms,collectives_ms,input_ms,host_ms,idle_ms,
 //   straggler,pod_step_time_ms,straggler_cost_ms,stands_out,device_busy_ms

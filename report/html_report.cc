@@ -1,6 +1,14 @@
 #include "report/html_report.h"
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -8,6 +16,7 @@
 #include "common/version.h"
 #include "report/html_escape.h"
 #include "report/html_tool_tabs.h"
+#include "report/json_out.h"
 
 namespace profctl::report {
 namespace {
@@ -50,17 +59,23 @@ h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1p
 .chart .axis line, .chart .grid line { stroke: var(--line); }
 .chart .axis text { fill: var(--muted); }
 .chart text.straggler { fill: var(--bad); }
-.chart rect.seg:hover { opacity: 0.75; }
+.chart rect.seg:hover, .chart rect.cell:hover { opacity: 0.75; }
 #step-caption { margin: 6px 0; }
 table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 3px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
-th { background: var(--bg-alt); position: sticky; top: 0; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+th, td { padding: 3px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: var(--bg-alt); position: sticky; top: 0; font-weight: 600; font-size: 12px; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, td.name { white-space: nowrap; }
+td.name[title] { cursor: help; }
 tr.selected td { background: #e8f0fe; }
 #stragglers tbody tr { cursor: pointer; }
-.table-wrap { max-height: 480px; overflow: auto; border: 1px solid var(--line); border-radius: 6px; }
-td.why { min-width: 360px; }
-td.files { white-space: nowrap; }
+/* A table scrolls inside its own box, never the page; long names are elided in the middle by the
+   script (the whole name is the cell's title), so the numbers fit beside them at 1280 px. */
+.table-wrap { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid var(--line);
+  border-radius: 6px; margin: 6px 0; }
+td.why { min-width: 22em; }
+td.warn { min-width: 10em; }
+td.files > * { display: block; white-space: nowrap; }
 ul { margin: 4px 0; padding-left: 22px; }
 footer { margin-top: 30px; color: var(--muted); font-size: 12px; }
 </style>
@@ -120,6 +135,22 @@ footer { margin-top: 30px; color: var(--muted); font-size: 12px; }
 <div class="legend" id="category-legend"></div>
 <div class="chart" id="bars"></div>
 <div id="step-caption"></div>
+<p class="note" id="sample-note" hidden></p>
+</section>
+<section>
+<h2>Step time over steps, by category</h2>
+<p class="note">The mean host's step, stacked by category in every step (a bar is the mean of a
+run of steps when there are more steps than room); the red tick marks the steps whose straggler is
+named.</p>
+<div class="legend" id="stack-legend"></div>
+<div class="chart" id="step-stack"></div>
+</section>
+<section>
+<h2>Pod view: every host over every step</h2>
+<p class="note">One row per host, one column per step (or run of steps): the darker, the longer the
+host was busy (neither in collectives nor idle) compared with the other hosts in that step. The
+straggler, which the others wait for, is usually the darkest.</p>
+<div class="chart" id="pod-view"></div>
 </section>
 <section>
 <h2>Step time over steps, per host</h2>
@@ -180,7 +211,20 @@ constexpr char kScript[] = R"html(<script>
   }
   function titled(node, text) { node.appendChild(svg('title', null, text)); return node; }
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
-  function short(name, n) { return name.length <= n ? name : name.slice(0, n - 1) + '\u2026'; }
+  // `name` in at most n characters, elided in the middle ("void at::nat\u2026float, 4>)").
+  function elide(name, n) {
+    name = String(name);
+    if (name.length <= n) return name;
+    var head = Math.ceil((n - 1) / 2);
+    return name.slice(0, head) + '\u2026' + name.slice(name.length - (n - 1 - head));
+  }
+  // A table cell for a name: elided to n characters, the whole name on hover.
+  function nameCell(name, n, cls) {
+    var text = String(name);
+    var c = { text: elide(text, n), cls: cls || 'name' };
+    if (text.length > n) c.title = text;
+    return c;
+  }
   // A relative link, each segment percent-encoded; null for absolute paths and URLs.
   function safeHref(path) {
     if (typeof path !== 'string' || path === '' || path.charAt(0) === '/' ||
@@ -209,6 +253,7 @@ constexpr char kScript[] = R"html(<script>
   }
 
   var data = JSON.parse(document.getElementById('breakdown-data').textContent);
+  var series = JSON.parse(document.getElementById('series-data').textContent);
   var cats = data.categories;
   var hostNames = data.hosts.map(function (h) { return h.host; });
   var hostIndex = {};
@@ -370,7 +415,7 @@ constexpr char kScript[] = R"html(<script>
         var lx = x + w / 2, ly = top + plotH + 10;
         var label = svg('text', { x: lx, y: ly, 'text-anchor': 'end',
           transform: 'rotate(-45 ' + lx + ' ' + ly + ')', class: isStraggler ? 'straggler' : '' },
-          short(name, 18));
+          elide(name, 18));
         bars.appendChild(titled(label, name));
       }
     });
@@ -513,6 +558,7 @@ constexpr char kScript[] = R"html(<script>
     var tr = el('tr');
     cells.forEach(function (c) {
       var td = el(header ? 'th' : 'td', c.cls ? { class: c.cls } : null);
+      if (c.title) td.setAttribute('title', c.title);
       if (c.node) { td.appendChild(c.node); } else { td.textContent = c.text === undefined ? '' : String(c.text); }
       tr.appendChild(td);
     });
@@ -529,7 +575,7 @@ constexpr char kScript[] = R"html(<script>
     var body = el('tbody');
     data.steps.forEach(function (s, i) {
       var tr = row([{ text: stepLabel(s.step), cls: 'num' }, num(s.pod_step_time_ms), num(s.spread_ms),
-        { text: s.straggler === null ? '\u2013' : s.straggler, cls: 'straggler' },
+        s.straggler === null ? { text: '\u2013', cls: 'straggler' } : nameCell(s.straggler, 24, 'straggler'),
         { text: s.cause === null ? '\u2013' : s.cause },
         s.cause === null ? { text: '\u2013', cls: 'num' } : num(s.cause_excess_ms),
         { text: s.bottleneck }, { text: s.why, cls: 'why' }]);
@@ -553,18 +599,20 @@ constexpr char kScript[] = R"html(<script>
     data.hosts.forEach(function (h) {
       var files = el('span');
       h.files.forEach(function (f, k) {
-        if (k > 0) files.appendChild(document.createTextNode(' '));
         var href = safeHref(f);
-        files.appendChild(href === null ? el('span', null, f) : el('a', { href: href }, f));
+        var link = href === null ? el('span', null, elide(f, 28)) : el('a', { href: href }, elide(f, 28));
+        if (f.length > 28) link.setAttribute('title', f);
+        files.appendChild(link);
       });
-      var cells = [{ text: h.host + (slow[h.host] ? ' (consistently slow)' : ''),
-        cls: slow[h.host] ? 'straggler' : 'host-name' },
+      var hostCell = nameCell(h.host, 28, slow[h.host] ? 'straggler' : 'host-name');
+      if (slow[h.host]) hostCell.text += ' (consistently slow)';
+      var cells = [hostCell,
         { text: h.steps, cls: 'num' }, { text: h.partial_steps, cls: 'num' },
         { text: h.has_markers ? 'yes' : 'none' }, num(h.step_time.mean_ms),
         num(h.step_time.p50_ms), num(h.step_time.p90_ms)];
       cats.forEach(function (c) { cells.push(num(h.categories[c].mean_ms)); });
       cells.push({ text: h.straggler_steps, cls: 'num' }, { node: files, cls: 'files' },
-          { text: h.warnings.join('; ') });
+          { text: h.warnings.join('; '), cls: 'warn' });
       body.appendChild(row(cells));
     });
     t.appendChild(body);
@@ -581,6 +629,121 @@ constexpr char kScript[] = R"html(<script>
     f.appendChild(fileItem('pod_step_breakdown.csv'));
     data.files.forEach(function (p) { f.appendChild(fileItem(p)); });
   })();
+
+  // --- Over every step, from the series: stacked categories and the pod view ---
+  var points = series.points;
+  function pointLabel(p) {
+    return p.first === p.last ? 'step ' + p.first : 'steps ' + p.first + '\u2013' + p.last;
+  }
+  function slotFor(count) { return Math.max(2, Math.min(24, Math.floor(1000 / Math.max(1, count)))); }
+  (function stepStack() {
+    var box = document.getElementById('step-stack');
+    var legend = document.getElementById('stack-legend');
+    cats.forEach(function (c) {
+      var item = el('span');
+      item.appendChild(el('span', { class: 'sw', style: 'background:' + (CAT_COLORS[c] || '#888') }));
+      item.appendChild(document.createTextNode(c));
+      legend.appendChild(item);
+    });
+    if (series.per_point > 1) {
+      legend.appendChild(el('span', null, 'each bar: the mean of ' + series.per_point + ' steps'));
+    }
+    if (points.length === 0) { box.textContent = 'No steps.'; return; }
+    var slot = slotFor(points.length), left = 64, right = 16, top = 12, plotH = 220, bottom = 36;
+    var width = left + slot * points.length + right;
+    var hi = 0;
+    points.forEach(function (p) {
+      var sum = 0;
+      p.categories_ms.forEach(function (v) { sum += v; });
+      hi = Math.max(hi, sum);
+    });
+    var ticks = niceTicks(0, hi > 0 ? hi : 1, 4);
+    var y1 = ticks[ticks.length - 1];
+    var y = function (v) { return top + plotH - plotH * v / y1; };
+    var root = svg('svg', { width: width, height: top + plotH + bottom });
+    var grid = svg('g', { class: 'grid' }), axis = svg('g', { class: 'axis' });
+    ticks.forEach(function (t) {
+      grid.appendChild(svg('line', { x1: left, x2: width - right, y1: y(t), y2: y(t) }));
+      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
+    });
+    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
+        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, 'ms'));
+    axis.appendChild(svg('text', { x: left, y: top + plotH + 16 }, pointLabel(points[0]).replace(/\u2013.*/, '')));
+    axis.appendChild(svg('text', { x: width - right, y: top + plotH + 16, 'text-anchor': 'end' },
+        'step ' + points[points.length - 1].last));
+    root.appendChild(grid);
+    root.appendChild(axis);
+    points.forEach(function (p, i) {
+      var acc = 0, x = left + i * slot;
+      cats.forEach(function (c, k) {
+        var v = p.categories_ms[k];
+        if (!(v > 0)) return;
+        titled(root.appendChild(svg('rect', { class: 'seg-step', x: x, width: Math.max(1, slot - 1),
+          y: y(acc + v), height: Math.max(0, y(acc) - y(acc + v)), fill: CAT_COLORS[c] || '#888' })),
+          pointLabel(p) + '\n' + c + ': ' + fmt(v) + ' ms (mean host)' +
+          (p.straggler ? '\nstraggler: ' + p.straggler : ''));
+        acc += v;
+      });
+      if (p.straggler) {
+        root.appendChild(svg('rect', { x: x, width: Math.max(1, slot - 1), y: top + plotH + 2,
+          height: 3, fill: '#c5221f' }));
+      }
+    });
+    box.appendChild(root);
+  })();
+  (function podView() {
+    var box = document.getElementById('pod-view');
+    var hosts = series.hosts;
+    if (points.length === 0 || hosts.length === 0) { box.textContent = 'No steps.'; return; }
+    var slot = slotFor(points.length), left = 150, right = 16, top = 8, bottom = 24;
+    var rowH = Math.max(4, Math.min(18, Math.floor(400 / hosts.length)));
+    var width = left + slot * points.length + right;
+    var root = svg('svg', { width: width, height: top + rowH * hosts.length + bottom });
+    var lo = [], hi = [];
+    points.forEach(function (p, i) {
+      lo[i] = Infinity; hi[i] = -Infinity;
+      series.busy_ms.forEach(function (row) {
+        var v = row[i];
+        if (v === null) return;
+        lo[i] = Math.min(lo[i], v);
+        hi[i] = Math.max(hi[i], v);
+      });
+    });
+    var labelEvery = Math.ceil(12 / rowH);
+    hosts.forEach(function (name, h) {
+      var yy = top + h * rowH;
+      if (h % labelEvery === 0) {
+        root.appendChild(titled(svg('text', { x: left - 6, y: yy + Math.min(rowH, 12) - 1,
+          'text-anchor': 'end', class: slow[name] ? 'straggler' : '' }, elide(name, 22)), name));
+      }
+      series.busy_ms[h].forEach(function (v, i) {
+        if (v === null) return;
+        var f = hi[i] > lo[i] ? (v - lo[i]) / (hi[i] - lo[i]) : 0;
+        var light = Math.round(95 - 55 * f);
+        titled(root.appendChild(svg('rect', { class: 'cell', x: left + i * slot, y: yy,
+          width: Math.max(1, slot - 1), height: Math.max(1, rowH - 1),
+          fill: 'hsl(4,' + Math.round(30 + 50 * f) + '%,' + light + '%)' })),
+          name + ', ' + pointLabel(points[i]) + ': ' + fmt(v) + ' ms busy' +
+          (points[i].straggler === name ? ' (straggler)' : ''));
+      });
+    });
+    var axisY = top + rowH * hosts.length + 16;
+    root.appendChild(svg('text', { x: left, y: axisY, class: 'axis' }, 'step ' + points[0].first));
+    root.appendChild(svg('text', { x: width - right, y: axisY, 'text-anchor': 'end' },
+        'step ' + points[points.length - 1].last));
+    box.appendChild(root);
+  })();
+  if (data.steps.length < series.steps_total) {
+    var note = document.getElementById('sample-note');
+    note.hidden = false;
+    note.textContent = 'The slider and the straggler table show ' + data.steps.length + ' of the ' +
+        series.steps_total + ' steps (evenly spaced, and the slowest); the charts over steps cover ' +
+        'every step; pod_step_breakdown.json has them all.';
+    var tableNote = note.cloneNode(true);
+    tableNote.removeAttribute('id');
+    var st = document.getElementById('stragglers').parentNode;
+    st.parentNode.insertBefore(tableNote, st);
+  }
 
   // Deep links: report.html#step=12&metric=compute shows step 12 and compute over steps.
   var params = {};
@@ -601,7 +764,124 @@ constexpr char kScript[] = R"html(<script>
 </html>
 )html";
 
+// The series over every step (html_report.h): points of `per` consecutive steps each, with the
+// pod's step time (mean and max), its mean host's categories, the most frequent straggler, and
+// each host's mean busy time: neither in collectives nor idle (null where the host has none of
+// those steps).
+std::string SeriesJson(const analysis::PodBreakdown& b) {
+  const size_t n = b.steps.size();
+  const size_t per = std::max<size_t>(1, (n + kReportMaxSeriesPoints - 1) / kReportMaxSeriesPoints);
+  std::map<std::string, size_t> host_at;
+  for (size_t h = 0; h < b.hosts.size(); ++h) host_at.emplace(b.hosts[h].host, h);
+  JsonOut j(/*pretty_depth=*/2);
+  j.BeginObject();
+  j.Key("steps_total");
+  j.Int(static_cast<int64_t>(n));
+  j.Key("per_point");
+  j.Int(static_cast<int64_t>(per));
+  j.Key("hosts");
+  j.BeginArray();
+  for (const analysis::HostReport& h : b.hosts) j.String(h.host);
+  j.EndArray();
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> busy(b.hosts.size());  // sum ns, count
+  j.Key("points");
+  j.BeginArray();
+  for (size_t at = 0; at < n; at += per) {
+    const size_t end = std::min(n, at + per);
+    int64_t pod_sum = 0;
+    int64_t pod_max = 0;
+    std::array<int64_t, analysis::kNumCategories> cats{};
+    int64_t host_steps = 0;
+    std::map<std::string, int64_t> stragglers;
+    for (auto& v : busy) v.emplace_back(0, 0);
+    for (size_t i = at; i < end; ++i) {
+      const analysis::PodStep& s = b.steps[i];
+      pod_sum += s.pod_step_time_ns;
+      pod_max = std::max(pod_max, s.pod_step_time_ns);
+      if (!s.straggler.empty()) ++stragglers[s.straggler];
+      for (const analysis::PodHostStep& h : s.hosts) {
+        for (int c = 0; c < analysis::kNumCategories; ++c) cats[c] += h.categories.ns[c];
+        ++host_steps;
+        if (auto it = host_at.find(h.host); it != host_at.end()) {
+          busy[it->second].back().first +=
+              h.categories.outside_collectives() - h.categories[analysis::Category::kIdle];
+          ++busy[it->second].back().second;
+        }
+      }
+    }
+    const int64_t count = static_cast<int64_t>(end - at);
+    j.BeginObject();
+    j.Key("first");
+    j.Int(b.steps[at].step);
+    j.Key("last");
+    j.Int(b.steps[end - 1].step);
+    j.Key("pod_ms");
+    j.Ms(pod_sum / count);
+    j.Key("pod_max_ms");
+    j.Ms(pod_max);
+    j.Key("categories_ms");
+    j.BeginArray();
+    for (int c = 0; c < analysis::kNumCategories; ++c)
+      j.Ms(host_steps > 0 ? cats[c] / host_steps : 0);
+    j.EndArray();
+    j.Key("straggler");
+    const auto top =
+        std::max_element(stragglers.begin(), stragglers.end(),
+                         [](const auto& x, const auto& y) { return x.second < y.second; });
+    j.StringOrNull(top == stragglers.end() ? "" : top->first);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("busy_ms");
+  j.BeginArray();
+  for (const auto& host : busy) {
+    j.BeginArray();
+    for (const auto& [sum, count] : host) {
+      if (count == 0) {
+        j.Null();
+      } else {
+        j.Ms(sum / count);
+      }
+    }
+    j.EndArray();
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.Take();
+}
+
 }  // namespace
+
+std::vector<size_t> ReportStepIndices(const analysis::PodBreakdown& breakdown) {
+  const size_t n = breakdown.steps.size();
+  const size_t hosts = std::max<size_t>(1, breakdown.hosts.size());
+  const size_t limit =
+      std::clamp(kReportMaxHostSteps / hosts, std::min(kReportMinSampledSteps, kReportMaxSteps),
+                 kReportMaxSteps);
+  std::vector<size_t> out;
+  if (n <= limit) {
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+  // The slowest quarter (by pod step time, earlier first on ties), then evenly spaced steps with
+  // the first and the last; where those coincide, the next slowest until the limit.
+  std::vector<size_t> by_time(n);
+  for (size_t i = 0; i < n; ++i) by_time[i] = i;
+  std::partial_sort(by_time.begin(), by_time.begin() + static_cast<ptrdiff_t>(limit), by_time.end(),
+                    [&](size_t a, size_t c) {
+                      const int64_t ta = breakdown.steps[a].pod_step_time_ns;
+                      const int64_t tc = breakdown.steps[c].pod_step_time_ns;
+                      return ta != tc ? ta > tc : a < c;
+                    });
+  const size_t slowest = limit / 4;
+  std::set<size_t> chosen(by_time.begin(), by_time.begin() + static_cast<ptrdiff_t>(slowest));
+  const size_t even = limit - slowest;
+  for (size_t k = 0; k < even; ++k) chosen.insert(k * (n - 1) / (even - 1));
+  for (size_t k = slowest; chosen.size() < limit && k < limit; ++k) chosen.insert(by_time[k]);
+  out.assign(chosen.begin(), chosen.end());
+  return out;
+}
 
 std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context) {
   return HtmlReport(breakdown, context, {});
@@ -609,9 +889,11 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
 
 std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context,
                        absl::Span<const std::string> tool_jsons) {
-  const std::string json = BreakdownJson(breakdown, context);
+  const std::string json = BreakdownJsonOfSteps(breakdown, context, ReportStepIndices(breakdown));
+  const std::string series = SeriesJson(breakdown);
   std::string out;
-  out.reserve(json.size() + sizeof(kHead) + sizeof(kStyleAndCatcher) + sizeof(kScript) + 256);
+  out.reserve(json.size() + series.size() + sizeof(kHead) + sizeof(kStyleAndCatcher) +
+              sizeof(kScript) + 256);
   out.append(kHead);
   out.append("<title>");
   AppendHtmlEscaped(&out, context.session.empty()
@@ -623,6 +905,8 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
   out.append(kStyleAndCatcher);
   out.append("<script type=\"application/json\" id=\"breakdown-data\">\n");
   AppendJsonForScript(&out, json);
+  out.append("</script>\n<script type=\"application/json\" id=\"series-data\">\n");
+  AppendJsonForScript(&out, series);
   out.append("</script>\n");
   AppendToolTabs(&out, tool_jsons);
   out.append(kScript);

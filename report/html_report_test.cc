@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <regex>
@@ -12,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -163,9 +165,9 @@ TEST(HtmlReportTest, HostileTextCannotLeaveItsContext) {
   BreakdownContext ctx = Context(HostileNames());
   ctx.session = "<b>s</b>";
   const std::string html = HtmlReport(b, ctx);
-  // Only the page's own three script elements; no markup from the trace.
-  EXPECT_EQ(Count(absl::AsciiStrToLower(html), "<script"), 3);
-  EXPECT_EQ(Count(html, "</script>"), 3);
+  // Only the page's own four script elements; no markup from the trace.
+  EXPECT_EQ(Count(absl::AsciiStrToLower(html), "<script"), 4);
+  EXPECT_EQ(Count(html, "</script>"), 4);
   EXPECT_NO_TEXT(html, "<img");
   EXPECT_NO_TEXT(html, "<!--");
   EXPECT_NO_TEXT(html, "<b>s</b>");
@@ -190,6 +192,59 @@ TEST(HtmlReportTest, SelfContained) {
   EXPECT_NO_TEXT(html, " src=");
   EXPECT_NO_TEXT(html, "@import");
   EXPECT_NO_TEXT(html, "url(");
+}
+
+// --- Long sessions: the page's size bound (html_report.h) -------------------------------------
+
+std::vector<std::string> ManyHosts(int n) {
+  std::vector<std::string> names;
+  for (int h = 0; h < n; ++h)
+    names.push_back(absl::StrFormat("host-%04d.rack-17.pod-a.example.com", h));
+  return names;
+}
+
+TEST(HtmlReportTest, PageStaysUnder3MbAt10000StepsAnd64Hosts) {
+  const std::vector<std::string> names = ManyHosts(64);
+  const PodBreakdown b = MakePod(names, 10'000);
+  const std::string html = HtmlReport(b, Context(names));
+  EXPECT_LT(html.size(), 3'000'000u);
+  // Without the bound the page would hold the whole breakdown (the JSON file keeps it).
+  const size_t whole = BreakdownJson(b, Context(names)).size();
+  EXPECT_GT(whole, 5 * html.size());
+  RecordProperty("html_bytes", static_cast<int>(html.size()));
+  RecordProperty("breakdown_json_bytes", static_cast<int>(whole));
+  // 100 steps in full (6,400 host-steps / 64 hosts), the series: 400 points of 25 steps.
+  EXPECT_EQ(ReportStepIndices(b).size(), kReportMaxHostSteps / 64);
+  EXPECT_EQ(Count(html, "\"on_every_host\""), 100);
+  EXPECT_TEXT(html, "\"steps_total\": 10000");
+  EXPECT_TEXT(html, "\"per_point\": 25");
+  EXPECT_EQ(Count(html, "\"pod_max_ms\""), 400);
+  // The last point: steps 10075..10099 (MakePod numbers steps from 100).
+  EXPECT_TEXT(html, "{\"first\":10075,\"last\":10099,");
+}
+
+TEST(HtmlReportTest, SampledStepsAreEvenlySpacedWithTheFirstLastAndSlowest) {
+  const PodBreakdown small = MakePod(Workers(), 300);
+  std::vector<size_t> all(300);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  EXPECT_EQ(ReportStepIndices(small), all);  // up to kReportMaxSteps: every step
+
+  PodBreakdown b = MakePod(Workers(), 1'000);
+  b.steps[500].pod_step_time_ns = 10'000 * kMs;  // the slowest, off the even grid
+  const std::vector<size_t> picked = ReportStepIndices(b);
+  ASSERT_EQ(picked.size() <= kReportMaxSteps, true);
+  EXPECT_GE(picked.size(), kReportMaxSteps * 3 / 4);
+  EXPECT_TRUE(std::is_sorted(picked.begin(), picked.end()));
+  EXPECT_EQ(picked.front(), 0u);
+  EXPECT_EQ(picked.back(), 999u);
+  EXPECT_TRUE(std::binary_search(picked.begin(), picked.end(), 500u));
+  // MakePod's steps grow longer: the slowest quarter (75) are step 500 and the last 74 steps.
+  for (size_t i = 926; i < 1'000; ++i)
+    EXPECT_TRUE(std::binary_search(picked.begin(), picked.end(), i)) << i;
+  // The page says what it shows.
+  const std::string html = HtmlReport(b, Context(Workers()));
+  EXPECT_EQ(Count(html, "\"on_every_host\""), static_cast<int>(picked.size()));
+  EXPECT_TEXT(html, "\"per_point\": 3");
 }
 
 // --- In a real browser -----------------------------------------------------------------------
@@ -328,6 +383,21 @@ TEST(HtmlReportChromiumTest, DeepLinkPicksStepAndCategory) {
   EXPECT_EQ(Count(dom, "class=\"straggler-point\""), 6);
 }
 
+TEST(HtmlReportChromiumTest, LongSessionDrawsEveryStepFromTheSeries) {
+  SKIP_WITHOUT_CHROMIUM();
+  const std::vector<std::string> names = ManyHosts(64);
+  const std::string dom = RenderOrFail(MakePod(names, 2'000), Context(names));
+  // The slider and the table hold the sample, the charts over steps every step in 400 points.
+  EXPECT_EQ(Count(dom, "data-index=\""), 100);
+  EXPECT_TEXT(dom, "show 100 of the 2000 steps");
+  EXPECT_EQ(Count(dom, "class=\"cell\""), 64 * 400);
+  EXPECT_TEXT(dom, "each bar: the mean of 5 steps");
+  EXPECT_TEXT(dom, "<title>host-0001.rack-17.pod-a.example.com, steps 2095\u20132099: ");
+  // Long host names are elided in the middle in the table, whole in the title.
+  EXPECT_TEXT(dom,
+              "title=\"host-0001.rack-17.pod-a.example.com\">host-0001.rack\u2026a.example.com");
+}
+
 TEST(HtmlReportChromiumTest, HostileHostNamesRenderAsText) {
   SKIP_WITHOUT_CHROMIUM();
   const PodBreakdown b = MakePod(HostileNames(), 3);
@@ -434,7 +504,7 @@ TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
   EXPECT_EQ(Count(run.dom, "<td>aten::mm</td>"), 3);
   EXPECT_TEXT(run.dom, "<td class=\"num\">300</td>");  // 300.000 us parses to 300
   EXPECT_NO_TEXT(run.dom, "data-pwned=");
-  EXPECT_TEXT(run.dom, "<td>&lt;img src=x onerror=");
+  EXPECT_TEXT(run.dom, "<td class=\"name\" title=\"&lt;img src=x onerror=");
   // The overview: its recommendation with the reason, a stacked bar segment per step and category.
   EXPECT_TEXT(run.dom, "because input 30.0 % of step time");
   EXPECT_EQ(Count(run.dom, "class=\"tool-seg\""), 4 * 3);

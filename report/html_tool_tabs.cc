@@ -18,6 +18,9 @@ constexpr char kToolsScript[] = R"html(<style>
 #tabs button.active { background: #fff; font-weight: 600; }
 th.sortable { cursor: pointer; }
 .rec { margin: 6px 0; } .rec .why { color: var(--muted); margin-left: 1.5em; }
+.chart-row { display: flex; flex-wrap: wrap; gap: 12px; }
+.chart-row > .chart { flex: 1 1 540px; min-width: 0; }
+svg.bar-chart text.value { fill: var(--muted); }
 </style>
 <script>
 (function () {
@@ -36,6 +39,12 @@ th.sortable { cursor: pointer; }
     Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
     return e;
   }
+  // `name` in at most n characters, elided in the middle; the cell's title has it whole.
+  function elide(name, n) {
+    if (name.length <= n) return name;
+    var head = Math.ceil((n - 1) / 2);
+    return name.slice(0, head) + '\u2026' + name.slice(name.length - (n - 1 - head));
+  }
   function show(v) {
     if (v === null || v === undefined) return '\u2013';
     if (Array.isArray(v)) return v.join('x');
@@ -49,13 +58,23 @@ th.sortable { cursor: pointer; }
     var head = el('tr');
     var body = el('tbody');
     var order = { key: null, dir: 1 };
+    // Names get the room the numbers leave: fit() elides them further until the table fits its
+    // box (run when the tab shows: a hidden table has no width).
+    var room = 60;
     function fill() {
       while (body.firstChild) body.removeChild(body.firstChild);
       rows.forEach(function (r) {
         var tr = el('tr');
         cols.forEach(function (c) {
           var v = r[c[0]];
-          tr.appendChild(el('td', typeof v === 'number' ? { 'class': 'num' } : null, show(v)));
+          var text = show(v);
+          if (typeof v === 'number') {
+            tr.appendChild(el('td', { 'class': 'num' }, text));
+          } else if (text.length > room) {
+            tr.appendChild(el('td', { 'class': 'name', title: text }, elide(text, room)));
+          } else {
+            tr.appendChild(el('td', null, text));
+          }
         });
         body.appendChild(tr);
       });
@@ -83,14 +102,38 @@ th.sortable { cursor: pointer; }
     fill();
     var wrap = el('div', { 'class': 'table-wrap' });
     wrap.appendChild(t);
+    wrap.fit = function () {
+      while (wrap.clientWidth > 0 && wrap.scrollWidth > wrap.clientWidth + 1 && room > 12) {
+        room -= 4;
+        fill();
+      }
+    };
     return wrap;
   }
   var CAT_COLORS = ['#9c755f', '#b07aa1', '#f28e2b', '#76b7b2', '#59a14f', '#edc948', '#e15759',
     '#4e79a7', '#c9c3bf'];
+  // Step time stacked by category over steps, at most MAX_BARS bars in at most 1000 px: beyond
+  // that each bar is the mean of a run of consecutive steps (its title says which).
+  var MAX_BARS = 240;
   function stacked(cats, steps) {
-    var W = Math.max(320, 26 * steps.length + 60), H = 220, left = 50, top = 10, plotH = 180;
+    var per = Math.max(1, Math.ceil(steps.length / MAX_BARS));
+    var bars = [];
+    for (var at = 0; at < steps.length; at += per) {
+      var run = steps.slice(at, at + per), ms = {}, total = 0;
+      cats.forEach(function (c) {
+        var sum = 0;
+        run.forEach(function (s) { sum += s.ms[c] || 0; });
+        ms[c] = sum / run.length;
+      });
+      run.forEach(function (s) { total += s.step_time_ms; });
+      bars.push({ first: run[0].step, last: run[run.length - 1].step, n: run.length, ms: ms,
+        step_time_ms: total / run.length });
+    }
+    var left = 56, top = 10, plotH = 180, H = plotH + 40;
+    var slot = Math.max(2, Math.min(26, Math.floor((1000 - left - 10) / Math.max(1, bars.length))));
+    var W = left + slot * bars.length + 10;
     var max = 0;
-    steps.forEach(function (s) { max = Math.max(max, s.step_time_ms); });
+    bars.forEach(function (b) { max = Math.max(max, b.step_time_ms); });
     var box = el('div', { 'class': 'chart' });
     var legend = el('div', { 'class': 'legend' });
     cats.forEach(function (c, k) {
@@ -99,38 +142,140 @@ th.sortable { cursor: pointer; }
       item.appendChild(document.createTextNode(c));
       legend.appendChild(item);
     });
+    if (per > 1) legend.appendChild(el('span', null, 'each bar: the mean of ' + per + ' steps'));
     box.appendChild(legend);
-    var g = svg('svg', { width: W, height: H });
-    steps.forEach(function (s, i) {
+    var g = svg('svg', { width: W, height: H, 'class': 'step-stack-chart' });
+    function text(x, y, anchor, t) {
+      var e = svg('text', { x: x, y: y, 'text-anchor': anchor });
+      e.textContent = t;
+      g.appendChild(e);
+    }
+    text(left - 6, top + 4, 'end', max.toFixed(max >= 10 ? 1 : 3) + ' ms');
+    text(left - 6, top + plotH, 'end', '0');
+    g.appendChild(svg('line', { x1: left, x2: W - 10, y1: top + plotH, y2: top + plotH, stroke: '#dadce0' }));
+    bars.forEach(function (s, i) {
       var y = top + plotH;
       cats.forEach(function (c, k) {
         var v = s.ms[c] || 0;
         if (!(v > 0) || !(max > 0)) return;
         var h = plotH * v / max;
         y -= h;
-        var r = svg('rect', { x: left + 26 * i, y: y, width: 20, height: h, fill: CAT_COLORS[k % 9],
-          'class': 'tool-seg' });
+        var r = svg('rect', { x: left + slot * i, y: y, width: Math.max(1, slot * 0.8), height: h,
+          fill: CAT_COLORS[k % 9], 'class': 'tool-seg' });
         var title = svg('title');
-        title.textContent = 'step ' + s.step + '\n' + c + ': ' + v.toFixed(3) + ' ms';
+        title.textContent = (s.n === 1 ? 'step ' + s.first : 'steps ' + s.first + '\u2013' + s.last +
+          ' (mean of ' + s.n + ')') + '\n' + c + ': ' + v.toFixed(3) + ' ms';
         r.appendChild(title);
         g.appendChild(r);
       });
     });
+    if (bars.length > 0) {
+      text(left, top + plotH + 16, 'start', 'step ' + bars[0].first);
+      if (bars.length > 1) text(W - 10, top + plotH + 16, 'end', 'step ' + bars[bars.length - 1].last);
+    }
     box.appendChild(g);
     return box;
   }
+  // The top `count` rows by `key` as horizontal bars, the name elided in the middle (whole in
+  // the bar's title), the value and its share of the total at the bar's end.
+  // `narrow`: for two charts side by side (520 px instead of 720).
+  function barChart(rows, nameKey, key, unit, narrow) {
+    var top = rows.filter(function (r) { return typeof r[key] === 'number' && r[key] > 0; })
+      .sort(function (a, b) { return b[key] - a[key]; }).slice(0, 10);
+    var total = 0;
+    rows.forEach(function (r) { if (typeof r[key] === 'number' && r[key] > 0) total += r[key]; });
+    var box = el('div', { 'class': 'chart' });
+    if (top.length === 0) { box.appendChild(el('p', { 'class': 'note' }, 'Nothing to chart.')); return box; }
+    var labelW = narrow ? 200 : 290, barW = narrow ? 170 : 240, rowH = 20;
+    var W = labelW + barW + (narrow ? 150 : 190), chars = narrow ? 26 : 38;
+    var g = svg('svg', { width: W, height: rowH * top.length + 8, 'class': 'bar-chart' });
+    var max = top[0][key];
+    top.forEach(function (r, i) {
+      var name = show(r[nameKey]), y = 4 + i * rowH;
+      var label = svg('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end' });
+      label.textContent = elide(name, chars);
+      var lt = svg('title');
+      lt.textContent = name;
+      label.appendChild(lt);
+      g.appendChild(label);
+      var w = Math.max(1, barW * r[key] / max);
+      var bar = svg('rect', { x: labelW, y: y + 3, width: w, height: rowH - 6, fill: '#4e79a7',
+        'class': 'bar' });
+      var bt = svg('title');
+      bt.textContent = name + ': ' + r[key] + ' ' + unit;
+      bar.appendChild(bt);
+      g.appendChild(bar);
+      var v = svg('text', { x: labelW + w + 6, y: y + 14, 'class': 'value' });
+      v.textContent = r[key] + ' ' + unit + (total > 0 ? ' (' + (100 * r[key] / total).toFixed(1) + ' %)' : '');
+      g.appendChild(v);
+    });
+    box.appendChild(g);
+    return box;
+  }
+  function titledChart(title, chart) {
+    var wrap = el('div', { 'class': 'chart' });
+    wrap.appendChild(el('div', { 'class': 'note' }, title));
+    while (chart.firstChild) wrap.appendChild(chart.firstChild);
+    return wrap;
+  }
+  // Charts beside each tool's tables, added after the tab is drawn.
+  var charts = {
+    overview: function (d, sec) {
+      var heads = Array.prototype.slice.call(sec.querySelectorAll('h2'));
+      d.per_host.forEach(function (h) {
+        var head = heads.find(function (e) { return e.textContent === h.host; });
+        if (!head) return;
+        var after = head;
+        for (var n = head.nextElementSibling; n && n.tagName !== 'H2'; n = n.nextElementSibling) {
+          if (n.classList.contains('chart')) { after = n; break; }
+        }
+        var row = el('div', { 'class': 'chart-row' });
+        row.appendChild(titledChart('top kernels by time', barChart(h.top_kernels, 'name', 'self_ms', 'ms', true)));
+        row.appendChild(titledChart('top ops by self time', barChart(h.top_ops, 'name', 'self_ms', 'ms', true)));
+        after.parentNode.insertBefore(row, after.nextSibling);
+      });
+    },
+    kernel_stats: function (d, sec) {
+      if (d.kernels.length === 0) return;
+      var head = sec.querySelector('h2');
+      var chart = titledChart('top kernels by total time', barChart(d.kernels, 'kernel', 'total_us', 'us'));
+      sec.insertBefore(chart, head ? head.nextSibling : sec.firstChild);
+    },
+    op_stats: function (d, sec) {
+      var ops = d.by_op || [];
+      var key = ops.some(function (r) { return r.device_self_us > 0; }) ? 'device_self_us' : 'host_self_us';
+      if (ops.length === 0) return;
+      var chart = titledChart('top ops by ' + (key === 'device_self_us' ? 'device' : 'host') +
+        ' self time', barChart(ops, 'name', key, 'us'));
+      sec.insertBefore(chart, sec.firstChild);
+    }
+  };
+  // Memory in use over time ([time_ns, bytes] points): a line with the peak and the time span
+  // on its axes.
   function sparkline(points) {
-    var W = 640, H = 160, box = el('div', { 'class': 'chart' });
-    var g = svg('svg', { width: W, height: H });
+    var W = 720, H = 180, left = 70, right = 10, top = 10, bottom = 24, box = el('div', { 'class': 'chart' });
+    var g = svg('svg', { width: W, height: H, 'class': 'memory-chart' });
+    function text(x, y, anchor, t) {
+      var e = svg('text', { x: x, y: y, 'text-anchor': anchor });
+      e.textContent = t;
+      g.appendChild(e);
+    }
     if (points.length > 0) {
       var t0 = points[0][0], t1 = points[points.length - 1][0], max = 0;
       points.forEach(function (p) { max = Math.max(max, p[1]); });
+      var plotW = W - left - right, plotH = H - top - bottom;
       var d = points.map(function (p) {
-        var x = 10 + (W - 20) * (t1 > t0 ? (p[0] - t0) / (t1 - t0) : 0.5);
-        var y = H - 10 - (H - 20) * (max > 0 ? p[1] / max : 0);
+        var x = left + plotW * (t1 > t0 ? (p[0] - t0) / (t1 - t0) : 0.5);
+        var y = top + plotH - plotH * (max > 0 ? p[1] / max : 0);
         return x.toFixed(1) + ',' + y.toFixed(1);
       }).join(' ');
+      g.appendChild(svg('line', { x1: left, x2: W - right, y1: top + plotH, y2: top + plotH, stroke: '#dadce0' }));
+      g.appendChild(svg('line', { x1: left, x2: W - right, y1: top, y2: top, stroke: '#dadce0' }));
       g.appendChild(svg('polyline', { points: d, fill: 'none', stroke: '#4e79a7', 'class': 'memory-line' }));
+      text(left - 6, top + 4, 'end', (max / 1048576).toFixed(1) + ' MiB');
+      text(left - 6, top + plotH, 'end', '0');
+      text(left, H - 6, 'start', '+0 ms');
+      text(W - right, H - 6, 'end', '+' + ((t1 - t0) / 1e6).toFixed(3) + ' ms');
     }
     box.appendChild(g);
     return box;
@@ -215,6 +360,7 @@ th.sortable { cursor: pointer; }
     var sec = el('section', { id: 'tool-' + d.tool, 'class': 'tool-tab' });
     sec.hidden = true;
     if (draw[d.tool]) draw[d.tool](d, sec);
+    if (charts[d.tool]) charts[d.tool](d, sec);
     footer.parentNode.insertBefore(sec, footer);
     panes.push({ name: d.tool, nodes: [sec] });
   });
@@ -222,6 +368,12 @@ th.sortable { cursor: pointer; }
     panes.forEach(function (p) {
       p.nodes.forEach(function (n) { n.hidden = p.name !== name; });
       p.button.className = p.name === name ? 'active' : '';
+    });
+    panes.forEach(function (p) {
+      if (p.name !== name) return;
+      p.nodes.forEach(function (n) {
+        Array.prototype.forEach.call(n.querySelectorAll('.table-wrap'), function (w) { if (w.fit) w.fit(); });
+      });
     });
   }
   panes.forEach(function (p) {

@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""report.html in a real browser (issue 27): the demo's report and `analyze --tool=all` of a
+multi-rank PyTorch set, each opened in headless Chromium at 1280 px.
+
+  report_browser_check.py --profctl=BIN [--agent=BIN] [--chromium=BIN] [--out=DIR] [--skip-demo]
+
+For every page and every tab of it, a checking script (added to a copy of the page, after the
+page's own scripts) selects the tab and writes what it found into the DOM, which
+`--dump-dom` returns. A page fails on:
+  - any console message or uncaught error in Chromium's log, or text in the page's #errors box;
+  - the page not reaching data-rendered="ok";
+  - any visible element wider than its container (or than the 1280 px window) that is not inside
+    a scroll or clip box (overflow auto/scroll/hidden: a table's own scroll box, an elided cell);
+  - any empty section (a visible <section> with no text beyond its heading and no chart);
+  - a table wider than its own box (its numbers would hide behind a sideways scroll), or a chart;
+  - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks.
+Screenshots of every tab (1280 px wide, without the checking script) are kept in --out
+(default: build/report-browser) for a person to look at. Exit 0 when every page holds, 1 when one
+does not, 77 (skipped) when Chromium is not installed.
+"""
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(HERE)
+sys.dont_write_bytecode = True
+WIDTH = 1280
+HEIGHT = 2200
+SKIP = 77
+
+# Charts each page must have: (tab, CSS selector of the <svg>, what it shows). Tabs that are not
+# in the page (a page without tools) are not asked for.
+CHARTS = [
+    ("breakdown", "#bars svg", "stacked bar per host for one step"),
+    ("breakdown", "#step-stack svg", "step time stacked by category over steps"),
+    ("breakdown", "#pod-view svg", "pod view: every host over all steps"),
+    ("breakdown", "#lines svg", "step time over steps, per host"),
+    ("overview", "svg.step-stack-chart", "per-host step time stacked by category"),
+    ("overview", "svg.bar-chart", "top kernels and top ops"),
+    ("kernel_stats", "svg.bar-chart", "top kernels"),
+    ("op_stats", "svg.bar-chart", "top ops"),
+    ("memory", "svg.memory-chart", "memory in use over time"),
+]
+
+# Runs after the page's scripts: selects each tab in turn and checks it.
+CHECKER = r"""
+<script>
+(function () {
+  'use strict';
+  var out = { tabs: [], problems: [], errors: '' };
+  function clipped(e) {
+    for (var a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+      var s = getComputedStyle(a);
+      if (/(auto|scroll|hidden|clip)/.test(s.overflowX)) return true;
+    }
+    return false;
+  }
+  function describe(e) {
+    var s = e.tagName.toLowerCase();
+    if (e.id) s += '#' + e.id;
+    if (e.getAttribute('class')) s += '.' + String(e.getAttribute('class')).split(' ').join('.');
+    for (var a = e.parentElement; a && !a.id; a = a.parentElement) {}
+    if (a && a !== e) s += ' in #' + a.id;
+    return s;
+  }
+  function visible(e) { return e.getClientRects().length > 0; }
+  function check(tab) {
+    var seen = 0;
+    Array.prototype.forEach.call(document.querySelectorAll('body *'), function (e) {
+      if (!visible(e) || e.closest('svg') && e.tagName.toLowerCase() !== 'svg') return;
+      if (e.closest('script,style,title,noscript')) return;
+      var r = e.getBoundingClientRect();
+      var p = e.parentElement;
+      if (clipped(e)) return;
+      var pr = p.getBoundingClientRect();
+      var tooWide = r.right > window.innerWidth + 1 || (p !== document.body && r.right > pr.right + 1 &&
+          getComputedStyle(p).display !== 'inline');
+      if (tooWide && seen++ < 20) {
+        out.problems.push(tab + ': ' + describe(e) + ' is ' + Math.round(r.width) + ' px wide, ends at ' +
+            Math.round(r.right) + ' px, its container at ' + Math.round(pr.right) + ' px (window ' +
+            window.innerWidth + ')');
+      }
+    });
+    if (document.documentElement.scrollWidth > window.innerWidth + 1) {
+      out.problems.push(tab + ': the page scrolls sideways (' + document.documentElement.scrollWidth + ' px)');
+    }
+    // Tables fit their box: long names are elided, so every number shows without scrolling.
+    Array.prototype.forEach.call(document.querySelectorAll('.table-wrap'), function (w) {
+      if (visible(w) && w.scrollWidth > w.clientWidth + 1) {
+        out.problems.push(tab + ': ' + describe(w.firstElementChild || w) + ' is ' + w.scrollWidth +
+            ' px wide in a ' + w.clientWidth + ' px box: columns hidden behind a scroll');
+      }
+    });
+    // Charts fit too: at 1280 px no chart needs a sideways scroll.
+    Array.prototype.forEach.call(document.querySelectorAll('.chart'), function (c) {
+      if (visible(c) && c.scrollWidth > c.clientWidth + 1) {
+        out.problems.push(tab + ': chart ' + describe(c) + ' is ' + c.scrollWidth + ' px wide in a ' +
+            c.clientWidth + ' px box');
+      }
+    });
+    Array.prototype.forEach.call(document.querySelectorAll('section'), function (s) {
+      if (!visible(s)) return;
+      var text = '';
+      Array.prototype.forEach.call(s.childNodes, function (c) {
+        if (c.nodeType === 1 && /^H[1-6]$/.test(c.tagName)) return;
+        text += c.textContent || '';
+      });
+      if (text.trim() === '' && !s.querySelector('svg *')) {
+        out.problems.push(tab + ': section ' + describe(s) + ' is empty');
+      }
+    });
+    var charts = {};
+    Array.prototype.forEach.call(document.querySelectorAll('svg'), function (g) {
+      if (!visible(g)) return;
+      var marks = g.querySelectorAll('rect,path,polyline,circle,line').length;
+      ['#bars svg', '#step-stack svg', '#pod-view svg', '#lines svg', 'svg.step-stack-chart',
+       'svg.bar-chart', 'svg.memory-chart'].forEach(function (sel) {
+        if (g.matches(sel) && marks > 0) charts[sel] = (charts[sel] || 0) + 1;
+      });
+    });
+    out.tabs.push({ tab: tab, charts: charts });
+  }
+  window.addEventListener('load', function () {
+    setTimeout(function () {
+      var buttons = Array.prototype.slice.call(document.querySelectorAll('#tabs button'));
+      if (buttons.length === 0) { check('breakdown'); }
+      buttons.forEach(function (b) { b.click(); check(b.getAttribute('data-tab')); });
+      if (buttons.length) buttons[0].click();
+      var box = document.getElementById('errors');
+      out.errors = box ? box.textContent : 'no #errors box';
+      out.rendered = document.body.getAttribute('data-rendered');
+      var pre = document.createElement('pre');
+      pre.id = 'browser-check';
+      pre.textContent = JSON.stringify(out);
+      document.body.appendChild(pre);
+    }, 50);
+  });
+})();
+</script>
+"""
+
+
+class Failure(Exception):
+    pass
+
+
+def find_chromium(given):
+    for c in [given, os.environ.get("PROFCTL_CHROMIUM"), "/usr/bin/chromium",
+              "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]:
+        if c and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def chromium(binary, scratch, url, extra):
+    cmd = [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+           "--disable-background-networking", "--no-first-run", "--hide-scrollbars",
+           "--user-data-dir=" + os.path.join(scratch, "profile"), "--enable-logging=stderr",
+           "--v=0", "--window-size=%d,%d" % (WIDTH, HEIGHT), "--virtual-time-budget=10000"]
+    cmd += extra + [url]
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=120, cwd=scratch)
+    return p.returncode, p.stdout, p.stderr
+
+
+def console_lines(log):
+    return [l for l in log.splitlines() if ":CONSOLE" in l or "Uncaught" in l]
+
+
+def check_page(name, html_path, browser, out_dir):
+    """Checks one report; returns the problems found (empty: it holds)."""
+    problems = []
+    with open(html_path, encoding="utf-8") as f:
+        html = f.read()
+    size = len(html.encode("utf-8"))
+    scratch = tempfile.mkdtemp(prefix="profctl-browser-")
+    try:
+        checked = os.path.join(scratch, "checked.html")
+        at = html.rfind("</body>")
+        if at < 0:
+            return ["%s: no </body>" % name]
+        with open(checked, "w", encoding="utf-8") as f:
+            f.write(html[:at] + CHECKER + html[at:])
+        rc, dom, log = chromium(browser, scratch, "file://" + checked, ["--dump-dom"])
+        if rc != 0:
+            problems.append("%s: chromium exited %d: %s" % (name, rc, log[-2000:]))
+        for line in console_lines(log):
+            problems.append("%s: console: %s" % (name, line.strip()))
+        m = re.search(r'<pre id="browser-check">(.*?)</pre>', dom, re.S)
+        if not m:
+            problems.append("%s: the checking script wrote nothing (the page did not load?)" % name)
+            return problems
+        found = json.loads(m.group(1).replace("&lt;", "<").replace("&gt;", ">")
+                           .replace("&quot;", '"').replace("&amp;", "&"))
+        if found.get("rendered") != "ok":
+            problems.append("%s: the page did not finish drawing (data-rendered=%r)" %
+                            (name, found.get("rendered")))
+        if found["errors"].strip():
+            problems.append("%s: #errors says: %s" % (name, found["errors"].strip()))
+        problems += ["%s: %s" % (name, p) for p in found["problems"]]
+        tabs = {t["tab"]: t["charts"] for t in found["tabs"]}
+        for tab, selector, what in CHARTS:
+            if tab in tabs and not tabs[tab].get(selector):
+                problems.append("%s: tab %s has no chart %s (%s)" % (name, tab, selector, what))
+        # Screenshots of the page as a user gets it, one per tab.
+        for tab in tabs:
+            shot = os.path.join(out_dir, "%s-%s.png" % (name, tab))
+            url = "file://" + os.path.abspath(html_path) + ("#tab=" + tab if tab != "breakdown" else "")
+            rc, _, log = chromium(browser, scratch, url, ["--screenshot=" + shot])
+            if rc != 0 or not os.path.exists(shot):
+                problems.append("%s: no screenshot of tab %s (chromium exited %d)" % (name, tab, rc))
+        print("%s: %d bytes, tabs %s, %d problem(s); screenshots in %s" %
+              (name, size, ", ".join(tabs), len(problems), out_dir))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return problems
+
+
+def memory_event(op, addr, size, total):
+    """A PyTorch [memory] instant event on GPU 0 inside `op` (on its thread, 1 us after it starts)."""
+    return {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": op["pid"],
+            "tid": op["tid"], "ts": op["ts"] + 1,
+            "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": size,
+                     "Total Allocated": total, "Total Reserved": 64 << 20}}
+
+
+def multi_rank_set(folder, ranks=4):
+    """Writes `ranks` PyTorch traces (rank0..) made from the H100 fixture: each claims its own rank,
+    rank 1's GPU kernels run 30 % longer, so there is a straggler to show, and each allocates and
+    frees GPU 0 memory in its aten ops (the fixture has no [memory] events), for the memory tab."""
+    src = os.path.join(SOURCE, "tests", "data", "traces", "h100_torch_profiler.pt.trace.json.gz")
+    with gzip.open(src, "rt", encoding="utf-8") as f:
+        base = json.load(f)
+    for r in range(ranks):
+        d = json.loads(json.dumps(base))
+        d["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": ranks}
+        if r == 1:
+            for e in d["traceEvents"]:
+                if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float)):
+                    e["dur"] = e["dur"] * 1.3
+        ops = [e for e in d["traceEvents"] if e.get("cat") == "cpu_op"][::20]
+        live, total = [], 0
+        for k, op in enumerate(ops):
+            size = (1 + k % 7) << 20
+            live.append((0x7f0000000000 + (k << 24), size))
+            total += size
+            d["traceEvents"].append(memory_event(op, live[-1][0], size, total))
+            if len(live) > 5:
+                addr, freed = live.pop(0)
+                total -= freed
+                d["traceEvents"].append(memory_event(op, addr, -freed, total))
+        with open(os.path.join(folder, "rank%d.pt.trace.json" % r), "w", encoding="utf-8") as f:
+            json.dump(d, f)
+
+
+def run(cmd, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise Failure("%s exited %d:\n%s%s" % (what, p.returncode, p.stdout[-3000:], p.stderr[-3000:]))
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profctl", required=True)
+    ap.add_argument("--agent", default="")
+    ap.add_argument("--chromium", default="")
+    ap.add_argument("--out", default=os.path.join(SOURCE, "build", "report-browser"))
+    ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--page", action="append", default=[],
+                    help="also check this report.html (NAME=PATH)")
+    args = ap.parse_args()
+    browser = find_chromium(args.chromium)
+    if not browser:
+        print("SKIPPED: headless Chromium not found (/usr/bin/chromium; set PROFCTL_CHROMIUM): "
+              "install it with scripts/bootstrap.sh --test")
+        return SKIP
+    args.out = os.path.abspath(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    for old in glob.glob(os.path.join(args.out, "*.png")):
+        os.remove(old)
+    work = tempfile.mkdtemp(prefix="profctl-report-browser-")
+    problems = []
+    try:
+        pages = [tuple(p.split("=", 1)) for p in args.page]
+        traces = os.path.join(work, "traces")
+        os.makedirs(traces)
+        multi_rank_set(traces)
+        run([args.profctl, "analyze", traces, "--tool=all", "--out=" + os.path.join(work, "analyze")],
+            "profctl analyze")
+        pages.append(("pytorch-4-ranks", os.path.join(work, "analyze", "report.html")))
+        if not args.skip_demo:
+            cmd = [args.profctl, "demo", "--workers=4", "--duration=1500", "--step-ms=50",
+                   "--logdir=" + os.path.join(work, "logs")]
+            if args.agent:
+                cmd.append("--agent-binary=" + args.agent)
+            run(cmd, "profctl demo")
+            found = glob.glob(os.path.join(work, "logs", "plugins", "profile", "*", "report.html"))
+            if len(found) != 1:
+                raise Failure("the demo wrote %d report.html files" % len(found))
+            pages.append(("demo", found[0]))
+        for name, path in pages:
+            shutil.copy(path, os.path.join(args.out, name + ".html"))
+            problems += check_page(name, path, browser, args.out)
+    except (Failure, subprocess.TimeoutExpired) as e:
+        problems.append(str(e))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for p in problems:
+        print("FAIL: " + p)
+    if not problems:
+        print("ok: every page rendered without errors, overflow or empty sections, with its charts")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
