@@ -510,5 +510,37 @@ TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
   EXPECT_EQ(Count(run.dom, "class=\"tool-seg\""), 4 * 3);
 }
 
+TEST(HtmlReportChromiumTest, LongOverviewIsEmbeddedAsRunsOfSteps) {
+  // 10,000 steps of one host: the page embeds 239 runs of 42 steps (the last of 4), each the
+  // mean of its steps; tool_overview.json keeps every step.
+  analysis::PodTools p = OverviewTabTools();
+  analysis::HostTools& h = p.hosts[0];
+  const analysis::OverviewStep one = h.overview.steps[0];
+  h.overview.steps.clear();
+  for (int i = 0; i < 10'000; ++i) {
+    analysis::OverviewStep s = one;
+    s.step = i;
+    s.step_time_ns = (i % 2 == 0 ? 10 : 12) * kMs;  // runs of 42 steps: a mean of 11 ms
+    h.overview.steps.push_back(s);
+  }
+  const std::string doc = ToolJson(p, ToolContext{"run"});
+  const PodBreakdown b = MakePod(Workers(), 3);
+  const std::string html = HtmlReport(b, Context(Workers()), {doc});
+  EXPECT_LT(html.size(), doc.size() / 10);
+  EXPECT_EQ(Count(html, "\"last_step\""), 239);
+  EXPECT_TEXT(html, "{\"step\":0,\"last_step\":41,\"steps\":42,\"step_time_ms\":11.0,");
+  EXPECT_TEXT(html, "{\"step\":9996,\"last_step\":9999,\"steps\":4,");
+  if (FindChromium().empty()) return;  // the rest needs a browser
+  profctl::testkit::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  ASSERT_THAT(WriteFileAtomically(html_path, html), IsOk());
+  const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path, "#tab=overview");
+  EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
+  EXPECT_TEXT(run.dom, "data-rendered=\"ok\"");
+  EXPECT_EQ(Count(run.dom, "class=\"tool-seg\""), 239 * 3);
+  EXPECT_TEXT(run.dom, "<title>steps 9996\u20139999 (mean of 4)\ndevice_compute: 6.000 ms</title>");
+  EXPECT_TEXT(run.dom, "each bar: the mean of 42 steps");
+}
+
 }  // namespace
 }  // namespace profctl::report

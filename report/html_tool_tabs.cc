@@ -1,8 +1,14 @@
 #include "report/html_tool_tabs.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/types/span.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 #include "report/html_escape.h"
 
 namespace profctl::report {
@@ -125,9 +131,11 @@ svg.bar-chart text.value { fill: var(--muted); }
         run.forEach(function (s) { sum += s.ms[c] || 0; });
         ms[c] = sum / run.length;
       });
-      run.forEach(function (s) { total += s.step_time_ms; });
-      bars.push({ first: run[0].step, last: run[run.length - 1].step, n: run.length, ms: ms,
-        step_time_ms: total / run.length });
+      var n = 0;
+      run.forEach(function (s) { total += s.step_time_ms; n += s.steps || 1; });
+      var end = run[run.length - 1];
+      bars.push({ first: run[0].step, last: end.last_step === undefined ? end.step : end.last_step,
+        n: n, ms: ms, step_time_ms: total / run.length });
     }
     var left = 56, top = 10, plotH = 180, H = plotH + 40;
     var slot = Math.max(2, Math.min(26, Math.floor((1000 - left - 10) / Math.max(1, bars.length))));
@@ -142,7 +150,8 @@ svg.bar-chart text.value { fill: var(--muted); }
       item.appendChild(document.createTextNode(c));
       legend.appendChild(item);
     });
-    if (per > 1) legend.appendChild(el('span', null, 'each bar: the mean of ' + per + ' steps'));
+    var runLength = bars.length > 0 ? bars[0].n : 1;
+    if (runLength > 1) legend.appendChild(el('span', null, 'each bar: the mean of ' + runLength + ' steps'));
     box.appendChild(legend);
     var g = svg('svg', { width: W, height: H, 'class': 'step-stack-chart' });
     function text(x, y, anchor, t) {
@@ -389,12 +398,85 @@ svg.bar-chart text.value { fill: var(--muted); }
 </script>
 )html";
 
+// `v`'s member `key`; nullptr when `v` is no object or has none.
+const rapidjson::Value* Find(const rapidjson::Value& v, const char* key) {
+  return v.IsObject() && v.HasMember(key) ? &v[key] : nullptr;
+}
+
+double NumberOr0(const rapidjson::Value* v) {
+  return v != nullptr && v->IsNumber() ? v->GetDouble() : 0.0;
+}
+
+// The runs of `per` consecutive steps of an overview host's "steps": {"step": first,
+// "last_step": last, "steps": count, "step_time_ms" and each "ms" category: the run's mean}.
+rapidjson::Value StepRuns(const rapidjson::Value& in, size_t per,
+                          rapidjson::Document::AllocatorType& alloc) {
+  rapidjson::Value out(rapidjson::kArrayType);
+  const size_t n = in.Size();
+  for (size_t at = 0; at < n; at += per) {
+    const size_t end = std::min(n, at + per);
+    const double count = static_cast<double>(end - at);
+    rapidjson::Value run(rapidjson::kObjectType);
+    run.AddMember("step", static_cast<int64_t>(NumberOr0(Find(in[at], "step"))), alloc);
+    run.AddMember("last_step", static_cast<int64_t>(NumberOr0(Find(in[end - 1], "step"))), alloc);
+    run.AddMember("steps", static_cast<int64_t>(end - at), alloc);
+    double time = 0;
+    for (size_t i = at; i < end; ++i) time += NumberOr0(Find(in[i], "step_time_ms"));
+    run.AddMember("step_time_ms", time / count, alloc);
+    rapidjson::Value ms(rapidjson::kObjectType);
+    if (const rapidjson::Value* first = Find(in[at], "ms"); first != nullptr && first->IsObject()) {
+      for (const auto& cat : first->GetObject()) {
+        double sum = 0;
+        for (size_t i = at; i < end; ++i) {
+          if (const rapidjson::Value* m = Find(in[i], "ms")) {
+            sum += NumberOr0(Find(*m, cat.name.GetString()));
+          }
+        }
+        rapidjson::Value key(cat.name, alloc);
+        rapidjson::Value mean(sum / count);
+        ms.AddMember(key, mean, alloc);
+      }
+    }
+    run.AddMember("ms", ms, alloc);
+    out.PushBack(run, alloc);
+  }
+  return out;
+}
+
+// The overview's per-host "steps" beyond kMaxToolChartSteps become StepRuns. Other documents,
+// and overviews short enough, are returned as they are.
+std::string DownsampledForPage(const std::string& tool_json) {
+  rapidjson::Document d;
+  d.Parse(tool_json.data(), tool_json.size());
+  const rapidjson::Value* tool = Find(d, "tool");
+  if (d.HasParseError() || tool == nullptr || !tool->IsString() ||
+      std::string(tool->GetString()) != "overview" || !d.HasMember("per_host") ||
+      !d["per_host"].IsArray()) {
+    return tool_json;
+  }
+  bool changed = false;
+  for (auto& host : d["per_host"].GetArray()) {
+    if (!host.IsObject() || !host.HasMember("steps")) continue;
+    rapidjson::Value& steps = host["steps"];
+    if (!steps.IsArray() || steps.Size() <= kMaxToolChartSteps) continue;
+    const size_t per = (steps.Size() + kMaxToolChartSteps - 1) / kMaxToolChartSteps;
+    steps = StepRuns(steps, per, d.GetAllocator());
+    changed = true;
+  }
+  if (!changed) return tool_json;
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  writer.SetMaxDecimalPlaces(3);
+  d.Accept(writer);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 }  // namespace
 
 void AppendToolTabs(std::string* out, absl::Span<const std::string> tool_jsons) {
   for (const std::string& tool_json : tool_jsons) {
     out->append("<script type=\"application/json\" class=\"tool-data\">\n");
-    AppendJsonForScript(out, tool_json);
+    AppendJsonForScript(out, DownsampledForPage(tool_json));
     out->append("</script>\n");
   }
   if (!tool_jsons.empty()) out->append(kToolsScript);
