@@ -469,7 +469,7 @@ constexpr char kScript[] = R"html(<script>
     var y0 = ticks[0], y1 = ticks[ticks.length - 1];
     if (!(y1 > y0)) y1 = y0 + 1;
     var S = data.steps.length;
-    var left = 64, right = 16, top = 16, bottom = 40, plotH = 280;
+    var left = 64, right = 28, top = 16, bottom = 40, plotH = 280;
     var plotW = Math.max(600, Math.min(1100, S * 40));
     var width = left + plotW + right;
     var x = function (i) { return left + (S === 1 ? plotW / 2 : plotW * i / (S - 1)); };
@@ -481,7 +481,10 @@ constexpr char kScript[] = R"html(<script>
       grid.appendChild(svg('line', { x1: left, x2: left + plotW, y1: y(t), y2: y(t) }));
       axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
     });
-    var every = Math.ceil(S / Math.max(1, Math.floor(plotW / 40)));
+    // Labels every `every` steps, spaced by the widest label (about 7 px a character).
+    var widest = 0;
+    data.steps.forEach(function (s) { widest = Math.max(widest, stepLabel(s.step).length); });
+    var every = Math.ceil(S / Math.max(1, Math.floor(plotW / Math.max(40, widest * 7 + 12))));
     data.steps.forEach(function (s, i) {
       if (i % every === 0) {
         axis.appendChild(svg('text', { x: x(i), y: top + plotH + 16, 'text-anchor': 'middle' }, stepLabel(s.step)));
@@ -636,6 +639,8 @@ constexpr char kScript[] = R"html(<script>
     return p.first === p.last ? 'step ' + p.first : 'steps ' + p.first + '\u2013' + p.last;
   }
   function slotFor(count) { return Math.max(2, Math.min(24, Math.floor(1000 / Math.max(1, count)))); }
+  // A bar's width in its slot: a 1 px gap between wide bars, none between narrow ones (stripes).
+  function gapless(slot) { return slot >= 6 ? slot - 1 : slot; }
   (function stepStack() {
     var box = document.getElementById('step-stack');
     var legend = document.getElementById('stack-legend');
@@ -678,7 +683,7 @@ constexpr char kScript[] = R"html(<script>
       cats.forEach(function (c, k) {
         var v = p.categories_ms[k];
         if (!(v > 0)) return;
-        titled(root.appendChild(svg('rect', { class: 'seg-step', x: x, width: Math.max(1, slot - 1),
+        titled(root.appendChild(svg('rect', { class: 'seg-step', x: x, width: gapless(slot),
           y: y(acc + v), height: Math.max(0, y(acc) - y(acc + v)), fill: CAT_COLORS[c] || '#888' })),
           pointLabel(p) + '\n' + c + ': ' + fmt(v) + ' ms (mean host)' +
           (p.straggler ? '\nstraggler: ' + p.straggler : ''));
@@ -721,7 +726,7 @@ constexpr char kScript[] = R"html(<script>
         var f = hi[i] > lo[i] ? (v - lo[i]) / (hi[i] - lo[i]) : 0;
         var light = Math.round(95 - 55 * f);
         titled(root.appendChild(svg('rect', { class: 'cell', x: left + i * slot, y: yy,
-          width: Math.max(1, slot - 1), height: Math.max(1, rowH - 1),
+          width: gapless(slot), height: Math.max(1, rowH - 1),
           fill: 'hsl(4,' + Math.round(30 + 50 * f) + '%,' + light + '%)' })),
           name + ', ' + pointLabel(points[i]) + ': ' + fmt(v) + ' ms busy' +
           (points[i].straggler === name ? ' (straggler)' : ''));

@@ -299,7 +299,9 @@ def main():
             "profctl analyze")
         pages.append(("pytorch-4-ranks", os.path.join(work, "analyze", "report.html")))
         if not args.skip_demo:
-            cmd = [args.profctl, "demo", "--workers=4", "--duration=1500", "--step-ms=50",
+            # 8 ms steps for 4 s: ~400 steps, beyond the 300 the page embeds whole (a sample
+            # in the slider and table, the series in the charts over steps).
+            cmd = [args.profctl, "demo", "--workers=4", "--duration=4000", "--step-ms=8",
                    "--logdir=" + os.path.join(work, "logs")]
             if args.agent:
                 cmd.append("--agent-binary=" + args.agent)
