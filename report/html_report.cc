@@ -254,6 +254,7 @@ constexpr char kScript[] = R"html(<script>
 
   var data = JSON.parse(document.getElementById('breakdown-data').textContent);
   var series = JSON.parse(document.getElementById('series-data').textContent);
+  var sampledSteps = data.steps.length < series.steps_total;
   var cats = data.categories;
   var hostNames = data.hosts.map(function (h) { return h.host; });
   var hostIndex = {};
@@ -472,7 +473,13 @@ constexpr char kScript[] = R"html(<script>
     var left = 64, right = 28, top = 16, bottom = 40, plotH = 280;
     var plotW = Math.max(600, Math.min(1100, S * 40));
     var width = left + plotW + right;
-    var x = function (i) { return left + (S === 1 ? plotW / 2 : plotW * i / (S - 1)); };
+    // A sample of the steps (html_report.h) is placed by step number, so its gaps show.
+    var s0 = data.steps[0].step, s1 = data.steps[S - 1].step;
+    var byStep = sampledSteps && s1 > s0;
+    var x = function (i) {
+      if (S === 1) return left + plotW / 2;
+      return left + plotW * (byStep ? (data.steps[i].step - s0) / (s1 - s0) : i / (S - 1));
+    };
     var y = function (v) { return top + plotH - plotH * (v - y0) / (y1 - y0); };
     var root = svg('svg', { width: width, height: top + plotH + bottom, id: 'lines-svg' });
     var grid = svg('g', { class: 'grid' });
