@@ -60,6 +60,11 @@ svg.bar-chart text.value { fill: var(--muted); }
   }
   // A sortable table of `rows` (objects) with `cols` [[key, title], ...].
   function table(cols, rows, id) {
+    // No header over nothing: an empty table says so in words.
+    if (rows.length === 0) {
+      return el('p', id ? { 'class': 'note empty', id: id } : { 'class': 'note empty' },
+        'None in this trace (' + cols.map(function (c) { return c[1]; }).slice(0, 2).join(', ') + ').');
+    }
     var t = el('table', id ? { id: id } : null);
     var head = el('tr');
     var body = el('tbody');

@@ -11,7 +11,8 @@ page's own scripts) selects the tab and writes what it found into the DOM, which
   - the page not reaching data-rendered="ok";
   - any visible element wider than its container (or than the 1280 px window) that is not inside
     a scroll or clip box (overflow auto/scroll/hidden: a table's own scroll box, an elided cell);
-  - any empty section (a visible <section> with no text beyond its heading and no chart);
+  - any empty section (a visible <section> with no text beyond its heading and no chart), or a
+    table with no rows;
   - a table wider than its own box (its numbers would hide behind a sideways scroll), or a chart;
   - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks.
 Screenshots of every tab (1280 px wide, without the checking script) are kept in --out
@@ -98,6 +99,12 @@ CHECKER = r"""
       if (visible(w) && w.scrollWidth > w.clientWidth + 1) {
         out.problems.push(tab + ': ' + describe(w.firstElementChild || w) + ' is ' + w.scrollWidth +
             ' px wide in a ' + w.clientWidth + ' px box: columns hidden behind a scroll');
+      }
+    });
+    // A table with a header and no rows says nothing: the page must say so in words.
+    Array.prototype.forEach.call(document.querySelectorAll('table'), function (t) {
+      if (visible(t) && t.tBodies.length > 0 && t.querySelectorAll('tbody tr').length === 0) {
+        out.problems.push(tab + ': ' + describe(t) + ' has no rows');
       }
     });
     // Charts fit too: at 1280 px no chart needs a sideways scroll.
