@@ -416,6 +416,13 @@ bool UsesCollector(const AgentOptions& options, absl::string_view name) {
          options.collectors.end();
 }
 
+std::string AgentPortFileText(const std::vector<int>& ports, int metrics_port) {
+  std::string text;
+  for (int port : ports) absl::StrAppend(&text, port, "\n");
+  if (metrics_port >= 0) absl::StrAppend(&text, "metrics=", metrics_port, "\n");
+  return text;
+}
+
 absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,
                                   AgentOptions* options) {
   PROFCTL_ASSIGN_OR_RETURN(const YamlConfig config, YamlConfig::Parse(yaml, source));
@@ -473,7 +480,14 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
         break;
     }
   }
+  bool version = false;
+  fs.Bool("version", &version, "print the version and exit");
   PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
+  if (version) {
+    AgentOptions o;
+    o.version = true;
+    return o;
+  }
   if (fs.help_requested()) {
     AgentOptions o;
     o.help = true;

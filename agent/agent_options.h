@@ -79,6 +79,8 @@ struct AgentOptions {
   bool insecure = false;
   bool help = false;
   std::string help_text;
+  // --version: print VersionDescription() and exit.
+  bool version = false;
 };
 
 inline constexpr int64_t kMaxEndpoints = 2048;
@@ -99,6 +101,12 @@ inline constexpr const char* kNvidiaDriverProbe = "/proc/driver/nvidia/version";
 // (demos, tests). --tsl-local adds `tsl` either way.
 absl::StatusOr<AgentOptions> ParseAgentOptions(
     const std::vector<std::string>& args, const std::string& nvidia_probe = kNvidiaDriverProbe);
+
+// The --port-file's text: the gRPC port of each endpoint, one per line (readers that take the
+// first number, or every line up to the first non-number, keep working), then
+// "metrics=PORT" when the metrics server listens (metrics_port >= 0; with --metrics-port=0 the
+// port it picked).
+std::string AgentPortFileText(const std::vector<int>& ports, int metrics_port);
 
 // Applies a YAML config document on top of `options`; `source` names it in errors.
 absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,

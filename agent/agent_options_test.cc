@@ -165,6 +165,22 @@ TEST(AgentOptionsTest, ProtectionLimitsHaveDefaultsFlagsYamlAndRanges) {
   EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--max-held-mb"));
 }
 
+TEST(AgentOptionsTest, VersionFlagAsksForTheVersionOnly) {
+  absl::StatusOr<AgentOptions> o = Parse({"--version"});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_TRUE(o->version);
+  EXPECT_FALSE(Parse({})->version);
+  EXPECT_THAT(Parse({"--versoin"}).status().message(), HasSubstr("did you mean --version?"));
+  EXPECT_THAT(Parse({"--metric-port=1"}).status().message(),
+              HasSubstr("did you mean --metrics-port?"));
+}
+
+TEST(AgentOptionsTest, PortFileListsGrpcPortsThenTheMetricsPort) {
+  EXPECT_EQ(AgentPortFileText({6000}, /*metrics_port=*/-1), "6000\n");
+  EXPECT_EQ(AgentPortFileText({6000, 6001}, /*metrics_port=*/-1), "6000\n6001\n");
+  EXPECT_EQ(AgentPortFileText({41234}, /*metrics_port=*/9100), "41234\nmetrics=9100\n");
+}
+
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
   absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_THAT(o, IsOk());
@@ -305,7 +321,7 @@ TEST(AgentOptionsTest, EveryFlagIsAConfigSettingAndFlagsWinOverIt) {
   for (absl::string_view line : absl::StrSplit(help->help_text, '\n')) {
     if (!absl::StartsWith(line, "  --")) continue;
     std::string flag(line.substr(4, line.find(' ', 4) - 4));
-    if (flag == "config" || flag == "help") continue;
+    if (flag == "config" || flag == "help" || flag == "version") continue;
     std::replace(flag.begin(), flag.end(), '-', '_');
     keys.push_back(flag);
   }

@@ -129,6 +129,10 @@ int Run(int argc, char** argv) {
     std::cerr << "profctl-agent: " << opts.status().message() << "\n";
     return 2;
   }
+  if (opts->version) {
+    std::cout << "profctl-agent " << VersionDescription() << "\n";
+    return 0;
+  }
   if (opts->help) {
     std::cout << opts->help_text;
     return 0;
@@ -175,7 +179,11 @@ int Run(int argc, char** argv) {
       StartMetricsServer(*opts, &metrics);
   if (!metrics_server.ok()) return 1;
   if (!opts->port_file.empty()) {
-    if (absl::Status s = WriteFileAtomically(opts->port_file, (*server)->PortFileText()); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(
+            opts->port_file,
+            AgentPortFileText((*server)->ports(),
+                              *metrics_server != nullptr ? (*metrics_server)->port() : -1));
+        !s.ok()) {
       spdlog::error("--port-file: {}", s.ToString());
       return 1;
     }

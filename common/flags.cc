@@ -1,6 +1,8 @@
 #include "common/flags.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,41 @@ absl::Status ParseInt64(const std::string& text, const std::string& what, int64_
         absl::StrCat(what, ": expected a whole number, got '", text, "'"));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Optimal string alignment distance: Levenshtein plus swaps of adjacent characters.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string ClosestName(const std::string& typed, const std::vector<std::string>& known) {
+  constexpr size_t kMaxEdits = 2;
+  std::string best;
+  size_t best_distance = kMaxEdits + 1;
+  for (const std::string& k : known) {
+    const size_t d = EditDistance(typed, k);
+    if (d < best_distance && 2 * d < typed.size()) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
 }
 
 FlagSet::FlagSet(std::string command, std::string synopsis)
@@ -73,6 +110,15 @@ void FlagSet::Require(const std::string& name) {
   if (Flag* f = Find(name)) f->required = true;
 }
 
+std::string FlagSet::DidYouMean(const std::string& name) const {
+  std::vector<std::string> known;
+  known.reserve(flags_.size() + 1);
+  for (const Flag& f : flags_) known.push_back(f.name);
+  known.emplace_back("help");
+  const std::string closest = ClosestName(name, known);
+  return closest.empty() ? "" : absl::StrCat(" (did you mean --", closest, "?)");
+}
+
 bool FlagSet::WasSet(const std::string& name) const {
   for (const Flag& f : flags_) {
     if (f.name == name) return f.set;
@@ -103,7 +149,8 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     Flag* flag = Find(name);
     if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, DidYouMean(name), " (see --help)"));
     }
     if (flag->set) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given more than once"));

@@ -14,6 +14,11 @@
 
 namespace profctl {
 
+// The name in `known` closest to `typed` by edit distance (insertions, deletions, substitutions,
+// and swaps of neighbours count 1), when it is close enough to be a typo: at most 2 edits and
+// fewer than half of typed's length. Empty when none is. For "did you mean" hints.
+std::string ClosestName(const std::string& typed, const std::vector<std::string>& known);
+
 class FlagSet {
  public:
   // `command` names the program in errors and help, e.g. "profctl capture".
@@ -50,6 +55,8 @@ class FlagSet {
   };
   Flag* Find(const std::string& name);
   void Add(Flag flag);
+  // " (did you mean --NAME?)" for an unknown flag close to a known one, else "".
+  std::string DidYouMean(const std::string& name) const;
 
   std::string command_;
   std::string synopsis_;

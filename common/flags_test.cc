@@ -33,6 +33,35 @@ TEST(FlagSetTest, ParsesEqualsSpaceAndBoolForms) {
   EXPECT_TRUE(f.fs.WasSet("duration"));
 }
 
+TEST(FlagSetTest, UnknownFlagSuggestsTheClosestKnownOne) {
+  {
+    Fixture f;
+    EXPECT_THAT(f.fs.Parse({"--worker=a:1"}).message(),
+                HasSubstr("unknown flag --worker (did you mean --workers?)"));
+  }
+  {
+    Fixture f;  // a swap of neighbours is one edit
+    EXPECT_THAT(f.fs.Parse({"--duratoin=5"}).message(), HasSubstr("did you mean --duration?"));
+  }
+  {
+    Fixture f;  // nothing close: no guess
+    const std::string message(f.fs.Parse({"--frobnicate"}).message());
+    EXPECT_THAT(message, HasSubstr("unknown flag --frobnicate (see --help)"));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("did you mean")));
+  }
+}
+
+TEST(ClosestNameTest, PicksTheNearestWithinTwoEditsAndHalfTheLength) {
+  const std::vector<std::string> known = {"capture", "ping", "analyze", "diff"};
+  EXPECT_EQ(ClosestName("captur", known), "capture");
+  EXPECT_EQ(ClosestName("anlayze", known), "analyze");
+  EXPECT_EQ(ClosestName("pign", known), "ping");
+  EXPECT_EQ(ClosestName("capturexx", known), "capture");
+  EXPECT_EQ(ClosestName("xyz", known), "");       // 3+ edits from everything
+  EXPECT_EQ(ClosestName("df", known), "");        // 2 edits, but half of a 2-letter word
+  EXPECT_EQ(ClosestName("ping", known), "ping");  // exact
+}
+
 TEST(FlagSetTest, ErrorsNameTheFlagAndValue) {
   {
     Fixture f;

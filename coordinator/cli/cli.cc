@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/flags.h"
 #include "common/version.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/cli/demo.h"
@@ -12,7 +14,7 @@ namespace profctl::coordinator {
 namespace {
 
 int VersionCommand(const std::vector<std::string>& /*args*/, const CliEnv& env) {
-  *env.out << "profctl " << kVersion << "\n";
+  *env.out << "profctl " << VersionDescription() << "\n";
   return kExitOk;
 }
 
@@ -63,7 +65,12 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   for (const CliCommand& c : kCommands) {
     if (name == c.name) return c.run(rest, env);
   }
-  *env.err << "profctl: unknown command '" << args[0] << "'\n\n" << Usage();
+  std::vector<std::string> known;
+  for (const CliCommand& c : kCommands) known.emplace_back(c.name);
+  const std::string closest = ClosestName(args[0], known);
+  *env.err << "profctl: unknown command '" << args[0] << "'"
+           << (closest.empty() ? "" : absl::StrCat(" (did you mean '", closest, "'?)")) << "\n\n"
+           << Usage();
   return kExitUsage;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "coordinator/cli/local_agents.h"
 #include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -89,8 +90,23 @@ TEST_F(CliTest, EveryListedCommandAnswersItsHelp) {
   EXPECT_EQ(Run({"--version"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("profctl "));
   EXPECT_EQ(Run({"captur"}), kExitUsage);
-  EXPECT_THAT(err_.str(), HasSubstr("unknown command 'captur'"));
+  EXPECT_THAT(err_.str(), HasSubstr("unknown command 'captur' (did you mean 'capture'?)"));
   EXPECT_THAT(err_.str(), HasSubstr("commands:"));
+}
+
+TEST(PortFileTest, ReadsEndpointPortsAndSkipsTheMetricsLine) {
+  const testkit::TempDir tmp;
+  const std::string path = tmp.path() + "/agent.port";
+  ASSERT_THAT(WriteFileAtomically(path, "41234\n41235\nmetrics=9100\n"), IsOk());
+  absl::StatusOr<std::vector<int>> ports = ReadPortFileAll(path);
+  ASSERT_THAT(ports, IsOk());
+  EXPECT_THAT(*ports, ::testing::ElementsAre(41234, 41235));
+  ASSERT_THAT(WriteFileAtomically(path, "6000\n"), IsOk());  // an older agent's file
+  absl::StatusOr<int> port = ReadPortFile(path);
+  ASSERT_THAT(port, IsOk());
+  EXPECT_EQ(*port, 6000);
+  ASSERT_THAT(WriteFileAtomically(path, "six\n"), IsOk());
+  EXPECT_THAT(ReadPortFile(path).status().message(), HasSubstr("'six' is not a port"));
 }
 
 TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
@@ -105,6 +121,8 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
       {{"capture", "--workers=h:1", "--duration=0"}, "--duration=0 is not in 1..3600000"},
       {{"capture", "--workers=h:1", "--duration=2s"}, "--duration: expected a whole number"},
       {{"capture", "--workers=h:1", "--frobnicate"}, "unknown flag --frobnicate"},
+      {{"capture", "--worker=h:1"}, "unknown flag --worker (did you mean --workers?)"},
+      {{"anlyze", "x"}, "unknown command 'anlyze' (did you mean 'analyze'?)"},
       {{"capture", "--workers=h:1", "--logdir="}, "--logdir is empty; leave the flag out"},
       {{"capture", "--workers=h:1", "--session="}, "--session is empty; leave the flag out"},
       {{"capture", "--workers=h:1", "--logdir", "--session=x"},

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,6 +29,8 @@ absl::StatusOr<std::vector<int>> ReadPortFileAll(const std::string& path) {
   if (!text.ok()) return absl::NotFoundError(text.status().message());
   std::vector<int> ports;
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    // "metrics=PORT" and other NAME=PORT lines name other servers' ports, not endpoints.
+    if (absl::StrContains(line, '=')) continue;
     int port = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &port) || port <= 0 || port > 65535) {
       return absl::DataLossError(absl::StrCat(path, ": '", line, "' is not a port"));

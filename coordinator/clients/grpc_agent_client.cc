@@ -107,7 +107,8 @@ class ChunkStreamCall final : public grpc::ClientReadReactor<CaptureChunk> {
 class GrpcAgentClient final : public AgentClient {
  public:
   GrpcAgentClient(const WorkerAddress& worker, const GrpcAgentClientOptions& options)
-      : max_trace_bytes_(options.max_trace_bytes),
+      : target_(worker.target()),
+        max_trace_bytes_(options.max_trace_bytes),
         clock_(options.clock != nullptr ? options.clock : &real_clock_) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(16 << 20);  // chunks are 1 MiB; leave room
@@ -148,9 +149,9 @@ class GrpcAgentClient final : public AgentClient {
         [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
           stub_->async()->GetInfo(ctx, req, resp, std::move(cb));
         },
-        [done = std::move(done)](const grpc::Status& s, Call& call) mutable {
+        [this, done = std::move(done)](const grpc::Status& s, Call& call) mutable {
           if (!s.ok()) {
-            std::move(done)(CallStatus(s, *call.call, "GetInfo"));
+            std::move(done)(ExplainGetInfoError(target_, CallStatus(s, *call.call, "GetInfo")));
             return;
           }
           const profctl::v1::GetInfoResponse& r = call.response;
@@ -257,6 +258,7 @@ class GrpcAgentClient final : public AgentClient {
                                  std::move(finish));
   }
 
+  const std::string target_;  // for errors
   const uint64_t max_trace_bytes_;
   const RealClock real_clock_;
   const Clock* const clock_;
@@ -265,6 +267,15 @@ class GrpcAgentClient final : public AgentClient {
 };
 
 }  // namespace
+
+absl::Status ExplainGetInfoError(absl::string_view target, absl::Status status) {
+  if (status.code() != absl::StatusCode::kUnimplemented) return status;
+  return absl::UnimplementedError(
+      absl::StrCat(target,
+                   " answered but is not a profctl agent (UNIMPLEMENTED GetInfo); is it "
+                   "the coordinator's port? (",
+                   status.message(), ")"));
+}
 
 std::unique_ptr<AgentClient> GrpcAgentClientFactory::Connect(const WorkerAddress& worker) {
   if (worker.protocol == WorkerAddress::Protocol::kTsl) return MakeTslAgentClient(worker, options_);

@@ -39,6 +39,8 @@
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/clients/agent_credentials.h"
@@ -60,6 +62,12 @@ struct GrpcAgentClientOptions {
   // TLS and bearer token for profctl-agents (not grpc:// workers); null: plaintext, no token.
   std::shared_ptr<const AgentCredentials> credentials = nullptr;
 };
+
+// GetInfo's error for `target`: an UNIMPLEMENTED answer means something that speaks gRPC but
+// not AgentService listens there (a coordinator daemon, a framework profiler server without
+// grpc://), and the message says so instead of gRPC's bare "UNIMPLEMENTED". Other errors pass
+// through.
+absl::Status ExplainGetInfoError(absl::string_view target, absl::Status status);
 
 class GrpcAgentClientFactory final : public AgentClientFactory {
  public:

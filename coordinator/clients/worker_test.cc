@@ -1,5 +1,6 @@
 #include "coordinator/clients/worker.h"
 
+#include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
@@ -10,6 +11,16 @@ namespace profctl::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+
+TEST(GrpcAgentClientTest, UnimplementedGetInfoSaysThePeerIsNotAnAgent) {
+  const absl::Status s =
+      ExplainGetInfoError("127.0.0.1:7000", absl::UnimplementedError("GetInfo: "));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("127.0.0.1:7000 answered but is not a profctl agent "
+                                     "(UNIMPLEMENTED GetInfo); is it the coordinator's port?"));
+  const absl::Status refused = absl::UnavailableError("GetInfo: connection refused");
+  EXPECT_EQ(ExplainGetInfoError("h:1", refused), refused);
+}
 
 TEST(WorkerTest, ParsesHostsAndIpv6) {
   absl::StatusOr<WorkerAddress> w = ParseWorker("host-1.example:6000");
