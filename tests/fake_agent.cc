@@ -241,6 +241,9 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
     ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns,
                 [stream, s = std::move(s)] { stream->OnDone(s); });
   };
+  if (clock_->MonoNs() < down_until_mono_) {
+    return fail(absl::UnavailableError("Capture: fake: connection refused (restarting)"));
+  }
   if (behavior_.hang_capture) {
     ex_->PostAt(deadline_mono, [stream] {
       stream->OnDone(absl::DeadlineExceededError("Capture: fake: deadline exceeded"));
@@ -286,6 +289,7 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
       rec->detached = true;
       rec->stream->OnDone(absl::UnavailableError("Capture: fake: connection reset"));
       if (behavior_.restart_when_stream_breaks) {
+        down_until_mono_ = clock_->MonoNs() + behavior_.down_after_restart_ns;
         rec->finished = true;
         EndRecording(rec);
       }
@@ -359,6 +363,12 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
 
 void FakeAgent::OnFetchArrived(const coordinator::FetchArgs& args,
                                coordinator::CaptureStream* stream, int64_t /*deadline_mono*/) {
+  if (clock_->MonoNs() < down_until_mono_) {
+    ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [stream] {
+      stream->OnDone(absl::UnavailableError("Fetch: fake: connection refused (restarting)"));
+    });
+    return;
+  }
   if (auto it = kept_.find(args.session_id); it != kept_.end()) {
     Send(stream, it->second.header, it->second.bytes);
     return;

@@ -67,6 +67,9 @@ struct FakeAgentBehavior {
   int64_t break_stream_after_start_ns = 0;
   // ... because the agent restarted: it stops recording and keeps nothing.
   bool restart_when_stream_breaks = false;
+  // ... and is down this long after the break: Capture and Fetch fail UNAVAILABLE (connection
+  // refused) until it is back.
+  int64_t down_after_restart_ns = 0;
   // Serves AgentService.Fetch (an agent that keeps its traces); false: an old agent.
   bool can_fetch = true;
   // GetStepSignal: never answers; fails with this; or answers this instead of its synthetic
@@ -135,6 +138,7 @@ class FakeAgent {
   int64_t last_start_ns_ = 0;
   std::set<std::string> cancelled_ids_;
   std::shared_ptr<Recording> recording_;  // the capture in progress
+  int64_t down_until_mono_ = 0;           // restarting (down_after_restart_ns) until then
 };
 
 // Hands out clients for registered FakeAgents by worker address; unknown addresses are

@@ -106,6 +106,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     int64_t attempt_started_mono = 0;
     bool agent_may_hold = false;
     bool retry_pending = false;
+    // Fetches that found nothing (the agent answered: record it again): they use up no retry.
+    int empty_fetches = 0;
     // The last Capture attempt's error: what a host whose Fetch found nothing reports.
     absl::Status last_capture_error;
     // GetInfo rounds of a host that was down when the session started (prepare retries), and
@@ -891,7 +893,14 @@ void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t
 
 bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
   bool retry = PrepareRetryWanted(status.code(), cancelled_, h.prepare_round, plan_.retries);
-  const int64_t backoff = retry ? backoff_.NextNs(h.prepare_round) : 0;
+  // Once the window is set, a host still down may join until it ends (--late=capture): its
+  // rounds left are spread over what is left of it.
+  int64_t spread = 0;
+  if (retry && !preparing_ && plan_.late == profctl::v1::LATE_POLICY_CAPTURE) {
+    spread = SpreadRetryNs(std::min(window_end_mono_, deadline_mono_) - NowMono(),
+                           plan_.retries - h.prepare_round + 1);
+  }
+  const int64_t backoff = retry ? backoff_.NextNs(h.prepare_round, spread) : 0;
   const int64_t at = NowMono() + backoff;
   retry =
       retry && PrepareRetryFits(at, {.preparing = preparing_,
@@ -929,13 +938,28 @@ bool CaptureEngine::Session::RetryCapture(Host& h, const absl::Status& status, b
   h.agent_may_hold = verdict.agent_may_hold;
   if (verdict.capture_error) h.last_capture_error = status;
   const bool fetch = verdict.fetch;
+  // A Fetch that found nothing is the agent's answer, not a failure to reach it: the recording
+  // it calls for gets its attempt even when that Fetch was the last retry.
+  const bool found_nothing = h.fetching && (status.code() == absl::StatusCode::kNotFound ||
+                                            status.code() == absl::StatusCode::kUnimplemented);
+  if (found_nothing) ++h.empty_fetches;
+  const int counted = h.attempt - h.empty_fetches;
   // Retried while attempts are left, before the deadline (CaptureRetryFits).
-  bool retry = verdict.retryable && h.attempt <= plan_.retries;
-  const int64_t backoff = retry ? backoff_.NextNs(h.attempt) : 0;
+  bool retry = verdict.retryable && counted <= plan_.retries;
+  const int64_t cutoff =
+      RecordCutoff(plan_.late, window_start_mono_, window_end_mono_, ToleranceNs());
+  // An agent that is not there (killed, restarting) may come back while its window is open: the
+  // retries left are spread over what is left of it, not spent in the outage's first moments.
+  int64_t spread = 0;
+  if (retry && SpreadRetryWanted(status.code()) && !cancelled_) {
+    spread =
+        SpreadRetryNs(std::min(cutoff, deadline_mono_) - NowMono(), plan_.retries - counted + 1);
+  }
+  // The agent that found nothing is there: record again after the shortest backoff.
+  const int64_t backoff =
+      !retry ? 0 : backoff_.NextNs(found_nothing ? 1 : std::max(1, counted), spread);
   const int64_t at = NowMono() + backoff;
-  retry = retry && CaptureRetryFits(at, fetch, cancelled_, deadline_mono_,
-                                    RecordCutoff(plan_.late, window_start_mono_, window_end_mono_,
-                                                 ToleranceNs()));
+  retry = retry && CaptureRetryFits(at, fetch, cancelled_, deadline_mono_, cutoff);
   LogAttempt(h, kind, h.attempt_started_mono, status, retry ? backoff : 0);
   if (!retry) return false;
   Progress(absl::StrFormat("%s: %s; %s again in %.0f ms (attempt %d of %d)", h.r.host(),

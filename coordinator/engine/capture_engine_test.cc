@@ -1130,6 +1130,33 @@ TEST_F(CaptureEngineTest, ARestartedAgentIsRecordedAgainWhileTheWindowIsOpenAndF
   EXPECT_EQ(b.captures(), 1);
 }
 
+TEST_F(CaptureEngineTest, AnAgentKilledMidWindowAndBackSoonIsRecordedAgainInsideTheWindow) {
+  // Killed 1.2 s into a 4 s window, back 0.5 s later: the retries must not all be spent while it
+  // is down (100, 200, 400 ms of backoff end 0.7 s after the kill at the latest).
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) {
+    SCOPED_TRACE(seed);
+    const std::string address = absl::StrCat("killed:", seed);
+    FakeAgent& a = Agent(address, {.break_stream_after_start_ns = 1200 * kNanosPerMilli,
+                                   .restart_when_stream_breaks = true,
+                                   .down_after_restart_ns = 500 * kNanosPerMilli});
+    CapturePlan plan = Plan({address}, 4000);
+    plan.retries = 3;
+    CaptureEngineOptions options;
+    options.retry_jitter_seed = seed;
+    const SessionManifest m = Run(plan, options);
+    const HostResult& h = Host(m, address);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.error().message();
+    EXPECT_EQ(h.recording(), v1::RECORDING_LATE);
+    EXPECT_EQ(a.captures(), 2);
+    // Recorded again once it was back, well inside the window.
+    EXPECT_GT(h.lateness_ns(), 1700 * kNanosPerMilli);
+    EXPECT_LT(h.lateness_ns(), 3000 * kNanosPerMilli);
+    ASSERT_GE(h.attempt_log_size(), 3);
+    EXPECT_EQ(AttemptKinds(h).back(), "capture:OK");
+    EXPECT_EQ(AttemptKinds(h).front(), "capture:UNAVAILABLE");
+  }
+}
+
 TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
   FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
   FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));

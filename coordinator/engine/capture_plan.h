@@ -42,6 +42,9 @@ struct CapturePlan {
   // transfer (DATA_LOSS). Never for what the agent meant (INVALID_ARGUMENT, UNAUTHENTICATED,
   // PERMISSION_DENIED, ...). A trace the agent recorded is fetched again (AgentService.Fetch),
   // not recorded again. Also covers GetInfo of a host that is down when the session starts.
+  // Retries of an agent that is not there (UNAVAILABLE) while its window can still be caught are
+  // spread over what is left of the window (retry_policy.h SpreadRetryNs), so one that comes
+  // back inside it is recorded again (late); a Fetch that finds nothing uses up no retry.
   int retries = 3;
   // The whole session's budget from its start (--deadline), ms: prepare, lead, the window,
   // transfers and retries all fit in it; a host not done by then fails DEADLINE_EXCEEDED and

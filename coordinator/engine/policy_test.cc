@@ -122,6 +122,29 @@ TEST(RetryPolicyTest, RecordingAgainOnlyWhileTheWindowCanBeCaught) {
   EXPECT_FALSE(CaptureRetryFits(1000, true, false, 1000, 900));  // the deadline
 }
 
+TEST(RetryPolicyTest, RetriesOfAnAbsentAgentShareWhatIsLeftOfTheWindowInDoublingShares) {
+  // 2.8 s left, 3 retries: 1/15, 2/15, 4/15 of it; the last lands with 8/15 left to record.
+  EXPECT_EQ(SpreadRetryNs(2800 * kMs, 3), 2800 * kMs / 15);
+  EXPECT_EQ(SpreadRetryNs(2800 * kMs, 1), 2800 * kMs / 3);
+  EXPECT_EQ(SpreadRetryNs(0, 3), 0);  // nothing left: the plain backoff
+  EXPECT_EQ(SpreadRetryNs(-5, 3), 0);
+  EXPECT_EQ(SpreadRetryNs(2800 * kMs, 0), 0);
+  EXPECT_GE(SpreadRetryNs(int64_t{1} << 62, 1000), 0);  // no overflow
+  EXPECT_TRUE(SpreadRetryWanted(absl::StatusCode::kUnavailable));
+  EXPECT_FALSE(SpreadRetryWanted(absl::StatusCode::kAlreadyExists));  // busy: plain backoff
+  EXPECT_FALSE(SpreadRetryWanted(absl::StatusCode::kDataLoss));
+  // The spread is a floor under the plain backoff, jittered to 75..100% and not capped.
+  RetryBackoff backoff(100, 400, /*seed=*/7);
+  for (int round = 0; round < 50; ++round) {
+    const int64_t wait = backoff.NextNs(1, 1000 * kMs);
+    EXPECT_GE(wait, 750 * kMs);
+    EXPECT_LE(wait, 1000 * kMs);
+    const int64_t plain = backoff.NextNs(3, 10 * kMs);
+    EXPECT_GE(plain, 200 * kMs);
+    EXPECT_LE(plain, 400 * kMs);
+  }
+}
+
 PrepareBudgetRules Rules() {
   return {.min_budget_ns = 250 * kMs, .max_budget_ns = 10'000 * kMs, .min_quiet_ns = 50 * kMs};
 }

@@ -32,6 +32,21 @@ int64_t RetryBackoff::NextNs(int attempt) {
   return std::uniform_int_distribution<int64_t>(d / 2, d)(jitter_);
 }
 
+int64_t RetryBackoff::NextNs(int attempt, int64_t spread_ns) {
+  const int64_t plain = NextNs(attempt);
+  if (spread_ns <= 0) return plain;
+  return std::max(
+      plain, std::uniform_int_distribution<int64_t>(spread_ns - spread_ns / 4, spread_ns)(jitter_));
+}
+
+int64_t SpreadRetryNs(int64_t time_left_ns, int retries_left) {
+  if (time_left_ns <= 0 || retries_left <= 0) return 0;
+  const int shares = std::min(retries_left + 1, 62);
+  return time_left_ns / ((int64_t{1} << shares) - 1);
+}
+
+bool SpreadRetryWanted(absl::StatusCode code) { return code == absl::StatusCode::kUnavailable; }
+
 bool PrepareRetryWanted(absl::StatusCode code, bool cancelled, int round, int retries) {
   return code == absl::StatusCode::kUnavailable && !cancelled && round <= retries;
 }

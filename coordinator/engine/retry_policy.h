@@ -23,6 +23,9 @@ class RetryBackoff {
   // seed 0: from the OS's random source.
   RetryBackoff(int64_t initial_ms, int64_t max_ms, uint64_t seed);
   int64_t NextNs(int attempt);
+  // The larger of NextNs(attempt) and `spread_ns` jittered to 75..100% of it (SpreadRetryNs: not
+  // capped by max_ms, which bounds the doubling only).
+  int64_t NextNs(int attempt, int64_t spread_ns);
 
  private:
   int64_t initial_ns_;
@@ -70,6 +73,19 @@ CaptureFailureVerdict JudgeCaptureFailure(const CaptureFailure& f);
 // --late=fail, before its end with --late=capture.
 int64_t RecordCutoff(profctl::v1::LatePolicy late, int64_t window_start, int64_t window_end,
                      int64_t tolerance_ns);
+
+// The least wait before the next retry of a host whose agent is not there (UNAVAILABLE: down,
+// restarting, unreachable) while a recording can still start: the `retries_left` retries
+// (including this one) share `time_left_ns` (to the record cutoff, or the deadline if sooner) in
+// doubling shares, T/(2^(r+1)-1), 2T/(2^(r+1)-1), ..., so the last one still lands before the
+// cutoff with as long again left to record. Retries of an agent that comes back within the
+// window then are not all spent in the first few hundred ms of the outage. 0 when nothing is
+// left or no retry is.
+int64_t SpreadRetryNs(int64_t time_left_ns, int retries_left);
+
+// Whether a failure gets its retries spread (SpreadRetryNs): the agent is not there. Refusals
+// (busy, over its memory cap) and damaged bytes are retried at the plain backoff.
+bool SpreadRetryWanted(absl::StatusCode code);
 
 // A retry at `at` still does its job: before the deadline, and, recording again (not fetching),
 // only while the window can still be (mostly) caught and nobody interrupted.
