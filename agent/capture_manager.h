@@ -69,7 +69,12 @@ struct CaptureSpec {
 
 struct CaptureResult {
   std::string session_id;
-  int64_t start_ns = 0;  // actual recording window, agent wall clock
+  // The actual recording window, agent wall clock. A stop timer that fired late (a busy host)
+  // does not lengthen it: the trace is trimmed back to start + duration (events that start after
+  // it are dropped, counted in a warning), unless the wall clock jumped meanwhile or the stop
+  // came more than max_trimmed_late_stop_ms late (then the stop is as measured, and a warning
+  // says so).
+  int64_t start_ns = 0;
   int64_t stop_ns = 0;
   bool cancelled = false;
   // With cancelled: who stopped it. kNone otherwise.
@@ -104,6 +109,9 @@ struct CaptureManagerOptions {
   // dropped, counted in CaptureResult::dropped_events and explained in XSpace.warnings.
   int64_t max_trace_events = 50'000'000;
   int64_t max_trace_bytes = int64_t{256} << 20;
+  // A stop timer that fires at most this late (a busy host) is trimmed back to the window asked
+  // for (CaptureResult::stop_ns); later, the agent did not run (frozen) and the stop is kept.
+  int64_t max_trimmed_late_stop_ms = 500;
 };
 
 // What a running session reports, in this order.

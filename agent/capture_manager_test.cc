@@ -594,6 +594,77 @@ TEST_F(CaptureManagerTest, PerCaptureCapsDropEventsAndSaySo) {
               ::testing::Contains(HasSubstr(absl::StrCat("dropped ", out.result->dropped_events))));
 }
 
+TEST_F(CaptureManagerTest, AStopThatFiresLateIsTrimmedToTheWindowAskedFor) {
+  auto session = manager_.Begin(Spec(0, 1000));
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  ASSERT_EQ(out.started_ns.size(), 1u);
+  const int64_t start = out.started_ns[0];
+  // The timeline is busy for 110 ms just before the window's end: the stop timer fires late.
+  executor_.PostAt(clock_.MonoNs() + 990 * kNanosPerMilli,
+                   [this] { clock_.Advance(110 * kNanosPerMilli); });
+  executor_.Advance(2000 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  const CaptureResult& r = *out.result;
+  // The collectors recorded until the late stop ...
+  EXPECT_EQ(fake_.stop_ns, start + 1100 * kNanosPerMilli);
+  // ... and the trace is the window asked for: its stop, its profile window, its events.
+  EXPECT_EQ(r.stop_ns, start + 1000 * kNanosPerMilli);
+  EXPECT_FALSE(r.cancelled);
+  EXPECT_EQ(xspace::ProfileStopNs(r.space), start + 1000 * kNanosPerMilli);
+  const int64_t profile_start = xspace::ProfileStartNs(r.space);
+  int64_t events = 0;
+  for (const auto& plane : r.space.planes()) {
+    for (const auto& line : plane.lines()) {
+      for (const auto& e : line.events()) {
+        ++events;
+        EXPECT_LT(xspace::EventStartNs(profile_start, line, e), r.stop_ns);
+      }
+    }
+  }
+  EXPECT_GT(events, 0);
+  EXPECT_THAT(r.space.warnings(), ::testing::Contains(HasSubstr("trimmed to the window")));
+  EXPECT_THAT(r.space.warnings(), ::testing::Contains(HasSubstr("100000 us after")));
+  EXPECT_THAT(r.space.warnings(), ::testing::Not(::testing::Contains(HasSubstr(" 0 event(s)"))));
+}
+
+TEST_F(CaptureManagerTest, ALateStopAcrossAClockJumpIsKeptAsMeasured) {
+  auto session = manager_.Begin(Spec(0, 1000));
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  const int64_t start = out.started_ns.at(0);
+  // The wall clock steps 200 ms forward mid-window, and the stop is late too.
+  executor_.PostAt(clock_.MonoNs() + 500 * kNanosPerMilli,
+                   [this] { clock_.JumpWall(200 * kNanosPerMilli); });
+  executor_.PostAt(clock_.MonoNs() + 990 * kNanosPerMilli,
+                   [this] { clock_.Advance(20 * kNanosPerMilli); });
+  executor_.Advance(2000 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(out.result->stop_ns, start + 1210 * kNanosPerMilli);
+  EXPECT_THAT(out.result->space.warnings(), ::testing::Contains(HasSubstr("clock jump")));
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Not(::testing::Contains(HasSubstr("trimmed"))));
+}
+
+TEST_F(CaptureManagerTest, AStopSoLateTheAgentMustHaveBeenFrozenIsKeptAsMeasured) {
+  auto session = manager_.Begin(Spec(0, 1000));
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  const int64_t start = out.started_ns.at(0);
+  executor_.PostAt(clock_.MonoNs() + 400 * kNanosPerMilli,
+                   [this] { clock_.Advance(1600 * kNanosPerMilli); });
+  executor_.Advance(3000 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_EQ(out.result->stop_ns, start + 2000 * kNanosPerMilli);
+  EXPECT_THAT(out.result->space.warnings(), ::testing::Contains(HasSubstr("frozen?")));
+}
+
 TEST_F(CaptureManagerTest, AnOversizedIdOrCollectorIsQuotedBounded) {
   const std::string huge(1 << 20, 'x');
   const absl::Status bad_id = manager_.Begin(Spec(0, 10, huge + "/")).status();

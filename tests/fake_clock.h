@@ -31,6 +31,8 @@ class FakeClock final : public Clock {
 
   // Moves wall and monotonic time forward by ns and wakes waiters whose deadline passed.
   void Advance(int64_t ns);
+  // Moves the wall clock alone (a clock step: NTP, an operator); negative goes back.
+  void JumpWall(int64_t ns) { wall_ns_ += ns; }
   void SetAutoAdvance(bool on) { auto_advance_.store(on); }
   // Blocks until at least n threads wait in WaitUntil for a deadline still in the future (a
   // waiter whose deadline has passed but has not woken yet does not count).
