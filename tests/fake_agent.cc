@@ -89,7 +89,7 @@ class FakeAgent::Client final : public AgentClient {
                                                                             a_->manager_.busy(),
                                                                             b.instance_id})
             : b.get_info_error;
-    Answer(timeout_ms, b.hang_get_info, std::move(done), std::move(info));
+    Answer(timeout_ms, b.hang_get_info, std::move(done), std::move(info), b.get_info_delay_ns);
   }
 
   void SyncClock(int64_t timeout_ms, Callback<coordinator::ClockReading> done) override {
@@ -178,6 +178,11 @@ class FakeAgent::Client final : public AgentClient {
 
   bool CanFetch() const override { return a_->behavior_.can_fetch; }
 
+  bool Connected() const override {
+    const FakeAgentBehavior& b = a_->behavior_;
+    return connected_ && b.connects && !b.hang_get_info && a_->clock_->MonoNs() >= connected_at_;
+  }
+
   void AbortCapture() override {
     std::shared_ptr<Recording> rec = a_->recording_;
     if (rec == nullptr || rec->finished || rec->detached) return;
@@ -193,10 +198,11 @@ class FakeAgent::Client final : public AgentClient {
   // Delivers `value` after the round trip, or DEADLINE_EXCEEDED at the timeout if that comes
   // first (or the agent hangs).
   template <typename T, typename Done>
-  void Answer(int64_t timeout_ms, bool hang, Done done, absl::StatusOr<T> value) {
+  void Answer(int64_t timeout_ms, bool hang, Done done, absl::StatusOr<T> value,
+              int64_t extra_delay_ns = 0) {
     const FakeAgentBehavior& b = a_->behavior_;
     const int64_t now = a_->clock_->MonoNs();
-    const int64_t reply_at = now + b.up_delay_ns + b.down_delay_ns;
+    const int64_t reply_at = now + b.up_delay_ns + b.down_delay_ns + extra_delay_ns;
     const int64_t deadline = now + timeout_ms * kNanosPerMilli;
     if (hang || reply_at > deadline) {
       a_->ex_->PostAt(deadline, [done = std::move(done)]() mutable {
@@ -213,12 +219,14 @@ class FakeAgent::Client final : public AgentClient {
   void Spend() {
     const FakeAgentBehavior& b = a_->behavior_;
     const int64_t cost = connected_ ? b.send_cost_ns : b.first_send_cost_ns;
+    if (!connected_) connected_at_ = a_->clock_->MonoNs() + b.up_delay_ns + b.down_delay_ns;
     connected_ = true;
     if (cost > 0) a_->clock_->Advance(cost);
   }
 
   FakeAgent* a_;
-  bool connected_ = false;  // an RPC was started on this channel
+  bool connected_ = false;    // an RPC was started on this channel
+  int64_t connected_at_ = 0;  // when the transport's connection is up (Connected)
 };
 
 FakeAgent::FakeAgent(FakeExecutor* executor, FakeClock* clock, FakeAgentBehavior behavior,

@@ -40,6 +40,13 @@ struct FakeAgentBehavior {
   // channel costs first_send_cost_ns instead (it also connects).
   int64_t send_cost_ns = 0;
   int64_t first_send_cost_ns = 0;
+  // GetInfo answers this much later than the round trip (an agent slow to answer its first RPC:
+  // starting up, loading), while every later RPC takes the round trip alone.
+  int64_t get_info_delay_ns = 0;
+  // The transport reports the connection up (AgentClient::Connected) one round trip after the
+  // first RPC, unless GetInfo hangs or this is false (a process frozen or still starting, whose
+  // HTTP/2 handshake never completes).
+  bool connects = true;
   // Never answers that RPC: the caller gets DEADLINE_EXCEEDED at its timeout.
   bool hang_get_info = false;
   bool hang_sync = false;

@@ -138,6 +138,11 @@ class AgentClient {
   // then takes no SyncClock samples, marks the host's clock `unmeasured` and aligns it from its
   // collectives when it can (their SyncClock answers UNIMPLEMENTED).
   virtual bool MeasuresClock() const { return true; }
+  // Whether the transport's connection to the peer is up now (gRPC: the channel is READY, i.e.
+  // the peer's process answered the HTTP/2 handshake), without asking the peer anything. A peer
+  // connected but silent is alive behind a slow link, not dead: the engine waits for its GetInfo.
+  // Thread-safe; false when unknown.
+  virtual bool Connected() const { return false; }
 };
 
 class AgentClientFactory {

@@ -130,8 +130,8 @@ class GrpcAgentClient final : public AgentClient {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
       }
     }
-    stub_ = AgentService::NewStub(
-        CreateAgentChannel(worker.channel_target(), options.credentials.get(), args));
+    channel_ = CreateAgentChannel(worker.channel_target(), options.credentials.get(), args);
+    stub_ = AgentService::NewStub(channel_);
   }
 
   ~GrpcAgentClient() override {
@@ -230,6 +230,10 @@ class GrpcAgentClient final : public AgentClient {
 
   bool CanFetch() const override { return true; }
 
+  bool Connected() const override {
+    return channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+  }
+
   void Cancel(const std::string& session_id, const std::string& session_key, int64_t timeout_ms,
               DoneCallback done) override {
     using Call = UnaryCall<profctl::v1::CancelRequest, profctl::v1::CancelResponse>;
@@ -262,6 +266,7 @@ class GrpcAgentClient final : public AgentClient {
   const uint64_t max_trace_bytes_;
   const RealClock real_clock_;
   const Clock* const clock_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<AgentService::Stub> stub_;
   CallRegistry calls_;
 };

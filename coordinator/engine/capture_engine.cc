@@ -95,6 +95,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     PrepareRound round;
     // It answered an RPC of prepare, in any round: alive, and worth waiting for (DeriveBudget).
     bool answered = false;
+    // This round's pace: GetInfo's answer time, the last answer's round trip and when it came,
+    // and when the sample in flight was sent (SlowHostsReadyBy, PrepareProgress).
+    int64_t info_rtt_ns = 0;
+    int64_t last_rtt_ns = 0;
+    int64_t last_answer_mono = 0;
+    int64_t sample_sent_mono = 0;
     bool started_seen = false;
     bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
@@ -171,6 +177,16 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
   // when half of them, then 90 %, are ready.
   void DeriveBudget();
+  // Without --prepare-timeout: the latest instant a host still preparing whose answers are
+  // arriving should be ready (ProjectedReadyNs), within the budget's maximum; 0 if none.
+  int64_t SlowHostsReadyBy() const;
+  // Pushes the prepare deadline out to SlowHostsReadyBy() when that is later.
+  void FollowSlowHosts();
+  // What a host not ready yet had done (for its error).
+  std::string PrepareProgress(const Host& h) const {
+    return PrepareProgressText(h.round.info_done(), h.info_rtt_ns, h.round.samples_answered(),
+                               h.last_rtt_ns, NowMono() - h.attempt_started_mono);
+  }
   void ScheduleBudget(int64_t deadline_mono);
   void OnPrepareDeadline(uint64_t generation);
   // Phase 2.
@@ -359,6 +375,7 @@ void CaptureEngine::Session::StartPrepare(Host& h) {
   // A new round (a retry) starts clean; answers of the last one are ignored.
   ++h.prepare_round;
   h.attempt_started_mono = NowMono();
+  h.info_rtt_ns = h.last_rtt_ns = h.last_answer_mono = 0;
   h.round = PrepareRound(
       h.client->MeasuresClock(),
       {.max_samples = options_.clock_sync_samples, .min_samples = options_.min_clock_sync_samples});
@@ -377,9 +394,13 @@ void CaptureEngine::Session::TakeWarmSample(Host& h) {
 }
 
 void CaptureEngine::Session::TakeSample(Host& h) {
-  h.client->SyncClock(options_.sample_timeout_ms,
-                      Bind([i = h.index, round = h.prepare_round](
-                               Session& s, const absl::StatusOr<ClockReading>& r) {
+  h.sample_sent_mono = NowMono();
+  // A link slower than the usual sample timeout still gets its answers: twice what GetInfo took.
+  const int64_t timeout_ms =
+      std::clamp(2 * h.info_rtt_ns / kNanosPerMilli, options_.sample_timeout_ms,
+                 std::max(options_.sample_timeout_ms, options_.max_prepare_budget_ms));
+  h.client->SyncClock(timeout_ms, Bind([i = h.index, round = h.prepare_round](
+                                           Session& s, const absl::StatusOr<ClockReading>& r) {
                         if (s.hosts_[i].prepare_round == round) s.OnSample(s.hosts_[i], r);
                       }));
 }
@@ -389,6 +410,8 @@ void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
   if (h.phase != Phase::kPreparing) return;
   const PrepareRound::Step step = h.round.OnInfo(std::move(info));
   if (step.answered) {
+    h.info_rtt_ns = h.last_rtt_ns = NowMono() - h.attempt_started_mono;
+    h.last_answer_mono = NowMono();
     const AgentInfo& agent = h.round.info();
     h.r.set_agent_name(agent.name);
     h.r.set_agent_hostname(agent.hostname);
@@ -401,6 +424,10 @@ void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
 void CaptureEngine::Session::OnSample(Host& h, const absl::StatusOr<ClockReading>& reading) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
+  if (reading.ok()) {
+    h.last_rtt_ns = NowMono() - h.sample_sent_mono;
+    h.last_answer_mono = NowMono();
+  }
   OnRoundStep(h, h.round.OnSample(reading));
 }
 
@@ -408,6 +435,7 @@ void CaptureEngine::Session::OnRoundStep(Host& h, const PrepareRound::Step& step
   if (step.answered) Answered(h);
   if (step.sample_next) {
     TakeWarmSample(h);
+    if (step.answered) FollowSlowHosts();
   } else {
     MaybeReady(h);
   }
@@ -519,7 +547,31 @@ void CaptureEngine::Session::DeriveBudget() {
     manifest_.set_prepare_budget_ms(Millis(budget.cap - prepare_started_mono_));
     prepare_cap_mono_ = budget.cap;
   }
-  if (budget.deadline != prepare_deadline_mono_) ScheduleBudget(budget.deadline);
+  // A host whose answers are arriving is waited for as its round trips say.
+  const int64_t deadline = std::max(budget.deadline, SlowHostsReadyBy());
+  if (deadline > budget.cap)
+    manifest_.set_prepare_budget_ms(Millis(deadline - prepare_started_mono_));
+  if (deadline != prepare_deadline_mono_) ScheduleBudget(deadline);
+}
+
+int64_t CaptureEngine::Session::SlowHostsReadyBy() const {
+  if (plan_.prepare_timeout_ms > 0) return 0;
+  int64_t latest = 0;
+  for (const Host& h : hosts_) {
+    if (h.phase != Phase::kPreparing || h.retry_pending || !h.round.measures_clock()) continue;
+    latest = std::max(latest,
+                      ProjectedReadyNs(h.last_answer_mono, h.last_rtt_ns, h.round.samples_left()));
+  }
+  if (latest == 0) return 0;
+  return std::min(latest, prepare_started_mono_ + options_.max_prepare_budget_ms * kNanosPerMilli);
+}
+
+void CaptureEngine::Session::FollowSlowHosts() {
+  if (!preparing_) return;
+  const int64_t by = SlowHostsReadyBy();
+  if (by <= prepare_deadline_mono_) return;
+  manifest_.set_prepare_budget_ms(Millis(by - prepare_started_mono_));
+  ScheduleBudget(by);
 }
 
 void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
@@ -534,15 +586,33 @@ void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
 void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (generation != budget_generation_ || !preparing_) return;
+  // A host connected but silent is alive behind a slow link (its first answer needs a round trip
+  // longer than the derived budget): preparing waits for its GetInfo (then FollowSlowHosts for
+  // its clock samples), at most GetInfo's timeout, within the budget's maximum.
+  if (plan_.prepare_timeout_ms <= 0) {
+    int64_t wait = 0;
+    for (const Host& h : hosts_) {
+      if (h.phase == Phase::kPreparing && !h.retry_pending && !h.round.info_done() &&
+          h.client->Connected()) {
+        wait = std::max(wait, h.attempt_started_mono + options_.rpc_timeout_ms * kNanosPerMilli);
+      }
+    }
+    wait = std::min(wait, prepare_started_mono_ + options_.max_prepare_budget_ms * kNanosPerMilli);
+    if (wait > NowMono()) {
+      manifest_.set_prepare_budget_ms(Millis(wait - prepare_started_mono_));
+      ScheduleBudget(wait);
+      return;
+    }
+  }
   const double budget_ms = Millis(prepare_deadline_mono_ - prepare_started_mono_);
   manifest_.set_prepare_budget_ms(budget_ms);
   for (Host& h : hosts_) {
     if (h.phase != Phase::kPreparing) continue;
     if (plan_.late == profctl::v1::LATE_POLICY_FAIL || plan_.prepare_only) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
-           absl::DeadlineExceededError(absl::StrFormat(
-               "not ready within the prepare budget of %.0f ms (%s)", budget_ms,
-               h.round.info_done() ? "clock sync unanswered" : "GetInfo unanswered")));
+           absl::DeadlineExceededError(
+               absl::StrFormat("not ready within the prepare budget of %.0f ms (%s)", budget_ms,
+                               PrepareProgress(h))));
     } else {
       Progress(absl::StrFormat("%s: not ready within %.0f ms; capturing the others, it joins late",
                                h.r.address(), budget_ms));
@@ -849,9 +919,8 @@ void CaptureEngine::Session::OnWindowClosed() {
   for (Host& h : hosts_) {
     if (h.phase == Phase::kPreparing) {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
-           absl::DeadlineExceededError(absl::StrCat(
-               "not ready before the capture window closed (",
-               h.round.info_done() ? "clock sync unanswered" : "GetInfo unanswered", ")")));
+           absl::DeadlineExceededError(absl::StrCat("not ready before the capture window closed (",
+                                                    PrepareProgress(h), ")")));
     }
   }
 }

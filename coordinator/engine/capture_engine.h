@@ -7,8 +7,9 @@
 //   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo, then up to `clock_sync_samples` SyncClock
 //      round trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
 //      marked `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
-//      budget (plan.prepare_timeout_ms, or derived from the measured round trips). A host not
-//      ready in time never moves the others' window: the late policy decides its fate.
+//      budget (plan.prepare_timeout_ms, or derived from the measured round trips, and pushed
+//      out for a host whose answers are arriving over a slow link). A host not ready in time
+//      never moves the others' window: the late policy decides its fate.
 //   2. Choose the start (EndPrepare): one instant on the coordinator's clock, far enough ahead
 //      that every Capture arrives before it; each agent is sent it translated into its clock.
 //   3. Capture (StartCapture/OnStarted/OnCaptureDone): chunks stream into a temporary file per

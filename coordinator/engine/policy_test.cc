@@ -184,6 +184,19 @@ TEST(StartPolicyTest, QuietRuleEndsPreparingOnceNinetyPercentAreReady) {
   EXPECT_EQ(NextPrepareBudget(p, 10'000 * kMs, Rules()).deadline, 800 * kMs);
 }
 
+TEST(StartPolicyTest, AHostOnItsWayIsProjectedFromItsLastRoundTrip) {
+  // Answered at 1.2 s after a 600 ms round trip, 2 samples to go: 1.2 + 2 x 750 ms.
+  EXPECT_EQ(ProjectedReadyNs(1200 * kMs, 600 * kMs, 2), 2700 * kMs);
+  EXPECT_EQ(ProjectedReadyNs(1200 * kMs, 600 * kMs, 0), 1200 * kMs);
+  EXPECT_EQ(ProjectedReadyNs(0, 600 * kMs, 2), 0);  // nothing answered yet
+  EXPECT_THAT(PrepareProgressText(false, 0, 0, 0, 2000 * kMs),
+              HasSubstr("GetInfo unanswered after 2000 ms"));
+  EXPECT_THAT(PrepareProgressText(true, 600 * kMs, 0, 600 * kMs, 1700 * kMs),
+              HasSubstr("clock sync unanswered after 1700 ms"));
+  EXPECT_THAT(PrepareProgressText(true, 600 * kMs, 2, 610 * kMs, 1900 * kMs),
+              HasSubstr("2 sample(s) answered, each answer took 610 ms"));
+}
+
 TEST(StartPolicyTest, LeadCoversTheRoundTripAndSendingEveryCapture) {
   EXPECT_EQ(StartLeadNs(100 * kMs, 1 * kMs, 10, 1 * kMs), 100 * kMs);  // the floor
   EXPECT_EQ(StartLeadNs(100 * kMs, 40 * kMs, 1000, 50 * kNanosPerMicro),

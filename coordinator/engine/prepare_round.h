@@ -47,6 +47,9 @@ class PrepareRound {
   // ready once both GetInfo and the clock samples are done.
   Verdict Decide() const;
 
+  // Clock samples still to take at most (0 once done or hopeless), and those answered so far.
+  int samples_left() const { return samples_left_; }
+  int samples_answered() const { return sampler_.empty() ? 0 : sampler_.best().samples; }
   bool measures_clock() const { return measures_clock_; }
   bool info_done() const { return info_done_; }
   const AgentInfo& info() const { return info_; }

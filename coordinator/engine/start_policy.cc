@@ -34,6 +34,26 @@ PrepareBudget NextPrepareBudget(const PrepareProgress& p, int64_t cap,
   return out;
 }
 
+int64_t ProjectedReadyNs(int64_t last_answer_mono, int64_t last_rtt_ns, int samples_left) {
+  if (last_answer_mono <= 0 || last_rtt_ns <= 0) return 0;
+  const int64_t per_sample = last_rtt_ns + last_rtt_ns / 4;
+  return last_answer_mono + static_cast<int64_t>(std::max(0, samples_left)) * per_sample;
+}
+
+std::string PrepareProgressText(bool info_done, int64_t info_rtt_ns, int samples_answered,
+                                int64_t last_rtt_ns, int64_t waited_ns) {
+  const auto ms = [](int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; };
+  if (!info_done) return absl::StrFormat("GetInfo unanswered after %.0f ms", ms(waited_ns));
+  if (samples_answered == 0) {
+    return absl::StrFormat("GetInfo answered after %.0f ms; clock sync unanswered after %.0f ms",
+                           ms(info_rtt_ns), ms(waited_ns));
+  }
+  return absl::StrFormat(
+      "GetInfo answered after %.0f ms; clock sync unfinished: %d sample(s) answered, each answer "
+      "took %.0f ms (a slow link: --prepare-timeout gives it longer)",
+      ms(info_rtt_ns), samples_answered, ms(last_rtt_ns));
+}
+
 int64_t StartLeadNs(int64_t min_lead_ns, int64_t max_rtt_ns, size_t ready_hosts,
                     int64_t per_host_send_ns) {
   return std::max(min_lead_ns, 2 * max_rtt_ns + static_cast<int64_t>(ready_hosts) *

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,18 @@ struct PrepareBudget {
 // before the budget's floor.
 PrepareBudget NextPrepareBudget(const PrepareProgress& p, int64_t cap,
                                 const PrepareBudgetRules& rules);
+
+// A host still preparing whose answers are arriving (slowly: a long link) is ready, at the
+// latest, once its `samples_left` clock samples came back, each taking its last round trip and a
+// quarter more: preparing waits for that (within the budget's maximum) instead of leaving a
+// healthy host out because its link is slow. 0 when nothing was measured yet.
+int64_t ProjectedReadyNs(int64_t last_answer_mono, int64_t last_rtt_ns, int samples_left);
+
+// What a host not ready when preparing ended had done, for its error: "GetInfo unanswered after
+// 2000 ms", or "GetInfo answered after 600 ms; 2 of its clock samples answered, each answer took
+// 600 ms (a slow link: --prepare-timeout gives it longer)".
+std::string PrepareProgressText(bool info_done, int64_t info_rtt_ns, int samples_answered,
+                                int64_t last_rtt_ns, int64_t waited_ns);
 
 // How far after preparing ends the common start lies: every Capture must reach its agent before
 // it. Twice the largest round trip covers the one-way trip even on a one-sided path; sending the
