@@ -417,6 +417,15 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
         "session '", spec.session_id, "' was cancelled before it started (this agent remembers ",
         "cancelled ids for ", options_.cancelled_id_ttl_ms / 1000, " s)"));
   }
+  if (reserved_until_mono_ > deps_.clock->MonoNs()) {
+    if (reserved_id_ != spec.session_id || !SessionKeysEqual(reserved_key_, spec.session_key)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("the agent is reserved for another capture for ~",
+                       (reserved_until_mono_ - deps_.clock->MonoNs()) / kNanosPerMilli,
+                       " ms more (unless it starts or is released); retry later"));
+    }
+    reserved_until_mono_ = 0;  // taken by its own session
+  }
   if (active_ != nullptr) {
     // Never the running session's id: it belongs to another client.
     return absl::AlreadyExistsError(
@@ -445,6 +454,10 @@ absl::Status CaptureManager::Cancel(const std::string& session_id, const std::st
         "capture can cancel it");
   }
   const int64_t now = deps_.clock->MonoNs();
+  if (reserved_until_mono_ > 0 && reserved_id_ == session_id &&
+      SessionKeysEqual(reserved_key_, session_key)) {
+    reserved_until_mono_ = 0;  // released
+  }
   PruneCancelled(now);
   std::string key = CancelKey(origin, session_id, session_key);
   if (!cancelled_.contains(key)) {
@@ -459,6 +472,38 @@ absl::Status CaptureManager::Cancel(const std::string& session_id, const std::st
   if (running) {
     active_->RequestStop(session_key.empty() ? CancelReason::kOtherClient : CancelReason::kClient);
   }
+  return absl::OkStatus();
+}
+
+absl::Status CaptureManager::Reserve(const std::string& session_id, const std::string& session_key,
+                                     int64_t ttl_ms) {
+  PROFCTL_RETURN_IF_ERROR(ValidateSessionId(session_id));
+  PROFCTL_RETURN_IF_ERROR(ValidateSessionKey(session_key));
+  if (session_key.empty()) {
+    return absl::InvalidArgumentError("a reservation needs a session_key");
+  }
+  constexpr int64_t kMaxReservationMs = 60'000;
+  if (ttl_ms < 1 || ttl_ms > kMaxReservationMs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reservation ttl_ms=", ttl_ms, " is outside [1, ", kMaxReservationMs, "]"));
+  }
+  absl::MutexLock lock(&mu_);
+  const int64_t now = deps_.clock->MonoNs();
+  if (active_ != nullptr &&
+      (active_->id() != session_id || !SessionKeysEqual(active_->key(), session_key))) {
+    return absl::AlreadyExistsError(absl::StrCat("the agent is busy with another capture for ~",
+                                                 active_->RemainingNs(now) / kNanosPerMilli,
+                                                 " ms more"));
+  }
+  if (reserved_until_mono_ > now &&
+      (reserved_id_ != session_id || !SessionKeysEqual(reserved_key_, session_key))) {
+    return absl::AlreadyExistsError(absl::StrCat("the agent is reserved for another capture for ~",
+                                                 (reserved_until_mono_ - now) / kNanosPerMilli,
+                                                 " ms more"));
+  }
+  reserved_id_ = session_id;
+  reserved_key_ = session_key;
+  reserved_until_mono_ = now + ttl_ms * kNanosPerMilli;
   return absl::OkStatus();
 }
 

@@ -184,6 +184,13 @@ class CaptureManager {
   // Stops whatever session holds the slot (agent shutdown, cancel_reason kAgentShutdown), without
   // remembering its id; it still delivers what it recorded.
   void CancelActive();
+  // Holds the capture slot for (session_id, session_key) for ttl_ms (at most 60 s; refreshed by
+  // the same pair): meanwhile Begin refuses every other session ALREADY_EXISTS, and the session's
+  // own Begin takes the reservation. ALREADY_EXISTS when another session runs or holds an
+  // unexpired reservation (naming neither), INVALID_ARGUMENT for a bad id, an empty or bad key, or
+  // a ttl out of range. Cancel with the same id and key releases it.
+  absl::Status Reserve(const std::string& session_id, const std::string& session_key,
+                       int64_t ttl_ms);
   bool busy() const;
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
@@ -211,6 +218,10 @@ class CaptureManager {
   // Remembered cancels: CancelKey(origin, id, key) -> monotonic time of its first Cancel, and the
   // same keys in that order (oldest first), so pruning and eviction are O(1) per id.
   absl::flat_hash_map<std::string, int64_t> cancelled_ ABSL_GUARDED_BY(mu_);
+  // The reservation (Reserve): its session id and key, and until when (monotonic; 0: none).
+  std::string reserved_id_ ABSL_GUARDED_BY(mu_);
+  std::string reserved_key_ ABSL_GUARDED_BY(mu_);
+  int64_t reserved_until_mono_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -665,6 +665,41 @@ TEST_F(CaptureManagerTest, AStopSoLateTheAgentMustHaveBeenFrozenIsKeptAsMeasured
   EXPECT_THAT(out.result->space.warnings(), ::testing::Contains(HasSubstr("frozen?")));
 }
 
+TEST_F(CaptureManagerTest, AReservationHoldsTheSlotForItsSessionUntilTakenReleasedOrLapsed) {
+  const std::string key_a(20, 'a'), key_b(20, 'b');
+  ASSERT_THAT(manager_.Reserve("sa", key_a, 1000), IsOk());
+  ASSERT_THAT(manager_.Reserve("sa", key_a, 1000), IsOk());  // refreshed by its own session
+  // Another session can neither reserve nor begin.
+  EXPECT_EQ(manager_.Reserve("sb", key_b, 1000).code(), absl::StatusCode::kAlreadyExists);
+  CaptureSpec other = Spec(0, 100, "sb");
+  other.session_key = key_b;
+  const absl::Status refused = manager_.Begin(other).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(refused.message(), HasSubstr("reserved for another capture"));
+  EXPECT_THAT(refused.message(), ::testing::Not(HasSubstr("sa")));
+  // Its own Begin takes it.
+  CaptureSpec own = Spec(0, 100, "sa");
+  own.session_key = key_a;
+  {
+    auto session = manager_.Begin(own);
+    ASSERT_THAT(session, IsOk());
+    EXPECT_EQ(manager_.Reserve("sb", key_b, 1000).code(), absl::StatusCode::kAlreadyExists);
+  }  // never run: the slot is free again, and no reservation is left
+  EXPECT_THAT(manager_.Reserve("sb", key_b, 1000), IsOk());
+  // Cancel with the same id and key releases it; another key does not.
+  ASSERT_THAT(manager_.Cancel("sb", key_a), IsOk());
+  EXPECT_EQ(manager_.Reserve("sc", key_a, 1000).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_THAT(manager_.Cancel("sb", key_b), IsOk());
+  EXPECT_THAT(manager_.Reserve("sc", key_a, 1000), IsOk());
+  // It lapses after its TTL.
+  executor_.Advance(1001 * kNanosPerMilli);
+  EXPECT_THAT(manager_.Reserve("sd", key_b, 1000), IsOk());
+  // Bad requests.
+  EXPECT_EQ(manager_.Reserve("se", "", 1000).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_.Reserve("se", key_b, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(manager_.Reserve("se", key_b, 60'001).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CaptureManagerTest, AnOversizedIdOrCollectorIsQuotedBounded) {
   const std::string huge(1 << 20, 'x');
   const absl::Status bad_id = manager_.Begin(Spec(0, 10, huge + "/")).status();

@@ -287,6 +287,27 @@ TEST_F(AgentGrpcTest, GetInfoCrossesTheWire) {
   EXPECT_NE(other_info->instance_id, info->instance_id);
 }
 
+TEST_F(AgentGrpcTest, GetInfoReservesTheSlotAndCancelReleasesIt) {
+  const coordinator::Reservation a{"sess-a", std::string(24, 'a'), 5000};
+  const coordinator::Reservation b{"sess-b", std::string(24, 'b'), 5000};
+  Reply<absl::StatusOr<AgentInfo>> first;
+  client_->GetInfo(a, 5000, first.Callback());
+  ASSERT_THAT(first.Await(), IsOk());
+  std::unique_ptr<AgentClient> other = Connect(factory_, agent_.address());
+  Reply<absl::StatusOr<AgentInfo>> refused;
+  other->GetInfo(b, 5000, refused.Callback());
+  const absl::StatusOr<AgentInfo> r = refused.Await();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("reserved for another capture"));
+  EXPECT_THAT(GetInfoNow(*other, 5000), IsOk());  // a plain GetInfo still answers
+  Reply<absl::Status> released;
+  client_->Cancel(a.session_id, a.session_key, 5000, released.Callback());
+  ASSERT_THAT(released.Await(), IsOk());
+  Reply<absl::StatusOr<AgentInfo>> now_free;
+  other->GetInfo(b, 5000, now_free.Callback());
+  EXPECT_THAT(now_free.Await(), IsOk());
+}
+
 TEST_F(AgentGrpcTest, CallbacksRunOnATransportThreadNeverInline) {
   Reply<absl::StatusOr<AgentInfo>> reply;
   client_->GetInfo(5000, reply.Callback());

@@ -18,7 +18,8 @@ class UnreachableClient final : public AgentClient {
  public:
   UnreachableClient(FakeExecutor* ex, std::string address)
       : ex_(ex), address_(std::move(address)) {}
-  void GetInfo(int64_t, Callback<coordinator::AgentInfo> done) override {
+  void GetInfo(const coordinator::Reservation&, int64_t,
+               Callback<coordinator::AgentInfo> done) override {
     ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
   void SyncClock(int64_t, Callback<coordinator::ClockReading> done) override {
@@ -70,9 +71,38 @@ class FakeAgent::Client final : public AgentClient {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  void GetInfo(int64_t timeout_ms, Callback<coordinator::AgentInfo> done) override {
+  void GetInfo(const coordinator::Reservation& reserve, int64_t timeout_ms,
+               Callback<coordinator::AgentInfo> done) override {
     Spend();
     FakeAgentBehavior& b = a_->behavior_;
+    if (!reserve.session_id.empty() && !b.hang_get_info && b.get_info_error.ok() &&
+        b.get_info_failures.empty()) {
+      // Reserved when the request arrives, as the agent does.
+      FakeAgent* a = a_;
+      a->ex_->PostAt(a->clock_->MonoNs() + b.up_delay_ns, [a, reserve, timeout_ms,
+                                                           done = std::move(done)]() mutable {
+        const absl::Status reserved =
+            a->manager_.Reserve(reserve.session_id, reserve.session_key, reserve.ttl_ms);
+        ++a->reservations_;
+        const FakeAgentBehavior& bb = a->behavior_;
+        absl::StatusOr<coordinator::AgentInfo> info =
+            reserved.ok()
+                ? absl::StatusOr<coordinator::AgentInfo>(coordinator::AgentInfo{bb.name,
+                                                                                "fakehost",
+                                                                                "test",
+                                                                                {"synthetic"},
+                                                                                bb.max_duration_ms,
+                                                                                a->manager_.busy(),
+                                                                                bb.instance_id})
+                : absl::StatusOr<coordinator::AgentInfo>(reserved);
+        a->ex_->PostAt(a->clock_->MonoNs() + bb.down_delay_ns + bb.get_info_delay_ns,
+                       [done = std::move(done), info = std::move(info)]() mutable {
+                         std::move(done)(std::move(info));
+                       });
+        (void)timeout_ms;
+      });
+      return;
+    }
     if (!b.get_info_failures.empty()) {
       absl::Status down = b.get_info_failures.front();
       b.get_info_failures.pop_front();
@@ -151,12 +181,15 @@ class FakeAgent::Client final : public AgentClient {
                    [a, args, stream, deadline] { a->OnCaptureArrived(args, stream, deadline); });
   }
 
-  void Cancel(const std::string& session_id, const std::string& /*session_key*/, int64_t timeout_ms,
+  void Cancel(const std::string& session_id, const std::string& session_key, int64_t timeout_ms,
               DoneCallback done) override {
     Spend();
     FakeAgent* a = a_;
     const int64_t arrive = a->clock_->MonoNs() + a->behavior_.up_delay_ns;
-    a->ex_->PostAt(arrive, [a, session_id] { a->OnCancelArrived(session_id); });
+    a->ex_->PostAt(arrive, [a, session_id, session_key] {
+      a->manager_.Cancel(session_id, session_key).IgnoreError();
+      a->OnCancelArrived(session_id);
+    });
     Answer(
         timeout_ms, false,
         [done = std::move(done)](const absl::StatusOr<bool>& r) mutable {
@@ -269,7 +302,7 @@ void FakeAgent::OnCaptureArrived(const coordinator::CaptureArgs& args,
         absl::StrCat("session '", args.session_id, "' was cancelled before it started")));
   }
   absl::StatusOr<std::unique_ptr<agent::CaptureManager::Session>> slot =
-      manager_.Begin({args.session_id, args.start_at_ns, args.duration_ms, {}});
+      manager_.Begin({args.session_id, args.start_at_ns, args.duration_ms, {}, args.session_key});
   if (!slot.ok()) return fail(slot.status());
   auto rec = std::make_shared<Recording>();
   rec->session_id = args.session_id;

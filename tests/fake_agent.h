@@ -98,6 +98,7 @@ class FakeAgent {
   int captures() const { return captures_; }
   int cancels() const { return cancels_; }
   int fetches() const { return fetches_; }
+  int reservations() const { return reservations_; }  // GetInfo calls that asked to reserve
   int step_signal_calls() const { return step_signal_calls_; }
   int syncs() const { return syncs_; }  // SyncClock calls
   // Clients of this agent not yet destroyed (a client is its channel: the connection).
@@ -134,6 +135,7 @@ class FakeAgent {
   int captures_ = 0;
   int cancels_ = 0;
   int fetches_ = 0;
+  int reservations_ = 0;
   int step_signal_calls_ = 0;
   int syncs_ = 0;
   std::atomic<int> live_clients_ = 0;  // clients may be destroyed on a pool thread

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -522,11 +523,19 @@ AgentServiceImpl::AgentServiceImpl(std::vector<AgentEndpoint> endpoints,
 }
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
-                                                    const profctl::v1::GetInfoRequest* /*request*/,
+                                                    const profctl::v1::GetInfoRequest* request,
                                                     profctl::v1::GetInfoResponse* response) {
   absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
-  const CaptureManager& manager = *(*endpoint)->manager;
+  CaptureManager& manager = *(*endpoint)->manager;
+  if (request->has_reserve() && !request->reserve().session_id().empty()) {
+    const profctl::v1::Reservation& r = request->reserve();
+    const int64_t ttl_ms =
+        static_cast<int64_t>(std::min<uint64_t>(r.ttl_ms(), std::numeric_limits<int64_t>::max()));
+    if (absl::Status s = manager.Reserve(r.session_id(), r.session_key(), ttl_ms); !s.ok()) {
+      return FinishUnary(ctx, ToGrpcStatus(s));
+    }
+  }
   response->set_name((*endpoint)->name);
   response->set_hostname((*endpoint)->hostname);
   response->set_version(kVersion);

@@ -60,6 +60,14 @@ struct CaptureArgs {
   std::string session_key = {};
 };
 
+// A short hold on the agent's capture slot for the session about to be captured
+// (GetInfoRequest.reserve), so a capture gets the whole pod or none of it. Empty session_id: none.
+struct Reservation {
+  std::string session_id;
+  std::string session_key;
+  int64_t ttl_ms = 0;
+};
+
 // Which session to serve again (AgentService.Fetch).
 struct FetchArgs {
   std::string session_id;
@@ -105,7 +113,13 @@ class AgentClient {
 
   // Waits for every call in flight to finish (their callbacks have run).
   virtual ~AgentClient() = default;
-  virtual void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) = 0;
+  // With a reservation, an agent busy with or reserved for another session answers
+  // ALREADY_EXISTS; peers that cannot reserve (TSL servers, old agents) ignore it.
+  virtual void GetInfo(const Reservation& reserve, int64_t timeout_ms,
+                       Callback<AgentInfo> done) = 0;
+  void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) {
+    GetInfo(Reservation{}, timeout_ms, std::move(done));
+  }
   virtual void SyncClock(int64_t timeout_ms, Callback<ClockReading> done) = 0;
   // `stream` must stay alive until its OnDone is called; the client never touches the stream
   // after calling OnDone, so OnDone may hand the stream's end to another thread that frees it

@@ -142,10 +142,17 @@ class GrpcAgentClient final : public AgentClient {
   GrpcAgentClient(const GrpcAgentClient&) = delete;
   GrpcAgentClient& operator=(const GrpcAgentClient&) = delete;
 
-  void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) override {
+  void GetInfo(const Reservation& reserve, int64_t timeout_ms, Callback<AgentInfo> done) override {
     using Call = UnaryCall<profctl::v1::GetInfoRequest, profctl::v1::GetInfoResponse>;
+    profctl::v1::GetInfoRequest request;
+    if (!reserve.session_id.empty()) {
+      request.mutable_reserve()->set_session_id(reserve.session_id);
+      request.mutable_reserve()->set_session_key(reserve.session_key);
+      request.mutable_reserve()->set_ttl_ms(
+          static_cast<uint64_t>(std::max<int64_t>(0, reserve.ttl_ms)));
+    }
     StartUnary<Call>(
-        timeout_ms, {},
+        timeout_ms, std::move(request),
         [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {
           stub_->async()->GetInfo(ctx, req, resp, std::move(cb));
         },

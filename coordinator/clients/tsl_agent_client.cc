@@ -55,7 +55,9 @@ class TslAgentClient final : public AgentClient {
 
   bool MeasuresClock() const override { return false; }
 
-  void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) override {
+  // A TSL server cannot reserve: the reservation is ignored.
+  void GetInfo(const Reservation& /*reserve*/, int64_t timeout_ms,
+               Callback<AgentInfo> done) override {
     Probe(timeout_ms, [worker = worker_, done = std::move(done)](absl::Status s) mutable {
       if (!s.ok()) {
         std::move(done)(std::move(s));

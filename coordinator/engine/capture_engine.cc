@@ -101,6 +101,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     int64_t last_rtt_ns = 0;
     int64_t last_answer_mono = 0;
     int64_t sample_sent_mono = 0;
+    // GetInfo reserved the agent's slot for this session and no Capture has taken it yet: the
+    // session releases it (Cancel) before it ends.
+    bool reserved = false;
     bool started_seen = false;
     bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
@@ -177,6 +180,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
   // when half of them, then 90 %, are ready.
   void DeriveBudget();
+  // `h` answered GetInfo that it is busy with or reserved for another session: the capture gives
+  // up whole. Hosts that answered are failed now; those whose GetInfo is in flight when it comes.
+  void GiveUpBusyPod(Host& h, const absl::Status& status);
   // Without --prepare-timeout: the latest instant a host still preparing whose answers are
   // arriving should be ready (ProjectedReadyNs), within the budget's maximum; 0 if none.
   int64_t SlowHostsReadyBy() const;
@@ -265,6 +271,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   std::vector<Host> hosts_;
 
   bool preparing_ = true;  // the session-wide prepare phase
+  // A host answered that it is busy with or reserved for another session: nothing is captured
+  // (all or nothing); the first such answer.
+  absl::Status pod_busy_;
+  // Release Cancels sent by MaybeFinish and not yet answered.
+  int releases_pending_ = 0;
+  bool releases_sent_ = false;
   bool cancelled_ = false;
   bool finished_ = false;
   // The pod step breakdown, from FinishBreakdown to `done`'s task.
@@ -379,11 +391,20 @@ void CaptureEngine::Session::StartPrepare(Host& h) {
   h.round = PrepareRound(
       h.client->MeasuresClock(),
       {.max_samples = options_.clock_sync_samples, .min_samples = options_.min_clock_sync_samples});
-  h.client->GetInfo(options_.rpc_timeout_ms, Bind([i = h.index, round = h.prepare_round](
-                                                      Session& s, absl::StatusOr<AgentInfo> info) {
-                      if (s.hosts_[i].prepare_round == round)
-                        s.OnInfo(s.hosts_[i], std::move(info));
-                    }));
+  // Reserves the agent's slot for this session (not for a dry run): a second capture of the same
+  // pod then finds it busy everywhere it got first, and gives up whole.
+  Reservation reserve;
+  if (!plan_.prepare_only) {
+    const int64_t budget_ms =
+        plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
+    reserve = {plan_.session, session_key_,
+               std::min<int64_t>(60'000, budget_ms + options_.rpc_timeout_ms + 3'000)};
+  }
+  h.client->GetInfo(
+      reserve, options_.rpc_timeout_ms,
+      Bind([i = h.index, round = h.prepare_round](Session& s, absl::StatusOr<AgentInfo> info) {
+        if (s.hosts_[i].prepare_round == round) s.OnInfo(s.hosts_[i], std::move(info));
+      }));
 }
 
 void CaptureEngine::Session::TakeWarmSample(Host& h) {
@@ -409,6 +430,11 @@ void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (h.phase != Phase::kPreparing) return;
   const PrepareRound::Step step = h.round.OnInfo(std::move(info));
+  if (step.answered && !plan_.prepare_only && h.round.measures_clock()) h.reserved = true;
+  if (!pod_busy_.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_PREPARE, pod_busy_);
+    return;
+  }
   if (step.answered) {
     h.info_rtt_ns = h.last_rtt_ns = NowMono() - h.attempt_started_mono;
     h.last_answer_mono = NowMono();
@@ -475,6 +501,10 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
   const PrepareRound::Verdict verdict = h.round.Decide();
   if (verdict.state == PrepareRound::State::kWaiting) return;
   if (verdict.state == PrepareRound::State::kFailed) {
+    if (verdict.status.code() == absl::StatusCode::kAlreadyExists && preparing_) {
+      GiveUpBusyPod(h, verdict.status);
+      return;
+    }
     if (!RetryPrepare(h, verdict.status)) Fail(h, verdict.step, verdict.status);
     return;
   }
@@ -524,6 +554,24 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
     } else {
       Fail(h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
            absl::DeadlineExceededError("ready only after the capture window closed"));
+    }
+  }
+}
+
+void CaptureEngine::Session::GiveUpBusyPod(Host& h, const absl::Status& status) {
+  Fail(h, profctl::v1::FAILURE_STEP_PREPARE, status);
+  if (!pod_busy_.ok()) return;
+  pod_busy_ = absl::AlreadyExistsError(
+      absl::StrCat("not captured: the pod is busy with another capture (", h.r.address(), ": ",
+                   status.message(), "); a capture takes the whole pod or none of it"));
+  manifest_.add_errors(absl::StrCat("the pod is busy: ", h.r.address(),
+                                    " is capturing or reserved for another session (",
+                                    status.message(),
+                                    "); nothing was captured and this capture's reservations "
+                                    "were released"));
+  for (Host& o : hosts_) {
+    if ((o.phase == Phase::kPreparing && o.round.info_done()) || o.phase == Phase::kReady) {
+      Fail(o, profctl::v1::FAILURE_STEP_PREPARE, pod_busy_);
     }
   }
 }
@@ -643,6 +691,15 @@ void CaptureEngine::Session::EndPrepare() {
       ++ready;
     }
   }
+  if (!pod_busy_.ok()) {
+    for (Host& h : hosts_) {
+      if (h.phase == Phase::kReady || h.phase == Phase::kPreparing) {
+        Fail(h, profctl::v1::FAILURE_STEP_PREPARE, pod_busy_);
+      }
+    }
+    MaybeFinish();
+    return;
+  }
   if (plan_.prepare_only || cancelled_) {
     for (Host& h : hosts_) {
       if (h.phase == Phase::kReady) {
@@ -715,6 +772,7 @@ void CaptureEngine::Session::EndPrepare() {
 
 void CaptureEngine::Session::StartCapture(Host& h) {
   h.phase = Phase::kCapturing;
+  h.reserved = false;  // the Capture takes the reservation
   h.capture_started_mono = NowMono();
   // Offsets are bounded (clock_sync.h), so this cannot overflow.
   const int64_t agent_start = start_at_ + h.r.clock().rtt_offset_ns();
@@ -1212,6 +1270,22 @@ void CaptureEngine::Session::OnInterruptGraceOver() {
 void CaptureEngine::Session::MaybeFinish() {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (finished_ || preparing_ || terminal_ < hosts_.size()) return;
+  // Reservations no Capture took are released first (a Cancel of this session, which the agent
+  // also remembers), so the pod is free for the next capture at once rather than at their TTL.
+  if (!releases_sent_) {
+    releases_sent_ = true;
+    for (Host& h : hosts_) {
+      if (!h.reserved || h.client == nullptr) continue;
+      h.reserved = false;
+      ++releases_pending_;
+      h.client->Cancel(plan_.session, session_key_, options_.rpc_timeout_ms,
+                       Bind([](Session& s, const absl::Status& /*released*/) {
+                         --s.releases_pending_;
+                         s.MaybeFinish();
+                       }));
+    }
+  }
+  if (releases_pending_ > 0) return;
   finished_ = true;
   ReleaseClients();
   if (!plan_.prepare_only) {

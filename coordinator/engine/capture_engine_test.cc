@@ -1202,6 +1202,68 @@ TEST_F(CaptureEngineTest, AnAgentKilledMidWindowAndBackSoonIsRecordedAgainInside
   }
 }
 
+// Two captures of the same three agents, started together, listing them in opposite orders: B
+// gets to z first (A's GetInfo to z was refused once and waits to try again) but finds x and y
+// reserved by A. Each capture gets the whole pod or none of it: B gives up at once, naming the
+// busy host and releasing z; A captures all three. A third capture then finds the pod free at
+// once (no reservation left to lapse).
+TEST_F(CaptureEngineTest, TwoCapturesOfOnePodInOppositeOrdersNeverSplitIt) {
+  FakeAgent& x = Agent("x:1", {}, Rank(0));
+  FakeAgent& y = Agent("y:1", {}, Rank(1));
+  FakeAgent& z = Agent("z:1", {.get_info_failures = {absl::UnavailableError("refused")}}, Rank(2));
+  CapturePlan plan_a = Plan({"x:1", "y:1", "z:1"}, 1000);
+  plan_a.session = "sess-a";
+  CapturePlan plan_b = Plan({"z:1", "y:1", "x:1"}, 1000);
+  plan_b.session = "sess-b";
+  MemorySink sink_b;
+  const testkit::TempDir tmp_b;
+  sink_b.dir = tmp_b.path();
+  std::vector<std::string> progress_b;
+  CaptureEngine a({.executor = &ex_, .clients = &factory_, .sink = &sink_}, {});
+  CaptureEngine b({.executor = &ex_,
+                   .clients = &factory_,
+                   .sink = &sink_b,
+                   .progress = [&](const std::string& l) { progress_b.push_back(l); }},
+                  {});
+  std::optional<absl::StatusOr<SessionManifest>> ra, rb;
+  a.Start(plan_a, [&](absl::StatusOr<SessionManifest> m) { ra = std::move(m); });
+  b.Start(plan_b, [&](absl::StatusOr<SessionManifest> m) { rb = std::move(m); });
+  const int64_t t0 = clock_.MonoNs();
+  ASSERT_TRUE(ex_.RunUntil([&] { return ra.has_value() && rb.has_value(); },
+                           clock_.MonoNs() + 3600 * kNanosPerSecond));
+  ASSERT_THAT(*ra, IsOk());
+  ASSERT_THAT(*rb, IsOk());
+  const SessionManifest& ma = **ra;
+  const SessionManifest& mb = **rb;
+  EXPECT_EQ(ma.status(), v1::SESSION_STATUS_OK);
+  for (const HostResult& h : ma.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+  }
+  EXPECT_EQ(mb.status(), v1::SESSION_STATUS_FAILED);
+  for (const HostResult& h : mb.hosts()) {
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+    EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kAlreadyExists)) << h.address();
+    EXPECT_THAT(h.error().message(), HasSubstr("reserved for another capture")) << h.address();
+  }
+  ASSERT_GE(mb.errors_size(), 1);
+  EXPECT_THAT(mb.errors(0), HasSubstr("the pod is busy"));
+  // Nobody recorded for B; A recorded each agent once.
+  EXPECT_EQ(x.captures(), 1);
+  EXPECT_EQ(y.captures(), 1);
+  EXPECT_EQ(z.captures(), 1);
+  EXPECT_GE(z.reservations(), 2);  // B reserved z, then A did once B let it go
+  // B gave up within its GetInfo round trips, before A's window even opened.
+  EXPECT_LT(mb.finished_ns() - ma.start_at_ns(), 0);
+  (void)t0;
+
+  // Nothing is left reserved: a third capture gets the whole pod at once.
+  CapturePlan plan_c = Plan({"y:1", "z:1", "x:1"}, 500);
+  plan_c.session = "sess-c";
+  const SessionManifest mc = Run(plan_c);
+  EXPECT_EQ(mc.status(), v1::SESSION_STATUS_OK);
+  EXPECT_LT(mc.prepare_ms(), 50.0);
+}
+
 TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
   FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
   FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));
