@@ -542,5 +542,45 @@ TEST(HtmlReportChromiumTest, LongOverviewIsEmbeddedAsRunsOfSteps) {
   EXPECT_TEXT(run.dom, "each bar: the mean of 42 steps");
 }
 
+// The guide's rows in the tools' tabs: op_stats' shares, the IDLE row and the pie tables.
+TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
+  SKIP_WITHOUT_CHROMIUM();
+  const PodBreakdown b = MakePod(Workers(), 2);
+  analysis::PodTools ops;
+  ops.tool = analysis::Tool::kOpStats;
+  ops.include_idle = true;
+  analysis::OpStat op;
+  op.name = "model/dense/MatMul:MatMul";
+  op.type = "MatMul";
+  op.host = true;
+  op.occurrences = 1;
+  op.host_total_ns = op.host_self_ns = 200 * kUs;
+  op.device_total_ns = op.device_self_ns = 400 * kUs;
+  ops.ops.by_op = {op};
+  op.name = "MatMul";
+  ops.ops.by_type = {op};
+  ops.ops.host_idle_ns = 800 * kUs;
+  ops.ops.device_idle_ns = 600 * kUs;
+  analysis::HostTools h;
+  h.host = "worker-0";
+  h.ops = ops.ops;
+  ops.hosts = {h};
+  const std::vector<std::string> tools = {ToolJson(ops, ToolContext{"run"})};
+  profctl::testkit::TempDir dir;
+  const std::string html_path = dir.path() + "/report.html";
+  ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
+  const BrowserRun run = RunChromium(FindChromium(), dir.path(), html_path, "#tab=op_stats");
+  EXPECT_EQ(run.exit_code, 0) << run.log;
+  EXPECT_THAT(ConsoleLines(run.log), ::testing::IsEmpty()) << run.log;
+  EXPECT_TEXT(run.dom, "<section id=\"tool-op_stats\" class=\"tool-tab\">");
+  EXPECT_TEXT(run.dom, "counted as the IDLE row");
+  // IDLE leads the device pie (600 of 1000 us) and the op table; MatMul is 40 %, cumulative 100.
+  EXPECT_TEXT(run.dom, "<table id=\"tool-pie-device_by_type\">");
+  EXPECT_TEXT(run.dom, "<td>IDLE</td><td class=\"num\">600</td><td class=\"num\">60</td>");
+  EXPECT_TEXT(run.dom,
+              "<td class=\"num\">400</td><td class=\"num\">40</td>"
+              "<td class=\"num\">100</td>");
+}
+
 }  // namespace
 }  // namespace profctl::report

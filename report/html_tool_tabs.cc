@@ -320,8 +320,10 @@ svg.bar-chart text.value { fill: var(--muted); }
           env.devices.length ? env.devices[0].name : '', env.cuda_version ? 'CUDA ' + env.cuda_version : '',
           env.driver_version ? 'driver ' + env.driver_version : ''].filter(Boolean).join(', ')));
         sec.appendChild(stacked(d.categories, h.steps));
-        sec.appendChild(table([['name', 'top kernel'], ['self_ms', 'ms'], ['pct', '%']], h.top_kernels));
-        sec.appendChild(table([['name', 'top op'], ['self_ms', 'self ms'], ['pct', '%']], h.top_ops));
+        sec.appendChild(table([['name', 'top kernel'], ['self_ms', 'ms'], ['pct', '%'],
+          ['cum_pct', 'cum. %']], h.top_kernels));
+        sec.appendChild(table([['name', 'top op'], ['category', 'category'], ['self_ms', 'self ms'],
+          ['pct', '%'], ['cum_pct', 'cum. %']], h.top_ops));
       });
     },
     kernel_stats: function (d, sec) {
@@ -334,8 +336,25 @@ svg.bar-chart text.value { fill: var(--muted); }
     },
     op_stats: function (d, sec) {
       var cols = [['name', 'name'], ['type', 'type'], ['occurrences', 'count'],
-        ['device_self_us', 'device self us'], ['device_total_us', 'device total us'],
-        ['host_self_us', 'host self us'], ['host_total_us', 'host total us']];
+        ['device_self_us', 'device self us'], ['device_self_pct', 'device self %'],
+        ['device_self_cum_pct', 'device cum. %'], ['device_total_us', 'device total us'],
+        ['host_self_us', 'host self us'], ['host_self_pct', 'host self %'],
+        ['host_self_cum_pct', 'host cum. %'], ['host_total_us', 'host total us']];
+      sec.appendChild(el('p', { 'class': 'note', id: 'tool-ops-idle' }, 'Idle: host ' +
+        d.idle.host_us.toFixed(3) + ' us, devices ' + d.idle.device_us.toFixed(3) + ' us; ' +
+        (d.include_idle ? 'counted as the IDLE row (--include-idle).' :
+          'not counted in the percentages (--include-idle counts it).')));
+      [['device_by_type', 'Device self time by op type'], ['device_by_op', 'Device self time by op'],
+        ['host_by_type', 'Host self time by op type'], ['host_by_op', 'Host self time by op']]
+        .forEach(function (p) {
+          sec.appendChild(el('h2', null, p[1] + ' (top ' + 10 + ' and other)'));
+          if (d.pie[p[0]].length === 0) {
+            sec.appendChild(el('p', { 'class': 'note' }, 'No self time on this side in the trace.'));
+          } else {
+            sec.appendChild(table([['name', 'name'], ['self_us', 'self us'], ['pct', '%']],
+              d.pie[p[0]], 'tool-pie-' + p[0]));
+          }
+        });
       sec.appendChild(el('h2', null, 'Ops'));
       sec.appendChild(table(cols, d.by_op, 'tool-ops'));
       sec.appendChild(el('h2', null, 'Op types'));

@@ -19,6 +19,7 @@ using analysis::HostInputPipeline;
 using analysis::HostOverview;
 using analysis::HostTools;
 using analysis::KernelStat;
+using analysis::OpShareRow;
 using analysis::OpStat;
 using analysis::OverviewCategory;
 using analysis::OverviewTimes;
@@ -76,9 +77,10 @@ void KernelRows(Json& j, const std::vector<KernelStat>& rows) {
   j.EndArray();
 }
 
-void OpRows(Json& j, const std::vector<OpStat>& rows) {
+void OpRows(Json& j, const std::vector<analysis::OpShareRow>& rows) {
   j.BeginArray();
-  for (const OpStat& s : rows) {
+  for (const analysis::OpShareRow& r : rows) {
+    const OpStat& s = r.stat;
     j.BeginObject();
     j.Key("name");
     j.String(s.name);
@@ -96,9 +98,63 @@ void OpRows(Json& j, const std::vector<OpStat>& rows) {
     j.Us(s.device_total_ns);
     j.Key("device_self_us");
     j.Us(s.device_self_ns);
+    j.Key("host_self_pct");
+    j.Double(r.host_self_pct, 2);
+    j.Key("host_self_cum_pct");
+    j.Double(r.host_self_cum_pct, 2);
+    j.Key("device_self_pct");
+    j.Double(r.device_self_pct, 2);
+    j.Key("device_self_cum_pct");
+    j.Double(r.device_self_cum_pct, 2);
     j.EndObject();
   }
   j.EndArray();
+}
+
+void Pie(Json& j, const std::vector<analysis::PieSlice>& slices) {
+  j.BeginArray();
+  for (const analysis::PieSlice& s : slices) {
+    j.BeginObject();
+    j.Key("name");
+    j.String(s.name);
+    j.Key("self_us");
+    j.Us(s.self_ns);
+    j.Key("pct");
+    j.Double(s.pct, 2);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+// The op tables of one OpStats (the pod's or a host's) with their shares, the idle time and the
+// guide's four pie charts.
+void OpTables(Json& j, const analysis::OpStats& ops, bool include_idle) {
+  const std::vector<analysis::OpShareRow> by_op =
+      analysis::OpShares(ops.by_op, ops.host_idle_ns, ops.device_idle_ns, include_idle);
+  const std::vector<analysis::OpShareRow> by_type =
+      analysis::OpShares(ops.by_type, ops.host_idle_ns, ops.device_idle_ns, include_idle);
+  j.Key("idle");
+  j.BeginObject();
+  j.Key("host_us");
+  j.Us(ops.host_idle_ns);
+  j.Key("device_us");
+  j.Us(ops.device_idle_ns);
+  j.EndObject();
+  j.Key("by_op");
+  OpRows(j, by_op);
+  j.Key("by_type");
+  OpRows(j, by_type);
+  j.Key("pie");
+  j.BeginObject();
+  j.Key("host_by_op");
+  Pie(j, analysis::SelfTimePie(by_op, /*device=*/false, analysis::kMaxTop));
+  j.Key("host_by_type");
+  Pie(j, analysis::SelfTimePie(by_type, /*device=*/false, analysis::kMaxTop));
+  j.Key("device_by_op");
+  Pie(j, analysis::SelfTimePie(by_op, /*device=*/true, analysis::kMaxTop));
+  j.Key("device_by_type");
+  Pie(j, analysis::SelfTimePie(by_type, /*device=*/true, analysis::kMaxTop));
+  j.EndObject();
 }
 
 void Categories(Json& j, const OverviewTimes& t, int64_t steps) {
@@ -154,6 +210,10 @@ void TopList(Json& j, const std::vector<analysis::TopEntry>& top) {
     j.Ms(e.self_ns);
     j.Key("pct");
     j.Double(e.pct, 1);
+    j.Key("cum_pct");
+    j.Double(e.cum_pct, 1);
+    j.Key("category");
+    j.String(e.category);
     j.EndObject();
   }
   j.EndArray();
@@ -439,15 +499,17 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
     if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
     if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
     out += "\n";
-    if (!o.top_kernels.empty()) out += "  top kernels by time:\n";
+    if (!o.top_kernels.empty()) out += "  top kernels by time (ms, %, cumulative %):\n";
     for (size_t i = 0; i < o.top_kernels.size() && i < limit; ++i) {
-      absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_kernels[i].self_ns),
-                            o.top_kernels[i].pct, Printable(o.top_kernels[i].name, w));
+      const analysis::TopEntry& e = o.top_kernels[i];
+      absl::StrAppendFormat(&out, "    %10s ms %5.1f%% %5.1f%%  %s\n", MsText(e.self_ns), e.pct,
+                            e.cum_pct, Printable(e.name, w));
     }
-    if (!o.top_ops.empty()) out += "  top ops by self time:\n";
+    if (!o.top_ops.empty()) out += "  top ops by self time (ms, %, cumulative %, category):\n";
     for (size_t i = 0; i < o.top_ops.size() && i < limit; ++i) {
-      absl::StrAppendFormat(&out, "    %10s ms %5.1f%%  %s\n", MsText(o.top_ops[i].self_ns),
-                            o.top_ops[i].pct, Printable(o.top_ops[i].name, w));
+      const analysis::TopEntry& e = o.top_ops[i];
+      absl::StrAppendFormat(&out, "    %10s ms %5.1f%% %5.1f%%  %-16s %s\n", MsText(e.self_ns),
+                            e.pct, e.cum_pct, Printable(e.category, 16), Printable(e.name, w));
     }
   }
   out += "\nrecommendations:\n";
@@ -516,31 +578,35 @@ void KernelStatsTable(std::string& out, const PodTools& p, const TableStyle& sty
 }
 
 void OpStatsJson(Json& j, const PodTools& p) {
-  j.Key("by_op");
-  OpRows(j, p.ops.by_op);
-  j.Key("by_type");
-  OpRows(j, p.ops.by_type);
+  j.Key("include_idle");
+  j.Bool(p.include_idle);
+  OpTables(j, p.ops, p.include_idle);
   j.Key("per_host");
   j.BeginArray();
   for (const HostTools& h : p.hosts) {
     j.BeginObject();
     j.Key("host");
     j.String(h.host);
-    j.Key("by_op");
-    OpRows(j, h.ops.by_op);
+    OpTables(j, h.ops, p.include_idle);
     j.EndObject();
   }
   j.EndArray();
 }
 
+std::string PctText(double v) { return absl::StrFormat("%.2f", v); }
+
 void OpStatsCsv(std::string& out, const PodTools& p) {
   Row(&out, {"host", "name", "type", "on_host", "occurrences", "host_total_us", "host_self_us",
-             "device_total_us", "device_self_us"});
+             "device_total_us", "device_self_us", "host_self_pct", "host_self_cum_pct",
+             "device_self_pct", "device_self_cum_pct"});
   for (const HostTools& h : p.hosts) {
-    for (const OpStat& s : h.ops.by_op) {
+    for (const analysis::OpShareRow& r : analysis::OpShares(h.ops.by_op, h.ops.host_idle_ns,
+                                                            h.ops.device_idle_ns, p.include_idle)) {
+      const OpStat& s = r.stat;
       Row(&out, {h.host, s.name, s.type, s.host ? "true" : "false", absl::StrCat(s.occurrences),
                  UsText(s.host_total_ns), UsText(s.host_self_ns), UsText(s.device_total_ns),
-                 UsText(s.device_self_ns)});
+                 UsText(s.device_self_ns), PctText(r.host_self_pct), PctText(r.host_self_cum_pct),
+                 PctText(r.device_self_pct), PctText(r.device_self_cum_pct)});
     }
   }
 }
@@ -548,19 +614,43 @@ void OpStatsCsv(std::string& out, const PodTools& p) {
 void OpStatsTable(std::string& out, const PodTools& p, const TableStyle& style) {
   const int w = style.max_name_width;
   const size_t limit = style.limit;
-  const auto table = [&](absl::string_view title, const std::vector<OpStat>& rows) {
-    absl::StrAppendFormat(&out, "\n%s\n%14s %14s %14s %14s %7s  %s\n", title, "dev_self_us",
-                          "dev_total_us", "host_self_us", "host_total_us", "count", "name");
+  const analysis::OpStats& ops = p.ops;
+  const auto table = [&](absl::string_view title, const std::vector<OpStat>& stats) {
+    const std::vector<analysis::OpShareRow> rows =
+        analysis::OpShares(stats, ops.host_idle_ns, ops.device_idle_ns, p.include_idle);
+    absl::StrAppendFormat(&out, "\n%s\n%14s %6s %6s %14s %14s %6s %6s %14s %7s  %-16s %s\n", title,
+                          "dev_self_us", "%", "cum%", "dev_total_us", "host_self_us", "%", "cum%",
+                          "host_total_us", "count", "type", "name");
     for (size_t i = 0; i < rows.size() && i < limit; ++i) {
-      const OpStat& s = rows[i];
-      absl::StrAppendFormat(&out, "%14s %14s %14s %14s %7d  %s\n", UsText(s.device_self_ns),
-                            UsText(s.device_total_ns), UsText(s.host_self_ns),
-                            UsText(s.host_total_ns), s.occurrences, Printable(s.name, w));
+      const OpShareRow& r = rows[i];
+      const OpStat& s = r.stat;
+      absl::StrAppendFormat(&out, "%14s %6.2f %6.2f %14s %14s %6.2f %6.2f %14s %7d  %-16s %s\n",
+                            UsText(s.device_self_ns), r.device_self_pct, r.device_self_cum_pct,
+                            UsText(s.device_total_ns), UsText(s.host_self_ns), r.host_self_pct,
+                            r.host_self_cum_pct, UsText(s.host_total_ns), s.occurrences,
+                            Printable(s.type, 16), Printable(s.name, w));
     }
     if (rows.size() > limit) absl::StrAppend(&out, "... ", rows.size() - limit, " more\n");
   };
-  table("by op:", p.ops.by_op);
-  table("by op type:", p.ops.by_type);
+  absl::StrAppendFormat(&out, "\nidle: host %s us, devices %s us (%s)\n", UsText(ops.host_idle_ns),
+                        UsText(ops.device_idle_ns),
+                        p.include_idle ? "counted as the IDLE row"
+                                       : "not counted; --include-idle adds it as an IDLE row");
+  table("by op:", ops.by_op);
+  table("by op type:", ops.by_type);
+  const auto pie = [&](absl::string_view title, const std::vector<OpStat>& stats, bool device) {
+    const std::vector<analysis::PieSlice> slices = analysis::SelfTimePie(
+        analysis::OpShares(stats, ops.host_idle_ns, ops.device_idle_ns, p.include_idle), device,
+        analysis::kMaxTop);
+    absl::StrAppend(&out, "\n", title, ":");
+    if (slices.empty()) absl::StrAppend(&out, " no self time on the ", device ? "devices" : "host");
+    out += "\n";
+    for (const analysis::PieSlice& s : slices) {
+      absl::StrAppendFormat(&out, "  %6.2f%%  %s\n", s.pct, Printable(s.name, w));
+    }
+  };
+  pie("device self time by op type", ops.by_type, /*device=*/true);
+  pie("host self time by op type", ops.by_type, /*device=*/false);
 }
 
 void InputPipelineCsv(std::string& out, const PodTools& p) {

@@ -100,6 +100,76 @@ TEST(ToolWritersTest, KernelStatsJsonCsvAndTable) {
   EXPECT_THAT(table, Not(HasSubstr("\x1b")));  // control characters never reach the terminal
 }
 
+PodTools OpTools(bool include_idle) {
+  PodTools p;
+  p.tool = Tool::kOpStats;
+  p.include_idle = include_idle;
+  analysis::OpStat a;
+  a.name = "model/dense/MatMul:MatMul";
+  a.type = "MatMul";
+  a.host = true;
+  a.occurrences = 1;
+  a.host_total_ns = a.host_self_ns = 100 * kUs;
+  a.device_total_ns = a.device_self_ns = 300 * kUs;
+  analysis::OpStat b = a;
+  b.name = "model/relu/Relu:Relu";
+  b.type = "Relu";
+  b.host_total_ns = b.host_self_ns = 100 * kUs;
+  b.device_total_ns = b.device_self_ns = 100 * kUs;
+  p.ops.by_op = {a, b};
+  analysis::OpStat ta = a;
+  ta.name = "MatMul";
+  analysis::OpStat tb = b;
+  tb.name = "Relu";
+  p.ops.by_type = {ta, tb};
+  p.ops.host_idle_ns = 800 * kUs;
+  p.ops.device_idle_ns = 600 * kUs;
+  HostTools h;
+  h.host = "w0";
+  h.ops = p.ops;
+  p.hosts = {h};
+  return p;
+}
+
+TEST(ToolWritersTest, OpStatsSharesIdleSwitchAndPies) {
+  const rapidjson::Document off = Parse(ToolJson(OpTools(false), {"s"}));
+  EXPECT_FALSE(off["include_idle"].GetBool());
+  EXPECT_DOUBLE_EQ(off["idle"]["device_us"].GetDouble(), 600);
+  EXPECT_DOUBLE_EQ(off["idle"]["host_us"].GetDouble(), 800);
+  ASSERT_EQ(off["by_op"].Size(), 2u);
+  EXPECT_DOUBLE_EQ(off["by_op"][0]["device_self_pct"].GetDouble(), 75);
+  EXPECT_DOUBLE_EQ(off["by_op"][1]["device_self_cum_pct"].GetDouble(), 100);
+  EXPECT_DOUBLE_EQ(off["by_op"][0]["host_self_pct"].GetDouble(), 50);
+  EXPECT_STREQ(off["pie"]["device_by_type"][0]["name"].GetString(), "MatMul");
+  EXPECT_DOUBLE_EQ(off["pie"]["device_by_type"][0]["pct"].GetDouble(), 75);
+  EXPECT_EQ(off["pie"]["host_by_op"].Size(), 2u);
+  EXPECT_STREQ(off["per_host"][0]["host"].GetString(), "w0");
+  EXPECT_EQ(off["per_host"][0]["by_type"].Size(), 2u);
+
+  // Idle included: the IDLE row (600 of 1000 device us) leads and counts in every share.
+  const PodTools on_tools = OpTools(true);
+  const rapidjson::Document on = Parse(ToolJson(on_tools, {"s"}));
+  EXPECT_TRUE(on["include_idle"].GetBool());
+  ASSERT_EQ(on["by_op"].Size(), 3u);
+  EXPECT_STREQ(on["by_op"][0]["name"].GetString(), "IDLE");
+  EXPECT_DOUBLE_EQ(on["by_op"][0]["device_self_pct"].GetDouble(), 60);
+  EXPECT_DOUBLE_EQ(on["by_op"][1]["device_self_pct"].GetDouble(), 30);
+  EXPECT_DOUBLE_EQ(on["by_op"][1]["device_self_cum_pct"].GetDouble(), 90);
+  EXPECT_DOUBLE_EQ(on["by_op"][0]["host_self_pct"].GetDouble(), 80);
+  EXPECT_STREQ(on["pie"]["host_by_type"][0]["name"].GetString(), "IDLE");
+
+  const std::string csv = ToolCsv(on_tools);
+  EXPECT_THAT(csv, HasSubstr("device_self_us,host_self_pct,host_self_cum_pct,device_self_pct,"
+                             "device_self_cum_pct\n"));
+  EXPECT_THAT(csv, HasSubstr("w0,IDLE,IDLE,false,0,800.000,800.000,600.000,600.000,80.00,80.00,"
+                             "60.00,60.00\n"));
+  const std::string table = FormatToolTable(on_tools, {"s"});
+  EXPECT_THAT(table, HasSubstr("idle: host 800.000 us, devices 600.000 us (counted"));
+  EXPECT_THAT(table, HasSubstr(" 60.00  60.00 "));
+  EXPECT_THAT(table, HasSubstr("device self time by op type:\n   60.00%  IDLE\n"));
+  EXPECT_THAT(FormatToolTable(OpTools(false), {"s"}), HasSubstr("--include-idle adds it"));
+}
+
 TEST(ToolWritersTest, OverviewJsonHasCategoriesRecommendationsAndSteps) {
   PodTools p;
   p.tool = Tool::kOverview;

@@ -59,7 +59,101 @@ OpStats FinishOpStats(const std::map<std::string, OpStat>& by_op) {
   return out;
 }
 
+// The length of the union of `spans`, clipped to [lo, hi).
+int64_t UnionLength(std::vector<std::pair<int64_t, int64_t>>& spans, int64_t lo, int64_t hi) {
+  std::sort(spans.begin(), spans.end());
+  int64_t covered = 0;
+  int64_t end = lo;
+  for (auto [a, b] : spans) {
+    a = std::max(a, end);
+    b = std::min(b, hi);
+    if (a >= b) continue;
+    covered += b - a;
+    end = b;
+  }
+  return covered;
+}
+
+// Host idle: the window with no host event on any thread; device idle: summed over the devices
+// that ran anything, the window with nothing on the device.
+void ComputeIdle(const ToolTrace& t, OpStats* out) {
+  const int64_t lo = t.window_start_ns;
+  const int64_t hi = t.window_end_ns;
+  if (hi <= lo) return;
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const HostEvent& e : t.host_events) {
+    if (e.role != HostEventRole::kStep) spans.emplace_back(e.start_ns, e.end_ns);
+  }
+  out->host_idle_ns = (hi - lo) - UnionLength(spans, lo, hi);
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> per_device;
+  for (const DeviceEvent& d : t.device_events) {
+    per_device[d.device].emplace_back(d.start_ns, d.end_ns);
+  }
+  for (auto& [device, busy] : per_device)
+    out->device_idle_ns += (hi - lo) - UnionLength(busy, lo, hi);
+}
+
 }  // namespace
+
+std::vector<OpShareRow> OpShares(const std::vector<OpStat>& rows, int64_t host_idle_ns,
+                                 int64_t device_idle_ns, bool include_idle) {
+  std::vector<OpShareRow> out;
+  out.reserve(rows.size() + 1);
+  for (const OpStat& s : rows) out.push_back(OpShareRow{s});
+  if (include_idle) {
+    OpShareRow idle;
+    idle.idle = true;
+    idle.stat.name = std::string(kIdleOpName);
+    idle.stat.type = std::string(kIdleOpName);
+    idle.stat.host_self_ns = idle.stat.host_total_ns = host_idle_ns;
+    idle.stat.device_self_ns = idle.stat.device_total_ns = device_idle_ns;
+    // In its sorted place (SortOps' order: device self, then host self, descending).
+    const auto at = std::find_if(out.begin(), out.end(), [&](const OpShareRow& r) {
+      return std::tie(r.stat.device_self_ns, r.stat.host_self_ns) <
+             std::tie(device_idle_ns, host_idle_ns);
+    });
+    out.insert(at, std::move(idle));
+  }
+  const auto shares = [&](int64_t OpStat::*self, double OpShareRow::*pct, double OpShareRow::*cum) {
+    int64_t whole = 0;
+    for (const OpShareRow& r : out) whole += r.stat.*self;
+    if (whole <= 0) return;
+    std::vector<size_t> rank(out.size());
+    for (size_t i = 0; i < rank.size(); ++i) rank[i] = i;
+    std::stable_sort(rank.begin(), rank.end(),
+                     [&](size_t a, size_t b) { return out[a].stat.*self > out[b].stat.*self; });
+    int64_t running = 0;
+    for (const size_t i : rank) {
+      running += out[i].stat.*self;
+      out[i].*pct = 100.0 * static_cast<double>(out[i].stat.*self) / static_cast<double>(whole);
+      out[i].*cum = 100.0 * static_cast<double>(running) / static_cast<double>(whole);
+    }
+  };
+  shares(&OpStat::host_self_ns, &OpShareRow::host_self_pct, &OpShareRow::host_self_cum_pct);
+  shares(&OpStat::device_self_ns, &OpShareRow::device_self_pct, &OpShareRow::device_self_cum_pct);
+  return out;
+}
+
+std::vector<PieSlice> SelfTimePie(const std::vector<OpShareRow>& rows, bool device, size_t top_n) {
+  std::vector<PieSlice> slices;
+  for (const OpShareRow& r : rows) {
+    const int64_t v = device ? r.stat.device_self_ns : r.stat.host_self_ns;
+    if (v > 0)
+      slices.push_back(PieSlice{r.stat.name, v, device ? r.device_self_pct : r.host_self_pct});
+  }
+  std::stable_sort(slices.begin(), slices.end(),
+                   [](const PieSlice& a, const PieSlice& b) { return a.self_ns > b.self_ns; });
+  if (slices.size() > top_n) {
+    PieSlice other{"other", 0, 0};
+    for (size_t i = top_n; i < slices.size(); ++i) {
+      other.self_ns += slices[i].self_ns;
+      other.pct += slices[i].pct;
+    }
+    slices.resize(top_n);
+    slices.push_back(std::move(other));
+  }
+  return slices;
+}
 
 OpStats ComputeOpStats(const ToolTrace& t) {
   const HostForest forest(t);
@@ -167,7 +261,9 @@ OpStats ComputeOpStats(const ToolTrace& t) {
       AddOp(o, &by_op, /*by_type=*/false);
     }
   }
-  return FinishOpStats(by_op);
+  OpStats out = FinishOpStats(by_op);
+  ComputeIdle(t, &out);
+  return out;
 }
 
 void OpStatsForHost(const ToolTrace& trace, const HostSummary&, HostTools& h) {
@@ -180,6 +276,10 @@ void OpStatsForPod(PodTools& pod, const PodBreakdown&) {
     for (const OpStat& s : h.ops.by_op) AddOp(s, &by_op, /*by_type=*/false);
   }
   pod.ops = FinishOpStats(by_op);
+  for (const HostTools& h : pod.hosts) {
+    pod.ops.host_idle_ns += h.ops.host_idle_ns;
+    pod.ops.device_idle_ns += h.ops.device_idle_ns;
+  }
 }
 
 }  // namespace profctl::analysis

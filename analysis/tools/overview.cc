@@ -208,8 +208,8 @@ void FillTop(HostTools* h) {
     return std::tie(b.second, a.first) < std::tie(a.second, b.first);
   });
   for (size_t i = 0; i < kernels.size() && i < kMaxTop; ++i) {
-    o.top_kernels.push_back(
-        TopEntry{kernels[i].first, kernels[i].second, Share(kernels[i].second, kernel_total)});
+    o.top_kernels.push_back(TopEntry{kernels[i].first, kernels[i].second,
+                                     Share(kernels[i].second, kernel_total), 0, ""});
   }
   int64_t device_self = 0;
   int64_t host_self = 0;
@@ -222,13 +222,22 @@ void FillTop(HostTools* h) {
     if (o.top_ops.size() == kMaxTop) break;
     const int64_t v = device ? s.device_self_ns : s.host_self_ns;
     if (v <= 0) continue;
-    o.top_ops.push_back(TopEntry{s.name, v, Share(v, device ? device_self : host_self)});
+    o.top_ops.push_back(TopEntry{s.name, v, Share(v, device ? device_self : host_self), 0, s.type});
   }
   if (!device) {
     std::sort(o.top_ops.begin(), o.top_ops.end(), [](const TopEntry& a, const TopEntry& b) {
       return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
     });
   }
+  const auto cumulative = [](std::vector<TopEntry>* top, int64_t whole) {
+    int64_t running = 0;
+    for (TopEntry& e : *top) {
+      running += e.self_ns;
+      e.cum_pct = Share(running, whole);
+    }
+  };
+  cumulative(&o.top_kernels, kernel_total);
+  cumulative(&o.top_ops, device ? device_self : host_self);
 }
 
 }  // namespace

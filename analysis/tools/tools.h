@@ -101,8 +101,41 @@ struct OpStat {
 struct OpStats {
   std::vector<OpStat> by_op;    // by device self time, then host self time, descending
   std::vector<OpStat> by_type;  // the same summed per type
+  // The guide's IDLE: the recorded window's time with no host event running on any thread, and
+  // summed over the devices that ran anything, each device's time with nothing running on it.
+  int64_t host_idle_ns = 0;
+  int64_t device_idle_ns = 0;
 };
 OpStats ComputeOpStats(const ToolTrace& trace);
+
+// The name and type of the row the idle switch adds.
+inline constexpr absl::string_view kIdleOpName = "IDLE";
+
+// A row of an op table with its shares: % of all rows' self time on that side (host or device)
+// and the cumulative % of the rows ranked at or above it by that side's self time.
+struct OpShareRow {
+  OpStat stat;
+  bool idle = false;  // the IDLE row
+  double host_self_pct = 0;
+  double host_self_cum_pct = 0;
+  double device_self_pct = 0;
+  double device_self_cum_pct = 0;
+};
+// `rows` (OpStats::by_op or by_type) with their shares. With `include_idle` an IDLE row (the
+// host and device idle time) is added in its sorted place and counts in every percentage (the
+// guide's include/exclude IDLE switch); without, idle time counts nowhere.
+std::vector<OpShareRow> OpShares(const std::vector<OpStat>& rows, int64_t host_idle_ns,
+                                 int64_t device_idle_ns, bool include_idle);
+
+// A slice of the guide's self-time pie charts.
+struct PieSlice {
+  std::string name;  // "other": the rows past the top N, summed
+  int64_t self_ns = 0;
+  double pct = 0;  // of the chart's whole
+};
+// The top `top_n` rows by device (or host) self time and one "other" slice for the rest (when
+// it is not empty); rows without self time on that side are left out.
+std::vector<PieSlice> SelfTimePie(const std::vector<OpShareRow>& rows, bool device, size_t top_n);
 
 // --- memory -------------------------------------------------------------------------------------
 
@@ -206,7 +239,9 @@ struct OverviewStep {
 struct TopEntry {
   std::string name;
   int64_t self_ns = 0;
-  double pct = 0;  // of all device (kernels) or host (ops) self time
+  double pct = 0;        // of all device (kernels) or host (ops) self time
+  double cum_pct = 0;    // of this entry and those above it
+  std::string category;  // ops: the op type; kernels: ""
 };
 
 struct HostOverview {
@@ -260,6 +295,8 @@ struct PodTools {
   int64_t overview_step_ns = 0;
   int64_t overview_steps = 0;
   std::vector<Recommendation> recommendations;
+  // op_stats: count idle time as an IDLE row in the shares (OpShares); --include-idle.
+  bool include_idle = false;
 };
 
 // What `tool` needs of one host (the overview needs kernel and op stats too).

@@ -3,6 +3,7 @@
 // tool_readers.h. Every overview is also checked against the step breakdown of the same trace.
 #include "analysis/tools/tools.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -281,6 +282,121 @@ TEST(OpStatsTest, SelfAndTotalOnHostAndDevice) {
   EXPECT_EQ(ops.by_op.front().name, "aten::linear");
   ASSERT_FALSE(ops.by_type.empty());
   EXPECT_EQ(FindOp(ops.by_type, "aten::add")->occurrences, 2);
+}
+
+// Three TF ops on one thread, each launching one kernel on GPU 0, in a 1000 us window: device
+// self 300 + 100 + 100 us (MatMul 400, Relu 100), host ops busy 250 us.
+struct ShareMix {
+  TraceBuilder b;
+  ShareMix() {
+    b.Window(0, 1000 * kUs);
+    const auto op = [&](absl::string_view name, absl::string_view type, int64_t at, int64_t dur,
+                        int64_t corr, int64_t k_at, int64_t k_dur) {
+      b.Host(1, name, at, dur, HostEventRole::kFrameworkOp).type = b.tool().strings.Intern(type);
+      b.Host(1, "cudaLaunchKernel", at + 10 * kUs, 5 * kUs, HostEventRole::kRuntime,
+             OpKind::kHostLaunch)
+          .correlation_id = corr;
+      b.Device(0, absl::StrCat("kernel_", corr), k_at, k_dur).correlation_id = corr;
+    };
+    op("model/dense/MatMul:MatMul", "MatMul", 0, 100 * kUs, 1, 100 * kUs, 300 * kUs);
+    op("model/relu/Relu:Relu", "Relu", 200 * kUs, 50 * kUs, 2, 400 * kUs, 100 * kUs);
+    op("model/dense_1/MatMul:MatMul", "MatMul", 300 * kUs, 100 * kUs, 3, 500 * kUs, 100 * kUs);
+  }
+};
+
+const OpShareRow* FindShare(const std::vector<OpShareRow>& rows, absl::string_view name) {
+  for (const OpShareRow& r : rows) {
+    if (r.stat.name == name) return &r;
+  }
+  return nullptr;
+}
+
+TEST(OpStatsTest, PercentCumulativePercentIdleSwitchAndPies) {
+  ShareMix mix;
+  const OpStats ops = ComputeOpStats(mix.b.tool());
+  EXPECT_EQ(ops.device_idle_ns, (1000 - 500) * kUs);
+  EXPECT_EQ(ops.host_idle_ns, (1000 - 250) * kUs);
+
+  // Idle excluded: shares of the ops' own self time.
+  const std::vector<OpShareRow> rows =
+      OpShares(ops.by_op, ops.host_idle_ns, ops.device_idle_ns, /*include_idle=*/false);
+  EXPECT_EQ(FindShare(rows, "IDLE"), nullptr);
+  const OpShareRow* dense = FindShare(rows, "model/dense/MatMul:MatMul");
+  const OpShareRow* relu = FindShare(rows, "model/relu/Relu:Relu");
+  const OpShareRow* dense1 = FindShare(rows, "model/dense_1/MatMul:MatMul");
+  ASSERT_NE(dense, nullptr);
+  ASSERT_NE(relu, nullptr);
+  ASSERT_NE(dense1, nullptr);
+  EXPECT_EQ(dense->stat.type, "MatMul");
+  EXPECT_DOUBLE_EQ(dense->device_self_pct, 60);
+  EXPECT_DOUBLE_EQ(dense->device_self_cum_pct, 60);
+  EXPECT_DOUBLE_EQ(relu->device_self_pct, 20);
+  EXPECT_DOUBLE_EQ(dense1->device_self_pct, 20);
+  // relu and dense_1 tie at 100 us: the row order ranks them, the last reaches 100 %.
+  EXPECT_DOUBLE_EQ(std::max(relu->device_self_cum_pct, dense1->device_self_cum_pct), 100);
+  EXPECT_DOUBLE_EQ(std::min(relu->device_self_cum_pct, dense1->device_self_cum_pct), 80);
+  // Host self: 95 + 45 + 95 us of ops and 3 x 5 us of launches = 250 us.
+  EXPECT_DOUBLE_EQ(dense->host_self_pct, 100.0 * 95 / 250);
+  EXPECT_DOUBLE_EQ(relu->host_self_pct, 100.0 * 45 / 250);
+  EXPECT_DOUBLE_EQ(FindShare(rows, "cudaLaunchKernel")->host_self_pct, 100.0 * 15 / 250);
+  EXPECT_DOUBLE_EQ(FindShare(rows, "cudaLaunchKernel")->host_self_cum_pct, 100);
+
+  // Idle included: an IDLE row, first on the device (500 us of 1000), in every percentage.
+  const std::vector<OpShareRow> with_idle =
+      OpShares(ops.by_op, ops.host_idle_ns, ops.device_idle_ns, /*include_idle=*/true);
+  ASSERT_EQ(with_idle.size(), rows.size() + 1);
+  EXPECT_TRUE(with_idle.front().idle);
+  EXPECT_EQ(with_idle.front().stat.name, "IDLE");
+  EXPECT_DOUBLE_EQ(with_idle.front().device_self_pct, 50);
+  EXPECT_DOUBLE_EQ(with_idle.front().host_self_pct, 75);
+  EXPECT_DOUBLE_EQ(FindShare(with_idle, "model/dense/MatMul:MatMul")->device_self_pct, 30);
+  EXPECT_DOUBLE_EQ(FindShare(with_idle, "model/dense/MatMul:MatMul")->device_self_cum_pct, 80);
+  EXPECT_DOUBLE_EQ(FindShare(with_idle, "model/dense/MatMul:MatMul")->host_self_pct, 9.5);
+
+  // By type, and the pie of device self time by type: top 1 and "other".
+  const std::vector<OpShareRow> types =
+      OpShares(ops.by_type, ops.host_idle_ns, ops.device_idle_ns, /*include_idle=*/false);
+  EXPECT_DOUBLE_EQ(FindShare(types, "MatMul")->device_self_pct, 80);
+  const std::vector<PieSlice> pie = SelfTimePie(types, /*device=*/true, /*top_n=*/1);
+  ASSERT_EQ(pie.size(), 2u);
+  EXPECT_EQ(pie[0].name, "MatMul");
+  EXPECT_EQ(pie[0].self_ns, 400 * kUs);
+  EXPECT_DOUBLE_EQ(pie[0].pct, 80);
+  EXPECT_EQ(pie[1].name, "other");
+  EXPECT_EQ(pie[1].self_ns, 100 * kUs);
+  EXPECT_DOUBLE_EQ(pie[1].pct, 20);
+  // Top 10: every type with host self time, no "other".
+  const std::vector<PieSlice> host_pie = SelfTimePie(types, /*device=*/false, kMaxTop);
+  ASSERT_EQ(host_pie.size(), 3u);
+  EXPECT_EQ(host_pie[0].name, "MatMul");
+  EXPECT_EQ(host_pie[0].self_ns, 190 * kUs);
+
+  // The pod sums idle over hosts.
+  ShareMix other;
+  std::vector<HostTools> hosts;
+  hosts.push_back(ComputeHostTools(Tool::kOpStats, mix.b.tool(), mix.b.Summary()));
+  hosts.push_back(ComputeHostTools(Tool::kOpStats, other.b.tool(), other.b.Summary()));
+  const PodTools pod = BuildPodTools(Tool::kOpStats, std::move(hosts), PodBreakdown());
+  EXPECT_EQ(pod.ops.device_idle_ns, 2 * 500 * kUs);
+  EXPECT_EQ(pod.ops.host_idle_ns, 2 * 750 * kUs);
+}
+
+// The overview's top ops carry their type and cumulative %, top kernels their cumulative %.
+TEST(OverviewTest, TopOpsHaveCategoryAndCumulativePercent) {
+  ShareMix mix;
+  const HostTools h = ComputeHostTools(Tool::kOverview, mix.b.tool(), mix.b.Summary());
+  const HostOverview& o = h.overview;
+  ASSERT_EQ(o.top_ops.size(), 3u);
+  EXPECT_EQ(o.top_ops[0].name, "model/dense/MatMul:MatMul");
+  EXPECT_EQ(o.top_ops[0].category, "MatMul");
+  EXPECT_DOUBLE_EQ(o.top_ops[0].pct, 60);
+  EXPECT_DOUBLE_EQ(o.top_ops[0].cum_pct, 60);
+  EXPECT_DOUBLE_EQ(o.top_ops[1].cum_pct, 80);
+  EXPECT_DOUBLE_EQ(o.top_ops[2].cum_pct, 100);
+  ASSERT_EQ(o.top_kernels.size(), 3u);
+  EXPECT_EQ(o.top_kernels[0].name, "kernel_1");
+  EXPECT_DOUBLE_EQ(o.top_kernels[0].cum_pct, 60);
+  EXPECT_DOUBLE_EQ(o.top_kernels[2].cum_pct, 100);
 }
 
 TEST(OpStatsTest, DeviceOpsNamedByTfOpAndXlaOpsLineSpans) {

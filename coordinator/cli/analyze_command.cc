@@ -25,6 +25,7 @@ struct AnalyzeFlags {
   std::string step_pattern{analysis::kDefaultStepPattern};
   int64_t jobs = 0;
   std::string tool_name;
+  bool include_idle = false;
   std::vector<std::string> paths;
 };
 
@@ -37,6 +38,8 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   fs.String("tool", &f->tool_name,
             absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
                          analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
+  fs.Bool("include-idle", &f->include_idle,
+          "op_stats: count idle time as an IDLE row in the percentages and pie charts");
   fs.Bool("json", &f->json, "print pod_step_breakdown.json on stdout instead of the table");
   fs.Bool("csv", &f->csv, "print the breakdown as CSV (one row per step x host) on stdout");
   fs.String("out", &f->out_dir,
@@ -130,7 +133,8 @@ absl::Status WriteToolFiles(const AnalyzeInputs& inputs, const AnalyzeToolResult
 int RunTools(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
              const analysis::ReaderOptions& options, const std::vector<analysis::Tool>& tools,
              const CliEnv& env) {
-  const AnalyzeToolResult r = AnalyzeTools(inputs, options, tools, static_cast<int>(f.jobs));
+  AnalyzeToolResult r = AnalyzeTools(inputs, options, tools, static_cast<int>(f.jobs));
+  for (analysis::PodTools& t : r.tools) t.include_idle = f.include_idle;
   for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
   if (r.breakdown.hosts.empty()) {
     *env.err << "profctl analyze: no trace could be analysed\n";

@@ -577,6 +577,17 @@ TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
   EXPECT_TRUE(PathExists(out + "/report.html"));
 }
 
+TEST_F(CliTest, AnalyzeOpStatsIncludeIdleAddsTheIdleRow) {
+  const std::string trace = absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/rank3.pt.trace.json.gz");
+  ASSERT_EQ(Run({"analyze", trace, "--tool=op_stats", "--json"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"include_idle\": false"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("\"name\": \"IDLE\"")));
+  ASSERT_EQ(Run({"analyze", trace, "--tool=op_stats", "--json", "--include-idle"}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"include_idle\": true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"name\": \"IDLE\""));
+}
+
 TEST_F(CliTest, SessionsListsALogDirNewestFirst) {
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
