@@ -565,7 +565,10 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   h.host = "worker-0";
   h.ops = ops.ops;
   ops.hosts = {h};
-  const std::vector<std::string> tools = {ToolJson(ops, ToolContext{"run"})};
+  analysis::PodTools kernels = KernelTabTools();  // 100, 200, 300 us: 300 leads with 50 %
+  kernels.kernels[2].pct = 50;
+  const std::vector<std::string> tools = {ToolJson(ops, ToolContext{"run"}),
+                                          ToolJson(kernels, ToolContext{"run"})};
   profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
   ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
@@ -580,6 +583,22 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   EXPECT_TEXT(run.dom,
               "<td class=\"num\">400</td><td class=\"num\">40</td>"
               "<td class=\"num\">100</td>");
+  // Kernel stats: the top kernels (summed per kernel, % of all kernel time) and the % columns.
+  EXPECT_TEXT(run.dom, "<table id=\"tool-top-kernels\">");
+  EXPECT_TEXT(run.dom, "<td>kernel_2</td><td class=\"num\">300</td><td class=\"num\">50</td>");
+  EXPECT_TEXT(run.dom,
+              "<td class=\"num\">300</td><td class=\"num\">50</td><td class=\"num\">0</td>");
+
+  // No kernels: a sentence, not an empty table.
+  analysis::PodTools none;
+  none.tool = analysis::Tool::kKernelStats;
+  ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()),
+                                                        {ToolJson(none, ToolContext{"run"})})),
+              IsOk());
+  const BrowserRun empty = RunChromium(FindChromium(), dir.path(), html_path, "#tab=kernel_stats");
+  EXPECT_THAT(ConsoleLines(empty.log), ::testing::IsEmpty()) << empty.log;
+  EXPECT_TEXT(empty.dom, "No GPU kernels in the trace");
+  EXPECT_NO_TEXT(empty.dom, "<table id=\"tool-kernels\">");
 }
 
 }  // namespace

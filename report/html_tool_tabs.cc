@@ -328,8 +328,18 @@ svg.bar-chart text.value { fill: var(--muted); }
     },
     kernel_stats: function (d, sec) {
       sec.appendChild(el('h2', null, 'GPU kernel stats'));
+      if (d.kernels.length === 0) {
+        sec.appendChild(el('p', { 'class': 'note', id: 'tool-kernels-none' }, 'No GPU kernels in ' +
+          'the trace (a CPU-only or TPU run, or device tracing was off).'));
+        return;
+      }
+      sec.appendChild(el('h2', null, 'Top kernels by total time'));
+      sec.appendChild(table([['kernel', 'kernel'], ['total_us', 'total us'], ['pct', '%']],
+        d.top_kernels, 'tool-top-kernels'));
+      sec.appendChild(el('h2', null, 'All kernels'));
       sec.appendChild(table([['kernel', 'kernel'], ['op', 'op'], ['occurrences', 'count'],
-        ['total_us', 'total us'], ['avg_us', 'avg us'], ['min_us', 'min us'], ['max_us', 'max us'],
+        ['total_us', 'total us'], ['pct', '%'], ['cum_pct', 'cum. %'], ['avg_us', 'avg us'],
+        ['min_us', 'min us'], ['max_us', 'max us'],
         ['registers_per_thread', 'regs'], ['shared_memory_bytes', 'shared B'], ['grid', 'grid'],
         ['block', 'block'], ['occupancy_pct', 'occupancy %'], ['tensor_core_eligible', 'TC eligible'],
         ['tensor_core_used', 'TC used']], d.kernels, 'tool-kernels'));

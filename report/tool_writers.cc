@@ -72,6 +72,10 @@ void KernelRows(Json& j, const std::vector<KernelStat>& rows) {
     j.Us(k.min_ns);
     j.Key("max_us");
     j.Us(k.max_ns);
+    j.Key("pct");
+    j.Double(k.pct, 2);
+    j.Key("cum_pct");
+    j.Double(k.cum_pct, 2);
     j.EndObject();
   }
   j.EndArray();
@@ -519,7 +523,24 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
   }
 }
 
+void TopKernelsJson(Json& j, const std::vector<KernelStat>& rows) {
+  j.BeginArray();
+  for (const analysis::PieSlice& s : analysis::TopKernels(rows, analysis::kMaxTop)) {
+    j.BeginObject();
+    j.Key("kernel");
+    j.String(s.name);
+    j.Key("total_us");
+    j.Us(s.self_ns);
+    j.Key("pct");
+    j.Double(s.pct, 2);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
 void KernelStatsJson(Json& j, const PodTools& p) {
+  j.Key("top_kernels");
+  TopKernelsJson(j, p.kernels);
   j.Key("kernels");
   KernelRows(j, p.kernels);
   j.Key("per_host");
@@ -528,6 +549,8 @@ void KernelStatsJson(Json& j, const PodTools& p) {
     j.BeginObject();
     j.Key("host");
     j.String(h.host);
+    j.Key("top_kernels");
+    TopKernelsJson(j, h.kernels);
     j.Key("kernels");
     KernelRows(j, h.kernels);
     j.EndObject();
@@ -538,7 +561,7 @@ void KernelStatsJson(Json& j, const PodTools& p) {
 void KernelStatsCsv(std::string& out, const PodTools& p) {
   Row(&out, {"host", "kernel", "op", "registers_per_thread", "shared_memory_bytes", "grid", "block",
              "occupancy_pct", "tensor_core_eligible", "tensor_core_used", "occurrences", "total_us",
-             "avg_us", "min_us", "max_us"});
+             "avg_us", "min_us", "max_us", "pct", "cum_pct"});
   for (const HostTools& h : p.hosts) {
     for (const KernelStat& k : h.kernels) {
       Row(&out,
@@ -548,7 +571,7 @@ void KernelStatsCsv(std::string& out, const PodTools& p) {
            DimsText(k.block), k.occupancy_pct < 0 ? "" : absl::StrFormat("%.2f", k.occupancy_pct),
            k.tensor_core_eligible ? "true" : "false", k.tensor_core_used ? "true" : "false",
            absl::StrCat(k.occurrences), UsText(k.total_ns), UsText(k.avg_ns()), UsText(k.min_ns),
-           UsText(k.max_ns)});
+           UsText(k.max_ns), absl::StrFormat("%.2f", k.pct), absl::StrFormat("%.2f", k.cum_pct)});
     }
   }
 }
@@ -556,13 +579,23 @@ void KernelStatsCsv(std::string& out, const PodTools& p) {
 void KernelStatsTable(std::string& out, const PodTools& p, const TableStyle& style) {
   const int w = style.max_name_width;
   const size_t limit = style.limit;
-  absl::StrAppendFormat(&out, "\n%12s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n", "total_us",
-                        "count", "avg_us", "max_us", "regs", "shmem", "occ%", "TC", w, "kernel",
-                        "op");
+  if (p.kernels.empty()) {
+    out += "\nno GPU kernels in the trace (a CPU-only or TPU run, or device tracing was off)\n";
+    return;
+  }
+  out += "\ntop kernels by total time:\n";
+  for (const analysis::PieSlice& s : analysis::TopKernels(p.kernels, analysis::kMaxTop)) {
+    absl::StrAppendFormat(&out, "  %12s us %6.2f%%  %s\n", UsText(s.self_ns), s.pct,
+                          Printable(s.name, w));
+  }
+  absl::StrAppendFormat(&out, "\n%12s %6s %6s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
+                        "total_us", "%", "cum%", "count", "avg_us", "max_us", "regs", "shmem",
+                        "occ%", "TC", w, "kernel", "op");
   for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
     const KernelStat& k = p.kernels[i];
-    absl::StrAppendFormat(&out, "%12s %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
-                          UsText(k.total_ns), k.occurrences, UsText(k.avg_ns()), UsText(k.max_ns),
+    absl::StrAppendFormat(&out, "%12s %6.2f %6.2f %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
+                          UsText(k.total_ns), k.pct, k.cum_pct, k.occurrences, UsText(k.avg_ns()),
+                          UsText(k.max_ns),
                           k.registers_per_thread < 0 ? "-" : absl::StrCat(k.registers_per_thread),
                           k.shared_memory_bytes < 0 ? "-" : absl::StrCat(k.shared_memory_bytes),
                           k.occupancy_pct < 0 ? "-" : absl::StrFormat("%.1f", k.occupancy_pct),

@@ -89,7 +89,8 @@ TEST(ToolWritersTest, KernelStatsJsonCsvAndTable) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0],
             "host,kernel,op,registers_per_thread,shared_memory_bytes,grid,block,occupancy_pct,"
-            "tensor_core_eligible,tensor_core_used,occurrences,total_us,avg_us,min_us,max_us");
+            "tensor_core_eligible,tensor_core_used,occurrences,total_us,avg_us,min_us,max_us,"
+            "pct,cum_pct");
   EXPECT_THAT(lines[1], HasSubstr("\"sm80_xmma_gemm, \"\"quoted\"\"\",aten::linear,128,4096,"
                                   "64x2x1,256x1x1,25.00,true,true,3,600.001,200.000,100.000,"
                                   "300.000"));
@@ -98,6 +99,27 @@ TEST(ToolWritersTest, KernelStatsJsonCsvAndTable) {
   EXPECT_THAT(table, HasSubstr("aten::linear"));
   EXPECT_THAT(table, HasSubstr("600.001"));
   EXPECT_THAT(table, Not(HasSubstr("\x1b")));  // control characters never reach the terminal
+}
+
+TEST(ToolWritersTest, KernelStatsTopKernelsPercentAndNoKernels) {
+  PodTools p = KernelTools();
+  p.kernels[0].pct = p.kernels[0].cum_pct = 100;
+  p.hosts[0].kernels = p.kernels;
+  const rapidjson::Document d = Parse(ToolJson(p, {"s"}));
+  ASSERT_EQ(d["top_kernels"].Size(), 1u);
+  EXPECT_EQ(d["top_kernels"][0]["kernel"].GetString(), p.kernels[0].kernel);
+  EXPECT_DOUBLE_EQ(d["top_kernels"][0]["total_us"].GetDouble(), 600.001);
+  EXPECT_DOUBLE_EQ(d["top_kernels"][0]["pct"].GetDouble(), 100);
+  EXPECT_DOUBLE_EQ(d["kernels"][0]["cum_pct"].GetDouble(), 100);
+  EXPECT_EQ(d["per_host"][0]["top_kernels"].Size(), 1u);
+  EXPECT_THAT(ToolCsv(p), HasSubstr(",max_us,pct,cum_pct\n"));
+  EXPECT_THAT(ToolCsv(p), HasSubstr(",300.000,100.00,100.00\n"));
+  const std::string table = FormatToolTable(p, {"s"});
+  EXPECT_THAT(table, HasSubstr("top kernels by total time:\n"));
+  EXPECT_THAT(table, HasSubstr("600.001 100.00 100.00       3 "));
+  PodTools none;
+  none.tool = Tool::kKernelStats;
+  EXPECT_THAT(FormatToolTable(none, {"s"}), HasSubstr("no GPU kernels in the trace"));
 }
 
 PodTools OpTools(bool include_idle) {

@@ -20,6 +20,26 @@ namespace profctl::analysis {
 
 // --- kernel_stats -------------------------------------------------------------------------------
 
+namespace {
+
+// Rows by total time descending (then kernel, op), each with its share and cumulative share.
+void SortAndShare(std::vector<KernelStat>* rows) {
+  std::sort(rows->begin(), rows->end(), [](const KernelStat& a, const KernelStat& b) {
+    return std::tie(b.total_ns, a.kernel, a.op) < std::tie(a.total_ns, b.kernel, b.op);
+  });
+  int64_t whole = 0;
+  for (const KernelStat& k : *rows) whole += k.total_ns;
+  if (whole <= 0) return;
+  int64_t running = 0;
+  for (KernelStat& k : *rows) {
+    running += k.total_ns;
+    k.pct = 100.0 * static_cast<double>(k.total_ns) / static_cast<double>(whole);
+    k.cum_pct = 100.0 * static_cast<double>(running) / static_cast<double>(whole);
+  }
+}
+
+}  // namespace
+
 std::vector<KernelStat> ComputeKernelStats(const ToolTrace& t) {
   const HostForest forest(t);
   std::map<std::pair<absl::string_view, absl::string_view>, size_t> index;
@@ -82,10 +102,33 @@ std::vector<KernelStat> ComputeKernelStats(const ToolTrace& t) {
   }
   for (size_t i = 0; i < rows.size(); ++i)
     rows[i].configs = static_cast<int64_t>(configs[i].size());
-  std::sort(rows.begin(), rows.end(), [](const KernelStat& a, const KernelStat& b) {
-    return std::tie(b.total_ns, a.kernel, a.op) < std::tie(a.total_ns, b.kernel, b.op);
-  });
+  SortAndShare(&rows);
   return rows;
+}
+
+std::vector<PieSlice> TopKernels(const std::vector<KernelStat>& rows, size_t top_n) {
+  std::map<std::string, int64_t> per_kernel;
+  int64_t whole = 0;
+  for (const KernelStat& k : rows) {
+    per_kernel[k.kernel] += k.total_ns;
+    whole += k.total_ns;
+  }
+  std::vector<PieSlice> top;
+  for (const auto& [name, ns] : per_kernel) {
+    if (ns > 0) top.push_back(PieSlice{name, ns, 0});
+  }
+  std::stable_sort(top.begin(), top.end(),
+                   [](const PieSlice& a, const PieSlice& b) { return a.self_ns > b.self_ns; });
+  if (top.size() > top_n) {
+    PieSlice other{"other", 0, 0};
+    for (size_t i = top_n; i < top.size(); ++i) other.self_ns += top[i].self_ns;
+    top.resize(top_n);
+    top.push_back(std::move(other));
+  }
+  for (PieSlice& s : top) {
+    s.pct = 100.0 * static_cast<double>(s.self_ns) / static_cast<double>(whole);
+  }
+  return top;
 }
 
 namespace {
@@ -118,9 +161,7 @@ void KernelStatsForHost(const ToolTrace& trace, const HostSummary&, HostTools& h
 void KernelStatsForPod(PodTools& pod, const PodBreakdown&) {
   std::map<std::pair<std::string, std::string>, size_t> index;
   for (const HostTools& h : pod.hosts) MergeKernelStats(h.kernels, &pod.kernels, &index);
-  std::sort(pod.kernels.begin(), pod.kernels.end(), [](const KernelStat& a, const KernelStat& b) {
-    return std::tie(b.total_ns, a.kernel, a.op) < std::tie(a.total_ns, b.kernel, b.op);
-  });
+  SortAndShare(&pod.kernels);
 }
 
 }  // namespace profctl::analysis

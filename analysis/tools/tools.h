@@ -63,6 +63,13 @@ bool TensorCoreEligible(absl::string_view kernel_name, absl::string_view op_name
 
 // --- kernel_stats -------------------------------------------------------------------------------
 
+// A slice of the guide's charts of top kernels and of self time per op / op type.
+struct PieSlice {
+  std::string name;  // "other": the rows past the top N, summed
+  int64_t self_ns = 0;
+  double pct = 0;  // of the chart's whole
+};
+
 struct KernelStat {
   std::string kernel;
   std::string op;  // the launching op ("" when the trace does not say)
@@ -80,11 +87,19 @@ struct KernelStat {
   int64_t total_ns = 0;
   int64_t min_ns = 0;
   int64_t max_ns = 0;
+  // Of all rows' total time: this row's, and this row's and those above it (rows in order).
+  double pct = 0;
+  double cum_pct = 0;
   int64_t avg_ns() const { return occurrences == 0 ? 0 : total_ns / occurrences; }
 };
 
-// One row per (kernel, launching op), by total time descending (then kernel, op).
+// One row per (kernel, launching op), by total time descending (then kernel, op), with pct and
+// cum_pct.
 std::vector<KernelStat> ComputeKernelStats(const ToolTrace& trace);
+
+// The guide's top kernels: per kernel name (summed over launching ops), the `top_n` with the
+// most total time, then one "other" slice for the rest (when any); pct of all kernel time.
+std::vector<PieSlice> TopKernels(const std::vector<KernelStat>& rows, size_t top_n);
 
 // --- op_stats -----------------------------------------------------------------------------------
 
@@ -127,12 +142,6 @@ struct OpShareRow {
 std::vector<OpShareRow> OpShares(const std::vector<OpStat>& rows, int64_t host_idle_ns,
                                  int64_t device_idle_ns, bool include_idle);
 
-// A slice of the guide's self-time pie charts.
-struct PieSlice {
-  std::string name;  // "other": the rows past the top N, summed
-  int64_t self_ns = 0;
-  double pct = 0;  // of the chart's whole
-};
 // The top `top_n` rows by device (or host) self time and one "other" slice for the rest (when
 // it is not empty); rows without self time on that side are left out.
 std::vector<PieSlice> SelfTimePie(const std::vector<OpShareRow>& rows, bool device, size_t top_n);

@@ -381,6 +381,52 @@ TEST(OpStatsTest, PercentCumulativePercentIdleSwitchAndPies) {
   EXPECT_EQ(pod.ops.host_idle_ns, 2 * 750 * kUs);
 }
 
+// Kernel rows carry % and cumulative % of all kernel time; the top kernels sum a kernel's rows
+// and put the rest in "other".
+TEST(KernelStatsTest, PercentCumulativePercentAndTopKernels) {
+  ShareMix mix;
+  const std::vector<KernelStat> rows = ComputeKernelStats(mix.b.tool());
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].kernel, "kernel_1");
+  EXPECT_DOUBLE_EQ(rows[0].pct, 60);
+  EXPECT_DOUBLE_EQ(rows[0].cum_pct, 60);
+  EXPECT_DOUBLE_EQ(rows[1].pct, 20);
+  EXPECT_DOUBLE_EQ(rows[1].cum_pct, 80);
+  EXPECT_DOUBLE_EQ(rows[2].cum_pct, 100);
+  const std::vector<PieSlice> top = TopKernels(rows, /*top_n=*/2);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].name, "kernel_1");
+  EXPECT_EQ(top[0].self_ns, 300 * kUs);
+  EXPECT_DOUBLE_EQ(top[0].pct, 60);
+  EXPECT_EQ(top[2].name, "other");
+  EXPECT_EQ(top[2].self_ns, 100 * kUs);
+  EXPECT_DOUBLE_EQ(top[2].pct, 20);
+  EXPECT_EQ(TopKernels(rows, kMaxTop).size(), 3u);  // no empty "other"
+  EXPECT_TRUE(TopKernels({}, kMaxTop).empty());
+
+  // One kernel launched by two ops is two rows but one top kernel.
+  KernelMix kmix;
+  kmix.b.Device(0, KernelMix::kGemm, 900 * kUs, 20 * kUs);  // no launching op
+  const std::vector<KernelStat> krows = ComputeKernelStats(kmix.b.tool());
+  ASSERT_EQ(krows.size(), 3u);
+  const std::vector<PieSlice> ktop = TopKernels(krows, kMaxTop);
+  ASSERT_EQ(ktop.size(), 2u);
+  EXPECT_EQ(ktop[0].name, KernelMix::kGemm);
+  EXPECT_EQ(ktop[0].self_ns, 620 * kUs);
+  EXPECT_DOUBLE_EQ(ktop[0].pct, 100.0 * 620 / 640);
+
+  // The pod's shares are of the pod's kernel time.
+  ShareMix other;
+  std::vector<HostTools> hosts;
+  hosts.push_back(ComputeHostTools(Tool::kKernelStats, mix.b.tool(), mix.b.Summary()));
+  hosts.push_back(ComputeHostTools(Tool::kKernelStats, other.b.tool(), other.b.Summary()));
+  const PodTools pod = BuildPodTools(Tool::kKernelStats, std::move(hosts), PodBreakdown());
+  ASSERT_EQ(pod.kernels.size(), 3u);
+  EXPECT_EQ(pod.kernels[0].total_ns, 600 * kUs);
+  EXPECT_DOUBLE_EQ(pod.kernels[0].pct, 60);
+  EXPECT_DOUBLE_EQ(pod.kernels[2].cum_pct, 100);
+}
+
 // The overview's top ops carry their type and cumulative %, top kernels their cumulative %.
 TEST(OverviewTest, TopOpsHaveCategoryAndCumulativePercent) {
   ShareMix mix;
