@@ -567,8 +567,14 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   ops.hosts = {h};
   analysis::PodTools kernels = KernelTabTools();  // 100, 200, 300 us: 300 leads with 50 %
   kernels.kernels[2].pct = 50;
+  analysis::PodTools overview = OverviewTabTools();  // four 10 ms steps
+  overview.overview_step_time = analysis::StepTimeStatsOf({10 * kMs, 10 * kMs, 10 * kMs, 10 * kMs});
+  overview.overview_input_range = {true, 30.0, 32.5, "worker-0 device 0", "worker-0 device 1"};
+  overview.hosts[0].overview.input_by_device = {{0, 12 * kMs, 40 * kMs, 30.0},
+                                                {1, 13 * kMs, 40 * kMs, 32.5}};
   const std::vector<std::string> tools = {ToolJson(ops, ToolContext{"run"}),
-                                          ToolJson(kernels, ToolContext{"run"})};
+                                          ToolJson(kernels, ToolContext{"run"}),
+                                          ToolJson(overview, ToolContext{"run"})};
   profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
   ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
@@ -584,6 +590,13 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
               "<td class=\"num\">400</td><td class=\"num\">40</td>"
               "<td class=\"num\">100</td>");
   // Kernel stats: the top kernels (summed per kernel, % of all kernel time) and the % columns.
+  // The overview: step-time statistics, the input-wait range and the per-device table.
+  EXPECT_TEXT(run.dom,
+              "Step time: average 10.000 ms, standard deviation 0.000 ms, min 10.000 ms, "
+              "max 10.000 ms. Input wait across devices: 30 % (worker-0 device 0) to "
+              "32.5 % (worker-0 device 1) of step time.");
+  EXPECT_TEXT(run.dom,
+              "<td class=\"num\">1</td><td class=\"num\">13</td><td class=\"num\">32.5</td>");
   EXPECT_TEXT(run.dom, "<table id=\"tool-top-kernels\">");
   EXPECT_TEXT(run.dom, "<td>kernel_2</td><td class=\"num\">300</td><td class=\"num\">50</td>");
   EXPECT_TEXT(run.dom,

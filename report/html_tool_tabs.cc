@@ -313,13 +313,27 @@ svg.bar-chart text.value { fill: var(--muted); }
       sec.appendChild(el('p', null, 'Average step ' + d.pod.average_step_ms.toFixed(3) + ' ms over ' +
         d.pod.steps + ' steps; device compute in 16-bit: ' + d.pod.compute_16bit_pct + ' %'));
       sec.appendChild(table([['category', 'category'], ['ms', 'avg ms'], ['pct', '%']], rows, 'tool-overview-categories'));
+      function stepStats(s, r, id) {
+        var text = s.steps === 0 ? 'Step time: no complete steps.' :
+          'Step time: average ' + s.average.toFixed(3) + ' ms, standard deviation ' +
+          s.stddev.toFixed(3) + ' ms, min ' + s.min.toFixed(3) + ' ms, max ' + s.max.toFixed(3) + ' ms. ';
+        text += r ? 'Input wait across devices: ' + r.min_pct + ' % (' + r.min_at + ') to ' +
+          r.max_pct + ' % (' + r.max_at + ') of step time.' : 'Input wait across devices: no device in the steps.';
+        return el('p', { 'class': 'note', id: id }, text);
+      }
+      sec.appendChild(stepStats(d.pod.step_time_ms, d.pod.input_wait_range, 'tool-overview-step-stats'));
       d.per_host.forEach(function (h) {
         sec.appendChild(el('h2', null, h.host));
         var env = h.environment;
         sec.appendChild(el('p', { 'class': 'note' }, [env.framework, env.devices.length + ' device(s)',
           env.devices.length ? env.devices[0].name : '', env.cuda_version ? 'CUDA ' + env.cuda_version : '',
           env.driver_version ? 'driver ' + env.driver_version : ''].filter(Boolean).join(', ')));
+        sec.appendChild(stepStats(h.step_time_ms, h.input_wait_range));
         sec.appendChild(stacked(d.categories, h.steps));
+        if (h.input_by_device.length > 0) {
+          sec.appendChild(table([['device', 'device'], ['input_ms', 'waits for input ms'],
+            ['pct', '% of step time']], h.input_by_device));
+        }
         sec.appendChild(table([['name', 'top kernel'], ['self_ms', 'ms'], ['pct', '%'],
           ['cum_pct', 'cum. %']], h.top_kernels));
         sec.appendChild(table([['name', 'top op'], ['category', 'category'], ['self_ms', 'self ms'],

@@ -223,6 +223,38 @@ void TopList(Json& j, const std::vector<analysis::TopEntry>& top) {
   j.EndArray();
 }
 
+void StepTimeJson(Json& j, const analysis::StepTimeStats& s) {
+  j.BeginObject();
+  j.Key("steps");
+  j.Int(s.steps);
+  j.Key("average");
+  j.Double(s.average_ns / 1e6, 3);
+  j.Key("stddev");
+  j.Double(s.stddev_ns / 1e6, 3);
+  j.Key("min");
+  j.Ms(s.min_ns);
+  j.Key("max");
+  j.Ms(s.max_ns);
+  j.EndObject();
+}
+
+void InputRangeJson(Json& j, const analysis::InputWaitRange& r) {
+  if (!r.known) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  j.Key("min_pct");
+  j.Double(r.min_pct, 1);
+  j.Key("min_at");
+  j.String(r.min_at);
+  j.Key("max_pct");
+  j.Double(r.max_pct, 1);
+  j.Key("max_at");
+  j.String(r.max_at);
+  j.EndObject();
+}
+
 void OverviewJson(Json& j, const PodTools& p) {
   j.Key("categories");
   j.BeginArray();
@@ -242,6 +274,10 @@ void OverviewJson(Json& j, const PodTools& p) {
   j.Double(
       Pct(p.overview_total.compute_16bit_ns, p.overview_total[OverviewCategory::kDeviceCompute]),
       1);
+  j.Key("step_time_ms");
+  StepTimeJson(j, p.overview_step_time);
+  j.Key("input_wait_range");
+  InputRangeJson(j, p.overview_input_range);
   j.EndObject();
   j.Key("recommendations");
   j.BeginArray();
@@ -270,6 +306,23 @@ void OverviewJson(Json& j, const PodTools& p) {
     Categories(j, o.total, steps);
     j.Key("compute_16bit_pct");
     j.Double(Pct(o.total.compute_16bit_ns, o.total[OverviewCategory::kDeviceCompute]), 1);
+    j.Key("step_time_ms");
+    StepTimeJson(j, o.step_time);
+    j.Key("input_wait_range");
+    InputRangeJson(j, o.input_range);
+    j.Key("input_by_device");
+    j.BeginArray();
+    for (const analysis::DeviceInputWait& w : o.input_by_device) {
+      j.BeginObject();
+      j.Key("device");
+      j.Int(w.device);
+      j.Key("input_ms");
+      j.Ms(w.input_ns);
+      j.Key("pct");
+      j.Double(w.pct, 1);
+      j.EndObject();
+    }
+    j.EndArray();
     j.Key("kernels");
     j.Int(o.kernels);
     j.Key("tensor_core_eligible_ms");
@@ -475,6 +528,20 @@ void OverviewCsv(std::string& out, const PodTools& p) {
   }
 }
 
+std::string StepTimeText(const analysis::StepTimeStats& s) {
+  if (s.steps == 0) return "  step time: no complete steps\n";
+  return absl::StrFormat(
+      "  step time: average %.3f ms, standard deviation %.3f ms, min %s ms, "
+      "max %s ms\n",
+      s.average_ns / 1e6, s.stddev_ns / 1e6, MsText(s.min_ns), MsText(s.max_ns));
+}
+
+std::string InputRangeText(const analysis::InputWaitRange& r, int w) {
+  if (!r.known) return "  input wait across devices: no device in the steps\n";
+  return absl::StrFormat("  input wait across devices: %.1f%% (%s) to %.1f%% (%s) of step time\n",
+                         r.min_pct, Printable(r.min_at, w), r.max_pct, Printable(r.max_at, w));
+}
+
 void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style) {
   const int w = style.max_name_width;
   const size_t limit = style.limit;
@@ -490,6 +557,8 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
   absl::StrAppendFormat(
       &out, "  device compute in 16-bit: %.1f%%\n",
       Pct(p.overview_total.compute_16bit_ns, p.overview_total[OverviewCategory::kDeviceCompute]));
+  out += StepTimeText(p.overview_step_time);
+  out += InputRangeText(p.overview_input_range, w);
   for (const HostTools& h : p.hosts) {
     const HostOverview& o = h.overview;
     const auto steps = static_cast<int64_t>(o.steps.size());
@@ -503,6 +572,8 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
     if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
     if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
     out += "\n";
+    out += StepTimeText(o.step_time);
+    out += InputRangeText(o.input_range, w);
     if (!o.top_kernels.empty()) out += "  top kernels by time (ms, %, cumulative %):\n";
     for (size_t i = 0; i < o.top_kernels.size() && i < limit; ++i) {
       const analysis::TopEntry& e = o.top_kernels[i];

@@ -232,6 +232,50 @@ TEST(ToolWritersTest, OverviewJsonHasCategoriesRecommendationsAndSteps) {
   EXPECT_THAT(table, HasSubstr("PyTorch, 1 x NVIDIA H100"));
 }
 
+TEST(ToolWritersTest, OverviewStepTimeStatisticsAndInputRange) {
+  PodTools p;
+  p.tool = Tool::kOverview;
+  HostTools h;
+  h.host = "w0";
+  h.overview.step_time = analysis::StepTimeStatsOf({10 * kMs, 20 * kMs, 30 * kMs});
+  h.overview.input_by_device = {{0, 3 * kMs, 60 * kMs, 5.0}, {1, 6 * kMs, 60 * kMs, 10.0}};
+  h.overview.input_range = {true, 5.0, 10.0, "w0 device 0", "w0 device 1"};
+  analysis::TopEntry top;
+  top.name = "model/dense/MatMul:MatMul";
+  top.category = "MatMul";
+  top.self_ns = 3 * kMs;
+  top.pct = 60;
+  top.cum_pct = 60;
+  h.overview.top_ops = {top};
+  p.overview_step_time = h.overview.step_time;
+  p.overview_input_range = h.overview.input_range;
+  HostTools cpu;  // no steps, no devices
+  cpu.host = "w1";
+  p.hosts = {h, cpu};
+  const rapidjson::Document d = Parse(ToolJson(p, {"s"}));
+  EXPECT_EQ(d["pod"]["step_time_ms"]["steps"].GetInt(), 3);
+  EXPECT_DOUBLE_EQ(d["pod"]["step_time_ms"]["average"].GetDouble(), 20);
+  EXPECT_DOUBLE_EQ(d["pod"]["step_time_ms"]["stddev"].GetDouble(), 8.165);
+  EXPECT_DOUBLE_EQ(d["pod"]["step_time_ms"]["min"].GetDouble(), 10);
+  EXPECT_DOUBLE_EQ(d["pod"]["step_time_ms"]["max"].GetDouble(), 30);
+  EXPECT_DOUBLE_EQ(d["pod"]["input_wait_range"]["max_pct"].GetDouble(), 10);
+  EXPECT_STREQ(d["pod"]["input_wait_range"]["min_at"].GetString(), "w0 device 0");
+  const auto& host = d["per_host"][0];
+  EXPECT_EQ(host["input_by_device"][1]["device"].GetInt(), 1);
+  EXPECT_DOUBLE_EQ(host["input_by_device"][1]["input_ms"].GetDouble(), 6);
+  EXPECT_STREQ(host["top_ops"][0]["category"].GetString(), "MatMul");
+  EXPECT_DOUBLE_EQ(host["top_ops"][0]["cum_pct"].GetDouble(), 60);
+  EXPECT_TRUE(d["per_host"][1]["input_wait_range"].IsNull());
+  const std::string table = FormatToolTable(p, {"s"});
+  EXPECT_THAT(table, HasSubstr("step time: average 20.000 ms, standard deviation 8.165 ms, "
+                               "min 10.000 ms, max 30.000 ms"));
+  EXPECT_THAT(table, HasSubstr("input wait across devices: 5.0% (w0 device 0) to 10.0% "
+                               "(w0 device 1) of step time"));
+  EXPECT_THAT(table, HasSubstr("step time: no complete steps"));
+  EXPECT_THAT(table, HasSubstr("input wait across devices: no device in the steps"));
+  EXPECT_THAT(table, HasSubstr(" 60.0%  60.0%  MatMul           model/dense/MatMul:MatMul"));
+}
+
 TEST(ToolWritersTest, MemoryAndInputPipeline) {
   PodTools p;
   p.tool = Tool::kMemory;

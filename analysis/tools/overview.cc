@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -106,11 +107,87 @@ double Share(int64_t part, int64_t whole) {
 
 }  // namespace
 
+StepTimeStats StepTimeStatsOf(const std::vector<int64_t>& step_times_ns) {
+  StepTimeStats s;
+  s.steps = static_cast<int64_t>(step_times_ns.size());
+  if (step_times_ns.empty()) return s;
+  double sum = 0;
+  s.min_ns = s.max_ns = step_times_ns.front();
+  for (const int64_t v : step_times_ns) {
+    sum += static_cast<double>(v);
+    s.min_ns = std::min(s.min_ns, v);
+    s.max_ns = std::max(s.max_ns, v);
+  }
+  s.average_ns = sum / static_cast<double>(s.steps);
+  double squares = 0;
+  for (const int64_t v : step_times_ns) {
+    const double d = static_cast<double>(v) - s.average_ns;
+    squares += d * d;
+  }
+  s.stddev_ns = std::sqrt(squares / static_cast<double>(s.steps));
+  return s;
+}
+
+namespace {
+
+void WidenRange(InputWaitRange* r, double pct, const std::string& at) {
+  if (!r->known || pct < r->min_pct) {
+    r->min_pct = pct;
+    r->min_at = at;
+  }
+  if (!r->known || pct > r->max_pct) {
+    r->max_pct = pct;
+    r->max_at = at;
+  }
+  r->known = true;
+}
+
+// Per device, its input wait over the complete steps, and their range.
+void FillInputByDevice(const HostSummary& summary, HostOverview* o) {
+  for (const HostStep& s : summary.steps) {
+    for (const auto& [id, times] : s.devices) {
+      const int64_t device = id;
+      auto it = std::find_if(o->input_by_device.begin(), o->input_by_device.end(),
+                             [device](const DeviceInputWait& w) { return w.device == device; });
+      if (it == o->input_by_device.end()) {
+        o->input_by_device.push_back(DeviceInputWait{device, 0, 0, 0});
+        it = o->input_by_device.end() - 1;
+      }
+      it->input_ns += times[Category::kInput];
+      it->step_ns += s.end_ns - s.start_ns;
+    }
+  }
+  for (DeviceInputWait& w : o->input_by_device) {
+    w.pct = Share(w.input_ns, w.step_ns);
+    WidenRange(&o->input_range, w.pct, absl::StrCat(o->host, " device ", w.device));
+  }
+}
+
+// A device that ran work but that the trace does not describe (a PyTorch trace without
+// deviceProperties, an XSpace without device stats) still counts, named by its id.
+void AddUndescribedDevices(const ToolTrace& t, RunEnvironment* env) {
+  for (const DeviceEvent& d : t.device_events) {
+    const bool known = std::any_of(env->devices.begin(), env->devices.end(),
+                                   [&](const DeviceInfo& i) { return i.id == d.device; });
+    if (known) continue;
+    DeviceInfo info;
+    info.id = d.device;
+    info.name = absl::StrCat("device ", d.device, " (not described by the trace)");
+    env->devices.push_back(std::move(info));
+  }
+  std::sort(env->devices.begin(), env->devices.end(),
+            [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
+}
+
+}  // namespace
+
 HostOverview ComputeOverview(const ToolTrace& t, const HostSummary& summary) {
   HostOverview o;
   o.host = t.host;
   o.environment = t.environment;
+  AddUndescribedDevices(t, &o.environment);
   o.warnings = summary.warnings;
+  FillInputByDevice(summary, &o);
   struct Edge {
     int64_t t;
     int8_t delta;
@@ -185,6 +262,10 @@ HostOverview ComputeOverview(const ToolTrace& t, const HostSummary& summary) {
     o.total.compute_32bit_ns += s.times.compute_32bit_ns;
     o.step_ns += s.step_time_ns;
   }
+  std::vector<int64_t> step_times;
+  step_times.reserve(o.steps.size());
+  for (const OverviewStep& s : o.steps) step_times.push_back(s.step_time_ns);
+  o.step_time = StepTimeStatsOf(step_times);
   return o;
 }
 
@@ -313,8 +394,14 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
   int64_t kernel_ns = 0;
   int64_t compute_kernels = 0;
   int64_t compute_kernel_ns = 0;
+  std::vector<int64_t> step_times;
   for (const HostTools& h : pod.hosts) {
     const HostOverview& o = h.overview;
+    for (const OverviewStep& s : o.steps) step_times.push_back(s.step_time_ns);
+    if (o.input_range.known) {
+      WidenRange(&pod.overview_input_range, o.input_range.min_pct, o.input_range.min_at);
+      WidenRange(&pod.overview_input_range, o.input_range.max_pct, o.input_range.max_at);
+    }
     for (size_t c = 0; c < o.total.ns.size(); ++c) pod.overview_total.ns[c] += o.total.ns[c];
     pod.overview_total.compute_16bit_ns += o.total.compute_16bit_ns;
     pod.overview_total.compute_32bit_ns += o.total.compute_32bit_ns;
@@ -326,6 +413,7 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
     compute_kernels += o.compute_kernels;
     compute_kernel_ns += o.compute_kernel_ns;
   }
+  pod.overview_step_time = StepTimeStatsOf(step_times);
   const OverviewTimes& tot = pod.overview_total;
   const int64_t step_ns = pod.overview_step_ns;
   const auto share = [&](OverviewCategory c) { return Share(tot[c], step_ns); };

@@ -253,6 +253,32 @@ struct TopEntry {
   std::string category;  // ops: the op type; kernels: ""
 };
 
+// The guide's step-time statistics over complete steps (population standard deviation).
+struct StepTimeStats {
+  int64_t steps = 0;
+  double average_ns = 0;
+  double stddev_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+};
+StepTimeStats StepTimeStatsOf(const std::vector<int64_t>& step_times_ns);
+
+// One device's wait for input (the breakdown's per-device `input`) over a host's steps.
+struct DeviceInputWait {
+  int64_t device = 0;
+  int64_t input_ns = 0;  // summed over steps
+  int64_t step_ns = 0;
+  double pct = 0;  // input_ns of step_ns
+};
+// The range of input wait across devices (the guide's per-core range); known = some device.
+struct InputWaitRange {
+  bool known = false;
+  double min_pct = 0;
+  double max_pct = 0;
+  std::string min_at;  // "<host> device <id>"
+  std::string max_at;
+};
+
 struct HostOverview {
   std::string host;
   std::vector<OverviewStep> steps;
@@ -268,7 +294,10 @@ struct HostOverview {
   int64_t tensor_core_used_ns = 0;
   std::vector<TopEntry> top_kernels;  // kMaxTop by total time
   std::vector<TopEntry> top_ops;      // kMaxTop by device self time, else host self time
-  RunEnvironment environment;
+  RunEnvironment environment;         // devices: also those that ran kernels but are not described
+  StepTimeStats step_time;
+  std::vector<DeviceInputWait> input_by_device;  // in the breakdown's device order
+  InputWaitRange input_range;
   std::vector<std::string> warnings;
 };
 inline constexpr size_t kMaxTop = 10;
@@ -303,6 +332,8 @@ struct PodTools {
   OverviewTimes overview_total;
   int64_t overview_step_ns = 0;
   int64_t overview_steps = 0;
+  StepTimeStats overview_step_time;     // over every host's complete steps
+  InputWaitRange overview_input_range;  // over every host's devices
   std::vector<Recommendation> recommendations;
   // op_stats: count idle time as an IDLE row in the shares (OpShares); --include-idle.
   bool include_idle = false;

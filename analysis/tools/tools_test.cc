@@ -4,6 +4,7 @@
 #include "analysis/tools/tools.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -443,6 +444,57 @@ TEST(OverviewTest, TopOpsHaveCategoryAndCumulativePercent) {
   EXPECT_EQ(o.top_kernels[0].name, "kernel_1");
   EXPECT_DOUBLE_EQ(o.top_kernels[0].cum_pct, 60);
   EXPECT_DOUBLE_EQ(o.top_kernels[2].cum_pct, 100);
+}
+
+// Steps of 10, 20 and 30 ms; the host waits for input [0, 4) ms while GPU 0 computes [0, 1) ms
+// and GPU 1 [2, 2.5) ms: GPU 0 waits 3 ms, GPU 1 3.5 ms of 60 ms. Neither GPU is described.
+TEST(OverviewTest, StepTimeStatisticsInputRangeAcrossDevicesAndUndescribedDevices) {
+  TraceBuilder b("w0");
+  b.Window(0, 60 * kMs);
+  b.Step(1, 0, 10 * kMs);
+  b.Step(2, 10 * kMs, 20 * kMs);
+  b.Step(3, 30 * kMs, 30 * kMs);
+  b.Host(2, "IteratorGetNext", 0, 4 * kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Device(0, "k0", 0, kMs);
+  b.Device(1, "k1", 2 * kMs, kMs / 2);
+  b.Device(0, "k0", 12 * kMs, kMs);
+  const HostSummary summary = b.Summary();
+  const HostTools h = ComputeHostTools(Tool::kOverview, b.tool(), summary);
+  const HostOverview& o = h.overview;
+  EXPECT_EQ(o.step_time.steps, 3);
+  EXPECT_DOUBLE_EQ(o.step_time.average_ns, 20.0 * kMs);
+  EXPECT_NEAR(o.step_time.stddev_ns, std::sqrt(200.0 / 3) * kMs, 1);
+  EXPECT_EQ(o.step_time.min_ns, 10 * kMs);
+  EXPECT_EQ(o.step_time.max_ns, 30 * kMs);
+  ASSERT_EQ(o.input_by_device.size(), 2u);
+  EXPECT_EQ(o.input_by_device[0].device, 0);
+  EXPECT_EQ(o.input_by_device[0].input_ns, 3 * kMs);
+  EXPECT_EQ(o.input_by_device[0].step_ns, 60 * kMs);
+  EXPECT_DOUBLE_EQ(o.input_by_device[0].pct, 5);
+  EXPECT_EQ(o.input_by_device[1].input_ns, 3500 * kUs);
+  ASSERT_TRUE(o.input_range.known);
+  EXPECT_DOUBLE_EQ(o.input_range.min_pct, 5);
+  EXPECT_EQ(o.input_range.min_at, "w0 device 0");
+  EXPECT_DOUBLE_EQ(o.input_range.max_pct, 100.0 * 3.5 / 60);
+  EXPECT_EQ(o.input_range.max_at, "w0 device 1");
+  // The kernels' devices count though the trace describes neither.
+  ASSERT_EQ(o.environment.devices.size(), 2u);
+  EXPECT_EQ(o.environment.devices[1].id, 1);
+  EXPECT_THAT(o.environment.devices[1].name, HasSubstr("not described"));
+
+  // The pod: statistics over both hosts' steps, the range over both hosts' devices.
+  TraceBuilder c("w1");
+  c.Window(0, 40 * kMs);
+  c.Step(1, 0, 40 * kMs);
+  c.Device(0, "k0", 0, 40 * kMs);
+  std::vector<HostTools> hosts = {h, ComputeHostTools(Tool::kOverview, c.tool(), c.Summary())};
+  const PodTools pod = BuildPodTools(Tool::kOverview, std::move(hosts), PodBreakdown());
+  EXPECT_EQ(pod.overview_step_time.steps, 4);
+  EXPECT_DOUBLE_EQ(pod.overview_step_time.average_ns, 25.0 * kMs);
+  EXPECT_EQ(pod.overview_step_time.max_ns, 40 * kMs);
+  EXPECT_DOUBLE_EQ(pod.overview_input_range.min_pct, 0);
+  EXPECT_EQ(pod.overview_input_range.min_at, "w1 device 0");
+  EXPECT_EQ(pod.overview_input_range.max_at, "w0 device 1");
 }
 
 TEST(OpStatsTest, DeviceOpsNamedByTfOpAndXlaOpsLineSpans) {
@@ -1082,6 +1134,25 @@ TEST(KinetoToolsTest, FixtureFeedsEveryToolAndAgreesWithTheBreakdown) {
   // The [memory] event at 17200 us on tid 4242 lies inside Optimizer.step#SGD.step [17000, 17500).
   ASSERT_EQ(t->memory.size(), 1u);
   EXPECT_EQ(t->Str(t->memory[0].op), "Optimizer.step#SGD.step");
+}
+
+// A PyTorch trace without deviceProperties still counts the GPUs its kernels ran on.
+TEST(KinetoToolsTest, KernelsCountTheirDevicesWithoutDeviceProperties) {
+  absl::StatusOr<std::string> json = ReadFile(DataPath("rank3.pt.trace.json"));
+  ASSERT_THAT(json, IsOk());
+  std::string stripped = *json;
+  const size_t at = stripped.find("\"deviceProperties\"");
+  ASSERT_NE(at, std::string::npos);
+  stripped.replace(at, 18, "\"otherProperties\"");
+  absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile(stripped, "rank3.pt.trace.json", 0);
+  ASSERT_THAT(t, IsOk());
+  EXPECT_TRUE(t->environment.devices.empty());
+  absl::StatusOr<HostTrace> h = ReadKinetoTraceFile(stripped, "rank3.pt.trace.json", 0);
+  ASSERT_THAT(h, IsOk());
+  const HostTools tools = ComputeHostTools(Tool::kOverview, *t, SummarizeHost(*h));
+  ASSERT_EQ(tools.overview.environment.devices.size(), 2u);  // kernels on GPU 0 and 1
+  EXPECT_EQ(tools.overview.environment.devices[0].id, 0);
+  EXPECT_EQ(tools.overview.environment.devices[1].id, 1);
 }
 
 TEST(KinetoToolsTest, MemoryEventsTakeTheInnermostEnclosingOpOnTheirThread) {
