@@ -572,9 +572,27 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   overview.overview_input_range = {true, 30.0, 32.5, "worker-0 device 0", "worker-0 device 1"};
   overview.hosts[0].overview.input_by_device = {{0, 12 * kMs, 40 * kMs, 30.0},
                                                 {1, 13 * kMs, 40 * kMs, 32.5}};
-  const std::vector<std::string> tools = {ToolJson(ops, ToolContext{"run"}),
-                                          ToolJson(kernels, ToolContext{"run"}),
-                                          ToolJson(overview, ToolContext{"run"})};
+  analysis::PodTools memory;
+  memory.tool = analysis::Tool::kMemory;
+  analysis::DeviceMemory m;
+  m.host = "worker-0";
+  m.device = 0;
+  m.peak_bytes = 4 << 20;
+  m.capacity_bytes = 16 << 20;
+  m.capacity_from_allocator = true;
+  m.stack_at_peak = 2 << 20;
+  m.heap_at_peak = 4 << 20;
+  m.free_at_peak = 10 << 20;
+  m.timeline = {{10, 1 << 20}, {20, 4 << 20}};
+  m.fragmentation = {{10, 0.25}, {20, 0.5}};
+  m.by_op_at_peak.push_back({"foo/baz", 1, 1 << 20, 1000000, "temp", "half", "(16,32)"});
+  m.missing = {"peak heap since the program started: no peak_bytes_in_use stat"};
+  memory.hosts.emplace_back();
+  memory.hosts[0].host = "worker-0";
+  memory.hosts[0].memory = {m};
+  const std::vector<std::string> tools = {
+      ToolJson(ops, ToolContext{"run"}), ToolJson(kernels, ToolContext{"run"}),
+      ToolJson(overview, ToolContext{"run"}), ToolJson(memory, ToolContext{"run"})};
   profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
   ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
@@ -601,6 +619,18 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   EXPECT_TEXT(run.dom, "<td>kernel_2</td><td class=\"num\">300</td><td class=\"num\">50</td>");
   EXPECT_TEXT(run.dom,
               "<td class=\"num\">300</td><td class=\"num\">50</td><td class=\"num\">0</td>");
+
+  // Memory: the allocator's view at the peak, fragmentation over time, the table by op, what is
+  // missing.
+  EXPECT_TEXT(run.dom,
+              "capacity 16.00 MiB (allocator); at the peak: stack 2.00 MiB, heap 4.00 "
+              "MiB, free 10.00 MiB");
+  EXPECT_EQ(Count(run.dom, "class=\"memory-line\""), 2);
+  EXPECT_TEXT(run.dom, "<table id=\"tool-memory-by-op\">");
+  EXPECT_TEXT(run.dom,
+              "<td>foo/baz</td><td class=\"num\">1</td><td class=\"num\">1048576</td>"
+              "<td class=\"num\">1000000</td><td>temp</td><td>half</td><td>(16,32)</td>");
+  EXPECT_TEXT(run.dom, "Not in this trace: peak heap since the program started");
 
   // No kernels: a sentence, not an empty table.
   analysis::PodTools none;

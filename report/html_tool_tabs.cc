@@ -400,9 +400,37 @@ svg.bar-chart text.value { fill: var(--muted); }
       d.devices.forEach(function (m) {
         sec.appendChild(el('h2', null, m.host + (m.device < 0 ? ' host memory' : ' device ' + m.device) +
           ': peak ' + (m.peak_bytes / 1048576).toFixed(2) + ' MiB at +' + m.peak_time_ms.toFixed(3) + ' ms'));
+        var facts = [];
+        if (m.capacity_bytes !== null) facts.push('capacity ' + (m.capacity_bytes / 1048576).toFixed(2) +
+          ' MiB (' + m.capacity_from + ')');
+        if (m.peak_heap_since_start_bytes !== null) facts.push('peak heap since start ' +
+          (m.peak_heap_since_start_bytes / 1048576).toFixed(2) + ' MiB');
+        if (m.at_peak) facts.push('at the peak: stack ' + (m.at_peak.stack_bytes / 1048576).toFixed(2) +
+          ' MiB, heap ' + (m.at_peak.heap_bytes / 1048576).toFixed(2) + ' MiB, free ' +
+          (m.at_peak.free_bytes / 1048576).toFixed(2) + ' MiB');
+        if (m.fragmentation_at_peak !== null) facts.push('fragmentation at the peak ' +
+          (100 * m.fragmentation_at_peak).toFixed(1) + ' %');
+        if (facts.length) sec.appendChild(el('p', { 'class': 'memory-facts' }, facts.join('; ')));
         sec.appendChild(sparkline(m.timeline));
-        sec.appendChild(table([['bytes', 'bytes'], ['op', 'op'], ['since_ns', 'since ns'],
-          ['address', 'address']], m.largest_live_at_peak));
+        if (m.fragmentation_timeline.length > 0) {
+          sec.appendChild(el('h2', null, 'Fragmentation over time (1 - largest free chunk / total free)'));
+          sec.appendChild(sparkline(m.fragmentation_timeline));
+        }
+        if (m.by_op_at_peak.length > 0) {
+          sec.appendChild(el('h2', null, 'Memory at the peak by op'));
+          sec.appendChild(table([['op', 'op'], ['allocations', 'allocations'], ['bytes', 'bytes'],
+            ['requested_bytes', 'requested bytes'], ['region_type', 'region'], ['data_type', 'data type'],
+            ['shape', 'shape']], m.by_op_at_peak, 'tool-memory-by-op'));
+        }
+        if (m.largest_live_at_peak.length > 0) {
+          sec.appendChild(el('h2', null, 'Largest allocations live at the peak'));
+          sec.appendChild(table([['bytes', 'bytes'], ['requested_bytes', 'requested'], ['op', 'op'],
+            ['step', 'step'], ['region_type', 'region'], ['data_type', 'data type'], ['shape', 'shape'],
+            ['since_ns', 'since ns'], ['address', 'address']], m.largest_live_at_peak));
+        }
+        m.missing.forEach(function (s) {
+          sec.appendChild(el('p', { 'class': 'note memory-missing' }, 'Not in this trace: ' + s));
+        });
       });
     }
   };

@@ -442,6 +442,30 @@ void MemoryJson(Json& j, const PodTools& p) {
       m.fragmentation_at_peak < 0 ? j.Null() : j.Double(m.fragmentation_at_peak, 4);
       j.Key("reserved_at_peak");
       m.reserved_at_peak < 0 ? j.Null() : j.Int(m.reserved_at_peak);
+      const auto int_or_null = [&j](int64_t v) { v < 0 ? j.Null() : j.Int(v); };
+      j.Key("capacity_bytes");
+      int_or_null(m.capacity_bytes);
+      j.Key("capacity_from");
+      if (m.capacity_bytes < 0) {
+        j.Null();
+      } else {
+        j.String(m.capacity_from_allocator ? "allocator" : "device");
+      }
+      j.Key("peak_heap_since_start_bytes");
+      int_or_null(m.peak_heap_since_start_bytes);
+      j.Key("at_peak");
+      if (m.heap_at_peak < 0) {
+        j.Null();
+      } else {
+        j.BeginObject();
+        j.Key("stack_bytes");
+        j.Int(m.stack_at_peak);
+        j.Key("heap_bytes");
+        j.Int(m.heap_at_peak);
+        j.Key("free_bytes");
+        j.Int(m.free_at_peak);
+        j.EndObject();
+      }
       j.Key("largest_live_at_peak");
       j.BeginArray();
       for (const analysis::LiveAllocation& a : m.largest_live_at_peak) {
@@ -450,12 +474,56 @@ void MemoryJson(Json& j, const PodTools& p) {
         j.Uint(a.address);
         j.Key("bytes");
         j.Int(a.bytes);
+        j.Key("requested_bytes");
+        int_or_null(a.requested_bytes);
         j.Key("since_ns");
         j.Int(a.since_ns);
         j.Key("op");
         j.String(a.op);
+        j.Key("step");
+        int_or_null(a.step);
+        j.Key("region_type");
+        j.String(a.region_type);
+        j.Key("data_type");
+        j.String(a.data_type);
+        j.Key("shape");
+        j.String(a.shape);
         j.EndObject();
       }
+      j.EndArray();
+      j.Key("by_op_at_peak");
+      j.BeginArray();
+      for (const analysis::PeakOpMemory& r : m.by_op_at_peak) {
+        j.BeginObject();
+        j.Key("op");
+        j.String(r.op);
+        j.Key("allocations");
+        j.Int(r.allocations);
+        j.Key("bytes");
+        j.Int(r.bytes);
+        j.Key("requested_bytes");
+        int_or_null(r.requested_bytes);
+        j.Key("region_type");
+        j.String(r.region_type);
+        j.Key("data_type");
+        j.String(r.data_type);
+        j.Key("shape");
+        j.String(r.shape);
+        j.EndObject();
+      }
+      j.EndArray();
+      j.Key("fragmentation_timeline");
+      j.BeginArray();
+      for (const analysis::FragmentationPoint& f : m.fragmentation) {
+        j.BeginArray();
+        j.Int(f.time_ns);
+        j.Double(f.fragmentation, 4);
+        j.EndArray();
+      }
+      j.EndArray();
+      j.Key("missing");
+      j.BeginArray();
+      for (const std::string& s : m.missing) j.String(s);
       j.EndArray();
       j.Key("timeline");
       j.BeginArray();
@@ -832,12 +900,57 @@ void MemoryTable(std::string& out, const PodTools& p, const TableStyle& style) {
         absl::StrAppendFormat(&out, "; fragmentation %.1f%%", 100 * m.fragmentation_at_peak);
       }
       out += "\n";
+      const auto mib = [](int64_t b) {
+        return absl::StrFormat("%.2f MiB", static_cast<double>(b) / (1 << 20));
+      };
+      if (m.capacity_bytes >= 0) {
+        absl::StrAppend(&out, "  capacity ", mib(m.capacity_bytes), " (",
+                        m.capacity_from_allocator ? "allocator" : "device", ")");
+        if (m.peak_heap_since_start_bytes >= 0) {
+          absl::StrAppend(&out, "; peak heap since start ", mib(m.peak_heap_since_start_bytes));
+        }
+        out += "\n";
+      } else if (m.peak_heap_since_start_bytes >= 0) {
+        absl::StrAppend(&out, "  peak heap since start ", mib(m.peak_heap_since_start_bytes), "\n");
+      }
+      if (m.heap_at_peak >= 0) {
+        absl::StrAppend(&out, "  at the peak: stack ", mib(m.stack_at_peak), ", heap ",
+                        mib(m.heap_at_peak), ", free ", mib(m.free_at_peak), "\n");
+      }
+      if (!m.fragmentation.empty()) {
+        double most = 0;
+        for (const analysis::FragmentationPoint& f : m.fragmentation) {
+          most = std::max(most, f.fragmentation);
+        }
+        absl::StrAppendFormat(&out, "  fragmentation over time: %d point(s), at most %.1f%%\n",
+                              m.fragmentation.size(), 100 * most);
+      }
+      if (!m.by_op_at_peak.empty()) {
+        absl::StrAppendFormat(&out, "  at the peak by op:\n  %14s %7s %14s  %-10s %-10s %-14s %s\n",
+                              "MiB", "allocs", "requested MiB", "region", "type", "shape", "op");
+      }
+      for (size_t i = 0; i < m.by_op_at_peak.size() && i < limit; ++i) {
+        const analysis::PeakOpMemory& r = m.by_op_at_peak[i];
+        absl::StrAppendFormat(
+            &out, "  %14.2f %7d %14s  %-10s %-10s %-14s %s\n",
+            static_cast<double>(r.bytes) / (1 << 20), r.allocations,
+            r.requested_bytes < 0
+                ? std::string("-")
+                : absl::StrFormat("%.2f", static_cast<double>(r.requested_bytes) / (1 << 20)),
+            Printable(r.region_type.empty() ? "-" : r.region_type, 10),
+            Printable(r.data_type.empty() ? "-" : r.data_type, 10),
+            Printable(r.shape.empty() ? "-" : r.shape, 14),
+            Printable(r.op.empty() ? "-" : r.op, w));
+      }
+      if (!m.largest_live_at_peak.empty()) out += "  largest allocations live at the peak:\n";
       for (size_t i = 0; i < m.largest_live_at_peak.size() && i < limit; ++i) {
         const analysis::LiveAllocation& a = m.largest_live_at_peak[i];
         absl::StrAppendFormat(&out, "  %12.2f MiB  0x%x  %s\n",
                               static_cast<double>(a.bytes) / (1 << 20), a.address,
                               Printable(a.op.empty() ? "-" : a.op, w));
       }
+      for (const std::string& s : m.missing)
+        absl::StrAppend(&out, "  not in this trace: ", s, "\n");
     }
   }
 }

@@ -276,6 +276,63 @@ TEST(ToolWritersTest, OverviewStepTimeStatisticsAndInputRange) {
   EXPECT_THAT(table, HasSubstr(" 60.0%  60.0%  MatMul           model/dense/MatMul:MatMul"));
 }
 
+analysis::DeviceMemory ProfiledMemory() {
+  analysis::DeviceMemory m;
+  m.host = "w0";
+  m.device = 0;
+  m.peak_bytes = 4 << 20;
+  m.capacity_bytes = 16 << 20;
+  m.capacity_from_allocator = true;
+  m.peak_heap_since_start_bytes = 5 << 20;
+  m.stack_at_peak = 2 << 20;
+  m.heap_at_peak = 4 << 20;
+  m.free_at_peak = 10 << 20;
+  m.fragmentation = {{10, 0.25}, {20, 0.5}};
+  m.largest_live_at_peak.push_back(
+      {0xb, 1 << 20, 20, "foo/baz", 1000000, 7, "temp", "half", "(16,32)"});
+  m.by_op_at_peak.push_back({"foo/baz", 1, 1 << 20, 1000000, "temp", "half", "(16,32)"});
+  return m;
+}
+
+TEST(ToolWritersTest, MemoryCapacityHeapFragmentationByOpAndWhatIsMissing) {
+  PodTools p;
+  p.tool = Tool::kMemory;
+  HostTools h;
+  h.host = "w0";
+  analysis::DeviceMemory bare;
+  bare.host = "w0";
+  bare.device = 1;
+  bare.missing = {"fragmentation over time: no allocator fragmentation stat"};
+  h.memory = {ProfiledMemory(), bare};
+  p.hosts = {h};
+  const rapidjson::Document d = Parse(ToolJson(p, {"s"}));
+  const auto& m = d["devices"][0];
+  EXPECT_EQ(m["capacity_bytes"].GetInt64(), 16 << 20);
+  EXPECT_STREQ(m["capacity_from"].GetString(), "allocator");
+  EXPECT_EQ(m["peak_heap_since_start_bytes"].GetInt64(), 5 << 20);
+  EXPECT_EQ(m["at_peak"]["stack_bytes"].GetInt64(), 2 << 20);
+  EXPECT_EQ(m["at_peak"]["free_bytes"].GetInt64(), 10 << 20);
+  EXPECT_DOUBLE_EQ(m["fragmentation_timeline"][1][1].GetDouble(), 0.5);
+  EXPECT_EQ(m["largest_live_at_peak"][0]["requested_bytes"].GetInt64(), 1000000);
+  EXPECT_STREQ(m["largest_live_at_peak"][0]["data_type"].GetString(), "half");
+  EXPECT_EQ(m["largest_live_at_peak"][0]["step"].GetInt(), 7);
+  EXPECT_STREQ(m["by_op_at_peak"][0]["op"].GetString(), "foo/baz");
+  EXPECT_STREQ(m["by_op_at_peak"][0]["shape"].GetString(), "(16,32)");
+  EXPECT_EQ(m["missing"].Size(), 0u);
+  const auto& b = d["devices"][1];
+  EXPECT_TRUE(b["capacity_bytes"].IsNull());
+  EXPECT_TRUE(b["capacity_from"].IsNull());
+  EXPECT_TRUE(b["at_peak"].IsNull());
+  EXPECT_EQ(b["missing"].Size(), 1u);
+  const std::string table = FormatToolTable(p, {"s"});
+  EXPECT_THAT(table, HasSubstr("capacity 16.00 MiB (allocator); peak heap since start 5.00 MiB"));
+  EXPECT_THAT(table, HasSubstr("at the peak: stack 2.00 MiB, heap 4.00 MiB, free 10.00 MiB"));
+  EXPECT_THAT(table, HasSubstr("fragmentation over time: 2 point(s), at most 50.0%"));
+  EXPECT_THAT(table, HasSubstr("1.00       1           0.95  temp       half       (16,32)        "
+                               "foo/baz"));
+  EXPECT_THAT(table, HasSubstr("not in this trace: fragmentation over time"));
+}
+
 TEST(ToolWritersTest, MemoryAndInputPipeline) {
   PodTools p;
   p.tool = Tool::kMemory;
@@ -286,7 +343,7 @@ TEST(ToolWritersTest, MemoryAndInputPipeline) {
   m.device = 0;
   m.peak_bytes = 300 << 20;
   m.timeline = {{10, 100 << 20}, {20, 300 << 20}};
-  m.largest_live_at_peak.push_back({0xb, 200 << 20, 20, "conv2"});
+  m.largest_live_at_peak.push_back({0xb, 200 << 20, 20, "conv2", -1, -1, "", "", ""});
   h.memory = {m};
   p.hosts = {h};
   const rapidjson::Document d = Parse(ToolJson(p, ToolContext{}));

@@ -20,6 +20,66 @@ namespace profctl::analysis {
 
 // --- memory -------------------------------------------------------------------------------------
 
+namespace {
+
+// At most kMaxMemoryPoints: the maximum (by `value`) of each bucket, so the peak stays.
+template <typename Point, typename Value>
+std::vector<Point> Downsample(std::vector<Point> points, Value value) {
+  if (points.size() <= kMaxMemoryPoints) return points;
+  std::vector<Point> out;
+  const size_t per = (points.size() + kMaxMemoryPoints - 1) / kMaxMemoryPoints;
+  for (size_t b = 0; b < points.size(); b += per) {
+    size_t best = b;
+    for (size_t k = b; k < std::min(points.size(), b + per); ++k) {
+      if (value(points[k]) > value(points[best])) best = k;
+    }
+    out.push_back(points[best]);
+  }
+  return out;
+}
+
+// The live allocations (largest first) grouped by op, by bytes descending; past kMaxPeakOps
+// one "other" row.
+std::vector<PeakOpMemory> GroupByOp(const std::vector<LiveAllocation>& live) {
+  std::vector<PeakOpMemory> rows;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const LiveAllocation& a : live) {
+    auto [it, inserted] = index.emplace(a.op, rows.size());
+    if (inserted) {
+      PeakOpMemory r;
+      r.op = a.op;
+      r.region_type = a.region_type;  // the largest allocation's: `live` is largest first
+      r.data_type = a.data_type;
+      r.shape = a.shape;
+      rows.push_back(std::move(r));
+    }
+    PeakOpMemory& r = rows[it->second];
+    ++r.allocations;
+    r.bytes += a.bytes;
+    if (a.requested_bytes >= 0)
+      r.requested_bytes = std::max<int64_t>(r.requested_bytes, 0) + a.requested_bytes;
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const PeakOpMemory& a, const PeakOpMemory& b) { return a.bytes > b.bytes; });
+  if (rows.size() > kMaxPeakOps) {
+    PeakOpMemory other;
+    other.op = "other";
+    for (size_t i = kMaxPeakOps; i < rows.size(); ++i) {
+      other.allocations += rows[i].allocations;
+      other.bytes += rows[i].bytes;
+      if (rows[i].requested_bytes >= 0) {
+        other.requested_bytes =
+            std::max<int64_t>(other.requested_bytes, 0) + rows[i].requested_bytes;
+      }
+    }
+    rows.resize(kMaxPeakOps);
+    rows.push_back(std::move(other));
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<DeviceMemory> ComputeMemory(const ToolTrace& t) {
   std::map<int64_t, std::vector<size_t>> per_device;
   for (size_t i = 0; i < t.memory.size(); ++i) per_device[t.memory[i].device].push_back(i);
@@ -67,7 +127,17 @@ std::vector<DeviceMemory> ComputeMemory(const ToolTrace& t) {
           ++untracked;
           continue;
         }
-        live[e.address] = LiveAllocation{e.address, e.bytes, e.time_ns, std::string(t.Str(e.op))};
+        LiveAllocation a;
+        a.address = e.address;
+        a.bytes = e.bytes;
+        a.since_ns = e.time_ns;
+        a.op = std::string(t.Str(e.op));
+        a.requested_bytes = e.requested_bytes;
+        a.step = e.step;
+        a.region_type = std::string(t.Str(e.region_type));
+        a.data_type = std::string(t.Str(e.data_type));
+        a.shape = std::string(t.Str(e.shape));
+        live[e.address] = std::move(a);
       } else {
         live.erase(e.address);
       }
@@ -80,9 +150,27 @@ std::vector<DeviceMemory> ComputeMemory(const ToolTrace& t) {
                 return std::tie(b.bytes, a.since_ns, a.address) <
                        std::tie(a.bytes, b.since_ns, b.address);
               });
+    m.by_op_at_peak = GroupByOp(m.largest_live_at_peak);
     if (m.largest_live_at_peak.size() > kMaxLiveShown) m.largest_live_at_peak.resize(kMaxLiveShown);
+    std::vector<FragmentationPoint> fragmentation;
+    for (const size_t i : events) {
+      const MemoryEvent& e = t.memory[i];
+      m.peak_heap_since_start_bytes = std::max(m.peak_heap_since_start_bytes, e.reported_peak);
+      if (e.reported_fragmentation >= 0) {
+        fragmentation.push_back(FragmentationPoint{e.time_ns, e.reported_fragmentation});
+      }
+    }
+    m.fragmentation = Downsample(std::move(fragmentation),
+                                 [](const FragmentationPoint& p) { return p.fragmentation; });
     if (!events.empty()) {
       const MemoryEvent& e = t.memory[events[peak_at]];
+      if (e.reported_available >= 0) {
+        m.stack_at_peak = std::max<int64_t>(e.reported_reserved, 0);
+        m.heap_at_peak = std::max<int64_t>(e.reported_in_use, 0);
+        m.free_at_peak = e.reported_available;
+        m.capacity_bytes = m.stack_at_peak + m.heap_at_peak + m.free_at_peak;
+        m.capacity_from_allocator = true;
+      }
       m.reserved_at_peak = e.reported_reserved;
       if (e.reported_fragmentation >= 0) {
         m.fragmentation_at_peak = e.reported_fragmentation;
@@ -92,18 +180,39 @@ std::vector<DeviceMemory> ComputeMemory(const ToolTrace& t) {
             static_cast<double>(e.reported_reserved);
       }
     }
-    // Downsample: the maximum per bucket, so the peak stays.
-    if (points.size() <= kMaxMemoryPoints) {
-      m.timeline = std::move(points);
-    } else {
-      const size_t per = (points.size() + kMaxMemoryPoints - 1) / kMaxMemoryPoints;
-      for (size_t b = 0; b < points.size(); b += per) {
-        MemoryPoint best = points[b];
-        for (size_t k = b; k < std::min(points.size(), b + per); ++k) {
-          if (points[k].in_use_bytes > best.in_use_bytes) best = points[k];
-        }
-        m.timeline.push_back(best);
+    if (m.capacity_bytes < 0 && device >= 0) {
+      for (const DeviceInfo& d : t.environment.devices) {
+        if (d.id == device && d.memory_bytes > 0) m.capacity_bytes = d.memory_bytes;
       }
+    }
+    m.timeline = Downsample(std::move(points), [](const MemoryPoint& p) { return p.in_use_bytes; });
+    if (!m.capacity_from_allocator) {
+      m.missing.push_back(
+          "stack/heap/free at the peak: the allocator's bytes_reserved/bytes_allocated/"
+          "bytes_available stats (TensorFlow/JAX XSpace memory profile) are not recorded");
+    }
+    if (m.capacity_bytes < 0) {
+      m.missing.push_back(
+          "capacity: neither the allocator nor the device's memory size is recorded");
+    }
+    if (m.peak_heap_since_start_bytes < 0) {
+      m.missing.push_back(
+          "peak heap since the program started: no peak_bytes_in_use stat (the peak shown is the "
+          "trace's own)");
+    }
+    if (m.fragmentation.empty()) {
+      m.missing.push_back(
+          "fragmentation over time: no allocator fragmentation stat (1 - largest free chunk / "
+          "total free)");
+    }
+    const bool details = std::any_of(events.begin(), events.end(), [&](size_t i) {
+      const MemoryEvent& e = t.memory[i];
+      return e.requested_bytes >= 0 || e.step >= 0 || e.region_type != StringTable::kEmpty ||
+             e.data_type != StringTable::kEmpty || e.shape != StringTable::kEmpty;
+    });
+    if (!details) {
+      m.missing.push_back(
+          "per-event details: no requested size, step, region type, data type or shape");
     }
     out.push_back(std::move(m));
   }

@@ -136,6 +136,14 @@ struct MemoryEvent {
   int64_t reported_in_use = -1;              // `bytes_allocated` / Kineto `Total Allocated`
   int64_t reported_reserved = -1;            // `bytes_reserved` / Kineto `Total Reserved`
   double reported_fragmentation = -1;        // `fragmentation` (0..1), when written
+  // XProf's MemoryProfile stats, when written (XSpace only; -1 / kEmpty: not recorded).
+  int64_t reported_available = -1;  // `bytes_available`: the allocator's free memory
+  int64_t reported_peak = -1;       // `peak_bytes_in_use`: the heap's peak since it started
+  int64_t requested_bytes = -1;     // `requested_bytes` (allocation_bytes may round it up)
+  int64_t step = -1;                // `step_id`
+  uint32_t region_type = StringTable::kEmpty;  // `region_type`: output, temp, persist, ...
+  uint32_t data_type = StringTable::kEmpty;    // `data_type`: float, half, ... (TF's names)
+  uint32_t shape = StringTable::kEmpty;        // `shape`: the tensor's shape as written
 };
 
 struct DeviceInfo {

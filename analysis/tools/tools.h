@@ -157,6 +157,27 @@ struct LiveAllocation {
   int64_t bytes = 0;
   int64_t since_ns = 0;
   std::string op;
+  // XProf's per-event details, when the trace writes them (-1 / "": not recorded).
+  int64_t requested_bytes = -1;
+  int64_t step = -1;
+  std::string region_type;
+  std::string data_type;
+  std::string shape;
+};
+// The allocations live at the peak of one op (the guide's memory breakdown table).
+struct PeakOpMemory {
+  std::string op;  // "" when the trace does not say; "other": the ops past kMaxPeakOps
+  int64_t allocations = 0;
+  int64_t bytes = 0;
+  int64_t requested_bytes = -1;  // summed where recorded, -1: never
+  // Of the op's largest allocation.
+  std::string region_type;
+  std::string data_type;
+  std::string shape;
+};
+struct FragmentationPoint {
+  int64_t time_ns = 0;
+  double fragmentation = 0;  // 0..1
 };
 struct DeviceMemory {
   std::string host;
@@ -174,9 +195,25 @@ struct DeviceMemory {
   std::vector<LiveAllocation> largest_live_at_peak;  // the kMaxLiveShown largest
   double fragmentation_at_peak = -1;                 // 0..1, -1: not derivable
   int64_t reserved_at_peak = -1;
+  // The allocator's view (XProf's MemoryProfile stats, TensorFlow/JAX XSpace; -1: not
+  // recorded): capacity = stack + heap + free of the event at the peak, else the device's
+  // memory size from the run environment.
+  int64_t capacity_bytes = -1;
+  bool capacity_from_allocator = false;
+  int64_t peak_heap_since_start_bytes = -1;  // the largest `peak_bytes_in_use`
+  int64_t stack_at_peak = -1;                // `bytes_reserved`
+  int64_t heap_at_peak = -1;                 // `bytes_allocated`
+  int64_t free_at_peak = -1;                 // `bytes_available`
+  // The allocator's `fragmentation` (1 - largest free chunk / total free) over time, at most
+  // kMaxMemoryPoints (the maximum of each bucket); empty when the trace does not write it.
+  std::vector<FragmentationPoint> fragmentation;
+  std::vector<PeakOpMemory> by_op_at_peak;  // by bytes descending, at most kMaxPeakOps + other
+  // What the guide's memory profile shows that this trace does not record, one line each.
+  std::vector<std::string> missing;
 };
 inline constexpr size_t kMaxMemoryPoints = 1000;
 inline constexpr size_t kMaxLiveShown = 20;
+inline constexpr size_t kMaxPeakOps = 50;
 std::vector<DeviceMemory> ComputeMemory(const ToolTrace& trace);
 
 // --- input_pipeline -----------------------------------------------------------------------------

@@ -924,6 +924,122 @@ TEST(XSpaceToolsTest, RealH100ProfctlCaptureKernelStats) {
   EXPECT_EQ(kernels[0].registers_per_thread, 120);
 }
 
+// XProf's memory profile stats on TensorFlow's MemoryAllocation/MemoryDeallocation events: a
+// float (8,8) output of 256 bytes (200 requested) by foo/bar, a half (16,32) temp of 1024 (1000)
+// by foo/baz freed after the peak, then 512 more by foo/bar. Allocator view at the peak: stack
+// 2000, heap 4024, free 3976; peak_bytes_in_use up to 9000; fragmentation 0.25, 0.5, 0.1, 0.2.
+tensorflow::profiler::XSpace TfMemoryProfileSpace() {
+  using xspace::XPlaneBuilder;
+  tensorflow::profiler::XSpace space;
+  XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kP);
+  xspace::XLine* thread = host.AddLine(100, "tf_executor", kP);
+  struct Ev {
+    bool alloc;
+    int64_t at_ms, addr, bytes, requested, heap, available, peak;
+    double frag;
+    const char* op;
+    const char* region;
+    int64_t data_type;
+    const char* shape;
+  };
+  const Ev events[] = {
+      {true, 1, 0x100, 256, 200, 3000, 5000, 8500, 0.25, "foo/bar", "output", 1, "(8,8)"},
+      {true, 2, 0x200, 1024, 1000, 4024, 3976, 9000, 0.5, "foo/baz", "temp", 19, "(16,32)"},
+      {false, 3, 0x200, 1024, 1000, 3000, 5000, 9000, 0.1, "foo/baz", "temp", 19, "(16,32)"},
+      {true, 4, 0x300, 512, 512, 3512, 4488, 9000, 0.2, "foo/bar", "output", 1, "(128)"},
+  };
+  for (const Ev& v : events) {
+    auto* e = host.AddEvent(
+        thread, host.EventMetadataId(v.alloc ? "MemoryAllocation" : "MemoryDeallocation"),
+        kP + v.at_ms * kMs, 0);
+    host.AddStat(e, host.StatMetadataId("allocator_name"), "GPU_0_bfc");
+    host.AddStat(e, host.StatMetadataId("device_ordinal"), int64_t{0});
+    host.AddStat(e, host.StatMetadataId("addr"), v.addr);
+    host.AddStat(e, host.StatMetadataId("allocation_bytes"), v.bytes);
+    host.AddStat(e, host.StatMetadataId("requested_bytes"), v.requested);
+    host.AddStat(e, host.StatMetadataId("bytes_allocated"), v.heap);
+    host.AddStat(e, host.StatMetadataId("bytes_reserved"), int64_t{2000});
+    host.AddStat(e, host.StatMetadataId("bytes_available"), v.available);
+    host.AddStat(e, host.StatMetadataId("peak_bytes_in_use"), v.peak);
+    host.AddStat(e, host.StatMetadataId("step_id"), int64_t{7});
+    host.AddStat(e, host.StatMetadataId("tf_op"), v.op);
+    host.AddStat(e, host.StatMetadataId("region_type"), v.region);
+    host.AddStat(e, host.StatMetadataId("data_type"), v.data_type);
+    host.AddStat(e, host.StatMetadataId("shape"), v.shape);
+    auto* frag = e->add_stats();
+    frag->set_metadata_id(host.StatMetadataId("fragmentation"));
+    frag->set_double_value(v.frag);
+  }
+  xspace::SetProfileWindow(&space, kP, kP + 10 * kMs);
+  return space;
+}
+
+TEST(XSpaceToolsTest, MemoryProfileStatsGiveCapacityStackHeapFreeFragmentationAndDetails) {
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(TfMemoryProfileSpace(), "w0", /*offset_ns=*/0);
+  ASSERT_THAT(t, IsOk());
+  const std::vector<DeviceMemory> mem = ComputeMemory(*t);
+  ASSERT_EQ(mem.size(), 1u);
+  const DeviceMemory& m = mem[0];
+  EXPECT_EQ(m.device, 0);
+  EXPECT_EQ(m.peak_bytes, 4024);
+  EXPECT_EQ(m.peak_time_ns, kP + 2 * kMs);
+  EXPECT_EQ(m.stack_at_peak, 2000);
+  EXPECT_EQ(m.heap_at_peak, 4024);
+  EXPECT_EQ(m.free_at_peak, 3976);
+  EXPECT_EQ(m.capacity_bytes, 10000);
+  EXPECT_TRUE(m.capacity_from_allocator);
+  EXPECT_EQ(m.peak_heap_since_start_bytes, 9000);
+  EXPECT_DOUBLE_EQ(m.fragmentation_at_peak, 0.5);
+  ASSERT_EQ(m.fragmentation.size(), 4u);
+  EXPECT_EQ(m.fragmentation[2].time_ns, kP + 3 * kMs);
+  EXPECT_DOUBLE_EQ(m.fragmentation[2].fragmentation, 0.1);
+  // Live at the peak, with XProf's per-event details.
+  ASSERT_EQ(m.largest_live_at_peak.size(), 2u);
+  const LiveAllocation& big = m.largest_live_at_peak[0];
+  EXPECT_EQ(big.bytes, 1024);
+  EXPECT_EQ(big.requested_bytes, 1000);
+  EXPECT_EQ(big.op, "foo/baz");
+  EXPECT_EQ(big.step, 7);
+  EXPECT_EQ(big.region_type, "temp");
+  EXPECT_EQ(big.data_type, "half");
+  EXPECT_EQ(big.shape, "(16,32)");
+  EXPECT_EQ(m.largest_live_at_peak[1].data_type, "float");
+  // The breakdown at the peak by op.
+  ASSERT_EQ(m.by_op_at_peak.size(), 2u);
+  EXPECT_EQ(m.by_op_at_peak[0].op, "foo/baz");
+  EXPECT_EQ(m.by_op_at_peak[0].bytes, 1024);
+  EXPECT_EQ(m.by_op_at_peak[0].requested_bytes, 1000);
+  EXPECT_EQ(m.by_op_at_peak[1].op, "foo/bar");
+  EXPECT_EQ(m.by_op_at_peak[1].allocations, 1);  // the second foo/bar came after the peak
+  EXPECT_EQ(m.by_op_at_peak[1].region_type, "output");
+  EXPECT_TRUE(m.missing.empty()) << m.missing.front();
+}
+
+// A PyTorch trace has no allocator view: capacity from deviceProperties, and the rest named as
+// missing rather than shown empty.
+TEST(KinetoToolsTest, MemoryNamesWhatThePyTorchTraceDoesNotRecord) {
+  TraceBuilder b;
+  b.tool().environment.devices.push_back(DeviceInfo{0, "NVIDIA H100", 9, 0, 80LL << 30});
+  b.Memory(0, 10, 1 << 20, 0xa, "aten::empty");
+  b.Memory(0, 20, 2 << 20, 0xb, "aten::mm");
+  b.Memory(0, 30, -(1 << 20), 0xa);
+  const std::vector<DeviceMemory> mem = ComputeMemory(b.tool());
+  ASSERT_EQ(mem.size(), 1u);
+  EXPECT_EQ(mem[0].capacity_bytes, 80LL << 30);
+  EXPECT_FALSE(mem[0].capacity_from_allocator);
+  EXPECT_EQ(mem[0].heap_at_peak, -1);
+  EXPECT_EQ(mem[0].peak_heap_since_start_bytes, -1);
+  EXPECT_TRUE(mem[0].fragmentation.empty());
+  ASSERT_EQ(mem[0].by_op_at_peak.size(), 2u);
+  EXPECT_EQ(mem[0].by_op_at_peak[0].op, "aten::mm");
+  EXPECT_EQ(mem[0].by_op_at_peak[0].requested_bytes, -1);
+  ASSERT_EQ(mem[0].missing.size(), 4u);
+  EXPECT_THAT(mem[0].missing[0], HasSubstr("stack/heap/free at the peak"));
+  EXPECT_THAT(mem[0].missing[1], HasSubstr("peak heap since the program started"));
+  EXPECT_THAT(mem[0].missing[2], HasSubstr("fragmentation over time"));
+  EXPECT_THAT(mem[0].missing[3], HasSubstr("per-event details"));
+}
+
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
   const tensorflow::profiler::XSpace space = TfStyleSpace();
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "w0", /*offset_ns=*/0);

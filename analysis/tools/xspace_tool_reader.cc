@@ -23,6 +23,33 @@ namespace profctl::analysis::tool_readers_internal {
 
 namespace {
 
+// TensorFlow's DataType enum (types.proto) as the memory profile's `data_type` writes it.
+std::string DataTypeName(int64_t code) {
+  static constexpr std::array<std::pair<int64_t, absl::string_view>, 17> kNames = {{
+      {1, "float"},
+      {2, "double"},
+      {3, "int32"},
+      {4, "uint8"},
+      {5, "int16"},
+      {6, "int8"},
+      {7, "string"},
+      {8, "complex64"},
+      {9, "int64"},
+      {10, "bool"},
+      {14, "bfloat16"},
+      {17, "uint16"},
+      {18, "complex128"},
+      {19, "half"},
+      {20, "resource"},
+      {22, "uint32"},
+      {23, "uint64"},
+  }};
+  for (const auto& [c, name] : kNames) {
+    if (c == code) return std::string(name);
+  }
+  return absl::StrCat("DataType ", code);
+}
+
 using tensorflow::profiler::XEvent;
 using tensorflow::profiler::XEventMetadata;
 using tensorflow::profiler::XLine;
@@ -285,6 +312,12 @@ class XSpaceToolReader {
     const int64_t in_use_id = stats.Id("bytes_allocated");
     const int64_t reserved_id = stats.Id("bytes_reserved");
     const int64_t frag_id = stats.Id("fragmentation");
+    const int64_t available_id = stats.Id("bytes_available");
+    const int64_t peak_id = stats.Id("peak_bytes_in_use");
+    const int64_t step_stat_id = stats.Id("step_id");
+    const int64_t region_id = stats.Id("region_type");
+    const int64_t data_type_id = stats.Id("data_type");
+    const int64_t shape_id = stats.Id("shape");
     for (const XLine& line : plane.lines()) {
       if (absl::StartsWith(line.name(), "pid ")) *profctl = true;
       for (const XEvent& e : line.events()) {
@@ -312,6 +345,18 @@ class XSpaceToolReader {
           m.reported_in_use = stats.Int(PlaneStats::Find(e, md, in_use_id)).value_or(-1);
           m.reported_reserved = stats.Int(PlaneStats::Find(e, md, reserved_id)).value_or(-1);
           m.reported_fragmentation = stats.Double(PlaneStats::Find(e, md, frag_id)).value_or(-1.0);
+          m.reported_available = stats.Int(PlaneStats::Find(e, md, available_id)).value_or(-1);
+          m.reported_peak = stats.Int(PlaneStats::Find(e, md, peak_id)).value_or(-1);
+          m.requested_bytes = stats.Int(PlaneStats::Find(e, md, requested_id)).value_or(-1);
+          m.step = stats.Int(PlaneStats::Find(e, md, step_stat_id)).value_or(-1);
+          m.region_type = out_->strings.Intern(stats.Str(PlaneStats::Find(e, md, region_id)));
+          const XStat* data_type = PlaneStats::Find(e, md, data_type_id);
+          if (std::optional<int64_t> code = stats.Int(data_type)) {
+            m.data_type = out_->strings.Intern(DataTypeName(*code));
+          } else {
+            m.data_type = out_->strings.Intern(stats.Str(data_type));
+          }
+          m.shape = out_->strings.Intern(stats.Str(PlaneStats::Find(e, md, shape_id)));
           out_->memory.push_back(m);
           continue;
         }
