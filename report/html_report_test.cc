@@ -590,9 +590,23 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   memory.hosts.emplace_back();
   memory.hosts[0].host = "worker-0";
   memory.hosts[0].memory = {m};
+  analysis::PodTools input;
+  input.tool = analysis::Tool::kInputPipeline;
+  input.hosts.resize(2);
+  input.hosts[0].host = "worker-0";
+  analysis::InputStage stage;
+  stage.name = "Iterator::Map::TFRecord";
+  stage.category = analysis::InputCategory::kDemandedRead;
+  stage.self_pct = 75;
+  stage.count = 1;
+  stage.self_ns = stage.total_ns = 3 * kMs;
+  input.hosts[0].input.stages = {stage};
+  input.hosts[0].input.category_ns[1] = 3 * kMs;
+  input.hosts[1].host = "worker-1";  // nothing recorded
   const std::vector<std::string> tools = {
       ToolJson(ops, ToolContext{"run"}), ToolJson(kernels, ToolContext{"run"}),
-      ToolJson(overview, ToolContext{"run"}), ToolJson(memory, ToolContext{"run"})};
+      ToolJson(overview, ToolContext{"run"}), ToolJson(memory, ToolContext{"run"}),
+      ToolJson(input, ToolContext{"run"})};
   profctl::testkit::TempDir dir;
   const std::string html_path = dir.path() + "/report.html";
   ASSERT_THAT(WriteFileAtomically(html_path, HtmlReport(b, Context(Workers()), tools)), IsOk());
@@ -631,6 +645,14 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
               "<td>foo/baz</td><td class=\"num\">1</td><td class=\"num\">1048576</td>"
               "<td class=\"num\">1000000</td><td>temp</td><td>half</td><td>(16,32)</td>");
   EXPECT_TEXT(run.dom, "Not in this trace: peak heap since the program started");
+
+  // Input pipeline: the host input categories and each stage's category and share; a host
+  // without input events says so.
+  EXPECT_TEXT(run.dom, "<td>demanded_read</td><td class=\"num\">3</td>");
+  EXPECT_TEXT(run.dom,
+              "<td>Iterator::Map::TFRecord</td><td>demanded_read</td>"
+              "<td class=\"num\">3</td><td class=\"num\">75</td>");
+  EXPECT_TEXT(run.dom, "the host side of the input pipeline is not recorded");
 
   // No kernels: a sentence, not an empty table.
   analysis::PodTools none;

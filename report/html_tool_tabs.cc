@@ -390,9 +390,18 @@ svg.bar-chart text.value { fill: var(--muted); }
         if (h.bottleneck) sec.appendChild(el('p', { 'class': 'bottleneck' }, 'Bottleneck: ' + h.bottleneck));
         sec.appendChild(table([['step', 'step'], ['step_time_ms', 'step ms'],
           ['device_input_ms', 'device waits for input ms'], ['host_input_ms', 'host input ms']], h.steps));
-        sec.appendChild(table([['name', 'stage'], ['self_ms', 'self ms'], ['total_ms', 'total ms'],
-          ['count', 'count'], ['max_ms', 'max ms'], ['consumer', 'training loop'],
-          ['critical_path', 'critical path']], h.stages));
+        if (h.stages.length === 0 && !(h.h2d_copy_ms > 0)) {
+          sec.appendChild(el('p', { 'class': 'note' }, 'No tf.data iterator, DataLoader or ' +
+            'host-to-device copy events in this trace: the host side of the input pipeline is not recorded.'));
+          return;
+        }
+        sec.appendChild(table([['category', 'host input category'], ['ms', 'self ms']],
+          Object.keys(h.categories_ms).map(function (k) { return { category: k, ms: h.categories_ms[k] }; }),
+          'tool-input-categories'));
+        if (h.stages.length === 0) return;
+        sec.appendChild(table([['name', 'stage'], ['category', 'category'], ['self_ms', 'self ms'],
+          ['self_pct', 'self %'], ['total_ms', 'total ms'], ['count', 'count'], ['max_ms', 'max ms'],
+          ['consumer', 'training loop'], ['critical_path', 'critical path']], h.stages));
       });
     },
     memory: function (d, sec) {

@@ -373,6 +373,15 @@ void InputJson(Json& j, const PodTools& p) {
     j.Double(Pct(in.input_ns, in.step_ns), 1);
     j.Key("bottleneck");
     j.String(in.bottleneck);
+    j.Key("categories_ms");
+    j.BeginObject();
+    for (int c = 0; c < analysis::kNumInputCategories; ++c) {
+      j.Key(analysis::InputCategoryName(static_cast<analysis::InputCategory>(c)));
+      j.Ms(in.category_ns[static_cast<size_t>(c)]);
+    }
+    j.EndObject();
+    j.Key("h2d_copy_ms");
+    j.Ms(in.h2d_copy_ns);
     j.Key("steps");
     j.BeginArray();
     for (const analysis::InputStep& s : in.steps) {
@@ -394,6 +403,10 @@ void InputJson(Json& j, const PodTools& p) {
       j.BeginObject();
       j.Key("name");
       j.String(s.name);
+      j.Key("category");
+      j.String(analysis::InputCategoryName(s.category));
+      j.Key("self_pct");
+      j.Double(s.self_pct, 1);
       j.Key("count");
       j.Int(s.count);
       j.Key("total_ms");
@@ -851,15 +864,26 @@ void InputPipelineTable(std::string& out, const PodTools& p, const TableStyle& s
       absl::StrAppendFormat(&out, "  %10d %14s %16s %14s\n", s.step, MsText(s.step_time_ns),
                             MsText(s.device_input_ns), MsText(s.host_input_ns));
     }
+    if (!in.stages.empty() || in.h2d_copy_ns > 0) {
+      out += "  host input by category:";
+      for (int c = 0; c < analysis::kNumInputCategories; ++c) {
+        absl::StrAppend(&out, " ",
+                        analysis::InputCategoryName(static_cast<analysis::InputCategory>(c)), " ",
+                        MsText(in.category_ns[static_cast<size_t>(c)]), " ms");
+        out += c + 1 < analysis::kNumInputCategories ? "," : "\n";
+      }
+    }
     if (!in.stages.empty()) {
-      absl::StrAppendFormat(&out, "  host input stages:\n  %12s %12s %7s %8s  %s\n", "self_ms",
-                            "total_ms", "count", "where", "stage");
+      absl::StrAppendFormat(&out, "  host input stages:\n  %12s %6s %12s %7s %8s %-13s  %s\n",
+                            "self_ms", "%", "total_ms", "count", "where", "category", "stage");
     }
     for (size_t i = 0; i < in.stages.size() && i < limit; ++i) {
       const analysis::InputStage& s = in.stages[i];
-      absl::StrAppendFormat(&out, "  %12s %12s %7d %8s  %s%s\n", MsText(s.self_ns),
-                            MsText(s.total_ns), s.count, s.consumer ? "loop" : "backgrnd",
-                            Printable(s.name, w), s.name == in.bottleneck ? "  <- bottleneck" : "");
+      absl::StrAppendFormat(&out, "  %12s %6.1f %12s %7d %8s %-13s  %s%s\n", MsText(s.self_ns),
+                            s.self_pct, MsText(s.total_ns), s.count,
+                            s.consumer ? "loop" : "backgrnd",
+                            analysis::InputCategoryName(s.category), Printable(s.name, w),
+                            s.name == in.bottleneck ? "  <- bottleneck" : "");
     }
     if (in.stages.empty()) out += "  no tf.data / DataLoader events in the trace\n";
   }

@@ -354,14 +354,34 @@ TEST(ToolWritersTest, MemoryAndInputPipeline) {
 
   p.tool = Tool::kInputPipeline;
   p.hosts[0].input.steps.push_back({1, 10 * kMs, 4 * kMs, 5 * kMs});
-  p.hosts[0].input.stages.push_back(
-      {"Iterator::Prefetch::Map", 1, 3 * kMs, 3 * kMs, 3 * kMs, false, true});
+  analysis::InputStage stage;
+  stage.name = "Iterator::Prefetch::Map";
+  stage.category = analysis::InputCategory::kPreprocessing;
+  stage.self_pct = 100;
+  stage.count = 1;
+  stage.total_ns = stage.self_ns = stage.max_ns = 3 * kMs;
+  stage.critical_path = true;
+  p.hosts[0].input.stages.push_back(stage);
+  p.hosts[0].input.category_ns[static_cast<size_t>(analysis::InputCategory::kPreprocessing)] =
+      3 * kMs;
+  p.hosts[0].input.category_ns[static_cast<size_t>(analysis::InputCategory::kEnqueue)] = kMs;
+  p.hosts[0].input.h2d_copy_ns = kMs;
   p.hosts[0].input.bottleneck = "Iterator::Prefetch::Map";
   p.hosts[0].input.input_ns = 4 * kMs;
   p.hosts[0].input.step_ns = 10 * kMs;
   const rapidjson::Document in = Parse(ToolJson(p, ToolContext{}));
   EXPECT_DOUBLE_EQ(in["per_host"][0]["input_pct"].GetDouble(), 40.0);
   EXPECT_STREQ(in["per_host"][0]["bottleneck"].GetString(), "Iterator::Prefetch::Map");
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["categories_ms"]["preprocessing"].GetDouble(), 3.0);
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["categories_ms"]["enqueue"].GetDouble(), 1.0);
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["categories_ms"]["demanded_read"].GetDouble(), 0.0);
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["h2d_copy_ms"].GetDouble(), 1.0);
+  EXPECT_STREQ(in["per_host"][0]["stages"][0]["category"].GetString(), "preprocessing");
+  EXPECT_DOUBLE_EQ(in["per_host"][0]["stages"][0]["self_pct"].GetDouble(), 100.0);
+  EXPECT_THAT(FormatToolTable(p, ToolContext{}),
+              HasSubstr("host input by category: enqueue 1.000 ms, demanded_read 0.000 ms, "
+                        "advanced_read 0.000 ms, preprocessing 3.000 ms, wait 0.000 ms\n"));
+  EXPECT_THAT(FormatToolTable(p, ToolContext{}), HasSubstr("  100.0 "));
   EXPECT_THAT(ToolCsv(p), HasSubstr("w0,1,10.000,4.000,5.000,40.0\n"));
   EXPECT_THAT(FormatToolTable(p, ToolContext{}),
               HasSubstr("Iterator::Prefetch::Map  <- bottleneck"));

@@ -62,6 +62,38 @@ bool IsAsyncStage(absl::string_view name) {
 
 }  // namespace
 
+absl::string_view InputCategoryName(InputCategory c) {
+  static constexpr absl::string_view kNames[kNumInputCategories] = {
+      "enqueue", "demanded_read", "advanced_read", "preprocessing", "wait"};
+  return kNames[static_cast<size_t>(c)];
+}
+
+InputCategory InputCategoryOf(absl::string_view name) {
+  if (absl::StartsWith(name, "Iterator::")) {
+    if (absl::EndsWith(name, "::TFRecord") || absl::EndsWith(name, "::TextLine") ||
+        absl::EndsWith(name, "::FixedLengthRecord") || absl::EndsWith(name, "::SSTable") ||
+        absl::EndsWith(name, "::RecordIO")) {
+      return absl::StrContains(name, "::MemoryReader") ||
+                     absl::StrContains(name, "::MemoryWriter") ||
+                     absl::StrContains(name, "::Interleave") ||
+                     absl::StrContains(name, "::Prefetch") ||
+                     absl::StrContains(name, "::ParallelMap")
+                 ? InputCategory::kAdvancedRead
+                 : InputCategory::kDemandedRead;
+    }
+    return InputCategory::kPreprocessing;
+  }
+  if (ContainsAnyIgnoreCase(name, {"enqueue", "pin_memory", "htod"})) {
+    return InputCategory::kEnqueue;
+  }
+  if (ContainsAnyIgnoreCase(
+          name, {"getnext", "next_batch", "__next__", "_next_data", "dataloader", "data_loader"}) ||
+      name == "next") {
+    return InputCategory::kWait;
+  }
+  return InputCategory::kPreprocessing;
+}
+
 HostInputPipeline ComputeInputPipeline(const ToolTrace& t, const HostSummary& summary) {
   HostInputPipeline out;
   out.host = t.host;
@@ -111,7 +143,22 @@ HostInputPipeline ComputeInputPipeline(const ToolTrace& t, const HostSummary& su
     s.max_ns = std::max(s.max_ns, e.end_ns - e.start_ns);
     s.consumer |= consumers.contains(e.thread);
   }
-  for (auto& [name, s] : stages) out.stages.push_back(std::move(s));
+  int64_t all_self = 0;
+  for (auto& [name, s] : stages) {
+    s.category = InputCategoryOf(s.name);
+    out.category_ns[static_cast<size_t>(s.category)] += s.self_ns;
+    all_self += s.self_ns;
+    out.stages.push_back(std::move(s));
+  }
+  for (InputStage& s : out.stages) {
+    s.self_pct = all_self <= 0
+                     ? 0.0
+                     : 100.0 * static_cast<double>(s.self_ns) / static_cast<double>(all_self);
+  }
+  for (const DeviceEvent& d : t.device_events) {
+    if (d.kind == OpKind::kMemcpyH2D) out.h2d_copy_ns += d.end_ns - d.start_ns;
+  }
+  out.category_ns[static_cast<size_t>(InputCategory::kEnqueue)] += out.h2d_copy_ns;
   std::sort(out.stages.begin(), out.stages.end(), [](const InputStage& a, const InputStage& b) {
     return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
   });

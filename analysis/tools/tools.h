@@ -224,8 +224,27 @@ struct InputStep {
   int64_t device_input_ns = 0;  // the breakdown's `input`: the devices wait for input
   int64_t host_input_ns = 0;    // union of the host's input-wait events inside the step
 };
+// The guide's host-side input categories, and the training loop's wait for input.
+enum class InputCategory : uint8_t {
+  kEnqueue = 0,    // enqueuing data to the device (InfeedEnqueue, pin memory, H2D copies)
+  kDemandedRead,   // reading data from files on demand
+  kAdvancedRead,   // reading data from files in advance (caching, prefetch, interleave)
+  kPreprocessing,  // everything else the input pipeline does
+  kWait,           // the consumer waiting for input (IteratorGetNext, DataLoader __next__)
+};
+inline constexpr int kNumInputCategories = 5;
+// "enqueue", "demanded_read", "advanced_read", "preprocessing", "wait".
+absl::string_view InputCategoryName(InputCategory c);
+// The category of a host input event by name: XProf's classification of tf.data iterators
+// (`Iterator::...::TFRecord` etc. read files, in advance under MemoryReader/MemoryWriter/
+// Interleave/Prefetch/ParallelMap; any other iterator preprocesses), InfeedEnqueue and pin
+// memory enqueue, IteratorGetNext/DataLoader `__next__` wait; else preprocessing.
+InputCategory InputCategoryOf(absl::string_view name);
+
 struct InputStage {
   std::string name;
+  InputCategory category = InputCategory::kPreprocessing;
+  double self_pct = 0;  // of all stages' self time on the host
   int64_t count = 0;
   int64_t total_ns = 0;
   int64_t self_ns = 0;
@@ -240,6 +259,9 @@ struct HostInputPipeline {
   std::string bottleneck;          // the slowest stage on the critical path ("" when none)
   int64_t input_ns = 0;            // sum over steps of device_input_ns
   int64_t step_ns = 0;             // sum of step times
+  // Self time of the stages per InputCategory, plus host-to-device copies as enqueue.
+  std::array<int64_t, kNumInputCategories> category_ns{};
+  int64_t h2d_copy_ns = 0;  // the device copies counted in enqueue
 };
 HostInputPipeline ComputeInputPipeline(const ToolTrace& trace, const HostSummary& summary);
 

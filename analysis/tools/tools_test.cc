@@ -624,6 +624,46 @@ TEST(InputPipelineTest, StallsPerStepAndTheProducerBottleneck) {
   EXPECT_FALSE(p.stages[2].critical_path);
 }
 
+TEST(InputPipelineTest, TheGuidesHostInputCategories) {
+  EXPECT_EQ(InputCategoryOf("Iterator::Prefetch::ParallelMap::TFRecord"),
+            InputCategory::kAdvancedRead);
+  EXPECT_EQ(InputCategoryOf("Iterator::Interleave::TextLine"), InputCategory::kAdvancedRead);
+  EXPECT_EQ(InputCategoryOf("Iterator::Map::TFRecord"), InputCategory::kDemandedRead);
+  EXPECT_EQ(InputCategoryOf("Iterator::FixedLengthRecord"), InputCategory::kDemandedRead);
+  EXPECT_EQ(InputCategoryOf("Iterator::Prefetch::Map"), InputCategory::kPreprocessing);
+  EXPECT_EQ(InputCategoryOf("Iterator::Batch"), InputCategory::kPreprocessing);
+  EXPECT_EQ(InputCategoryOf("InfeedEnqueueTuple"), InputCategory::kEnqueue);
+  EXPECT_EQ(InputCategoryOf("IteratorGetNext"), InputCategory::kWait);
+  EXPECT_EQ(InputCategoryOf("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"),
+            InputCategory::kWait);
+  EXPECT_EQ(InputCategoryOf("DataLoader next"), InputCategory::kWait);
+  EXPECT_EQ(InputCategoryName(InputCategory::kDemandedRead), "demanded_read");
+
+  // Self time per category on a tf.data producer thread: the reader nested in a map; plus a
+  // host-to-device copy as enqueue; the consumer's IteratorGetNext waits.
+  TraceBuilder b;
+  b.Step(1, 0, 10 * kMs);
+  b.Host(1, "IteratorGetNext", 0, 4 * kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Host(2, "Iterator::Map", 0, 3 * kMs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  b.Host(2, "Iterator::Map::TFRecord", kMs, kMs, HostEventRole::kAnnotation,
+         OpKind::kHostInputWait);
+  b.Device(0, "Memcpy HtoD", 4 * kMs, kMs / 2, OpKind::kMemcpyH2D, /*kernel=*/false);
+  const HostInputPipeline p = ComputeInputPipeline(b.tool(), b.Summary());
+  const auto ms = [&](InputCategory c) { return p.category_ns[static_cast<size_t>(c)]; };
+  EXPECT_EQ(ms(InputCategory::kWait), 4 * kMs);
+  EXPECT_EQ(ms(InputCategory::kPreprocessing), 2 * kMs);  // Map minus its nested reader
+  EXPECT_EQ(ms(InputCategory::kDemandedRead), kMs);
+  EXPECT_EQ(ms(InputCategory::kAdvancedRead), 0);
+  EXPECT_EQ(ms(InputCategory::kEnqueue), kMs / 2);
+  EXPECT_EQ(p.h2d_copy_ns, kMs / 2);
+  ASSERT_EQ(p.stages.size(), 3u);
+  EXPECT_EQ(p.stages[0].name, "IteratorGetNext");
+  EXPECT_EQ(p.stages[0].category, InputCategory::kWait);
+  EXPECT_DOUBLE_EQ(p.stages[0].self_pct, 100.0 * 4 / 7);
+  EXPECT_EQ(p.stages[2].name, "Iterator::Map::TFRecord");
+  EXPECT_DOUBLE_EQ(p.stages[2].self_pct, 100.0 / 7);
+}
+
 TEST(InputPipelineTest, SynchronousConsumerStageIsTheBottleneck) {
   TraceBuilder b;
   b.Window(0, 10 * kMs);
@@ -1241,6 +1281,9 @@ TEST(KinetoToolsTest, FixtureFeedsEveryToolAndAgreesWithTheBreakdown) {
   EXPECT_EQ(p.stages[1].self_ns, 1499 * kUs);
   EXPECT_EQ(p.stages[2].self_ns, 1500 * kUs - 1499 * kUs);
   EXPECT_EQ(p.bottleneck, "DataLoader next");
+  // PyTorch's DataLoader events are the loop waiting for input.
+  EXPECT_EQ(p.stages[0].category, InputCategory::kWait);
+  EXPECT_EQ(p.category_ns[static_cast<size_t>(InputCategory::kWait)], 3500 * kUs);
 
   const std::vector<DeviceMemory> mem = ComputeMemory(*t);
   ASSERT_EQ(mem.size(), 1u);
