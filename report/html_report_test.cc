@@ -602,6 +602,14 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   stage.self_ns = stage.total_ns = 3 * kMs;
   input.hosts[0].input.stages = {stage};
   input.hosts[0].input.category_ns[1] = 3 * kMs;
+  analysis::TfDataAnalysis& tf = input.hosts[0].input.tf_data;
+  tf.calls = 4;
+  tf.slow_calls = 1;
+  tf.slowest_root = "Iterator::Root";
+  tf.slowest_ns = 200 * kUs;
+  tf.critical_path = {"Iterator::Root", "Iterator::Root::Map::TFRecord"};
+  tf.bottleneck = "Iterator::Root::Map::TFRecord";
+  tf.graph.push_back({"Iterator::Root", "", 1, 4, 300 * kUs, 100 * kUs, 200 * kUs, 10 * kUs, true});
   input.hosts[1].host = "worker-1";  // nothing recorded
   const std::vector<std::string> tools = {
       ToolJson(ops, ToolContext{"run"}), ToolJson(kernels, ToolContext{"run"}),
@@ -653,6 +661,12 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
               "<td>Iterator::Map::TFRecord</td><td>demanded_read</td>"
               "<td class=\"num\">3</td><td class=\"num\">75</td>");
   EXPECT_TEXT(run.dom, "the host side of the input pipeline is not recorded");
+  EXPECT_TEXT(run.dom,
+              "4 root iterator call(s), 1 slow (&gt; 50 us, 25 %). Slowest execution: "
+              "Iterator::Root, 200 us; critical path Iterator::Root &gt; "
+              "Iterator::Root::Map::TFRecord; bottleneck Iterator::Root::Map::TFRecord.");
+  EXPECT_TEXT(run.dom, "<table id=\"tool-tf-data-graph\">");
+  EXPECT_TEXT(run.dom, "tf.data bottleneck analysis: no tf.data iterator events");
 
   // No kernels: a sentence, not an empty table.
   analysis::PodTools none;

@@ -390,6 +390,20 @@ svg.bar-chart text.value { fill: var(--muted); }
         if (h.bottleneck) sec.appendChild(el('p', { 'class': 'bottleneck' }, 'Bottleneck: ' + h.bottleneck));
         sec.appendChild(table([['step', 'step'], ['step_time_ms', 'step ms'],
           ['device_input_ms', 'device waits for input ms'], ['host_input_ms', 'host input ms']], h.steps));
+        var tf = h.tf_data;
+        if (tf.missing) {
+          sec.appendChild(el('p', { 'class': 'note tf-data-missing' }, 'tf.data bottleneck analysis: ' + tf.missing + '.'));
+        } else {
+          sec.appendChild(el('h2', null, h.host + ': tf.data bottleneck analysis'));
+          sec.appendChild(el('p', { 'class': 'note', id: 'tool-tf-data-summary' }, tf.calls +
+            ' root iterator call(s), ' + tf.slow_calls + ' slow (> 50 us, ' + tf.slow_pct + ' %). ' +
+            (tf.slowest ? 'Slowest execution: ' + tf.slowest.root + ', ' + tf.slowest.duration_us +
+              ' us; critical path ' + tf.critical_path.join(' > ') + '; bottleneck ' + tf.bottleneck + '.' : '')));
+          sec.appendChild(table([['name', 'iterator (long name)'], ['parent', 'input of'],
+            ['count', 'count'], ['self_us', 'self us'], ['total_us', 'total us'], ['max_us', 'max us'],
+            ['slowest_self_us', 'self us in the slowest'], ['critical_path', 'critical path']],
+            tf.graph, 'tool-tf-data-graph'));
+        }
         if (h.stages.length === 0 && !(h.h2d_copy_ms > 0)) {
           sec.appendChild(el('p', { 'class': 'note' }, 'No tf.data iterator, DataLoader or ' +
             'host-to-device copy events in this trace: the host side of the input pipeline is not recorded.'));

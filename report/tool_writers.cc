@@ -361,6 +361,67 @@ void OverviewJson(Json& j, const PodTools& p) {
   j.EndArray();
 }
 
+constexpr absl::string_view kNoTfData =
+    "no tf.data iterator events (Iterator::...) in this trace: the tf.data bottleneck analysis "
+    "needs a TensorFlow host trace (PyTorch and JAX traces do not record tf.data)";
+
+void TfDataJson(Json& j, const analysis::TfDataAnalysis& a) {
+  j.BeginObject();
+  j.Key("missing");
+  a.graph.empty() ? j.String(kNoTfData) : j.Null();
+  j.Key("calls");
+  j.Int(a.calls);
+  j.Key("slow_calls");
+  j.Int(a.slow_calls);
+  j.Key("slow_pct");
+  j.Double(Pct(a.slow_calls, a.calls), 1);
+  j.Key("slowest");
+  if (a.slowest_root.empty()) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    j.Key("root");
+    j.String(a.slowest_root);
+    j.Key("start_ns");
+    j.Int(a.slowest_start_ns);
+    j.Key("duration_us");
+    j.Us(a.slowest_ns);
+    j.EndObject();
+  }
+  j.Key("critical_path");
+  j.BeginArray();
+  for (const std::string& n : a.critical_path) j.String(n);
+  j.EndArray();
+  j.Key("bottleneck");
+  j.String(a.bottleneck);
+  j.Key("graph");
+  j.BeginArray();
+  for (const analysis::TfDataNode& n : a.graph) {
+    j.BeginObject();
+    j.Key("name");
+    j.String(n.name);
+    j.Key("parent");
+    j.String(n.parent);
+    j.Key("depth");
+    j.Int(n.depth);
+    j.Key("count");
+    j.Int(n.count);
+    j.Key("total_us");
+    j.Us(n.total_ns);
+    j.Key("self_us");
+    j.Us(n.self_ns);
+    j.Key("max_us");
+    j.Us(n.max_ns);
+    j.Key("slowest_self_us");
+    j.Us(n.slowest_self_ns);
+    j.Key("critical_path");
+    j.Bool(n.critical_path);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+}
+
 void InputJson(Json& j, const PodTools& p) {
   j.Key("per_host");
   j.BeginArray();
@@ -382,6 +443,8 @@ void InputJson(Json& j, const PodTools& p) {
     j.EndObject();
     j.Key("h2d_copy_ms");
     j.Ms(in.h2d_copy_ns);
+    j.Key("tf_data");
+    TfDataJson(j, in.tf_data);
     j.Key("steps");
     j.BeginArray();
     for (const analysis::InputStep& s : in.steps) {
@@ -849,6 +912,36 @@ void InputPipelineCsv(std::string& out, const PodTools& p) {
   }
 }
 
+void TfDataTable(std::string& out, const analysis::TfDataAnalysis& a, const TableStyle& style) {
+  const int w = style.max_name_width;
+  if (a.graph.empty()) {
+    absl::StrAppend(&out, "  tf.data: ", kNoTfData, "\n");
+    return;
+  }
+  absl::StrAppendFormat(&out, "  tf.data: %d root call(s), %d slow (> 50 us, %.1f%%)\n", a.calls,
+                        a.slow_calls, Pct(a.slow_calls, a.calls));
+  if (!a.slowest_root.empty()) {
+    absl::StrAppend(&out, "  slowest execution: ", Printable(a.slowest_root, w), ", ",
+                    UsText(a.slowest_ns), " us; critical path ",
+                    Printable(absl::StrJoin(a.critical_path, " > "), 4 * w), "; bottleneck ",
+                    Printable(a.bottleneck, w), "\n");
+  }
+  absl::StrAppendFormat(&out, "  pipeline graph:\n  %12s %12s %7s %14s  %s\n", "self_us",
+                        "total_us", "count", "slowest_self", "iterator (* critical path)");
+  for (size_t i = 0; i < a.graph.size() && i < style.limit; ++i) {
+    const analysis::TfDataNode& n = a.graph[i];
+    const size_t sep = n.name.rfind("::");
+    absl::StrAppendFormat(&out, "  %12s %12s %7d %14s  %s%s%s\n", UsText(n.self_ns),
+                          UsText(n.total_ns), n.count, UsText(n.slowest_self_ns),
+                          std::string(2 * static_cast<size_t>(std::max(n.depth - 1, 0)), ' '),
+                          Printable(n.depth <= 1 ? n.name : n.name.substr(sep + 2), w),
+                          n.critical_path ? " *" : "");
+  }
+  if (a.graph.size() > style.limit) {
+    absl::StrAppend(&out, "  ... ", a.graph.size() - style.limit, " more (--json)\n");
+  }
+}
+
 void InputPipelineTable(std::string& out, const PodTools& p, const TableStyle& style) {
   const int w = style.max_name_width;
   const size_t limit = style.limit;
@@ -886,6 +979,7 @@ void InputPipelineTable(std::string& out, const PodTools& p, const TableStyle& s
                             s.name == in.bottleneck ? "  <- bottleneck" : "");
     }
     if (in.stages.empty()) out += "  no tf.data / DataLoader events in the trace\n";
+    TfDataTable(out, in.tf_data, style);
   }
 }
 

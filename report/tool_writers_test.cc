@@ -382,6 +382,34 @@ TEST(ToolWritersTest, MemoryAndInputPipeline) {
               HasSubstr("host input by category: enqueue 1.000 ms, demanded_read 0.000 ms, "
                         "advanced_read 0.000 ms, preprocessing 3.000 ms, wait 0.000 ms\n"));
   EXPECT_THAT(FormatToolTable(p, ToolContext{}), HasSubstr("  100.0 "));
+  // No iterators: the tf.data analysis says what is missing.
+  EXPECT_THAT(in["per_host"][0]["tf_data"]["missing"].GetString(),
+              HasSubstr("no tf.data iterator events"));
+  EXPECT_EQ(in["per_host"][0]["tf_data"]["graph"].Size(), 0u);
+  EXPECT_THAT(FormatToolTable(p, ToolContext{}), HasSubstr("tf.data: no tf.data iterator events"));
+  analysis::TfDataAnalysis& tf = p.hosts[0].input.tf_data;
+  tf.calls = 4;
+  tf.slow_calls = 1;
+  tf.slowest_root = "Iterator::Root";
+  tf.slowest_ns = 200 * kUs;
+  tf.critical_path = {"Iterator::Root", "Iterator::Root::Map"};
+  tf.bottleneck = "Iterator::Root::Map";
+  tf.graph.push_back({"Iterator::Root", "", 1, 4, 300 * kUs, 100 * kUs, 200 * kUs, 10 * kUs, true});
+  tf.graph.push_back({"Iterator::Root::Map", "Iterator::Root", 2, 1, 180 * kUs, 180 * kUs,
+                      180 * kUs, 180 * kUs, true});
+  const rapidjson::Document tfd = Parse(ToolJson(p, ToolContext{}));
+  const auto& tj = tfd["per_host"][0]["tf_data"];
+  EXPECT_TRUE(tj["missing"].IsNull());
+  EXPECT_DOUBLE_EQ(tj["slow_pct"].GetDouble(), 25.0);
+  EXPECT_DOUBLE_EQ(tj["slowest"]["duration_us"].GetDouble(), 200.0);
+  EXPECT_STREQ(tj["critical_path"][1].GetString(), "Iterator::Root::Map");
+  EXPECT_STREQ(tj["graph"][1]["parent"].GetString(), "Iterator::Root");
+  EXPECT_DOUBLE_EQ(tj["graph"][1]["slowest_self_us"].GetDouble(), 180.0);
+  const std::string table = FormatToolTable(p, ToolContext{});
+  EXPECT_THAT(table, HasSubstr("tf.data: 4 root call(s), 1 slow (> 50 us, 25.0%)"));
+  EXPECT_THAT(table, HasSubstr("critical path Iterator::Root > Iterator::Root::Map; bottleneck "
+                               "Iterator::Root::Map"));
+  EXPECT_THAT(table, HasSubstr("180.000       1        180.000    Map *\n"));
   EXPECT_THAT(ToolCsv(p), HasSubstr("w0,1,10.000,4.000,5.000,40.0\n"));
   EXPECT_THAT(FormatToolTable(p, ToolContext{}),
               HasSubstr("Iterator::Prefetch::Map  <- bottleneck"));

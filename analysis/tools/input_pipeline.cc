@@ -94,9 +94,115 @@ InputCategory InputCategoryOf(absl::string_view name) {
   return InputCategory::kPreprocessing;
 }
 
+TfDataAnalysis ComputeTfDataAnalysis(const ToolTrace& t) {
+  TfDataAnalysis out;
+  constexpr absl::string_view kPrefix = "Iterator::";
+  // Iterator events per thread, nested by time: self = duration - nested iterator events.
+  std::vector<size_t> it;
+  for (size_t i = 0; i < t.host_events.size(); ++i) {
+    if (absl::StartsWith(t.Str(t.host_events[i].name), kPrefix)) it.push_back(i);
+  }
+  if (it.empty()) return out;
+  std::sort(it.begin(), it.end(), [&](size_t a, size_t b) {
+    const HostEvent& x = t.host_events[a];
+    const HostEvent& y = t.host_events[b];
+    return std::make_tuple(x.thread, x.start_ns, -x.end_ns, a) <
+           std::make_tuple(y.thread, y.start_ns, -y.end_ns, b);
+  });
+  std::vector<int64_t> self(it.size(), 0);
+  std::vector<size_t> stack;
+  for (size_t k = 0; k < it.size(); ++k) {
+    const HostEvent& e = t.host_events[it[k]];
+    while (!stack.empty() && (t.host_events[it[stack.back()]].thread != e.thread ||
+                              t.host_events[it[stack.back()]].end_ns < e.end_ns)) {
+      stack.pop_back();
+    }
+    self[k] += e.end_ns - e.start_ns;
+    if (!stack.empty()) self[stack.back()] -= e.end_ns - e.start_ns;
+    stack.push_back(k);
+  }
+  // The graph: a node per long name and per prefix of one.
+  std::map<std::string, TfDataNode> nodes;
+  const auto node = [&](absl::string_view name) -> TfDataNode& {
+    TfDataNode& n = nodes[std::string(name)];
+    if (n.name.empty()) {
+      n.name = std::string(name);
+      const absl::string_view rest = name.substr(kPrefix.size());
+      n.depth = static_cast<int32_t>(std::count(rest.begin(), rest.end(), ':') / 2 + 1);
+      const size_t sep = name.rfind("::");
+      if (n.depth > 1) n.parent = std::string(name.substr(0, sep));
+    }
+    return n;
+  };
+  size_t slowest = it.size();
+  for (size_t k = 0; k < it.size(); ++k) {
+    const HostEvent& e = t.host_events[it[k]];
+    TfDataNode& n = node(t.Str(e.name));
+    ++n.count;
+    n.total_ns += e.end_ns - e.start_ns;
+    n.self_ns += self[k];
+    n.max_ns = std::max(n.max_ns, e.end_ns - e.start_ns);
+    if (n.depth == 1) {
+      ++out.calls;
+      if (e.end_ns - e.start_ns > kSlowTfDataCallNs) ++out.slow_calls;
+      if (slowest == it.size() || e.end_ns - e.start_ns > out.slowest_ns) {
+        slowest = k;
+        out.slowest_ns = e.end_ns - e.start_ns;
+      }
+    }
+  }
+  // Every prefix of a long name is a node too (an iterator that recorded no event itself).
+  std::vector<std::string> unseen;
+  do {
+    unseen.clear();
+    for (const auto& [name, n] : nodes) {
+      if (!n.parent.empty() && !nodes.contains(n.parent)) unseen.push_back(n.parent);
+    }
+    for (const std::string& name : unseen) node(name);
+  } while (!unseen.empty());
+  // The slowest execution: the longest root call; each node's self time in it (its events that
+  // start inside it, on any thread); the critical path follows the busiest input down.
+  if (slowest < it.size()) {
+    const HostEvent& root = t.host_events[it[slowest]];
+    out.slowest_root = std::string(t.Str(root.name));
+    out.slowest_start_ns = root.start_ns;
+    std::map<std::string, int64_t> total_in;
+    for (size_t k = 0; k < it.size(); ++k) {
+      const HostEvent& e = t.host_events[it[k]];
+      if (e.start_ns < root.start_ns || e.start_ns >= root.end_ns) continue;
+      const std::string name(t.Str(e.name));
+      nodes[name].slowest_self_ns += self[k];
+      total_in[name] += std::min(e.end_ns, root.end_ns) - e.start_ns;
+    }
+    std::string at = out.slowest_root;
+    int64_t most_self = -1;
+    while (!at.empty()) {
+      TfDataNode& n = nodes[at];
+      n.critical_path = true;
+      out.critical_path.push_back(at);
+      if (n.slowest_self_ns > most_self) {
+        most_self = n.slowest_self_ns;
+        out.bottleneck = at;
+      }
+      std::string next;
+      int64_t busiest = 0;
+      for (const auto& [name, m] : nodes) {
+        if (m.parent == at && total_in[name] > busiest) {
+          busiest = total_in[name];
+          next = name;
+        }
+      }
+      at = next;
+    }
+  }
+  for (auto& [name, n] : nodes) out.graph.push_back(std::move(n));
+  return out;
+}
+
 HostInputPipeline ComputeInputPipeline(const ToolTrace& t, const HostSummary& summary) {
   HostInputPipeline out;
   out.host = t.host;
+  out.tf_data = ComputeTfDataAnalysis(t);
   // Consumer threads: those with step markers or framework ops (the training loop).
   absl::flat_hash_set<int64_t> consumers;
   for (const HostEvent& e : t.host_events) {

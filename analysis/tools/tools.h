@@ -252,8 +252,36 @@ struct InputStage {
   bool consumer = false;       // runs on a training-loop thread (synchronous with the step)
   bool critical_path = false;  // the bottleneck analysis put it on the critical path
 };
+// The guide's tf.data bottleneck analysis, from tf.data's iterator events (long names
+// `Iterator::A::B`: B is an input of A).
+struct TfDataNode {
+  std::string name;    // the long name
+  std::string parent;  // "" for a root iterator
+  int32_t depth = 0;   // 1: a root
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t self_ns = 0;
+  int64_t max_ns = 0;
+  int64_t slowest_self_ns = 0;  // its self time inside the slowest execution
+  bool critical_path = false;
+};
+inline constexpr int64_t kSlowTfDataCallNs = 50'000;  // the guide's slow call: > 50 us
+struct TfDataAnalysis {
+  std::vector<TfDataNode> graph;  // parents before their inputs, by name
+  int64_t calls = 0;              // root iterator calls
+  int64_t slow_calls = 0;         // of them longer than kSlowTfDataCallNs
+  // The longest root call and what ran in it.
+  std::string slowest_root;
+  int64_t slowest_start_ns = 0;
+  int64_t slowest_ns = 0;
+  std::vector<std::string> critical_path;  // root to leaf: at each node its busiest input
+  std::string bottleneck;  // the node on the critical path with the most self time in it
+};
+TfDataAnalysis ComputeTfDataAnalysis(const ToolTrace& trace);
+
 struct HostInputPipeline {
   std::string host;
+  TfDataAnalysis tf_data;  // empty graph: the trace has no tf.data iterators
   std::vector<InputStep> steps;
   std::vector<InputStage> stages;  // by self time descending
   std::string bottleneck;          // the slowest stage on the critical path ("" when none)

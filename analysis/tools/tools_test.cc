@@ -664,6 +664,55 @@ TEST(InputPipelineTest, TheGuidesHostInputCategories) {
   EXPECT_DOUBLE_EQ(p.stages[2].self_pct, 100.0 / 7);
 }
 
+// tf.data: the loop calls Iterator::Root three times (30, 200 and 40 us); in the slow call the
+// Map [100, 280) us waits on the TFRecord reader [110, 260) us (150 us, more than Map's own 30)
+// and Batch [285, 295) us; the reader is the bottleneck of the critical path Root > Map > TFRecord.
+TEST(InputPipelineTest, TfDataGraphSlowestExecutionCriticalPathAndSlowCalls) {
+  TraceBuilder b;
+  const auto it = [&](int64_t thread, absl::string_view name, int64_t at_us, int64_t dur_us) {
+    b.Host(thread, name, at_us * kUs, dur_us * kUs, HostEventRole::kAnnotation,
+           OpKind::kHostInputWait);
+  };
+  it(1, "Iterator::Root", 0, 30);
+  it(1, "Iterator::Root", 100, 200);
+  it(1, "Iterator::Root::Map", 100, 180);
+  it(1, "Iterator::Root::Map::TFRecord", 110, 150);
+  it(1, "Iterator::Root::Batch", 285, 10);
+  it(1, "Iterator::Root", 400, 40);
+  const TfDataAnalysis a = ComputeTfDataAnalysis(b.tool());
+  EXPECT_EQ(a.calls, 3);
+  EXPECT_EQ(a.slow_calls, 1);  // only the 200 us call is over 50 us
+  EXPECT_EQ(a.slowest_root, "Iterator::Root");
+  EXPECT_EQ(a.slowest_start_ns, 100 * kUs);
+  EXPECT_EQ(a.slowest_ns, 200 * kUs);
+  EXPECT_THAT(a.critical_path, ElementsAre("Iterator::Root", "Iterator::Root::Map",
+                                           "Iterator::Root::Map::TFRecord"));
+  EXPECT_EQ(a.bottleneck, "Iterator::Root::Map::TFRecord");
+  ASSERT_EQ(a.graph.size(), 4u);
+  EXPECT_EQ(a.graph[0].name, "Iterator::Root");
+  EXPECT_EQ(a.graph[0].depth, 1);
+  EXPECT_EQ(a.graph[0].self_ns, (30 + 10 + 40) * kUs);  // 200 - 180 - 10 in the slow call
+  EXPECT_EQ(a.graph[0].slowest_self_ns, 10 * kUs);
+  EXPECT_EQ(a.graph[1].name, "Iterator::Root::Batch");
+  EXPECT_EQ(a.graph[1].parent, "Iterator::Root");
+  EXPECT_FALSE(a.graph[1].critical_path);
+  EXPECT_EQ(a.graph[2].name, "Iterator::Root::Map");
+  EXPECT_EQ(a.graph[2].self_ns, 30 * kUs);
+  EXPECT_TRUE(a.graph[2].critical_path);
+  EXPECT_EQ(a.graph[3].depth, 3);
+  EXPECT_EQ(a.graph[3].slowest_self_ns, 150 * kUs);
+
+  // A long name whose prefix recorded nothing still hangs under it; no iterators: no graph.
+  TraceBuilder c;
+  c.Host(2, "Iterator::Prefetch::Map", 0, kUs, HostEventRole::kAnnotation, OpKind::kHostInputWait);
+  const TfDataAnalysis only = ComputeTfDataAnalysis(c.tool());
+  ASSERT_EQ(only.graph.size(), 2u);
+  EXPECT_EQ(only.graph[0].name, "Iterator::Prefetch");
+  EXPECT_EQ(only.graph[0].count, 0);
+  EXPECT_EQ(only.calls, 0);
+  EXPECT_TRUE(ComputeTfDataAnalysis(TraceBuilder().tool()).graph.empty());
+}
+
 TEST(InputPipelineTest, SynchronousConsumerStageIsTheBottleneck) {
   TraceBuilder b;
   b.Window(0, 10 * kMs);
@@ -1281,6 +1330,7 @@ TEST(KinetoToolsTest, FixtureFeedsEveryToolAndAgreesWithTheBreakdown) {
   EXPECT_EQ(p.stages[1].self_ns, 1499 * kUs);
   EXPECT_EQ(p.stages[2].self_ns, 1500 * kUs - 1499 * kUs);
   EXPECT_EQ(p.bottleneck, "DataLoader next");
+  EXPECT_TRUE(p.tf_data.graph.empty());  // no tf.data in a PyTorch trace
   // PyTorch's DataLoader events are the loop waiting for input.
   EXPECT_EQ(p.stages[0].category, InputCategory::kWait);
   EXPECT_EQ(p.category_ns[static_cast<size_t>(InputCategory::kWait)], 3500 * kUs);
