@@ -326,7 +326,8 @@ svg.bar-chart text.value { fill: var(--muted); }
         sec.appendChild(el('h2', null, h.host));
         var env = h.environment;
         sec.appendChild(el('p', { 'class': 'note' }, [env.framework, env.devices.length + ' device(s)',
-          env.devices.length ? env.devices[0].name : '', env.cuda_version ? 'CUDA ' + env.cuda_version : '',
+          env.devices.length ? env.devices[0].name : '',
+          env.devices.length && env.devices[0].device_type ? env.devices[0].device_type : '', env.cuda_version ? 'CUDA ' + env.cuda_version : '',
           env.driver_version ? 'driver ' + env.driver_version : ''].filter(Boolean).join(', ')));
         sec.appendChild(stepStats(h.step_time_ms, h.input_wait_range));
         sec.appendChild(stacked(d.categories, h.steps));
@@ -364,6 +365,7 @@ svg.bar-chart text.value { fill: var(--muted); }
         ['device_self_cum_pct', 'device cum. %'], ['device_total_us', 'device total us'],
         ['host_self_us', 'host self us'], ['host_self_pct', 'host self %'],
         ['host_self_cum_pct', 'host cum. %'], ['host_total_us', 'host total us']];
+      if (d.peak_teraflops_per_second !== null) cols.push(['flops_utilization_pct', 'FLOPS utilization %']);
       sec.appendChild(el('p', { 'class': 'note', id: 'tool-ops-idle' }, 'Idle: host ' +
         d.idle.host_us.toFixed(3) + ' us, devices ' + d.idle.device_us.toFixed(3) + ' us; ' +
         (d.include_idle ? 'counted as the IDLE row (--include-idle).' :

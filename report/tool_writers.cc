@@ -81,7 +81,7 @@ void KernelRows(Json& j, const std::vector<KernelStat>& rows) {
   j.EndArray();
 }
 
-void OpRows(Json& j, const std::vector<analysis::OpShareRow>& rows) {
+void OpRows(Json& j, const std::vector<analysis::OpShareRow>& rows, double peak_flops_per_s) {
   j.BeginArray();
   for (const analysis::OpShareRow& r : rows) {
     const OpStat& s = r.stat;
@@ -110,6 +110,11 @@ void OpRows(Json& j, const std::vector<analysis::OpShareRow>& rows) {
     j.Double(r.device_self_pct, 2);
     j.Key("device_self_cum_pct");
     j.Double(r.device_self_cum_pct, 2);
+    j.Key("flops");
+    s.flops < 0 ? j.Null() : j.Int(s.flops);
+    j.Key("flops_utilization_pct");
+    const double util = analysis::FlopsUtilizationPct(s, peak_flops_per_s);
+    util < 0 ? j.Null() : j.Double(util, 2);
     j.EndObject();
   }
   j.EndArray();
@@ -144,10 +149,12 @@ void OpTables(Json& j, const analysis::OpStats& ops, bool include_idle) {
   j.Key("device_us");
   j.Us(ops.device_idle_ns);
   j.EndObject();
+  j.Key("peak_teraflops_per_second");
+  ops.peak_flops_per_s <= 0 ? j.Null() : j.Double(ops.peak_flops_per_s / 1e12, 3);
   j.Key("by_op");
-  OpRows(j, by_op);
+  OpRows(j, by_op, ops.peak_flops_per_s);
   j.Key("by_type");
-  OpRows(j, by_type);
+  OpRows(j, by_type, ops.peak_flops_per_s);
   j.Key("pie");
   j.BeginObject();
   j.Key("host_by_op");
@@ -194,6 +201,10 @@ void Environment(Json& j, const analysis::RunEnvironment& env) {
     j.String(d.compute_major > 0 ? absl::StrCat(d.compute_major, ".", d.compute_minor) : "");
     j.Key("memory_bytes");
     j.Int(d.memory_bytes);
+    j.Key("device_type");
+    j.String(d.device_type);
+    j.Key("peak_teraflops_per_second");
+    d.peak_tflops <= 0 ? j.Null() : j.Double(d.peak_tflops, 3);
     j.EndObject();
   }
   j.EndArray();
@@ -712,6 +723,9 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
     if (!env.framework.empty()) absl::StrAppend(&out, ", ", env.framework);
     if (!env.devices.empty()) {
       absl::StrAppend(&out, ", ", env.devices.size(), " x ", Printable(env.devices[0].name, w));
+      if (!env.devices[0].device_type.empty()) {
+        absl::StrAppend(&out, " (", Printable(env.devices[0].device_type, w), ")");
+      }
     }
     if (!env.cuda_version.empty()) absl::StrAppend(&out, ", CUDA ", env.cuda_version);
     if (!env.driver_version.empty()) absl::StrAppend(&out, ", driver ", env.driver_version);
@@ -886,6 +900,16 @@ void OpStatsTable(std::string& out, const PodTools& p, const TableStyle& style) 
                                        : "not counted; --include-idle adds it as an IDLE row");
   table("by op:", ops.by_op);
   table("by op type:", ops.by_type);
+  if (ops.peak_flops_per_s > 0) {
+    absl::StrAppendFormat(&out, "\nFLOPS utilization by op type (peak %.1f TFLOP/s):\n",
+                          ops.peak_flops_per_s / 1e12);
+    for (size_t i = 0; i < ops.by_type.size() && i < limit; ++i) {
+      const double util = analysis::FlopsUtilizationPct(ops.by_type[i], ops.peak_flops_per_s);
+      if (util >= 0) {
+        absl::StrAppendFormat(&out, "  %6.2f%%  %s\n", util, Printable(ops.by_type[i].name, w));
+      }
+    }
+  }
   const auto pie = [&](absl::string_view title, const std::vector<OpStat>& stats, bool device) {
     const std::vector<analysis::PieSlice> slices = analysis::SelfTimePie(
         analysis::OpShares(stats, ops.host_idle_ns, ops.device_idle_ns, p.include_idle), device,

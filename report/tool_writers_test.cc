@@ -190,6 +190,20 @@ TEST(ToolWritersTest, OpStatsSharesIdleSwitchAndPies) {
   EXPECT_THAT(table, HasSubstr(" 60.00  60.00 "));
   EXPECT_THAT(table, HasSubstr("device self time by op type:\n   60.00%  IDLE\n"));
   EXPECT_THAT(FormatToolTable(OpTools(false), {"s"}), HasSubstr("--include-idle adds it"));
+  EXPECT_TRUE(off["peak_teraflops_per_second"].IsNull());
+  EXPECT_TRUE(off["by_op"][0]["flops_utilization_pct"].IsNull());
+
+  // TPU: flops and the device's peak give the FLOPS utilization (3e9 FLOP in 300 us of a
+  // 20 TFLOP/s device: 50 %).
+  PodTools tpu = OpTools(false);
+  tpu.ops.peak_flops_per_s = 20e12;
+  tpu.ops.by_type[0].flops = 3'000'000'000;
+  const rapidjson::Document t = Parse(ToolJson(tpu, {"s"}));
+  EXPECT_DOUBLE_EQ(t["peak_teraflops_per_second"].GetDouble(), 20);
+  EXPECT_EQ(t["by_type"][0]["flops"].GetInt64(), 3'000'000'000);
+  EXPECT_DOUBLE_EQ(t["by_type"][0]["flops_utilization_pct"].GetDouble(), 50);
+  EXPECT_THAT(FormatToolTable(tpu, {"s"}),
+              HasSubstr("FLOPS utilization by op type (peak 20.0 TFLOP/s):\n   50.00%  MatMul\n"));
 }
 
 TEST(ToolWritersTest, OverviewJsonHasCategoriesRecommendationsAndSteps) {
@@ -207,7 +221,7 @@ TEST(ToolWritersTest, OverviewJsonHasCategoriesRecommendationsAndSteps) {
   h.overview.total = s.times;
   h.overview.step_ns = s.step_time_ns;
   h.overview.environment.framework = "PyTorch";
-  h.overview.environment.devices.push_back(analysis::DeviceInfo{0, "NVIDIA H100", 9, 0, 80});
+  h.overview.environment.devices.push_back(analysis::DeviceInfo{0, "NVIDIA H100", 9, 0, 80, "", 0});
   p.hosts = {h};
   p.overview_total = s.times;
   p.overview_step_ns = s.step_time_ns;

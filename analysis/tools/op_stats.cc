@@ -43,6 +43,7 @@ void AddOp(const OpStat& s, std::map<std::string, OpStat>* into, bool by_type) {
   m.host_self_ns += s.host_self_ns;
   m.device_total_ns += s.device_total_ns;
   m.device_self_ns += s.device_self_ns;
+  if (s.flops >= 0) m.flops = std::max<int64_t>(m.flops, 0) + s.flops;
 }
 
 OpStats FinishOpStats(const std::map<std::string, OpStat>& by_op) {
@@ -180,9 +181,10 @@ OpStats ComputeOpStats(const ToolTrace& t) {
       const absl::string_view name = t.Str(d.op);
       OpStat s;
       s.name = std::string(name);
-      s.type = std::string(OpTypeOf(name));
+      s.type = std::string(d.op_type != StringTable::kEmpty ? t.Str(d.op_type) : OpTypeOf(name));
       s.device_self_ns = dur;
       s.device_total_ns = dur;
+      s.flops = d.flops;
       AddOp(s, &by_op, /*by_type=*/false);
       ++device_events[s.name];
       continue;
@@ -258,12 +260,22 @@ OpStats ComputeOpStats(const ToolTrace& t) {
       o.occurrences = 1;
       o.device_total_ns = s.end_ns - s.start_ns;
       o.device_self_ns = self[k];
+      o.flops = s.flops;
       AddOp(o, &by_op, /*by_type=*/false);
     }
   }
   OpStats out = FinishOpStats(by_op);
   ComputeIdle(t, &out);
+  for (const DeviceInfo& d : t.environment.devices) {
+    out.peak_flops_per_s = std::max(out.peak_flops_per_s, d.peak_tflops * 1e12);
+  }
   return out;
+}
+
+double FlopsUtilizationPct(const OpStat& row, double peak_flops_per_s) {
+  if (row.flops < 0 || peak_flops_per_s <= 0 || row.device_self_ns <= 0) return -1;
+  return 100.0 * static_cast<double>(row.flops) / (static_cast<double>(row.device_self_ns) * 1e-9) /
+         peak_flops_per_s;
 }
 
 void OpStatsForHost(const ToolTrace& trace, const HostSummary&, HostTools& h) {
@@ -279,6 +291,7 @@ void OpStatsForPod(PodTools& pod, const PodBreakdown&) {
   for (const HostTools& h : pod.hosts) {
     pod.ops.host_idle_ns += h.ops.host_idle_ns;
     pod.ops.device_idle_ns += h.ops.device_idle_ns;
+    pod.ops.peak_flops_per_s = std::max(pod.ops.peak_flops_per_s, h.ops.peak_flops_per_s);
   }
 }
 

@@ -90,6 +90,9 @@ struct DeviceEvent {
   int64_t correlation_id = -1;  // CUPTI correlation (XSpace `correlation_id`, Kineto `correlation`)
   int64_t link_id = -1;         // Kineto `External id`: the cpu_op that launched it
   int32_t details = -1;         // index into ToolTrace::kernel_details, -1: none
+  // TPU `XLA Ops` events: the op's `hlo_category` and `flops` stats, when written.
+  uint32_t op_type = StringTable::kEmpty;
+  int64_t flops = -1;
 };
 
 // What a host event is to the tools.
@@ -123,6 +126,7 @@ struct DeviceOpSpan {
   int64_t line = 0;
   uint32_t name = StringTable::kEmpty;
   uint32_t type = StringTable::kEmpty;
+  int64_t flops = -1;  // XProf's `flops` stat of the op, when written
 };
 
 // One allocation or free of device (or host) memory.
@@ -152,6 +156,8 @@ struct DeviceInfo {
   int32_t compute_major = 0;
   int32_t compute_minor = 0;
   int64_t memory_bytes = 0;
+  std::string device_type;  // `device_type_string` (TPU type, e.g. "TPU v4"), when written
+  double peak_tflops = 0;   // `peak_teraflops_per_second`, 0: unknown
 };
 
 struct RunEnvironment {

@@ -112,6 +112,7 @@ struct OpStat {
   int64_t host_self_ns = 0;
   int64_t device_total_ns = 0;  // its kernels and its children's
   int64_t device_self_ns = 0;   // the kernels it launched itself
+  int64_t flops = -1;           // XProf's `flops` of its device op spans, summed; -1: not recorded
 };
 struct OpStats {
   std::vector<OpStat> by_op;    // by device self time, then host self time, descending
@@ -120,8 +121,14 @@ struct OpStats {
   // summed over the devices that ran anything, each device's time with nothing running on it.
   int64_t host_idle_ns = 0;
   int64_t device_idle_ns = 0;
+  // The devices' peak FLOP/s (`peak_teraflops_per_second`; the largest when they differ), 0:
+  // unknown. FLOPS utilization of a row = flops / device self time / this.
+  double peak_flops_per_s = 0;
 };
 OpStats ComputeOpStats(const ToolTrace& trace);
+// A row's FLOPS utilization in % (the guide's TPU op profile), or -1 when the trace lacks the
+// `flops` stats, the device's peak or the time.
+double FlopsUtilizationPct(const OpStat& row, double peak_flops_per_s);
 
 // The name and type of the row the idle switch adds.
 inline constexpr absl::string_view kIdleOpName = "IDLE";

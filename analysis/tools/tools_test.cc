@@ -1108,7 +1108,7 @@ TEST(XSpaceToolsTest, MemoryProfileStatsGiveCapacityStackHeapFreeFragmentationAn
 // missing rather than shown empty.
 TEST(KinetoToolsTest, MemoryNamesWhatThePyTorchTraceDoesNotRecord) {
   TraceBuilder b;
-  b.tool().environment.devices.push_back(DeviceInfo{0, "NVIDIA H100", 9, 0, 80LL << 30});
+  b.tool().environment.devices.push_back(DeviceInfo{0, "NVIDIA H100", 9, 0, 80LL << 30, "", 0});
   b.Memory(0, 10, 1 << 20, 0xa, "aten::empty");
   b.Memory(0, 20, 2 << 20, 0xb, "aten::mm");
   b.Memory(0, 30, -(1 << 20), 0xa);
@@ -1127,6 +1127,50 @@ TEST(KinetoToolsTest, MemoryNamesWhatThePyTorchTraceDoesNotRecord) {
   EXPECT_THAT(mem[0].missing[1], HasSubstr("peak heap since the program started"));
   EXPECT_THAT(mem[0].missing[2], HasSubstr("fragmentation over time"));
   EXPECT_THAT(mem[0].missing[3], HasSubstr("per-event details"));
+}
+
+// A TPU v4 (275 TFLOP/s) running a convolution of 1.375 GFLOP in 10 us (137.5 TFLOP/s: 50 %)
+// and an add of 0 FLOP in 10 us; XLA Ops spans carry hlo_category and flops.
+TEST(XSpaceToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
+  using xspace::XPlaneBuilder;
+  tensorflow::profiler::XSpace space;
+  XPlaneBuilder tpu(space.add_planes(), 0, "/device:TPU:0", kP);
+  auto* type = tpu.plane()->add_stats();
+  type->set_metadata_id(tpu.StatMetadataId("device_type_string"));
+  type->set_str_value("TPU v4");
+  auto* peak = tpu.plane()->add_stats();
+  peak->set_metadata_id(tpu.StatMetadataId("peak_teraflops_per_second"));
+  peak->set_double_value(275.0);
+  xspace::XLine* ops = tpu.AddLine(1, "XLA Ops", kP);
+  auto* conv = tpu.AddEvent(ops, tpu.EventMetadataId("convolution.1"), kP, 10 * kUs);
+  tpu.AddStat(conv, tpu.StatMetadataId("hlo_category"), "convolution");
+  tpu.AddStat(conv, tpu.StatMetadataId("flops"), int64_t{1'375'000'000});
+  auto* add = tpu.AddEvent(ops, tpu.EventMetadataId("add.2"), kP + 10 * kUs, 10 * kUs);
+  tpu.AddStat(add, tpu.StatMetadataId("hlo_category"), "elementwise");
+  tpu.AddStat(add, tpu.StatMetadataId("flops"), int64_t{0});
+  xspace::SetProfileWindow(&space, kP, kP + 100 * kUs);
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "tpu-0", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->environment.devices.size(), 1u);
+  EXPECT_EQ(t->environment.devices[0].device_type, "TPU v4");
+  EXPECT_DOUBLE_EQ(t->environment.devices[0].peak_tflops, 275.0);
+  const OpStats stats = ComputeOpStats(*t);
+  EXPECT_DOUBLE_EQ(stats.peak_flops_per_s, 275e12);
+  const OpStat* c = FindOp(stats.by_type, "convolution");
+  const OpStat* e = FindOp(stats.by_type, "elementwise");
+  ASSERT_NE(c, nullptr);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(c->flops, 1'375'000'000);
+  EXPECT_EQ(c->device_self_ns, 10 * kUs);
+  EXPECT_NEAR(FlopsUtilizationPct(*c, stats.peak_flops_per_s), 50.0, 1e-9);
+  EXPECT_DOUBLE_EQ(FlopsUtilizationPct(*e, stats.peak_flops_per_s), 0.0);
+  EXPECT_NEAR(FlopsUtilizationPct(*FindOp(stats.by_op, "convolution.1"), stats.peak_flops_per_s),
+              50.0, 1e-9);
+  // Unknown without the stats or the peak.
+  OpStat none = *c;
+  none.flops = -1;
+  EXPECT_EQ(FlopsUtilizationPct(none, stats.peak_flops_per_s), -1);
+  EXPECT_EQ(FlopsUtilizationPct(*c, 0), -1);
 }
 
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {

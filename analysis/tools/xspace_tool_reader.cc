@@ -421,6 +421,8 @@ class XSpaceToolReader {
     info.compute_minor =
         static_cast<int32_t>(stats.Int(stats.PlaneStat("compute_cap_minor")).value_or(0));
     info.memory_bytes = stats.Int(stats.PlaneStat("memory_size")).value_or(0);
+    info.device_type = std::string(stats.Str(stats.PlaneStat("device_type_string")));
+    info.peak_tflops = stats.Double(stats.PlaneStat("peak_teraflops_per_second")).value_or(0.0);
     out_->environment.devices.push_back(info);
 
     const int64_t memcpy_id = stats.Id(xspace::kStatMemcpyDetails);
@@ -430,6 +432,7 @@ class XSpaceToolReader {
     const int64_t tf_op_id = stats.Id("tf_op");
     const int64_t hlo_op_id = stats.Id("hlo_op");
     const int64_t hlo_category_id = stats.Id("hlo_category");
+    const int64_t flops_id = stats.Id("flops");
     const bool tpu = prefix == xspace::kTpuPlanePrefix;
     bool has_xla_ops = false;
     for (const XLine& line : plane.lines()) {
@@ -461,6 +464,7 @@ class XSpaceToolReader {
           absl::string_view type = stats.Str(PlaneStats::Find(e, md, hlo_category_id));
           if (type.empty()) type = line.name() == "XLA Ops" ? HloType(name) : TfOpType(name);
           span.type = out_->strings.Intern(type.empty() ? name : type);
+          span.flops = stats.Int(PlaneStats::Find(e, md, flops_id)).value_or(-1);
           out_->device_ops.push_back(span);
         }
         if (!activity) continue;
@@ -479,7 +483,11 @@ class XSpaceToolReader {
         if (xspace::IsCuptiDerivedOp(op)) op = {};
         if (!op.empty()) *tf = true;
         if (op.empty()) op = stats.Str(PlaneStats::Find(e, md, hlo_op_id));
-        if (tpu && has_xla_ops && op.empty()) op = name;
+        if (tpu && has_xla_ops && op.empty()) {
+          op = name;
+          d.op_type = out_->strings.Intern(stats.Str(PlaneStats::Find(e, md, hlo_category_id)));
+          d.flops = stats.Int(PlaneStats::Find(e, md, flops_id)).value_or(-1);
+        }
         d.op = out_->strings.Intern(op);
         const absl::string_view details = stats.Str(PlaneStats::Find(e, md, kernel_id));
         const std::optional<double> occ = stats.Double(PlaneStats::Find(e, md, occ_id));
