@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +12,21 @@
 #include "common/status_macros.h"
 
 namespace profctl {
+namespace {
+
+// `text` itself, or its first `max_bytes` bytes and "... (N bytes)".
+std::string Clip(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return absl::StrCat(text.substr(0, max_bytes), "... (", text.size(), " bytes)");
+}
+
+}  // namespace
+
+std::string YamlConfig::Quote(absl::string_view value) {
+  if (value.size() <= kMaxEchoedBytes) return absl::StrCat("\"", absl::CHexEscape(value), "\"");
+  return absl::StrCat("\"", absl::CHexEscape(value.substr(0, kMaxEchoedBytes)), "\"... (",
+                      value.size(), " bytes)");
+}
 
 absl::StatusOr<YamlConfig> YamlConfig::Parse(const std::string& text, std::string source) {
   YAML::Node root;
@@ -34,8 +50,9 @@ absl::StatusOr<YamlConfig> YamlConfig::Load(const std::string& path) {
 
 absl::Status YamlConfig::Error(const YAML::Node& at, absl::string_view path,
                                absl::string_view problem) const {
-  return absl::InvalidArgumentError(absl::StrCat(source_, ":", at.Mark().line + 1, ": ", path,
-                                                 path.empty() ? "" : ": ", problem));
+  return absl::InvalidArgumentError(
+      absl::StrCat(source_, ":", at.Mark().line + 1, ": ", Clip(path, kMaxMessageBytes),
+                   path.empty() ? "" : ": ", Clip(problem, kMaxMessageBytes)));
 }
 
 absl::Status YamlConfig::RequireTopLevelMap() const {
@@ -75,7 +92,7 @@ absl::StatusOr<int64_t> YamlConfig::AsInt(const YAML::Node& v, int64_t min, int6
   if (!v.IsScalar()) return absl::InvalidArgumentError("expected an integer");
   int64_t n = 0;
   if (!absl::SimpleAtoi(v.Scalar(), &n)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", v.Scalar(), "\" is not an integer"));
+    return absl::InvalidArgumentError(absl::StrCat(Quote(v.Scalar()), " is not an integer"));
   }
   if (n < min || n > max) {
     return absl::InvalidArgumentError(absl::StrCat(n, " is not in ", min, "..", max));
@@ -89,7 +106,7 @@ absl::StatusOr<bool> YamlConfig::AsBool(const YAML::Node& v) {
   bool b = false;
   if (!YAML::convert<bool>::decode(v, b)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", v.Scalar(), "\" is not a boolean (true or false)"));
+        absl::StrCat(Quote(v.Scalar()), " is not a boolean (true or false)"));
   }
   return b;
 }

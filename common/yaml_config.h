@@ -41,6 +41,7 @@ class YamlConfig {
   const std::string& source() const { return source_; }
 
   // "<source>:<line of `at`>: <path>: <problem>", or without "<path>: " when `path` is empty.
+  // A path or problem longer than kMaxMessageBytes (a huge unknown key) is clipped the same way.
   absl::Status Error(const YAML::Node& at, absl::string_view path, absl::string_view problem) const;
 
   // The document must be a mapping: else "<source>:<line>: (top level): expected a mapping of
@@ -71,6 +72,13 @@ class YamlConfig {
   static absl::StatusOr<bool> AsBool(const YAML::Node& v);
   static absl::StatusOr<std::vector<std::string>> AsStringList(const YAML::Node& v,
                                                                bool allow_empty);
+
+  // A value as an error message echoes it: in double quotes, C-escaped, and clipped to its
+  // first kMaxEchoedBytes bytes followed by "... (N bytes)" when longer, so a 50 MB value makes
+  // a short message: Quote("1x") is "\"1x\"".
+  static constexpr size_t kMaxEchoedBytes = 80;
+  static std::string Quote(absl::string_view value);
+  static constexpr size_t kMaxMessageBytes = 1024;
 
   // Key paths: Join("schedules[1]", "retries") is "schedules[1].retries" (just the key when
   // `path` is empty); Index("schedules", 1) is "schedules[1]".

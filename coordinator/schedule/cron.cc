@@ -41,6 +41,7 @@ constexpr std::array<FieldSpec, 5> kFields = {{
 // Eight years of days: every day of month of every month (Feb 29 included, across a skipped
 // century leap year) and every weekday occurs inside it.
 constexpr int kMaxSearchDays = 8 * 366 + 1;
+constexpr size_t kMaxCronChars = 256;  // a cron expression is a few dozen characters
 
 absl::StatusOr<int> ParseValue(const FieldSpec& f, absl::string_view s, absl::string_view field) {
   int v = 0;
@@ -114,6 +115,10 @@ absl::string_view ExpandMacro(absl::string_view text) {
 }  // namespace
 
 absl::StatusOr<CronExpr> CronExpr::Parse(absl::string_view text) {
+  if (text.size() > kMaxCronChars) {
+    return absl::InvalidArgumentError(absl::StrCat("cron expression of ", text.size(),
+                                                   " bytes; at most ", kMaxCronChars, " are read"));
+  }
   const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
   const absl::string_view expanded = ExpandMacro(trimmed);
   if (!expanded.empty() && expanded.front() == '@') {

@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/yaml_config.h"
+#include "coordinator/clients/worker.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -27,6 +28,8 @@ constexpr int64_t kNanosPerHour = 60 * kNanosPerMinute;
 constexpr int64_t kNanosPerDay = 24 * kNanosPerHour;
 constexpr char kDurationHint[] = "(use 30s, 5m, 1h, 1d)";
 constexpr size_t kMaxScheduleNameChars = 64;
+// grpc:// + a 253-character host name + :65535, with room to spare.
+constexpr size_t kMaxTargetChars = 300;
 
 // Splits "123abc" into its leading digits and the rest; false without digits.
 bool SplitNumber(absl::string_view s, int64_t* value, absl::string_view* rest) {
@@ -51,15 +54,31 @@ absl::StatusOr<int64_t> Duration(const YamlConfig& r, const YAML::Node& v, absl:
   const std::string text = v.IsScalar() ? v.Scalar() : "";
   absl::StatusOr<int64_t> ns = ParseDuration(text);
   if (!ns.ok()) {
-    return r.Error(v, path, absl::StrCat("\"", text, "\" is not a duration ", kDurationHint));
+    return r.Error(v, path,
+                   absl::StrCat(YamlConfig::Quote(text), " is not a duration ", kDurationHint));
   }
   if (*ns < min_ns || *ns > max_ns) {
-    return r.Error(
-        v, path,
-        absl::StrCat("\"", text, "\" is not in ", absl::FormatDuration(absl::Nanoseconds(min_ns)),
-                     "..", absl::FormatDuration(absl::Nanoseconds(max_ns))));
+    return r.Error(v, path,
+                   absl::StrCat(YamlConfig::Quote(text), " is not in ",
+                                absl::FormatDuration(absl::Nanoseconds(min_ns)), "..",
+                                absl::FormatDuration(absl::Nanoseconds(max_ns))));
   }
   return *ns;
+}
+
+// One host:port (or grpc://host:port) target, checked at load as every run checks it (a port
+// in 1..65535, a host name or an IP address), so a bad target fails the load, not each run.
+absl::Status CheckTarget(const YamlConfig& r, const YAML::Node& v, const std::string& path) {
+  const std::string& text = v.Scalar();
+  if (text.size() > kMaxTargetChars) {
+    return r.Error(v, path,
+                   absl::StrCat(YamlConfig::Quote(text), " is not host:port (longer than ",
+                                kMaxTargetChars, " characters)"));
+  }
+  if (absl::StatusOr<WorkerAddress> w = ParseWorker(text); !w.ok()) {
+    return r.Error(v, path, w.status().message());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseTargets(const YamlConfig& r, const YAML::Node& v, const std::string& path,
@@ -70,6 +89,7 @@ absl::Status ParseTargets(const YamlConfig& r, const YAML::Node& v, const std::s
     t->source = v.Scalar();
     // A path names a targets file; anything else is a DNS name to resolve.
     t->kind = absl::StrContains(t->source, '/') ? TargetsKind::kFile : TargetsKind::kDns;
+    if (t->kind == TargetsKind::kDns) PROFCTL_RETURN_IF_ERROR(CheckTarget(r, v, path));
     return absl::OkStatus();
   }
   if (!v.IsSequence() || v.size() == 0) {
@@ -77,6 +97,13 @@ absl::Status ParseTargets(const YamlConfig& r, const YAML::Node& v, const std::s
   }
   t->kind = TargetsKind::kList;
   PROFCTL_ASSIGN_OR_RETURN(t->list, r.StringList(v, path));
+  for (size_t i = 0; i < t->list.size(); ++i) {
+    PROFCTL_RETURN_IF_ERROR(CheckTarget(r, v[i], YamlConfig::Index(path, i)));
+  }
+  // Duplicates: the same rule as every run's.
+  if (absl::StatusOr<std::vector<WorkerAddress>> all = ParseWorkers(t->list); !all.ok()) {
+    return r.Error(v, path, all.status().message());
+  }
   return absl::OkStatus();
 }
 
@@ -96,8 +123,9 @@ absl::Status ParseRetention(const YamlConfig& r, const YAML::Node& v, const std:
       const std::string text = kv.second.IsScalar() ? kv.second.Scalar() : "";
       absl::StatusOr<int64_t> bytes = ParseByteSize(text);
       if (!bytes.ok()) {
-        return r.Error(kv.second, p,
-                       absl::StrCat("\"", text, "\" is not a size (use 500MB, 10GiB, 1048576)"));
+        return r.Error(
+            kv.second, p,
+            absl::StrCat(YamlConfig::Quote(text), " is not a size (use 500MB, 10GiB, 1048576)"));
       }
       ret->max_bytes = *bytes;
     }
@@ -124,7 +152,8 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
     if (key == "signal") {
       PROFCTL_ASSIGN_OR_RETURN(t->signal, r.String(val, p));
       if (t->signal != "step_time") {
-        return r.Error(val, p, absl::StrCat("\"", t->signal, "\" is not one of: step_time"));
+        return r.Error(val, p,
+                       absl::StrCat(YamlConfig::Quote(t->signal), " is not one of: step_time"));
       }
     } else if (key == "threshold") {
       // 1.5 (a ratio) or "50%" (the increase).
@@ -139,8 +168,8 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
       }
       if (!ok || !(x >= 1.01 && x <= 100.0)) {
         return r.Error(val, p,
-                       absl::StrCat("\"", text,
-                                    "\" is not a ratio in 1.01..100 (1.5) or an increase in "
+                       absl::StrCat(YamlConfig::Quote(text),
+                                    " is not a ratio in 1.01..100 (1.5) or an increase in "
                                     "1%..9900% (50%)"));
       }
       t->threshold = x;
@@ -192,7 +221,7 @@ absl::Status ParseName(const YamlConfig& r, const YAML::Node& v, const std::stri
   if (e->s.name.size() > kMaxScheduleNameChars ||
       !ValidateFileStem("schedule name", e->s.name).ok()) {
     return r.Error(v, p,
-                   absl::StrCat("\"", e->s.name, "\" is not 1-", kMaxScheduleNameChars,
+                   absl::StrCat(YamlConfig::Quote(e->s.name), " is not 1-", kMaxScheduleNameChars,
                                 " characters of [A-Za-z0-9._-]"));
   }
   return absl::OkStatus();
@@ -212,7 +241,7 @@ absl::Status ParseLate(const YamlConfig& r, const YAML::Node& v, const std::stri
   PROFCTL_ASSIGN_OR_RETURN(const std::string late, r.String(v, p));
   absl::StatusOr<profctl::v1::LatePolicy> policy = ParseLatePolicy(late);
   if (!policy.ok()) {
-    return r.Error(v, p, absl::StrCat("\"", late, "\" ", policy.status().message()));
+    return r.Error(v, p, absl::StrCat(YamlConfig::Quote(late), " ", policy.status().message()));
   }
   e->s.capture.late = *policy;
   return absl::OkStatus();
@@ -223,7 +252,7 @@ absl::Status ParseAlign(const YamlConfig& r, const YAML::Node& v, const std::str
   PROFCTL_ASSIGN_OR_RETURN(const std::string align, r.String(v, p));
   absl::StatusOr<profctl::v1::AlignMode> mode = ParseAlignMode(align);
   if (!mode.ok()) {
-    return r.Error(v, p, absl::StrCat("\"", align, "\" ", mode.status().message()));
+    return r.Error(v, p, absl::StrCat(YamlConfig::Quote(align), " ", mode.status().message()));
   }
   e->s.capture.align = *mode;
   return absl::OkStatus();
@@ -233,7 +262,8 @@ absl::Status ParseConcurrency(const YamlConfig& r, const YAML::Node& v, const st
                               ScheduleEntry* /*e*/) {
   PROFCTL_ASSIGN_OR_RETURN(const std::string c, r.String(v, p));
   if (c != "skip") {
-    return r.Error(v, p, absl::StrCat("\"", c, "\" is not one of: skip (the only policy)"));
+    return r.Error(v, p,
+                   absl::StrCat(YamlConfig::Quote(c), " is not one of: skip (the only policy)"));
   }
   return absl::OkStatus();
 }
@@ -246,7 +276,7 @@ absl::Status ParseMissed(const YamlConfig& r, const YAML::Node& v, const std::st
   } else if (m == "run_once") {
     e->s.missed = MissedPolicy::kRunOnce;
   } else {
-    return r.Error(v, p, absl::StrCat("\"", m, "\" is not one of: skip, run_once"));
+    return r.Error(v, p, absl::StrCat(YamlConfig::Quote(m), " is not one of: skip, run_once"));
   }
   return absl::OkStatus();
 }
@@ -392,7 +422,8 @@ absl::StatusOr<int64_t> ParseDuration(absl::string_view text) {
     int64_t n = 0;
     absl::string_view after;
     if (!SplitNumber(rest, &n, &after)) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(YamlConfig::Quote(text), " is not a duration"));
     }
     int64_t unit = 0;
     size_t unit_len = 0;
@@ -407,10 +438,11 @@ absl::StatusOr<int64_t> ParseDuration(absl::string_view text) {
     } else if (absl::StartsWith(after, "d")) {
       unit = kNanosPerDay, unit_len = 1;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(YamlConfig::Quote(text), " is not a duration"));
     }
     if (!MulAdd(n, unit, &total)) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too long"));
+      return absl::InvalidArgumentError(absl::StrCat(YamlConfig::Quote(text), " is too long"));
     }
     rest = after.substr(unit_len);
   }
@@ -421,7 +453,7 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   int64_t n = 0;
   absl::string_view unit;
   if (!SplitNumber(text, &n, &unit)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size"));
+    return absl::InvalidArgumentError(absl::StrCat(YamlConfig::Quote(text), " is not a size"));
   }
   if (absl::EndsWith(unit, "B")) unit.remove_suffix(1);
   int64_t mult = 1;
@@ -429,16 +461,17 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   if (binary) unit.remove_suffix(1);
   const int64_t base = binary ? 1024 : 1000;
   if (unit.empty()) {
-    if (binary) return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size"));
+    if (binary)
+      return absl::InvalidArgumentError(absl::StrCat(YamlConfig::Quote(text), " is not a size"));
   } else if (unit.size() == 1 && absl::StrContains("KMGT", unit)) {
     const size_t power = std::string("KMGT").find(unit[0]) + 1;
     for (size_t i = 0; i < power; ++i) mult *= base;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size"));
+    return absl::InvalidArgumentError(absl::StrCat(YamlConfig::Quote(text), " is not a size"));
   }
   int64_t total = 0;
   if (!MulAdd(n, mult, &total)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+    return absl::InvalidArgumentError(absl::StrCat(YamlConfig::Quote(text), " is too large"));
   }
   return total;
 }
@@ -473,7 +506,7 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml
       PROFCTL_ASSIGN_OR_RETURN(ScheduleConfig s, ParseSchedule(r, list[i], path));
       if (!names.insert(s.name).second) {
         return r.Error(list[i]["name"], absl::StrCat(path, ".name"),
-                       absl::StrCat("\"", s.name, "\" names another schedule too"));
+                       absl::StrCat(YamlConfig::Quote(s.name), " names another schedule too"));
       }
       config.schedules.push_back(std::move(s));
     }

@@ -238,6 +238,58 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
   }
 }
 
+TEST(CoordinatorConfigTest, BadTargetsAreRefusedAtLoad) {
+  const std::string head = "logdir: /x\nschedules:\n  - name: a\n    interval: 1h\n";
+  struct Case {
+    std::string targets;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[h:0]",
+            "coordinator.yaml:5: schedules[0].targets[0]: worker 'h:0': port '0' is not "
+            "a number in 1..65535"},
+           {"[h:1, h:70000]", "schedules[0].targets[1]: worker 'h:70000': port '70000'"},
+           {"[h]", "schedules[0].targets[0]: worker 'h': missing :port"},
+           {"[h:1, h:1]", "schedules[0].targets: worker 'h:1' is listed twice"},
+           {"trainers.svc:0", "schedules[0].targets: worker 'trainers.svc:0': port '0'"},
+       }) {
+    absl::StatusOr<CoordinatorConfig> got =
+        ParseCoordinatorConfig(head + "    targets: " + c.targets + "\n", "coordinator.yaml");
+    ASSERT_FALSE(got.ok()) << c.targets;
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr(c.error)) << c.targets;
+  }
+  // A targets file is read at each run, not at load.
+  EXPECT_THAT(ParseCoordinatorConfig(head + "    targets: /no/such/file\n", "c.yaml"), IsOk());
+}
+
+TEST(CoordinatorConfigTest, HugeValuesAreClippedInErrors) {
+  const std::string huge(1 << 20, 'x');  // the 50 MB of the report take ASan a minute
+  const std::string head = "logdir: /x\nschedules:\n  - name: a\n    targets: [h:1]\n";
+  for (const std::string& tail : {
+           "    interval: " + huge + "\n",
+           "    cron: " + huge + "\n",
+           "    interval: 1h\n    retries: " + huge + "\n",
+           "    interval: 1h\n    late: " + huge + "\n",
+           "    interval: 1h\n    retention: {max_bytes: " + huge + "}\n",
+       }) {
+    absl::StatusOr<CoordinatorConfig> got = ParseCoordinatorConfig(head + tail, "c.yaml");
+    ASSERT_FALSE(got.ok());
+    const std::string message(got.status().message());
+    EXPECT_LT(message.size(), 1500u) << message.substr(0, 200);
+    EXPECT_THAT(message, HasSubstr("1048576 bytes")) << message.substr(0, 200);
+  }
+  absl::StatusOr<CoordinatorConfig> got = ParseCoordinatorConfig(
+      "logdir: /x\nschedules:\n  - {name: a, targets: [" + huge + ":1], interval: 1h}\n", "c.yaml");
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("\"" + std::string(80, 'x') + "\"... (1048578 bytes) is not host:port"));
+  got = ParseCoordinatorConfig(head + "    interval: " + huge + "\n", "c.yaml");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(), "c.yaml:5: schedules[0].interval: \"" + std::string(80, 'x') +
+                                        "\"... (1048576 bytes) is not a duration (use 30s, 5m, "
+                                        "1h, 1d)");
+}
+
 TEST(CoordinatorConfigTest, WholeFileErrors) {
   struct Case {
     std::string yaml;
