@@ -13,7 +13,6 @@ namespace {
 
 constexpr uint32_t kDefaultListLimit = 100;
 constexpr absl::Duration kWatchPoll = absl::Milliseconds(200);
-constexpr int kMaxServerThreads = 64;
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return {static_cast<grpc::StatusCode>(s.code()), std::string(s.message())};
@@ -22,8 +21,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }  // namespace
 
 CoordinatorServiceImpl::CoordinatorServiceImpl(
-    Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator)
-    : daemon_(daemon), authenticator_(std::move(authenticator)) {}
+    Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator, int max_watch_streams)
+    : daemon_(daemon),
+      authenticator_(std::move(authenticator)),
+      max_watch_streams_(max_watch_streams) {}
 
 grpc::Status CoordinatorServiceImpl::Authenticate(const grpc::ServerContext& ctx) const {
   if (authenticator_ == nullptr) return grpc::Status::OK;
@@ -100,14 +101,26 @@ grpc::Status CoordinatorServiceImpl::WatchSessions(grpc::ServerContext* ctx,
                                                    const v1::WatchSessionsRequest* request,
                                                    grpc::ServerWriter<v1::SessionEvent>* writer) {
   if (grpc::Status s = Authenticate(*ctx); !s.ok()) return s;
+  if (watch_streams_.fetch_add(1) >= max_watch_streams_) {
+    watch_streams_.fetch_sub(1);
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat(max_watch_streams_,
+                         " WatchSessions streams are open, the most this coordinator serves at "
+                         "once; close one or try again later")};
+  }
   const std::string& session = request->session();
   SessionRunner& runner = daemon_->runner();
   std::shared_ptr<EventQueue> queue = runner.Watch(session);
   struct Unwatch {
     SessionRunner* runner;
     std::shared_ptr<EventQueue> queue;
-    ~Unwatch() { runner->Unwatch(queue); }
-  } unwatch{&runner, queue};
+    std::atomic<int>* streams;
+    ~Unwatch() {
+      runner->Unwatch(queue);
+      streams->fetch_sub(1);
+    }
+  } unwatch{&runner, queue, &watch_streams_};
+  writer->SendInitialMetadata();
   if (!session.empty() && !runner.Running(session).has_value()) {
     // Not running: finished already (its FINISHED event may also be queued: either ends the
     // stream), or unknown.
@@ -138,16 +151,19 @@ grpc::Status CoordinatorServiceImpl::WatchSessions(grpc::ServerContext* ctx,
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    Daemon* daemon, const std::string& bind, int port, const ServerSecurity& security) {
+    Daemon* daemon, const std::string& bind, int port, const ServerSecurity& security,
+    int max_watch_streams) {
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  server->service_ = std::make_unique<CoordinatorServiceImpl>(daemon, security.authenticator);
+  server->service_ =
+      std::make_unique<CoordinatorServiceImpl>(daemon, security.authenticator, max_watch_streams);
   grpc::ServerBuilder builder;
   const std::string address =
       absl::StrCat(absl::StrContains(bind, ':') ? absl::StrCat("[", bind, "]") : bind, ":", port);
   builder.AddListeningPort(address, security.credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   // Each call (a watch stream lasts as long as its session) holds a thread: bound them, so a
-  // flood of watchers is refused (RESOURCE_EXHAUSTED) instead of exhausting the daemon.
+  // flood of calls is refused (RESOURCE_EXHAUSTED) instead of exhausting the daemon; watch
+  // streams are capped lower (max_watch_streams), so they leave threads for the other calls.
   grpc::ResourceQuota quota("profctl-coordinator");
   quota.SetMaxThreads(kMaxServerThreads);
   builder.SetResourceQuota(quota);

@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -18,10 +19,17 @@
 
 namespace profctl::coordinator::service {
 
+// The server's threads: each call holds one while it runs, a watch stream as long as it is open.
+inline constexpr int kMaxServerThreads = 64;
+// At most this many WatchSessions streams at once: the next is refused with RESOURCE_EXHAUSTED,
+// so idle watchers cannot take the threads that ListSessions, StartCapture and the rest need.
+inline constexpr int kMaxWatchStreams = kMaxServerThreads / 2;
+
 class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
  public:
   // `authenticator`: null when calls need no token. The daemon outlives the service.
-  CoordinatorServiceImpl(Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator);
+  CoordinatorServiceImpl(Daemon* daemon, std::shared_ptr<const CallAuthenticator> authenticator,
+                         int max_watch_streams = kMaxWatchStreams);
 
   grpc::Status StartCapture(grpc::ServerContext* ctx, const v1::StartCaptureRequest* request,
                             v1::StartCaptureResponse* response) override;
@@ -31,6 +39,8 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
                             v1::ListSessionsResponse* response) override;
   grpc::Status ListSchedules(grpc::ServerContext* ctx, const v1::ListSchedulesRequest* request,
                              v1::ListSchedulesResponse* response) override;
+  // RESOURCE_EXHAUSTED when max_watch_streams are open. Once the watch is registered the
+  // stream's initial metadata is sent, before any event.
   grpc::Status WatchSessions(grpc::ServerContext* ctx, const v1::WatchSessionsRequest* request,
                              grpc::ServerWriter<v1::SessionEvent>* writer) override;
 
@@ -38,15 +48,17 @@ class CoordinatorServiceImpl final : public v1::CoordinatorService::Service {
   grpc::Status Authenticate(const grpc::ServerContext& ctx) const;
   Daemon* daemon_;
   std::shared_ptr<const CallAuthenticator> authenticator_;
+  const int max_watch_streams_;
+  std::atomic<int> watch_streams_{0};
 };
 
 // The daemon's gRPC server on bind:port (port 0: a free one).
 class CoordinatorServer {
  public:
   // UNAVAILABLE when the port cannot be listened on.
-  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(Daemon* daemon,
-                                                                  const std::string& bind, int port,
-                                                                  const ServerSecurity& security);
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      Daemon* daemon, const std::string& bind, int port, const ServerSecurity& security,
+      int max_watch_streams = kMaxWatchStreams);
   ~CoordinatorServer();
   int port() const { return port_; }
   // Ends watch streams (the daemon's runner must be shut down first, so they end by themselves)

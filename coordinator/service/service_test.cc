@@ -585,6 +585,58 @@ TEST_F(ServiceTest, ReloadKeepsAnUnchangedTriggersBaseline) {
   StopDaemon(d);
 }
 
+TEST_F(ServiceTest, IdleWatchersCannotTakeTheThreadsOfOtherCalls) {
+  std::unique_ptr<Daemon> d = StartDaemon(WriteConfig("schedules: []\n"));
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
+      d.get(), "127.0.0.1", 0,
+      {.credentials = grpc::InsecureServerCredentials(), .authenticator = nullptr});
+  ASSERT_THAT(server, IsOk());
+  std::unique_ptr<v1::CoordinatorService::Stub> stub =
+      v1::CoordinatorService::NewStub(grpc::CreateChannel(
+          absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+  // Every watcher the cap allows, each registered (its initial metadata came back).
+  struct Watcher {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader;
+  };
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  for (int i = 0; i < kMaxWatchStreams; ++i) {
+    watchers.push_back(std::make_unique<Watcher>());
+    watchers.back()->reader = stub->WatchSessions(&watchers.back()->ctx, {});
+    watchers.back()->reader->WaitForInitialMetadata();
+  }
+  // Two more are refused, each with a message that says why.
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    // Without the cap the stream would be served (and wait): the deadline makes that a failure.
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> extra = stub->WatchSessions(&ctx, {});
+    v1::SessionEvent event;
+    EXPECT_FALSE(extra->Read(&event));
+    const grpc::Status st = extra->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(st.error_message(), HasSubstr("32 WatchSessions streams are open"));
+  }
+  // The unary calls still get threads.
+  for (int i = 0; i < 8; ++i) {
+    grpc::ClientContext list_ctx;
+    list_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ListSessionsResponse listed;
+    EXPECT_TRUE(stub->ListSessions(&list_ctx, {}, &listed).ok());
+    grpc::ClientContext start_ctx;
+    start_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::StartCaptureResponse started;
+    // Reaches the handler, which checks the (empty) request.
+    EXPECT_EQ(stub->StartCapture(&start_ctx, {}, &started).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  for (auto& w : watchers) w->ctx.TryCancel();
+  for (auto& w : watchers) EXPECT_EQ(w->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  (*server)->Shutdown(absl::ZeroDuration());
+  StopDaemon(d);
+}
+
 TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
   // A session folder left RUNNING by a process that is gone (pid 0x7fffffff does not exist).
   const std::string dir = JoinPath(logdir(), "plugins/profile/crashed");
