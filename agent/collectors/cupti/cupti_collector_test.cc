@@ -51,6 +51,7 @@ class CuptiCollectorTest : public ::testing::Test {
   void SetUp() override {
     InjectServerOptions options;
     options.socket_path = dir_.path() + "/agent.sock";
+    options.max_connections_per_peer = 1000;  // every fake process is this test's pid
     absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
     ASSERT_THAT(s, IsOk());
     server_ = *std::move(s);

@@ -24,6 +24,7 @@ struct InjectServer::Connection {
   uint64_t id = 0;
   int fd = -1;
   bool registered = false;
+  int64_t accepted_mono_ns = 0;
   InjectProcess info;
   inject::FrameDecoder decoder;
   std::vector<uint8_t> out;
@@ -110,7 +111,9 @@ absl::StatusOr<uint32_t> ParseSocketMode(absl::string_view text) {
   return mode;
 }
 
-InjectServer::InjectServer(InjectServerOptions options) : options_(std::move(options)) {}
+InjectServer::InjectServer(InjectServerOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : &real_clock_) {}
 
 absl::StatusOr<std::unique_ptr<InjectServer>> InjectServer::Start(InjectServerOptions options) {
   const std::string path = options.socket_path;
@@ -123,8 +126,12 @@ absl::StatusOr<std::unique_ptr<InjectServer>> InjectServer::Start(InjectServerOp
     return absl::InvalidArgumentError(
         "inject socket mode must give its owner read and write and nothing beyond 0777");
   }
-  if (options.max_clients < 1) {
-    return absl::InvalidArgumentError("inject server: max_clients must be at least 1");
+  if (options.max_clients < 1 || options.max_connections_per_peer < 1) {
+    return absl::InvalidArgumentError(
+        "inject server: max_clients and max_connections_per_peer must be at least 1");
+  }
+  if (options.register_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("inject server: register_timeout must be positive");
   }
   const size_t slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
@@ -202,9 +209,11 @@ void InjectServer::Run() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   for (;;) {
+    int timeout_ms = -1;  // until the next unregistered connection expires
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
+      timeout_ms = CloseUnregistered();
       fds.clear();
       ids.clear();
       fds.push_back({wake_fds_[0], POLLIN, 0});
@@ -215,7 +224,7 @@ void InjectServer::Run() {
         ids.push_back(id);
       }
     }
-    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       spdlog::error("inject server: poll: {}", ErrnoText(errno));
       return;
     }
@@ -243,21 +252,80 @@ void InjectServer::AcceptAll() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    if (connections_.size() >= static_cast<size_t>(options_.max_clients)) {
-      spdlog::warn("inject server: refusing a connection: {} processes already connected",
-                   connections_.size());
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    const int64_t peer_pid =
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : -1;
+    if (!AdmitConnection(peer_pid)) {
       close(fd);
       continue;
     }
     auto c = std::make_unique<Connection>();
     c->id = next_connection_++;
     c->fd = fd;
+    c->accepted_mono_ns = clock_->MonoNs();
     c->info.connection = c->id;
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) c->info.peer_pid = cred.pid;
+    c->info.peer_pid = peer_pid;
     connections_.emplace(c->id, std::move(c));
   }
+}
+
+bool InjectServer::AdmitConnection(int64_t peer_pid) {
+  if (peer_pid >= 0) {
+    int from_peer = 0;
+    for (const auto& [id, c] : connections_) from_peer += c->info.peer_pid == peer_pid ? 1 : 0;
+    if (from_peer >= options_.max_connections_per_peer) {
+      spdlog::warn("inject server: refusing a connection from pid {}: it has {} open already",
+                   peer_pid, from_peer);
+      return false;
+    }
+  }
+  if (connections_.size() < static_cast<size_t>(options_.max_clients)) return true;
+  // Full: the oldest connection that has not registered yet (ids grow with time) makes room.
+  for (const auto& [id, c] : connections_) {
+    if (c->registered) continue;
+    Close(id, absl::StrCat("unregistered, and its place (one of ", options_.max_clients,
+                           ") was taken by a new connection"));
+    return true;
+  }
+  spdlog::warn("inject server: refusing a connection: {} processes already connected",
+               connections_.size());
+  return false;
+}
+
+int InjectServer::CloseUnregistered() {
+  const int64_t now = clock_->MonoNs();
+  const int64_t timeout_ns = absl::ToInt64Nanoseconds(options_.register_timeout);
+  std::vector<uint64_t> expired;
+  int64_t next_ns = -1;
+  for (const auto& [id, c] : connections_) {
+    if (c->registered) continue;
+    const int64_t left = c->accepted_mono_ns + timeout_ns - now;
+    if (left <= 0) {
+      expired.push_back(id);
+    } else if (next_ns < 0 || left < next_ns) {
+      next_ns = left;
+    }
+  }
+  for (uint64_t id : expired) {
+    Close(id, absl::StrCat("did not register within ",
+                           absl::FormatDuration(options_.register_timeout)));
+  }
+  if (next_ns < 0) return -1;
+  // Rounded up, so the wake-up finds it expired.
+  return static_cast<int>(
+      std::min<int64_t>((next_ns + kNanosPerMilli - 1) / kNanosPerMilli, int64_t{60'000}));
+}
+
+void InjectServer::CloseUnregisteredForTesting() {
+  absl::MutexLock lock(&mu_);
+  CloseUnregistered();
+}
+
+bool InjectServer::WaitForConnectionsAtLeastForTesting(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_.size() >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
 bool InjectServer::ReadFrom(Connection* c) {

@@ -9,7 +9,11 @@
 //
 // PROTECTING THE AGENT. Everything a client sends is untrusted: a frame that does not parse, a
 // length over its cap, anything before Register, or a second Register closes that connection
-// only. Limits: max_clients connections (more are closed at once), max_client_window_bytes of
+// only. Limits: max_clients connections, max_connections_per_peer connections from one process
+// (the kernel's SO_PEERCRED pid: more from it are closed at once), register_timeout for a
+// connection to send Register (then it is closed); when max_clients are open a new connection
+// takes the place of the oldest one that has not registered yet (and is closed at once only when
+// every one has), so idle connections cannot lock CUDA processes out. max_client_window_bytes of
 // batches per process per window and max_window_bytes for all (a process over either loses its
 // further batches, and the window says so), max_receive_buffer_bytes of partial frames over all
 // connections, an outbound queue of at most kMaxOutboundBytes per
@@ -42,6 +46,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "inject/socket_protocol.h"
 
 namespace profctl::agent::cupti {
@@ -53,6 +58,12 @@ struct InjectServerOptions {
   // server creates is 0700, plus search permission for whoever the mode lets connect.
   uint32_t socket_mode = 0600;
   int max_clients = 64;
+  // Connections from one process (SO_PEERCRED pid); a CUDA process opens one.
+  int max_connections_per_peer = 4;
+  // How long a connection may stay unregistered.
+  absl::Duration register_timeout = absl::Seconds(5);
+  // Monotonic time for register_timeout; null: the host's clock.
+  const Clock* clock = nullptr;
   int64_t max_client_window_bytes = int64_t{256} << 20;
   int64_t max_window_bytes = int64_t{512} << 20;
   // Bytes received and not yet framed, over every connection (a frame is held until it is
@@ -149,6 +160,11 @@ class InjectServer {
   bool WaitForConnectionsAtMostForTesting(size_t n, absl::Duration timeout) const;
   // Tests: connections open now (registered or not).
   size_t connections_for_testing() const;
+  // Tests: waits until at least `n` connections are open (registered or not).
+  bool WaitForConnectionsAtLeastForTesting(size_t n, absl::Duration timeout) const;
+  // Tests: closes the connections past register_timeout now, as the I/O thread does when it
+  // wakes (with a fake clock it cannot know when time moved).
+  void CloseUnregisteredForTesting();
 
  private:
   struct Connection;
@@ -158,6 +174,12 @@ class InjectServer {
   void Run();
   void Wake();
   void AcceptAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the new connection `fd` from `peer_pid` may be kept; may close the oldest
+  // unregistered connection to make room.
+  bool AdmitConnection(int64_t peer_pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the connections that did not register within register_timeout; returns how long
+  // until the next one would expire (-1: none waits), for poll().
+  int CloseUnregistered() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads what `c` sent; false when it must be closed.
   bool ReadFrom(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HandleFrame(Connection* c, uint16_t type, const std::vector<uint8_t>& payload)
@@ -172,6 +194,8 @@ class InjectServer {
   bool WindowDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const InjectServerOptions options_;
+  RealClock real_clock_;
+  const Clock* clock_;  // options_.clock or real_clock_
   int listen_fd_ = -1;
   int wake_fds_[2] = {-1, -1};
   std::thread thread_;

@@ -18,6 +18,7 @@
 #include "agent/collectors/cupti/inject_test_util.h"
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
+#include "tests/fake_clock.h"
 #include "tests/status_matchers.h"
 
 using ::profctl::testkit::IsOk;
@@ -34,6 +35,11 @@ class InjectServerTest : public ::testing::Test {
  protected:
   void StartServer(InjectServerOptions options = {}) {
     options.socket_path = dir_.path() + "/run/agent.sock";
+    // Every fake process here is this test's own pid: the per-process cap is lifted unless a
+    // test sets it.
+    if (options.max_connections_per_peer == InjectServerOptions{}.max_connections_per_peer) {
+      options.max_connections_per_peer = 1000;
+    }
     absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
     ASSERT_THAT(s, IsOk());
     server_ = *std::move(s);
@@ -313,6 +319,72 @@ TEST_F(InjectServerTest, ConnectionsBeyondTheLimitAreRefused) {
   FakeProcess c(server_->socket_path());
   EXPECT_TRUE(c.WaitClosed());
   EXPECT_EQ(server_->Processes().size(), 2u);
+}
+
+TEST_F(InjectServerTest, ConnectionsThatNeverRegisterAreClosedAfterTheTimeout) {
+  testkit::FakeClock clock;
+  InjectServerOptions options;
+  options.clock = &clock;
+  options.register_timeout = absl::Seconds(5);
+  StartServer(options);
+  FakeProcess idle1(server_->socket_path());
+  FakeProcess idle2(server_->socket_path());
+  auto registered = Connect(1);
+  ASSERT_TRUE(server_->WaitForConnectionsAtLeastForTesting(3, absl::Seconds(10)));
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  clock.Advance(4 * kNanosPerSecond);
+  server_->CloseUnregisteredForTesting();
+  EXPECT_EQ(server_->connections_for_testing(), 3u);
+  FakeProcess idle3(server_->socket_path());  // accepted at 4 s
+  ASSERT_TRUE(server_->WaitForConnectionsAtLeastForTesting(4, absl::Seconds(10)));
+  clock.Advance(2 * kNanosPerSecond);
+  server_->CloseUnregisteredForTesting();
+  EXPECT_TRUE(idle1.WaitClosed());
+  EXPECT_TRUE(idle2.WaitClosed());
+  EXPECT_EQ(server_->connections_for_testing(), 2u);
+  clock.Advance(4 * kNanosPerSecond);
+  server_->CloseUnregisteredForTesting();
+  EXPECT_TRUE(idle3.WaitClosed());
+  EXPECT_EQ(server_->connections_for_testing(), 1u);
+  ASSERT_EQ(server_->Processes().size(), 1u);
+  EXPECT_EQ(server_->Processes()[0].pid, 1u);
+}
+
+TEST_F(InjectServerTest, IdleConnectionsCannotLockProcessesOut) {
+  InjectServerOptions options;
+  options.max_clients = 4;
+  StartServer(options);
+  std::vector<std::unique_ptr<FakeProcess>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<FakeProcess>(server_->socket_path()));
+    ASSERT_TRUE(server_->WaitForConnectionsAtLeastForTesting(i + 1, absl::Seconds(10)));
+  }
+  // Each CUDA process takes the place of the oldest connection that never registered.
+  std::vector<std::unique_ptr<FakeProcess>> procs;
+  for (int i = 0; i < 4; ++i) {
+    procs.push_back(Connect(100 + i, i));
+    ASSERT_TRUE(server_->WaitForProcessesForTesting(i + 1, absl::Seconds(10)));
+    EXPECT_TRUE(idle[i]->WaitClosed()) << i;
+  }
+  EXPECT_EQ(server_->connections_for_testing(), 4u);
+  // All four registered: a fifth is refused.
+  FakeProcess fifth(server_->socket_path());
+  EXPECT_TRUE(fifth.WaitClosed());
+  EXPECT_EQ(server_->Processes().size(), 4u);
+}
+
+TEST_F(InjectServerTest, OneProcessCannotOpenMoreThanItsShare) {
+  InjectServerOptions options;
+  options.max_connections_per_peer = 2;
+  StartServer(options);
+  FakeProcess a(server_->socket_path());
+  FakeProcess b(server_->socket_path());
+  ASSERT_TRUE(server_->WaitForConnectionsAtLeastForTesting(2, absl::Seconds(10)));
+  FakeProcess c(server_->socket_path());  // the same pid (this test's) a third time
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_EQ(server_->connections_for_testing(), 2u);
+  a.Register(7, 0);
+  EXPECT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
 }
 
 TEST_F(InjectServerTest, LateRegistrantsJoinTheOpenWindowAndUnknownTypesAreSkipped) {
