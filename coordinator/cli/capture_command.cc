@@ -374,7 +374,8 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (generated) plan.session = DefaultSessionName(*env.clock, "");
   CliEnv run_env = env;
   std::unique_ptr<AgentClientFactory> secured;
-  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured, plan.workers);
+      !s.ok()) {
     return UsageError(env, "capture", s.message());
   }
   return RunCapture(plan, json, run_env, "capture", generated);

@@ -433,12 +433,31 @@ TEST_F(CliTest, CredentialFlagsAreCheckedBeforeAnyNetworkCallAndPickTheSecureCli
   };
   out_.str("");
   err_.str("");
-  EXPECT_EQ(RunCli({"ping", "--workers=a:1", "--token-file=" + token_file}, env), kExitOk)
+  // Without TLS the token would reach a worker beyond loopback in clear text: refused, before
+  // any call, unless the user insists.
+  EXPECT_EQ(RunCli({"ping", "--workers=127.0.0.1:1,a:1,b:1", "--token-file=" + token_file}, env),
+            kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr("--token-file without TLS would send the bearer token in clear text to "
+                        "worker 'a:1' (and 1 more), beyond loopback"));
+  EXPECT_THAT(err_.str(), HasSubstr("--insecure-token"));
+  EXPECT_EQ(seen, nullptr);
+  err_.str("");
+  EXPECT_EQ(RunCli({"ping", "--workers=a:1", "--insecure-token"}, env), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--insecure-token means nothing without --token-file"));
+  err_.str("");
+  EXPECT_EQ(
+      RunCli({"ping", "--workers=a:1", "--token-file=" + token_file, "--insecure-token"}, env),
+      kExitOk)
       << err_.str();
   ASSERT_NE(seen, nullptr);
   EXPECT_EQ(seen->token, "0123456789abcdef0123456789abcdef");
   EXPECT_FALSE(seen->tls);
+  EXPECT_TRUE(seen->token_in_clear_beyond_loopback);
   EXPECT_THAT(err_.str(), HasSubstr("--token-file without TLS"));
+  EXPECT_THAT(err_.str(),
+              HasSubstr("WARNING: --insecure-token: the bearer token goes in clear text to 1 "
+                        "worker(s) beyond loopback, 'a:1'"));
   struct Case {
     std::vector<std::string> args;
     const char* message;

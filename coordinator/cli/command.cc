@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/capture_plan.h"
@@ -24,16 +25,17 @@ int UsageError(const CliEnv& env, const std::string& command, absl::string_view 
 }
 
 absl::Status UseAgentCredentials(const AgentCredentialFlags& flags, const CliEnv& env,
-                                 CliEnv* run_env, std::unique_ptr<AgentClientFactory>* holder) {
+                                 CliEnv* run_env, std::unique_ptr<AgentClientFactory>* holder,
+                                 const std::vector<WorkerAddress>& workers) {
   absl::StatusOr<std::shared_ptr<const AgentCredentials>> credentials = LoadAgentCredentials(flags);
   if (!credentials.ok()) return credentials.status();
   if (*credentials == nullptr) return absl::OkStatus();
   if (!env.secure_clients) {
     return absl::InvalidArgumentError("--tls-* and --token-file are not supported here");
   }
-  for (const std::string& w : AgentCredentialWarnings(**credentials)) {
-    *env.err << "profctl: " << w << "\n";
-  }
+  std::vector<std::string> warnings = AgentCredentialWarnings(**credentials);
+  PROFCTL_RETURN_IF_ERROR(CheckTokenDestinations(**credentials, workers, &warnings));
+  for (const std::string& w : warnings) *env.err << "profctl: " << w << "\n";
   *holder = env.secure_clients(*credentials);
   run_env->clients = holder->get();
   return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include "analysis/breakdown.h"
 #include "coordinator/cli/cli.h"
 #include "coordinator/clients/agent_credentials.h"
+#include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/capture_plan.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
@@ -42,9 +43,12 @@ int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env);
 int UsageError(const CliEnv& env, const std::string& command, absl::string_view message);
 
 // Loads --tls-* and --token-file and, when any was given, points `run_env` at clients that use
-// them (owned by `*holder`); prints the credentials' warnings. INVALID_ARGUMENT for bad files.
+// them (owned by `*holder`); prints the credentials' warnings. INVALID_ARGUMENT for bad files;
+// FAILED_PRECONDITION when the token would reach one of `workers` beyond loopback in clear text
+// without --insecure-token (CheckTokenDestinations).
 absl::Status UseAgentCredentials(const AgentCredentialFlags& flags, const CliEnv& env,
-                                 CliEnv* run_env, std::unique_ptr<AgentClientFactory>* holder);
+                                 CliEnv* run_env, std::unique_ptr<AgentClientFactory>* holder,
+                                 const std::vector<WorkerAddress>& workers = {});
 
 // The exit code a finished session's manifest stands for (kExitOk, kExitPartial, kExitFailed).
 int ExitCodeFor(const profctl::v1::SessionManifest& m);

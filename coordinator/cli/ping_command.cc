@@ -76,7 +76,8 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   }
   CliEnv run_env = env;
   std::unique_ptr<AgentClientFactory> secured;
-  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured); !s.ok()) {
+  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured, *parsed);
+      !s.ok()) {
     return UsageError(env, "ping", s.message());
   }
   CapturePlan plan{*std::move(parsed), /*duration_ms=*/1, "ping", "", timeout_ms};

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/net/server_auth.h"
 #include "common/status_macros.h"
 
 namespace profctl::coordinator {
@@ -60,6 +61,10 @@ void AddAgentCredentialFlags(FlagSet* fs, AgentCredentialFlags* flags) {
   fs->String("token-file", &flags->token_file,
              "file holding the agents' bearer token (not readable by others), sent on every call "
              "to a profctl-agent (never to grpc:// workers)");
+  fs->Bool("insecure-token", &flags->insecure_token,
+           "send --token-file's token without TLS to workers beyond loopback too (anyone on the "
+           "path, or a rogue worker, can read and replay it); without it such a capture is "
+           "refused");
   for (const char* f : {"tls-ca", "tls-cert", "tls-key", "tls-server-name", "token-file"}) {
     fs->RejectEmpty(f);
   }
@@ -69,6 +74,9 @@ absl::StatusOr<std::shared_ptr<const AgentCredentials>> LoadAgentCredentials(
     const AgentCredentialFlags& flags) {
   if (flags.tls_ca.empty() && flags.tls_cert.empty() && flags.tls_key.empty() &&
       flags.tls_server_name.empty() && flags.token_file.empty()) {
+    if (flags.insecure_token) {
+      return absl::InvalidArgumentError("--insecure-token means nothing without --token-file");
+    }
     return nullptr;
   }
   auto credentials = std::make_shared<AgentCredentials>();
@@ -83,6 +91,7 @@ absl::StatusOr<std::shared_ptr<const AgentCredentials>> LoadAgentCredentials(
   if (!flags.token_file.empty()) {
     PROFCTL_ASSIGN_OR_RETURN(credentials->token, LoadBearerToken(flags.token_file));
   }
+  credentials->token_in_clear_beyond_loopback = flags.insecure_token;
   return std::shared_ptr<const AgentCredentials>(std::move(credentials));
 }
 
@@ -94,6 +103,41 @@ std::vector<std::string> AgentCredentialWarnings(const AgentCredentials& credent
         "text");
   }
   return warnings;
+}
+
+bool SendsTokenTo(const AgentCredentials& credentials, const WorkerAddress& worker) {
+  if (credentials.token.empty() || worker.protocol != WorkerAddress::Protocol::kAgent) {
+    return false;
+  }
+  return credentials.tls || credentials.token_in_clear_beyond_loopback ||
+         IsLoopbackBind(worker.host);
+}
+
+absl::Status CheckTokenDestinations(const AgentCredentials& credentials,
+                                    const std::vector<WorkerAddress>& workers,
+                                    std::vector<std::string>* warnings) {
+  if (credentials.token.empty() || credentials.tls) return absl::OkStatus();
+  std::vector<const WorkerAddress*> beyond;
+  for (const WorkerAddress& w : workers) {
+    if (w.protocol == WorkerAddress::Protocol::kAgent && !IsLoopbackBind(w.host)) {
+      beyond.push_back(&w);
+    }
+  }
+  if (beyond.empty()) return absl::OkStatus();
+  const std::string more =
+      beyond.size() > 1 ? absl::StrCat(" (and ", beyond.size() - 1, " more)") : "";
+  if (!credentials.token_in_clear_beyond_loopback) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--token-file without TLS would send the bearer token in clear text to worker '",
+        beyond.front()->address, "'", more,
+        ", beyond loopback: whoever is on the path, or answers at that address, could replay it. "
+        "Give --tls-ca (TLS), or --insecure-token to send it anyway"));
+  }
+  warnings->push_back(
+      absl::StrCat("WARNING: --insecure-token: the bearer token goes in clear text to ",
+                   beyond.size(), " worker(s) beyond loopback, '", beyond.front()->address, "'",
+                   more, "; anyone on the path, or a rogue worker, can read and replay it"));
+  return absl::OkStatus();
 }
 
 std::shared_ptr<grpc::Channel> CreateAgentChannel(const std::string& target,

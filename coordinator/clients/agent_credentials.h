@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/flags.h"
 #include "common/net/credential_files.h"
+#include "coordinator/clients/worker.h"
 
 namespace profctl::coordinator {
 
@@ -28,8 +29,11 @@ struct AgentCredentials {
   // The name the agent's certificate must carry instead of the worker's host (workers given
   // by IP address whose certificates name hosts); empty: the worker's host.
   std::string server_name = {};
-  // Sent as "authorization: Bearer <token>" on every call; empty: none.
+  // Sent as "authorization: Bearer <token>" on every call; empty: none. Without TLS it is sent
+  // only to loopback workers unless token_in_clear_beyond_loopback (--insecure-token): anyone on
+  // the path to another host, or a rogue worker listed by mistake, could read and replay it.
   std::string token = {};
+  bool token_in_clear_beyond_loopback = false;
 };
 
 // The flags' values, as given.
@@ -39,9 +43,11 @@ struct AgentCredentialFlags {
   std::string tls_ca = {};
   std::string tls_server_name = {};
   std::string token_file = {};
+  bool insecure_token = false;
 };
 
-// Registers --tls-cert, --tls-key, --tls-ca, --tls-server-name and --token-file on `fs`.
+// Registers --tls-cert, --tls-key, --tls-ca, --tls-server-name, --token-file and
+// --insecure-token on `fs`.
 void AddAgentCredentialFlags(FlagSet* fs, AgentCredentialFlags* flags);
 
 // Reads and checks the files (LoadTlsMaterial, LoadBearerToken). TLS is on when --tls-ca or
@@ -52,6 +58,17 @@ absl::StatusOr<std::shared_ptr<const AgentCredentials>> LoadAgentCredentials(
 
 // What profctl prints as warnings about `credentials`: a token sent in clear text.
 std::vector<std::string> AgentCredentialWarnings(const AgentCredentials& credentials);
+
+// Whether the token may go to `worker`: with TLS, or to a loopback host (127.0.0.0/8, ::1,
+// localhost), or with token_in_clear_beyond_loopback. grpc:// workers never get it.
+bool SendsTokenTo(const AgentCredentials& credentials, const WorkerAddress& worker);
+
+// Before a command contacts `workers`: FAILED_PRECONDITION naming the first worker beyond
+// loopback that the token would reach in clear text (and how many more), unless --insecure-token
+// was given; then `warnings` gets a loud line naming how many workers get it in clear text.
+absl::Status CheckTokenDestinations(const AgentCredentials& credentials,
+                                    const std::vector<WorkerAddress>& workers,
+                                    std::vector<std::string>* warnings);
 
 // A channel to the profctl-agent at `target` using `credentials` (null: plaintext, no token):
 // TLS credentials and, with a token, an interceptor that adds it to every call's metadata.

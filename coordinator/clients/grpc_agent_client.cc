@@ -130,7 +130,16 @@ class GrpcAgentClient final : public AgentClient {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
       }
     }
-    channel_ = CreateAgentChannel(worker.channel_target(), options.credentials.get(), args);
+    // The token goes only where it may (SendsTokenTo): to a worker beyond loopback without TLS
+    // and without --insecure-token the calls carry none, and the agent refuses them.
+    std::shared_ptr<const AgentCredentials> credentials = options.credentials;
+    if (credentials != nullptr && !credentials->token.empty() &&
+        !SendsTokenTo(*credentials, worker)) {
+      auto without_token = std::make_shared<AgentCredentials>(*credentials);
+      without_token->token.clear();
+      credentials = std::move(without_token);
+    }
+    channel_ = CreateAgentChannel(worker.channel_target(), credentials.get(), args);
     stub_ = AgentService::NewStub(channel_);
   }
 

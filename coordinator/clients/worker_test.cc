@@ -1,5 +1,6 @@
 #include "coordinator/clients/worker.h"
 
+#include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -130,6 +131,39 @@ TEST(WorkerTest, TypedListIsCheckedEntryByEntry) {
   EXPECT_THAT(ParseWorkers({"a:1", " "}).status().message(), HasSubstr("worker #2 is empty"));
   EXPECT_THAT(ParseWorkers({"a:1,b:2"}).status().message(), HasSubstr("worker 'a:1,b:2'"));
   EXPECT_THAT(ParseWorkers({"a:1", "grpc://a:1"}).status().message(), HasSubstr("listed twice"));
+}
+
+// The bearer token travels in clear text without TLS: only to loopback, unless insisted on.
+TEST(TokenDestinationTest, WithoutTlsTheTokenStaysOnLoopbackUnlessInsisted) {
+  AgentCredentials c;
+  c.token = "secret";
+  for (const char* w : {"127.0.0.1:1", "127.9.9.9:1", "[::1]:1", "localhost:1"}) {
+    EXPECT_TRUE(SendsTokenTo(c, *ParseWorker(w))) << w;
+  }
+  for (const char* w :
+       {"10.0.0.7:1", "gpu-0:1", "[fe80::1]:1", "rogue.example:1", "grpc://127.0.0.1:1"}) {
+    EXPECT_FALSE(SendsTokenTo(c, *ParseWorker(w))) << w;
+  }
+  std::vector<std::string> warnings;
+  absl::Status st =
+      CheckTokenDestinations(c, *ParseWorkers({"127.0.0.1:1", "gpu-0:1", "gpu-1:1"}), &warnings);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("worker 'gpu-0:1' (and 1 more), beyond loopback"));
+  EXPECT_THAT(CheckTokenDestinations(c, *ParseWorkers({"127.0.0.1:1", "grpc://tf:1"}), &warnings),
+              IsOk());
+  EXPECT_TRUE(warnings.empty());
+  c.token_in_clear_beyond_loopback = true;  // --insecure-token
+  EXPECT_TRUE(SendsTokenTo(c, *ParseWorker("gpu-0:1")));
+  EXPECT_FALSE(SendsTokenTo(c, *ParseWorker("grpc://gpu-0:1")));
+  EXPECT_THAT(CheckTokenDestinations(c, *ParseWorkers({"gpu-0:1"}), &warnings), IsOk());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("WARNING: --insecure-token"));
+  c.token_in_clear_beyond_loopback = false;
+  c.tls = true;  // TLS: everywhere, no warning
+  warnings.clear();
+  EXPECT_TRUE(SendsTokenTo(c, *ParseWorker("gpu-0:1")));
+  EXPECT_THAT(CheckTokenDestinations(c, *ParseWorkers({"gpu-0:1"}), &warnings), IsOk());
+  EXPECT_TRUE(warnings.empty());
 }
 
 }  // namespace
