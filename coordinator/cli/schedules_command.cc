@@ -59,8 +59,8 @@ int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env) {
     *env.out << absl::StrFormat(
         "%-*s %-22s %-20s %-20s %5d %5d %7d %s\n", width, sc.name(),
         trigger ? "trigger (see below)" : sc.timing(), service::FormatUtc(sc.next_fire_wall_ns()),
-        service::FormatUtc(sc.last_run_wall_ns()), sc.runs_started(), sc.skipped_busy(),
-        sc.missed_down() + sc.missed_late(),
+        service::FormatUtc(sc.last_run_wall_ns()), sc.runs_started(),
+        sc.skipped_busy() + sc.skipped_hosts_busy(), sc.missed_down() + sc.missed_late(),
         sc.running_session().empty() ? sc.last_outcome()
                                      : absl::StrCat("running: ", sc.running_session()));
     if (!trigger) continue;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -515,6 +516,48 @@ absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml
     return r.Error(root, "logdir", "missing: schedules need a logdir to write sessions to");
   }
   return config;
+}
+
+std::vector<std::string> OverlapWarnings(const std::vector<ScheduleConfig>& schedules) {
+  constexpr size_t kMaxLines = 10;
+  constexpr size_t kMaxNames = 5;
+  std::map<std::string, std::vector<const std::string*>> by_host;  // sorted: stable output
+  for (const ScheduleConfig& s : schedules) {
+    std::vector<std::string> hosts;
+    if (s.targets.kind == TargetsKind::kList) {
+      for (const std::string& t : s.targets.list) {
+        absl::StatusOr<WorkerAddress> w = ParseWorker(t);
+        hosts.push_back(w.ok() ? w->target() : t);
+      }
+    } else {
+      hosts.push_back(
+          absl::StrCat(s.targets.kind == TargetsKind::kDns ? "dns " : "file ", s.targets.source));
+    }
+    for (const std::string& h : hosts) {
+      std::vector<const std::string*>& names = by_host[h];
+      if (names.empty() || *names.back() != s.name) names.push_back(&s.name);
+    }
+  }
+  std::vector<std::string> lines;
+  size_t shared = 0;
+  for (const auto& [host, names] : by_host) {
+    if (names.size() < 2) continue;
+    if (++shared > kMaxLines) continue;
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < kMaxNames; ++i) {
+      absl::StrAppend(&list, i == 0 ? "" : ", ", *names[i]);
+    }
+    if (names.size() > kMaxNames)
+      absl::StrAppend(&list, " and ", names.size() - kMaxNames, " more");
+    lines.push_back(absl::StrCat("schedules ", list, " capture the same host ", host,
+                                 ": a run whose hosts are busy with another schedule's session "
+                                 "is skipped (counted)"));
+  }
+  if (shared > kMaxLines) {
+    lines.push_back(
+        absl::StrCat("... and ", shared - kMaxLines, " more hosts that several schedules capture"));
+  }
+  return lines;
 }
 
 absl::StatusOr<CoordinatorConfig> LoadCoordinatorConfig(const std::string& path) {

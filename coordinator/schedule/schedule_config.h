@@ -113,6 +113,12 @@ struct CoordinatorConfig {
   std::vector<ScheduleConfig> schedules = {};
 };
 
+// One line per host that several schedules capture (list entries compared as host:port; a DNS
+// name or a targets file by its text), naming them, e.g. "schedules a, b capture the same host
+// h0:6000: a run whose hosts are busy with another schedule's session is skipped (counted)";
+// at most 10 lines and one saying how many more hosts are shared.
+std::vector<std::string> OverlapWarnings(const std::vector<ScheduleConfig>& schedules);
+
 // Parses the YAML text `yaml`; `source` (the file name) starts every error message.
 absl::StatusOr<CoordinatorConfig> ParseCoordinatorConfig(const std::string& yaml,
                                                          const std::string& source);

@@ -147,6 +147,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(Dependencies deps,
         absl::StrCat(config_path, ": logdir ", config->logdir, ": ", s.message()));
   }
   if (deps.jitter_seed == 0) deps.jitter_seed = Fnv1a(config_path) | 1;
+  for (const std::string& w : schedule::OverlapWarnings(config->schedules)) {
+    if (deps.log) deps.log(absl::StrCat(config_path, ": warning: ", w));
+  }
   std::unique_ptr<Daemon> d(new Daemon(std::move(deps), config_path, *std::move(config)));
   for (const std::string& line : CleanAbandonedSessions(d->logdir_)) d->Log(line);
 
@@ -319,20 +322,37 @@ void Daemon::RunResolved(const schedule::ScheduleConfig& schedule,
       std::move(plan),
       {.make_unique = true,
        .origin = origin,
-       .on_finished = [this, schedule, done](const absl::StatusOr<v1::SessionManifest>& result) {
-         const std::string outcome = result.ok()
-                                         ? OutcomeLine(*result)
-                                         : absl::StrCat("failed: ", result.status().message());
-         Log(absl::StrCat("schedule ", schedule.name, ": session ",
-                          result.ok() ? result->request().session() : "?", ": ", outcome));
-         Finished(schedule.name, outcome);
-         std::move (*done)();
-         Blocking([this, schedule] {
-           ApplyRetention(schedule);
-           absl::MutexLock lock(&mu_);
-           --in_flight_;
-         });
-       }});
+       .on_finished =
+           [this, schedule, done](const absl::StatusOr<v1::SessionManifest>& result) {
+             const std::string outcome = result.ok()
+                                             ? OutcomeLine(*result)
+                                             : absl::StrCat("failed: ", result.status().message());
+             Log(absl::StrCat("schedule ", schedule.name, ": session ",
+                              result.ok() ? result->request().session() : "?", ": ", outcome));
+             Finished(schedule.name, outcome);
+             std::move (*done)();
+             Blocking([this, schedule] {
+               ApplyRetention(schedule);
+               absl::MutexLock lock(&mu_);
+               --in_flight_;
+             });
+           },
+       .skip_if_hosts_busy = true});
+  if (started.status().code() == absl::StatusCode::kAborted) {
+    // Our own session holds a host: this run would only fail on busy agents. Skipped, counted.
+    Log(absl::StrCat("schedule ", schedule.name, ": run ", run.run_id,
+                     " skipped: ", started.status().message()));
+    {
+      absl::MutexLock lock(&mu_);
+      ++counters_.runs_skipped_hosts_busy;
+      ++skipped_hosts_busy_[schedule.name];
+    }
+    Finished(schedule.name, absl::StrCat("skipped: ", started.status().message()));
+    std::move (*done)();
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    return;
+  }
   if (!started.ok()) return not_started(started.status());
   Log(absl::StrCat("schedule ", schedule.name, ": session ", started->session(), " started (",
                    schedule.capture.duration_ms, " ms)"));
@@ -396,6 +416,9 @@ absl::Status Daemon::Reload() {
     return bad;
   }
   if (shut_down_) return absl::FailedPreconditionError("the coordinator is shutting down");
+  for (const std::string& w : schedule::OverlapWarnings(config->schedules)) {
+    Log(absl::StrCat(config_path_, ": warning: ", w));
+  }
   ++counters_.reloads;
   loaded_wall_ns_ = deps_.executor->clock().WallNs();
   deps_.executor->Post([this, schedules = std::move(config->schedules)]() mutable {
@@ -436,6 +459,9 @@ void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
       info->set_skipped_busy(st.skipped_busy);
       info->set_missed_down(st.missed_down);
       info->set_missed_late(st.missed_late);
+      if (auto it = skipped_hosts_busy_.find(st.name); it != skipped_hosts_busy_.end()) {
+        info->set_skipped_hosts_busy(it->second);
+      }
       return info;
     };
     if (scheduler_ != nullptr) {
@@ -480,6 +506,9 @@ std::string RenderMetrics(const Daemon& daemon) {
             static_cast<double>(r.start_errors), {{"cause", "session"}});
   m.Counter("profctl_coordinator_capture_start_failures_total", kFailed,
             static_cast<double>(d.runs_not_started), {{"cause", "schedule_run"}});
+  m.Counter("profctl_coordinator_runs_skipped_hosts_busy_total",
+            "Scheduled runs skipped: a host was busy with another of this coordinator's sessions.",
+            static_cast<double>(d.runs_skipped_hosts_busy));
   m.Counter("profctl_coordinator_hosts_failed_total", "Hosts that failed in finished sessions.",
             static_cast<double>(r.hosts_failed));
   m.Counter("profctl_coordinator_host_retries_total",

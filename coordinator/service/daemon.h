@@ -52,6 +52,8 @@ struct DaemonCounters {
   int64_t reloads = 0;
   int64_t reload_errors = 0;
   int64_t runs_not_started = 0;  // targets could not be resolved, or the session not created
+  // Runs skipped because a host was busy with another of this coordinator's sessions.
+  int64_t runs_skipped_hosts_busy = 0;
   int64_t retention_deleted = 0;
   int64_t retention_bytes_freed = 0;
   int64_t retention_errors = 0;
@@ -136,6 +138,8 @@ class Daemon {
   std::map<std::string, v1::SchedulePersistedState::Schedule> persisted_ ABSL_GUARDED_BY(mu_);
   int64_t loaded_wall_ns_ ABSL_GUARDED_BY(mu_) = 0;
   DaemonCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Per schedule: runs skipped because their hosts were busy with our own sessions.
+  std::map<std::string, int64_t> skipped_hosts_busy_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   // Scheduled runs not yet fully over (retention included), and the scheduler's destruction
   // after Shutdown: the destructor waits for 0.

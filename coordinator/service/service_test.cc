@@ -277,6 +277,60 @@ TEST_F(ServiceTest, HourlyScheduleRunsForDaysKeepsItsRetentionAndSurvivesARestar
   StopDaemon(d);
 }
 
+TEST_F(ServiceTest, OverlappingSchedulesWarnAtLoadAndARunOnBusyHostsIsSkipped) {
+  // Both fire at every hour's :00 on the same hosts: whichever starts second finds them busy.
+  const std::string config = WriteConfig(R"(schedules:
+  - name: a
+    targets: [h0:1, h1:1]
+    interval: 1h
+    duration: 200ms
+  - name: b
+    targets: [h1:1, h0:1]
+    interval: 1h
+    duration: 200ms
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  const std::string log = absl::StrJoin(log_, "\n");
+  EXPECT_THAT(log, HasSubstr("warning: schedules a, b capture the same host h0:1: a run whose "
+                             "hosts are busy with another schedule's session is skipped"));
+  EXPECT_THAT(log, HasSubstr("warning: schedules a, b capture the same host h1:1"));
+  ex_.AdvanceTo(clock_.MonoNs() + 2 * kHourNs + 10 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  // Two hours: one session per hour, the other run skipped, none failed.
+  EXPECT_EQ(SessionNames("a").size() + SessionNames("b").size(), 2u) << absl::StrJoin(log_, "\n");
+  EXPECT_EQ(d->runner().counters().finished_ok, 2);
+  EXPECT_EQ(d->counters().runs_skipped_hosts_busy, 2);
+  EXPECT_EQ(d->counters().runs_not_started, 0);
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr(" skipped: host h"));
+  EXPECT_THAT(absl::StrJoin(log_, "\n"), HasSubstr(" is busy with session "));
+  std::optional<v1::ListSchedulesResponse> schedules;
+  d->Schedules([&](v1::ListSchedulesResponse r) { schedules = std::move(r); });
+  ex_.RunUntilIdle();
+  ASSERT_TRUE(schedules.has_value());
+  int64_t skipped = 0;
+  for (const v1::ScheduleInfo& info : schedules->schedules()) skipped += info.skipped_hosts_busy();
+  EXPECT_EQ(skipped, 2);
+  EXPECT_THAT(RenderMetrics(*d),
+              HasSubstr("profctl_coordinator_runs_skipped_hosts_busy_total 2\n"));
+  StopDaemon(d);
+}
+
+TEST(OverlapWarningsTest, NamesSharedHostsOnceAndStaysShort) {
+  std::vector<schedule::ScheduleConfig> many(300);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i].name = absl::StrCat("s", i);
+    many[i].targets.list = {"h0:1", "[::1]:2", absl::StrCat("own", i, ":1")};
+  }
+  const std::vector<std::string> lines = schedule::OverlapWarnings(many);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("schedules s0, s1, s2, s3, s4 and 295 more capture the same "
+                                  "host [::1]:2"));
+  EXPECT_THAT(lines[1], HasSubstr("host h0:1"));
+  many.resize(1);
+  EXPECT_THAT(schedule::OverlapWarnings(many), IsEmpty());
+}
+
 TEST_F(ServiceTest, ReloadAppliesANewScheduleAndRefusesABadConfig) {
   const std::string config = WriteConfig(R"(schedules:
   - name: a

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/check.h"
 #include "common/file_util.h"
 #include "coordinator/engine/session_writer.h"
 
@@ -79,16 +80,30 @@ SessionRunner::~SessionRunner() {
 
 absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
                                                               StartOptions options) {
+  std::vector<std::string> targets;
+  targets.reserve(plan.workers.size());
+  for (const WorkerAddress& w : plan.workers) targets.push_back(w.target());
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
       return absl::FailedPreconditionError("the coordinator is shutting down");
     }
+    if (options.skip_if_hosts_busy) {
+      for (const std::string& t : targets) {
+        if (auto it = busy_targets_.find(t); it != busy_targets_.end()) {
+          return absl::AbortedError(
+              absl::StrCat("host ", t, " is busy with session ", it->second.second));
+        }
+      }
+    }
+    // Claimed now, before the folder exists: two starts at once cannot both find the hosts free.
+    ClaimTargets(targets, plan.session);
   }
   absl::StatusOr<std::unique_ptr<RunningSession>> running =
       RunningSession::Open(logdir_, plan.session, {.make_unique = options.make_unique});
   if (!running.ok()) {
     absl::MutexLock lock(&mu_);
+    ReleaseTargets(targets);
     ++counters_.start_errors;
     return running.status();
   }
@@ -123,6 +138,7 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
     *e.info.mutable_origin() = options.origin;
     e.engine = std::move(engine);
     e.sink = std::move(sink);
+    e.targets = std::move(targets);
     ++counters_.started;
     v1::SessionEvent event;
     event.set_kind(v1::SESSION_EVENT_KIND_STARTED);
@@ -164,6 +180,7 @@ void SessionRunner::OnDone(
     if (it != running_.end()) {
       *finished = std::move(it->second);
       running_.erase(it);
+      ReleaseTargets(finished->targets);
     }
     v1::SessionEvent event;
     event.set_kind(v1::SESSION_EVENT_KIND_FINISHED);
@@ -205,6 +222,24 @@ void SessionRunner::OnDone(
   }
   // Touches nothing of the runner: the destructor may already be waiting for the reaper.
   if (on_finished) on_finished(result);
+}
+
+void SessionRunner::ClaimTargets(const std::vector<std::string>& targets,
+                                 const std::string& session) {
+  for (const std::string& t : targets) {
+    auto& [count, latest] = busy_targets_[t];
+    ++count;
+    latest = session;
+  }
+}
+
+void SessionRunner::ReleaseTargets(const std::vector<std::string>& targets) {
+  for (const std::string& t : targets) {
+    auto it = busy_targets_.find(t);
+    PROFCTL_DCHECK(it != busy_targets_.end());
+    if (it == busy_targets_.end()) continue;
+    if (--it->second.first == 0) busy_targets_.erase(it);
+  }
 }
 
 void SessionRunner::Publish(const v1::SessionEvent& event) {

@@ -90,6 +90,10 @@ class SessionRunner {
     // engine could not run it. Not called when Start fails. Must not call the runner: it may run
     // while the runner's destructor waits for its last engine.
     std::function<void(const absl::StatusOr<v1::SessionManifest>&)> on_finished = nullptr;
+    // Refuse (ABORTED, naming the host and the session) when one of the plan's workers is in a
+    // session this runner is running: a scheduled run then is skipped instead of failing on
+    // agents that are busy with our own capture.
+    bool skip_if_hosts_busy = false;
   };
 
   SessionRunner(Dependencies deps, std::string logdir);
@@ -100,7 +104,9 @@ class SessionRunner {
 
   // Creates the session folder (under the runner's log dir, whatever plan.logdir says) and
   // starts the capture. INVALID_ARGUMENT for a bad name, ALREADY_EXISTS for a taken one,
-  // RESOURCE_EXHAUSTED for a full disk, FAILED_PRECONDITION after Shutdown.
+  // RESOURCE_EXHAUSTED for a full disk, FAILED_PRECONDITION after Shutdown, ABORTED for busy
+  // hosts (StartOptions::skip_if_hosts_busy). A session's workers count as busy from Start until
+  // it is over.
   absl::StatusOr<v1::StartCaptureResponse> Start(CapturePlan plan, StartOptions options);
 
   // A session running now (manifest as last flushed is not kept here: GetSession reads the
@@ -129,7 +135,11 @@ class SessionRunner {
     int64_t started_mono_ns = 0;
     std::shared_ptr<RunningSession> sink;  // the session folder: outlives the engine
     std::unique_ptr<CaptureEngine> engine;
+    std::vector<std::string> targets;  // its workers' host:port, claimed in busy_targets_
   };
+  void ClaimTargets(const std::vector<std::string>& targets, const std::string& session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseTargets(const std::vector<std::string>& targets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Publish(const v1::SessionEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProgress(const std::string& session, const std::string& line);
   void OnDone(const std::string& session, absl::StatusOr<v1::SessionManifest> result,
@@ -139,6 +149,8 @@ class SessionRunner {
   const std::string logdir_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> running_ ABSL_GUARDED_BY(mu_);
+  // host:port -> (sessions using it, the latest of them), from Start until the session is over.
+  std::map<std::string, std::pair<int, std::string>> busy_targets_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<EventQueue>> watchers_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   RunnerCounters counters_ ABSL_GUARDED_BY(mu_);
