@@ -247,7 +247,20 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
     return dir;
   };
   const std::string dead = make("dead", child);
-  const std::string alive = make("alive", getpid());
+  // A live capture holds its marker's lock (here, this process: a fresh open of the marker cannot
+  // take a shared lock while the RunningSession holds it).
+  absl::StatusOr<std::unique_ptr<RunningSession>> live = RunningSession::Open(logdir_, "alive", {});
+  ASSERT_THAT(live, IsOk());
+  const std::string alive = absl::StrCat(logdir_, "/plugins/profile/alive");
+  {
+    v1::SessionManifest m;
+    m.set_status(v1::SESSION_STATUS_RUNNING);
+    m.set_coordinator_pid(getpid());
+    EXPECT_THAT(WriteFileAtomically(alive + "/session.json", ManifestJson(m)), IsOk());
+    EXPECT_THAT(WriteFileAtomically(alive + "/.w0.xplane.pb.tmp.abc123", "partial"), IsOk());
+  }
+  EXPECT_TRUE(SessionHasLiveOwner(alive));
+  EXPECT_FALSE(SessionHasLiveOwner(dead));
 
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
@@ -266,6 +279,184 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   EXPECT_FALSE(PathExists(dead + "/" + kRunningMarkerFileName));
   // A finished capture leaves no marker behind.
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
+}
+
+synthetic::SyntheticJobConfig Rank(int r);  // below: rank r of 3, rank 1 straggles
+
+namespace {
+
+// Rewrites a finished session's folder into what a coordinator killed while writing its outputs
+// leaves (issue 28 item 2): session.json RUNNING from an early snapshot (every host UNSPECIFIED,
+// no file named), the running marker unlocked, the pod trace and a breakdown file half written
+// as temporaries, one host's trace still streaming (the others renamed into place, valid).
+void MakeFolderAsAKillLeavesIt(const std::string& dir, const std::string& streaming_host) {
+  v1::SessionManifest m;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*ReadFile(dir + "/session.json"), &m),
+              IsOk());
+  m.set_status(v1::SESSION_STATUS_RUNNING);
+  m.clear_errors();
+  m.clear_pod_trace_file();
+  m.clear_breakdown_files();
+  for (v1::HostResult& h : *m.mutable_hosts()) {
+    h.set_status(v1::HOST_STATUS_UNSPECIFIED);
+    h.clear_xplane_file();
+    h.clear_recording_detail();
+  }
+  ASSERT_THAT(WriteFileAtomically(dir + "/session.json", RunningManifestJson(m)), IsOk());
+  std::filesystem::remove(dir + "/pod.trace.json.gz");
+  std::filesystem::remove(dir + "/pod_step_breakdown.json");
+  std::filesystem::remove(dir + "/" + streaming_host + ".xplane.pb");
+  ASSERT_THAT(WriteFileAtomically(dir + "/pod.trace.json.gz.tmp.Ab12Cd", "\x1f\x8b half"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/pod_step_breakdown.json.tmp.Zz9Yy8", "{"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/." + streaming_host + ".xplane.pb.tmp.q1w2e3", "half"),
+              IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/" + kRunningMarkerFileName, "1\n"), IsOk());
+}
+
+v1::SessionManifest ReadManifestOf(const std::string& dir) {
+  v1::SessionManifest m;
+  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*ReadFile(dir + "/session.json"), &m),
+              IsOk());
+  return m;
+}
+
+}  // namespace
+
+// Issue 28 item 2: the folder a coordinator killed while writing its outputs leaves is analysed
+// as it stands, and the next capture rebuilds each host from the traces on disk (a valid trace
+// is a saved host), removes every temporary file (the pod trace's too) and says what it did.
+TEST_F(CliTest, AKilledCoordinatorsFolderIsRebuiltFromTheTracesOnDisk) {
+  FakeAgent a(&ex_, &clock_, {.name = "w0"}, Rank(0));
+  FakeAgent b(&ex_, &clock_, {.name = "w1"}, Rank(1));
+  FakeAgent c(&ex_, &clock_, {.name = "w2"}, Rank(2));
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  factory_.Add("c:1", &c);
+  ASSERT_EQ(
+      Run({"capture", "--workers=a:1,b:1,c:1", "--duration=500", "--session=killed", Logdir()}),
+      kExitOk)
+      << err_.str();
+  const std::string dir = logdir_ + "/plugins/profile/killed";
+  MakeFolderAsAKillLeavesIt(dir, "w2");
+  EXPECT_FALSE(SessionHasLiveOwner(dir));
+
+  // As it stands (RUNNING, no host listed saved): the traces under the hosts' names are read.
+  ASSERT_EQ(Run({"analyze", dir, "--out=" + tmp_.path() + "/before"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("2 hosts"));
+
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=after", Logdir()}),
+            kExitOk)
+      << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr(dir + ": abandoned by coordinator pid"));
+  EXPECT_THAT(err_.str(), HasSubstr("removed 3 temporary file(s); 2/3 host(s) saved"));
+  for (const char* gone : {"/pod.trace.json.gz.tmp.Ab12Cd", "/pod_step_breakdown.json.tmp.Zz9Yy8",
+                           "/.w2.xplane.pb.tmp.q1w2e3", "/.profctl_running"}) {
+    EXPECT_FALSE(PathExists(dir + gone)) << gone;
+  }
+  const v1::SessionManifest m = ReadManifestOf(dir);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_ABANDONED);
+  ASSERT_EQ(m.hosts_size(), 3);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(m.hosts(i).status(), v1::HOST_STATUS_OK) << m.hosts(i).host();
+    EXPECT_EQ(m.hosts(i).xplane_file(), m.hosts(i).host() + ".xplane.pb");
+    EXPECT_GT(m.hosts(i).bytes(), 0u);
+    EXPECT_THAT(m.hosts(i).recording_detail(), HasSubstr("recovered after its coordinator"));
+  }
+  EXPECT_EQ(m.hosts(2).status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(2).error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("w2.xplane.pb: no trace on disk"));
+  ASSERT_EQ(m.errors_size(), 1);
+  EXPECT_THAT(m.errors(0), HasSubstr("2 of 3 hold a valid trace"));
+
+  ASSERT_EQ(Run({"analyze", dir, "--out=" + tmp_.path() + "/after"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("2 hosts"));
+}
+
+// A trace under a host's name that is not a valid XSpace (a machine that lost power before the
+// sync may leave it empty) is not a saved host: the host is failed, saying why.
+TEST_F(CliTest, RecoveryFailsAHostWhoseTraceOnDiskIsNotValid) {
+  const std::string dir = logdir_ + "/plugins/profile/torn";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  v1::SessionManifest m;
+  m.set_status(v1::SESSION_STATUS_RUNNING);
+  m.add_hosts()->set_host("h0");
+  m.add_hosts()->set_host("h1");
+  m.mutable_hosts(1)->set_status(v1::HOST_STATUS_OK);  // the snapshot said saved
+  m.mutable_hosts(1)->set_xplane_file("h1.xplane.pb");
+  ASSERT_THAT(WriteFileAtomically(dir + "/session.json", ManifestJson(m)), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/h0.xplane.pb.invalid", "junk"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/h1.xplane.pb", "\xff\xff not a proto"), IsOk());
+  const int saved = RecoverHostsFromDisk(dir, m);
+  EXPECT_EQ(saved, 0);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(0).error().step(), v1::FAILURE_STEP_VALIDATE);
+  EXPECT_THAT(m.hosts(0).error().message(), HasSubstr("only h0.xplane.pb.invalid is on disk"));
+  EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_FAILED);
+  EXPECT_TRUE(m.hosts(1).xplane_file().empty());
+  EXPECT_THAT(m.hosts(1).error().message(), HasSubstr("session.json had listed it saved"));
+}
+
+// Issue 28 item 3: a session whose final session.json could not be written (a full disk) stays
+// RUNNING on disk; its owner let go of the marker's lock but kept the marker, so `profctl
+// sessions` shows it abandoned, not running, and the next capture marks it ABANDONED.
+TEST_F(CliTest, ASessionThatCouldNotBeFinalisedIsNotRunningForever) {
+  absl::StatusOr<std::unique_ptr<RunningSession>> running =
+      RunningSession::Open(logdir_, "full", {});
+  ASSERT_THAT(running, IsOk());
+  const std::string dir = (*running)->dir().location();
+  v1::SessionManifest m;
+  m.set_status(v1::SESSION_STATUS_RUNNING);
+  m.set_coordinator_pid(getpid());
+  m.mutable_request()->set_session("full");
+  m.add_hosts()->set_host("h0");
+  ASSERT_THAT((*running)->dir().Write(kManifestFileName, RunningManifestJson(m)), IsOk());
+  ASSERT_EQ(Run({"sessions", Logdir()}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), ::testing::ContainsRegex("full +running"));
+
+  // The final write failed (disk full): session.json still says RUNNING when the capture ends.
+  (*running)->Close();
+  EXPECT_TRUE(PathExists(dir + "/" + kRunningMarkerFileName));
+  EXPECT_FALSE(SessionHasLiveOwner(dir));
+  ASSERT_EQ(Run({"sessions", Logdir()}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), ::testing::ContainsRegex("full +abandoned"));
+
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=next", Logdir()}), kExitOk)
+      << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr(dir + ": abandoned by coordinator pid"));
+  EXPECT_EQ(ReadManifestOf(dir).status(), v1::SESSION_STATUS_ABANDONED);
+  EXPECT_THAT(ReadManifestOf(dir).errors(0), HasSubstr("a full disk?"));
+  EXPECT_FALSE(PathExists(dir + "/" + kRunningMarkerFileName));
+  // A session that did finish leaves no marker (the capture above).
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
+}
+
+// Issue 28 item 12: names that a shell or a file browser would take for something else are
+// refused before any host is contacted, and a file in the way is named as a file.
+TEST_F(CliTest, SessionNamesMustStartWithALetterOrDigit) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  for (const char* bad : {"-rf", "...", ".hidden", "..", "_x", "a/b", "a b"}) {
+    EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", absl::StrCat("--session=", bad),
+                   Logdir()}),
+              kExitUsage)
+        << bad;
+    EXPECT_THAT(err_.str(), HasSubstr("session name '" + std::string(bad) + "'")) << bad;
+    if (std::string(bad) != "a/b" && std::string(bad) != "a b" && std::string(bad) != "..") {
+      EXPECT_THAT(err_.str(), HasSubstr("must start with a letter or digit")) << bad;
+    }
+  }
+  EXPECT_EQ(a.captures(), 0);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/.hidden"));
+  EXPECT_THAT(ValidateSessionName("v1.2-run_3"), IsOk());
+
+  ASSERT_THAT(MakeDirs(logdir_ + "/plugins/profile"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(logdir_ + "/plugins/profile/taken", "a file"), IsOk());
+  EXPECT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=taken", Logdir()}),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("taken is a file, not a session folder"));
+  EXPECT_EQ(a.captures(), 0);
 }
 
 TEST_F(CliTest, SuccessPrintsSummaryAndJson) {

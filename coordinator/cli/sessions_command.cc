@@ -60,8 +60,8 @@ int SessionsCommand(const std::vector<std::string>& args, const CliEnv& env) {
         service::ListSessions(logdir, schedule, static_cast<size_t>(limit));
     for (const std::string& e : listing.errors) *env.err << "profctl sessions: " << e << "\n";
     for (v1::SessionInfo& info : listing.sessions) {
-      // A RUNNING folder here is a capture in progress (or one that died; a capture or the
-      // daemon marks those ABANDONED when it starts).
+      // A RUNNING folder here is a capture in progress: one whose owner is gone reads as
+      // ABANDONED (ListSessions; the next capture or daemon start rewrites it so).
       info.set_running(info.manifest().status() == v1::SESSION_STATUS_RUNNING);
       *response.add_sessions() = std::move(info);
     }

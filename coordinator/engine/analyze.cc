@@ -94,7 +94,17 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
   }
   out->session_dir = dir;
   out->session = m.request().session().empty() ? Basename(dir) : m.request().session();
-  for (const auto& h : m.hosts()) {
+  // A session left RUNNING (its coordinator was killed, or is still at it) lists hosts as of its
+  // last snapshot, which lags: a host with a trace under its name counts too (the trace is only
+  // ever renamed into place once validated; one that does not read is named as an error).
+  const bool unfinished = m.status() == profctl::v1::SESSION_STATUS_RUNNING;
+  for (auto& h : *m.mutable_hosts()) {
+    if (unfinished && h.status() != profctl::v1::HOST_STATUS_FAILED && h.xplane_file().empty() &&
+        ValidateFileStem("host", h.host()).ok() &&
+        PathExists(JoinPath(dir, XPlaneFileName(h.host())))) {
+      h.set_status(profctl::v1::HOST_STATUS_OK);
+      h.set_xplane_file(XPlaneFileName(h.host()));
+    }
     const bool saved = h.status() == profctl::v1::HOST_STATUS_OK ||
                        h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
     if (!saved || h.xplane_file().empty()) continue;

@@ -1,7 +1,7 @@
 #include "coordinator/engine/session_writer.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -12,8 +12,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +23,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "xspace/xspace.h"
 
 namespace profctl::coordinator {
 
@@ -57,9 +60,19 @@ std::string ProtoJson(const google::protobuf::Message& message) {
   return PrintJson(message, /*every_field=*/true);
 }
 
+absl::Status ValidateSessionName(absl::string_view name) {
+  PROFCTL_RETURN_IF_ERROR(ValidateFileStem("session name", name));
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(name.front()))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session name '", name,
+        "' must start with a letter or digit (then [A-Za-z0-9._-], at most 128 characters)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const std::string& session,
                                               const SessionDirOptions& options) {
-  PROFCTL_RETURN_IF_ERROR(ValidateFileStem("session name", session));
+  PROFCTL_RETURN_IF_ERROR(ValidateSessionName(session));
   const std::string parent = JoinPath(logdir, "plugins/profile");
   PROFCTL_RETURN_IF_ERROR(MakeDirs(parent));
   struct statvfs fs {};
@@ -85,6 +98,14 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const s
       return absl::PermissionDeniedError(
           absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
     }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      if (options.make_unique && n < kMaxSuffix) continue;
+      return absl::AlreadyExistsError(
+          absl::StrCat(path,
+                       " is a file, not a session folder; choose another --session or "
+                       "--logdir"));
+    }
     if (!options.make_unique || n == kMaxSuffix) {
       return absl::AlreadyExistsError(absl::StrCat(
           "session folder ", path, " already exists; choose another --session or --logdir"));
@@ -97,52 +118,165 @@ absl::StatusOr<std::unique_ptr<RunningSession>> RunningSession::Open(
   absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir, session, options);
   if (!dir.ok()) return dir.status();
   std::string marker = JoinPath(dir->location(), kRunningMarkerFileName);
-  (void)WriteFileAtomically(marker, absl::StrCat(getpid(), "\n"));
-  return std::unique_ptr<RunningSession>(new RunningSession(*std::move(dir), std::move(marker)));
+  // Locked before anything else is written into the folder: session.json (RUNNING) comes later,
+  // so whoever reads a RUNNING session.json after checking the lock sees its owner.
+  int fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  if (fd >= 0) {
+    const std::string pid = absl::StrCat(getpid(), "\n");  // for people; the lock is the truth
+    (void)!write(fd, pid.data(), pid.size());
+  }
+  return std::unique_ptr<RunningSession>(
+      new RunningSession(*std::move(dir), std::move(marker), fd));
 }
+
+namespace {
+
+// The session.json of `dir`, when it parses.
+std::optional<profctl::v1::SessionManifest> ReadManifest(const std::string& dir) {
+  absl::StatusOr<std::string> json = ReadFile(JoinPath(dir, kManifestFileName));
+  if (!json.ok()) return std::nullopt;
+  profctl::v1::SessionManifest m;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(*json, &m, options).ok()) return std::nullopt;
+  return m;
+}
+
+}  // namespace
 
 void RunningSession::Close() {
   if (marker_.empty()) return;
-  unlink(marker_.c_str());
+  const std::optional<profctl::v1::SessionManifest> m = ReadManifest(dir_.location());
+  if (!m.has_value() || m->status() != profctl::v1::SESSION_STATUS_RUNNING) {
+    unlink(marker_.c_str());
+  }
+  if (marker_fd_ >= 0) close(marker_fd_);  // releases the lock
+  marker_fd_ = -1;
   marker_.clear();
+}
+
+bool SessionHasLiveOwner(const std::string& session_dir) {
+  const int fd = open(JoinPath(session_dir, kRunningMarkerFileName).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // The owner holds LOCK_EX: a shared lock is refused while it lives (from another open of the
+  // file, in this process too).
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);  // drops the shared lock, when taken
+  return held;
+}
+
+namespace {
+
+// Whether `name` is a temporary file of a session: "<name>.tmp.XXXXXX" (mkstemp's six
+// characters), hidden (a host's stream) or not (the pod trace, atomic writes).
+bool IsTemporaryFileName(absl::string_view name) {
+  const size_t at = name.rfind(".tmp.");
+  return at != absl::string_view::npos && name.size() - at == 5 + 6;
+}
+
+// Removes the session's temporary files; returns how many.
+int RemoveTemporaryFiles(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    if (file.is_regular_file(ec) && IsTemporaryFileName(file.path().filename().string()) &&
+        std::filesystem::remove(file.path(), ec)) {
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+// Why a host's file on disk is not a saved trace; OK when it is.
+absl::Status CheckSavedTrace(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  tensorflow::profiler::XSpace space;
+  if (!space.ParseFromString(*bytes)) return absl::DataLossError("not a serialized XSpace");
+  return xspace::Validate(space);
+}
+
+}  // namespace
+
+int RecoverHostsFromDisk(const std::string& session_dir, profctl::v1::SessionManifest& manifest) {
+  int saved = 0;
+  for (profctl::v1::HostResult& h : *manifest.mutable_hosts()) {
+    if (h.status() == profctl::v1::HOST_STATUS_FAILED && h.xplane_file().empty()) continue;
+    if (h.host().empty() || !ValidateFileStem("host", h.host()).ok()) continue;
+    const std::string file = XPlaneFileName(h.host());
+    const std::string path = JoinPath(session_dir, file);
+    const bool listed_saved = h.status() == profctl::v1::HOST_STATUS_OK ||
+                              h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+    const absl::Status valid =
+        PathExists(path) ? CheckSavedTrace(path) : absl::NotFoundError("no trace on disk");
+    if (valid.ok()) {
+      ++saved;
+      h.set_xplane_file(file);
+      h.set_bytes(static_cast<uint64_t>(std::filesystem::file_size(path)));
+      if (!listed_saved) {
+        h.set_status(profctl::v1::HOST_STATUS_OK);
+        h.clear_error();
+        h.set_recording_detail(
+            "recovered after its coordinator stopped: a valid trace was found on disk; its "
+            "recording was not checked against the window asked for");
+      }
+      continue;
+    }
+    if (h.status() == profctl::v1::HOST_STATUS_FAILED) continue;
+    const bool rejected = PathExists(JoinPath(session_dir, RejectedXPlaneFileName(h.host())));
+    h.set_status(profctl::v1::HOST_STATUS_FAILED);
+    h.clear_xplane_file();
+    auto* e = h.mutable_error();
+    e->set_step(rejected ? profctl::v1::FAILURE_STEP_VALIDATE
+                         : profctl::v1::FAILURE_STEP_INTERRUPTED);
+    e->set_code(static_cast<int32_t>(rejected ? absl::StatusCode::kDataLoss : valid.code()));
+    e->set_message(absl::StrCat(
+        "recovered after its coordinator stopped: ",
+        rejected ? absl::StrCat("only ", RejectedXPlaneFileName(h.host()), " is on disk")
+                 : absl::StrCat(file, ": ", valid.message()),
+        listed_saved ? " (session.json had listed it saved)" : ""));
+  }
+  return saved;
 }
 
 std::vector<std::string> CleanAbandonedSessions(const std::string& logdir) {
   std::vector<std::string> cleaned;
   const std::string parent = JoinPath(logdir, "plugins/profile");
-  char host_name[256] = {};
-  if (gethostname(host_name, sizeof(host_name) - 1) != 0) return cleaned;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
     if (!entry.is_directory(ec)) continue;
     const std::string dir = entry.path().string();
-    if (!PathExists(JoinPath(dir, kRunningMarkerFileName))) continue;
-    const std::string manifest_path = JoinPath(dir, kManifestFileName);
-    absl::StatusOr<std::string> json = ReadFile(manifest_path);
-    profctl::v1::SessionManifest m;
-    if (!json.ok() || !google::protobuf::util::JsonStringToMessage(*json, &m).ok()) continue;
-    if (m.status() != profctl::v1::SESSION_STATUS_RUNNING || m.coordinator_host() != host_name ||
-        m.coordinator_pid() <= 0) {
+    const std::string marker = JoinPath(dir, kRunningMarkerFileName);
+    if (!PathExists(marker) || SessionHasLiveOwner(dir)) continue;
+    // Read after the lock was found free: an owner finalises session.json before it lets go.
+    std::optional<profctl::v1::SessionManifest> m = ReadManifest(dir);
+    if (!m.has_value()) continue;  // not ours to judge (no session.json yet, or a foreign one)
+    if (m->status() != profctl::v1::SESSION_STATUS_RUNNING) {
+      RemoveTemporaryFiles(dir);  // its owner died between the final write and the unlink
+      std::filesystem::remove(marker, ec);
       continue;
     }
-    const auto pid = static_cast<pid_t>(m.coordinator_pid());
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
-    int removed = 0;
-    for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = file.path().filename().string();
-      if (absl::StartsWith(name, ".") && absl::StrContains(name, ".tmp.") &&
-          std::filesystem::remove(file.path(), ec)) {
-        ++removed;
-      }
-    }
-    std::filesystem::remove(JoinPath(dir, kRunningMarkerFileName), ec);
-    m.set_status(profctl::v1::SESSION_STATUS_ABANDONED);
-    m.add_errors(absl::StrCat("abandoned: its coordinator (pid ", pid, " on ", host_name,
-                              ") died while capturing; found by a later capture, which removed ",
-                              removed, " temporary file(s). Hosts listed ok were saved"));
-    if (WriteFileAtomically(manifest_path, ManifestJson(m)).ok()) {
-      cleaned.push_back(absl::StrCat(dir, ": abandoned by coordinator pid ", pid, "; removed ",
-                                     removed, " temporary file(s)"));
+    const int removed = RemoveTemporaryFiles(dir);
+    const int saved = RecoverHostsFromDisk(dir, *m);
+    m->set_status(profctl::v1::SESSION_STATUS_ABANDONED);
+    const std::string owner = m->coordinator_pid() > 0 ? absl::StrCat("pid ", m->coordinator_pid(),
+                                                                      " on ", m->coordinator_host())
+                                                       : std::string("unknown");
+    m->add_errors(absl::StrCat(
+        "abandoned: its coordinator (", owner,
+        ") stopped before session.json was final (killed, or it could not write it: a full "
+        "disk?); found by a later capture, which removed ",
+        removed, " temporary file(s) and rebuilt the hosts from the folder: ", saved, " of ",
+        m->hosts_size(), " hold a valid trace (saved), the others failed"));
+    if (WriteFileAtomically(JoinPath(dir, kManifestFileName), ManifestJson(*m)).ok()) {
+      std::filesystem::remove(marker, ec);  // kept on failure: a later capture tries again
+      cleaned.push_back(absl::StrCat(dir, ": abandoned by coordinator ", owner, "; removed ",
+                                     removed, " temporary file(s); ", saved, "/", m->hosts_size(),
+                                     " host(s) saved, rebuilt from disk"));
     }
   }
   return cleaned;

@@ -91,14 +91,24 @@ class SessionDir final : public TraceSink {
 };
 
 // A capture in progress holds this marker in its session folder (RunningSession creates it with
-// the folder and removes it when the session is over), so finding abandoned sessions costs one
-// stat per folder, not one session.json parse per folder, however many sessions a log dir holds.
+// the folder), so finding abandoned sessions costs one stat per folder, not one session.json
+// parse per folder, however many sessions a log dir holds. The session's owner holds an exclusive
+// flock(2) on it for as long as it runs: the kernel drops that lock when the process ends, however
+// it ends (SIGKILL, a crash), and a pid cannot be reused to fake it. The marker is removed once
+// session.json is final; a session.json that could not be finalised (disk full) keeps it, so the
+// folder is still found.
 inline constexpr char kRunningMarkerFileName[] = ".profctl_running";
+
+// Whether a live process owns the session folder: it holds the lock on its running marker. A
+// folder without a marker has no owner. On NFS the lock is the server's (Linux emulates flock
+// with NFS byte-range locks), so a live coordinator on another host counts too.
+bool SessionHasLiveOwner(const std::string& session_dir);
 
 // The life of a capture's session folder, one routine for `profctl capture` and the daemon: the
 // folder is created (SessionDir::Create) and marked running (kRunningMarkerFileName, holding this
-// process's pid) until Close, so CleanAbandonedSessions finds exactly the sessions whose
-// coordinator died. Not thread-safe; the engine writes through dir() while it runs.
+// process's pid, locked) until Close, so CleanAbandonedSessions finds exactly the sessions whose
+// coordinator died or could not finish them. Not thread-safe; the engine writes through dir()
+// while it runs.
 class RunningSession {
  public:
   // The errors of SessionDir::Create. The marker is best effort: a folder that cannot hold it
@@ -114,26 +124,44 @@ class RunningSession {
   SessionDir& dir() { return dir_; }
   // The folder's name (differs from the one asked for after make_unique).
   std::string session() const { return dir_.session(); }
-  // The session is over (its session.json final): the folder is no longer marked running.
-  // Idempotent; also on destruction.
+  // The session is over: its lock is released, and the marker removed unless session.json still
+  // says RUNNING (its final write failed), which leaves the folder for the next capture, `profctl
+  // sessions` and retention to see as abandoned. Idempotent; also on destruction.
   void Close();
 
  private:
-  RunningSession(SessionDir dir, std::string marker)
-      : dir_(std::move(dir)), marker_(std::move(marker)) {}
+  RunningSession(SessionDir dir, std::string marker, int marker_fd)
+      : dir_(std::move(dir)), marker_(std::move(marker)), marker_fd_(marker_fd) {}
   SessionDir dir_;
   std::string marker_;  // empty once closed
+  int marker_fd_;       // holds the lock; -1 without one
 };
+
+// The names `--session` and the daemon accept: 1-128 characters of [A-Za-z0-9._-] starting with a
+// letter or digit (so never an option-like "-rf", a hidden ".x" or a dot-only "..."), no path
+// separators. INVALID_ARGUMENT naming the rule otherwise.
+absl::Status ValidateSessionName(absl::string_view name);
 
 // TensorBoard-style run name from the wall clock in UTC: <prefix>YYYY_MM_DD_HH_MM_SS.
 std::string DefaultSessionName(const Clock& clock, absl::string_view prefix);
 
-// Sessions under <logdir>/plugins/profile that hold kRunningMarkerFileName and whose session.json
-// says RUNNING while the process that ran them (coordinator_pid, on this host) is gone: their
-// temporary files (".*.tmp.*") and the marker are removed and their session.json marked ABANDONED
-// (atomically), so the folder says what it holds and `profctl analyze` reads it. Sessions of live
-// or other hosts' coordinators are left alone. Returns one line per session cleaned.
+// Sessions under <logdir>/plugins/profile that hold kRunningMarkerFileName while no live process
+// owns them (SessionHasLiveOwner) and whose session.json says RUNNING: their coordinator died, or
+// could not finalise session.json. Every temporary file ("*.tmp.XXXXXX": the hosts' streams, the
+// pod trace, the breakdown files, session.json's own) and the marker are removed, each host's
+// status is rebuilt from the folder (RecoverHostsFromDisk) and session.json is marked ABANDONED
+// (atomically), so the folder says what it holds and `profctl analyze` reads it. A marker left
+// beside a final session.json is removed quietly. Returns one line per session cleaned.
 std::vector<std::string> CleanAbandonedSessions(const std::string& logdir);
+
+// Rebuilds the hosts of a session whose coordinator did not finish it from what its folder holds
+// (session.json's RUNNING snapshots are written at most once a second, so they lag): a host whose
+// <host>.xplane.pb parses and passes xspace::Validate is saved (status OK unless the snapshot
+// already said INCOMPLETE; recording_detail says it was recovered and that its recording was not
+// checked against the window); a host with only a .invalid file, or none, that the snapshot did
+// not list as FAILED becomes FAILED (interrupted), saying so; a saved host whose file is gone or
+// invalid becomes FAILED too. Returns the number of hosts saved.
+int RecoverHostsFromDisk(const std::string& session_dir, profctl::v1::SessionManifest& manifest);
 
 // session.json's text: the manifest as JSON with proto field names, every field printed.
 std::string ManifestJson(const profctl::v1::SessionManifest& manifest);

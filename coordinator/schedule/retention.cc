@@ -30,18 +30,17 @@ bool Older(const SessionFolder& a, const SessionFolder& b) {
                                                 : a.name < b.name;
 }
 
-// Whether the folder holds a finished session: session.json present, parsed, not RUNNING, and
-// no running marker.
+// Whether the folder holds a finished session: no live owner, and session.json present and parsed,
+// with a final status or RUNNING (its owner is gone: abandoned).
 bool IsFinished(const std::string& dir) {
-  if (PathExists(JoinPath(dir, kRunningMarkerFileName))) return false;
+  if (SessionHasLiveOwner(dir)) return false;
   const absl::StatusOr<std::string> text = ReadFile(JoinPath(dir, kManifestFileName));
   if (!text.ok()) return false;
   profctl::v1::SessionManifest manifest;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
   if (!google::protobuf::util::JsonStringToMessage(*text, &manifest, options).ok()) return false;
-  return manifest.status() != profctl::v1::SESSION_STATUS_RUNNING &&
-         manifest.status() != profctl::v1::SESSION_STATUS_UNSPECIFIED;
+  return manifest.status() != profctl::v1::SESSION_STATUS_UNSPECIFIED;
 }
 
 int64_t FolderBytes(const std::filesystem::path& dir) {

@@ -44,8 +44,9 @@ struct RetentionResult {
 };
 
 // Applies `retention` to `schedule`'s sessions under <logdir>/plugins/profile. A folder counts
-// as finished only when it holds a session.json whose status is not RUNNING and no running
-// marker (session_writer.h); anything else is left alone. Blocking file I/O: run it on a
+// as finished only when no live coordinator owns it (SessionHasLiveOwner, session_writer.h) and
+// it holds a session.json with a status: a final one, or RUNNING left by an owner that is gone
+// (abandoned); anything else is left alone. Blocking file I/O: run it on a
 // WorkPool, not an Executor. A missing log dir has nothing to delete.
 RetentionResult ApplyRetention(const std::string& logdir, const std::string& schedule,
                                const RetentionConfig& retention, int64_t now_wall_ns);

@@ -3,10 +3,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/temp_dir.h"
@@ -93,10 +95,16 @@ TEST(ApplyRetentionTest, DeletesOnlyFinishedSessionsOfTheSchedule) {
   WriteFile(root / "hourly_20260101T000000Z/h.xplane.pb", std::string(1000, 'x'));
   WriteFile(root / "hourly_20260101T010000Z/session.json",
             R"({"status": "SESSION_STATUS_PARTIAL"})");
+  // RUNNING with no live owner (killed, or its final write failed on a full disk): abandoned,
+  // so finished (issue 28 item 3).
   WriteFile(root / "hourly_20260101T020000Z/session.json",
             R"({"status": "SESSION_STATUS_RUNNING"})");
+  WriteFile(root / "hourly_20260101T020000Z/.profctl_running", "");
+  // A live capture (this process holds its marker's lock), whatever its session.json says.
+  absl::StatusOr<std::unique_ptr<RunningSession>> live =
+      RunningSession::Open(tmp.path(), "hourly_20260101T030000Z", {});
+  ASSERT_TRUE(live.ok()) << live.status();
   WriteFile(root / "hourly_20260101T030000Z/session.json", ok);
-  WriteFile(root / "hourly_20260101T030000Z/.profctl_running", "");
   WriteFile(root / "hourly_20260101T040000Z/h.xplane.pb", "no manifest yet");
   WriteFile(root / "hourly_20260101T050000Z/session.json", ok);
   WriteFile(root / "hourly_20260101T060000Z/session.json", ok);
@@ -105,17 +113,17 @@ TEST(ApplyRetentionTest, DeletesOnlyFinishedSessionsOfTheSchedule) {
 
   const RetentionResult r = ApplyRetention(tmp.path(), "hourly", {.keep_last = 2}, kNow);
   EXPECT_THAT(r.errors, IsEmpty());
-  EXPECT_THAT(r.deleted, ElementsAre("hourly_20260101T000000Z", "hourly_20260101T010000Z"));
+  EXPECT_THAT(r.deleted, ElementsAre("hourly_20260101T000000Z", "hourly_20260101T010000Z",
+                                     "hourly_20260101T020000Z"));
   EXPECT_GE(r.bytes_freed, 1000);
   std::vector<std::string> left;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     left.push_back(e.path().filename().string());
   }
   std::sort(left.begin(), left.end());
-  EXPECT_THAT(left,
-              ElementsAre("daily_20250101T000000Z", "hourly_20260101T020000Z",
-                          "hourly_20260101T030000Z", "hourly_20260101T040000Z",
-                          "hourly_20260101T050000Z", "hourly_20260101T060000Z", "manual-session"));
+  EXPECT_THAT(left, ElementsAre("daily_20250101T000000Z", "hourly_20260101T030000Z",
+                                "hourly_20260101T040000Z", "hourly_20260101T050000Z",
+                                "hourly_20260101T060000Z", "manual-session"));
 }
 
 TEST(ApplyRetentionTest, MissingLogDirDeletesNothing) {

@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "common/yaml_config.h"
 #include "coordinator/clients/worker.h"
+#include "coordinator/engine/session_writer.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -220,10 +221,10 @@ absl::Status ParseName(const YamlConfig& r, const YAML::Node& v, const std::stri
                        ScheduleEntry* e) {
   PROFCTL_ASSIGN_OR_RETURN(e->s.name, r.String(v, p));
   if (e->s.name.size() > kMaxScheduleNameChars ||
-      !ValidateFileStem("schedule name", e->s.name).ok()) {
+      !ValidateSessionName(e->s.name).ok()) {  // it starts each of its sessions' names
     return r.Error(v, p,
                    absl::StrCat(YamlConfig::Quote(e->s.name), " is not 1-", kMaxScheduleNameChars,
-                                " characters of [A-Za-z0-9._-]"));
+                                " characters of [A-Za-z0-9._-] starting with a letter or digit"));
   }
   return absl::OkStatus();
 }

@@ -21,6 +21,14 @@ std::string ProfileDir(const std::string& logdir) {
 
 v1::SessionInfo InfoFrom(const std::string& folder, const std::string& name,
                          v1::SessionManifest manifest) {
+  if (manifest.status() == v1::SESSION_STATUS_RUNNING && !SessionHasLiveOwner(folder)) {
+    // Its coordinator is gone (or could not finalise it): not running, whatever the file says.
+    // The next capture into this log dir rebuilds and rewrites it (CleanAbandonedSessions).
+    manifest.set_status(v1::SESSION_STATUS_ABANDONED);
+    manifest.add_errors(
+        "abandoned: session.json says RUNNING but no live coordinator owns the folder (see "
+        "session_writer.h SessionHasLiveOwner); the next capture into this log dir rebuilds it");
+  }
   v1::SessionInfo info;
   info.set_session(name);
   info.set_session_dir(manifest.session_dir().empty() ? folder : manifest.session_dir());

@@ -19,7 +19,9 @@ absl::StatusOr<v1::SessionManifest> ParseManifest(const std::string& json,
                                                   const std::string& source);
 
 // One session: INVALID_ARGUMENT for a name that is not a plain folder name, NOT_FOUND when
-// <logdir>/plugins/profile/<session>/session.json does not exist.
+// <logdir>/plugins/profile/<session>/session.json does not exist. Here and in ListSessions, a
+// session.json that says RUNNING while no live coordinator owns the folder (SessionHasLiveOwner:
+// it was killed, or could not finalise it) reads as ABANDONED, with an error saying why.
 absl::StatusOr<v1::SessionInfo> ReadSession(const std::string& logdir, const std::string& session);
 
 struct SessionListing {
