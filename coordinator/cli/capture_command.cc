@@ -60,8 +60,14 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
           h.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
     width = std::max(width, static_cast<int>(h.host().size()));
   }
-  std::string out = absl::StrFormat("session %s: %s, %d/%d hosts captured\n", m.request().session(),
-                                    SessionStatusName(m.status()), ok, m.hosts_size());
+  // An OK session with errors (outputs interrupted or not written) exits 3: the headline says
+  // why, so the two agree.
+  std::string out =
+      absl::StrFormat("session %s: %s, %d/%d hosts captured%s\n", m.request().session(),
+                      SessionStatusName(m.status()), ok, m.hosts_size(),
+                      m.status() == profctl::v1::SESSION_STATUS_OK && !m.errors().empty()
+                          ? absl::StrFormat("; %d error(s) below", m.errors_size())
+                          : "");
   absl::StrAppendFormat(&out, "  %-*s %-7s %11s %9s %11s %-11s %8s %6s %8s %10s\n", width, "HOST",
                         "STATUS", "OFFSET(ms)", "+-(ms)", "START(ms)", "ALIGNED BY", "RTT(ms)",
                         "STEPS", "EVENTS", "SIZE");

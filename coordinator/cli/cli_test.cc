@@ -10,9 +10,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "coordinator/cli/command.h"
 #include "coordinator/cli/local_agents.h"
+#include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -430,6 +433,80 @@ TEST_F(CliTest, ASessionThatCouldNotBeFinalisedIsNotRunningForever) {
   EXPECT_FALSE(PathExists(dir + "/" + kRunningMarkerFileName));
   // A session that did finish leaves no marker (the capture above).
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
+}
+
+namespace {
+
+// A session folder whose SyncCommitted (called as the outputs start to be written) runs `hook`.
+class HookedSink final : public TraceSink {
+ public:
+  HookedSink(SessionDir* dir, std::function<void()> hook) : dir_(dir), hook_(std::move(hook)) {}
+  absl::StatusOr<std::string> Write(const std::string& name, absl::string_view contents) override {
+    return dir_->Write(name, contents);
+  }
+  absl::StatusOr<std::unique_ptr<TraceFile>> Create(const std::string& hint) override {
+    return dir_->Create(hint);
+  }
+  absl::Status SyncCommitted() override {
+    if (hook_) hook_();
+    return dir_->SyncCommitted();
+  }
+  absl::StatusOr<std::string> Read(const std::string& name) override { return dir_->Read(name); }
+  std::string LocalPath(const std::string& name) const override { return dir_->LocalPath(name); }
+  std::string location() const override { return dir_->location(); }
+
+ private:
+  SessionDir* dir_;
+  std::function<void()> hook_;
+};
+
+}  // namespace
+
+// Issue 28 item 9: an interrupt while the outputs are written (every host done) stops the pod
+// trace between hosts instead of being ignored; session.json says the hosts were saved and the
+// outputs interrupted, and the exit code (3) and the headline agree with it.
+TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenStopsThePodTrace) {
+  FakeAgent a(&ex_, &clock_, {.name = "w0"}, Rank(0));
+  FakeAgent b(&ex_, &clock_, {.name = "w1"}, Rank(1));
+  FakeAgent c(&ex_, &clock_, {.name = "w2"}, Rank(2));
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  factory_.Add("c:1", &c);
+  absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir_, "int-out");
+  ASSERT_THAT(dir, IsOk());
+  CaptureEngine* engine = nullptr;
+  int syncs = 0;
+  HookedSink sink(&*dir, [&] {
+    ++syncs;
+    ASSERT_NE(engine, nullptr);
+    engine->Cancel();  // Ctrl-C, as the outputs start
+  });
+  CapturePlan plan;
+  plan.workers = *ParseWorkerList("a:1,b:1,c:1");
+  plan.duration_ms = 500;
+  plan.session = "int-out";
+  plan.logdir = logdir_;
+  std::optional<analysis::PodBreakdown> breakdown;
+  absl::StatusOr<v1::SessionManifest> m = RunEngine(
+      plan, &sink, Env(), [](const std::string&) {}, &breakdown,
+      [&](CaptureEngine& e) { engine = &e; }, [&] { engine = nullptr; });
+  ASSERT_THAT(m, IsOk());
+  EXPECT_GE(syncs, 1);
+  EXPECT_EQ(m->status(), v1::SESSION_STATUS_OK);  // every host saved, whole window
+  for (const auto& h : m->hosts()) EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.host();
+  EXPECT_TRUE(m->pod_trace_file().empty());
+  EXPECT_FALSE(PathExists(dir->location() + "/pod.trace.json.gz"));
+  for (const auto& e : std::filesystem::directory_iterator(dir->location())) {
+    EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
+  }
+  const std::string errors = absl::StrJoin(m->errors(), "\n");
+  EXPECT_THAT(errors, HasSubstr("pod trace: interrupted after 0 of 3 hosts; not written"));
+  EXPECT_THAT(errors, HasSubstr("interrupted while the outputs were written"));
+  EXPECT_THAT(errors, ::testing::Not(HasSubstr("capture was cancelled")));  // the window was not
+  EXPECT_EQ(m->breakdown_files_size(), 3);  // the breakdown is still written, without the pod trace
+  EXPECT_EQ(ExitCodeFor(*m), kExitPartial);
+  EXPECT_THAT(FormatSummary(*m),
+              HasSubstr("session int-out: ok, 3/3 hosts captured; 2 error(s) below"));
 }
 
 // Issue 28 item 12: names that a shell or a file browser would take for something else are

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -78,6 +79,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 
   void Begin();
   void Interrupt();
+  // Whether a cancel came after the session finished (while its outputs are written).
+  bool OutputsInterrupted() const { return cancels_.load() > cancels_seen_.load(); }
+  // CaptureEngine::Cancel was called (any thread): counted at once, so an interrupt that comes
+  // while the outputs are written stops them even though the executor's Interrupt then finds the
+  // session finished.
+  void NoteCancel() { cancels_.fetch_add(1); }
 
  private:
   enum class Phase { kPreparing, kReady, kCapturing, kSaving, kDone };
@@ -279,6 +286,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   bool releases_sent_ = false;
   bool cancelled_ = false;
   bool finished_ = false;
+  // Cancels asked for, and those Interrupt saw before the session finished (the capture's own):
+  // more asked than seen means one came while the outputs were written.
+  std::atomic<int> cancels_{0};
+  std::atomic<int> cancels_seen_{0};
   // The pod step breakdown, from FinishBreakdown to `done`'s task.
   std::optional<analysis::PodBreakdown> pod_breakdown_;
   int64_t prepare_started_mono_ = 0;
@@ -1224,7 +1235,9 @@ void CaptureEngine::Session::ScheduleManifestFlush() {
 
 void CaptureEngine::Session::Interrupt() {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
-  if (finished_ || cancelled_) return;
+  if (finished_) return;
+  cancels_seen_.fetch_add(1);
+  if (cancelled_) return;
   cancelled_ = true;
   for (Host& h : hosts_) {
     if (h.phase != Phase::kCapturing) continue;
@@ -1333,9 +1346,18 @@ void CaptureEngine::Session::Finish() {
                                      {.session = plan_.session,
                                       .start_at_ns = start_at_,
                                       .sink = deps_.sink,
-                                      .pool = deps_.pool},
+                                      .pool = deps_.pool,
+                                      .interrupted = [this] { return OutputsInterrupted(); }},
                                      manifest_);
     manifest_.set_outputs_ms(Millis(NowMono() - outputs_started));
+    if (OutputsInterrupted()) {
+      // The hosts' statuses stand (their traces are saved and synced); what was left out is
+      // named above. An error in an OK session makes the exit code 3 and the headline says so.
+      manifest_.add_errors(
+          "interrupted while the outputs were written: every saved host's trace is kept; "
+          "outputs not finished are left out (profctl analyze on this folder rebuilds the "
+          "breakdown)");
+    }
   }
   for (Host& h : hosts_) *manifest_.add_hosts() = std::move(h.r);
   manifest_.set_finished_ns(clock_.WallNs());
@@ -1438,6 +1460,7 @@ void CaptureEngine::Start(const CapturePlan& plan, DoneCallback done) {
 }
 
 void CaptureEngine::Cancel() {
+  if (session_ != nullptr) session_->NoteCancel();
   deps_.executor->Post([weak = std::weak_ptr<Session>(session_)] {
     if (std::shared_ptr<Session> s = weak.lock()) s->Interrupt();
   });

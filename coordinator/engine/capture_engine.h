@@ -131,7 +131,10 @@ class CaptureEngine {
 
   // Thread-safe (e.g. from a signal watcher): hosts still capturing are sent AgentService.Cancel
   // and hand back what they recorded, which is saved as usual; hosts not yet capturing are not
-  // asked to; manifest.errors says the session was interrupted.
+  // asked to; manifest.errors says the session was interrupted. Once every host is done (the
+  // outputs are being written), it stops the pod trace between two hosts instead (at most one
+  // render per pool thread to wait for): that file is then not written, the hosts' statuses stand
+  // and manifest.errors says the outputs were interrupted.
   void Cancel();
 
   class Session;  // the per-capture state machine (capture_engine.cc)

@@ -75,6 +75,20 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
   };
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (in.interrupted && in.interrupted()) {
+      // Jobs still rendering hold references to these locals: wait for them (at most
+      // kPodTraceHostsInFlight hosts, one render each). The writer, unfinished, leaves no file.
+      for (size_t j = i; j < submitted; ++j) {
+        mu.LockWhen(absl::Condition(
+            +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[j]));
+        mu.Unlock();
+      }
+      manifest.add_errors(absl::StrCat(
+          "pod trace: interrupted after ", i, " of ", slots.size(),
+          " hosts; not written (every saved host's trace is in the folder: profctl analyze "
+          "reads them)"));
+      return;
+    }
     submit_up_to(i + kPodTraceHostsInFlight);
     // Every submitted job finishes before this returns: they hold references to these locals.
     mu.LockWhen(absl::Condition(

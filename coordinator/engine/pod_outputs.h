@@ -5,6 +5,7 @@
 #define PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,12 +34,17 @@ struct PodOutputsInput {
   TraceSink* sink = nullptr;
   // Where hosts are rendered, the breakdown built and the traces synced; null: here.
   WorkPool* pool = nullptr;
+  // Asked between hosts of the pod trace (any thread may make it true): true stops the pod
+  // trace there (an interrupt while the outputs are written), which is then not written; the
+  // breakdown's files and the traces' sync still are. Null: never.
+  std::function<bool()> interrupted;
 };
 
 // Makes every committed trace durable, writes the pod trace (a host that cannot be read back is
-// left out of it) and the breakdown's files (naming the pod trace only when it was written).
-// Files written go into manifest.pod_trace_file / breakdown_files, problems into
-// manifest.errors. Returns the pod step breakdown, absent when no host has a summary.
+// left out of it; an interrupt leaves all of it out, naming that in manifest.errors) and the
+// breakdown's files (naming the pod trace only when it was written). Files written go into
+// manifest.pod_trace_file / breakdown_files, problems into manifest.errors. Returns the pod step
+// breakdown, absent when no host has a summary.
 std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost> hosts,
                                                       const PodOutputsInput& in,
                                                       profctl::v1::SessionManifest& manifest);
