@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -399,6 +400,15 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
   ASSERT_THAT(google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m),
               IsOk());
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_ABANDONED);
+  // The SIGKILL dropped its lock (issue 28 items 2, 3): the host, killed mid-window with no
+  // trace saved, is rebuilt as failed, and nothing temporary or the marker is left.
+  ASSERT_EQ(m.hosts_size(), 1);
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(0).error().step(), profctl::v1::FAILURE_STEP_INTERRUPTED);
+  for (const auto& e : std::filesystem::directory_iterator(logdir + "/plugins/profile/killed")) {
+    EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
+    EXPECT_NE(e.path().filename().string(), ".profctl_running");
+  }
 }
 
 TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {

@@ -264,6 +264,11 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   }
   EXPECT_TRUE(SessionHasLiveOwner(alive));
   EXPECT_FALSE(SessionHasLiveOwner(dead));
+  // A marker another host wrote is not judged from here (its lock may not reach us).
+  const std::string remote = make("remote", child);
+  EXPECT_THAT(WriteFileAtomically(remote + "/" + kRunningMarkerFileName, "1 some-other-host\n"),
+              IsOk());
+  EXPECT_TRUE(SessionHasLiveOwner(remote));
 
   FakeAgent a(&ex_, &clock_, {.name = "a"});
   factory_.Add("a:1", &a);
@@ -279,6 +284,7 @@ TEST_F(CliTest, NextCaptureCleansUpAfterAKilledCoordinator) {
   ASSERT_EQ(m.errors_size(), 1);
   EXPECT_THAT(m.errors(0), HasSubstr("removed 1 temporary file"));
   EXPECT_TRUE(PathExists(alive + "/.w0.xplane.pb.tmp.abc123"));  // its coordinator lives
+  EXPECT_TRUE(PathExists(remote + "/.w0.xplane.pb.tmp.abc123"));
   EXPECT_FALSE(PathExists(dead + "/" + kRunningMarkerFileName));
   // A finished capture leaves no marker behind.
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -113,6 +114,15 @@ absl::StatusOr<SessionDir> SessionDir::Create(const std::string& logdir, const s
   }
 }
 
+namespace {
+
+std::string ThisHostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RunningSession>> RunningSession::Open(
     const std::string& logdir, const std::string& session, const SessionDirOptions& options) {
   absl::StatusOr<SessionDir> dir = SessionDir::Create(logdir, session, options);
@@ -126,8 +136,9 @@ absl::StatusOr<std::unique_ptr<RunningSession>> RunningSession::Open(
     fd = -1;
   }
   if (fd >= 0) {
-    const std::string pid = absl::StrCat(getpid(), "\n");  // for people; the lock is the truth
-    (void)!write(fd, pid.data(), pid.size());
+    // "<pid> <host>": the host for SessionHasLiveOwner, the pid for people.
+    const std::string owner = absl::StrCat(getpid(), " ", ThisHostName(), "\n");
+    (void)!write(fd, owner.data(), owner.size());
   }
   return std::unique_ptr<RunningSession>(
       new RunningSession(*std::move(dir), std::move(marker), fd));
@@ -166,7 +177,14 @@ bool SessionHasLiveOwner(const std::string& session_dir) {
   // file, in this process too).
   const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   close(fd);  // drops the shared lock, when taken
-  return held;
+  if (held) return true;
+  // A marker written on another host: its lock may not reach here (a network file system mounted
+  // without lock support), so its owner is not judged from here, as a pid could not be.
+  absl::StatusOr<std::string> text = ReadFile(JoinPath(session_dir, kRunningMarkerFileName));
+  if (!text.ok()) return false;
+  const std::vector<absl::string_view> words =
+      absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  return words.size() >= 2 && words[1] != ThisHostName();
 }
 
 namespace {

@@ -100,8 +100,9 @@ class SessionDir final : public TraceSink {
 inline constexpr char kRunningMarkerFileName[] = ".profctl_running";
 
 // Whether a live process owns the session folder: it holds the lock on its running marker. A
-// folder without a marker has no owner. On NFS the lock is the server's (Linux emulates flock
-// with NFS byte-range locks), so a live coordinator on another host counts too.
+// folder without a marker has no owner. A marker written on another host (it holds "<pid>
+// <host>") counts as owned even unlocked: that lock may not reach here (NFS without locks), so
+// such a folder is left to its own host's captures, as with pids before.
 bool SessionHasLiveOwner(const std::string& session_dir);
 
 // The life of a capture's session folder, one routine for `profctl capture` and the daemon: the
