@@ -240,6 +240,27 @@ absl::Status ValidateSyntheticJobConfig(const SyntheticJobConfig& c) {
   if (!(c.slowdown_factor >= 1.0 && c.slowdown_factor <= 10.0)) {
     return bad("slowdown_factor", c.slowdown_factor, "1..10");
   }
+  // Step indices of a 1 ms step up to the year 2255.
+  constexpr int64_t kMaxStep = 9'000'000'000'000;
+  if (c.slowdown_at_step < 0 || c.slowdown_at_step > kMaxStep) {
+    return bad("slowdown_at_step", c.slowdown_at_step, "0 (never) or a global step index");
+  }
+  if (c.slowdown_at_step > 0 && c.slowdown_at_ms > 0) {
+    return absl::InvalidArgumentError(
+        "synthetic job: slowdown_at_step and slowdown_at_ms are two ways to say when the "
+        "slowdown starts; give one");
+  }
+  if (c.hang_rank < -1 || c.hang_rank >= c.world) {
+    return bad("hang_rank", c.hang_rank, "-1 (none) or 0..world-1");
+  }
+  if (c.hang_at_step < 0 || c.hang_at_step > kMaxStep) {
+    return bad("hang_at_step", c.hang_at_step, "0 (never) or a global step index");
+  }
+  if ((c.hang_rank >= 0) != (c.hang_at_step > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("synthetic job: hang_rank=", c.hang_rank, " and hang_at_step=", c.hang_at_step,
+                     " go together: a hang needs both a rank (0..world-1) and a step (> 0)"));
+  }
   return absl::OkStatus();
 }
 
@@ -266,6 +287,9 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
       {"input_stall_ms", &c.input_stall_ms},
       {"allreduce_ms", &c.allreduce_ms},
       {"slowdown_at_ms", &c.slowdown_at_ms},
+      {"slowdown_at_step", &c.slowdown_at_step},
+      {"hang_rank", &c.hang_rank},
+      {"hang_at_step", &c.hang_at_step},
   };
   const DoubleKnob doubles[] = {{"straggler_factor", &c.straggler_factor},
                                 {"jitter", &c.jitter},
@@ -388,7 +412,8 @@ SyntheticJob::SyntheticJob(const SyntheticJobConfig& config,
   slow_config_ = config_;
   slow_period_ns_ = period_ns_;
   slow_from_step_ = std::numeric_limits<int64_t>::max();
-  if (config_.slowdown_at_ms > 0 && config_.slowdown_factor > 1.0) {
+  if ((config_.slowdown_at_ms > 0 || config_.slowdown_at_step > 0) &&
+      config_.slowdown_factor > 1.0) {
     const double f = config_.slowdown_factor;
     slow_config_.step_ms =
         std::max<int64_t>(1, std::llround(static_cast<double>(config_.step_ms) * f));
@@ -398,8 +423,11 @@ SyntheticJob::SyntheticJob(const SyntheticJobConfig& config,
     const Durations s = Durations::Of(slow_config_);
     slow_period_ns_ = PeriodOf(slow_config_, s.input, s.h2d, s.compute, s.d2h, s.allreduce);
     const int64_t at = config_.slowdown_at_ms * kNanosPerMilli - phase_ns_;
-    slow_from_step_ = at <= 0 ? -((-at) / period_ns_) : (at + period_ns_ - 1) / period_ns_;
+    slow_from_step_ = config_.slowdown_at_step > 0 ? config_.slowdown_at_step
+                      : at <= 0                    ? -((-at) / period_ns_)
+                                                   : (at + period_ns_ - 1) / period_ns_;
   }
+  if (config_.hang_rank >= 0) hang_step_ = config_.hang_at_step;
 }
 
 int64_t SyntheticJob::StepStartNs(int64_t k) const {
@@ -410,10 +438,13 @@ int64_t SyntheticJob::StepStartNs(int64_t k) const {
 int64_t SyntheticJob::StepIndexAt(int64_t true_ns) const {
   if (slow_from_step_ != std::numeric_limits<int64_t>::max()) {
     const int64_t slow_start = StepStartNs(slow_from_step_);
-    if (true_ns >= slow_start) return slow_from_step_ + (true_ns - slow_start) / slow_period_ns_;
+    if (true_ns >= slow_start) {
+      return std::min(hang_step_, slow_from_step_ + (true_ns - slow_start) / slow_period_ns_);
+    }
   }
   const int64_t rel = true_ns - phase_ns_;
-  return rel >= 0 ? rel / period_ns_ : -((-rel + period_ns_ - 1) / period_ns_);
+  return std::min(hang_step_,
+                  rel >= 0 ? rel / period_ns_ : -((-rel + period_ns_ - 1) / period_ns_));
 }
 
 // Fills `plan` (if given) up to the all-reduce launch and returns when this (rank, gpu) is ready
@@ -452,11 +483,14 @@ int64_t SyntheticJob::ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* pl
     }
     prev_end = start + dur;
   }
+  // The hung rank never calls into the collective: ready never.
+  if (k == hang_step_ && rank == config_.hang_rank) return kNever;
   launched = call("ncclAllReduce");
   return std::max(prev_end, launched);
 }
 
 StepPlan SyntheticJob::Plan(int64_t k, int64_t rank, int64_t gpu) const {
+  if (k == hang_step_) return HungPlan(k, rank, gpu);
   // The all-reduce ends when the slowest (rank, gpu) of the whole job is ready, plus its time.
   const int64_t slowest = memo_->Get(k, [&] {
     int64_t latest = 0;
@@ -483,6 +517,22 @@ StepPlan SyntheticJob::Plan(int64_t k, int64_t rank, int64_t gpu) const {
   t += kApiCallNs + kApiGapNs;
   plan.host_calls.push_back(
       {"cudaStreamSynchronize", t, std::max(t, d2h_start + d.d2h) + kSyncTailNs});
+  return plan;
+}
+
+StepPlan SyntheticJob::HungPlan(int64_t k, int64_t rank, int64_t gpu) const {
+  StepPlan plan;
+  plan.index = k;
+  plan.step_num = ((k % kStepNumModulus) + kStepNumModulus) % kStepNumModulus;
+  plan.start_ns = StepStartNs(k);
+  plan.end_ns = kNever;
+  plan.allreduce_start_ns = ReadyNs(k, rank, gpu, &plan);
+  plan.allreduce_end_ns = kNever;
+  // Launched, entered, never done: CUPTI records no activity for a kernel that never completes,
+  // so the writer leaves it out; the ncclAllReduce launch on the host says it was entered.
+  if (plan.allreduce_start_ns != kNever) {
+    plan.device_ops.push_back({kAllReduce.name, plan.allreduce_start_ns, kNever});
+  }
   return plan;
 }
 
@@ -545,9 +595,10 @@ std::string MemcpyDetails(bool to_device, int64_t bytes, int64_t device) {
 // time + skew_ns).
 class SyntheticSpaceWriter {
  public:
-  SyntheticSpaceWriter(tensorflow::profiler::XSpace* space, int64_t gpus, int64_t true_start_ns,
-                       int64_t true_stop_ns, int64_t skew_ns)
+  SyntheticSpaceWriter(tensorflow::profiler::XSpace* space, int64_t gpus, int64_t kernels_per_step,
+                       int64_t true_start_ns, int64_t true_stop_ns, int64_t skew_ns)
       : gpu_count_(gpus),
+        kernels_per_step_(kernels_per_step),
         true_start_ns_(true_start_ns),
         true_stop_ns_(true_stop_ns),
         skew_(skew_ns),
@@ -715,7 +766,7 @@ class SyntheticSpaceWriter {
         AddMemoryEvent(line, g, /*alloc=*/true, op.start_ns + kNanosPerMicro, batch_bytes,
                        batch_addr);
       }
-      if (i + 1 == plan.host_calls.size()) {
+      if (i + 1 == plan.host_calls.size() && plan.end_ns != SyntheticJob::kNever) {
         AddMemoryEvent(line, g, /*alloc=*/false, op.end_ns - kNanosPerMicro, batch_bytes,
                        batch_addr);
       }
@@ -730,8 +781,10 @@ class SyntheticSpaceWriter {
       // a device op is kept only with its launch (so every one links to a host event).
       const StepPlan::Op& launch = plan.host_calls[i];
       if (!Inside(op.start_ns, op.end_ns) || !Inside(launch.start_ns, launch.end_ns)) continue;
-      const bool first = i == 0, last = i + 1 == plan.device_ops.size();
-      const bool nccl = i + 2 == plan.device_ops.size();
+      // H2D, kernels_per_step kernels, the all-reduce, D2H (a hung step's plan stops early).
+      const size_t kernels = static_cast<size_t>(kernels_per_step_);
+      const bool first = i == 0, last = i == kernels + 2;
+      const bool nccl = i == kernels + 1;
       tensorflow::profiler::XLine* dest = first  ? gpu.h2d
                                           : last ? gpu.d2h
                                           : nccl ? gpu.nccl
@@ -752,6 +805,7 @@ class SyntheticSpaceWriter {
   }
 
   const int64_t gpu_count_;
+  const int64_t kernels_per_step_;
   const int64_t true_start_ns_;
   const int64_t true_stop_ns_;
   const int64_t skew_;
@@ -766,13 +820,26 @@ class SyntheticSpaceWriter {
 
 void SyntheticJob::Generate(int64_t true_start_ns, int64_t true_stop_ns,
                             tensorflow::profiler::XSpace* space) const {
-  const int64_t skew = config_.clock_skew_ns;
-  SyntheticSpaceWriter writer(space, config_.gpus, true_start_ns, true_stop_ns, skew);
-  const int64_t ops_per_step = config_.kernels_per_step + 4;
+  std::vector<std::vector<StepPlan>> steps;
   for (int64_t k = StepIndexAt(true_start_ns); k <= StepIndexAt(true_stop_ns - 1); ++k) {
-    const Durations d = Durations::Of(ConfigOf(k));
-    for (int64_t g = 0; g < config_.gpus; ++g) {
-      writer.AddStep(Plan(k, config_.rank, g), g, CopyBytes(d.h2d), ops_per_step);
+    std::vector<StepPlan>& gpus = steps.emplace_back();
+    for (int64_t g = 0; g < config_.gpus; ++g) gpus.push_back(Plan(k, config_.rank, g));
+  }
+  WriteSteps(steps, true_start_ns, true_stop_ns, space);
+}
+
+void SyntheticJob::WriteSteps(const std::vector<std::vector<StepPlan>>& steps,
+                              int64_t true_start_ns, int64_t true_stop_ns,
+                              tensorflow::profiler::XSpace* space) const {
+  const int64_t skew = config_.clock_skew_ns;
+  SyntheticSpaceWriter writer(space, config_.gpus, config_.kernels_per_step, true_start_ns,
+                              true_stop_ns, skew);
+  const int64_t ops_per_step = config_.kernels_per_step + 4;
+  for (const std::vector<StepPlan>& gpus : steps) {
+    if (gpus.empty()) continue;
+    const Durations d = Durations::Of(ConfigOf(gpus.front().index));
+    for (size_t g = 0; g < gpus.size(); ++g) {
+      writer.AddStep(gpus[g], static_cast<int64_t>(g), CopyBytes(d.h2d), ops_per_step);
     }
   }
   xspace::SetProfileWindow(space, true_start_ns + skew, true_stop_ns + skew);

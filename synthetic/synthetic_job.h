@@ -10,6 +10,7 @@
 #define PROFCTL_SYNTHETIC_SYNTHETIC_JOB_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,14 @@ struct SyntheticJobConfig {
   // step. For condition-triggered capture tests and demos (docs/schedules.md).
   int64_t slowdown_at_ms = 0;
   double slowdown_factor = 1.0;
+  // The same regression from global step index k = slowdown_at_step on (0: never; not with
+  // slowdown_at_ms). Step k starts at phase + k * period (SyntheticJob::StepIndexAt).
+  int64_t slowdown_at_step = 0;
+  // A hang: rank hang_rank (-1: none) does step hang_at_step's compute but never enters its
+  // all-reduce; every other rank enters it and waits there forever. No step ends from that step
+  // on (hang_at_step: a global step index, > 0 with hang_rank).
+  int64_t hang_rank = -1;
+  int64_t hang_at_step = 0;
   // Not a knob: the agent's injected clock skew. Events are stamped true_time + clock_skew_ns.
   int64_t clock_skew_ns = 0;
 
@@ -124,8 +133,16 @@ class SyntheticJob {
   int64_t PeriodNs(int64_t k) const { return k >= slow_from_step_ ? slow_period_ns_ : period_ns_; }
   // True start of step k.
   int64_t StepStartNs(int64_t k) const;
-  // Index of the step running at true time t.
+  // Index of the step running at true time t (after a hang: the hung step, forever).
   int64_t StepIndexAt(int64_t true_ns) const;
+  // The step that never ends (hang_at_step), or INT64_MAX without a hang.
+  int64_t hang_step() const { return hang_step_; }
+  // StepPlan::end_ns and allreduce_end_ns of what never ends.
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  // Step k of (rank, gpu). Of the hung step (hang_step()): end_ns is kNever; the hung rank's plan
+  // ends with its last kernel (no ncclAllReduce call, no all-reduce); another rank's ends with its
+  // ncclAllReduce launch and an all-reduce that never ends (allreduce_end_ns kNever). k must not
+  // be past the hung step.
   StepPlan Plan(int64_t k, int64_t rank, int64_t gpu) const;
 
   // Appends this rank's planes ("/host:CPU" and one "/device:GPU:<g>" per GPU) with every event
@@ -139,6 +156,12 @@ class SyntheticJob {
   // XSpace.hostnames is left to the caller (the agent adds its name).
   void Generate(int64_t true_start_ns, int64_t true_stop_ns,
                 tensorflow::profiler::XSpace* space) const;
+  // Generate's writer over given plans: `steps[i]` holds one step's plan of every GPU (index g),
+  // in step order; what lies outside the window is left out as Generate leaves it out. Generate
+  // is WriteSteps over Plan(k, rank, g) for the window's steps (the flight recorder keeps plans
+  // and writes them at a snapshot).
+  void WriteSteps(const std::vector<std::vector<StepPlan>>& steps, int64_t true_start_ns,
+                  int64_t true_stop_ns, tensorflow::profiler::XSpace* space) const;
 
   // Events per complete step on one host: host-plane events (per GPU: the step root or its
   // wrapper, IteratorGetNext, kernels_per_step + 4 API calls, one MemoryAllocation and one
@@ -148,7 +171,9 @@ class SyntheticJob {
 
  private:
   struct Durations;
+  // kNever for the hung rank at the hung step.
   int64_t ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* plan) const;
+  StepPlan HungPlan(int64_t k, int64_t rank, int64_t gpu) const;
   // The knobs step k runs with: config_, or slow_config_ from the slowdown on.
   const SyntheticJobConfig& ConfigOf(int64_t k) const {
     return k >= slow_from_step_ ? slow_config_ : config_;
@@ -159,6 +184,7 @@ class SyntheticJob {
   int64_t period_ns_ = 0;
   int64_t slow_period_ns_ = 0;
   int64_t slow_from_step_ = 0;  // the first slow step (INT64_MAX: none)
+  int64_t hang_step_ = kNever;  // the step that never ends
   int64_t phase_ns_ = 0;
   std::vector<double> kernel_weights_;       // sums to 1
   std::shared_ptr<SyntheticStepMemo> memo_;  // never null

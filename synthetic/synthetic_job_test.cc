@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -219,6 +220,87 @@ void ExpectProperNesting(int64_t profile_start_ns, const xspace::XPlane& plane) 
       open.emplace_back(s, end);
     }
   }
+}
+
+TEST(SyntheticJobTest, SlowdownAtAStepStartsAtThatStepOnEveryRank) {
+  SyntheticJob healthy(Job(0));
+  const int64_t k0 = healthy.StepIndexAt(kT0);
+  std::vector<SyntheticJob> ranks;
+  for (int r = 0; r < 4; ++r) {
+    SyntheticJobConfig c = Job(r);
+    c.slowdown_at_step = k0 + 10;
+    c.slowdown_factor = 2;
+    ranks.emplace_back(c);
+  }
+  SyntheticJobConfig longer = Job(0);
+  longer.step_ms = 100;
+  for (const SyntheticJob& job : ranks) {
+    EXPECT_EQ(job.PeriodNs(k0 + 9), healthy.period_ns());
+    EXPECT_EQ(job.PeriodNs(k0 + 10), SyntheticJob(longer).period_ns());
+    EXPECT_EQ(job.StepStartNs(k0 + 10), healthy.StepStartNs(k0 + 10));
+    EXPECT_EQ(job.StepStartNs(k0 + 11), ranks[0].StepStartNs(k0 + 11));
+    EXPECT_GT(job.StepStartNs(k0 + 11), healthy.StepStartNs(k0 + 11));
+  }
+  EXPECT_THAT(ParseSyntheticJobConfig("slowdown_at_step=5,slowdown_at_ms=5").status().message(),
+              HasSubstr("give one"));
+  EXPECT_THAT(ParseSyntheticJobConfig("slowdown_at_step=-1").status().message(),
+              HasSubstr("slowdown_at_step=-1 is out of range"));
+}
+
+TEST(SyntheticJobTest, AHungRankNeverEntersTheAllReduceAndTheOthersWaitInIt) {
+  const int64_t k0 = SyntheticJob(Job(0)).StepIndexAt(kT0);
+  const int64_t hang = k0 + 5;
+  std::vector<SyntheticJob> ranks;
+  for (int r = 0; r < 4; ++r) {
+    SyntheticJobConfig c = Job(r);
+    c.hang_rank = 3;
+    c.hang_at_step = hang;
+    ranks.emplace_back(c);
+  }
+  const SyntheticJob& job = ranks[0];
+  EXPECT_EQ(job.hang_step(), hang);
+  // Steps before it are the healthy job's; time stops advancing the step index at the hang.
+  EXPECT_EQ(job.Plan(hang - 1, 0, 0).allreduce_end_ns,
+            SyntheticJob(Job(0)).Plan(hang - 1, 0, 0).allreduce_end_ns);
+  EXPECT_EQ(job.StepIndexAt(job.StepStartNs(hang) + 3600 * kNanosPerSecond), hang);
+  for (int r = 0; r < 4; ++r) {
+    const StepPlan p = ranks[r].Plan(hang, r, 1);
+    EXPECT_EQ(p.end_ns, SyntheticJob::kNever);
+    EXPECT_EQ(p.allreduce_end_ns, SyntheticJob::kNever);
+    const bool entered =
+        std::any_of(p.host_calls.begin(), p.host_calls.end(),
+                    [](const StepPlan::Op& op) { return op.name == "ncclAllReduce"; });
+    EXPECT_EQ(entered, r != 3) << "rank " << r;
+    EXPECT_EQ(p.host_calls.size(), p.device_ops.size());
+  }
+  // A window an hour after the hang: the hung step's marker, cut; on a waiting rank its
+  // ncclAllReduce launch and no all-reduce kernel (CUPTI records none that never completes);
+  // on the hung rank no launch; no later step.
+  const int64_t start = job.StepStartNs(hang) - 2 * job.period_ns();
+  const int64_t stop = job.StepStartNs(hang) + 3600 * kNanosPerSecond;
+  for (int r : {0, 3}) {
+    tensorflow::profiler::XSpace space;
+    ranks[r].Generate(start, stop, &space);
+    ASSERT_THAT(xspace::Validate(space), IsOk());
+    int launches = 0, allreduces = 0, steps = 0;
+    for (const auto& plane : space.planes()) {
+      for (const auto& line : plane.lines()) {
+        for (const auto& e : line.events()) {
+          const std::string& name = plane.event_metadata().at(e.metadata_id()).name();
+          launches += name == "ncclAllReduce";
+          allreduces += absl::StartsWith(name, "ncclDevKernel");
+          steps += name == "train";
+        }
+      }
+    }
+    EXPECT_EQ(steps, 3) << "rank " << r;  // hang - 2, hang - 1, and the cut hung step
+    EXPECT_EQ(launches, r == 3 ? 4 : 6) << "rank " << r;  // 2 GPUs
+    EXPECT_EQ(allreduces, 4) << "rank " << r;             // the two finished steps'
+  }
+  EXPECT_THAT(ParseSyntheticJobConfig("world=4,hang_rank=1").status().message(),
+              HasSubstr("go together"));
+  EXPECT_THAT(ParseSyntheticJobConfig("world=4,hang_rank=4,hang_at_step=9").status().message(),
+              HasSubstr("hang_rank=4 is out of range"));
 }
 
 TEST(SyntheticJobTest, GenerateEmitsWholeEventsInsideTheWindowWithLinkedCorrelationIds) {
