@@ -109,7 +109,9 @@ absl::Status ValidateLimits(const AgentOptions& o) {
         Range{"--max-trace-events", o.max_trace_events, 1, 10'000'000'000},
         Range{"--max-trace-mb", o.max_trace_mb, 1, 1 << 16},
         Range{"--max-held-mb", o.max_held_mb, 1, 1 << 20},
-        Range{"--stream-idle-timeout-ms", o.stream_idle_timeout_ms, 100, 3'600'000}}) {
+        Range{"--stream-idle-timeout-ms", o.stream_idle_timeout_ms, 100, 3'600'000},
+        Range{"--flight-recorder", o.flight_recorder_s, 0, 3600},
+        Range{"--flight-recorder-mb", o.flight_recorder_mb, 1, 1 << 16}}) {
     if (r.value < r.min || r.value > r.max) {
       return absl::InvalidArgumentError(
           absl::StrCat(r.flag, "=", r.value, " is not in ", r.min, "..", r.max));
@@ -261,7 +263,8 @@ const std::vector<Setting>& Settings() {
       Special("synthetic", K::kSynthetic,
               "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
               "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
-              "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_factor)"),
+              "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_at_step, "
+              "slowdown_factor, hang_rank, hang_at_step)"),
       Int("clock_skew_ms", &AgentOptions::clock_skew_ms,
           "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)"),
       Int("max_duration_ms", &AgentOptions::max_duration_ms, "longest capture accepted"),
@@ -304,6 +307,11 @@ const std::vector<Setting>& Settings() {
       Int("max_held_mb", &AgentOptions::max_held_mb,
           "trace memory held for streams not yet read plus kept traces: kept ones are evicted "
           "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain"),
+      Int("flight_recorder", &AgentOptions::flight_recorder_s,
+          "SECONDS: keep the last SECONDS of every collector that can (synthetic), always, so "
+          "`profctl capture --last` can take the past (0: off; docs/flight-recorder.md)"),
+      Int("flight_recorder_mb", &AgentOptions::flight_recorder_mb,
+          "the flight recorder's memory for the whole process, MiB (oldest steps dropped first)"),
       Int("stream_idle_timeout_ms", &AgentOptions::stream_idle_timeout_ms,
           "cancel a Capture/Fetch stream whose client has not read for this long"),
       Int("endpoints", &AgentOptions::endpoints,

@@ -60,6 +60,10 @@ struct AgentOptions {
   // Trace memory held for streams not yet read plus retained traces: retained ones are evicted
   // first, then new captures are refused with RESOURCE_EXHAUSTED.
   int64_t max_held_mb = 512;
+  // The flight recorder (docs/flight-recorder.md): keep the last flight_recorder_s seconds of
+  // every collector that can (0: off), in at most flight_recorder_mb MiB for the whole process.
+  int64_t flight_recorder_s = 0;
+  int64_t flight_recorder_mb = 64;
   // A stream whose client has not read for this long is cancelled.
   int64_t stream_idle_timeout_ms = 30'000;
   // Tests and benchmarks only: serve this many independent agents in one process, on ports

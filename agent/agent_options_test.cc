@@ -181,6 +181,28 @@ TEST(AgentOptionsTest, PortFileListsGrpcPortsThenTheMetricsPort) {
   EXPECT_EQ(AgentPortFileText({41234}, /*metrics_port=*/9100), "41234\nmetrics=9100\n");
 }
 
+TEST(AgentOptionsTest, FlightRecorderIsOffByDefaultWithBoundedPastAndMemory) {
+  absl::StatusOr<AgentOptions> o = Parse({});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->flight_recorder_s, 0);
+  EXPECT_EQ(o->flight_recorder_mb, 64);
+  o = Parse({"--flight-recorder=30", "--flight-recorder-mb=16"});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->flight_recorder_s, 30);
+  EXPECT_EQ(o->flight_recorder_mb, 16);
+  AgentOptions y;
+  ASSERT_THAT(
+      ApplyAgentConfigYaml("flight_recorder: 60\nflight_recorder_mb: 8\n", "agent.yaml", &y),
+      IsOk());
+  EXPECT_EQ(y.flight_recorder_s, 60);
+  EXPECT_EQ(y.flight_recorder_mb, 8);
+  EXPECT_THAT(Parse({"--flight-recorder=3601"}).status().message(),
+              HasSubstr("--flight-recorder=3601 is not in 0..3600"));
+  EXPECT_THAT(Parse({"--flight-recorder-mb=0"}).status().message(),
+              HasSubstr("--flight-recorder-mb=0 is not in 1.."));
+  EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--flight-recorder-mb"));
+}
+
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {
   absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_THAT(o, IsOk());

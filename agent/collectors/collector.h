@@ -23,6 +23,20 @@ struct StepSample {
   std::string source;     // "synthetic", "cupti pid 4242 rank 3", ...
 };
 
+// The flight recorder's bounds for one collector (profctl-agent --flight-recorder,
+// --flight-recorder-mb; docs/flight-recorder.md).
+struct RecorderLimits {
+  int64_t keep_ns = 0;    // the past to keep
+  int64_t max_bytes = 0;  // the memory it may hold
+};
+
+struct RecorderStats {
+  int64_t records = 0;
+  int64_t bytes = 0;
+  int64_t evicted = 0;
+  int64_t since_ns = 0;  // agent clock: the oldest instant held (0: nothing yet)
+};
+
 struct CaptureOptions {
   std::string session_id;
   // Planned recording window on the agent's wall clock.
@@ -62,6 +76,26 @@ class Collector {
                            std::vector<StepSample>* /*out*/) const {}
   // Whether RecentSteps can ever return something (GetStepSignal lists these collectors).
   virtual bool HasStepSignal() const { return false; }
+
+  // The flight recorder (docs/flight-recorder.md): keeping the most recent past at all times, so
+  // that a snapshot can serve it after the fact. Independent of the capture lifecycle above (a
+  // snapshot may run during a capture). StartRecorder begins at `now_wall_ns` and is called once,
+  // before any other recorder call; UNIMPLEMENTED (the default) says this collector can keep no
+  // past. RecordUntil brings the ring up to `now_wall_ns` (called periodically by the agent, and
+  // by Snapshot itself). Snapshot writes what the ring holds of [from_wall_ns, to_wall_ns] into
+  // `space` as Collect writes a window (profile window set to it), and says in XSpace.warnings
+  // when the ring's past starts later than from_wall_ns. RecordUntil, Snapshot and recorder_stats
+  // are thread-safe and never block on I/O.
+  virtual absl::Status StartRecorder(const RecorderLimits& /*limits*/, int64_t /*now_wall_ns*/) {
+    return absl::UnimplementedError("this collector keeps no past");
+  }
+  virtual bool Recording() const { return false; }
+  virtual void RecordUntil(int64_t /*now_wall_ns*/) {}
+  virtual absl::Status Snapshot(int64_t /*from_wall_ns*/, int64_t /*to_wall_ns*/,
+                                tensorflow::profiler::XSpace* /*space*/) {
+    return absl::UnimplementedError("this collector keeps no past");
+  }
+  virtual RecorderStats recorder_stats() const { return {}; }
 };
 
 }  // namespace profctl::agent

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/collectors/cupti/cupti_collector.h"
 #include "agent/collectors/synthetic/synthetic_collector.h"
 #include "common/status_macros.h"
@@ -167,6 +168,26 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
     service_endpoints.back().executor = deps.executor;
     server->endpoints_.push_back(std::move(ep));
   }
+  if (options.flight_recorder_s > 0) {
+    std::vector<FlightRecorder::Target> targets;
+    for (const auto& ep : server->endpoints_) {
+      for (const auto& c : ep->collectors) targets.push_back({&ep->clock, c.get()});
+    }
+    PROFCTL_ASSIGN_OR_RETURN(
+        server->recorder_, FlightRecorder::Start(targets, deps.executor,
+                                                 {.keep_ms = options.flight_recorder_s * 1000,
+                                                  .max_bytes = options.flight_recorder_mb << 20}));
+    spdlog::info(
+        "flight recorder: the last {} s of {} in at most {} MiB{}", options.flight_recorder_s,
+        server->recorder_->recording().empty() ? std::string("nothing")
+                                               : absl::StrJoin(server->recorder_->recording(), ","),
+        options.flight_recorder_mb,
+        server->recorder_->not_recording().empty()
+            ? ""
+            : absl::StrCat(
+                  "; keeping no past: ", absl::StrJoin(server->recorder_->not_recording(), ","),
+                  " (docs/flight-recorder.md)"));
+  }
   server->tsl_service_ =
       std::make_unique<TslProfilerServiceImpl>(service_endpoints, std::move(tsl_options));
   server->service_ = std::make_unique<AgentServiceImpl>(
@@ -211,6 +232,7 @@ std::string AgentServer::PortFileText() const {
 }
 
 void AgentServer::Shutdown(absl::Duration grace) {
+  if (recorder_ != nullptr) recorder_->Stop();
   if (shut_down_) return;
   shut_down_ = true;
   for (const auto& ep : endpoints_) ep->manager->CancelActive();

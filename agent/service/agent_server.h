@@ -38,6 +38,7 @@
 #include "agent/collectors/collector.h"
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/tsl/tsl_collector.h"
+#include "agent/flight_recorder.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/tsl_profiler_service.h"
 #include "agent/trace_store.h"
@@ -104,6 +105,8 @@ class AgentServer {
   const std::string& endpoint_name(size_t i) const { return endpoints_[i]->name; }
   CaptureManager& manager_for_testing(size_t i) { return *endpoints_[i]->manager; }
   TraceStore& store_for_testing() { return *store_; }
+  // Null without --flight-recorder.
+  const FlightRecorder* flight_recorder() const { return recorder_.get(); }
 
   // Stops every running capture (each still streams back what it recorded), then shuts the
   // server down, cancelling calls still in flight after `grace`. Returns once every call has
@@ -123,7 +126,8 @@ class AgentServer {
 
   // Destroyed in reverse: the server first, then what its calls use.
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
-  std::unique_ptr<TraceStore> store_;                       // retained traces of every endpoint
+  std::unique_ptr<TraceStore> store_;         // retained traces of every endpoint
+  std::shared_ptr<FlightRecorder> recorder_;  // stopped in Shutdown, before the endpoints go
   std::shared_ptr<const CallAuthenticator> authenticator_;  // null: no token needed
   std::unique_ptr<AgentServiceImpl> service_;
   std::unique_ptr<TslProfilerServiceImpl> tsl_service_;

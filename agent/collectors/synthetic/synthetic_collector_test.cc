@@ -83,5 +83,105 @@ TEST(SyntheticCollectorTest, CollectsTheRecordedWindowOnTheAgentClock) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(space, expected));
 }
 
+// Plane by plane equality of two traces, ignoring nothing.
+bool SameTrace(const tensorflow::profiler::XSpace& a, const tensorflow::profiler::XSpace& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+TEST(SyntheticCollectorTest, ASnapshotIsTheWindowsTraceWhileRecordingGoesOn) {
+  synthetic::SyntheticJobConfig c = Job(1);
+  c.clock_skew_ns = 41 * kNanosPerMilli;
+  SyntheticCollector collector(c);
+  const int64_t skew = c.clock_skew_ns;
+  EXPECT_FALSE(collector.Recording());
+  ASSERT_THAT(
+      collector.StartRecorder({.keep_ns = 60 * kNanosPerSecond, .max_bytes = 64 << 20}, kT0 + skew),
+      IsOk());
+  EXPECT_TRUE(collector.Recording());
+  // The agent's ticks: every 100 ms for 5 s.
+  for (int64_t t = kT0; t <= kT0 + 5 * kNanosPerSecond; t += 100 * kNanosPerMilli) {
+    collector.RecordUntil(t + skew);
+  }
+  EXPECT_GT(collector.recorder_stats().records, 50);
+  const int64_t from = kT0 + 2 * kNanosPerSecond + 7 * kNanosPerMilli;
+  const int64_t to = kT0 + 4 * kNanosPerSecond + 13 * kNanosPerMilli;
+  tensorflow::profiler::XSpace first;
+  ASSERT_THAT(collector.Snapshot(from + skew, to + skew, &first), IsOk());
+  ASSERT_THAT(xspace::Validate(first), IsOk());
+  tensorflow::profiler::XSpace expected;
+  collector.job().Generate(from, to, &expected);
+  EXPECT_TRUE(SameTrace(first, expected));
+  EXPECT_EQ(xspace::ProfileStartNs(first), from + skew);
+  EXPECT_EQ(xspace::ProfileStopNs(first), to + skew);
+  // Recording goes on; the same window again is the same trace, and the latest second (whose
+  // last step is still running: kept as far as it went) is the model's too.
+  for (int64_t t = kT0 + 5 * kNanosPerSecond; t <= kT0 + 9 * kNanosPerSecond;
+       t += 100 * kNanosPerMilli) {
+    collector.RecordUntil(t + skew);
+  }
+  tensorflow::profiler::XSpace again;
+  ASSERT_THAT(collector.Snapshot(from + skew, to + skew, &again), IsOk());
+  EXPECT_TRUE(SameTrace(again, first));
+  const int64_t now = kT0 + 9 * kNanosPerSecond + 31 * kNanosPerMilli;
+  tensorflow::profiler::XSpace latest, latest_expected;
+  ASSERT_THAT(collector.Snapshot(now - kNanosPerSecond + skew, now + skew, &latest), IsOk());
+  collector.job().Generate(now - kNanosPerSecond, now, &latest_expected);
+  EXPECT_TRUE(SameTrace(latest, latest_expected));
+  EXPECT_EQ(latest.warnings_size(), 0);
+  // Before the recorder started there is nothing, and the snapshot says how much it holds.
+  tensorflow::profiler::XSpace early;
+  ASSERT_THAT(
+      collector.Snapshot(kT0 - kNanosPerSecond + skew, kT0 + kNanosPerSecond + skew, &early),
+      IsOk());
+  ASSERT_EQ(early.warnings_size(), 1);
+  EXPECT_THAT(early.warnings(0), ::testing::HasSubstr("holds the last"));
+}
+
+TEST(SyntheticCollectorTest, TheRingWrapsAtItsCapAndStaysUnderItAtTenTimesTheRate) {
+  constexpr int64_t kCap = 512 << 10;
+  synthetic::SyntheticJobConfig normal = Job(0), fast = Job(0);
+  fast.step_ms = normal.step_ms / 10;
+  fast.input_stall_ms = normal.input_stall_ms / 10;
+  SyntheticCollector slow_rate(normal), ten_x(fast);
+  for (SyntheticCollector* c : {&slow_rate, &ten_x}) {
+    ASSERT_THAT(c->StartRecorder({.keep_ns = 60 * kNanosPerSecond, .max_bytes = kCap}, kT0),
+                IsOk());
+  }
+  for (int64_t t = kT0; t <= kT0 + 120 * kNanosPerSecond; t += 100 * kNanosPerMilli) {
+    for (SyntheticCollector* c : {&slow_rate, &ten_x}) {
+      c->RecordUntil(t);
+      ASSERT_LE(c->recorder_stats().bytes, kCap);
+    }
+  }
+  const RecorderStats a = slow_rate.recorder_stats(), b = ten_x.recorder_stats();
+  // Both wrapped at the byte cap: they hold about as many steps, the fast job's a tenth as long.
+  EXPECT_GT(a.evicted, 0);
+  EXPECT_GT(b.evicted, 9 * a.evicted);
+  EXPECT_NEAR(static_cast<double>(b.records), static_cast<double>(a.records),
+              0.05 * static_cast<double>(a.records));
+  EXPECT_GT(kCap - b.bytes, 0);
+  EXPECT_LT(kCap - b.bytes, kCap / 20);  // full, less than one step from the cap
+  // What it still holds is whole steps: the latest 100 ms snapshot is the model's window.
+  const int64_t now = kT0 + 120 * kNanosPerSecond;
+  tensorflow::profiler::XSpace got, expected;
+  ASSERT_THAT(ten_x.Snapshot(now - 100 * kNanosPerMilli, now, &got), IsOk());
+  ten_x.job().Generate(now - 100 * kNanosPerMilli, now, &expected);
+  EXPECT_TRUE(SameTrace(got, expected));
+  // Its whole 60 s are not there: the snapshot says what it holds.
+  tensorflow::profiler::XSpace all;
+  ASSERT_THAT(ten_x.Snapshot(now - 60 * kNanosPerSecond, now, &all), IsOk());
+  ASSERT_EQ(all.warnings_size(), 1);
+  EXPECT_THAT(all.warnings(0), ::testing::HasSubstr("of 60000 ms asked"));
+}
+
+TEST(SyntheticCollectorTest, WithoutARecorderASnapshotFails) {
+  SyntheticCollector collector(Job(0));
+  tensorflow::profiler::XSpace space;
+  EXPECT_EQ(collector.Snapshot(kT0, kT0 + kNanosPerSecond, &space).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(collector.StartRecorder({.keep_ns = 0, .max_bytes = 1}, kT0).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace profctl::agent
