@@ -162,6 +162,10 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Collect executor.
   void Prepare() {
+    if (spec_.past_ms > 0) {  // a snapshot prepares nothing
+      timeline().Post([self = shared_from_this()] { self->Prepared(); });
+      return;
+    }
     const CaptureOptions opts{spec_.session_id, spec_.start_at_ns,
                               spec_.duration_ms * kNanosPerMilli};
     Step("prepare", [&](Collector* c) { return c->Prepare(opts); });
@@ -200,17 +204,39 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     }
   }
 
+  // Timeline. The snapshot's instant: it takes the past at once, on the collect executor.
+  void TakeSnapshot() {
+    phase_ = Phase::kStopped;
+    start_mono_ = clock().MonoNs();
+    end_mono_.store(start_mono_);
+    const int64_t instant = clock().WallNs();
+    WarnIfLate(instant);
+    result_.stop_ns = instant;
+    result_.start_ns = instant - spec_.past_ms * kNanosPerMilli;
+    if (callbacks_.on_started) callbacks_.on_started(instant);
+    collect_executor().Post([self = shared_from_this()] { self->SnapshotAndDeliver(); });
+  }
+
+  void WarnIfLate(int64_t started_ns) {
+    if (spec_.start_at_ns != 0 && started_ns - spec_.start_at_ns > kNanosPerMilli) {
+      result_.space.add_warnings(
+          absl::StrCat(spec_.past_ms > 0 ? "snapshot taken " : "capture started ",
+                       (started_ns - spec_.start_at_ns) / kNanosPerMicro,
+                       " us after the requested start instant"));
+    }
+  }
+
   // Timeline.
   void StartRecording() {
+    if (spec_.past_ms > 0) {
+      TakeSnapshot();
+      return;
+    }
     phase_ = Phase::kRecording;
     start_mono_ = clock().MonoNs();
     end_mono_.store(start_mono_ + spec_.duration_ms * kNanosPerMilli);
     result_.start_ns = clock().WallNs();
-    if (spec_.start_at_ns != 0 && result_.start_ns - spec_.start_at_ns > kNanosPerMilli) {
-      result_.space.add_warnings(
-          absl::StrCat("capture started ", (result_.start_ns - spec_.start_at_ns) / kNanosPerMicro,
-                       " us after the requested start instant"));
-    }
+    WarnIfLate(result_.start_ns);
     Step("start", [&](Collector* c) { return c->Start(result_.start_ns); });
     if (callbacks_.on_started) callbacks_.on_started(result_.start_ns);
     timeline().PostAt(start_mono_ + spec_.duration_ms * kNanosPerMilli,
@@ -277,15 +303,36 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     result_.start_ns = result_.stop_ns = clock().WallNs();
     result_.space.add_warnings("capture cancelled before its start instant; nothing was recorded");
     for (size_t i = 0; i < collectors_.size(); ++i) {
-      if (ok_[i]) collectors_[i]->Abort();
+      if (ok_[i] && spec_.past_ms == 0) collectors_[i]->Abort();  // a snapshot prepared nothing
     }
     xspace::SetProfileWindow(&result_.space, result_.start_ns, result_.stop_ns);
     collect_executor().Post([self = shared_from_this()] { self->Deliver(); });
   }
 
   // Collect executor.
+  void SnapshotAndDeliver() {
+    for (Collector* c : collectors_) {
+      if (!c->Recording()) {
+        result_.space.add_errors(absl::StrCat("collector ", c->name(),
+                                              ": keeps no past, so nothing of it is in this "
+                                              "snapshot (docs/flight-recorder.md)"));
+      }
+    }
+    Step("snapshot", [&](Collector* c) {
+      return c->Recording() ? c->Snapshot(result_.start_ns, result_.stop_ns, &result_.space)
+                            : absl::OkStatus();
+    });
+    Finalize();
+  }
+
+  // Collect executor.
   void CollectAndDeliver() {
     Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
+    Finalize();
+  }
+
+  // Collect executor: what every delivered trace gets.
+  void Finalize() {
     // One plane per name, whichever order the collectors added theirs in.
     xspace::MergeDuplicatePlanes(&result_.space);
     if (trim_stop_ns_ > 0) {
@@ -385,6 +432,11 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
     return absl::InvalidArgumentError(
         absl::StrCat("start_at_ns=", spec.start_at_ns, " is negative"));
   }
+  if (spec.past_ms < 0 || (spec.past_ms > 0 && spec.past_ms != spec.duration_ms)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("past_ms=", spec.past_ms, " must be 0 (a recording) or equal duration_ms=",
+                     spec.duration_ms, " (a snapshot of the past that long)"));
+  }
   const int64_t now = deps_.clock->WallNs();
   if (spec.start_at_ns != 0 &&
       spec.start_at_ns - now > options_.max_start_delay_ms * kNanosPerMilli) {
@@ -407,6 +459,12 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
       }
       if (std::find(chosen.begin(), chosen.end(), *it) == chosen.end()) chosen.push_back(*it);
     }
+  }
+  if (spec.past_ms > 0 && std::none_of(chosen.begin(), chosen.end(),
+                                       [](const Collector* c) { return c->Recording(); })) {
+    return absl::FailedPreconditionError(
+        "this agent keeps no past to snapshot: start it with --flight-recorder=SECONDS (and a "
+        "collector that can keep one, docs/flight-recorder.md)");
   }
   absl::MutexLock lock(&mu_);
   // Checked under the same lock as the slot: a Cancel either comes first (and is seen here) or

@@ -9,6 +9,11 @@
 //       ─> Start; on_started(start_ns) ─> timer at start + duration (or Stop/Cancel) ─> Stop
 //       ─> Collect (collect executor) ─> slot freed ─> on_done(result)
 //
+// A snapshot (CaptureSpec::past_ms, docs/flight-recorder.md) skips Prepare, Start and Stop: at
+// start_at it calls on_started(instant), then Collector::Snapshot of [instant - past, instant]
+// on the collect executor for every collector that records (the others are named in
+// XSpace.errors), and delivers that window like a capture's.
+//
 // Cancel(id, key) stops that session early (Run then delivers what was recorded) and remembers
 // the (id, key), so a Capture that Cancel overtook fails at Begin with ABORTED instead of running
 // its window. Ownership: a session is started with a key (CaptureSpec::session_key, possibly empty)
@@ -65,6 +70,9 @@ struct CaptureSpec {
   // A secret: never logged, never in an error message.
   std::string session_key = {};
   SessionOrigin origin = SessionOrigin::kAgentService;
+  // A snapshot of the flight recorder (CaptureRequest.past_ms): > 0 takes the past
+  // [instant - past_ms, instant] at start_at instead of recording; duration_ms must equal it.
+  int64_t past_ms = 0;
 };
 
 struct CaptureResult {

@@ -91,6 +91,53 @@ class CaptureManagerTest : public ::testing::Test {
   }
 };
 
+TEST_F(CaptureManagerTest, ASnapshotTakesThePastAtItsInstantFromEveryRecordingCollector) {
+  CaptureSpec snap = Spec(/*start_in_ms=*/500, /*duration_ms=*/2000);
+  snap.past_ms = 2000;
+  // Without a recorder there is no past to take.
+  EXPECT_EQ(manager_.Begin(snap).status().code(), absl::StatusCode::kFailedPrecondition);
+  const int64_t recorder_start = clock_.WallNs();
+  ASSERT_THAT(synthetic_.StartRecorder({.keep_ns = 10 * kNanosPerSecond, .max_bytes = 1 << 20},
+                                       recorder_start),
+              IsOk());
+  executor_.Advance(5 * kNanosPerSecond);  // the past to take (the recorder needs no tick)
+  snap.start_at_ns = clock_.WallNs() + 500 * kNanosPerMilli;
+  CaptureSpec bad = snap;
+  bad.past_ms = 1000;
+  EXPECT_EQ(manager_.Begin(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  auto session = manager_.Begin(snap);
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.RunUntilIdle();
+  EXPECT_TRUE(out.events.empty());  // waits for its instant
+  executor_.Advance(500 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_THAT(out.events, ElementsAre("started", "done"));
+  EXPECT_THAT(out.started_ns, ElementsAre(snap.start_at_ns));
+  EXPECT_TRUE(fake_.calls.empty());  // neither prepared, started nor collected
+  const CaptureResult& result = *out.result;
+  EXPECT_EQ(result.stop_ns, snap.start_at_ns);
+  EXPECT_EQ(result.start_ns, snap.start_at_ns - 2 * kNanosPerSecond);
+  EXPECT_EQ(xspace::ProfileStartNs(result.space), result.start_ns);
+  EXPECT_EQ(xspace::ProfileStopNs(result.space), result.stop_ns);
+  ASSERT_EQ(result.space.errors_size(), 1);
+  EXPECT_THAT(result.space.errors(0), HasSubstr("collector fake: keeps no past"));
+  // The synthetic past is the job's trace of that window.
+  tensorflow::profiler::XSpace expected;
+  synthetic_.job().Generate(result.start_ns, result.stop_ns, &expected);
+  const tensorflow::profiler::XPlane* gpu = xspace::FindPlane(result.space, "/device:GPU:0");
+  ASSERT_NE(gpu, nullptr);
+  int64_t events = 0, expected_events = 0;
+  for (const auto& line : gpu->lines()) events += line.events_size();
+  for (const auto& line : xspace::FindPlane(expected, "/device:GPU:0")->lines()) {
+    expected_events += line.events_size();
+  }
+  EXPECT_GT(events, 100);
+  EXPECT_EQ(events, expected_events);
+  EXPECT_FALSE(manager_.busy());
+}
+
 TEST_F(CaptureManagerTest, WaitsForStartRecordsForDurationAndCollects) {
   const CaptureSpec spec = Spec(/*start_in_ms=*/500, /*duration_ms=*/1000);
   auto session = manager_.Begin(spec);

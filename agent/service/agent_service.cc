@@ -316,7 +316,9 @@ class CaptureReactor final : public TraceStreamReactor {
            request.start_at_ns(),
            static_cast<int64_t>(std::min<uint64_t>(request.duration_ms(), INT64_MAX)),
            {request.collectors().begin(), request.collectors().end()},
-           request.session_key()});
+           request.session_key(),
+           SessionOrigin::kAgentService,
+           static_cast<int64_t>(std::min<uint64_t>(request.past_ms(), INT64_MAX))});
     }
     if (!session.ok()) {
       spdlog::info("{}capture '{}' rejected: {}", LogPrefix(), id, session.status().ToString());
@@ -324,8 +326,9 @@ class CaptureReactor final : public TraceStreamReactor {
       return;
     }
     CountAdmitted();
-    spdlog::info("{}capture '{}' accepted: start_at={} duration={} ms{}", LogPrefix(), id,
+    spdlog::info("{}capture '{}' accepted: start_at={} duration={} ms{}{}", LogPrefix(), id,
                  request.start_at_ns(), request.duration_ms(),
+                 request.past_ms() > 0 ? " (a snapshot of the past)" : "",
                  keyed_ ? ", keyed (retained for Fetch)" : "");
     if (keyed_) {
       ticket_ =

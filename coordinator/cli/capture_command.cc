@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/cli/cli.h"
@@ -96,6 +97,15 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
           h.error().message());
       AppendAttempts(h, width, &out);
     }
+  }
+  if (m.request().past_ms() > 0 && m.start_at_ns() != 0) {
+    absl::StrAppendFormat(
+        &out,
+        "  snapshot of the past: the %.3f s before the common instant %s, from "
+        "every host's flight recorder\n",
+        static_cast<double>(m.request().past_ms()) / 1000,
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(m.start_at_ns()),
+                         absl::UTCTimeZone()));
   }
   if (ok > 0 && m.start_at_ns() != 0) {
     absl::StrAppendFormat(&out,
@@ -285,11 +295,17 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   int64_t deadline_ms = 0;
   int64_t min_hosts = 0;
   bool require_all = false;
-  FlagSet fs("profctl capture", "--workers=HOST:PORT,... [--duration=MS] [flags]");
+  FlagSet fs("profctl capture",
+             "--workers=HOST:PORT,... [--duration=MS | --last=DURATION] [flags]");
   fs.String("workers", &workers,
             "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
             "for a TensorFlow/JAX profiler server");
   fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..3600000)");
+  std::string last;
+  fs.String("last", &last,
+            "take the past instead of recording: the last DURATION (30s, 500ms, 2m) of every "
+            "worker's flight recorder (profctl-agent --flight-recorder), at one common instant; "
+            "the window is [instant - DURATION, instant] (docs/flight-recorder.md)");
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: UTC time YYYY_MM_DD_HH_MM_SS)");
   fs.Bool("json", &json, "print the session manifest as JSON on stdout instead of a table");
@@ -351,7 +367,21 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
                       absl::StrCat("--min-hosts=", min_hosts, " is not in 0..", parsed->size(),
                                    " (the number of --workers)"));
   }
+  if (fs.WasSet("last")) {
+    absl::StatusOr<int64_t> past_ms = ParsePastMs(last);
+    if (!past_ms.ok()) {
+      return UsageError(env, "capture", absl::StrCat("--last=", past_ms.status().message()));
+    }
+    if (fs.WasSet("duration") && duration_ms != *past_ms) {
+      return UsageError(env, "capture",
+                        absl::StrCat("give --last or --duration, not both: a snapshot's window "
+                                     "is its past (--last=",
+                                     last, " is ", *past_ms, " ms, --duration=", duration_ms, ")"));
+    }
+    duration_ms = *past_ms;
+  }
   CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
+  if (fs.WasSet("last")) plan.past_ms = duration_ms;
   plan.tolerance_ms = tolerance_ms;
   plan.retries = static_cast<int>(std::clamp<int64_t>(retries, std::numeric_limits<int>::min(),
                                                       std::numeric_limits<int>::max()));

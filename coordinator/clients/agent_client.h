@@ -58,6 +58,8 @@ struct CaptureArgs {
   std::string repository_root = {};
   // The session's secret (CaptureRequest.session_key): Cancel and Fetch present it again.
   std::string session_key = {};
+  // A snapshot of the past (CaptureRequest.past_ms; 0: a recording). profctl-agent only.
+  int64_t past_ms = 0;
 };
 
 // A short hold on the agent's capture slot for the session about to be captured

@@ -224,6 +224,7 @@ class GrpcAgentClient final : public AgentClient {
     request->set_start_at_ns(args.start_at_ns);
     request->set_duration_ms(static_cast<uint64_t>(args.duration_ms));
     request->set_session_key(args.session_key);
+    request->set_past_ms(static_cast<uint64_t>(args.past_ms));
     auto* call = new ChunkStreamCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), "Capture",
                                      max_trace_bytes_, stream);
     call->Start([this, request](grpc::ClientContext* ctx, ChunkStreamCall* reactor) {

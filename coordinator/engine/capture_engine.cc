@@ -737,7 +737,9 @@ void CaptureEngine::Session::EndPrepare() {
   manifest_.set_start_at_ns(start_at_);
   manifest_.set_lead_ms(Millis(lead_ns_));
   window_start_mono_ = prepared_mono + lead_ns_;
-  window_end_mono_ = window_start_mono_ + plan_.duration_ms * kNanosPerMilli;
+  // A snapshot's window closes at its instant: the past is taken then.
+  window_end_mono_ =
+      window_start_mono_ + (plan_.past_ms > 0 ? 0 : plan_.duration_ms) * kNanosPerMilli;
   if (plan_.deadline_ms <= 0) {
     deadline_mono_ = window_end_mono_ + options_.transfer_timeout_ms * kNanosPerMilli;
     ScheduleDeadline();
@@ -816,7 +818,7 @@ void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
     h.client->Fetch({plan_.session, session_key_}, timeout_ms, h.stream.get());
   } else {
     h.client->Capture({plan_.session, h.r.requested_start_ns(), plan_.duration_ms, repository_root_,
-                       session_key_},
+                       session_key_, plan_.past_ms},
                       timeout_ms, h.stream.get());
   }
 }
@@ -1406,7 +1408,9 @@ void CaptureEngine::Session::Align() {
       saved.push_back({&h.r, h.clock_measured, std::move(h.collective_ends), &h.summary});
     }
   }
-  AlignSavedHosts(saved, plan_.align, start_at_, ToleranceNs(), manifest_);
+  // A snapshot's window ends at the common instant (docs/flight-recorder.md).
+  AlignSavedHosts(saved, plan_.align, start_at_ - plan_.past_ms * kNanosPerMilli, ToleranceNs(),
+                  manifest_);
 }
 
 void CaptureEngine::Session::ReleaseClients() {

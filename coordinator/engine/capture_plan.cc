@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -39,6 +40,15 @@ absl::Status ValidatePlanOptions(const CapturePlan& plan, const PlanFieldNames& 
                      plan.duration_ms, " ms window: give more than ", names.duration, " (at most ",
                      PlanLimits::kMaxDeadlineMs, "), or 0 for the default"));
   }
+  if (plan.past_ms < 0 || plan.past_ms > PlanLimits::kMaxPastMs) {
+    return NotIn(names.past, plan.past_ms, 0, PlanLimits::kMaxPastMs, " ms",
+                 " (0: a recording from the common instant on)");
+  }
+  if (plan.past_ms > 0 && plan.past_ms != plan.duration_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        names.past, "=", plan.past_ms, " ms and ", names.duration, "=", plan.duration_ms,
+        " ms: a snapshot's window is its past, so give one of them (or both equal)"));
+  }
   if (absl::Status s = analysis::ValidateReaderOptions(plan.reader); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(names.step_pattern, ": ", s.message()));
   }
@@ -64,7 +74,29 @@ absl::Status ValidatePlan(const CapturePlan& plan, const PlanFieldNames& names) 
                                                    " is not in 0..", plan.workers.size(),
                                                    " (the number of ", names.workers, ")"));
   }
+  if (plan.past_ms > 0) {
+    for (const WorkerAddress& w : plan.workers) {
+      if (w.protocol != WorkerAddress::Protocol::kAgent) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            names.past, ": ", w.address,
+            " is a framework's profiler server, which keeps no past; a snapshot takes it from "
+            "profctl-agent workers started with --flight-recorder (docs/flight-recorder.md)"));
+      }
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ParsePastMs(absl::string_view text) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d <= absl::ZeroDuration() ||
+      d > absl::Milliseconds(PlanLimits::kMaxPastMs) ||
+      absl::Trunc(d, absl::Milliseconds(1)) != d) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a past of whole milliseconds with a unit, 1ms..",
+                     PlanLimits::kMaxPastMs / 1000, "s (e.g. 30s, 500ms, 2m)"));
+  }
+  return absl::ToInt64Milliseconds(d);
 }
 
 absl::StatusOr<profctl::v1::LatePolicy> ParseLatePolicy(absl::string_view text) {
@@ -113,6 +145,7 @@ profctl::v1::SessionRequest SessionRequestFromPlan(const CapturePlan& plan) {
   r.set_retries(static_cast<uint32_t>(std::max(0, plan.retries)));
   r.set_deadline_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan.deadline_ms)));
   r.set_min_hosts(static_cast<uint32_t>(plan.min_hosts));
+  r.set_past_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan.past_ms)));
   return r;
 }
 
@@ -141,6 +174,7 @@ absl::StatusOr<CapturePlan> PlanFromRequest(const profctl::v1::StartCaptureReque
       std::min<uint32_t>(r.retries(), static_cast<uint32_t>(std::numeric_limits<int>::max())));
   plan.deadline_ms = bounded(r.deadline_ms());
   plan.min_hosts = static_cast<size_t>(r.min_hosts());
+  plan.past_ms = bounded(r.past_ms());
   plan.late = r.late() == profctl::v1::LATE_POLICY_UNSPECIFIED ? profctl::v1::LATE_POLICY_CAPTURE
                                                                : r.late();
   plan.align = r.align() == profctl::v1::ALIGN_MODE_UNSPECIFIED

@@ -55,6 +55,11 @@ struct CapturePlan {
   size_t min_hosts = 0;
   // What started the session, when a coordinator daemon runs it (session.json's origin).
   profctl::v1::SessionOrigin origin = {};
+  // A snapshot (--last, docs/flight-recorder.md): > 0 takes the past of every host's flight
+  // recorder at the common instant start_at, [start_at - past_ms, start_at], instead of recording
+  // from it on. duration_ms must equal it (the window's length: the engine's deadlines and the
+  // recording checks hold as for a capture). profctl-agent workers only.
+  int64_t past_ms = 0;
 };
 
 // The bounds of a plan's options: one set for every front door.
@@ -64,6 +69,7 @@ struct PlanLimits {
   static constexpr int64_t kMaxToleranceMs = 60'000;        // 0 = the engine's default
   static constexpr int kMaxRetries = 20;
   static constexpr int64_t kMaxDeadlineMs = 86'400'000;  // 0 = derived; else > duration
+  static constexpr int64_t kMaxPastMs = 3'600'000;       // 0 = a recording; else = duration
 };
 
 // How a front door spells the plan's options in its errors.
@@ -76,24 +82,30 @@ struct PlanFieldNames {
   const char* deadline;
   const char* min_hosts;
   const char* step_pattern;
+  const char* past;
 };
 // `profctl capture`'s flags.
-inline constexpr PlanFieldNames kFlagNames = {"--workers",   "--duration",    "--prepare-timeout",
-                                              "--tolerance", "--retries",     "--deadline",
-                                              "--min-hosts", "--step-pattern"};
+inline constexpr PlanFieldNames kFlagNames = {"--workers",   "--duration",     "--prepare-timeout",
+                                              "--tolerance", "--retries",      "--deadline",
+                                              "--min-hosts", "--step-pattern", "--last"};
 // StartCaptureRequest's fields.
 inline constexpr PlanFieldNames kRequestNames = {
-    "request.workers", "request.duration_ms", "request.prepare_timeout_ms", "tolerance_ms",
-    "request.retries", "request.deadline_ms", "request.min_hosts",          "step_pattern"};
+    "request.workers",   "request.duration_ms", "request.prepare_timeout_ms",
+    "tolerance_ms",      "request.retries",     "request.deadline_ms",
+    "request.min_hosts", "step_pattern",        "request.past_ms"};
 // A schedule's keys in coordinator.yaml.
-inline constexpr PlanFieldNames kScheduleNames = {"targets",   "duration",    "prepare_timeout",
-                                                  "tolerance", "retries",     "deadline",
-                                                  "min_hosts", "step_pattern"};
+inline constexpr PlanFieldNames kScheduleNames = {"targets",   "duration",     "prepare_timeout",
+                                                  "tolerance", "retries",      "deadline",
+                                                  "min_hosts", "step_pattern", "last"};
 
 // Every option of `plan` but its workers and session name, against PlanLimits: INVALID_ARGUMENT
 // naming the option as `names` spell it, its value and what it may be.
 absl::Status ValidatePlanOptions(const CapturePlan& plan, const PlanFieldNames& names);
-// ValidatePlanOptions, and the workers: at least one, and min_hosts at most their number.
+// `--last`'s value: a duration with a unit ("30s", "500ms", "2m", "1m30s"), in whole ms, > 0.
+// INVALID_ARGUMENT saying what it must be (the caller puts the flag in front).
+absl::StatusOr<int64_t> ParsePastMs(absl::string_view text);
+// ValidatePlanOptions, and the workers: at least one, min_hosts at most their number, and with
+// past_ms profctl-agent workers only (a framework's profiler server keeps no past).
 absl::Status ValidatePlan(const CapturePlan& plan, const PlanFieldNames& names);
 
 // The names of the late policy and the align mode, as flags, YAML and session.json's readers

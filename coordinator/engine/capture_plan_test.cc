@@ -53,6 +53,13 @@ const BadOption kBadOptions[] = {
      ": ", &PlanFieldNames::step_pattern},
     {"more hosts required than workers", [](CapturePlan* p) { p->min_hosts = 3; },
      "=3 is not in 0..2 (the number of ", &PlanFieldNames::min_hosts},
+    {"a past other than the window", [](CapturePlan* p) { p->past_ms = 1000; }, "=1000 ms and ",
+     &PlanFieldNames::past},
+    {"a negative past", [](CapturePlan* p) { p->past_ms = -1; }, "=-1 is not in 0..3600000 ms",
+     &PlanFieldNames::past},
+    {"a snapshot of a framework server", [](CapturePlan* p) { p->past_ms = p->duration_ms; },
+     ": grpc://h2:9999 is a framework's profiler server, which keeps no past",
+     &PlanFieldNames::past},
 };
 
 // One set of bounds: every front door refuses the same values, each in its own words.
@@ -88,6 +95,26 @@ TEST(CapturePlanTest, OptionsAloneLeaveTheWorkersToTheCaller) {
   CapturePlan plan;  // a schedule's: targets are resolved when it runs
   EXPECT_THAT(ValidatePlanOptions(plan, kScheduleNames), IsOk());
   EXPECT_THAT(ValidatePlan(plan, kScheduleNames).message(), HasSubstr("targets: no workers"));
+}
+
+TEST(CapturePlanTest, ASnapshotsPastIsAWholeDurationWithAUnitAndItsWindow) {
+  EXPECT_EQ(*ParsePastMs("30s"), 30'000);
+  EXPECT_EQ(*ParsePastMs("500ms"), 500);
+  EXPECT_EQ(*ParsePastMs("1m30s"), 90'000);
+  for (const char* bad : {"30", "0s", "-5s", "1.5ms", "2h", "soon", ""}) {
+    EXPECT_THAT(ParsePastMs(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("(e.g. 30s, 500ms, 2m)")))
+        << bad;
+  }
+  CapturePlan plan;
+  plan.workers = *ParseWorkerList("h1:6000,h2:6000");
+  plan.duration_ms = plan.past_ms = 30'000;
+  EXPECT_THAT(ValidatePlan(plan, kFlagNames), IsOk());
+  plan.session = "snap";
+  absl::StatusOr<CapturePlan> back = PlanFromRequest(RequestFromPlan(plan));
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(back->past_ms, 30'000);
+  EXPECT_EQ(SessionRequestFromPlan(plan).past_ms(), 30'000u);
 }
 
 TEST(CapturePlanTest, EnumNamesRoundTripAndUnknownNamesAreListed) {

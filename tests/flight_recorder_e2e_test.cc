@@ -1,0 +1,130 @@
+// The flight recorder end to end (docs/flight-recorder.md): real agent processes record a
+// synthetic job that slows down at a given step, and `profctl capture --last` afterwards holds
+// those slow steps, aligned, in every output, with the window stated as the past it covers.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/clock.h"
+#include "common/file_util.h"
+#include "coordinator/cli/cli.h"
+#include "coordinator/cli/local_agents.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "profctl/v1/session.pb.h"
+#include "synthetic/synthetic_job.h"
+#include "tests/in_process_capture.h"
+#include "tests/loopback.h"
+#include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
+
+namespace profctl {
+namespace {
+
+using ::profctl::testkit::IsOk;
+using ::testing::HasSubstr;
+
+constexpr int64_t kStepNumModulus = 1'000'000;
+
+TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost) {
+  RealClock clock;
+  const testkit::TempDir tmp;
+  const std::string scratch = tmp.path(), logdir = scratch + "/logs";
+  // The job slows down 3 s of steps from now (the agents start meanwhile), by 3x.
+  const std::string base = "world=2,seed=3,step_ms=20,gpus=1,kernels_per_step=4,jitter=0.02";
+  synthetic::SyntheticJobConfig config = *synthetic::ParseSyntheticJobConfig(base);
+  const int64_t k_slow = synthetic::SyntheticJob(config).StepIndexAt(clock.WallNs()) + 150;
+  const std::string job = absl::StrCat(base, ",slowdown_at_step=", k_slow, ",slowdown_factor=3");
+  config = *synthetic::ParseSyntheticJobConfig(job);
+  const synthetic::SyntheticJob model(config);
+  ASSERT_GT(model.PeriodNs(k_slow), 2 * model.PeriodNs(k_slow - 1));
+
+  coordinator::LocalAgents agents(scratch);
+  std::vector<std::string> workers;
+  constexpr int64_t kSkewMs[] = {0, 730};
+  for (int r = 0; r < 3; ++r) {
+    const std::string port_file = absl::StrCat(scratch, "/agent-", r, ".port");
+    std::vector<std::string> args = {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                                     absl::StrCat("--name=worker-", r), "--log-level=warn"};
+    if (r < 2) {  // the job's two ranks record; a third agent keeps no past
+      args.push_back(absl::StrCat("--synthetic=", job, ",rank=", r));
+      args.push_back(absl::StrCat("--clock-skew-ms=", kSkewMs[r]));
+      args.push_back("--flight-recorder=30");
+      args.push_back("--flight-recorder-mb=16");
+    }
+    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY, args), IsOk());
+    absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(r), port_file, clock);
+    ASSERT_THAT(port, IsOk());
+    workers.push_back(testkit::LoopbackAddress(*port));
+  }
+  // The ranks started recording before the slowdown (else the past asked for is not all there).
+  ASSERT_LT(clock.WallNs(), model.StepStartNs(k_slow) - 500 * kNanosPerMilli)
+      << "the agents took too long to start for this test's schedule";
+  // The job is a function of true time: the event to wait for is the model's instant at which
+  // the 10th slow step has ended.
+  const int64_t slow_done = model.StepStartNs(k_slow + 10);
+  const StopSignal never;
+  clock.WaitUntil(clock.MonoNs() + (slow_done - clock.WallNs()), never);
+  ASSERT_GE(clock.WallNs(), slow_done);
+
+  v1::SessionManifest m;
+  std::string output;
+  const std::string session_dir = logdir + "/plugins/profile/snap";
+  const int rc = testkit::CaptureInProcess(
+      {"capture", "--workers=" + absl::StrJoin(workers, ","), "--last=3s", "--session=snap",
+       "--logdir=" + logdir, "--tolerance=500"},
+      session_dir, clock, &m, &output);
+  // The agent without a recorder fails alone: the session is partial, the ranks are saved.
+  EXPECT_EQ(rc, coordinator::kExitPartial) << output;
+  EXPECT_EQ(m.request().past_ms(), 3000u);
+  EXPECT_EQ(m.request().duration_ms(), 3000u);
+  EXPECT_THAT(output, HasSubstr("snapshot of the past: the 3.000 s before the common instant"));
+  ASSERT_EQ(m.hosts_size(), 3);
+  for (int r = 0; r < 2; ++r) {
+    const v1::HostResult& h = m.hosts(r);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.ShortDebugString() << "\n" << output;
+    // The window is the past: it ends at the common instant, on every host's clock.
+    EXPECT_EQ(h.agent_stop_ns() - h.agent_start_ns(), 3 * kNanosPerSecond);
+    EXPECT_LT(h.aligned_stop_ns(), m.start_at_ns() + 500 * kNanosPerMilli);
+    EXPECT_GT(h.aligned_stop_ns(), m.start_at_ns() - 500 * kNanosPerMilli);
+    EXPECT_GT(h.steps(), 50) << h.ShortDebugString();
+    EXPECT_TRUE(PathExists(session_dir + "/" + h.xplane_file())) << h.xplane_file();
+  }
+  EXPECT_EQ(m.hosts(2).status(), v1::HOST_STATUS_FAILED);
+  EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("--flight-recorder"));
+  EXPECT_FALSE(m.pod_trace_file().empty());
+
+  // The breakdown has the slow steps, on both hosts, at the slow pace, and the fast ones before.
+  absl::StatusOr<std::string> json = ReadFile(session_dir + "/pod_step_breakdown.json");
+  ASSERT_THAT(json, IsOk());
+  google::protobuf::Struct doc;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*json, &doc), IsOk());
+  const double fast_ms = static_cast<double>(model.PeriodNs(k_slow - 1)) / kNanosPerMilli;
+  const double slow_ms = static_cast<double>(model.PeriodNs(k_slow)) / kNanosPerMilli;
+  int slow = 0, fast = 0;
+  for (const auto& v : doc.fields().at("steps").list_value().values()) {
+    const auto& f = v.struct_value().fields();
+    const auto step = static_cast<int64_t>(f.at("step").number_value());
+    const double ms = f.at("pod_step_time_ms").number_value();
+    if (f.at("hosts").list_value().values_size() != 2) continue;
+    const int64_t k = k_slow - (k_slow % kStepNumModulus) + step;  // no wrap in 3 s of steps
+    if (k >= k_slow) {
+      ++slow;
+      EXPECT_NEAR(ms, slow_ms, slow_ms * 0.1) << "step " << step;
+    } else {
+      ++fast;
+      EXPECT_NEAR(ms, fast_ms, fast_ms * 0.2) << "step " << step;
+    }
+  }
+  EXPECT_GE(slow, 10) << *json;
+  EXPECT_GE(fast, 20);
+  EXPECT_TRUE(PathExists(session_dir + "/report.html"));
+}
+
+}  // namespace
+}  // namespace profctl
