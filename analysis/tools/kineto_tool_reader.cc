@@ -246,8 +246,11 @@ class KinetoEventReader {
     for (const DeviceEvent& d : out_->device_events) {
       const bool known = std::any_of(devices.begin(), devices.end(),
                                      [&](const DeviceInfo& i) { return i.id == d.device; });
-      if (!known)
-        devices.push_back(DeviceInfo{.id = d.device, .name = absl::StrCat("GPU ", d.device)});
+      if (known) continue;
+      DeviceInfo device;
+      device.id = d.device;
+      device.name = absl::StrCat("GPU ", d.device);
+      devices.push_back(std::move(device));
     }
     std::sort(devices.begin(), devices.end(),
               [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
