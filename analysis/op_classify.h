@@ -98,11 +98,27 @@ inline constexpr absl::string_view kDefaultStepPattern =
 // Longer names are never step markers (kernel and Python frame names can be kilobytes long).
 inline constexpr size_t kMaxStepNameLength = 512;
 
+// The defaults of ReaderOptions' limits on hostile or broken files (docs/tools.md "Limits").
+inline constexpr uint64_t kDefaultMaxInflatedBytes = uint64_t{4} << 30;  // 4 GiB
+inline constexpr uint64_t kDefaultMaxInflateRatio = 100;
+inline constexpr uint64_t kDefaultMaxStringBytes = uint64_t{1} << 20;  // 1 MiB
+// Arrays and objects nested deeper than this are refused (a Chrome trace nests about 4 levels;
+// the JSON parsers recurse once per level).
+inline constexpr int kMaxJsonDepth = 1000;
+
 // Options shared by every trace reader.
 struct ReaderOptions {
   // RE2 pattern with at least one capture group; group 1 must capture the step number (decimal
   // digits). Searched anywhere in a host event's name: anchor with ^ / $ as needed.
   std::string step_pattern = std::string(kDefaultStepPattern);
+  // A gzipped trace is refused (RESOURCE_EXHAUSTED naming the file and the cap) as soon as its
+  // inflated text passes either cap, before the rest is inflated: max_inflated_bytes bytes in
+  // all, or max_inflate_ratio times the compressed size (0: no ratio cap).
+  uint64_t max_inflated_bytes = kDefaultMaxInflatedBytes;
+  uint64_t max_inflate_ratio = kDefaultMaxInflateRatio;
+  // A JSON string (a key or a value, as written, escapes included) longer than this refuses the
+  // whole file (INVALID_ARGUMENT naming the cap and the offset), before it is parsed.
+  uint64_t max_string_bytes = kDefaultMaxStringBytes;
 };
 
 // INVALID_ARGUMENT naming the pattern and RE2's complaint when step_pattern does not compile or

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -313,7 +314,19 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data) {
   return out;
 }
 
-absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_output_bytes) {
+absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_output_bytes,
+                                           uint64_t max_ratio) {
+  // The ratio cap, when it is the tighter one (saturating: a huge ratio is no cap).
+  const uint64_t ratio_cap =
+      max_ratio == 0 || data.size() > std::numeric_limits<uint64_t>::max() / max_ratio
+          ? std::numeric_limits<uint64_t>::max()
+          : max_ratio * data.size();
+  const bool ratio_binds = ratio_cap < max_output_bytes;
+  const uint64_t cap = ratio_binds ? ratio_cap : max_output_bytes;
+  if (data.size() > std::numeric_limits<uInt>::max()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("gzip: ", data.size(), " compressed bytes: more than zlib takes at once"));
+  }
   z_stream zs{};
   if (inflateInit2(&zs, kGzipWindowBits) != Z_OK) {
     return absl::InternalError("gzip: inflateInit2 failed");
@@ -328,11 +341,17 @@ absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_
     zs.avail_out = sizeof(buf);
     rc = inflate(&zs, Z_NO_FLUSH);
     const size_t produced = sizeof(buf) - zs.avail_out;
-    if (out.size() + produced > max_output_bytes) {
+    if (out.size() + produced > cap) {
       inflateEnd(&zs);
+      if (ratio_binds) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("gzip: inflates to more than ", max_ratio, " times its ", data.size(),
+                         " compressed bytes (the inflate ratio cap, ", cap,
+                         " bytes): refused as a likely gzip bomb"));
+      }
       return absl::ResourceExhaustedError(
           absl::StrCat("gzip: inflates to more than ", max_output_bytes,
-                       " bytes (the limit for data held in memory); decompress it first"));
+                       " bytes (the cap on inflated data held in memory); decompress it first"));
     }
     out.append(buf, produced);
   }

@@ -16,10 +16,13 @@ namespace profctl {
 uint32_t Crc32(uint32_t crc, absl::string_view data);
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data);
-// RESOURCE_EXHAUSTED (naming the limit) once the output would exceed `max_output_bytes`: a few
-// KB of gzip can inflate a thousandfold, and callers hold the result in memory.
+// RESOURCE_EXHAUSTED (naming the cap) as soon as the output would exceed `max_output_bytes`, or
+// `max_ratio` times data.size() when max_ratio > 0: a few KB of gzip can inflate a
+// millionfold, and callers hold the result in memory, so inflating stops there (memory: the
+// output so far, under the cap, and a 64 KiB buffer).
 absl::StatusOr<std::string> GzipDecompress(absl::string_view data,
-                                           uint64_t max_output_bytes = uint64_t{4} << 30);
+                                           uint64_t max_output_bytes = uint64_t{4} << 30,
+                                           uint64_t max_ratio = 0);
 
 // zlib's compression levels: on the demo's pod trace JSON (46 MB), level 1 compresses 1.8x
 // faster than the default (6) into a file 1.27x larger (docs/perf.md).

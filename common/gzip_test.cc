@@ -71,6 +71,28 @@ TEST(GzipDecompressTest, RefusesToInflatePastItsLimit) {
   EXPECT_EQ(*exact, zeros);
 }
 
+// The ratio cap: 1 MiB of zeros (~1 KB of gzip, a ratio near 1000) is refused at 10x its
+// compressed size, the message naming the ratio; a generous ratio takes it whole.
+TEST(GzipDecompressTest, RefusesToInflatePastTheRatioCap) {
+  const std::string zeros(1 << 20, '\0');
+  absl::StatusOr<std::string> gz = GzipCompress(zeros);
+  ASSERT_THAT(gz, IsOk());
+  absl::StatusOr<std::string> bomb = GzipDecompress(*gz, /*max_output_bytes=*/1 << 30,
+                                                    /*max_ratio=*/10);
+  EXPECT_EQ(bomb.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bomb.status().message(),
+              ::testing::HasSubstr(absl::StrCat("more than 10 times its ", gz->size())));
+  EXPECT_THAT(bomb.status().message(), ::testing::HasSubstr("inflate ratio cap"));
+  // The absolute cap still binds when it is the tighter one.
+  absl::StatusOr<std::string> abs = GzipDecompress(*gz, /*max_output_bytes=*/4096,
+                                                   /*max_ratio=*/10);
+  EXPECT_THAT(abs.status().message(), ::testing::HasSubstr("more than 4096 bytes"));
+  absl::StatusOr<std::string> whole = GzipDecompress(*gz, /*max_output_bytes=*/1 << 30,
+                                                     /*max_ratio=*/100000);
+  ASSERT_THAT(whole, IsOk());
+  EXPECT_EQ(whole->size(), zeros.size());
+}
+
 TEST(Crc32Test, IsZlibsCrc32AndContinues) {
   EXPECT_EQ(Crc32(0, "123456789"), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
   EXPECT_EQ(Crc32(Crc32(0, "1234"), "56789"), 0xCBF43926u);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -160,6 +161,40 @@ absl::string_view TypeName(JsonType t) {
       return "an array";
   }
   return "?";
+}
+
+LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_string_bytes) {
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  int depth = 0;
+  for (const char* p = begin; p < end; ++p) {
+    const char c = *p;
+    if (c == '"') {
+      const char* const open = p;
+      const char* close = end;  // an unterminated string runs to the end
+      for (const char* from = open + 1; from < end;) {
+        const auto* q = static_cast<const char*>(std::memchr(from, '"', end - from));
+        if (q == nullptr) break;
+        const char* b = q;  // an odd run of backslashes before the quote escapes it
+        while (b > open + 1 && b[-1] == '\\') --b;
+        if ((q - b) % 2 == 0) {
+          close = q;
+          break;
+        }
+        from = q + 1;
+      }
+      if (static_cast<uint64_t>(close - open - 1) > max_string_bytes) {
+        return {LimitBreach::Kind::kString, static_cast<size_t>(open - begin)};
+      }
+      if (close == end) break;
+      p = close;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return {LimitBreach::Kind::kDepth, static_cast<size_t>(p - begin)};
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return {};
 }
 
 }  // namespace profctl::analysis::kineto_json

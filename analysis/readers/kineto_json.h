@@ -5,6 +5,7 @@
 #ifndef PROFCTL_ANALYSIS_READERS_KINETO_JSON_H_
 #define PROFCTL_ANALYSIS_READERS_KINETO_JSON_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
@@ -58,6 +59,20 @@ enum class JsonType : uint8_t { kNull, kBool, kNumber, kString, kObject, kArray 
 
 // "null", "a number", ...: for warnings.
 absl::string_view TypeName(JsonType t);
+
+// What ScanLimits found first in a document.
+struct LimitBreach {
+  enum class Kind : uint8_t { kNone, kDepth, kString };
+  Kind kind = Kind::kNone;
+  size_t offset = 0;  // where the too-deep bracket or the too-long string starts
+};
+
+// One pass over `text`, allocating nothing: the first array/object bracket nested deeper than
+// `max_depth`, or the first string (key or value; its bytes as written between the quotes)
+// longer than `max_string_bytes`. Brackets and quotes inside strings are skipped; the text need
+// not be valid JSON (the parser reports that). Run before a parser that recurses per level or
+// copies strings whole.
+LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_string_bytes);
 
 }  // namespace profctl::analysis::kineto_json
 

@@ -579,6 +579,10 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
                                                    offset_ns,
                                                    " ns is out of range (|offset| <= 2^61 ns)"));
   }
+  if (absl::Status s = CheckKinetoJsonLimits(json_text, options); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("Kineto trace of ", default_host, ": ", s.message()));
+  }
   HostTrace trace;
   Handler handler(matcher, &trace);
   rapidjson::Reader reader;
@@ -605,13 +609,38 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
   return trace;
 }
 
+absl::Status CheckKinetoJsonLimits(absl::string_view json_text, const ReaderOptions& options) {
+  const kineto_json::LimitBreach breach =
+      kineto_json::ScanLimits(json_text, kMaxJsonDepth, options.max_string_bytes);
+  switch (breach.kind) {
+    case kineto_json::LimitBreach::Kind::kNone:
+      return absl::OkStatus();
+    case kineto_json::LimitBreach::Kind::kDepth:
+      return absl::InvalidArgumentError(
+          absl::StrCat("arrays/objects nested deeper than ", kMaxJsonDepth, " levels at ",
+                       Position(json_text, breach.offset),
+                       ": refused (the nesting cap; a trace nests a few levels)"));
+    case kineto_json::LimitBreach::Kind::kString:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a string longer than ", options.max_string_bytes, " bytes at ",
+          Position(json_text, breach.offset), ": refused (the string cap, --max-string-kb)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
-                                                     absl::string_view path, std::string* storage) {
+                                                     absl::string_view path, std::string* storage,
+                                                     const ReaderOptions& options) {
   if (contents.size() < 2 || static_cast<unsigned char>(contents[0]) != 0x1f ||
       static_cast<unsigned char>(contents[1]) != 0x8b) {
     return contents;
   }
-  absl::StatusOr<std::string> out = GzipDecompress(contents);
+  absl::StatusOr<std::string> out =
+      GzipDecompress(contents, options.max_inflated_bytes, options.max_inflate_ratio);
+  if (out.status().code() == absl::StatusCode::kResourceExhausted) {
+    return absl::ResourceExhaustedError(absl::StrCat(path, ": ", out.status().message(),
+                                                     " (--max-inflated-mb, --max-inflate-ratio)"));
+  }
   if (!out.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": cannot decompress gzip: ", out.status().message()));
@@ -623,7 +652,7 @@ absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
 absl::StatusOr<HostTrace> ReadKinetoTraceFile(absl::string_view contents, absl::string_view path,
                                               int64_t offset_ns, const ReaderOptions& options) {
   std::string inflated;
-  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated);
+  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated, options);
   if (!text.ok()) return text.status();
   contents = *text;
   absl::StatusOr<HostTrace> trace =

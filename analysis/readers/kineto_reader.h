@@ -40,6 +40,11 @@
 // "/device:GPU:<N>" (Kineto does not say GPU or accelerator type), devices in ordinal order.
 // StepMarker::thread_id is the integer `tid` (0 when it is a string).
 //
+// LIMITS. Before parsing, the text is checked (CheckKinetoJsonLimits): arrays/objects nested
+// deeper than kMaxJsonDepth or a string longer than ReaderOptions::max_string_bytes refuse the
+// file with INVALID_ARGUMENT naming the limit, so the parser's recursion and string copies stay
+// bounded. Gzip input is capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio.
+//
 // BAD INPUT. JSON that does not parse, or a document that is not a trace (no `traceEvents` array,
 // `traceEvents` not an array, a top level that is neither object nor array): INVALID_ARGUMENT
 // naming the problem, the byte offset, line and column. Bad events (a field of the wrong type,
@@ -68,9 +73,18 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
                                           const ReaderOptions& options = {});
 
 // `contents` itself, or, when it starts with the gzip magic, its inflated text kept in *storage.
-// INVALID_ARGUMENT naming `path` when it does not inflate.
+// INVALID_ARGUMENT naming `path` when it does not inflate; RESOURCE_EXHAUSTED naming `path` and
+// the cap as soon as it inflates past options.max_inflated_bytes or options.max_inflate_ratio
+// times its size (nothing more is inflated).
 absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
-                                                     absl::string_view path, std::string* storage);
+                                                     absl::string_view path, std::string* storage,
+                                                     const ReaderOptions& options = {});
+
+// OK, or INVALID_ARGUMENT naming the limit and where (offset, line, column) when `json_text`
+// nests arrays/objects deeper than kMaxJsonDepth or holds a string longer than
+// options.max_string_bytes. One pass, nothing allocated; ReadKinetoTrace and the tools' Kineto
+// reader run it before parsing (their parsers recurse per level and copy strings whole).
+absl::Status CheckKinetoJsonLimits(absl::string_view json_text, const ReaderOptions& options);
 
 // A trace file's bytes as read from `path` (used only for naming): gunzipped first when they
 // start with the gzip magic (`*.pt.trace.json.gz`), then ReadKinetoTrace with the default host

@@ -424,6 +424,76 @@ TEST(KinetoReaderTest, BadJsonIsAnErrorNamingThePosition) {
   EXPECT_THAT(t.status().message(), HasSubstr("The document is empty"));
 }
 
+// A document nested 100,000 levels deep (200 KB; it overflowed the parser's stack) is refused
+// before parsing, naming the cap and where; 1000 levels are allowed.
+TEST(KinetoReaderTest, DeepNestingIsRefusedNamingTheCap) {
+  const std::string deep = absl::StrCat("{\"traceEvents\": [{\"args\": ", std::string(100000, '['),
+                                        std::string(100000, ']'), "}]}");
+  absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(deep, "/logs/deep.pt.trace.json", 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(t.status().message()),
+              AllOf(HasSubstr("/logs/deep.pt.trace.json"), HasSubstr("nested deeper than 1000"),
+                    HasSubstr("offset 1023 (line 1, column 1024)")));
+  // Exactly at the cap: parsed (the event is kept, its args ignored).
+  const std::string at_cap = absl::StrCat(
+      R"({"traceEvents": [{"ph": "X", "ts": 1, "dur": 2, "pid": 0, )",
+      R"("cat": "kernel", "name": "k", "args": {"a": )", std::string(kMaxJsonDepth - 4, '['),
+      std::string(kMaxJsonDepth - 4, ']'), "}}]}");
+  absl::StatusOr<HostTrace> ok = ReadKinetoTrace(at_cap, "h", 0);
+  ASSERT_THAT(ok, IsOk());
+  ASSERT_EQ(ok->devices.size(), 1u);
+  // Brackets inside strings are text, not nesting.
+  EXPECT_THAT(
+      ReadKinetoTrace(absl::StrCat(R"({"traceEvents": [], "x": ")", std::string(5000, '['), "\"}"),
+                      "h", 0),
+      IsOk());
+}
+
+// A string over ReaderOptions::max_string_bytes refuses the file before it is copied, naming
+// the cap; escaped quotes do not end a string early.
+TEST(KinetoReaderTest, OverlongStringIsRefusedNamingTheCap) {
+  ReaderOptions options;
+  options.max_string_bytes = 64;
+  const std::string name(65, 'n');
+  const std::string doc =
+      absl::StrCat(R"({"traceEvents": [{"ph": "X", "ts": 1, "dur": 2, "name": ")", name, "\"}]}");
+  absl::StatusOr<HostTrace> t = ReadKinetoTrace(doc, "h", 0, options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status().message(), AllOf(HasSubstr("a string longer than 64 bytes at offset 56"),
+                                          HasSubstr("the string cap")));
+  // 64 bytes, three of them escaped quotes and a trailing escaped backslash: within the cap.
+  const std::string escaped = absl::StrCat(std::string(56, 'n'), R"(\"\"\"\\)");
+  ASSERT_EQ(escaped.size(), 64u);
+  EXPECT_THAT(ReadKinetoTrace(absl::StrCat(R"({"traceEvents": [{"ph": "X", "ts": 1, "dur": 2, )",
+                                           R"("name": ")", escaped, "\"}]}"),
+                              "h", 0, options),
+              IsOk());
+  // The default cap (1 MiB) takes the same name.
+  EXPECT_THAT(ReadKinetoTrace(doc, "h", 0), IsOk());
+}
+
+// A gzip bomb: 1 MiB of zeros (~1 KB compressed) is refused at a ratio cap of 10, naming the
+// file and the cap, before it is all inflated.
+TEST(KinetoReaderTest, GzipBombIsRefusedNamingTheFileAndTheCap) {
+  absl::StatusOr<std::string> gz = GzipCompress(std::string(1 << 20, '\0'));
+  ASSERT_THAT(gz, IsOk());
+  ReaderOptions options;
+  options.max_inflate_ratio = 10;
+  absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(*gz, "/logs/bomb.pt.trace.json.gz", 0, options);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(t.status().message(),
+              AllOf(HasSubstr("/logs/bomb.pt.trace.json.gz"), HasSubstr("more than 10 times"),
+                    HasSubstr("--max-inflate-ratio")));
+  options.max_inflate_ratio = 0;
+  options.max_inflated_bytes = 100'000;
+  t = ReadKinetoTraceFile(*gz, "/logs/bomb.pt.trace.json.gz", 0, options);
+  EXPECT_THAT(t.status().message(),
+              AllOf(HasSubstr("more than 100000 bytes"), HasSubstr("--max-inflated-mb")));
+}
+
 TEST(KinetoReaderTest, NotATraceIsAnError) {
   const std::pair<absl::string_view, absl::string_view> cases[] = {
       {R"({})", "no \"traceEvents\" array"},

@@ -71,6 +71,10 @@ absl::StatusOr<ToolTrace> ReadKinetoTools(absl::string_view json_text,
   absl::StatusOr<StepMatcher> matcher = StepMatcher::Create(options.step_pattern);
   if (!matcher.ok()) return matcher.status();
   if (absl::Status s = CheckOffset(default_host, offset_ns); !s.ok()) return s;
+  if (absl::Status s = CheckKinetoJsonLimits(json_text, options); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("Kineto trace of ", default_host, ": ", s.message()));
+  }
   return tool_readers_internal::ReadKinetoToolDocument(json_text, default_host, offset_ns,
                                                        *matcher);
 }
@@ -78,7 +82,7 @@ absl::StatusOr<ToolTrace> ReadKinetoTools(absl::string_view json_text,
 absl::StatusOr<ToolTrace> ReadKinetoToolsFile(absl::string_view contents, absl::string_view path,
                                               int64_t offset_ns, const ReaderOptions& options) {
   std::string inflated;
-  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated);
+  absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated, options);
   if (!text.ok()) return text.status();
   contents = *text;
   absl::StatusOr<ToolTrace> trace =

@@ -24,6 +24,9 @@ struct AnalyzeFlags {
   std::string out_dir;
   std::string step_pattern{analysis::kDefaultStepPattern};
   int64_t jobs = 0;
+  int64_t max_inflated_mb = static_cast<int64_t>(analysis::kDefaultMaxInflatedBytes >> 20);
+  int64_t max_inflate_ratio = static_cast<int64_t>(analysis::kDefaultMaxInflateRatio);
+  int64_t max_string_kb = static_cast<int64_t>(analysis::kDefaultMaxStringBytes >> 10);
   std::string tool_name;
   bool include_idle = false;
   std::vector<std::string> paths;
@@ -34,7 +37,8 @@ struct AnalyzeFlags {
 std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const CliEnv& env,
                                      AnalyzeFlags* f) {
   FlagSet fs("profctl analyze",
-             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N]");
+             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N] "
+             "[--max-inflated-mb=N] [--max-inflate-ratio=N] [--max-string-kb=N]");
   fs.String("tool", &f->tool_name,
             absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
                          analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
@@ -50,6 +54,13 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   fs.Int64("jobs", &f->jobs,
            absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
                         kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
+  fs.Int64("max-inflated-mb", &f->max_inflated_mb,
+           "refuse a gzipped trace that inflates past this many MiB (it is held in memory)");
+  fs.Int64("max-inflate-ratio", &f->max_inflate_ratio,
+           "refuse a gzipped trace that inflates past this many times its size (a gzip bomb; "
+           "0: no ratio cap)");
+  fs.Int64("max-string-kb", &f->max_string_kb,
+           "refuse a JSON trace holding a string (a name, an arg) longer than this many KiB");
   fs.RejectEmpty("out");
   fs.RejectEmpty("step-pattern");
   fs.RejectEmpty("tool");
@@ -67,6 +78,19 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   if (f->json && f->csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
   if (f->jobs < 0 || f->jobs > 256) {
     return UsageError(env, "analyze", absl::StrCat("--jobs=", f->jobs, ": must be 0..256"));
+  }
+  if (f->max_inflated_mb < 1 || f->max_inflated_mb > (int64_t{1} << 30)) {
+    return UsageError(env, "analyze",
+                      absl::StrCat("--max-inflated-mb=", f->max_inflated_mb, ": must be 1..2^30"));
+  }
+  if (f->max_inflate_ratio < 0 || f->max_inflate_ratio > 1'000'000) {
+    return UsageError(
+        env, "analyze",
+        absl::StrCat("--max-inflate-ratio=", f->max_inflate_ratio, ": must be 0..1000000"));
+  }
+  if (f->max_string_kb < 1 || f->max_string_kb > (int64_t{1} << 30)) {
+    return UsageError(env, "analyze",
+                      absl::StrCat("--max-string-kb=", f->max_string_kb, ": must be 1..2^30"));
   }
   f->paths = fs.positional();
   return std::nullopt;
@@ -212,6 +236,9 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (std::optional<int> rc = ParseAnalyzeFlags(args, env, &f)) return *rc;
   analysis::ReaderOptions options;
   options.step_pattern = f.step_pattern;
+  options.max_inflated_bytes = static_cast<uint64_t>(f.max_inflated_mb) << 20;
+  options.max_inflate_ratio = static_cast<uint64_t>(f.max_inflate_ratio);
+  options.max_string_bytes = static_cast<uint64_t>(f.max_string_kb) << 10;
   if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
     return UsageError(env, "analyze", absl::StrCat("--step-pattern: ", s.message()));
   }

@@ -854,6 +854,28 @@ TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
   EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
 }
 
+// A trace nested 100,000 levels deep (200 KB; fuzz/corpus/kineto/nested_100000_deep) crashed
+// analyze and lost the good rank beside it: now it is refused naming the file and the cap, the
+// good rank analysed, exit partial; the same with the tools' reader.
+TEST_F(CliTest, AnalyzeRefusesADeeplyNestedTraceAndKeepsTheOthers) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/deep";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      IsOk());
+  const std::string deep =
+      absl::StrCat("{\"traceEvents\": ", std::string(100000, '['), std::string(100000, ']'), "}");
+  ASSERT_THAT(WriteFileAtomically(dir + "/deep.pt.trace.json", deep), IsOk());
+  EXPECT_EQ(Run({"analyze", dir, "--csv"}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr(dir + "/deep.pt.trace.json: "));
+  EXPECT_THAT(err_.str(), HasSubstr("nested deeper than 1000 levels"));
+  EXPECT_THAT(out_.str(), HasSubstr(",rank-3,"));
+  EXPECT_EQ(Run({"analyze", dir, "--tool=kernel_stats", "--csv"}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr(dir + "/deep.pt.trace.json: "));
+  EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));
+}
+
 TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
   const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string trace = data + "/rank3.pt.trace.json.gz";
