@@ -362,4 +362,23 @@ absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_
   return out;
 }
 
+absl::StatusOr<std::string> GzipInflatePrefix(absl::string_view data, size_t max_output_bytes) {
+  z_stream zs{};
+  if (inflateInit2(&zs, kGzipWindowBits) != Z_OK) {
+    return absl::InternalError("gzip: inflateInit2 failed");
+  }
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(std::min<size_t>(data.size(), std::numeric_limits<uInt>::max()));
+  std::string out(max_output_bytes, '\0');
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = inflate(&zs, Z_SYNC_FLUSH);
+  out.resize(out.size() - zs.avail_out);
+  inflateEnd(&zs);
+  if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+    return absl::DataLossError(absl::StrCat("gzip: corrupt data (zlib ", rc, ")"));
+  }
+  return out;
+}
+
 }  // namespace profctl

@@ -24,6 +24,11 @@ absl::StatusOr<std::string> GzipDecompress(absl::string_view data,
                                            uint64_t max_output_bytes = uint64_t{4} << 30,
                                            uint64_t max_ratio = 0);
 
+// The first up to `max_output_bytes` of what `data` inflates to, where `data` may be only the
+// start of a gzip stream (a file's first bytes): for looking at what a file holds. DATA_LOSS
+// when the bytes are not gzip.
+absl::StatusOr<std::string> GzipInflatePrefix(absl::string_view data, size_t max_output_bytes);
+
 // zlib's compression levels: on the demo's pod trace JSON (46 MB), level 1 compresses 1.8x
 // faster than the default (6) into a file 1.27x larger (docs/perf.md).
 inline constexpr int kGzipDefaultLevel = 6;

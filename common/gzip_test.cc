@@ -93,6 +93,21 @@ TEST(GzipDecompressTest, RefusesToInflatePastTheRatioCap) {
   EXPECT_EQ(whole->size(), zeros.size());
 }
 
+// A file's first bytes of gzip give the start of its text, whatever follows; bytes that are not
+// gzip are DATA_LOSS.
+TEST(GzipInflatePrefixTest, GivesTheStartOfTheTextFromTheStartOfTheStream) {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&text, "{\"event\": ", i, "},\n");
+  absl::StatusOr<std::string> gz = GzipCompress(text);
+  ASSERT_THAT(gz, IsOk());
+  ASSERT_GT(gz->size(), 8192u);
+  absl::StatusOr<std::string> head = GzipInflatePrefix(gz->substr(0, 4096), 1000);
+  ASSERT_THAT(head, IsOk());
+  EXPECT_EQ(*head, text.substr(0, 1000));
+  EXPECT_EQ(GzipInflatePrefix("\x1f\x8b not gzip at all", 100).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
 TEST(Crc32Test, IsZlibsCrc32AndContinues) {
   EXPECT_EQ(Crc32(0, "123456789"), 0xCBF43926u);  // the CRC-32/ISO-HDLC check value
   EXPECT_EQ(Crc32(Crc32(0, "1234"), "56789"), 0xCBF43926u);

@@ -429,6 +429,7 @@ std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& 
   Strings(j, b.warnings);
   j.Key("files");
   Strings(j, ctx.session_files);
+  if (ctx.source == BreakdownSource::kAnalyze) WriteFailedFiles(j, ctx.failed_files);
   j.EndObject();
   return j.Take();
 }

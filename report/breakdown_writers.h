@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "analysis/breakdown.h"
+#include "report/json_out.h"
 
 namespace profctl::report {
 
@@ -39,6 +40,9 @@ struct BreakdownContext {
   std::map<std::string, std::vector<std::string>> host_files;
   // Pod-level files, relative like host_files (e.g. "pod.trace.json.gz", "session.json").
   std::vector<std::string> session_files;
+  // `analyze` only: the inputs that could not be analysed, in input order. Written to the JSON
+  // as `failed_files` when source is kAnalyze (also when empty).
+  std::vector<FailedFile> failed_files = {};
   // report.html as the terminal table should show it (absolute, or relative to the working
   // directory); empty: the table does not mention it. Not written to the JSON.
   std::string report_path;

@@ -148,6 +148,27 @@ class JsonOut {
   bool after_key_ = false;
 };
 
+// A file `profctl analyze` could not analyse, and why (the reader's message, without the path).
+struct FailedFile {
+  std::string path;
+  std::string error;
+};
+
+// `"failed_files": [{"path": ..., "error": ...}, ...]`, in the order given.
+inline void WriteFailedFiles(JsonOut& j, const std::vector<FailedFile>& files) {
+  j.Key("failed_files");
+  j.BeginArray();
+  for (const FailedFile& f : files) {
+    j.BeginObject();
+    j.Key("path");
+    j.String(f.path);
+    j.Key("error");
+    j.String(f.error);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
 }  // namespace profctl::report
 
 #endif  // PROFCTL_REPORT_JSON_OUT_H_

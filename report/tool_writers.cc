@@ -1154,6 +1154,7 @@ std::string ToolJson(const PodTools& p, const ToolContext& context) {
     for (const std::string& w : h.warnings) j.String(absl::StrCat(h.host, ": ", w));
   }
   j.EndArray();
+  WriteFailedFiles(j, context.failed_files);
   j.EndObject();
   return j.Take();
 }

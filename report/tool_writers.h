@@ -10,11 +10,14 @@
 
 #include "absl/strings/string_view.h"
 #include "analysis/tools/tools.h"
+#include "report/json_out.h"
 
 namespace profctl::report {
 
 struct ToolContext {
   std::string session;  // "analyze" for loose files
+  // The inputs `analyze` could not analyse, written as `failed_files` after `warnings`.
+  std::vector<FailedFile> failed_files = {};
 };
 
 // One JSON object, keys in a fixed order, ending in a newline: schema_version, producer, tool,

@@ -69,7 +69,9 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
     *env.out << fs.Help()
              << "\nPATH: a saved session folder (LOGDIR/plugins/profile/SESSION), a folder of "
                 "*.xplane.pb files (TensorFlow, JAX, profctl) or of PyTorch profiler traces "
-                "(*.pt.trace.json[.gz], one per rank), or such files.\n"
+                "(*.pt.trace.json[.gz], one per rank), or such files under any name (read by "
+                "content: an XSpace, or a Chrome-trace JSON such as trace.json, gzipped or "
+                "not).\n"
              << "--tool=NAME prints that tool (--json/--csv: its JSON/CSV) and, with --out or a "
                 "session folder, writes tool_NAME.json/.csv there and report.html with its tab; "
                 "--tool=all does every tool.\n";
@@ -153,24 +155,33 @@ absl::Status WriteToolFiles(const AnalyzeInputs& inputs, const AnalyzeToolResult
                              report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
 }
 
+// Every failed file with why, and every warning of the run, on stderr.
+void PrintProblems(const AnalyzeResult& r, const CliEnv& env) {
+  for (const report::FailedFile& f : r.failed_files) {
+    *env.err << "profctl analyze: " << f.path << ": " << f.error << "\n";
+  }
+  for (const std::string& w : r.warnings) *env.err << "profctl analyze: warning: " << w << "\n";
+}
+
 // Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, their files.
 int RunTools(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
              const analysis::ReaderOptions& options, const std::vector<analysis::Tool>& tools,
              const CliEnv& env) {
   AnalyzeToolResult r = AnalyzeTools(inputs, options, tools, static_cast<int>(f.jobs));
   for (analysis::PodTools& t : r.tools) t.include_idle = f.include_idle;
-  for (const std::string& e : r.breakdown.errors) *env.err << "profctl analyze: " << e << "\n";
+  PrintProblems(r.breakdown, env);
   if (r.breakdown.hosts.empty()) {
     *env.err << "profctl analyze: no trace could be analysed\n";
     return kExitFailed;
   }
   report::ToolContext tool_context;
   tool_context.session = inputs.session.empty() ? "analyze" : inputs.session;
+  tool_context.failed_files = r.breakdown.failed_files;
   std::vector<std::string> tool_jsons;
   for (const analysis::PodTools& t : r.tools) {
     tool_jsons.push_back(report::ToolJson(t, tool_context));
   }
-  int tool_rc = r.breakdown.errors.empty() ? kExitOk : kExitPartial;
+  int tool_rc = r.breakdown.failed_files.empty() ? kExitOk : kExitPartial;
   if (!f.out_dir.empty()) {
     if (absl::Status s = WriteToolFiles(inputs, r, tool_jsons, tool_context.session, f.out_dir);
         !s.ok()) {
@@ -194,7 +205,7 @@ int RunTools(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
 int RunBreakdown(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
                  const analysis::ReaderOptions& options, const CliEnv& env) {
   const AnalyzeResult result = AnalyzeTraces(inputs, options, static_cast<int>(f.jobs));
-  for (const std::string& e : result.errors) *env.err << "profctl analyze: " << e << "\n";
+  PrintProblems(result, env);
   if (result.hosts.empty()) {
     *env.err << "profctl analyze: no trace could be analysed\n";
     return kExitFailed;
@@ -202,8 +213,9 @@ int RunBreakdown(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
   report::BreakdownContext context;
   context.session = inputs.session.empty() ? "analyze" : inputs.session;
   context.source = report::BreakdownSource::kAnalyze;
+  context.failed_files = result.failed_files;
   LinkHostFiles(inputs, f.out_dir, &context);
-  int rc = result.errors.empty() ? kExitOk : kExitPartial;
+  int rc = result.failed_files.empty() ? kExitOk : kExitPartial;
   if (!f.out_dir.empty()) {
     if (absl::Status s = MakeDirs(f.out_dir); !s.ok()) {
       *env.err << "profctl analyze: " << s.message() << "\n";

@@ -876,6 +876,75 @@ TEST_F(CliTest, AnalyzeRefusesADeeplyNestedTraceAndKeepsTheOthers) {
   EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));
 }
 
+// `torch.profiler`'s export_chrome_trace is usually given "trace.json", any name really: the
+// file is read by what it holds, gzipped or not, and an XSpace under another name too.
+TEST_F(CliTest, AnalyzeReadsATraceByItsContentWhateverItsName) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/names";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+              IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/export", *ReadFile(data + "/rank3.pt.trace.json.gz")),
+              IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir + "/h100.bin", *ReadFile(data + "/h100_pytorch_steps.xplane.pb")),
+      IsOk());
+  for (const char* name : {"trace.json", "export"}) {
+    ASSERT_EQ(Run({"analyze", dir + "/" + name, "--csv"}), kExitOk) << name << err_.str();
+    EXPECT_THAT(out_.str(), HasSubstr(",rank-3,")) << name;
+  }
+  ASSERT_EQ(Run({"analyze", dir + "/h100.bin", "--csv"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\n3088,h100.bin,"));  // an XSpace under any name
+  // Bytes that are neither are refused by name, saying what was looked for.
+  ASSERT_THAT(WriteFileAtomically(dir + "/notes.json", "hello"), IsOk());
+  EXPECT_EQ(Run({"analyze", dir + "/notes.json"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("neither an XSpace protobuf"));
+}
+
+// --json lists every file that failed and why; two files of one rank are both kept, warned
+// about by name, never renamed silently.
+TEST_F(CliTest, AnalyzeJsonListsFailedFilesAndWarnsOfDuplicateRanks) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/dups";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  const std::string rank3 = *ReadFile(data + "/rank3.pt.trace.json");
+  ASSERT_THAT(WriteFileAtomically(dir + "/a.pt.trace.json", rank3), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/b.pt.trace.json", rank3), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": ["), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto"), IsOk());
+  EXPECT_EQ(Run({"analyze", dir, "--json"}), kExitPartial);
+  const std::string warning = "two files claim host rank-3: " + dir + "/a.pt.trace.json and " +
+                              dir + "/b.pt.trace.json (the same rank twice?); the second is " +
+                              "reported as rank-3-2";
+  EXPECT_THAT(err_.str(), HasSubstr("warning: " + warning));
+  google::protobuf::Struct json;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  const auto& failed = json.fields().at("failed_files").list_value();
+  ASSERT_EQ(failed.values_size(), 2) << out_.str();
+  const auto& f0 = failed.values(0).struct_value().fields();
+  EXPECT_EQ(f0.at("path").string_value(), dir + "/broken.pt.trace.json");
+  EXPECT_THAT(f0.at("error").string_value(), HasSubstr("invalid JSON"));
+  EXPECT_THAT(f0.at("error").string_value(), ::testing::Not(HasSubstr(dir)));  // path once
+  const auto& f1 = failed.values(1).struct_value().fields();
+  EXPECT_EQ(f1.at("path").string_value(), dir + "/junk.xplane.pb");
+  EXPECT_FALSE(f1.at("error").string_value().empty());
+  std::vector<std::string> warnings;
+  for (const auto& w : json.fields().at("warnings").list_value().values()) {
+    warnings.push_back(w.string_value());
+  }
+  EXPECT_THAT(warnings, ::testing::Contains(warning));
+  EXPECT_THAT(out_.str(), HasSubstr("\"rank-3-2\""));
+  // The tools' JSON lists them too.
+  EXPECT_EQ(Run({"analyze", dir, "--tool=kernel_stats", "--json"}), kExitPartial);
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  EXPECT_EQ(json.fields().at("failed_files").list_value().values_size(), 2);
+  EXPECT_THAT(err_.str(), HasSubstr("warning: " + warning));
+  // Nothing failed: an empty list.
+  ASSERT_EQ(Run({"analyze", dir + "/a.pt.trace.json", "--json"}), kExitOk) << err_.str();
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk());
+  EXPECT_EQ(json.fields().at("failed_files").list_value().values_size(), 0);
+}
+
 TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
   const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string trace = data + "/rank3.pt.trace.json.gz";
@@ -932,6 +1001,7 @@ TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
   ASSERT_THAT(WriteFileAtomically(tmp_.path() + "/notes.txt", "hi"), IsOk());
   EXPECT_EQ(Run({"analyze", tmp_.path() + "/notes.txt"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("not a trace file profctl reads"));
+  EXPECT_THAT(err_.str(), HasSubstr("notes.txt"));
   ASSERT_THAT(MakeDirs(tmp_.path() + "/logs/plugins/profile/run1"), IsOk());
   EXPECT_EQ(Run({"analyze", tmp_.path() + "/logs"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("is a logdir: pass one run folder"));

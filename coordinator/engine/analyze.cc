@@ -1,7 +1,9 @@
 #include "coordinator/engine/analyze.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,15 +12,19 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "analysis/readers/kineto_reader.h"
 #include "analysis/readers/xspace_reader.h"
 #include "analysis/tools/tool_readers.h"
 #include "common/byte_source.h"
 #include "common/file_util.h"
+#include "common/gzip.h"
 #include "coordinator/engine/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
@@ -72,14 +78,75 @@ std::vector<std::string> ListDir(const std::string& dir) {
   return names;
 }
 
-TraceInput InputFor(const std::string& path, const TraceKind& kind) {
+// How many of a file's first bytes ContentFormat looks at (inflated, when gzipped).
+constexpr size_t kSniffBytes = 4096;
+
+// The format `head` (a file's first bytes) shows, if any: JSON text (an object or array, after
+// blanks and a UTF-8 byte order mark) is a Chrome trace; a protobuf starting with one of an
+// XSpace's fields (planes, errors, warnings, hostnames: tags 0x0a, 0x12, 0x1a, 0x22) an XSpace.
+// JSON is tried first and strictly ('{' then '"' or '}', '[' then '{' or ']'), so an XSpace
+// whose first plane is 91 or 123 bytes long (0x0a then '[' or '{') is not taken for JSON.
+std::optional<Format> ContentFormat(absl::string_view head) {
+  absl::string_view text = head;
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");
+  text = absl::StripLeadingAsciiWhitespace(text);
+  if (!text.empty() && (text[0] == '{' || text[0] == '[')) {
+    const absl::string_view next = absl::StripLeadingAsciiWhitespace(text.substr(1));
+    const bool object = text[0] == '{';
+    if (next.empty() || next[0] == (object ? '"' : '{') || next[0] == (object ? '}' : ']')) {
+      return Format::kKineto;
+    }
+  }
+  if (!head.empty()) {
+    const auto tag = static_cast<unsigned char>(head[0]);
+    if (tag == 0x0a || tag == 0x12 || tag == 0x1a || tag == 0x22) return Format::kXSpace;
+  }
+  return std::nullopt;
+}
+
+// The format of the file at `path` by its first bytes (gzip inflated first: only JSON is read
+// gzipped); nullopt when they say neither or cannot be read (the reader then names why).
+std::optional<Format> SniffFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string head(kSniffBytes, '\0');
+  const ssize_t n = pread(fd, head.data(), head.size(), 0);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  head.resize(static_cast<size_t>(n));
+  if (head.size() >= 2 && head[0] == '\x1f' && head[1] == '\x8b') {
+    absl::StatusOr<std::string> text = GzipInflatePrefix(head, kSniffBytes);
+    if (!text.ok()) return std::nullopt;
+    const std::optional<Format> format = ContentFormat(*text);
+    if (format == Format::kKineto) return format;
+    return std::nullopt;
+  }
+  return ContentFormat(head);
+}
+
+TraceInput InputFor(const std::string& path, Format format) {
   TraceInput in;
   in.path = path;
-  in.format = kind.format;
+  in.format = format;
   const std::string base = Basename(path);
-  in.host = kind.format == Format::kXSpace ? base.substr(0, base.size() - kXPlaneSuffix.size())
-                                           : analysis::KinetoFileStem(path);
+  if (format == Format::kKineto) {
+    in.host = analysis::KinetoFileStem(path);
+  } else if (absl::EndsWith(base, kXPlaneSuffix) && base.size() > kXPlaneSuffix.size()) {
+    in.host = base.substr(0, base.size() - kXPlaneSuffix.size());
+  } else if (absl::EndsWith(base, ".pb") && base.size() > 3) {
+    in.host = base.substr(0, base.size() - 3);
+  } else {
+    in.host = base;
+  }
   return in;
+}
+
+// `path` as its content says, else as its name says (nullptr kind: none).
+std::optional<TraceInput> InputByContent(const std::string& path, const TraceKind* kind) {
+  std::optional<Format> format = SniffFile(path);
+  if (!format && kind != nullptr) format = kind->format;
+  if (!format) return std::nullopt;
+  return InputFor(path, *format);
 }
 
 absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
@@ -150,7 +217,8 @@ absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>
       size_t found = 0;
       for (const std::string& name : ListDir(path)) {
         if (const TraceKind* kind = KindOf(name)) {
-          out.files.push_back(InputFor(JoinPath(path, name), *kind));
+          const std::string file = JoinPath(path, name);
+          out.files.push_back(InputByContent(file, kind).value_or(InputFor(file, kind->format)));
           ++found;
         }
       }
@@ -167,12 +235,14 @@ absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>
       continue;
     }
     if (!PathExists(path)) return absl::InvalidArgumentError(absl::StrCat(path, ": no such file"));
-    const TraceKind* kind = KindOf(Basename(path));
-    if (kind == nullptr) {
+    std::optional<TraceInput> in = InputByContent(path, KindOf(Basename(path)));
+    if (!in) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": not a trace file profctl reads (*.xplane.pb, *.pt.trace.json[.gz])"));
+          path,
+          ": not a trace file profctl reads: its first bytes are neither an XSpace protobuf "
+          "(*.xplane.pb) nor a Chrome-trace JSON (PyTorch's *.pt.trace.json[.gz], trace.json)"));
     }
-    out.files.push_back(InputFor(path, *kind));
+    out.files.push_back(*std::move(in));
   }
   return out;
 }
@@ -208,6 +278,36 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
 }  // namespace
 
 namespace {
+
+// A failed input: its path and the reader's message without the path it may start with.
+report::FailedFile Failed(const TraceInput& in, const absl::Status& status) {
+  absl::string_view why = status.message();
+  absl::ConsumePrefix(&why, absl::StrCat(in.path, ": "));
+  return {in.path, std::string(why)};
+}
+
+// Gives each analysed file a distinct host name, in input order: a name another file already
+// took (two files of one rank, or two hosts of one name) gets "-2", "-3", ..., with a warning
+// naming both files, so neither is lost and nobody is misled.
+class HostNamer {
+ public:
+  std::string Name(const std::string& host, const std::string& path,
+                   std::vector<std::string>* warnings) {
+    const auto [first, inserted] = taken_.emplace(host, path);
+    if (inserted) return host;
+    const std::string first_path = first->second;  // emplace below may move it
+    std::string renamed = host;
+    for (int k = 2; taken_.contains(renamed); ++k) renamed = absl::StrCat(host, "-", k);
+    taken_.emplace(renamed, path);
+    warnings->push_back(absl::StrCat("two files claim host ", host, ": ", first_path, " and ", path,
+                                     " (the same rank twice?); the second is reported as ",
+                                     renamed));
+    return renamed;
+  }
+
+ private:
+  absl::flat_hash_map<std::string, std::string> taken_;  // host -> the file that took it
+};
 
 struct HostToolInput {
   analysis::HostSummary summary;
@@ -259,18 +359,16 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
   AnalyzeToolResult result;
   std::vector<analysis::HostSummary> summaries;
   std::vector<std::vector<analysis::HostTools>> hosts(tools.size());
-  absl::flat_hash_set<std::string> taken;
+  HostNamer namer;
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<HostToolInput>& in = *done[i];
     if (!in.ok()) {
-      result.breakdown.errors.push_back(
-          absl::StrCat(inputs.files[i].path, ": ", in.status().message()));
+      result.breakdown.failed_files.push_back(Failed(inputs.files[i], in.status()));
       continue;
     }
     // Named as AnalyzeTraces names them.
-    std::string host = in->summary.host;
-    for (int k = 2; taken.contains(host); ++k) host = absl::StrCat(in->summary.host, "-", k);
-    taken.insert(host);
+    const std::string host =
+        namer.Name(in->summary.host, inputs.files[i].path, &result.breakdown.warnings);
     in->summary.host = host;
     for (size_t t = 0; t < tools.size(); ++t) {
       analysis::HostTools& h = in->tools[t];
@@ -284,6 +382,7 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
     summaries.push_back(std::move(in->summary));
   }
   result.breakdown.breakdown = analysis::BuildPodBreakdown(summaries);
+  absl::c_copy(result.breakdown.warnings, std::back_inserter(result.breakdown.breakdown.warnings));
   for (size_t t = 0; t < tools.size(); ++t) {
     result.tools.push_back(
         analysis::BuildPodTools(tools[t], std::move(hosts[t]), result.breakdown.breakdown));
@@ -311,22 +410,21 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
 
   AnalyzeResult result;
   std::vector<analysis::HostSummary> summaries;
-  absl::flat_hash_set<std::string> taken;
+  HostNamer namer;
   for (size_t i = 0; i < n; ++i) {
     absl::StatusOr<analysis::HostSummary>& summary = *done[i];
     if (!summary.ok()) {
-      result.errors.push_back(absl::StrCat(inputs.files[i].path, ": ", summary.status().message()));
+      result.failed_files.push_back(Failed(inputs.files[i], summary.status()));
       continue;
     }
-    // Two ranks' files may name the same host (same stem, same rank): keep both, apart.
-    std::string host = summary->host;
-    for (int k = 2; taken.contains(host); ++k) host = absl::StrCat(summary->host, "-", k);
-    taken.insert(host);
+    // Two ranks' files may name the same host (same stem, same rank): keep both, apart, warned.
+    const std::string host = namer.Name(summary->host, inputs.files[i].path, &result.warnings);
     summary->host = host;
     result.hosts.push_back(host);
     summaries.push_back(*std::move(summary));
   }
   result.breakdown = analysis::BuildPodBreakdown(summaries);
+  absl::c_copy(result.warnings, std::back_inserter(result.breakdown.warnings));
   return result;
 }
 

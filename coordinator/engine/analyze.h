@@ -17,6 +17,7 @@
 #include "analysis/breakdown.h"
 #include "analysis/op_classify.h"
 #include "analysis/tools/tools.h"
+#include "report/json_out.h"
 
 namespace profctl::coordinator {
 
@@ -38,15 +39,22 @@ struct AnalyzeInputs {
 };
 
 // Expands the command line's paths: a session folder (session.json: per-host files and aligned
-// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] files, or single files. INVALID_ARGUMENT
-// naming the path for anything else (a missing path, a folder with no trace, an unknown file
-// type); a logdir is answered with the runs found under plugins/profile/.
+// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] / *.trace.json[.gz] files, or single
+// files of any name. A file's format is judged by its first bytes (gzip is looked into): JSON
+// (an object or array: a Chrome trace, read by the Kineto reader) or a protobuf whose first
+// field is an XSpace's (read as an XSpace); by its name when its bytes say neither (the reader
+// then names the problem). INVALID_ARGUMENT naming the path for anything else (a missing path,
+// a folder with no trace, a file that is neither by content nor by name); a logdir is answered
+// with the runs found under plugins/profile/.
 absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>& paths);
 
 struct AnalyzeResult {
   analysis::PodBreakdown breakdown;
-  std::vector<std::string> hosts;   // analysed, in order
-  std::vector<std::string> errors;  // "<path>: <problem>" per file that could not be analysed
+  std::vector<std::string> hosts;                // analysed, in order
+  std::vector<report::FailedFile> failed_files;  // per file that could not be analysed
+  // Per host name claimed by two files (two files of one rank): both files named, and the name
+  // the second is reported under. Also in breakdown.warnings.
+  std::vector<std::string> warnings;
 };
 
 inline constexpr int kMaxAutoJobs = 4;
