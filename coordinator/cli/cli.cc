@@ -25,6 +25,10 @@ constexpr CliCommand kCommands[] = {
      PingCommand},
     {"analyze", "the pod step breakdown of a saved session, XSpace files or PyTorch traces",
      AnalyzeCommand},
+    {"diff",
+     "what changed between two captures: step time per host and category, stragglers, "
+     "kernels",
+     DiffCommand},
     {"serve", "run the coordinator daemon: scheduled captures and CoordinatorService",
      ServeCommand},
     {"sessions", "list the sessions of a log dir, or of a coordinator daemon (--coordinator)",

@@ -83,8 +83,8 @@ TEST_F(CliTest, EveryListedCommandAnswersItsHelp) {
       names.emplace_back(line.substr(2, line.find(' ', 2) - 2));
     }
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("capture", "ping", "analyze", "serve", "sessions",
-                                            "schedules", "demo", "version"));
+  EXPECT_THAT(names, ::testing::ElementsAre("capture", "ping", "analyze", "diff", "serve",
+                                            "sessions", "schedules", "demo", "version"));
   for (const std::string& name : names) {
     EXPECT_EQ(Run({name, "--help"}), kExitOk) << name << ": " << err_.str();
     EXPECT_FALSE(out_.str().empty()) << name;
@@ -970,6 +970,99 @@ TEST_F(CliTest, AnalyzeOpStatsIncludeIdleAddsTheIdleRow) {
       << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("\"include_idle\": true"));
   EXPECT_THAT(out_.str(), HasSubstr("\"name\": \"IDLE\""));
+}
+
+// Two captures of the same pod whose straggler moved from w1 to w2: `diff` says so, per host.
+TEST_F(CliTest, DiffComparesTwoSessionsAndNamesTheStragglerChange) {
+  std::vector<std::unique_ptr<FakeAgent>> agents;
+  for (const std::string session : {"before", "after"}) {
+    std::vector<std::string> workers;
+    for (int r = 0; r < 3; ++r) {
+      synthetic::SyntheticJobConfig config = Rank(r);
+      config.straggler_rank = session == "before" ? 1 : 2;
+      agents.push_back(std::make_unique<FakeAgent>(
+          &ex_, &clock_, testkit::FakeAgentBehavior{.name = absl::StrCat("w", r)}, config));
+      const std::string address = absl::StrCat(session, r, ":1");
+      factory_.Add(address, agents.back().get());
+      workers.push_back(address);
+    }
+    ASSERT_EQ(Run({"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=500",
+                   "--session=" + session, Logdir()}),
+              kExitOk)
+        << err_.str();
+  }
+  const std::string before = logdir_ + "/plugins/profile/before";
+  const std::string after = logdir_ + "/plugins/profile/after";
+  ASSERT_EQ(Run({"diff", before, after, "--json"}), kExitOk) << err_.str();
+  google::protobuf::Struct json;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  const auto& straggler = json.fields().at("straggler").struct_value().fields();
+  EXPECT_EQ(straggler.at("a").struct_value().fields().at("host").string_value(), "w1");
+  EXPECT_EQ(straggler.at("b").struct_value().fields().at("host").string_value(), "w2");
+  EXPECT_TRUE(straggler.at("changed").bool_value());
+  const auto& hosts = json.fields().at("hosts").list_value();
+  ASSERT_EQ(hosts.values_size(), 3);
+  for (const auto& h : hosts.values()) {
+    EXPECT_TRUE(h.struct_value().fields().at("in_a").bool_value());
+    EXPECT_TRUE(h.struct_value().fields().at("in_b").bool_value());
+  }
+  // w1 got faster at compute, w2 slower.
+  auto compute_delta = [&](int host) {
+    return hosts.values(host)
+        .struct_value()
+        .fields()
+        .at("categories_ms")
+        .struct_value()
+        .fields()
+        .at("compute")
+        .struct_value()
+        .fields()
+        .at("delta")
+        .number_value();
+  };
+  EXPECT_LT(compute_delta(1), 0);
+  EXPECT_GT(compute_delta(2), 0);
+  ASSERT_EQ(Run({"diff", before, after}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("straggler: w1 (compute"));
+  EXPECT_THAT(out_.str(), HasSubstr("[straggler changed]"));
+}
+
+TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string plain = data + "/rank3.pt.trace.json";
+  // The same trace, gzipped or not: nothing changed.
+  ASSERT_EQ(Run({"diff", plain, data + "/rank3.pt.trace.json.gz", "--json"}), kExitOk)
+      << err_.str();
+  google::protobuf::Struct json;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  const auto& hosts = json.fields().at("hosts").list_value();
+  ASSERT_EQ(hosts.values_size(), 1);
+  EXPECT_EQ(hosts.values(0).struct_value().fields().at("host").string_value(), "rank-3");
+  EXPECT_EQ(hosts.values(0)
+                .struct_value()
+                .fields()
+                .at("step_time_ms")
+                .struct_value()
+                .fields()
+                .at("delta")
+                .number_value(),
+            0);
+  EXPECT_TRUE(json.fields().at("has_tools").bool_value());
+  EXPECT_EQ(json.fields().at("kernels").list_value().values_size(), 0);
+
+  EXPECT_EQ(Run({"diff"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: give two captures to compare, A and B (got 0"));
+  EXPECT_EQ(Run({"diff", plain}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("(got 1 path)"));
+  EXPECT_EQ(Run({"diff", plain, plain, plain}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("(got 3 paths)"));
+  EXPECT_EQ(Run({"diff", plain, tmp_.path() + "/nope"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: B: "));
+  EXPECT_THAT(err_.str(), HasSubstr("no such file"));
+  EXPECT_EQ(Run({"diff", tmp_.path() + "/nope", plain}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: A: "));
+  EXPECT_EQ(Run({"diff", plain, plain, "--top=-1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--top=-1"));
 }
 
 TEST_F(CliTest, SessionsListsALogDirNewestFirst) {

@@ -34,6 +34,7 @@ struct CliCommand {
 int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env);
 int PingCommand(const std::vector<std::string>& args, const CliEnv& env);
 int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env);
+int DiffCommand(const std::vector<std::string>& args, const CliEnv& env);
 int ServeCommand(const std::vector<std::string>& args, const CliEnv& env);
 int SessionsCommand(const std::vector<std::string>& args, const CliEnv& env);
 int SchedulesCommand(const std::vector<std::string>& args, const CliEnv& env);

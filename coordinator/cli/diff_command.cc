@@ -1,0 +1,111 @@
+// `profctl diff A B`: what changed between two captures (saved sessions, folders or trace files
+// of any source `analyze` reads): per host and category the change in time per step, the steps,
+// the straggler and its cause, the kernels and ops whose time changed most.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/tools/diff.h"
+#include "common/flags.h"
+#include "coordinator/cli/command.h"
+#include "coordinator/engine/analyze.h"
+#include "report/diff_writers.h"
+
+namespace profctl::coordinator {
+
+namespace {
+
+struct DiffFlags {
+  bool json = false;
+  std::string step_pattern{analysis::kDefaultStepPattern};
+  int64_t jobs = 0;
+  int64_t top = 10;
+  std::vector<std::string> paths;
+};
+
+std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const CliEnv& env,
+                                  DiffFlags* f) {
+  FlagSet fs("profctl diff", "A B [--json] [--top=N] [--step-pattern=RE] [--jobs=N]");
+  fs.Bool("json", &f->json, "print the diff as JSON on stdout instead of the table");
+  fs.Int64("top", &f->top, "kernels and ops listed: those whose time per step changed most");
+  fs.String("step-pattern", &f->step_pattern,
+            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
+  fs.Int64(
+      "jobs", &f->jobs,
+      absl::StrCat("hosts read at once per side (0: one per core, at most ", kMaxAutoJobs, ")"));
+  fs.RejectEmpty("step-pattern");
+  if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "diff", s.message());
+  if (fs.help_requested()) {
+    *env.out << fs.Help()
+             << "\nA, B: each a saved session folder, a folder of trace files (*.xplane.pb, "
+                "*.pt.trace.json[.gz]) or one such file, as `profctl analyze` reads them. Hosts "
+                "are matched by name; a host on one side only is listed as such. Changes are "
+                "B - A, per step (docs/tools.md \"profctl diff\").\n";
+    return kExitOk;
+  }
+  if (f->jobs < 0 || f->jobs > 256) {
+    return UsageError(env, "diff", absl::StrCat("--jobs=", f->jobs, ": must be 0..256"));
+  }
+  if (f->top < 0 || f->top > 10000) {
+    return UsageError(env, "diff", absl::StrCat("--top=", f->top, ": must be 0..10000"));
+  }
+  f->paths = fs.positional();
+  if (f->paths.size() != 2) {
+    return UsageError(env, "diff",
+                      absl::StrCat("give two captures to compare, A and B (got ", f->paths.size(),
+                                   f->paths.size() == 1 ? " path" : " paths", ")"));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int DiffCommand(const std::vector<std::string>& args, const CliEnv& env) {
+  DiffFlags f;
+  if (std::optional<int> rc = ParseDiffFlags(args, env, &f)) return *rc;
+  analysis::ReaderOptions options;
+  options.step_pattern = f.step_pattern;
+  if (absl::Status s = analysis::ValidateReaderOptions(options); !s.ok()) {
+    return UsageError(env, "diff", absl::StrCat("--step-pattern: ", s.message()));
+  }
+  const char* const side_names[] = {"A", "B"};
+  std::vector<AnalyzeInputs> inputs;
+  for (size_t i = 0; i < 2; ++i) {
+    absl::StatusOr<AnalyzeInputs> in = ExpandAnalyzeInputs({f.paths[i]});
+    if (!in.ok()) {
+      return UsageError(env, "diff", absl::StrCat(side_names[i], ": ", in.status().message()));
+    }
+    inputs.push_back(*std::move(in));
+  }
+  const std::vector<analysis::Tool> tools = {analysis::Tool::kKernelStats,
+                                             analysis::Tool::kOpStats};
+  std::vector<AnalyzeToolResult> results;
+  int rc = kExitOk;
+  for (size_t i = 0; i < 2; ++i) {
+    results.push_back(AnalyzeTools(inputs[i], options, tools, static_cast<int>(f.jobs)));
+    const AnalyzeResult& r = results.back().breakdown;
+    for (const std::string& e : r.errors) {
+      *env.err << "profctl diff: " << side_names[i] << ": " << e << "\n";
+      rc = kExitPartial;
+    }
+    if (r.hosts.empty()) {
+      *env.err << "profctl diff: " << side_names[i] << ": no trace could be analysed in "
+               << f.paths[i] << "\n";
+      return kExitFailed;
+    }
+  }
+  auto side = [](const AnalyzeToolResult& r) {
+    return analysis::DiffInput{.breakdown = &r.breakdown.breakdown,
+                               .has_tools = true,
+                               .kernels = r.tools[0].kernels,
+                               .ops = r.tools[1].ops.by_op};
+  };
+  const analysis::Diff diff = analysis::ComputeDiff(side(results[0]), side(results[1]),
+                                                    {.top_n = static_cast<size_t>(f.top)});
+  const report::DiffContext context{.a = f.paths[0], .b = f.paths[1]};
+  *env.out << (f.json ? report::DiffJson(diff, context) : report::FormatDiffTable(diff, context));
+  return rc;
+}
+
+}  // namespace profctl::coordinator

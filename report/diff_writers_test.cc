@@ -1,0 +1,136 @@
+#include "report/diff_writers.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+
+namespace profctl::report {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kMs = 1'000'000;
+
+// w0 on both sides (step 100 -> 80 ms, compute 60 -> 50, input 10 -> 15), w2 only in A,
+// w3 only in B; the straggler moves from w0 (compute) to w3 (input); one kernel and one op.
+analysis::Diff SampleDiff() {
+  analysis::Diff d;
+  d.pod_steps = {10, 20};
+  d.pod_step_time_ns = {100 * kMs, 80 * kMs};
+  d.straggler_a = {.host = "w0", .steps = 8, .cause = analysis::Category::kCompute};
+  d.straggler_b = {.host = "w3", .steps = 12, .cause = analysis::Category::kInput};
+  d.straggler_changed = true;
+  d.consistently_slow_a = {"w0"};
+  analysis::HostDiff w0;
+  w0.host = "w0";
+  w0.in_a = w0.in_b = true;
+  w0.steps = {10, 20};
+  w0.step_time_ns = {100 * kMs, 80 * kMs};
+  w0.categories[static_cast<size_t>(analysis::Category::kCompute)] = {60 * kMs, 50 * kMs};
+  w0.categories[static_cast<size_t>(analysis::Category::kInput)] = {10 * kMs, 15 * kMs};
+  w0.straggler_steps = {8, 0};
+  w0.cause_a = analysis::Category::kCompute;
+  analysis::HostDiff w2;
+  w2.host = "w2";
+  w2.in_a = true;
+  w2.steps = {10, 0};
+  w2.step_time_ns = {90 * kMs, 0};
+  analysis::HostDiff w3;
+  w3.host = "w3";
+  w3.in_b = true;
+  w3.steps = {0, 20};
+  w3.step_time_ns = {0, 85 * kMs};
+  w3.straggler_steps = {0, 12};
+  w3.cause_b = analysis::Category::kInput;
+  d.hosts = {w0, w2, w3};
+  d.has_tools = true;
+  analysis::NameDiff k;
+  k.name = "volta_sgemm_128x64_nn, \"quoted\"";
+  k.ns_per_step = {4 * kMs, 2500 * 1000};
+  k.total_ns = {40 * kMs, 50 * kMs};
+  k.occurrences = {10, 20};
+  d.kernels = {k};
+  analysis::NameDiff o;
+  o.name = "aten::mm";
+  o.ns_per_step = {0, 1 * kMs};
+  d.ops = {o};
+  return d;
+}
+
+const rapidjson::Value& Member(const rapidjson::Value& v, const char* key) {
+  EXPECT_TRUE(v.HasMember(key)) << key;
+  return v[key];
+}
+
+TEST(DiffJsonTest, ParsesAndHoldsTheNumbers) {
+  const std::string json = DiffJson(SampleDiff(), {.a = "runs/a", .b = "runs/b"});
+  rapidjson::Document doc;
+  doc.Parse(json.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << json;
+  EXPECT_EQ(Member(doc, "schema_version").GetInt(), 1);
+  EXPECT_STREQ(Member(doc, "a").GetString(), "runs/a");
+  const rapidjson::Value& pod = Member(doc, "pod");
+  EXPECT_EQ(pod["steps"]["delta"].GetInt(), 10);
+  EXPECT_DOUBLE_EQ(pod["step_time_ms"]["delta"].GetDouble(), -20.0);
+  EXPECT_DOUBLE_EQ(pod["step_time_ms"]["pct"].GetDouble(), -20.0);
+  const rapidjson::Value& straggler = Member(doc, "straggler");
+  EXPECT_STREQ(straggler["a"]["host"].GetString(), "w0");
+  EXPECT_STREQ(straggler["a"]["cause"].GetString(), "compute");
+  EXPECT_STREQ(straggler["b"]["cause"].GetString(), "input");
+  EXPECT_TRUE(straggler["changed"].GetBool());
+  EXPECT_STREQ(doc["consistently_slow"]["a"][0].GetString(), "w0");
+  const rapidjson::Value& hosts = Member(doc, "hosts");
+  ASSERT_EQ(hosts.Size(), 3u);
+  const rapidjson::Value& w0 = hosts[0];
+  EXPECT_DOUBLE_EQ(w0["step_time_ms"]["a"].GetDouble(), 100.0);
+  EXPECT_DOUBLE_EQ(w0["categories_ms"]["input"]["delta"].GetDouble(), 5.0);
+  EXPECT_DOUBLE_EQ(w0["categories_ms"]["input"]["pct"].GetDouble(), 50.0);
+  EXPECT_TRUE(w0["categories_ms"]["idle"]["pct"].IsNull());  // 0 -> 0: no base
+  EXPECT_STREQ(w0["cause"]["a"].GetString(), "compute");
+  EXPECT_TRUE(w0["cause"]["b"].IsNull());
+  // One side only: the other side and the change are null.
+  const rapidjson::Value& w2 = hosts[1];
+  EXPECT_FALSE(w2["in_b"].GetBool());
+  EXPECT_DOUBLE_EQ(w2["step_time_ms"]["a"].GetDouble(), 90.0);
+  EXPECT_TRUE(w2["step_time_ms"]["b"].IsNull());
+  EXPECT_TRUE(w2["step_time_ms"]["delta"].IsNull());
+  EXPECT_TRUE(hosts[2]["step_time_ms"]["a"].IsNull());
+  const rapidjson::Value& kernels = Member(doc, "kernels");
+  ASSERT_EQ(kernels.Size(), 1u);
+  EXPECT_STREQ(kernels[0]["name"].GetString(), "volta_sgemm_128x64_nn, \"quoted\"");
+  EXPECT_DOUBLE_EQ(kernels[0]["ms_per_step"]["delta"].GetDouble(), -1.5);
+  EXPECT_EQ(kernels[0]["occurrences"]["b"].GetInt(), 20);
+  EXPECT_TRUE(doc["ops"][0]["ms_per_step"]["pct"].IsNull());
+}
+
+TEST(DiffTableTest, SaysWhatChangedAndListsOneSidedHosts) {
+  const std::string table = FormatDiffTable(SampleDiff(), {.a = "runs/a", .b = "runs/b"});
+  EXPECT_THAT(table, HasSubstr("A: runs/a"));
+  EXPECT_THAT(table,
+              HasSubstr("10 -> 20 steps; step time 100.000 -> 80.000 ms (-20.000 ms, -20.0%)"));
+  EXPECT_THAT(table, HasSubstr("straggler: w0 (compute, 8 steps) -> w3 (input, 12 steps)  "
+                               "[straggler changed]"));
+  EXPECT_THAT(table, HasSubstr("+5.000 +50.0%"));   // w0's input
+  EXPECT_THAT(table, HasSubstr("-10.000 -16.7%"));  // w0's compute
+  EXPECT_THAT(table, HasSubstr("only in A: 10 steps, step 90.000 ms"));
+  EXPECT_THAT(table, HasSubstr("only in B: 20 steps, step 85.000 ms"));
+  EXPECT_THAT(table, HasSubstr("-1.500"));
+  EXPECT_THAT(table, Not(HasSubstr("d2d")));  // no time on any host: no column
+  EXPECT_THAT(table, HasSubstr("aten::mm"));
+  EXPECT_THAT(table, HasSubstr("new"));  // aten::mm had no time in A
+  // Without tools the kernels are said to be missing, not shown empty.
+  analysis::Diff no_tools = SampleDiff();
+  no_tools.has_tools = false;
+  no_tools.kernels.clear();
+  no_tools.ops.clear();
+  const std::string t2 = FormatDiffTable(no_tools, {});
+  EXPECT_THAT(t2, HasSubstr("not compared"));
+  EXPECT_THAT(t2, Not(HasSubstr("aten::mm")));
+}
+
+}  // namespace
+}  // namespace profctl::report
