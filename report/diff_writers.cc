@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "analysis/breakdown.h"
 #include "report/breakdown_writers.h"
+#include "report/html_escape.h"
 #include "report/json_out.h"
 
 namespace profctl::report {
@@ -140,7 +141,213 @@ void AppendNameTable(std::string* out, absl::string_view title,
   }
 }
 
+// "12.500" / "" for a side that has no value.
+std::string CsvMs(int64_t ns, bool has) { return has ? FormatMs(ns) : ""; }
+std::string CsvInt(int64_t v, bool has) { return has ? absl::StrCat(v) : ""; }
+std::string CsvPct(const Change& c, bool has) {
+  const double p = c.pct();
+  return has && !std::isnan(p) ? absl::StrFormat("%.1f", p) : "";
+}
+
+void AppendCsvRow(std::string* out, absl::string_view kind, absl::string_view host,
+                  absl::string_view name, absl::string_view a, absl::string_view b,
+                  absl::string_view delta, absl::string_view pct) {
+  const absl::string_view fields[] = {kind, host, name, a, b, delta, pct};
+  for (size_t i = 0; i < 7; ++i) {
+    if (i > 0) out->push_back(',');
+    AppendCsvField(out, fields[i]);
+  }
+  out->push_back('\n');
+}
+
+void AppendCsvChange(std::string* out, absl::string_view kind, absl::string_view host,
+                     absl::string_view name, const Change& c, bool ms, bool has_a = true,
+                     bool has_b = true) {
+  auto v = [ms](int64_t x, bool has) { return ms ? CsvMs(x, has) : CsvInt(x, has); };
+  AppendCsvRow(out, kind, host, name, v(c.a, has_a), v(c.b, has_b), v(c.delta(), has_a && has_b),
+               CsvPct(c, has_a && has_b));
+}
+
+// --- HTML ---------------------------------------------------------------------------------------
+
+constexpr char kDiffStyle[] = R"html(<style>
+:root { --fg: #1d1d1f; --muted: #5f6368; --line: #dadce0; --bg-alt: #f6f8fa; --bad: #c5221f;
+  --good: #137333; }
+* { box-sizing: border-box; }
+body { margin: 0; padding: 20px 28px 40px; color: var(--fg); background: #fff;
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+h1 { font-size: 22px; margin: 0 0 2px; }
+h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+.meta, .note { color: var(--muted); }
+#answer { background: var(--bg-alt); border: 1px solid var(--line); border-radius: 6px;
+  padding: 10px 14px; margin-top: 14px; }
+#answer p { margin: 4px 0; }
+.changed { color: var(--bad); font-weight: 600; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 3px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: var(--bg-alt); position: sticky; top: 0; font-weight: 600; font-size: 12px; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.name { white-space: nowrap; max-width: 36em; overflow: hidden; text-overflow: ellipsis; }
+td.up { color: var(--bad); }
+td.down { color: var(--good); }
+.table-wrap { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid var(--line);
+  border-radius: 6px; margin: 6px 0; }
+</style>
+)html";
+
+void Html(std::string* out, absl::string_view s) { AppendHtmlEscaped(out, s); }
+
+// A name cell: the whole name in its title, cut by the stylesheet.
+void NameCell(std::string* out, absl::string_view name) {
+  out->append("<td class=\"name\" title=\"");
+  Html(out, name);
+  out->append("\">");
+  Html(out, name);
+  out->append("</td>");
+}
+
+void NumCell(std::string* out, absl::string_view text, int64_t sign = 0) {
+  absl::StrAppend(out, "<td class=\"num", sign > 0 ? " up" : sign < 0 ? " down" : "", "\">");
+  Html(out, text);
+  out->append("</td>");
+}
+
+void AppendHtmlNames(std::string* out, absl::string_view title,
+                     const std::vector<analysis::NameDiff>& names) {
+  absl::StrAppend(out, "<h2>");
+  Html(out, title);
+  out->append(" (ms per step)</h2>\n");
+  if (names.empty()) {
+    out->append("<p class=\"note\">No change.</p>\n");
+    return;
+  }
+  out->append(
+      "<div class=\"table-wrap\"><table><thead><tr><th>name</th><th class=\"num\">A</th>"
+      "<th class=\"num\">B</th><th class=\"num\">change</th><th class=\"num\">%</th>"
+      "<th class=\"num\">count A</th><th class=\"num\">count B</th></tr></thead><tbody>\n");
+  for (const analysis::NameDiff& n : names) {
+    out->append("<tr>");
+    NameCell(out, n.name);
+    NumCell(out, FormatMs(n.ns_per_step.a));
+    NumCell(out, FormatMs(n.ns_per_step.b));
+    NumCell(out, SignedMs(n.ns_per_step.delta()), n.ns_per_step.delta());
+    NumCell(out, Pct(n.ns_per_step));
+    NumCell(out, absl::StrCat(n.occurrences.a));
+    NumCell(out, absl::StrCat(n.occurrences.b));
+    out->append("</tr>\n");
+  }
+  out->append("</tbody></table></div>\n");
+}
+
 }  // namespace
+
+std::string DiffCsv(const analysis::Diff& d) {
+  std::string out = "kind,host,name,a,b,delta,pct\n";
+  AppendCsvChange(&out, "pod", "", "steps", d.pod_steps, /*ms=*/false);
+  AppendCsvChange(&out, "pod", "", "step_time_ms", d.pod_step_time_ns, /*ms=*/true);
+  AppendCsvRow(&out, "straggler", "", "host", d.straggler_a.host, d.straggler_b.host, "", "");
+  AppendCsvRow(&out, "straggler", "", "cause",
+               d.straggler_a.host.empty() ? "" : analysis::CategoryName(d.straggler_a.cause),
+               d.straggler_b.host.empty() ? "" : analysis::CategoryName(d.straggler_b.cause), "",
+               "");
+  for (const analysis::HostDiff& h : d.hosts) {
+    AppendCsvChange(&out, "host", h.host, "steps", h.steps, /*ms=*/false, h.in_a, h.in_b);
+    AppendCsvChange(&out, "host", h.host, "step_time_ms", h.step_time_ns, /*ms=*/true, h.in_a,
+                    h.in_b);
+    for (int c = 0; c < analysis::kNumCategories; ++c) {
+      AppendCsvChange(&out, "host", h.host,
+                      absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), "_ms"),
+                      h.categories[static_cast<size_t>(c)], /*ms=*/true, h.in_a, h.in_b);
+    }
+    AppendCsvChange(&out, "host", h.host, "straggler_steps", h.straggler_steps, /*ms=*/false,
+                    h.in_a, h.in_b);
+  }
+  for (const analysis::NameDiff& k : d.kernels) {
+    AppendCsvChange(&out, "kernel", "", k.name, k.ns_per_step, /*ms=*/true);
+  }
+  for (const analysis::NameDiff& o : d.ops) {
+    AppendCsvChange(&out, "op", "", o.name, o.ns_per_step, /*ms=*/true);
+  }
+  return out;
+}
+
+std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'\">\n<meta name=\"viewport\" content=\"width=device-width, "
+      "initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n<title>profctl diff</title>\n";
+  out += kDiffStyle;
+  out += "</head><body>\n<h1>profctl diff</h1>\n<p class=\"meta\">A: ";
+  Html(&out, context.a);
+  out += "<br>B: ";
+  Html(&out, context.b);
+  out += "<br>Changes are B - A, per step; % of A.</p>\n<div id=\"answer\">\n<p>Pod: ";
+  absl::StrAppend(&out, d.pod_steps.a, " &rarr; ", d.pod_steps.b, " steps; step time ",
+                  FormatMs(d.pod_step_time_ns.a), " &rarr; ", FormatMs(d.pod_step_time_ns.b),
+                  " ms (", SignedMs(d.pod_step_time_ns.delta()), " ms, ");
+  Html(&out, Pct(d.pod_step_time_ns));
+  out += ")</p>\n<p>Straggler: ";
+  Html(&out, StragglerText(d.straggler_a, 200));
+  out += " &rarr; ";
+  Html(&out, StragglerText(d.straggler_b, 200));
+  if (d.straggler_changed || d.cause_changed) {
+    absl::StrAppend(&out, " <span class=\"changed\">",
+                    d.straggler_changed ? "straggler changed" : "cause changed", "</span>");
+  }
+  out += "</p>\n";
+  if (!d.consistently_slow_a.empty() || !d.consistently_slow_b.empty()) {
+    out += "<p>Consistently slow: ";
+    Html(&out, d.consistently_slow_a.empty() ? "none" : absl::StrJoin(d.consistently_slow_a, ", "));
+    out += " &rarr; ";
+    Html(&out, d.consistently_slow_b.empty() ? "none" : absl::StrJoin(d.consistently_slow_b, ", "));
+    out += "</p>\n";
+  }
+  out +=
+      "</div>\n<h2>Hosts (mean per step, ms)</h2>\n<div class=\"table-wrap\"><table><thead><tr>"
+      "<th>host</th><th class=\"num\">steps A</th><th class=\"num\">steps B</th>"
+      "<th class=\"num\">step A</th><th class=\"num\">step B</th>"
+      "<th class=\"num\">change</th><th class=\"num\">%</th>"
+      "<th class=\"num\">straggler steps</th>";
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    absl::StrAppend(&out, "<th class=\"num\">", analysis::CategoryName(static_cast<Category>(c)),
+                    "</th>");
+  }
+  out += "</tr></thead><tbody>\n";
+  for (const analysis::HostDiff& h : d.hosts) {
+    out += "<tr>";
+    NameCell(&out, h.host);
+    const bool both = h.in_a && h.in_b;
+    NumCell(&out, h.in_a ? absl::StrCat(h.steps.a) : "-");
+    NumCell(&out, h.in_b ? absl::StrCat(h.steps.b) : "-");
+    NumCell(&out, h.in_a ? FormatMs(h.step_time_ns.a) : "-");
+    NumCell(&out, h.in_b ? FormatMs(h.step_time_ns.b) : "-");
+    if (both) {
+      NumCell(&out, SignedMs(h.step_time_ns.delta()), h.step_time_ns.delta());
+      NumCell(&out, Pct(h.step_time_ns));
+      NumCell(&out, absl::StrCat(h.straggler_steps.a, " \u2192 ", h.straggler_steps.b));
+      for (const Change& c : h.categories) {
+        NumCell(&out, c.delta() == 0 ? "0.000" : absl::StrCat(SignedMs(c.delta()), " ", Pct(c)),
+                c.delta());
+      }
+    } else {
+      absl::StrAppend(&out, "<td colspan=\"", 3 + analysis::kNumCategories,
+                      "\" class=\"note\">only in ", h.in_a ? "A" : "B", "</td>");
+    }
+    out += "</tr>\n";
+  }
+  out += "</tbody></table></div>\n";
+  if (!d.has_tools) {
+    out +=
+        "<p class=\"note\">Kernels and ops: not compared (kernel_stats/op_stats missing on a "
+        "side).</p>\n";
+  } else {
+    AppendHtmlNames(&out, "Kernels whose time changed most", d.kernels);
+    AppendHtmlNames(&out, "Ops whose time changed most", d.ops);
+  }
+  out += "</body></html>\n";
+  return out;
+}
 
 std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   JsonOut j(/*pretty_depth=*/2);

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -130,6 +132,45 @@ TEST(DiffTableTest, SaysWhatChangedAndListsOneSidedHosts) {
   const std::string t2 = FormatDiffTable(no_tools, {});
   EXPECT_THAT(t2, HasSubstr("not compared"));
   EXPECT_THAT(t2, Not(HasSubstr("aten::mm")));
+}
+
+TEST(DiffCsvTest, HeaderThenOneRowPerValue) {
+  const std::string csv = DiffCsv(SampleDiff());
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "kind,host,name,a,b,delta,pct");
+  // 2 pod + 2 straggler + 3 hosts x (steps, step time, 7 categories, straggler steps) + 1 + 1.
+  EXPECT_EQ(lines.size(), 1u + 2 + 2 + 3 * 10 + 1 + 1);
+  EXPECT_THAT(lines, ::testing::Contains("pod,,steps,10,20,10,100.0"));
+  EXPECT_THAT(lines, ::testing::Contains("pod,,step_time_ms,100.000,80.000,-20.000,-20.0"));
+  EXPECT_THAT(lines, ::testing::Contains("straggler,,host,w0,w3,,"));
+  EXPECT_THAT(lines, ::testing::Contains("straggler,,cause,compute,input,,"));
+  EXPECT_THAT(lines, ::testing::Contains("host,w0,input_ms,10.000,15.000,5.000,50.0"));
+  EXPECT_THAT(lines, ::testing::Contains("host,w0,idle_ms,0.000,0.000,0.000,"));
+  EXPECT_THAT(lines, ::testing::Contains("host,w2,step_time_ms,90.000,,,"));  // only in A
+  EXPECT_THAT(lines, ::testing::Contains("host,w3,step_time_ms,,85.000,,"));  // only in B
+  EXPECT_THAT(lines,
+              ::testing::Contains(
+                  "kernel,,\"volta_sgemm_128x64_nn, \"\"quoted\"\"\",4.000,2.500,-1.500,-37.5"));
+  EXPECT_THAT(lines, ::testing::Contains("op,,aten::mm,0.000,1.000,1.000,"));
+}
+
+TEST(DiffHtmlTest, ASelfContainedPageWithEscapedNames) {
+  analysis::Diff d = SampleDiff();
+  d.hosts[0].host = "<script>alert(1)</script>";
+  const std::string html = DiffHtml(d, {.a = "runs/a&b", .b = "runs/b"});
+  EXPECT_TRUE(absl::StartsWith(html, "<!DOCTYPE html>"));
+  EXPECT_THAT(html, HasSubstr("</html>"));
+  EXPECT_THAT(html, Not(HasSubstr("<script")));  // no script at all, names escaped
+  EXPECT_THAT(html, HasSubstr("&lt;script&gt;alert(1)&lt;/script&gt;"));
+  EXPECT_THAT(html, HasSubstr("runs/a&amp;b"));
+  EXPECT_THAT(html, Not(HasSubstr("://")));  // nothing fetched
+  EXPECT_THAT(html, HasSubstr("straggler changed"));
+  EXPECT_THAT(html, HasSubstr("only in A"));
+  EXPECT_THAT(html, HasSubstr("only in B"));
+  EXPECT_THAT(html, HasSubstr("+5.000 +50.0%"));
+  EXPECT_THAT(html, HasSubstr("title=\"volta_sgemm_128x64_nn, &quot;quoted&quot;\""));
+  EXPECT_THAT(html, HasSubstr(">-1.500<"));
 }
 
 }  // namespace

@@ -1025,6 +1025,20 @@ TEST_F(CliTest, DiffComparesTwoSessionsAndNamesTheStragglerChange) {
   ASSERT_EQ(Run({"diff", before, after}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("straggler: w1 (compute"));
   EXPECT_THAT(out_.str(), HasSubstr("[straggler changed]"));
+  // CSV on stdout and the page beside it.
+  const std::string page = tmp_.path() + "/diff.html";
+  ASSERT_EQ(Run({"diff", before, after, "--csv", "--html=" + page}), kExitOk) << err_.str();
+  EXPECT_TRUE(absl::StartsWith(out_.str(), "kind,host,name,a,b,delta,pct\n")) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("straggler,,host,w1,w2,,"));
+  EXPECT_THAT(out_.str(), HasSubstr("host,w2,compute_ms,"));
+  absl::StatusOr<std::string> html = ReadFile(page);
+  ASSERT_THAT(html.status(), IsOk());
+  EXPECT_THAT(*html, HasSubstr("straggler changed"));
+  EXPECT_THAT(*html, HasSubstr("</html>"));
+  // A page that cannot be written is an error, not a silent miss.
+  ASSERT_THAT(WriteFileAtomically(tmp_.path() + "/a-file", "x"), IsOk());
+  EXPECT_EQ(Run({"diff", before, after, "--html=" + tmp_.path() + "/a-file/d.html"}), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("--html="));
 }
 
 TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {
@@ -1063,6 +1077,8 @@ TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {
   EXPECT_THAT(err_.str(), HasSubstr("profctl diff: A: "));
   EXPECT_EQ(Run({"diff", plain, plain, "--top=-1"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--top=-1"));
+  EXPECT_EQ(Run({"diff", plain, plain, "--json", "--csv"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("exclude each other"));
 }
 
 TEST_F(CliTest, SessionsListsALogDirNewestFirst) {

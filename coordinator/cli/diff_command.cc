@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/tools/diff.h"
+#include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/engine/analyze.h"
@@ -18,6 +19,8 @@ namespace {
 
 struct DiffFlags {
   bool json = false;
+  bool csv = false;
+  std::string html;
   std::string step_pattern{analysis::kDefaultStepPattern};
   int64_t jobs = 0;
   int64_t top = 10;
@@ -26,8 +29,11 @@ struct DiffFlags {
 
 std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const CliEnv& env,
                                   DiffFlags* f) {
-  FlagSet fs("profctl diff", "A B [--json] [--top=N] [--step-pattern=RE] [--jobs=N]");
+  FlagSet fs("profctl diff",
+             "A B [--json|--csv] [--html=FILE] [--top=N] [--step-pattern=RE] [--jobs=N]");
   fs.Bool("json", &f->json, "print the diff as JSON on stdout instead of the table");
+  fs.Bool("csv", &f->csv, "print the diff as CSV (one row per value) on stdout");
+  fs.String("html", &f->html, "also write the diff as a self-contained HTML page to FILE");
   fs.Int64("top", &f->top, "kernels and ops listed: those whose time per step changed most");
   fs.String("step-pattern", &f->step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
@@ -35,6 +41,7 @@ std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const Cl
       "jobs", &f->jobs,
       absl::StrCat("hosts read at once per side (0: one per core, at most ", kMaxAutoJobs, ")"));
   fs.RejectEmpty("step-pattern");
+  fs.RejectEmpty("html");
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "diff", s.message());
   if (fs.help_requested()) {
     *env.out << fs.Help()
@@ -44,6 +51,7 @@ std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const Cl
                 "B - A, per step (docs/tools.md \"profctl diff\").\n";
     return kExitOk;
   }
+  if (f->json && f->csv) return UsageError(env, "diff", "--json and --csv exclude each other");
   if (f->jobs < 0 || f->jobs > 256) {
     return UsageError(env, "diff", absl::StrCat("--jobs=", f->jobs, ": must be 0..256"));
   }
@@ -104,7 +112,20 @@ int DiffCommand(const std::vector<std::string>& args, const CliEnv& env) {
   const analysis::Diff diff = analysis::ComputeDiff(side(results[0]), side(results[1]),
                                                     {.top_n = static_cast<size_t>(f.top)});
   const report::DiffContext context{.a = f.paths[0], .b = f.paths[1]};
-  *env.out << (f.json ? report::DiffJson(diff, context) : report::FormatDiffTable(diff, context));
+  if (!f.html.empty()) {
+    if (absl::Status s = WriteFileAtomically(f.html, report::DiffHtml(diff, context)); !s.ok()) {
+      *env.err << "profctl diff: --html=" << f.html << ": " << s.message() << "\n";
+      rc = kExitFailed;
+    }
+  }
+  if (f.json) {
+    *env.out << report::DiffJson(diff, context);
+  } else if (f.csv) {
+    *env.out << report::DiffCsv(diff);
+  } else {
+    *env.out << report::FormatDiffTable(diff, context);
+    if (!f.html.empty() && rc != kExitFailed) *env.out << "report: " << f.html << "\n";
+  }
   return rc;
 }
 
