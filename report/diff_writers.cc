@@ -107,6 +107,22 @@ std::string SignedMs(int64_t ns) {
   return ns > 0 && ms != "0.000" ? "+" + ms : ms;
 }
 
+// "w2 input +22.000 -> +30.000 ms" / "w1 compute +20.000 ms -> no longer" / "w0 input now
+// +10.000 ms".
+std::string OutlierText(const analysis::OutlierDiff& o, int width) {
+  std::string s =
+      absl::StrCat(Printable(o.host, width), " ", analysis::CategoryName(o.category), " ");
+  if (o.in_a && o.in_b) {
+    absl::StrAppend(&s, SignedMs(o.median_excess_ns.a), " -> ", SignedMs(o.median_excess_ns.b),
+                    " ms");
+  } else if (o.in_a) {
+    absl::StrAppend(&s, SignedMs(o.median_excess_ns.a), " ms -> no longer");
+  } else {
+    absl::StrAppend(&s, "now ", SignedMs(o.median_excess_ns.b), " ms");
+  }
+  return s;
+}
+
 // "+50.0%", "-" without a base.
 std::string Pct(const Change& c) {
   const double p = c.pct();
@@ -250,6 +266,11 @@ std::string DiffCsv(const analysis::Diff& d) {
                d.straggler_a.host.empty() ? "" : analysis::CategoryName(d.straggler_a.cause),
                d.straggler_b.host.empty() ? "" : analysis::CategoryName(d.straggler_b.cause), "",
                "");
+  for (const analysis::OutlierDiff& o : d.outliers) {
+    AppendCsvChange(&out, "stands_out", o.host,
+                    absl::StrCat(analysis::CategoryName(o.category), "_excess_ms"),
+                    o.median_excess_ns, /*ms=*/true, o.in_a, o.in_b);
+  }
   for (const analysis::HostDiff& h : d.hosts) {
     AppendCsvChange(&out, "host", h.host, "steps", h.steps, /*ms=*/false, h.in_a, h.in_b);
     AppendCsvChange(&out, "host", h.host, "step_time_ms", h.step_time_ns, /*ms=*/true, h.in_a,
@@ -301,6 +322,11 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
     Html(&out, d.consistently_slow_a.empty() ? "none" : absl::StrJoin(d.consistently_slow_a, ", "));
     out += " &rarr; ";
     Html(&out, d.consistently_slow_b.empty() ? "none" : absl::StrJoin(d.consistently_slow_b, ", "));
+    out += "</p>\n";
+  }
+  for (const analysis::OutlierDiff& o : d.outliers) {
+    out += "<p>Stands out: ";
+    Html(&out, OutlierText(o, 200));
     out += "</p>\n";
   }
   out +=
@@ -385,6 +411,23 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   j.Key("b");
   WriteStrings(j, d.consistently_slow_b);
   j.EndObject();
+  j.Key("stands_out");
+  j.BeginArray();
+  for (const analysis::OutlierDiff& o : d.outliers) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(o.host);
+    j.Key("category");
+    j.String(analysis::CategoryName(o.category));
+    j.Key("in_a");
+    j.Bool(o.in_a);
+    j.Key("in_b");
+    j.Bool(o.in_b);
+    j.Key("median_excess_ms");
+    WriteChange(j, o.median_excess_ns, /*ms=*/true, o.in_a, o.in_b);
+    j.EndObject();
+  }
+  j.EndArray();
   j.Key("hosts");
   j.BeginArray();
   for (const analysis::HostDiff& h : d.hosts) {
@@ -447,6 +490,12 @@ std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
         &out, "consistently slow: ",
         d.consistently_slow_a.empty() ? "none" : absl::StrJoin(d.consistently_slow_a, ", "), " -> ",
         d.consistently_slow_b.empty() ? "none" : absl::StrJoin(d.consistently_slow_b, ", "), "\n");
+  }
+  if (!d.outliers.empty()) {
+    out += "stands out (median excess per step over the other hosts):\n";
+    for (const analysis::OutlierDiff& o : d.outliers) {
+      absl::StrAppend(&out, "  ", OutlierText(o, width), "\n");
+    }
   }
 
   int host_width = 4;

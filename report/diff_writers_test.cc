@@ -27,6 +27,16 @@ analysis::Diff SampleDiff() {
   d.straggler_b = {.host = "w3", .steps = 12, .cause = analysis::Category::kInput};
   d.straggler_changed = true;
   d.consistently_slow_a = {"w0"};
+  d.outliers = {{.host = "w0",
+                 .category = analysis::Category::kCompute,
+                 .in_a = true,
+                 .in_b = false,
+                 .median_excess_ns = {20 * kMs, 0}},
+                {.host = "w3",
+                 .category = analysis::Category::kInput,
+                 .in_a = false,
+                 .in_b = true,
+                 .median_excess_ns = {0, 12 * kMs}}};
   analysis::HostDiff w0;
   w0.host = "w0";
   w0.in_a = w0.in_b = true;
@@ -85,6 +95,12 @@ TEST(DiffJsonTest, ParsesAndHoldsTheNumbers) {
   EXPECT_STREQ(straggler["b"]["cause"].GetString(), "input");
   EXPECT_TRUE(straggler["changed"].GetBool());
   EXPECT_STREQ(doc["consistently_slow"]["a"][0].GetString(), "w0");
+  const rapidjson::Value& out = Member(doc, "stands_out");
+  ASSERT_EQ(out.Size(), 2u);
+  EXPECT_STREQ(out[0]["category"].GetString(), "compute");
+  EXPECT_DOUBLE_EQ(out[0]["median_excess_ms"]["a"].GetDouble(), 20.0);
+  EXPECT_TRUE(out[0]["median_excess_ms"]["b"].IsNull());
+  EXPECT_FALSE(out[1]["in_a"].GetBool());
   const rapidjson::Value& hosts = Member(doc, "hosts");
   ASSERT_EQ(hosts.Size(), 3u);
   const rapidjson::Value& w0 = hosts[0];
@@ -116,6 +132,8 @@ TEST(DiffTableTest, SaysWhatChangedAndListsOneSidedHosts) {
               HasSubstr("10 -> 20 steps; step time 100.000 -> 80.000 ms (-20.000 ms, -20.0%)"));
   EXPECT_THAT(table, HasSubstr("straggler: w0 (compute, 8 steps) -> w3 (input, 12 steps)  "
                                "[straggler changed]"));
+  EXPECT_THAT(table, HasSubstr("w0 compute +20.000 ms -> no longer"));
+  EXPECT_THAT(table, HasSubstr("w3 input now +12.000 ms"));
   EXPECT_THAT(table, HasSubstr("+5.000 +50.0%"));   // w0's input
   EXPECT_THAT(table, HasSubstr("-10.000 -16.7%"));  // w0's compute
   EXPECT_THAT(table, HasSubstr("only in A: 10 steps, step 90.000 ms"));
@@ -139,8 +157,10 @@ TEST(DiffCsvTest, HeaderThenOneRowPerValue) {
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines[0], "kind,host,name,a,b,delta,pct");
-  // 2 pod + 2 straggler + 3 hosts x (steps, step time, 7 categories, straggler steps) + 1 + 1.
-  EXPECT_EQ(lines.size(), 1u + 2 + 2 + 3 * 10 + 1 + 1);
+  // 2 pod + 2 straggler + 2 stands out + 3 hosts x (steps, step time, 7 categories, straggler
+  // steps) + 1 + 1.
+  EXPECT_EQ(lines.size(), 1u + 2 + 2 + 2 + 3 * 10 + 1 + 1);
+  EXPECT_THAT(lines, ::testing::Contains("stands_out,w0,compute_excess_ms,20.000,,,"));
   EXPECT_THAT(lines, ::testing::Contains("pod,,steps,10,20,10,100.0"));
   EXPECT_THAT(lines, ::testing::Contains("pod,,step_time_ms,100.000,80.000,-20.000,-20.0"));
   EXPECT_THAT(lines, ::testing::Contains("straggler,,host,w0,w3,,"));
@@ -166,6 +186,7 @@ TEST(DiffHtmlTest, ASelfContainedPageWithEscapedNames) {
   EXPECT_THAT(html, HasSubstr("runs/a&amp;b"));
   EXPECT_THAT(html, Not(HasSubstr("://")));  // nothing fetched
   EXPECT_THAT(html, HasSubstr("straggler changed"));
+  EXPECT_THAT(html, HasSubstr("Stands out: w3 input now +12.000 ms"));
   EXPECT_THAT(html, HasSubstr("only in A"));
   EXPECT_THAT(html, HasSubstr("only in B"));
   EXPECT_THAT(html, HasSubstr("+5.000 +50.0%"));

@@ -152,6 +152,26 @@ Diff ComputeDiff(const DiffInput& a, const DiffInput& b, const DiffOptions& opti
   d.consistently_slow_a = pa.consistently_slow;
   d.consistently_slow_b = pb.consistently_slow;
 
+  for (const PodBreakdown::HostOutlier& o : pa.outliers) {
+    OutlierDiff& od = d.outliers.emplace_back();
+    od.host = o.host;
+    od.category = o.category;
+    od.in_a = true;
+    od.median_excess_ns.a = o.median_excess_ns;
+  }
+  for (const PodBreakdown::HostOutlier& o : pb.outliers) {
+    auto it = std::find_if(d.outliers.begin(), d.outliers.end(), [&](const OutlierDiff& od) {
+      return od.host == o.host && od.category == o.category;
+    });
+    if (it == d.outliers.end()) {
+      it = d.outliers.emplace(d.outliers.end());
+      it->host = o.host;
+      it->category = o.category;
+    }
+    it->in_b = true;
+    it->median_excess_ns.b = o.median_excess_ns;
+  }
+
   absl::flat_hash_map<std::string, size_t> index;
   for (const HostReport& h : pa.hosts) {
     const auto [it, inserted] = index.emplace(h.host, d.hosts.size());

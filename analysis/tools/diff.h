@@ -5,7 +5,7 @@
 // Hosts are matched by name; a host on one side only is listed as such, never compared. Times
 // per step are the hosts' means over their complete steps (HostReport), so captures of
 // different lengths compare; kernels and ops are compared by their time per pod step (their
-// total over the capture / its steps, or the total when a side has no steps).
+// pod-wide total, summed over hosts / the side's pod steps, or the total when it has none).
 // docs/tools.md "profctl diff" documents every field for users.
 #ifndef PROFCTL_ANALYSIS_TOOLS_DIFF_H_
 #define PROFCTL_ANALYSIS_TOOLS_DIFF_H_
@@ -69,6 +69,16 @@ struct StragglerSummary {
   Category cause = Category::kIdle;
 };
 
+// A host that stands out in a category across the capture (PodBreakdown::outliers) on either
+// side: its median excess over the other hosts' median where it does (0 where it does not).
+struct OutlierDiff {
+  std::string host;
+  Category category = Category::kCompute;
+  bool in_a = false;
+  bool in_b = false;
+  Change median_excess_ns;
+};
+
 struct Diff {
   static constexpr int kSchemaVersion = 1;
   Change pod_steps;         // PodBreakdown::steps
@@ -79,6 +89,8 @@ struct Diff {
   bool cause_changed = false;      // the same straggler with another cause
   std::vector<std::string> consistently_slow_a;
   std::vector<std::string> consistently_slow_b;
+  // A's outliers in A's order (largest first), then those only in B in B's order.
+  std::vector<OutlierDiff> outliers;
   // Hosts of A in A's order, then those only in B in B's order.
   std::vector<HostDiff> hosts;
   // The top_n by |change of time per step|, largest first (then by name); unchanged ones left

@@ -64,9 +64,29 @@ class DiffTest : public ::testing::Test {
     a_.hosts = {Host("w0", 10, 100, 60, 10, 0), Host("w1", 10, 100, 80, 5, 8),
                 Host("w2", 10, 100, 50, 30, 0)};
     a_.consistently_slow = {"w1"};
+    a_.outliers = {{.host = "w1",
+                    .category = Category::kCompute,
+                    .steps = 10,
+                    .steps_beyond = 8,
+                    .median_excess_ns = 20 * kMs},
+                   {.host = "w2",
+                    .category = Category::kInput,
+                    .steps = 10,
+                    .steps_beyond = 10,
+                    .median_excess_ns = 22 * kMs}};
     // B: 20 steps; w0 the straggler on input in 12; w3 only here; w1 faster.
     b_.steps = Steps(20, 12, "w0", Category::kInput);
     b_.pod_step_time.mean_ns = 80.0 * kMs;
+    b_.outliers = {{.host = "w0",
+                    .category = Category::kInput,
+                    .steps = 20,
+                    .steps_beyond = 12,
+                    .median_excess_ns = 10 * kMs},
+                   {.host = "w2",
+                    .category = Category::kInput,
+                    .steps = 20,
+                    .steps_beyond = 20,
+                    .median_excess_ns = 30 * kMs}};
     b_.hosts = {Host("w3", 20, 75, 60, 5, 0), Host("w1", 20, 75, 60, 5, 0),
                 Host("w0", 20, 80, 60, 15, 12)};
     kernels_a_ = {Kernel("gemm", "aten::mm", 600 * kMs, 100),
@@ -139,6 +159,18 @@ TEST_F(DiffTest, TheStragglerAndItsCauseChange) {
   EXPECT_FALSE(d.cause_changed);
   EXPECT_THAT(d.consistently_slow_a, ::testing::ElementsAre("w1"));
   EXPECT_TRUE(d.consistently_slow_b.empty());
+  // Who stands out: w1's compute is gone, w2's input grew, w0's input is new.
+  ASSERT_EQ(d.outliers.size(), 3u);
+  EXPECT_EQ(d.outliers[0].host, "w1");
+  EXPECT_TRUE(d.outliers[0].in_a);
+  EXPECT_FALSE(d.outliers[0].in_b);
+  EXPECT_EQ(d.outliers[1].host, "w2");
+  EXPECT_EQ(d.outliers[1].category, Category::kInput);
+  EXPECT_TRUE(d.outliers[1].in_a && d.outliers[1].in_b);
+  EXPECT_EQ(d.outliers[1].median_excess_ns.delta(), 8 * kMs);
+  EXPECT_EQ(d.outliers[2].host, "w0");
+  EXPECT_FALSE(d.outliers[2].in_a);
+  EXPECT_EQ(d.outliers[2].median_excess_ns.b, 10 * kMs);
   // The same straggler for another reason: a cause change.
   b_.steps = Steps(20, 12, "w1", Category::kInput);
   b_.hosts[1].straggler_steps = 12;

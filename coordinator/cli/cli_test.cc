@@ -1000,6 +1000,16 @@ TEST_F(CliTest, DiffComparesTwoSessionsAndNamesTheStragglerChange) {
   EXPECT_EQ(straggler.at("a").struct_value().fields().at("host").string_value(), "w1");
   EXPECT_EQ(straggler.at("b").struct_value().fields().at("host").string_value(), "w2");
   EXPECT_TRUE(straggler.at("changed").bool_value());
+  // w1 stood out in compute before; w2 does after.
+  std::vector<std::string> stands_out;
+  for (const auto& o : json.fields().at("stands_out").list_value().values()) {
+    const auto& f = o.struct_value().fields();
+    stands_out.push_back(absl::StrCat(f.at("host").string_value(), " ",
+                                      f.at("category").string_value(), " ",
+                                      f.at("in_a").bool_value(), f.at("in_b").bool_value()));
+  }
+  EXPECT_THAT(stands_out, ::testing::Contains("w1 compute 10"));
+  EXPECT_THAT(stands_out, ::testing::Contains("w2 compute 01"));
   const auto& hosts = json.fields().at("hosts").list_value();
   ASSERT_EQ(hosts.values_size(), 3);
   for (const auto& h : hosts.values()) {
@@ -1079,6 +1089,19 @@ TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {
   EXPECT_THAT(err_.str(), HasSubstr("--top=-1"));
   EXPECT_EQ(Run({"diff", plain, plain, "--json", "--csv"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("exclude each other"));
+
+  // A side with no readable trace fails (1), naming the side; one bad file of several is
+  // partial (3) and the diff is still printed.
+  const std::string broken = tmp_.path() + "/broken";
+  ASSERT_THAT(MakeDirs(broken), IsOk());
+  ASSERT_THAT(WriteFileAtomically(broken + "/bad.pt.trace.json", "{\"traceEvents\": ["), IsOk());
+  EXPECT_EQ(Run({"diff", plain, broken}), kExitFailed);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: B: no trace could be analysed in " + broken));
+  ASSERT_THAT(WriteFileAtomically(broken + "/r3.pt.trace.json", *ReadFile(plain)), IsOk());
+  EXPECT_EQ(Run({"diff", broken, plain}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: A: "));
+  EXPECT_THAT(err_.str(), HasSubstr("bad.pt.trace.json"));
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
 }
 
 TEST_F(CliTest, SessionsListsALogDirNewestFirst) {
