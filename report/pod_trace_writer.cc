@@ -1,8 +1,15 @@
 #include "report/pod_trace_writer.h"
 
+#include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
 #include "xspace/xspace.h"
@@ -69,6 +76,87 @@ void AppendStatValue(std::string* out, const XStat& s, const XPlane& plane) {
   }
 }
 
+// The stat `stat_id` of `event` as an integer (int64 or uint64 value), if present.
+std::optional<uint64_t> IntStat(const XEvent& event, std::optional<int64_t> stat_id) {
+  if (!stat_id.has_value()) return std::nullopt;
+  for (const XStat& st : event.stats()) {
+    if (st.metadata_id() != *stat_id) continue;
+    if (st.value_case() == XStat::kUint64Value) return st.uint64_value();
+    if (st.value_case() == XStat::kInt64Value) return static_cast<uint64_t>(st.int64_value());
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+enum class PlaneKind { kHost, kDevice, kOther };
+
+PlaneKind KindOf(const XPlane& plane) {
+  if (absl::StartsWith(plane.name(), "/host:")) return PlaneKind::kHost;
+  if (absl::StartsWith(plane.name(), "/device:")) return PlaneKind::kDevice;
+  return PlaneKind::kOther;
+}
+
+// What the first pass over a host finds: the correlation ids with both a launch (a host-plane
+// event carrying one) and device work (a device-plane event carrying it), and which process
+// shows each GPU. Memory: 8 bytes per correlated event while it is built, then 10 bytes per
+// matched id (the decoded trace it comes from holds far more per event).
+struct FlowIndex {
+  std::vector<uint64_t> matched;       // sorted, unique
+  std::vector<uint8_t> started;        // per matched id: its "s" was written
+  std::vector<uint8_t> finished;       // per matched id: its "f" was written
+  std::map<int64_t, int64_t> gpu_pid;  // device ordinal -> pid of its "/device:GPU:<n>" plane
+
+  // The index of `corr` in `matched`, if both ends are in the trace.
+  std::optional<size_t> Find(uint64_t corr) const {
+    auto it = std::lower_bound(matched.begin(), matched.end(), corr);
+    if (it == matched.end() || *it != corr) return std::nullopt;
+    return static_cast<size_t>(it - matched.begin());
+  }
+};
+
+// Walks the planes exactly as Render numbers them (pid by pid, the same planes left out).
+FlowIndex IndexHost(const XSpace& space, int64_t host_index, int64_t pids_per_host) {
+  FlowIndex index;
+  std::vector<uint64_t> launches;
+  std::vector<uint64_t> device;
+  int64_t pid = host_index * pids_per_host;
+  for (const XPlane& plane : space.planes()) {
+    if (plane.lines_size() == 0) continue;
+    if (pid + 1 >= (host_index + 1) * pids_per_host) break;
+    ++pid;
+    const PlaneKind kind = KindOf(plane);
+    if (kind == PlaneKind::kOther) continue;
+    int64_t ordinal = 0;
+    if (absl::StartsWith(plane.name(), xspace::kGpuPlanePrefix) &&
+        absl::SimpleAtoi(plane.name().substr(xspace::kGpuPlanePrefix.size()), &ordinal)) {
+      index.gpu_pid.emplace(ordinal, pid);
+    }
+    const std::optional<int64_t> corr_id =
+        xspace::XPlaneReader(plane).StatId(xspace::kStatCorrelationId);
+    if (!corr_id.has_value()) continue;
+    std::vector<uint64_t>& ids = kind == PlaneKind::kHost ? launches : device;
+    for (const XLine& line : plane.lines()) {
+      for (const XEvent& event : line.events()) {
+        if (event.data_case() == XEvent::kNumOccurrences) continue;
+        if (std::optional<uint64_t> c = IntStat(event, corr_id)) ids.push_back(*c);
+      }
+    }
+  }
+  for (std::vector<uint64_t>* ids : {&launches, &device}) {
+    std::sort(ids->begin(), ids->end());
+    ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  }
+  std::set_intersection(launches.begin(), launches.end(), device.begin(), device.end(),
+                        std::back_inserter(index.matched));
+  index.started.assign(index.matched.size(), 0);
+  index.finished.assign(index.matched.size(), 0);
+  return index;
+}
+
+bool IsMemoryEvent(absl::string_view name) {
+  return name == "MemoryAllocation" || name == "MemoryDeallocation";
+}
+
 }  // namespace
 
 absl::StatusOr<PodTraceWriter> PodTraceWriter::Open(const std::string& path, int64_t base_ns,
@@ -102,6 +190,11 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
     buffer.clear();
   };
   const int64_t profile_start = xspace::ProfileStartNs(space);
+  FlowIndex flows = IndexHost(space, host_index, kPidsPerHost);
+  // Coordinator-clock time relative to the base, in trace microseconds.
+  auto append_ts = [&](int64_t agent_ns) {
+    AppendMicros(&buffer, SaturatingDiff(agent_ns, offset_ns, base_ns));
+  };
   int64_t pid = host_index * kPidsPerHost;
   for (const XPlane& plane : space.planes()) {
     if (plane.lines_size() == 0) continue;
@@ -119,6 +212,10 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
     absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
                     ",\"args\":{\"sort_index\":", pid, "}}");
     const xspace::XPlaneReader reader(plane);
+    const PlaneKind kind = KindOf(plane);
+    const std::optional<int64_t> corr_id = reader.StatId(xspace::kStatCorrelationId);
+    const std::optional<int64_t> in_use_id = reader.StatId("bytes_allocated");
+    const std::optional<int64_t> ordinal_id = reader.StatId("device_ordinal");
     for (const XLine& line : plane.lines()) {
       const int64_t tid = line.display_id() != 0 ? line.display_id() : line.id();
       begin_event();
@@ -128,12 +225,13 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
       buffer.append("}}");
       for (const XEvent& event : line.events()) {
         if (event.data_case() == XEvent::kNumOccurrences) continue;
+        const int64_t start_ns = xspace::EventStartNs(profile_start, line, event);
+        const absl::string_view name = reader.EventName(event);
         begin_event();
         buffer.append("{\"ph\":\"X\",\"name\":");
-        AppendJsonString(&buffer, reader.EventName(event));
+        AppendJsonString(&buffer, name);
         absl::StrAppend(&buffer, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
-        AppendMicros(&buffer, SaturatingDiff(xspace::EventStartNs(profile_start, line, event),
-                                             offset_ns, base_ns));
+        append_ts(start_ns);
         buffer.append(",\"dur\":");
         AppendMicros(&buffer, xspace::EventDurationNs(event));
         if (event.stats_size() > 0) {
@@ -152,6 +250,47 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         }
         buffer.push_back('}');
         ++out.events;
+        // The launch's and the device work's ends of a flow, at the middle of their slices so
+        // either viewer binds them to those slices; each written once.
+        if (kind != PlaneKind::kOther) {
+          const std::optional<uint64_t> corr = IntStat(event, corr_id);
+          const std::optional<size_t> at = corr.has_value() ? flows.Find(*corr) : std::nullopt;
+          std::vector<uint8_t>& written = kind == PlaneKind::kHost ? flows.started : flows.finished;
+          if (at.has_value() && written[*at] == 0) {
+            written[*at] = 1;
+            begin_event();
+            absl::StrAppend(&buffer, "{\"ph\":\"", kind == PlaneKind::kHost ? "s" : "f",
+                            "\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":",
+                            host_index << kFlowIdHostShift | static_cast<int64_t>(*at + 1),
+                            kind == PlaneKind::kHost ? "" : ",\"bp\":\"e\"", ",\"pid\":", pid,
+                            ",\"tid\":", tid, ",\"ts\":");
+            append_ts(start_ns + xspace::EventDurationNs(event) / 2);
+            buffer.push_back('}');
+            ++out.flow_events;
+          }
+        }
+        // Device memory in use after an allocation or deallocation, as the allocator reported
+        // it, on a counter of the GPU's process (of this plane's when the GPU has none).
+        if (IsMemoryEvent(name)) {
+          const std::optional<uint64_t> in_use = IntStat(event, in_use_id);
+          const std::optional<uint64_t> ordinal = IntStat(event, ordinal_id);
+          const std::string allocator =
+              absl::AsciiStrToLower(reader.StrStat(event, "allocator_name").value_or(""));
+          const bool host_memory =
+              absl::StrContains(allocator, "cpu") || absl::StrContains(allocator, "host");
+          if (in_use.has_value() && ordinal.has_value() && !host_memory &&
+              static_cast<int64_t>(*ordinal) >= 0) {
+            const auto device = static_cast<int64_t>(*ordinal);
+            auto gpu = flows.gpu_pid.find(device);
+            begin_event();
+            absl::StrAppend(&buffer, "{\"ph\":\"C\",\"name\":\"GPU ", device,
+                            " memory in use\",\"pid\":",
+                            gpu == flows.gpu_pid.end() ? pid : gpu->second, ",\"ts\":");
+            append_ts(start_ns);
+            absl::StrAppend(&buffer, ",\"args\":{\"bytes\":", static_cast<int64_t>(*in_use), "}}");
+            ++out.counter_events;
+          }
+        }
         flush(kFlushBytes);
       }
     }
@@ -175,9 +314,16 @@ absl::Status PodTraceWriter::Usable() const {
   return absl::OkStatus();
 }
 
+absl::Status PodTraceWriter::HostsOpen() const {
+  if (pod_steps_ < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("pod trace ", out_.path(), ": no host can be added after the pod's step track"));
+}
+
 absl::Status PodTraceWriter::AddHost(absl::string_view host, const XSpace& space,
                                      int64_t offset_ns) {
   if (absl::Status s = Usable(); !s.ok()) return s;
+  if (absl::Status s = HostsOpen(); !s.ok()) return s;
   absl::StatusOr<RenderedHost> rendered = Render(host, space, offset_ns, base_ns_, hosts_, level_);
   if (!rendered.ok()) return error_ = rendered.status();
   return AddRendered(*rendered);
@@ -185,6 +331,7 @@ absl::Status PodTraceWriter::AddHost(absl::string_view host, const XSpace& space
 
 absl::Status PodTraceWriter::AddRendered(const RenderedHost& rendered) {
   if (absl::Status s = Usable(); !s.ok()) return s;
+  if (absl::Status s = HostsOpen(); !s.ok()) return s;
   if (rendered.host_index != hosts_ || rendered.base_ns != base_ns_) {
     return error_ = absl::InvalidArgumentError(
                absl::StrCat("pod trace ", out_.path(), ": host ", hosts_,
@@ -198,8 +345,60 @@ absl::Status PodTraceWriter::AddRendered(const RenderedHost& rendered) {
     first_event_ = false;
   }
   events_ += rendered.events;
+  flow_events_ += rendered.flow_events;
+  counter_events_ += rendered.counter_events;
   ++hosts_;
   return absl::OkStatus();
+}
+
+absl::Status PodTraceWriter::Append(absl::string_view events) {
+  if (!first_event_) error_ = out_.Append(",\n");
+  if (error_.ok()) error_ = out_.Append(events);
+  first_event_ = false;
+  return error_;
+}
+
+absl::Status PodTraceWriter::AddPodSteps(const analysis::PodBreakdown& breakdown) {
+  if (absl::Status s = Usable(); !s.ok()) return s;
+  if (pod_steps_ >= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod trace ", out_.path(), " already has the pod's step track"));
+  }
+  pod_steps_ = 0;
+  const int64_t pid = hosts_ * kPidsPerHost + 1;
+  std::string buffer = absl::StrCat(
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid,
+      ",\"args\":{\"name\":\"pod\"}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
+      ",\"args\":{\"sort_index\":-1}},\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid,
+      ",\"tid\":1,\"args\":{\"name\":\"steps\"}}");
+  for (const analysis::PodStep& step : breakdown.steps) {
+    if (step.hosts.empty()) continue;
+    int64_t start = std::numeric_limits<int64_t>::max();
+    int64_t end = std::numeric_limits<int64_t>::min();
+    for (const analysis::PodHostStep& h : step.hosts) {
+      start = std::min(start, h.start_ns);
+      end = std::max(end, SaturatingDiff(h.start_ns, -h.step_time_ns, 0));
+    }
+    if (!buffer.empty()) buffer.append(",\n");
+    absl::StrAppend(&buffer, "{\"ph\":\"X\",\"name\":\"step ", step.step, "\",\"pid\":", pid,
+                    ",\"tid\":1,\"ts\":");
+    AppendMicros(&buffer, SaturatingDiff(start, base_ns_, 0));
+    buffer.append(",\"dur\":");
+    AppendMicros(&buffer, SaturatingDiff(end, start, 0));
+    absl::StrAppend(
+        &buffer, ",\"args\":{\"step\":", step.step, ",\"pod_step_time_ns\":", step.pod_step_time_ns,
+        ",\"spread_ns\":", step.spread_ns, ",\"hosts\":", step.hosts.size(),
+        ",\"on_every_host\":", step.on_every_host ? "true" : "false", ",\"straggler\":");
+    AppendJsonString(&buffer, step.straggler);
+    buffer.append("}}");
+    ++pod_steps_;
+    if (buffer.size() >= kFlushBytes) {
+      if (absl::Status s = Append(buffer); !s.ok()) return s;
+      buffer.clear();
+    }
+  }
+  if (buffer.empty()) return absl::OkStatus();
+  return Append(buffer);
 }
 
 absl::Status PodTraceWriter::Finish() {

@@ -10,6 +10,18 @@
 // decimals (exact ns): ts = (agent-clock start - offset_ns - base_ns) / 1000, so every host sits
 // on the coordinator's clock, relative to B. Agent-clock times come from xspace::ProfileStartNs
 // and xspace::EventStartNs: relative (XProf-style) and absolute-line files both align.
+//
+// Flows: a host-plane event (a CUDA API launch) and a device-plane event (its kernel or memcpy)
+// with the same `correlation_id` stat get a flow arrow: {"ph":"s"} on the launch and
+// {"ph":"f","bp":"e"} on the device work, "cat" and "name" "launch", at the middle of each slice,
+// "id" = host_index << kFlowIdHostShift | n, where n (1, 2, ...) numbers the host's matched
+// correlation ids in order (unique across hosts, exact as a JSON double up to 8,192 hosts). Only
+// when both ends are in the trace; one arrow per id (its first launch and first device event).
+// Memory: a counter ("ph":"C") "GPU <n> memory in use" {"bytes":...} per GPU, on the process of
+// that host's "/device:GPU:<n>" plane (else of the plane carrying the events), one sample per
+// MemoryAllocation/MemoryDeallocation event with `bytes_allocated` and `device_ordinal` stats
+// (host allocators, named cpu or host, left out); the events stay as slices with their details.
+// Pod steps: AddPodSteps.
 #ifndef PROFCTL_REPORT_POD_TRACE_WRITER_H_
 #define PROFCTL_REPORT_POD_TRACE_WRITER_H_
 
@@ -20,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "analysis/breakdown.h"
 #include "common/gzip.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
@@ -28,8 +41,10 @@ namespace profctl::report {
 // One host's part of a pod trace, rendered and compressed on its own by PodTraceWriter::Render
 // (on any thread), to be added in host order with PodTraceWriter::AddRendered.
 struct RenderedHost {
-  DeflatedPiece piece;  // its events, comma-separated, with no comma before or after
-  int64_t events = 0;
+  DeflatedPiece piece;         // its events, comma-separated, with no comma before or after
+  int64_t events = 0;          // complete ("X") events
+  int64_t flow_events = 0;     // "s" and "f" events
+  int64_t counter_events = 0;  // "C" samples
   int64_t planes_skipped = 0;  // planes with lines past the first kPidsPerHost - 1
   int64_t host_index = 0;      // what it was rendered for
   int64_t base_ns = 0;
@@ -48,6 +63,7 @@ struct RenderedHost {
 class PodTraceWriter {
  public:
   static constexpr int64_t kPidsPerHost = 1 << 16;
+  static constexpr int kFlowIdHostShift = 40;
 
   // `path`: the gzip file to create (conventionally <session>/pod.trace.json.gz); its folder must
   // exist. `base_ns`: the coordinator-clock instant shown as time 0 (e.g. the capture's start).
@@ -65,12 +81,21 @@ class PodTraceWriter {
                                              int64_t offset_ns, int64_t base_ns, int64_t host_index,
                                              int level = kGzipFastLevel);
 
-  // Render for the next host, then AddRendered. FAILED_PRECONDITION after Finish.
+  // Render for the next host, then AddRendered. FAILED_PRECONDITION after Finish or AddPodSteps
+  // (the writer stays usable).
   absl::Status AddHost(absl::string_view host, const tensorflow::profiler::XSpace& space,
                        int64_t offset_ns);
   // Adds the next host: one rendered with host_index == hosts() and this writer's base
   // (INVALID_ARGUMENT otherwise, and the writer fails).
   absl::Status AddRendered(const RenderedHost& rendered);
+
+  // The pod-wide step track, after the last host (no host can be added after it): a process
+  // "pod" (pid hosts() * kPidsPerHost + 1, sort index -1: above the hosts) with a thread "steps"
+  // holding one complete event "step <n>" per step of `breakdown`, from its earliest host start
+  // to its latest host end (PodHostStep times are on the coordinator's clock already), with the
+  // step, its pod step time, spread, host count and straggler as args. FAILED_PRECONDITION after
+  // Finish or a second call.
+  absl::Status AddPodSteps(const analysis::PodBreakdown& breakdown);
 
   // Closes the JSON document and the gzip stream and renames the file onto `path`.
   absl::Status Finish();
@@ -78,11 +103,16 @@ class PodTraceWriter {
   int64_t base_ns() const { return base_ns_; }
   int64_t hosts() const { return hosts_; }
   int64_t events() const { return events_; }
+  int64_t flow_events() const { return flow_events_; }
+  int64_t counter_events() const { return counter_events_; }
+  int64_t pod_steps() const { return pod_steps_; }
 
  private:
   PodTraceWriter(GzipFileWriter out, int64_t base_ns, int level)
       : out_(std::move(out)), base_ns_(base_ns), level_(level) {}
   absl::Status Usable() const;
+  absl::Status HostsOpen() const;  // FAILED_PRECONDITION once the pod's step track is added
+  absl::Status Append(absl::string_view events);  // comma-joined events, none before or after
 
   GzipFileWriter out_;
   int64_t base_ns_;
@@ -92,6 +122,9 @@ class PodTraceWriter {
   bool finished_ = false;
   int64_t hosts_ = 0;
   int64_t events_ = 0;
+  int64_t flow_events_ = 0;
+  int64_t counter_events_ = 0;
+  int64_t pod_steps_ = -1;  // -1: no pod step track yet
 };
 
 }  // namespace profctl::report

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -45,9 +46,11 @@ Struct ReadTrace(const std::string& path) {
 }
 
 struct Parsed {
-  std::map<int, std::string> process_names;                 // pid -> name
-  std::map<std::pair<int, int>, std::string> thread_names;  // (pid, tid) -> name
-  std::vector<const google::protobuf::Struct*> complete;    // "X" events
+  std::map<int, std::string> process_names;                    // pid -> name
+  std::map<std::pair<int, int>, std::string> thread_names;     // (pid, tid) -> name
+  std::vector<const google::protobuf::Struct*> complete;       // "X" events
+  std::map<std::string, std::vector<const Struct*>> by_phase;  // every event, by "ph"
+  std::map<int, int> sort_index;                               // pid -> process_sort_index
 };
 
 Parsed Index(const Struct& doc) {
@@ -56,6 +59,11 @@ Parsed Index(const Struct& doc) {
     const Struct& e = v.struct_value();
     const std::string& ph = e.fields().at("ph").string_value();
     const int pid = static_cast<int>(e.fields().at("pid").number_value());
+    p.by_phase[ph].push_back(&e);
+    if (ph == "M" && e.fields().at("name").string_value() == "process_sort_index") {
+      p.sort_index[pid] = static_cast<int>(
+          e.fields().at("args").struct_value().fields().at("sort_index").number_value());
+    }
     if (ph == "X") {
       p.complete.push_back(&e);
     } else if (e.fields().at("name").string_value() == "process_name") {
@@ -269,7 +277,8 @@ TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesT
   ASSERT_THAT(w->Finish(), IsOk());
   EXPECT_EQ(w->events(), serial->events());
   EXPECT_EQ(*GzipDecompress(*ReadFile(path)), *GzipDecompress(*ReadFile(serial_path)));
-  const Parsed p = Index(ReadTrace(path));
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
   EXPECT_EQ(p.complete.size(), static_cast<size_t>(w->events()));
   ASSERT_EQ(p.process_names.size(), 3u * (kHosts - 2));
   // Processes by host, then plane: host 2's are the lowest pids, host 23's the highest.
@@ -277,6 +286,200 @@ TEST(PodTraceWriterTest, HostsRenderedOnManyThreadsJoinInOrderAsOneThreadWritesT
   EXPECT_EQ(p.process_names.begin()->second, "host-2 /device:GPU:0");
   EXPECT_EQ(p.process_names.rbegin()->second, "host-23 /device:GPU:1");
   EXPECT_EQ(CountTemporaries(tmp.path()), 0);
+}
+
+double Num(const Struct& e, const std::string& key) { return e.fields().at(key).number_value(); }
+std::string Str(const Struct& e, const std::string& key) {
+  return e.fields().at(key).string_value();
+}
+
+// A host whose clock is `offset_ns` ahead of the coordinator's: on its host plane (pid +2) a
+// launch of correlation id 42 (4-6 ms after kT0), a launch of 43 whose kernel is not in the
+// trace, and device memory events; on GPU 0 (pid +1) the kernel of 42 (7-9 ms), a memcpy of 42
+// too (its first device event wins) and a kernel of 44 that nothing launched here.
+xspace::XSpace LaunchSpace(int64_t offset_ns) {
+  xspace::XSpace space;
+  const int64_t agent = kT0 + offset_ns;
+  xspace::XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", agent);
+  xspace::XLine* stream = gpu.AddLine(7, "Stream #7", agent);
+  const int64_t corr = gpu.StatMetadataId("correlation_id");
+  gpu.AddStat(gpu.AddEvent(stream, gpu.EventMetadataId("gemm"), agent + 7 * kMs, 2 * kMs), corr,
+              uint64_t{42});
+  gpu.AddStat(gpu.AddEvent(stream, gpu.EventMetadataId("MemcpyDtoH"), agent + 10 * kMs, kMs), corr,
+              uint64_t{42});
+  gpu.AddStat(gpu.AddEvent(stream, gpu.EventMetadataId("orphan"), agent + 12 * kMs, kMs), corr,
+              int64_t{44});
+  xspace::XPlaneBuilder host(space.add_planes(), 49, xspace::kHostPlaneName, agent);
+  xspace::XLine* thread = host.AddLine(1000, "python3 main", agent);
+  const int64_t hcorr = host.StatMetadataId("correlation_id");
+  host.AddStat(
+      host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"), agent + 4 * kMs, 2 * kMs),
+      hcorr, int64_t{42});
+  host.AddStat(
+      host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"), agent + 6 * kMs, kMs), hcorr,
+      int64_t{43});
+  // Memory: GPU 0 (shown on its plane's process), GPU 3 (no plane: on the host plane's), and a
+  // host allocator (left out).
+  xspace::XLine* mem = host.AddLine(2000, "memory", agent);
+  const auto memory_event = [&](absl::string_view name, int64_t at_ns, int64_t ordinal,
+                                absl::string_view allocator, int64_t in_use) {
+    xspace::XEvent* e = host.AddEvent(mem, host.EventMetadataId(name), agent + at_ns, 0);
+    host.AddStat(e, host.StatMetadataId("device_ordinal"), ordinal);
+    host.AddStat(e, host.StatMetadataId("allocator_name"), allocator);
+    host.AddStat(e, host.StatMetadataId("bytes_allocated"), in_use);
+  };
+  memory_event("MemoryAllocation", 1 * kMs, 0, "GPU_0_bfc", 4096);
+  memory_event("MemoryAllocation", 2 * kMs, 3, "cuda_3", 100);
+  memory_event("MemoryDeallocation", 3 * kMs, 0, "GPU_0_bfc", 1024);
+  memory_event("MemoryAllocation", 5 * kMs, 0, "cuda_host_bfc", 777);
+  xspace::SetProfileWindow(&space, agent, agent + 20 * kMs);
+  return space;
+}
+
+TEST(PodTraceWriterTest, LaunchesFlowToTheirKernelsOnEveryHostWithIdsUniqueAcrossHosts) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("host-a", LaunchSpace(263 * kMs), 263 * kMs), IsOk());
+  ASSERT_THAT(w->AddHost("host-b", LaunchSpace(-5 * kMs), -5 * kMs), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  EXPECT_EQ(w->flow_events(), 4);
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
+  constexpr int kB = PodTraceWriter::kPidsPerHost;
+  ASSERT_EQ(p.by_phase.count("s"), 1u);
+  ASSERT_EQ(p.by_phase.count("f"), 1u);
+  // One arrow per host: correlation id 42. 43 (no kernel) and 44 (no launch) get none.
+  const std::vector<const Struct*>& starts = p.by_phase.at("s");
+  const std::vector<const Struct*>& finishes = p.by_phase.at("f");
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(finishes.size(), 2u);
+  for (int h = 0; h < 2; ++h) {
+    const Struct& s = *starts[h];
+    const Struct& f = *finishes[h];
+    const double id = static_cast<double>((int64_t{h} << PodTraceWriter::kFlowIdHostShift) | 1);
+    EXPECT_EQ(Num(s, "id"), id);
+    EXPECT_EQ(Num(f, "id"), id);
+    EXPECT_EQ(Str(s, "cat"), "launch");
+    EXPECT_EQ(Str(f, "cat"), "launch");
+    EXPECT_EQ(Str(s, "name"), Str(f, "name"));
+    EXPECT_FALSE(s.fields().contains("bp"));
+    EXPECT_EQ(Str(f, "bp"), "e");
+    // On the launch's thread and the kernel's stream, at their middles on the coordinator clock.
+    EXPECT_EQ(Num(s, "pid"), h * kB + 2);
+    EXPECT_EQ(Num(s, "tid"), 1000);
+    EXPECT_EQ(Num(s, "ts"), 5000);
+    EXPECT_EQ(Num(f, "pid"), h * kB + 1);
+    EXPECT_EQ(Num(f, "tid"), 7);
+    EXPECT_EQ(Num(f, "ts"), 8000);
+  }
+  EXPECT_NE(Num(*starts[0], "id"), Num(*starts[1], "id"));
+}
+
+TEST(PodTraceWriterTest, DeviceMemoryInUseIsACounterPerGpuPerHost) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("host-a", LaunchSpace(263 * kMs), 263 * kMs), IsOk());
+  ASSERT_THAT(w->AddHost("host-b", LaunchSpace(-5 * kMs), -5 * kMs), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  EXPECT_EQ(w->counter_events(), 6);
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
+  ASSERT_EQ(p.by_phase.count("C"), 1u);
+  std::map<int, std::vector<std::pair<double, double>>> samples;  // pid -> (ts, bytes)
+  for (const Struct* c : p.by_phase.at("C")) {
+    const int pid = static_cast<int>(Num(*c, "pid"));
+    EXPECT_EQ(Str(*c, "name"), pid % PodTraceWriter::kPidsPerHost == 1 ? "GPU 0 memory in use"
+                                                                       : "GPU 3 memory in use");
+    samples[pid].emplace_back(
+        Num(*c, "ts"), c->fields().at("args").struct_value().fields().at("bytes").number_value());
+  }
+  constexpr int kB = PodTraceWriter::kPidsPerHost;
+  using Samples = std::vector<std::pair<double, double>>;
+  for (int h = 0; h < 2; ++h) {
+    // GPU 0's on its plane's process, aligned like the slices; the host allocator's left out.
+    EXPECT_EQ(samples[h * kB + 1], (Samples{{1000, 4096}, {3000, 1024}}));
+    EXPECT_EQ(samples[h * kB + 2], (Samples{{2000, 100}}));
+  }
+  // The memory events themselves stay, as slices with their details.
+  int memory_slices = 0;
+  for (const Struct* e : p.complete) memory_slices += absl::StartsWith(Str(*e, "name"), "Memory");
+  EXPECT_EQ(memory_slices, 8);
+}
+
+TEST(PodTraceWriterTest, ThePodsStepsAreOneTrackAboveTheHosts) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("host-a", LaunchSpace(0), 0), IsOk());
+  ASSERT_THAT(w->AddHost("host-b", LaunchSpace(0), 0), IsOk());
+  analysis::PodBreakdown breakdown;
+  for (int64_t n : {7, 8}) {
+    analysis::PodStep step;
+    step.step = n;
+    step.pod_step_time_ns = 12 * kMs;
+    step.straggler = n == 8 ? "host-b" : "";
+    const int64_t start = kT0 + (n - 7) * 20 * kMs;
+    // host-b starts 1 ms later and ends 2 ms after host-a: the pod's step is 1 + 12 ms long.
+    step.hosts.push_back(analysis::PodHostStep{.host = "host-a",
+                                               .start_ns = start,
+                                               .step_time_ns = 11 * kMs,
+                                               .categories = {},
+                                               .devices = {}});
+    step.hosts.push_back(analysis::PodHostStep{.host = "host-b",
+                                               .start_ns = start + kMs,
+                                               .step_time_ns = 12 * kMs,
+                                               .categories = {},
+                                               .devices = {}});
+    breakdown.steps.push_back(step);
+  }
+  ASSERT_THAT(w->AddPodSteps(breakdown), IsOk());
+  EXPECT_EQ(w->pod_steps(), 2);
+  EXPECT_EQ(w->AddPodSteps(breakdown).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(w->AddHost("late", LaunchSpace(0), 0).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_THAT(w->Finish(), IsOk());
+
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
+  const int pod = 2 * PodTraceWriter::kPidsPerHost + 1;
+  EXPECT_EQ(p.process_names.at(pod), "pod");
+  EXPECT_EQ(p.thread_names.at({pod, 1}), "steps");
+  EXPECT_EQ(p.sort_index.at(pod), -1);
+  EXPECT_GT(p.sort_index.at(1), -1);
+  std::vector<std::tuple<std::string, double, double, std::string>> steps;
+  for (const Struct* e : p.complete) {
+    if (Num(*e, "pid") != pod) continue;
+    EXPECT_EQ(Num(*e, "tid"), 1);
+    const auto& args = e->fields().at("args").struct_value();
+    EXPECT_EQ(Num(args, "hosts"), 2);
+    EXPECT_EQ(Num(args, "pod_step_time_ns"), 12 * kMs);
+    steps.emplace_back(Str(*e, "name"), Num(*e, "ts"), Num(*e, "dur"), Str(args, "straggler"));
+  }
+  using Step = std::tuple<std::string, double, double, std::string>;
+  EXPECT_THAT(steps, ::testing::ElementsAre(Step{"step 7", 0, 13000, ""},
+                                            Step{"step 8", 20000, 13000, "host-b"}));
+}
+
+TEST(PodTraceWriterTest, AHostWithoutCorrelationIdsOrMemoryGetsNoFlowsOrCounters) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  // HostSpace's kernel has correlation id 42 but its host plane launches nothing.
+  ASSERT_THAT(w->AddHost("h", HostSpace(0, true, 0), 0), IsOk());
+  ASSERT_THAT(w->AddPodSteps(analysis::PodBreakdown{}), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  EXPECT_EQ(w->flow_events(), 0);
+  EXPECT_EQ(w->counter_events(), 0);
+  EXPECT_EQ(w->pod_steps(), 0);
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
+  EXPECT_EQ(p.by_phase.count("s") + p.by_phase.count("f") + p.by_phase.count("C"), 0u);
+  EXPECT_EQ(p.process_names.at(PodTraceWriter::kPidsPerHost + 1), "pod");
 }
 
 TEST(PodTraceWriterTest, OpenInAMissingFolderNamesThePath) {
