@@ -241,6 +241,12 @@ TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
   EXPECT_EQ(written.breakdown_files_size(), 3);
   EXPECT_THAT(sink_.files["pod_step_breakdown.json"], HasSubstr("\"pod.trace.json.gz\""));
   EXPECT_THAT(sink_.files["report.html"], HasSubstr("pod.trace.json.gz"));
+  // The pod trace ends with the breakdown's steps, on a process of its own after the hosts'.
+  absl::StatusOr<std::string> trace = GzipDecompress(*ReadFile(sink_.dir + "/pod.trace.json.gz"));
+  ASSERT_THAT(trace, IsOk());
+  EXPECT_THAT(*trace, HasSubstr("\"pid\":131073,\"args\":{\"name\":\"pod\"}"));
+  EXPECT_THAT(*trace, ::testing::ContainsRegex(
+                          R"(\{"ph":"X","name":"step [0-9]+","pid":131073,"tid":1,"ts":)"));
 
   sink_.files.clear();
   sink_.dir = tmp_.path() + "/missing";  // the pod trace cannot be created there

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -43,8 +44,10 @@ absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, Trac
 // joined into the file in host order here; without a pool, one at a time here (memory: at most
 // that many decoded traces more). Each job owns its host's kept trace and frees it; no two jobs
 // share a host.
+// `breakdown`: waits for the pod step breakdown (null: none) for the pod's step track.
 void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
-                   profctl::v1::SessionManifest& manifest) {
+                   profctl::v1::SessionManifest& manifest,
+                   absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
   const std::string path = in.sink->LocalPath(kPodTraceFileName);
   if (hosts.empty() || path.empty()) return;  // not a local folder (tests' in-memory sink)
   absl::StatusOr<report::PodTraceWriter> writer =
@@ -109,14 +112,18 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
     }
     if (status.ok()) status = writer->AddRendered(*r);
   }
+  if (const analysis::PodBreakdown* b = status.ok() ? breakdown() : nullptr; b != nullptr) {
+    status = writer->AddPodSteps(*b);
+  }
   if (status.ok()) status = writer->Finish();
   if (status.ok()) manifest.set_pod_trace_file(kPodTraceFileName);
   if (!status.ok()) manifest.add_errors(absl::StrCat("pod trace: ", status.message()));
 }
 
 // The pod step breakdown and its files, built and rendered on the pool while the pod trace is
-// written, since neither needs the other: the rendering only names the pod trace, assumed to be
-// written; should it fail, Finish renders again without it.
+// written, since neither needs the other (but for the pod trace's step track, added last): the
+// rendering only names the pod trace, assumed to be written; should it fail, Finish renders
+// again without it.
 class BreakdownJob {
  public:
   // Takes the hosts' summaries. Null when no host has one.
@@ -144,6 +151,12 @@ class BreakdownJob {
       j->done_.Notify();
     });
     return job;
+  }
+
+  // Waits for the breakdown (it stays the job's until Finish).
+  const analysis::PodBreakdown* Wait() {
+    done_.WaitForNotification();
+    return &*breakdown_;
   }
 
   // Waits for the job, writes its files, and returns the breakdown.
@@ -200,7 +213,9 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
     synced.Notify();
   });
   std::unique_ptr<BreakdownJob> breakdown = BreakdownJob::Start(hosts, in, manifest);
-  WritePodTrace(hosts, in, manifest);
+  WritePodTrace(hosts, in, manifest, [&breakdown]() -> const analysis::PodBreakdown* {
+    return breakdown != nullptr ? breakdown->Wait() : nullptr;
+  });
   std::optional<analysis::PodBreakdown> result;
   if (breakdown != nullptr) result = breakdown->Finish(*in.sink, manifest);
   synced.WaitForNotification();
