@@ -247,6 +247,12 @@ TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
   EXPECT_THAT(*trace, HasSubstr("\"pid\":131073,\"args\":{\"name\":\"pod\"}"));
   EXPECT_THAT(*trace, ::testing::ContainsRegex(
                           R"(\{"ph":"X","name":"step [0-9]+","pid":131073,"tid":1,"ts":)"));
+  // The synthetic hosts' launches flow to their kernels (ids 1 << 40 | n on the second), and
+  // their GPU memory is a counter on their GPU's process.
+  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"s\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":1,"));
+  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"f\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":1,"));
+  EXPECT_THAT(*trace, HasSubstr(",\"id\":1099511627777,\"bp\":\"e\",\"pid\":65538,"));
+  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"C\",\"name\":\"GPU 0 memory in use\",\"pid\":65538,"));
 
   sink_.files.clear();
   sink_.dir = tmp_.path() + "/missing";  // the pod trace cannot be created there
