@@ -306,7 +306,8 @@ const std::vector<Setting>& Settings() {
           "per capture: drop events until the serialized trace is at most this many MiB"),
       Int("max_held_mb", &AgentOptions::max_held_mb,
           "trace memory held for streams not yet read plus kept traces: kept ones are evicted "
-          "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain"),
+          "first, then new captures are refused (RESOURCE_EXHAUSTED) until streams drain; a CUDA "
+          "window (cupti) may bring at most 1/11 of it (collecting holds about 11x that)"),
       Int("flight_recorder", &AgentOptions::flight_recorder_s,
           "SECONDS: keep the last SECONDS of every collector that can (synthetic), always, so "
           "`profctl capture --last` can take the past (0: off; docs/flight-recorder.md)"),

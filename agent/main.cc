@@ -69,9 +69,12 @@ absl::StatusOr<std::unique_ptr<profctl::agent::cupti::InjectServer>> StartInject
     const AgentOptions& opts) {
   using namespace profctl::agent;  // NOLINT(google-build-using-namespace)
   if (!UsesCollector(opts, kCuptiCollector)) return nullptr;
+  cupti::InjectServerOptions inject;
+  inject.socket_path = opts.inject_socket;
+  inject.socket_mode = *cupti::ParseSocketMode(opts.inject_socket_mode);  // validated
+  // What a window may bring, so that collecting it stays under --max-held-mb.
   absl::StatusOr<std::unique_ptr<cupti::InjectServer>> started = cupti::InjectServer::Start(
-      {.socket_path = opts.inject_socket,
-       .socket_mode = *cupti::ParseSocketMode(opts.inject_socket_mode)});  // validated
+      cupti::WithWindowCapsUnder(opts.max_held_mb << 20, std::move(inject)));
   if (!started.ok()) {
     spdlog::error("--inject-socket: {}", started.status().ToString());
     return started.status();

@@ -23,6 +23,8 @@
 //                    (Kineto, Nsight) is there: the agent must report it, not record silence.
 //   --ready-file=F   written (atomically) once the agent has the registration.
 //   --run-ms=N       exit after N ms (default: run until SIGTERM/SIGINT).
+//   --kernels=N      compute kernels per step (default 4; thousands make a window of hundreds of
+//                    MB of records, for measuring the agent's memory: docs/agent-protection.md).
 //   --steps=N        ignored (examples/cuda_steps' flag: scripts/gpu_verify.py's tests run this
 //                    app in its place).
 //   --die-in-window-ms=N
@@ -234,7 +236,8 @@ class SimulatedGpuTracer : public Tracer {
     const uint32_t marker = static_cast<uint32_t>(n & 0x7FFFFFFF);
     // Step numbers as a job shows them (small), the same in every process with this --step-ms.
     step_name_ = "train_step " + std::to_string(n % 1'000'000);
-    uint32_t corr = static_cast<uint32_t>((n * 64) & 0xFFFFFFFF);
+    const int64_t ids = std::max(64, options_.kernels + 8);  // correlation ids a step uses
+    uint32_t corr = static_cast<uint32_t>((n * ids) & 0xFFFFFFFF);
     Marker(b, CUPTI_ACTIVITY_FLAG_MARKER_START, marker, t + 10 * kUs, step_name_.c_str());
     // Input: an async H2D copy.
     int64_t at = t + 50 * kUs;
@@ -242,15 +245,17 @@ class SimulatedGpuTracer : public Tracer {
     const int64_t input_end = t + 100 * kUs + options_.input_ns;
     Memcpy(b, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, 32 << 20, kH2d, corr, t + 100 * kUs, input_end);
     // Compute: kernels back to back after the input.
-    const int64_t per_kernel = options_.compute_ns / options_.kernels;
+    const int64_t per_kernel = std::max<int64_t>(1, options_.compute_ns / options_.kernels);
+    // Launches 20 us apart (closer with thousands of kernels, so they stay in the step).
+    const int64_t gap = std::clamp<int64_t>(per_kernel, 2, 20 * kUs);
     int64_t k_at = input_end;
     for (int i = 0; i < options_.kernels; ++i) {
-      at += 20 * kUs;
+      at += gap;
       if (i % 2 == 0) {  // a GEMM: cuBLAS launches it through the driver API
-        Api(b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, ++corr, at, at + 8 * kUs,
+        Api(b, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, ++corr, at, at + gap * 2 / 5,
             CUPTI_ACTIVITY_KIND_DRIVER);
       } else {
-        Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, ++corr, at, at + 8 * kUs);
+        Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, ++corr, at, at + gap * 2 / 5);
       }
       Kernel(b, kKernels[i % 4], kCompute, corr, k_at, k_at + per_kernel);
       k_at += per_kernel;
@@ -327,7 +332,17 @@ int Main(int argc, char** argv) {
         ParseMs(a, "--die-in-window-ms=", &o.die_in_window_ns)) {
       continue;
     }
-    if (a.substr(0, 8) == "--steps=") {
+    if (a.substr(0, 10) == "--kernels=") {
+      const std::string value(a.substr(10));
+      char* end = nullptr;
+      const long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || n < 1 || n > 1'000'000) {
+        std::fprintf(stderr, "profctl_fake_cuda_app: --kernels wants 1..1000000, got '%s'\n",
+                     value.c_str());
+        return 2;
+      }
+      o.kernels = static_cast<int>(n);
+    } else if (a.substr(0, 8) == "--steps=") {
       // examples/cuda_steps' flag (scripts/gpu_verify.py runs this in its place in tests):
       // accepted, ignored; the loop runs until SIGTERM or --run-ms.
     } else if (a.substr(0, 10) == "--held-by=") {
@@ -337,7 +352,7 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: profctl_fake_cuda_app [--step-ms=20] [--input-ms=1.5] "
-                   "[--compute-ms=10] [--pod-ready-ms=MS] [--allreduce-ms=2] "
+                   "[--compute-ms=10] [--kernels=4] [--pod-ready-ms=MS] [--allreduce-ms=2] "
                    "[--gpu-offset-ms=0] [--held-by=TEXT] [--ready-file=PATH] [--run-ms=MS] "
                    "[--die-in-window-ms=MS]\n"
                    "unknown argument: %s\n",

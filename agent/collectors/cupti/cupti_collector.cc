@@ -237,14 +237,30 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
     return absl::OkStatus();
   }
   std::vector<RecordBatch> batches;
+  // Record bytes held: raw batches still to parse plus parsed ones.
+  last_collect_ = {};
+  for (const InjectWindowResult& r : results) {
+    for (const std::string& bytes : r.batches) {
+      last_collect_.received_bytes += static_cast<int64_t>(bytes.size());
+    }
+  }
+  int64_t held = last_collect_.received_bytes;
+  last_collect_.peak_record_bytes = held;
   for (InjectWindowResult& r : results) {
     const std::string who = Who(r.process);
     for (const std::string& e : r.errors) space->add_errors(absl::StrCat(who, ": ", e));
     int bad = 0;
     uint64_t dropped = r.dropped_records;
     std::vector<RecordBatch> own;
-    for (const std::string& bytes : r.batches) {
+    own.reserve(r.batches.size());
+    for (std::string& bytes : r.batches) {
       absl::StatusOr<RecordBatch> batch = ParseRecordBatch(bytes);
+      if (batch.ok()) held += HeldBytes(*batch);
+      last_collect_.peak_record_bytes = std::max(last_collect_.peak_record_bytes, held);
+      // The bytes go as soon as they are parsed: raw and parsed copies of the whole window are
+      // never held together.
+      held -= static_cast<int64_t>(bytes.size());
+      std::string().swap(bytes);
       if (!batch.ok()) {
         if (bad++ == 0) {
           space->add_errors(
@@ -266,6 +282,7 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
         batches.push_back(std::move(b));
       }
     }
+    std::vector<std::string>().swap(r.batches);
     if (bad > 1) space->add_errors(absl::StrCat(who, ": ", bad, " unusable record batches"));
     if (dropped > 0) {
       space->add_warnings(
@@ -283,6 +300,8 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   build.step_pattern = options_.step_pattern;
   XSpace built;
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace(batches, build, &built);
+  // The records are in the planes now: freed before the planes are merged and serialized.
+  std::vector<RecordBatch>().swap(batches);
   if (!stats.ok()) return stats.status();
   for (tensorflow::profiler::XPlane& plane : *built.mutable_planes()) {
     if (plane.name() == xspace::kTaskEnvPlaneName) continue;
@@ -291,12 +310,13 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   for (const std::string& e : built.errors()) space->add_errors(absl::StrCat("cupti: ", e));
   for (const std::string& w : built.warnings()) space->add_warnings(absl::StrCat("cupti: ", w));
   spdlog::info(
-      "cupti: {} processes, {} kernels, {} memcpys, {} API calls, {} NVTX ranges ({} steps), "
+      "cupti: {} processes, {} bytes received (at most {} record bytes held at once), {} kernels, "
+      "{} memcpys, {} API calls, {} NVTX ranges ({} steps), "
       "{} synchronizations ({} without their API call), {} records outside the window, {} "
       "left out with their launch",
-      results.size(), stats->kernels, stats->memcpys, stats->api_calls, stats->nvtx_ranges,
-      stats->steps, stats->synchronizations, stats->unmatched_synchronizations,
-      stats->outside_window, stats->launched_outside);
+      results.size(), last_collect_.received_bytes, last_collect_.peak_record_bytes, stats->kernels,
+      stats->memcpys, stats->api_calls, stats->nvtx_ranges, stats->steps, stats->synchronizations,
+      stats->unmatched_synchronizations, stats->outside_window, stats->launched_outside);
   return absl::OkStatus();
 }
 

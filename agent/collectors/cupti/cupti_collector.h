@@ -107,6 +107,15 @@ class CuptiCollector final : public Collector {
                    std::vector<StepSample>* out) const override;
   bool HasStepSignal() const override { return true; }
 
+  // What the last Collect received from the processes, and the most record bytes it held at once
+  // (raw batches not yet parsed plus parsed records, HeldBytes): raw batches are released as they
+  // are parsed, so this stays near `received`, never raw + parsed of the whole window.
+  struct CollectAccounting {
+    int64_t received_bytes = 0;
+    int64_t peak_record_bytes = 0;
+  };
+  const CollectAccounting& last_collect() const { return last_collect_; }
+
  private:
   // host_gpus_, read now if not yet (or empty).
   const HostGpuTable& HostGpus();
@@ -122,6 +131,7 @@ class CuptiCollector final : public Collector {
   // The host's GPUs (options_.nvidia_gpus_dir), read by Collect (lifecycle calls come one at a
   // time, so no lock); nullopt until read, re-read while empty.
   std::optional<HostGpuTable> host_gpus_;
+  CollectAccounting last_collect_;
 };
 
 }  // namespace profctl::agent::cupti

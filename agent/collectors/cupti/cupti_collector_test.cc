@@ -139,6 +139,32 @@ TEST_F(CuptiCollectorTest, TwoProcessesOneHeldByAnotherSubscriber) {
   EXPECT_TRUE(HasEntry(space.warnings(), "cupti pid 101 (rank 0): 3 GPU activity records"));
 }
 
+TEST_F(CuptiCollectorTest, RawBatchesAreReleasedAsTheyAreParsed) {
+  auto collector = MakeCollector();
+  TwoRanks ranks;
+  ASSERT_NO_FATAL_FAILURE(RunTwoRankWindow(collector.get(), "0", "1", &ranks));
+  const uint64_t t = static_cast<uint64_t>(ranks.window_start + 1000);
+  std::vector<std::vector<uint8_t>> batches;
+  for (int i = 0; i < 16; ++i) batches.push_back(FakeProcess::SmallBatch(1, t, t + 500));
+  ranks.a->AnswerDisableAndFlush(ranks.token, batches);
+  ranks.b->AnswerDisableAndFlush(ranks.token, batches);
+  XSpace space;
+  ASSERT_THAT(collector->Collect(&space), IsOk());
+  const CuptiCollector::CollectAccounting& a = collector->last_collect();
+  int64_t sent = 0;
+  for (const auto& b : batches) sent += 2 * static_cast<int64_t>(b.size());
+  EXPECT_EQ(a.received_bytes, sent);
+  // Raw and parsed copies of the whole window are never held together: at most the larger of
+  // the two and one batch of each, never their sum.
+  const int64_t one_raw = static_cast<int64_t>(batches[0].size());
+  const int64_t one_parsed = HeldBytes(*ParseRecordBatch(
+      absl::string_view(reinterpret_cast<const char*>(batches[0].data()), batches[0].size())));
+  const int64_t parsed = 32 * one_parsed;
+  EXPECT_LE(a.peak_record_bytes, std::max(sent, parsed) + one_raw + one_parsed)
+      << "raw " << sent << ", parsed " << parsed;
+  EXPECT_LT(a.peak_record_bytes, sent + parsed - one_raw - one_parsed);
+}
+
 TEST_F(CuptiCollectorTest, CalibratesAroundTheAgentsClockSkew) {
   constexpr int64_t kSkew = 3 * kSec;  // agent wall = CLOCK_REALTIME + 3 s
   auto collector = MakeCollector(kSkew);

@@ -96,6 +96,14 @@ const char* StatusName(uint32_t code) {
 
 }  // namespace
 
+InjectServerOptions WithWindowCapsUnder(int64_t max_held_bytes, InjectServerOptions options) {
+  options.max_window_bytes = std::max<int64_t>(
+      1, std::min(options.max_window_bytes, max_held_bytes / kCollectBytesMultiple));
+  options.max_client_window_bytes =
+      std::min(options.max_client_window_bytes, options.max_window_bytes);
+  return options;
+}
+
 absl::StatusOr<uint32_t> ParseSocketMode(absl::string_view text) {
   uint32_t mode = 0;
   bool ok = !text.empty() && text.size() <= 4;

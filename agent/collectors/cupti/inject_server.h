@@ -73,6 +73,16 @@ struct InjectServerOptions {
   size_t max_steps_per_process = 1024;
 };
 
+// Collecting a window holds at most about this many times the bytes its processes sent (raw
+// batches are released as they are parsed; the rest is the parsed records, the planes being
+// built and the serialized trace; measured in docs/agent-protection.md). The agent caps a
+// window's bytes so that this multiple stays under --max-held-mb (WithWindowCapsUnder).
+inline constexpr int64_t kCollectBytesMultiple = 11;
+
+// `options` with max_window_bytes lowered to max_held_bytes / kCollectBytesMultiple when that is
+// less, and max_client_window_bytes at most max_window_bytes.
+InjectServerOptions WithWindowCapsUnder(int64_t max_held_bytes, InjectServerOptions options);
+
 // An octal permission mode for the socket ("600", "0660"): owner read+write required, nothing
 // beyond 0777. INVALID_ARGUMENT names the text.
 absl::StatusOr<uint32_t> ParseSocketMode(absl::string_view text);

@@ -387,6 +387,20 @@ TEST_F(InjectServerTest, OneProcessCannotOpenMoreThanItsShare) {
   EXPECT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
 }
 
+TEST(WindowCapsTest, AWindowIsCappedSoThatCollectingItStaysUnderTheHeldCap) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  // The default --max-held-mb=512: a window may bring 512 / kCollectBytesMultiple MiB.
+  InjectServerOptions o = WithWindowCapsUnder(512 * kMiB, {});
+  EXPECT_EQ(o.max_window_bytes, 512 * kMiB / kCollectBytesMultiple);
+  EXPECT_LE(o.max_client_window_bytes, o.max_window_bytes);
+  EXPECT_LE(o.max_window_bytes * kCollectBytesMultiple, 512 * kMiB);
+  // A larger held cap lifts it up to the server's own caps, no further.
+  o = WithWindowCapsUnder(64 * 1024 * kMiB, {});
+  EXPECT_EQ(o.max_window_bytes, InjectServerOptions{}.max_window_bytes);
+  EXPECT_EQ(o.max_client_window_bytes, InjectServerOptions{}.max_client_window_bytes);
+  EXPECT_GE(WithWindowCapsUnder(1, {}).max_window_bytes, 1);
+}
+
 TEST_F(InjectServerTest, LateRegistrantsJoinTheOpenWindowAndUnknownTypesAreSkipped) {
   StartServer();
   const uint64_t token = server_->OpenWindow("s", 0, 0);

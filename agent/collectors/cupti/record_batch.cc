@@ -1,6 +1,7 @@
 #include "agent/collectors/cupti/record_batch.h"
 
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -196,6 +197,19 @@ absl::Status ReadRecord(const char* p, const inject::RecordHeader& rh, size_t at
 }
 
 }  // namespace
+
+int64_t HeldBytes(const RecordBatch& b) {
+  auto bytes = [](const auto& v) {
+    return static_cast<int64_t>(v.capacity() *
+                                sizeof(typename std::decay_t<decltype(v)>::value_type));
+  };
+  int64_t n = bytes(b.strings) + bytes(b.kernels) + bytes(b.memcpys) + bytes(b.memsets) +
+              bytes(b.apis) + bytes(b.ranges) + bytes(b.memory) + bytes(b.devices) + bytes(b.syncs);
+  for (const std::string& s : b.strings) {
+    if (s.capacity() > 15) n += static_cast<int64_t>(s.capacity());  // beyond the inline buffer
+  }
+  return n;
+}
 
 absl::StatusOr<RecordBatch> ParseRecordBatch(absl::string_view bytes) {
   PROFCTL_ASSIGN_OR_RETURN(const inject::BatchHeader h, ReadHeader(bytes));

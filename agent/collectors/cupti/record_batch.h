@@ -39,6 +39,9 @@ struct RecordBatch {
   }
 };
 
+// The heap bytes `batch` holds (its vectors' capacities and strings), for accounting.
+int64_t HeldBytes(const RecordBatch& batch);
+
 // The largest batch accepted (the writer's kMaxBatchBytes).
 inline constexpr size_t kMaxRecordBatchBytes = size_t{256} << 20;
 
