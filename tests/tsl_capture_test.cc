@@ -359,6 +359,54 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
   EXPECT_THAT(output_, HasSubstr("127.0.0.1_" + std::to_string(old_server.port())));
 }
 
+// A server whose lines are absolute (no Task Environment plane) is accepted and re-based, as the
+// agent's tsl collector does with the same answer (issue 28 item 10 a): each event keeps its
+// absolute time; the saved file's lines are relative to the window asked for.
+TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
+  FakeTslServer inline_server(
+      {.shape = Shape::kInlineXSpace, .job = Job(0, 2, 0), .absolute_line_times = true});
+  FakeTslServer disk_server(
+      {.shape = Shape::kSavedOnDisk, .job = Job(1, 2, 0), .absolute_line_times = true});
+  const std::vector<std::string> workers = {absl::StrCat("grpc://127.0.0.1:", inline_server.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", disk_server.port())};
+  SessionManifest m;
+  ASSERT_EQ(Capture(workers, "absolute", &m), coordinator::kExitOk) << output_;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const FakeTslServer& server = i == 0 ? inline_server : disk_server;
+    const v1::HostResult* h = Host(m, workers[i]);
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(h->status(), v1::HOST_STATUS_OK) << h->error().message() << "\n" << output_;
+    EXPECT_EQ(h->agent_start_ns(), m.start_at_ns()) << h->address();
+    absl::StatusOr<std::string> bytes = ReadFile(SessionDir("absolute") + "/" + h->xplane_file());
+    ASSERT_THAT(bytes, IsOk());
+    tensorflow::profiler::XSpace saved;
+    ASSERT_TRUE(saved.ParseFromString(*bytes));
+    EXPECT_THAT(xspace::Validate(saved), IsOk());
+    EXPECT_EQ(xspace::ProfileStartNs(saved), m.start_at_ns());
+    // The same first event, at the same absolute instant, in what the server sent and what we
+    // saved.
+    const tensorflow::profiler::XSpace sent = server.last_space();
+    ASSERT_EQ(xspace::ProfileStartNs(sent), 0);
+    const tensorflow::profiler::XLine* sent_line = nullptr;
+    for (const auto& plane : sent.planes()) {
+      for (const auto& line : plane.lines()) {
+        if (sent_line == nullptr && line.events_size() > 0) sent_line = &line;
+      }
+    }
+    ASSERT_NE(sent_line, nullptr);
+    bool found = false;
+    for (const auto& plane : saved.planes()) {
+      for (const auto& line : plane.lines()) {
+        if (found || line.id() != sent_line->id() || line.events_size() == 0) continue;
+        found = true;
+        EXPECT_EQ(xspace::EventStartNs(xspace::ProfileStartNs(saved), line, line.events(0)),
+                  xspace::EventStartNs(0, *sent_line, sent_line->events(0)));
+      }
+    }
+    EXPECT_TRUE(found) << h->address();
+  }
+}
+
 TEST_F(TslCaptureTest, UnusableTslAnswersFailOnlyTheirHosts) {
   testkit::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
   FakeTslServer good({.shape = Shape::kInlineXSpace, .job = Job(0, 3, 0)});

@@ -1,9 +1,12 @@
 #include "xspace/tsl_profile.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "xspace/xspace.h"
 
 namespace profctl::tsl {
 
@@ -64,6 +67,37 @@ absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileRe
                      "); copy it into the session folder and run profctl analyze there"));
   }
   return bytes;
+}
+
+absl::Status RebaseTslSpace(tensorflow::profiler::XSpace* space, int64_t new_start_ns,
+                            int64_t clock_skew_ns, int64_t* their_start_ns) {
+  const int64_t their_start = xspace::ProfileStartNs(*space);
+  if (their_start_ns != nullptr) *their_start_ns = their_start;
+  const __int128 shift =
+      static_cast<__int128>(their_start) + clock_skew_ns - static_cast<__int128>(new_start_ns);
+  auto* planes = space->mutable_planes();
+  for (int i = planes->size() - 1; i >= 0; --i) {
+    if (planes->Get(i).name() == xspace::kTaskEnvPlaneName) planes->DeleteSubrange(i, 1);
+  }
+  for (tensorflow::profiler::XPlane& plane : *planes) {
+    for (tensorflow::profiler::XLine& line : *plane.mutable_lines()) {
+      const __int128 ts = line.timestamp_ns() + shift;
+      if (ts > INT64_MAX || ts < INT64_MIN) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sent a trace profctl cannot use: plane '", plane.name(), "' line '", line.name(),
+            "' timestamp_ns ", line.timestamp_ns(), " is out of range once re-based"));
+      }
+      line.set_timestamp_ns(static_cast<int64_t>(ts));
+    }
+  }
+  if (absl::Status s = xspace::Validate(*space); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sent a trace profctl cannot use (its planes are dropped): ", s.message(),
+                     their_start == 0 ? " (it has no Task Environment profile_start_time, so its "
+                                        "line timestamps were read as absolute)"
+                                      : ""));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace profctl::tsl

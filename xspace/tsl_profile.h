@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tensorflow/profiler/profiler_service.pb.h"
+#include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::tsl {
 
@@ -50,6 +51,17 @@ tensorflow::ProfileRequest MakeTslProfileRequest(const TslProfileParams& params)
 absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileResponse& response,
                                                      const tensorflow::ProfileRequest& request,
                                                      std::string* where = nullptr);
+
+// The one re-basing rule for a server's XSpace, shared by the coordinator (grpc:// workers) and
+// the agent's `tsl` collector: their events are at (their profile start P, or 0 when their lines
+// are absolute: xspace.h) + line timestamp + offset; on the caller's clock that is + clock_skew_ns.
+// Every line is moved to be relative to `new_start_ns` (ns since the epoch on the caller's clock),
+// offsets within a line unchanged; their `Task Environment` planes are removed (the caller records
+// its own window with xspace::SetProfileWindow). Then the space is validated. Errors
+// (INVALID_ARGUMENT) name the line out of range, or what Validate found, and say when the lines
+// were read as absolute. `*their_start_ns` (if given) gets P (0: absolute lines).
+absl::Status RebaseTslSpace(tensorflow::profiler::XSpace* space, int64_t new_start_ns,
+                            int64_t clock_skew_ns, int64_t* their_start_ns = nullptr);
 
 }  // namespace profctl::tsl
 

@@ -155,7 +155,9 @@ class TslAgentClient final : public AgentClient {
       return;
     }
     // The recorded window, when the server says (TSL's Task Environment plane); else the one
-    // asked for.
+    // asked for. A trace whose lines are absolute (no profile start) is re-based onto the window
+    // asked for by the rule the agent's tsl collector uses (tsl::RebaseTslSpace), so both paths
+    // accept the same answers.
     int64_t start_ns = start_at_ns;
     int64_t stop_ns = start_at_ns + duration_ns;
     tensorflow::profiler::XSpace window;
@@ -165,6 +167,16 @@ class TslAgentClient final : public AgentClient {
       if (const int64_t s = xspace::ProfileStartNs(space); s > 0) {
         start_ns = s;
         stop_ns = std::max(s, xspace::ProfileStopNs(space).value_or(s + duration_ns));
+      } else if (start_at_ns > 0) {
+        if (response.has_xspace()) window = response.xspace();
+        if (absl::Status rebased = tsl::RebaseTslSpace(&window, start_at_ns, /*clock_skew_ns=*/0);
+            !rebased.ok()) {
+          stream->OnDone(
+              absl::InvalidArgumentError(absl::StrCat("Profile: the server ", rebased.message())));
+          return;
+        }
+        xspace::SetProfileWindow(&window, start_ns, stop_ns);
+        bytes = window.SerializeAsString();
       }
     }
     window.Clear();

@@ -381,34 +381,11 @@ absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {
   }
   call->response.Clear();
 
-  // Re-base: their events on the agent's clock are (their profile start, or 0 when their line
-  // timestamps are absolute) + line timestamp + offset + clock_skew_ns; ours are relative to
-  // start_ns_. Offsets within a line do not change.
-  const int64_t their_start = xspace::ProfileStartNs(*theirs);
-  const __int128 shift = static_cast<__int128>(their_start) + options_.clock_skew_ns -
-                         static_cast<__int128>(start_ns_);
+  // Re-base onto start_ns_ on the agent's clock (the rule shared with the coordinator).
+  if (absl::Status s = tsl::RebaseTslSpace(theirs, start_ns_, options_.clock_skew_ns); !s.ok()) {
+    return s;
+  }
   auto* planes = theirs->mutable_planes();
-  for (int i = planes->size() - 1; i >= 0; --i) {
-    if (planes->Get(i).name() == xspace::kTaskEnvPlaneName) planes->DeleteSubrange(i, 1);
-  }
-  for (XPlane& plane : *planes) {
-    for (tensorflow::profiler::XLine& line : *plane.mutable_lines()) {
-      const __int128 ts = line.timestamp_ns() + shift;
-      if (ts > INT64_MAX || ts < INT64_MIN) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sent a trace profctl cannot use: plane '", plane.name(), "' line '", line.name(),
-            "' timestamp_ns ", line.timestamp_ns(), " is out of range once re-based"));
-      }
-      line.set_timestamp_ns(static_cast<int64_t>(ts));
-    }
-  }
-  if (absl::Status s = xspace::Validate(*theirs); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sent a trace profctl cannot use (its planes are dropped): ", s.message(),
-                     their_start == 0 ? " (it has no Task Environment profile_start_time, so its "
-                                        "line timestamps were read as absolute)"
-                                      : ""));
-  }
   for (XPlane& plane : *planes) xspace::AddOrMergePlane(&plane, space);
   for (const std::string& e : theirs->errors()) {
     space->add_errors(absl::StrCat("tsl ", call->address, ": ", e));
