@@ -407,6 +407,30 @@ TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
   }
 }
 
+// A server that saved a trace we refuse into the session folder leaves no file TensorBoard lists
+// (*.xplane.pb): its copy becomes `.invalid`; the accepted one is there once (issue 28 item 10 b).
+TEST_F(TslCaptureTest, ARefusedSavedTraceLeavesNoFileTensorBoardLists) {
+  FakeTslServer good({.shape = Shape::kSavedOnDisk, .job = Job(0, 2, 0)});
+  FakeTslServer broken(
+      {.shape = Shape::kSavedOnDisk, .job = Job(1, 2, 0), .drop_task_environment = true});
+  const std::vector<std::string> workers = {absl::StrCat("grpc://127.0.0.1:", good.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", broken.port())};
+  SessionManifest m;
+  ASSERT_EQ(Capture(workers, "stray", &m), coordinator::kExitPartial) << output_;
+  EXPECT_EQ(Host(m, workers[0])->status(), v1::HOST_STATUS_OK) << output_;
+  const std::string broken_stem = absl::StrCat("127.0.0.1_", broken.port());
+  EXPECT_THAT(Host(m, workers[1])->error().message(), HasSubstr("the server's copy was renamed"));
+  std::vector<std::string> listed;
+  for (const auto& entry : std::filesystem::directory_iterator(SessionDir("stray"))) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".xplane.pb")) listed.push_back(name);
+  }
+  EXPECT_THAT(listed,
+              ::testing::ElementsAre(absl::StrCat("127.0.0.1_", good.port(), ".xplane.pb")));
+  EXPECT_TRUE(
+      std::filesystem::exists(SessionDir("stray") + "/" + broken_stem + ".xplane.pb.invalid"));
+}
+
 TEST_F(TslCaptureTest, UnusableTslAnswersFailOnlyTheirHosts) {
   testkit::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
   FakeTslServer good({.shape = Shape::kInlineXSpace, .job = Job(0, 3, 0)});

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "coordinator/clients/grpc_calls.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
 #include "xspace/xspace.h"
@@ -143,15 +145,35 @@ class TslAgentClient final : public AgentClient {
   void Deliver(const tensorflow::ProfileRequest& request,
                const tensorflow::ProfileResponse& response, int64_t start_at_ns,
                int64_t duration_ns, CaptureStream* stream) const {
-    absl::StatusOr<std::string> bytes = TraceFromProfileResponse(response, request);
+    std::string shape;
+    absl::StatusOr<std::string> bytes = TraceFromProfileResponse(response, request, &shape);
     if (!bytes.ok()) {
       stream->OnDone(bytes.status());
       return;
     }
+    // A server that could only save wrote into the session folder, under the name TensorBoard
+    // lists (*.xplane.pb). Its copy must not stay there beside ours: once the bytes are in the
+    // stream it is removed (the session writes them again under the same name, or as
+    // `.invalid` when they are rejected); when we refuse them here it is renamed `.invalid`.
+    const std::string server_copy =
+        response.has_xspace() || !shape.starts_with("saved by the server")
+            ? ""
+            : JoinPath(JoinPath(request.repository_root(), request.session_id()),
+                       absl::StrCat(request.host_name(), ".", tsl::kTslXPlaneTool));
+    auto refuse = [&](absl::Status status) {
+      if (!server_copy.empty() &&
+          std::rename(server_copy.c_str(), (server_copy + ".invalid").c_str()) == 0) {
+        status = absl::Status(status.code(), absl::StrCat(status.message(),
+                                                          "; the server's copy "
+                                                          "was renamed ",
+                                                          server_copy, ".invalid"));
+      }
+      stream->OnDone(std::move(status));
+    };
     if (bytes->size() > max_trace_bytes_) {
-      stream->OnDone(absl::ResourceExhaustedError(
-          absl::StrCat("Profile: the server sent a ", bytes->size(), "-byte trace; the limit is ",
-                       max_trace_bytes_)));
+      refuse(absl::ResourceExhaustedError(absl::StrCat("Profile: the server sent a ", bytes->size(),
+                                                       "-byte trace; the limit is ",
+                                                       max_trace_bytes_)));
       return;
     }
     // The recorded window, when the server says (TSL's Task Environment plane); else the one
@@ -171,7 +193,7 @@ class TslAgentClient final : public AgentClient {
         if (response.has_xspace()) window = response.xspace();
         if (absl::Status rebased = tsl::RebaseTslSpace(&window, start_at_ns, /*clock_skew_ns=*/0);
             !rebased.ok()) {
-          stream->OnDone(
+          refuse(
               absl::InvalidArgumentError(absl::StrCat("Profile: the server ", rebased.message())));
           return;
         }
@@ -191,6 +213,8 @@ class TslAgentClient final : public AgentClient {
         return;
       }
     }
+    // Before OnDone: the session may commit its own copy under the same name as soon as it runs.
+    if (!server_copy.empty()) std::remove(server_copy.c_str());
     stream->OnDone(absl::OkStatus());
   }
 
