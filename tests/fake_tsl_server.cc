@@ -133,6 +133,7 @@ class FakeTslServer::Service final : public tensorflow::ProfilerService::Service
     if (honour && request->opts().start_timestamp_ns() > 0) {
       start = std::max(now, static_cast<int64_t>(request->opts().start_timestamp_ns()));
     }
+    start += options_.stale_by_ns;
     int64_t stop = start + static_cast<int64_t>(duration_ms) * kMs;
     if (options_.hold) {
       const std::string id =

@@ -58,6 +58,9 @@ struct FakeTslServerOptions {
   // that instant on this server's clock), ReleaseHeld() is called or the server goes away: a
   // server still recording its window, or a slow one.
   bool hold = false;
+  // A stale answer: the trace of a window this much later (negative: earlier) than the one asked
+  // for, as a server answering with an old recording does.
+  int64_t stale_by_ns = 0;
 };
 
 inline constexpr int64_t kTpuHostLineId = 7001;

@@ -431,6 +431,27 @@ TEST_F(TslCaptureTest, ARefusedSavedTraceLeavesNoFileTensorBoardLists) {
       std::filesystem::exists(SessionDir("stray") + "/" + broken_stem + ".xplane.pb.invalid"));
 }
 
+// A server answering with an old trace, 187 s before the window asked for, is flagged: its clock
+// is unmeasured but stated good to 1 s, so that window is not this session's (issue 28 item 10 c).
+// One 300 ms off is within that bound and stays OK.
+TEST_F(TslCaptureTest, AnOldTraceOutsideTheClockBoundIsFlaggedWithHowFar) {
+  FakeTslServer near(
+      {.shape = Shape::kInlineXSpace, .job = Job(0, 2, 0), .stale_by_ns = -300 * kMs});
+  FakeTslServer old(
+      {.shape = Shape::kInlineXSpace, .job = Job(1, 2, 0), .stale_by_ns = -187'000 * kMs});
+  const std::vector<std::string> workers = {absl::StrCat("grpc://127.0.0.1:", near.port()),
+                                            absl::StrCat("grpc://127.0.0.1:", old.port())};
+  SessionManifest m;
+  ASSERT_EQ(Capture(workers, "stale", &m), coordinator::kExitPartial) << output_;
+  EXPECT_EQ(Host(m, workers[0])->status(), v1::HOST_STATUS_OK) << output_;
+  const v1::HostResult* h = Host(m, workers[1]);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->status(), v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(h->recording(), v1::RECORDING_OTHER_WINDOW);
+  EXPECT_THAT(h->recording_detail(), HasSubstr("187.000 s before the window asked for"));
+  EXPECT_THAT(output_, HasSubstr("187.000 s before"));  // the table says it too
+}
+
 TEST_F(TslCaptureTest, UnusableTslAnswersFailOnlyTheirHosts) {
   testkit::TempDir elsewhere;  // a disk this "remote" server writes to and we do not read
   FakeTslServer good({.shape = Shape::kInlineXSpace, .job = Job(0, 3, 0)});

@@ -205,7 +205,19 @@ bool ClassifyRecording(HostResult& r, profctl::v1::CancelReason reason,
   const int64_t recorded = r.agent_stop_ns() - r.agent_start_ns();
   r.set_requested_duration_ns(requested);
   r.set_recorded_duration_ns(recorded);
-  if (recorded < requested - tolerance) {
+  // A clock nobody measured is trusted within its stated bound only: a recorded window farther
+  // than that from the one asked for is not this session's (a server's old trace).
+  const int64_t away = r.agent_start_ns() - r.requested_start_ns();
+  if (r.clock().method() == kClockMethodUnmeasured && r.requested_start_ns() > 0 &&
+      (away > r.clock().uncertainty_ns() + tolerance ||
+       away < -r.clock().uncertainty_ns() - tolerance)) {
+    r.set_recording(profctl::v1::RECORDING_OTHER_WINDOW);
+    r.set_recording_detail(absl::StrFormat(
+        "other window: recorded from %.3f s %s the window asked for, beyond its unmeasured "
+        "clock's bound of %.3f s (an old trace?)",
+        static_cast<double>(away < 0 ? -away : away) / 1e9, away < 0 ? "before" : "after",
+        static_cast<double>(r.clock().uncertainty_ns()) / 1e9));
+  } else if (recorded < requested - tolerance) {
     r.set_recording(profctl::v1::RECORDING_TRUNCATED);
     const profctl::v1::TruncatedBy by = TruncatedByOf(rules.interrupted, r.cancelled(), reason);
     r.set_truncated_by(by);
