@@ -93,9 +93,12 @@ int DiffCommand(const std::vector<std::string>& args, const CliEnv& env) {
   for (size_t i = 0; i < 2; ++i) {
     results.push_back(AnalyzeTools(inputs[i], options, tools, static_cast<int>(f.jobs)));
     const AnalyzeResult& r = results.back().breakdown;
-    for (const std::string& e : r.errors) {
-      *env.err << "profctl diff: " << side_names[i] << ": " << e << "\n";
+    for (const report::FailedFile& e : r.failed_files) {
+      *env.err << "profctl diff: " << side_names[i] << ": " << e.path << ": " << e.error << "\n";
       rc = kExitPartial;
+    }
+    for (const std::string& w : r.warnings) {
+      *env.err << "profctl diff: " << side_names[i] << ": warning: " << w << "\n";
     }
     if (r.hosts.empty()) {
       *env.err << "profctl diff: " << side_names[i] << ": no trace could be analysed in "
