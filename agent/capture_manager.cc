@@ -43,15 +43,46 @@ int64_t ClockAgreementNs(int64_t elapsed_ns) { return kNanosPerMilli + elapsed_n
 
 // Drops every event that starts at or after `end_ns` (agent wall clock; the space's profile
 // start must be set). Events that began inside the window are kept whole. Returns how many went.
+// The id of `plane`'s stat named `name`, added when the plane has none.
+int64_t StatIdOf(tensorflow::profiler::XPlane* plane, absl::string_view name) {
+  int64_t max_id = 0;
+  for (const auto& [id, m] : plane->stat_metadata()) {
+    if (m.name() == name) return id;
+    max_id = std::max(max_id, id);
+  }
+  tensorflow::profiler::XStatMetadata& m = (*plane->mutable_stat_metadata())[max_id + 1];
+  m.set_id(max_id + 1);
+  m.set_name(std::string(name));
+  return max_id + 1;
+}
+
+// Drops the events that start at or after `end_ns` and clips those running past it to end there,
+// marked as cut at the window's edge (xspace::kStatStepCut: readers keep such a step as partial,
+// XProf ignores the stat). Returns how many were dropped.
 uint64_t DropEventsFrom(int64_t end_ns, tensorflow::profiler::XSpace* space) {
   const int64_t profile_start = xspace::ProfileStartNs(*space);
   uint64_t dropped = 0;
   for (auto& plane : *space->mutable_planes()) {
+    int64_t cut_stat = 0;  // the plane's kStatStepCut id, once needed
     for (auto& line : *plane.mutable_lines()) {
       auto* events = line.mutable_events();
       int kept = 0;
       for (int i = 0; i < events->size(); ++i) {
-        if (xspace::EventStartNs(profile_start, line, events->Get(i)) >= end_ns) continue;
+        tensorflow::profiler::XEvent* e = events->Mutable(i);
+        const int64_t start = xspace::EventStartNs(profile_start, line, *e);
+        if (start >= end_ns) continue;
+        if (xspace::EventEndNs(profile_start, line, *e) > end_ns) {
+          e->set_duration_ps((end_ns - start) * 1000);
+          if (cut_stat == 0) cut_stat = StatIdOf(&plane, xspace::kStatStepCut);
+          const bool marked =
+              std::any_of(e->stats().begin(), e->stats().end(),
+                          [&](const auto& st) { return st.metadata_id() == cut_stat; });
+          if (!marked) {
+            tensorflow::profiler::XStat* stat = e->add_stats();
+            stat->set_metadata_id(cut_stat);
+            stat->set_int64_value(1);
+          }
+        }
         if (kept != i) events->SwapElements(kept, i);
         ++kept;
       }

@@ -663,15 +663,22 @@ TEST_F(CaptureManagerTest, AStopThatFiresLateIsTrimmedToTheWindowAskedFor) {
   EXPECT_EQ(xspace::ProfileStopNs(r.space), start + 1000 * kNanosPerMilli);
   const int64_t profile_start = xspace::ProfileStartNs(r.space);
   int64_t events = 0;
+  int64_t cut_at_stop = 0;  // events running past the window's end: clipped to it and marked
   for (const auto& plane : r.space.planes()) {
+    const xspace::XPlaneReader reader(plane);
     for (const auto& line : plane.lines()) {
       for (const auto& e : line.events()) {
         ++events;
         EXPECT_LT(xspace::EventStartNs(profile_start, line, e), r.stop_ns);
+        const int64_t end = xspace::EventEndNs(profile_start, line, e);
+        EXPECT_LE(end, r.stop_ns);
+        if (end == r.stop_ns && reader.IntStat(e, xspace::kStatStepCut) == 1) ++cut_at_stop;
       }
     }
   }
   EXPECT_GT(events, 0);
+  // The synthetic job's step running at the window's end ran on to the late stop.
+  EXPECT_GT(cut_at_stop, 0);
   EXPECT_THAT(r.space.warnings(), ::testing::Contains(HasSubstr("trimmed to the window")));
   EXPECT_THAT(r.space.warnings(), ::testing::Contains(HasSubstr("100000 us after")));
   EXPECT_THAT(r.space.warnings(), ::testing::Not(::testing::Contains(HasSubstr(" 0 event(s)"))));
