@@ -75,10 +75,10 @@ TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost)
   v1::SessionManifest m;
   std::string output;
   const std::string session_dir = logdir + "/plugins/profile/snap";
-  const int rc = testkit::CaptureInProcess(
-      {"capture", "--workers=" + absl::StrJoin(workers, ","), "--last=3s", "--session=snap",
-       "--logdir=" + logdir, "--tolerance=500"},
-      session_dir, clock, &m, &output);
+  const int rc =
+      testkit::CaptureInProcess({"capture", "--workers=" + absl::StrJoin(workers, ","), "--last=3s",
+                                 "--session=snap", "--logdir=" + logdir, "--tolerance=500"},
+                                session_dir, clock, &m, &output);
   // The agent without a recorder fails alone: the session is partial, the ranks are saved.
   EXPECT_EQ(rc, coordinator::kExitPartial) << output;
   EXPECT_EQ(m.request().past_ms(), 3000u);
