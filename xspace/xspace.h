@@ -47,7 +47,8 @@ inline constexpr absl::string_view kTaskEnvPlaneName = "Task Environment";
 inline constexpr absl::string_view kStatStepNum = "step_num";
 // profctl's own, on a step marker its writer clipped at an edge of the recorded window (the step
 // began before the window or ended after it): int64 1. Readers keep such a step as partial; XProf
-// ignores the stat.
+// ignores the stat. The agent also puts it on any event it clips when it trims a late stop back
+// to the window.
 inline constexpr absl::string_view kStatStepCut = "profctl_step_cut";
 // The tf_op scopes profctl's CUPTI path writes for device work with no framework op: the NVTX
 // range it was launched in ("nvtx/forward_backward:ForwardBackward") or its launch call
