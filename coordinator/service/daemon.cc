@@ -443,6 +443,8 @@ void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
     for (const auto& s : schedules_) configs[s.name] = &s;
     absl::MutexLock lock(&mu_);
     response.set_loaded_wall_ns(loaded_wall_ns_);
+    // Read under the lock here: clang's thread-safety analysis does not follow it into the lambda.
+    const std::map<std::string, int64_t> skipped_hosts_busy = skipped_hosts_busy_;
     // One entry per schedule, timed (the scheduler's) or triggered (the watcher's).
     auto add = [&](const schedule::ScheduleState& st) {
       v1::ScheduleInfo* info = response.add_schedules();
@@ -459,7 +461,7 @@ void Daemon::Schedules(std::function<void(v1::ListSchedulesResponse)> done) {
       info->set_skipped_busy(st.skipped_busy);
       info->set_missed_down(st.missed_down);
       info->set_missed_late(st.missed_late);
-      if (auto it = skipped_hosts_busy_.find(st.name); it != skipped_hosts_busy_.end()) {
+      if (auto it = skipped_hosts_busy.find(st.name); it != skipped_hosts_busy.end()) {
         info->set_skipped_hosts_busy(it->second);
       }
       return info;
