@@ -285,8 +285,19 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
     tensorflow::profiler::XSpace expected;
     job.Generate(h.agent_start_ns() - cfg.clock_skew_ns, h.agent_stop_ns() - cfg.clock_skew_ns,
                  &expected);
-    EXPECT_EQ(xspace::CountEvents(space), xspace::CountEvents(expected));
-    EXPECT_EQ(h.events(), static_cast<uint64_t>(xspace::CountEvents(expected)));
+    // A stop timer that fired late (a loaded machine) is trimmed back to the window: work begun
+    // inside it and still running at its end is kept, clipped and marked cut, where the model
+    // (which lists device work once it completes) has none. Each such event is marked.
+    int64_t cut = 0;
+    for (const auto& plane : space.planes()) {
+      const xspace::XPlaneReader reader(plane);
+      reader.ForEachEvent([&](const auto&, const auto& e) {
+        if (reader.IntStat(e, xspace::kStatStepCut) == 1) ++cut;
+      });
+    }
+    EXPECT_GE(xspace::CountEvents(space), xspace::CountEvents(expected));
+    EXPECT_LE(xspace::CountEvents(space), xspace::CountEvents(expected) + cut);
+    EXPECT_EQ(h.events(), static_cast<uint64_t>(xspace::CountEvents(space)));
     EXPECT_GE(h.steps(), 800u / (job.period_ns() / kNanosPerMilli) - 2);
 
     const int64_t profile_start = xspace::ProfileStartNs(space);
