@@ -52,6 +52,8 @@ class InjectServerTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  // Before server_: the server's thread reads the clock until server_ is destroyed.
+  testkit::FakeClock clock_;
   std::unique_ptr<InjectServer> server_;
 };
 
@@ -322,7 +324,7 @@ TEST_F(InjectServerTest, ConnectionsBeyondTheLimitAreRefused) {
 }
 
 TEST_F(InjectServerTest, ConnectionsThatNeverRegisterAreClosedAfterTheTimeout) {
-  testkit::FakeClock clock;
+  testkit::FakeClock& clock = clock_;  // outlives server_ (a local one did not: ASan, under load)
   InjectServerOptions options;
   options.clock = &clock;
   options.register_timeout = absl::Seconds(5);
