@@ -225,12 +225,6 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
 
 AgentServer::~AgentServer() { Shutdown(absl::ZeroDuration()); }
 
-std::string AgentServer::PortFileText() const {
-  std::string text;
-  for (int port : ports_) absl::StrAppend(&text, port, "\n");
-  return text;
-}
-
 void AgentServer::Shutdown(absl::Duration grace) {
   if (recorder_ != nullptr) recorder_->Stop();
   if (shut_down_) return;

@@ -99,8 +99,6 @@ class AgentServer {
 
   // Endpoint i listens on ports()[i].
   const std::vector<int>& ports() const { return ports_; }
-  // The --port-file text: one port per line, in endpoint order ("6000\n" for one endpoint).
-  std::string PortFileText() const;
   size_t endpoint_count() const { return endpoints_.size(); }
   const std::string& endpoint_name(size_t i) const { return endpoints_[i]->name; }
   CaptureManager& manager_for_testing(size_t i) { return *endpoints_[i]->manager; }

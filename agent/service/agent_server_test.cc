@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
+#include "agent/agent_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
@@ -112,7 +113,7 @@ TEST(AgentServerTest, PortFileListsOnePortPerLine) {
   ASSERT_THAT(server, IsOk());
   const std::vector<int>& ports = (*server)->ports();
   ASSERT_EQ(ports.size(), 3u);
-  EXPECT_EQ((*server)->PortFileText(),
+  EXPECT_EQ(AgentPortFileText(ports, /*metrics_port=*/-1),
             absl::StrCat(ports[0], "\n", ports[1], "\n", ports[2], "\n"));
   EXPECT_EQ(std::set<int>(ports.begin(), ports.end()).size(), 3u);
 }

@@ -240,20 +240,8 @@ class KinetoEventReader {
       out_->window_start_ns = min_start_;
       out_->window_end_ns = max_end_;
     }
-    // A device that ran kernels is a device of the run, deviceProperties or not (traces of
-    // older PyTorch versions, or with it stripped, lack it): it gets a row named by its ordinal.
-    std::vector<DeviceInfo>& devices = out_->environment.devices;
-    for (const DeviceEvent& d : out_->device_events) {
-      const bool known = std::any_of(devices.begin(), devices.end(),
-                                     [&](const DeviceInfo& i) { return i.id == d.device; });
-      if (known) continue;
-      DeviceInfo device;
-      device.id = d.device;
-      device.name = absl::StrCat("GPU ", d.device);
-      devices.push_back(std::move(device));
-    }
-    std::sort(devices.begin(), devices.end(),
-              [](const DeviceInfo& a, const DeviceInfo& b) { return a.id < b.id; });
+    // Devices that ran kernels but that deviceProperties lacks are added by the overview
+    // (overview.cc, AddUndescribedDevices), for every source alike.
     LinkMemoryToOps(memory_threads_, out_);
     out_->warnings = std::move(warnings_).Finish();
   }

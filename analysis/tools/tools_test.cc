@@ -1399,15 +1399,16 @@ TEST(KinetoToolsTest, KernelsCountTheirDevicesWithoutDeviceProperties) {
   stripped.replace(at, 18, "\"otherProperties\"");
   absl::StatusOr<ToolTrace> t = ReadKinetoToolsFile(stripped, "rank3.pt.trace.json", 0);
   ASSERT_THAT(t, IsOk());
-  // The reader lists the devices the kernels ran on, named by ordinal; the overview keeps them.
-  ASSERT_EQ(t->environment.devices.size(), 2u);
-  EXPECT_EQ(t->environment.devices[0].name, "GPU 0");
+  // The reader lists only what the trace describes; the overview adds the devices the kernels
+  // ran on (the same rule for every source).
+  EXPECT_TRUE(t->environment.devices.empty());
   absl::StatusOr<HostTrace> h = ReadKinetoTraceFile(stripped, "rank3.pt.trace.json", 0);
   ASSERT_THAT(h, IsOk());
   const HostTools tools = ComputeHostTools(Tool::kOverview, *t, SummarizeHost(*h));
   ASSERT_EQ(tools.overview.environment.devices.size(), 2u);  // kernels on GPU 0 and 1
   EXPECT_EQ(tools.overview.environment.devices[0].id, 0);
   EXPECT_EQ(tools.overview.environment.devices[1].id, 1);
+  EXPECT_EQ(tools.overview.environment.devices[0].name, "device 0 (not described by the trace)");
 }
 
 TEST(KinetoToolsTest, MemoryEventsTakeTheInnermostEnclosingOpOnTheirThread) {
@@ -1454,18 +1455,23 @@ TEST(KinetoToolsTest, DevicesThatRanKernelsCountWithoutDeviceProperties) {
     {"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 7, "ts": 20, "dur": 5,
      "args": {"stream": 7, "correlation": 3}}
   ]})";
-  absl::StatusOr<ToolTrace> t = ReadKinetoTools(bare, "h", 0);
-  ASSERT_THAT(t, IsOk());
-  ASSERT_EQ(t->environment.devices.size(), 2u);
-  EXPECT_EQ(t->environment.devices[0].id, 0);
-  EXPECT_EQ(t->environment.devices[0].name, "GPU 0");
-  EXPECT_EQ(t->environment.devices[1].id, 3);
+  auto devices = [](const std::string& json) {
+    absl::StatusOr<ToolTrace> t = ReadKinetoTools(json, "h", 0);
+    EXPECT_THAT(t, IsOk());
+    if (!t.ok()) return std::vector<DeviceInfo>{};
+    return ComputeHostTools(Tool::kOverview, *t, HostSummary{}).overview.environment.devices;
+  };
+  std::vector<DeviceInfo> d = devices(bare);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].id, 0);
+  EXPECT_EQ(d[0].name, "device 0 (not described by the trace)");
+  EXPECT_EQ(d[1].id, 3);
   const std::string listed = absl::StrCat(
       R"({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],)", bare.substr(1));
-  t = ReadKinetoTools(listed, "h", 0);
-  ASSERT_THAT(t, IsOk());
-  ASSERT_EQ(t->environment.devices.size(), 2u);
-  EXPECT_EQ(t->environment.devices[0].name, "NVIDIA H100 80GB HBM3");
+  d = devices(listed);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(d[1].id, 3);
 }
 
 TEST(KinetoToolsTest, BadJsonIsAnErrorNamingThePath) {
