@@ -18,7 +18,7 @@
 namespace profctl::inject {
 
 // Longer strings (kernel names of deep templates run to kilobytes) are cut to this many bytes.
-inline constexpr size_t kMaxStringBytes = 16 * 1024;
+inline constexpr size_t kMaxStringBytes = size_t{16} * 1024;
 // The largest batch a writer makes (the reader accepts up to kMaxBatchBytes too).
 inline constexpr size_t kMaxBatchBytes = size_t{256} << 20;
 
