@@ -28,6 +28,10 @@ std::unique_ptr<google::protobuf::Arena> CaptureResult::NewTraceArena() {
 
 namespace {
 
+// A stop timer that fires this late or later puts a warning in the trace (the coordinator's
+// default alignment tolerance): later than that the host was busy enough to be worth saying.
+constexpr int64_t kLateStopWorthAWarningNs = 5 * kNanosPerMilli;
+
 bool IsStemChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
 }
@@ -370,11 +374,16 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
       // Lines are relative to the window's start: set it before reading event times.
       xspace::SetProfileWindow(&result_.space, result_.start_ns, trim_stop_ns_);
       const uint64_t extra = DropEventsFrom(trim_stop_ns_, &result_.space);
-      result_.space.add_warnings(absl::StrCat(
-          "the stop came ", late_stop_ns_ / kNanosPerMicro,
-          " us after the window's end (a busy host); the trace is trimmed to the window asked "
-          "for: ",
-          extra, " event(s) recorded after its end dropped"));
+      // Every stop timer fires a little late (tens of µs on an idle host): that is trimmed
+      // silently. A stop late by the alignment tolerance or more, or one that dropped events,
+      // is news about the host, so the trace says it.
+      if (extra > 0 || late_stop_ns_ >= kLateStopWorthAWarningNs) {
+        result_.space.add_warnings(absl::StrCat(
+            "the stop came ", late_stop_ns_ / kNanosPerMicro,
+            " us after the window's end (a busy host); the trace is trimmed to the window asked "
+            "for: ",
+            extra, " event(s) recorded after its end dropped"));
+      }
       spdlog::info("session {}: stopped {} us late; trimmed to the window, {} event(s) dropped",
                    BoundedForLog(id()), late_stop_ns_ / kNanosPerMicro, extra);
       result_.stop_ns = trim_stop_ns_;
