@@ -45,21 +45,6 @@ std::string CancelKey(SessionOrigin origin, const std::string& id, const std::st
 // NTP slews at most 500 ppm; 1 ms + 1000 ppm leaves room for reading the two clocks apart.
 int64_t ClockAgreementNs(int64_t elapsed_ns) { return kNanosPerMilli + elapsed_ns / 1000; }
 
-// Drops every event that starts at or after `end_ns` (agent wall clock; the space's profile
-// start must be set). Events that began inside the window are kept whole. Returns how many went.
-// The id of `plane`'s stat named `name`, added when the plane has none.
-int64_t StatIdOf(tensorflow::profiler::XPlane* plane, absl::string_view name) {
-  int64_t max_id = 0;
-  for (const auto& [id, m] : plane->stat_metadata()) {
-    if (m.name() == name) return id;
-    max_id = std::max(max_id, id);
-  }
-  tensorflow::profiler::XStatMetadata& m = (*plane->mutable_stat_metadata())[max_id + 1];
-  m.set_id(max_id + 1);
-  m.set_name(std::string(name));
-  return max_id + 1;
-}
-
 // Drops the events that start at or after `end_ns` and clips those running past it to end there,
 // marked as cut at the window's edge (xspace::kStatStepCut: readers keep such a step as partial,
 // XProf ignores the stat). Returns how many were dropped.
@@ -67,7 +52,7 @@ uint64_t DropEventsFrom(int64_t end_ns, tensorflow::profiler::XSpace* space) {
   const int64_t profile_start = xspace::ProfileStartNs(*space);
   uint64_t dropped = 0;
   for (auto& plane : *space->mutable_planes()) {
-    int64_t cut_stat = 0;  // the plane's kStatStepCut id, once needed
+    int64_t cut_stat = 0;  // the plane's kStatStepCut id, once needed (added if it has none)
     for (auto& line : *plane.mutable_lines()) {
       auto* events = line.mutable_events();
       int kept = 0;
@@ -77,7 +62,10 @@ uint64_t DropEventsFrom(int64_t end_ns, tensorflow::profiler::XSpace* space) {
         if (start >= end_ns) continue;
         if (xspace::EventEndNs(profile_start, line, *e) > end_ns) {
           e->set_duration_ps((end_ns - start) * 1000);
-          if (cut_stat == 0) cut_stat = StatIdOf(&plane, xspace::kStatStepCut);
+          if (cut_stat == 0) {
+            cut_stat = xspace::XPlaneBuilder(&plane, plane.id(), plane.name(), profile_start)
+                           .StatMetadataId(xspace::kStatStepCut);
+          }
           const bool marked =
               std::any_of(e->stats().begin(), e->stats().end(),
                           [&](const auto& st) { return st.metadata_id() == cut_stat; });

@@ -108,15 +108,22 @@ XPlaneBuilder::XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name,
     : plane_(plane), profile_start_ns_(profile_start_ns) {
   plane_->set_id(id);
   plane_->set_name(std::string(name));
-  for (const auto& [mid, md] : plane_->event_metadata()) event_ids_[md.name()] = mid;
-  for (const auto& [sid, sd] : plane_->stat_metadata()) stat_ids_[sd.name()] = sid;
+  // An existing plane (a file's, or one another writer filled) keeps its names' ids; new names
+  // get ids above every id in use, which need not be dense (a TensorFlow file's often are not).
+  for (const auto& [mid, md] : plane_->event_metadata()) {
+    event_ids_.try_emplace(md.name(), mid);
+    next_event_id_ = std::max(next_event_id_, mid + 1);
+  }
+  for (const auto& [sid, sd] : plane_->stat_metadata()) {
+    stat_ids_.try_emplace(sd.name(), sid);
+    next_stat_id_ = std::max(next_stat_id_, sid + 1);
+  }
 }
 
 int64_t XPlaneBuilder::EventMetadataId(absl::string_view name) {
   auto [it, inserted] = event_ids_.try_emplace(name, 0);
   if (inserted) {
-    // Ids start at 1: 0 reads as "unset" in proto3.
-    it->second = static_cast<int64_t>(plane_->event_metadata_size()) + 1;
+    it->second = next_event_id_++;
     XEventMetadata& md = (*plane_->mutable_event_metadata())[it->second];
     md.set_id(it->second);
     md.set_name(std::string(name));
@@ -127,7 +134,7 @@ int64_t XPlaneBuilder::EventMetadataId(absl::string_view name) {
 int64_t XPlaneBuilder::StatMetadataId(absl::string_view name) {
   auto [it, inserted] = stat_ids_.try_emplace(name, 0);
   if (inserted) {
-    it->second = static_cast<int64_t>(plane_->stat_metadata_size()) + 1;
+    it->second = next_stat_id_++;
     XStatMetadata& md = (*plane_->mutable_stat_metadata())[it->second];
     md.set_id(it->second);
     md.set_name(std::string(name));

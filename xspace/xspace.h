@@ -122,7 +122,9 @@ int64_t EventEndNs(int64_t profile_start_ns, int64_t line_timestamp_ns, int64_t 
                    int64_t duration_ps);
 inline int64_t EventDurationNs(const XEvent& event) { return event.duration_ps() / 1000; }
 
-// Appends to one plane, interning event and stat names. The plane must outlive the builder.
+// Appends to one plane, interning event and stat names; a plane that already has metadata (one
+// read from a file) keeps it, and its names resolve to their ids. The plane must outlive the
+// builder.
 // Times passed in are absolute ns on the recording host's clock; they are stored relative to the
 // profile start given at construction, as XProf expects. Not thread-safe.
 class XPlaneBuilder {
@@ -156,6 +158,9 @@ class XPlaneBuilder {
   int64_t profile_start_ns_;
   absl::flat_hash_map<std::string, int64_t> event_ids_;
   absl::flat_hash_map<std::string, int64_t> stat_ids_;
+  // Ids start at 1: 0 reads as "unset" in proto3.
+  int64_t next_event_id_ = 1;
+  int64_t next_stat_id_ = 1;
 };
 
 // Read access to one plane with names resolved.

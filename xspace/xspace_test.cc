@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
@@ -41,6 +42,29 @@ TEST(XSpaceTest, BuilderInternsNamesAndReaderResolvesThem) {
   EXPECT_EQ(EventEndNs(ProfileStartNs(space), plane->lines(0), *e), 1'000'750);
   EXPECT_EQ(CountEvents(space), 1);
   EXPECT_THAT(Validate(space), IsOk());
+}
+
+// A plane read from a file may number its metadata sparsely ({1, 2, 4}): a builder opened on it
+// resolves the names it has and gives new ones ids above all in use (size + 1 would be 4, taken).
+TEST(XSpaceTest, BuilderOnAPlaneWithSparseIdsNeverReusesAnId) {
+  XPlane plane;
+  for (int64_t id : {1, 2, 4}) {
+    (*plane.mutable_stat_metadata())[id].set_id(id);
+    (*plane.mutable_stat_metadata())[id].set_name(absl::StrCat("stat", id));
+    (*plane.mutable_event_metadata())[id].set_id(id);
+    (*plane.mutable_event_metadata())[id].set_name(absl::StrCat("event", id));
+  }
+  XPlaneBuilder b(&plane, 7, "/device:GPU:0", 0);
+  EXPECT_EQ(b.StatMetadataId("stat4"), 4);
+  EXPECT_EQ(b.EventMetadataId("event2"), 2);
+  const int64_t stat = b.StatMetadataId("new stat");
+  const int64_t event = b.EventMetadataId("new event");
+  EXPECT_EQ(stat, 5);
+  EXPECT_EQ(event, 5);
+  EXPECT_EQ(plane.stat_metadata().at(4).name(), "stat4");
+  EXPECT_EQ(plane.event_metadata().at(4).name(), "event4");
+  EXPECT_EQ(plane.stat_metadata().at(5).name(), "new stat");
+  EXPECT_EQ(plane.stat_metadata_size(), 4);
 }
 
 TEST(XSpaceTest, ValidateNamesTheBadEvent) {
