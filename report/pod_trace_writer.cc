@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
+#include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 namespace profctl::report {
@@ -191,6 +192,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
   };
   const int64_t profile_start = xspace::ProfileStartNs(space);
   FlowIndex flows = IndexHost(space, host_index, kPidsPerHost);
+  std::optional<xspace::DerivedLinesBuilder> derived;  // made at the first GPU plane
   // Coordinator-clock time relative to the base, in trace microseconds.
   auto append_ts = [&](int64_t agent_ns) {
     AppendMicros(&buffer, SaturatingDiff(agent_ns, offset_ns, base_ns));
@@ -294,6 +296,30 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         flush(kFlushBytes);
       }
     }
+    // A GPU's derived tracks (Steps, TensorFlow Ops, XLA Ops), when its writer wrote none.
+    if (!absl::StartsWith(plane.name(), xspace::kGpuPlanePrefix)) continue;
+    if (!derived.has_value()) derived.emplace(space);
+    for (const xspace::DerivedLine& line : derived->Derive(plane)) {
+      begin_event();
+      absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid,
+                      ",\"tid\":", line.id, ",\"args\":{\"name\":");
+      AppendJsonString(&buffer, line.name);
+      buffer.append("}}");
+      for (const xspace::DerivedEvent& e : line.events) {
+        begin_event();
+        buffer.append("{\"ph\":\"X\",\"name\":");
+        AppendJsonString(&buffer, e.name);
+        absl::StrAppend(&buffer, ",\"cat\":\"derived\",\"pid\":", pid, ",\"tid\":", line.id,
+                        ",\"ts\":");
+        append_ts(e.start_ns);
+        buffer.append(",\"dur\":");
+        AppendMicros(&buffer, e.end_ns - e.start_ns);
+        if (e.step.has_value()) absl::StrAppend(&buffer, ",\"args\":{\"step_num\":", *e.step, "}");
+        buffer.push_back('}');
+        ++out.derived_events;
+        flush(kFlushBytes);
+      }
+    }
   }
   flush(0);
   absl::StatusOr<DeflatedPiece> piece = deflater.Take();
@@ -347,6 +373,7 @@ absl::Status PodTraceWriter::AddRendered(const RenderedHost& rendered) {
   events_ += rendered.events;
   flow_events_ += rendered.flow_events;
   counter_events_ += rendered.counter_events;
+  derived_events_ += rendered.derived_events;
   ++hosts_;
   return absl::OkStatus();
 }

@@ -21,6 +21,12 @@
 // that host's "/device:GPU:<n>" plane (else of the plane carrying the events), one sample per
 // MemoryAllocation/MemoryDeallocation event with `bytes_allocated` and `device_ordinal` stats
 // (host allocators, named cpu or host, left out); the events stay as slices with their details.
+// GPU tracks: a `/device:GPU:<n>` plane without derived lines of its own (a TF/JAX file has
+// them, profctl's collectors leave them to XProf) gets xspace::DerivedLinesBuilder's as threads
+// of its process, tid = TSL's line id (Steps 3735928559, TensorFlow Ops 3735928562, XLA Ops
+// 3735928564), named "Steps", "TensorFlow Ops", "XLA Ops": one complete event per derived
+// event, "cat":"derived", with "args":{"step_num":n} when it has a step. Counted apart
+// (derived_events), not in events.
 // Pod steps: AddPodSteps.
 #ifndef PROFCTL_REPORT_POD_TRACE_WRITER_H_
 #define PROFCTL_REPORT_POD_TRACE_WRITER_H_
@@ -45,6 +51,7 @@ struct RenderedHost {
   int64_t events = 0;          // complete ("X") events
   int64_t flow_events = 0;     // "s" and "f" events
   int64_t counter_events = 0;  // "C" samples
+  int64_t derived_events = 0;  // complete ("X") events of the GPUs' derived tracks
   int64_t planes_skipped = 0;  // planes with lines past the first kPidsPerHost - 1
   int64_t host_index = 0;      // what it was rendered for
   int64_t base_ns = 0;
@@ -105,6 +112,7 @@ class PodTraceWriter {
   int64_t events() const { return events_; }
   int64_t flow_events() const { return flow_events_; }
   int64_t counter_events() const { return counter_events_; }
+  int64_t derived_events() const { return derived_events_; }
   int64_t pod_steps() const { return pod_steps_; }
 
  private:
@@ -124,6 +132,7 @@ class PodTraceWriter {
   int64_t events_ = 0;
   int64_t flow_events_ = 0;
   int64_t counter_events_ = 0;
+  int64_t derived_events_ = 0;
   int64_t pod_steps_ = -1;  // -1: no pod step track yet
 };
 

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -46,11 +47,11 @@ Struct ReadTrace(const std::string& path) {
 }
 
 struct Parsed {
-  std::map<int, std::string> process_names;                    // pid -> name
-  std::map<std::pair<int, int>, std::string> thread_names;     // (pid, tid) -> name
-  std::vector<const google::protobuf::Struct*> complete;       // "X" events
-  std::map<std::string, std::vector<const Struct*>> by_phase;  // every event, by "ph"
-  std::map<int, int> sort_index;                               // pid -> process_sort_index
+  std::map<int, std::string> process_names;                     // pid -> name
+  std::map<std::pair<int, int64_t>, std::string> thread_names;  // (pid, tid) -> name
+  std::vector<const google::protobuf::Struct*> complete;        // "X" events
+  std::map<std::string, std::vector<const Struct*>> by_phase;   // every event, by "ph"
+  std::map<int, int> sort_index;                                // pid -> process_sort_index
 };
 
 Parsed Index(const Struct& doc) {
@@ -70,7 +71,7 @@ Parsed Index(const Struct& doc) {
       p.process_names[pid] =
           e.fields().at("args").struct_value().fields().at("name").string_value();
     } else if (e.fields().at("name").string_value() == "thread_name") {
-      const int tid = static_cast<int>(e.fields().at("tid").number_value());
+      const auto tid = static_cast<int64_t>(e.fields().at("tid").number_value());
       p.thread_names[{pid, tid}] =
           e.fields().at("args").struct_value().fields().at("name").string_value();
     }
@@ -375,6 +376,86 @@ TEST(PodTraceWriterTest, LaunchesFlowToTheirKernelsOnEveryHostWithIdsUniqueAcros
     EXPECT_EQ(Num(f, "ts"), 8000);
   }
   EXPECT_NE(Num(*starts[0], "id"), Num(*starts[1], "id"));
+}
+
+// A host `offset_ns` ahead of the coordinator: step 3's root on the host (0-10 ms after kT0), its
+// launches, and on GPU 0 two kernels of one op and an XLA kernel; GPU 1 has a "TensorFlow Ops"
+// line of its own (as a TF file's derived lines) besides a kernel with a tf_op.
+xspace::XSpace DerivedSpace(int64_t offset_ns) {
+  xspace::XSpace space;
+  const int64_t agent = kT0 + offset_ns;
+  xspace::XPlaneBuilder host(space.add_planes(), 49, xspace::kHostPlaneName, agent);
+  xspace::XLine* thread = host.AddLine(1000, "python3 main", agent);
+  xspace::XEvent* root = host.AddEvent(thread, host.EventMetadataId("train"), agent, 10 * kMs);
+  host.AddStat(root, host.StatMetadataId("_r"), int64_t{1});
+  host.AddStat(root, host.StatMetadataId("step_num"), int64_t{3});
+  xspace::XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", agent);
+  xspace::XLine* stream = gpu.AddLine(7, "Stream #7(Compute)", agent);
+  const auto kernel = [&](absl::string_view name, int64_t at, absl::string_view stat,
+                          absl::string_view op, uint64_t corr) {
+    xspace::XEvent* e = gpu.AddEvent(stream, gpu.EventMetadataId(name), agent + at, kMs);
+    gpu.AddStat(e, gpu.StatMetadataId(stat), op);
+    gpu.AddStat(e, gpu.StatMetadataId("correlation_id"), corr);
+    host.AddStat(
+        host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"), agent + at - kMs / 2, kUs),
+        host.StatMetadataId("correlation_id"), corr);
+  };
+  kernel("gemm", 2 * kMs, "tf_op", "model/dense/MatMul:MatMul", 1);
+  kernel("gemm", 3 * kMs, "tf_op", "model/dense/MatMul:MatMul", 2);
+  kernel("fusion", 5 * kMs, "hlo_op", "fusion.7", 3);
+  xspace::XPlaneBuilder gpu1(space.add_planes(), 1, "/device:GPU:1", agent);
+  xspace::XLine* own = gpu1.AddLine(xspace::kTfOpsLineId, "TensorFlow Ops", agent);
+  gpu1.AddEvent(own, gpu1.EventMetadataId("model/x/Add:Add"), agent + 2 * kMs, kMs);
+  xspace::XLine* stream1 = gpu1.AddLine(8, "Stream #8(Compute)", agent);
+  xspace::XEvent* k = gpu1.AddEvent(stream1, gpu1.EventMetadataId("add"), agent + 2 * kMs, kMs);
+  gpu1.AddStat(k, gpu1.StatMetadataId("tf_op"), absl::string_view("model/x/Add:Add"));
+  xspace::SetProfileWindow(&space, agent, agent + 20 * kMs);
+  return space;
+}
+
+TEST(PodTraceWriterTest, EachGpuGetsStepsTfOpsAndXlaOpsTracksAlignedLikeItsStreams) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("host-a", DerivedSpace(263 * kMs), 263 * kMs), IsOk());
+  ASSERT_THAT(w->AddHost("host-b", DerivedSpace(-5 * kMs), -5 * kMs), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  // Per host: step 3, MatMul (two kernels merged), fusion.7; GPU 1 none (it has its own line).
+  EXPECT_EQ(w->derived_events(), 2 * 3);
+  EXPECT_EQ(w->events(), 2 * (1 + 3 + 3 + 2));  // the XEvents, derived ones apart
+  const Struct doc = ReadTrace(path);
+  const Parsed p = Index(doc);
+  EXPECT_EQ(p.complete.size(), static_cast<size_t>(w->events() + w->derived_events()));
+  constexpr int kB = PodTraceWriter::kPidsPerHost;
+  for (int h = 0; h < 2; ++h) {
+    const int gpu0 = h * kB + 2;
+    const int gpu1 = h * kB + 3;
+    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kStepsLineId}), "Steps");
+    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kTfOpsLineId}), "TensorFlow Ops");
+    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kXlaOpsLineId}), "XLA Ops");
+    EXPECT_EQ(p.thread_names.at({gpu1, xspace::kTfOpsLineId}), "TensorFlow Ops");
+    EXPECT_FALSE(p.thread_names.contains({gpu1, xspace::kStepsLineId}));
+    // (name, ts, dur, step) of every derived event of this host, on the coordinator clock.
+    std::vector<std::tuple<std::string, double, double, double>> derived;
+    int gpu1_ops = 0;
+    for (const Struct* e : p.complete) {
+      if (Num(*e, "pid") <= h * kB || Num(*e, "pid") > (h + 1) * kB) continue;  // another host
+      if (static_cast<int64_t>(Num(*e, "tid")) == xspace::kTfOpsLineId && Num(*e, "pid") == gpu1) {
+        ++gpu1_ops;
+      }
+      if (!e->fields().contains("cat") || Str(*e, "cat") != "derived") continue;
+      EXPECT_EQ(Num(*e, "pid"), gpu0);
+      derived.emplace_back(Str(*e, "name"), Num(*e, "ts"), Num(*e, "dur"),
+                           Num(e->fields().at("args").struct_value(), "step_num"));
+    }
+    EXPECT_EQ(gpu1_ops, 1);  // the file's own event: not derived again
+    using D = std::tuple<std::string, double, double, double>;
+    const std::vector<D> want = {D{"step 3", 2000, 4000, 3},
+                                 D{"model/dense/MatMul:MatMul", 2000, 2000, 3},
+                                 D{"fusion.7", 5000, 1000, 3}};
+    EXPECT_EQ(derived, want);
+  }
 }
 
 TEST(PodTraceWriterTest, DeviceMemoryInUseIsACounterPerGpuPerHost) {
