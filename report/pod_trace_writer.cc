@@ -300,16 +300,18 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
     if (!absl::StartsWith(plane.name(), xspace::kGpuPlanePrefix)) continue;
     if (!derived.has_value()) derived.emplace(space);
     for (const xspace::DerivedLine& line : derived->Derive(plane)) {
+      // The id's 32 bits as an unsigned number: a positive tid for every viewer.
+      const int64_t tid = static_cast<uint32_t>(line.id);
       begin_event();
       absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid,
-                      ",\"tid\":", line.id, ",\"args\":{\"name\":");
+                      ",\"tid\":", tid, ",\"args\":{\"name\":");
       AppendJsonString(&buffer, line.name);
       buffer.append("}}");
       for (const xspace::DerivedEvent& e : line.events) {
         begin_event();
         buffer.append("{\"ph\":\"X\",\"name\":");
         AppendJsonString(&buffer, e.name);
-        absl::StrAppend(&buffer, ",\"cat\":\"derived\",\"pid\":", pid, ",\"tid\":", line.id,
+        absl::StrAppend(&buffer, ",\"cat\":\"derived\",\"pid\":", pid, ",\"tid\":", tid,
                         ",\"ts\":");
         append_ts(e.start_ns);
         buffer.append(",\"dur\":");

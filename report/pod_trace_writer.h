@@ -21,12 +21,12 @@
 // that host's "/device:GPU:<n>" plane (else of the plane carrying the events), one sample per
 // MemoryAllocation/MemoryDeallocation event with `bytes_allocated` and `device_ordinal` stats
 // (host allocators, named cpu or host, left out); the events stay as slices with their details.
-// GPU tracks: a `/device:GPU:<n>` plane without derived lines of its own (a TF/JAX file has
-// them, profctl's collectors leave them to XProf) gets xspace::DerivedLinesBuilder's as threads
-// of its process, tid = TSL's line id (Steps 3735928559, TensorFlow Ops 3735928562, XLA Ops
-// 3735928564), named "Steps", "TensorFlow Ops", "XLA Ops": one complete event per derived
-// event, "cat":"derived", with "args":{"step_num":n} when it has a step. Counted apart
-// (derived_events), not in events.
+// GPU tracks: a `/device:GPU:<n>` plane without derived lines of its own (profctl's collectors
+// and today's TF/JAX servers leave them to XProf; a file that has them is shown as it is) gets
+// xspace::DerivedLinesBuilder's as threads of its process, tid = TSL's line id as an unsigned
+// 32-bit number (Steps 3735928559, TensorFlow Ops 3735928562, XLA Ops 3735928564), named
+// "Steps", "TensorFlow Ops", "XLA Ops": one complete event per derived event, "cat":"derived",
+// with "args":{"step_num":n} when it has a step. Counted apart (derived_events), not in events.
 // Pod steps: AddPodSteps.
 #ifndef PROFCTL_REPORT_POD_TRACE_WRITER_H_
 #define PROFCTL_REPORT_POD_TRACE_WRITER_H_

@@ -431,11 +431,13 @@ TEST(PodTraceWriterTest, EachGpuGetsStepsTfOpsAndXlaOpsTracksAlignedLikeItsStrea
   for (int h = 0; h < 2; ++h) {
     const int gpu0 = h * kB + 2;
     const int gpu1 = h * kB + 3;
-    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kStepsLineId}), "Steps");
-    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kTfOpsLineId}), "TensorFlow Ops");
-    EXPECT_EQ(p.thread_names.at({gpu0, xspace::kXlaOpsLineId}), "XLA Ops");
+    // Derived tracks: tid = TSL's id as an unsigned 32-bit number (3735928559 + n); the file's
+    // own line keeps its id.
+    EXPECT_EQ(p.thread_names.at({gpu0, 3735928559}), "Steps");
+    EXPECT_EQ(p.thread_names.at({gpu0, 3735928562}), "TensorFlow Ops");
+    EXPECT_EQ(p.thread_names.at({gpu0, 3735928564}), "XLA Ops");
     EXPECT_EQ(p.thread_names.at({gpu1, xspace::kTfOpsLineId}), "TensorFlow Ops");
-    EXPECT_FALSE(p.thread_names.contains({gpu1, xspace::kStepsLineId}));
+    EXPECT_FALSE(p.thread_names.contains({gpu1, 3735928559}));
     // (name, ts, dur, step) of every derived event of this host, on the coordinator clock.
     std::vector<std::tuple<std::string, double, double, double>> derived;
     int gpu1_ops = 0;

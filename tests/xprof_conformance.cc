@@ -157,6 +157,22 @@ bool Matches(const XStat& s, Want w) {
   return false;
 }
 
+// TSL's ids of the derived lines (tsl/profiler/utils/trace_utils.h: `constexpr int
+// kThreadIdDerivedMin = 0xdeadbeef`, so int32_t(0xdeadbeef) + n widened to int64), by both of
+// XProf's names.
+constexpr int64_t kDerivedMin = -559038737;
+constexpr std::array<std::pair<absl::string_view, int64_t>, 9> kDerivedLineIds = {{
+    {"Steps", kDerivedMin},
+    {"Launch Stats", kDerivedMin + 1},
+    {"TensorFlow Name Scope", kDerivedMin + 2},
+    {"Framework Name Scope", kDerivedMin + 2},
+    {"TensorFlow Ops", kDerivedMin + 3},
+    {"Framework Ops", kDerivedMin + 3},
+    {"XLA Modules", kDerivedMin + 4},
+    {"XLA Ops", kDerivedMin + 5},
+    {"Source code", kDerivedMin + 7},
+}};
+
 // Collects violations, at most kMaxPerRule listed per rule.
 class Report {
  public:
@@ -747,6 +763,36 @@ class Checker {
     }
   }
 
+  // A derived line of a GPU plane (XProf's, or one a writer made as XProf would): TSL's id for
+  // its name, events in start order, and only in a file XProf will not derive again.
+  void CheckDerivedLine(const PlaneView& view, const XLine& line) {
+    const XPlane& plane = view.plane();
+    const auto want = std::find_if(kDerivedLineIds.begin(), kDerivedLineIds.end(),
+                                   [&](const auto& row) { return row.first == line.name(); });
+    if (want != kDerivedLineIds.end() && line.id() != want->second) {
+      report_.Add("derived-line",
+                  absl::StrCat(plane.name(), " line '", line.name(), "' has id ", line.id(),
+                               ", not TSL's ", want->second,
+                               ": XProf knows derived lines by id and counts this one's events as "
+                               "device work a second time"));
+    }
+    for (int i = 1; i < line.events_size(); ++i) {
+      if (SpanOf(line, line.events(i)).start < SpanOf(line, line.events(i - 1)).start) {
+        report_.Add("derived-line", absl::StrCat(view.Where(line, i, line.events(i)),
+                                                 " starts before the event before it: a derived "
+                                                 "line is in start order"));
+        break;
+      }
+    }
+    if (!grouped_) {
+      report_.Add("derived-line",
+                  absl::StrCat(plane.name(), " line '", line.name(),
+                               "' is in a file without group_id: XProf groups the file and "
+                               "derives its own lines into the same ids, so every event of "
+                               "this line shows twice in its trace viewer"));
+    }
+  }
+
   void CheckGpuPlane(const PlaneView& view) {
     const XPlane& plane = view.plane();
     const absl::string_view suffix = absl::string_view(plane.name()).substr(kGpuPlanePrefix.size());
@@ -784,7 +830,10 @@ class Checker {
 
     for (const XLine& line : plane.lines()) {
       const absl::string_view line_name = line.name();
-      if (xspace::IsDerivedLine(line_name)) continue;
+      if (xspace::IsDerivedLine(line_name)) {
+        CheckDerivedLine(view, line);
+        continue;
+      }
       // Stream #<id>(<kinds>)
       std::set<std::string> kinds;
       absl::string_view rest = line_name;
@@ -960,6 +1009,12 @@ class Checker {
   }
 
   const XSpace& space_;
+  // Whether a stat is named group_id: XProf then neither groups the file nor derives lines.
+  const bool grouped_ =
+      std::any_of(space_.planes().begin(), space_.planes().end(), [](const XPlane& p) {
+        return std::any_of(p.stat_metadata().begin(), p.stat_metadata().end(),
+                           [](const auto& md) { return md.second.name() == "group_id"; });
+      });
   const std::string file_stem_;
   Report report_;
   // The profile window's length in ps, when the Task Environment is right.

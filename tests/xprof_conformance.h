@@ -52,6 +52,11 @@
 //                       `bytes_allocated`, `allocation_bytes`, `addr` and an allocator
 //                       (`allocator_name` or `device_ordinal`).
 //   nesting             events on one line nest and never partly overlap.
+//   derived-line        a GPU line named as XProf's derived lines (`Steps`, `TensorFlow Ops`,
+//                       `XLA Ops`, ...) has TSL's id for that name (int32_t(0xdeadbeef) + n:
+//                       XProf knows derived lines by id), its events are in start order, and
+//                       the file is grouped (a `group_id` stat is declared): in an ungrouped
+//                       file XProf derives its own lines into the same ids, doubling them.
 // At most 5 violations per rule are listed, then one line with how many more there are.
 #ifndef PROFCTL_TESTS_XPROF_CONFORMANCE_H_
 #define PROFCTL_TESTS_XPROF_CONFORMANCE_H_

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 namespace profctl::testkit {
@@ -442,6 +443,34 @@ TEST(XProfConformanceTest, StreamLines) {
   XSpace space = GoodSpace();
   Plane(space, "/device:GPU:1")->mutable_lines(0)->set_name("XLA Ops");
   EXPECT_THAT(Check(space), Not(Contains(HasSubstr("[stream-line]"))));
+}
+
+TEST(XProfConformanceTest, DerivedLines) {
+  // profctl's derived lines in a file without group_id: XProf derives its own into the same ids.
+  ExpectRule("derived-line", "every event of this line shows twice",
+             [](XSpace& s) { EXPECT_GT(xspace::AddDerivedLines(&s), 0); });
+  // A derived line under another id: XProf counts its events as device work.
+  ExpectRule("derived-line", "has id 9, not TSL's -559038734", [](XSpace& s) {
+    Plane(s, "/device:GPU:1")->mutable_lines(0)->set_name("TensorFlow Ops");
+    Plane(s, "/device:GPU:1")->mutable_lines(0)->set_id(9);
+  });
+  const auto grouped_with_ops = [](XSpace& s) {
+    XPlane* gpu = Plane(s, "/device:GPU:0");
+    XPlaneBuilder b(gpu, gpu->id(), gpu->name(), kP);
+    b.StatMetadataId("group_id");  // declared, as in a file grouped at collection time
+    XLine* ops = b.AddLine(xspace::kXlaOpsLineId, "XLA Ops", kP);
+    b.AddEvent(ops, b.EventMetadataId("fusion.1"), kP + 2 * kMs, kMs);
+    b.AddEvent(ops, b.EventMetadataId("fusion.2"), kP + 4 * kMs, kMs);
+    return ops;
+  };
+  ExpectRule("derived-line", "starts before the event before it", [&](XSpace& s) {
+    XLine* ops = grouped_with_ops(s);
+    ops->mutable_events()->SwapElements(0, 1);
+  });
+  // In order, with TSL's id, in a grouped file: no derived-line violation.
+  XSpace space = GoodSpace();
+  grouped_with_ops(space);
+  EXPECT_THAT(Check(space), Not(Contains(HasSubstr("[derived-line]"))));
 }
 
 TEST(XProfConformanceTest, MemoryEvents) {

@@ -2,6 +2,7 @@
 // job's shapes (1 to 8 GPUs, skewed clocks, straggler and input-stall ranks, tiny steps, windows
 // that cut steps). The agent's saved files and its tensorflow.ProfilerService answers are checked
 // in tests/e2e_test.cc and agent/service/tsl_profiler_service_test.cc.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
 #include "tests/xprof_conformance.h"
+#include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -64,6 +66,13 @@ Shape ShapeOf(const xspace::XSpace& space) {
   return s;
 }
 
+// Declares a group_id stat (none is used), as a file XProf grouped at collection time does:
+// the checker's derived-line rule then checks the lines themselves.
+void MarkGrouped(xspace::XSpace* space) {
+  xspace::XPlane* plane = space->mutable_planes(0);
+  xspace::XPlaneBuilder(plane, plane->id(), plane->name()).StatMetadataId("group_id");
+}
+
 TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
   const Case& c = GetParam();
   absl::StatusOr<synthetic::SyntheticJobConfig> base = synthetic::ParseSyntheticJobConfig(c.knobs);
@@ -100,6 +109,21 @@ TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
     EXPECT_GE(shape.h2d, complete * config.gpus) << where;
     EXPECT_GE(shape.d2h, complete * config.gpus) << where;
     EXPECT_GE(shape.allocations, complete * config.gpus) << where;
+
+    // The lines a trace viewer derives (xspace/derived_lines.h), as a grouped file holds them:
+    // every GPU gets Steps and TensorFlow Ops with TSL's ids, nested and in start order.
+    xspace::XSpace derived = space;
+    EXPECT_GT(xspace::AddDerivedLines(&derived), 0) << where;
+    MarkGrouped(&derived);
+    EXPECT_THAT(CheckXProfConformance(derived, absl::StrCat("worker-", rank)), IsEmpty()) << where;
+    for (const xspace::XPlane& plane : derived.planes()) {
+      if (!absl::StartsWith(plane.name(), xspace::kGpuPlanePrefix)) continue;
+      std::map<int64_t, int> events;  // line id -> events
+      for (const xspace::XLine& line : plane.lines()) events[line.id()] = line.events_size();
+      EXPECT_GE(events[xspace::kStepsLineId], complete) << where << " " << plane.name();
+      EXPECT_GE(events[xspace::kTfOpsLineId], complete * config.kernels_per_step)
+          << where << " " << plane.name();
+    }
   }
 }
 
@@ -111,6 +135,10 @@ TEST(RealFilesTest, H100PyTorchCaptureConforms) {
   ASSERT_THAT(bytes, IsOk());
   xspace::XSpace space;
   ASSERT_TRUE(space.ParseFromString(*bytes));
+  EXPECT_THAT(CheckXProfConformance(space, "gpu-host"), IsEmpty());
+  // Its derived lines (Steps from the NVTX steps, TensorFlow Ops from the NVTX ranges) nest.
+  EXPECT_GT(xspace::AddDerivedLines(&space), 0);
+  MarkGrouped(&space);
   EXPECT_THAT(CheckXProfConformance(space, "gpu-host"), IsEmpty());
 }
 

@@ -38,8 +38,10 @@
 
 namespace profctl::xspace {
 
-// TSL's derived line ids (kThreadIdDerivedMin = 0xdeadbeef) and XProf's names for them.
-inline constexpr int64_t kDerivedLineIdMin = 0xdeadbeef;
+// TSL's derived line ids and XProf's names for them. TSL declares `constexpr int
+// kThreadIdDerivedMin = 0xdeadbeef`, an int: the ids in its files are that value as a signed
+// 32-bit number, -559038737 + n, widened to int64.
+inline constexpr int64_t kDerivedLineIdMin = -559038737;         // int32_t(0xdeadbeef)
 inline constexpr int64_t kStepsLineId = kDerivedLineIdMin;       // kThreadIdStepInfo
 inline constexpr int64_t kTfOpsLineId = kDerivedLineIdMin + 3;   // kThreadIdTfOp
 inline constexpr int64_t kXlaOpsLineId = kDerivedLineIdMin + 5;  // kThreadIdHloOp
