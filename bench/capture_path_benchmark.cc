@@ -2,6 +2,7 @@
 // parsing and validating it on the coordinator, and writing the aligned pod trace.
 // Results and the command to reproduce them: docs/perf.md.
 #include <benchmark/benchmark.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 
@@ -53,14 +54,21 @@ BENCHMARK(BM_ParseAndValidate)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
 void BM_PodTraceJsonGzip(benchmark::State& state) {
   const tensorflow::profiler::XSpace space = OneHost(state.range(0));
   const std::string path = "/tmp/profctl_bench_pod.trace.json.gz";
+  int64_t derived = 0;
+  int64_t bytes = 0;
   for (auto _ : state) {
     absl::StatusOr<report::PodTraceWriter> w = report::PodTraceWriter::Open(path, kT0);
     for (int h = 0; h < 4; ++h) {
       benchmark::DoNotOptimize(w->AddHost("host" + std::to_string(h), space, h * 1000));
     }
     benchmark::DoNotOptimize(w->Finish());
+    derived = w->derived_events();
+    struct stat st {};
+    bytes = ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
   }
   std::remove(path.c_str());
+  state.counters["derived"] = static_cast<double>(derived);  // the GPUs' derived-track events
+  state.counters["gz_bytes"] = static_cast<double>(bytes);
   state.counters["events/s"] =
       benchmark::Counter(4.0 * static_cast<double>(xspace::CountEvents(space)),
                          benchmark::Counter::kIsIterationInvariantRate);
