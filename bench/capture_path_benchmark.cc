@@ -59,7 +59,7 @@ void BM_PodTraceJsonGzip(benchmark::State& state) {
   for (auto _ : state) {
     absl::StatusOr<report::PodTraceWriter> w = report::PodTraceWriter::Open(path, kT0);
     for (int h = 0; h < 4; ++h) {
-      benchmark::DoNotOptimize(w->AddHost("host" + std::to_string(h), space, h * 1000));
+      benchmark::DoNotOptimize(w->AddHost("host" + std::to_string(h), space, int64_t{h} * 1000));
     }
     benchmark::DoNotOptimize(w->Finish());
     derived = w->derived_events();
