@@ -108,22 +108,29 @@ XPlaneBuilder::XPlaneBuilder(XPlane* plane, int64_t id, absl::string_view name,
     : plane_(plane), profile_start_ns_(profile_start_ns) {
   plane_->set_id(id);
   plane_->set_name(std::string(name));
-  // An existing plane (a file's, or one another writer filled) keeps its names' ids; new names
-  // get ids above every id in use, which need not be dense (a TensorFlow file's often are not).
-  for (const auto& [mid, md] : plane_->event_metadata()) {
-    event_ids_.try_emplace(md.name(), mid);
-    next_event_id_ = std::max(next_event_id_, mid + 1);
-  }
-  for (const auto& [sid, sd] : plane_->stat_metadata()) {
-    stat_ids_.try_emplace(sd.name(), sid);
-    next_stat_id_ = std::max(next_stat_id_, sid + 1);
-  }
+  // An existing plane (a file's, or one another writer filled) keeps its names' ids.
+  for (const auto& [mid, md] : plane_->event_metadata()) event_ids_.try_emplace(md.name(), mid);
+  for (const auto& [sid, sd] : plane_->stat_metadata()) stat_ids_.try_emplace(sd.name(), sid);
 }
+
+namespace {
+
+// The first id from size + 1 on that `metadata` does not use. Ids start at 1 (0 reads as "unset"
+// in proto3); a plane's ids need not be dense (a TensorFlow file's often are not), and another
+// builder on the same plane may have added some since this one was made.
+template <typename Map>
+int64_t FreeMetadataId(const Map& metadata) {
+  int64_t id = static_cast<int64_t>(metadata.size()) + 1;
+  while (metadata.contains(id)) ++id;
+  return id;
+}
+
+}  // namespace
 
 int64_t XPlaneBuilder::EventMetadataId(absl::string_view name) {
   auto [it, inserted] = event_ids_.try_emplace(name, 0);
   if (inserted) {
-    it->second = next_event_id_++;
+    it->second = FreeMetadataId(plane_->event_metadata());
     XEventMetadata& md = (*plane_->mutable_event_metadata())[it->second];
     md.set_id(it->second);
     md.set_name(std::string(name));
@@ -134,7 +141,7 @@ int64_t XPlaneBuilder::EventMetadataId(absl::string_view name) {
 int64_t XPlaneBuilder::StatMetadataId(absl::string_view name) {
   auto [it, inserted] = stat_ids_.try_emplace(name, 0);
   if (inserted) {
-    it->second = next_stat_id_++;
+    it->second = FreeMetadataId(plane_->stat_metadata());
     XStatMetadata& md = (*plane_->mutable_stat_metadata())[it->second];
     md.set_id(it->second);
     md.set_name(std::string(name));

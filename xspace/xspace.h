@@ -158,9 +158,6 @@ class XPlaneBuilder {
   int64_t profile_start_ns_;
   absl::flat_hash_map<std::string, int64_t> event_ids_;
   absl::flat_hash_map<std::string, int64_t> stat_ids_;
-  // Ids start at 1: 0 reads as "unset" in proto3.
-  int64_t next_event_id_ = 1;
-  int64_t next_stat_id_ = 1;
 };
 
 // Read access to one plane with names resolved.
