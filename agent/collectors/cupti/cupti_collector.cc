@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <optional>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/collectors/cupti/record_batch.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 #include "xspace/xspace.h"
 #include "xspace/xspace_merge.h"
@@ -318,6 +320,129 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
       stats->memcpys, stats->api_calls, stats->nvtx_ranges, stats->steps, stats->synchronizations,
       stats->unmatched_synchronizations, stats->outside_window, stats->launched_outside);
   return absl::OkStatus();
+}
+
+absl::Status CuptiCollector::StartRecorder(const RecorderLimits& limits, int64_t now_wall_ns) {
+  if (limits.keep_ns <= 0 || limits.max_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cupti flight recorder: keep ", limits.keep_ns,
+                                                   " ns and ", limits.max_bytes,
+                                                   " bytes must both be positive"));
+  }
+  if (server_ == nullptr) {
+    return absl::UnimplementedError("cupti flight recorder: no inject server, no past to keep");
+  }
+  absl::MutexLock lock(&recorder_mu_);
+  ring_ = std::make_unique<FlightRing<RecordedStep>>(limits.keep_ns, limits.max_bytes);
+  recorder_start_ns_ = now_wall_ns;
+  pulled_until_ns_ = now_wall_ns;
+  recent_keys_.clear();
+  return absl::OkStatus();
+}
+
+bool CuptiCollector::Recording() const {
+  absl::MutexLock lock(&recorder_mu_);
+  return ring_ != nullptr;
+}
+
+void CuptiCollector::RecordUntil(int64_t now_wall_ns) {
+  absl::MutexLock lock(&recorder_mu_);
+  if (ring_ == nullptr || now_wall_ns <= pulled_until_ns_) return;
+  // Steps that ended since the last pull, and those of the kLateStepNs before it that reached the
+  // server since (the recent keys say which were recorded). Steps that ended before the recorder
+  // started are not its past.
+  const int64_t since = std::max(recorder_start_ns_, pulled_until_ns_ - kLateStepNs);
+  std::vector<InjectStepSample> raw;
+  const int64_t skew = options_.clock_skew_ns;
+  server_->RecentSteps(since - skew, now_wall_ns - skew, std::numeric_limits<size_t>::max(), &raw);
+  for (const InjectStepSample& s : raw) {
+    RecordedStep step{.pid = s.pid,
+                      .start_wall_ns = s.start_realtime_ns + skew,
+                      .end_wall_ns = s.end_realtime_ns + skew,
+                      .step_num = s.step_num};
+    if (!recent_keys_.insert({step.end_wall_ns, step.pid, step.step_num}).second) continue;
+    ring_->Push(step.start_wall_ns, step.end_wall_ns, sizeof(RecordedStep), step);
+  }
+  pulled_until_ns_ = now_wall_ns;
+  const StepKey oldest{pulled_until_ns_ - kLateStepNs, 0, INT64_MIN};
+  recent_keys_.erase(recent_keys_.begin(), recent_keys_.lower_bound(oldest));
+}
+
+absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, XSpace* space) {
+  if (to_wall_ns <= from_wall_ns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cupti snapshot: empty window ", from_wall_ns, "..", to_wall_ns, " ns"));
+  }
+  RecordUntil(to_wall_ns);
+  std::vector<RecordedStep> steps;
+  int64_t since = 0;
+  {
+    absl::MutexLock lock(&recorder_mu_);
+    if (ring_ == nullptr) {
+      return absl::FailedPreconditionError("cupti: the flight recorder is not running");
+    }
+    steps = ring_->Between(from_wall_ns, to_wall_ns);
+    // The past held starts at the recorder's start, or at the oldest step kept once the bounds
+    // dropped some.
+    const FlightRingStats held = ring_->stats();
+    since = recorder_start_ns_;
+    if (held.evicted > 0) since = held.records > 0 ? held.oldest_start_ns : to_wall_ns;
+  }
+  xspace::SetProfileWindow(space, from_wall_ns, to_wall_ns);
+  space->add_warnings(
+      "cupti: the flight recorder keeps the NVTX step ranges of each CUDA process only (no "
+      "kernels, "
+      "copies or API calls: those are recorded by a capture)");
+  if (since > from_wall_ns) {
+    space->add_warnings(absl::StrCat(
+        "flight recorder: the cupti collector holds the last ",
+        (to_wall_ns - since) / kNanosPerMilli, " ms only, of ",
+        (to_wall_ns - from_wall_ns) / kNanosPerMilli,
+        " ms asked (it started recording then, or its --flight-recorder bounds dropped the rest)"));
+  }
+  if (steps.empty()) return absl::OkStatus();
+  // One batch per process: its step ranges as NVTX ranges named "step <n>" on its main thread
+  // line, on the agent's clock (gpu_minus_wall_ns 0), built as a capture builds them.
+  std::map<uint32_t, RecordBatch> by_pid;
+  for (const RecordedStep& step : steps) {
+    RecordBatch& b = by_pid[step.pid];
+    if (b.strings.empty()) b.pid = step.pid;
+    inject::NvtxRangeRecord r;
+    r.start_ns = static_cast<uint64_t>(step.start_wall_ns);
+    r.end_ns = static_cast<uint64_t>(step.end_wall_ns);
+    r.pid = step.pid;
+    r.tid = step.pid;
+    r.name = static_cast<uint32_t>(b.strings.size());
+    r.id = static_cast<uint32_t>(b.ranges.size());
+    b.strings.push_back(absl::StrCat("step ", step.step_num));
+    b.ranges.push_back(r);
+  }
+  std::vector<RecordBatch> batches;
+  batches.reserve(by_pid.size());
+  for (auto& [pid, b] : by_pid) batches.push_back(std::move(b));
+  CuptiXSpaceOptions build;
+  build.hostname = options_.hostname;
+  build.profile_start_ns = from_wall_ns;
+  build.profile_stop_ns = to_wall_ns;
+  // The names are ours ("step <n>"), whatever the processes' step pattern.
+  build.step_pattern = std::string(kDefaultNvtxStepPattern);
+  XSpace built;
+  PROFCTL_ASSIGN_OR_RETURN(CuptiXSpaceStats stats, BuildCuptiXSpace(batches, build, &built));
+  for (tensorflow::profiler::XPlane& plane : *built.mutable_planes()) {
+    if (plane.name() == xspace::kTaskEnvPlaneName) continue;
+    xspace::AddOrMergePlane(&plane, space);
+  }
+  for (const std::string& e : built.errors()) space->add_errors(absl::StrCat("cupti: ", e));
+  for (const std::string& w : built.warnings()) space->add_warnings(absl::StrCat("cupti: ", w));
+  spdlog::info("cupti snapshot: {} steps of {} processes", stats.steps, by_pid.size());
+  return absl::OkStatus();
+}
+
+RecorderStats CuptiCollector::recorder_stats() const {
+  absl::MutexLock lock(&recorder_mu_);
+  if (ring_ == nullptr) return {};
+  const FlightRingStats s = ring_->stats();
+  return {
+      .records = s.records, .bytes = s.bytes, .evicted = s.evicted, .since_ns = s.oldest_start_ns};
 }
 
 }  // namespace profctl::agent::cupti

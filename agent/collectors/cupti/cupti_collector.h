@@ -27,6 +27,15 @@
 // Step signal: RecentSteps returns the NVTX step ranges the processes report between (and
 // during) captures (InjectServer::RecentSteps), moved onto the agent's clock (CLOCK_REALTIME +
 // clock_skew_ns).
+// Flight recorder (docs/flight-recorder.md, docs/cupti.md "The always-on level"): the light level
+// is the step signal the processes send anyway. RecordUntil pulls the step ranges that ended
+// since its last pull (and the kLateStepNs before it, for samples that reach the server late,
+// each kept once) into a FlightRing of whole steps; nothing is asked of the processes, so a
+// CUDA process pays nothing more than its step signal. Snapshot writes the held steps of its
+// window as a capture writes NVTX step ranges (BuildCuptiXSpace: step roots on each process's
+// /host:CPU line), says in XSpace.warnings that the past holds step ranges only, and when it
+// holds less than asked. The full activity stays inside an explicit capture; a snapshot
+// during a capture reads only the ring and leaves the capture's window alone.
 // Thread-safety: lifecycle calls come one at a time (Collector's contract); RecentSteps and
 // HasStepSignal may be called from any thread at any time (they read only the server, which is
 // thread-safe, and const options).
@@ -34,17 +43,23 @@
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/collector_names.h"
 #include "agent/collectors/cupti/cupti_xspace.h"
 #include "agent/collectors/cupti/host_gpus.h"
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/cupti/record_batch.h"
+#include "agent/collectors/flight_ring.h"
 #include "common/clock.h"
 
 namespace profctl::agent::cupti {
@@ -107,6 +122,15 @@ class CuptiCollector final : public Collector {
                    std::vector<StepSample>* out) const override;
   bool HasStepSignal() const override { return true; }
 
+  // How late after its end a step sample may reach the server and still be recorded.
+  static constexpr int64_t kLateStepNs = 2'000'000'000;
+  absl::Status StartRecorder(const RecorderLimits& limits, int64_t now_wall_ns) override;
+  bool Recording() const override;
+  void RecordUntil(int64_t now_wall_ns) override;
+  absl::Status Snapshot(int64_t from_wall_ns, int64_t to_wall_ns,
+                        tensorflow::profiler::XSpace* space) override;
+  RecorderStats recorder_stats() const override;
+
   // What the last Collect received from the processes, and the most record bytes it held at once
   // (raw batches not yet parsed plus parsed records, HeldBytes): raw batches are released as they
   // are parsed, so this stays near `received`, never raw + parsed of the whole window.
@@ -132,6 +156,22 @@ class CuptiCollector final : public Collector {
   // time, so no lock); nullopt until read, re-read while empty.
   std::optional<HostGpuTable> host_gpus_;
   CollectAccounting last_collect_;
+
+  // One recorded step of one process (agent clock).
+  struct RecordedStep {
+    uint32_t pid = 0;
+    int64_t start_wall_ns = 0;
+    int64_t end_wall_ns = 0;
+    int64_t step_num = -1;
+  };
+  // (end, pid, step) of a recorded step: late samples already recorded are skipped.
+  using StepKey = std::tuple<int64_t, uint32_t, int64_t>;
+  mutable absl::Mutex recorder_mu_;
+  std::unique_ptr<FlightRing<RecordedStep>> ring_ ABSL_GUARDED_BY(recorder_mu_);
+  int64_t recorder_start_ns_ ABSL_GUARDED_BY(recorder_mu_) = 0;
+  int64_t pulled_until_ns_ ABSL_GUARDED_BY(recorder_mu_) = 0;
+  // Keys of the steps recorded that ended after pulled_until_ns_ - kLateStepNs.
+  std::set<StepKey> recent_keys_ ABSL_GUARDED_BY(recorder_mu_);
 };
 
 }  // namespace profctl::agent::cupti

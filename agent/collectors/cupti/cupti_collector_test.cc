@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
+using ::profctl::testkit::StatusIs;
 
 namespace profctl::agent::cupti {
 namespace {
@@ -537,6 +539,161 @@ TEST_F(CuptiCollectorTest, StepSignalFromTwoProcessesOnTheAgentsClock) {
   out.clear();
   without.RecentSteps(INT64_MIN, INT64_MAX, 10, &out);
   EXPECT_TRUE(out.empty());
+}
+
+// The step events of a snapshot's /host:CPU plane: "<line name or id> <event name> <start> <end>"
+// (agent clock), by line then time.
+std::vector<std::string> SnapshotSteps(const XSpace& space) {
+  std::vector<std::string> out;
+  const XPlane* host = FindPlane(space, "/host:CPU");
+  if (host == nullptr) return out;
+  const int64_t start = xspace::ProfileStartNs(space);
+  for (const auto& line : host->lines()) {
+    for (const auto& event : line.events()) {
+      out.push_back(absl::StrCat(
+          line.id(), " ", host->event_metadata().at(event.metadata_id()).name(), " ",
+          xspace::EventStartNs(start, line, event), " ", xspace::EventEndNs(start, line, event)));
+    }
+  }
+  return out;
+}
+
+TEST_F(CuptiCollectorTest, RecorderKeepsEachProcessesStepsOnItsLineOnTheAgentsClock) {
+  constexpr int64_t kSkew = -11'000'000;  // agent wall = CLOCK_REALTIME - 11 ms
+  constexpr int64_t kMs = 1'000'000;
+  auto collector = MakeCollector(kSkew);
+  const int64_t r = 1'700'000'000 * kSec;  // the processes' CLOCK_REALTIME
+  EXPECT_FALSE(collector->Recording());
+  EXPECT_THAT(collector->StartRecorder({.keep_ns = 0, .max_bytes = 1}, r),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, r + kSkew),
+              IsOk());
+  EXPECT_TRUE(collector->Recording());
+  auto a = Connect(10, 0);
+  auto b = Connect(20, -1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  a->SendSteps({{r + 100 * kMs, r + 200 * kMs, 5}, {r + 200 * kMs, r + 300 * kMs, 6}});
+  b->SendSteps({{r + 150 * kMs, r + 250 * kMs, 40}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(3, absl::Seconds(10)));
+  collector->RecordUntil(r + 300 * kMs + kSkew);
+  collector->RecordUntil(r + 300 * kMs + kSkew);  // nothing twice
+  EXPECT_EQ(collector->recorder_stats().records, 3);
+  // A step that reaches the server after its end was pulled past is still recorded, once.
+  b->SendSteps({{r + 50 * kMs, r + 140 * kMs, 39}, {r + 150 * kMs, r + 250 * kMs, 40}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(5, absl::Seconds(10)));
+  collector->RecordUntil(r + 400 * kMs + kSkew);
+  EXPECT_EQ(collector->recorder_stats().records, 4);
+
+  XSpace space;
+  ASSERT_THAT(collector->Snapshot(r + kSkew, r + 400 * kMs + kSkew, &space), IsOk());
+  EXPECT_EQ(xspace::ProfileStartNs(space), r + kSkew);
+  const int64_t a0 = r + kSkew;
+  EXPECT_EQ(
+      SnapshotSteps(space),
+      (std::vector<std::string>{absl::StrCat("10 step 5 ", a0 + 100 * kMs, " ", a0 + 200 * kMs),
+                                absl::StrCat("10 step 6 ", a0 + 200 * kMs, " ", a0 + 300 * kMs),
+                                absl::StrCat("20 step 39 ", a0 + 50 * kMs, " ", a0 + 140 * kMs),
+                                absl::StrCat("20 step 40 ", a0 + 150 * kMs, " ", a0 + 250 * kMs)}))
+      << space.DebugString();
+  EXPECT_TRUE(HasEntry(space.warnings(), "keeps the NVTX step ranges of each CUDA process only"));
+  EXPECT_FALSE(HasEntry(space.warnings(), "holds the last"));
+  EXPECT_TRUE(space.errors().empty()) << space.DebugString();
+  // The window cuts: a step partly inside is clipped to it, one outside is left out.
+  XSpace cut;
+  ASSERT_THAT(collector->Snapshot(a0 + 160 * kMs, a0 + 400 * kMs, &cut), IsOk());
+  const std::vector<std::string> steps = SnapshotSteps(cut);
+  ASSERT_EQ(steps.size(), 3u) << cut.DebugString();
+  EXPECT_EQ(steps[0], absl::StrCat("10 step 5 ", a0 + 160 * kMs, " ", a0 + 200 * kMs));
+  EXPECT_EQ(steps[2], absl::StrCat("20 step 40 ", a0 + 160 * kMs, " ", a0 + 250 * kMs));
+  // Asking for more than was recorded says how much is held.
+  XSpace longer;
+  ASSERT_THAT(collector->Snapshot(a0 - 10 * kSec, a0 + 400 * kMs, &longer), IsOk());
+  EXPECT_TRUE(HasEntry(longer.warnings(), "holds the last 400 ms only, of 10400 ms asked"))
+      << longer.DebugString();
+  EXPECT_THAT(collector->Snapshot(a0, a0, &longer), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(CuptiCollectorTest, RecorderRingWrapsAtItsCapWithWholeStepsOnly) {
+  constexpr int64_t kMs = 1'000'000;
+  auto collector = MakeCollector();
+  const int64_t r = 1'700'000'000 * kSec;
+  // Room for 5 steps of one process (measured from one step's cost).
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 3600 * kSec, .max_bytes = 1 << 20}, r), IsOk());
+  auto a = Connect(7, 0);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  a->SendSteps({{r, r + 10 * kMs, 0}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(1, absl::Seconds(10)));
+  collector->RecordUntil(r + 10 * kMs);
+  const int64_t per_step = collector->recorder_stats().bytes;
+  ASSERT_GT(per_step, 0);
+
+  auto capped = MakeCollector();
+  const int64_t cap = 5 * per_step + per_step / 2;
+  ASSERT_THAT(capped->StartRecorder({.keep_ns = 3600 * kSec, .max_bytes = cap}, r), IsOk());
+  std::vector<inject::StepSampleEntry> more;
+  for (int64_t k = 1; k < 20; ++k) more.push_back({r + k * 10 * kMs, r + (k + 1) * 10 * kMs, k});
+  a->SendSteps(more);
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(20, absl::Seconds(10)));
+  for (int64_t k = 1; k <= 20; ++k) {  // a tick every step: the cap holds after each
+    capped->RecordUntil(r + k * 10 * kMs);
+    const RecorderStats stats = capped->recorder_stats();
+    EXPECT_LE(stats.bytes, cap) << k;
+    EXPECT_EQ(stats.bytes % per_step, 0) << k;  // whole steps only
+  }
+  const RecorderStats stats = capped->recorder_stats();
+  EXPECT_EQ(stats.records, 5);
+  EXPECT_EQ(stats.evicted, 15);
+  EXPECT_EQ(stats.since_ns, r + 15 * 10 * kMs);
+  XSpace space;
+  ASSERT_THAT(capped->Snapshot(r, r + 200 * kMs, &space), IsOk());
+  std::vector<std::string> want;
+  for (int64_t k = 15; k < 20; ++k) {
+    want.push_back(absl::StrCat("7 step ", k, " ", r + k * 10 * kMs, " ", r + (k + 1) * 10 * kMs));
+  }
+  EXPECT_EQ(SnapshotSteps(space), want) << space.DebugString();
+  EXPECT_TRUE(HasEntry(space.warnings(), "holds the last 50 ms only, of 200 ms asked"))
+      << space.DebugString();
+}
+
+TEST_F(CuptiCollectorTest, SnapshotRacingACaptureOfTheSameProcess) {
+  constexpr int64_t kMs = 1'000'000;
+  auto collector = MakeCollector();
+  auto a = Connect(1, 0);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  const int64_t w = clock_.WallNs();
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, w), IsOk());
+  a->SendSteps({{w + 10 * kMs, w + 20 * kMs, 1}, {w + 20 * kMs, w + 30 * kMs, 2}});
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(2, absl::Seconds(10)));
+  // A capture of the same process runs while snapshots are taken from another thread.
+  ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
+  const uint64_t token = a->ExpectEnable().token;
+  a->SendStatus(token, StatusCode::kEnabled);
+  ASSERT_THAT(collector->Start(w), IsOk());
+  std::vector<XSpace> snapshots(50);
+  std::vector<absl::Status> results(snapshots.size());
+  std::thread snapshotter([&] {
+    for (size_t i = 0; i < snapshots.size(); ++i) {
+      results[i] = collector->Snapshot(w, w + 40 * kMs, &snapshots[i]);
+      collector->RecordUntil(w + 40 * kMs + static_cast<int64_t>(i));
+    }
+  });
+  ASSERT_THAT(collector->Stop(w + kSec), IsOk());
+  a->AnswerDisableAndFlush(token, {FakeProcess::SmallBatch(1, w + 100 * kMs, w + 200 * kMs)});
+  XSpace captured;
+  ASSERT_THAT(collector->Collect(&captured), IsOk());
+  snapshotter.join();
+  // The capture has its device activity; every snapshot has the two steps, nothing of the window.
+  EXPECT_NE(FindPlane(captured, "/device:GPU:0"), nullptr) << captured.DebugString();
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    ASSERT_THAT(results[i], IsOk()) << i;
+    EXPECT_EQ(FindPlane(snapshots[i], "/device:GPU:0"), nullptr) << i;
+    EXPECT_EQ(
+        SnapshotSteps(snapshots[i]),
+        (std::vector<std::string>{absl::StrCat("1 step 1 ", w + 10 * kMs, " ", w + 20 * kMs),
+                                  absl::StrCat("1 step 2 ", w + 20 * kMs, " ", w + 30 * kMs)}))
+        << i;
+  }
+  EXPECT_EQ(collector->recorder_stats().records, 2);
 }
 
 }  // namespace

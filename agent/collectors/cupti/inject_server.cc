@@ -653,6 +653,7 @@ void InjectServer::RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_n
   struct Hit {
     const inject::StepSampleEntry* sample;
     const std::string* source;
+    uint32_t pid;
   };
   absl::MutexLock lock(&mu_);
   std::vector<Hit> hits;
@@ -660,7 +661,7 @@ void InjectServer::RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_n
     if (!c->registered) continue;
     for (const inject::StepSampleEntry& sample : c->steps) {
       if (sample.end_wall_ns > since_realtime_ns && sample.end_wall_ns <= now_realtime_ns) {
-        hits.push_back({&sample, &c->step_source});
+        hits.push_back({&sample, &c->step_source, c->info.pid});
       }
     }
   }
@@ -674,6 +675,7 @@ void InjectServer::RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_n
     s.start_realtime_ns = hits[i].sample->start_wall_ns;
     s.end_realtime_ns = hits[i].sample->end_wall_ns;
     s.step_num = hits[i].sample->step_num;
+    s.pid = hits[i].pid;
     s.source = *hits[i].source;
     out->push_back(std::move(s));
   }

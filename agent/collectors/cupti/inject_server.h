@@ -123,6 +123,7 @@ struct InjectStepSample {
   int64_t start_realtime_ns = 0;
   int64_t end_realtime_ns = 0;
   int64_t step_num = -1;
+  uint32_t pid = 0;    // as registered
   std::string source;  // "cupti pid 4242 rank 3" ("cupti pid 4242" when the rank is unknown)
 };
 
