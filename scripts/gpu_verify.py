@@ -3,9 +3,10 @@
 libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-verification.md).
 
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
-                        [--phases=cuda,pytorch,overhead] [--rounds=2] [--idle-steps=300]
-                        [--capture-ms=3000] [--kineto-steps=300] [--cuda-steps=BIN]
-                        [--settle-s=10] [--phase-capture-ms=2000]
+                        [--phases=cuda,pytorch,overhead,recorder] [--rounds=2]
+                        [--idle-steps=300] [--capture-ms=3000] [--kineto-steps=300]
+                        [--cuda-steps=BIN] [--settle-s=10] [--phase-capture-ms=2000]
+                        [--recorder-bound-pct=2] [--dry-run]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
@@ -32,6 +33,15 @@ Phases:
             condition, and each condition's overhead against A's idle steps before
             torch.profiler ran. Targets: loaded idle < 0.5 %, capturing < 3 %, capturing no
             worse than Kineto.
+  recorder  the flight recorder's always-on level (docs/cupti.md): the same PyTorch loop under
+            injection, --rounds times, alternating an agent without --flight-recorder ("off")
+            and one with --flight-recorder=30 ("on"), idle steps only (no capture while timed);
+            at the end of each "on" run a `profctl capture --last=5s` (its session kept, and
+            whether it held steps). Median step time on vs off; passes when "on" is within
+            --recorder-bound-pct (2 %) of "off". Not one of the default phases.
+
+--dry-run prints the plan (each phase's runs, agents and captures) and exits 0 without a GPU,
+bundle or process: a check that the flags parse and the phases plan.
 
 Writes DIR/gpu_verification.json (every number) and DIR/gpu_verification.md (the tables for
 docs/gpu-verification.md), and keeps each phase's logs and sessions under DIR. Exit 0 when every
@@ -134,14 +144,30 @@ def overhead_table(samples):
     return table, verdicts
 
 
+def recorder_table(samples, bound_pct):
+    """samples: "off" / "on" -> [step ms]. The stats of each, the overhead of "on" against
+    "off" (median and mean, %), and whether the median's is within bound_pct."""
+    table = {name: stats(values) for name, values in samples.items()}
+    off, on = table.get("off"), table.get("on")
+    verdicts = {f"recorder_within_{bound_pct:g}pct": False}
+    if off is not None and on is not None:
+        on["overhead_mean_pct"] = 100.0 * (on["mean_ms"] / off["mean_ms"] - 1)
+        on["overhead_median_pct"] = 100.0 * (on["median_ms"] / off["median_ms"] - 1)
+        verdicts[f"recorder_within_{bound_pct:g}pct"] = on["overhead_median_pct"] < bound_pct
+    return table, verdicts
+
+
 def markdown(table, verdicts):
     names = {"none": "no tracer", "loaded": "libprofctl_inject.so loaded, idle",
              "capturing": "profctl capturing", "kineto": "torch.profiler (Kineto, CUDA)",
              "after_capture": "(1 s after a profctl capture: flush)",
-             "after_kineto": "(no tracer, after torch.profiler stopped)"}
+             "after_kineto": "(no tracer, after torch.profiler stopped)",
+             "off": "library loaded, agent without --flight-recorder",
+             "on": "library loaded, agent with --flight-recorder"}
     lines = ["| condition | steps | mean ms | median ms | p90 ms | overhead (median) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key in ("none", "loaded", "capturing", "kineto", "after_capture", "after_kineto"):
+    for key in ("none", "loaded", "capturing", "kineto", "after_capture", "after_kineto", "off",
+                "on"):
         if key not in table:
             continue
         row = table[key]
@@ -151,7 +177,7 @@ def markdown(table, verdicts):
         over = row.get("overhead_median_pct")
         lines.append(f"| {names[key]} | {row['steps']} | {row['mean_ms']:.3f} | "
                      f"{row['median_ms']:.3f} | {row['p90_ms']:.3f} | "
-                     f"{'' if over is None or key == 'none' else f'{over:+.2f} %'} |")
+                     f"{'' if over is None or key in ('none', 'off') else f'{over:+.2f} %'} |")
     lines.append("")
     for k, v in verdicts.items():
         lines.append(f"- {k}: {'yes' if v else 'NO'}")
@@ -218,12 +244,12 @@ class Env:
             env["PROFCTL_CUPTI_PATH"] = self.cupti
         return env
 
-    def start_agent(self):
+    def start_agent(self, extra=()):
         """The agent (DIR/agent.log), once it listens: it writes DIR/agent.port then, after its
-        inject socket is up."""
+        inject socket is up. `extra`: more agent flags."""
         self.port = self.procs.start_agent(self.agent_bin, "agent", [
-            f"--name={HOST}", "--collectors=cupti", f"--inject-socket={self.socket}"],
-            timeout_s=30)
+            f"--name={HOST}", "--collectors=cupti", f"--inject-socket={self.socket}",
+            *extra], timeout_s=30)
 
     def start(self, name, argv, env=None, cwd=None):
         """A program, its output in DIR/NAME.log."""
@@ -236,12 +262,14 @@ class Env:
         self.procs.wait_line("agent", rf"inject server: pid {pid} \(.*\) registered", timeout_s,
                              watch=[name])
 
-    def capture(self, session, duration_ms, ok_codes=(0,)):
-        """profctl capture of the agent; returns (session folder, the agent's recording window
-        (CLOCK_REALTIME ns), what profctl printed). Exit codes outside `ok_codes` fail."""
+    def capture(self, session, duration_ms, ok_codes=(0,), last=False):
+        """profctl capture of the agent (with `last`: a snapshot of the past duration_ms,
+        --last); returns (session folder, the agent's recording window (CLOCK_REALTIME ns), what
+        profctl printed). Exit codes outside `ok_codes` fail."""
         logdir = os.path.join(self.out, "logs")
+        window = f"--last={duration_ms}ms" if last else f"--duration={duration_ms}"
         r = subprocess.run([self.profctl, "capture", f"--workers=127.0.0.1:{self.port}",
-                            f"--duration={duration_ms}", f"--logdir={logdir}",
+                            window, f"--logdir={logdir}",
                             f"--session={session}", "--tolerance=500"],
                            capture_output=True, text=True, timeout=duration_ms / 1000 + 120,
                            check=False)
@@ -420,6 +448,93 @@ def phase_overhead(env):
             "markdown": markdown(table, verdicts)}
 
 
+RECORDER_SECONDS = 30
+RECORDER_SNAPSHOT_MS = 5000
+
+
+def recorder_run(env, on, round_no):
+    """One run of the loop under injection beside a fresh agent with (`on`) or without the
+    flight recorder; idle steps only, then (on) a --last snapshot. Returns (step ms, notes)."""
+    args = env.args
+    name = f"recorder_{'on' if on else 'off'}{round_no}"
+    step_log = os.path.join(env.out, name + ".steps.json")
+    progress = 50
+    env.start_agent([f"--flight-recorder={RECORDER_SECONDS}"] if on else [])
+    notes = {}
+    try:
+        env.start(name, pytorch_argv(args, step_log, progress), env=env.injected_env())
+        try:
+            if not args.no_gpu_ok:
+                env.wait_registered(name)
+            target = 20 + args.idle_steps
+            env.procs.wait_line(
+                name, rf"pytorch_steps: step {(target + progress - 1) // progress * progress}$",
+                600)
+        finally:
+            rc = env.procs.stop(name)
+        if on:
+            # After the timed steps: the snapshot's cost is not the always-on level's.
+            session_dir, _, printed = env.capture(name, RECORDER_SNAPSHOT_MS, ok_codes=(0, 3),
+                                                  last=True)
+            notes["snapshot_session_dir"] = session_dir
+            notes["snapshot_printed_tail"] = printed[-800:]
+    finally:
+        env.procs.stop("agent")
+    if not os.path.exists(step_log):
+        raise Failure(f"{name}: the loop exited {rc} without its step log "
+                      f"(log: {env.procs.log_path(name)})")
+    with open(step_log) as f:
+        split = classify(json.load(f), [])
+    return split["idle"], notes
+
+
+def phase_recorder(env):
+    samples = {"off": [], "on": []}
+    runs = []
+    try:
+        for round_no in range(1, env.args.rounds + 1):
+            for on in (False, True):
+                steps, notes = recorder_run(env, on, round_no)
+                # The first 20 steps warm up (compilation, allocator): not timed.
+                steps = steps[20:]
+                samples["on" if on else "off"] += steps
+                runs.append({"run": f"{'on' if on else 'off'}{round_no}", **(stats(steps) or {}),
+                             **notes})
+                log(f"run recorder {'on' if on else 'off'}{round_no}: {len(steps)} steps")
+    finally:
+        env.stop_all()
+    table, verdicts = recorder_table(samples, env.args.recorder_bound_pct)
+    return {"runs": runs, "table": table, "verdicts": verdicts,
+            "markdown": markdown(table, verdicts)}
+
+
+def plan(args, phases):
+    """What a run would do, one line per step, for --dry-run."""
+    lines = [f"bundle {args.bundle}, out {args.out}"]
+    agent = "profctl-agent --collectors=cupti"
+    for phase in phases:
+        if phase in ("cuda", "pytorch"):
+            program = "examples/cuda_steps" if phase == "cuda" else "examples/pytorch_steps.py"
+            lines.append(f"{phase}: {agent}; {program} under injection; after registering and "
+                         f"{args.settle_s:g} s, profctl capture --duration={args.phase_capture_ms}"
+                         "; tests/gpu_capture_check.py on the session")
+        elif phase == "overhead":
+            for r in range(1, args.rounds + 1):
+                lines.append(f"overhead round {r}: A: pytorch_steps without injection, "
+                             f"{args.idle_steps} idle + {args.kineto_steps} torch.profiler steps"
+                             f"; B: under injection beside {agent}, {args.idle_steps} idle steps, "
+                             f"profctl capture --duration={args.capture_ms}, idle again")
+        elif phase == "recorder":
+            for r in range(1, args.rounds + 1):
+                lines.append(f"recorder round {r}: off: {agent} (no --flight-recorder), "
+                             f"pytorch_steps under injection, 20 + {args.idle_steps} steps; on: "
+                             f"{agent} --flight-recorder={RECORDER_SECONDS}, the same steps, then "
+                             f"profctl capture --last={RECORDER_SNAPSHOT_MS}ms")
+            lines.append(f"recorder verdict: median step time on within "
+                         f"{args.recorder_bound_pct:g} % of off")
+    return lines
+
+
 def write_results(env, gpus, result):
     """gpu_verification.json and .md under --out, as they stand; returns the Markdown."""
     write_atomically(os.path.join(env.out, "gpu_verification.json"),
@@ -429,7 +544,7 @@ def write_results(env, gpus, result):
         md.append(f"## {phase}")
         if "error" in r:
             md.append(f"FAILED: {r['error']}")
-        elif phase == "overhead":
+        elif phase in ("overhead", "recorder"):
             md.append(r["markdown"])
         else:
             md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True) + "\n```")
@@ -465,17 +580,28 @@ def main():
                     "(default: build it with cmake and nvcc)")
     ap.add_argument("--settle-s", type=float, default=10,
                     help="seconds a program runs after registering before it is captured")
+    ap.add_argument("--recorder-bound-pct", type=float, default=2.0,
+                    help="the recorder phase passes when the median step time with the agent's "
+                         "--flight-recorder is within this many %% of without")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print what each phase would run and exit 0 (no GPU, bundle or process)")
     ap.add_argument("--no-gpu-ok", action="store_true",
                     help="FOR TESTS: run without a GPU (the loop given a stand-in torch)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
-    unknown = set(phases) - {"cuda", "pytorch", "overhead"}
+    unknown = set(phases) - {"cuda", "pytorch", "overhead", "recorder"}
     if unknown:
-        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead)")
+        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead, recorder)")
     if (args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or
             args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100):
         ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1, "
                  "--settle-s >= 0, --phase-capture-ms >= 100")
+    if not 0 < args.recorder_bound_pct <= 100:
+        ap.error(f"--recorder-bound-pct={args.recorder_bound_pct:g}: must be in (0, 100]")
+    if args.dry_run:
+        for line in plan(args, phases):
+            print(f"gpu_verify: plan: {line}")
+        return 0
 
     gpus = gpu_present()
     if gpus is None and not args.no_gpu_ok:
@@ -494,7 +620,8 @@ def main():
         log(f"phase {phase}")
         try:
             result["phases"][phase] = {"cuda": phase_cuda, "pytorch": phase_pytorch,
-                                       "overhead": phase_overhead}[phase](env)
+                                       "overhead": phase_overhead,
+                                       "recorder": phase_recorder}[phase](env)
         except (Failure, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
             result["phases"][phase] = {"error": str(e)}
             failed.append(phase)

@@ -83,6 +83,50 @@ class ArithmeticTest(unittest.TestCase):
         self.assertIn("| profctl capturing | 1 | 10.100 | 10.100 | 10.100 | +1.00 % |", md)
         self.assertIn("- loaded_under_0.5pct: NO", md)
 
+    def test_recorder_verdict_within_the_bound(self):
+        table, verdicts = gpu_verify.recorder_table({"off": [10.0] * 10, "on": [10.15] * 10},
+                                                    2.0)
+        self.assertAlmostEqual(table["on"]["overhead_median_pct"], 1.5)
+        self.assertEqual(verdicts, {"recorder_within_2pct": True})
+        md = gpu_verify.markdown(table, verdicts)
+        self.assertIn("| library loaded, agent with --flight-recorder | 10 | 10.150 | 10.150 | "
+                      "10.150 | +1.50 % |", md)
+        self.assertIn("| library loaded, agent without --flight-recorder | 10 |", md)
+        _, over = gpu_verify.recorder_table({"off": [10.0], "on": [10.25]}, 2.0)
+        self.assertEqual(over, {"recorder_within_2pct": False})
+        _, tighter = gpu_verify.recorder_table({"off": [10.0], "on": [10.15]}, 1.0)
+        self.assertEqual(tighter, {"recorder_within_1pct": False})
+        # No steps on one side: no verdict can pass.
+        table, none = gpu_verify.recorder_table({"off": [], "on": [10.0]}, 2.0)
+        self.assertIsNone(table["off"])
+        self.assertEqual(none, {"recorder_within_2pct": False})
+
+
+class DryRunTest(unittest.TestCase):
+    def test_dry_run_plans_every_phase_without_a_gpu_or_bundle(self):
+        r = run_script("--bundle=/nonexistent/bundle.tar.gz", "--out=/nonexistent/out",
+                       "--phases=cuda,pytorch,overhead,recorder", "--rounds=2",
+                       "--recorder-bound-pct=1.5", "--dry-run")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        plan = [line for line in r.stdout.splitlines() if line.startswith("gpu_verify: plan: ")]
+        self.assertEqual(len(plan), 1 + 2 + 2 + 2 + 1, r.stdout)
+        self.assertIn("recorder round 2: off: profctl-agent --collectors=cupti (no "
+                      "--flight-recorder)", r.stdout)
+        self.assertIn("--flight-recorder=30, the same steps, then profctl capture --last=5000ms",
+                      r.stdout)
+        self.assertIn("median step time on within 1.5 % of off", r.stdout)
+        self.assertFalse(os.path.exists("/nonexistent/out"))
+
+    def test_bad_recorder_flags_are_named(self):
+        r = run_script("--bundle=b", "--out=o", "--phases=recorder", "--recorder-bound-pct=0",
+                       "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--recorder-bound-pct=0: must be in (0, 100]", r.stderr)
+        r = run_script("--bundle=b", "--out=o", "--phases=recorders", "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown phase(s) ['recorders'] (cuda, pytorch, overhead, recorder)",
+                      r.stderr)
+
 
 def run_script(*flags, env=None):
     env = dict(env if env is not None else os.environ, PYTHONDONTWRITEBYTECODE="1")
