@@ -196,6 +196,29 @@ class CommandTest(unittest.TestCase):
         with open(os.path.join(out, "gpu_verification.md")) as f:
             self.assertIn("## cuda\nFAILED: cuda_steps exited (1)", f.read())
 
+    def test_recorder_phase_end_to_end(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
+                   FAKE_TORCH_STEP_MS="2")
+        out = os.path.join(self.tmp, "out")
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=recorder",
+                       "--rounds=1", "--idle-steps=60", "--no-gpu-ok", env=env)
+        with open(os.path.join(out, "gpu_verification.json")) as f:
+            result = json.load(f)
+        phase = result["phases"]["recorder"]
+        self.assertNotIn("error", phase, r.stdout[-3000:] + r.stderr[-3000:])
+        for condition in ("off", "on"):
+            self.assertIsNotNone(phase["table"][condition], condition)
+            self.assertGreaterEqual(phase["table"][condition]["steps"], 40, condition)
+            self.assertGreater(phase["table"][condition]["median_ms"], 1.5, condition)
+        self.assertIn("recorder_within_2pct", phase["verdicts"])
+        # The "on" agent kept a past: its --last snapshot is a session of 5 s of the past.
+        on = [run for run in phase["runs"] if run["run"] == "on1"][0]
+        with open(os.path.join(on["snapshot_session_dir"], "session.json")) as f:
+            self.assertEqual(int(json.load(f)["request"]["past_ms"]), 5000)
+        # The last agent (the "on" one) recorded the cupti collector's past.
+        with open(os.path.join(out, "agent.log")) as f:
+            self.assertIn("flight recorder: the last 30 s of cupti", f.read())
+
     def test_overhead_phase_end_to_end(self):
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
                    FAKE_TORCH_STEP_MS="2")
