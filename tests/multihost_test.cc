@@ -326,6 +326,57 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
   }
 }
 
+// Three real agents, one behind a link of 300 ms each way (a 600 ms round trip): a default
+// 2 s capture (no --prepare-timeout) saves all three, the slow one included, and says how long
+// its answers took. Preparing it costs its connection, GetInfo and clock samples, each a full
+// round trip, far past the 250 ms budget floor the two fast hosts set.
+TEST_F(MultiHostTest, ADefaultCaptureSavesAHostBehindASlowHealthyLink) {
+  constexpr int kHosts = 3;
+  constexpr int64_t kOneWayMs = 300;
+  coordinator::LocalAgents agents(scratch_);
+  std::vector<int> ports;
+  for (int r = 0; r < kHosts; ++r) {
+    const std::string port_file = absl::StrCat(scratch_, "/slow-", r, ".port");
+    ASSERT_THAT(
+        agents.Spawn(PROFCTL_AGENT_BINARY,
+                     {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                      absl::StrCat("--name=w", r),
+                      absl::StrCat("--synthetic=world=3,step_ms=20,rank=", r), "--log-level=warn"}),
+        IsOk());
+    absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(r), port_file, clock_);
+    ASSERT_THAT(port, IsOk());
+    ports.push_back(*port);
+  }
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> slow =
+      testkit::TcpProxy::Start("127.0.0.1", ports[2]);
+  ASSERT_THAT(slow, IsOk());
+  (*slow)->SetUpDelay(absl::Milliseconds(kOneWayMs));
+  (*slow)->SetDownDelay(absl::Milliseconds(kOneWayMs));
+  const std::vector<std::string> workers = {Loopback(ports[0]), Loopback(ports[1]),
+                                            (*slow)->address()};
+
+  SessionManifest m;
+  // --tolerance: lateness on 2 loaded cores is not what this test checks; the slow host's
+  // answers are (it must be ready before the common start, not join late).
+  EXPECT_EQ(Capture(workers, {"--duration=2000", "--tolerance=500"}, "slowlink", &m),
+            coordinator::kExitOk)
+      << summary_;
+  ASSERT_EQ(m.hosts_size(), kHosts);
+  for (int r = 0; r < kHosts; ++r) {
+    const v1::HostResult& h = m.hosts(r);
+    EXPECT_EQ(h.status(), v1::HOST_STATUS_OK)
+        << h.address() << ": " << coordinator::FailureStepName(h.error().step()) << ": "
+        << h.error().message() << "\n"
+        << summary_;
+  }
+  // The proxy really shaped the path: the slow host's best round trip is at least its delays.
+  EXPECT_GE(m.hosts(2).clock().rtt_ns(), 2 * kOneWayMs * kNanosPerMilli);
+  EXPECT_EQ(m.hosts(2).clock().method(), "collectives");
+  // Preparing waited for it, within the derived budget's maximum.
+  EXPECT_GE(m.prepare_ms(), 2.0 * kOneWayMs);
+  EXPECT_LT(m.prepare_ms(), 10'000);
+}
+
 TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
   constexpr int kEndpoints = 200;
   constexpr int kDead = 3;

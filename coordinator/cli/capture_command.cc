@@ -314,7 +314,8 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "round trips (4 x the median, then at most 2 x the 90th percentile; 250..10000 ms; "
            "with --late=capture, once 90% are ready, it ends when no host got ready for a "
            "quarter of the time the last one took, or 50 ms when every host left has answered "
-           "nothing)");
+           "nothing; while fewer than 90% are ready it waits for every GetInfo in flight, up "
+           "to its 2 s timeout: a slow link)");
   fs.String("late", &late,
             "a host that cannot start at the common instant: capture (flag it late) or fail");
   fs.String("step-pattern", &step_pattern,

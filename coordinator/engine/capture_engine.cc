@@ -645,14 +645,20 @@ void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
 void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (generation != budget_generation_ || !preparing_) return;
-  // A host connected but silent is alive behind a slow link (its first answer needs a round trip
-  // longer than the derived budget): preparing waits for its GetInfo (then FollowSlowHosts for
-  // its clock samples), at most GetInfo's timeout, within the budget's maximum.
+  // A host whose GetInfo is still in flight (neither answered nor refused) may be alive behind a
+  // slow link: its first answer needs the connection's handshake and a round trip, longer than
+  // the budget the fast hosts derived (a 600 ms round trip answers GetInfo after about 1 s,
+  // before its channel is even connected), and until it answers it cannot be told from a hung
+  // one. Preparing waits for that GetInfo (then FollowSlowHosts for its clock samples), at most
+  // GetInfo's timeout, within the budget's maximum, for a host whose channel is connected, and
+  // for every such host while fewer than 90 % of the pod are ready: a tail of at most a tenth
+  // of the pod (dead, hung or slow) is left to the late policy, as the budget's rules leave it.
   if (plan_.prepare_timeout_ms <= 0) {
+    const bool tail_only = ready_prepare_ns_.size() * 10 >= hosts_.size() * 9;
     int64_t wait = 0;
     for (const Host& h : hosts_) {
       if (h.phase == Phase::kPreparing && !h.retry_pending && !h.round.info_done() &&
-          h.client->Connected()) {
+          (!tail_only || h.client->Connected())) {
         wait = std::max(wait, h.attempt_started_mono + options_.rpc_timeout_ms * kNanosPerMilli);
       }
     }
