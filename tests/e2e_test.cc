@@ -33,6 +33,7 @@
 #include "tests/loopback.h"
 #include "tests/session_window.h"
 #include "tests/status_matchers.h"
+#include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
 #include "tests/test_certs.h"
 #include "tests/xprof_conformance.h"
@@ -378,6 +379,48 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   EXPECT_LT(m.hosts(0).agent_stop_ns() - m.hosts(0).agent_start_ns(), 25 * kNanosPerSecond);
   EXPECT_GT(m.hosts(0).events(), 0u);
   EXPECT_TRUE(PathExists(logdir + "/plugins/profile/int/worker-0.xplane.pb"));
+}
+
+// A second Ctrl-C during the first one's graceful stop quits at once, exit 130 (128 + SIGINT),
+// instead of waiting out the 5 s grace. The agent is reached through a proxy stalled once the
+// window is open, so the first Ctrl-C's Cancel and the rest of the trace cannot arrive: without
+// the second, profctl would wait the whole grace and exit 3. The second is sent once stderr says
+// the first was taken (no sleep: an event).
+TEST_F(EndToEndTest, ASecondCtrlCDuringTheGracefulStopQuitsAtOnce) {
+  coordinator::LocalAgents agents(scratch_);
+  const std::string worker = StartAgent(agents, 0, "step_ms=20", 0);
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> proxy =
+      testkit::TcpProxy::Start("127.0.0.1", std::stoi(worker.substr(worker.rfind(':') + 1)));
+  ASSERT_THAT(proxy, IsOk());
+  const std::string logdir = scratch_ + "/logs";
+  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + (*proxy)->address(),
+                                  "--duration=30000", "--session=int", "--logdir=" + logdir},
+                                 scratch_);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitUntilRecording(pid, logdir, "int"));
+  (*proxy)->Stall(true);
+  kill(pid, SIGINT);
+  const bool taken = PollUntil([&] {
+    return !Running(pid) || absl::StrContains(ReadFile(scratch_ + "/proc.err").value_or(""),
+                                              "interrupted: cancelling the capture");
+  });
+  ASSERT_TRUE(taken);
+  ASSERT_TRUE(Running(pid)) << "profctl exited before the second Ctrl-C; its grace is 5 s";
+  const int64_t second = clock_.MonoNs();
+  kill(pid, SIGINT);
+  const ProcessResult r = WaitProcess(pid, scratch_);
+  const int64_t took = clock_.MonoNs() - second;
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.out << r.err;
+  // At once: well inside the grace the first Ctrl-C would have waited out.
+  EXPECT_LT(took, 3 * kNanosPerSecond);
+  EXPECT_THAT(r.err, HasSubstr("interrupt again to quit at once"));
+  // The folder still says what it holds: a session that did not finish, which the next capture
+  // into this log dir marks ABANDONED.
+  profctl::v1::SessionManifest m;
+  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(
+                  ReadFile(logdir + "/plugins/profile/int/session.json").value_or(""), &m),
+              IsOk());
+  EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_RUNNING);
 }
 
 // A coordinator killed outright mid-capture: its folder already says RUNNING with its hosts, and
