@@ -522,10 +522,17 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
   const bool measured = h.round.measures_clock();
   if (!ClaimInstance(h)) return;
   if (h.round.info().max_duration_ms > 0 && plan_.duration_ms > h.round.info().max_duration_ms) {
-    Fail(h, profctl::v1::FAILURE_STEP_PREPARE,
-         absl::InvalidArgumentError(absl::StrCat("agent accepts captures of at most ",
-                                                 h.round.info().max_duration_ms, " ms, asked for ",
-                                                 plan_.duration_ms)));
+    // Said before any Capture, with both numbers and where each comes from.
+    Fail(
+        h, profctl::v1::FAILURE_STEP_PREPARE,
+        absl::InvalidArgumentError(
+            plan_.past_ms > 0
+                ? absl::StrCat("agent keeps a past of at most ", h.round.info().max_duration_ms,
+                               " ms (its --max-duration-ms), asked for ", plan_.past_ms,
+                               " ms (--last)")
+                : absl::StrCat("agent accepts captures of at most ", h.round.info().max_duration_ms,
+                               " ms (its --max-duration-ms), asked for ", plan_.duration_ms,
+                               " ms (--duration)")));
     return;
   }
   auto* clock = h.r.mutable_clock();

@@ -686,6 +686,30 @@ TEST_F(CaptureEngineTest, AHostBehindASlowLinkIsWaitedForAsItsRoundTripsSay) {
   EXPECT_THAT(far2.error().message(), HasSubstr("each answer took 600 ms"));
 }
 
+// A window longer than an agent's --max-duration-ms is refused for that host at prepare, before
+// any Capture, naming both numbers and where each comes from; the other hosts are captured.
+TEST_F(CaptureEngineTest, AWindowLongerThanAnAgentAcceptsFailsThatHostNamingBothNumbers) {
+  Agent("a:1", {}, Rank(0));
+  Agent("short:1", {.max_duration_ms = 1000}, Rank(1));
+  const SessionManifest m = Run(Plan({"a:1", "short:1"}, 2000));
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK) << Host(m, "a:1").error().message();
+  const HostResult& s = Host(m, "short:1");
+  EXPECT_EQ(s.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(s.error().step(), v1::FAILURE_STEP_PREPARE);
+  EXPECT_EQ(s.error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(s.error().message(),
+              HasSubstr("at most 1000 ms (its --max-duration-ms), asked for 2000 ms (--duration)"));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+
+  // A snapshot (--last) says so in its own words.
+  CapturePlan snapshot = Plan({"short:1"}, 2000);
+  snapshot.past_ms = 2000;
+  const SessionManifest m2 = Run(snapshot);
+  EXPECT_THAT(Host(m2, "short:1").error().message(),
+              HasSubstr("keeps a past of at most 1000 ms (its --max-duration-ms), asked for 2000 "
+                        "ms (--last)"));
+}
+
 TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
   Agent("a:1", {});
   Agent("hung:1", {.hang_get_info = true});
