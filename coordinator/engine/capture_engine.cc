@@ -516,7 +516,17 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
       GiveUpBusyPod(h, verdict.status);
       return;
     }
-    if (!RetryPrepare(h, verdict.status)) Fail(h, verdict.step, verdict.status);
+    absl::Status status = verdict.status;
+    // A GetInfo unanswered at its deadline: a hung host, or a round trip longer than the
+    // deadline (no budget waits longer for a first answer): say which numbers, not just gRPC's.
+    if (verdict.step == profctl::v1::FAILURE_STEP_GET_INFO &&
+        status.code() == absl::StatusCode::kDeadlineExceeded) {
+      status = absl::DeadlineExceededError(absl::StrFormat(
+          "GetInfo unanswered after %.0f ms (its %d ms timeout: the host is hung, or its round "
+          "trip is longer than that): %s",
+          Millis(NowMono() - h.attempt_started_mono), options_.rpc_timeout_ms, status.message()));
+    }
+    if (!RetryPrepare(h, status)) Fail(h, verdict.step, status);
     return;
   }
   const bool measured = h.round.measures_clock();

@@ -684,6 +684,20 @@ TEST_F(CaptureEngineTest, AHostBehindASlowLinkIsWaitedForAsItsRoundTripsSay) {
   EXPECT_EQ(far2.error().step(), v1::FAILURE_STEP_PREPARE_TIMEOUT);
   EXPECT_THAT(far2.error().message(), HasSubstr("GetInfo answered after 600 ms"));
   EXPECT_THAT(far2.error().message(), HasSubstr("each answer took 600 ms"));
+
+  // A GetInfo unanswered at its 2 s timeout (a hung host, or an absurd round trip: the fake
+  // answers it DEADLINE_EXCEEDED then): preparing waits no longer; it fails naming the numbers,
+  // and the others are captured after that wait.
+  Agent("far:3", {.hang_get_info = true}, Rank(2));
+  const SessionManifest m3 = Run(Plan({"a:1", "b:1", "far:3"}, 2000));
+  const HostResult& far3 = Host(m3, "far:3");
+  EXPECT_EQ(far3.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(far3.error().step(), v1::FAILURE_STEP_GET_INFO);
+  EXPECT_THAT(far3.error().message(),
+              HasSubstr("GetInfo unanswered after 2000 ms (its 2000 ms timeout: the host is hung, "
+                        "or its round trip is longer than that)"));
+  EXPECT_EQ(Host(m3, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_LE(m3.prepare_ms(), 2000 + 1.0);
 }
 
 // A window longer than an agent's --max-duration-ms is refused for that host at prepare, before
