@@ -1,6 +1,8 @@
 #include "coordinator/schedule/schedule_config.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -8,12 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -140,22 +144,24 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
   if (!v.IsMap()) {
     return r.Error(v, path,
                    "expected a mapping {signal, threshold, poll, window, baseline, min_steps, "
-                   "sustain, cooldown}");
+                   "sustain, cooldown, past}");
   }
-  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(
-      v, path,
-      {"signal", "threshold", "poll", "window", "baseline", "min_steps", "sustain", "cooldown"}));
+  PROFCTL_RETURN_IF_ERROR(r.CheckKeys(v, path,
+                                      {"signal", "threshold", "poll", "window", "baseline",
+                                       "min_steps", "sustain", "cooldown", "past"}));
   std::optional<YAML::Node> window_node;
   std::optional<YAML::Node> baseline_node;
+  bool past_given = false;
   for (const auto& kv : v) {
     const std::string key = kv.first.Scalar();
     const std::string p = YamlConfig::Join(path, key);
     const YAML::Node& val = kv.second;
     if (key == "signal") {
       PROFCTL_ASSIGN_OR_RETURN(t->signal, r.String(val, p));
-      if (t->signal != "step_time") {
+      if (absl::c_find(kTriggerSignals, t->signal) == std::end(kTriggerSignals)) {
         return r.Error(val, p,
-                       absl::StrCat(YamlConfig::Quote(t->signal), " is not one of: step_time"));
+                       absl::StrCat(YamlConfig::Quote(t->signal),
+                                    " is not one of: ", absl::StrJoin(kTriggerSignals, ", ")));
       }
     } else if (key == "threshold") {
       // 1.5 (a ratio) or "50%" (the increase).
@@ -188,9 +194,32 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
       PROFCTL_ASSIGN_OR_RETURN(t->min_steps, r.Int(val, p, 3, 100'000));
     } else if (key == "sustain") {
       PROFCTL_ASSIGN_OR_RETURN(t->sustain, r.Int(val, p, 1, 1000));
+    } else if (key == "past") {
+      PROFCTL_ASSIGN_OR_RETURN(
+          t->past_ns, Duration(r, val, p, kNanosPerMilli, PlanLimits::kMaxPastMs * kNanosPerMilli));
+      if (t->past_ns % kNanosPerMilli != 0) {
+        return r.Error(val, p, "must be whole milliseconds");
+      }
+      past_given = true;
     } else {  // cooldown
       PROFCTL_ASSIGN_OR_RETURN(t->cooldown_ns, Duration(r, val, p, 0, 30 * kNanosPerDay));
     }
+  }
+  if (!past_given) t->past_ns = std::min(t->window_ns, TriggerConfig::kDefaultMaxPastNs);
+  if (t->signal == "hang") {
+    // A hang is a host's own verdict (no step end for K x its median step): nothing to compare.
+    for (const char* key : {"threshold", "baseline", "min_steps"}) {
+      if (v[key].IsDefined()) {
+        return r.Error(v[key], YamlConfig::Join(path, key),
+                       "the hang signal fires on the stalls the agents report (their "
+                       "--hang-factor): threshold, baseline and min_steps are for step_time");
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (past_given) {
+    return r.Error(v["past"], YamlConfig::Join(path, "past"),
+                   "past is for the hang signal (a step_time trigger records the next window)");
   }
   if (t->baseline_ns <= t->window_ns) {
     return r.Error(baseline_node.value_or(window_node.value_or(v)),
@@ -412,6 +441,7 @@ CapturePlan ScheduleCaptureOptions::ToPlan() const {
   plan.retries = retries;
   plan.tolerance_ms = tolerance_ms;
   plan.deadline_ms = deadline_ms;
+  plan.past_ms = past_ms;
   return plan;
 }
 

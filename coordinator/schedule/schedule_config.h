@@ -47,6 +47,9 @@ struct ScheduleCaptureOptions {
   int retries = 3;                                                     // retries: 0..20
   int64_t tolerance_ms = 0;  // tolerance (a duration, at most 60s); 0: the engine's default
   int64_t deadline_ms = 0;   // deadline (a duration); 0: derived
+  // > 0: each run is a snapshot of the past (CapturePlan.past_ms; duration_ms equals it). Not a
+  // YAML key: a hang trigger's run sets it from the trigger's `past`.
+  int64_t past_ms = 0;
   bool operator==(const ScheduleCaptureOptions&) const = default;
   // The plan of one run, without its workers and session name.
   CapturePlan ToPlan() const;
@@ -72,9 +75,11 @@ enum class MissedPolicy { kSkip, kRunOnce };
 
 // A condition-triggered schedule (`trigger:`, docs/schedules.md): instead of firing at times it
 // polls the targets' step signal (AgentService.GetStepSignal) and captures the pod when a host's
-// recent step time regresses past `threshold` times its own baseline.
+// recent step time regresses past `threshold` times its own baseline (signal step_time), or
+// when a host reports steps that stopped (signal hang: GetStepSignalResponse.stalls).
 struct TriggerConfig {
-  std::string signal = "step_time";  // the only signal so far
+  static constexpr int64_t kDefaultMaxPastNs = 60'000'000'000;  // the agents' default recorder
+  std::string signal = "step_time";  // step_time | hang (kTriggerSignals)
   // Fires when observed > baseline * threshold (threshold: 1.5, or "50%" for 1.5).
   double threshold = 1.5;
   int64_t poll_ns = 10'000'000'000;  // poll: how often the signal is read
@@ -86,8 +91,14 @@ struct TriggerConfig {
   int64_t sustain = 2;     // sustain: consecutive polls over the threshold before firing
   // cooldown: after a triggered capture starts, regressions are only counted until this passed.
   int64_t cooldown_ns = 1'800'000'000'000;
+  // past: a hang trigger's run is a snapshot of this much of the pod's past (the agents'
+  // --flight-recorder must hold it). Default: the window, at most kDefaultMaxPastNs.
+  int64_t past_ns = 30'000'000'000;
   bool operator==(const TriggerConfig&) const = default;
 };
+
+// The trigger signals `signal:` accepts, for its error message.
+inline constexpr const char* kTriggerSignals[] = {"step_time", "hang"};
 
 struct ScheduleConfig {
   std::string name = {};  // a file stem: sessions are <name>_<UTC time>

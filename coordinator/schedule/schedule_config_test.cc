@@ -120,10 +120,16 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
       "    duration: 3s\n"
       "  - name: ratio\n"
       "    targets: [h:1]\n"
-      "    trigger: {threshold: 2}\n",
+      "    trigger: {threshold: 2}\n"
+      "  - name: hang\n"
+      "    targets: [h:1]\n"
+      "    trigger: {signal: hang, poll: 5s, sustain: 1, past: 45s}\n"
+      "  - name: hang-default-past\n"
+      "    targets: [h:1]\n"
+      "    trigger: {signal: hang, window: 10m}\n",
       "coordinator.yaml");
   ASSERT_THAT(c, IsOk());
-  ASSERT_EQ(c->schedules.size(), 3u);
+  ASSERT_EQ(c->schedules.size(), 5u);
   ASSERT_TRUE(c->schedules[0].trigger.has_value());
   EXPECT_EQ(*c->schedules[0].trigger, TriggerConfig{});
   EXPECT_EQ(c->schedules[0].interval_ns, 0);
@@ -140,6 +146,15 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
   EXPECT_EQ(c->schedules[1].capture.duration_ms, 3000);
   EXPECT_EQ(c->schedules[1].targets.kind, TargetsKind::kDns);
   EXPECT_DOUBLE_EQ(c->schedules[2].trigger->threshold, 2.0);
+  const TriggerConfig& hang = *c->schedules[3].trigger;
+  EXPECT_EQ(hang.signal, "hang");
+  EXPECT_EQ(hang.poll_ns, 5 * kNanosPerSecond);
+  EXPECT_EQ(hang.sustain, 1);
+  EXPECT_EQ(hang.past_ns, 45 * kNanosPerSecond);
+  // The default past is the window, at most what agents keep by default (60 s).
+  EXPECT_EQ(c->schedules[0].trigger->past_ns, 30 * kNanosPerSecond);
+  EXPECT_EQ(c->schedules[1].trigger->past_ns, 60 * kNanosPerSecond);
+  EXPECT_EQ(c->schedules[4].trigger->past_ns, 60 * kNanosPerSecond);
   // Trigger settings are part of the timing: a reload that changes them re-arms the watch.
   EXPECT_TRUE(c->schedules[0].SameTiming(c->schedules[0]));
   EXPECT_FALSE(c->schedules[0].SameTiming(c->schedules[2]));
@@ -177,7 +192,15 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
       {"    trigger: {threshold: fast}\n",
        R"(coordinator.yaml:8: schedules[1].trigger.threshold: "fast" is not a ratio)"},
       {"    trigger: {signal: gpu_temp}\n",
-       R"(coordinator.yaml:8: schedules[1].trigger.signal: "gpu_temp" is not one of: step_time)"},
+       R"(coordinator.yaml:8: schedules[1].trigger.signal: "gpu_temp" is not one of: step_time, hang)"},
+      {"    trigger: {signal: hang, threshold: 2}\n",
+       "coordinator.yaml:8: schedules[1].trigger.threshold: the hang signal fires on the stalls "
+       "the agents report (their --hang-factor): threshold, baseline and min_steps are for "
+       "step_time"},
+      {"    trigger: {signal: hang, past: 2h}\n",
+       R"(coordinator.yaml:8: schedules[1].trigger.past: "2h" is not in 1ms..1h)"},
+      {"    trigger: {past: 30s}\n",
+       "coordinator.yaml:8: schedules[1].trigger.past: past is for the hang signal"},
       {"    trigger: {polls: 5s}\n",
        "coordinator.yaml:8: schedules[1].trigger.polls: unknown key (known: signal, threshold"},
       {"    trigger: {window: 20m}\n",

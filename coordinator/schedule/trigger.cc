@@ -38,6 +38,15 @@ int64_t StepTimeWatch::Add(const std::string& host,
   if (answer.now_ns() <= 0) return answer.samples_size();  // no clock: nothing can be placed
   h.answered = true;
   h.has_signal = answer.sources_size() > 0;
+  h.stalls.clear();
+  for (const profctl::v1::StepStall& st : answer.stalls()) {
+    if (h.stalls.size() == kMaxStalls) break;
+    if (st.stalled_for_ns() <= 0 || st.stalled_for_ns() > kMaxStepNs * 30) {
+      ++dropped;  // a stall of no time (or over a month) is no verdict
+      continue;
+    }
+    h.stalls.push_back(st);
+  }
   // A host whose clock jumped back (a restarted agent, a stepped clock) starts over: its old
   // samples would sit in the future of its new clock.
   if (answer.now_ns() + kFutureSlackNs < h.now_ns) h.samples.clear();
@@ -73,6 +82,7 @@ void StepTimeWatch::NoSignal(const std::string& host) {
   h.answered = true;
   h.has_signal = false;
   h.samples.clear();
+  h.stalls.clear();
 }
 
 void StepTimeWatch::Retain(const std::set<std::string>& hosts) {
@@ -92,7 +102,31 @@ size_t StepTimeWatch::samples(const std::string& host) const {
   return it == hosts_.end() ? 0 : it->second.samples.size();
 }
 
+TriggerJudgment StepTimeWatch::JudgeHang() const {
+  TriggerJudgment j;
+  int64_t answered = 0;
+  for (const auto& [name, h] : hosts_) {
+    if (!h.answered) continue;
+    ++answered;
+    ++j.hosts_judged;
+    for (const profctl::v1::StepStall& st : h.stalls) {
+      if (j.regressed && st.stalled_for_ns() <= j.stalled_for_ns) continue;
+      j.regressed = true;
+      j.host = name;
+      j.stall_source = st.source();
+      j.stall_last_step = st.last_step_num();
+      j.stalled_for_ns = st.stalled_for_ns();
+      j.baseline_ns = static_cast<double>(st.median_step_ns());
+      j.observed_ns = static_cast<double>(st.stalled_for_ns());
+      j.ratio = st.median_step_ns() > 0 ? j.observed_ns / j.baseline_ns : 0;
+    }
+  }
+  if (answered == 0) j.waiting = "no target answered";
+  return j;
+}
+
 TriggerJudgment StepTimeWatch::Judge() const {
+  if (config_.signal == "hang") return JudgeHang();
   TriggerJudgment j;
   int64_t answered = 0;
   int64_t with_signal = 0;

@@ -13,6 +13,10 @@
 // data-parallel job every rank sees the same step time, so "the worst host" is the pod; in a job
 // whose hosts step independently it is the one that slowed.
 //
+// Signal hang: the pod regressed when some host's latest answer reports a non-empty `stalls`
+// (a step source whose steps stopped, judged by the agent); the host and source stalled longest
+// are reported. Step samples are kept as for step_time (the signal's `since_ns`).
+//
 // Answers are untrusted: samples with a non-positive duration, one over a day, an end in the
 // future of the answer's own clock, or an end before the last one kept are dropped (and
 // counted); at most kMaxSamplesPerHost are kept per host (past that the samples are thinned
@@ -26,6 +30,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "coordinator/schedule/schedule_config.h"
 #include "profctl/v1/agent.pb.h"
@@ -40,6 +45,12 @@ struct TriggerJudgment {
   double observed_ns = 0;
   double ratio = 0;
   int64_t hosts_judged = 0;
+  // Signal hang: the stalled source of `host`, its last step's number (-1: unknown), its median
+  // step time and how long it has been stalled (the host's clock, ns); baseline_ns and
+  // observed_ns are then that median and that time.
+  std::string stall_source = {};
+  int64_t stall_last_step = -1;
+  int64_t stalled_for_ns = 0;
   // Empty when at least one host was judged; otherwise why none could be ("no step signal from
   // any target", "baseline: 7 of 20 steps so far").
   std::string waiting = {};
@@ -75,11 +86,14 @@ class StepTimeWatch {
     int64_t duration_ns;
   };
   struct Host {
-    std::deque<Sample> samples;  // by end, ascending
-    int64_t now_ns = 0;          // the host's clock at its latest answer
-    bool answered = false;       // in this poll
-    bool has_signal = false;     // its latest answer named a step-signal source
+    std::deque<Sample> samples;                  // by end, ascending
+    int64_t now_ns = 0;                          // the host's clock at its latest answer
+    bool answered = false;                       // in this poll
+    bool has_signal = false;                     // its latest answer named a step-signal source
+    std::vector<profctl::v1::StepStall> stalls;  // its latest answer's (at most kMaxStalls)
   };
+  static constexpr size_t kMaxStalls = 64;
+  TriggerJudgment JudgeHang() const;
 
   TriggerConfig config_;
   std::map<std::string, Host> hosts_;

@@ -190,5 +190,60 @@ TEST(StepTimeWatchTest, MemoryIsBoundedAndOldOrForgottenHostsGo) {
   EXPECT_EQ(v.SinceNs("h"), 0);
 }
 
+// Signal hang: any answering host's stall fires; the longest stall names host and source; a stall
+// of no time is dropped and counted; a host whose steps resumed (no stalls) does not fire.
+TEST(StepTimeWatchTest, HangFiresOnTheLongestReportedStall) {
+  TriggerConfig c = Config();
+  c.signal = "hang";
+  StepTimeWatch w(c);
+  const int64_t t0 = 1'000'000 * kS;
+  w.BeginPoll();
+  w.Add("h0:1", Steps(t0, t0 + 60 * kS, 100 * kMs));
+  w.Add("h1:1", Steps(t0, t0 + 60 * kS, 100 * kMs));
+  TriggerJudgment j = w.Judge();
+  EXPECT_FALSE(j.regressed);
+  EXPECT_EQ(j.hosts_judged, 2);
+  EXPECT_EQ(j.waiting, "");
+
+  auto stalled = [&](int64_t for_ns, const std::string& source) {
+    profctl::v1::GetStepSignalResponse r = Steps(t0 + 60 * kS, t0 + 60 * kS, 100 * kMs,
+                                                 /*now=*/t0 + 60 * kS + for_ns);
+    profctl::v1::StepStall* s = r.add_stalls();
+    s->set_source(source);
+    s->set_last_step_end_ns(t0 + 60 * kS);
+    s->set_last_step_num(599);
+    s->set_median_step_ns(100 * kMs);
+    s->set_stalled_for_ns(for_ns);
+    return r;
+  };
+  w.BeginPoll();
+  EXPECT_EQ(w.Add("h0:1", stalled(5 * kS, "synthetic")), 0);
+  EXPECT_EQ(w.Add("h1:1", stalled(7 * kS, "cupti:pid 42")), 0);
+  j = w.Judge();
+  EXPECT_TRUE(j.regressed);
+  EXPECT_EQ(j.host, "h1:1");
+  EXPECT_EQ(j.stall_source, "cupti:pid 42");
+  EXPECT_EQ(j.stall_last_step, 599);
+  EXPECT_EQ(j.stalled_for_ns, 7 * kS);
+  EXPECT_DOUBLE_EQ(j.baseline_ns, 100.0 * kMs);
+  EXPECT_DOUBLE_EQ(j.observed_ns, 7.0 * kS);
+
+  // A lying stall (no time) is no verdict; a host that did not answer this poll is not judged.
+  w.BeginPoll();
+  EXPECT_EQ(w.Add("h0:1", stalled(0, "synthetic")), 1);
+  j = w.Judge();
+  EXPECT_FALSE(j.regressed);
+  EXPECT_EQ(j.hosts_judged, 1);
+
+  // Steps resumed: no stalls, no fire.
+  w.BeginPoll();
+  w.Add("h0:1", Steps(t0 + 60 * kS, t0 + 70 * kS, 100 * kMs));
+  w.Add("h1:1", Steps(t0 + 60 * kS, t0 + 70 * kS, 100 * kMs));
+  EXPECT_FALSE(w.Judge().regressed);
+
+  w.BeginPoll();
+  EXPECT_EQ(w.Judge().waiting, "no target answered");
+}
+
 }  // namespace
 }  // namespace profctl::coordinator::schedule

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/net/metrics_http.h"
 #include "coordinator/engine/session_writer.h"
@@ -216,6 +217,14 @@ void Daemon::Arm(const std::map<std::string, int64_t>& last_runs) {
               {
                 absl::MutexLock lock(&mu_);
                 ++counters_.triggers_fired;
+              }
+              if (s.trigger->signal == "hang") {
+                // A hung job has no next window worth recording: its past is the evidence.
+                schedule::ScheduleConfig snapshot = s;
+                snapshot.capture.past_ms = s.trigger->past_ns / kNanosPerMilli;
+                snapshot.capture.duration_ms = snapshot.capture.past_ms;
+                RunScheduled(snapshot, run, origin, std::move(done));
+                return;
               }
               RunScheduled(s, run, origin, std::move(done));
             },

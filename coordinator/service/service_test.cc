@@ -606,6 +606,64 @@ TEST_F(ServiceTest, TriggerPollsSurviveHungFailingAndLyingAgents) {
   StopDaemon(d);
 }
 
+// A host whose steps stopped (its agent reports a stall) fires a hang trigger after `sustain`
+// polls: one snapshot of the whole pod's past (no next window), naming the stalled host and
+// source in the log and the session's origin; a pod without stalls never fires.
+TEST_F(ServiceTest, HangTriggerTakesOneSnapshotOfThePodsPast) {
+  v1::GetStepSignalResponse stalled;
+  stalled.set_now_ns(clock_.WallNs());
+  stalled.add_sources("synthetic");
+  v1::StepStall* stall = stalled.add_stalls();
+  stall->set_source("synthetic");
+  stall->set_last_step_num(1234);
+  stall->set_median_step_ns(20 * kNanosPerMilli);
+  stall->set_stalled_for_ns(3 * kNanosPerSecond);
+  FakeAgent hung(&ex_, &clock_, {.step_signal_override = stalled}, Rank(1));
+  factory_.Add("hung:1", &hung);
+  const std::string config = WriteConfig(R"(schedules:
+  - name: hang
+    targets: [h0:1, hung:1]
+    trigger: {signal: hang, poll: 10s, sustain: 2, cooldown: 1h, past: 20s}
+  - name: healthy
+    targets: [h0:1, h1:1]
+    trigger: {signal: hang, poll: 10s, sustain: 1}
+)");
+  std::unique_ptr<Daemon> d = StartDaemon(config);
+  ASSERT_NE(d, nullptr);
+  ex_.AdvanceTo(clock_.MonoNs() + 15 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  ex_.AdvanceTo(clock_.MonoNs() + 30 * 60 * kNanosPerSecond);
+  ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  const std::vector<std::string> names = SessionNames("hang");
+  ASSERT_EQ(names.size(), 1u) << absl::StrJoin(log_, "\n");
+  EXPECT_THAT(SessionNames("healthy"), IsEmpty());
+  absl::StatusOr<v1::SessionInfo> session = ReadSession(logdir(), names[0]);
+  ASSERT_THAT(session, IsOk());
+  EXPECT_EQ(session->manifest().request().past_ms(), 20'000u);
+  EXPECT_EQ(session->manifest().request().duration_ms(), 20'000u);
+  EXPECT_EQ(session->manifest().request().workers_size(), 2);
+  const v1::SessionOrigin& origin = session->origin();
+  EXPECT_EQ(origin.kind(), "trigger");
+  EXPECT_EQ(origin.trigger_signal(), "hang");
+  EXPECT_EQ(origin.trigger_host(), "hung:1");
+  EXPECT_EQ(origin.trigger_source(), "synthetic");
+  EXPECT_DOUBLE_EQ(origin.trigger_observed(), 3.0 * kNanosPerSecond);
+  EXPECT_DOUBLE_EQ(origin.trigger_baseline(), 20.0 * kNanosPerMilli);
+  EXPECT_THAT(absl::StrJoin(log_, "\n"),
+              HasSubstr("trigger hang: hung:1: synthetic stopped stepping 3.000 s ago (last step "
+                        "1234, median step 20.000 ms; 2 polls): snapshot of the pod's past 20s"));
+  std::optional<v1::ListSchedulesResponse> got;
+  d->Schedules([&](v1::ListSchedulesResponse r) { got = std::move(r); });
+  ex_.RunUntilIdle();
+  ASSERT_EQ(got.value().schedules_size(), 2);
+  EXPECT_THAT(got->schedules(0).timing(),
+              HasSubstr("trigger hang (an agent reports stopped steps), snapshot of the past 20s"));
+  EXPECT_EQ(got->schedules(0).trigger().fired(), 1);  // the cooldown holds the rest
+  EXPECT_GE(got->schedules(0).trigger().suppressed_cooldown(), 100);
+  EXPECT_EQ(got->schedules(1).trigger().fired(), 0);
+  StopDaemon(d);
+}
+
 // A reload that keeps a trigger's settings keeps its samples (its baseline survives); one that
 // changes them starts afresh.
 TEST_F(ServiceTest, ReloadKeepsAnUnchangedTriggersBaseline) {

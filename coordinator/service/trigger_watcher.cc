@@ -24,6 +24,12 @@ std::string Dur(int64_t ns) { return absl::FormatDuration(absl::Nanoseconds(ns))
 }  // namespace
 
 std::string TriggerTiming(const schedule::TriggerConfig& t) {
+  if (t.signal == "hang") {
+    return absl::StrFormat(
+        "hang (an agent reports stopped steps), snapshot of the past %s, poll "
+        "%s, cooldown %s",
+        Dur(t.past_ns), Dur(t.poll_ns), Dur(t.cooldown_ns));
+  }
   return absl::StrFormat("%s > %.3gx its %s baseline (median over %s), poll %s, cooldown %s",
                          t.signal, t.threshold, Dur(t.baseline_ns), Dur(t.window_ns),
                          Dur(t.poll_ns), Dur(t.cooldown_ns));
@@ -189,15 +195,25 @@ struct TriggerWatcher::Impl : std::enable_shared_from_this<TriggerWatcher::Impl>
     origin.set_trigger_observed(w.last.observed_ns);
     origin.set_trigger_threshold(t.threshold);
     origin.set_trigger_host(w.last.host);
+    origin.set_trigger_source(w.last.stall_source);
     const schedule::ScheduledRun run{.run_id = schedule::RunId(w.config.name, wall),
                                      .nominal_wall_ns = wall,
                                      .fire_wall_ns = wall,
                                      .catch_up = false};
-    Log(absl::StrFormat(
-        "trigger %s: %s step time %.3f ms is %.2fx its baseline %.3f ms (threshold %.3gx, %d "
-        "polls): capturing %s",
-        w.config.name, w.last.host, w.last.observed_ns / 1e6, w.last.ratio,
-        w.last.baseline_ns / 1e6, t.threshold, w.consecutive, run.run_id));
+    if (t.signal == "hang") {
+      Log(absl::StrFormat(
+          "trigger %s: %s: %s stopped stepping %.3f s ago (last step %d, median step %.3f ms; %d "
+          "polls): snapshot of the pod's past %s as %s",
+          w.config.name, w.last.host, w.last.stall_source, w.last.stalled_for_ns / 1e9,
+          w.last.stall_last_step, w.last.baseline_ns / 1e6, w.consecutive, Dur(t.past_ns),
+          run.run_id));
+    } else {
+      Log(absl::StrFormat(
+          "trigger %s: %s step time %.3f ms is %.2fx its baseline %.3f ms (threshold %.3gx, %d "
+          "polls): capturing %s",
+          w.config.name, w.last.host, w.last.observed_ns / 1e6, w.last.ratio,
+          w.last.baseline_ns / 1e6, t.threshold, w.consecutive, run.run_id));
+    }
     w.consecutive = 0;
     w.cooldown_until_wall = wall + t.cooldown_ns;
     w.state.trigger.set_fired(w.state.trigger.fired() + 1);

@@ -1,7 +1,9 @@
 // Condition-triggered captures (docs/schedules.md): for every schedule with a `trigger:`, polls
 // its targets' step signal (AgentService.GetStepSignal) every `poll`, judges it
 // (schedule::StepTimeWatch) and starts a capture of the schedule's targets when a host's step
-// time stayed over threshold x its baseline for `sustain` polls, at most once per `cooldown`.
+// time stayed over threshold x its baseline for `sustain` polls, at most once per `cooldown`
+// (signal hang: when a host reported a stalled step source; the run is then the daemon's
+// snapshot of the pod's past, and the stalled source goes into the origin too).
 //
 // A poll resolves the targets afresh (a list, a DNS name, a targets file: ResolveTargets), keeps
 // one client per target across polls, and asks every target at once with a short deadline
