@@ -15,9 +15,29 @@ void AgentMetrics::StreamFinished(absl::string_view rpc, absl::string_view code,
   bytes_[std::string(rpc)] += bytes;
 }
 
+void AgentMetrics::SetStepStatus(std::function<std::vector<StepSourceMetric>()> status) {
+  absl::MutexLock lock(&status_mu_);
+  status_ = std::move(status);
+}
+
 std::string AgentMetrics::Render() const {
   PromText m;
   m.Gauge("profctl_agent_up", "1 while the agent serves.", 1);
+  {
+    absl::MutexLock lock(&status_mu_);
+    const std::vector<StepSourceMetric> sources =
+        status_ ? status_() : std::vector<StepSourceMetric>();
+    for (const StepSourceMetric& s : sources) {
+      PromText::Labels labels = {{"source", s.status.source}};
+      if (!s.agent.empty()) labels["agent"] = s.agent;
+      m.Gauge("profctl_agent_step_stalled",
+              "1 when no step of this source ended for --hang-factor times its median step time.",
+              s.status.stalled ? 1 : 0, labels);
+      m.Gauge("profctl_agent_seconds_since_step_end",
+              "Seconds since this step source's last step ended (agent clock).",
+              static_cast<double>(s.status.since_step_end_ns) / 1e9, labels);
+    }
+  }
   absl::MutexLock lock(&mu_);
   m.Counter("profctl_agent_captures_admitted_total",
             "Capture requests accepted (their session began).", static_cast<double>(admitted_));

@@ -111,7 +111,8 @@ absl::Status ValidateLimits(const AgentOptions& o) {
         Range{"--max-held-mb", o.max_held_mb, 1, 1 << 20},
         Range{"--stream-idle-timeout-ms", o.stream_idle_timeout_ms, 100, 3'600'000},
         Range{"--flight-recorder", o.flight_recorder_s, 0, 3600},
-        Range{"--flight-recorder-mb", o.flight_recorder_mb, 1, 1 << 16}}) {
+        Range{"--flight-recorder-mb", o.flight_recorder_mb, 1, 1 << 16},
+        Range{"--hang-factor", o.hang_factor, 2, 1000}}) {
     if (r.value < r.min || r.value > r.max) {
       return absl::InvalidArgumentError(
           absl::StrCat(r.flag, "=", r.value, " is not in ", r.min, "..", r.max));
@@ -313,6 +314,10 @@ const std::vector<Setting>& Settings() {
           "`profctl capture --last` can take the past (0: off; docs/flight-recorder.md)"),
       Int("flight_recorder_mb", &AgentOptions::flight_recorder_mb,
           "the flight recorder's memory for the whole process, MiB (oldest steps dropped first)"),
+      Int("hang_factor", &AgentOptions::hang_factor,
+          "K: a step source (synthetic; each CUDA process) is stalled when no step of it ended "
+          "for K times its median step time (2..1000; GetStepSignal's stalls, /metrics; "
+          "docs/flight-recorder.md)"),
       Int("stream_idle_timeout_ms", &AgentOptions::stream_idle_timeout_ms,
           "cancel a Capture/Fetch stream whose client has not read for this long"),
       Int("endpoints", &AgentOptions::endpoints,

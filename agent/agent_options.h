@@ -64,6 +64,9 @@ struct AgentOptions {
   // every collector that can (0: off), in at most flight_recorder_mb MiB for the whole process.
   int64_t flight_recorder_s = 0;
   int64_t flight_recorder_mb = 64;
+  // Hang detection (agent/hang_detector.h): a step source is stalled when no step of it ended for
+  // hang_factor times its median step time (a whole number, 2..1000).
+  int64_t hang_factor = 10;
   // A stream whose client has not read for this long is cancelled.
   int64_t stream_idle_timeout_ms = 30'000;
   // Tests and benchmarks only: serve this many independent agents in one process, on ports

@@ -181,6 +181,23 @@ TEST(AgentOptionsTest, PortFileListsGrpcPortsThenTheMetricsPort) {
   EXPECT_EQ(AgentPortFileText({41234}, /*metrics_port=*/9100), "41234\nmetrics=9100\n");
 }
 
+TEST(AgentOptionsTest, HangFactorDefaultsToTenAndIsChecked) {
+  absl::StatusOr<AgentOptions> o = Parse({});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->hang_factor, 10);
+  o = Parse({"--hang-factor=4"});
+  ASSERT_THAT(o, IsOk());
+  EXPECT_EQ(o->hang_factor, 4);
+  AgentOptions y;
+  ASSERT_THAT(ApplyAgentConfigYaml("hang_factor: 25\n", "agent.yaml", &y), IsOk());
+  EXPECT_EQ(y.hang_factor, 25);
+  EXPECT_THAT(Parse({"--hang-factor=1"}).status().message(),
+              HasSubstr("--hang-factor=1 is not in 2..1000"));
+  EXPECT_THAT(Parse({"--hang-factor=1001"}).status().message(),
+              HasSubstr("--hang-factor=1001 is not in 2..1000"));
+  EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--hang-factor"));
+}
+
 TEST(AgentOptionsTest, FlightRecorderIsOffByDefaultWithBoundedPastAndMemory) {
   absl::StatusOr<AgentOptions> o = Parse({});
   ASSERT_THAT(o, IsOk());

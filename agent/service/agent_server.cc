@@ -162,8 +162,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
                               .host_name = plan.name.empty() ? deps.hostname : plan.name,
                               .max_trace_events = options.max_trace_events,
                               .max_trace_bytes = options.max_trace_mb << 20});
+    ep->hang = std::make_unique<HangDetector>(static_cast<double>(options.hang_factor));
     service_endpoints.push_back(
         {ep->manager.get(), &ep->clock, plan.name, deps.hostname, server->authenticator_.get()});
+    service_endpoints.back().hang = ep->hang.get();
     service_endpoints.back().store = server->store_.get();
     service_endpoints.back().executor = deps.executor;
     server->endpoints_.push_back(std::move(ep));
@@ -187,6 +189,20 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
             : absl::StrCat(
                   "; keeping no past: ", absl::StrJoin(server->recorder_->not_recording(), ","),
                   " (docs/flight-recorder.md)"));
+  }
+  if (deps.metrics != nullptr) {
+    // /metrics polls every endpoint's detector; ~AgentServer unhooks it before the endpoints go.
+    deps.metrics->SetStepStatus([srv = server.get()] {
+      std::vector<StepSourceMetric> out;
+      for (const auto& ep : srv->endpoints_) {
+        for (StepSourceStatus& st : ep->hang->Poll(*ep->manager, ep->clock.WallNs())) {
+          out.push_back(
+              {.agent = srv->endpoints_.size() > 1 ? ep->name : "", .status = std::move(st)});
+        }
+      }
+      return out;
+    });
+    server->metrics_ = deps.metrics;
   }
   server->tsl_service_ =
       std::make_unique<TslProfilerServiceImpl>(service_endpoints, std::move(tsl_options));
@@ -223,7 +239,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
   return server;
 }
 
-AgentServer::~AgentServer() { Shutdown(absl::ZeroDuration()); }
+AgentServer::~AgentServer() {
+  if (metrics_ != nullptr) metrics_->SetStepStatus(nullptr);
+  Shutdown(absl::ZeroDuration());
+}
 
 void AgentServer::Shutdown(absl::Duration grace) {
   if (recorder_ != nullptr) recorder_->Stop();

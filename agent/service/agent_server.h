@@ -39,6 +39,7 @@
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/tsl/tsl_collector.h"
 #include "agent/flight_recorder.h"
+#include "agent/hang_detector.h"
 #include "agent/service/agent_service.h"
 #include "agent/service/tsl_profiler_service.h"
 #include "agent/trace_store.h"
@@ -118,6 +119,7 @@ class AgentServer {
     SkewedClock clock;
     std::vector<std::unique_ptr<Collector>> collectors;
     std::unique_ptr<CaptureManager> manager;
+    std::unique_ptr<HangDetector> hang;
   };
 
   AgentServer() = default;
@@ -132,6 +134,7 @@ class AgentServer {
   std::unique_ptr<grpc::Server> server_;
   std::vector<int> ports_;
   bool shut_down_ = false;
+  AgentMetrics* metrics_ = nullptr;  // whose step status reads endpoints_; unhooked first
 };
 
 }  // namespace profctl::agent

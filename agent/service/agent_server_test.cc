@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
+#include "synthetic/synthetic_job.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
 #include "tests/status_matchers.h"
@@ -165,6 +166,57 @@ TEST(AgentServerTest, EachEndpointAnswersAsItself) {
   const grpc::Status s = lost->GetInfo(&ctx, v1::GetInfoRequest(), &info);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("'127.0.0.1:1'"));
+}
+
+v1::GetStepSignalResponse StepSignal(int port) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::GetStepSignalResponse r;
+  EXPECT_THAT(StubFor(port)->GetStepSignal(&ctx, v1::GetStepSignalRequest(), &r), IsOk());
+  return r;
+}
+
+TEST(AgentServerTest, StepSignalReportsAStallAfterHangFactorTimesTheMedianStep) {
+  FakeClock clock;
+  FakeExecutor executor(&clock);
+  AgentMetrics metrics;
+  const std::string base = "world=2,rank=0,seed=3,step_ms=20,jitter=0";
+  const int64_t k_hang = synthetic::SyntheticJob(*synthetic::ParseSyntheticJobConfig(base))
+                             .StepIndexAt(clock.WallNs()) +
+                         50;
+  AgentOptions o = Options(1);
+  o.synthetic = absl::StrCat(base, ",hang_rank=1,hang_at_step=", k_hang);
+  o.hang_factor = 10;
+  const synthetic::SyntheticJob model(*synthetic::ParseSyntheticJobConfig(o.synthetic));
+  absl::StatusOr<std::unique_ptr<AgentServer>> server = AgentServer::Start(
+      o, {.clock = &clock, .executor = &executor, .hostname = "m", .metrics = &metrics});
+  ASSERT_THAT(server, IsOk());
+  const int port = (*server)->ports()[0];
+  // Steps end on time: nothing stalled; /metrics says 0 for the source.
+  v1::GetStepSignalResponse r = StepSignal(port);
+  EXPECT_GT(r.samples_size(), 0);
+  EXPECT_EQ(r.stalls_size(), 0);
+  EXPECT_THAT(metrics.Render(), HasSubstr("profctl_agent_step_stalled{source=\"synthetic\"} 0\n"));
+  // The hung step began (the last step end) 5 periods ago: not yet 10 x the median.
+  const int64_t period = model.PeriodNs(k_hang - 1);
+  while (model.StepIndexAt(clock.WallNs()) < k_hang) clock.JumpWall(period);
+  clock.JumpWall(5 * period);
+  r = StepSignal(port);
+  EXPECT_EQ(r.stalls_size(), 0);
+  // 11 periods after the last step end: stalled, with the facts of its last step.
+  clock.JumpWall(6 * period);
+  r = StepSignal(port);
+  ASSERT_EQ(r.stalls_size(), 1);
+  const v1::StepStall& stall = r.stalls(0);
+  EXPECT_EQ(stall.source(), "synthetic");
+  EXPECT_EQ(stall.last_step_num(), (k_hang - 1) % 1'000'000);
+  EXPECT_EQ(stall.median_step_ns(), period);
+  EXPECT_EQ(stall.stalled_for_ns(), r.now_ns() - stall.last_step_end_ns());
+  EXPECT_GT(stall.stalled_for_ns(), 10 * period);
+  EXPECT_LE(stall.stalled_for_ns(), 12 * period);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("profctl_agent_step_stalled{source=\"synthetic\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("profctl_agent_seconds_since_step_end{source=\"synthetic\"} "));
 }
 
 // Real clock and executors: these captures take a few real milliseconds (no sleeps; every wait

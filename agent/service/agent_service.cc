@@ -587,6 +587,17 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
     out->set_step_num(step.step_num);
     out->set_source(step.source);
   }
+  if ((*endpoint)->hang != nullptr) {
+    for (const StepSourceStatus& st :
+         Stalled((*endpoint)->hang->Poll(*(*endpoint)->manager, now))) {
+      profctl::v1::StepStall* stall = response->add_stalls();
+      stall->set_source(st.source);
+      stall->set_last_step_end_ns(st.last_step_end_ns);
+      stall->set_last_step_num(st.last_step_num);
+      stall->set_median_step_ns(st.median_step_ns);
+      stall->set_stalled_for_ns(st.since_step_end_ns);
+    }
+  }
   return FinishUnary(ctx, grpc::Status::OK);
 }
 

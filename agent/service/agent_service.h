@@ -30,6 +30,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/auth.h"
 #include "agent/capture_manager.h"
+#include "agent/hang_detector.h"
 #include "agent/trace_store.h"
 #include "common/clock.h"
 #include "common/executor.h"
@@ -52,6 +53,9 @@ struct AgentEndpoint {
   // Runs the stream idle timers (on its clock's monotonic time); not owned. Null: no idle
   // timeout.
   Executor* executor = nullptr;
+  // Judges the step sources' stalls for GetStepSignal (agent/hang_detector.h); not owned. Null:
+  // no stalls are reported.
+  HangDetector* hang = nullptr;
 };
 
 // Routes each call to its endpoint (see the top of this file). Shared by every service the agent

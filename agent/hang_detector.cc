@@ -1,0 +1,63 @@
+#include "agent/hang_detector.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace profctl::agent {
+
+std::vector<StepSourceStatus> HangDetector::Poll(const CaptureManager& manager, int64_t now_ns) {
+  constexpr int64_t kFirstWindowNs = int64_t{600} * 1'000'000'000;
+  constexpr size_t kMaxSteps = 4096;
+  int64_t since = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    since = polled_until_ns_ > 0 ? polled_until_ns_ : now_ns - kFirstWindowNs;
+    // A clock stepped back: take nothing twice (Observe ignores repeats anyway).
+    polled_until_ns_ = std::max(polled_until_ns_, now_ns);
+  }
+  if (now_ns > since) Observe(manager.RecentSteps(since, now_ns, kMaxSteps, nullptr));
+  return Status(now_ns);
+}
+
+void HangDetector::Observe(const std::vector<StepSample>& steps) {
+  absl::MutexLock lock(&mu_);
+  for (const StepSample& step : steps) {
+    Source& s = sources_[step.source];
+    if (step.end_wall_ns <= s.last_end_ns) continue;  // seen, or older than what we have
+    s.durations.push_back(step.duration_ns);
+    if (s.durations.size() > static_cast<size_t>(kWindow)) s.durations.pop_front();
+    s.last_end_ns = step.end_wall_ns;
+    s.last_step_num = step.step_num;
+  }
+}
+
+std::vector<StepSourceStatus> HangDetector::Status(int64_t now_ns) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<StepSourceStatus> out;
+  out.reserve(sources_.size());
+  for (const auto& [name, s] : sources_) {
+    StepSourceStatus st{.source = name,
+                        .last_step_end_ns = s.last_end_ns,
+                        .last_step_num = s.last_step_num,
+                        .since_step_end_ns = std::max<int64_t>(0, now_ns - s.last_end_ns)};
+    if (s.durations.size() >= static_cast<size_t>(kMinSteps)) {
+      std::vector<int64_t> d(s.durations.begin(), s.durations.end());
+      const auto mid = d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2);
+      std::nth_element(d.begin(), mid, d.end());
+      st.median_step_ns = *mid;
+      st.stalled = st.median_step_ns > 0 && static_cast<double>(st.since_step_end_ns) >
+                                                factor_ * static_cast<double>(st.median_step_ns);
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+std::vector<StepSourceStatus> Stalled(const std::vector<StepSourceStatus>& status) {
+  std::vector<StepSourceStatus> out;
+  std::copy_if(status.begin(), status.end(), std::back_inserter(out),
+               [](const StepSourceStatus& s) { return s.stalled; });
+  return out;
+}
+
+}  // namespace profctl::agent
