@@ -2,7 +2,9 @@
 // synthetic job that slows down at a given step, and `profctl capture --last` afterwards holds
 // those slow steps, aligned, in every output, with the window stated as the past it covers.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,9 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "profctl/v1/agent.grpc.pb.h"
 #include "profctl/v1/session.pb.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/in_process_capture.h"
@@ -124,6 +128,63 @@ TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost)
   EXPECT_GE(slow, 10) << *json;
   EXPECT_GE(fast, 20);
   EXPECT_TRUE(PathExists(session_dir + "/report.html"));
+}
+
+// Hang detection (docs/flight-recorder.md, "Hangs"): rank 1 of 3 never enters the all-reduce of a
+// given step; every rank's steps stop (the others wait in it), and each agent's GetStepSignal
+// reports its source stalled once --hang-factor times the median step passed, not before.
+TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
+  RealClock clock;
+  const testkit::TempDir tmp;
+  const std::string scratch = tmp.path();
+  const std::string base = "world=3,seed=5,step_ms=20,gpus=1,kernels_per_step=2,jitter=0";
+  const int64_t k_hang = synthetic::SyntheticJob(*synthetic::ParseSyntheticJobConfig(base))
+                             .StepIndexAt(clock.WallNs()) +
+                         150;  // 3 s of steps from now: the agents start meanwhile
+  const std::string job = absl::StrCat(base, ",hang_rank=1,hang_at_step=", k_hang);
+  const synthetic::SyntheticJob model(*synthetic::ParseSyntheticJobConfig(job));
+  constexpr int kFactor = 5;
+  coordinator::LocalAgents agents(scratch);
+  std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs;
+  for (int r = 0; r < 3; ++r) {
+    const std::string port_file = absl::StrCat(scratch, "/agent-", r, ".port");
+    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                             {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                              absl::StrCat("--name=worker-", r), "--log-level=warn",
+                              absl::StrCat("--synthetic=", job, ",rank=", r),
+                              absl::StrCat("--hang-factor=", kFactor)}),
+                IsOk());
+    absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(r), port_file, clock);
+    ASSERT_THAT(port, IsOk());
+    stubs.push_back(v1::AgentService::NewStub(
+        grpc::CreateChannel(testkit::LoopbackAddress(*port), grpc::InsecureChannelCredentials())));
+  }
+  auto signal = [&](size_t r) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetStepSignalResponse response;
+    EXPECT_THAT(stubs[r]->GetStepSignal(&ctx, v1::GetStepSignalRequest(), &response), IsOk());
+    return response;
+  };
+  // Before the hang, steps end on time everywhere.
+  ASSERT_LT(clock.WallNs(), model.StepStartNs(k_hang)) << "the agents took too long to start";
+  for (size_t r = 0; r < 3; ++r) EXPECT_EQ(signal(r).stalls_size(), 0) << "rank " << r;
+  // The last step ended at the hung step's start; the stall is due kFactor periods later. Wait
+  // (on the clock, no polling sleep) until then plus a period of margin.
+  const int64_t period = model.PeriodNs(k_hang - 1);
+  const int64_t due = model.StepStartNs(k_hang) + (kFactor + 1) * period;
+  const StopSignal never;
+  clock.WaitUntil(clock.MonoNs() + (due - clock.WallNs()), never);
+  for (size_t r = 0; r < 3; ++r) {
+    const v1::GetStepSignalResponse response = signal(r);
+    ASSERT_EQ(response.stalls_size(), 1) << "rank " << r << ": " << response.ShortDebugString();
+    const v1::StepStall& stall = response.stalls(0);
+    EXPECT_EQ(stall.source(), "synthetic");
+    EXPECT_EQ(stall.last_step_num(), (k_hang - 1) % kStepNumModulus) << "rank " << r;
+    EXPECT_NEAR(static_cast<double>(stall.median_step_ns()), static_cast<double>(period),
+                0.05 * static_cast<double>(period));
+    EXPECT_GT(stall.stalled_for_ns(), kFactor * stall.median_step_ns());
+  }
 }
 
 }  // namespace
