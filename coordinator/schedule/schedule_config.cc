@@ -195,8 +195,8 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
     } else if (key == "sustain") {
       PROFCTL_ASSIGN_OR_RETURN(t->sustain, r.Int(val, p, 1, 1000));
     } else if (key == "past") {
-      PROFCTL_ASSIGN_OR_RETURN(
-          t->past_ns, Duration(r, val, p, kNanosPerMilli, PlanLimits::kMaxPastMs * kNanosPerMilli));
+      PROFCTL_ASSIGN_OR_RETURN(t->past_ns,
+                               Duration(r, val, p, 0, PlanLimits::kMaxPastMs * kNanosPerMilli));
       if (t->past_ns % kNanosPerMilli != 0) {
         return r.Error(val, p, "must be whole milliseconds");
       }
@@ -215,11 +215,11 @@ absl::Status ParseTrigger(const YamlConfig& r, const YAML::Node& v, const std::s
                        "--hang-factor): threshold, baseline and min_steps are for step_time");
       }
     }
+    if (t->past_ns == 0) {
+      return r.Error(v["past"], YamlConfig::Join(path, "past"),
+                     "a hang trigger's session is its snapshot of the past: at least 1ms");
+    }
     return absl::OkStatus();
-  }
-  if (past_given) {
-    return r.Error(v["past"], YamlConfig::Join(path, "past"),
-                   "past is for the hang signal (a step_time trigger records the next window)");
   }
   if (t->baseline_ns <= t->window_ns) {
     return r.Error(baseline_node.value_or(window_node.value_or(v)),

@@ -91,8 +91,10 @@ struct TriggerConfig {
   int64_t sustain = 2;     // sustain: consecutive polls over the threshold before firing
   // cooldown: after a triggered capture starts, regressions are only counted until this passed.
   int64_t cooldown_ns = 1'800'000'000'000;
-  // past: a hang trigger's run is a snapshot of this much of the pod's past (the agents'
-  // --flight-recorder must hold it). Default: the window, at most kDefaultMaxPastNs.
+  // past: how much of the pod's past a firing takes as a snapshot (the agents' --flight-recorder
+  // must hold it): a hang trigger's only session; a step_time trigger's first session, before
+  // the next window (0: none, the next window only). Default: the window, at most
+  // kDefaultMaxPastNs.
   int64_t past_ns = 30'000'000'000;
   bool operator==(const TriggerConfig&) const = default;
 };

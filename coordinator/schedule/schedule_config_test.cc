@@ -120,7 +120,7 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
       "    duration: 3s\n"
       "  - name: ratio\n"
       "    targets: [h:1]\n"
-      "    trigger: {threshold: 2}\n"
+      "    trigger: {threshold: 2, past: 0}\n"
       "  - name: hang\n"
       "    targets: [h:1]\n"
       "    trigger: {signal: hang, poll: 5s, sustain: 1, past: 45s}\n"
@@ -146,6 +146,8 @@ TEST(CoordinatorConfigTest, ParsesATriggerWithDefaultsAndEveryOption) {
   EXPECT_EQ(c->schedules[1].capture.duration_ms, 3000);
   EXPECT_EQ(c->schedules[1].targets.kind, TargetsKind::kDns);
   EXPECT_DOUBLE_EQ(c->schedules[2].trigger->threshold, 2.0);
+  // A step_time trigger's snapshot of the past before its next window; 0 turns it off.
+  EXPECT_EQ(c->schedules[2].trigger->past_ns, 0);
   const TriggerConfig& hang = *c->schedules[3].trigger;
   EXPECT_EQ(hang.signal, "hang");
   EXPECT_EQ(hang.poll_ns, 5 * kNanosPerSecond);
@@ -198,9 +200,10 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
        "the agents report (their --hang-factor): threshold, baseline and min_steps are for "
        "step_time"},
       {"    trigger: {signal: hang, past: 2h}\n",
-       R"(coordinator.yaml:8: schedules[1].trigger.past: "2h" is not in 1ms..1h)"},
-      {"    trigger: {past: 30s}\n",
-       "coordinator.yaml:8: schedules[1].trigger.past: past is for the hang signal"},
+       R"(coordinator.yaml:8: schedules[1].trigger.past: "2h" is not in 0..1h)"},
+      {"    trigger: {signal: hang, past: 0}\n",
+       "coordinator.yaml:8: schedules[1].trigger.past: a hang trigger's session is its snapshot "
+       "of the past: at least 1ms"},
       {"    trigger: {polls: 5s}\n",
        "coordinator.yaml:8: schedules[1].trigger.polls: unknown key (known: signal, threshold"},
       {"    trigger: {window: 20m}\n",

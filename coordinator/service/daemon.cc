@@ -218,15 +218,35 @@ void Daemon::Arm(const std::map<std::string, int64_t>& last_runs) {
                 absl::MutexLock lock(&mu_);
                 ++counters_.triggers_fired;
               }
+              const int64_t past_ms = s.trigger->past_ns / kNanosPerMilli;
+              schedule::ScheduleConfig snapshot = s;
+              snapshot.capture.past_ms = past_ms;
+              snapshot.capture.duration_ms = past_ms;
               if (s.trigger->signal == "hang") {
                 // A hung job has no next window worth recording: its past is the evidence.
-                schedule::ScheduleConfig snapshot = s;
-                snapshot.capture.past_ms = s.trigger->past_ns / kNanosPerMilli;
-                snapshot.capture.duration_ms = snapshot.capture.past_ms;
                 RunScheduled(snapshot, run, origin, std::move(done));
                 return;
               }
-              RunScheduled(s, run, origin, std::move(done));
+              if (past_ms == 0) {
+                RunScheduled(s, run, origin, std::move(done));
+                return;
+              }
+              // A slowdown is noticed after it happened and the next window may be normal
+              // again: first the past that fired the trigger, then the next window. The two
+              // sessions name each other; the snapshot failing (agents without
+              // --flight-recorder) does not stop the window.
+              schedule::ScheduledRun past_run = run;
+              past_run.run_id = absl::StrCat(run.run_id, "-past");
+              v1::SessionOrigin past_origin = origin;
+              past_origin.set_trigger_part("past");
+              past_origin.set_trigger_linked_session(run.run_id);
+              v1::SessionOrigin next_origin = origin;
+              next_origin.set_trigger_part("next");
+              next_origin.set_trigger_linked_session(past_run.run_id);
+              RunScheduled(snapshot, past_run, past_origin,
+                           [this, s, run, next_origin, done = std::move(done)]() mutable {
+                             RunScheduled(s, run, next_origin, std::move(done));
+                           });
             },
         .on_poll =
             [this](int64_t errors) {

@@ -3,6 +3,7 @@
 // discovery; and its metrics text.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -529,12 +530,28 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
   ex_.AdvanceTo(clock_.MonoNs() + 6 * 60 * kNanosPerSecond);
   ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
   std::vector<std::string> names = SessionNames("slowdown");
-  ASSERT_EQ(names.size(), 1u) << absl::StrJoin(log_, "\n");
+  std::sort(names.begin(), names.end());
+  // One firing, two sessions: the snapshot of the past that fired it (the trigger's window,
+  // 30 s, by default), then the next window.
+  ASSERT_EQ(names.size(), 2u) << absl::StrJoin(log_, "\n");
+  EXPECT_EQ(names[1], absl::StrCat(names[0], "-past"));
   // Fired within a minute of the slowdown (half a window of slow steps, then 2 polls).
   EXPECT_GE(names[0], "slowdown_20260101T002010Z");
   EXPECT_LE(names[0], "slowdown_20260101T002100Z");
+  absl::StatusOr<v1::SessionInfo> past = ReadSession(logdir(), names[1]);
+  ASSERT_THAT(past, IsOk());
+  EXPECT_EQ(past->manifest().request().past_ms(), 30'000u);
+  EXPECT_EQ(past->manifest().request().duration_ms(), 30'000u);
+  EXPECT_EQ(past->origin().trigger_part(), "past");
+  EXPECT_EQ(past->origin().trigger_linked_session(), names[0]);
+  EXPECT_EQ(past->origin().trigger_signal(), "step_time");
   absl::StatusOr<v1::SessionInfo> session = ReadSession(logdir(), names[0]);
   ASSERT_THAT(session, IsOk());
+  EXPECT_EQ(session->origin().trigger_part(), "next");
+  EXPECT_EQ(session->origin().trigger_linked_session(), names[1]);
+  EXPECT_EQ(session->manifest().request().past_ms(), 0u);
+  // The past's instant comes first; the next window starts after it.
+  EXPECT_LT(past->manifest().start_at_ns(), session->manifest().start_at_ns());
   EXPECT_EQ(session->manifest().status(), v1::SESSION_STATUS_OK);
   const v1::SessionOrigin& origin = session->origin();
   EXPECT_EQ(origin.kind(), "trigger");
@@ -549,7 +566,7 @@ TEST_F(ServiceTest, TriggerCapturesThePodOnceWhenItsStepTimeRegresses) {
   // Two more hours: cooling down, then the 5 m baseline is the new normal. One capture in all.
   ex_.AdvanceTo(clock_.MonoNs() + 2 * kHourNs);
   ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
-  EXPECT_EQ(SessionNames("slowdown").size(), 1u);
+  EXPECT_EQ(SessionNames("slowdown").size(), 2u);
   EXPECT_THAT(SessionNames("healthy"), IsEmpty());
   info = schedules();
   EXPECT_EQ(info["slowdown"].trigger().fired(), 1);
