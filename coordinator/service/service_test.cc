@@ -169,6 +169,8 @@ TEST_F(ServiceTest, RunnerStartsASessionFolderAndReportsItsEvents) {
   EXPECT_EQ(c.start_errors, 1);
   EXPECT_EQ(c.running, 0);
   EXPECT_GT(c.bytes_saved, 0);
+  // Idle means released: the engine (its hosts' traces) is gone and its memory handed back.
+  EXPECT_EQ(c.sessions_released, 1);
 }
 
 TEST_F(ServiceTest, ShutdownCancelsRunningCapturesWhichSaveWhatWasRecorded) {

@@ -1,5 +1,6 @@
 #include "coordinator/service/session_runner.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <utility>
@@ -218,7 +219,20 @@ void SessionRunner::OnDone(
     }
     // The engine called us: it must be destroyed elsewhere, after this returns. Queued under
     // the lock: once running_ is empty the destructor may go on to join the reaper.
-    reaper_->Submit([finished] { finished->engine.reset(); });
+    ++releasing_;
+    reaper_->Submit([this, finished]() mutable {
+      finished->engine.reset();  // the per-host traces, results and pod buffers
+      finished.reset();          // the session folder handle
+      // A big session is millions of small blocks (host traces, their events, the pod trace)
+      // freed from several threads: glibc keeps them in its per-thread arenas, so the daemon
+      // stayed at its peak RSS (334 MB after a 10,000-worker capture) with nothing live. Hand
+      // the free pages back now; this walks the arenas (milliseconds), here on the reaper,
+      // never on the executor. (issue 28 item 12(e))
+      malloc_trim(0);
+      absl::MutexLock released(&mu_);
+      --releasing_;
+      ++counters_.sessions_released;
+    });
   }
   // Touches nothing of the runner: the destructor may already be waiting for the reaper.
   if (on_finished) on_finished(result);
@@ -297,10 +311,7 @@ void SessionRunner::Shutdown() {
 
 bool SessionRunner::WaitIdle(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](const std::map<std::string, Entry>* running) { return running->empty(); }, &running_),
-      timeout);
+  return mu_.AwaitWithTimeout(absl::Condition(this, &SessionRunner::Idle), timeout);
 }
 
 RunnerCounters SessionRunner::counters() const {

@@ -72,6 +72,9 @@ struct RunnerCounters {
   int64_t host_retries = 0;  // attempts after the first, over every host
   int64_t bytes_saved = 0;
   double capture_seconds_sum = 0;  // first host prepare to session.json, per finished session
+  // Finished sessions whose engine (per-host traces, pod buffers) has been destroyed and whose
+  // freed memory was handed back to the OS (malloc_trim): nothing of them is held after that.
+  int64_t sessions_released = 0;
 };
 
 class SessionRunner {
@@ -123,7 +126,8 @@ class SessionRunner {
   // says it was interrupted), refuses new ones, and closes every watcher once the last session
   // has finished. Idempotent; returns at once.
   void Shutdown();
-  // Blocks until no session runs (after Shutdown, or for tests), or `timeout` passes.
+  // Blocks until no session runs and every finished one is released (its engine destroyed, its
+  // freed memory returned to the OS), or `timeout` passes.
   bool WaitIdle(absl::Duration timeout) const;
 
   RunnerCounters counters() const;
@@ -153,6 +157,8 @@ class SessionRunner {
   std::map<std::string, std::pair<int, std::string>> busy_targets_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<EventQueue>> watchers_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  int releasing_ ABSL_GUARDED_BY(mu_) = 0;  // finished sessions queued on the reaper
+  bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return running_.empty() && releasing_ == 0; }
   RunnerCounters counters_ ABSL_GUARDED_BY(mu_);
   // Destroys finished engines (declared last: destroyed first, joining its thread, while the
   // rest is still alive).
