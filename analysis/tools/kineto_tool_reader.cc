@@ -389,13 +389,13 @@ class KinetoEventReader {
 
 }  // namespace
 
-absl::StatusOr<ToolTrace> ReadKinetoToolDocument(absl::string_view json,
-                                                 const std::string& default_host, int64_t offset_ns,
-                                                 const StepMatcher& matcher) {
+absl::StatusOr<ToolTrace> ReadKinetoToolDocument(std::string json, const std::string& default_host,
+                                                 int64_t offset_ns, const StepMatcher& matcher) {
   rapidjson::Document doc;
-  constexpr unsigned kFlags =
-      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseTrailingCommasFlag;
-  doc.Parse<kFlags>(json.data(), json.size());
+  // In place: the document's strings and numbers point into `json` instead of being copied.
+  constexpr unsigned kFlags = rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag |
+                              rapidjson::kParseTrailingCommasFlag;
+  doc.ParseInsitu<kFlags>(json.data());
   if (doc.HasParseError()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Kineto trace of ", default_host, ": invalid JSON at offset ",

@@ -75,21 +75,35 @@ absl::StatusOr<ToolTrace> ReadKinetoTools(absl::string_view json_text,
     return absl::Status(s.code(),
                         absl::StrCat("Kineto trace of ", default_host, ": ", s.message()));
   }
-  return tool_readers_internal::ReadKinetoToolDocument(json_text, default_host, offset_ns,
-                                                       *matcher);
+  return tool_readers_internal::ReadKinetoToolDocument(std::string(json_text), default_host,
+                                                       offset_ns, *matcher);
 }
 
 absl::StatusOr<ToolTrace> ReadKinetoToolsFile(absl::string_view contents, absl::string_view path,
                                               int64_t offset_ns, const ReaderOptions& options) {
+  return ReadKinetoToolsFileOwned(std::string(contents), path, offset_ns, options);
+}
+
+absl::StatusOr<ToolTrace> ReadKinetoToolsFileOwned(std::string contents, absl::string_view path,
+                                                   int64_t offset_ns,
+                                                   const ReaderOptions& options) {
+  const std::string host = KinetoFileStem(path);
+  const auto named = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  };
+  absl::StatusOr<StepMatcher> matcher = StepMatcher::Create(options.step_pattern);
+  if (!matcher.ok()) return named(matcher.status());
+  if (absl::Status s = CheckOffset(host, offset_ns); !s.ok()) return named(s);
   std::string inflated;
   absl::StatusOr<absl::string_view> text = GunzipIfCompressed(contents, path, &inflated, options);
-  if (!text.ok()) return text.status();
-  contents = *text;
-  absl::StatusOr<ToolTrace> trace =
-      ReadKinetoTools(contents, KinetoFileStem(path), offset_ns, options);
-  if (!trace.ok()) {
-    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  if (!text.ok()) return text.status();                                 // names `path`
+  if (text->data() == inflated.data()) contents = std::move(inflated);  // the gzip bytes go
+  if (absl::Status s = CheckKinetoJsonLimits(contents, options); !s.ok()) {
+    return named(absl::Status(s.code(), absl::StrCat("Kineto trace of ", host, ": ", s.message())));
   }
+  absl::StatusOr<ToolTrace> trace =
+      tool_readers_internal::ReadKinetoToolDocument(std::move(contents), host, offset_ns, *matcher);
+  if (!trace.ok()) return named(trace.status());
   return trace;
 }
 

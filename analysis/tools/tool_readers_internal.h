@@ -26,9 +26,11 @@ void ReadXSpaceToolEvents(const tensorflow::profiler::XSpace& space, int64_t off
 
 // A Kineto document's JSON (not gzip) as one ToolTrace; INVALID_ARGUMENT naming `default_host`
 // when it is not JSON or has no traceEvents. `offset_ns` is in range (the caller checked).
-absl::StatusOr<ToolTrace> ReadKinetoToolDocument(absl::string_view json,
-                                                 const std::string& default_host, int64_t offset_ns,
-                                                 const StepMatcher& matcher);
+// Parsed in place: the text is taken (move it in) and overwritten, so the document holds no
+// copy of its strings. Memory: the text, plus RapidJSON's 16 bytes per value and 32 per object
+// member while it is read.
+absl::StatusOr<ToolTrace> ReadKinetoToolDocument(std::string json, const std::string& default_host,
+                                                 int64_t offset_ns, const StepMatcher& matcher);
 
 }  // namespace profctl::analysis::tool_readers_internal
 

@@ -1481,5 +1481,79 @@ TEST(KinetoToolsTest, BadJsonIsAnErrorNamingThePath) {
   EXPECT_FALSE(ReadKinetoTools(R"({"a": 1})", "h", 0).ok());
 }
 
+// A dense PyTorch trace of small events, as `analyze --tool=all` was measured on (docs/tools.md
+// "Cost"): one ProfilerStep per 100 events, the rest half cpu_ops, half kernels.
+std::string DenseKinetoTrace(int events) {
+  std::string out =
+      R"({"schemaVersion":1,"baseTimeNanoseconds":1700000000000000000,"traceEvents":[)";
+  for (int i = 0; i < events; ++i) {
+    if (i % 100 == 0) {
+      absl::StrAppend(&out, R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#)", i / 100,
+                      R"(","pid":1,"tid":1,"ts":)", i, R"(,"dur":100},)");
+    } else if (i % 2 != 0) {
+      absl::StrAppend(&out, R"({"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":)",
+                      i, R"(,"dur":0.5,"args":{"External id":)", i, "}},");
+    } else {
+      absl::StrAppend(&out, R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":)", i,
+                      R"(,"dur":0.5,"args":{"correlation":)", i, "}},");
+    }
+  }
+  out.pop_back();  // the last comma
+  out += "]}";
+  return out;
+}
+
+template <typename T>
+size_t HeldBytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+TEST(KinetoToolsTest, TheInPlaceReaderReadsTheSameTraceAndHoldsABoundedSizePerEvent) {
+  constexpr int kEvents = 20000;
+  const std::string json = DenseKinetoTrace(kEvents);
+  absl::StatusOr<ToolTrace> copied = ReadKinetoToolsFile(json, "dense.pt.trace.json", 0);
+  ASSERT_THAT(copied, IsOk());
+  // The bytes handed over (parsed in place, overwritten): the same trace as the copying reader.
+  absl::StatusOr<ToolTrace> owned =
+      ReadKinetoToolsFileOwned(std::string(json), "dense.pt.trace.json", 0);
+  ASSERT_THAT(owned, IsOk());
+  ASSERT_EQ(owned->host_events.size(), copied->host_events.size());
+  ASSERT_EQ(owned->device_events.size(), copied->device_events.size());
+  EXPECT_GE(owned->host_events.size() + owned->device_events.size(), size_t{kEvents} * 9 / 10);
+  for (size_t i = 0; i < owned->host_events.size(); ++i) {
+    EXPECT_EQ(owned->host_events[i].start_ns, copied->host_events[i].start_ns);
+    EXPECT_EQ(owned->Str(owned->host_events[i].name), copied->Str(copied->host_events[i].name));
+  }
+  for (size_t i = 0; i < owned->device_events.size(); ++i) {
+    EXPECT_EQ(owned->device_events[i].end_ns, copied->device_events[i].end_ns);
+  }
+  // What the reader keeps per event once the document is gone: the stated bound (tool_trace.h,
+  // docs/tools.md "Cost": about 64 bytes an event plus its details), with vector slack.
+  const size_t held = HeldBytes(owned->host_events) + HeldBytes(owned->device_events) +
+                      HeldBytes(owned->kernel_details) + HeldBytes(owned->device_ops) +
+                      HeldBytes(owned->memory);
+  EXPECT_LE(held / kEvents, 160u) << held << " bytes for " << kEvents << " events";
+  // Names are interned once, not per event: each step's name, and a few more.
+  EXPECT_LE(owned->strings.size(), size_t{kEvents / 100 + 8});
+
+  // Gzipped: inflated, the compressed bytes dropped, the same events.
+  absl::StatusOr<std::string> gz = ReadFile(DataPath("rank3.pt.trace.json.gz"));
+  absl::StatusOr<std::string> plain = ReadFile(DataPath("rank3.pt.trace.json"));
+  ASSERT_THAT(gz, IsOk());
+  ASSERT_THAT(plain, IsOk());
+  absl::StatusOr<ToolTrace> from_gz =
+      ReadKinetoToolsFileOwned(*std::move(gz), "rank3.pt.trace.json.gz", 0);
+  absl::StatusOr<ToolTrace> from_plain = ReadKinetoToolsFile(*plain, "rank3.pt.trace.json", 0);
+  ASSERT_THAT(from_gz, IsOk());
+  ASSERT_THAT(from_plain, IsOk());
+  EXPECT_EQ(from_gz->host_events.size(), from_plain->host_events.size());
+  EXPECT_EQ(from_gz->device_events.size(), from_plain->device_events.size());
+  EXPECT_EQ(from_gz->memory.size(), from_plain->memory.size());
+  // Errors still name the file.
+  absl::StatusOr<ToolTrace> bad = ReadKinetoToolsFileOwned("{not json", "y.pt.trace.json", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("y.pt.trace.json"));
+}
+
 }  // namespace
 }  // namespace profctl::analysis

@@ -325,13 +325,14 @@ absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
           ? analysis::ReadKinetoTraceFile(*bytes, in.path, in.offset_ns, options)
           : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host, in.offset_ns, options);
   if (!trace.ok()) return trace.status();
+  HostToolInput out;
+  out.summary = analysis::SummarizeHost(*std::move(trace));  // the events go before the detail
+  // A Kineto file's bytes are handed over: parsed in place, no copy beside them.
   absl::StatusOr<analysis::ToolTrace> detail =
       in.format == Format::kKineto
-          ? analysis::ReadKinetoToolsFile(*bytes, in.path, in.offset_ns, options)
+          ? analysis::ReadKinetoToolsFileOwned(*std::move(bytes), in.path, in.offset_ns, options)
           : analysis::ReadXSpaceToolsBytes(*bytes, in.host, in.offset_ns, options);
   if (!detail.ok()) return detail.status();
-  HostToolInput out;
-  out.summary = analysis::SummarizeHost(*std::move(trace));
   for (const analysis::Tool tool : tools) {
     out.tools.push_back(analysis::ComputeHostTools(tool, *detail, out.summary));
   }
