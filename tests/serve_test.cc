@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -313,6 +315,48 @@ TEST_F(ServeTest, CaptureThroughTheDaemonListItAndScrapeItsMetrics) {
 // shows the watch. The schedule's wide tolerance: the trigger is under test, not start lateness
 // (on CI's 2 loaded cores this in-process agent once started its window 7.8 ms late, past the 5 ms
 // default, and the session was rightly partial).
+// Idle WatchSessions streams of someone else fill the daemon's cap (32): a remote capture's own
+// watch is refused, and it follows its session by asking for it instead of losing it (the attack
+// at 10x, issue 28: it printed "lost session" and exited 1 while the capture ran on).
+TEST_F(ServeTest, ARemoteCaptureFollowsItsSessionWhenIdleWatchersFillTheCap) {
+  const int port = StartServe();
+  ASSERT_GT(port, 0);  // StartServe said why not
+  auto stub = Stub(port);
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader;
+  };
+  std::vector<std::unique_ptr<Watch>> idle;
+  for (int i = 0; i < 40; ++i) {
+    auto w = std::make_unique<Watch>();
+    w->ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    w->reader = stub->WatchSessions(&w->ctx, v1::WatchSessionsRequest());
+    w->reader->WaitForInitialMetadata();  // sent once the watch is registered (or refused)
+    idle.push_back(std::move(w));
+  }
+  // The cap holds: one more is refused at once.
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    auto reader = stub->WatchSessions(&ctx, v1::WatchSessionsRequest());
+    v1::SessionEvent e;
+    EXPECT_FALSE(reader->Read(&e));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  std::string out;
+  EXPECT_EQ(Cli({"capture", absl::StrCat("--coordinator=127.0.0.1:", port),
+                 "--token-file=" + certs_.token_file, "--workers=" + workers_, "--duration=300",
+                 "--session=crowded", "--tolerance=500"},
+                &out),
+            coordinator::kExitOk)
+      << out;
+  EXPECT_THAT(out, HasSubstr("following it by asking the coordinator"));
+  EXPECT_THAT(out, HasSubstr("session crowded: ok, 2/2 hosts captured"));
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("lost session")));
+  for (auto& w : idle) w->ctx.TryCancel();
+  for (auto& w : idle) w->reader->Finish();
+}
+
 TEST_F(ServeTest, ATriggerCapturesBySelfWhenTheJobSlowsDown) {
   agent::AgentOptions o;
   o.port = 0;

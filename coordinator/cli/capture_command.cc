@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/cli/cli.h"
@@ -203,6 +204,48 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
 }
 
 namespace {
+
+// Follows `session` at the daemon by asking for it (GetSession) every 500 ms until it finished:
+// for when its watch stream was refused or broke (RESOURCE_EXHAUSTED: the daemon's cap on watch
+// streams, which anyone's idle streams can fill). Gives up after 5 failed calls in a row or once
+// the session outlived its plan by a minute; nullopt then, or on Ctrl-C (`*why` says which).
+std::optional<v1::SessionManifest> PollSession(v1::CoordinatorService::Stub& stub,
+                                               const std::string& address,
+                                               const std::string& session, const CapturePlan& plan,
+                                               const CliEnv& env, std::string* why) {
+  const int64_t plan_ms = plan.deadline_ms > 0 ? plan.deadline_ms : plan.duration_ms + 300'000;
+  const int64_t give_up_ns = env.clock->MonoNs() + (plan_ms + 60'000) * kNanosPerMilli;
+  int failures = 0;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetSessionRequest request;
+    request.set_session(session);
+    v1::SessionInfo info;
+    const grpc::Status s = stub.GetSession(&ctx, request, &info);
+    if (s.ok()) {
+      failures = 0;
+      if (!info.running() && info.manifest().status() != v1::SESSION_STATUS_RUNNING) {
+        return info.manifest();
+      }
+    } else if (++failures >= 5) {
+      *why = RpcError(address, s);
+      return std::nullopt;
+    }
+    if (env.clock->MonoNs() >= give_up_ns) {
+      *why = absl::StrCat("still running ", plan_ms + 60'000, " ms after it started");
+      return std::nullopt;
+    }
+    const StopSignal never;
+    const StopSignal* interrupt = env.interrupt != nullptr ? env.interrupt : &never;
+    if (interrupt->Wait(
+            +[](const void*) { return false; }, nullptr, absl::Milliseconds(500))) {
+      *why = "interrupted";
+      return std::nullopt;
+    }
+  }
+}
+
 // profctl capture --coordinator: the daemon runs the capture; this follows its events and prints
 // the same summary as a local capture.
 int RemoteCapture(const CapturePlan& plan, const std::string& address,
@@ -258,6 +301,17 @@ int RemoteCapture(const CapturePlan& plan, const std::string& address,
   if (watcher.joinable()) {
     env.interrupt->Poke();
     watcher.join();
+  }
+  if (!manifest.has_value() && !(env.interrupt != nullptr && env.interrupt->stopped())) {
+    // The watch was refused or broke; the session runs on at the daemon: ask for it instead.
+    *env.err << "profctl: cannot watch session " << started.session() << " ("
+             << RpcError(address, s) << "); following it by asking the coordinator" << std::endl;
+    std::string why;
+    manifest = PollSession(**stub, address, started.session(), plan, env, &why);
+    if (!manifest.has_value() && why != "interrupted") {
+      *env.err << "profctl capture: lost session " << started.session() << ": " << why << "\n";
+      return kExitFailed;
+    }
   }
   if (!manifest.has_value()) {
     if (env.interrupt != nullptr && env.interrupt->stopped()) {
