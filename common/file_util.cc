@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace profctl {
@@ -125,8 +126,15 @@ absl::Status ValidateFileStem(absl::string_view what, absl::string_view stem) {
                            c == '_' || c == '-';
                   });
   if (ok) return absl::OkStatus();
+  // The stem came from outside (a flag, a request): quoted escaped and clipped, so a huge or
+  // escape-laden one makes a short message that cannot drive a terminal.
+  constexpr size_t kQuoted = 80;
+  const std::string quoted = stem.size() <= kQuoted
+                                 ? absl::CHexEscape(stem)
+                                 : absl::StrCat(absl::CHexEscape(stem.substr(0, kQuoted)), "... (",
+                                                stem.size(), " bytes)");
   return absl::InvalidArgumentError(
-      absl::StrCat(what, " '", stem, "' must be 1-128 characters of [A-Za-z0-9._-]"));
+      absl::StrCat(what, " '", quoted, "' must be 1-128 characters of [A-Za-z0-9._-]"));
 }
 
 std::string BoundedFileStem(absl::string_view stem, size_t max_chars) {

@@ -75,6 +75,18 @@ TEST(FileUtilTest, FileStems) {
   EXPECT_EQ(JoinPath("a/", "/b"), "a/b");
 }
 
+// A stem from outside is quoted escaped and clipped: a 100,000-byte name or one with terminal
+// escapes makes a short, inert message (the attack at 10x echoed both raw).
+TEST(FileUtilTest, ABadStemIsQuotedEscapedAndClipped) {
+  const absl::Status escapes = ValidateFileStem("session name", "a\x1b[2Jb\x1b]0;t\a");
+  EXPECT_THAT(std::string(escapes.message()), ::testing::StartsWith("session name 'a\\x1b[2Jb"));
+  EXPECT_EQ(escapes.message().find('\x1b'), absl::string_view::npos);
+  EXPECT_EQ(escapes.message().find('\a'), absl::string_view::npos);
+  const absl::Status huge = ValidateFileStem("session name", std::string(100'000, 'x') + "/");
+  EXPECT_LT(huge.message().size(), 200u);
+  EXPECT_THAT(std::string(huge.message()), ::testing::HasSubstr("... (100001 bytes)"));
+}
+
 TEST(GzipTest, RoundTripsAndRejectsCorruptData) {
   std::string data;
   for (int i = 0; i < 10000; ++i) data += "event " + std::to_string(i) + "\n";
