@@ -189,8 +189,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
       timeline().Post([self = shared_from_this()] { self->Prepared(); });
       return;
     }
-    const CaptureOptions opts{spec_.session_id, spec_.start_at_ns,
-                              spec_.duration_ms * kNanosPerMilli};
+    const CaptureOptions opts{
+        spec_.session_id,         spec_.start_at_ns,          spec_.duration_ms * kNanosPerMilli,
+        spec_.tracer_levels.host, spec_.tracer_levels.device, spec_.tracer_levels.python};
     Step("prepare", [&](Collector* c) { return c->Prepare(opts); });
     timeline().Post([self = shared_from_this()] { self->Prepared(); });
   }

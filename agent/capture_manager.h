@@ -44,6 +44,7 @@
 #include "common/executor.h"
 #include "google/protobuf/arena.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::agent {
 
@@ -73,6 +74,8 @@ struct CaptureSpec {
   // A snapshot of the flight recorder (CaptureRequest.past_ms): > 0 takes the past
   // [instant - past_ms, instant] at start_at instead of recording; duration_ms must equal it.
   int64_t past_ms = 0;
+  // CaptureRequest's tracer levels, validated (tsl::ValidateTracerLevels), for the `tsl` collector.
+  tsl::TracerLevels tracer_levels = {};
 };
 
 struct CaptureResult {

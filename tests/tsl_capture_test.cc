@@ -83,6 +83,16 @@ TEST(TslRequestTest, AsksForTheWindowWithNewSemanticsAndBothDurations) {
   // With version 1 the server takes our tracer levels: zero would record nothing.
   EXPECT_EQ(r.opts().host_tracer_level(), coordinator::kTslHostTracerLevel);
   EXPECT_EQ(r.opts().device_tracer_level(), coordinator::kTslDeviceTracerLevel);
+  EXPECT_EQ(r.opts().python_tracer_level(), 0u);
+}
+
+TEST(TslRequestTest, CarriesTheTracerLevelsAsked) {
+  CaptureArgs args{"run-8", 0, 500};
+  args.tracer_levels = {.host = 3, .device = 0, .python = 1};
+  const tensorflow::ProfileRequest r = coordinator::MakeTslProfileRequest(args, Tsl(6000));
+  EXPECT_EQ(r.opts().host_tracer_level(), 3u);
+  EXPECT_EQ(r.opts().device_tracer_level(), 0u);
+  EXPECT_EQ(r.opts().python_tracer_level(), 1u);
 }
 
 TEST(TslResponseTest, ReadsAllThreeShapes) {
@@ -357,6 +367,42 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
       absl::StrCat(SessionDir("mixed"), "/127.0.0.1_", disk_server.port(), ".xplane.pb")));
   // The breakdown covers every rank.
   EXPECT_THAT(output_, HasSubstr("127.0.0.1_" + std::to_string(old_server.port())));
+}
+
+// The tracer levels given to `profctl capture` reach both kinds of framework server: a grpc://
+// worker in its ProfileOptions, and a server a profctl-agent captures with its tsl collector,
+// through CaptureRequest; session.json records them.
+TEST_F(TslCaptureTest, TracerLevelsReachGrpcWorkersAndAgentsTslServers) {
+  const std::string job = "world=2,seed=9,step_ms=40,gpus=1,kernels_per_step=4";
+  FakeTslServer local_server({.shape = Shape::kInlineXSpace, .job = Job(0, 2, 0)});
+  FakeTslServer remote_server({.shape = Shape::kInlineXSpace, .job = Job(1, 2, 0)});
+  coordinator::LocalAgents agents(tmp_.path());
+  const std::string port_file = tmp_.path() + "/agent.port";
+  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+                           {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                            "--name=rank-0", absl::StrCat("--synthetic=", job, ",rank=0"),
+                            "--tsl-local=" + testkit::LoopbackAddress(local_server.port()),
+                            "--log-level=warn"}),
+              IsOk());
+  absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
+  ASSERT_THAT(port, IsOk());
+  SessionManifest m;
+  Run({"capture",
+       "--workers=" + testkit::LoopbackAddress(*port) +
+           ",grpc://127.0.0.1:" + std::to_string(remote_server.port()),
+       "--session=levels", "--logdir=" + logdir_, "--duration=300", "--tolerance=500",
+       "--host-tracer-level=3", "--device-tracer-level=0", "--python-tracer-level=1"},
+      &m, "levels");
+  for (const FakeTslServer* s : {&local_server, &remote_server}) {
+    ASSERT_EQ(s->requests().size(), 1u) << output_;
+    const tensorflow::ProfileOptions o = s->requests()[0].opts();
+    EXPECT_EQ(o.host_tracer_level(), 3u);
+    EXPECT_EQ(o.device_tracer_level(), 0u);
+    EXPECT_EQ(o.python_tracer_level(), 1u);
+  }
+  EXPECT_EQ(m.request().host_tracer_level(), 3u);
+  EXPECT_EQ(m.request().device_tracer_level(), 0u);
+  EXPECT_EQ(m.request().python_tracer_level(), 1u);
 }
 
 // A server whose lines are absolute (no Task Environment plane) is accepted and re-based, as the

@@ -26,9 +26,30 @@ tensorflow::ProfileRequest MakeTslProfileRequest(const TslProfileParams& params)
   o->set_start_timestamp_ns(static_cast<uint64_t>(std::max<int64_t>(params.start_at_ns, 0)));
   o->set_session_id(params.session_id);
   o->set_include_dataset_ops(true);
-  o->set_host_tracer_level(kTslHostTracerLevel);
-  o->set_device_tracer_level(kTslDeviceTracerLevel);
+  o->set_host_tracer_level(params.tracer_levels.host);
+  o->set_device_tracer_level(params.tracer_levels.device);
+  o->set_python_tracer_level(params.tracer_levels.python);
   return r;
+}
+
+absl::Status ValidateTracerLevels(int64_t host, int64_t device, int64_t python,
+                                  const TracerLevelNames& names) {
+  struct Level {
+    const char* name;
+    int64_t value;
+    uint32_t max;
+    const char* meaning;
+  };
+  for (const Level& l : {Level{names.host, host, kMaxHostTracerLevel,
+                               "0 off, 1 user annotations, 2 also framework ops, 3 verbose"},
+                         Level{names.device, device, kMaxDeviceTracerLevel, "0 off, 1 on"},
+                         Level{names.python, python, kMaxPythonTracerLevel, "0 off, 1 on"}}) {
+    if (l.value < 0 || l.value > static_cast<int64_t>(l.max)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(l.name, "=", l.value, " is not in 0..", l.max, " (", l.meaning, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> TraceFromProfileResponse(const tensorflow::ProfileResponse& response,

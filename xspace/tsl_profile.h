@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tensorflow/profiler/profiler_service.pb.h"
@@ -16,10 +17,36 @@
 
 namespace profctl::tsl {
 
-// TSL servers record the host and device tracers at these levels when a request's options are
-// honoured (version >= 1); they are the TensorFlow client's defaults.
+// TSL servers record the host, device and Python tracers at these levels when a request's
+// options are honoured (version >= 1); they are the TensorFlow client's (and TensorBoard's Capture
+// Profile dialog's) defaults. Host: 0 off, 1 user annotations (TraceMe) only, 2 also high-level
+// framework ops, 3 verbose; device: 0 off, 1 on; Python: 0 off, 1 on.
 inline constexpr uint32_t kTslHostTracerLevel = 2;
 inline constexpr uint32_t kTslDeviceTracerLevel = 1;
+inline constexpr uint32_t kTslPythonTracerLevel = 0;
+inline constexpr uint32_t kMaxHostTracerLevel = 3;
+inline constexpr uint32_t kMaxDeviceTracerLevel = 1;
+inline constexpr uint32_t kMaxPythonTracerLevel = 1;
+
+// The tracer levels a Profile call asks a framework's server for.
+struct TracerLevels {
+  uint32_t host = kTslHostTracerLevel;
+  uint32_t device = kTslDeviceTracerLevel;
+  uint32_t python = kTslPythonTracerLevel;
+};
+
+// How a front door spells the three levels in its errors (flags, request fields, YAML keys).
+struct TracerLevelNames {
+  const char* host;
+  const char* device;
+  const char* python;
+};
+
+// The one range rule for tracer levels (host 0..3, device 0..1, python 0..1), for every front
+// door: INVALID_ARGUMENT naming the first level out of range as `names` spell it, its value and
+// its range. Signed, so a negative flag value is named as given.
+absl::Status ValidateTracerLevels(int64_t host, int64_t device, int64_t python,
+                                  const TracerLevelNames& names);
 // The tool that names an XSpace in `tool_data` and in saved file names.
 inline constexpr absl::string_view kTslXPlaneTool = "xplane.pb";
 
@@ -34,12 +61,12 @@ struct TslProfileParams {
   std::string host_name = {};
   // The absolute folder such a server saves into; "" when the caller cannot read its disk.
   std::string repository_root = {};
+  TracerLevels tracer_levels = {};
 };
 
 // The request: version 1 (version 0 makes servers drop every option, the start time included),
 // start_timestamp_ns, duration_ms in both fields, the session id in both fields, host_name,
-// repository_root, the `xplane.pb` tool, emit_xspace, include_dataset_ops and the tracer levels
-// above.
+// repository_root, the `xplane.pb` tool, emit_xspace, include_dataset_ops and `tracer_levels`.
 tensorflow::ProfileRequest MakeTslProfileRequest(const TslProfileParams& params);
 
 // The serialized XSpace a Profile answer carries, in any of the three shapes servers use:

@@ -42,6 +42,11 @@ struct CaptureOptions {
   // Planned recording window on the agent's wall clock.
   int64_t start_wall_ns = 0;
   int64_t duration_ns = 0;
+  // What the `tsl` collector asks of framework profiler servers (CaptureRequest's levels,
+  // validated; the defaults are tsl::TracerLevels'); other collectors ignore them.
+  uint32_t host_tracer_level = 2;
+  uint32_t device_tracer_level = 1;
+  uint32_t python_tracer_level = 0;
 };
 
 // Lifecycle, in order and never concurrently (a session's calls run as tasks on its executors,

@@ -375,6 +375,20 @@ TEST_F(AgentServerCaptureTest, MetricsCountStreamsByOutcomeAndTheBytesSent) {
   EXPECT_GE(std::stoull(text.substr(at + prefix.size())), bytes);
 }
 
+TEST_F(AgentServerCaptureTest, TracerLevelsOutOfRangeAreRefusedNamingTheField) {
+  std::unique_ptr<v1::AgentService::Stub> stub = StubFor(server_->ports()[2]);
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  v1::CaptureRequest request = Request("levels", 100);
+  request.set_host_tracer_level(4);
+  std::unique_ptr<grpc::ClientReader<v1::CaptureChunk>> reader = stub->Capture(&ctx, request);
+  v1::CaptureChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("host_tracer_level=4 is not in 0..3"));
+}
+
 TEST_F(AgentServerCaptureTest, CancelThatOvertakesItsCaptureAbortsIt) {
   std::unique_ptr<v1::AgentService::Stub> stub = StubFor(server_->ports()[2]);
   {

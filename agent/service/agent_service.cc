@@ -15,6 +15,7 @@
 #include "common/gzip.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::agent {
 namespace {
@@ -308,6 +309,16 @@ class CaptureReactor final : public TraceStreamReactor {
     absl::Status admitted =
         endpoint.store != nullptr ? endpoint.store->CheckCapacity() : absl::OkStatus();
     absl::StatusOr<std::unique_ptr<CaptureManager::Session>> session;
+    const tsl::TracerLevels defaults;
+    const tsl::TracerLevels levels{
+        request.has_host_tracer_level() ? request.host_tracer_level() : defaults.host,
+        request.has_device_tracer_level() ? request.device_tracer_level() : defaults.device,
+        request.has_python_tracer_level() ? request.python_tracer_level() : defaults.python};
+    if (admitted.ok()) {
+      admitted = tsl::ValidateTracerLevels(
+          levels.host, levels.device, levels.python,
+          {"host_tracer_level", "device_tracer_level", "python_tracer_level"});
+    }
     if (!admitted.ok()) {
       session = std::move(admitted);
     } else {
@@ -318,7 +329,8 @@ class CaptureReactor final : public TraceStreamReactor {
            {request.collectors().begin(), request.collectors().end()},
            request.session_key(),
            SessionOrigin::kAgentService,
-           static_cast<int64_t>(std::min<uint64_t>(request.past_ms(), INT64_MAX))});
+           static_cast<int64_t>(std::min<uint64_t>(request.past_ms(), INT64_MAX)),
+           levels});
     }
     if (!session.ok()) {
       spdlog::info("{}capture '{}' rejected: {}", LogPrefix(), id, session.status().ToString());

@@ -349,6 +349,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   int64_t deadline_ms = 0;
   int64_t min_hosts = 0;
   bool require_all = false;
+  int64_t host_tracer_level = CapturePlan{}.host_tracer_level;
+  int64_t device_tracer_level = CapturePlan{}.device_tracer_level;
+  int64_t python_tracer_level = CapturePlan{}.python_tracer_level;
   FlagSet fs("profctl capture",
              "--workers=HOST:PORT,... [--duration=MS | --last=DURATION] [flags]");
   fs.String("workers", &workers,
@@ -392,6 +395,13 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "fail the session (exit 1) when fewer hosts than this are saved; known before the "
            "window, nothing is captured (0 = at least one)");
   fs.Bool("require-all", &require_all, "--min-hosts = every worker");
+  fs.Int64("host-tracer-level", &host_tracer_level,
+           "framework profiler servers (grpc:// workers, agents' tsl collector): host tracer "
+           "level, 0 off, 1 user annotations, 2 also framework ops, 3 verbose");
+  fs.Int64("device-tracer-level", &device_tracer_level,
+           "framework profiler servers: device (GPU/TPU) tracer, 0 off or 1 on");
+  fs.Int64("python-tracer-level", &python_tracer_level,
+           "framework profiler servers: Python function tracer, 0 off or 1 on");
   std::string coordinator;
   fs.String("coordinator", &coordinator,
             "HOST:PORT of a coordinator daemon (profctl serve) to run the capture: it reaches "
@@ -443,6 +453,9 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   plan.deadline_ms = deadline_ms;
   plan.min_hosts = require_all ? plan.workers.size() : static_cast<size_t>(min_hosts);
   plan.reader.step_pattern = step_pattern;
+  plan.host_tracer_level = host_tracer_level;
+  plan.device_tracer_level = device_tracer_level;
+  plan.python_tracer_level = python_tracer_level;
   absl::StatusOr<profctl::v1::LatePolicy> late_policy = ParseLatePolicy(late);
   if (!late_policy.ok()) {
     return UsageError(env, "capture",

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/clients/worker.h"
 #include "profctl/v1/agent.pb.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::coordinator {
 
@@ -60,6 +61,9 @@ struct CaptureArgs {
   std::string session_key = {};
   // A snapshot of the past (CaptureRequest.past_ms; 0: a recording). profctl-agent only.
   int64_t past_ms = 0;
+  // The tracer levels asked of framework profiler servers (CaptureRequest.*_tracer_level; a
+  // grpc:// worker's ProfileOptions); profctl-agents pass them to their `tsl` collector.
+  tsl::TracerLevels tracer_levels = {};
 };
 
 // A short hold on the agent's capture slot for the session about to be captured

@@ -225,6 +225,9 @@ class GrpcAgentClient final : public AgentClient {
     request->set_duration_ms(static_cast<uint64_t>(args.duration_ms));
     request->set_session_key(args.session_key);
     request->set_past_ms(static_cast<uint64_t>(args.past_ms));
+    request->set_host_tracer_level(args.tracer_levels.host);
+    request->set_device_tracer_level(args.tracer_levels.device);
+    request->set_python_tracer_level(args.tracer_levels.python);
     auto* call = new ChunkStreamCall(&calls_, calls_.Begin(/*capture=*/true, timeout_ms), "Capture",
                                      max_trace_bytes_, stream);
     call->Start([this, request](grpc::ClientContext* ctx, ChunkStreamCall* reactor) {

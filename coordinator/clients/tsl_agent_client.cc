@@ -234,7 +234,8 @@ tensorflow::ProfileRequest MakeTslProfileRequest(const CaptureArgs& args,
                                      .start_at_ns = args.start_at_ns,
                                      .duration_ms = args.duration_ms,
                                      .host_name = worker.file_stem(),
-                                     .repository_root = args.repository_root});
+                                     .repository_root = args.repository_root,
+                                     .tracer_levels = args.tracer_levels});
 }
 
 std::unique_ptr<AgentClient> MakeTslAgentClient(const WorkerAddress& worker,

@@ -841,7 +841,7 @@ void CaptureEngine::Session::StartAttempt(Host& h, bool fetch) {
     h.client->Fetch({plan_.session, session_key_}, timeout_ms, h.stream.get());
   } else {
     h.client->Capture({plan_.session, h.r.requested_start_ns(), plan_.duration_ms, repository_root_,
-                       session_key_, plan_.past_ms},
+                       session_key_, plan_.past_ms, PlanTracerLevels(plan_)},
                       timeout_ms, h.stream.get());
   }
 }

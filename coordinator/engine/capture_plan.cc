@@ -44,6 +44,12 @@ absl::Status ValidatePlanOptions(const CapturePlan& plan, const PlanFieldNames& 
     return NotIn(names.past, plan.past_ms, 0, PlanLimits::kMaxPastMs, " ms",
                  " (0: a recording from the common instant on)");
   }
+  if (absl::Status s = tsl::ValidateTracerLevels(
+          plan.host_tracer_level, plan.device_tracer_level, plan.python_tracer_level,
+          {names.host_tracer_level, names.device_tracer_level, names.python_tracer_level});
+      !s.ok()) {
+    return s;
+  }
   if (plan.past_ms > 0 && plan.past_ms != plan.duration_ms) {
     return absl::InvalidArgumentError(absl::StrCat(
         names.past, "=", plan.past_ms, " ms and ", names.duration, "=", plan.duration_ms,
@@ -146,7 +152,20 @@ profctl::v1::SessionRequest SessionRequestFromPlan(const CapturePlan& plan) {
   r.set_deadline_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan.deadline_ms)));
   r.set_min_hosts(static_cast<uint32_t>(plan.min_hosts));
   r.set_past_ms(static_cast<uint64_t>(std::max<int64_t>(0, plan.past_ms)));
+  const tsl::TracerLevels levels = PlanTracerLevels(plan);
+  r.set_host_tracer_level(levels.host);
+  r.set_device_tracer_level(levels.device);
+  r.set_python_tracer_level(levels.python);
   return r;
+}
+
+tsl::TracerLevels PlanTracerLevels(const CapturePlan& plan) {
+  auto level = [](int64_t v) {
+    return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, std::numeric_limits<uint32_t>::max()));
+  };
+  return {.host = level(plan.host_tracer_level),
+          .device = level(plan.device_tracer_level),
+          .python = level(plan.python_tracer_level)};
 }
 
 absl::StatusOr<CapturePlan> PlanFromRequest(const profctl::v1::StartCaptureRequest& request) {
@@ -175,6 +194,9 @@ absl::StatusOr<CapturePlan> PlanFromRequest(const profctl::v1::StartCaptureReque
   plan.deadline_ms = bounded(r.deadline_ms());
   plan.min_hosts = static_cast<size_t>(r.min_hosts());
   plan.past_ms = bounded(r.past_ms());
+  if (r.has_host_tracer_level()) plan.host_tracer_level = r.host_tracer_level();
+  if (r.has_device_tracer_level()) plan.device_tracer_level = r.device_tracer_level();
+  if (r.has_python_tracer_level()) plan.python_tracer_level = r.python_tracer_level();
   plan.late = r.late() == profctl::v1::LATE_POLICY_UNSPECIFIED ? profctl::v1::LATE_POLICY_CAPTURE
                                                                : r.late();
   plan.align = r.align() == profctl::v1::ALIGN_MODE_UNSPECIFIED

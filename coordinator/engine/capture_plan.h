@@ -17,6 +17,7 @@
 #include "coordinator/clients/worker.h"
 #include "profctl/v1/coordinator.pb.h"
 #include "profctl/v1/session.pb.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::coordinator {
 
@@ -60,7 +61,17 @@ struct CapturePlan {
   // from it on. duration_ms must equal it (the window's length: the engine's deadlines and the
   // recording checks hold as for a capture). profctl-agent workers only.
   int64_t past_ms = 0;
+  // The tracer levels asked of framework profiler servers (--host-tracer-level,
+  // --device-tracer-level, --python-tracer-level): grpc:// workers get them in their
+  // ProfileOptions, profctl-agents pass them to their `tsl` collector. Signed so a bad flag value
+  // is named as given; ValidatePlanOptions checks tsl::ValidateTracerLevels' ranges.
+  int64_t host_tracer_level = tsl::kTslHostTracerLevel;
+  int64_t device_tracer_level = tsl::kTslDeviceTracerLevel;
+  int64_t python_tracer_level = tsl::kTslPythonTracerLevel;
 };
+
+// The validated levels of `plan`, as the clients send them.
+tsl::TracerLevels PlanTracerLevels(const CapturePlan& plan);
 
 // The bounds of a plan's options: one set for every front door.
 struct PlanLimits {
@@ -83,20 +94,33 @@ struct PlanFieldNames {
   const char* min_hosts;
   const char* step_pattern;
   const char* past;
+  const char* host_tracer_level;
+  const char* device_tracer_level;
+  const char* python_tracer_level;
 };
 // `profctl capture`'s flags.
-inline constexpr PlanFieldNames kFlagNames = {"--workers",   "--duration",     "--prepare-timeout",
-                                              "--tolerance", "--retries",      "--deadline",
-                                              "--min-hosts", "--step-pattern", "--last"};
+inline constexpr PlanFieldNames kFlagNames = {
+    "--workers", "--duration",          "--prepare-timeout",     "--tolerance",
+    "--retries", "--deadline",          "--min-hosts",           "--step-pattern",
+    "--last",    "--host-tracer-level", "--device-tracer-level", "--python-tracer-level"};
 // StartCaptureRequest's fields.
-inline constexpr PlanFieldNames kRequestNames = {
-    "request.workers",   "request.duration_ms", "request.prepare_timeout_ms",
-    "tolerance_ms",      "request.retries",     "request.deadline_ms",
-    "request.min_hosts", "step_pattern",        "request.past_ms"};
+inline constexpr PlanFieldNames kRequestNames = {"request.workers",
+                                                 "request.duration_ms",
+                                                 "request.prepare_timeout_ms",
+                                                 "tolerance_ms",
+                                                 "request.retries",
+                                                 "request.deadline_ms",
+                                                 "request.min_hosts",
+                                                 "step_pattern",
+                                                 "request.past_ms",
+                                                 "request.host_tracer_level",
+                                                 "request.device_tracer_level",
+                                                 "request.python_tracer_level"};
 // A schedule's keys in coordinator.yaml.
-inline constexpr PlanFieldNames kScheduleNames = {"targets",   "duration",     "prepare_timeout",
-                                                  "tolerance", "retries",      "deadline",
-                                                  "min_hosts", "step_pattern", "last"};
+inline constexpr PlanFieldNames kScheduleNames = {
+    "targets", "duration",          "prepare_timeout",     "tolerance",
+    "retries", "deadline",          "min_hosts",           "step_pattern",
+    "last",    "host_tracer_level", "device_tracer_level", "python_tracer_level"};
 
 // Every option of `plan` but its workers and session name, against PlanLimits: INVALID_ARGUMENT
 // naming the option as `names` spell it, its value and what it may be.

@@ -60,6 +60,14 @@ const BadOption kBadOptions[] = {
     {"a snapshot of a framework server", [](CapturePlan* p) { p->past_ms = p->duration_ms; },
      ": grpc://h2:9999 is a framework's profiler server, which keeps no past",
      &PlanFieldNames::past},
+    {"a host tracer level past verbose", [](CapturePlan* p) { p->host_tracer_level = 4; },
+     "=4 is not in 0..3 (0 off, 1 user annotations", &PlanFieldNames::host_tracer_level},
+    {"a negative host tracer level", [](CapturePlan* p) { p->host_tracer_level = -1; },
+     "=-1 is not in 0..3", &PlanFieldNames::host_tracer_level},
+    {"a device tracer level of 2", [](CapturePlan* p) { p->device_tracer_level = 2; },
+     "=2 is not in 0..1 (0 off, 1 on)", &PlanFieldNames::device_tracer_level},
+    {"a python tracer level of 2", [](CapturePlan* p) { p->python_tracer_level = 2; },
+     "=2 is not in 0..1 (0 off, 1 on)", &PlanFieldNames::python_tracer_level},
 };
 
 // One set of bounds: every front door refuses the same values, each in its own words.
@@ -144,6 +152,9 @@ TEST(CapturePlanTest, RequestRoundTripKeepsEveryOptionButTheLogDir) {
   plan.deadline_ms = 9000;
   plan.min_hosts = 2;
   plan.reader.step_pattern = R"(iter (\d+))";
+  plan.host_tracer_level = 3;
+  plan.device_tracer_level = 0;
+  plan.python_tracer_level = 1;
   const v1::StartCaptureRequest request = RequestFromPlan(plan);
   EXPECT_TRUE(request.request().logdir().empty());  // the daemon's own
   absl::StatusOr<CapturePlan> back = PlanFromRequest(request);
@@ -159,6 +170,9 @@ TEST(CapturePlanTest, RequestRoundTripKeepsEveryOptionButTheLogDir) {
   EXPECT_EQ(back->deadline_ms, 9000);
   EXPECT_EQ(back->min_hosts, 2u);
   EXPECT_EQ(back->reader.step_pattern, R"(iter (\d+))");
+  EXPECT_EQ(back->host_tracer_level, 3);
+  EXPECT_EQ(back->device_tracer_level, 0);
+  EXPECT_EQ(back->python_tracer_level, 1);
   // session.json's request is the same, with the log dir.
   const v1::SessionRequest recorded = SessionRequestFromPlan(plan);
   EXPECT_EQ(recorded.logdir(), "/var/log/profctl");
@@ -183,6 +197,9 @@ TEST(CapturePlanTest, RequestsAreReadWithTheirDefaultsAndRefusedWithTheirOwnValu
   EXPECT_EQ(plan->late, v1::LATE_POLICY_CAPTURE);  // unspecified: the defaults
   EXPECT_EQ(plan->align, v1::ALIGN_MODE_COLLECTIVES);
   EXPECT_EQ(plan->reader.step_pattern, analysis::kDefaultStepPattern);
+  EXPECT_EQ(plan->host_tracer_level, 2);  // absent: TensorBoard's defaults
+  EXPECT_EQ(plan->device_tracer_level, 1);
+  EXPECT_EQ(plan->python_tracer_level, 0);
   // A value past every bound is named as sent, not as narrowed.
   r.mutable_request()->set_duration_ms(std::numeric_limits<uint64_t>::max());
   EXPECT_THAT(PlanFromRequest(r).status().message(),
@@ -194,6 +211,10 @@ TEST(CapturePlanTest, RequestsAreReadWithTheirDefaultsAndRefusedWithTheirOwnValu
   r.mutable_request()->set_retries(0);
   r.set_tolerance_ms(60'001);
   EXPECT_THAT(PlanFromRequest(r).status().message(), HasSubstr("tolerance_ms=60001 is not in"));
+  r.set_tolerance_ms(0);
+  r.mutable_request()->set_device_tracer_level(7);
+  EXPECT_THAT(PlanFromRequest(r).status().message(),
+              HasSubstr("request.device_tracer_level=7 is not in 0..1"));
 }
 
 }  // namespace

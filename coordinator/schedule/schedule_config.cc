@@ -371,6 +371,24 @@ constexpr ScheduleKey kScheduleKeys[] = {
                                 DurationMs(r, v, p, 1, PlanLimits::kMaxDeadlineMs));
        return absl::OkStatus();
      }},
+    {"host_tracer_level",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.host_tracer_level,
+                                r.Int(v, p, 0, tsl::kMaxHostTracerLevel));
+       return absl::OkStatus();
+     }},
+    {"device_tracer_level",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.device_tracer_level,
+                                r.Int(v, p, 0, tsl::kMaxDeviceTracerLevel));
+       return absl::OkStatus();
+     }},
+    {"python_tracer_level",
+     [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
+       PROFCTL_ASSIGN_OR_RETURN(e->s.capture.python_tracer_level,
+                                r.Int(v, p, 0, tsl::kMaxPythonTracerLevel));
+       return absl::OkStatus();
+     }},
     {"retention",
      [](const YamlConfig& r, const YAML::Node& v, const std::string& p, E* e) -> absl::Status {
        return ParseRetention(r, v, p, &e->s.retention);
@@ -442,6 +460,9 @@ CapturePlan ScheduleCaptureOptions::ToPlan() const {
   plan.tolerance_ms = tolerance_ms;
   plan.deadline_ms = deadline_ms;
   plan.past_ms = past_ms;
+  plan.host_tracer_level = host_tracer_level;
+  plan.device_tracer_level = device_tracer_level;
+  plan.python_tracer_level = python_tracer_level;
   return plan;
 }
 

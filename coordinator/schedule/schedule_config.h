@@ -16,6 +16,7 @@
 #include "coordinator/engine/capture_plan.h"
 #include "coordinator/schedule/cron.h"
 #include "profctl/v1/session.pb.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::coordinator::schedule {
 
@@ -48,8 +49,13 @@ struct ScheduleCaptureOptions {
   int64_t tolerance_ms = 0;  // tolerance (a duration, at most 60s); 0: the engine's default
   int64_t deadline_ms = 0;   // deadline (a duration); 0: derived
   // > 0: each run is a snapshot of the past (CapturePlan.past_ms; duration_ms equals it). Not a
-  // YAML key: a hang trigger's run sets it from the trigger's `past`.
+  // YAML key: a trigger's snapshot run sets it from the trigger's `past`.
   int64_t past_ms = 0;
+  // host_tracer_level 0..3, device_tracer_level 0..1, python_tracer_level 0..1: what framework
+  // profiler servers record (CapturePlan's tracer levels).
+  int64_t host_tracer_level = tsl::kTslHostTracerLevel;
+  int64_t device_tracer_level = tsl::kTslDeviceTracerLevel;
+  int64_t python_tracer_level = tsl::kTslPythonTracerLevel;
   bool operator==(const ScheduleCaptureOptions&) const = default;
   // The plan of one run, without its workers and session name.
   CapturePlan ToPlan() const;

@@ -58,6 +58,8 @@ schedules:
     retries: 5
     tolerance: 20ms
     deadline: 2m
+    host_tracer_level: 3
+    python_tracer_level: 1
     concurrency: skip
     missed: run_once
     retention: {keep_last: 7, max_age: 30d, max_bytes: 10GiB}
@@ -91,6 +93,9 @@ schedules:
   EXPECT_EQ(n.capture.retries, 5);
   EXPECT_EQ(n.capture.tolerance_ms, 20);
   EXPECT_EQ(n.capture.deadline_ms, 120'000);
+  EXPECT_EQ(n.capture.ToPlan().host_tracer_level, 3);
+  EXPECT_EQ(n.capture.ToPlan().device_tracer_level, 1);  // absent: the default
+  EXPECT_EQ(n.capture.ToPlan().python_tracer_level, 1);
   EXPECT_EQ(n.missed, MissedPolicy::kRunOnce);
   EXPECT_EQ(n.retention.keep_last, 7);
   EXPECT_EQ(n.retention.max_age_ns, 30 * 86'400 * kSecond);
@@ -232,6 +237,8 @@ TEST(CoordinatorConfigTest, ErrorsNameFileLineAndKey) {
        R"(coordinator.yaml:9: schedules[1].retries: "many" is not an integer)"},
       {"    interval: 1h\n    retries: 21\n",
        "coordinator.yaml:9: schedules[1].retries: 21 is not in 0..20"},
+      {"    interval: 1h\n    device_tracer_level: 2\n",
+       "coordinator.yaml:9: schedules[1].device_tracer_level: 2 is not in 0..1"},
       {"    interval: 1h\n    late: maybe\n",
        R"(coordinator.yaml:9: schedules[1].late: "maybe" is not one of: capture, fail)"},
       {"    interval: 1h\n    concurrency: queue\n",

@@ -250,6 +250,9 @@ absl::Status TslCollector::Prepare(const CaptureOptions& options) {
   calls_.clear();
   session_id_ = options.session_id;
   duration_ns_ = options.duration_ns;
+  tracer_levels_ = {.host = options.host_tracer_level,
+                    .device = options.device_tracer_level,
+                    .python = options.python_tracer_level};
   start_ns_ = stop_ns_ = 0;
   running_ = false;
 
@@ -271,7 +274,8 @@ absl::Status TslCollector::Prepare(const CaptureOptions& options) {
     call->request = tsl::MakeTslProfileRequest({.session_id = session_id_,
                                                 .start_at_ns = server_start,
                                                 .duration_ms = duration_ms,
-                                                .host_name = FileStem(server->address)});
+                                                .host_name = FileStem(server->address),
+                                                .tracer_levels = tracer_levels_});
     call->deadline = deadline;
     call->ctx.set_deadline(deadline);
     ProfileCall* raw = call.get();

@@ -39,6 +39,7 @@
 #include "agent/collectors/collector.h"
 #include "agent/collectors/collector_names.h"
 #include "common/clock.h"
+#include "xspace/tsl_profile.h"
 
 namespace profctl::agent {
 
@@ -104,6 +105,7 @@ class TslCollector final : public Collector {
   // The current session.
   std::string session_id_;
   int64_t duration_ns_ = 0;
+  tsl::TracerLevels tracer_levels_;
   int64_t start_ns_ = 0;
   int64_t stop_ns_ = 0;
   bool running_ = false;
