@@ -626,6 +626,18 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   // IDLE leads the device pie (600 of 1000 us) and the op table; MatMul is 40 %, cumulative 100.
   EXPECT_TEXT(run.dom, "<table id=\"tool-pie-device_by_type\">");
   EXPECT_TEXT(run.dom, "<td>IDLE</td><td class=\"num\">600</td><td class=\"num\">60</td>");
+  // The same slices drawn as a donut beside the table, named for screen readers: IDLE's slice
+  // is 60 % of the ring, a large arc; MatMul's the remaining 40 %.
+  EXPECT_TEXT(run.dom,
+              "role=\"img\" aria-labelledby=\"tool-pie-chart-device_by_type-title\" "
+              "id=\"tool-pie-chart-device_by_type\"><title "
+              "id=\"tool-pie-chart-device_by_type-title\">Device self time by op type: share of "
+              "self time, top 10 and other</title>");
+  EXPECT_TRUE(std::regex_search(
+      run.dom, std::regex("<path d=\"M 80\\.00 10\\.00 A 70 70 0 1 1 [^\"]+\" fill=\"#4e79a7\" "
+                          "class=\"slice\"><title>IDLE: 600 us \\(60 %\\)</title></path>")))
+      << run.dom.substr(0, 4000);
+  EXPECT_TEXT(run.dom, "class=\"slice\"><title>MatMul: 400 us (40 %)</title></path>");
   EXPECT_TEXT(run.dom,
               "<td class=\"num\">400</td><td class=\"num\">40</td>"
               "<td class=\"num\">100</td>");

@@ -26,6 +26,10 @@ th.sortable { cursor: pointer; }
 .rec { margin: 6px 0; } .rec .why { color: var(--muted); margin-left: 1.5em; }
 .chart-row { display: flex; flex-wrap: wrap; gap: 12px; }
 .chart-row > .chart { flex: 1 1 540px; min-width: 0; }
+.pie-row { align-items: flex-start; }
+.pie-row > .chart.pie { flex: 0 0 420px; }
+.pie-row > .pie-table { flex: 1 1 400px; min-width: 0; }
+svg.pie-chart text { font-size: 12px; }
 svg.bar-chart text.value { fill: var(--muted); }
 </style>
 <script>
@@ -226,6 +230,56 @@ svg.bar-chart text.value { fill: var(--muted); }
     box.appendChild(g);
     return box;
   }
+  // A donut of `slices` ({name, self_us, pct}: op_stats' top 10 and "other") with a legend of
+  // the same colours, named by its <title> (role img) for screen readers; each slice's title has
+  // its name, time and share.
+  var PIE_COLORS = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1',
+    '#ff9da7', '#9c755f', '#bab0ac', '#86bcb6'];
+  function pieChart(slices, title, id) {
+    var R = 70, r = 38, cx = 80, cy = 80, rowH = 16, legendX = 170, chars = 28;
+    var H = Math.max(2 * cy, 8 + rowH * slices.length);
+    var g = svg('svg', { width: 420, height: H, 'class': 'pie-chart', role: 'img',
+      'aria-labelledby': id + '-title', id: id });
+    var t = svg('title', { id: id + '-title' });
+    t.textContent = title;
+    g.appendChild(t);
+    var total = 0;
+    slices.forEach(function (s) { total += Math.max(0, s.self_us); });
+    var angle = -Math.PI / 2;
+    function point(rad, a) { return (cx + rad * Math.cos(a)).toFixed(2) + ' ' + (cy + rad * Math.sin(a)).toFixed(2); }
+    slices.forEach(function (s, i) {
+      var color = PIE_COLORS[i % PIE_COLORS.length], share = total > 0 ? Math.max(0, s.self_us) / total : 0;
+      var label = show(s.name) + ': ' + s.self_us + ' us (' + s.pct + ' %)';
+      var mark;
+      if (share >= 0.9999) {  // one whole ring: an arc cannot start and end at one point
+        mark = svg('circle', { cx: cx, cy: cy, r: (R + r) / 2, fill: 'none', stroke: color,
+          'stroke-width': R - r, 'class': 'slice' });
+      } else if (share > 0) {
+        var a1 = angle + 2 * Math.PI * share, large = share > 0.5 ? 1 : 0;
+        mark = svg('path', { d: 'M ' + point(R, angle) + ' A ' + R + ' ' + R + ' 0 ' + large + ' 1 ' +
+          point(R, a1) + ' L ' + point(r, a1) + ' A ' + r + ' ' + r + ' 0 ' + large + ' 0 ' +
+          point(r, angle) + ' Z', fill: color, 'class': 'slice' });
+        angle = a1;
+      }
+      if (mark) {
+        var mt = svg('title');
+        mt.textContent = label;
+        mark.appendChild(mt);
+        g.appendChild(mark);
+      }
+      var y = 4 + i * rowH;
+      g.appendChild(svg('rect', { x: legendX, y: y + 3, width: 10, height: 10, fill: color }));
+      var lt = svg('text', { x: legendX + 16, y: y + 12 });
+      lt.textContent = elide(show(s.name), chars) + ' ' + s.pct + ' %';
+      var ltt = svg('title');
+      ltt.textContent = label;
+      lt.appendChild(ltt);
+      g.appendChild(lt);
+    });
+    var box = el('div', { 'class': 'chart pie' });
+    box.appendChild(g);
+    return box;
+  }
   function titledChart(title, chart) {
     var wrap = el('div', { 'class': 'chart' });
     wrap.appendChild(el('div', { 'class': 'note' }, title));
@@ -377,8 +431,15 @@ svg.bar-chart text.value { fill: var(--muted); }
           if (d.pie[p[0]].length === 0) {
             sec.appendChild(el('p', { 'class': 'note' }, 'No self time on this side in the trace.'));
           } else {
-            sec.appendChild(table([['name', 'name'], ['self_us', 'self us'], ['pct', '%']],
+            // The donut beside its table (the table keeps the exact numbers).
+            var row = el('div', { 'class': 'chart-row pie-row' });
+            row.appendChild(pieChart(d.pie[p[0]], p[1] + ': share of self time, top 10 and other',
+              'tool-pie-chart-' + p[0]));
+            var cell = el('div', { 'class': 'pie-table' });
+            cell.appendChild(table([['name', 'name'], ['self_us', 'self us'], ['pct', '%']],
               d.pie[p[0]], 'tool-pie-' + p[0]));
+            row.appendChild(cell);
+            sec.appendChild(row);
           }
         });
       sec.appendChild(el('h2', null, 'Ops'));
