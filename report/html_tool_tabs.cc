@@ -27,7 +27,10 @@ th.sortable { cursor: pointer; }
 .chart-row { display: flex; flex-wrap: wrap; gap: 12px; }
 .chart-row > .chart { flex: 1 1 540px; min-width: 0; }
 .pie-row { align-items: flex-start; }
-.pie-row > .chart.pie { flex: 0 0 420px; }
+/* At most its row: a narrow row (two tools side by side, a small window) shrinks the donut
+   (viewBox) instead of pushing the chart out of its box. */
+.pie-row > .chart.pie { flex: 0 1 432px; max-width: 100%; min-width: 0; box-sizing: border-box; }
+svg.pie-chart { max-width: 100%; height: auto; }
 .pie-row > .pie-table { flex: 1 1 400px; min-width: 0; }
 svg.pie-chart text { font-size: 12px; }
 svg.bar-chart text.value { fill: var(--muted); }
@@ -238,7 +241,8 @@ svg.bar-chart text.value { fill: var(--muted); }
   function pieChart(slices, title, id) {
     var R = 70, r = 38, cx = 80, cy = 80, rowH = 16, legendX = 170, chars = 28;
     var H = Math.max(2 * cy, 8 + rowH * slices.length);
-    var g = svg('svg', { width: 420, height: H, 'class': 'pie-chart', role: 'img',
+    var g = svg('svg', { width: 420, height: H, viewBox: '0 0 420 ' + H, 'class': 'pie-chart',
+      role: 'img',
       'aria-labelledby': id + '-title', id: id });
     var t = svg('title', { id: id + '-title' });
     t.textContent = title;

@@ -361,8 +361,9 @@ TEST_F(ServeTest, ATriggerCapturesBySelfWhenTheJobSlowsDown) {
   agent::AgentOptions o;
   o.port = 0;
   o.bind = "127.0.0.1";
-  o.synthetic = absl::StrCat("step_ms=20,slowdown_factor=3,slowdown_at_ms=",
-                             clock_.WallNs() / kNanosPerMilli + 4000);
+  const int64_t slowdown_at_ms = clock_.WallNs() / kNanosPerMilli + 4000;
+  o.synthetic = absl::StrCat("step_ms=20,slowdown_factor=3,slowdown_at_ms=", slowdown_at_ms);
+  o.flight_recorder_s = 10;  // so the trigger's snapshot holds the slow steps that fired it
   absl::StatusOr<std::unique_ptr<agent::AgentServer>> slowing = agent::AgentServer::Start(
       o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
   ASSERT_THAT(slowing, IsOk());
@@ -394,7 +395,8 @@ schedules:
     for (const auto& entry :
          std::filesystem::directory_iterator(JoinPath(logdir_, "plugins/profile"), ec)) {
       const std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "slow_") &&
+      // The firing's second session, the next window (the first is NAME-past).
+      if (absl::StartsWith(name, "slow_") && !absl::EndsWith(name, "-past") &&
           PathExists(JoinPath(logdir_, "plugins/profile/" + name + "/session.json"))) {
         session = name;
       }
@@ -418,6 +420,39 @@ schedules:
   // The healthy job's 20 ms steps against the slowed job's 60 ms.
   EXPECT_THAT(*json, HasSubstr("\"trigger_baseline\": 20000000"));
   EXPECT_THAT(*json, HasSubstr("\"trigger_observed\": 60000000"));
+  EXPECT_THAT(*json, HasSubstr("\"trigger_part\": \"next\""));
+
+  // Before it, the snapshot of the past that fired it (the trigger's window, 1 s). The trigger
+  // fires once most steps of its last 1 s window are slow (>= 0.75 s after the slowdown), so the
+  // snapshot's second holds more slow steps than fast: its median step is the slow one.
+  absl::StatusOr<v1::SessionInfo> past;
+  {
+    auto stub = Stub(port);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + certs_.token);
+    v1::GetSessionRequest request;
+    request.set_session(session + "-past");
+    v1::SessionInfo info;
+    ASSERT_THAT(stub->GetSession(&ctx, request, &info), IsOk());
+    past = info;
+  }
+  const v1::SessionManifest& pm = past->manifest();
+  EXPECT_EQ(pm.status(), v1::SESSION_STATUS_OK) << pm.DebugString();
+  EXPECT_EQ(pm.request().past_ms(), 1000u);
+  EXPECT_EQ(pm.origin().trigger_part(), "past");
+  EXPECT_EQ(pm.origin().trigger_linked_session(), session);
+  EXPECT_LT(pm.start_at_ns(), slowdown_at_ms * kNanosPerMilli + 60 * kNanosPerSecond);
+  ASSERT_EQ(pm.hosts_size(), 1);
+  EXPECT_GE(pm.hosts(0).steps(), 10u);  // 1 s of 20-60 ms steps
+  absl::StatusOr<std::string> breakdown =
+      ReadFile(JoinPath(pm.session_dir(), "pod_step_breakdown.json"));
+  ASSERT_THAT(breakdown, IsOk());
+  const size_t at = breakdown->find("\"median_step_time_ms\": ");
+  ASSERT_NE(at, std::string::npos);
+  double median_ms = 0;
+  ASSERT_TRUE(absl::SimpleAtod(
+      breakdown->substr(at + 23, breakdown->find_first_of(",}\n", at + 23) - at - 23), &median_ms));
+  EXPECT_GT(median_ms, 40.0) << "the past's steps are the slow ones (60 ms, the healthy 20 ms)";
 
   ASSERT_EQ(Cli({"schedules", coordinator, token}, &out), coordinator::kExitOk) << out;
   EXPECT_THAT(out, HasSubstr("fired 1"));
