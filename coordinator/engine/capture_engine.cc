@@ -1327,7 +1327,10 @@ void CaptureEngine::Session::MaybeFinish() {
   finished_ = true;
   ReleaseClients();
   if (!plan_.prepare_only) {
-    if (window_end_mono_ > 0) manifest_.set_collect_ms(Millis(NowMono() - window_end_mono_));
+    // 0 when every host was done before the window's end (a snapshot whose hosts all failed).
+    if (window_end_mono_ > 0) {
+      manifest_.set_collect_ms(Millis(std::max<int64_t>(0, NowMono() - window_end_mono_)));
+    }
     Align();
     ClassifyRecordings();
   }

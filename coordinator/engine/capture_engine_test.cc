@@ -724,6 +724,17 @@ TEST_F(CaptureEngineTest, AWindowLongerThanAnAgentAcceptsFailsThatHostNamingBoth
                         "ms (--last)"));
 }
 
+// A snapshot whose every host fails at once (an agent without --flight-recorder) finishes before
+// its instant: the time spent after the window is 0, never negative (was -97 ms in a serve run).
+TEST_F(CaptureEngineTest, ASnapshotThatFailsBeforeItsInstantSpendsNoTimeAfterIt) {
+  Agent("nopast:1", {.capture_error = absl::FailedPreconditionError("this agent keeps no past")});
+  CapturePlan snapshot = Plan({"nopast:1"}, 1000);
+  snapshot.past_ms = 1000;
+  const SessionManifest m = Run(snapshot);
+  EXPECT_EQ(Host(m, "nopast:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_GE(m.collect_ms(), 0.0);
+}
+
 TEST_F(CaptureEngineTest, ExplicitPrepareTimeoutWithLateFailFailsTheUnreadyHostAtOnce) {
   Agent("a:1", {});
   Agent("hung:1", {.hang_get_info = true});
