@@ -1,6 +1,7 @@
 #include "agent/capture_manager.h"
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,6 +90,21 @@ class CaptureManagerTest : public ::testing::Test {
                        out->result.emplace(std::move(result));
                      }});
   }
+
+  // Begins and runs a 1 s capture starting now (kept in running_), filling `out`; returns its
+  // start on the agent's wall clock. The late-stop tests then move the clocks around its end.
+  int64_t RunOneSecondWindow(Outcome* out) {
+    auto session = manager_.Begin(Spec(0, 1000));
+    EXPECT_THAT(session, IsOk());
+    if (!session.ok()) return 0;
+    running_ = *std::move(session);
+    Run(*running_, out);
+    executor_.RunUntilIdle();
+    EXPECT_EQ(out->started_ns.size(), 1u);
+    return out->started_ns.empty() ? 0 : out->started_ns[0];
+  }
+
+  std::unique_ptr<CaptureManager::Session> running_;
 };
 
 TEST_F(CaptureManagerTest, ASnapshotTakesThePastAtItsInstantFromEveryRecordingCollector) {
@@ -642,13 +658,9 @@ TEST_F(CaptureManagerTest, PerCaptureCapsDropEventsAndSaySo) {
 }
 
 TEST_F(CaptureManagerTest, AStopThatFiresLateIsTrimmedToTheWindowAskedFor) {
-  auto session = manager_.Begin(Spec(0, 1000));
-  ASSERT_THAT(session, IsOk());
   Outcome out;
-  Run(**session, &out);
-  executor_.RunUntilIdle();
+  const int64_t start = RunOneSecondWindow(&out);
   ASSERT_EQ(out.started_ns.size(), 1u);
-  const int64_t start = out.started_ns[0];
   // The timeline is busy for 110 ms just before the window's end: the stop timer fires late.
   executor_.PostAt(clock_.MonoNs() + 990 * kNanosPerMilli,
                    [this] { clock_.Advance(110 * kNanosPerMilli); });
@@ -685,12 +697,8 @@ TEST_F(CaptureManagerTest, AStopThatFiresLateIsTrimmedToTheWindowAskedFor) {
 }
 
 TEST_F(CaptureManagerTest, AStopTimerThatFiresMicrosecondsLateIsTrimmedWithoutAWarning) {
-  auto session = manager_.Begin(Spec(0, 1000));
-  ASSERT_THAT(session, IsOk());
   Outcome out;
-  Run(**session, &out);
-  executor_.RunUntilIdle();
-  const int64_t start = out.started_ns.at(0);
+  const int64_t start = RunOneSecondWindow(&out);
   // 60 µs late, as every timer on an idle host: trimmed, and nothing for a person to read.
   executor_.PostAt(clock_.MonoNs() + 999'990 * kNanosPerMicro,
                    [this] { clock_.Advance(70 * kNanosPerMicro); });
@@ -703,12 +711,8 @@ TEST_F(CaptureManagerTest, AStopTimerThatFiresMicrosecondsLateIsTrimmedWithoutAW
 }
 
 TEST_F(CaptureManagerTest, ALateStopAcrossAClockJumpIsKeptAsMeasured) {
-  auto session = manager_.Begin(Spec(0, 1000));
-  ASSERT_THAT(session, IsOk());
   Outcome out;
-  Run(**session, &out);
-  executor_.RunUntilIdle();
-  const int64_t start = out.started_ns.at(0);
+  const int64_t start = RunOneSecondWindow(&out);
   // The wall clock steps 200 ms forward mid-window, and the stop is late too.
   executor_.PostAt(clock_.MonoNs() + 500 * kNanosPerMilli,
                    [this] { clock_.JumpWall(200 * kNanosPerMilli); });
@@ -723,12 +727,8 @@ TEST_F(CaptureManagerTest, ALateStopAcrossAClockJumpIsKeptAsMeasured) {
 }
 
 TEST_F(CaptureManagerTest, AStopSoLateTheAgentMustHaveBeenFrozenIsKeptAsMeasured) {
-  auto session = manager_.Begin(Spec(0, 1000));
-  ASSERT_THAT(session, IsOk());
   Outcome out;
-  Run(**session, &out);
-  executor_.RunUntilIdle();
-  const int64_t start = out.started_ns.at(0);
+  const int64_t start = RunOneSecondWindow(&out);
   executor_.PostAt(clock_.MonoNs() + 400 * kNanosPerMilli,
                    [this] { clock_.Advance(1600 * kNanosPerMilli); });
   executor_.Advance(3000 * kNanosPerMilli);
