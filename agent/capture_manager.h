@@ -206,6 +206,10 @@ class CaptureManager {
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
 
+  // What one read of the step signal covers at most, whoever reads it (GetStepSignal, the hang
+  // detector's first poll): the last 10 minutes, 4096 steps.
+  static constexpr int64_t kStepSignalWindowNs = int64_t{600} * kNanosPerSecond;
+  static constexpr size_t kMaxStepSignalSamples = 4096;
   // The step signal of every collector that keeps one (Collector::RecentSteps): steps that ended
   // in (since_wall_ns, now_wall_ns], oldest first, at most `max` (the latest). `sources` (if
   // given) gets the names of those collectors. Thread-safe, cheap, never waits for a capture.

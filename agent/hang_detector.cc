@@ -6,16 +6,15 @@
 namespace profctl::agent {
 
 std::vector<StepSourceStatus> HangDetector::Poll(const CaptureManager& manager, int64_t now_ns) {
-  constexpr int64_t kFirstWindowNs = int64_t{600} * 1'000'000'000;
-  constexpr size_t kMaxSteps = 4096;
   int64_t since = 0;
   {
     absl::MutexLock lock(&mu_);
-    since = polled_until_ns_ > 0 ? polled_until_ns_ : now_ns - kFirstWindowNs;
+    since = polled_until_ns_ > 0 ? polled_until_ns_ : now_ns - CaptureManager::kStepSignalWindowNs;
     // A clock stepped back: take nothing twice (Observe ignores repeats anyway).
     polled_until_ns_ = std::max(polled_until_ns_, now_ns);
   }
-  if (now_ns > since) Observe(manager.RecentSteps(since, now_ns, kMaxSteps, nullptr));
+  if (now_ns > since)
+    Observe(manager.RecentSteps(since, now_ns, CaptureManager::kMaxStepSignalSamples, nullptr));
   return Status(now_ns);
 }
 

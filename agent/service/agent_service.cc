@@ -579,12 +579,11 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
     profctl::v1::GetStepSignalResponse* response) {
   absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
-  // At most the last 10 minutes and 4096 samples, whatever the caller asks.
-  constexpr int64_t kMaxWindowNs = int64_t{600} * 1'000'000'000;
+  // At most CaptureManager's step-signal window and samples, whatever the caller asks.
   constexpr uint32_t kDefaultSamples = 1024;
-  constexpr uint32_t kMaxSamples = 4096;
+  constexpr auto kMaxSamples = static_cast<uint32_t>(CaptureManager::kMaxStepSignalSamples);
   const int64_t now = (*endpoint)->clock->WallNs();
-  const int64_t since = std::max(request->since_ns(), now - kMaxWindowNs);
+  const int64_t since = std::max(request->since_ns(), now - CaptureManager::kStepSignalWindowNs);
   const uint32_t max =
       request->max_samples() == 0 ? kDefaultSamples : std::min(request->max_samples(), kMaxSamples);
   std::vector<std::string> sources;
