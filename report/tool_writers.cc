@@ -20,16 +20,10 @@ using analysis::Tool;
 
 namespace tool_writers_internal {
 
-namespace {
-
-void Field(std::string* out, absl::string_view s) { AppendCsvField(out, s); }
-
-}  // namespace
-
 void Row(std::string* out, const std::vector<std::string>& fields) {
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i > 0) out->push_back(',');
-    Field(out, fields[i]);
+    AppendCsvField(out, fields[i]);
   }
   out->push_back('\n');
 }

@@ -226,8 +226,9 @@ void MemoryTable(std::string& out, const PodTools& p, const TableStyle& style) {
                               static_cast<double>(a.bytes) / (1 << 20), a.address,
                               Printable(a.op.empty() ? "-" : a.op, w));
       }
-      for (const std::string& s : m.missing)
+      for (const std::string& s : m.missing) {
         absl::StrAppend(&out, "  not in this trace: ", s, "\n");
+      }
     }
   }
 }
