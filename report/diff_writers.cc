@@ -296,7 +296,8 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-      "style-src 'unsafe-inline'\">\n<meta name=\"viewport\" content=\"width=device-width, "
+      "style-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" "
+      "content=\"width=device-width, "
       "initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n<title>profctl diff</title>\n";
   out += kDiffStyle;
   out += "</head><body>\n<h1>profctl diff</h1>\n<p class=\"meta\">A: ";

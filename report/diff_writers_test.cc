@@ -185,6 +185,11 @@ TEST(DiffHtmlTest, ASelfContainedPageWithEscapedNames) {
   EXPECT_THAT(html, HasSubstr("&lt;script&gt;alert(1)&lt;/script&gt;"));
   EXPECT_THAT(html, HasSubstr("runs/a&amp;b"));
   EXPECT_THAT(html, Not(HasSubstr("://")));  // nothing fetched
+  // The empty data: icon (which keeps a browser from asking for /favicon.ico) is the one thing
+  // the policy lets the page load; without img-src the browser logs a violation.
+  EXPECT_THAT(html, HasSubstr("<link rel=\"icon\" href=\"data:,\">"));
+  EXPECT_THAT(
+      html, HasSubstr("content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\""));
   EXPECT_THAT(html, HasSubstr("straggler changed"));
   EXPECT_THAT(html, HasSubstr("Stands out: w3 input now +12.000 ms"));
   EXPECT_THAT(html, HasSubstr("only in A"));
