@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""report.html in a real browser (issue 27): the demo's report and `analyze --tool=all` of a
-multi-rank PyTorch set, each opened in headless Chromium at 1280 px.
+"""report.html in a real browser (issue 27): the demo's report, `analyze --tool=all` of a
+multi-rank PyTorch set and the `profctl diff --html` page of two such sets, each opened in
+headless Chromium at 1280 px.
 
   report_browser_check.py --profctl=BIN [--agent=BIN] [--chromium=BIN] [--out=DIR] [--skip-demo]
 
 For every page and every tab of it, a checking script (added to a copy of the page, after the
 page's own scripts) selects the tab and writes what it found into the DOM, which
-`--dump-dom` returns. A page fails on:
+`--dump-dom` returns. The diff page has no script of its own and a policy that forbids any: its
+checked copy allows inline scripts and nothing more, so a fetch would still show as a console
+error. A page fails on:
   - any console message or uncaught error in Chromium's log, or text in the page's #errors box;
-  - the page not reaching data-rendered="ok";
+  - a report not reaching data-rendered="ok"; the diff page holding a <script>;
   - any visible element wider than its container (or than the 1280 px window) that is not inside
     a scroll or clip box (overflow auto/scroll/hidden: a table's own scroll box, an elided cell);
   - any empty section (a visible <section> with no text beyond its heading and no chart), or a
@@ -139,7 +142,7 @@ CHECKER = r"""
   window.addEventListener('load', function () {
     setTimeout(function () {
       var buttons = Array.prototype.slice.call(document.querySelectorAll('#tabs button'));
-      if (buttons.length === 0) { check('breakdown'); }
+      if (buttons.length === 0) { check(FIRST_TAB); }
       buttons.forEach(function (b) { b.click(); check(b.getAttribute('data-tab')); });
       if (buttons.length) buttons[0].click();
       var box = document.getElementById('errors');
@@ -183,12 +186,25 @@ def console_lines(log):
     return [l for l in log.splitlines() if ":CONSOLE" in l or "Uncaught" in l]
 
 
-def check_page(name, html_path, browser, out_dir):
-    """Checks one report; returns the problems found (empty: it holds)."""
+CSP = re.compile(r'(<meta http-equiv="Content-Security-Policy" content=")([^"]*)(")')
+
+
+def check_page(name, html_path, browser, out_dir, scripted=True):
+    """Checks one page; returns the problems found (empty: it holds). A report is `scripted`: it
+    draws itself (data-rendered="ok", an #errors box, tabs); the diff page is not: it must hold no
+    script, and is checked as one tab, "page"."""
     problems = []
     with open(html_path, encoding="utf-8") as f:
         html = f.read()
     size = len(html.encode("utf-8"))
+    first_tab = "breakdown" if scripted else "page"
+    checker = CHECKER.replace("FIRST_TAB", json.dumps(first_tab))
+    if not scripted:
+        if "<script" in html:
+            problems.append("%s: holds a <script>; the page is documented as script-free" % name)
+        # Its policy forbids scripts: the checking copy allows inline ones, nothing else.
+        html = CSP.sub(lambda m: m.group(1) + m.group(2) + "; script-src 'unsafe-inline'" +
+                       m.group(3), html, count=1)
     scratch = tempfile.mkdtemp(prefix="profctl-browser-")
     try:
         checked = os.path.join(scratch, "checked.html")
@@ -196,7 +212,7 @@ def check_page(name, html_path, browser, out_dir):
         if at < 0:
             return ["%s: no </body>" % name]
         with open(checked, "w", encoding="utf-8") as f:
-            f.write(html[:at] + CHECKER + html[at:])
+            f.write(html[:at] + checker + html[at:])
         rc, dom, log = chromium(browser, scratch, "file://" + checked, ["--dump-dom"])
         if rc != 0:
             problems.append("%s: chromium exited %d: %s" % (name, rc, log[-2000:]))
@@ -208,10 +224,10 @@ def check_page(name, html_path, browser, out_dir):
             return problems
         found = json.loads(m.group(1).replace("&lt;", "<").replace("&gt;", ">")
                            .replace("&quot;", '"').replace("&amp;", "&"))
-        if found.get("rendered") != "ok":
+        if scripted and found.get("rendered") != "ok":
             problems.append("%s: the page did not finish drawing (data-rendered=%r)" %
                             (name, found.get("rendered")))
-        if found["errors"].strip():
+        if scripted and found["errors"].strip():
             problems.append("%s: #errors says: %s" % (name, found["errors"].strip()))
         problems += ["%s: %s" % (name, p) for p in found["problems"]]
         tabs = {t["tab"]: t["charts"] for t in found["tabs"]}
@@ -221,7 +237,7 @@ def check_page(name, html_path, browser, out_dir):
         # Screenshots of the page as a user gets it, one per tab.
         for tab in tabs:
             shot = os.path.join(out_dir, "%s-%s.png" % (name, tab))
-            url = "file://" + os.path.abspath(html_path) + ("#tab=" + tab if tab != "breakdown" else "")
+            url = "file://" + os.path.abspath(html_path) + ("#tab=" + tab if tab != first_tab else "")
             rc, _, log = chromium(browser, scratch, url, ["--screenshot=" + shot])
             if rc != 0 or not os.path.exists(shot):
                 problems.append("%s: no screenshot of tab %s (chromium exited %d)" % (name, tab, rc))
@@ -240,17 +256,18 @@ def memory_event(op, addr, size, total):
                      "Total Allocated": total, "Total Reserved": 64 << 20}}
 
 
-def multi_rank_set(folder, ranks=4):
+def multi_rank_set(folder, ranks=4, slow_ranks=(1,)):
     """Writes `ranks` PyTorch traces (rank0..) made from the H100 fixture: each claims its own rank,
-    rank 1's GPU kernels run 30 % longer, so there is a straggler to show, and each allocates and
-    frees GPU 0 memory in its aten ops (the fixture has no [memory] events), for the memory tab."""
+    the GPU kernels of `slow_ranks` run 30 % longer, so there is a straggler to show, and each allocates
+    and frees GPU 0 memory in its aten ops (the fixture has no [memory] events), for the memory
+    tab."""
     src = os.path.join(SOURCE, "tests", "data", "traces", "h100_torch_profiler.pt.trace.json.gz")
     with gzip.open(src, "rt", encoding="utf-8") as f:
         base = json.load(f)
     for r in range(ranks):
         d = json.loads(json.dumps(base))
         d["distributedInfo"] = {"backend": "nccl", "rank": r, "world_size": ranks}
-        if r == 1:
+        if r in slow_ranks:
             for e in d["traceEvents"]:
                 if e.get("cat") == "kernel" and isinstance(e.get("dur"), (int, float)):
                     e["dur"] = e["dur"] * 1.3
@@ -299,12 +316,21 @@ def main():
     problems = []
     try:
         pages = [tuple(p.split("=", 1)) for p in args.page]
+        static = []  # pages without a script of their own
         traces = os.path.join(work, "traces")
         os.makedirs(traces)
         multi_rank_set(traces)
         run([args.profctl, "analyze", traces, "--tool=all", "--out=" + os.path.join(work, "analyze")],
             "profctl analyze")
         pages.append(("pytorch-4-ranks", os.path.join(work, "analyze", "report.html")))
+        # The diff page: the same set against one where ranks 1 and 2 are slow (kernels and ops
+        # changed, rank 2 stands out).
+        traces_b = os.path.join(work, "traces-b")
+        os.makedirs(traces_b)
+        multi_rank_set(traces_b, slow_ranks=(1, 2))
+        diff_html = os.path.join(work, "diff.html")
+        run([args.profctl, "diff", traces, traces_b, "--html=" + diff_html], "profctl diff")
+        static.append(("diff", diff_html))
         if not args.skip_demo:
             # 8 ms steps for 4 s: ~400 steps, beyond the 300 the page embeds whole (a sample
             # in the slider and table, the series in the charts over steps).
@@ -317,9 +343,10 @@ def main():
             if len(found) != 1:
                 raise Failure("the demo wrote %d report.html files" % len(found))
             pages.append(("demo", found[0]))
-        for name, path in pages:
+        for name, path in pages + static:
             shutil.copy(path, os.path.join(args.out, name + ".html"))
-            problems += check_page(name, path, browser, args.out)
+            problems += check_page(name, path, browser, args.out,
+                                   scripted=(name, path) not in static)
     except (Failure, subprocess.TimeoutExpired) as e:
         problems.append(str(e))
     finally:
