@@ -550,6 +550,9 @@ std::string RenderMetrics(const Daemon& daemon) {
   m.Counter("profctl_coordinator_capture_seconds_total",
             "Wall seconds from session start to session.json, summed over finished sessions.",
             r.capture_seconds_sum);
+  m.Counter("profctl_coordinator_sessions_released_total",
+            "Finished sessions whose engine was freed and its memory handed back to the system.",
+            static_cast<double>(r.sessions_released));
   m.Counter("profctl_coordinator_retention_deleted_total", "Session folders deleted by retention.",
             static_cast<double>(d.retention_deleted));
   m.Counter("profctl_coordinator_retention_bytes_freed_total", "Bytes freed by retention.",

@@ -462,12 +462,16 @@ TEST_F(ServiceTest, MetricsTextNamesCapturesRetentionAndReloads) {
   ASSERT_NE(d, nullptr);
   ex_.AdvanceTo(clock_.MonoNs() + 2 * kHourNs + kNanosPerSecond);
   ASSERT_TRUE(RunUntil([&] { return d->runner().RunningSessions().empty(); }));
+  // Idle: the reaper has freed both finished sessions (it runs on its own thread).
+  ASSERT_TRUE(d->runner().WaitIdle(absl::Seconds(30)));
   const std::string text = RenderMetrics(*d);
   EXPECT_THAT(text, HasSubstr("# TYPE profctl_coordinator_captures_started_total counter\n"
                               "profctl_coordinator_captures_started_total 2\n"));
   EXPECT_THAT(text, HasSubstr("profctl_coordinator_captures_finished_total{outcome=\"ok\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("profctl_coordinator_retention_deleted_total 1\n"));
   EXPECT_THAT(text, HasSubstr("profctl_coordinator_sessions_kept 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE profctl_coordinator_sessions_released_total counter\n"
+                              "profctl_coordinator_sessions_released_total 2\n"));
   // HELP/TYPE once per family.
   size_t count = 0;
   for (size_t p = text.find("# TYPE profctl_coordinator_captures_finished_total");
