@@ -12,19 +12,16 @@ One agent with --collectors=cupti under `/usr/bin/time -v`, --procs stand-in CUD
 asserts nothing (exit 1 only when a step fails).
 """
 
-import argparse
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "py"))
-from profctl_testlib import Failure, Processes, read_port, wait_for  # noqa: E402
+from profctl_testlib import check_parser, read_port, run_in_work_folder, wait_for  # noqa: E402
 
 MIB = 1 << 20
 
@@ -35,25 +32,13 @@ def rss_kib(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--profctl", required=True)
-    ap.add_argument("--app", required=True)
+    ap = check_parser(__doc__, binaries=("agent", "profctl", "app"))
     ap.add_argument("--procs", type=int, default=1)
     ap.add_argument("--kernels", type=int, default=4000)
     ap.add_argument("--duration-ms", type=int, default=2000)
     ap.add_argument("--agent-arg", action="append", default=[])
     args = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="profctl-cupti-mem-")
-    procs = Processes(work)
-    try:
-        return run(args, work, procs)
-    except Failure as e:
-        print(f"FAIL: {e}\n{procs.log_tails()}")
-        return 1
-    finally:
-        procs.stop_all()
-        shutil.rmtree(work, ignore_errors=True)
+    return run_in_work_folder("profctl-cupti-mem-", lambda work, procs: run(args, work, procs))
 
 
 def run(args, work, procs):

@@ -25,18 +25,15 @@ one) they register again by themselves and the next capture has both GPUs' data.
 Exit 0 when all holds, 1 otherwise.
 """
 
-import argparse
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "py"))
-from profctl_testlib import Failure, Processes  # noqa: E402
+from profctl_testlib import Failure, check_parser, run_in_work_folder  # noqa: E402
 from profctl_testlib import wait_for as wait_until  # noqa: E402
 
 DEADLINE_S = 30
@@ -48,28 +45,12 @@ def wait_for(what, cond, procs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agent", required=True)
-    ap.add_argument("--profctl", required=True)
-    ap.add_argument("--app", required=True)
+    ap = check_parser(__doc__, binaries=("agent", "profctl", "app"))
     ap.add_argument("--xprof-check")
     ap.add_argument("--keep", help="copy the work folder (logs, session) here at the end")
     args = ap.parse_args()
-
-    work = tempfile.mkdtemp(prefix="profctl-cupti-e2e-")
-    procs = Processes(work)
-    try:
-        return run(args, work, procs)
-    except Failure as e:
-        print(f"FAIL: {e}\n{procs.log_tails()}")
-        return 1
-    finally:
-        procs.stop_all()
-        if args.keep:
-            # Everything but sockets (an agent SIGKILLed leaves its socket file behind).
-            shutil.copytree(work, args.keep, dirs_exist_ok=True,
-                            ignore=lambda d, names: [n for n in names if n.endswith(".sock")])
-        shutil.rmtree(work, ignore_errors=True)
+    return run_in_work_folder("profctl-cupti-e2e-", lambda work, procs: run(args, work, procs),
+                              keep=args.keep)
 
 
 def start_agent(args, procs, host, name):

@@ -14,15 +14,29 @@ Every wait has a deadline, and ends early with a Failure when a process it watch
 `procs`: a Processes, or Processes.only(names)); the only fixed durations are ones that are
 themselves what is asked for (`hold`: a program's time to settle), never a stand-in for an event.
 
+A check run as a script shares its entry too: `check_parser` (argparse with the binaries it
+runs) and `run_in_work_folder` (a temporary folder and a Processes on it; a Failure printed as
+FAIL with every log's tail, exit 1; everything stopped and the folder removed at the end):
+
+    def main():
+        ap = check_parser(__doc__, binaries=("agent", "profctl", "app"))
+        ap.add_argument("--keep")
+        args = ap.parse_args()
+        return run_in_work_folder("profctl-my-check-", lambda work, procs: run(args, work, procs),
+                                  keep=args.keep)
+
 Tests under tests/ import it with `sys.path.insert(0, os.path.join(HERE, "py"))`; scripts/ and
 deploy/tests/ with the path of tests/py from the repository root. Standard library only: the
 real-GPU check (scripts/gpu_verify.py) uses it on machines that have nothing else.
 """
 
+import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 DEFAULT_TIMEOUT_S = 60
@@ -36,6 +50,36 @@ class Failure(Exception):
 def check(condition, message):
     if not condition:
         raise Failure(message)
+
+
+def check_parser(doc, binaries=("agent", "profctl")):
+    """The ArgumentParser of a check run as a script: its description the first line of `doc`
+    (the script's __doc__), a required --NAME=BIN for each of `binaries` (args.NAME)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for name in binaries:
+        ap.add_argument(f"--{name}", required=True, metavar="BIN")
+    return ap
+
+
+def run_in_work_folder(prefix, body, keep=None):
+    """Runs body(work, procs) with WORK a new temporary folder (named from `prefix`) and procs a
+    Processes logging there; returns body's exit code, or 1 when it raises a Failure, after
+    printing "FAIL: " with the message and the tail of every log. Whatever happens, every process
+    started is stopped and WORK removed; with `keep`, WORK is first copied there (everything but
+    sockets: an agent SIGKILLed leaves its socket file behind)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    procs = Processes(work)
+    try:
+        return body(work, procs)
+    except Failure as e:
+        print(f"FAIL: {e}\n{procs.log_tails()}")
+        return 1
+    finally:
+        procs.stop_all()
+        if keep:
+            shutil.copytree(work, keep, dirs_exist_ok=True,
+                            ignore=lambda d, names: [n for n in names if n.endswith(".sock")])
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class Processes:
