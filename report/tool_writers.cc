@@ -30,6 +30,22 @@ void Row(std::string* out, const std::vector<std::string>& fields) {
 std::string MsText(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6); }
 std::string UsText(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e3); }
 
+void SliceRows(Json& j, const std::vector<analysis::PieSlice>& slices, absl::string_view name_key,
+               absl::string_view time_key) {
+  j.BeginArray();
+  for (const analysis::PieSlice& s : slices) {
+    j.BeginObject();
+    j.Key(name_key);
+    j.String(s.name);
+    j.Key(time_key);
+    j.Us(s.self_ns);
+    j.Key("pct");
+    j.Double(s.pct, 2);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
 double Pct(int64_t part, int64_t whole) {
   return whole <= 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }

@@ -30,6 +30,10 @@ void Row(std::string* out, const std::vector<std::string>& fields);
 // Nanoseconds as milliseconds / microseconds with three decimals ("1.500").
 std::string MsText(int64_t ns);
 std::string UsText(int64_t ns);
+// A JSON array of pie slices: one object per slice, {name_key: name, time_key: its time in us,
+// "pct"}.
+void SliceRows(Json& j, const std::vector<analysis::PieSlice>& slices, absl::string_view name_key,
+               absl::string_view time_key);
 // part of whole in percent; 0 when whole is not positive.
 double Pct(int64_t part, int64_t whole);
 // `s` for a terminal: control characters as '?', shortened in the middle to max_width (>= 8).

@@ -71,18 +71,7 @@ void KernelRows(Json& j, const std::vector<KernelStat>& rows) {
 std::string DimsText(const std::array<int32_t, 3>& d) { return absl::StrJoin(d, "x"); }
 
 void TopKernelsJson(Json& j, const std::vector<KernelStat>& rows) {
-  j.BeginArray();
-  for (const analysis::PieSlice& s : analysis::TopKernels(rows, analysis::kMaxTop)) {
-    j.BeginObject();
-    j.Key("kernel");
-    j.String(s.name);
-    j.Key("total_us");
-    j.Us(s.self_ns);
-    j.Key("pct");
-    j.Double(s.pct, 2);
-    j.EndObject();
-  }
-  j.EndArray();
+  SliceRows(j, analysis::TopKernels(rows, analysis::kMaxTop), "kernel", "total_us");
 }
 
 }  // namespace

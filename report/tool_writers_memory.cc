@@ -45,6 +45,15 @@ void MemoryJson(Json& j, const PodTools& p) {
       j.Key("reserved_at_peak");
       m.reserved_at_peak < 0 ? j.Null() : j.Int(m.reserved_at_peak);
       const auto int_or_null = [&j](int64_t v) { v < 0 ? j.Null() : j.Int(v); };
+      // What an allocation (or an op's allocations) held, as the allocator described it.
+      const auto allocation_kind = [&j](const auto& a) {
+        j.Key("region_type");
+        j.String(a.region_type);
+        j.Key("data_type");
+        j.String(a.data_type);
+        j.Key("shape");
+        j.String(a.shape);
+      };
       j.Key("capacity_bytes");
       int_or_null(m.capacity_bytes);
       j.Key("capacity_from");
@@ -84,12 +93,7 @@ void MemoryJson(Json& j, const PodTools& p) {
         j.String(a.op);
         j.Key("step");
         int_or_null(a.step);
-        j.Key("region_type");
-        j.String(a.region_type);
-        j.Key("data_type");
-        j.String(a.data_type);
-        j.Key("shape");
-        j.String(a.shape);
+        allocation_kind(a);
         j.EndObject();
       }
       j.EndArray();
@@ -105,12 +109,7 @@ void MemoryJson(Json& j, const PodTools& p) {
         j.Int(r.bytes);
         j.Key("requested_bytes");
         int_or_null(r.requested_bytes);
-        j.Key("region_type");
-        j.String(r.region_type);
-        j.Key("data_type");
-        j.String(r.data_type);
-        j.Key("shape");
-        j.String(r.shape);
+        allocation_kind(r);
         j.EndObject();
       }
       j.EndArray();

@@ -58,18 +58,7 @@ void OpRows(Json& j, const std::vector<analysis::OpShareRow>& rows, double peak_
 }
 
 void Pie(Json& j, const std::vector<analysis::PieSlice>& slices) {
-  j.BeginArray();
-  for (const analysis::PieSlice& s : slices) {
-    j.BeginObject();
-    j.Key("name");
-    j.String(s.name);
-    j.Key("self_us");
-    j.Us(s.self_ns);
-    j.Key("pct");
-    j.Double(s.pct, 2);
-    j.EndObject();
-  }
-  j.EndArray();
+  SliceRows(j, slices, "name", "self_us");
 }
 
 // The op tables of one OpStats (the pod's or a host's) with their shares, the idle time and the
