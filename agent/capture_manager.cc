@@ -563,7 +563,7 @@ absl::Status CaptureManager::Cancel(const std::string& session_id, const std::st
 }
 
 absl::Status CaptureManager::Reserve(const std::string& session_id, const std::string& session_key,
-                                     int64_t ttl_ms) {
+                                     int64_t ttl_ms, ReservationPriority priority) {
   PROFCTL_RETURN_IF_ERROR(ValidateSessionId(session_id));
   PROFCTL_RETURN_IF_ERROR(ValidateSessionKey(session_key));
   if (session_key.empty()) {
@@ -584,13 +584,16 @@ absl::Status CaptureManager::Reserve(const std::string& session_id, const std::s
   }
   if (reserved_until_mono_ > now &&
       (reserved_id_ != session_id || !SessionKeysEqual(reserved_key_, session_key))) {
-    return absl::AlreadyExistsError(absl::StrCat("the agent is reserved for another capture for ~",
-                                                 (reserved_until_mono_ - now) / kNanosPerMilli,
-                                                 " ms more"));
+    const int64_t remaining_ms = (reserved_until_mono_ - now) / kNanosPerMilli;
+    return WithReservationConflict(
+        absl::AlreadyExistsError(absl::StrCat("the agent is reserved for another capture for ~",
+                                              remaining_ms, " ms more")),
+        {reserved_priority_, remaining_ms});
   }
   reserved_id_ = session_id;
   reserved_key_ = session_key;
   reserved_until_mono_ = now + ttl_ms * kNanosPerMilli;
+  reserved_priority_ = priority;
   return absl::OkStatus();
 }
 

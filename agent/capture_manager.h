@@ -42,6 +42,7 @@
 #include "agent/collectors/collector.h"
 #include "common/clock.h"
 #include "common/executor.h"
+#include "common/reservation.h"
 #include "google/protobuf/arena.h"
 #include "tensorflow/profiler/xplane.pb.h"
 #include "xspace/tsl_profile.h"
@@ -198,10 +199,12 @@ class CaptureManager {
   // Holds the capture slot for (session_id, session_key) for ttl_ms (at most 60 s; refreshed by
   // the same pair): meanwhile Begin refuses every other session ALREADY_EXISTS, and the session's
   // own Begin takes the reservation. ALREADY_EXISTS when another session runs or holds an
-  // unexpired reservation (naming neither), INVALID_ARGUMENT for a bad id, an empty or bad key, or
-  // a ttl out of range. Cancel with the same id and key releases it.
+  // unexpired reservation (naming neither; for a reservation, the status carries its priority
+  // and remaining time: ReservationConflictOf), INVALID_ARGUMENT for a bad id, an empty or bad
+  // key, or a ttl out of range. Cancel with the same id and key releases it. `priority` is kept
+  // with the reservation (the last one given by its session).
   absl::Status Reserve(const std::string& session_id, const std::string& session_key,
-                       int64_t ttl_ms);
+                       int64_t ttl_ms, ReservationPriority priority = {});
   bool busy() const;
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
@@ -237,6 +240,7 @@ class CaptureManager {
   std::string reserved_id_ ABSL_GUARDED_BY(mu_);
   std::string reserved_key_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_until_mono_ ABSL_GUARDED_BY(mu_) = 0;
+  ReservationPriority reserved_priority_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);
 };
 

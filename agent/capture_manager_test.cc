@@ -772,6 +772,40 @@ TEST_F(CaptureManagerTest, AReservationHoldsTheSlotForItsSessionUntilTakenReleas
   EXPECT_EQ(manager_.Reserve("se", key_b, 60'001).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Wait-die needs to know whose reservation refused a session: the refusal carries the holder's
+// priority and remaining time; a running capture's refusal carries none (nothing to wait for).
+TEST_F(CaptureManagerTest, AReservationRefusedByAnotherReservationSaysWhoseItIs) {
+  const std::string key_a(20, 'a'), key_b(20, 'b');
+  const ReservationPriority older{1'000, 7}, younger{2'000, 3};
+  ASSERT_THAT(manager_.Reserve("sa", key_a, 1000, older), IsOk());
+  const absl::Status refused = manager_.Reserve("sb", key_b, 1000, younger);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists);
+  std::optional<ReservationConflict> conflict = ReservationConflictOf(refused);
+  ASSERT_TRUE(conflict.has_value());
+  EXPECT_EQ(conflict->holder, older);
+  EXPECT_EQ(conflict->remaining_ms, 1000);
+  EXPECT_TRUE(older.OlderThan(younger));
+  EXPECT_FALSE(younger.OlderThan(older));
+  EXPECT_FALSE(older.OlderThan(older));
+  EXPECT_TRUE((ReservationPriority{1'000, 3}).OlderThan(older));  // the ticket breaks a tie
+  EXPECT_FALSE(ReservationPriority{}.OlderThan(younger));         // unset: never older
+  EXPECT_FALSE(older.OlderThan(ReservationPriority{}));
+  // A refresh by its own session keeps the priority it gives.
+  executor_.Advance(400 * kNanosPerMilli);
+  conflict = ReservationConflictOf(manager_.Reserve("sb", key_b, 1000, younger));
+  ASSERT_TRUE(conflict.has_value());
+  EXPECT_EQ(conflict->remaining_ms, 600);
+  // Its own Begin takes it: a running capture refuses with no conflict to wait for.
+  CaptureSpec own = Spec(0, 100, "sa");
+  own.session_key = key_a;
+  auto session = manager_.Begin(own);
+  ASSERT_THAT(session, IsOk());
+  const absl::Status busy = manager_.Reserve("sb", key_b, 1000, younger);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(busy.message(), HasSubstr("busy with another capture"));
+  EXPECT_FALSE(ReservationConflictOf(busy).has_value());
+}
+
 TEST_F(CaptureManagerTest, AnOversizedIdOrCollectorIsQuotedBounded) {
   const std::string huge(1 << 20, 'x');
   const absl::Status bad_id = manager_.Begin(Spec(0, 10, huge + "/")).status();

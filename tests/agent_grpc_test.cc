@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -34,6 +35,7 @@
 #include "common/clock.h"
 #include "common/executor.h"
 #include "common/gzip.h"
+#include "common/reservation.h"
 #include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -306,6 +308,41 @@ TEST_F(AgentGrpcTest, GetInfoReservesTheSlotAndCancelReleasesIt) {
   Reply<absl::StatusOr<AgentInfo>> now_free;
   other->GetInfo(b, 5000, now_free.Callback());
   EXPECT_THAT(now_free.Await(), IsOk());
+}
+
+// Over gRPC, a refusal by another session's reservation names that reservation's priority (the
+// trailers), which the client hands back on the status; an unordered holder's priority is unset.
+TEST_F(AgentGrpcTest, AReservationRefusalCarriesTheHoldersPriority) {
+  const coordinator::Reservation a{"sess-a", std::string(24, 'a'), 5000, {1'700'000'000, 42}};
+  const coordinator::Reservation b{"sess-b", std::string(24, 'b'), 5000, {1'800'000'000, 1}};
+  Reply<absl::StatusOr<AgentInfo>> first;
+  client_->GetInfo(a, 5000, first.Callback());
+  ASSERT_THAT(first.Await(), IsOk());
+  std::unique_ptr<AgentClient> other = Connect(factory_, agent_.address());
+  Reply<absl::StatusOr<AgentInfo>> refused;
+  other->GetInfo(b, 5000, refused.Callback());
+  const absl::StatusOr<AgentInfo> r = refused.Await();
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists) << r.status();
+  const std::optional<ReservationConflict> conflict = ReservationConflictOf(r.status());
+  ASSERT_TRUE(conflict.has_value()) << r.status();
+  EXPECT_EQ(conflict->holder, a.priority);
+  EXPECT_GT(conflict->remaining_ms, 0);
+  EXPECT_LE(conflict->remaining_ms, 5000);
+  EXPECT_TRUE(a.priority.OlderThan(b.priority));
+  // Released, then held by a session that sent no priority (an older coordinator).
+  Reply<absl::Status> released;
+  client_->Cancel(a.session_id, a.session_key, 5000, released.Callback());
+  ASSERT_THAT(released.Await(), IsOk());
+  const coordinator::Reservation unordered{"sess-c", std::string(24, 'c'), 5000};
+  Reply<absl::StatusOr<AgentInfo>> held;
+  client_->GetInfo(unordered, 5000, held.Callback());
+  ASSERT_THAT(held.Await(), IsOk());
+  Reply<absl::StatusOr<AgentInfo>> refused_again;
+  other->GetInfo(b, 5000, refused_again.Callback());
+  const absl::StatusOr<AgentInfo> r2 = refused_again.Await();
+  ASSERT_EQ(r2.status().code(), absl::StatusCode::kAlreadyExists) << r2.status();
+  ASSERT_TRUE(ReservationConflictOf(r2.status()).has_value());
+  EXPECT_FALSE(ReservationConflictOf(r2.status())->holder.set());
 }
 
 TEST_F(AgentGrpcTest, CallbacksRunOnATransportThreadNeverInline) {

@@ -79,10 +79,12 @@ class FakeAgent::Client final : public AgentClient {
         b.get_info_failures.empty()) {
       // Reserved when the request arrives, as the agent does.
       FakeAgent* a = a_;
-      a->ex_->PostAt(a->clock_->MonoNs() + b.up_delay_ns, [a, reserve, timeout_ms,
-                                                           done = std::move(done)]() mutable {
-        const absl::Status reserved =
-            a->manager_.Reserve(reserve.session_id, reserve.session_key, reserve.ttl_ms);
+      const auto extra = b.reserve_delay_ns.find(reserve.session_id);
+      const int64_t up = b.up_delay_ns + (extra != b.reserve_delay_ns.end() ? extra->second : 0);
+      a->ex_->PostAt(a->clock_->MonoNs() + up, [a, reserve, timeout_ms,
+                                                done = std::move(done)]() mutable {
+        const absl::Status reserved = a->manager_.Reserve(reserve.session_id, reserve.session_key,
+                                                          reserve.ttl_ms, reserve.priority);
         ++a->reservations_;
         const FakeAgentBehavior& bb = a->behavior_;
         absl::StatusOr<coordinator::AgentInfo> info =

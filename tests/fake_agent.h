@@ -67,6 +67,9 @@ struct FakeAgentBehavior {
   // agent: ALREADY_EXISTS); the next transfers (Capture or Fetch) end with these after all their
   // bytes (a reset or a flipped bit: UNAVAILABLE, DATA_LOSS).
   std::deque<absl::Status> get_info_failures = {};
+  // By session id: that session's reserving GetInfo arrives this much later than the up delay
+  // (two coordinators behind different paths reach the agents in different orders).
+  std::map<std::string, int64_t> reserve_delay_ns = {};
   std::deque<absl::Status> capture_failures = {};
   std::deque<absl::Status> transfer_failures = {};
   // The first Capture stream breaks (UNAVAILABLE) this long after recording starts; the agent
@@ -107,6 +110,8 @@ class FakeAgent {
   void ForgetTraces() { kept_.clear(); }
   // Agent wall clock when the last capture started recording (0 if none).
   int64_t last_start_ns() const { return last_start_ns_; }
+  // The agent's capture slot (e.g. to reserve it for a session no engine runs).
+  agent::CaptureManager& manager() { return manager_; }
 
  private:
   class Client;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/bounded_text.h"
 #include "common/gzip.h"
+#include "common/reservation.h"
 #include "common/version.h"
 #include "spdlog/spdlog.h"
 #include "xspace/tsl_profile.h"
@@ -547,7 +548,17 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext*
     const profctl::v1::Reservation& r = request->reserve();
     const int64_t ttl_ms =
         static_cast<int64_t>(std::min<uint64_t>(r.ttl_ms(), std::numeric_limits<int64_t>::max()));
-    if (absl::Status s = manager.Reserve(r.session_id(), r.session_key(), ttl_ms); !s.ok()) {
+    const ReservationPriority priority{r.priority().session_start_ns(), r.priority().ticket()};
+    if (absl::Status s = manager.Reserve(r.session_id(), r.session_key(), ttl_ms, priority);
+        !s.ok()) {
+      // Whose reservation refused it travels in the trailers (agent.proto, GetInfoRequest).
+      if (std::optional<ReservationConflict> c = ReservationConflictOf(s)) {
+        profctl::v1::ReservationConflict conflict;
+        conflict.mutable_holder()->set_session_start_ns(c->holder.session_start_ns);
+        conflict.mutable_holder()->set_ticket(c->holder.ticket);
+        conflict.set_remaining_ms(static_cast<uint64_t>(std::max<int64_t>(0, c->remaining_ms)));
+        ctx->AddTrailingMetadata(kReservationConflictMetadataKey, conflict.SerializeAsString());
+      }
       return FinishUnary(ctx, ToGrpcStatus(s));
     }
   }

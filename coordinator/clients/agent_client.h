@@ -21,6 +21,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "common/reservation.h"
 #include "coordinator/clients/worker.h"
 #include "profctl/v1/agent.pb.h"
 #include "xspace/tsl_profile.h"
@@ -72,6 +73,8 @@ struct Reservation {
   std::string session_id;
   std::string session_key;
   int64_t ttl_ms = 0;
+  // Against other sessions' reservations (common/reservation.h).
+  ReservationPriority priority = {};
 };
 
 // Which session to serve again (AgentService.Fetch).
@@ -120,7 +123,9 @@ class AgentClient {
   // Waits for every call in flight to finish (their callbacks have run).
   virtual ~AgentClient() = default;
   // With a reservation, an agent busy with or reserved for another session answers
-  // ALREADY_EXISTS; peers that cannot reserve (TSL servers, old agents) ignore it.
+  // ALREADY_EXISTS; when another session's reservation refused it, the status carries that
+  // reservation's priority (ReservationConflictOf). Peers that cannot reserve (TSL servers, old
+  // agents) ignore it.
   virtual void GetInfo(const Reservation& reserve, int64_t timeout_ms,
                        Callback<AgentInfo> done) = 0;
   void GetInfo(int64_t timeout_ms, Callback<AgentInfo> done) {

@@ -2,10 +2,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +35,20 @@ using grpc_calls::UnaryCall;
 
 using profctl::v1::AgentService;
 using profctl::v1::CaptureChunk;
+
+// The ReservationConflict an agent attached to a refused GetInfo (its trailing metadata), if any.
+std::optional<ReservationConflict> ConflictFromTrailers(const grpc::ClientContext& ctx) {
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find(kReservationConflictMetadataKey);
+  if (it == trailers.end()) return std::nullopt;
+  profctl::v1::ReservationConflict proto;
+  if (!proto.ParseFromArray(it->second.data(), static_cast<int>(it->second.size()))) {
+    return std::nullopt;
+  }
+  return ReservationConflict{
+      {proto.holder().session_start_ns(), proto.holder().ticket()},
+      static_cast<int64_t>(std::min<uint64_t>(proto.remaining_ms(), 3'600'000))};
+}
 
 // Receives one Capture or Fetch stream, checks its framing (CaptureFramer) and hands it to a
 // CaptureStream. Lifetime: created by Capture()/Fetch(), deletes itself in OnDone() (gRPC's last
@@ -159,6 +175,11 @@ class GrpcAgentClient final : public AgentClient {
       request.mutable_reserve()->set_session_key(reserve.session_key);
       request.mutable_reserve()->set_ttl_ms(
           static_cast<uint64_t>(std::max<int64_t>(0, reserve.ttl_ms)));
+      if (reserve.priority.set()) {
+        profctl::v1::ReservationPriority* p = request.mutable_reserve()->mutable_priority();
+        p->set_session_start_ns(reserve.priority.session_start_ns);
+        p->set_ticket(reserve.priority.ticket);
+      }
     }
     StartUnary<Call>(
         timeout_ms, std::move(request),
@@ -167,7 +188,12 @@ class GrpcAgentClient final : public AgentClient {
         },
         [this, done = std::move(done)](const grpc::Status& s, Call& call) mutable {
           if (!s.ok()) {
-            std::move(done)(ExplainGetInfoError(target_, CallStatus(s, *call.call, "GetInfo")));
+            absl::Status status =
+                ExplainGetInfoError(target_, CallStatus(s, *call.call, "GetInfo"));
+            if (std::optional<ReservationConflict> c = ConflictFromTrailers(call.call->ctx)) {
+              status = WithReservationConflict(std::move(status), *c);
+            }
+            std::move(done)(std::move(status));
             return;
           }
           const profctl::v1::GetInfoResponse& r = call.response;

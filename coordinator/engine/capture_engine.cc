@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/check.h"
+#include "common/reservation.h"
 #include "common/version.h"
 #include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/host_trace.h"
@@ -47,6 +48,13 @@ std::string NewSessionKey() {
   return key;
 }
 
+// 64 random bits from the OS's random source (ReservationPriority.ticket); never 0.
+uint64_t NewReservationTicket() {
+  std::random_device random;
+  const uint64_t ticket = (static_cast<uint64_t>(random()) << 32) ^ random();
+  return ticket != 0 ? ticket : 1;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -63,7 +71,9 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
         ex_(*deps_.executor),
         clock_(ex_.clock()),
         backoff_(options_.retry_initial_backoff_ms, options_.retry_max_backoff_ms,
-                 options_.retry_jitter_seed) {}
+                 options_.retry_jitter_seed),
+        wait_backoff_(options_.reservation_wait_initial_ms, options_.reservation_wait_max_ms,
+                      options_.retry_jitter_seed) {}
 
   ~Session() {
     // Clients first: each waits for its calls in flight, whose callbacks touch streams.
@@ -111,6 +121,12 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
     // GetInfo reserved the agent's slot for this session and no Capture has taken it yet: the
     // session releases it (Cancel) before it ends.
     bool reserved = false;
+    // Wait-die: GetInfo rounds that found the agent reserved by a younger session and were asked
+    // again (they count as no prepare retry), since when, and the last refusal while it waits.
+    int reservation_waits = 0;
+    int64_t waiting_since_mono = 0;
+    bool waiting_for_reservation = false;
+    absl::Status reservation_refusal;
     bool started_seen = false;
     bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
     int64_t capture_started_mono = 0;
@@ -190,6 +206,15 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   // `h` answered GetInfo that it is busy with or reserved for another session: the capture gives
   // up whole. Hosts that answered are failed now; those whose GetInfo is in flight when it comes.
   void GiveUpBusyPod(Host& h, const absl::Status& status);
+  // Wait-die: `refused` (ALREADY_EXISTS from GetInfo) came from a reservation of a session younger
+  // than this one: asks `h` again after a short jittered backoff (the last time shortly before the
+  // prepare budget's end, where OnPrepareDeadline gives up) and returns true. False (the caller
+  // gives up whole) for a running capture, an older or unordered session's reservation, or once
+  // the budget is spent.
+  bool WaitForReservation(Host& h, const absl::Status& refused);
+  // Why the pod is busy, for a host whose GetInfo `refused`: says whose reservation it was and,
+  // for a host that waited, how long.
+  absl::Status BusyReason(const Host& h, const absl::Status& refused) const;
   // Without --prepare-timeout: the latest instant a host still preparing whose answers are
   // arriving should be ready (ProjectedReadyNs), within the budget's maximum; 0 if none.
   int64_t SlowHostsReadyBy() const;
@@ -330,7 +355,13 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   int64_t deadline_mono_ = std::numeric_limits<int64_t>::max();
   // CaptureRequest.session_key: only this coordinator can cancel or fetch its session.
   std::string session_key_;
+  // Against other sessions' reservations (wait-die): this session's start and a random ticket.
+  ReservationPriority priority_;
+  // A host waiting for a younger session's reservation waits until this, at most: the prepare
+  // budget asked for (or the largest derived one), from the session's start.
+  int64_t reservation_wait_cap_mono_ = 0;
   RetryBackoff backoff_;
+  RetryBackoff wait_backoff_;
 };
 
 void CaptureEngine::Session::Begin() {
@@ -339,6 +370,8 @@ void CaptureEngine::Session::Begin() {
   *manifest_.mutable_request() = SessionRequestFromPlan(plan_);
   if (!plan_.origin.kind().empty()) *manifest_.mutable_origin() = plan_.origin;
   session_key_ = NewSessionKey();
+  priority_ = {clock_.WallNs(), options_.reservation_ticket != 0 ? options_.reservation_ticket
+                                                                 : NewReservationTicket()};
   if (plan_.reader.step_pattern != analysis::kDefaultStepPattern) {
     manifest_.set_step_pattern(plan_.reader.step_pattern);
   }
@@ -373,6 +406,7 @@ void CaptureEngine::Session::Begin() {
       plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
   manifest_.set_prepare_budget_ms(static_cast<double>(budget_ms));
   prepare_cap_mono_ = prepare_started_mono_ + budget_ms * kNanosPerMilli;
+  reservation_wait_cap_mono_ = prepare_cap_mono_;
   ScheduleBudget(prepare_cap_mono_);
   for (size_t i = 0; i < hosts_.size(); ++i) {
     Host& h = hosts_[i];
@@ -409,7 +443,7 @@ void CaptureEngine::Session::StartPrepare(Host& h) {
     const int64_t budget_ms =
         plan_.prepare_timeout_ms > 0 ? plan_.prepare_timeout_ms : options_.max_prepare_budget_ms;
     reserve = {plan_.session, session_key_,
-               std::min<int64_t>(60'000, budget_ms + options_.rpc_timeout_ms + 3'000)};
+               std::min<int64_t>(60'000, budget_ms + options_.rpc_timeout_ms + 3'000), priority_};
   }
   h.client->GetInfo(
       reserve, options_.rpc_timeout_ms,
@@ -439,9 +473,24 @@ void CaptureEngine::Session::TakeSample(Host& h) {
 
 void CaptureEngine::Session::OnInfo(Host& h, absl::StatusOr<AgentInfo> info) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
-  if (h.phase != Phase::kPreparing) return;
+  if (h.phase != Phase::kPreparing) {
+    // Failed while its GetInfo was in flight (the pod was busy, the budget ran out), and the
+    // agent reserved it meanwhile: released with the others unless they already were (then it
+    // lapses at its TTL).
+    if (h.phase == Phase::kDone && info.ok() && !releases_sent_ && !plan_.prepare_only &&
+        h.client != nullptr && h.client->MeasuresClock()) {
+      h.reserved = true;
+    }
+    return;
+  }
   const PrepareRound::Step step = h.round.OnInfo(std::move(info));
   if (step.answered && !plan_.prepare_only && h.round.measures_clock()) h.reserved = true;
+  if (step.answered && h.waiting_for_reservation) {
+    Progress(
+        absl::StrFormat("%s: reserved after waiting %.0f ms for a younger capture to let it go",
+                        h.r.address(), Millis(NowMono() - h.waiting_since_mono)));
+  }
+  h.waiting_for_reservation = false;  // set again by WaitForReservation
   if (!pod_busy_.ok()) {
     Fail(h, profctl::v1::FAILURE_STEP_PREPARE, pod_busy_);
     return;
@@ -513,7 +562,7 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
   if (verdict.state == PrepareRound::State::kWaiting) return;
   if (verdict.state == PrepareRound::State::kFailed) {
     if (verdict.status.code() == absl::StatusCode::kAlreadyExists && preparing_) {
-      GiveUpBusyPod(h, verdict.status);
+      if (!WaitForReservation(h, verdict.status)) GiveUpBusyPod(h, BusyReason(h, verdict.status));
       return;
     }
     absl::Status status = verdict.status;
@@ -587,8 +636,12 @@ void CaptureEngine::Session::MaybeReady(Host& h) {
 }
 
 void CaptureEngine::Session::GiveUpBusyPod(Host& h, const absl::Status& status) {
-  Fail(h, profctl::v1::FAILURE_STEP_PREPARE, status);
-  if (!pod_busy_.ok()) return;
+  if (!pod_busy_.ok()) {
+    Fail(h, profctl::v1::FAILURE_STEP_PREPARE, status);
+    return;
+  }
+  // Set before `h` fails: when it is the last host to settle, its failure ends preparing, which
+  // must then capture nothing.
   pod_busy_ = absl::AlreadyExistsError(
       absl::StrCat("not captured: the pod is busy with another capture (", h.r.address(), ": ",
                    status.message(), "); a capture takes the whole pod or none of it"));
@@ -597,11 +650,62 @@ void CaptureEngine::Session::GiveUpBusyPod(Host& h, const absl::Status& status) 
                                     status.message(),
                                     "); nothing was captured and this capture's reservations "
                                     "were released"));
+  Fail(h, profctl::v1::FAILURE_STEP_PREPARE, status);
   for (Host& o : hosts_) {
     if ((o.phase == Phase::kPreparing && o.round.info_done()) || o.phase == Phase::kReady) {
       Fail(o, profctl::v1::FAILURE_STEP_PREPARE, pod_busy_);
     }
   }
+}
+
+bool CaptureEngine::Session::WaitForReservation(Host& h, const absl::Status& refused) {
+  const std::optional<ReservationConflict> conflict = ReservationConflictOf(refused);
+  if (!conflict.has_value() || !priority_.OlderThan(conflict->holder) || cancelled_ ||
+      !pod_busy_.ok()) {
+    return false;
+  }
+  if (NowMono() >= reservation_wait_cap_mono_) return false;
+  // The last GetInfo is sent a little before the cap, so that it can be answered inside it; after
+  // it the host waits (OnPrepareDeadline gives up at the cap).
+  const int64_t at =
+      std::min(NowMono() + wait_backoff_.NextNs(h.reservation_waits + 1),
+               reservation_wait_cap_mono_ - options_.min_prepare_quiet_ms * kNanosPerMilli);
+  if (h.reservation_waits == 0) {
+    h.waiting_since_mono = NowMono();
+    Progress(absl::StrFormat(
+        "%s: reserved for a younger capture; waiting for it to let go (at most %.0f ms more)",
+        h.r.address(), Millis(reservation_wait_cap_mono_ - NowMono())));
+  }
+  ++h.reservation_waits;
+  h.waiting_for_reservation = true;
+  h.reservation_refusal = refused;
+  if (at <= NowMono()) return true;
+  h.retry_pending = true;
+  ex_.PostAt(at, [weak = weak_from_this(), i = h.index, round = h.prepare_round] {
+    std::shared_ptr<Session> s = weak.lock();
+    if (s == nullptr) return;
+    Host& host = s->hosts_[i];
+    if (host.phase != Phase::kPreparing || host.prepare_round != round) return;
+    host.retry_pending = false;
+    if (!s->cancelled_ && s->pod_busy_.ok()) s->StartPrepare(host);
+  });
+  return true;
+}
+
+absl::Status CaptureEngine::Session::BusyReason(const Host& h, const absl::Status& refused) const {
+  const std::optional<ReservationConflict> conflict = ReservationConflictOf(refused);
+  if (!conflict.has_value()) return refused;
+  if (h.reservation_waits > 0) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "%s; waited %.0f ms for that younger capture to let it go, as long as the prepare budget "
+        "allows",
+        refused.message(), Millis(NowMono() - h.waiting_since_mono)));
+  }
+  if (conflict->holder.set() && conflict->holder.OlderThan(priority_)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(refused.message(), "; that capture is older and goes first"));
+  }
+  return refused;
 }
 
 void CaptureEngine::Session::DeriveBudget() {
@@ -662,6 +766,19 @@ void CaptureEngine::Session::ScheduleBudget(int64_t deadline_mono) {
 void CaptureEngine::Session::OnPrepareDeadline(uint64_t generation) {
   PROFCTL_DCHECK_ON_SEQUENCE(ex_);
   if (generation != budget_generation_ || !preparing_) return;
+  // A host waiting for a younger capture's reservation (WaitForReservation) keeps preparing open
+  // until it gets it; at the wait's cap the capture gives up whole.
+  for (Host& h : hosts_) {
+    if (h.phase != Phase::kPreparing || !h.waiting_for_reservation) continue;
+    if (NowMono() < reservation_wait_cap_mono_) {
+      manifest_.set_prepare_budget_ms(Millis(reservation_wait_cap_mono_ - prepare_started_mono_));
+      ScheduleBudget(reservation_wait_cap_mono_);
+      return;
+    }
+    GiveUpBusyPod(h, BusyReason(h, h.reservation_refusal));
+    EndPrepare();  // fails every host still preparing with the pod's reason
+    return;
+  }
   // A host whose GetInfo is still in flight (neither answered nor refused) may be alive behind a
   // slow link: its first answer needs the connection's handshake and a round trip, longer than
   // the budget the fast hosts derived (a 600 ms round trip answers GetInfo after about 1 s,
@@ -1055,15 +1172,17 @@ void CaptureEngine::Session::LogAttempt(Host& h, absl::string_view kind, int64_t
 }
 
 bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
-  bool retry = PrepareRetryWanted(status.code(), cancelled_, h.prepare_round, plan_.retries);
+  // Rounds that waited for another session's reservation are no retries.
+  const int round = h.prepare_round - h.reservation_waits;
+  bool retry = PrepareRetryWanted(status.code(), cancelled_, round, plan_.retries);
   // Once the window is set, a host still down may join until it ends (--late=capture): its
   // rounds left are spread over what is left of it.
   int64_t spread = 0;
   if (retry && !preparing_ && plan_.late == profctl::v1::LATE_POLICY_CAPTURE) {
     spread = SpreadRetryNs(std::min(window_end_mono_, deadline_mono_) - NowMono(),
-                           plan_.retries - h.prepare_round + 1);
+                           plan_.retries - round + 1);
   }
-  const int64_t backoff = retry ? backoff_.NextNs(h.prepare_round, spread) : 0;
+  const int64_t backoff = retry ? backoff_.NextNs(round, spread) : 0;
   const int64_t at = NowMono() + backoff;
   retry =
       retry && PrepareRetryFits(at, {.preparing = preparing_,
@@ -1072,7 +1191,7 @@ bool CaptureEngine::Session::RetryPrepare(Host& h, const absl::Status& status) {
                                      .window_end = window_end_mono_,
                                      .deadline = deadline_mono_});
   // A host that fails its only round says so in its error; rounds are logged once retried.
-  if (retry || h.prepare_round > 1) {
+  if (retry || round > 1) {
     LogAttempt(h, "get_info", h.attempt_started_mono, status, retry ? backoff : 0);
   }
   if (!retry) return false;

@@ -74,6 +74,15 @@ struct CaptureEngineOptions {
   int64_t retry_max_backoff_ms = 2000;
   // Seeds the jitter (tests); 0: random.
   uint64_t retry_jitter_seed = 0;
+  // Wait-die between captures of one pod (docs/life-of-a-capture.md): a session that finds an
+  // agent reserved by a younger session asks again after a jittered backoff, starting at the
+  // initial wait and doubling up to the max, until it gets the agent or its prepare budget
+  // (plan.prepare_timeout_ms, else max_prepare_budget_ms) runs out; one that finds an older
+  // session's reservation, or a running capture, gives up whole at once.
+  int64_t reservation_wait_initial_ms = 25;
+  int64_t reservation_wait_max_ms = 250;
+  // The session's ReservationPriority ticket (tests); 0: random.
+  uint64_t reservation_ticket = 0;
   // While capturing, a progress line every this often.
   int64_t progress_tick_ms = 1000;
   // session.json is rewritten (status RUNNING) at most this often while hosts finish.

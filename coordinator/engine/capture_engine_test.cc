@@ -1288,12 +1288,14 @@ TEST_F(CaptureEngineTest, TwoCapturesOfOnePodInOppositeOrdersNeverSplitIt) {
   const testkit::TempDir tmp_b;
   sink_b.dir = tmp_b.path();
   std::vector<std::string> progress_b;
-  CaptureEngine a({.executor = &ex_, .clients = &factory_, .sink = &sink_}, {});
+  // Started in the same instant: A's ticket makes it the older.
+  CaptureEngine a({.executor = &ex_, .clients = &factory_, .sink = &sink_},
+                  {.reservation_ticket = 1});
   CaptureEngine b({.executor = &ex_,
                    .clients = &factory_,
                    .sink = &sink_b,
                    .progress = [&](const std::string& l) { progress_b.push_back(l); }},
-                  {});
+                  {.reservation_ticket = 2});
   std::optional<absl::StatusOr<SessionManifest>> ra, rb;
   a.Start(plan_a, [&](absl::StatusOr<SessionManifest> m) { ra = std::move(m); });
   b.Start(plan_b, [&](absl::StatusOr<SessionManifest> m) { rb = std::move(m); });
@@ -1331,6 +1333,193 @@ TEST_F(CaptureEngineTest, TwoCapturesOfOnePodInOppositeOrdersNeverSplitIt) {
   const SessionManifest mc = Run(plan_c);
   EXPECT_EQ(mc.status(), v1::SESSION_STATUS_OK);
   EXPECT_LT(mc.prepare_ms(), 50.0);
+}
+
+// Two captures of one pod that each reserve a part of it before meeting the other's part (wait-die,
+// docs/life-of-a-capture.md).
+class ConcurrentCapturesTest : public CaptureEngineTest {
+ protected:
+  struct Result {
+    SessionManifest manifest;
+    std::vector<std::string> progress;
+  };
+  // Starts `a`, then (after `b_after_ns` on the fake clock) `b`, each with its own ticket and
+  // session folder, and runs both to the end.
+  std::pair<Result, Result> RunBoth(const CapturePlan& a, uint64_t ticket_a, const CapturePlan& b,
+                                    uint64_t ticket_b, int64_t b_after_ns = 0) {
+    MemorySink sink_b;
+    const testkit::TempDir tmp_b;
+    sink_b.dir = tmp_b.path();
+    Result ra, rb;
+    CaptureEngine ea({.executor = &ex_,
+                      .clients = &factory_,
+                      .sink = &sink_,
+                      .progress = [&](const std::string& l) { ra.progress.push_back(l); }},
+                     {.retry_jitter_seed = 7, .reservation_ticket = ticket_a});
+    CaptureEngine eb({.executor = &ex_,
+                      .clients = &factory_,
+                      .sink = &sink_b,
+                      .progress = [&](const std::string& l) { rb.progress.push_back(l); }},
+                     {.retry_jitter_seed = 8, .reservation_ticket = ticket_b});
+    std::optional<absl::StatusOr<SessionManifest>> ma, mb;
+    ea.Start(a, [&](absl::StatusOr<SessionManifest> m) { ma = std::move(m); });
+    if (b_after_ns > 0) ex_.Advance(b_after_ns);
+    eb.Start(b, [&](absl::StatusOr<SessionManifest> m) { mb = std::move(m); });
+    EXPECT_TRUE(ex_.RunUntil([&] { return ma.has_value() && mb.has_value(); },
+                             clock_.MonoNs() + 3600 * kNanosPerSecond));
+    if (ma.has_value() && ma->ok()) ra.manifest = **ma;
+    if (mb.has_value() && mb->ok()) rb.manifest = **mb;
+    return {ra, rb};
+  }
+  // N agents; the first half is reached by session `first` 5 ms before `second`, the other half
+  // the other way round: each reserves half the pod before it meets the other's half.
+  std::vector<std::string> SplitPod(int n, const std::string& first, const std::string& second) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < n; ++i) {
+      addresses.push_back(absl::StrCat("p", i, ":1"));
+      const std::string& late = i < n / 2 ? second : first;
+      Agent(addresses.back(), {.reserve_delay_ns = {{late, 5 * kNanosPerMilli}}}, Rank(i, n));
+    }
+    return addresses;
+  }
+  CapturePlan Named(std::vector<std::string> addresses, const std::string& session) {
+    CapturePlan plan = Plan(std::move(addresses), 1000);
+    plan.session = session;
+    return plan;
+  }
+  static void ExpectWhole(const SessionManifest& m) {
+    EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    for (const HostResult& h : m.hosts()) {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.address() << " " << h.error().message();
+    }
+  }
+  static void ExpectGaveUpWhole(const SessionManifest& m, const std::string& why) {
+    EXPECT_EQ(m.status(), v1::SESSION_STATUS_FAILED);
+    ASSERT_GE(m.errors_size(), 1);
+    EXPECT_THAT(m.errors(0), HasSubstr("the pod is busy"));
+    EXPECT_THAT(m.errors(0), HasSubstr(why));
+    for (const HostResult& h : m.hosts()) {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_FAILED) << h.address();
+      EXPECT_EQ(h.error().code(), static_cast<int>(absl::StatusCode::kAlreadyExists))
+          << h.address() << " " << h.error().message();
+      EXPECT_THAT(h.error().message(), HasSubstr(why)) << h.address();
+    }
+  }
+  void ExpectEachAgentCapturedOnce() {
+    for (const auto& a : agents_) EXPECT_EQ(a->captures(), 1);
+  }
+};
+
+// Started in the same instant, 8 agents listed in opposite orders, each capture reserving half
+// before it meets the other's half: without a tie-break both gave up (the 10x attack's FAIL). The
+// older (here by ticket) waits for its half back, the younger gives up whole and releases its
+// half; never a split pod, and a third capture finds it free at once.
+TEST_F(ConcurrentCapturesTest, TwoCapturesThatEachReservedHalfThePodLeaveItWholeToTheOlder) {
+  std::vector<std::string> pod = SplitPod(8, "sess-a", "sess-b");
+  std::vector<std::string> reversed(pod.rbegin(), pod.rend());
+  const auto [a, b] =
+      RunBoth(Named(pod, "sess-a"), /*ticket_a=*/9, Named(reversed, "sess-b"), /*ticket_b=*/3);
+  ExpectWhole(b.manifest);
+  ExpectGaveUpWhole(a.manifest, "that capture is older and goes first");
+  ExpectEachAgentCapturedOnce();
+  // B waited for A's half, within a few round trips of A's release, far inside the budget.
+  EXPECT_LT(b.manifest.prepare_ms(), 200.0);
+  EXPECT_THAT(absl::StrJoin(b.progress, "\n"),
+              HasSubstr("reserved for a younger capture; waiting for it to let go"));
+  EXPECT_THAT(absl::StrJoin(b.progress, "\n"), HasSubstr("reserved after waiting"));
+  // A gave up before B's window opened.
+  EXPECT_LT(a.manifest.finished_ns(), b.manifest.start_at_ns());
+
+  CapturePlan c = Named(pod, "sess-c");
+  c.duration_ms = 300;
+  const SessionManifest mc = Run(c);
+  EXPECT_EQ(mc.status(), v1::SESSION_STATUS_OK);
+  EXPECT_LT(mc.prepare_ms(), 50.0);
+}
+
+// The same split, but A started 1 ms before B (and draws the larger ticket): the start time
+// orders them, so A, the older, gets the whole pod.
+TEST_F(ConcurrentCapturesTest, TheOlderCaptureWinsWhenItMeetsTheYoungersReservation) {
+  std::vector<std::string> pod = SplitPod(6, "sess-b", "sess-a");
+  std::vector<std::string> reversed(pod.rbegin(), pod.rend());
+  const auto [a, b] = RunBoth(Named(pod, "sess-a"), /*ticket_a=*/9, Named(reversed, "sess-b"),
+                              /*ticket_b=*/3, /*b_after_ns=*/kNanosPerMilli);
+  ExpectWhole(a.manifest);
+  ExpectGaveUpWhole(b.manifest, "that capture is older and goes first");
+  ExpectEachAgentCapturedOnce();
+  EXPECT_THAT(absl::StrJoin(a.progress, "\n"), HasSubstr("waiting for it to let go"));
+}
+
+// A running capture is no reservation to wait for: a capture that finds one gives up whole at
+// once, older or not, and its other reservation is released.
+TEST_F(ConcurrentCapturesTest, ARunningCaptureStillMakesTheCaptureGiveUpWhole) {
+  Agent("x:1", {}, Rank(0, 2));
+  Agent("y:1", {}, Rank(1, 2));
+  MemorySink sink_r;
+  const testkit::TempDir tmp_r;
+  sink_r.dir = tmp_r.path();
+  CaptureEngine running({.executor = &ex_, .clients = &factory_, .sink = &sink_r},
+                        {.reservation_ticket = 99});
+  CapturePlan long_plan = Named({"x:1"}, "sess-running");
+  long_plan.duration_ms = 5000;
+  std::optional<absl::StatusOr<SessionManifest>> mr;
+  running.Start(long_plan, [&](absl::StatusOr<SessionManifest> m) { mr = std::move(m); });
+  // Until it records (its window has opened).
+  ASSERT_TRUE(ex_.RunUntil([&] { return agents_[0]->last_start_ns() != 0; },
+                           clock_.MonoNs() + 10 * kNanosPerSecond));
+  const int64_t started = clock_.MonoNs();
+  // Older than the running session's reservation ever was: a smaller ticket, same clock.
+  CaptureEngine older({.executor = &ex_, .clients = &factory_, .sink = &sink_},
+                      {.reservation_ticket = 1});
+  std::optional<absl::StatusOr<SessionManifest>> mo;
+  older.Start(Named({"y:1", "x:1"}, "sess-late"),
+              [&](absl::StatusOr<SessionManifest> m) { mo = std::move(m); });
+  ASSERT_TRUE(ex_.RunUntil([&] { return mo.has_value(); }, clock_.MonoNs() + kNanosPerSecond));
+  ASSERT_THAT(*mo, IsOk());
+  ExpectGaveUpWhole(**mo, "busy with another capture");
+  EXPECT_LT(clock_.MonoNs() - started, 50 * kNanosPerMilli);  // at once: no wait
+  // y was released: another session can reserve it now.
+  EXPECT_THAT(agents_[1]->manager().Reserve("probe", std::string(16, 'k'), 1000), IsOk());
+  ASSERT_TRUE(ex_.RunUntil([&] { return mr.has_value(); }, clock_.MonoNs() + 60 * kNanosPerSecond));
+  ASSERT_THAT(*mr, IsOk());
+  EXPECT_EQ((*mr)->status(), v1::SESSION_STATUS_OK);
+}
+
+// The refusal comes last, after every other host is ready: preparing ends with that host's
+// failure, and still captures nothing.
+TEST_F(ConcurrentCapturesTest, ABusyAnswerAfterEveryOtherHostIsReadyStillGivesUpWhole) {
+  FakeAgent& x = Agent("x:1", {.up_delay_ns = 200 * kNanosPerMilli}, Rank(0));
+  Agent("y:1", {}, Rank(1));
+  Agent("z:1", {}, Rank(2));
+  // Held by a session that sent no priority: nothing to wait for.
+  ASSERT_THAT(x.manager().Reserve("sess-other", std::string(16, 'o'), 30'000), IsOk());
+  const SessionManifest m = Run(Named({"y:1", "z:1", "x:1"}, "sess-a"));
+  ExpectGaveUpWhole(m, "reserved for another capture");
+  for (const auto& a : agents_) EXPECT_EQ(a->captures(), 0);
+}
+
+// A younger reservation that is never let go (its coordinator died) makes the older capture wait
+// out its prepare budget, then give up whole saying how long it waited; its own reservations are
+// released.
+TEST_F(ConcurrentCapturesTest, AYoungerReservationThatOutlivesTheBudgetMakesTheOlderGiveUpWhole) {
+  Agent("x:1", {}, Rank(0, 2));
+  FakeAgent& y = Agent("y:1", {}, Rank(1, 2));
+  const ReservationPriority younger{clock_.WallNs() + kNanosPerSecond, 5};
+  ASSERT_THAT(y.manager().Reserve("sess-dead", std::string(16, 'd'), 30'000, younger), IsOk());
+  CapturePlan plan = Named({"x:1", "y:1"}, "sess-a");
+  plan.prepare_timeout_ms = 1000;
+  const SessionManifest m = Run(plan, {.retry_jitter_seed = 3, .reservation_ticket = 1});
+  ExpectGaveUpWhole(m, "waited");
+  EXPECT_THAT(Host(m, "y:1").error().message(), HasSubstr("for that younger capture to let it go"));
+  EXPECT_GE(m.prepare_ms(), 999.0);
+  EXPECT_LE(m.prepare_ms(), 1001.0);
+  EXPECT_EQ(agents_[0]->captures(), 0);
+  EXPECT_THAT(agents_[0]->manager().Reserve("probe", std::string(16, 'k'), 1000), IsOk());
+  // An unordered reservation (a coordinator that sends no priority) is never waited for.
+  ASSERT_THAT(agents_[0]->manager().Reserve("probe", std::string(16, 'k'), 30'000), IsOk());
+  const SessionManifest m2 = Run(Named({"x:1"}, "sess-b"), {.reservation_ticket = 1});
+  ExpectGaveUpWhole(m2, "reserved for another capture");
+  EXPECT_LT(m2.prepare_ms(), 50.0);
 }
 
 TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
