@@ -146,7 +146,7 @@ class CaptureEngine {
   // and manifest.errors says the outputs were interrupted.
   void Cancel();
 
-  class Session;  // the per-capture state machine (capture_engine.cc)
+  class Session;  // the per-capture state machine (capture_session.h)
 
  private:
   Dependencies deps_;
