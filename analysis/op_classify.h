@@ -102,6 +102,9 @@ inline constexpr size_t kMaxStepNameLength = 512;
 inline constexpr uint64_t kDefaultMaxInflatedBytes = uint64_t{4} << 30;  // 4 GiB
 inline constexpr uint64_t kDefaultMaxInflateRatio = 100;
 inline constexpr uint64_t kDefaultMaxStringBytes = uint64_t{1} << 20;  // 1 MiB
+// A Kineto file's text is held whole while it is parsed (and the tools' reader needs about 4.5x
+// a file's size in all), so a file over 2 GiB would need ~9 GiB: refused unless asked for.
+inline constexpr uint64_t kDefaultMaxFileBytes = uint64_t{2} << 30;  // 2 GiB
 // Arrays and objects nested deeper than this are refused (a Chrome trace nests about 4 levels;
 // the JSON parsers recurse once per level).
 inline constexpr int kMaxJsonDepth = 1000;
@@ -119,6 +122,9 @@ struct ReaderOptions {
   // A JSON string (a key or a value, as written, escapes included) longer than this refuses the
   // whole file (INVALID_ARGUMENT naming the cap and the offset), before it is parsed.
   uint64_t max_string_bytes = kDefaultMaxStringBytes;
+  // A trace file larger than this is refused (RESOURCE_EXHAUSTED naming the file, its size and
+  // the cap) before any of it is read (trace_file.h).
+  uint64_t max_file_bytes = kDefaultMaxFileBytes;
 };
 
 // INVALID_ARGUMENT naming the pattern and RE2's complaint when step_pattern does not compile or

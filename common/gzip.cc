@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace profctl {
 namespace {
@@ -314,51 +315,108 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data) {
   return out;
 }
 
-absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_output_bytes,
-                                           uint64_t max_ratio) {
+struct GzipInflater::State {
+  z_stream zs{};
+  bool init = false;
+  bool member_ended = false;  // between members (or after the last one)
+  bool done = false;          // trailing bytes that are no member: the rest is ignored
+  absl::Status error;
+  char buf[kGzipInflateChunkBytes];
+};
+
+GzipInflater::GzipInflater() : state_(std::make_unique<State>()) {
+  if (inflateInit2(&state_->zs, kGzipWindowBits) != Z_OK) {
+    state_->error = absl::InternalError("gzip: inflateInit2 failed");
+  } else {
+    state_->init = true;
+  }
+}
+
+GzipInflater::~GzipInflater() {
+  if (state_->init) inflateEnd(&state_->zs);
+}
+
+absl::Status GzipInflater::Feed(absl::string_view compressed, Sink sink) {
+  State& st = *state_;
+  if (!st.error.ok()) return st.error;
+  while (!compressed.empty() && !st.done) {
+    if (st.member_ended) {
+      if (static_cast<unsigned char>(compressed[0]) != 0x1f) {
+        st.done = true;  // trailing bytes, not another member
+        break;
+      }
+      inflateReset(&st.zs);
+      st.member_ended = false;
+    }
+    const size_t take = std::min<size_t>(compressed.size(), std::numeric_limits<uInt>::max());
+    st.zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+    st.zs.avail_in = static_cast<uInt>(take);
+    int rc = Z_OK;
+    while (rc == Z_OK && (st.zs.avail_in > 0 || st.zs.avail_out == 0)) {
+      st.zs.next_out = reinterpret_cast<Bytef*>(st.buf);
+      st.zs.avail_out = sizeof(st.buf);
+      rc = inflate(&st.zs, Z_NO_FLUSH);
+      if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+        st.error = absl::DataLossError(absl::StrCat("gzip: corrupt data (zlib ", rc, ")"));
+        return st.error;
+      }
+      const size_t produced = sizeof(st.buf) - st.zs.avail_out;
+      if (produced > 0) {
+        bytes_out_ += produced;
+        if (absl::Status s = sink(absl::string_view(st.buf, produced)); !s.ok()) {
+          st.error = s;
+          return s;
+        }
+      }
+      if (rc == Z_BUF_ERROR) break;  // needs more input
+    }
+    compressed.remove_prefix(take - st.zs.avail_in);
+    if (rc == Z_STREAM_END) st.member_ended = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GzipInflater::Finish() {
+  if (!state_->error.ok()) return state_->error;
+  if (!state_->member_ended && !state_->done) {
+    return absl::DataLossError("gzip: corrupt or truncated data (the stream ends inside a member)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInflatedSize(uint64_t inflated_bytes, uint64_t compressed_bytes,
+                               uint64_t max_output_bytes, uint64_t max_ratio) {
   // The ratio cap, when it is the tighter one (saturating: a huge ratio is no cap).
   const uint64_t ratio_cap =
-      max_ratio == 0 || data.size() > std::numeric_limits<uint64_t>::max() / max_ratio
+      max_ratio == 0 || compressed_bytes > std::numeric_limits<uint64_t>::max() / max_ratio
           ? std::numeric_limits<uint64_t>::max()
-          : max_ratio * data.size();
+          : max_ratio * compressed_bytes;
   const bool ratio_binds = ratio_cap < max_output_bytes;
   const uint64_t cap = ratio_binds ? ratio_cap : max_output_bytes;
-  if (data.size() > std::numeric_limits<uInt>::max()) {
+  if (inflated_bytes <= cap) return absl::OkStatus();
+  if (ratio_binds) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("gzip: ", data.size(), " compressed bytes: more than zlib takes at once"));
+        absl::StrCat("gzip: inflates to more than ", max_ratio, " times its ", compressed_bytes,
+                     " compressed bytes (the inflate ratio cap, ", cap,
+                     " bytes): refused as a likely gzip bomb"));
   }
-  z_stream zs{};
-  if (inflateInit2(&zs, kGzipWindowBits) != Z_OK) {
-    return absl::InternalError("gzip: inflateInit2 failed");
-  }
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
+  return absl::ResourceExhaustedError(
+      absl::StrCat("gzip: inflates to more than ", max_output_bytes,
+                   " bytes (the cap on inflated data held in memory); decompress it first"));
+}
+
+absl::StatusOr<std::string> GzipDecompress(absl::string_view data, uint64_t max_output_bytes,
+                                           uint64_t max_ratio) {
   std::string out;
-  char buf[1 << 16];
-  int rc = Z_OK;
-  while (rc == Z_OK) {
-    zs.next_out = reinterpret_cast<Bytef*>(buf);
-    zs.avail_out = sizeof(buf);
-    rc = inflate(&zs, Z_NO_FLUSH);
-    const size_t produced = sizeof(buf) - zs.avail_out;
-    if (out.size() + produced > cap) {
-      inflateEnd(&zs);
-      if (ratio_binds) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("gzip: inflates to more than ", max_ratio, " times its ", data.size(),
-                         " compressed bytes (the inflate ratio cap, ", cap,
-                         " bytes): refused as a likely gzip bomb"));
-      }
-      return absl::ResourceExhaustedError(
-          absl::StrCat("gzip: inflates to more than ", max_output_bytes,
-                       " bytes (the cap on inflated data held in memory); decompress it first"));
-    }
-    out.append(buf, produced);
-  }
-  inflateEnd(&zs);
-  if (rc != Z_STREAM_END) {
-    return absl::DataLossError(absl::StrCat("gzip: corrupt or truncated data (zlib ", rc, ")"));
-  }
+  GzipInflater inflater;
+  absl::Status s = inflater.Feed(data, [&](absl::string_view text) -> absl::Status {
+    PROFCTL_RETURN_IF_ERROR(
+        CheckInflatedSize(out.size() + text.size(), data.size(), max_output_bytes, max_ratio));
+    out.append(text.data(), text.size());
+    return absl::OkStatus();
+  });
+  if (s.ok()) s = inflater.Finish();
+  if (!s.ok()) return s;
   return out;
 }
 

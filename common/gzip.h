@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -23,6 +24,40 @@ absl::StatusOr<std::string> GzipCompress(absl::string_view data);
 absl::StatusOr<std::string> GzipDecompress(absl::string_view data,
                                            uint64_t max_output_bytes = uint64_t{4} << 30,
                                            uint64_t max_ratio = 0);
+
+// Inflates a gzip stream given in pieces (a file read in chunks) and hands its text to a sink
+// as it comes, in chunks of at most kGzipInflateChunkBytes: memory is zlib's state and one
+// chunk, however large the text. A stream of several gzip members (`cat a.gz b.gz`) is inflated
+// member after member; bytes after the last member that do not start another are ignored, as
+// gzip(1) does. Not thread-safe; one stream per inflater.
+inline constexpr size_t kGzipInflateChunkBytes = size_t{1} << 16;
+class GzipInflater {
+ public:
+  using Sink = absl::FunctionRef<absl::Status(absl::string_view text)>;
+  GzipInflater();
+  GzipInflater(const GzipInflater&) = delete;
+  GzipInflater& operator=(const GzipInflater&) = delete;
+  ~GzipInflater();
+
+  // Inflates the next `compressed` bytes of the stream, calling `sink` on each chunk of text.
+  // Returns the sink's first error at once (nothing more is inflated: the sink enforces caps);
+  // DATA_LOSS on bytes that are not gzip. Errors are sticky.
+  absl::Status Feed(absl::string_view compressed, Sink sink);
+  // After the last Feed: DATA_LOSS when the stream stops inside a member (truncated).
+  absl::Status Finish();
+  // Text handed to the sink so far.
+  uint64_t bytes_out() const { return bytes_out_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  uint64_t bytes_out_ = 0;
+};
+
+// GzipDecompress's caps for a stream of `compressed_bytes`: OK while `inflated_bytes` of text
+// are within them, else its RESOURCE_EXHAUSTED naming the cap that binds.
+absl::Status CheckInflatedSize(uint64_t inflated_bytes, uint64_t compressed_bytes,
+                               uint64_t max_output_bytes, uint64_t max_ratio);
 
 // The first up to `max_output_bytes` of what `data` inflates to, where `data` may be only the
 // start of a gzip stream (a file's first bytes): for looking at what a file holds. DATA_LOSS

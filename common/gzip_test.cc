@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <string>
@@ -93,6 +94,62 @@ TEST(GzipDecompressTest, RefusesToInflatePastTheRatioCap) {
   EXPECT_EQ(whole->size(), zeros.size());
 }
 
+// Fed a byte at a time or whole, the inflater hands over the same text in chunks of at most
+// kGzipInflateChunkBytes; two concatenated members (`cat a.gz b.gz`) give both texts, and bytes
+// after the last member that start no other are ignored, as gzip(1) does.
+TEST(GzipInflaterTest, InflatesPiecesAndMembersInChunks) {
+  std::string text;
+  for (int i = 0; i < 40000; ++i) absl::StrAppend(&text, "{\"event\": ", i, "},\n");
+  absl::StatusOr<std::string> a = GzipCompress(text);
+  absl::StatusOr<std::string> b = GzipCompress("second member");
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  const std::string stream = *a + *b + "trailing junk";
+  for (const size_t piece : {size_t{1}, size_t{4093}, stream.size()}) {
+    GzipInflater inflater;
+    std::string out;
+    size_t largest = 0;
+    const auto sink = [&](absl::string_view chunk) {
+      largest = std::max(largest, chunk.size());
+      out.append(chunk.data(), chunk.size());
+      return absl::OkStatus();
+    };
+    for (size_t at = 0; at < stream.size(); at += piece) {
+      ASSERT_THAT(inflater.Feed(absl::string_view(stream).substr(at, piece), sink), IsOk());
+    }
+    ASSERT_THAT(inflater.Finish(), IsOk());
+    EXPECT_EQ(out, text + "second member") << "pieces of " << piece;
+    EXPECT_EQ(inflater.bytes_out(), out.size());
+    EXPECT_LE(largest, kGzipInflateChunkBytes);
+  }
+  EXPECT_EQ(*GzipDecompress(stream), text + "second member");
+}
+
+// The sink's error stops inflating at once (a cap is enforced by the sink); a stream cut inside
+// a member is DATA_LOSS at Finish; bytes that are not gzip are DATA_LOSS at Feed.
+TEST(GzipInflaterTest, StopsAtTheSinksErrorAndReportsTruncation) {
+  absl::StatusOr<std::string> gz = GzipCompress(std::string(64 << 20, 'a'));  // ~64 KB
+  ASSERT_THAT(gz, IsOk());
+  GzipInflater inflater;
+  int calls = 0;
+  const absl::Status s = inflater.Feed(*gz, [&](absl::string_view) {
+    return ++calls == 3 ? absl::ResourceExhaustedError("enough") : absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(calls, 3);
+  EXPECT_LE(inflater.bytes_out(), 3 * kGzipInflateChunkBytes);
+  EXPECT_EQ(inflater.Feed("more", [](absl::string_view) { return absl::OkStatus(); }).code(),
+            absl::StatusCode::kResourceExhausted);  // sticky
+
+  GzipInflater cut;
+  const auto ok = [](absl::string_view) { return absl::OkStatus(); };
+  ASSERT_THAT(cut.Feed(absl::string_view(*gz).substr(0, gz->size() / 2), ok), IsOk());
+  EXPECT_EQ(cut.Finish().code(), absl::StatusCode::kDataLoss);
+
+  GzipInflater junk;
+  EXPECT_EQ(junk.Feed("\x1f\x8b not gzip at all", ok).code(), absl::StatusCode::kDataLoss);
+}
+
 // A file's first bytes of gzip give the start of its text, whatever follows; bytes that are not
 // gzip are DATA_LOSS.
 TEST(GzipInflatePrefixTest, GivesTheStartOfTheTextFromTheStartOfTheStream) {
@@ -144,8 +201,8 @@ TEST(GzipFileWriterTest, RoundTripsManyAppendsAndLeavesNoTemporaries) {
 }
 
 // Pieces deflated on other threads and text appended here interleave into one gzip member
-// (zlib's inflate stops at a member's end, so GzipDecompress would lose anything after a
-// second header). The same text in every part: back-references must not cross a part's start.
+// (a reader that stops at the first member's end, as zlib's inflate does, would lose anything after
+// a second header). The same text in every part: back-references must not cross a part's start.
 TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
   const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "joined.gz");

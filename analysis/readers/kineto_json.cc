@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace profctl::analysis::kineto_json {
@@ -163,38 +164,99 @@ absl::string_view TypeName(JsonType t) {
   return "?";
 }
 
-LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_string_bytes) {
-  const char* const begin = text.data();
-  const char* const end = begin + text.size();
-  int depth = 0;
-  for (const char* p = begin; p < end; ++p) {
-    const char c = *p;
-    if (c == '"') {
-      const char* const open = p;
-      const char* close = end;  // an unterminated string runs to the end
-      for (const char* from = open + 1; from < end;) {
-        const auto* q = static_cast<const char*>(std::memchr(from, '"', end - from));
-        if (q == nullptr) break;
-        const char* b = q;  // an odd run of backslashes before the quote escapes it
-        while (b > open + 1 && b[-1] == '\\') --b;
-        if ((q - b) % 2 == 0) {
-          close = q;
+LimitBreach LimitScanner::Feed(absl::string_view piece) {
+  if (breach_.kind != LimitBreach::Kind::kNone) return breach_;
+  const char* const begin = piece.data();
+  const char* const end = begin + piece.size();
+  const uint64_t base = offset_;
+  offset_ += piece.size();
+  const auto at = [&](const char* p) { return base + static_cast<uint64_t>(p - begin); };
+  const char* p = begin;
+  while (p < end) {
+    if (in_string_) {
+      if (escaped_) {  // the byte after a backslash is never the closing quote
+        escaped_ = false;
+        ++p;
+        continue;
+      }
+      // The first unescaped quote: each quote and each backslash is looked at once.
+      const char* quote = nullptr;
+      for (;;) {
+        quote = static_cast<const char*>(std::memchr(p, '"', end - p));
+        const char* const stop = quote == nullptr ? end : quote;
+        const char* backslash = static_cast<const char*>(std::memchr(p, '\\', stop - p));
+        while (backslash != nullptr && backslash + 1 < stop) {
+          p = backslash + 2;  // skip the escaped byte
+          backslash = static_cast<const char*>(std::memchr(p, '\\', stop - p));
+        }
+        if (backslash == nullptr) break;  // `quote` (or the piece's end) is unescaped
+        if (backslash + 1 == end) {       // the escaped byte is in the next piece
+          escaped_ = true;
+          quote = nullptr;
           break;
         }
-        from = q + 1;
+        p = quote + 1;  // an escaped quote: look on after it
       }
-      if (static_cast<uint64_t>(close - open - 1) > max_string_bytes) {
-        return {LimitBreach::Kind::kString, static_cast<size_t>(open - begin)};
+      if (quote == nullptr) break;  // the string goes on in the next piece
+      in_string_ = false;
+      if (at(quote) - string_open_ - 1 > max_string_bytes_) {
+        breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_)};
+        return breach_;
       }
-      if (close == end) break;
-      p = close;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return {LimitBreach::Kind::kDepth, static_cast<size_t>(p - begin)};
-    } else if (c == ']' || c == '}') {
-      --depth;
+      p = quote + 1;
+      continue;
     }
+    const char c = *p;
+    if (c == '"') {
+      in_string_ = true;
+      string_open_ = at(p);
+    } else if (c == '[' || c == '{') {
+      if (++depth_ > max_depth_) {
+        breach_ = {LimitBreach::Kind::kDepth, static_cast<size_t>(at(p))};
+        return breach_;
+      }
+    } else if (c == ']' || c == '}') {
+      --depth_;
+    }
+    ++p;
   }
-  return {};
+  // An open string longer than the cap already (or unterminated at the document's end).
+  if (in_string_ && offset_ - string_open_ - 1 > max_string_bytes_) {
+    breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_)};
+  }
+  return breach_;
+}
+
+LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_string_bytes) {
+  return LimitScanner(max_depth, max_string_bytes).Feed(text);
+}
+
+std::string Position(absl::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  const absl::string_view before = text.substr(0, offset);
+  const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+  const size_t last_newline = before.rfind('\n');
+  const size_t column =
+      last_newline == absl::string_view::npos ? offset + 1 : offset - last_newline;
+  return absl::StrCat("offset ", offset, " (line ", line, ", column ", column, ")");
+}
+
+absl::Status LimitError(const LimitBreach& breach, absl::string_view text, int max_depth,
+                        uint64_t max_string_bytes) {
+  switch (breach.kind) {
+    case LimitBreach::Kind::kNone:
+      return absl::OkStatus();
+    case LimitBreach::Kind::kDepth:
+      return absl::InvalidArgumentError(
+          absl::StrCat("arrays/objects nested deeper than ", max_depth, " levels at ",
+                       Position(text, breach.offset),
+                       ": refused (the nesting cap; a trace nests a few levels)"));
+    case LimitBreach::Kind::kString:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a string longer than ", max_string_bytes, " bytes at ", Position(text, breach.offset),
+          ": refused (the string cap, --max-string-kb)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace profctl::analysis::kineto_json

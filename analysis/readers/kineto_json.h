@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace profctl::analysis::kineto_json {
@@ -67,12 +69,46 @@ struct LimitBreach {
   size_t offset = 0;  // where the too-deep bracket or the too-long string starts
 };
 
+// ScanLimits on a document given in pieces (a file as it is read or inflated), with the same
+// result as one scan of the whole: offsets count from the document's start. A string's length is
+// checked at each piece's end too, so a string longer than the cap is found as soon as that
+// many bytes of it have been fed, not at its end. Holds nothing of the text.
+class LimitScanner {
+ public:
+  LimitScanner(int max_depth, uint64_t max_string_bytes)
+      : max_depth_(max_depth), max_string_bytes_(max_string_bytes) {}
+
+  // Scans the next piece; the first breach so far (sticky: later pieces are not scanned).
+  LimitBreach Feed(absl::string_view piece);
+  // Bytes fed so far.
+  uint64_t offset() const { return offset_; }
+
+ private:
+  const int max_depth_;
+  const uint64_t max_string_bytes_;
+  uint64_t offset_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escaped_ = false;      // in a string, the last byte fed was an escaping backslash
+  uint64_t string_open_ = 0;  // the offset of the open string's quote
+  LimitBreach breach_;
+};
+
 // One pass over `text`, allocating nothing: the first array/object bracket nested deeper than
 // `max_depth`, or the first string (key or value; its bytes as written between the quotes)
 // longer than `max_string_bytes`. Brackets and quotes inside strings are skipped; the text need
 // not be valid JSON (the parser reports that). Run before a parser that recurses per level or
 // copies strings whole.
 LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_string_bytes);
+
+// "offset N (line L, column C)" (1-based) of a byte offset in `text`, for error messages.
+std::string Position(absl::string_view text, size_t offset);
+
+// OK when `breach` is none, else INVALID_ARGUMENT naming the cap and where in `text` (which holds
+// the document at least up to the breach): "a string longer than N bytes at offset ... (line,
+// column): refused (the string cap, --max-string-kb)", or the nesting cap's.
+absl::Status LimitError(const LimitBreach& breach, absl::string_view text, int max_depth,
+                        uint64_t max_string_bytes);
 
 }  // namespace profctl::analysis::kineto_json
 

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "analysis/readers/kineto_json.h"
-#include "common/gzip.h"
 #include "common/status_macros.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/memorystream.h"
@@ -557,17 +556,6 @@ void Handler::Finish(int64_t offset_ns) {
   trace_->warnings = std::move(warnings_).Finish();
 }
 
-// Line and column (1-based) of a byte offset, for error messages.
-std::string Position(absl::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  const absl::string_view before = text.substr(0, offset);
-  const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
-  const size_t last_newline = before.rfind('\n');
-  const size_t column =
-      last_newline == absl::string_view::npos ? offset + 1 : offset - last_newline;
-  return absl::StrCat("offset ", offset, " (line ", line, ", column ", column, ")");
-}
-
 }  // namespace
 
 absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
@@ -597,7 +585,7 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
             : rapidjson::GetParseError_En(result.Code());
     return absl::InvalidArgumentError(
         absl::StrCat("Kineto trace of ", default_host, ": invalid JSON at ",
-                     Position(json_text, result.Offset()), ": ", why));
+                     kineto_json::Position(json_text, result.Offset()), ": ", why));
   }
   if (!handler.saw_trace_events()) {
     return absl::InvalidArgumentError(
@@ -610,43 +598,9 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
 }
 
 absl::Status CheckKinetoJsonLimits(absl::string_view json_text, const ReaderOptions& options) {
-  const kineto_json::LimitBreach breach =
-      kineto_json::ScanLimits(json_text, kMaxJsonDepth, options.max_string_bytes);
-  switch (breach.kind) {
-    case kineto_json::LimitBreach::Kind::kNone:
-      return absl::OkStatus();
-    case kineto_json::LimitBreach::Kind::kDepth:
-      return absl::InvalidArgumentError(
-          absl::StrCat("arrays/objects nested deeper than ", kMaxJsonDepth, " levels at ",
-                       Position(json_text, breach.offset),
-                       ": refused (the nesting cap; a trace nests a few levels)"));
-    case kineto_json::LimitBreach::Kind::kString:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a string longer than ", options.max_string_bytes, " bytes at ",
-          Position(json_text, breach.offset), ": refused (the string cap, --max-string-kb)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
-                                                     absl::string_view path, std::string* storage,
-                                                     const ReaderOptions& options) {
-  if (contents.size() < 2 || static_cast<unsigned char>(contents[0]) != 0x1f ||
-      static_cast<unsigned char>(contents[1]) != 0x8b) {
-    return contents;
-  }
-  absl::StatusOr<std::string> out =
-      GzipDecompress(contents, options.max_inflated_bytes, options.max_inflate_ratio);
-  if (out.status().code() == absl::StatusCode::kResourceExhausted) {
-    return absl::ResourceExhaustedError(absl::StrCat(path, ": ", out.status().message(),
-                                                     " (--max-inflated-mb, --max-inflate-ratio)"));
-  }
-  if (!out.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot decompress gzip: ", out.status().message()));
-  }
-  *storage = *std::move(out);
-  return absl::string_view(*storage);
+  return kineto_json::LimitError(
+      kineto_json::ScanLimits(json_text, kMaxJsonDepth, options.max_string_bytes), json_text,
+      kMaxJsonDepth, options.max_string_bytes);
 }
 
 absl::StatusOr<HostTrace> ReadKinetoTraceFile(absl::string_view contents, absl::string_view path,

@@ -43,7 +43,9 @@
 // LIMITS. Before parsing, the text is checked (CheckKinetoJsonLimits): arrays/objects nested
 // deeper than kMaxJsonDepth or a string longer than ReaderOptions::max_string_bytes refuse the
 // file with INVALID_ARGUMENT naming the limit, so the parser's recursion and string copies stay
-// bounded. Gzip input is capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio.
+// bounded. Gzip input is capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio, and the
+// limits are checked while it inflates; files are read under the same caps and a size cap by
+// trace_file.h.
 //
 // BAD INPUT. JSON that does not parse, or a document that is not a trace (no `traceEvents` array,
 // `traceEvents` not an array, a top level that is neither object nor array): INVALID_ARGUMENT
@@ -75,7 +77,9 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
 // `contents` itself, or, when it starts with the gzip magic, its inflated text kept in *storage.
 // INVALID_ARGUMENT naming `path` when it does not inflate; RESOURCE_EXHAUSTED naming `path` and
 // the cap as soon as it inflates past options.max_inflated_bytes or options.max_inflate_ratio
-// times its size (nothing more is inflated).
+// times its size; INVALID_ARGUMENT "<path>: Kineto trace of <stem>: ..." as soon as the text
+// inflated so far breaks CheckKinetoJsonLimits (checked per 64 KiB chunk). Nothing more is
+// inflated after an error. Defined in trace_file.cc, with the reading of files under the caps.
 absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
                                                      absl::string_view path, std::string* storage,
                                                      const ReaderOptions& options = {});

@@ -24,6 +24,7 @@ struct AnalyzeFlags {
   std::string out_dir;
   std::string step_pattern{analysis::kDefaultStepPattern};
   int64_t jobs = 0;
+  int64_t max_file_mb = static_cast<int64_t>(analysis::kDefaultMaxFileBytes >> 20);
   int64_t max_inflated_mb = static_cast<int64_t>(analysis::kDefaultMaxInflatedBytes >> 20);
   int64_t max_inflate_ratio = static_cast<int64_t>(analysis::kDefaultMaxInflateRatio);
   int64_t max_string_kb = static_cast<int64_t>(analysis::kDefaultMaxStringBytes >> 10);
@@ -38,7 +39,7 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
                                      AnalyzeFlags* f) {
   FlagSet fs("profctl analyze",
              "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N] "
-             "[--max-inflated-mb=N] [--max-inflate-ratio=N] [--max-string-kb=N]");
+             "[--max-file-mb=N] [--max-inflated-mb=N] [--max-inflate-ratio=N] [--max-string-kb=N]");
   fs.String("tool", &f->tool_name,
             absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
                          analysis::ToolNamesForHelp(), ", or all (docs/tools.md)"));
@@ -54,6 +55,9 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   fs.Int64("jobs", &f->jobs,
            absl::StrCat("hosts read at once, one thread each (0: one per core, at most ",
                         kMaxAutoJobs, "); memory grows with it (about 24 bytes per event each)"));
+  fs.Int64("max-file-mb", &f->max_file_mb,
+           "refuse a trace file larger than this many MiB before reading it (a JSON trace is "
+           "held in memory whole)");
   fs.Int64("max-inflated-mb", &f->max_inflated_mb,
            "refuse a gzipped trace that inflates past this many MiB (it is held in memory)");
   fs.Int64("max-inflate-ratio", &f->max_inflate_ratio,
@@ -80,6 +84,10 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   if (f->json && f->csv) return UsageError(env, "analyze", "--json and --csv exclude each other");
   if (f->jobs < 0 || f->jobs > 256) {
     return UsageError(env, "analyze", absl::StrCat("--jobs=", f->jobs, ": must be 0..256"));
+  }
+  if (f->max_file_mb < 1 || f->max_file_mb > (int64_t{1} << 30)) {
+    return UsageError(env, "analyze",
+                      absl::StrCat("--max-file-mb=", f->max_file_mb, ": must be 1..2^30"));
   }
   if (f->max_inflated_mb < 1 || f->max_inflated_mb > (int64_t{1} << 30)) {
     return UsageError(env, "analyze",
@@ -248,6 +256,7 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (std::optional<int> rc = ParseAnalyzeFlags(args, env, &f)) return *rc;
   analysis::ReaderOptions options;
   options.step_pattern = f.step_pattern;
+  options.max_file_bytes = static_cast<uint64_t>(f.max_file_mb) << 20;
   options.max_inflated_bytes = static_cast<uint64_t>(f.max_inflated_mb) << 20;
   options.max_inflate_ratio = static_cast<uint64_t>(f.max_inflate_ratio);
   options.max_string_bytes = static_cast<uint64_t>(f.max_string_kb) << 10;

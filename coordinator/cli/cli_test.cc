@@ -38,6 +38,7 @@ using ::profctl::testkit::FakeAgentFactory;
 using ::profctl::testkit::FakeClock;
 using ::profctl::testkit::FakeExecutor;
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace v1 = ::profctl::v1;
 
 class CliTest : public ::testing::Test {
@@ -880,6 +881,33 @@ TEST_F(CliTest, AnalyzeRefusesADeeplyNestedTraceAndKeepsTheOthers) {
   EXPECT_EQ(Run({"analyze", dir, "--tool=kernel_stats", "--csv"}), kExitPartial);
   EXPECT_THAT(err_.str(), HasSubstr(dir + "/deep.pt.trace.json: "));
   EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));
+}
+
+// A trace file over --max-file-mb is refused before it is read, naming the file, its size and
+// the flag; the good rank beside it is analysed (exit partial), by the tools' reader too; the
+// flag's value is checked.
+TEST_F(CliTest, AnalyzeRefusesAFileOverTheSizeCapAndKeepsTheOthers) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/big";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      IsOk());
+  const std::string big =
+      absl::StrCat("{\"traceEvents\": [", std::string((1 << 20) + 1, ' '), "]}");
+  ASSERT_THAT(WriteFileAtomically(dir + "/big.pt.trace.json", big), IsOk());
+  EXPECT_EQ(Run({"analyze", dir, "--csv", "--max-file-mb=1"}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat(dir, "/big.pt.trace.json: ", big.size(),
+                                                 " bytes (1.0 MiB), more than the cap")));
+  EXPECT_THAT(err_.str(), HasSubstr("--max-file-mb"));
+  EXPECT_THAT(out_.str(), HasSubstr(",rank-3,"));
+  EXPECT_EQ(Run({"analyze", dir, "--tool=kernel_stats", "--csv", "--max-file-mb=1"}), kExitPartial);
+  EXPECT_THAT(err_.str(), HasSubstr(dir + "/big.pt.trace.json: "));
+  EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));
+  Run({"analyze", dir, "--csv"});  // the default cap (2 GiB) takes it
+  EXPECT_THAT(err_.str(), Not(HasSubstr("--max-file-mb")));
+  EXPECT_EQ(Run({"analyze", dir, "--max-file-mb=0"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--max-file-mb=0: must be 1..2^30"));
 }
 
 // `torch.profiler`'s export_chrome_trace is usually given "trace.json", any name really: the

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "analysis/readers/kineto_reader.h"
+#include "analysis/readers/trace_file.h"
 #include "analysis/readers/xspace_reader.h"
 #include "analysis/tools/tool_readers.h"
 #include "common/byte_source.h"
@@ -262,11 +263,13 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
                                                      const analysis::ReaderOptions& options) {
   absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
     if (in.format == Format::kKineto) {
-      absl::StatusOr<std::string> bytes = ReadFile(in.path);
-      if (!bytes.ok()) return bytes.status();
-      return analysis::ReadKinetoTraceFile(*bytes, in.path, in.offset_ns, options);
+      // Read under the caps: a hostile file is refused before it is held whole.
+      absl::StatusOr<std::string> text = analysis::ReadKinetoTraceText(in.path, options);
+      if (!text.ok()) return text.status();
+      return analysis::ReadKinetoTraceFile(*text, in.path, in.offset_ns, options);
     }
     // Streamed from the file (pread through a small buffer): no whole-file copy, no XSpace.
+    if (absl::Status s = analysis::CheckTraceFileSize(in.path, options); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(in.path);
     if (!file.ok()) return file.status();
     return analysis::ReadXSpaceHost(**file, in.host, in.offset_ns, options);
@@ -318,7 +321,10 @@ struct HostToolInput {
 absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
                                         const analysis::ReaderOptions& options,
                                         const std::vector<analysis::Tool>& tools) {
-  absl::StatusOr<std::string> bytes = ReadFile(in.path);
+  // Read under the caps (a Kineto file's text inflated and its strings checked as it is read).
+  absl::StatusOr<std::string> bytes = in.format == Format::kKineto
+                                          ? analysis::ReadKinetoTraceText(in.path, options)
+                                          : analysis::ReadTraceFile(in.path, options);
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<analysis::HostTrace> trace =
       in.format == Format::kKineto

@@ -1,0 +1,213 @@
+// The caps that hold before memory is spent: the limits scan in pieces (kineto_json.h), gzip
+// checked as it inflates (GunzipIfCompressed) and files read under the caps (trace_file.h).
+#include "analysis/readers/trace_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/readers/kineto_json.h"
+#include "analysis/readers/kineto_reader.h"
+#include "common/file_util.h"
+#include "common/gzip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
+
+namespace profctl::analysis {
+namespace {
+
+using kineto_json::LimitBreach;
+using kineto_json::LimitScanner;
+using ::profctl::testkit::IsOk;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string DataPath(absl::string_view name) {
+  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
+}
+
+bool operator==(const LimitBreach& a, const LimitBreach& b) {
+  return a.kind == b.kind && a.offset == b.offset;
+}
+
+// A document's breach is the same whether it is scanned whole, in two pieces split anywhere, or
+// a byte at a time: escapes, quotes and brackets that straddle a piece's end included.
+TEST(LimitScannerTest, PiecesGiveTheBreachOfTheWhole) {
+  const std::vector<std::string> docs = {
+      absl::StrCat(R"({"a": ")", std::string(40, 'x'), R"("})"),             // long string
+      absl::StrCat(R"({"a": ")", std::string(20, 'x'), R"(\"\"\\"} ["])"),   // escapes, ok
+      absl::StrCat(R"({"a": ")", std::string(30, 'x'), R"(\\\"\\)", "\"}"),  // 36 bytes
+      "{\"a\": [[[[[[\"]]]]]]]]\"]]]]]]}",  // brackets in a string are text
+      absl::StrCat(R"({"a": )", std::string(12, '['), std::string(12, ']'), "}"),  // too deep
+      absl::StrCat(R"({"k": "\\", "b": ")", std::string(33, 'y')),                 // unterminated
+      R"({"traceEvents": [{"name": "\\\\\\\""}]})",
+  };
+  for (const std::string& doc : docs) {
+    const LimitBreach whole = kineto_json::ScanLimits(doc, /*max_depth=*/8,
+                                                      /*max_string_bytes=*/32);
+    for (size_t split = 0; split <= doc.size(); ++split) {
+      LimitScanner two(8, 32);
+      two.Feed(absl::string_view(doc).substr(0, split));
+      EXPECT_TRUE(two.Feed(absl::string_view(doc).substr(split)) == whole)
+          << doc << " split at " << split;
+    }
+    LimitScanner bytes(8, 32);
+    LimitBreach last;
+    for (const char c : doc) last = bytes.Feed(absl::string_view(&c, 1));
+    EXPECT_TRUE(last == whole) << doc;
+  }
+  EXPECT_EQ(kineto_json::ScanLimits(docs[0], 8, 32).kind, LimitBreach::Kind::kString);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[1], 8, 32).kind, LimitBreach::Kind::kNone);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[2], 8, 32).kind, LimitBreach::Kind::kString);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[3], 8, 32).kind, LimitBreach::Kind::kNone);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[4], 8, 32).kind, LimitBreach::Kind::kDepth);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[5], 8, 32).kind, LimitBreach::Kind::kString);
+}
+
+// A string is refused once more than the cap of it has been fed, before its end is seen.
+TEST(LimitScannerTest, AnOpenStringIsRefusedBeforeItEnds) {
+  LimitScanner scanner(/*max_depth=*/8, /*max_string_bytes=*/64);
+  EXPECT_EQ(scanner.Feed(R"({"name": ")").kind, LimitBreach::Kind::kNone);
+  EXPECT_EQ(scanner.Feed(std::string(64, 'n')).kind, LimitBreach::Kind::kNone);
+  const LimitBreach b = scanner.Feed("n");
+  EXPECT_EQ(b.kind, LimitBreach::Kind::kString);
+  EXPECT_EQ(b.offset, 9u);
+}
+
+// `{"traceEvents":[{"name":"` and `n` bytes of one string, gzipped: a bomb of one string.
+std::string StringBomb(size_t n) {
+  absl::StatusOr<std::string> gz =
+      GzipCompress(absl::StrCat(R"({"traceEvents":[{"name":")", std::string(n, 'a')));
+  return gz.value_or("");
+}
+
+// A gzipped string longer than the string cap is refused by the string cap as it inflates: with
+// an inflate cap of 4 MiB, 16 MiB of one string is refused naming the string cap, not the
+// inflate cap (the text was checked only after it was all inflated, so the inflate cap hit
+// first and a bigger one cost all of it).
+TEST(GunzipIfCompressedTest, AStringBombIsRefusedByTheStringCapWhileItInflates) {
+  const std::string gz = StringBomb(16 << 20);
+  ASSERT_GT(gz.size(), 1000u);
+  ReaderOptions options;
+  options.max_inflated_bytes = 4 << 20;
+  options.max_inflate_ratio = 0;
+  options.max_string_bytes = 1024;
+  std::string storage;
+  absl::StatusOr<absl::string_view> text =
+      GunzipIfCompressed(gz, "/logs/bomb.pt.trace.json.gz", &storage, options);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(),
+              AllOf(HasSubstr("/logs/bomb.pt.trace.json.gz: Kineto trace of bomb: a string longer "
+                              "than 1024 bytes at offset 24 (line 1, column 25)"),
+                    HasSubstr("--max-string-kb")));
+  // Within every cap, the same bytes inflate whole.
+  options.max_string_bytes = 32 << 20;
+  options.max_inflated_bytes = 64 << 20;
+  text = GunzipIfCompressed(gz, "/logs/bomb.pt.trace.json.gz", &storage, options);
+  ASSERT_THAT(text, IsOk());
+  EXPECT_EQ(text->size(), (16u << 20) + 25);
+}
+
+std::string WriteTemp(const testkit::TempDir& dir, absl::string_view name,
+                      absl::string_view bytes) {
+  const std::string path = JoinPath(dir.path(), name);
+  EXPECT_THAT(WriteFileAtomically(path, bytes), IsOk());
+  return path;
+}
+
+// A file over the size cap is refused naming it, its size and the flag, before a byte is read:
+// a sparse 64 GiB file (no disk, no memory) is refused at once by every reader.
+TEST(TraceFileTest, AFileOverTheSizeCapIsRefusedBeforeItIsRead) {
+  const testkit::TempDir dir;
+  const std::string huge = JoinPath(dir.path(), "huge.pt.trace.json");
+  const int fd = open(huge.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{64} << 30), 0);
+  close(fd);
+  const ReaderOptions options;  // the default cap, 2 GiB
+  const auto refused = [&](const absl::Status& s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(huge), HasSubstr("68719476736 bytes (65536.0 MiB)"),
+                                   HasSubstr("(2048.0 MiB, --max-file-mb)")));
+  };
+  refused(ReadKinetoTraceText(huge, options).status());
+  refused(ReadTraceFile(huge, options).status());
+  refused(CheckTraceFileSize(huge, options));
+
+  // Just over a small cap, and at it.
+  const std::string small = WriteTemp(dir, "small.xplane.pb", std::string(4097, 'x'));
+  ReaderOptions tight;
+  tight.max_file_bytes = 4096;
+  EXPECT_EQ(ReadTraceFile(small, tight).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(CheckTraceFileSize(small, tight).code(), absl::StatusCode::kResourceExhausted);
+  tight.max_file_bytes = 4097;
+  EXPECT_THAT(ReadTraceFile(small, tight), IsOk());
+  EXPECT_THAT(CheckTraceFileSize(small, tight), IsOk());
+  EXPECT_EQ(ReadTraceFile(JoinPath(dir.path(), "none"), tight).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A trace's text is the same from the plain file and the gzipped one, and reads as a trace.
+TEST(TraceFileTest, ReadsPlainAndGzippedTracesAlike) {
+  absl::StatusOr<std::string> plain = ReadKinetoTraceText(DataPath("rank3.pt.trace.json"), {});
+  absl::StatusOr<std::string> gz = ReadKinetoTraceText(DataPath("rank3.pt.trace.json.gz"), {});
+  ASSERT_THAT(plain, IsOk());
+  ASSERT_THAT(gz, IsOk());
+  EXPECT_EQ(*gz, *plain);
+  EXPECT_EQ(*plain, ReadFile(DataPath("rank3.pt.trace.json")).value_or(""));
+  EXPECT_THAT(ReadKinetoTraceFile(*gz, DataPath("rank3.pt.trace.json.gz"), 0), IsOk());
+}
+
+// Hostile files are refused by the first cap they pass, as they are read: a gzipped string
+// bomb of several members by the string cap (its inflate cap, 64 MiB here, is never reached), a
+// long string in a plain file by the string cap, zeros by the ratio cap, bad gzip by name.
+TEST(TraceFileTest, HostileFilesAreRefusedByTheFirstCapTheyPass) {
+  const testkit::TempDir dir;
+  const std::string member = StringBomb(16 << 20);
+  const std::string bomb =
+      WriteTemp(dir, "bomb.pt.trace.json.gz", absl::StrCat(member, member, member));
+  ReaderOptions options;
+  options.max_inflated_bytes = 64 << 20;
+  options.max_inflate_ratio = 0;
+  absl::StatusOr<std::string> text = ReadKinetoTraceText(bomb, options);
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(),
+              AllOf(HasSubstr(absl::StrCat(bomb,
+                                           ": Kineto trace of bomb: a string longer than "
+                                           "1048576 bytes at offset 24")),
+                    HasSubstr("--max-string-kb")));
+
+  const std::string long_string =
+      WriteTemp(dir, "long.pt.trace.json",
+                absl::StrCat(R"({"traceEvents":[{"name":")", std::string(3 << 20, 'a'), "\"}]}"));
+  EXPECT_THAT(ReadKinetoTraceText(long_string, {}).status().message(),
+              HasSubstr("long.pt.trace.json: Kineto trace of long: a string longer than 1048576"));
+
+  absl::StatusOr<std::string> zeros = GzipCompress(std::string(1 << 20, '\0'));
+  ASSERT_THAT(zeros, IsOk());
+  const std::string zeros_file = WriteTemp(dir, "zeros.pt.trace.json.gz", *zeros);
+  text = ReadKinetoTraceText(zeros_file, {});  // ratio cap 100
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(text.status().message(),
+              AllOf(HasSubstr(zeros_file), HasSubstr("more than 100 times its"),
+                    HasSubstr("--max-inflate-ratio")));
+
+  const std::string bad = WriteTemp(dir, "bad.pt.trace.json.gz", "\x1f\x8bnot really gzip");
+  text = ReadKinetoTraceText(bad, {});
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(text.status().message(), HasSubstr(absl::StrCat(bad, ": cannot decompress gzip")));
+  absl::StatusOr<std::string> rank3 = ReadFile(DataPath("rank3.pt.trace.json.gz"));
+  ASSERT_THAT(rank3, IsOk());
+  const std::string cut = WriteTemp(dir, "cut.pt.trace.json.gz", rank3->substr(0, 100));
+  EXPECT_THAT(std::string(ReadKinetoTraceText(cut, {}).status().message()),
+              AllOf(HasSubstr(cut), HasSubstr("truncated")));
+}
+
+}  // namespace
+}  // namespace profctl::analysis
