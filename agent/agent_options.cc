@@ -515,7 +515,7 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
   AgentOptions o = defaults;
   o.bind.clear();  // chosen below unless the config or --bind names it
   if (!config.empty()) {
-    PROFCTL_ASSIGN_OR_RETURN(const std::string text, ReadFile(config));
+    PROFCTL_ASSIGN_OR_RETURN(const std::string text, YamlConfig::ReadFile(config));
     PROFCTL_RETURN_IF_ERROR(ApplyAgentConfigYaml(text, config, &o));
   }
   // Flags win over the file.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/auth.h"
 #include "common/file_util.h"
+#include "common/yaml_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
@@ -20,6 +21,7 @@ using ::profctl::testkit::IsOk;
 namespace profctl::agent {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -82,6 +84,20 @@ TEST(AgentOptionsTest, BadFlagsAreNamed) {
   EXPECT_THAT(Parse({"extra"}).status().message(), HasSubstr("'extra'"));
   EXPECT_THAT(Parse({"--config=/nonexistent.yaml"}).status().message(),
               HasSubstr("/nonexistent.yaml"));
+}
+
+// An --config file over YamlConfig::kMaxFileBytes is refused by its size before it is parsed.
+TEST(AgentOptionsTest, AConfigFileOverTheSizeCapIsRefusedBeforeItIsParsed) {
+  const testkit::TempDir tmp;
+  const std::string config = JoinPath(tmp.path(), "agent.yaml");
+  ASSERT_THAT(WriteFileAtomically(config, "port: 6001\nname: " +
+                                              std::string(YamlConfig::kMaxFileBytes, 'x') + "\n"),
+              IsOk());
+  absl::StatusOr<AgentOptions> o = Parse({"--config=" + config});
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()),
+              AllOf(HasSubstr(config + ": "),
+                    HasSubstr("more than a config file may hold (4194304 bytes)")));
 }
 
 TEST(AgentOptionsTest, Endpoints) {

@@ -4,9 +4,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
 
 namespace profctl {
 namespace {
@@ -33,6 +36,31 @@ TEST(YamlConfigTest, ParseErrorsNameTheSourceLineAndColumn) {
   const absl::StatusOr<YamlConfig> missing = YamlConfig::Load("/nonexistent/c.yaml");
   ASSERT_THAT(missing, Not(IsOk()));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/c.yaml"));
+}
+
+// A config file over the cap is refused by its size before yaml-cpp sees it (this one is not
+// even YAML), naming the file, its size and the cap; at the cap it is read. Load takes the
+// default cap (4 MiB).
+TEST(YamlConfigTest, AFileOverTheCapIsRefusedBeforeItIsParsed) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "c.yaml");
+  ASSERT_THAT(WriteFileAtomically(path, "a: [" + std::string(1000, 'x')), IsOk());  // 1004 bytes
+  EXPECT_THAT(YamlConfig::ReadFile(path, /*max_bytes=*/1003),
+              StatusIs(kInvalid, HasSubstr(path + ": 1004 bytes, more than a config file may "
+                                                  "hold (1003 bytes)")));
+  absl::StatusOr<std::string> at_cap = YamlConfig::ReadFile(path, /*max_bytes=*/1004);
+  ASSERT_THAT(at_cap, IsOk());
+  EXPECT_EQ(at_cap->size(), 1004u);
+  EXPECT_THAT(YamlConfig::Load(path), StatusIs(kInvalid, HasSubstr("not valid YAML")));
+
+  ASSERT_THAT(WriteFileAtomically(path, "a: [" + std::string(YamlConfig::kMaxFileBytes, 'x')),
+              IsOk());
+  EXPECT_THAT(YamlConfig::Load(path),
+              StatusIs(kInvalid, HasSubstr(absl::StrCat(path, ": ", YamlConfig::kMaxFileBytes + 4,
+                                                        " bytes, more than a config file may "
+                                                        "hold (4194304 bytes)"))));
+  EXPECT_THAT(YamlConfig::ReadFile(JoinPath(tmp.path(), "none.yaml")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("none.yaml")));
 }
 
 TEST(YamlConfigTest, EmptyDocumentIsNullAndNotAMap) {

@@ -613,7 +613,7 @@ std::vector<std::string> OverlapWarnings(const std::vector<ScheduleConfig>& sche
 }
 
 absl::StatusOr<CoordinatorConfig> LoadCoordinatorConfig(const std::string& path) {
-  PROFCTL_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  PROFCTL_ASSIGN_OR_RETURN(const std::string text, YamlConfig::ReadFile(path));
   return ParseCoordinatorConfig(text, path);
 }
 

@@ -4,15 +4,19 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/file_util.h"
+#include "common/yaml_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
 
 using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator::schedule {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr int64_t kSecond = 1'000'000'000;
@@ -321,6 +325,28 @@ TEST(CoordinatorConfigTest, HugeValuesAreClippedInErrors) {
   EXPECT_EQ(got.status().message(), "c.yaml:5: schedules[0].interval: \"" + std::string(80, 'x') +
                                         "\"... (1048576 bytes) is not a duration (use 30s, 5m, "
                                         "1h, 1d)");
+}
+
+// `serve --config` with a file over YamlConfig::kMaxFileBytes (4 MiB) is refused by its size
+// before it is parsed; a value too long in a file within the cap still gets the clipped error.
+TEST(CoordinatorConfigTest, AFileOverTheSizeCapIsRefusedBeforeItIsParsed) {
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "coordinator.yaml");
+  const std::string head = "logdir: /x\nschedules:\n  - name: a\n    targets: [h:1]\n";
+  ASSERT_THAT(WriteFileAtomically(path, head + "    interval: " +
+                                            std::string(YamlConfig::kMaxFileBytes, 'x') + "\n"),
+              IsOk());
+  absl::StatusOr<CoordinatorConfig> got = LoadCoordinatorConfig(path);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()),
+              AllOf(HasSubstr(path + ": "), HasSubstr("more than a config file may hold (4194304 "
+                                                      "bytes)")));
+  ASSERT_THAT(WriteFileAtomically(path, head + "    interval: " + std::string(1 << 20, 'x') + "\n"),
+              IsOk());
+  got = LoadCoordinatorConfig(path);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("\"... (1048576 bytes) is not a duration"));
 }
 
 TEST(CoordinatorConfigTest, WholeFileErrors) {
