@@ -384,6 +384,14 @@ absl::Status GzipInflater::Finish() {
   return absl::OkStatus();
 }
 
+uint64_t InflatedSizeCap(uint64_t compressed_bytes, uint64_t max_output_bytes, uint64_t max_ratio) {
+  const uint64_t ratio_cap =
+      max_ratio == 0 || compressed_bytes > std::numeric_limits<uint64_t>::max() / max_ratio
+          ? std::numeric_limits<uint64_t>::max()
+          : max_ratio * compressed_bytes;
+  return std::min(ratio_cap, max_output_bytes);
+}
+
 absl::Status CheckInflatedSize(uint64_t inflated_bytes, uint64_t compressed_bytes,
                                uint64_t max_output_bytes, uint64_t max_ratio) {
   // The ratio cap, when it is the tighter one (saturating: a huge ratio is no cap).

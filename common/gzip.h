@@ -58,6 +58,9 @@ class GzipInflater {
 // are within them, else its RESOURCE_EXHAUSTED naming the cap that binds.
 absl::Status CheckInflatedSize(uint64_t inflated_bytes, uint64_t compressed_bytes,
                                uint64_t max_output_bytes, uint64_t max_ratio);
+// The most text those caps allow: min(max_output_bytes, max_ratio * compressed_bytes), the ratio
+// saturating and ignored when 0.
+uint64_t InflatedSizeCap(uint64_t compressed_bytes, uint64_t max_output_bytes, uint64_t max_ratio);
 
 // The first up to `max_output_bytes` of what `data` inflates to, where `data` may be only the
 // start of a gzip stream (a file's first bytes): for looking at what a file holds. DATA_LOSS

@@ -91,9 +91,16 @@ absl::Status ReadChunk(int fd, absl::string_view path, std::string* buf) {
   }
 }
 
-// Reserves `bytes` when the allocator gives them (untouched pages cost no memory until written);
-// the string grows as usual otherwise.
+// Reserves `bytes` when they are at most the machine's memory (a larger reservation could be
+// refused as an obvious overcommit) and the allocator gives them: untouched pages cost no memory
+// until written. Else the string grows as usual.
 void TryReserve(std::string* s, uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0 ||
+      bytes > static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)) {
+    return;
+  }
   try {
     s->reserve(static_cast<size_t>(bytes));
   } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): growing as usual is fine
@@ -133,16 +140,12 @@ class KinetoText {
                                                ": ", s.message()));
   }
 
-  // Reserves the inflated size a gzip trailer states (the last member's, modulo 4 GiB: a hint,
-  // right for every trace under 4 GiB written by one gzip), within the caps.
-  void ReserveForHint(uint64_t isize) {
-    if (isize == 0) return;
-    if (!CheckInflatedSize(isize, compressed_bytes_, options_.max_inflated_bytes,
-                           options_.max_inflate_ratio)
-             .ok()) {
-      return;
-    }
-    TryReserve(&text_, isize);
+  // Reserves the most text the inflate caps allow: address space only (pages cost memory when
+  // written), so the text never grows by copying and a refused file holds at most the cap (a
+  // growing string holds twice its size while it is copied).
+  void ReserveInflateCap() {
+    TryReserve(&text_, InflatedSizeCap(compressed_bytes_, options_.max_inflated_bytes,
+                                       options_.max_inflate_ratio));
   }
   void Reserve(uint64_t bytes) { TryReserve(&text_, bytes); }
 
@@ -160,11 +163,6 @@ class KinetoText {
 bool IsGzip(absl::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
          static_cast<unsigned char>(bytes[1]) == 0x8b;
-}
-
-// The little-endian ISIZE of a gzip trailer (the last 4 bytes).
-uint64_t TrailerSize(const unsigned char* b) {
-  return uint64_t{b[0]} | uint64_t{b[1]} << 8 | uint64_t{b[2]} << 16 | uint64_t{b[3]} << 24;
 }
 
 absl::Status NotGzip(absl::string_view path, const absl::Status& s) {
@@ -214,10 +212,7 @@ absl::StatusOr<std::string> ReadKinetoTraceText(const std::string& path,
     }
     return std::move(text).Take();
   }
-  unsigned char trailer[4];
-  if (size >= 18 && pread(fd.get(), trailer, 4, static_cast<off_t>(size - 4)) == 4) {
-    text.ReserveForHint(TrailerSize(trailer));
-  }
+  text.ReserveInflateCap();
   GzipInflater inflater;
   const auto sink = [&](absl::string_view piece) { return text.Append(piece); };
   while (!buf.empty()) {
@@ -235,10 +230,7 @@ absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
                                                      const ReaderOptions& options) {
   if (!IsGzip(contents)) return contents;
   KinetoText text(path, options, /*gzipped=*/true, contents.size());
-  if (contents.size() >= 18) {
-    text.ReserveForHint(
-        TrailerSize(reinterpret_cast<const unsigned char*>(contents.data() + contents.size() - 4)));
-  }
+  text.ReserveInflateCap();
   GzipInflater inflater;
   absl::Status s =
       inflater.Feed(contents, [&](absl::string_view piece) { return text.Append(piece); });
