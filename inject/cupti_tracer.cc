@@ -1,6 +1,7 @@
 #include "inject/cupti_tracer.h"
 
 #include <dlfcn.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <new>
 #include <utility>
+
+#include "inject/launch_callbacks.h"
 
 namespace profctl::inject {
 namespace {
@@ -71,6 +74,8 @@ struct CuptiTracer::Api {
   CUptiResult(CUPTIAPI* subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
                                       CUpti_SubscriberParams*) = nullptr;
   CUptiResult(CUPTIAPI* unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult(CUPTIAPI* enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                         CUpti_CallbackId) = nullptr;
   // CUDA 12.x+; absent from older libcupti (then driver-API launches go unrecorded).
   CUptiResult(CUPTIAPI* enable_driver_api)(CUpti_CallbackId, uint8_t) = nullptr;
 };
@@ -114,6 +119,7 @@ bool CuptiTracer::Initialize() {
     sym(&api_->callback_name, "cuptiGetCallbackName");
     sym(&api_->subscribe_v2, "cuptiSubscribe_v2");
     sym(&api_->unsubscribe, "cuptiUnsubscribe");
+    sym(&api_->enable_callback, "cuptiEnableCallback");
     sym(&api_->enable_driver_api, "cuptiActivityEnableDriverApi");
     nvtx_entry_ = dlsym(lib_, "InitializeInjectionNvtx2");
     if (!complete) {
@@ -194,7 +200,9 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
     *error = unavailable_;
     return false;
   }
-  if (const std::string holder = ProbeSubscriber(); !holder.empty()) {
+  // While the light level holds the subscription, nobody else can: the probe would find us.
+  if (const std::string holder = launch_subscriber_ == nullptr ? ProbeSubscriber() : "";
+      !holder.empty()) {
     *error = "held by another CUPTI subscriber (" + holder + ")";
     return false;
   }
@@ -308,6 +316,74 @@ size_t CuptiTracer::TakeSteps(StepSampleEntry* out, size_t max) {
   }
   return n;
 }
+
+bool CuptiTracer::SetCollectiveLaunches(bool on, std::string* error) {
+  if (!on) {
+    if (launch_subscriber_ != nullptr) api_->unsubscribe(launch_subscriber_);
+    launch_subscriber_ = nullptr;
+    return true;
+  }
+  if (!Initialize()) {
+    *error = unavailable_;
+    return false;
+  }
+  if (launch_subscriber_ != nullptr) return true;
+  if (api_->subscribe_v2 == nullptr || api_->unsubscribe == nullptr ||
+      api_->enable_callback == nullptr) {
+    *error = "libcupti lacks the callback API";
+    return false;
+  }
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "profctl flight recorder";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof(holder);
+  CUpti_SubscriberHandle handle = nullptr;
+  const CUptiResult r = api_->subscribe_v2(&handle, &LaunchCallback, &launches_, &params);
+  if (r != CUPTI_SUCCESS) {
+    holder[sizeof(holder) - 1] = '\0';
+    *error = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                 ? "held by another CUPTI subscriber (" +
+                       std::string(holder[0] != '\0' ? holder : "unknown tool") + ")"
+                 : "cuptiSubscribe: " + ResultString(r);
+    return false;
+  }
+  size_t count = 0;
+  const LaunchCallbackId* ids = LaunchCallbackIds(&count);
+  size_t enabled = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (api_->enable_callback(1, handle, ids[i].domain, ids[i].cbid) == CUPTI_SUCCESS) ++enabled;
+  }
+  if (enabled == 0) {
+    api_->unsubscribe(handle);
+    *error = "cuptiEnableCallback refused every launch callback";
+    return false;
+  }
+  launch_subscriber_ = handle;
+  return true;
+}
+
+size_t CuptiTracer::TakeLaunches(CollectiveLaunchEntry* out, size_t max) {
+  const size_t n = launches_.Take(out, max);
+  for (size_t i = 0; i < n; ++i) out[i].wall_ns -= steps_gpu_minus_wall_ns_;
+  return n;
+}
+
+void CUPTIAPI CuptiTracer::LaunchCallback(void* userdata, CUpti_CallbackDomain domain,
+                                          CUpti_CallbackId /*cbid*/, const void* data) {
+  // Only the launch callbacks are enabled. Never throws (no allocation, a mutex at most).
+  OnLaunchCallback(static_cast<CollectiveLaunchRecorder*>(userdata), domain, data);
+}
+
+uint64_t CuptiTracer::GpuNowNs() {
+  CuptiTracer* self = Get();
+  uint64_t t = 0;
+  if (self->api_ == nullptr || self->api_->timestamp(&t) != CUPTI_SUCCESS) return 0;
+  return t;
+}
+
+uint32_t CuptiTracer::ThreadId() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 void CuptiTracer::Discard() {
   std::lock_guard<std::mutex> lock(mu_);

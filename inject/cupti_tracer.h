@@ -27,6 +27,14 @@
 // buffers, not forced, so it never waits on the GPU) and re-measures the GPU clock against
 // CLOCK_REALTIME; TakeSteps converts the samples with that offset.
 //
+// LIGHT LEVEL. While the agent's flight recorder asks for it (SetCollectiveLaunches), the tracer
+// holds a CUPTI callback subscription with the kernel launch callbacks only
+// (launch_callbacks.h): each launch of the application runs OnLaunchCallback on its own thread,
+// which keeps the NCCL kernels' launches (collective_launches.h, times on CUPTI's clock, made
+// CLOCK_REALTIME by TakeLaunches with the step signal's offset). Holding the subscription keeps
+// another tool from subscribing (CUPTI allows one): the window probe is skipped then (the holder
+// is us), and the subscription is released when the agent says so or the connection ends.
+//
 // THREADING. Enable/Disable/Flush/Discard/PollSteps/TakeSteps come from the client's thread;
 // CUPTI's buffer callbacks from CUPTI's threads (or the flushing thread); one mutex guards the
 // converter and the batches.
@@ -44,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "inject/collective_launches.h"
 #include "inject/cupti_records.h"
 #include "inject/inject_client.h"
 #include "inject/record_batch_writer.h"
@@ -78,6 +87,11 @@ class CuptiTracer final : public Tracer {
   void TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) override;
   void PollSteps() override;
   size_t TakeSteps(StepSampleEntry* out, size_t max) override;
+  bool SetCollectiveLaunches(bool on, std::string* error) override;
+  size_t TakeLaunches(CollectiveLaunchEntry* out, size_t max) override;
+  std::string_view LaunchName(uint32_t id) override { return launches_.Name(id); }
+  uint64_t TakeLaunchesDropped() override { return launches_.TakeDropped(); }
+  void ClearLaunches() override { launches_.Clear(); }
 
  private:
   CuptiTracer() = default;
@@ -87,6 +101,10 @@ class CuptiTracer final : public Tracer {
   static void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                        size_t size, size_t valid_size);
   static const char* ApiName(uint8_t domain, uint32_t cbid);
+  static void CUPTIAPI LaunchCallback(void* userdata, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid, const void* data);
+  static uint64_t GpuNowNs();
+  static uint32_t ThreadId();
   // Turns the DRIVER records of DriverLaunchCalls() (cupti_records.h) on (1) or off (0).
   void EnableDriverLaunches(uint8_t enable);
   void OnBuffer(uint8_t* buffer, size_t valid_size);
@@ -121,6 +139,9 @@ class CuptiTracer final : public Tracer {
   std::vector<std::vector<uint8_t>> devices_;  // raw CUpti_ActivityDevice records
   StepRangeTracker steps_;                     // guarded by mu_; GPU-clock times
   int64_t steps_gpu_minus_wall_ns_ = 0;        // the client's thread only (PollSteps)
+  CollectiveLaunchRecorder launches_{&GpuNowNs, &ThreadId};  // thread-safe; GPU-clock times
+  // The light level's subscription, null when off; the client's thread only.
+  CUpti_SubscriberHandle launch_subscriber_ = nullptr;
 };
 
 }  // namespace profctl::inject

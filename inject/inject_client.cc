@@ -153,6 +153,8 @@ void InjectClient::Serve(int fd) {
   state_ = State::kIdle;
   // What waited while no agent listened is stale: the agent asks for recent steps.
   DropWaitingSteps();
+  tracer_->ClearLaunches();
+  launches_dropped_.fetch_add(tracer_->TakeLaunchesDropped());
   next_steps_ms_ = MonotonicMs() + options_.step_interval_ms;
   FrameDecoder decoder;
   std::vector<uint8_t> payload;
@@ -188,6 +190,7 @@ void InjectClient::Serve(int fd) {
     }
     if (alive && MonotonicMs() >= next_steps_ms_) {
       alive = SendSteps(fd);
+      if (alive) alive = SendLaunches(fd);
       next_steps_ms_ = MonotonicMs() + options_.step_interval_ms;
     }
     if (!alive || ready <= 0 || (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
@@ -212,6 +215,7 @@ void InjectClient::Serve(int fd) {
   if (state_ == State::kRecording) tracer_->Disable();
   if (state_ == State::kRecording || state_ == State::kStopped) tracer_->Discard();
   state_ = State::kIdle;
+  ApplyRecorder(0);  // no agent, no recorder: the callbacks go (and a framework may subscribe)
 }
 
 bool InjectClient::HandleFrame(int fd, uint16_t type, const std::vector<uint8_t>& payload) {
@@ -258,6 +262,12 @@ bool InjectClient::HandleFrame(int fd, uint16_t type, const std::vector<uint8_t>
       }
       return sent && SendStatus(fd, m.token, StatusCode::kFlushDone, 0, 0, dropped, "");
     }
+    case MessageType::kRecorder: {
+      RecorderMessage m;
+      if (!DecodeMessage(payload.data(), payload.size(), &m)) return false;
+      ApplyRecorder(m.flags);
+      return true;
+    }
     case MessageType::kBye:
       return false;
     default:
@@ -286,6 +296,60 @@ bool InjectClient::SendSteps(int fd) {
     }
     steps_sent_.fetch_add(n);
     if (n < kMaxStepSamplesPerFrame) return true;
+  }
+  return true;
+}
+
+void InjectClient::ApplyRecorder(uint32_t flags) {
+  const bool on = (flags & kRecorderFlagCollectiveLaunches) != 0;
+  if (on == launches_on_.load()) return;
+  std::string error;
+  const bool ok = tracer_->SetCollectiveLaunches(on, &error);
+  launches_on_.store(on && ok);
+  // Not fatal, not worth the process's one stderr line: a framework profiler holding CUPTI's
+  // callbacks is normal. The snapshot simply has no launches of this process.
+  (void)error;
+}
+
+bool InjectClient::SendLaunches(int fd) {
+  // Bounded even if the application launches collectives as fast as we send them.
+  for (int frames = 0; frames < kMaxStepFramesPerRound; ++frames) {
+    const size_t n = tracer_->TakeLaunches(launch_buffer_, kMaxCollectiveLaunchesPerFrame);
+    const uint64_t dropped = tracer_->TakeLaunchesDropped();
+    if (n == 0 && dropped == 0) return true;
+    // Names: the frame's own table, at most kMaxCollectiveLaunchNamesPerFrame; entries whose
+    // name does not fit go in the next frame of this round.
+    size_t sent = 0;
+    uint64_t carried = dropped;
+    while (sent < n || carried > 0) {
+      uint32_t ids[kMaxCollectiveLaunchNamesPerFrame];
+      std::string_view names[kMaxCollectiveLaunchNamesPerFrame];
+      size_t name_count = 0;
+      size_t end = sent;
+      for (; end < n; ++end) {
+        const uint32_t id = launch_buffer_[end].name_index;
+        size_t k = 0;
+        while (k < name_count && ids[k] != id) ++k;
+        if (k == name_count) {
+          if (name_count == kMaxCollectiveLaunchNamesPerFrame) break;
+          ids[name_count] = id;
+          names[name_count++] = tracer_->LaunchName(id);
+        }
+        launch_buffer_[end].name_index = static_cast<uint32_t>(k);
+      }
+      launch_frame_.clear();
+      AppendCollectiveLaunches(launch_buffer_ + sent, end - sent, names, name_count, carried,
+                               &launch_frame_);
+      if (!SendAll(fd, launch_frame_.data(), launch_frame_.size(), kControlSendTimeoutMs)) {
+        launches_dropped_.fetch_add(n - sent + carried);
+        return false;
+      }
+      launches_sent_.fetch_add(end - sent);
+      launches_dropped_.fetch_add(carried);
+      carried = 0;
+      sent = end;
+    }
+    if (n < kMaxCollectiveLaunchesPerFrame) return true;
   }
   return true;
 }

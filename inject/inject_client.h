@@ -16,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,25 @@ class Tracer {
   // Moves up to `max` step samples that ended (CLOCK_REALTIME), oldest first, to `out`; returns
   // how many. Allocates nothing.
   virtual size_t TakeSteps(StepSampleEntry* /*out*/, size_t /*max*/) { return 0; }
+
+  // The flight recorder's light level (collective_launches.h): while on, the launches of NCCL
+  // kernels are kept. The client turns it on when the agent's Recorder message asks for it and
+  // off when the agent says so or the connection ends. False, with `*error` set, when it cannot
+  // be turned on (then it is off).
+  virtual bool SetCollectiveLaunches(bool /*on*/, std::string* error) {
+    *error = "not supported by this tracer";
+    return false;
+  }
+  // Moves up to `max` recorded launches (CLOCK_REALTIME; name_index = a tracer-wide name id for
+  // LaunchName), oldest first, to `out`; returns how many. Allocates nothing. PollSteps comes
+  // first in each round (it re-measures the clock offset).
+  virtual size_t TakeLaunches(CollectiveLaunchEntry* /*out*/, size_t /*max*/) { return 0; }
+  // The kernel name of an id TakeLaunches gave.
+  virtual std::string_view LaunchName(uint32_t /*id*/) { return {}; }
+  // Launches lost since the last call (ring full, or thrown away by ClearLaunches).
+  virtual uint64_t TakeLaunchesDropped() { return 0; }
+  // Throws the waiting launches away (no agent saw them in time).
+  virtual void ClearLaunches() {}
 };
 
 struct InjectClientOptions {
@@ -97,6 +117,12 @@ class InjectClient {
   // agent was connected, and those whose frame could not be sent). The tracer counts its own.
   uint64_t step_samples_sent() const { return steps_sent_.load(); }
   uint64_t step_samples_dropped() const { return steps_dropped_.load(); }
+  // Collective launches sent to an agent, and lost (by the tracer, or with a frame that could
+  // not be sent).
+  uint64_t launches_sent() const { return launches_sent_.load(); }
+  uint64_t launches_dropped() const { return launches_dropped_.load(); }
+  // Whether the light level is on now (the agent asked and the tracer could).
+  bool collective_launches_on() const { return launches_on_.load(); }
 
  private:
   void Run();
@@ -108,6 +134,10 @@ class InjectClient {
   bool SendSteps(int fd);
   // Throws away the step samples waiting in the tracer (no agent saw them in time).
   void DropWaitingSteps();
+  // Sends the collective launches the tracer holds; false when the agent is gone.
+  bool SendLaunches(int fd);
+  // Applies the agent's Recorder message (or "off" when the connection ends).
+  void ApplyRecorder(uint32_t flags);
   // Sends a batch as a RecordBatch frame; false when the agent is gone.
   static bool SendBatch(int fd, const std::vector<uint8_t>& batch, std::vector<uint8_t>* frame);
   bool SendStatus(int fd, uint64_t token, StatusCode code, int64_t v0, int64_t v1, uint64_t dropped,
@@ -123,6 +153,9 @@ class InjectClient {
   std::atomic<int> registrations_{0};
   std::atomic<uint64_t> steps_sent_{0};
   std::atomic<uint64_t> steps_dropped_{0};
+  std::atomic<uint64_t> launches_sent_{0};
+  std::atomic<uint64_t> launches_dropped_{0};
+  std::atomic<bool> launches_on_{false};
   std::atomic<int> connection_fd_{-1};  // the connection Serve is using, for forked children
   int wake_fds_[2] = {-1, -1};
 
@@ -135,6 +168,8 @@ class InjectClient {
   int64_t next_steps_ms_ = 0;  // CLOCK_MONOTONIC ms of the next SendSteps
   StepSampleEntry step_buffer_[kMaxStepSamplesPerFrame];
   std::vector<uint8_t> step_frame_;  // reused: no allocation per frame in the steady state
+  CollectiveLaunchEntry launch_buffer_[kMaxCollectiveLaunchesPerFrame];
+  std::vector<uint8_t> launch_frame_;
 };
 
 // Sends all of `data` on a blocking or non-blocking socket, waiting for room up to `timeout_ms`

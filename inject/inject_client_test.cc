@@ -11,6 +11,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace profctl::inject {
@@ -83,6 +84,49 @@ class FakeTracer : public Tracer {
       steps.push_back({step * 1'000, step * 1'000 + 700, step});
     }
   }
+  bool SetCollectiveLaunches(bool on, std::string* error) override {
+    std::lock_guard<std::mutex> lock(mu);
+    light_calls.push_back(on);
+    if (on && !light_error.empty()) {
+      *error = light_error;
+      return false;
+    }
+    return true;
+  }
+  size_t TakeLaunches(CollectiveLaunchEntry* out, size_t max) override {
+    std::lock_guard<std::mutex> lock(mu);
+    size_t n = 0;
+    while (n < max && n < launches.size()) {
+      out[n] = launches[n];
+      ++n;
+    }
+    launches.erase(launches.begin(), launches.begin() + static_cast<ptrdiff_t>(n));
+    return n;
+  }
+  std::string_view LaunchName(uint32_t id) override {
+    return id == 5 ? "ncclDevKernel_AllReduce_Sum_f32_RING_LL" : "ncclDevKernel_AllGather_RING_LL";
+  }
+  uint64_t TakeLaunchesDropped() override {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(launches_dropped, 0);
+  }
+  void ClearLaunches() override {
+    std::lock_guard<std::mutex> lock(mu);
+    launches_dropped += launches.size();
+    launches.clear();
+  }
+  void AddLaunch(int64_t wall_ns, uint64_t seq, uint32_t name_id) {
+    std::lock_guard<std::mutex> lock(mu);
+    launches.push_back({wall_ns, seq, /*tid=*/31, name_id});
+  }
+  std::vector<bool> LightCalls() {
+    std::lock_guard<std::mutex> lock(mu);
+    return light_calls;
+  }
+  std::vector<CollectiveLaunchEntry> launches;
+  uint64_t launches_dropped = 0;
+  std::vector<bool> light_calls;
+  std::string light_error;
   std::vector<std::vector<uint8_t>> ready;
   std::vector<StepSampleEntry> steps;
   int step_polls = 0;
@@ -463,6 +507,77 @@ TEST_F(InjectClientTest, StepSamplesWithNoAgentAreDroppedAndCounted) {
   const std::vector<StepSampleEntry> got = ReadSteps(&agent);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].step_num, 9);
+}
+
+TEST_F(InjectClientTest, TheAgentsRecorderTurnsCollectiveLaunchesOnAndTheyAreSent) {
+  tracer_.AddLaunch(/*wall_ns=*/1, /*seq=*/0, /*name_id=*/5);  // waited for an agent: dropped
+  FakeAgent agent(path_);
+  StartClient(/*step_interval_ms=*/5);
+  AcceptAndRegister(&agent);
+  RecorderMessage on;
+  on.flags = kRecorderFlagCollectiveLaunches;
+  agent.Send(MessageType::kRecorder, on);
+  agent.Send(MessageType::kRecorder, on);  // repeated: applied once
+  // A round trip: the Recorder messages were handled before it.
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  EXPECT_EQ(tracer_.LightCalls(), std::vector<bool>{true});
+  EXPECT_TRUE(client_->collective_launches_on());
+  tracer_.AddLaunch(/*wall_ns=*/5'000, /*seq=*/1, /*name_id=*/5);
+  tracer_.AddLaunch(/*wall_ns=*/6'000, /*seq=*/2, /*name_id=*/9);
+  tracer_.AddLaunch(/*wall_ns=*/7'000, /*seq=*/3, /*name_id=*/5);
+  // Step frames (none here) come first in a round; the next frame of launches.
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  do {
+    ASSERT_TRUE(agent.Read(&type, &payload));
+  } while (type != static_cast<uint16_t>(MessageType::kCollectiveLaunches));
+  CollectiveLaunchesFrame got;
+  const char* why = nullptr;
+  ASSERT_TRUE(DecodeCollectiveLaunches(payload.data(), payload.size(), &got, &why)) << why;
+  // The one launch that waited for the agent was dropped (by the client) when it came.
+  EXPECT_EQ(got.dropped, 0u);
+  EXPECT_EQ(client_->launches_dropped(), 1u);
+  ASSERT_EQ(got.entries.size(), 3u);
+  ASSERT_EQ(got.names.size(), 2u);  // each name once per frame
+  EXPECT_EQ(got.entries[0].wall_ns, 5'000);
+  EXPECT_EQ(got.entries[2].seq, 3u);
+  EXPECT_EQ(got.entries[1].tid, 31u);
+  EXPECT_EQ(got.names[got.entries[0].name_index], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(got.names[got.entries[1].name_index], "ncclDevKernel_AllGather_RING_LL");
+  EXPECT_EQ(got.entries[0].name_index, got.entries[2].name_index);
+  // The agent turns it off; then it goes away with it on again: off again.
+  agent.Send(MessageType::kRecorder, RecorderMessage{});
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  do {
+    ASSERT_TRUE(agent.Read(&type, &payload));
+  } while (type != static_cast<uint16_t>(MessageType::kStatus));
+  // Counted once the frame was sent, before the client's thread read the Flush.
+  EXPECT_EQ(client_->launches_sent(), 3u);
+  EXPECT_EQ(tracer_.LightCalls(), (std::vector<bool>{true, false}));
+  agent.Send(MessageType::kRecorder, on);
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  do {
+    ASSERT_TRUE(agent.Read(&type, &payload));
+  } while (type != static_cast<uint16_t>(MessageType::kStatus));
+  agent.CloseClient();
+  AcceptAndRegister(&agent);  // reconnected: the old connection's end was handled
+  EXPECT_EQ(tracer_.LightCalls(), (std::vector<bool>{true, false, true, false}));
+  EXPECT_FALSE(client_->collective_launches_on());
+}
+
+TEST_F(InjectClientTest, ALightLevelTheTracerRefusesStaysOff) {
+  tracer_.light_error = "held by another CUPTI subscriber (Kineto)";
+  FakeAgent agent(path_);
+  StartClient();
+  AcceptAndRegister(&agent);
+  RecorderMessage on;
+  on.flags = kRecorderFlagCollectiveLaunches;
+  agent.Send(MessageType::kRecorder, on);
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  EXPECT_FALSE(client_->collective_launches_on());
+  EXPECT_TRUE(logs_.empty());  // not worth the process's one stderr line
 }
 
 TEST_F(InjectClientTest, StopEndsTheThreadWhileDisconnected) {

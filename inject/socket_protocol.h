@@ -28,6 +28,12 @@
 //                                 frames in a row when more than one frame's worth ended); no
 //                                 answer. Added within version 1: an agent that does not know
 //                                 the type skips it by length, so the version stays 1.
+//   A->L Recorder{flags}          after Register, and whenever it changes: whether the agent's
+//                                 flight recorder wants the light level (collective launches);
+//                                 no answer. A library that does not know it skips it.
+//   L->A CollectiveLaunches       unprompted, with the step samples, while the light level is
+//                                 on: the NCCL kernel launches since the last frame. Both added
+//                                 within version 1, as StepSamples was.
 //   either Bye                    the sender is going away; the other side closes
 // Every command carries the agent's session token; the library echoes it in its answers, so
 // replies to an old session are recognised and ignored.
@@ -64,6 +70,8 @@ enum class MessageType : uint16_t {
   kStatus = 6,
   kBye = 7,
   kStepSamples = 8,
+  kCollectiveLaunches = 9,
+  kRecorder = 10,
 };
 
 struct FrameHeader {
@@ -149,6 +157,155 @@ struct StepSampleEntry {
 static_assert(sizeof(StepSampleEntry) == 24);
 // The most bytes an entry may claim: keeps count * entry_bytes far from overflowing.
 inline constexpr uint32_t kMaxStepSampleEntryBytes = 256;
+
+// A->L Recorder: what the agent's flight recorder wants kept outside windows. Sent after
+// Register and again when it changes; the library applies the latest (and turns everything off
+// when the connection ends).
+struct RecorderMessage {
+  uint32_t flags = 0;  // kRecorderFlag*
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(RecorderMessage) == 8);
+// Keep the launches of NCCL kernels (CUPTI launch callbacks; docs/cupti.md).
+inline constexpr uint32_t kRecorderFlagCollectiveLaunches = 1;
+
+// L->A CollectiveLaunches: a CollectiveLaunchesHeader, then `names_bytes` of names
+// (`name_count` NUL-terminated strings, back to back, each at most
+// kMaxCollectiveLaunchNameBytes with its NUL), then `count` entries of `entry_bytes` each whose
+// name_index points into this frame's names. The length must be exactly header + names_bytes +
+// count * entry_bytes. Entries may grow at their end within version 1 (readers take the
+// prefix). Times are the library's CLOCK_REALTIME (calibrated from CUPTI's clock, as the step
+// samples').
+inline constexpr uint32_t kMaxCollectiveLaunchesPerFrame = 512;
+inline constexpr uint32_t kMaxCollectiveLaunchNamesPerFrame = 64;
+inline constexpr uint32_t kMaxCollectiveLaunchNameBytes = 256;
+struct CollectiveLaunchesHeader {
+  uint32_t count = 0;
+  uint32_t entry_bytes = 0;  // sizeof(CollectiveLaunchEntry) for this version's writers
+  uint32_t name_count = 0;
+  uint32_t names_bytes = 0;
+  uint64_t dropped = 0;  // launches the library lost since its previous frame (ring full)
+};
+static_assert(sizeof(CollectiveLaunchesHeader) == 24);
+struct CollectiveLaunchEntry {
+  int64_t wall_ns = 0;      // the launch call's entry, CLOCK_REALTIME ns
+  uint64_t seq = 0;         // the process's NCCL launches counted from 0
+  uint32_t tid = 0;         // the launching thread (gettid)
+  uint32_t name_index = 0;  // the kernel's name: an index into the frame's names
+};
+static_assert(sizeof(CollectiveLaunchEntry) == 24);
+
+// One decoded CollectiveLaunches frame; the names view the payload it was decoded from.
+struct CollectiveLaunchesFrame {
+  std::vector<CollectiveLaunchEntry> entries;
+  std::vector<std::string_view> names;
+  uint64_t dropped = 0;
+};
+
+// Appends one CollectiveLaunches frame to `out`: `count` entries (at most
+// kMaxCollectiveLaunchesPerFrame) whose name_index points into `names` (at most
+// kMaxCollectiveLaunchNamesPerFrame, each cut to kMaxCollectiveLaunchNameBytes - 1).
+inline void AppendCollectiveLaunches(const CollectiveLaunchEntry* entries, size_t count,
+                                     const std::string_view* names, size_t name_count,
+                                     uint64_t dropped, std::vector<uint8_t>* out) {
+  if (count > kMaxCollectiveLaunchesPerFrame) count = kMaxCollectiveLaunchesPerFrame;
+  if (name_count > kMaxCollectiveLaunchNamesPerFrame)
+    name_count = kMaxCollectiveLaunchNamesPerFrame;
+  CollectiveLaunchesHeader header;
+  header.count = static_cast<uint32_t>(count);
+  header.entry_bytes = sizeof(CollectiveLaunchEntry);
+  header.name_count = static_cast<uint32_t>(name_count);
+  header.dropped = dropped;
+  for (size_t i = 0; i < name_count; ++i) {
+    const size_t n = names[i].size() < kMaxCollectiveLaunchNameBytes - 1
+                         ? names[i].size()
+                         : kMaxCollectiveLaunchNameBytes - 1;
+    header.names_bytes += static_cast<uint32_t>(n + 1);
+  }
+  FrameHeader frame;
+  frame.type = static_cast<uint16_t>(MessageType::kCollectiveLaunches);
+  frame.length = static_cast<uint32_t>(sizeof(header) + header.names_bytes +
+                                       count * sizeof(CollectiveLaunchEntry));
+  size_t at = out->size();
+  out->resize(at + sizeof(frame) + frame.length);
+  uint8_t* p = out->data() + at;
+  std::memcpy(p, &frame, sizeof(frame));
+  p += sizeof(frame);
+  std::memcpy(p, &header, sizeof(header));
+  p += sizeof(header);
+  for (size_t i = 0; i < name_count; ++i) {
+    const size_t n = names[i].size() < kMaxCollectiveLaunchNameBytes - 1
+                         ? names[i].size()
+                         : kMaxCollectiveLaunchNameBytes - 1;
+    if (n > 0) std::memcpy(p, names[i].data(), n);
+    p[n] = 0;
+    p += n + 1;
+  }
+  if (count > 0) std::memcpy(p, entries, count * sizeof(CollectiveLaunchEntry));
+}
+
+// Reads a CollectiveLaunches payload into `out` (its names view `payload`). False, with `*why`
+// set, when it is shorter than its header; counts more entries or names than the caps; has
+// entries smaller than CollectiveLaunchEntry (or over kMaxStepSampleEntryBytes, or not a multiple
+// of 8); its length is not exactly header + names_bytes + count * entry_bytes; its names are not
+// exactly name_count NUL-terminated strings of at most kMaxCollectiveLaunchNameBytes; or an
+// entry's name_index is not one of them.
+inline bool DecodeCollectiveLaunches(const uint8_t* payload, size_t length,
+                                     CollectiveLaunchesFrame* out, const char** why) {
+  out->entries.clear();
+  out->names.clear();
+  CollectiveLaunchesHeader header;
+  if (length < sizeof(header)) {
+    *why = "CollectiveLaunches shorter than its header";
+    return false;
+  }
+  std::memcpy(&header, payload, sizeof(header));
+  if (header.count > kMaxCollectiveLaunchesPerFrame ||
+      header.name_count > kMaxCollectiveLaunchNamesPerFrame) {
+    *why = "CollectiveLaunches count over its cap";
+    return false;
+  }
+  if (header.entry_bytes < sizeof(CollectiveLaunchEntry) ||
+      header.entry_bytes > kMaxStepSampleEntryBytes || header.entry_bytes % 8 != 0) {
+    *why = "CollectiveLaunches entry size not supported";
+    return false;
+  }
+  if (header.names_bytes > header.name_count * kMaxCollectiveLaunchNameBytes ||
+      length !=
+          sizeof(header) + size_t{header.names_bytes} + size_t{header.count} * header.entry_bytes) {
+    *why = "CollectiveLaunches length does not match its counts";
+    return false;
+  }
+  const char* names = reinterpret_cast<const char*>(payload + sizeof(header));
+  size_t at = 0;
+  for (uint32_t i = 0; i < header.name_count; ++i) {
+    const size_t n = strnlen(names + at, header.names_bytes - at);
+    if (at + n == header.names_bytes || n + 1 > kMaxCollectiveLaunchNameBytes) {
+      *why = "CollectiveLaunches names do not match name_count";
+      return false;
+    }
+    out->names.emplace_back(names + at, n);
+    at += n + 1;
+  }
+  if (at != header.names_bytes) {
+    *why = "CollectiveLaunches names do not match name_count";
+    return false;
+  }
+  const uint8_t* entries = payload + sizeof(header) + header.names_bytes;
+  out->entries.resize(header.count);
+  for (uint32_t i = 0; i < header.count; ++i) {
+    std::memcpy(&out->entries[i], entries + size_t{i} * header.entry_bytes,
+                sizeof(CollectiveLaunchEntry));
+    if (out->entries[i].name_index >= header.name_count) {
+      out->entries.clear();
+      out->names.clear();
+      *why = "CollectiveLaunches entry names no name of its frame";
+      return false;
+    }
+  }
+  out->dropped = header.dropped;
+  return true;
+}
 
 // Copies `s` into a fixed char array, cut to fit, NUL-terminated.
 template <size_t N>

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace profctl::inject {
@@ -137,6 +139,112 @@ TEST(SocketProtocolTest, StepSamplesThatDoNotAddUpAreRefused) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].step_num, 42);
   EXPECT_EQ(got[1].end_wall_ns, 9);
+}
+
+TEST(SocketProtocolTest, CollectiveLaunchesRoundTripWithTheirNames) {
+  const CollectiveLaunchEntry entries[] = {{100, 7, 11, 1}, {200, 8, 12, 0}, {300, 9, 11, 1}};
+  const std::string_view names[] = {"ncclDevKernel_AllGather_RING_LL",
+                                    "ncclDevKernel_AllReduce_Sum_f32_RING_LL"};
+  std::vector<uint8_t> stream;
+  AppendCollectiveLaunches(entries, 3, names, 2, /*dropped=*/5, &stream);
+  RecorderMessage recorder;
+  recorder.flags = kRecorderFlagCollectiveLaunches;
+  AppendMessage(MessageType::kRecorder, recorder, &stream);
+  FrameDecoder decoder;
+  decoder.Feed(stream.data(), stream.size());
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kCollectiveLaunches));
+  CollectiveLaunchesFrame got;
+  const char* why = nullptr;
+  ASSERT_TRUE(DecodeCollectiveLaunches(payload.data(), payload.size(), &got, &why)) << why;
+  EXPECT_EQ(got.dropped, 5u);
+  ASSERT_EQ(got.names.size(), 2u);
+  EXPECT_EQ(got.names[1], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  ASSERT_EQ(got.entries.size(), 3u);
+  EXPECT_EQ(got.entries[2].wall_ns, 300);
+  EXPECT_EQ(got.entries[2].seq, 9u);
+  EXPECT_EQ(got.entries[2].tid, 11u);
+  EXPECT_EQ(got.names[got.entries[2].name_index], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  ASSERT_EQ(decoder.Next(&type, &payload), FrameDecoder::Result::kFrame);
+  EXPECT_EQ(type, static_cast<uint16_t>(MessageType::kRecorder));
+  RecorderMessage r;
+  ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &r));
+  EXPECT_EQ(r.flags, kRecorderFlagCollectiveLaunches);
+  // An empty frame (drops only) is valid too.
+  stream.clear();
+  AppendCollectiveLaunches(nullptr, 0, nullptr, 0, /*dropped=*/3, &stream);
+  ASSERT_TRUE(DecodeCollectiveLaunches(stream.data() + sizeof(FrameHeader),
+                                       stream.size() - sizeof(FrameHeader), &got, &why));
+  EXPECT_TRUE(got.entries.empty());
+  EXPECT_EQ(got.dropped, 3u);
+  // Caps: more entries and names than a frame holds are cut, a name to its byte cap.
+  std::vector<CollectiveLaunchEntry> many(kMaxCollectiveLaunchesPerFrame + 5);
+  const std::string long_name(1'000, 'n');
+  std::vector<std::string_view> many_names(kMaxCollectiveLaunchNamesPerFrame + 1, long_name);
+  stream.clear();
+  AppendCollectiveLaunches(many.data(), many.size(), many_names.data(), many_names.size(), 0,
+                           &stream);
+  ASSERT_LE(stream.size() - sizeof(FrameHeader), kMaxControlFrameBytes);
+  ASSERT_TRUE(DecodeCollectiveLaunches(stream.data() + sizeof(FrameHeader),
+                                       stream.size() - sizeof(FrameHeader), &got, &why))
+      << why;
+  EXPECT_EQ(got.entries.size(), kMaxCollectiveLaunchesPerFrame);
+  EXPECT_EQ(got.names.size(), kMaxCollectiveLaunchNamesPerFrame);
+  EXPECT_EQ(got.names[0].size(), kMaxCollectiveLaunchNameBytes - 1);
+}
+
+// A CollectiveLaunches payload by hand: header, `names` (as given, NULs included), `body_bytes`.
+std::vector<uint8_t> LaunchPayload(CollectiveLaunchesHeader h, const std::string& names,
+                                   size_t body_bytes) {
+  std::vector<uint8_t> p(sizeof(h) + names.size() + body_bytes, 0);
+  std::memcpy(p.data(), &h, sizeof(h));
+  std::memcpy(p.data() + sizeof(h), names.data(), names.size());
+  return p;
+}
+
+TEST(SocketProtocolTest, CollectiveLaunchesThatDoNotAddUpAreRefused) {
+  CollectiveLaunchesFrame got;
+  const char* why = nullptr;
+  auto decode = [&](const std::vector<uint8_t>& p) {
+    why = nullptr;
+    return DecodeCollectiveLaunches(p.data(), p.size(), &got, &why);
+  };
+  const std::string one("ncclDevKernel_AllReduce\0", 24);
+  EXPECT_FALSE(decode(std::vector<uint8_t>(20, 0)));
+  EXPECT_STREQ(why, "CollectiveLaunches shorter than its header");
+  EXPECT_FALSE(decode(LaunchPayload({kMaxCollectiveLaunchesPerFrame + 1, 24, 1, 24, 0}, one,
+                                    (kMaxCollectiveLaunchesPerFrame + 1) * 24)));
+  EXPECT_STREQ(why, "CollectiveLaunches count over its cap");
+  EXPECT_FALSE(decode(LaunchPayload({0, 24, kMaxCollectiveLaunchNamesPerFrame + 1, 0, 0}, "", 0)));
+  EXPECT_STREQ(why, "CollectiveLaunches count over its cap");
+  EXPECT_FALSE(decode(LaunchPayload({1, 16, 1, 24, 0}, one, 16)));
+  EXPECT_STREQ(why, "CollectiveLaunches entry size not supported");
+  EXPECT_FALSE(decode(LaunchPayload({2, 24, 1, 24, 0}, one, 24)));
+  EXPECT_STREQ(why, "CollectiveLaunches length does not match its counts");
+  EXPECT_FALSE(decode(LaunchPayload({0, 24, 1, 300, 0}, std::string(300, 'x'), 0)));
+  EXPECT_STREQ(why, "CollectiveLaunches length does not match its counts");
+  // Names: one missing its NUL, two where one is counted, none where one is counted.
+  EXPECT_FALSE(decode(LaunchPayload({0, 24, 1, 4, 0}, "nccl", 0)));
+  EXPECT_STREQ(why, "CollectiveLaunches names do not match name_count");
+  EXPECT_FALSE(decode(LaunchPayload({0, 24, 1, 4, 0}, std::string("a\0b\0", 4), 0)));
+  EXPECT_STREQ(why, "CollectiveLaunches names do not match name_count");
+  // An entry naming no name of its frame.
+  std::vector<uint8_t> bad_index = LaunchPayload({1, 24, 1, 24, 0}, one, 24);
+  const CollectiveLaunchEntry e{1, 2, 3, /*name_index=*/1};
+  std::memcpy(bad_index.data() + sizeof(CollectiveLaunchesHeader) + 24, &e, sizeof(e));
+  EXPECT_FALSE(decode(bad_index));
+  EXPECT_STREQ(why, "CollectiveLaunches entry names no name of its frame");
+  EXPECT_TRUE(got.entries.empty());
+  // A newer writer's longer entries: the prefix is read.
+  std::vector<uint8_t> longer = LaunchPayload({1, 32, 1, 24, 0}, one, 32);
+  const CollectiveLaunchEntry ok{9, 8, 7, 0};
+  std::memcpy(longer.data() + sizeof(CollectiveLaunchesHeader) + 24, &ok, sizeof(ok));
+  ASSERT_TRUE(decode(longer)) << why;
+  ASSERT_EQ(got.entries.size(), 1u);
+  EXPECT_EQ(got.entries[0].seq, 8u);
+  EXPECT_EQ(got.names[0], "ncclDevKernel_AllReduce");
 }
 
 TEST(SocketProtocolTest, ByteByByteFeedGivesTheSameFrames) {
