@@ -331,11 +331,15 @@ absl::Status CuptiCollector::StartRecorder(const RecorderLimits& limits, int64_t
   if (server_ == nullptr) {
     return absl::UnimplementedError("cupti flight recorder: no inject server, no past to keep");
   }
-  absl::MutexLock lock(&recorder_mu_);
-  ring_ = std::make_unique<FlightRing<RecordedStep>>(limits.keep_ns, limits.max_bytes);
-  recorder_start_ns_ = now_wall_ns;
-  pulled_until_ns_ = now_wall_ns;
-  recent_keys_.clear();
+  {
+    absl::MutexLock lock(&recorder_mu_);
+    ring_ = std::make_unique<FlightRing<RecordedEvent>>(limits.keep_ns, limits.max_bytes);
+    recorder_start_ns_ = now_wall_ns;
+    pulled_until_ns_ = now_wall_ns;
+    recent_keys_.clear();
+  }
+  // The processes keep their NCCL launches from now on (and those that connect later).
+  server_->SetCollectiveLaunches(true);
   return absl::OkStatus();
 }
 
@@ -347,23 +351,46 @@ bool CuptiCollector::Recording() const {
 void CuptiCollector::RecordUntil(int64_t now_wall_ns) {
   absl::MutexLock lock(&recorder_mu_);
   if (ring_ == nullptr || now_wall_ns <= pulled_until_ns_) return;
-  // Steps that ended since the last pull, and those of the kLateStepNs before it that reached the
-  // server since (the recent keys say which were recorded). Steps that ended before the recorder
-  // started are not its past.
+  // Steps that ended and launches made since the last pull, and those of the kLateStepNs before
+  // it that reached the server since (the recent keys say which were recorded). Those before the
+  // recorder started are not its past.
   const int64_t since = std::max(recorder_start_ns_, pulled_until_ns_ - kLateStepNs);
-  std::vector<InjectStepSample> raw;
   const int64_t skew = options_.clock_skew_ns;
+  std::vector<InjectStepSample> raw;
   server_->RecentSteps(since - skew, now_wall_ns - skew, std::numeric_limits<size_t>::max(), &raw);
+  std::vector<InjectCollectiveLaunch> launches;
+  server_->RecentLaunches(since - skew, now_wall_ns - skew, &launches);
+  std::vector<RecordedEvent> events;
+  events.reserve(raw.size() + launches.size());
   for (const InjectStepSample& s : raw) {
-    RecordedStep step{.pid = s.pid,
+    events.push_back({.pid = s.pid,
+                      .tid = 0,
                       .start_wall_ns = s.start_realtime_ns + skew,
                       .end_wall_ns = s.end_realtime_ns + skew,
-                      .step_num = s.step_num};
-    if (!recent_keys_.insert({step.end_wall_ns, step.pid, step.step_num}).second) continue;
-    ring_->Push(step.start_wall_ns, step.end_wall_ns, sizeof(RecordedStep), step);
+                      .number = s.step_num,
+                      .kernel_name = nullptr});
+  }
+  for (InjectCollectiveLaunch& l : launches) {
+    events.push_back({.pid = l.pid,
+                      .tid = l.tid,
+                      .start_wall_ns = l.realtime_ns + skew,
+                      .end_wall_ns = l.realtime_ns + skew,
+                      .number = static_cast<int64_t>(l.seq),
+                      .kernel_name = std::move(l.kernel_name)});
+  }
+  // The ring takes records in order of their ends.
+  std::stable_sort(
+      events.begin(), events.end(),
+      [](const RecordedEvent& a, const RecordedEvent& b) { return a.end_wall_ns < b.end_wall_ns; });
+  for (RecordedEvent& e : events) {
+    const EventKey key{e.end_wall_ns, e.pid, e.kernel_name != nullptr, e.number};
+    if (!recent_keys_.insert(key).second) continue;
+    const int64_t start = e.start_wall_ns;
+    const int64_t end = e.end_wall_ns;
+    ring_->Push(start, end, sizeof(RecordedEvent), std::move(e));
   }
   pulled_until_ns_ = now_wall_ns;
-  const StepKey oldest{pulled_until_ns_ - kLateStepNs, 0, INT64_MIN};
+  const EventKey oldest{pulled_until_ns_ - kLateStepNs, 0, false, INT64_MIN};
   recent_keys_.erase(recent_keys_.begin(), recent_keys_.lower_bound(oldest));
 }
 
@@ -373,14 +400,14 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
         absl::StrCat("cupti snapshot: empty window ", from_wall_ns, "..", to_wall_ns, " ns"));
   }
   RecordUntil(to_wall_ns);
-  std::vector<RecordedStep> steps;
+  std::vector<RecordedEvent> events;
   int64_t since = 0;
   {
     absl::MutexLock lock(&recorder_mu_);
     if (ring_ == nullptr) {
       return absl::FailedPreconditionError("cupti: the flight recorder is not running");
     }
-    steps = ring_->Between(from_wall_ns, to_wall_ns);
+    events = ring_->Between(from_wall_ns, to_wall_ns);
     // The past held starts at the recorder's start, or at the oldest step kept once the bounds
     // dropped some.
     const FlightRingStats held = ring_->stats();
@@ -389,9 +416,9 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
   }
   xspace::SetProfileWindow(space, from_wall_ns, to_wall_ns);
   space->add_warnings(
-      "cupti: the flight recorder keeps the NVTX step ranges of each CUDA process only (no "
-      "kernels, "
-      "copies or API calls: those are recorded by a capture)");
+      "cupti: the flight recorder keeps the NVTX step ranges and NCCL kernel launches of each "
+      "CUDA process only (no other kernels, no copies, API calls or completion times: those are "
+      "recorded by a capture)");
   if (since > from_wall_ns) {
     space->add_warnings(absl::StrCat(
         "flight recorder: the cupti collector holds the last ",
@@ -399,11 +426,22 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
         (to_wall_ns - from_wall_ns) / kNanosPerMilli,
         " ms asked (it started recording then, or its --flight-recorder bounds dropped the rest)"));
   }
-  if (steps.empty()) return absl::OkStatus();
+  if (events.empty()) return absl::OkStatus();
+  CuptiXSpaceOptions build;
   // One batch per process: its step ranges as NVTX ranges named "step <n>" on its main thread
   // line, on the agent's clock (gpu_minus_wall_ns 0), built as a capture builds them.
   std::map<uint32_t, RecordBatch> by_pid;
-  for (const RecordedStep& step : steps) {
+  std::set<uint32_t> pids;
+  for (const RecordedEvent& step : events) {
+    pids.insert(step.pid);
+    if (step.kernel_name != nullptr) {
+      build.collective_launches.push_back({.pid = step.pid,
+                                           .tid = step.tid,
+                                           .wall_ns = step.start_wall_ns,
+                                           .seq = static_cast<uint64_t>(step.number),
+                                           .kernel_name = step.kernel_name});
+      continue;
+    }
     RecordBatch& b = by_pid[step.pid];
     if (b.strings.empty()) b.pid = step.pid;
     inject::NvtxRangeRecord r;
@@ -413,13 +451,12 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
     r.tid = step.pid;
     r.name = static_cast<uint32_t>(b.strings.size());
     r.id = static_cast<uint32_t>(b.ranges.size());
-    b.strings.push_back(absl::StrCat("step ", step.step_num));
+    b.strings.push_back(absl::StrCat("step ", step.number));
     b.ranges.push_back(r);
   }
   std::vector<RecordBatch> batches;
   batches.reserve(by_pid.size());
   for (auto& [pid, b] : by_pid) batches.push_back(std::move(b));
-  CuptiXSpaceOptions build;
   build.hostname = options_.hostname;
   build.profile_start_ns = from_wall_ns;
   build.profile_stop_ns = to_wall_ns;
@@ -433,7 +470,8 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
   }
   for (const std::string& e : built.errors()) space->add_errors(absl::StrCat("cupti: ", e));
   for (const std::string& w : built.warnings()) space->add_warnings(absl::StrCat("cupti: ", w));
-  spdlog::info("cupti snapshot: {} steps of {} processes", stats.steps, by_pid.size());
+  spdlog::info("cupti snapshot: {} steps and {} NCCL launches of {} processes", stats.steps,
+               stats.collective_launches, pids.size());
   return absl::OkStatus();
 }
 

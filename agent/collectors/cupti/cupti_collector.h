@@ -28,17 +28,18 @@
 // during) captures (InjectServer::RecentSteps), moved onto the agent's clock (CLOCK_REALTIME +
 // clock_skew_ns).
 // Flight recorder (docs/flight-recorder.md, docs/cupti.md "The always-on level"): the light level
-// is the step signal the processes send anyway. RecordUntil pulls the step ranges that ended
-// since its last pull (and the kLateStepNs before it, for samples that reach the server late,
-// each kept once) into a FlightRing of whole steps; nothing is asked of the processes, so a
-// CUDA process pays nothing more than its step signal. Snapshot writes the held steps of its
-// window as a capture writes NVTX step ranges (BuildCuptiXSpace: step roots on each process's
-// /host:CPU line), says in XSpace.warnings that the past holds step ranges only, and when it
-// holds less than asked. The full activity stays inside an explicit capture; a snapshot
-// during a capture reads only the ring and leaves the capture's window alone.
-// Thread-safety: lifecycle calls come one at a time (Collector's contract); RecentSteps and
-// HasStepSignal may be called from any thread at any time (they read only the server, which is
-// thread-safe, and const options).
+// is the step signal the processes send anyway, plus their NCCL kernel launches, which
+// StartRecorder asks of them (InjectServer::SetCollectiveLaunches: CUPTI's launch callbacks in
+// each process). RecordUntil pulls the step ranges that ended and the launches made since its
+// last pull (and the kLateStepNs before it, for those that reach the server late, each kept once)
+// into one FlightRing of whole steps and launches. Snapshot writes the held steps of its window
+// as a capture writes NVTX step ranges (BuildCuptiXSpace: step roots on each process's /host:CPU
+// line) and each launch as an "nccl<Op>" event on its thread's line (collective_launches.h),
+// says in XSpace.warnings that the past holds only those, and when it holds less than asked. The
+// full activity stays inside an explicit capture; a snapshot during a capture reads only the ring
+// and leaves the capture's window alone. Thread-safety: lifecycle calls come one at a time
+// (Collector's contract); RecentSteps and HasStepSignal may be called from any thread at any time
+// (they read only the server, which is thread-safe, and const options).
 #ifndef PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 #define PROFCTL_AGENT_COLLECTORS_CUPTI_CUPTI_COLLECTOR_H_
 
@@ -157,21 +158,24 @@ class CuptiCollector final : public Collector {
   std::optional<HostGpuTable> host_gpus_;
   CollectAccounting last_collect_;
 
-  // One recorded step of one process (agent clock).
-  struct RecordedStep {
+  // One recorded step, or one NCCL kernel launch (kernel_name set; start = end = its time), of
+  // one process (agent clock).
+  struct RecordedEvent {
     uint32_t pid = 0;
+    uint32_t tid = 0;  // a launch's thread
     int64_t start_wall_ns = 0;
     int64_t end_wall_ns = 0;
-    int64_t step_num = -1;
+    int64_t number = -1;  // a step's number, a launch's sequence number
+    std::shared_ptr<const std::string> kernel_name;
   };
-  // (end, pid, step) of a recorded step: late samples already recorded are skipped.
-  using StepKey = std::tuple<int64_t, uint32_t, int64_t>;
+  // (end, pid, is a launch, number) of a recorded event: late ones already recorded are skipped.
+  using EventKey = std::tuple<int64_t, uint32_t, bool, int64_t>;
   mutable absl::Mutex recorder_mu_;
-  std::unique_ptr<FlightRing<RecordedStep>> ring_ ABSL_GUARDED_BY(recorder_mu_);
+  std::unique_ptr<FlightRing<RecordedEvent>> ring_ ABSL_GUARDED_BY(recorder_mu_);
   int64_t recorder_start_ns_ ABSL_GUARDED_BY(recorder_mu_) = 0;
   int64_t pulled_until_ns_ ABSL_GUARDED_BY(recorder_mu_) = 0;
-  // Keys of the steps recorded that ended after pulled_until_ns_ - kLateStepNs.
-  std::set<StepKey> recent_keys_ ABSL_GUARDED_BY(recorder_mu_);
+  // Keys of the events recorded that ended after pulled_until_ns_ - kLateStepNs.
+  std::set<EventKey> recent_keys_ ABSL_GUARDED_BY(recorder_mu_);
 };
 
 }  // namespace profctl::agent::cupti

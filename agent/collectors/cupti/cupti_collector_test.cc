@@ -595,7 +595,8 @@ TEST_F(CuptiCollectorTest, RecorderKeepsEachProcessesStepsOnItsLineOnTheAgentsCl
                                 absl::StrCat("20 step 39 ", a0 + 50 * kMs, " ", a0 + 140 * kMs),
                                 absl::StrCat("20 step 40 ", a0 + 150 * kMs, " ", a0 + 250 * kMs)}))
       << space.DebugString();
-  EXPECT_TRUE(HasEntry(space.warnings(), "keeps the NVTX step ranges of each CUDA process only"));
+  EXPECT_TRUE(HasEntry(space.warnings(),
+                       "keeps the NVTX step ranges and NCCL kernel launches of each CUDA process"));
   EXPECT_FALSE(HasEntry(space.warnings(), "holds the last"));
   EXPECT_TRUE(space.errors().empty()) << space.DebugString();
   // The window cuts: a step partly inside is clipped to it, one outside is left out.
@@ -611,6 +612,103 @@ TEST_F(CuptiCollectorTest, RecorderKeepsEachProcessesStepsOnItsLineOnTheAgentsCl
   EXPECT_TRUE(HasEntry(longer.warnings(), "holds the last 400 ms only, of 10400 ms asked"))
       << longer.DebugString();
   EXPECT_THAT(collector->Snapshot(a0, a0, &longer), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// The snapshot's NCCL launches: "tid name start duration kernel_name seq" per launch event.
+std::vector<std::string> SnapshotLaunches(const XSpace& space) {
+  std::vector<std::string> out;
+  const XPlane* host = FindPlane(space, "/host:CPU");
+  if (host == nullptr) return out;
+  const xspace::XPlaneReader reader(*host);
+  const int64_t start = xspace::ProfileStartNs(space);
+  for (const auto& line : host->lines()) {
+    for (const auto& event : line.events()) {
+      const std::optional<std::string> kernel = reader.StrStat(event, "kernel_name");
+      if (!kernel.has_value()) continue;
+      out.push_back(absl::StrCat(line.id(), " ", reader.EventName(event), " ",
+                                 xspace::EventStartNs(start, line, event), " ", event.duration_ps(),
+                                 " ", *kernel, " ",
+                                 reader.IntStat(event, "nccl_launch_seq").value_or(-1)));
+    }
+  }
+  return out;
+}
+
+TEST_F(CuptiCollectorTest, RecorderKeepsNcclLaunchesOnTheirThreadsLineOnTheAgentsClock) {
+  constexpr int64_t kSkew = -11'000'000;  // agent wall = CLOCK_REALTIME - 11 ms
+  constexpr int64_t kMs = 1'000'000;
+  auto collector = MakeCollector(kSkew);
+  const int64_t r = 1'700'000'000 * kSec;  // the processes' CLOCK_REALTIME
+  auto early = Connect(10, 0);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, r + kSkew),
+              IsOk());
+  // The recorder asks every process for its launches, those registering later too.
+  EXPECT_EQ(early->ExpectRecorder(), inject::kRecorderFlagCollectiveLaunches);
+  auto late = Connect(20, 1);
+  EXPECT_EQ(late->ExpectRecorder(), inject::kRecorderFlagCollectiveLaunches);
+  const std::string all_reduce = "_Z38ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgs4K";
+  const std::string reduce_scatter = "ncclKernel_ReduceScatter_RING_LL_Sum_float";
+  early->SendSteps({{r + 100 * kMs, r + 200 * kMs, 5}});
+  // The main thread launches an all-reduce in its step; another thread a reduce-scatter.
+  early->SendLaunches({{r + 120 * kMs, 0, /*tid=*/10, 0}, {r + 150 * kMs, 1, /*tid=*/13, 1}},
+                      {all_reduce, reduce_scatter});
+  late->SendLaunches({{r + 160 * kMs, 7, /*tid=*/21, 0}, {r + 900 * kMs, 8, /*tid=*/21, 0}},
+                     {"ncclDevKernel_SendRecv"});
+  ASSERT_TRUE(server_->WaitForLaunchesForTesting(4, absl::Seconds(10)));
+  ASSERT_TRUE(server_->WaitForStepSamplesForTesting(1, absl::Seconds(10)));
+  collector->RecordUntil(r + 300 * kMs + kSkew);
+  collector->RecordUntil(r + 300 * kMs + kSkew);      // nothing twice
+  EXPECT_EQ(collector->recorder_stats().records, 4);  // a step and three launches so far
+
+  XSpace space;
+  ASSERT_THAT(collector->Snapshot(r + kSkew, r + 400 * kMs + kSkew, &space), IsOk());
+  const int64_t a0 = r + kSkew;
+  EXPECT_EQ(SnapshotLaunches(space),
+            (std::vector<std::string>{
+                absl::StrCat("10 ncclAllReduce ", a0 + 120 * kMs, " 0 ", all_reduce, " 0"),
+                absl::StrCat("13 ncclReduceScatter ", a0 + 150 * kMs, " 0 ", reduce_scatter, " 1"),
+                absl::StrCat("21 ncclSendRecv ", a0 + 160 * kMs, " 0 ncclDevKernel_SendRecv 7")}))
+      << space.DebugString();
+  // The step is still the main thread's step root, holding its launch.
+  const std::vector<std::string> all = SnapshotSteps(space);
+  EXPECT_NE(std::find(all.begin(), all.end(),
+                      absl::StrCat("10 step 5 ", a0 + 100 * kMs, " ", a0 + 200 * kMs)),
+            all.end());
+  // Each launch's line is named for its process and thread.
+  const XPlane* host = FindPlane(space, "/host:CPU");
+  ASSERT_NE(host, nullptr);
+  std::vector<std::string> lines;
+  for (const auto& line : host->lines()) lines.push_back(line.name());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "pid 10 tid 13"), lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "pid 20 tid 21"), lines.end());
+  EXPECT_THAT(xspace::Validate(space), IsOk());
+  EXPECT_TRUE(space.errors().empty()) << space.DebugString();
+  // A later snapshot holds the later launch; one before the launches holds none.
+  XSpace later;
+  ASSERT_THAT(collector->Snapshot(a0 + 800 * kMs, a0 + 1'000 * kMs, &later), IsOk());
+  EXPECT_EQ(SnapshotLaunches(later),
+            (std::vector<std::string>{
+                absl::StrCat("21 ncclSendRecv ", a0 + 900 * kMs, " 0 ncclDevKernel_SendRecv 8")}));
+  XSpace before;
+  ASSERT_THAT(collector->Snapshot(a0 + 10 * kMs, a0 + 110 * kMs, &before), IsOk());
+  EXPECT_TRUE(SnapshotLaunches(before).empty());
+}
+
+TEST(NcclLaunchEventNameTest, NamesEachNcclOp) {
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), "ncclAllReduce");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_AllGather_RING_LL"), "ncclAllGather");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"),
+            "ncclReduceScatter");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_Broadcast_RING_LL"), "ncclBroadcast");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_Reduce_Sum_f32_RING_LL"), "ncclReduce");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_SendRecv"), "ncclSendRecv");
+  EXPECT_EQ(NcclLaunchEventName("ncclKernel_Send_RING_SIMPLE_Sum_int8_t"), "ncclSend");
+  EXPECT_EQ(NcclLaunchEventName("ncclKernel_Recv_RING_SIMPLE_Sum_int8_t"), "ncclRecv");
+  EXPECT_EQ(NcclLaunchEventName("_Z38ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgs4K"),
+            "ncclAllReduce");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_Generic_1"), "ncclGeneric");
+  EXPECT_EQ(NcclLaunchEventName("ncclDevKernel_"), "ncclKernel");
 }
 
 TEST_F(CuptiCollectorTest, RecorderRingWrapsAtItsCapWithWholeStepsOnly) {
@@ -662,8 +760,11 @@ TEST_F(CuptiCollectorTest, SnapshotRacingACaptureOfTheSameProcess) {
   ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
   const int64_t w = clock_.WallNs();
   ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, w), IsOk());
+  EXPECT_EQ(a->ExpectRecorder(), inject::kRecorderFlagCollectiveLaunches);
   a->SendSteps({{w + 10 * kMs, w + 20 * kMs, 1}, {w + 20 * kMs, w + 30 * kMs, 2}});
+  a->SendLaunches({{w + 25 * kMs, 0, 1, 0}}, {"ncclDevKernel_AllReduce_Sum_f32_RING_LL"});
   ASSERT_TRUE(server_->WaitForStepSamplesForTesting(2, absl::Seconds(10)));
+  ASSERT_TRUE(server_->WaitForLaunchesForTesting(1, absl::Seconds(10)));
   // A capture of the same process runs while snapshots are taken from another thread.
   ASSERT_THAT(collector->Prepare({"s", 0, kSec}), IsOk());
   const uint64_t token = a->ExpectEnable().token;
@@ -687,13 +788,14 @@ TEST_F(CuptiCollectorTest, SnapshotRacingACaptureOfTheSameProcess) {
   for (size_t i = 0; i < snapshots.size(); ++i) {
     ASSERT_THAT(results[i], IsOk()) << i;
     EXPECT_EQ(FindPlane(snapshots[i], "/device:GPU:0"), nullptr) << i;
-    EXPECT_EQ(
-        SnapshotSteps(snapshots[i]),
-        (std::vector<std::string>{absl::StrCat("1 step 1 ", w + 10 * kMs, " ", w + 20 * kMs),
-                                  absl::StrCat("1 step 2 ", w + 20 * kMs, " ", w + 30 * kMs)}))
+    EXPECT_EQ(SnapshotSteps(snapshots[i]),
+              (std::vector<std::string>{
+                  absl::StrCat("1 step 1 ", w + 10 * kMs, " ", w + 20 * kMs),
+                  absl::StrCat("1 step 2 ", w + 20 * kMs, " ", w + 30 * kMs),
+                  absl::StrCat("1 ncclAllReduce ", w + 25 * kMs, " ", w + 25 * kMs)}))
         << i;
   }
-  EXPECT_EQ(collector->recorder_stats().records, 2);
+  EXPECT_EQ(collector->recorder_stats().records, 3);
 }
 
 }  // namespace

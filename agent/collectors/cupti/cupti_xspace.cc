@@ -549,6 +549,29 @@ class CuptiXSpaceBuilder {
     }
   }
 
+  // The flight recorder's NCCL launches: instants on the launching thread's line, already on the
+  // window's clock; their names live in launch_names_ (map nodes do not move).
+  void AddCollectiveLaunches() {
+    for (const CollectiveLaunch& launch : options_.collective_launches) {
+      if (launch.wall_ns < start_ || launch.wall_ns > stop_ || launch.kernel_name == nullptr) {
+        ++stats_.outside_window;
+        continue;
+      }
+      Pending p;
+      p.start_ns = launch.wall_ns;
+      p.name =
+          launch_names_.try_emplace(*launch.kernel_name, NcclLaunchEventName(*launch.kernel_name))
+              .first->second;
+      p.stats = [&launch](XPlaneBuilder& plane, xspace::XEvent* e) {
+        AddCollectiveLaunchStats(launch, plane, e);
+      };
+      auto& thread = threads_[launch.tid];
+      thread.first = launch.pid;
+      thread.second.push_back(std::move(p));
+      ++stats_.collective_launches;
+    }
+  }
+
   // The host plane, one plane per GPU, the window.
   CuptiXSpaceStats Emit(tensorflow::profiler::XSpace* space) {
     XPlaneBuilder host(space->add_planes(), kHostPlaneId, xspace::kHostPlaneName, start_);
@@ -930,6 +953,8 @@ class CuptiXSpaceBuilder {
   std::map<std::pair<uint32_t, uint32_t>, std::pair<int64_t, int64_t>> in_use_;  // (now, peak)
   // "cuda_api_<cbid>" for API records without a name, each once (map nodes do not move).
   std::map<uint32_t, std::string> api_names_;
+  // Kernel name -> "nccl<Op>", each once.
+  std::map<std::string, std::string, std::less<>> launch_names_;
 
   absl::string_view ApiName(uint32_t cbid) {
     auto [it, added] = api_names_.try_emplace(cbid);
@@ -967,6 +992,7 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   builder.AssignOps();
   builder.MarkStepRoots();
   builder.AddMemoryEvents();
+  builder.AddCollectiveLaunches();
   return builder.Emit(space);
 }
 

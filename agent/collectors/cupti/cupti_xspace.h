@@ -33,6 +33,8 @@
 //     on a host event marks a launch, which needs its device). Without a matching API call they
 //     are left out and counted. Never on a device plane: a synchronization is the host waiting,
 //     not device work (docs/cupti.md says why, and what TSL does).
+//     The flight recorder's NCCL launches (CuptiXSpaceOptions::collective_launches) as 0 ns
+//     events "nccl<Op>" on their launching thread's line (collective_launches.h).
 //   Task Environment: the window. XSpace.hostnames: the host.
 // STEP JOINS. XProf gives a host event a step only through a step root or a consumer wrapper on
 //   its own line; a launch outside both gets none, nor does the device work it launched. PyTorch
@@ -71,6 +73,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/collectors/cupti/collective_launches.h"
 #include "agent/collectors/cupti/record_batch.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
@@ -88,6 +91,10 @@ struct CuptiXSpaceOptions {
   int64_t profile_stop_ns = 0;
   // RE2, searched in NVTX range names; group 1 captures the step number.
   std::string step_pattern = std::string(kDefaultNvtxStepPattern);
+  // The flight recorder's NCCL launches (collective_launches.h), on the window's clock already
+  // (no batch offset applies): each one inside the window becomes a 0 ns event on its thread's
+  // /host:CPU line, named NcclLaunchEventName, with kernel_name and nccl_launch_seq.
+  std::vector<CollectiveLaunch> collective_launches;
 };
 
 // What went into the space, and what did not.
@@ -102,6 +109,7 @@ struct CuptiXSpaceStats {
   // marks (PyTorch's autograd thread in the main thread's step).
   int64_t step_joins = 0;
   int64_t memory_events = 0;
+  int64_t collective_launches = 0;
   int64_t synchronizations = 0;
   // Synchronization records left out: no API call with their correlation id (a program that
   // calls the driver API directly: DRIVER records are not recorded).

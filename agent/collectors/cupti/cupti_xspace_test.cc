@@ -4,12 +4,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "agent/collectors/cupti/record_batch.h"
 #include "analysis/op_classify.h"
 #include "analysis/readers/xspace_reader.h"
@@ -331,6 +333,43 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
 // Synchronization goes on the thread of the API call that synchronized (found by correlation
 // id), inside it, named as TSL names it; never on a device plane, so the breakdown does not count
 // it as device work.
+TEST(CuptiXSpaceTest, CollectiveLaunchesGoOnTheirThreadsLine) {
+  CuptiXSpaceOptions options = Options();
+  const auto all_reduce =
+      std::make_shared<const std::string>("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  const auto all_gather = std::make_shared<const std::string>("ncclDevKernel_AllGather_RING_LL");
+  options.collective_launches = {
+      {.pid = kPid, .tid = 101, .wall_ns = kW + 50 * kUs, .seq = 4, .kernel_name = all_reduce},
+      {.pid = kPid, .tid = 555, .wall_ns = kW + 60 * kUs, .seq = 5, .kernel_name = all_gather},
+      {.pid = kPid, .tid = 555, .wall_ns = kW - 1, .seq = 3, .kernel_name = all_gather}};
+  xspace::XSpace space;
+  absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({MakeBatch()}, options, &space);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->collective_launches, 2);
+  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  ASSERT_NE(host, nullptr);
+  const xspace::XPlaneReader h(*host);
+  const xspace::XLine* main = FindLine(*host, 101);
+  const xspace::XLine* comm = FindLine(*host, 555);
+  ASSERT_TRUE(main && comm);
+  EXPECT_EQ(comm->name(), "pid 100 tid 555");
+  std::vector<std::string> got;
+  h.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
+    if (const std::optional<std::string> k = h.StrStat(e, "kernel_name")) {
+      got.push_back(absl::StrCat(line.id(), " ", h.EventName(e), " ",
+                                 xspace::EventStartNs(kW, line, e), " ", e.duration_ps(), " ", *k,
+                                 " ", h.IntStat(e, "nccl_launch_seq").value_or(-1)));
+    }
+  });
+  EXPECT_THAT(got,
+              UnorderedElementsAre(
+                  absl::StrCat("101 ncclAllReduce ", kW + 50 * kUs, " 0 ", *all_reduce, " 4"),
+                  absl::StrCat("555 ncclAllGather ", kW + 60 * kUs, " 0 ", *all_gather, " 5")));
+  EXPECT_THAT(xspace::Validate(space), IsOk());
+  EXPECT_THAT(testkit::CheckXProfConformance(space, "gpu-host-1"), IsEmpty());
+  EXPECT_THAT(analysis::ReadXSpaceHost(space, "gpu-host-1", 0), IsOk());
+}
+
 TEST(CuptiXSpaceTest, SynchronizationGoesOnTheCallingThread) {
   Job j;
   constexpr uint32_t kNa = inject::kSyncNotApplicable;

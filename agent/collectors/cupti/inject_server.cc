@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
@@ -36,6 +37,10 @@ struct InjectServer::Connection {
   // The latest step samples (at most max_steps_per_process), in arrival order.
   std::deque<inject::StepSampleEntry> steps;
   std::string step_source;  // set at Register
+  // The latest collective launches (at most max_launches_per_process), in arrival order, and
+  // their kernel names interned (at most max_launch_names_per_process).
+  std::deque<InjectCollectiveLaunch> launches;
+  absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> launch_names;
 };
 
 struct InjectServer::Window {
@@ -406,6 +411,7 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
       if (c->info.rank >= 0) absl::StrAppend(&c->step_source, " rank ", c->info.rank);
       spdlog::info("inject server: pid {} ({}) registered, rank {} local rank {}", c->info.pid,
                    c->info.process_name, c->info.rank, c->info.local_rank);
+      if (collective_launches_) SendRecorder(c);
       if (window_ && !window_->closed) SendEnable(c);
       return c->close_reason.empty();
     }
@@ -419,7 +425,10 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
       if (m.code == static_cast<uint32_t>(StatusCode::kUnavailable)) c->info.unavailable = text;
       InjectWindowResult* p = Participant(c->id);
       if (p == nullptr || (m.token != 0 && m.token != window_->token)) return true;
-      if (m.token == 0 && m.code != static_cast<uint32_t>(StatusCode::kUnavailable)) return true;
+      if (m.token == 0 && m.code != static_cast<uint32_t>(StatusCode::kUnavailable)) {
+        if (!text.empty()) spdlog::info("inject server: pid {}: {}", c->info.pid, text);
+        return true;
+      }
       switch (static_cast<StatusCode>(m.code)) {
         case StatusCode::kEnabled:
           p->enabled = true;
@@ -484,6 +493,8 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
       }
       return true;
     }
+    case MessageType::kCollectiveLaunches:
+      return AcceptLaunches(c, payload);
     case MessageType::kBye:
       c->close_reason = "said goodbye";
       return false;
@@ -534,6 +545,93 @@ void InjectServer::SendEnable(Connection* c) {
   InjectWindowResult& r = window_->results[c->id];
   r.process = c->info;
   if (!Send(c, MessageType::kEnable, &m, sizeof(m))) r.gone = true;
+}
+
+void InjectServer::SendRecorder(Connection* c) {
+  inject::RecorderMessage m;
+  m.flags = collective_launches_ ? inject::kRecorderFlagCollectiveLaunches : 0;
+  Send(c, MessageType::kRecorder, &m, sizeof(m));
+}
+
+bool InjectServer::AcceptLaunches(Connection* c, const std::vector<uint8_t>& payload) {
+  inject::CollectiveLaunchesFrame frame;
+  const char* why = "";
+  if (!inject::DecodeCollectiveLaunches(payload.data(), payload.size(), &frame, &why)) {
+    c->close_reason = absl::StrCat("protocol error: ", why);
+    return false;
+  }
+  launches_dropped_ += frame.dropped;
+  // The frame's names, interned per connection (untrusted: their number is capped).
+  std::vector<std::shared_ptr<const std::string>> names;
+  names.reserve(frame.names.size());
+  for (const std::string_view wire_name : frame.names) {
+    absl::string_view name(wire_name.data(), wire_name.size());
+    auto it = c->launch_names.find(name);
+    if (it == c->launch_names.end()) {
+      if (c->launch_names.size() >= options_.max_launch_names_per_process) {
+        name = "ncclKernel_Unknown_too_many_names";
+        it = c->launch_names.find(name);
+      }
+      if (it == c->launch_names.end()) {
+        it = c->launch_names
+                 .emplace(std::string(name), std::make_shared<const std::string>(std::string(name)))
+                 .first;
+      }
+    }
+    names.push_back(it->second);
+  }
+  for (const inject::CollectiveLaunchEntry& e : frame.entries) {
+    if (e.wall_ns < 0) continue;  // untrusted: before the epoch
+    c->launches.push_back({.realtime_ns = e.wall_ns,
+                           .seq = e.seq,
+                           .pid = c->info.pid,
+                           .tid = e.tid,
+                           .kernel_name = names[e.name_index]});
+    ++launches_accepted_;
+    while (c->launches.size() > options_.max_launches_per_process) c->launches.pop_front();
+  }
+  return true;
+}
+
+void InjectServer::SetCollectiveLaunches(bool on) {
+  absl::MutexLock lock(&mu_);
+  collective_launches_ = on;
+  std::vector<uint64_t> broken;
+  for (auto& [id, c] : connections_) {
+    if (!c->registered) continue;
+    SendRecorder(c.get());
+    if (!c->close_reason.empty()) broken.push_back(id);
+  }
+  for (uint64_t id : broken) Close(id, connections_[id]->close_reason);
+}
+
+void InjectServer::RecentLaunches(int64_t since_realtime_ns, int64_t now_realtime_ns,
+                                  std::vector<InjectCollectiveLaunch>* out) const {
+  absl::MutexLock lock(&mu_);
+  const size_t first = out->size();
+  for (const auto& [id, c] : connections_) {  // by connection id: ties keep that order
+    if (!c->registered) continue;
+    for (const InjectCollectiveLaunch& l : c->launches) {
+      if (l.realtime_ns > since_realtime_ns && l.realtime_ns <= now_realtime_ns) {
+        out->push_back(l);
+      }
+    }
+  }
+  std::stable_sort(out->begin() + static_cast<ptrdiff_t>(first), out->end(),
+                   [](const InjectCollectiveLaunch& a, const InjectCollectiveLaunch& b) {
+                     return a.realtime_ns < b.realtime_ns;
+                   });
+}
+
+uint64_t InjectServer::collective_launches_dropped() const {
+  absl::MutexLock lock(&mu_);
+  return launches_dropped_;
+}
+
+bool InjectServer::WaitForLaunchesForTesting(uint64_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return launches_accepted_ >= n; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
 void InjectServer::Close(uint64_t id, const std::string& why) {

@@ -20,6 +20,13 @@
 // connection (a process that does not read its commands is disconnected). A process that leaves
 // mid-window loses only its own data; one that stalls is given up at TakeWindow's deadline.
 //
+// LIGHT LEVEL. SetCollectiveLaunches (the cupti collector's flight recorder) sends Recorder to
+// every registered process and to each one registering later; processes then send
+// CollectiveLaunches unprompted (their NCCL kernel launches). Each connection keeps the latest
+// max_launches_per_process, their kernel names interned per connection (at most
+// max_launch_names_per_process), and they go with the connection. RecentLaunches reads them. A
+// frame that does not parse closes that connection only; a launch before the epoch is skipped.
+//
 // STEP SIGNAL. Registered processes send StepSamples (their NVTX step ranges) unprompted, window
 // or not; each connection keeps the latest max_steps_per_process of them (older ones are
 // dropped), and they go with the connection when it closes. RecentSteps reads them. A
@@ -71,6 +78,10 @@ struct InjectServerOptions {
   int64_t max_receive_buffer_bytes = int64_t{128} << 20;
   // Step samples kept per connection (the latest; older ones are dropped).
   size_t max_steps_per_process = 1024;
+  // Collective launches kept per connection (the latest), and the distinct kernel names kept per
+  // connection (launches of further names are kept under "ncclKernel_Unknown_too_many_names").
+  size_t max_launches_per_process = 4096;
+  size_t max_launch_names_per_process = 1024;
 };
 
 // Collecting a window holds at most about this many times the bytes its processes sent (raw
@@ -127,6 +138,15 @@ struct InjectStepSample {
   std::string source;  // "cupti pid 4242 rank 3" ("cupti pid 4242" when the rank is unknown)
 };
 
+// One NCCL kernel launch from a process's light level (times on its CLOCK_REALTIME).
+struct InjectCollectiveLaunch {
+  int64_t realtime_ns = 0;
+  uint64_t seq = 0;  // the process's NCCL launches counted from 0
+  uint32_t pid = 0;  // as registered
+  uint32_t tid = 0;
+  std::shared_ptr<const std::string> kernel_name;  // shared by the launches of one kernel
+};
+
 class InjectServer {
  public:
   // The most bytes queued for one connection before it is dropped as not reading.
@@ -163,10 +183,22 @@ class InjectServer {
   void RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_ns, size_t max,
                    std::vector<InjectStepSample>* out) const;
 
+  // The flight recorder's light level: sends Recorder{collective launches on/off} to every
+  // registered process now, and to every process that registers later.
+  void SetCollectiveLaunches(bool on);
+  // Appends the collective launches of the connected processes made in (since_realtime_ns,
+  // now_realtime_ns] (CLOCK_REALTIME), oldest first (ties by connection). Thread-safe.
+  void RecentLaunches(int64_t since_realtime_ns, int64_t now_realtime_ns,
+                      std::vector<InjectCollectiveLaunch>* out) const;
+  // Launches the processes said they lost (their ring was full), since the server started.
+  uint64_t collective_launches_dropped() const;
+
   // Tests: waits until at least `n` processes are registered.
   bool WaitForProcessesForTesting(size_t n, absl::Duration timeout) const;
   // Tests: waits until at least `n` step samples were accepted since the server started.
   bool WaitForStepSamplesForTesting(uint64_t n, absl::Duration timeout) const;
+  // Tests: waits until at least `n` collective launches were accepted since the server started.
+  bool WaitForLaunchesForTesting(uint64_t n, absl::Duration timeout) const;
   // Tests: waits until at most `n` connections are open (registered or not).
   bool WaitForConnectionsAtMostForTesting(size_t n, absl::Duration timeout) const;
   // Tests: connections open now (registered or not).
@@ -200,6 +232,10 @@ class InjectServer {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FlushOutbound(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendEnable(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendRecorder(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a CollectiveLaunches frame's launches; false (close_reason set) when it does not parse.
+  bool AcceptLaunches(Connection* c, const std::vector<uint8_t>& payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Close(uint64_t id, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   InjectWindowResult* Participant(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool WindowDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -218,6 +254,9 @@ class InjectServer {
   std::map<uint64_t, std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Window> window_ ABSL_GUARDED_BY(mu_);  // the open window, if any
   uint64_t step_samples_accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  bool collective_launches_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t launches_accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t launches_dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace profctl::agent::cupti

@@ -492,6 +492,82 @@ TEST_F(InjectServerTest, StepSamplesAreKeptPerProcessWindowOrNot) {
   for (const InjectStepSample& sample : got) EXPECT_EQ(sample.source, "cupti pid 4242 rank 3");
 }
 
+TEST_F(InjectServerTest, CollectiveLaunchesAreAskedForKeptPerProcessAndInterned) {
+  InjectServerOptions options;
+  options.max_launches_per_process = 3;
+  options.max_launch_names_per_process = 2;
+  StartServer(options);
+  auto a = Connect(4242, /*rank=*/3);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  // Registered before: told when the recorder starts; registering after: told at once.
+  server_->SetCollectiveLaunches(true);
+  EXPECT_EQ(a->ExpectRecorder(), inject::kRecorderFlagCollectiveLaunches);
+  auto b = Connect(77);
+  EXPECT_EQ(b->ExpectRecorder(), inject::kRecorderFlagCollectiveLaunches);
+  const std::string all_reduce = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+  const std::string all_gather = "ncclDevKernel_AllGather_RING_LL";
+  // a: four launches, the latest three kept; 5 lost in the library.
+  a->SendLaunches({{1'000, 0, 11, 0}, {2'000, 1, 12, 1}, {3'000, 2, 11, 0}, {4'000, 3, 11, 1}},
+                  {all_reduce, all_gather}, /*dropped=*/5);
+  // b: one before the epoch is skipped; a third name is over the per-process cap.
+  b->SendLaunches({{-5, 0, 7, 0}, {2'500, 1, 7, 0}}, {all_reduce});
+  b->SendLaunches({{3'500, 2, 7, 0}, {3'600, 3, 7, 1}}, {all_gather, "ncclDevKernel_Reduce_Sum"});
+  ASSERT_TRUE(server_->WaitForLaunchesForTesting(7, absl::Seconds(10)));
+  std::vector<InjectCollectiveLaunch> got;
+  server_->RecentLaunches(0, 10'000, &got);
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[0].pid, 4242u);
+  EXPECT_EQ(got[0].realtime_ns, 2'000);
+  EXPECT_EQ(got[0].seq, 1u);
+  EXPECT_EQ(got[0].tid, 12u);
+  EXPECT_EQ(*got[0].kernel_name, all_gather);
+  EXPECT_EQ(got[1].pid, 77u);
+  EXPECT_EQ(got[1].realtime_ns, 2'500);
+  EXPECT_EQ(*got[1].kernel_name, all_reduce);
+  EXPECT_EQ(got[2].realtime_ns, 3'000);
+  EXPECT_EQ(*got[3].kernel_name, all_gather);
+  EXPECT_EQ(*got[4].kernel_name, "ncclKernel_Unknown_too_many_names");
+  EXPECT_EQ(got[5].realtime_ns, 4'000);
+  EXPECT_EQ(server_->collective_launches_dropped(), 5u);
+  // One kernel's launches of one process share its name.
+  EXPECT_EQ(got[0].kernel_name.get(), got[5].kernel_name.get());
+  std::vector<InjectCollectiveLaunch> a_only;
+  server_->RecentLaunches(2'500, 10'000, &a_only);
+  ASSERT_EQ(a_only.size(), 4u);  // (since, now]
+  EXPECT_EQ(a_only[0].realtime_ns, 3'000);
+  // They go with the connection; the recorder's end tells the rest.
+  b.reset();
+  ASSERT_TRUE(server_->WaitForConnectionsAtMostForTesting(1, absl::Seconds(10)));
+  got.clear();
+  server_->RecentLaunches(0, 10'000, &got);
+  EXPECT_EQ(got.size(), 3u);
+  server_->SetCollectiveLaunches(false);
+  EXPECT_EQ(a->ExpectRecorder(), 0u);
+}
+
+TEST_F(InjectServerTest, BadCollectiveLaunchesCloseOnlyThatConnection) {
+  StartServer();
+  auto good = Connect(1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  {  // an entry naming no name of its frame
+    FakeProcess bad(server_->socket_path());
+    bad.Register(2, -1);
+    bad.SendLaunches({{1'000, 0, 1, /*name_index=*/3}}, {"ncclDevKernel_AllReduce"});
+    EXPECT_TRUE(bad.WaitClosed());
+  }
+  {  // shorter than its header
+    FakeProcess garbage(server_->socket_path());
+    garbage.Register(3, -1);
+    std::vector<uint8_t> frame;
+    inject::AppendFrame(MessageType::kCollectiveLaunches, "xyz", 3, &frame);
+    garbage.SendRaw(frame);
+    EXPECT_TRUE(garbage.WaitClosed());
+  }
+  good->SendLaunches({{1'000, 0, 1, 0}}, {"ncclDevKernel_AllReduce"});
+  ASSERT_TRUE(server_->WaitForLaunchesForTesting(1, absl::Seconds(10)));
+  EXPECT_EQ(server_->connections_for_testing(), 1u);
+}
+
 TEST_F(InjectServerTest, BadStepSamplesCloseOnlyThatConnection) {
   StartServer();
   auto good = Connect(1);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "inject/inject_client.h"
@@ -102,6 +103,25 @@ class FakeProcess {
     std::vector<uint8_t> out;
     inject::AppendStepSamples(samples.data(), samples.size(), &out);
     SendRaw(out);
+  }
+
+  // One CollectiveLaunches frame, as the library sends it: `names[i]` is name index i.
+  void SendLaunches(const std::vector<inject::CollectiveLaunchEntry>& launches,
+                    const std::vector<std::string_view>& names, uint64_t dropped = 0) {
+    std::vector<uint8_t> out;
+    inject::AppendCollectiveLaunches(launches.data(), launches.size(), names.data(), names.size(),
+                                     dropped, &out);
+    SendRaw(out);
+  }
+  // The next frame must be Recorder; its flags.
+  uint32_t ExpectRecorder() {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    inject::RecorderMessage m;
+    EXPECT_TRUE(Read(&type, &payload));
+    EXPECT_EQ(type, static_cast<uint16_t>(inject::MessageType::kRecorder));
+    EXPECT_TRUE(inject::DecodeMessage(payload.data(), payload.size(), &m));
+    return m.flags;
   }
 
   bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
