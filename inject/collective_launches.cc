@@ -43,11 +43,11 @@ CollectiveLaunchRecorder::CollectiveLaunchRecorder(uint64_t (*now_ns)(), uint32_
 }
 
 bool CollectiveLaunchRecorder::OnLaunch(bool runtime, bool enter, const char* symbol) {
+  if (!enter && !runtime) return false;  // only a runtime launch's exit matters (below)
   if (!MaybeNcclKernel(symbol)) return false;
   if (NcclKernelOp(symbol).empty()) return false;
   const uint32_t tid = thread_id_();
   if (!enter) {
-    if (!runtime) return false;
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < open_runtime_count_; ++i) {
       if (open_runtime_[i] == tid) {
