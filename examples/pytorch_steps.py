@@ -74,11 +74,23 @@ def main():
                         help="print 'pytorch_steps: step N' every N steps (0: never)")
     parser.add_argument("--step-log", default="",
                         help="write every step's wall-clock start and end (ns) here as JSON")
+    parser.add_argument("--allreduce", action="store_true",
+                        help="all-reduce the gradients over torch.distributed's NCCL backend "
+                             "every step (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun "
+                             "sets them; LOCAL_RANK picks the GPU): NCCL collectives for the "
+                             "flight recorder's launch check")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("pytorch_steps: no CUDA device")
 
     device = torch.device("cuda")
+    dist = None
+    if args.allreduce:
+        import torch.distributed as dist  # noqa: PLC0415 (only with --allreduce)
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl")
     torch.manual_seed(0)
     layers = []
     for _ in range(args.layers):
@@ -123,6 +135,10 @@ def main():
             loss = torch.nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+        if dist is not None:
+            with torch.cuda.nvtx.range("allreduce"):
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
         with torch.cuda.nvtx.range("optimizer"):
             optimizer.step()
         loss_value = loss.item()  # synchronizes, as a real loop's logging does
@@ -148,6 +164,8 @@ def main():
             print(f"pytorch_steps: step {step}", flush=True)
     if profiler is not None:
         profiler.__exit__(None, None, None)
+    if dist is not None:
+        dist.destroy_process_group()
     mean_ms = 1e3 * sum(times) / max(len(times), 1)
     print(f"pytorch_steps: {len(times)} steps, mean step {mean_ms:.3f} ms, loss {loss_value:.4f}",
           flush=True)

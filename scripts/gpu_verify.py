@@ -6,7 +6,7 @@ libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-ver
                         [--phases=cuda,pytorch,overhead,recorder] [--rounds=2]
                         [--idle-steps=300] [--capture-ms=3000] [--kineto-steps=300]
                         [--cuda-steps=BIN] [--settle-s=10] [--phase-capture-ms=2000]
-                        [--recorder-bound-pct=2] [--dry-run]
+                        [--recorder-bound-pct=2] [--recorder-nccl-ranks=2] [--dry-run]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
@@ -38,7 +38,14 @@ Phases:
             and one with --flight-recorder=30 ("on"), idle steps only (no capture while timed);
             at the end of each "on" run a `profctl capture --last=5s` (its session kept, and
             whether it held steps). Median step time on vs off; passes when "on" is within
-            --recorder-bound-pct (2 %) of "off". Not one of the default phases.
+            --recorder-bound-pct (2 %) of "off". "On" includes the light level's CUPTI launch
+            callback on every kernel launch of the loop. Then the collective launches: the loop
+            with --allreduce (torch.distributed NCCL) as --recorder-nccl-ranks ranks (2; at
+            most one per GPU; 0 skips it) under injection beside an agent with the recorder, a
+            `profctl capture --last=5s`, and its pod trace must hold the ranks' NCCL launches:
+            "nccl<Op>" events with a kernel_name on the host plane (docs/cupti.md), from every
+            rank. With one GPU (one rank) NCCL may launch no kernel: reported, not required.
+            Not one of the default phases.
 
 --dry-run prints the plan (each phase's runs, agents and captures) and exits 0 without a GPU,
 bundle or process: a check that the flags parse and the phases plan.
@@ -51,11 +58,13 @@ should not read as a broken tracer); 1 when a phase failed; 77 when there is no 
 
 import argparse
 import glob
+import gzip
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -491,6 +500,7 @@ def recorder_run(env, on, round_no):
 def phase_recorder(env):
     samples = {"off": [], "on": []}
     runs = []
+    nccl = None
     try:
         for round_no in range(1, env.args.rounds + 1):
             for on in (False, True):
@@ -501,11 +511,108 @@ def phase_recorder(env):
                 runs.append({"run": f"{'on' if on else 'off'}{round_no}", **(stats(steps) or {}),
                              **notes})
                 log(f"run recorder {'on' if on else 'off'}{round_no}: {len(steps)} steps")
+        if env.args.recorder_nccl_ranks > 0:
+            gpus = gpu_present() or ""
+            nccl = launches_run(env, len([g for g in gpus.splitlines() if g.startswith("GPU ")]))
+            runs.append(nccl)
+            log(f"run recorder nccl: {nccl['ranks']} ranks, {nccl['launches']} NCCL launches "
+                f"({nccl['ops']}) on {nccl['threads']} threads of processes {nccl['processes']}")
     finally:
         env.stop_all()
     table, verdicts = recorder_table(samples, env.args.recorder_bound_pct)
-    return {"runs": runs, "table": table, "verdicts": verdicts,
-            "markdown": markdown(table, verdicts)}
+    md = markdown(table, verdicts)
+    if nccl is not None:
+        seen = nccl["launches"] > 0 and len(nccl["processes"]) >= nccl["ranks"]
+        verdicts["recorder_nccl_launches_from_every_rank"] = seen
+        ops = ", ".join(f"{k} {v}" for k, v in sorted(nccl["ops"].items()))
+        md += (f"\n\nNCCL launches in a 5 s snapshot of {nccl['ranks']} rank(s): "
+               f"{nccl['launches']} ({ops}) on {nccl['threads']} thread(s) of {len(nccl['processes'])} process(es), "
+               f"{nccl['sequence_gaps']} sequence gap(s)")
+        # Enforced where it must hold: NCCL launches kernels for two ranks or more. A stand-in
+        # torch (tests) has no library loaded and one rank's NCCL may launch none.
+        if not seen and nccl["ranks"] >= 2 and not env.args.no_gpu_ok:
+            raise Failure(f"the recorder's snapshot of {nccl['ranks']} NCCL ranks holds "
+                          f"{nccl['launches']} NCCL launches from processes "
+                          f"{nccl['processes']} (session {nccl['snapshot_session_dir']})")
+    return {"runs": runs, "table": table, "verdicts": verdicts, "markdown": md}
+
+
+RECORDER_NCCL_STEPS = 100
+
+
+def launch_summary(session_dir, host=HOST):
+    """The NCCL launches a session's pod trace holds on `host`'s /host:CPU plane: events named
+    "nccl..." with a kernel_name arg (the flight recorder's light level, docs/cupti.md). Returns
+    {"launches", "ops" (name -> count), "threads", "processes" (from the line names "pid P tid
+    T" where the trace names threads), "sequence_gaps"}."""
+    path = os.path.join(session_dir, "pod.trace.json.gz")
+    with gzip.open(path, "rt") as f:
+        events = json.load(f).get("traceEvents", [])
+    host_pids = {e["pid"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name" and
+                 e.get("args", {}).get("name") == f"{host} /host:CPU"}
+    thread_names = {(e["pid"], e.get("tid")): e.get("args", {}).get("name", "")
+                    for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    ops, threads, processes, seqs = {}, set(), set(), {}
+    launches = 0
+    for e in events:
+        if e.get("pid") not in host_pids or e.get("ph") not in ("X", "i", "I"):
+            continue
+        args = e.get("args", {})
+        if not e.get("name", "").startswith("nccl") or "kernel_name" not in args:
+            continue
+        launches += 1
+        ops[e["name"]] = ops.get(e["name"], 0) + 1
+        threads.add(e.get("tid"))
+        m = re.match(r"pid (\d+) tid \d+", thread_names.get((e["pid"], e.get("tid")), ""))
+        process = m.group(1) if m else "?"
+        processes.add(process)
+        if "nccl_launch_seq" in args:
+            seqs.setdefault(process, []).append(int(args["nccl_launch_seq"]))
+    # Launches of one process numbered without a gap: none lost between its first and last.
+    gaps = sum(max(v) - min(v) + 1 - len(set(v)) for v in seqs.values())
+    return {"launches": launches, "ops": ops, "threads": len(threads),
+            "processes": sorted(processes), "sequence_gaps": gaps}
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launches_run(env, gpu_count):
+    """The loop with --allreduce as ranks under injection beside an agent with the recorder,
+    then a --last snapshot; returns the run's record (launch_summary and verdict inputs)."""
+    args = env.args
+    ranks = args.recorder_nccl_ranks
+    if gpu_count:
+        ranks = min(ranks, gpu_count)
+    record = {"run": "nccl", "ranks": ranks}
+    env.start_agent([f"--flight-recorder={RECORDER_SECONDS}"])
+    names = [f"recorder_nccl_rank{r}" for r in range(ranks)]
+    port = free_port()
+    progress = 10
+    try:
+        for r, name in enumerate(names):
+            rank_env = dict(env.injected_env(), RANK=str(r), LOCAL_RANK=str(r),
+                            WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            env.start(name, pytorch_argv(args, None, progress) + ["--allreduce"], env=rank_env)
+        for name in names:
+            if not args.no_gpu_ok:
+                env.wait_registered(name)
+        for name in names:
+            env.procs.wait_line(name, rf"pytorch_steps: step {RECORDER_NCCL_STEPS}$", 600)
+        session_dir, _, printed = env.capture("recorder_nccl", RECORDER_SNAPSHOT_MS,
+                                              ok_codes=(0, 3), last=True)
+        record["snapshot_session_dir"] = session_dir
+        record["snapshot_printed_tail"] = printed[-800:]
+    finally:
+        for name in names:
+            env.procs.stop(name)
+        env.procs.stop("agent")
+    record.update(launch_summary(session_dir))
+    return record
 
 
 def plan(args, phases):
@@ -532,6 +639,12 @@ def plan(args, phases):
                              f"profctl capture --last={RECORDER_SNAPSHOT_MS}ms")
             lines.append(f"recorder verdict: median step time on within "
                          f"{args.recorder_bound_pct:g} % of off")
+            if args.recorder_nccl_ranks > 0:
+                lines.append(f"recorder nccl: {agent} --flight-recorder={RECORDER_SECONDS}; "
+                             f"pytorch_steps --allreduce as {args.recorder_nccl_ranks} ranks (at "
+                             f"most one per GPU) under injection, {RECORDER_NCCL_STEPS} steps, "
+                             f"then profctl capture --last={RECORDER_SNAPSHOT_MS}ms; its pod "
+                             "trace must hold nccl<Op> launches with kernel_name from every rank")
     return lines
 
 
@@ -583,6 +696,9 @@ def main():
     ap.add_argument("--recorder-bound-pct", type=float, default=2.0,
                     help="the recorder phase passes when the median step time with the agent's "
                          "--flight-recorder is within this many %% of without")
+    ap.add_argument("--recorder-nccl-ranks", type=int, default=2,
+                    help="the recorder phase's NCCL launch check runs the loop with --allreduce "
+                         "as this many ranks (at most one per GPU; 0 skips it)")
     ap.add_argument("--dry-run", action="store_true",
                     help="print what each phase would run and exit 0 (no GPU, bundle or process)")
     ap.add_argument("--no-gpu-ok", action="store_true",
@@ -596,6 +712,8 @@ def main():
             args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100):
         ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1, "
                  "--settle-s >= 0, --phase-capture-ms >= 100")
+    if not 0 <= args.recorder_nccl_ranks <= 64:
+        ap.error(f"--recorder-nccl-ranks={args.recorder_nccl_ranks}: must be in [0, 64]")
     if not 0 < args.recorder_bound_pct <= 100:
         ap.error(f"--recorder-bound-pct={args.recorder_bound_pct:g}: must be in (0, 100]")
     if args.dry_run:

@@ -15,6 +15,7 @@
 """
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -103,15 +104,52 @@ class ArithmeticTest(unittest.TestCase):
 
 
 class DryRunTest(unittest.TestCase):
+    def test_launch_summary_counts_the_host_planes_nccl_launches(self):
+        host, other = "gpu-host /host:CPU", "gpu-host /device:GPU:0"
+        events = [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": host}},
+            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": other}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11,
+             "args": {"name": "pid 100 tid 11"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 21,
+             "args": {"name": "pid 200 tid 21"}},
+            {"ph": "X", "name": "ncclAllReduce", "pid": 1, "tid": 11, "ts": 1, "dur": 0,
+             "args": {"kernel_name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                      "nccl_launch_seq": 4}},
+            {"ph": "X", "name": "ncclAllReduce", "pid": 1, "tid": 11, "ts": 2, "dur": 0,
+             "args": {"kernel_name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                      "nccl_launch_seq": 6}},
+            {"ph": "X", "name": "ncclAllGather", "pid": 1, "tid": 21, "ts": 3, "dur": 0,
+             "args": {"kernel_name": "ncclDevKernel_AllGather_RING_LL", "nccl_launch_seq": 0}},
+            # Not launches: no kernel_name, another plane, not nccl.
+            {"ph": "X", "name": "ncclAllReduce", "pid": 1, "tid": 11, "ts": 4, "dur": 5},
+            {"ph": "X", "name": "ncclDevKernel_AllReduce", "pid": 2, "tid": 1, "ts": 4, "dur": 5,
+             "args": {"kernel_name": "x"}},
+            {"ph": "X", "name": "train_step 5", "pid": 1, "tid": 11, "ts": 0, "dur": 9,
+             "args": {"kernel_name": "x"}},
+        ]
+        tmp = tempfile.mkdtemp(prefix="profctl-launch-summary-")
+        try:
+            with gzip.open(os.path.join(tmp, "pod.trace.json.gz"), "wt") as f:
+                json.dump({"traceEvents": events}, f)
+            got = gpu_verify.launch_summary(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(got, {"launches": 3, "ops": {"ncclAllReduce": 2, "ncclAllGather": 1},
+                               "threads": 2, "processes": ["100", "200"],
+                               "sequence_gaps": 1})
+
     def test_dry_run_plans_every_phase_without_a_gpu_or_bundle(self):
         r = run_script("--bundle=/nonexistent/bundle.tar.gz", "--out=/nonexistent/out",
                        "--phases=cuda,pytorch,overhead,recorder", "--rounds=2",
                        "--recorder-bound-pct=1.5", "--dry-run")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         plan = [line for line in r.stdout.splitlines() if line.startswith("gpu_verify: plan: ")]
-        self.assertEqual(len(plan), 1 + 2 + 2 + 2 + 1, r.stdout)
+        self.assertEqual(len(plan), 1 + 2 + 2 + 2 + 1 + 1, r.stdout)
         self.assertIn("recorder round 2: off: profctl-agent --collectors=cupti (no "
                       "--flight-recorder)", r.stdout)
+        self.assertIn("recorder nccl: profctl-agent --collectors=cupti --flight-recorder=30; "
+                      "pytorch_steps --allreduce as 2 ranks", r.stdout)
         self.assertIn("--flight-recorder=30, the same steps, then profctl capture --last=5000ms",
                       r.stdout)
         self.assertIn("median step time on within 1.5 % of off", r.stdout)
@@ -122,6 +160,10 @@ class DryRunTest(unittest.TestCase):
                        "--dry-run")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--recorder-bound-pct=0: must be in (0, 100]", r.stderr)
+        r = run_script("--bundle=b", "--out=o", "--phases=recorder", "--recorder-nccl-ranks=-1",
+                       "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--recorder-nccl-ranks=-1: must be in [0, 64]", r.stderr)
         r = run_script("--bundle=b", "--out=o", "--phases=recorders", "--dry-run")
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown phase(s) ['recorders'] (cuda, pytorch, overhead, recorder)",
@@ -215,7 +257,16 @@ class CommandTest(unittest.TestCase):
         on = [run for run in phase["runs"] if run["run"] == "on1"][0]
         with open(os.path.join(on["snapshot_session_dir"], "session.json")) as f:
             self.assertEqual(int(json.load(f)["request"]["past_ms"]), 5000)
-        # The last agent (the "on" one) recorded the cupti collector's past.
+        # The NCCL launch run: two stand-in ranks with --allreduce, a snapshot of the recorder's
+        # past whose pod trace was read (no library is loaded here, so it holds no launch).
+        nccl = [run for run in phase["runs"] if run["run"] == "nccl"][0]
+        self.assertEqual(nccl["ranks"], 2)
+        self.assertEqual(nccl["launches"], 0)
+        self.assertTrue(os.path.isfile(os.path.join(nccl["snapshot_session_dir"],
+                                                    "pod.trace.json.gz")))
+        self.assertIn("recorder_nccl_launches_from_every_rank", phase["verdicts"])
+        self.assertIn("NCCL launches in a 5 s snapshot of 2 rank(s): 0", phase["markdown"])
+        # The last agent (the NCCL run's) recorded the cupti collector's past.
         with open(os.path.join(out, "agent.log")) as f:
             self.assertIn("flight recorder: the last 30 s of cupti", f.read())
 

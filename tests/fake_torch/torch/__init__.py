@@ -33,8 +33,8 @@ def manual_seed(_seed):
     pass
 
 
-def device(name):
-    return name
+def device(name, index=None):
+    return name if index is None else f"{name}:{index}"
 
 
 class _Module:
@@ -69,6 +69,10 @@ class _Cuda:
     @staticmethod
     def is_available():
         return True
+
+    @staticmethod
+    def set_device(_index):
+        pass
 
 
 cuda = _Cuda()
