@@ -419,6 +419,11 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
       "cupti: the flight recorder keeps the NVTX step ranges and NCCL kernel launches of each "
       "CUDA process only (no other kernels, no copies, API calls or completion times: those are "
       "recorded by a capture)");
+  if (const uint64_t lost = server_->collective_launches_dropped(); lost > 0) {
+    space->add_warnings(absl::StrCat(
+        "cupti: the CUDA processes lost ", lost,
+        " NCCL launches since the agent started (their rings were full between sends)"));
+  }
   if (since > from_wall_ns) {
     space->add_warnings(absl::StrCat(
         "flight recorder: the cupti collector holds the last ",

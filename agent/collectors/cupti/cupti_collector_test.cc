@@ -654,7 +654,7 @@ TEST_F(CuptiCollectorTest, RecorderKeepsNcclLaunchesOnTheirThreadsLineOnTheAgent
   early->SendLaunches({{r + 120 * kMs, 0, /*tid=*/10, 0}, {r + 150 * kMs, 1, /*tid=*/13, 1}},
                       {all_reduce, reduce_scatter});
   late->SendLaunches({{r + 160 * kMs, 7, /*tid=*/21, 0}, {r + 900 * kMs, 8, /*tid=*/21, 0}},
-                     {"ncclDevKernel_SendRecv"});
+                     {"ncclDevKernel_SendRecv"}, /*dropped=*/3);
   ASSERT_TRUE(server_->WaitForLaunchesForTesting(4, absl::Seconds(10)));
   ASSERT_TRUE(server_->WaitForStepSamplesForTesting(1, absl::Seconds(10)));
   collector->RecordUntil(r + 300 * kMs + kSkew);
@@ -684,6 +684,7 @@ TEST_F(CuptiCollectorTest, RecorderKeepsNcclLaunchesOnTheirThreadsLineOnTheAgent
   EXPECT_NE(std::find(lines.begin(), lines.end(), "pid 20 tid 21"), lines.end());
   EXPECT_THAT(xspace::Validate(space), IsOk());
   EXPECT_TRUE(space.errors().empty()) << space.DebugString();
+  EXPECT_TRUE(HasEntry(space.warnings(), "the CUDA processes lost 3 NCCL launches"));
   // A later snapshot holds the later launch; one before the launches holds none.
   XSpace later;
   ASSERT_THAT(collector->Snapshot(a0 + 800 * kMs, a0 + 1'000 * kMs, &later), IsOk());
