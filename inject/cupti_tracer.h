@@ -17,9 +17,9 @@
 // counted).
 //
 // CONFLICTS. CUPTI allows one callback subscriber per process. The activity API needs none, so we
-// never hold one; before every window a probe subscription (taken and released at once) tells
-// whether another tool (torch.profiler's Kineto, JAX/TF's tracer, Nsight) holds it, and then the
-// window is refused: "held by another CUPTI subscriber (<its name>)".
+// hold one only for the light level (below); before every window a probe subscription (taken and
+// released at once) tells whether another tool (torch.profiler's Kineto, JAX/TF's tracer, Nsight)
+// holds it, and then the window is refused: "held by another CUPTI subscriber (<its name>)".
 //
 // STEP SIGNAL. Every MARKER record, inside a window or not, also goes to a StepRangeTracker
 // (step_samples.h), which keeps the NVTX ranges with step names. PollSteps (the client's thread,

@@ -8,14 +8,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/collectors/cupti/inject_test_util.h"
+#include "inject/collective_launches.h"
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
 #include "tests/fake_clock.h"
@@ -695,6 +699,79 @@ TEST_F(InjectServerTest, TheLibrarysClientTalksToTheServer) {
   EXPECT_EQ(got.front().start_realtime_ns, 9'200);
   EXPECT_EQ(got.back().step_num, 302);
   EXPECT_EQ(got.back().source, "cupti pid 31 rank 2");
+  client.Stop();
+}
+
+// The light level through the library's own client and a tracer whose launches come from the
+// library's real recorder (inject/collective_launches.h): the Recorder message, the frames
+// (more launches than one frame holds, more names than one frame's table), the server's copy.
+uint64_t g_launch_clock = 0;
+uint64_t LaunchClock() { return g_launch_clock += 1'000; }
+uint32_t LaunchThread() { return 4321; }
+
+class RecorderTracer : public ScriptedTracer {
+ public:
+  bool SetCollectiveLaunches(bool on, std::string* /*error*/) override {
+    on_.store(on);
+    return true;
+  }
+  size_t TakeLaunches(inject::CollectiveLaunchEntry* out, size_t max) override {
+    return launches.Take(out, max);
+  }
+  std::string_view LaunchName(uint32_t id) override { return launches.Name(id); }
+  uint64_t TakeLaunchesDropped() override { return launches.TakeDropped(); }
+  void ClearLaunches() override { launches.Clear(); }
+  bool on() const { return on_.load(); }
+
+  inject::CollectiveLaunchRecorder launches{&LaunchClock, &LaunchThread};
+
+ private:
+  std::atomic<bool> on_{false};
+};
+
+TEST_F(InjectServerTest, TheLibrarysRecorderSendsCollectiveLaunchesToTheServer) {
+  StartServer();
+  RecorderTracer tracer;
+  inject::InjectClientOptions options;
+  options.socket_path = server_->socket_path();
+  options.registration.pid = 41;
+  options.initial_backoff_ms = 5;
+  options.step_interval_ms = 5;
+  inject::InjectClient client(std::move(options), &tracer);
+  client.Start();
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  server_->SetCollectiveLaunches(true);
+  // The client applies the Recorder message before it answers the window's commands after it.
+  const uint64_t token = server_->OpenWindow("s", 0, 0);
+  server_->CloseWindow(token);
+  ASSERT_EQ(server_->TakeWindow(token, absl::Seconds(10)).size(), 1u);
+  EXPECT_TRUE(tracer.on());
+  // 600 launches of 70 kernels: two frames of launches, names split over frame tables.
+  std::vector<std::string> names;
+  for (int i = 0; i < 70; ++i) {
+    names.push_back(absl::StrCat("ncclDevKernel_AllReduce_Sum_f32_RING_LL_", i));
+  }
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_TRUE(tracer.launches.OnLaunch(/*runtime=*/false, /*enter=*/true,
+                                         names[static_cast<size_t>(i) % names.size()].c_str()));
+  }
+  ASSERT_TRUE(server_->WaitForLaunchesForTesting(600, absl::Seconds(10)));
+  std::vector<InjectCollectiveLaunch> got;
+  server_->RecentLaunches(0, INT64_MAX, &got);
+  ASSERT_EQ(got.size(), 600u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].seq, i);
+    ASSERT_EQ(got[i].pid, 41u);
+    ASSERT_EQ(got[i].tid, 4321u);
+    ASSERT_EQ(*got[i].kernel_name, names[i % names.size()]) << i;
+  }
+  EXPECT_EQ(client.launches_dropped(), 0u);
+  // The recorder's end releases the library's subscription.
+  server_->SetCollectiveLaunches(false);
+  const uint64_t again = server_->OpenWindow("t", 0, 0);
+  server_->CloseWindow(again);
+  ASSERT_EQ(server_->TakeWindow(again, absl::Seconds(10)).size(), 1u);
+  EXPECT_FALSE(tracer.on());
   client.Stop();
 }
 
