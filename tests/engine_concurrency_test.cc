@@ -4,7 +4,10 @@
 // write is held until session B has finished, which B can only do while A is finishing.
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/service/agent_server.h"
@@ -137,6 +140,61 @@ TEST_F(EngineConcurrencyTest, ARunningSnapshotWriteThatHangsStallsNothingAndNeve
   const std::string& final_json = sink_a.files.at(coordinator::kManifestFileName);
   EXPECT_THAT(final_json, ::testing::HasSubstr("SESSION_STATUS_OK"));
   EXPECT_THAT(final_json, ::testing::Not(::testing::HasSubstr("SESSION_STATUS_RUNNING")));
+}
+
+// Wait-die over real agents (gRPC on loopback, one agent process with 8 endpoints): two captures
+// started together on the daemon's executor, listing the pod in opposite orders, three times.
+// Each time exactly one gets the whole pod and the other none of it, never a split pod.
+TEST_F(EngineConcurrencyTest, TwoCapturesOfOnePodStartedTogetherLeaveItWholeToOne) {
+  agent::AgentOptions o;
+  o.port = 0;
+  o.bind = "127.0.0.1";
+  o.endpoints = 8;
+  o.synthetic = "step_ms=20";
+  absl::StatusOr<std::unique_ptr<agent::AgentServer>> pod = agent::AgentServer::Start(
+      o, {.clock = &clock_, .executor = &agent_executor_, .hostname = "machine"});
+  ASSERT_THAT(pod, IsOk());
+  std::vector<std::string> addresses;
+  for (int port : (*pod)->ports()) addresses.push_back(absl::StrCat("127.0.0.1:", port));
+  std::vector<std::string> reversed(addresses.rbegin(), addresses.rend());
+  for (int round = 0; round < 3; ++round) {
+    coordinator::CapturePlan pa, pb;
+    pa.workers = *coordinator::ParseWorkerList(absl::StrJoin(addresses, ","));
+    pb.workers = *coordinator::ParseWorkerList(absl::StrJoin(reversed, ","));
+    pa.duration_ms = pb.duration_ms = 300;
+    pa.tolerance_ms = pb.tolerance_ms = 1000;
+    pa.session = absl::StrCat("pod-a", round);
+    pb.session = absl::StrCat("pod-b", round);
+    testkit::MemorySink sink_a, sink_b;
+    coordinator::CaptureEngine a(Deps(&sink_a), {});
+    coordinator::CaptureEngine b(Deps(&sink_b), {});
+    absl::Notification a_done, b_done;
+    absl::StatusOr<v1::SessionManifest> ma, mb;
+    a.Start(pa, [&](absl::StatusOr<v1::SessionManifest> m) {
+      ma = std::move(m);
+      a_done.Notify();
+    });
+    b.Start(pb, [&](absl::StatusOr<v1::SessionManifest> m) {
+      mb = std::move(m);
+      b_done.Notify();
+    });
+    ASSERT_TRUE(a_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    ASSERT_TRUE(b_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    ASSERT_THAT(ma, IsOk());
+    ASSERT_THAT(mb, IsOk());
+    int whole = 0;
+    for (const v1::SessionManifest* m : {&*ma, &*mb}) {
+      int ok = 0;
+      int busy = 0;
+      for (const v1::HostResult& h : m->hosts()) {
+        ok += h.status() == v1::HOST_STATUS_OK;
+        busy += h.error().code() == static_cast<int>(absl::StatusCode::kAlreadyExists);
+      }
+      EXPECT_TRUE(ok == 8 || busy == 8) << "round " << round << ": split pod\n" << m->DebugString();
+      whole += ok == 8;
+    }
+    EXPECT_EQ(whole, 1) << "round " << round << "\n" << ma->DebugString() << mb->DebugString();
+  }
 }
 
 }  // namespace
