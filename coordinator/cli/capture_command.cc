@@ -372,7 +372,8 @@ int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
            "with --late=capture, once 90% are ready, it ends when no host got ready for a "
            "quarter of the time the last one took, or 50 ms when every host left has answered "
            "nothing; while fewer than 90% are ready it waits for every GetInfo in flight, up "
-           "to its 2 s timeout: a slow link)");
+           "to its 2 s timeout: a slow link; a capture of a pod another capture reserved "
+           "waits within it for that capture when it is the older, else gives up whole)");
   fs.String("late", &late,
             "a host that cannot start at the common instant: capture (flag it late) or fail");
   fs.String("step-pattern", &step_pattern,
