@@ -1178,6 +1178,18 @@ TEST_F(CliTest, AnalyzeBadPathsAreUsageErrors) {
 }
 
 // fuzz/corpus/session_manifest/escapes_the_folder: a manifest naming a file outside its folder.
+// A session.json too large to be a manifest (64 GiB, sparse) is refused before it is read.
+TEST_F(CliTest, AnalyzeRefusesAHugeManifestBeforeReadingIt) {
+  const std::string dir = tmp_.path() + "/huge";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  const std::string manifest = dir + "/session.json";
+  ASSERT_THAT(WriteFileAtomically(manifest, "{}"), IsOk());
+  ASSERT_EQ(truncate(manifest.c_str(), off_t{64} << 30), 0);
+  EXPECT_EQ(Run({"analyze", dir}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(manifest + ": 68719476736 bytes, more than a session manifest "
+                                               "may hold (67108864 bytes)"));
+}
+
 TEST_F(CliTest, AnalyzeRefusesAManifestThatNamesFilesOutsideTheSession) {
   const std::string dir = tmp_.path() + "/run";
   ASSERT_THAT(MakeDirs(dir), IsOk());

@@ -151,7 +151,16 @@ std::optional<TraceInput> InputByContent(const std::string& path, const TraceKin
 }
 
 absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
-  absl::StatusOr<std::string> json = ReadFile(JoinPath(dir, kManifestFileName));
+  // A manifest is about 1 KB per host: a larger file is not one, and would be parsed whole.
+  constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
+  const std::string manifest = JoinPath(dir, kManifestFileName);
+  struct stat st {};
+  if (stat(manifest.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(manifest, ": ", st.st_size, " bytes, more than a session manifest may hold (",
+                     kMaxManifestBytes, " bytes): not a profctl session manifest"));
+  }
+  absl::StatusOr<std::string> json = ReadFile(manifest);
   if (!json.ok()) return json.status();
   profctl::v1::SessionManifest m;
   google::protobuf::util::JsonParseOptions options;
