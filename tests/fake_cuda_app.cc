@@ -19,6 +19,11 @@
 // whose input + compute ends earlier waits inside it (give every rank the slowest one's
 // --pod-ready-ms).
 //
+// Between and during windows it also sends what the library sends unprompted: the step signal
+// (each step that ended since it started, as StepSamples) and, while the agent's flight recorder
+// asks for it, each step's all-reduce launch (CollectiveLaunches, from the main thread), as the
+// library's CUPTI launch callbacks would have kept it (tests/cupti_recorder_e2e_check.py).
+//
 //   --held-by=TEXT   GPU tracing is unavailable ("held by TEXT"), as when another CUPTI subscriber
 //                    (Kineto, Nsight) is there: the agent must report it, not record silence.
 //   --ready-file=F   written (atomically) once the agent has the registration.
@@ -171,7 +176,53 @@ class SimulatedGpuTracer : public Tracer {
     g_recording_since.store(0);
   }
 
+  // The step signal and the flight recorder's light level, simulated: every step that ended
+  // since the last call (from the process's start), and, while the agent's recorder asks for
+  // them, each step's all-reduce launch (the one Step writes), from the main thread.
+  size_t TakeSteps(StepSampleEntry* out, size_t max) override {
+    const int64_t now = WallNs();
+    if (next_step_ < 0) next_step_ = now / options_.step_ns + 1;
+    size_t n = 0;
+    while (n < max) {
+      const int64_t t = next_step_ * options_.step_ns;
+      const int64_t end = StepEnd(t);
+      if (end > now) break;
+      out[n++] = {t + 10 * kUs, end, next_step_ % 1'000'000};
+      if (launches_on_ && launches_.size() < 4096) {
+        launches_.push_back({AllReduceLaunchAt(t), launch_seq_++, tid_, /*name_index=*/1});
+      }
+      ++next_step_;
+    }
+    return n;
+  }
+  bool SetCollectiveLaunches(bool on, std::string* /*error*/) override {
+    launches_on_ = on;
+    return true;
+  }
+  size_t TakeLaunches(CollectiveLaunchEntry* out, size_t max) override {
+    const size_t n = std::min(max, launches_.size());
+    std::copy(launches_.begin(), launches_.begin() + static_cast<ptrdiff_t>(n), out);
+    launches_.erase(launches_.begin(), launches_.begin() + static_cast<ptrdiff_t>(n));
+    return n;
+  }
+  std::string_view LaunchName(uint32_t /*id*/) override { return kAllReduceKernel; }
+  void ClearLaunches() override { launches_.clear(); }
+
  private:
+  static constexpr const char* kAllReduceKernel = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL";
+
+  // The span of Step's work for a step starting at `t`, as Step lays it out.
+  int64_t PerKernel() const { return std::max<int64_t>(1, options_.compute_ns / options_.kernels); }
+  int64_t Gap() const { return std::clamp<int64_t>(PerKernel(), 2, 20 * kUs); }
+  int64_t AllReduceLaunchAt(int64_t t) const {
+    return t + 50 * kUs + options_.kernels * Gap() + 20 * kUs;
+  }
+  int64_t StepEnd(int64_t t) const {
+    const int64_t k_at = t + 100 * kUs + options_.input_ns + options_.kernels * PerKernel();
+    const int64_t ready = options_.pod_ready_ns >= 0 ? t + 100 * kUs + options_.pod_ready_ns : k_at;
+    return std::max(ready, k_at) + options_.allreduce_ns + 100 * kUs + 20 * kUs;
+  }
+
   uint64_t Gpu(int64_t wall_ns) const {
     return static_cast<uint64_t>(wall_ns + options_.gpu_offset_ns);
   }
@@ -265,7 +316,7 @@ class SimulatedGpuTracer : public Tracer {
     const int64_t reduce_end = std::max(ready, k_at) + options_.allreduce_ns;
     at += 20 * kUs;
     Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, ++corr, at, at + 8 * kUs);
-    Kernel(b, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", kComm, corr, k_at, reduce_end);
+    Kernel(b, kAllReduceKernel, kComm, corr, k_at, reduce_end);
     // The loss back to the host, then the host waits for the stream.
     at += 20 * kUs;
     Api(b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, ++corr, at, at + 10 * kUs);
@@ -294,6 +345,11 @@ class SimulatedGpuTracer : public Tracer {
   int64_t start_ns_ = 0;
   int64_t stop_ns_ = 0;
   std::string step_name_;
+  // The step signal and the launches: the client's thread only.
+  int64_t next_step_ = -1;
+  bool launches_on_ = false;
+  uint64_t launch_seq_ = 0;
+  std::vector<CollectiveLaunchEntry> launches_;
 };
 
 // `flag` VALUE in milliseconds, in [min_ms, 600000]; exits 2 naming the flag otherwise.
