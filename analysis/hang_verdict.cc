@@ -1,0 +1,505 @@
+#include "analysis/hang_verdict.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "xspace/xspace.h"
+
+namespace profctl::analysis {
+namespace {
+
+using tensorflow::profiler::XEvent;
+using tensorflow::profiler::XLine;
+using tensorflow::profiler::XPlane;
+using tensorflow::profiler::XSpace;
+
+// Lower case without blanks, '_', '-', '.' and ':': "nccl:all_reduce" -> "ncclallreduce".
+std::string Squash(absl::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (const char c : name) {
+    if (c == ' ' || c == '_' || c == '-' || c == '.' || c == ':') continue;
+    out.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+bool IsNcclApiName(absl::string_view name) {
+  return absl::StartsWithIgnoreCase(name, "nccl") || absl::StartsWithIgnoreCase(name, "rccl");
+}
+
+bool IsDevicePlane(absl::string_view name) {
+  return absl::StartsWith(name, xspace::kGpuPlanePrefix) ||
+         absl::StartsWith(name, xspace::kTpuPlanePrefix) ||
+         absl::StartsWith(name, xspace::kCustomPlanePrefix);
+}
+
+// One step of the host: the union of its markers of one number.
+struct StepSpan {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  bool cut = false;
+};
+
+// The steps of the host plane, by start.
+std::vector<StepSpan> ReadSteps(const XPlane& host, int64_t base, const StepMatcher& matcher) {
+  const xspace::XPlaneReader reader(host);
+  std::map<int64_t, StepSpan> by_num;
+  reader.ForEachEvent([&](const XLine& line, const XEvent& e) {
+    std::optional<int64_t> step;
+    const std::optional<int64_t> root = reader.IntStat(e, xspace::kStatIsRoot);
+    if (root.has_value() && *root >= 1) step = reader.IntStat(e, xspace::kStatStepNum);
+    if (!step.has_value()) step = matcher.Match(reader.EventName(e));
+    if (!step.has_value() || *step < 0) return;
+    const int64_t start = xspace::EventStartNs(base, line, e);
+    const int64_t end = xspace::EventEndNs(base, line, e);
+    const bool cut = reader.IntStat(e, xspace::kStatStepCut).value_or(0) != 0;
+    auto [it, inserted] = by_num.try_emplace(*step, StepSpan{*step, start, end, cut});
+    if (!inserted) {
+      it->second.start_ns = std::min(it->second.start_ns, start);
+      it->second.end_ns = std::max(it->second.end_ns, end);
+      it->second.cut = it->second.cut || cut;
+    }
+  });
+  std::vector<StepSpan> steps;
+  steps.reserve(by_num.size());
+  for (auto& [num, span] : by_num) steps.push_back(span);
+  std::sort(steps.begin(), steps.end(),
+            [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+  return steps;
+}
+
+// The step containing t (the latest-starting one), or nullopt.
+std::optional<int64_t> StepAt(const std::vector<StepSpan>& steps, int64_t t) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), t,
+                             [](int64_t v, const StepSpan& s) { return v < s.start_ns; });
+  // Markers of one step on several threads are one span, so steps barely overlap: a few
+  // earlier spans are enough to look at.
+  for (int looked = 0; it != steps.begin() && looked < 4; ++looked) {
+    --it;
+    if (it->end_ns >= t) return it->step;
+  }
+  return std::nullopt;
+}
+
+// Counts collectives per (step, kind) along one line and gives each its identity.
+class Numberer {
+ public:
+  explicit Numberer(const std::vector<StepSpan>& steps) : steps_(steps) {}
+  std::optional<CollectiveId> Next(CollectiveKind kind, int64_t t) {
+    int64_t step = -1;
+    if (!steps_.empty()) {
+      const std::optional<int64_t> s = StepAt(steps_, t);
+      if (!s.has_value()) return std::nullopt;
+      step = *s;
+    }
+    int64_t& n = counts_[{step, kind}];
+    return CollectiveId{step, kind, ++n};
+  }
+
+ private:
+  const std::vector<StepSpan>& steps_;
+  std::map<std::pair<int64_t, CollectiveKind>, int64_t> counts_;
+};
+
+struct TimedEvent {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  const XEvent* event = nullptr;
+};
+
+std::vector<TimedEvent> SortedEvents(const XLine& line, int64_t base) {
+  std::vector<TimedEvent> out;
+  out.reserve(static_cast<size_t>(line.events_size()));
+  for (const XEvent& e : line.events()) {
+    out.push_back({xspace::EventStartNs(base, line, e), xspace::EventEndNs(base, line, e), &e});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const TimedEvent& a, const TimedEvent& b) {
+    return a.start_ns < b.start_ns;
+  });
+  return out;
+}
+
+// Keeps one time per collective: the earliest (entries) or the latest (completions).
+void Keep(std::map<CollectiveId, int64_t>& m, const CollectiveId& id, int64_t t, bool earliest) {
+  auto [it, inserted] = m.try_emplace(id, t);
+  if (!inserted) it->second = earliest ? std::min(it->second, t) : std::max(it->second, t);
+}
+
+std::vector<CollectiveAt> ByTime(const std::map<CollectiveId, int64_t>& m) {
+  std::vector<CollectiveAt> out;
+  out.reserve(m.size());
+  for (const auto& [id, t] : m) out.push_back({id, t});
+  std::stable_sort(out.begin(), out.end(), [](const CollectiveAt& a, const CollectiveAt& b) {
+    return a.time_ns < b.time_ns;
+  });
+  return out;
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+std::string RankName(const HangRank& r) { return absl::StrCat(r.host, " (rank ", r.rank, ")"); }
+
+// "a", "a and b", "a, b and c", at most `max` names then "and N more".
+std::string NameList(const std::vector<std::string>& names, size_t max = 8) {
+  if (names.size() <= 1) return names.empty() ? std::string() : names[0];
+  if (names.size() > max) {
+    return absl::StrCat(
+        absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(max), ", "), " and ",
+        names.size() - max, " more");
+  }
+  return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "), " and ", names.back());
+}
+
+}  // namespace
+
+absl::string_view CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce-scatter";
+    case CollectiveKind::kAllToAll:
+      return "all-to-all";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kSendRecv:
+      return "send/recv";
+    case CollectiveKind::kCollectivePermute:
+      return "collective-permute";
+  }
+  return "collective";
+}
+
+std::optional<CollectiveKind> CollectiveKindOfName(absl::string_view name) {
+  const std::string s = Squash(name);
+  // Async "-start" halves end at their launch: not the collective (op_classify.h rule 2).
+  if (absl::StrContains(s, "start") && !IsNcclApiName(name)) return std::nullopt;
+  if (absl::StrContains(s, "allreduce")) return CollectiveKind::kAllReduce;
+  if (absl::StrContains(s, "allgather")) return CollectiveKind::kAllGather;
+  if (absl::StrContains(s, "reducescatter")) return CollectiveKind::kReduceScatter;
+  if (absl::StrContains(s, "alltoall")) return CollectiveKind::kAllToAll;
+  if (absl::StrContains(s, "collectivepermute")) return CollectiveKind::kCollectivePermute;
+  if (absl::StrContains(s, "broadcast") || absl::StrContains(s, "bcast")) {
+    return CollectiveKind::kBroadcast;
+  }
+  if (absl::StrContains(s, "sendrecv") || absl::StrContains(s, "send") ||
+      absl::StrContains(s, "recv")) {
+    return CollectiveKind::kSendRecv;
+  }
+  // "ncclReduce", "ncclDevKernel_Reduce_Sum_f32_RING_LL": a reduce to one root.
+  if (absl::StartsWith(s, "ncclreduce") || absl::StartsWith(s, "rcclreduce") ||
+      absl::StrContains(s, "kernelreduce")) {
+    return CollectiveKind::kReduce;
+  }
+  return std::nullopt;
+}
+
+std::string FormatCollectiveId(const CollectiveId& id) {
+  if (id.step < 0) {
+    return absl::StrCat(CollectiveKindName(id.kind), " #", id.index,
+                        " (counted over the window: no step markers)");
+  }
+  return absl::StrCat(CollectiveKindName(id.kind), " #", id.index, " of step ", id.step);
+}
+
+absl::string_view HangVerdictKindName(HangVerdictKind kind) {
+  switch (kind) {
+    case HangVerdictKind::kNone:
+      return "none";
+    case HangVerdictKind::kHung:
+      return "hung";
+    case HangVerdictKind::kAllWaiting:
+      return "all_waiting";
+  }
+  return "none";
+}
+
+absl::string_view HangRoleName(HangRank::Role role) {
+  switch (role) {
+    case HangRank::Role::kOther:
+      return "other";
+    case HangRank::Role::kWaiting:
+      return "waiting";
+    case HangRank::Role::kNeverEntered:
+      return "never_entered";
+    case HangRank::Role::kUnknown:
+      return "unknown";
+  }
+  return "other";
+}
+
+std::string FormatUtcTime(int64_t ns) {
+  return absl::StrCat(absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(ns), absl::UTCTimeZone()),
+                      " UTC");
+}
+
+std::string FormatUtcIso(int64_t ns) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(ns), absl::UTCTimeZone());
+}
+
+RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matcher) {
+  RankCollectives out;
+  const int64_t base = xspace::ProfileStartNs(space);
+  const XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
+  std::vector<StepSpan> steps;
+  if (host != nullptr) steps = ReadSteps(*host, base, matcher);
+  out.has_step_markers = !steps.empty();
+  std::vector<int64_t> durations;
+  for (const StepSpan& s : steps) {
+    if (s.cut) continue;
+    durations.push_back(s.end_ns - s.start_ns);
+    out.last_step_end_ns = std::max(out.last_step_end_ns, s.end_ns);
+  }
+  out.complete_steps = static_cast<int64_t>(durations.size());
+  out.median_step_ns = Median(std::move(durations));
+
+  int64_t last_end = 0;
+  // Device planes first: the collective kernels' correlation ids tell which launches are
+  // collectives.
+  struct Kernel {
+    int64_t start_ns, end_ns;
+    CollectiveKind kind;
+    std::optional<int64_t> corr;
+  };
+  std::vector<std::vector<Kernel>> devices;
+  absl::flat_hash_map<int64_t, CollectiveKind> kernel_corr;
+  for (const XPlane& plane : space.planes()) {
+    const bool device = IsDevicePlane(plane.name());
+    if (!device && plane.name() != xspace::kHostPlaneName) continue;
+    const xspace::XPlaneReader reader(plane);
+    std::vector<Kernel>* kernels = device ? &devices.emplace_back() : nullptr;
+    for (const XLine& line : plane.lines()) {
+      const bool derived = xspace::IsDerivedLine(line.name());
+      for (const XEvent& e : line.events()) {
+        const int64_t end = xspace::EventEndNs(base, line, e);
+        last_end = std::max(last_end, end);
+        if (!device || derived) continue;
+        const absl::string_view name = reader.EventName(e);
+        if (!IsCollectiveDeviceOpName(name)) continue;
+        const std::optional<CollectiveKind> kind = CollectiveKindOfName(name);
+        if (!kind.has_value()) continue;
+        const std::optional<int64_t> corr = reader.IntStat(e, xspace::kStatCorrelationId);
+        kernels->push_back({xspace::EventStartNs(base, line, e), end, *kind, corr});
+        if (corr.has_value()) kernel_corr[*corr] = *kind;
+      }
+    }
+  }
+  out.window_end_ns = xspace::ProfileStopNs(space).value_or(last_end);
+
+  std::map<CollectiveId, int64_t> entered;
+  absl::flat_hash_map<int64_t, CollectiveId> entry_corr;
+  if (host != nullptr) {
+    const xspace::XPlaneReader reader(*host);
+    for (const XLine& line : host->lines()) {
+      Numberer numberer(steps);
+      int64_t nccl_end = std::numeric_limits<int64_t>::min();
+      std::optional<CollectiveId> nccl_id;
+      for (const TimedEvent& t : SortedEvents(line, base)) {
+        const absl::string_view name = reader.EventName(*t.event);
+        const std::optional<int64_t> corr = reader.IntStat(*t.event, xspace::kStatCorrelationId);
+        std::optional<CollectiveKind> kind;
+        bool api = false;
+        if (IsNcclApiName(name)) {
+          if (std::optional<std::string> kernel = reader.StrStat(*t.event, "kernel_name")) {
+            kind = CollectiveKindOfName(*kernel);
+          }
+          if (!kind.has_value()) kind = CollectiveKindOfName(name);
+          api = kind.has_value();
+        } else if (corr.has_value() && ClassifyHostOpName(name) == OpKind::kHostLaunch) {
+          if (t.start_ns < nccl_end) {  // inside an NCCL call: that call is the entry
+            if (nccl_id.has_value()) entry_corr[*corr] = *nccl_id;
+            continue;
+          }
+          if (auto it = kernel_corr.find(*corr); it != kernel_corr.end()) kind = it->second;
+        }
+        if (!kind.has_value()) continue;
+        const std::optional<CollectiveId> id = numberer.Next(*kind, t.start_ns);
+        if (api) {
+          nccl_end = std::max(nccl_end, t.end_ns);
+          nccl_id = id;
+        }
+        if (!id.has_value()) continue;
+        Keep(entered, *id, t.start_ns, /*earliest=*/true);
+        if (corr.has_value()) entry_corr[*corr] = *id;
+      }
+    }
+  }
+
+  std::map<CollectiveId, int64_t> completed;
+  for (std::vector<Kernel>& kernels : devices) {
+    std::stable_sort(kernels.begin(), kernels.end(),
+                     [](const Kernel& a, const Kernel& b) { return a.start_ns < b.start_ns; });
+    Numberer numberer(steps);
+    for (const Kernel& k : kernels) {
+      std::optional<CollectiveId> id;
+      if (k.corr.has_value()) {
+        if (auto it = entry_corr.find(*k.corr); it != entry_corr.end()) id = it->second;
+      }
+      if (!id.has_value()) id = numberer.Next(k.kind, k.start_ns);
+      if (!id.has_value()) continue;
+      Keep(completed, *id, k.end_ns, /*earliest=*/false);
+      // A completion says it was entered, launch recorded or not (the window began after it).
+      Keep(entered, *id, k.start_ns, /*earliest=*/true);
+    }
+  }
+  out.entered = ByTime(entered);
+  out.completed = ByTime(completed);
+  return out;
+}
+
+HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions& options) {
+  HangReport report;
+  report.ranks.reserve(ranks.size());
+  // Per rank: its collectives on the aligned timeline.
+  struct State {
+    std::map<CollectiveId, int64_t> entered, completed;
+  };
+  std::vector<State> states(ranks.size());
+  std::vector<int64_t> medians;
+  int64_t window_end = std::numeric_limits<int64_t>::max();
+  int64_t last_progress = std::numeric_limits<int64_t>::min();
+  size_t traced = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const HangRankInput& in = ranks[i];
+    HangRank& out = report.ranks.emplace_back();
+    out.host = in.host;
+    out.rank = in.rank;
+    if (!in.trace.has_value()) {
+      out.role = HangRank::Role::kUnknown;
+      continue;
+    }
+    ++traced;
+    const RankCollectives& t = *in.trace;
+    for (const CollectiveAt& c : t.entered) states[i].entered[c.id] = c.time_ns - in.offset_ns;
+    for (const CollectiveAt& c : t.completed) {
+      states[i].completed[c.id] = c.time_ns - in.offset_ns;
+      last_progress = std::max(last_progress, c.time_ns - in.offset_ns);
+    }
+    if (!t.entered.empty()) {
+      out.last_entered = t.entered.back();
+      out.last_entered->time_ns -= in.offset_ns;
+    }
+    if (!t.completed.empty()) {
+      out.last_completed = t.completed.back();
+      out.last_completed->time_ns -= in.offset_ns;
+    }
+    if (t.complete_steps > 0) {
+      medians.push_back(t.median_step_ns);
+      last_progress = std::max(last_progress, t.last_step_end_ns - in.offset_ns);
+    }
+    window_end = std::min(window_end, t.window_end_ns - in.offset_ns);
+  }
+  if (traced == 0) {
+    report.summary = "no hang verdict: no rank has a trace";
+    return report;
+  }
+
+  // The collective each rank waits in: its earliest one entered and not completed.
+  std::map<CollectiveId, std::pair<int64_t, int64_t>> waited;  // -> (waiters, earliest entry)
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::optional<std::pair<CollectiveId, int64_t>> open;
+    for (const auto& [id, t] : states[i].entered) {
+      if (states[i].completed.contains(id)) continue;
+      if (!open.has_value() || t < open->second) open = {id, t};
+    }
+    if (!open.has_value()) continue;
+    auto [it, inserted] =
+        waited.try_emplace(open->first, std::pair<int64_t, int64_t>{0, open->second});
+    ++it->second.first;
+    if (!inserted) it->second.second = std::min(it->second.second, open->second);
+  }
+  if (waited.empty()) {
+    report.summary = "no hang: every collective a rank entered completed in the window";
+    return report;
+  }
+  auto best = waited.begin();
+  for (auto it = waited.begin(); it != waited.end(); ++it) {
+    if (it->second.first > best->second.first ||
+        (it->second.first == best->second.first && it->second.second < best->second.second)) {
+      best = it;
+    }
+  }
+  const CollectiveId x = best->first;
+  const int64_t since = best->second.second;
+  const std::string what = FormatCollectiveId(x);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].trace.has_value() && states[i].completed.contains(x)) {
+      report.summary = absl::StrCat("no hang: ", ranks[i].host, " completed ", what,
+                                    ", which other ranks had not yet");
+      return report;
+    }
+  }
+  if (last_progress > since) {
+    report.summary = absl::StrCat("no hang: steps or collectives still ended after ranks entered ",
+                                  what, " at ", FormatUtcTime(since));
+    return report;
+  }
+  const int64_t median = Median(std::move(medians));
+  const int64_t needed = std::max(options.min_wait_ns, options.step_factor * median);
+  if (window_end - since < needed) {
+    report.summary = absl::StrCat("no hang: ranks had waited in ", what, " for ",
+                                  (window_end - since) / 1'000'000,
+                                  " ms at the window's end, less "
+                                  "than the ",
+                                  needed / 1'000'000, " ms that make a hang");
+    return report;
+  }
+
+  report.collective = x;
+  report.waiting_since_ns = since;
+  std::vector<std::string> blamed, unknown;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    HangRank& r = report.ranks[i];
+    if (r.role == HangRank::Role::kUnknown) {
+      unknown.push_back(RankName(r));
+      continue;
+    }
+    if (states[i].entered.contains(x)) {
+      r.role = HangRank::Role::kWaiting;
+      ++report.waiting_ranks;
+    } else {
+      r.role = HangRank::Role::kNeverEntered;
+      blamed.push_back(RankName(r));
+    }
+  }
+  const std::string waiters =
+      absl::StrCat(report.waiting_ranks, report.waiting_ranks == 1 ? " rank waits" : " ranks wait",
+                   " in it since ", FormatUtcTime(since));
+  const std::string no_trace = unknown.empty() ? ""
+                                               : absl::StrCat("; no trace from ", NameList(unknown),
+                                                              " (unknown, not judged)");
+  if (!blamed.empty()) {
+    report.verdict = HangVerdictKind::kHung;
+    report.summary =
+        absl::StrCat(NameList(blamed), " never entered ", what, "; ", waiters, no_trace);
+  } else {
+    report.verdict = HangVerdictKind::kAllWaiting;
+    report.summary = absl::StrCat(
+        "every rank with a trace waits in ", what, " since ", FormatUtcTime(since),
+        unknown.empty() ? "; none is missing from it (the hang is inside the collective)"
+                        : absl::StrCat("; no trace from ", NameList(unknown),
+                                       " (unknown: it may be the one missing)"));
+  }
+  return report;
+}
+
+}  // namespace profctl::analysis

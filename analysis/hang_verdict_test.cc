@@ -1,0 +1,327 @@
+#include "analysis/hang_verdict.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "xspace/xspace.h"
+
+namespace profctl::analysis {
+namespace {
+
+using tensorflow::profiler::XSpace;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int64_t kT0 = 1'795'000'000'000'000'000;  // 2026-11-18, ns since the epoch
+constexpr int64_t kStep = 100'000'000;              // 100 ms
+constexpr int64_t kEnterAt = 60'000'000;            // the all-reduce's launch, into its step
+constexpr int64_t kKernelStart = 61'000'000;
+constexpr int64_t kKernelEnd = 90'000'000;
+constexpr int64_t kSteps = 5;  // complete steps 0..4; the hang (if any) in step 5
+
+int64_t StepStart(int64_t s) { return kT0 + s * kStep; }
+
+enum class Last {
+  kNone,          // no step after the complete ones
+  kEntered,       // the next step runs until the window's end, its all-reduce entered
+  kNeverEntered,  // the next step runs until the window's end, its all-reduce never entered
+};
+
+// One rank's trace of the synthetic job's shape: steps 0..complete-1 each with an all-reduce
+// launched on the host (ncclAllReduce, correlation id) and completed on the GPU, then `last`.
+// Times on the rank's own clock: the common timeline + `skew`.
+XSpace Rank(int64_t complete, Last last, int64_t window_end, int64_t skew = 0,
+            int64_t enter_delay = 0) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, kT0 + skew, window_end + skew);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0 + skew);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0 + skew);
+  auto* thread = host.AddLine(1, "python3 main", kT0 + skew);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0 + skew);
+  const int64_t root = host.EventMetadataId("train");
+  const int64_t nccl = host.EventMetadataId("ncclAllReduce");
+  const int64_t kernel = gpu.EventMetadataId("ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+  const int64_t is_root = host.StatMetadataId(xspace::kStatIsRoot);
+  const int64_t step_num = host.StatMetadataId(xspace::kStatStepNum);
+  const int64_t corr = host.StatMetadataId(xspace::kStatCorrelationId);
+  const int64_t gcorr = gpu.StatMetadataId(xspace::kStatCorrelationId);
+  auto step = [&](int64_t s, int64_t end) {
+    auto* e = host.AddEvent(thread, root, StepStart(s) + skew, end - StepStart(s));
+    host.AddStat(e, is_root, int64_t{1});
+    host.AddStat(e, step_num, s);
+    return e;
+  };
+  for (int64_t s = 0; s < complete; ++s) {
+    step(s, StepStart(s + 1));
+    auto* e = host.AddEvent(thread, nccl, StepStart(s) + kEnterAt + enter_delay + skew, 10'000);
+    host.AddStat(e, corr, uint64_t{100} + static_cast<uint64_t>(s));
+    auto* k =
+        gpu.AddEvent(stream, kernel, StepStart(s) + kKernelStart + skew, kKernelEnd - kKernelStart);
+    gpu.AddStat(k, gcorr, uint64_t{100} + static_cast<uint64_t>(s));
+  }
+  if (last != Last::kNone) {
+    auto* e = step(complete, window_end);
+    host.AddStat(e, host.StatMetadataId(xspace::kStatStepCut), int64_t{1});
+    if (last == Last::kEntered) {
+      auto* n =
+          host.AddEvent(thread, nccl, StepStart(complete) + kEnterAt + enter_delay + skew, 10'000);
+      host.AddStat(n, corr, uint64_t{100} + static_cast<uint64_t>(complete));
+    }
+  }
+  return space;
+}
+
+const StepMatcher& Matcher() {
+  static const StepMatcher* m = new StepMatcher(*StepMatcher::Create(kDefaultStepPattern));
+  return *m;
+}
+
+HangRankInput Input(int64_t rank, const XSpace& space, int64_t offset = 0) {
+  return {absl::StrCat("worker-", rank), rank, offset, ReadRankCollectives(space, Matcher())};
+}
+
+HangRankInput NoTrace(int64_t rank) { return {absl::StrCat("worker-", rank), rank, 0, {}}; }
+
+// The window ends 10 steps after the hung step began: 9.4 steps of waiting.
+constexpr int64_t kHangEnd = kT0 + (kSteps + 10) * kStep;
+
+TEST(HangVerdictTest, ReadsEnteredAndCompletedCollectivesPerStep) {
+  const RankCollectives r = ReadRankCollectives(Rank(kSteps, Last::kEntered, kHangEnd), Matcher());
+  ASSERT_EQ(r.entered.size(), kSteps + 1);
+  ASSERT_EQ(r.completed.size(), kSteps);
+  EXPECT_EQ(r.entered.back().id, (CollectiveId{kSteps, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(r.entered.back().time_ns, StepStart(kSteps) + kEnterAt);
+  EXPECT_EQ(r.completed.back().id, (CollectiveId{kSteps - 1, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(r.completed.back().time_ns, StepStart(kSteps - 1) + kKernelEnd);
+  EXPECT_EQ(r.complete_steps, kSteps);  // the cut step is not one
+  EXPECT_EQ(r.median_step_ns, kStep);
+  EXPECT_EQ(r.last_step_end_ns, StepStart(kSteps));
+  EXPECT_EQ(r.window_end_ns, kHangEnd);
+}
+
+TEST(HangVerdictTest, NamesTheRankThatNeverEnteredAndTheWaiters) {
+  // Rank 2's clock runs 7 ms ahead and it entered 2 ms after rank 0 on the common timeline.
+  const int64_t skew = 7'000'000;
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                                  Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd)),
+                                  Input(2, Rank(kSteps, Last::kEntered, kHangEnd, skew, 2'000'000),
+                                        /*offset=*/skew)});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.collective, (CollectiveId{kSteps, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(h.waiting_ranks, 2);
+  EXPECT_EQ(h.waiting_since_ns, StepStart(kSteps) + kEnterAt);
+  EXPECT_EQ(h.summary, absl::StrCat("worker-1 (rank 1) never entered all-reduce #1 of step 5; 2 "
+                                    "ranks wait in it since ",
+                                    FormatUtcTime(StepStart(kSteps) + kEnterAt)));
+  ASSERT_EQ(h.ranks.size(), 3u);
+  EXPECT_EQ(h.ranks[0].role, HangRank::Role::kWaiting);
+  EXPECT_EQ(h.ranks[1].role, HangRank::Role::kNeverEntered);
+  EXPECT_EQ(h.ranks[2].role, HangRank::Role::kWaiting);
+  // Where each stood: the hung rank last entered and completed step 4's all-reduce.
+  ASSERT_TRUE(h.ranks[1].last_entered.has_value());
+  EXPECT_EQ(h.ranks[1].last_entered->id, (CollectiveId{kSteps - 1, CollectiveKind::kAllReduce, 1}));
+  ASSERT_TRUE(h.ranks[1].last_completed.has_value());
+  EXPECT_EQ(h.ranks[1].last_completed->time_ns, StepStart(kSteps - 1) + kKernelEnd);
+  // Aligned times: rank 2's entry is 2 ms after rank 0's, not 9.
+  ASSERT_TRUE(h.ranks[2].last_entered.has_value());
+  EXPECT_EQ(h.ranks[2].last_entered->time_ns, StepStart(kSteps) + kEnterAt + 2'000'000);
+  ASSERT_TRUE(h.ranks[2].last_completed.has_value());
+  EXPECT_EQ(h.ranks[2].last_completed->id,
+            (CollectiveId{kSteps - 1, CollectiveKind::kAllReduce, 1}));
+}
+
+TEST(HangVerdictTest, NamesTwoHungRanks) {
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                                  Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd)),
+                                  Input(2, Rank(kSteps, Last::kNeverEntered, kHangEnd)),
+                                  Input(3, Rank(kSteps, Last::kEntered, kHangEnd))});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.waiting_ranks, 2);
+  EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) and worker-2 (rank 2) never entered "
+                                   "all-reduce #1 of step 5; 2 ranks wait in it"));
+  EXPECT_EQ(h.ranks[1].role, HangRank::Role::kNeverEntered);
+  EXPECT_EQ(h.ranks[2].role, HangRank::Role::kNeverEntered);
+}
+
+TEST(HangVerdictTest, NoVerdictWhenEveryCollectiveCompleted) {
+  // Steps still running to the window's end: every all-reduce entered completed.
+  const int64_t end = StepStart(kSteps);
+  const HangReport h =
+      JudgeHang({Input(0, Rank(kSteps, Last::kNone, end)), Input(1, Rank(kSteps, Last::kNone, end)),
+                 Input(2, Rank(kSteps, Last::kNone, end))});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone);
+  EXPECT_THAT(h.summary, HasSubstr("every collective a rank entered completed"));
+  for (const HangRank& r : h.ranks) EXPECT_EQ(r.role, HangRank::Role::kOther);
+}
+
+TEST(HangVerdictTest, NoVerdictWhenTheJobEndedAndEveryRankCompletedEverything) {
+  // The job ended after step 4: a long quiet window after it, nobody in a collective.
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kNone, kHangEnd)),
+                                  Input(1, Rank(kSteps, Last::kNone, kHangEnd))});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone) << h.summary;
+  ASSERT_TRUE(h.ranks[0].last_completed.has_value());
+  EXPECT_EQ(h.ranks[0].last_completed->id,
+            (CollectiveId{kSteps - 1, CollectiveKind::kAllReduce, 1}));
+}
+
+TEST(HangVerdictTest, NoVerdictWhileTheSlowRankIsOnlyLate) {
+  // A normal window's end: ranks 0 and 2 entered step 5's all-reduce 20 ms before the end, rank 1
+  // (slower) has not yet: a wait shorter than 3 steps is no hang.
+  const int64_t end = StepStart(kSteps) + kEnterAt + 20'000'000;
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, end)),
+                                  Input(1, Rank(kSteps, Last::kNeverEntered, end)),
+                                  Input(2, Rank(kSteps, Last::kEntered, end))});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone);
+  EXPECT_THAT(h.summary, HasSubstr("for 20 ms at the window's end, less than the 300 ms"));
+}
+
+TEST(HangVerdictTest, NoVerdictWhenStepsStillEndAfterTheWaitersEntered) {
+  // Rank 1 is far behind on its own clock view: it completed step 4's all-reduce and ended step
+  // 4 after ranks 0 and 2 entered step 5's (their entry 60 ms into step 5; rank 1 runs 100 ms
+  // late on the common timeline): steps still progress.
+  const int64_t late = kStep;
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                                  Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd),
+                                        /*offset=*/-late),
+                                  Input(2, Rank(kSteps, Last::kEntered, kHangEnd))});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone);
+  EXPECT_THAT(h.summary, HasSubstr("still ended after ranks entered all-reduce #1 of step 5"));
+}
+
+TEST(HangVerdictTest, AHostWithoutATraceIsUnknownNeverBlamed) {
+  const HangReport h =
+      JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                 Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd)), NoTrace(2)});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.waiting_ranks, 1);
+  EXPECT_EQ(h.ranks[2].role, HangRank::Role::kUnknown);
+  EXPECT_FALSE(h.ranks[2].last_entered.has_value());
+  EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) never entered all-reduce #1 of step 5; 1 "
+                                   "rank waits in it since "));
+  EXPECT_THAT(h.summary, HasSubstr("no trace from worker-2 (rank 2) (unknown, not judged)"));
+  EXPECT_THAT(h.summary, Not(HasSubstr("worker-2 (rank 2) never")));
+
+  // The only rank that could be missing from it has no trace: nobody is blamed.
+  const HangReport all = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)), NoTrace(1),
+                                    Input(2, Rank(kSteps, Last::kEntered, kHangEnd))});
+  ASSERT_EQ(all.verdict, HangVerdictKind::kAllWaiting) << all.summary;
+  EXPECT_EQ(all.waiting_ranks, 2);
+  EXPECT_EQ(all.ranks[1].role, HangRank::Role::kUnknown);
+  EXPECT_THAT(all.summary, HasSubstr("every rank with a trace waits in all-reduce #1 of step 5"));
+  EXPECT_THAT(all.summary, HasSubstr("no trace from worker-1 (rank 1) (unknown: it may be"));
+
+  const HangReport none = JudgeHang({NoTrace(0), NoTrace(1)});
+  EXPECT_EQ(none.verdict, HangVerdictKind::kNone);
+  EXPECT_EQ(none.summary, "no hang verdict: no rank has a trace");
+}
+
+TEST(HangVerdictTest, EntriesFromLaunchesAndTheLightLevelsKernelName) {
+  // No NCCL API events: cudaLaunchKernel whose correlation id matches a collective kernel; a
+  // launch nested in an ncclAllGather call counts once; an ncclBroadcast whose kernel_name
+  // (the CUPTI light level's launches) names the kernel's kind; ncclGroupEnd is no collective.
+  XSpace space;
+  xspace::SetProfileWindow(&space, kT0, kT0 + kStep);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0);
+  auto* thread = host.AddLine(1, "pid 1 tid 1", kT0);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0);
+  auto* derived = gpu.AddLine(8, "XLA Ops", kT0);
+  const int64_t corr = host.StatMetadataId(xspace::kStatCorrelationId);
+  const int64_t gcorr = gpu.StatMetadataId(xspace::kStatCorrelationId);
+  host.AddEvent(thread, host.EventMetadataId("ProfilerStep#7"), kT0, kStep);
+  auto launch = [&](absl::string_view name, int64_t at, int64_t dur, uint64_t id) {
+    auto* e = host.AddEvent(thread, host.EventMetadataId(name), kT0 + at, dur);
+    host.AddStat(e, corr, id);
+    return e;
+  };
+  auto kernel = [&](absl::string_view name, int64_t at, uint64_t id) {
+    auto* k = gpu.AddEvent(stream, gpu.EventMetadataId(name), kT0 + at, 1'000'000);
+    gpu.AddStat(k, gcorr, id);
+    gpu.AddEvent(derived, gpu.EventMetadataId(name), kT0 + at, 1'000'000);  // never counted
+  };
+  launch("cudaLaunchKernel", 1'000'000, 5'000, 1);  // a collective's launch
+  kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2'000'000, 1);
+  launch("cudaLaunchKernel", 3'000'000, 5'000, 2);  // a compute kernel's launch
+  kernel("volta_sgemm_128x64_nn", 3'500'000, 2);
+  launch("ncclAllGather", 10'000'000, 50'000, 3);
+  launch("cudaLaunchKernel", 10'010'000, 5'000, 4);  // inside ncclAllGather
+  kernel("ncclDevKernel_AllGather_RING_LL", 11'000'000, 4);
+  auto* b = launch("ncclBroadcast", 20'000'000, 5'000, 5);  // launched, never completed
+  host.AddStat(b, host.StatMetadataId("kernel_name"), "ncclDevKernel_Broadcast_RING_LL");
+  launch("ncclGroupEnd", 21'000'000, 5'000, 6);
+  launch("cudaLaunchKernel", 30'000'000, 5'000, 7);  // a second all-reduce of the step
+  kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 31'000'000, 7);
+
+  const RankCollectives r = ReadRankCollectives(space, Matcher());
+  ASSERT_EQ(r.entered.size(), 4u);
+  EXPECT_EQ(r.entered[0].id, (CollectiveId{7, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(r.entered[1].id, (CollectiveId{7, CollectiveKind::kAllGather, 1}));
+  EXPECT_EQ(r.entered[1].time_ns, kT0 + 10'000'000);  // the NCCL call, not the launch in it
+  EXPECT_EQ(r.entered[2].id, (CollectiveId{7, CollectiveKind::kBroadcast, 1}));
+  EXPECT_EQ(r.entered[3].id, (CollectiveId{7, CollectiveKind::kAllReduce, 2}));
+  ASSERT_EQ(r.completed.size(), 3u);
+  EXPECT_EQ(r.completed[0].id, (CollectiveId{7, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(r.completed[1].id, (CollectiveId{7, CollectiveKind::kAllGather, 1}));
+  EXPECT_EQ(r.completed[1].time_ns, kT0 + 12'000'000);
+  EXPECT_EQ(r.completed[2].id, (CollectiveId{7, CollectiveKind::kAllReduce, 2}));
+  EXPECT_TRUE(r.has_step_markers);
+}
+
+TEST(HangVerdictTest, WithoutStepMarkersCollectivesAreCountedOverTheWindow) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, kT0, kT0 + kStep);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
+  auto* thread = host.AddLine(1, "main", kT0);
+  for (int i = 0; i < 3; ++i) {
+    host.AddEvent(thread, host.EventMetadataId("ncclAllReduce"), kT0 + i * 1'000'000, 1'000);
+  }
+  const RankCollectives r = ReadRankCollectives(space, Matcher());
+  EXPECT_FALSE(r.has_step_markers);
+  ASSERT_EQ(r.entered.size(), 3u);
+  EXPECT_EQ(r.entered[2].id, (CollectiveId{-1, CollectiveKind::kAllReduce, 3}));
+  EXPECT_EQ(FormatCollectiveId(r.entered[2].id),
+            "all-reduce #3 (counted over the window: no step markers)");
+}
+
+TEST(HangVerdictTest, CollectiveKindsByName) {
+  struct Case {
+    const char* name;
+    std::optional<CollectiveKind> kind;
+  };
+  const Case cases[] = {
+      {"ncclAllReduce", CollectiveKind::kAllReduce},
+      {"nccl:all_reduce", CollectiveKind::kAllReduce},
+      {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", CollectiveKind::kAllReduce},
+      {"all-reduce.3", CollectiveKind::kAllReduce},
+      {"all-reduce-start.3", std::nullopt},
+      {"ncclAllGather", CollectiveKind::kAllGather},
+      {"ncclReduceScatter", CollectiveKind::kReduceScatter},
+      {"ncclBroadcast", CollectiveKind::kBroadcast},
+      {"ncclReduce", CollectiveKind::kReduce},
+      {"ncclDevKernel_Reduce_Sum_f32_RING_LL", CollectiveKind::kReduce},
+      {"ncclSend", CollectiveKind::kSendRecv},
+      {"ncclRecv", CollectiveKind::kSendRecv},
+      {"ncclDevKernel_SendRecv", CollectiveKind::kSendRecv},
+      {"alltoall", CollectiveKind::kAllToAll},
+      {"collective-permute.1", CollectiveKind::kCollectivePermute},
+      {"ncclGroupEnd", std::nullopt},
+      {"ncclCommInitRank", std::nullopt},
+      {"volta_sgemm_128x64_nn", std::nullopt},
+  };
+  for (const Case& c : cases) EXPECT_EQ(CollectiveKindOfName(c.name), c.kind) << c.name;
+}
+
+TEST(HangVerdictTest, FormatsUtc) {
+  // 2026-12-02 12:01:07.123456789 UTC
+  const int64_t ns = int64_t{1'796'212'867} * 1'000'000'000 + 123'456'789;
+  EXPECT_EQ(FormatUtcTime(ns), "12:01:07.123 UTC");
+  EXPECT_EQ(FormatUtcIso(ns), "2026-12-02T12:01:07.123Z");
+}
+
+}  // namespace
+}  // namespace profctl::analysis
