@@ -387,8 +387,14 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
       out.role = HangRank::Role::kUnknown;
       continue;
     }
-    ++traced;
+    out.has_trace = true;
     const RankCollectives& t = *in.trace;
+    if (t.entered.empty() && t.completed.empty()) {
+      // Nothing to judge it by: a trace of steps only never counts as "never entered".
+      out.role = HangRank::Role::kUnknown;
+      continue;
+    }
+    ++traced;
     for (const CollectiveAt& c : t.entered) states[i].entered[c.id] = c.time_ns - in.offset_ns;
     for (const CollectiveAt& c : t.completed) {
       states[i].completed[c.id] = c.time_ns - in.offset_ns;
@@ -409,7 +415,7 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
     window_end = std::min(window_end, t.window_end_ns - in.offset_ns);
   }
   if (traced == 0) {
-    report.summary = "no hang verdict: no rank has a trace";
+    report.summary = "no hang verdict: no rank has a trace with collectives";
     return report;
   }
 
@@ -442,7 +448,7 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
   const int64_t since = best->second.second;
   const std::string what = FormatCollectiveId(x);
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].trace.has_value() && states[i].completed.contains(x)) {
+    if (states[i].completed.contains(x)) {
       report.summary = absl::StrCat("no hang: ", ranks[i].host, " completed ", what,
                                     ", which other ranks had not yet");
       return report;
@@ -466,11 +472,11 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
 
   report.collective = x;
   report.waiting_since_ns = since;
-  std::vector<std::string> blamed, unknown;
+  std::vector<std::string> blamed, unknown, empty;
   for (size_t i = 0; i < ranks.size(); ++i) {
     HangRank& r = report.ranks[i];
     if (r.role == HangRank::Role::kUnknown) {
-      unknown.push_back(RankName(r));
+      (r.has_trace ? empty : unknown).push_back(RankName(r));
       continue;
     }
     if (states[i].entered.contains(x)) {
@@ -484,19 +490,24 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
   const std::string waiters =
       absl::StrCat(report.waiting_ranks, report.waiting_ranks == 1 ? " rank waits" : " ranks wait",
                    " in it since ", FormatUtcTime(since));
-  const std::string no_trace = unknown.empty() ? ""
-                                               : absl::StrCat("; no trace from ", NameList(unknown),
-                                                              " (unknown, not judged)");
+  std::string no_trace = unknown.empty() ? ""
+                                         : absl::StrCat("; no trace from ", NameList(unknown),
+                                                        " (unknown, not judged)");
+  if (!empty.empty()) {
+    absl::StrAppend(&no_trace, "; no collective in the trace of ", NameList(empty),
+                    " (unknown, not judged)");
+  }
   if (!blamed.empty()) {
     report.verdict = HangVerdictKind::kHung;
     report.summary =
         absl::StrCat(NameList(blamed), " never entered ", what, "; ", waiters, no_trace);
   } else {
     report.verdict = HangVerdictKind::kAllWaiting;
+    unknown.insert(unknown.end(), empty.begin(), empty.end());
     report.summary = absl::StrCat(
         "every rank with a trace waits in ", what, " since ", FormatUtcTime(since),
         unknown.empty() ? "; none is missing from it (the hang is inside the collective)"
-                        : absl::StrCat("; no trace from ", NameList(unknown),
+                        : absl::StrCat("; no trace (or no collective) from ", NameList(unknown),
                                        " (unknown: it may be the one missing)"));
   }
   return report;

@@ -127,11 +127,12 @@ struct HangRank {
     kOther = 0,     // no verdict, or it passed the collective (not reached in a verdict)
     kWaiting,       // entered the verdict's collective and did not complete it
     kNeverEntered,  // never entered it: blamed
-    kUnknown,       // no trace
+    kUnknown,       // no trace, or no collective in it: cannot be judged
   };
   std::string host;
   int64_t rank = 0;
   Role role = Role::kOther;
+  bool has_trace = false;
   std::optional<CollectiveAt> last_entered;
   std::optional<CollectiveAt> last_completed;
 };
@@ -152,7 +153,8 @@ struct HangReport {
 // ranks wait in it (entered, not completed at the end of their window; of the collectives ranks
 // wait in, the one most ranks wait in, ties to the earliest entry), no rank completed it, no
 // rank completed any collective or ended a step after the earliest waiter entered it, and the
-// waiters waited long enough (HangOptions). Ranks without a trace are unknown, never blamed.
+// waiters waited long enough (HangOptions). Ranks without a trace, or whose trace holds no
+// collective at all (a collector that keeps steps only), are unknown, never blamed.
 HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions& options = {});
 
 // "12:01:07.123 UTC" for ns since the epoch; FormatUtcIso: "2026-11-27T12:01:07.123Z".

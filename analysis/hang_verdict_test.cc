@@ -213,11 +213,33 @@ TEST(HangVerdictTest, AHostWithoutATraceIsUnknownNeverBlamed) {
   EXPECT_EQ(all.waiting_ranks, 2);
   EXPECT_EQ(all.ranks[1].role, HangRank::Role::kUnknown);
   EXPECT_THAT(all.summary, HasSubstr("every rank with a trace waits in all-reduce #1 of step 5"));
-  EXPECT_THAT(all.summary, HasSubstr("no trace from worker-1 (rank 1) (unknown: it may be"));
+  EXPECT_THAT(all.summary,
+              HasSubstr("no trace (or no collective) from worker-1 (rank 1) (unknown: it may be"));
 
   const HangReport none = JudgeHang({NoTrace(0), NoTrace(1)});
   EXPECT_EQ(none.verdict, HangVerdictKind::kNone);
-  EXPECT_EQ(none.summary, "no hang verdict: no rank has a trace");
+  EXPECT_EQ(none.summary, "no hang verdict: no rank has a trace with collectives");
+}
+
+TEST(HangVerdictTest, ATraceWithoutCollectivesIsUnknownNeverBlamed) {
+  // Rank 2's trace holds steps only (a cupti snapshot): it cannot have "never entered".
+  XSpace steps_only;
+  xspace::SetProfileWindow(&steps_only, kT0, kHangEnd);
+  xspace::XPlaneBuilder host(steps_only.add_planes(), 1, xspace::kHostPlaneName, kT0);
+  auto* line = host.AddLine(1, "pid 9 tid 9", kT0);
+  for (int64_t s = 0; s < kSteps; ++s) {
+    host.AddEvent(line, host.EventMetadataId(absl::StrCat("step ", s)), StepStart(s), kStep);
+  }
+  const HangReport h =
+      JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                 Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd)), Input(2, steps_only)});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.ranks[2].role, HangRank::Role::kUnknown);
+  EXPECT_TRUE(h.ranks[2].has_trace);
+  EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) never entered all-reduce #1 of step 5; 1 "
+                                   "rank waits in it since "));
+  EXPECT_THAT(h.summary, HasSubstr("; no collective in the trace of worker-2 (rank 2) (unknown, "
+                                   "not judged)"));
 }
 
 TEST(HangVerdictTest, EntriesFromLaunchesAndTheLightLevelsKernelName) {
