@@ -8,11 +8,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "analysis/hang_verdict.h"
 #include "analysis/host_trace.h"
 
 namespace profctl::analysis {
@@ -232,6 +234,9 @@ struct PodBreakdown {
   // Steps on every host (PodStep::on_every_host): what pod_step_time and what_if are over.
   int64_t steps_on_every_host = 0;
   std::vector<std::string> warnings;
+  // The hang verdict over the same traces (hang_verdict.h), set by whoever had the traces
+  // decoded (BuildPodBreakdown never sets it): absent when it was not judged.
+  std::optional<HangReport> hang;
 };
 
 // Steps are matched across hosts by step number and start time (a host whose step of that

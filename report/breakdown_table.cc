@@ -196,6 +196,41 @@ void AppendStepSection(std::string* out, const PodBreakdown& b, const Columns& c
   }
 }
 
+// The hang verdict, when there is one: the sentence, then where each rank stood (the ranks
+// never entered first, then the unknown ones, then the waiters; at most kMaxHangRanks).
+void AppendHang(std::string* out, const PodBreakdown& b, const TableOptions& opt) {
+  if (!b.hang.has_value() || b.hang->verdict == analysis::HangVerdictKind::kNone) return;
+  const analysis::HangReport& h = *b.hang;
+  absl::StrAppend(out, "hang: ", Printable(h.summary), "\n");
+  constexpr size_t kMaxHangRanks = 8;
+  const auto at = [](const std::optional<analysis::CollectiveAt>& c) {
+    return c.has_value() ? absl::StrCat(analysis::FormatCollectiveId(c->id), " at ",
+                                        analysis::FormatUtcTime(c->time_ns))
+                         : std::string("none");
+  };
+  size_t shown = 0;
+  for (const analysis::HangRank::Role role :
+       {analysis::HangRank::Role::kNeverEntered, analysis::HangRank::Role::kUnknown,
+        analysis::HangRank::Role::kWaiting}) {
+    for (const analysis::HangRank& r : h.ranks) {
+      if (r.role != role || shown++ >= kMaxHangRanks) continue;
+      if (role == analysis::HangRank::Role::kUnknown) {
+        absl::StrAppendFormat(out, "  %s (rank %d): %s\n", ShortHost(r.host, opt.max_host_width),
+                              r.rank, r.has_trace ? "no collective in its trace" : "no trace");
+        continue;
+      }
+      absl::StrAppendFormat(out, "  %s (rank %d) %s: last entered %s; last completed %s\n",
+                            ShortHost(r.host, opt.max_host_width), r.rank,
+                            role == analysis::HangRank::Role::kWaiting ? "waits" : "never entered",
+                            at(r.last_entered), at(r.last_completed));
+    }
+  }
+  if (shown > kMaxHangRanks) {
+    absl::StrAppend(out, "  ... ", shown - kMaxHangRanks, " more ranks in ", kBreakdownJsonFile,
+                    "\n");
+  }
+}
+
 void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
                   const TableOptions& opt) {
   // Who straggles and why.
@@ -235,6 +270,8 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
                           FormatMs(PerStep(what_if.median_pace_cost_ns, what_if.steps)),
                           Percent(what_if.median_pace_cost_ns, what_if.pod_time_ns));
   }
+
+  AppendHang(out, b, opt);
 
   // Every host that stands out, the straggler or not.
   if (!b.outliers.empty()) {

@@ -362,6 +362,102 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.EndObject();
 }
 
+// The collective's identity: {"step", "kind", "index", "name"} (step -1: no step markers).
+void WriteCollectiveId(JsonOut& j, const analysis::CollectiveId& id) {
+  j.Key("step");
+  j.Int(id.step);
+  j.Key("kind");
+  j.String(analysis::CollectiveKindName(id.kind));
+  j.Key("index");
+  j.Int(id.index);
+  j.Key("name");
+  j.String(analysis::FormatCollectiveId(id));
+}
+
+void WriteCollectiveAt(JsonOut& j, const std::optional<analysis::CollectiveAt>& c) {
+  if (!c.has_value()) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  WriteCollectiveId(j, c->id);
+  j.Key("time_ns");
+  j.Int(c->time_ns);
+  j.Key("time_utc");
+  j.String(analysis::FormatUtcIso(c->time_ns));
+  j.EndObject();
+}
+
+void WriteRanksOfRole(JsonOut& j, const analysis::HangReport& h, analysis::HangRank::Role role) {
+  j.BeginArray();
+  for (const analysis::HangRank& r : h.ranks) {
+    if (r.role != role) continue;
+    j.BeginObject();
+    j.Key("host");
+    j.String(r.host);
+    j.Key("rank");
+    j.Int(r.rank);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+// "hang": the hang verdict (docs/breakdown-schema.md).
+void WriteHangJson(JsonOut& j, const analysis::HangReport& h) {
+  const bool verdict = h.verdict != analysis::HangVerdictKind::kNone;
+  j.BeginObject();
+  j.Key("verdict");
+  j.String(analysis::HangVerdictKindName(h.verdict));
+  j.Key("summary");
+  j.String(h.summary);
+  j.Key("hung_ranks");
+  WriteRanksOfRole(j, h, analysis::HangRank::Role::kNeverEntered);
+  j.Key("unknown_ranks");
+  WriteRanksOfRole(j, h, analysis::HangRank::Role::kUnknown);
+  j.Key("waiting_ranks");
+  j.Int(h.waiting_ranks);
+  j.Key("waiting_since_ns");
+  if (verdict) {
+    j.Int(h.waiting_since_ns);
+  } else {
+    j.Null();
+  }
+  j.Key("waiting_since_utc");
+  if (verdict) {
+    j.String(analysis::FormatUtcIso(h.waiting_since_ns));
+  } else {
+    j.Null();
+  }
+  j.Key("collective");
+  if (verdict) {
+    j.BeginObject();
+    WriteCollectiveId(j, h.collective);
+    j.EndObject();
+  } else {
+    j.Null();
+  }
+  j.Key("ranks");
+  j.BeginArray();
+  for (const analysis::HangRank& r : h.ranks) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(r.host);
+    j.Key("rank");
+    j.Int(r.rank);
+    j.Key("role");
+    j.String(analysis::HangRoleName(r.role));
+    j.Key("has_trace");
+    j.Bool(r.has_trace);
+    j.Key("last_entered");
+    WriteCollectiveAt(j, r.last_entered);
+    j.Key("last_completed");
+    WriteCollectiveAt(j, r.last_completed);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+}
+
 }  // namespace
 
 std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
@@ -425,6 +521,10 @@ std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& 
     j.EndObject();
   }
   j.EndArray();
+  if (b.hang.has_value()) {
+    j.Key("hang");
+    WriteHangJson(j, *b.hang);
+  }
   j.Key("warnings");
   Strings(j, b.warnings);
   j.Key("files");

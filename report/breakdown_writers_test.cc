@@ -675,5 +675,90 @@ TEST(BreakdownOutputsTest, NamesEachFileOnce) {
   EXPECT_EQ(outputs[2].render(b, ctx), HtmlReport(b, ctx));
 }
 
+// --- The hang verdict (analysis/hang_verdict.h) -------------------------------------------------
+
+// worker-1 never entered all-reduce #1 of step 5, worker-0 waits in it, worker-2 has no trace.
+analysis::HangReport MakeHang() {
+  using analysis::CollectiveId;
+  using analysis::CollectiveKind;
+  using analysis::HangRank;
+  const int64_t since = int64_t{1'796'212'867} * 1'000'000'000 + 123 * kMs;  // 12:01:07.123 UTC
+  analysis::HangReport h;
+  h.verdict = analysis::HangVerdictKind::kHung;
+  h.collective = CollectiveId{5, CollectiveKind::kAllReduce, 1};
+  h.waiting_ranks = 1;
+  h.waiting_since_ns = since;
+  h.summary =
+      "worker-1 (rank 1) never entered all-reduce #1 of step 5; 1 rank waits in it since "
+      "12:01:07.123 UTC";
+  const analysis::CollectiveAt step4{CollectiveId{4, CollectiveKind::kAllReduce, 1}, since - 70};
+  h.ranks.push_back({"worker-0", 0, HangRank::Role::kWaiting, true,
+                     analysis::CollectiveAt{h.collective, since}, step4});
+  h.ranks.push_back({"worker-1", 1, HangRank::Role::kNeverEntered, true, step4, step4});
+  h.ranks.push_back({"worker-2", 2, HangRank::Role::kUnknown, false, std::nullopt, std::nullopt});
+  return h;
+}
+
+TEST(BreakdownHangTest, JsonNamesTheHungRanksTheWaitersAndWhereEachStood) {
+  PodBreakdown b = MakePod(3, 5);
+  EXPECT_FALSE(Parse(BreakdownJson(b, Context())).fields().contains("hang"));  // not judged
+  b.hang = MakeHang();
+  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct& hang = Field(doc, "hang").struct_value();
+  EXPECT_EQ(Field(hang, "verdict").string_value(), "hung");
+  EXPECT_EQ(Field(hang, "summary").string_value(), b.hang->summary);
+  const auto& hung = Field(hang, "hung_ranks").list_value().values();
+  ASSERT_EQ(hung.size(), 1);
+  EXPECT_EQ(Field(hung[0].struct_value(), "host").string_value(), "worker-1");
+  EXPECT_EQ(Field(hung[0].struct_value(), "rank").number_value(), 1);
+  const auto& unknown = Field(hang, "unknown_ranks").list_value().values();
+  ASSERT_EQ(unknown.size(), 1);
+  EXPECT_EQ(Field(unknown[0].struct_value(), "host").string_value(), "worker-2");
+  EXPECT_EQ(Field(hang, "waiting_ranks").number_value(), 1);
+  EXPECT_EQ(Field(hang, "waiting_since_utc").string_value(), "2026-12-02T12:01:07.123Z");
+  const Struct& collective = Field(hang, "collective").struct_value();
+  EXPECT_EQ(Field(collective, "step").number_value(), 5);
+  EXPECT_EQ(Field(collective, "kind").string_value(), "all-reduce");
+  EXPECT_EQ(Field(collective, "index").number_value(), 1);
+  EXPECT_EQ(Field(collective, "name").string_value(), "all-reduce #1 of step 5");
+  const auto& ranks = Field(hang, "ranks").list_value().values();
+  ASSERT_EQ(ranks.size(), 3);
+  EXPECT_EQ(Field(ranks[1].struct_value(), "role").string_value(), "never_entered");
+  const Struct& entered = Field(ranks[1].struct_value(), "last_entered").struct_value();
+  EXPECT_EQ(Field(entered, "step").number_value(), 4);
+  EXPECT_EQ(Field(ranks[2].struct_value(), "role").string_value(), "unknown");
+  EXPECT_FALSE(Field(ranks[2].struct_value(), "has_trace").bool_value());
+  EXPECT_TRUE(Field(ranks[1].struct_value(), "has_trace").bool_value());
+  EXPECT_EQ(Field(ranks[2].struct_value(), "last_entered").kind_case(), Value::kNullValue);
+
+  // Judged, no hang: the object says so, with nulls where a verdict would be.
+  b.hang->verdict = analysis::HangVerdictKind::kNone;
+  b.hang->summary = "no hang: every collective a rank entered completed in the window";
+  const Struct none = Field(Parse(BreakdownJson(b, Context())), "hang").struct_value();
+  EXPECT_EQ(Field(none, "verdict").string_value(), "none");
+  EXPECT_EQ(Field(none, "collective").kind_case(), Value::kNullValue);
+  EXPECT_EQ(Field(none, "waiting_since_ns").kind_case(), Value::kNullValue);
+}
+
+TEST(BreakdownHangTest, TableSaysTheVerdictAfterTheStragglerOnlyWhenThereIsOne) {
+  PodBreakdown b = MakePod(3, 5);
+  b.hang = MakeHang();
+  const std::string table = FormatBreakdownTable(b, Context());
+  const size_t straggler = table.find("straggler: ");
+  const size_t hang = table.find(
+      "hang: worker-1 (rank 1) never entered all-reduce #1 of step 5; "
+      "1 rank waits in it since 12:01:07.123 UTC\n");
+  ASSERT_NE(hang, std::string::npos) << table;
+  EXPECT_LT(straggler, hang);
+  EXPECT_THAT(table, HasSubstr("  worker-1 (rank 1) never entered: last entered all-reduce #1 of "
+                               "step 4 at 12:01:07.122 UTC; last completed all-reduce #1 of step "
+                               "4 at 12:01:07.122 UTC\n"));
+  EXPECT_THAT(table, HasSubstr("  worker-2 (rank 2): no trace\n"));
+  EXPECT_THAT(table, HasSubstr("  worker-0 (rank 0) waits: last entered all-reduce #1 of step 5 "
+                               "at 12:01:07.123 UTC"));
+  b.hang->verdict = analysis::HangVerdictKind::kNone;
+  EXPECT_THAT(FormatBreakdownTable(b, Context()), Not(HasSubstr("\nhang: ")));
+}
+
 }  // namespace
 }  // namespace profctl::report

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -895,6 +896,58 @@ std::vector<size_t> ReportStepIndices(const analysis::PodBreakdown& breakdown) {
   return out;
 }
 
+namespace {
+
+// The hang verdict's section (id "hang"), only when there is one, above the answer: its sentence
+// and where each rank stood. Drawn here, without the script; every name is escaped.
+std::string HangSection(const analysis::PodBreakdown& breakdown) {
+  if (!breakdown.hang.has_value() || breakdown.hang->verdict == analysis::HangVerdictKind::kNone) {
+    return "";
+  }
+  const analysis::HangReport& h = *breakdown.hang;
+  std::string out = "<section id=\"hang\">\n<h2>Hang</h2>\n<p class=\"straggler\"><strong>";
+  AppendHtmlEscaped(&out, h.summary);
+  out.append(
+      "</strong></p>\n<table>\n<thead><tr><th>rank</th><th>host</th><th>role</th>"
+      "<th>last entered</th><th>last completed</th></tr></thead>\n<tbody>\n");
+  const auto cell = [&out](const std::optional<analysis::CollectiveAt>& c) {
+    out.append("<td>");
+    if (c.has_value()) {
+      AppendHtmlEscaped(&out, absl::StrCat(analysis::FormatCollectiveId(c->id), " at ",
+                                           analysis::FormatUtcTime(c->time_ns)));
+    } else {
+      out.append("none");
+    }
+    out.append("</td>");
+  };
+  // The bound of the page: the ranks blamed, unknown and waiting are all listed up to this many.
+  constexpr size_t kMaxRows = 64;
+  size_t rows = 0;
+  for (const analysis::HangRank& r : h.ranks) {
+    if (r.role == analysis::HangRank::Role::kOther || rows++ >= kMaxRows) continue;
+    absl::StrAppend(&out, "<tr><td>", r.rank, "</td><td>");
+    AppendHtmlEscaped(&out, r.host);
+    out.append("</td><td>");
+    AppendHtmlEscaped(&out, r.role == analysis::HangRank::Role::kNeverEntered ? "never entered"
+                            : r.role == analysis::HangRank::Role::kWaiting    ? "waits"
+                            : r.has_trace ? "no collective in its trace"
+                                          : "no trace");
+    out.append("</td>");
+    cell(r.last_entered);
+    cell(r.last_completed);
+    out.append("</tr>\n");
+  }
+  out.append("</tbody>\n</table>\n");
+  if (rows > kMaxRows) {
+    absl::StrAppend(&out, "<p>", rows - kMaxRows, " more ranks in ", kBreakdownJsonFile,
+                    " (\"hang\").</p>\n");
+  }
+  out.append("</section>\n");
+  return out;
+}
+
+}  // namespace
+
 std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownContext& context) {
   return HtmlReport(breakdown, context, {});
 }
@@ -914,7 +967,12 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
   out.append("</title>\n<meta name=\"generator\" content=\"profctl ");
   AppendHtmlEscaped(&out, kVersion);
   out.append("\">\n");
-  out.append(kStyleAndCatcher);
+  // The hang section goes above the answer.
+  const std::string_view frame = kStyleAndCatcher;
+  const size_t answer = frame.find("<section id=\"answer\">");
+  out.append(frame.substr(0, answer));
+  out.append(HangSection(breakdown));
+  out.append(frame.substr(answer));
   out.append("<script type=\"application/json\" id=\"breakdown-data\">\n");
   AppendJsonForScript(&out, json);
   out.append("</script>\n<script type=\"application/json\" id=\"series-data\">\n");

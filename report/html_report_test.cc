@@ -692,5 +692,31 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   EXPECT_NO_TEXT(empty.dom, "<table id=\"tool-kernels\">");
 }
 
+TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
+  PodBreakdown b = MakePod(Workers(), 3);
+  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
+  analysis::HangReport h;
+  h.verdict = analysis::HangVerdictKind::kHung;
+  h.waiting_ranks = 1;
+  h.summary = "<img src=x> (rank 1) never entered all-reduce #1 of step 5; 1 rank waits in it";
+  const analysis::CollectiveAt at{{5, analysis::CollectiveKind::kAllReduce, 1}, 0};
+  h.ranks.push_back({"w&0", 0, analysis::HangRank::Role::kWaiting, true, at, std::nullopt});
+  h.ranks.push_back({"<img src=x>", 1, analysis::HangRank::Role::kNeverEntered, true, std::nullopt,
+                     std::nullopt});
+  b.hang = h;
+  const std::string html = HtmlReport(b, Context(Workers()));
+  const size_t section = html.find("<section id=\"hang\">");
+  ASSERT_NE(section, std::string::npos);
+  EXPECT_LT(section, html.find("<section id=\"answer\">"));  // above the answer
+  EXPECT_NO_TEXT(html, "<img");
+  EXPECT_TEXT(html, "<strong>&lt;img src=x&gt; (rank 1) never entered all-reduce #1 of step 5");
+  EXPECT_TEXT(html,
+              "<tr><td>0</td><td>w&amp;0</td><td>waits</td><td>all-reduce #1 of step 5 at "
+              "00:00:00.000 UTC</td><td>none</td></tr>");
+  EXPECT_TEXT(html, "<tr><td>1</td><td>&lt;img src=x&gt;</td><td>never entered</td>");
+  b.hang->verdict = analysis::HangVerdictKind::kNone;
+  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
+}
+
 }  // namespace
 }  // namespace profctl::report

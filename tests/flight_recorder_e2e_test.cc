@@ -132,7 +132,8 @@ TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost)
 
 // Hang detection (docs/flight-recorder.md, "Hangs"): rank 1 of 3 never enters the all-reduce of a
 // given step; every rank's steps stop (the others wait in it), and each agent's GetStepSignal
-// reports its source stalled once --hang-factor times the median step passed, not before.
+// reports its source stalled once --hang-factor times the median step passed, not before. Then
+// `capture --last` names rank 1 as never entering it, and the 2 waiters ("Hang verdict").
 TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
   RealClock clock;
   const testkit::TempDir tmp;
@@ -146,16 +147,19 @@ TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
   constexpr int kFactor = 5;
   coordinator::LocalAgents agents(scratch);
   std::vector<std::unique_ptr<v1::AgentService::Stub>> stubs;
+  std::vector<std::string> workers;
   for (int r = 0; r < 3; ++r) {
     const std::string port_file = absl::StrCat(scratch, "/agent-", r, ".port");
     ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
                              {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                               absl::StrCat("--name=worker-", r), "--log-level=warn",
                               absl::StrCat("--synthetic=", job, ",rank=", r),
-                              absl::StrCat("--hang-factor=", kFactor)}),
+                              absl::StrCat("--hang-factor=", kFactor), "--flight-recorder=5",
+                              "--flight-recorder-mb=16"}),
                 IsOk());
     absl::StatusOr<int> port = agents.WaitForPort(static_cast<size_t>(r), port_file, clock);
     ASSERT_THAT(port, IsOk());
+    workers.push_back(testkit::LoopbackAddress(*port));
     stubs.push_back(v1::AgentService::NewStub(
         grpc::CreateChannel(testkit::LoopbackAddress(*port), grpc::InsecureChannelCredentials())));
   }
@@ -185,6 +189,58 @@ TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
                 0.05 * static_cast<double>(period));
     EXPECT_GT(stall.stalled_for_ns(), kFactor * stall.median_step_ns());
   }
+
+  // The stall says that the job hangs; a snapshot of the past says who (docs/flight-recorder.md,
+  // "Hang verdict"): rank 1 never entered the hung step's all-reduce, ranks 0 and 2 wait in it.
+  const std::string logdir = scratch + "/logs";
+  const std::string session_dir = logdir + "/plugins/profile/hung";
+  v1::SessionManifest m;
+  std::string output;
+  const int rc =
+      testkit::CaptureInProcess({"capture", "--workers=" + absl::StrJoin(workers, ","), "--last=2s",
+                                 "--session=hung", "--logdir=" + logdir, "--tolerance=500"},
+                                session_dir, clock, &m, &output);
+  EXPECT_EQ(rc, coordinator::kExitOk) << output;
+  const int64_t hung_step = k_hang % kStepNumModulus;
+  const std::string collective = absl::StrCat("all-reduce #1 of step ", hung_step);
+  EXPECT_THAT(output, HasSubstr(absl::StrCat("hang: worker-1 (rank 1) never entered ", collective,
+                                             "; 2 ranks wait in it since ")));
+  EXPECT_THAT(output, HasSubstr("  worker-0 (rank 0) waits: last entered " + collective));
+  EXPECT_THAT(output, HasSubstr("  worker-2 (rank 2) waits: last entered " + collective));
+  absl::StatusOr<std::string> json = ReadFile(session_dir + "/pod_step_breakdown.json");
+  ASSERT_THAT(json, IsOk());
+  google::protobuf::Struct doc;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*json, &doc), IsOk());
+  ASSERT_TRUE(doc.fields().contains("hang")) << *json;
+  const auto& hang = doc.fields().at("hang").struct_value().fields();
+  EXPECT_EQ(hang.at("verdict").string_value(), "hung");
+  const auto& hung = hang.at("hung_ranks").list_value().values();
+  ASSERT_EQ(hung.size(), 1);
+  EXPECT_EQ(hung[0].struct_value().fields().at("host").string_value(), "worker-1");
+  EXPECT_EQ(hung[0].struct_value().fields().at("rank").number_value(), 1);
+  EXPECT_EQ(hang.at("waiting_ranks").number_value(), 2);
+  const auto& id = hang.at("collective").struct_value().fields();
+  EXPECT_EQ(id.at("step").number_value(), static_cast<double>(hung_step));
+  EXPECT_EQ(id.at("kind").string_value(), "all-reduce");
+  EXPECT_EQ(id.at("index").number_value(), 1);
+  // The waiters entered it when the model launched it: the hung step's start plus its input and
+  // compute, well before the stall was reported.
+  const auto since = static_cast<int64_t>(hang.at("waiting_since_ns").number_value());
+  EXPECT_GT(since, model.StepStartNs(k_hang));
+  EXPECT_LT(since, model.StepStartNs(k_hang) + period);
+  absl::StatusOr<std::string> html = ReadFile(session_dir + "/report.html");
+  ASSERT_THAT(html, IsOk());
+  EXPECT_THAT(*html, HasSubstr("<section id=\"hang\">"));
+
+  // `profctl analyze` on the saved session judges it again, from the files alone.
+  v1::SessionManifest unused;
+  std::string analyzed;
+  EXPECT_EQ(
+      testkit::CaptureInProcess({"analyze", session_dir}, session_dir, clock, &unused, &analyzed),
+      coordinator::kExitOk)
+      << analyzed;
+  EXPECT_THAT(analyzed, HasSubstr(absl::StrCat("hang: worker-1 (rank 1) never entered ", collective,
+                                               "; 2 ranks wait in it since ")));
 }
 
 }  // namespace

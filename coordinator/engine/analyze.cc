@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "analysis/hang_verdict.h"
 #include "analysis/readers/kineto_reader.h"
 #include "analysis/readers/trace_file.h"
 #include "analysis/readers/xspace_reader.h"
@@ -26,6 +27,7 @@
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
+#include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
@@ -201,6 +203,23 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
     in.offset_ns = h.clock().offset_ns();  // the session's alignment
     out->files.push_back(std::move(in));
   }
+  // The workers in the request's order, each with its saved trace, for the hang verdict.
+  std::vector<bool> taken(out->files.size(), false);
+  for (const std::string& address : m.request().workers()) {
+    AnalyzeInputs::Worker& w = out->workers.emplace_back();
+    w.host = address;
+    for (const profctl::v1::HostResult& h : m.hosts()) {
+      if (h.address() != address) continue;
+      w.host = h.host();
+      for (size_t i = 0; i < out->files.size(); ++i) {
+        if (taken[i] || out->files[i].host != h.host()) continue;
+        taken[i] = true;
+        w.file = static_cast<int>(i);
+        break;
+      }
+      break;
+    }
+  }
   if (out->files.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, ": the session saved no host's trace (see its session.json)"));
@@ -285,6 +304,19 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
   }();
   if (!trace.ok()) return trace.status();
   return analysis::SummarizeHost(*std::move(trace));
+}
+
+// An XSpace input decoded whole and reduced to its collectives for the hang verdict; absent
+// when it cannot be read (its summary's reader already said why).
+std::optional<analysis::RankCollectives> ReadCollectives(const TraceInput& in,
+                                                         const analysis::StepMatcher& matcher) {
+  if (in.format != Format::kXSpace) return std::nullopt;
+  absl::StatusOr<std::string> bytes = ReadFile(in.path);
+  if (!bytes.ok()) return std::nullopt;
+  DecodedTrace decoded;
+  if (!decoded.Parse(*bytes)) return std::nullopt;
+  bytes->clear();
+  return analysis::ReadRankCollectives(decoded.space(), matcher);
 }
 
 }  // namespace
@@ -410,11 +442,21 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
                             int jobs) {
   const size_t n = inputs.files.size();
   std::vector<std::optional<absl::StatusOr<analysis::HostSummary>>> done(n);
+  // The hang verdict's record of each input (a session folder's XSpace files only).
+  std::optional<analysis::StepMatcher> matcher;
+  if (!inputs.workers.empty()) {
+    absl::StatusOr<analysis::StepMatcher> m = analysis::StepMatcher::Create(options.step_pattern);
+    if (m.ok()) matcher = *std::move(m);
+  }
+  std::vector<std::optional<analysis::RankCollectives>> collectives(n);
   // Workers take the next input in order; results land in input order.
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       done[i] = SummarizeInput(inputs.files[i], options);
+      if (matcher.has_value() && done[i]->ok()) {
+        collectives[i] = ReadCollectives(inputs.files[i], *matcher);
+      }
     }
   };
   {
@@ -441,6 +483,18 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
   }
   result.breakdown = analysis::BuildPodBreakdown(summaries);
   absl::c_copy(result.warnings, std::back_inserter(result.breakdown.warnings));
+  if (matcher.has_value()) {
+    std::vector<analysis::HangRankInput> ranks;
+    for (const AnalyzeInputs::Worker& w : inputs.workers) {
+      analysis::HangRankInput& r = ranks.emplace_back();
+      r.host = w.host;
+      r.rank = static_cast<int64_t>(ranks.size()) - 1;
+      if (w.file < 0 || static_cast<size_t>(w.file) >= n) continue;
+      r.offset_ns = inputs.files[static_cast<size_t>(w.file)].offset_ns;
+      r.trace = std::move(collectives[static_cast<size_t>(w.file)]);
+    }
+    result.breakdown.hang = analysis::JudgeHang(ranks);
+  }
   return result;
 }
 

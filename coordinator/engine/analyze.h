@@ -36,6 +36,14 @@ struct AnalyzeInputs {
   // default) and its name.
   std::string session_dir;
   std::string session;
+  // A session folder only: every worker of its request, in order (a worker's rank is its
+  // position), with the index into `files` of its saved trace (-1: none, a failed host). The
+  // hang verdict is judged only over these (analysis/hang_verdict.h).
+  struct Worker {
+    std::string host;
+    int file = -1;
+  };
+  std::vector<Worker> workers;
 };
 
 // Expands the command line's paths: a session folder (session.json: per-host files and aligned
@@ -63,7 +71,9 @@ inline constexpr int kMaxAutoJobs = 4;
 int AnalyzeJobs(int requested, size_t inputs);
 
 // Reads and summarizes every input on `jobs` threads (0: AnalyzeJobs' default), then builds the
-// pod view. Hosts and errors come in input order.
+// pod view. Hosts and errors come in input order. For a session folder (`workers` not empty),
+// each XSpace is also decoded whole once on its thread and reduced to its collectives, and the
+// pod's hang verdict set in breakdown.hang (memory: one decoded trace per thread more).
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs = 0);
 

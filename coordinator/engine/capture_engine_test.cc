@@ -39,6 +39,7 @@ using ::profctl::testkit::FakeExecutor;
 using ::profctl::testkit::MemorySink;
 using ::profctl::v1::HostResult;
 using ::profctl::v1::SessionManifest;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 synthetic::SyntheticJobConfig Rank(int r, int world = 3) {
@@ -205,6 +206,9 @@ TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) 
     for (const HostResult& h : m.hosts()) {
       EXPECT_THAT(json.ok() ? *json : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
     }
+    // The hang verdict was judged, from kept traces or the ones read back for the pod trace.
+    EXPECT_THAT(sink_.files["pod_step_breakdown.json"],
+                ContainsRegex("\"hang\": *[{][^}]*\"verdict\": *\"none\""));
     return m;
   };
   const SessionManifest all_read = run("s0", 0);
