@@ -314,6 +314,10 @@ const std::vector<Setting>& Settings() {
           "`profctl capture --last` can take the past (0: off; docs/flight-recorder.md)"),
       Int("flight_recorder_mb", &AgentOptions::flight_recorder_mb,
           "the flight recorder's memory for the whole process, MiB (oldest steps dropped first)"),
+      Bool("flight_recorder_launches", &AgentOptions::flight_recorder_launches,
+           "with --flight-recorder: CUDA processes keep their NCCL launches for the hang verdict; "
+           "this holds each process's one CUPTI callback subscription, so torch.profiler, JAX/TF "
+           "or Nsight inside it cannot subscribe: =false keeps step ranges only (docs/cupti.md)"),
       Int("hang_factor", &AgentOptions::hang_factor,
           "K: a step source (synthetic; each CUDA process) is stalled when no step of it ended "
           "for K times its median step time (2..1000; GetStepSignal's stalls, /metrics; "

@@ -64,6 +64,10 @@ struct AgentOptions {
   // every collector that can (0: off), in at most flight_recorder_mb MiB for the whole process.
   int64_t flight_recorder_s = 0;
   int64_t flight_recorder_mb = 64;
+  // With a flight recorder: CUDA processes keep their NCCL launches (CUPTI's launch callbacks,
+  // the process's one callback subscription; docs/cupti.md). False: their step ranges only, so a
+  // framework profiler in the process can still subscribe.
+  bool flight_recorder_launches = true;
   // Hang detection (agent/hang_detector.h): a step source is stalled when no step of it ended for
   // hang_factor times its median step time (a whole number, 2..1000).
   int64_t hang_factor = 10;

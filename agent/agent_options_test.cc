@@ -234,6 +234,13 @@ TEST(AgentOptionsTest, FlightRecorderIsOffByDefaultWithBoundedPastAndMemory) {
   EXPECT_THAT(Parse({"--flight-recorder-mb=0"}).status().message(),
               HasSubstr("--flight-recorder-mb=0 is not in 1.."));
   EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--flight-recorder-mb"));
+  // The CUDA processes' NCCL launches: kept by default, off by flag or YAML.
+  EXPECT_TRUE(Parse({})->flight_recorder_launches);
+  EXPECT_FALSE(Parse({"--flight-recorder-launches=false"})->flight_recorder_launches);
+  AgentOptions n;
+  ASSERT_THAT(ApplyAgentConfigYaml("flight_recorder_launches: false\n", "agent.yaml", &n), IsOk());
+  EXPECT_FALSE(n.flight_recorder_launches);
+  EXPECT_THAT(Parse({"--help"})->help_text, HasSubstr("--flight-recorder-launches"));
 }
 
 TEST(AgentOptionsTest, TslSaveRootIsOffByDefaultAndMustBeAbsolute) {

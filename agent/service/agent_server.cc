@@ -50,7 +50,8 @@ const std::vector<CollectorFactory>& CollectorFactories() {
          return std::make_unique<cupti::CuptiCollector>(
              deps.inject_server,
              cupti::CuptiCollectorOptions{.hostname = plan.name.empty() ? deps.hostname : plan.name,
-                                          .clock_skew_ns = plan.clock_skew_ns},
+                                          .clock_skew_ns = plan.clock_skew_ns,
+                                          .recorder_launches = plan.recorder_launches},
              clock);
        }},
   };
@@ -109,6 +110,7 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
     plan.synthetic.rank = job.rank + i;
     plan.synthetic.clock_skew_ns = plan.clock_skew_ns;
     plan.synthetic_memo = memo;
+    plan.recorder_launches = options.flight_recorder_launches;
     plan.tsl.servers = options.tsl_local;
     plan.tsl.grace_ms = options.tsl_grace_ms;
     // The framework servers read the host's real clock; this endpoint's is skewed from it.

@@ -61,7 +61,8 @@ struct EndpointPlan {
   synthetic::SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
   // One for every endpoint of the process: their ranks are one job (synthetic::SyntheticStepMemo).
   std::shared_ptr<synthetic::SyntheticStepMemo> synthetic_memo;
-  TslCollectorOptions tsl;  // --tsl-local servers, with clock_skew_ns of this endpoint
+  TslCollectorOptions tsl;        // --tsl-local servers, with clock_skew_ns of this endpoint
+  bool recorder_launches = true;  // --flight-recorder-launches (the cupti collector's)
 };
 
 // Plans every endpoint of `options` (as validated by ParseAgentOptions). INVALID_ARGUMENT names

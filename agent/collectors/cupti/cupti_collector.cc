@@ -338,8 +338,9 @@ absl::Status CuptiCollector::StartRecorder(const RecorderLimits& limits, int64_t
     pulled_until_ns_ = now_wall_ns;
     recent_keys_.clear();
   }
-  // The processes keep their NCCL launches from now on (and those that connect later).
-  server_->SetCollectiveLaunches(true);
+  // The processes keep their NCCL launches from now on (and those that connect later), unless
+  // the agent leaves their CUPTI subscription to a framework profiler.
+  if (options_.recorder_launches) server_->SetCollectiveLaunches(true);
   return absl::OkStatus();
 }
 

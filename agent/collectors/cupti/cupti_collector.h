@@ -78,6 +78,8 @@ struct CuptiCollectorOptions {
   // Where the host's GPU table is read from (host_gpus.h): at the first Collect with data, and
   // again at later ones while it is empty or missing (the driver may load after the agent).
   std::string nvidia_gpus_dir = kNvidiaGpusProcDir;
+  // The flight recorder asks the processes for their NCCL launches too (false: steps only).
+  bool recorder_launches = true;
 };
 
 // How one process's CUDA ordinals map onto the host's device indices.

@@ -634,6 +634,26 @@ std::vector<std::string> SnapshotLaunches(const XSpace& space) {
   return out;
 }
 
+// --flight-recorder-launches=false: the recorder keeps steps only and never asks a process for
+// its launches, so the process's CUPTI subscription stays free for a framework profiler. The
+// first frame a process gets is then a capture's Enable, not Recorder.
+TEST_F(CuptiCollectorTest, RecorderWithoutLaunchesNeverAsksAProcessForThem) {
+  CuptiCollectorOptions options;
+  options.nvidia_gpus_dir = dir_.path() + "/no-nvidia-driver";
+  options.recorder_launches = false;
+  auto collector = std::make_unique<CuptiCollector>(server_.get(), options, &clock_);
+  auto early = Connect(10, 0);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  const int64_t w = clock_.WallNs();
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, w), IsOk());
+  auto late = Connect(20, 1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  ASSERT_THAT(collector->Prepare({"sess", w + kSec, 5 * kSec}), IsOk());
+  EXPECT_EQ(inject::GetText(early->ExpectEnable().session_id), "sess");
+  EXPECT_EQ(inject::GetText(late->ExpectEnable().session_id), "sess");
+  collector->Abort();
+}
+
 TEST_F(CuptiCollectorTest, RecorderKeepsNcclLaunchesOnTheirThreadsLineOnTheAgentsClock) {
   constexpr int64_t kSkew = -11'000'000;  // agent wall = CLOCK_REALTIME - 11 ms
   constexpr int64_t kMs = 1'000'000;
