@@ -153,7 +153,8 @@ std::optional<TraceInput> InputByContent(const std::string& path, const TraceKin
 }
 
 absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
-  // A manifest is about 1 KB per host: a larger file is not one, and would be parsed whole.
+  // A manifest holds 1-2 KB per host (a 10,000-host session's is ~20 MB): a larger file is not
+  // one, and would be read and parsed whole.
   constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
   const std::string manifest = JoinPath(dir, kManifestFileName);
   struct stat st {};
