@@ -314,7 +314,10 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
   // rendered again with it.
   HangRecords hang = KeptHangRecords(hosts, in, manifest);
   std::optional<analysis::HangReport> early_hang;
-  if (hang.all_ready()) early_hang = JudgePodHang(hosts, in, manifest, hang);
+  if (hang.all_ready()) {
+    early_hang = JudgePodHang(hosts, in, manifest, hang);
+    hang.matcher.reset();  // judged: the pod trace makes no records
+  }
   const bool judged = early_hang.has_value();
   std::unique_ptr<BreakdownJob> breakdown =
       BreakdownJob::Start(hosts, in, manifest, std::move(early_hang));
