@@ -98,7 +98,15 @@ class Numberer {
   std::optional<CollectiveId> Next(CollectiveKind kind, int64_t t) {
     int64_t step = -1;
     if (!steps_.empty()) {
-      const std::optional<int64_t> s = StepAt(steps_, t);
+      std::optional<int64_t> s = StepAt(steps_, t);
+      // After the last step ended: the step after it, which had not ended when the window did
+      // (a recorder that keeps finished steps only, as the cupti light level, has no marker of
+      // the step a rank hangs in; a capture's markers run to the window's end, cut).
+      if (!s.has_value() && t > steps_.back().end_ns && !steps_.back().cut &&
+          std::all_of(steps_.begin(), steps_.end(),
+                      [&](const StepSpan& x) { return x.end_ns < t; })) {
+        s = LastStep()->step + 1;
+      }
       if (!s.has_value()) return std::nullopt;
       step = *s;
     }
@@ -107,6 +115,11 @@ class Numberer {
   }
 
  private:
+  // The step with the highest number (steps_ is by start; numbers rise with it in a job).
+  const StepSpan* LastStep() const {
+    return &*std::max_element(steps_.begin(), steps_.end(),
+                              [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
+  }
   const std::vector<StepSpan>& steps_;
   std::map<std::pair<int64_t, CollectiveKind>, int64_t> counts_;
 };
@@ -273,6 +286,7 @@ RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matc
   out.median_step_ns = Median(std::move(durations));
 
   int64_t last_end = 0;
+  int64_t device_events = 0;
   // Device planes first: the collective kernels' correlation ids tell which launches are
   // collectives.
   struct Kernel {
@@ -293,6 +307,7 @@ RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matc
         const int64_t end = xspace::EventEndNs(base, line, e);
         last_end = std::max(last_end, end);
         if (!device || derived) continue;
+        ++device_events;
         const absl::string_view name = reader.EventName(e);
         if (!IsCollectiveDeviceOpName(name)) continue;
         const std::optional<CollectiveKind> kind = CollectiveKindOfName(name);
@@ -360,6 +375,22 @@ RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matc
       // A completion says it was entered, launch recorded or not (the window began after it).
       Keep(entered, *id, k.start_ns, /*earliest=*/true);
     }
+  }
+  // A trace with launches and no device activity at all (the cupti light level keeps NCCL
+  // launches, never kernels): a collective entered in a step that ended counts as completed at
+  // that step's end (the rank went on past it); one entered in the step running at the window's
+  // end stays open. A host's step end does not wait for its GPU, so this is when the rank went
+  // on, not when the kernel ended.
+  if (device_events == 0 && completed.empty() && !steps.empty()) {
+    absl::flat_hash_map<int64_t, const StepSpan*> by_num;
+    for (const StepSpan& st : steps) by_num[st.step] = &st;
+    for (const auto& [id, t] : entered) {
+      auto it = by_num.find(id.step);
+      if (it != by_num.end() && !it->second->cut && it->second->end_ns >= t) {
+        Keep(completed, id, it->second->end_ns, /*earliest=*/false);
+      }
+    }
+    out.completions_from_steps = !completed.empty();
   }
   out.entered = ByTime(entered);
   out.completed = ByTime(completed);

@@ -26,7 +26,12 @@
 //   thread or device), from 1. A rank whose trace has no step marker counts a running ordinal
 //   of each kind over its window instead (step -1): comparable across ranks only when their
 //   windows start at the same collective. Collectives outside every step of a rank that has
-//   markers are not counted.
+//   markers are not counted, except those after its last step ended (not cut): they belong to
+//   the next step number, the one running at the window's end (a recorder of finished steps
+//   only has no marker of the step a rank hangs in).
+// LAUNCHES ONLY: a trace with no device activity at all (the cupti light level) completes a
+//   collective entered in a step that ended at that step's end; one of the running step stays
+//   open.
 #ifndef PROFCTL_ANALYSIS_HANG_VERDICT_H_
 #define PROFCTL_ANALYSIS_HANG_VERDICT_H_
 
@@ -86,6 +91,9 @@ struct RankCollectives {
   int64_t median_step_ns = 0;
   int64_t last_step_end_ns = INT64_MIN;
   bool has_step_markers = false;
+  // No device activity in the trace (launches only: the cupti light level): `completed` holds
+  // the collectives whose step ended, at that step's end (see ReadRankCollectives).
+  bool completions_from_steps = false;
   // The window's end: the space's profile_stop_time, else its last event's end (0: no event).
   int64_t window_end_ns = 0;
 };

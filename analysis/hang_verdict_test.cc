@@ -90,6 +90,59 @@ HangRankInput NoTrace(int64_t rank) { return {absl::StrCat("worker-", rank), ran
 // The window ends 10 steps after the hung step began: 9.4 steps of waiting.
 constexpr int64_t kHangEnd = kT0 + (kSteps + 10) * kStep;
 
+// A snapshot of the cupti light level's shape: finished steps only (the step a rank hangs in
+// has no marker), NCCL launches as `ncclAllReduce` host events with a `kernel_name` stat, no
+// device plane. A waiter launched the all-reduce after its last step ended; the hung rank did
+// not.
+XSpace LaunchesOnly(int64_t complete, bool entered_next, int64_t window_end) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, kT0, window_end);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
+  auto* thread = host.AddLine(4242, "pid 4242 tid 4242", kT0);
+  const int64_t root = host.EventMetadataId("step");
+  const int64_t nccl = host.EventMetadataId("ncclAllReduce");
+  const int64_t is_root = host.StatMetadataId(xspace::kStatIsRoot);
+  const int64_t step_num = host.StatMetadataId(xspace::kStatStepNum);
+  const int64_t kernel_name = host.StatMetadataId("kernel_name");
+  auto launch = [&](int64_t s) {
+    auto* e = host.AddEvent(thread, nccl, StepStart(s) + kEnterAt, 0);
+    host.AddStat(e, kernel_name, std::string("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  };
+  for (int64_t s = 0; s < complete; ++s) {
+    auto* e = host.AddEvent(thread, root, StepStart(s), kStep - 1'000'000);
+    host.AddStat(e, is_root, int64_t{1});
+    host.AddStat(e, step_num, s);
+    launch(s);
+  }
+  if (entered_next) launch(complete);
+  return space;
+}
+
+TEST(HangVerdictTest, LaunchesOnlySnapshotsNameTheRankThatNeverEnteredTheRunningStep) {
+  const RankCollectives waiter =
+      ReadRankCollectives(LaunchesOnly(kSteps, true, kHangEnd), Matcher());
+  EXPECT_TRUE(waiter.completions_from_steps);
+  ASSERT_EQ(waiter.entered.size(), kSteps + 1);
+  // The launch after the last step ended belongs to the next step, the one still running.
+  EXPECT_EQ(waiter.entered.back().id, (CollectiveId{kSteps, CollectiveKind::kAllReduce, 1}));
+  // Those of the steps that ended count as completed at their step's end.
+  ASSERT_EQ(waiter.completed.size(), kSteps);
+  EXPECT_EQ(waiter.completed.back().time_ns, StepStart(kSteps - 1) + kStep - 1'000'000);
+
+  const HangReport h = JudgeHang({Input(0, LaunchesOnly(kSteps, true, kHangEnd)),
+                                  Input(1, LaunchesOnly(kSteps, false, kHangEnd)),
+                                  Input(2, LaunchesOnly(kSteps, true, kHangEnd))});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.collective, (CollectiveId{kSteps, CollectiveKind::kAllReduce, 1}));
+  EXPECT_EQ(h.waiting_ranks, 2);
+  EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) never entered all-reduce #1 of step 5"));
+
+  // Every rank went on past its launches: no hang.
+  const HangReport ok = JudgeHang({Input(0, LaunchesOnly(kSteps, false, kHangEnd)),
+                                   Input(1, LaunchesOnly(kSteps, false, kHangEnd))});
+  EXPECT_EQ(ok.verdict, HangVerdictKind::kNone) << ok.summary;
+}
+
 TEST(HangVerdictTest, ReadsEnteredAndCompletedCollectivesPerStep) {
   const RankCollectives r = ReadRankCollectives(Rank(kSteps, Last::kEntered, kHangEnd), Matcher());
   ASSERT_EQ(r.entered.size(), kSteps + 1);
