@@ -94,19 +94,20 @@ std::optional<int64_t> StepAt(const std::vector<StepSpan>& steps, int64_t t) {
 // Counts collectives per (step, kind) along one line and gives each its identity.
 class Numberer {
  public:
-  explicit Numberer(const std::vector<StepSpan>& steps) : steps_(steps) {}
+  explicit Numberer(const std::vector<StepSpan>& steps) : steps_(steps) {
+    for (const StepSpan& x : steps_) {
+      last_end_ns_ = std::max(last_end_ns_, x.end_ns);
+      next_step_ = std::max(next_step_, x.step + 1);
+    }
+  }
   std::optional<CollectiveId> Next(CollectiveKind kind, int64_t t) {
     int64_t step = -1;
     if (!steps_.empty()) {
       std::optional<int64_t> s = StepAt(steps_, t);
-      // After the last step ended: the step after it, which had not ended when the window did
-      // (a recorder that keeps finished steps only, as the cupti light level, has no marker of
-      // the step a rank hangs in; a capture's markers run to the window's end, cut).
-      if (!s.has_value() && t > steps_.back().end_ns && !steps_.back().cut &&
-          std::all_of(steps_.begin(), steps_.end(),
-                      [&](const StepSpan& x) { return x.end_ns < t; })) {
-        s = LastStep()->step + 1;
-      }
+      // After every step ended: the step after the last, which had not ended when the window
+      // did (a recorder that keeps finished steps only, as the cupti light level, has no marker
+      // of the step a rank hangs in; a capture's markers run to the window's end, cut).
+      if (!s.has_value() && t > last_end_ns_ && !steps_.back().cut) s = next_step_;
       if (!s.has_value()) return std::nullopt;
       step = *s;
     }
@@ -115,12 +116,10 @@ class Numberer {
   }
 
  private:
-  // The step with the highest number (steps_ is by start; numbers rise with it in a job).
-  const StepSpan* LastStep() const {
-    return &*std::max_element(steps_.begin(), steps_.end(),
-                              [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
-  }
   const std::vector<StepSpan>& steps_;
+  // Of every step: the latest end, and the number after the highest.
+  int64_t last_end_ns_ = std::numeric_limits<int64_t>::min();
+  int64_t next_step_ = 0;
   std::map<std::pair<int64_t, CollectiveKind>, int64_t> counts_;
 };
 
