@@ -265,9 +265,19 @@ std::vector<int64_t> CollectiveEndsNs(const XSpace& space, int64_t dedupe_ns) {
       if (IsCollectiveOpName(md.name())) collective_ids.insert(id);
     }
     if (collective_ids.empty()) continue;
+    // A collective clipped at the window's end (xspace::kStatStepCut) did not end there: its
+    // recorded end is the window's, which differs between hosts by their clock error.
+    std::optional<int64_t> cut_stat;
+    for (const auto& [id, md] : plane.stat_metadata()) {
+      if (md.name() == xspace::kStatStepCut) cut_stat = id;
+    }
+    const auto clipped = [&](const auto& event) {
+      return cut_stat && std::any_of(event.stats().begin(), event.stats().end(),
+                                     [&](const auto& st) { return st.metadata_id() == *cut_stat; });
+    };
     for (const XLine& line : plane.lines()) {
       for (const auto& event : line.events()) {
-        if (collective_ids.contains(event.metadata_id())) {
+        if (collective_ids.contains(event.metadata_id()) && !clipped(event)) {
           ends.push_back(xspace::EventEndNs(profile_start, line, event));
         }
       }

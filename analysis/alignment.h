@@ -84,7 +84,8 @@ inline constexpr int64_t kDefaultCollectiveDedupeNs = 10'000;  // 10 us
 // first of a run merged into one (their median;
 // the lower middle of an even run). Reads device planes (`/device:GPU:*`,
 // `/device:TPU:*`, `/device:CUSTOM:*`) through xspace::ProfileStartNs/EventEndNs, so relative
-// and absolute files both work. Which events count: IsCollectiveOpName.
+// and absolute files both work. Which events count: IsCollectiveOpName, except those clipped at
+// the window's end (xspace::kStatStepCut), whose recorded end is not the collective's.
 std::vector<int64_t> CollectiveEndsNs(const tensorflow::profiler::XSpace& space,
                                       int64_t dedupe_ns = kDefaultCollectiveDedupeNs);
 

@@ -441,6 +441,27 @@ TEST(CollectiveEndsTest, AbsoluteLineFilesReadTheSame) {
   EXPECT_THAT(CollectiveEndsNs(space), ::testing::ElementsAre(kT0 + 6 * kMs));
 }
 
+// A collective still running when the window ended was clipped there by the agent and marked cut:
+// its recorded end is the window's (which differs between hosts by their clock error), not the
+// collective's, so it is not an end to align on. The same collective complete counts.
+TEST(CollectiveEndsTest, ACollectiveClippedAtTheWindowsEndIsNoEnd) {
+  for (const bool cut : {false, true}) {
+    xspace::XSpace space;
+    xspace::XPlaneBuilder b(space.add_planes(), 0, "/device:GPU:0", kT0);
+    xspace::XLine* line = b.AddLine(21, "Stream #21(NCCL)", kT0);
+    const int64_t id = b.EventMetadataId("ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+    b.AddEvent(line, id, kT0 + 5 * kMs, kMs);
+    xspace::XEvent* last = b.AddEvent(line, id, kT0 + 9 * kMs, kMs);
+    if (cut) b.AddStat(last, b.StatMetadataId(xspace::kStatStepCut), int64_t{1});
+    xspace::SetProfileWindow(&space, kT0, kT0 + 10 * kMs);
+    if (cut) {
+      EXPECT_THAT(CollectiveEndsNs(space), ::testing::ElementsAre(kT0 + 6 * kMs));
+    } else {
+      EXPECT_THAT(CollectiveEndsNs(space), ::testing::ElementsAre(kT0 + 6 * kMs, kT0 + 10 * kMs));
+    }
+  }
+}
+
 TEST(CollectiveEndsTest, CollectiveNames) {
   for (const char* yes :
        {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "NCCLKERNEL_Broadcast", "all-reduce.3",
