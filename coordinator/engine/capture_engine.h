@@ -3,27 +3,30 @@
 // blocking: every wait is a timer task or an RPC callback posted to the executor, so a handful
 // of threads (the executor's and the transport's) drives 1,024+ hosts in one window.
 //
-// Life of a capture (docs/life-of-a-capture.md), one small function per phase:
-//   1. Prepare (StartPrepare/OnInfo/OnSample): GetInfo, then up to `clock_sync_samples` SyncClock
-//      round trips per host (none for a peer whose clock cannot be measured: a grpc:// TSL server,
-//      marked `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
+// Life of a capture (docs/life-of-a-capture.md), one class per phase (capture_session.h):
+//   1. Prepare (PreparePhase): GetInfo, then up to `clock_sync_samples` SyncClock round trips per
+//      host (none for a peer whose clock cannot be measured: a grpc:// TSL server, marked
+//      `unmeasured`), all hosts at once, each sample with a short timeout, inside a prepare
 //      budget (plan.prepare_timeout_ms, or derived from the measured round trips, and pushed
 //      out for a host whose answers are arriving over a slow link). A host not ready in time
 //      never moves the others' window: the late policy decides its fate.
-//   2. Choose the start (EndPrepare): one instant on the coordinator's clock, far enough ahead
-//      that every Capture arrives before it; each agent is sent it translated into its clock.
-//   3. Capture (StartCapture/OnStarted/OnCaptureDone): chunks stream into a temporary file per
-//      host; the agent reports its actual start, giving each host's lateness; a complete trace
-//      is validated and renamed to <host>.xplane.pb as soon as it arrives.
-//   4. Align (Align): offsets from clock sync, refined from collective ends in the traces.
-//   5. Pod outputs (WritePodOutputs): the aligned pod timeline, host by host; the pod step
-//      breakdown (each host was summarized as it was saved: SummarizeHost; BuildPodBreakdown
-//      here) as pod_step_breakdown.json/.csv and report.html; session.json last.
+//   2. Choose the start (PreparePhase::End): one instant on the coordinator's clock, far enough
+//      ahead that every Capture arrives before it; each agent is sent it translated into its
+//      clock.
+//   3. Capture (RunPhase): chunks stream into a temporary file per host; the agent reports its
+//      actual start, giving each host's lateness; failed attempts are retried or fetched.
+//   4. Collect (CollectPhase): a complete trace is validated, renamed to <host>.xplane.pb and
+//      decoded once into what the outputs need, as soon as it arrives; once every host is done,
+//      offsets from clock sync are refined from collective ends in the traces.
+//   5. Finish (FinishJob, on its own input): the hang verdict, the aligned pod timeline host by
+//      host, the pod step breakdown (BuildPodBreakdown over the hosts' summaries) as
+//      pod_step_breakdown.json/.csv and report.html; session.json last.
 // A failing host never delays or fails the others; its error is recorded per host with the
 // step it failed in.
 #ifndef PROFCTL_COORDINATOR_ENGINE_CAPTURE_ENGINE_H_
 #define PROFCTL_COORDINATOR_ENGINE_CAPTURE_ENGINE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -152,6 +155,8 @@ class CaptureEngine {
   Dependencies deps_;
   CaptureEngineOptions options_;
   std::shared_ptr<Session> session_;
+  // Cancel's count, shared with the session and its finish job.
+  std::shared_ptr<std::atomic<int>> cancels_;
 };
 
 }  // namespace profctl::coordinator

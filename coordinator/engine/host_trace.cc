@@ -121,6 +121,7 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
       out.collective_ends.resize(in.max_collective_ends);
     }
   }
+  if (in.steps != nullptr) out.collectives = analysis::ReadRankCollectives(space, *in.steps);
   if (in.keep_space) out.space = std::move(decoded);
   return out;
 }

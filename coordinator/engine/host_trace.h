@@ -15,6 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "analysis/breakdown.h"
+#include "analysis/hang_verdict.h"
 #include "analysis/op_classify.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/engine/session_writer.h"
@@ -101,11 +102,14 @@ struct SaveOutcome {
   uint64_t steps = 0;                    // distinct step numbers on the host plane
   std::vector<int64_t> collective_ends;  // at most SaveInput::max_collective_ends
   std::optional<analysis::HostSummary> summary;
-  std::string breakdown_error;          // why the summary is missing, when it is
+  std::string breakdown_error;  // why the summary is missing, when it is
+  // The hang verdict's record of the host (absent when the step pattern does not compile).
+  std::optional<analysis::RankCollectives> collectives;
   std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
 };
 
-// Reads `file`, validates it as an XSpace, summarizes it for the breakdown and commits it as
+// Reads `file`, validates it as an XSpace, summarizes it for the breakdown and the hang verdict
+// (SaveOutcome::collectives) and commits it as
 // XPlaneFileName(host); an invalid trace is committed as RejectedXPlaneFileName(host) and
 // reported as FAILURE_STEP_VALIDATE, a file that cannot be read or committed as
 // FAILURE_STEP_WRITE.

@@ -27,21 +27,9 @@ void OnPoolOrHere(WorkPool* pool, Executor::Task job) {
   }
 }
 
-// The hang verdict's record of each saved host (analysis/hang_verdict.h), made where its trace
-// is decoded anyway: from its kept trace before the pod trace, else while the pod trace reads it
-// back (so a trace past the kept budget is read once). Each job writes only its own host's.
-struct HangRecords {
-  std::optional<analysis::StepMatcher> matcher;  // absent: the step pattern does not compile
-  std::vector<std::optional<analysis::RankCollectives>> records;
-  bool all_ready() const {
-    return absl::c_all_of(records, [](const auto& r) { return r.has_value(); });
-  }
-};
-
-// Renders saved host i for the pod trace from its kept trace, else read back from disk, and
-// makes its hang record if it has none yet.
+// Renders saved host i for the pod trace from its kept trace, else read back from disk.
 absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, TraceSink& sink,
-                                                int64_t base_ns, HangRecords& hang) {
+                                                int64_t base_ns) {
   std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
   if (decoded == nullptr) {
     decoded = std::make_unique<DecodedTrace>();
@@ -50,9 +38,6 @@ absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, Trac
       return absl::DataLossError(
           absl::StrCat("cannot read back ", h.r->xplane_file(), "; that host is missing from it"));
     }
-  }
-  if (hang.matcher.has_value() && !hang.records[i].has_value()) {
-    hang.records[i] = analysis::ReadRankCollectives(decoded->space(), *hang.matcher);
   }
   return report::PodTraceWriter::Render(h.r->host(), decoded->space(), h.r->clock().offset_ns(),
                                         base_ns, static_cast<int64_t>(i));
@@ -64,7 +49,7 @@ absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, Trac
 // share a host.
 // `breakdown`: waits for the pod step breakdown (null: none) for the pod's step track.
 void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
-                   profctl::v1::SessionManifest& manifest, HangRecords& hang,
+                   profctl::v1::SessionManifest& manifest,
                    absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
   const std::string path = in.sink->LocalPath(kPodTraceFileName);
   if (hosts.empty() || path.empty()) return;  // not a local folder (tests' in-memory sink)
@@ -84,11 +69,11 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
   const auto submit_up_to = [&](size_t limit) {
     for (; submitted < std::min(limit, slots.size()); ++submitted) {
       if (in.pool == nullptr) {
-        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, *in.sink, base, hang);
+        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, *in.sink, base);
         continue;
       }
-      in.pool->Submit([&hosts, &slots, &mu, &in, &hang, base, i = submitted] {
-        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, *in.sink, base, hang);
+      in.pool->Submit([&hosts, &slots, &mu, &in, base, i = submitted] {
+        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, *in.sink, base);
         absl::MutexLock lock(&mu);
         slots[i].rendered = std::move(r);
       });
@@ -138,46 +123,13 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
   if (!status.ok()) manifest.add_errors(absl::StrCat("pod trace: ", status.message()));
 }
 
-// The hang records of the hosts whose trace is kept decoded, made on the pool (the others are
-// made as the pod trace reads them back). No records at all when the session's step pattern
-// does not compile (the breakdown names that).
-HangRecords KeptHangRecords(const std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
-                            const profctl::v1::SessionManifest& manifest) {
-  HangRecords hang;
-  absl::StatusOr<analysis::StepMatcher> matcher = analysis::StepMatcher::Create(
-      manifest.step_pattern().empty() ? analysis::kDefaultStepPattern : manifest.step_pattern());
-  if (!matcher.ok()) return hang;
-  hang.matcher = *std::move(matcher);
-  hang.records.resize(hosts.size());
-  absl::BlockingCounter left(static_cast<int>(hosts.size()));
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    // Each job reads its own host and writes its own record; `left` outlives them.
-    OnPoolOrHere(in.pool, [&hosts, &hang, &left, i] {
-      if (hosts[i].space != nullptr) {
-        hang.records[i] = analysis::ReadRankCollectives(hosts[i].space->space(), *hang.matcher);
-      }
-      left.DecrementCount();
-    });
-  }
-  left.Wait();
-  return hang;
-}
-
 // The verdict over every worker of the request (a rank is its position), each with its saved
-// host's record: absent records (not read back) and workers that saved nothing are unknown.
-// Records whose trace was neither kept nor rendered (no pod trace) are read back here.
-std::optional<analysis::HangReport> JudgePodHang(const std::vector<PodOutputHost>& hosts,
-                                                 const PodOutputsInput& in,
-                                                 const profctl::v1::SessionManifest& manifest,
-                                                 HangRecords& hang) {
-  if (!hang.matcher.has_value()) return std::nullopt;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (hang.records[i].has_value()) continue;
-    absl::StatusOr<std::string> bytes = in.sink->Read(hosts[i].r->xplane_file());
-    DecodedTrace decoded;
-    if (bytes.ok() && decoded.Parse(*bytes)) {
-      hang.records[i] = analysis::ReadRankCollectives(decoded.space(), *hang.matcher);
-    }
+// host's record (made as it was saved); workers that saved nothing are unknown. Absent when no
+// saved host has a record (the step pattern does not compile: the breakdown names that).
+std::optional<analysis::HangReport> JudgePodHang(std::vector<PodOutputHost>& hosts,
+                                                 const profctl::v1::SessionManifest& manifest) {
+  if (absl::c_none_of(hosts, [](const PodOutputHost& h) { return h.collectives.has_value(); })) {
+    return std::nullopt;
   }
   std::vector<analysis::HangRankInput> ranks;
   std::vector<bool> placed(hosts.size(), false);
@@ -191,22 +143,22 @@ std::optional<analysis::HangReport> JudgePodHang(const std::vector<PodOutputHost
       placed[i] = true;
       rank.host = hosts[i].r->host();
       rank.offset_ns = hosts[i].r->clock().offset_ns();
-      rank.trace = std::move(hang.records[i]);
+      rank.trace = std::move(hosts[i].collectives);
       break;
     }
   }
   for (size_t i = 0; i < hosts.size(); ++i) {  // a host the request does not list (tests)
     if (placed[i]) continue;
     ranks.push_back({hosts[i].r->host(), static_cast<int64_t>(ranks.size()),
-                     hosts[i].r->clock().offset_ns(), std::move(hang.records[i])});
+                     hosts[i].r->clock().offset_ns(), std::move(hosts[i].collectives)});
   }
+  for (PodOutputHost& h : hosts) h.collectives.reset();
   return analysis::JudgeHang(ranks);
 }
 
-// The pod step breakdown and its files, built and rendered on the pool while the pod trace is
-// written, since neither needs the other (but for the pod trace's step track, added last): the
-// rendering only names the pod trace, assumed to be written; should it fail, Finish renders
-// again without it.
+// The pod step breakdown, built on the pool while the pod trace is written (only the pod trace's
+// step track, added last, waits for it), and its files, rendered once the pod trace's fate is
+// known, each on the pool.
 class BreakdownJob {
  public:
   // Takes the hosts' summaries. Null when no host has one.
@@ -225,48 +177,45 @@ class BreakdownJob {
       h.summary.reset();
     }
     if (job->summaries_.empty()) return nullptr;
-    // WritePodTrace writes one whenever a host was saved (this one has) into a local folder.
-    job->assumed_pod_trace_ = !in.sink->LocalPath(kPodTraceFileName).empty();
-    if (job->assumed_pod_trace_) job->context_.session_files.push_back(kPodTraceFileName);
-    job->context_.session_files.push_back(kManifestFileName);
     job->context_.report_path = absl::StrCat(manifest.session_dir(), "/", report::kReportHtmlFile);
     OnPoolOrHere(in.pool, [j = job.get()] {  // Finish waits for it: `job` outlives it
       j->breakdown_ = analysis::BuildPodBreakdown(j->summaries_);
       j->breakdown_->hang = std::move(j->hang_);
-      j->Render();
-      j->done_.Notify();
+      j->summaries_.clear();
+      j->built_.Notify();
     });
     return job;
   }
 
   // Waits for the breakdown (it stays the job's until Finish).
   const analysis::PodBreakdown* Wait() {
-    done_.WaitForNotification();
+    built_.WaitForNotification();
     return &*breakdown_;
   }
 
-  // Waits for the job, writes its files, and returns the breakdown.
-  // `late_hang`: the hang verdict when it could only be judged after the pod trace (a host's
-  // trace was read back for it): the files are rendered again with it.
-  std::optional<analysis::PodBreakdown> Finish(TraceSink& sink,
-                                               profctl::v1::SessionManifest& manifest,
-                                               std::optional<analysis::HangReport> late_hang) {
-    done_.WaitForNotification();
-    bool render = false;
-    if (late_hang.has_value()) {
-      breakdown_->hang = std::move(late_hang);
-      render = true;
+  // Waits for the breakdown, renders and writes its files (naming the pod trace when
+  // manifest.pod_trace_file says it was written), and returns the breakdown.
+  std::optional<analysis::PodBreakdown> Finish(const PodOutputsInput& in,
+                                               profctl::v1::SessionManifest& manifest) {
+    built_.WaitForNotification();
+    if (!manifest.pod_trace_file().empty()) {
+      context_.session_files.push_back(manifest.pod_trace_file());
     }
-    if (assumed_pod_trace_ && manifest.pod_trace_file().empty()) {
-      // The pod trace failed after all: the files must not name it.
-      std::erase(context_.session_files, std::string(kPodTraceFileName));
-      render = true;
-    }
-    if (render) Render();
+    context_.session_files.push_back(kManifestFileName);
     const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();
+    std::vector<std::string> rendered(outputs.size());
+    absl::BlockingCounter left(static_cast<int>(outputs.size()));
     for (size_t i = 0; i < outputs.size(); ++i) {
-      const std::string name(outputs[i].file_name);
-      absl::StatusOr<std::string> written = sink.Write(name, rendered_[i]);
+      // Each job writes its own string; `left` outlives them.
+      OnPoolOrHere(in.pool, [this, &outputs, &rendered, &left, i] {
+        rendered[i] = outputs[i].render(*breakdown_, context_);
+        left.DecrementCount();
+      });
+    }
+    left.Wait();
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      absl::StatusOr<std::string> written =
+          in.sink->Write(std::string(outputs[i].file_name), rendered[i]);
       if (written.ok()) {
         manifest.add_breakdown_files(*written);
       } else {
@@ -277,21 +226,12 @@ class BreakdownJob {
   }
 
  private:
-  void Render() {
-    rendered_.clear();
-    for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
-      rendered_.push_back(out.render(*breakdown_, context_));
-    }
-  }
-
-  // Read by the job only until `done_`.
+  // Read by the build job only until `built_`.
   std::vector<analysis::HostSummary> summaries_;
-  report::BreakdownContext context_;
-  bool assumed_pod_trace_ = false;
   std::optional<analysis::HangReport> hang_;
   std::optional<analysis::PodBreakdown> breakdown_;
-  std::vector<std::string> rendered_;  // one per report::BreakdownOutputs(), in order
-  absl::Notification done_;
+  report::BreakdownContext context_;
+  absl::Notification built_;
 };
 
 }  // namespace
@@ -308,31 +248,13 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
     sync_status = in.sink->SyncCommitted();
     synced.Notify();
   });
-  // The hang records of the kept traces before the pod trace, which frees each as it renders it.
-  // When every host's trace was kept, the verdict goes into the breakdown's files as they are
-  // rendered; else it is judged once the pod trace read the others back, and the files are
-  // rendered again with it.
-  HangRecords hang = KeptHangRecords(hosts, in, manifest);
-  std::optional<analysis::HangReport> early_hang;
-  if (hang.all_ready()) {
-    early_hang = JudgePodHang(hosts, in, manifest, hang);
-    hang.matcher.reset();  // judged: the pod trace makes no records
-  }
-  const bool judged = early_hang.has_value();
   std::unique_ptr<BreakdownJob> breakdown =
-      BreakdownJob::Start(hosts, in, manifest, std::move(early_hang));
-  WritePodTrace(hosts, in, manifest, hang, [&breakdown]() -> const analysis::PodBreakdown* {
+      BreakdownJob::Start(hosts, in, manifest, JudgePodHang(hosts, manifest));
+  WritePodTrace(hosts, in, manifest, [&breakdown]() -> const analysis::PodBreakdown* {
     return breakdown != nullptr ? breakdown->Wait() : nullptr;
   });
   std::optional<analysis::PodBreakdown> result;
-  if (breakdown != nullptr) {
-    std::optional<analysis::HangReport> late_hang;
-    // An interrupt stops here too: reading back what the pod trace left is not worth it then.
-    if (!judged && !(in.interrupted && in.interrupted())) {
-      late_hang = JudgePodHang(hosts, in, manifest, hang);
-    }
-    result = breakdown->Finish(*in.sink, manifest, std::move(late_hang));
-  }
+  if (breakdown != nullptr) result = breakdown->Finish(in, manifest);
   synced.WaitForNotification();
   if (!sync_status.ok()) manifest.add_errors(absl::StrCat("traces: ", sync_status.message()));
   return result;

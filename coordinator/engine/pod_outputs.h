@@ -1,6 +1,7 @@
-// The session's outputs over its saved hosts, written once every host is done: the aligned pod
-// timeline (pod.trace.json.gz), the pod step breakdown's files, and the saved traces made
-// durable. Functions over the saved hosts; the engine runs them on its finisher (or executor).
+// The session's outputs over its saved hosts, written once every host is done: the hang verdict
+// (judged once, from every saved host's record), the aligned pod timeline (pod.trace.json.gz),
+// the pod step breakdown's files (rendered once), and the saved traces made durable. Functions
+// over the saved hosts; the engine's FinishJob runs them on its finisher (or executor).
 #ifndef PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
 #define PROFCTL_COORDINATOR_ENGINE_POD_OUTPUTS_H_
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "analysis/breakdown.h"
+#include "analysis/hang_verdict.h"
 #include "common/executor.h"
 #include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
@@ -26,6 +28,9 @@ struct PodOutputHost {
   std::unique_ptr<DecodedTrace> space;
   // Its per-step summary; absent when the breakdown left it out (manifest.errors says why).
   std::optional<analysis::HostSummary> summary;
+  // Its record for the hang verdict, made as it was saved; absent when the step pattern does
+  // not compile (then there is no breakdown either).
+  std::optional<analysis::RankCollectives> collectives;
 };
 
 struct PodOutputsInput {
@@ -40,9 +45,10 @@ struct PodOutputsInput {
   std::function<bool()> interrupted;
 };
 
-// Makes every committed trace durable, writes the pod trace (a host that cannot be read back is
-// left out of it; an interrupt leaves all of it out, naming that in manifest.errors) and the
-// breakdown's files (naming the pod trace only when it was written). Files written go into
+// Makes every committed trace durable, judges the hang once from the hosts' records, writes the
+// pod trace (a host that cannot be read back is left out of it; an interrupt leaves all of it
+// out, naming that in manifest.errors) and the breakdown's files, rendered once the pod trace's
+// fate is known (naming it only when it was written). Files written go into
 // manifest.pod_trace_file / breakdown_files, problems into manifest.errors. Returns the pod step
 // breakdown, absent when no host has a summary.
 std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost> hosts,

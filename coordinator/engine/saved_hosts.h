@@ -15,6 +15,12 @@
 
 namespace profctl::coordinator {
 
+// The host's trace was saved (OK, or INCOMPLETE: another window than asked for).
+inline bool IsSavedHost(const profctl::v1::HostResult& r) {
+  return r.status() == profctl::v1::HOST_STATUS_OK ||
+         r.status() == profctl::v1::HOST_STATUS_INCOMPLETE;
+}
+
 // One saved host, as alignment sees it.
 struct AlignHost {
   profctl::v1::HostResult* r = nullptr;  // clock.* and aligned_* are set here
