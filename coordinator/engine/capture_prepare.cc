@@ -608,13 +608,11 @@ void PreparePhase::End() {
   manifest.set_send_ms(Millis(s_.NowMono() - prepared_mono));
   // The window is set: a coordinator killed from now on leaves a folder that says when it was.
   s_.FlushManifest();
-  s_.PostAt(times.window_end_mono, [](Session& s) { s.prepare().OnWindowClosed(); });
   s_.run().Begin();
   s_.MaybeFinish();
 }
 
 void PreparePhase::OnWindowClosed() {
-  PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
   for (size_t i = 0; i < hosts_.size(); ++i) {
     SessionHost& h = s_.host(i);
     if (h.stage != HostStage::kPreparing) continue;

@@ -35,6 +35,8 @@ class PreparePhase {
   bool OnFailed();
   // What host `i`, not ready yet, had done (for its error).
   std::string ProgressOf(size_t i) const;
+  // The window closed (RunPhase): hosts still preparing fail, since they can no longer join.
+  void OnWindowClosed();
 
  private:
   struct Host {
@@ -105,8 +107,6 @@ class PreparePhase {
   void OnRetryDue(size_t i, int round);
   // Phase 2: one start instant; then the ready hosts are captured (RunPhase).
   void End();
-  // Hosts still preparing when the window closes fail (a late host can no longer join).
-  void OnWindowClosed();
 
   CaptureEngine::Session& s_;
   std::vector<Host> hosts_;

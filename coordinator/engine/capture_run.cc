@@ -33,8 +33,14 @@ auto RunPhase::ForAttempt(size_t i, Fn fn) {
 }
 
 void RunPhase::Begin() {
+  s_.PostAt(s_.times().window_end_mono, [](Session& s) { s.run().OnWindowClosed(); });
   const int64_t tick_ms = s_.options().progress_tick_ms;
   if (tick_ms > 0) Tick(s_.NowMono() + tick_ms * kNanosPerMilli);
+}
+
+void RunPhase::OnWindowClosed() {
+  PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
+  s_.prepare().OnWindowClosed();
 }
 
 void RunPhase::StartCapture(size_t i) {

@@ -24,7 +24,7 @@ class RunPhase {
   RunPhase(const RunPhase&) = delete;
   RunPhase& operator=(const RunPhase&) = delete;
 
-  // The window is set (PreparePhase::End): progress lines while it runs.
+  // The window is set (PreparePhase::End): progress lines while it runs, and its close.
   void Begin();
   // Host `i` is ready and its window open: its Capture, for the common start translated into its
   // clock.
@@ -64,6 +64,7 @@ class RunPhase {
   bool Retry(size_t i, const absl::Status& status, bool header_seen);
   void OnRetryDue(size_t i, int attempt, bool fetch);
   void Tick(int64_t next_mono);
+  void OnWindowClosed();
   // Like Session::Bind, for one Capture/Fetch attempt of host `i`: `fn(run, i, args...)`, ignored
   // when it comes from an earlier attempt's stream.
   template <typename Fn>
