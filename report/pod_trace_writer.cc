@@ -229,11 +229,23 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         if (event.data_case() == XEvent::kNumOccurrences) continue;
         const int64_t start_ns = xspace::EventStartNs(profile_start, line, event);
         const absl::string_view name = reader.EventName(event);
+        // A launch or its device work: the end of a flow, which binds to this slice.
+        std::optional<size_t> flow_at;
+        if (kind != PlaneKind::kOther) {
+          const std::optional<uint64_t> corr = IntStat(event, corr_id);
+          flow_at = corr.has_value() ? flows.Find(*corr) : std::nullopt;
+          const std::vector<uint8_t>& written =
+              kind == PlaneKind::kHost ? flows.started : flows.finished;
+          if (flow_at.has_value() && written[*flow_at] != 0) flow_at.reset();
+        }
         begin_event();
         buffer.append("{\"ph\":\"X\",\"name\":");
         AppendJsonString(&buffer, name);
+        if (flow_at.has_value()) buffer.append(",\"cat\":\"launch\"");
         absl::StrAppend(&buffer, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
+        const size_t ts_at = buffer.size();
         append_ts(start_ns);
+        const size_t ts_end = buffer.size();
         buffer.append(",\"dur\":");
         AppendMicros(&buffer, xspace::EventDurationNs(event));
         if (event.stats_size() > 0) {
@@ -252,24 +264,20 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         }
         buffer.push_back('}');
         ++out.events;
-        // The launch's and the device work's ends of a flow, at the middle of their slices so
-        // either viewer binds them to those slices; each written once.
-        if (kind != PlaneKind::kOther) {
-          const std::optional<uint64_t> corr = IntStat(event, corr_id);
-          const std::optional<size_t> at = corr.has_value() ? flows.Find(*corr) : std::nullopt;
-          std::vector<uint8_t>& written = kind == PlaneKind::kHost ? flows.started : flows.finished;
-          if (at.has_value() && written[*at] == 0) {
-            written[*at] = 1;
-            begin_event();
-            absl::StrAppend(&buffer, "{\"ph\":\"", kind == PlaneKind::kHost ? "s" : "f",
-                            "\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":",
-                            host_index << kFlowIdHostShift | static_cast<int64_t>(*at + 1),
-                            kind == PlaneKind::kHost ? "" : ",\"bp\":\"e\"", ",\"pid\":", pid,
-                            ",\"tid\":", tid, ",\"ts\":");
-            append_ts(start_ns + xspace::EventDurationNs(event) / 2);
-            buffer.push_back('}');
-            ++out.flow_events;
-          }
+        // The flow's end on this slice: same thread, start and category, so Perfetto (the slice
+        // open at that instant, the innermost) and Chrome DevTools' trace engine (the slice with
+        // the same ts, pid, tid and cat) both bind it here. Each end is written once.
+        if (flow_at.has_value()) {
+          const bool launch = kind == PlaneKind::kHost;
+          (launch ? flows.started : flows.finished)[*flow_at] = 1;
+          const std::string ts(buffer, ts_at, ts_end - ts_at);
+          begin_event();
+          absl::StrAppend(&buffer, "{\"ph\":\"", launch ? "s" : "f",
+                          "\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":",
+                          host_index << kFlowIdHostShift | static_cast<int64_t>(*flow_at + 1),
+                          launch ? "" : ",\"bp\":\"e\"", ",\"pid\":", pid, ",\"tid\":", tid,
+                          ",\"ts\":", ts, "}");
+          ++out.flow_events;
         }
         // Device memory in use after an allocation or deallocation, as the allocator reported
         // it, on a counter of the GPU's process (of this plane's when the GPU has none).

@@ -13,10 +13,15 @@
 //
 // Flows: a host-plane event (a CUDA API launch) and a device-plane event (its kernel or memcpy)
 // with the same `correlation_id` stat get a flow arrow: {"ph":"s"} on the launch and
-// {"ph":"f","bp":"e"} on the device work, "cat" and "name" "launch", at the middle of each slice,
-// "id" = host_index << kFlowIdHostShift | n, where n (1, 2, ...) numbers the host's matched
-// correlation ids in order (unique across hosts, exact as a JSON double up to 8,192 hosts). Only
-// when both ends are in the trace; one arrow per id (its first launch and first device event).
+// {"ph":"f","bp":"e"} on the device work, "cat" and "name" "launch", each right after its slice
+// with the slice's pid, tid and ts, and the two slices get "cat":"launch" too. So both viewers
+// bind each end to its slice: Chrome DevTools' trace engine binds a flow event to the slice with
+// the same ts, pid, tid and cat; Perfetto binds "s" and "f" with "bp":"e" to the innermost
+// slice open at ts on that thread (the slice just written: a parent that starts at the same
+// instant comes before it in the file, and has no category). "id" = host_index <<
+// kFlowIdHostShift | n, where n (1, 2, ...) numbers the host's matched correlation ids in order
+// (unique across hosts, exact as a JSON double up to 8,192 hosts). Only when both ends are in the
+// trace; one arrow per id (its first launch and first device event).
 // Memory: a counter ("ph":"C") "GPU <n> memory in use" {"bytes":...} per GPU, on the process of
 // that host's "/device:GPU:<n>" plane (else of the plane carrying the events), one sample per
 // MemoryAllocation/MemoryDeallocation event with `bytes_allocated` and `device_ordinal` stats

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <thread>
@@ -367,15 +368,169 @@ TEST(PodTraceWriterTest, LaunchesFlowToTheirKernelsOnEveryHostWithIdsUniqueAcros
     EXPECT_EQ(Str(s, "name"), Str(f, "name"));
     EXPECT_FALSE(s.fields().contains("bp"));
     EXPECT_EQ(Str(f, "bp"), "e");
-    // On the launch's thread and the kernel's stream, at their middles on the coordinator clock.
+    // On the launch's thread and the kernel's stream, at their starts on the coordinator clock.
     EXPECT_EQ(Num(s, "pid"), h * kB + 2);
     EXPECT_EQ(Num(s, "tid"), 1000);
-    EXPECT_EQ(Num(s, "ts"), 5000);
+    EXPECT_EQ(Num(s, "ts"), 4000);
     EXPECT_EQ(Num(f, "pid"), h * kB + 1);
     EXPECT_EQ(Num(f, "tid"), 7);
-    EXPECT_EQ(Num(f, "ts"), 8000);
+    EXPECT_EQ(Num(f, "ts"), 7000);
   }
   EXPECT_NE(Num(*starts[0], "id"), Num(*starts[1], "id"));
+  // Only the slices at a flow's ends have its category.
+  int launch_slices = 0;
+  for (const Struct* e : p.complete) {
+    launch_slices += e->fields().contains("cat") && Str(*e, "cat") == "launch";
+  }
+  EXPECT_EQ(launch_slices, 4);
+}
+
+// Where each flow event binds, by the rules of both viewers, for one trace:
+//  - Chrome DevTools' trace engine (FlowsHandler): a flow event ("s", "t", "f") binds to the
+//    first complete event in the file with the same ts, pid, tid and cat (a missing cat matches
+//    a missing one); a flow is the events with the same cat, name and id, from "s" to "f".
+//  - Perfetto (json_trace_parser, flows v1): "s", and "f" with "bp":"e", bind to the innermost
+//    slice of that thread open at ts, events taken in (ts, file order): one that began before,
+//    or at ts earlier in the file, and has not ended.
+// Every flow must have one start and one end, and both viewers must bind each end to the same
+// slice. Returns the number of flows; each flow's two slices as (launch, device work).
+struct Bound {
+  const Struct* from = nullptr;
+  const Struct* to = nullptr;
+};
+std::vector<Bound> BindFlowsAsBothViewersDo(const Struct& doc) {
+  const auto& events = doc.fields().at("traceEvents").list_value().values();
+  struct Slice {
+    const Struct* e;
+    size_t index;
+    double ts, end;
+  };
+  std::map<std::pair<double, double>, std::vector<Slice>> threads;  // (pid, tid) -> slices
+  std::map<std::string, Bound> flows;                               // cat/name/id -> ends
+  const auto cat = [](const Struct& e) {
+    return e.fields().contains("cat") ? Str(e, "cat") : std::string("<none>");
+  };
+  for (size_t i = 0; i < static_cast<size_t>(events.size()); ++i) {
+    const Struct& e = events[static_cast<int>(i)].struct_value();
+    if (Str(e, "ph") == "X") {
+      threads[{Num(e, "pid"), Num(e, "tid")}].push_back(
+          {&e, i, Num(e, "ts"), Num(e, "ts") + Num(e, "dur")});
+    }
+  }
+  for (auto& [thread, slices] : threads) {
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return std::tie(a.ts, a.index) < std::tie(b.ts, b.index);
+    });
+  }
+  for (size_t i = 0; i < static_cast<size_t>(events.size()); ++i) {
+    const Struct& e = events[static_cast<int>(i)].struct_value();
+    const std::string ph = Str(e, "ph");
+    if (ph != "s" && ph != "f") continue;
+    EXPECT_EQ(ph == "f", e.fields().contains("bp") && Str(e, "bp") == "e");
+    const double ts = Num(e, "ts");
+    const std::vector<Slice>& slices = threads[{Num(e, "pid"), Num(e, "tid")}];
+    const Struct* devtools = nullptr;
+    const Struct* perfetto = nullptr;
+    // Slices by (start, file order): those starting at ts, then back from there.
+    const auto at = std::lower_bound(slices.begin(), slices.end(), ts,
+                                     [](const Slice& s, double t) { return s.ts < t; });
+    for (auto it = at; it != slices.end() && it->ts == ts; ++it) {
+      if (cat(*it->e) == cat(e)) {
+        devtools = it->e;
+        break;
+      }
+    }
+    for (auto it = std::upper_bound(slices.begin(), slices.end(), ts,
+                                    [](double t, const Slice&s) { return t < s.ts; });
+         it != slices.begin();) {
+      --it;
+      const bool begun = it->ts < ts || it->index < i;
+      const bool open = it->end > ts || it->ts == ts;
+      if (begun && open) {
+        perfetto = it->e;
+        break;
+      }
+    }
+    EXPECT_NE(devtools, nullptr) << "DevTools binds no slice to flow event " << i;
+    EXPECT_EQ(devtools, perfetto) << "the viewers bind flow event " << i << " to different slices";
+    Bound& flow =
+        flows[absl::StrCat(cat(e), "/", Str(e, "name"), "/", static_cast<int64_t>(Num(e, "id")))];
+    (ph == "s" ? flow.from : flow.to) = devtools;
+  }
+  std::vector<Bound> out;
+  for (const auto& [key, flow] : flows) {
+    EXPECT_NE(flow.from, nullptr) << key << " has no start";
+    EXPECT_NE(flow.to, nullptr) << key << " has no end";
+    out.push_back(flow);
+  }
+  return out;
+}
+
+// A launch nested in an op that begins at the same instant, a zero-length launch, and a launch
+// whose kernel starts with another slice on its stream: each flow binds to its launch and its
+// kernel in both viewers.
+TEST(PodTraceWriterTest, EveryFlowBindsToItsLaunchAndKernelInBothViewers) {
+  xspace::XSpace space;
+  const int64_t agent = kT0;
+  xspace::XPlaneBuilder host(space.add_planes(), 49, xspace::kHostPlaneName, agent);
+  xspace::XLine* thread = host.AddLine(1000, "python3 main", agent);
+  const int64_t hcorr = host.StatMetadataId("correlation_id");
+  host.AddEvent(thread, host.EventMetadataId("aten::mm"), agent + 1 * kMs, 3 * kMs);
+  host.AddStat(
+      host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"), agent + 1 * kMs, 10 * kUs),
+      hcorr, uint64_t{1});
+  host.AddStat(host.AddEvent(thread, host.EventMetadataId("cudaLaunchKernel"), agent + 2 * kMs, 0),
+               hcorr, uint64_t{2});
+  xspace::XPlaneBuilder gpu(space.add_planes(), 0, "/device:GPU:0", agent);
+  xspace::XLine* stream = gpu.AddLine(7, "Stream #7", agent);
+  const int64_t corr = gpu.StatMetadataId("correlation_id");
+  gpu.AddStat(gpu.AddEvent(stream, gpu.EventMetadataId("gemm"), agent + 5 * kMs, kMs), corr,
+              uint64_t{1});
+  gpu.AddStat(gpu.AddEvent(stream, gpu.EventMetadataId("relu"), agent + 6 * kMs, kMs), corr,
+              uint64_t{2});
+  xspace::SetProfileWindow(&space, agent, agent + 20 * kMs);
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, kT0);
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("h", space, 0), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  const Struct doc = ReadTrace(path);
+  const std::vector<Bound> flows = BindFlowsAsBothViewersDo(doc);
+  ASSERT_EQ(flows.size(), 2u);
+  for (const Bound& f : flows) {
+    ASSERT_NE(f.from, nullptr);
+    ASSERT_NE(f.to, nullptr);
+    EXPECT_EQ(Str(*f.from, "name"), "cudaLaunchKernel");
+    EXPECT_EQ(Num(f.from->fields().at("args").struct_value(), "correlation_id"),
+              Num(f.to->fields().at("args").struct_value(), "correlation_id"));
+  }
+}
+
+// A real capture (an H100 PyTorch job, tests/data/traces): every launch -> kernel flow binds at
+// both ends in both viewers, to a launch and a device event of the same correlation id.
+TEST(PodTraceWriterTest, EveryFlowOfARealCaptureBindsInBothViewers) {
+  absl::StatusOr<std::string> bytes =
+      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  xspace::XSpace space;
+  ASSERT_TRUE(space.ParseFromString(*bytes));
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "pod.trace.json.gz");
+  absl::StatusOr<PodTraceWriter> w = PodTraceWriter::Open(path, xspace::ProfileStartNs(space));
+  ASSERT_THAT(w, IsOk());
+  ASSERT_THAT(w->AddHost("h100", space, 0), IsOk());
+  ASSERT_THAT(w->Finish(), IsOk());
+  const Struct doc = ReadTrace(path);
+  const std::vector<Bound> flows = BindFlowsAsBothViewersDo(doc);
+  EXPECT_EQ(static_cast<int64_t>(flows.size()) * 2, w->flow_events());
+  EXPECT_GT(flows.size(), 100u);
+  for (const Bound& f : flows) {
+    ASSERT_NE(f.from, nullptr);
+    ASSERT_NE(f.to, nullptr);
+    EXPECT_EQ(Num(f.from->fields().at("args").struct_value(), "correlation_id"),
+              Num(f.to->fields().at("args").struct_value(), "correlation_id"));
+  }
 }
 
 // A host `offset_ns` ahead of the coordinator: step 3's root on the host (0-10 ms after kT0), its
