@@ -376,6 +376,40 @@ absl::Status GzipInflater::Feed(absl::string_view compressed, Sink sink) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<size_t> GzipInflater::Inflate(absl::string_view* compressed, char* out,
+                                             size_t out_size) {
+  State& st = *state_;
+  if (!st.error.ok()) return st.error;
+  out_size = std::min<size_t>(out_size, std::numeric_limits<uInt>::max());
+  size_t produced = 0;
+  while (produced == 0 && !compressed->empty() && !st.done && out_size > 0) {
+    if (st.member_ended) {
+      if (static_cast<unsigned char>((*compressed)[0]) != 0x1f) {
+        st.done = true;  // trailing bytes, not another member
+        break;
+      }
+      inflateReset(&st.zs);
+      st.member_ended = false;
+    }
+    const size_t take = std::min<size_t>(compressed->size(), std::numeric_limits<uInt>::max());
+    st.zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed->data()));
+    st.zs.avail_in = static_cast<uInt>(take);
+    st.zs.next_out = reinterpret_cast<Bytef*>(out);
+    st.zs.avail_out = static_cast<uInt>(out_size);
+    const int rc = inflate(&st.zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+      st.error = absl::DataLossError(absl::StrCat("gzip: corrupt data (zlib ", rc, ")"));
+      return st.error;
+    }
+    compressed->remove_prefix(take - st.zs.avail_in);
+    produced = out_size - st.zs.avail_out;
+    if (rc == Z_STREAM_END) st.member_ended = true;
+    if (rc == Z_BUF_ERROR) break;  // needs more input
+  }
+  bytes_out_ += produced;
+  return produced;
+}
+
 absl::Status GzipInflater::Finish() {
   if (!state_->error.ok()) return state_->error;
   if (!state_->member_ended && !state_->done) {

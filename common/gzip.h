@@ -43,6 +43,12 @@ class GzipInflater {
   // Returns the sink's first error at once (nothing more is inflated: the sink enforces caps);
   // DATA_LOSS on bytes that are not gzip. Errors are sticky.
   absl::Status Feed(absl::string_view compressed, Sink sink);
+  // Pull style, for a reader that asks for text as it needs it: inflates from the front of
+  // *compressed (removing what it used) into `out`, at most `out_size` bytes, and returns how
+  // many it wrote. 0 means *compressed is used up (or only bytes after the last member are left):
+  // feed more, or Finish. DATA_LOSS on bytes that are not gzip. Errors are sticky. Do not mix
+  // with Feed on one inflater.
+  absl::StatusOr<size_t> Inflate(absl::string_view* compressed, char* out, size_t out_size);
   // After the last Feed: DATA_LOSS when the stream stops inside a member (truncated).
   absl::Status Finish();
   // Text handed to the sink so far.

@@ -200,7 +200,8 @@ LimitBreach LimitScanner::Feed(absl::string_view piece) {
       if (quote == nullptr) break;  // the string goes on in the next piece
       in_string_ = false;
       if (at(quote) - string_open_ - 1 > max_string_bytes_) {
-        breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_)};
+        breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_),
+                   static_cast<size_t>(string_line_), static_cast<size_t>(string_column_)};
         return breach_;
       }
       p = quote + 1;
@@ -210,19 +211,27 @@ LimitBreach LimitScanner::Feed(absl::string_view piece) {
     if (c == '"') {
       in_string_ = true;
       string_open_ = at(p);
+      string_line_ = newlines_ + 1;
+      string_column_ = string_open_ - line_start_ + 1;
     } else if (c == '[' || c == '{') {
       if (++depth_ > max_depth_) {
-        breach_ = {LimitBreach::Kind::kDepth, static_cast<size_t>(at(p))};
+        const uint64_t o = at(p);
+        breach_ = {LimitBreach::Kind::kDepth, static_cast<size_t>(o),
+                   static_cast<size_t>(newlines_ + 1), static_cast<size_t>(o - line_start_ + 1)};
         return breach_;
       }
     } else if (c == ']' || c == '}') {
       --depth_;
+    } else if (c == '\n') {
+      ++newlines_;
+      line_start_ = at(p) + 1;
     }
     ++p;
   }
   // An open string longer than the cap already (or unterminated at the document's end).
   if (in_string_ && offset_ - string_open_ - 1 > max_string_bytes_) {
-    breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_)};
+    breach_ = {LimitBreach::Kind::kString, static_cast<size_t>(string_open_),
+               static_cast<size_t>(string_line_), static_cast<size_t>(string_column_)};
   }
   return breach_;
 }
@@ -241,22 +250,40 @@ std::string Position(absl::string_view text, size_t offset) {
   return absl::StrCat("offset ", offset, " (line ", line, ", column ", column, ")");
 }
 
-absl::Status LimitError(const LimitBreach& breach, absl::string_view text, int max_depth,
-                        uint64_t max_string_bytes) {
+std::string Position(size_t offset, size_t line, size_t column) {
+  return absl::StrCat("offset ", offset, " (line ", line, ", column ", column, ")");
+}
+
+namespace {
+
+absl::Status BreachError(const LimitBreach& breach, const std::string& where, int max_depth,
+                         uint64_t max_string_bytes) {
   switch (breach.kind) {
     case LimitBreach::Kind::kNone:
       return absl::OkStatus();
     case LimitBreach::Kind::kDepth:
       return absl::InvalidArgumentError(
-          absl::StrCat("arrays/objects nested deeper than ", max_depth, " levels at ",
-                       Position(text, breach.offset),
+          absl::StrCat("arrays/objects nested deeper than ", max_depth, " levels at ", where,
                        ": refused (the nesting cap; a trace nests a few levels)"));
     case LimitBreach::Kind::kString:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a string longer than ", max_string_bytes, " bytes at ", Position(text, breach.offset),
-          ": refused (the string cap, --max-string-kb)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a string longer than ", max_string_bytes, " bytes at ", where,
+                       ": refused (the string cap, --max-string-kb)"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LimitError(const LimitBreach& breach, int max_depth, uint64_t max_string_bytes) {
+  return BreachError(breach, Position(breach.offset, breach.line, breach.column), max_depth,
+                     max_string_bytes);
+}
+
+absl::Status LimitError(const LimitBreach& breach, absl::string_view text, int max_depth,
+                        uint64_t max_string_bytes) {
+  if (breach.kind == LimitBreach::Kind::kNone) return absl::OkStatus();
+  return BreachError(breach, Position(text, breach.offset), max_depth, max_string_bytes);
 }
 
 }  // namespace profctl::analysis::kineto_json

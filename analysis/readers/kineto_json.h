@@ -67,6 +67,10 @@ struct LimitBreach {
   enum class Kind : uint8_t { kNone, kDepth, kString };
   Kind kind = Kind::kNone;
   size_t offset = 0;  // where the too-deep bracket or the too-long string starts
+  // Where `offset` is (1-based), counting the line breaks outside strings (a JSON string holds
+  // none): what Position says of the same offset in a valid document.
+  size_t line = 0;
+  size_t column = 0;
 };
 
 // ScanLimits on a document given in pieces (a file as it is read or inflated), with the same
@@ -82,6 +86,9 @@ class LimitScanner {
   LimitBreach Feed(absl::string_view piece);
   // Bytes fed so far.
   uint64_t offset() const { return offset_; }
+  // Line breaks outside strings fed so far, and the offset just after the last of them (0: none).
+  uint64_t newlines() const { return newlines_; }
+  uint64_t line_start() const { return line_start_; }
 
  private:
   const int max_depth_;
@@ -91,6 +98,10 @@ class LimitScanner {
   bool in_string_ = false;
   bool escaped_ = false;      // in a string, the last byte fed was an escaping backslash
   uint64_t string_open_ = 0;  // the offset of the open string's quote
+  uint64_t string_line_ = 0;  // its line and column
+  uint64_t string_column_ = 0;
+  uint64_t newlines_ = 0;
+  uint64_t line_start_ = 0;
   LimitBreach breach_;
 };
 
@@ -103,12 +114,17 @@ LimitBreach ScanLimits(absl::string_view text, int max_depth, uint64_t max_strin
 
 // "offset N (line L, column C)" (1-based) of a byte offset in `text`, for error messages.
 std::string Position(absl::string_view text, size_t offset);
+// The same words for a position already known.
+std::string Position(size_t offset, size_t line, size_t column);
 
 // OK when `breach` is none, else INVALID_ARGUMENT naming the cap and where in `text` (which holds
 // the document at least up to the breach): "a string longer than N bytes at offset ... (line,
 // column): refused (the string cap, --max-string-kb)", or the nesting cap's.
 absl::Status LimitError(const LimitBreach& breach, absl::string_view text, int max_depth,
                         uint64_t max_string_bytes);
+// The same, where the text is no longer at hand (it was read in pieces): the position is the
+// breach's own line and column.
+absl::Status LimitError(const LimitBreach& breach, int max_depth, uint64_t max_string_bytes);
 
 }  // namespace profctl::analysis::kineto_json
 

@@ -1,6 +1,8 @@
 #include "analysis/readers/kineto_reader.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -14,7 +16,6 @@
 #include "analysis/readers/kineto_json.h"
 #include "common/status_macros.h"
 #include "rapidjson/error/en.h"
-#include "rapidjson/memorystream.h"
 #include "rapidjson/reader.h"
 
 namespace profctl::analysis {
@@ -76,6 +77,8 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   // Why the handler stopped the parse (empty when it did not).
   const std::string& error() const { return error_; }
   bool saw_trace_events() const { return saw_trace_events_; }
+  // The parse stopped at an array or object nested deeper than kMaxJsonDepth.
+  bool too_deep() const { return too_deep_; }
   std::optional<int64_t> rank() const { return rank_; }
 
   // Moves times onto the common timeline and fills the window; call once after the parse.
@@ -119,6 +122,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   std::vector<Frame> stack_;
   std::string error_;
   bool saw_trace_events_ = false;
+  bool too_deep_ = false;
   int64_t event_index_ = -1;
   Event event_;
   std::string name_;
@@ -181,6 +185,10 @@ bool Handler::Key(const char* str, rapidjson::SizeType len, bool /*copy*/) {
 }
 
 bool Handler::Start(JsonType type) {
+  if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+    too_deep_ = true;  // the nesting cap: stop before the parser recurses deeper
+    return false;
+  }
   if (stack_.empty()) {
     if (type == JsonType::kArray) {  // the Chrome "JSON Array Format": just the events
       saw_trace_events_ = true;
@@ -556,36 +564,218 @@ void Handler::Finish(int64_t offset_ns) {
   trace_->warnings = std::move(warnings_).Finish();
 }
 
+// rapidjson's input stream (Peek/Take/Tell) over a KinetoTextSource, which also enforces the
+// string cap and counts lines as the parser goes, so the text is looked at once: rapidjson skips
+// whitespace and copies each string's plain runs through SkipWhitespace and CopyStringRun below
+// (specializations of its hooks, after this class), which count the line breaks (valid JSON has
+// them only between tokens) and measure each string as written between its quotes. A string
+// longer than the cap stops the text at the cap's end (nothing more of it is copied); so does a
+// source error. The parser then sees '\0', as at the end of a buffer.
+class SourceStream {
+ public:
+  using Ch = char;
+
+  SourceStream(KinetoTextSource& source, const ReaderOptions& options)
+      : source_(source), max_string_bytes_(options.max_string_bytes) {}
+
+  Ch Peek() {
+    if (cur_ == end_ && !Refill()) return '\0';
+    return *cur_;
+  }
+  Ch Take() {
+    if (cur_ == end_ && !Refill()) return '\0';
+    return *cur_++;
+  }
+  size_t Tell() const { return static_cast<size_t>(piece_offset_ + (cur_ - begin_)); }
+  // Unused: the parse is not in place.
+  Ch* PutBegin() {
+    RAPIDJSON_ASSERT(false);
+    return nullptr;
+  }
+  void Put(Ch /*c*/) { RAPIDJSON_ASSERT(false); }
+  void Flush() { RAPIDJSON_ASSERT(false); }
+  size_t PutEnd(Ch* /*begin*/) {
+    RAPIDJSON_ASSERT(false);
+    return 0;
+  }
+
+  // Skips spaces, tabs and line breaks (counting the breaks), across pieces.
+  void SkipWhitespace() {
+    for (;;) {
+      const char* p = cur_;
+      for (; p != end_; ++p) {
+        const char c = *p;
+        if (c == '\n') {
+          ++newlines_;
+          line_start_ = piece_offset_ + static_cast<uint64_t>(p - begin_) + 1;
+        } else if (c != ' ' && c != '\t' && c != '\r') {
+          break;
+        }
+      }
+      cur_ = p;
+      if (p != end_ || !Refill()) return;
+    }
+  }
+
+  // Copies the string's bytes from here up to its next quote, backslash or control byte (or the
+  // text's end) into `os`, across pieces. `os` holds what was copied of this string so far: empty
+  // on the first call for a string, right after its opening quote.
+  template <typename Out>
+  void CopyStringRun(Out& os) {
+    if (os.Length() == 0) {
+      string_open_ = Tell() - 1;
+      string_line_ = newlines_ + 1;
+      string_column_ = string_open_ - line_start_ + 1;
+    }
+    for (;;) {
+      const char* p = cur_;
+      while (p != end_ && kPlainStringByte[static_cast<unsigned char>(*p)]) ++p;
+      const uint64_t written = piece_offset_ + static_cast<uint64_t>(p - begin_) - string_open_ - 1;
+      if (written > max_string_bytes_) {
+        breach_ = {kineto_json::LimitBreach::Kind::kString, static_cast<size_t>(string_open_),
+                   static_cast<size_t>(string_line_), static_cast<size_t>(string_column_)};
+        ended_ = true;
+        cur_ = end_;
+        return;
+      }
+      const auto n = static_cast<rapidjson::SizeType>(p - cur_);
+      if (n > 0) std::memcpy(os.Push(n), cur_, n);
+      cur_ = p;
+      if (p != end_ || !Refill()) return;
+    }
+  }
+
+  // Why the text ended early: a source error (OK if none), or a string over the cap.
+  const absl::Status& status() const { return status_; }
+  const kineto_json::LimitBreach& breach() const { return breach_; }
+
+  // `offset` (at or a little before the parser's position, on its line) as a LimitBreach's
+  // position: its line and column.
+  kineto_json::LimitBreach At(kineto_json::LimitBreach::Kind kind, size_t offset) const {
+    const uint64_t column = offset >= line_start_ ? offset - line_start_ + 1 : 1;
+    return {kind, offset, static_cast<size_t>(newlines_ + 1), static_cast<size_t>(column)};
+  }
+  // "offset N (line L, column C)" of `offset`, as At.
+  std::string Position(size_t offset) const {
+    const kineto_json::LimitBreach at = At(kineto_json::LimitBreach::Kind::kNone, offset);
+    return kineto_json::Position(at.offset, at.line, at.column);
+  }
+
+ private:
+  // Bytes a string copies as they are: not a quote, a backslash or a control byte.
+  static constexpr std::array<bool, 256> kPlainStringByte = [] {
+    std::array<bool, 256> plain{};
+    for (int c = 0x20; c < 256; ++c) plain[c] = c != '"' && c != '\\';
+    return plain;
+  }();
+
+  bool Refill() {
+    if (ended_) return false;
+    piece_offset_ += static_cast<uint64_t>(end_ - begin_);
+    begin_ = cur_ = end_ = nullptr;
+    absl::StatusOr<absl::string_view> piece = source_.Next();
+    if (!piece.ok()) {
+      status_ = piece.status();
+      ended_ = true;
+      return false;
+    }
+    if (piece->empty()) {
+      ended_ = true;
+      return false;
+    }
+    begin_ = cur_ = piece->data();
+    end_ = begin_ + piece->size();
+    return true;
+  }
+
+  KinetoTextSource& source_;
+  const uint64_t max_string_bytes_;
+  const char* begin_ = nullptr;
+  const char* cur_ = nullptr;
+  const char* end_ = nullptr;
+  uint64_t piece_offset_ = 0;  // offset of begin_ in the text
+  uint64_t newlines_ = 0;      // line breaks before the parser's position
+  uint64_t line_start_ = 0;    // offset just after the last of them
+  uint64_t string_open_ = 0;   // the open string's quote, its line and column
+  uint64_t string_line_ = 0;
+  uint64_t string_column_ = 0;
+  bool ended_ = false;
+  absl::Status status_;
+  kineto_json::LimitBreach breach_;
+};
+
+}  // namespace
+}  // namespace profctl::analysis
+
+// rapidjson's two hooks for a stream, specialized for SourceStream (declared before the parser
+// is instantiated with it): skipping whitespace, and copying a string's plain bytes in runs.
+namespace rapidjson {
+
+template <>
+inline void SkipWhitespace(profctl::analysis::SourceStream& is) {
+  is.SkipWhitespace();
+}
+
+template <>
+template <>
+inline void GenericReader<UTF8<>, UTF8<>, CrtAllocator>::ScanCopyUnescapedString(
+    profctl::analysis::SourceStream& is,
+    GenericReader<UTF8<>, UTF8<>, CrtAllocator>::StackStream<char>& os) {
+  is.CopyStringRun(os);
+}
+
+}  // namespace rapidjson
+
+namespace profctl::analysis {
+namespace {
+
+// A whole text as one piece.
+class WholeText : public KinetoTextSource {
+ public:
+  explicit WholeText(absl::string_view text) : text_(text) {}
+  absl::StatusOr<absl::string_view> Next() override { return std::exchange(text_, {}); }
+
+ private:
+  absl::string_view text_;
+};
+
+constexpr unsigned kParseFlags =
+    rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseTrailingCommasFlag;
+
 }  // namespace
 
-absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
-                                          const std::string& default_host, int64_t offset_ns,
-                                          const ReaderOptions& options) {
+absl::StatusOr<HostTrace> ReadKinetoTraceFrom(KinetoTextSource& source,
+                                              const std::string& default_host, int64_t offset_ns,
+                                              const ReaderOptions& options) {
   PROFCTL_ASSIGN_OR_RETURN(const StepMatcher matcher, StepMatcher::Create(options.step_pattern));
   if (offset_ns < -kMaxAbsOffsetNs || offset_ns > kMaxAbsOffsetNs) {
     return absl::InvalidArgumentError(absl::StrCat("host ", default_host, ": clock offset ",
                                                    offset_ns,
                                                    " ns is out of range (|offset| <= 2^61 ns)"));
   }
-  if (absl::Status s = CheckKinetoJsonLimits(json_text, options); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("Kineto trace of ", default_host, ": ", s.message()));
-  }
   HostTrace trace;
   Handler handler(matcher, &trace);
   rapidjson::Reader reader;
-  rapidjson::MemoryStream stream(json_text.data(), json_text.size());
-  constexpr unsigned kFlags =
-      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseTrailingCommasFlag;
-  const rapidjson::ParseResult result = reader.Parse<kFlags>(stream, handler);
+  SourceStream stream(source, options);
+  const rapidjson::ParseResult result = reader.Parse<kParseFlags>(stream, handler);
+  if (!stream.status().ok()) return stream.status();
+  kineto_json::LimitBreach breach = stream.breach();
+  if (handler.too_deep()) {  // stopped right after the bracket
+    breach = stream.At(kineto_json::LimitBreach::Kind::kDepth, result.Offset() - 1);
+  }
+  if (breach.kind != kineto_json::LimitBreach::Kind::kNone) {
+    const absl::Status s = kineto_json::LimitError(breach, kMaxJsonDepth, options.max_string_bytes);
+    return absl::Status(s.code(),
+                        absl::StrCat("Kineto trace of ", default_host, ": ", s.message()));
+  }
   if (result.IsError()) {
     const std::string why =
         result.Code() == rapidjson::kParseErrorTermination && !handler.error().empty()
             ? handler.error()
             : rapidjson::GetParseError_En(result.Code());
-    return absl::InvalidArgumentError(
-        absl::StrCat("Kineto trace of ", default_host, ": invalid JSON at ",
-                     kineto_json::Position(json_text, result.Offset()), ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat("Kineto trace of ", default_host,
+                                                   ": invalid JSON at ",
+                                                   stream.Position(result.Offset()), ": ", why));
   }
   if (!handler.saw_trace_events()) {
     return absl::InvalidArgumentError(
@@ -595,6 +785,13 @@ absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
   handler.Finish(offset_ns);
   trace.host = handler.rank() ? absl::StrCat("rank-", *handler.rank()) : default_host;
   return trace;
+}
+
+absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
+                                          const std::string& default_host, int64_t offset_ns,
+                                          const ReaderOptions& options) {
+  WholeText source(json_text);
+  return ReadKinetoTraceFrom(source, default_host, offset_ns, options);
 }
 
 absl::Status CheckKinetoJsonLimits(absl::string_view json_text, const ReaderOptions& options) {

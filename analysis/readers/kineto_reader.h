@@ -40,12 +40,15 @@
 // "/device:GPU:<N>" (Kineto does not say GPU or accelerator type), devices in ordinal order.
 // StepMarker::thread_id is the integer `tid` (0 when it is a string).
 //
-// LIMITS. Before parsing, the text is checked (CheckKinetoJsonLimits): arrays/objects nested
-// deeper than kMaxJsonDepth or a string longer than ReaderOptions::max_string_bytes refuse the
-// file with INVALID_ARGUMENT naming the limit, so the parser's recursion and string copies stay
-// bounded. Gzip input is capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio, and the
-// limits are checked while it inflates; files are read under the same caps and a size cap by
-// trace_file.h.
+// LIMITS. Each piece of text is checked before the parser reads a byte of it (one scan, the
+// LimitScanner of kineto_json.h; the whole text is one piece for ReadKinetoTrace): arrays/objects
+// nested deeper than kMaxJsonDepth or a string longer than ReaderOptions::max_string_bytes refuse
+// the file with INVALID_ARGUMENT naming the limit, so the parser's recursion and string copies
+// stay bounded. A text that both breaks a limit and fails to parse before it is refused for
+// whichever comes first in a piece's order: the limit, when both are in one piece. Gzip input is
+// capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio as it inflates; files are read
+// under the same caps and a size cap by trace_file.h (ReadKinetoTraceFromPath parses a file as
+// it is read and inflated, never holding its text).
 //
 // BAD INPUT. JSON that does not parse, or a document that is not a trace (no `traceEvents` array,
 // `traceEvents` not an array, a top level that is neither object nor array): INVALID_ARGUMENT
@@ -73,6 +76,24 @@ namespace profctl::analysis {
 absl::StatusOr<HostTrace> ReadKinetoTrace(absl::string_view json_text,
                                           const std::string& default_host, int64_t offset_ns,
                                           const ReaderOptions& options = {});
+
+// A document's text in pieces, as a file is read or inflated, for ReadKinetoTraceFrom.
+class KinetoTextSource {
+ public:
+  virtual ~KinetoTextSource() = default;
+  // The next piece of the text, valid until the next call; empty at the end of the text. An
+  // error (it names what was being read) stops the reading: Next is not called again.
+  virtual absl::StatusOr<absl::string_view> Next() = 0;
+};
+
+// ReadKinetoTrace over text that arrives in pieces, parsed as it comes: memory is the pieces
+// the source holds and what the trace keeps per event, however long the text. The limits
+// (CheckKinetoJsonLimits) are checked on each piece as it arrives, before it is parsed, and
+// the first breach refuses the file with the same error, positions included; a source error
+// is returned as it is. Errors are otherwise ReadKinetoTrace's.
+absl::StatusOr<HostTrace> ReadKinetoTraceFrom(KinetoTextSource& source,
+                                              const std::string& default_host, int64_t offset_ns,
+                                              const ReaderOptions& options = {});
 
 // `contents` itself, or, when it starts with the gzip magic, its inflated text kept in *storage.
 // INVALID_ARGUMENT naming `path` when it does not inflate; RESOURCE_EXHAUSTED naming `path` and

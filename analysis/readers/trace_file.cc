@@ -7,11 +7,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <new>
+#include <optional>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "analysis/readers/kineto_json.h"
 #include "analysis/readers/kineto_reader.h"
 #include "common/gzip.h"
@@ -79,9 +85,11 @@ absl::StatusOr<int> OpenCapped(const std::string& path, const ReaderOptions& opt
   return fd;
 }
 
-// Reads the next chunk of `fd` into *buf (resized to what was read; empty at the end).
-absl::Status ReadChunk(int fd, absl::string_view path, std::string* buf) {
-  buf->resize(kReadChunkBytes);
+// Reads the next chunk of `fd` (at most `bytes`) into *buf (resized to what was read; empty at
+// the end).
+absl::Status ReadChunk(int fd, absl::string_view path, std::string* buf,
+                       size_t bytes = kReadChunkBytes) {
+  buf->resize(bytes);
   for (;;) {
     const ssize_t n = read(fd, buf->data(), buf->size());
     if (n < 0 && errno == EINTR) continue;
@@ -223,6 +231,176 @@ absl::StatusOr<std::string> ReadKinetoTraceText(const std::string& path,
   }
   if (absl::Status s = inflater.Finish(); !s.ok()) return NotGzip(path, s);
   return std::move(text).Take();
+}
+
+namespace {
+
+constexpr size_t kPieceBytes = size_t{256} << 10;
+
+// A Kineto file's text in pieces of at most kPieceBytes, read (and inflated) as they are asked
+// for, under ReadKinetoTraceText's caps.
+class KinetoFileText : public KinetoTextSource {
+ public:
+  KinetoFileText(const std::string& path, const ReaderOptions& options)
+      : path_(path), options_(options) {}
+
+  // Opens the file under the size cap and reads its first bytes.
+  absl::Status Open() {
+    PROFCTL_ASSIGN_OR_RETURN(const int fd, OpenCapped(path_, options_, &size_));
+    fd_.emplace(fd);
+    PROFCTL_RETURN_IF_ERROR(ReadInto(&read_));
+    gzipped_ = IsGzip(read_);
+    input_ = read_;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<absl::string_view> Next() override {
+    if (!gzipped_) {
+      if (input_.empty()) PROFCTL_RETURN_IF_ERROR(ReadInto(&read_));
+      const absl::string_view piece = read_;
+      input_ = {};
+      text_bytes_ += piece.size();
+      if (text_bytes_ > options_.max_file_bytes) {
+        return FileSizeError(path_, text_bytes_, options_, "at least ");
+      }
+      return piece;
+    }
+    text_.resize(kPieceBytes);
+    for (;;) {
+      if (input_.empty()) {
+        PROFCTL_RETURN_IF_ERROR(ReadInto(&read_));
+        input_ = read_;
+        if (input_.empty()) {
+          if (absl::Status s = inflater_.Finish(); !s.ok()) return NotGzip(path_, s);
+          return absl::string_view();
+        }
+      }
+      absl::StatusOr<size_t> n = inflater_.Inflate(&input_, text_.data(), text_.size());
+      if (!n.ok()) return NotGzip(path_, n.status());
+      if (*n == 0) {
+        input_ = {};  // used up, or bytes after the last member (ignored, as gzip(1) does)
+        continue;
+      }
+      text_bytes_ += *n;
+      if (absl::Status s = CheckInflatedSize(text_bytes_, size_, options_.max_inflated_bytes,
+                                             options_.max_inflate_ratio);
+          !s.ok()) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(path_, ": ", s.message(), " (--max-inflated-mb, --max-inflate-ratio)"));
+      }
+      return absl::string_view(text_.data(), *n);
+    }
+  }
+
+ private:
+  absl::Status ReadInto(std::string* buf) { return ReadChunk(fd_->get(), path_, buf, kPieceBytes); }
+
+  const std::string path_;
+  const ReaderOptions& options_;
+  std::optional<Fd> fd_;
+  uint64_t size_ = 0;
+  bool gzipped_ = false;
+  std::string read_;         // the last bytes read from the file
+  absl::string_view input_;  // what of them is not inflated yet
+  std::string text_;         // the last piece inflated
+  uint64_t text_bytes_ = 0;  // text handed out so far
+  GzipInflater inflater_;
+};
+
+// Runs another source on a thread of its own, up to kKinetoPiecesAhead pieces ahead of the
+// reader, each piece copied into a buffer of its own. The thread stops at the first error or at
+// the end, and when this is destroyed.
+class PrefetchedText : public KinetoTextSource {
+ public:
+  explicit PrefetchedText(KinetoTextSource& inner) : inner_(inner) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  PrefetchedText(const PrefetchedText&) = delete;
+  PrefetchedText& operator=(const PrefetchedText&) = delete;
+  ~PrefetchedText() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  absl::StatusOr<absl::string_view> Next() override {
+    absl::MutexLock lock(&mu_);
+    if (handed_out_) {  // the reader is done with the last piece: its buffer is free again
+      free_.push_back(std::move(ready_.front().text));
+      ready_.pop_front();
+      handed_out_ = false;
+    }
+    mu_.Await(absl::Condition(this, &PrefetchedText::HasReady));
+    Piece& piece = ready_.front();
+    if (!piece.status.ok()) return piece.status;
+    handed_out_ = true;
+    return absl::string_view(piece.text);
+  }
+
+ private:
+  struct Piece {
+    absl::Status status;
+    std::string text;  // empty at the end
+  };
+
+  bool HasReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !ready_.empty(); }
+  bool MayRead() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || ready_.size() < static_cast<size_t>(kKinetoPiecesAhead);
+  }
+
+  void Run() {
+    for (;;) {
+      std::string buf;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &PrefetchedText::MayRead));
+        if (stop_) return;
+        if (!free_.empty()) {
+          buf = std::move(free_.back());
+          free_.pop_back();
+        }
+      }
+      absl::StatusOr<absl::string_view> next = inner_.Next();
+      Piece piece;
+      if (next.ok()) {
+        buf.assign(next->data(), next->size());
+        piece.text = std::move(buf);
+      } else {
+        piece.status = next.status();
+      }
+      const bool last = !next.ok() || next->empty();
+      absl::MutexLock lock(&mu_);
+      ready_.push_back(std::move(piece));
+      if (last) return;
+    }
+  }
+
+  KinetoTextSource& inner_;
+  absl::Mutex mu_;
+  std::deque<Piece> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> free_ ABSL_GUARDED_BY(mu_);
+  bool handed_out_ ABSL_GUARDED_BY(mu_) = false;  // ready_.front() is the reader's
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+absl::StatusOr<HostTrace> ReadKinetoTraceFromPath(const std::string& path, int64_t offset_ns,
+                                                  const ReaderOptions& options, int threads) {
+  KinetoFileText file(path, options);
+  absl::StatusOr<HostTrace> trace = [&]() -> absl::StatusOr<HostTrace> {
+    PROFCTL_RETURN_IF_ERROR(file.Open());
+    if (threads < 2) return ReadKinetoTraceFrom(file, KinetoFileStem(path), offset_ns, options);
+    PrefetchedText prefetched(file);
+    return ReadKinetoTraceFrom(prefetched, KinetoFileStem(path), offset_ns, options);
+  }();
+  if (!trace.ok() && !absl::StartsWith(trace.status().message(), path)) {
+    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  }
+  return trace;
 }
 
 absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,

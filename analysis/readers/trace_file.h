@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "analysis/host_trace.h"
 #include "analysis/op_classify.h"
 
 namespace profctl::analysis {
@@ -32,6 +33,17 @@ absl::StatusOr<std::string> ReadTraceFile(const std::string& path, const ReaderO
 // The text is ready for ReadKinetoTraceFile / ReadKinetoToolsFileOwned.
 absl::StatusOr<std::string> ReadKinetoTraceText(const std::string& path,
                                                 const ReaderOptions& options);
+
+// The Kineto trace file at `path` read as ReadKinetoTraceFile reads its bytes, with the caps of
+// ReadKinetoTraceText, but parsed as it is read and inflated (ReadKinetoTraceFrom): the text is
+// never held whole. Memory: two 256 KiB buffers, zlib's state and what the trace keeps per
+// event, however large the file; a refused file (any cap) costs no more. With `threads` = 2 the
+// file is read, inflated and scanned for the limits on a second thread while this one parses
+// (up to kKinetoPiecesAhead pieces ahead); 1 does it all here. Errors as ReadKinetoTraceText's
+// and ReadKinetoTraceFile's, each naming `path`.
+inline constexpr int kKinetoPiecesAhead = 4;
+absl::StatusOr<HostTrace> ReadKinetoTraceFromPath(const std::string& path, int64_t offset_ns,
+                                                  const ReaderOptions& options, int threads = 1);
 
 }  // namespace profctl::analysis
 

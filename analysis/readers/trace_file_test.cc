@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,13 +27,14 @@ using kineto_json::LimitScanner;
 using ::profctl::testkit::IsOk;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string DataPath(absl::string_view name) {
   return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
 }
 
 bool operator==(const LimitBreach& a, const LimitBreach& b) {
-  return a.kind == b.kind && a.offset == b.offset;
+  return a.kind == b.kind && a.offset == b.offset && a.line == b.line && a.column == b.column;
 }
 
 // A document's breach is the same whether it is scanned whole, in two pieces split anywhere, or
@@ -44,12 +46,19 @@ TEST(LimitScannerTest, PiecesGiveTheBreachOfTheWhole) {
       absl::StrCat(R"({"a": ")", std::string(30, 'x'), R"(\\\"\\)", "\"}"),  // 36 bytes
       "{\"a\": [[[[[[\"]]]]]]]]\"]]]]]]}",  // brackets in a string are text
       absl::StrCat(R"({"a": )", std::string(12, '['), std::string(12, ']'), "}"),  // too deep
+      absl::StrCat("{\n \"a\":\n  [", std::string(10, '['), "]]"),                 // line 3
+      absl::StrCat("{\"b\": \"x\",\n\n  \"a\": \"", std::string(40, 'x'), "\"}"),  // line 3
       absl::StrCat(R"({"k": "\\", "b": ")", std::string(33, 'y')),                 // unterminated
       R"({"traceEvents": [{"name": "\\\\\\\""}]})",
   };
   for (const std::string& doc : docs) {
     const LimitBreach whole = kineto_json::ScanLimits(doc, /*max_depth=*/8,
                                                       /*max_string_bytes=*/32);
+    if (whole.kind != LimitBreach::Kind::kNone) {  // its line and column are Position's
+      EXPECT_EQ(kineto_json::Position(doc, whole.offset),
+                kineto_json::Position(whole.offset, whole.line, whole.column))
+          << doc;
+    }
     for (size_t split = 0; split <= doc.size(); ++split) {
       LimitScanner two(8, 32);
       two.Feed(absl::string_view(doc).substr(0, split));
@@ -66,7 +75,9 @@ TEST(LimitScannerTest, PiecesGiveTheBreachOfTheWhole) {
   EXPECT_EQ(kineto_json::ScanLimits(docs[2], 8, 32).kind, LimitBreach::Kind::kString);
   EXPECT_EQ(kineto_json::ScanLimits(docs[3], 8, 32).kind, LimitBreach::Kind::kNone);
   EXPECT_EQ(kineto_json::ScanLimits(docs[4], 8, 32).kind, LimitBreach::Kind::kDepth);
-  EXPECT_EQ(kineto_json::ScanLimits(docs[5], 8, 32).kind, LimitBreach::Kind::kString);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[5], 8, 32).line, 3u);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[6], 8, 32).line, 3u);
+  EXPECT_EQ(kineto_json::ScanLimits(docs[7], 8, 32).kind, LimitBreach::Kind::kString);
 }
 
 // A string is refused once more than the cap of it has been fed, before its end is seen.
@@ -207,6 +218,139 @@ TEST(TraceFileTest, HostileFilesAreRefusedByTheFirstCapTheyPass) {
   const std::string cut = WriteTemp(dir, "cut.pt.trace.json.gz", rank3->substr(0, 100));
   EXPECT_THAT(std::string(ReadKinetoTraceText(cut, {}).status().message()),
               AllOf(HasSubstr(cut), HasSubstr("truncated")));
+}
+
+// A source handing out a text in pieces of 1, 2, 3, ... `max_piece` bytes, round and round.
+class Pieces : public KinetoTextSource {
+ public:
+  Pieces(absl::string_view text, size_t max_piece) : text_(text), max_piece_(max_piece) {}
+  absl::StatusOr<absl::string_view> Next() override {
+    const size_t n = std::min(text_.size(), next_);
+    next_ = next_ % max_piece_ + 1;
+    const absl::string_view piece = text_.substr(0, n);
+    text_.remove_prefix(n);
+    return piece;
+  }
+
+ private:
+  absl::string_view text_;
+  size_t max_piece_;
+  size_t next_ = 1;
+};
+
+std::string Describe(const absl::StatusOr<HostTrace>& t) {
+  if (!t.ok()) return t.status().ToString();
+  std::string out = absl::StrCat(t->host, " window ", t->window_start_ns, "-", t->window_end_ns,
+                                 " steps ", t->steps.size(), " host ops ", t->host_ops.size());
+  for (const StepMarker& s : t->steps) absl::StrAppend(&out, " s", s.step, "@", s.start_ns);
+  for (const DeviceTrace& d : t->devices) {
+    absl::StrAppend(&out, " ", d.name, ":", d.ops.size());
+    for (const Op& op : d.ops) {
+      absl::StrAppend(&out, ",", op.start_ns, "+", op.end_ns - op.start_ns, "k",
+                      static_cast<int>(op.kind));
+    }
+  }
+  for (const Op& op : t->host_ops) {
+    absl::StrAppend(&out, ",", op.start_ns, "k", static_cast<int>(op.kind));
+  }
+  for (const std::string& w : t->warnings) absl::StrAppend(&out, " | ", w);
+  return out;
+}
+
+// Text read in pieces, however small and wherever they split it (inside a number, a string, an
+// escape), gives what the whole text gives: the trace, its warnings, and a bad document's error
+// with its position.
+TEST(ReadKinetoTraceFromTest, AnyPiecesReadAsTheWholeText) {
+  absl::StatusOr<std::string> real =
+      GzipDecompress(ReadFile(DataPath("h100_torch_profiler.pt.trace.json.gz")).value_or(""));
+  ASSERT_THAT(real, IsOk());
+  absl::StatusOr<std::string> rank3 = ReadFile(DataPath("rank3.pt.trace.json"));
+  ASSERT_THAT(rank3, IsOk());
+  const std::vector<std::string> docs = {
+      *real,
+      *rank3,
+      rank3->substr(0, rank3->size() / 2),                                     // cut short
+      absl::StrCat(rank3->substr(0, 700), "\n  } nope ", rank3->substr(700)),  // bad
+      absl::StrCat("{\"traceEvents\": [\n{\"name\": \"", std::string(40, 'x'), "\"}]}"),
+      absl::StrCat("{\"traceEvents\":\n", std::string(20, '['), std::string(20, ']'), "}"),
+  };
+  ReaderOptions options;
+  options.max_string_bytes = 32;  // the real trace's longest names are longer: a breach
+  for (const ReaderOptions& o : {ReaderOptions{}, options}) {
+    for (const std::string& doc : docs) {
+      const std::string whole = Describe(ReadKinetoTrace(doc, "h", 0, o));
+      for (const size_t max_piece : {size_t{1}, size_t{7}, size_t{4096}}) {
+        if (max_piece == 1 && doc.size() > 100'000) continue;  // slow under the sanitizers
+        Pieces pieces(doc, max_piece);
+        EXPECT_EQ(Describe(ReadKinetoTraceFrom(pieces, "h", 0, o)), whole)
+            << "pieces of up to " << max_piece << " bytes of " << doc.substr(0, 60);
+      }
+    }
+  }
+  EXPECT_THAT(Describe(ReadKinetoTrace(docs[3], "h", 0, {})), HasSubstr("invalid JSON at offset"));
+  EXPECT_THAT(Describe(ReadKinetoTrace(docs[4], "h", 0, options)),
+              HasSubstr("a string longer than 32 bytes at offset 27 (line 2, column 10)"));
+}
+
+// The file, plain or gzipped, read as it inflates on one thread or two, gives what its bytes
+// read whole give.
+TEST(ReadKinetoTraceFromPathTest, ReadsAFileAsItsBytesRead) {
+  for (const std::string name :
+       {"h100_torch_profiler.pt.trace.json.gz", "rank3.pt.trace.json", "rank3.pt.trace.json.gz"}) {
+    const std::string path = DataPath(name);
+    absl::StatusOr<std::string> bytes = ReadFile(path);
+    ASSERT_THAT(bytes, IsOk());
+    const std::string whole = Describe(ReadKinetoTraceFile(*bytes, path, 5));
+    EXPECT_THAT(whole, Not(HasSubstr("INVALID")));
+    for (const int threads : {1, 2}) {
+      EXPECT_EQ(Describe(ReadKinetoTraceFromPath(path, 5, {}, threads)), whole) << name;
+    }
+  }
+}
+
+// Hostile files are refused by ReadKinetoTraceFromPath with ReadKinetoTraceText's errors, as
+// they inflate, on either thread count; nothing of the text is held.
+TEST(ReadKinetoTraceFromPathTest, HostileFilesAreRefusedByTheFirstCapTheyPass) {
+  const testkit::TempDir dir;
+  const std::string member = StringBomb(16 << 20);
+  const std::string bomb =
+      WriteTemp(dir, "bomb.pt.trace.json.gz", absl::StrCat(member, member, member));
+  absl::StatusOr<std::string> zeros = GzipCompress(std::string(1 << 20, '\0'));
+  ASSERT_THAT(zeros, IsOk());
+  const std::string zeros_file = WriteTemp(dir, "zeros.pt.trace.json.gz", *zeros);
+  const std::string bad = WriteTemp(dir, "bad.pt.trace.json.gz", "\x1f\x8bnot really gzip");
+  absl::StatusOr<std::string> rank3 = ReadFile(DataPath("rank3.pt.trace.json.gz"));
+  ASSERT_THAT(rank3, IsOk());
+  const std::string cut = WriteTemp(dir, "cut.pt.trace.json.gz", rank3->substr(0, 100));
+  const std::string huge = JoinPath(dir.path(), "huge.pt.trace.json");
+  const int fd = open(huge.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{64} << 30), 0);
+  close(fd);
+  ReaderOptions options;
+  options.max_inflated_bytes = 64 << 20;
+  options.max_inflate_ratio = 0;
+  for (const int threads : {1, 2}) {
+    absl::Status s = ReadKinetoTraceFromPath(bomb, 0, options, threads).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr(absl::StrCat(bomb,
+                                             ": Kineto trace of bomb: a string longer than 1048576 "
+                                             "bytes at offset 24 (line 1, column 25)")),
+                      HasSubstr("--max-string-kb")));
+    s = ReadKinetoTraceFromPath(zeros_file, 0, {}, threads).status();  // ratio cap 100
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(zeros_file), HasSubstr("more than 100 times its"),
+                                   HasSubstr("--max-inflate-ratio")));
+    s = ReadKinetoTraceFromPath(bad, 0, {}, threads).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(bad, ": cannot decompress gzip")));
+    s = ReadKinetoTraceFromPath(cut, 0, {}, threads).status();
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(cut), HasSubstr("truncated")));
+    s = ReadKinetoTraceFromPath(huge, 0, {}, threads).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(huge), HasSubstr("--max-file-mb")));
+  }
 }
 
 }  // namespace

@@ -292,10 +292,9 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
                                                      const analysis::ReaderOptions& options) {
   absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
     if (in.format == Format::kKineto) {
-      // Read under the caps: a hostile file is refused before it is held whole.
-      absl::StatusOr<std::string> text = analysis::ReadKinetoTraceText(in.path, options);
-      if (!text.ok()) return text.status();
-      return analysis::ReadKinetoTraceFile(*text, in.path, in.offset_ns, options);
+      // Parsed as it is read and inflated (on a second thread), under the caps: the text is
+      // never held whole, so a hostile file costs no more than a valid one.
+      return analysis::ReadKinetoTraceFromPath(in.path, in.offset_ns, options, /*threads=*/2);
     }
     // Streamed from the file (pread through a small buffer): no whole-file copy, no XSpace.
     if (absl::Status s = analysis::CheckTraceFileSize(in.path, options); !s.ok()) return s;
