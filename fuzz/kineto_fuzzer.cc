@@ -2,8 +2,7 @@
 // *.pt.trace.json.gz (analysis/readers/kineto_reader.h): gzip is unwrapped first when the
 // bytes start with its magic, then the JSON read, then the trace analysed (analyze_trace.h).
 // The same text is read again in pieces of 1 to 13 bytes (ReadKinetoTraceFrom, as a file is
-// read while it inflates): it must read alike (a text both breaks a cap and fails to parse may
-// be refused for either, whichever a piece shows first).
+// read while it inflates): the result must be the same, errors and their positions included.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -44,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         profctl::analysis::ReadKinetoTraceFrom(pieces, "fuzz", /*offset_ns=*/1'000'000);
     absl::StatusOr<profctl::analysis::HostTrace> whole =
         profctl::analysis::ReadKinetoTrace(bytes, "fuzz", /*offset_ns=*/1'000'000);
-    profctl::fuzz::Check(streamed.ok() == whole.ok());
+    profctl::fuzz::Check(streamed.status() == whole.status());
     if (whole.ok()) {
       profctl::fuzz::Check(streamed->host_ops.size() == whole->host_ops.size() &&
                            streamed->devices.size() == whole->devices.size() &&

@@ -40,15 +40,14 @@
 // "/device:GPU:<N>" (Kineto does not say GPU or accelerator type), devices in ordinal order.
 // StepMarker::thread_id is the integer `tid` (0 when it is a string).
 //
-// LIMITS. Each piece of text is checked before the parser reads a byte of it (one scan, the
-// LimitScanner of kineto_json.h; the whole text is one piece for ReadKinetoTrace): arrays/objects
-// nested deeper than kMaxJsonDepth or a string longer than ReaderOptions::max_string_bytes refuse
-// the file with INVALID_ARGUMENT naming the limit, so the parser's recursion and string copies
-// stay bounded. A text that both breaks a limit and fails to parse before it is refused for
-// whichever comes first in a piece's order: the limit, when both are in one piece. Gzip input is
-// capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio as it inflates; files are read
-// under the same caps and a size cap by trace_file.h (ReadKinetoTraceFromPath parses a file as
-// it is read and inflated, never holding its text).
+// LIMITS. Checked inside the parse, as it reaches each byte (nothing is scanned ahead): an array
+// or object nested deeper than kMaxJsonDepth, or a string (as written between its quotes) longer
+// than ReaderOptions::max_string_bytes, refuses the file with INVALID_ARGUMENT naming the limit
+// and where, as soon as the parser reaches it, so the parser's recursion and string copies stay
+// bounded. The first problem in the text's order is the one reported, however the text is cut
+// into pieces. Gzip input is capped by ReaderOptions::max_inflated_bytes / max_inflate_ratio as
+// it inflates; files are read under the same caps and a size cap by trace_file.h
+// (ReadKinetoTraceFromPath parses a file as it is read and inflated, never holding its text).
 //
 // BAD INPUT. JSON that does not parse, or a document that is not a trace (no `traceEvents` array,
 // `traceEvents` not an array, a top level that is neither object nor array): INVALID_ARGUMENT
@@ -87,10 +86,9 @@ class KinetoTextSource {
 };
 
 // ReadKinetoTrace over text that arrives in pieces, parsed as it comes: memory is the pieces
-// the source holds and what the trace keeps per event, however long the text. The limits
-// (CheckKinetoJsonLimits) are checked on each piece as it arrives, before it is parsed, and
-// the first breach refuses the file with the same error, positions included; a source error
-// is returned as it is. Errors are otherwise ReadKinetoTrace's.
+// the source holds and what the trace keeps per event, however long the text. The result is the
+// same however the text is cut, errors and their positions included; a source error is returned
+// as it is.
 absl::StatusOr<HostTrace> ReadKinetoTraceFrom(KinetoTextSource& source,
                                               const std::string& default_host, int64_t offset_ns,
                                               const ReaderOptions& options = {});
@@ -107,8 +105,9 @@ absl::StatusOr<absl::string_view> GunzipIfCompressed(absl::string_view contents,
 
 // OK, or INVALID_ARGUMENT naming the limit and where (offset, line, column) when `json_text`
 // nests arrays/objects deeper than kMaxJsonDepth or holds a string longer than
-// options.max_string_bytes. One pass, nothing allocated; ReadKinetoTrace and the tools' Kineto
-// reader run it before parsing (their parsers recurse per level and copy strings whole).
+// options.max_string_bytes. One pass, nothing allocated; the tools' Kineto reader runs it before
+// parsing (its parser recurses per level and copies strings whole; ReadKinetoTrace checks the
+// same limits inside its parse).
 absl::Status CheckKinetoJsonLimits(absl::string_view json_text, const ReaderOptions& options);
 
 // A trace file's bytes as read from `path` (used only for naming): gunzipped first when they
