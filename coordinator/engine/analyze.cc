@@ -288,13 +288,16 @@ int AnalyzeJobs(int requested, size_t inputs) {
 namespace {
 
 // One input, read and summarized: the bytes and the decoded trace are dropped on return.
+// `kineto_threads`: 2 reads and inflates a Kineto file on a second thread while this one parses
+// (when cores are spare), 1 does it all here.
 absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
-                                                     const analysis::ReaderOptions& options) {
+                                                     const analysis::ReaderOptions& options,
+                                                     int kineto_threads) {
   absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
     if (in.format == Format::kKineto) {
-      // Parsed as it is read and inflated (on a second thread), under the caps: the text is
-      // never held whole, so a hostile file costs no more than a valid one.
-      return analysis::ReadKinetoTraceFromPath(in.path, in.offset_ns, options, /*threads=*/2);
+      // Parsed as it is read and inflated, under the caps: the text is never held whole, so a
+      // hostile file costs no more than a valid one.
+      return analysis::ReadKinetoTraceFromPath(in.path, in.offset_ns, options, kineto_threads);
     }
     // Streamed from the file (pread through a small buffer): no whole-file copy, no XSpace.
     if (absl::Status s = analysis::CheckTraceFileSize(in.path, options); !s.ok()) return s;
@@ -449,11 +452,15 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
     if (m.ok()) matcher = *std::move(m);
   }
   std::vector<std::optional<analysis::RankCollectives>> collectives(n);
-  // Workers take the next input in order; results land in input order.
+  // Workers take the next input in order; results land in input order. A Kineto file is read
+  // and inflated on a thread of its own only when the workers leave a core for it.
+  const int workers_n = AnalyzeJobs(jobs, n);
+  const int kineto_threads =
+      workers_n < static_cast<int>(std::thread::hardware_concurrency()) ? 2 : 1;
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      done[i] = SummarizeInput(inputs.files[i], options);
+      done[i] = SummarizeInput(inputs.files[i], options, kineto_threads);
       if (matcher.has_value() && done[i]->ok()) {
         collectives[i] = ReadCollectives(inputs.files[i], *matcher);
       }
@@ -461,7 +468,7 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
   };
   {
     std::vector<std::thread> workers;
-    for (int w = 1; w < AnalyzeJobs(jobs, n); ++w) workers.emplace_back(work);
+    for (int w = 1; w < workers_n; ++w) workers.emplace_back(work);
     work();
     for (std::thread& t : workers) t.join();
   }
