@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -50,7 +51,58 @@ void AppendMicros(std::string* out, int64_t ns) {
   }
 }
 
-void AppendStatValue(std::string* out, const XStat& s, const XPlane& plane) {
+// A plane's names rendered as JSON once each, however many events carry them: event names (with
+// their quotes) and whether they are memory events, stat keys ("name":), and ref values. Filled
+// as they are first asked for.
+class PlaneNames {
+ public:
+  explicit PlaneNames(const XPlane& plane) : plane_(plane) {}
+
+  struct Event {
+    std::string json;  // the quoted name
+    bool memory = false;
+  };
+  const Event& EventOf(int64_t metadata_id) {
+    auto [it, inserted] = events_.try_emplace(metadata_id);
+    if (inserted) {
+      auto md = plane_.event_metadata().find(metadata_id);
+      const absl::string_view name =
+          md == plane_.event_metadata().end() ? absl::string_view() : md->second.name();
+      AppendJsonString(&it->second.json, name);
+      it->second.memory = name == "MemoryAllocation" || name == "MemoryDeallocation";
+    }
+    return it->second;
+  }
+  // `"name":` of stat metadata `id` ("stat_<id>" when it has none).
+  const std::string& StatKey(int64_t id) {
+    auto [it, inserted] = stat_keys_.try_emplace(id);
+    if (inserted) {
+      auto md = plane_.stat_metadata().find(id);
+      AppendJsonString(&it->second, md == plane_.stat_metadata().end() ? absl::StrCat("stat_", id)
+                                                                       : md->second.name());
+      it->second.push_back(':');
+    }
+    return it->second;
+  }
+  // A ref value: the quoted name of stat metadata `id` ("" when it has none).
+  const std::string& Ref(uint64_t id) {
+    auto [it, inserted] = refs_.try_emplace(id);
+    if (inserted) {
+      auto md = plane_.stat_metadata().find(static_cast<int64_t>(id));
+      AppendJsonString(&it->second, md == plane_.stat_metadata().end() ? absl::string_view()
+                                                                       : md->second.name());
+    }
+    return it->second;
+  }
+
+ private:
+  const XPlane& plane_;
+  absl::flat_hash_map<int64_t, Event> events_;
+  absl::flat_hash_map<int64_t, std::string> stat_keys_;
+  absl::flat_hash_map<uint64_t, std::string> refs_;
+};
+
+void AppendStatValue(std::string* out, const XStat& s, PlaneNames& names) {
   switch (s.value_case()) {
     case XStat::kDoubleValue:
       AppendJsonDouble(out, s.double_value());
@@ -67,11 +119,9 @@ void AppendStatValue(std::string* out, const XStat& s, const XPlane& plane) {
     case XStat::kBytesValue:
       AppendJsonString(out, absl::StrCat("<", s.bytes_value().size(), " bytes>"));
       break;
-    case XStat::kRefValue: {
-      auto it = plane.stat_metadata().find(static_cast<int64_t>(s.ref_value()));
-      AppendJsonString(out, it == plane.stat_metadata().end() ? "" : it->second.name());
+    case XStat::kRefValue:
+      out->append(names.Ref(s.ref_value()));
       break;
-    }
     default:
       out->append("null");
   }
@@ -154,10 +204,6 @@ FlowIndex IndexHost(const XSpace& space, int64_t host_index, int64_t pids_per_ho
   return index;
 }
 
-bool IsMemoryEvent(absl::string_view name) {
-  return name == "MemoryAllocation" || name == "MemoryDeallocation";
-}
-
 }  // namespace
 
 absl::StatusOr<PodTraceWriter> PodTraceWriter::Open(const std::string& path, int64_t base_ns,
@@ -214,6 +260,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
     absl::StrAppend(&buffer, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
                     ",\"args\":{\"sort_index\":", pid, "}}");
     const xspace::XPlaneReader reader(plane);
+    PlaneNames names(plane);
     const PlaneKind kind = KindOf(plane);
     const std::optional<int64_t> corr_id = reader.StatId(xspace::kStatCorrelationId);
     const std::optional<int64_t> in_use_id = reader.StatId("bytes_allocated");
@@ -228,7 +275,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
       for (const XEvent& event : line.events()) {
         if (event.data_case() == XEvent::kNumOccurrences) continue;
         const int64_t start_ns = xspace::EventStartNs(profile_start, line, event);
-        const absl::string_view name = reader.EventName(event);
+        const PlaneNames::Event& name = names.EventOf(event.metadata_id());
         // A launch or its device work: the end of a flow, which binds to this slice.
         std::optional<size_t> flow_at;
         if (kind != PlaneKind::kOther) {
@@ -240,7 +287,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         }
         begin_event();
         buffer.append("{\"ph\":\"X\",\"name\":");
-        AppendJsonString(&buffer, name);
+        buffer.append(name.json);
         if (flow_at.has_value()) buffer.append(",\"cat\":\"launch\"");
         absl::StrAppend(&buffer, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
         const size_t ts_at = buffer.size();
@@ -252,13 +299,9 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
           buffer.append(",\"args\":{");
           for (int i = 0; i < event.stats_size(); ++i) {
             const XStat& st = event.stats(i);
-            auto md = plane.stat_metadata().find(st.metadata_id());
             if (i > 0) buffer.push_back(',');
-            AppendJsonString(&buffer, md == plane.stat_metadata().end()
-                                          ? absl::StrCat("stat_", st.metadata_id())
-                                          : md->second.name());
-            buffer.push_back(':');
-            AppendStatValue(&buffer, st, plane);
+            buffer.append(names.StatKey(st.metadata_id()));
+            AppendStatValue(&buffer, st, names);
           }
           buffer.push_back('}');
         }
@@ -281,7 +324,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         }
         // Device memory in use after an allocation or deallocation, as the allocator reported
         // it, on a counter of the GPU's process (of this plane's when the GPU has none).
-        if (IsMemoryEvent(name)) {
+        if (name.memory) {
           const std::optional<uint64_t> in_use = IntStat(event, in_use_id);
           const std::optional<uint64_t> ordinal = IntStat(event, ordinal_id);
           const std::string allocator =
