@@ -5,7 +5,13 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/gzip.h"
 #include "report/pod_trace_writer.h"
@@ -74,6 +80,57 @@ void BM_PodTraceJsonGzip(benchmark::State& state) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PodTraceJsonGzip)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The pod trace of 8 heavy hosts (8 GPUs, 256 kernels a step every 100 ms, as
+// `multihost_benchmark heavy`) x range(0) seconds, rendered on range(1) threads and joined in
+// order as the coordinator does. Counters: the file's bytes per XSpace byte (target <= 0.4), the
+// events, and the process CPU time (every thread's).
+void BM_PodTraceHeavy(benchmark::State& state) {
+  constexpr int kHosts = 8;
+  synthetic::SyntheticJobConfig c =
+      *synthetic::ParseSyntheticJobConfig("world=8,seed=5,step_ms=100,gpus=8,kernels_per_step=256");
+  tensorflow::profiler::XSpace space;
+  synthetic::SyntheticJob(c).Generate(kT0, kT0 + state.range(0) * kNanosPerSecond, &space);
+  const double xspace_bytes = static_cast<double>(space.ByteSizeLong()) * kHosts;
+  if (std::getenv("PROFCTL_BENCH_KEEP") != nullptr) {  // one host's XSpace, to look at
+    std::ofstream("/tmp/profctl_bench_heavy.xplane.pb") << space.SerializeAsString();
+  }
+  const std::string path = "/tmp/profctl_bench_pod_heavy.trace.json.gz";
+  const int threads = static_cast<int>(state.range(1));
+  int64_t bytes = 0, events = 0;
+  for (auto _ : state) {
+    absl::StatusOr<report::PodTraceWriter> w = report::PodTraceWriter::Open(path, kT0);
+    std::vector<absl::StatusOr<report::RenderedHost>> rendered(kHosts,
+                                                               absl::UnknownError("not yet"));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (int h = t; h < kHosts; h += threads) {
+          rendered[h] = report::PodTraceWriter::Render(absl::StrCat("host", h), space,
+                                                       int64_t{h} * 1000, kT0, h);
+        }
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    for (const absl::StatusOr<report::RenderedHost>& r : rendered) {
+      benchmark::DoNotOptimize(w->AddRendered(*r));
+    }
+    benchmark::DoNotOptimize(w->Finish());
+    events = w->events() + w->flow_events() + w->counter_events() + w->derived_events();
+    struct stat st {};
+    bytes = ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+  }
+  if (std::getenv("PROFCTL_BENCH_KEEP") == nullptr) std::remove(path.c_str());
+  state.counters["xspace_MB"] = xspace_bytes / 1e6;
+  state.counters["trace_MB"] = static_cast<double>(bytes) / 1e6;
+  state.counters["per_xspace_byte"] = static_cast<double>(bytes) / xspace_bytes;
+  state.counters["events"] = static_cast<double>(events);
+}
+BENCHMARK(BM_PodTraceHeavy)
+    ->Args({3, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace profctl

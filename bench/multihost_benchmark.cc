@@ -17,6 +17,12 @@
 //         against the true instant), and the all-reduce end disagreement with host 0 read from
 //         the saved .xplane.pb files (ncclDevKernel* ends on /device:GPU:0, matched within 15 ms).
 //
+//   multihost_benchmark heavy [--hosts=8] [--duration=3000] [--runs=3] [--synthetic=...]
+//     One profctl-agent --endpoints process serving every host, each a rank of a heavy synthetic
+//     job (8 GPUs, 256 kernels a step). Reports the pod outputs against their targets: the pod
+//     trace's bytes per saved XSpace byte, the outputs phase (session.json outputs_ms) per window,
+//     and the coordinator's peak RSS against 2 x the traces' bytes + 64 MiB.
+//
 //   multihost_benchmark scale [--hosts=64,256,1024] [--runs=3] [--duration=1000]
 //                             [--endpoints-per-process=256] [--unhealthy-percent=5] [--pin]
 //                             [--keep=DIR] [--agent-log-level=warn]
@@ -616,17 +622,132 @@ int RunScale(const Paths& paths, const std::vector<int64_t>& host_counts, int64_
   return 0;
 }
 
+// A heavy host: 8 GPUs, 256 kernels a step every 100 ms (about 2 MB of XSpace a second).
+constexpr absl::string_view kHeavySynthetic = "seed=5,step_ms=100,gpus=8,kernels_per_step=256";
+
+// --- heavy: the pod outputs of heavy hosts -----------------------------------------------------
+
+struct HeavyResult {
+  int exit_code = -1;
+  double wall_minus_duration_ms = 0;
+  int64_t collect_ms = 0, outputs_ms = 0;
+  int64_t xspace_bytes = 0;     // the saved *.xplane.pb files
+  int64_t pod_trace_bytes = 0;  // pod.trace.json.gz
+  double peak_rss_mib = 0, cpu_ms = 0;
+  int saved = 0;
+  std::string load_before;
+};
+
+// One capture of `hosts` endpoints of one agent process, each a rank of the synthetic job
+// `synthetic` (world = hosts); the saved files' sizes, then the session folder is removed.
+HeavyResult RunHeavyOnce(const Paths& paths, int64_t hosts, int64_t duration_ms,
+                         const std::string& synthetic, int64_t run) {
+  HeavyResult out;
+  RealClock clock;
+  const std::string scratch = absl::StrCat(paths.scratch, "/heavy-", hosts, "-", run);
+  std::filesystem::create_directories(scratch);
+  {
+    coordinator::LocalAgents agents(scratch);
+    const std::string port_file = scratch + "/agents.port";
+    absl::Status s =
+        agents.Spawn(paths.agent, {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                                   absl::StrCat("--endpoints=", hosts), "--name=heavy",
+                                   absl::StrCat("--synthetic=rank=0,world=", hosts, ",", synthetic),
+                                   "--log-level=warn"});
+    absl::StatusOr<std::vector<int>> ports =
+        s.ok() ? agents.WaitForPorts(0, port_file, clock) : absl::StatusOr<std::vector<int>>(s);
+    if (!ports.ok()) {
+      std::cerr << "agents: " << ports.status() << "\n";
+      return out;
+    }
+    std::vector<std::string> workers;
+    for (int port : *ports) workers.push_back(Loopback(port));
+    out.load_before = LoadAverage();
+    CaptureRun c = RunProfctl(paths, workers, {absl::StrCat("--duration=", duration_ms)},
+                              absl::StrCat("heavy-", hosts, "-", run));
+    out.exit_code = c.exit_code;
+    out.wall_minus_duration_ms = Ms(c.wall_ns) - static_cast<double>(duration_ms);
+    out.peak_rss_mib = static_cast<double>(c.usage.ru_maxrss) / 1024;
+    out.cpu_ms = static_cast<double>(c.usage.ru_utime.tv_sec + c.usage.ru_stime.tv_sec) * 1e3 +
+                 static_cast<double>(c.usage.ru_utime.tv_usec + c.usage.ru_stime.tv_usec) / 1e3;
+    if (c.manifest_ok) {
+      out.collect_ms = c.manifest.collect_ms();
+      out.outputs_ms = c.manifest.outputs_ms();
+    }
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(c.session_dir, ignored)) {
+      const std::string name = entry.path().filename().string();
+      const auto size = static_cast<int64_t>(entry.file_size(ignored));
+      if (absl::EndsWith(name, ".xplane.pb")) {
+        out.xspace_bytes += size;
+        ++out.saved;
+      } else if (name == "pod.trace.json.gz") {
+        out.pod_trace_bytes = size;
+      }
+    }
+    if (!paths.keep.empty()) {
+      std::filesystem::copy(c.session_dir, absl::StrCat(paths.keep, "/heavy-", hosts, "-", run),
+                            std::filesystem::copy_options::recursive, ignored);
+    }
+    std::filesystem::remove_all(c.session_dir);
+  }
+  std::filesystem::remove_all(scratch);
+  return out;
+}
+
+// The pod outputs against their targets: pod trace bytes per XSpace byte (<= 0.4), the outputs
+// phase per window (<= 0.5), coordinator peak RSS against 2 x the traces + 64 MiB.
+int RunHeavy(const Paths& paths, const std::vector<int64_t>& host_counts, int64_t runs,
+             int64_t duration_ms, const std::string& synthetic) {
+  std::cout << "| hosts x window | runs | XSpace (MiB) | pod trace (MiB) / per XSpace byte | "
+               "outputs (ms) / per window | collect (ms) | coordinator peak RSS (MiB) / (2 x "
+               "traces + 64 MiB) | coordinator CPU (ms) | saved |\n|---|---|---|---|---|---|---|"
+               "---|---|\n";
+  for (int64_t hosts : host_counts) {
+    std::vector<HeavyResult> results;
+    for (int64_t run = 0; run < runs; ++run) {
+      results.push_back(RunHeavyOnce(paths, hosts, duration_ms, synthetic, run));
+      const HeavyResult& r = results.back();
+      std::cerr << absl::StrFormat(
+          "heavy %d hosts x %d ms run %d: exit %d, wall-duration %.0f ms, collect %d ms, outputs "
+          "%d ms, xspace %.1f MiB, pod trace %.1f MiB, rss %.1f MiB, cpu %.0f ms, saved %d, "
+          "load before %s\n",
+          hosts, duration_ms, run, r.exit_code, r.wall_minus_duration_ms, r.collect_ms,
+          r.outputs_ms, static_cast<double>(r.xspace_bytes) / (1 << 20),
+          static_cast<double>(r.pod_trace_bytes) / (1 << 20), r.peak_rss_mib, r.cpu_ms, r.saved,
+          r.load_before);
+    }
+    std::sort(results.begin(), results.end(), [](const HeavyResult& a, const HeavyResult& b) {
+      return a.outputs_ms < b.outputs_ms;
+    });
+    const HeavyResult& m = results[results.size() / 2];
+    const double xspace_mib = static_cast<double>(m.xspace_bytes) / (1 << 20);
+    const double trace_mib = static_cast<double>(m.pod_trace_bytes) / (1 << 20);
+    std::cout << absl::StrFormat(
+        "| %d x %.1f s | %d | %.1f | %.1f / %.2f | %d (%d-%d) / %.2f | %d | %.0f / %.2f | %.0f | "
+        "%d/%d |\n",
+        hosts, static_cast<double>(duration_ms) / 1e3, runs, xspace_mib, trace_mib,
+        xspace_mib > 0 ? trace_mib / xspace_mib : 0.0, m.outputs_ms, results.front().outputs_ms,
+        results.back().outputs_ms,
+        static_cast<double>(m.outputs_ms) / static_cast<double>(duration_ms), m.collect_ms,
+        m.peak_rss_mib, m.peak_rss_mib / (2 * xspace_mib + 64), m.cpu_ms, m.saved, hosts);
+    std::cout.flush();
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || (args[0] != "alignment" && args[0] != "scale")) {
-    std::cerr << "usage: multihost_benchmark alignment|scale [flags] (--help for flags)\n";
+  if (args.empty() || (args[0] != "alignment" && args[0] != "scale" && args[0] != "heavy")) {
+    std::cerr << "usage: multihost_benchmark alignment|scale|heavy [flags] (--help for flags)\n";
     return 2;
   }
   Paths paths;
   int64_t runs = args[0] == "alignment" ? 20 : 3;
-  int64_t duration_ms = args[0] == "alignment" ? 1500 : 1000;
+  int64_t duration_ms = args[0] == "alignment" ? 1500 : args[0] == "heavy" ? 3000 : 1000;
   int64_t align_hosts = 8;
-  std::string scale_hosts = "64,256,1024";
+  std::string scale_hosts = args[0] == "heavy" ? "8" : "64,256,1024";
+  std::string synthetic = std::string(kHeavySynthetic);
   int64_t per_process = 256;
   int64_t unhealthy_percent = 5;
   FlagSet fs("multihost_benchmark " + args[0]);
@@ -642,6 +763,7 @@ int Main(int argc, char** argv) {
   fs.String("hosts", &scale_hosts, "scale: comma-separated host counts");
   fs.Int64("endpoints-per-process", &per_process, "scale: endpoints per agent process");
   fs.Int64("unhealthy-percent", &unhealthy_percent, "scale: dead + hung workers, %");
+  fs.String("synthetic", &synthetic, "heavy: each host's synthetic job (world is the host count)");
   if (absl::Status s = fs.Parse({args.begin() + 1, args.end()}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -656,6 +778,17 @@ int Main(int argc, char** argv) {
   int rc = 0;
   if (args[0] == "alignment") {
     rc = RunAlignment(paths, runs, align_hosts, duration_ms);
+  } else if (args[0] == "heavy") {
+    std::vector<int64_t> counts;
+    for (absl::string_view h : absl::StrSplit(scale_hosts, ',')) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(h, &n) || n < 1) {
+        std::cerr << "--hosts: bad count '" << h << "'\n";
+        return 2;
+      }
+      counts.push_back(n);
+    }
+    rc = RunHeavy(paths, counts, runs, duration_ms, synthetic);
   } else {
     std::vector<int64_t> counts;
     for (absl::string_view h : absl::StrSplit(scale_hosts, ',')) {
