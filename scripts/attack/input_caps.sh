@@ -24,6 +24,20 @@ echo "    6 GiB string bomb: $(stat -c %s "$d/rank-1.pt.trace.json.gz") compress
 measure "6 MB gzip bomb (+good rank)" "$PROFCTL" analyze "$d"
 measure "6 MB gzip bomb --tool=all" "$PROFCTL" analyze "$d/rank-1.pt.trace.json.gz" --tool=all
 rm -f "$d/rank-1.pt.trace.json.gz"
+# A 1 GiB gzip bomb of whitespace inside a valid document (1 MB, level 9): refused by the ratio
+# cap; with the cap off it is parsed through as it inflates, in the memory of a small file.
+python3 - "$d/rank-1.pt.trace.json.gz" <<'PY'
+import sys, zlib
+z = zlib.compressobj(9, zlib.DEFLATED, 31)
+with open(sys.argv[1], "wb") as o:
+    o.write(z.compress(b'{"traceEvents":['))
+    for _ in range(1 << 10):
+        o.write(z.compress(b" " * (1 << 20)))
+    o.write(z.compress(b']}')); o.write(z.flush())
+PY
+measure "1 GiB whitespace gzip bomb" "$PROFCTL" analyze "$d/rank-1.pt.trace.json.gz"
+measure "1 GiB whitespace gzip bomb --max-inflate-ratio=0" "$PROFCTL" analyze "$d/rank-1.pt.trace.json.gz" --max-inflate-ratio=0
+rm -f "$d/rank-1.pt.trace.json.gz"
 # The 10x bomb of analyze_hostile.sh: 60 gzip -1 members of 1 GiB of one string (281 MB).
 ( printf '{"traceEvents":[{"name":"'; head -c 1G /dev/zero | tr '\0' a ) | gzip -1 >"$SCRATCH/member.gz"
 for _ in $(seq 1 60); do cat "$SCRATCH/member.gz"; done >"$d/rank-1.pt.trace.json.gz"
