@@ -46,6 +46,9 @@ struct BreakdownContext {
   // report.html as the terminal table should show it (absolute, or relative to the working
   // directory); empty: the table does not mention it. Not written to the JSON.
   std::string report_path;
+  // A snapshot (`capture --last`): the past it covers, in ms (> 0); report.html says so. Not
+  // written to the JSON.
+  int64_t snapshot_past_ms = 0;
 };
 
 // Milliseconds with exactly three decimals, from integer nanoseconds rounded half away from zero

@@ -1,7 +1,9 @@
 #include "report/diff_writers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@
 #include "report/breakdown_writers.h"
 #include "report/html_escape.h"
 #include "report/json_out.h"
+#include "report/report_assets.h"
+#include "report/short_names.h"
 
 namespace profctl::report {
 
@@ -186,41 +190,33 @@ void AppendCsvChange(std::string* out, absl::string_view kind, absl::string_view
 
 // --- HTML ---------------------------------------------------------------------------------------
 
-constexpr char kDiffStyle[] = R"html(<style>
-:root { --fg: #1d1d1f; --muted: #5f6368; --line: #dadce0; --bg-alt: #f6f8fa; --bad: #c5221f;
-  --good: #137333; }
-* { box-sizing: border-box; }
-body { margin: 0; padding: 20px 28px 40px; color: var(--fg); background: #fff;
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-h1 { font-size: 22px; margin: 0 0 2px; }
-h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
-.meta, .note { color: var(--muted); }
-#answer { background: var(--bg-alt); border: 1px solid var(--line); border-radius: 6px;
-  padding: 10px 14px; margin-top: 14px; }
-#answer p { margin: 4px 0; }
-.changed { color: var(--bad); font-weight: 600; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 3px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
-th { background: var(--bg-alt); position: sticky; top: 0; font-weight: 600; font-size: 12px; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-td.name { white-space: nowrap; max-width: 36em; overflow: hidden; text-overflow: ellipsis; }
-td.up { color: var(--bad); }
-td.down { color: var(--good); }
-.table-wrap { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid var(--line);
-  border-radius: 6px; margin: 6px 0; }
-</style>
-)html";
-
 void Html(std::string* out, absl::string_view s) { AppendHtmlEscaped(out, s); }
 
 // A name cell: the whole name in its title, cut by the stylesheet.
-void NameCell(std::string* out, absl::string_view name) {
-  out->append("<td class=\"name\" title=\"");
-  Html(out, name);
-  out->append("\">");
-  Html(out, name);
+// A name cell: `shown` (DistinctShortNames' text), the whole name on hover when it differs.
+void NameCell(std::string* out, absl::string_view name, absl::string_view shown) {
+  out->append("<td class=\"name\"");
+  if (shown != name) {
+    out->append(" title=\"");
+    Html(out, name);
+    out->append("\"");
+  }
+  out->append(">");
+  Html(out, shown);
   out->append("</td>");
 }
+
+// The page's numbers: fixed decimals and a unit in every cell.
+std::string MsCell(int64_t ns) { return absl::StrCat(FormatMs(ns), " ms"); }
+std::string SignedMsCell(int64_t ns) { return absl::StrCat(SignedMs(ns), " ms"); }
+std::string PctCell(const Change& c) {
+  const double p = c.pct();
+  if (std::isnan(p)) return c.delta() == 0 ? "0.0 %" : "new";
+  return absl::StrFormat("%+.1f %%", p);
+}
+
+// The names a table of the page shows: distinct, at most this many characters.
+constexpr size_t kPageNameRoom = 72;
 
 void NumCell(std::string* out, absl::string_view text, int64_t sign = 0) {
   absl::StrAppend(out, "<td class=\"num", sign > 0 ? " up" : sign < 0 ? " down" : "", "\">");
@@ -232,7 +228,7 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
                      const std::vector<analysis::NameDiff>& names) {
   absl::StrAppend(out, "<h2>");
   Html(out, title);
-  out->append(" (ms per step)</h2>\n");
+  out->append(" (per step)</h2>\n");
   if (names.empty()) {
     out->append("<p class=\"note\">No change.</p>\n");
     return;
@@ -241,13 +237,17 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
       "<div class=\"table-wrap\"><table><thead><tr><th>name</th><th class=\"num\">A</th>"
       "<th class=\"num\">B</th><th class=\"num\">change</th><th class=\"num\">%</th>"
       "<th class=\"num\">count A</th><th class=\"num\">count B</th></tr></thead><tbody>\n");
-  for (const analysis::NameDiff& n : names) {
+  std::vector<std::string> full;
+  for (const analysis::NameDiff& n : names) full.push_back(n.name);
+  const std::vector<std::string> shown = DistinctShortNames(full, kPageNameRoom);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const analysis::NameDiff& n = names[i];
     out->append("<tr>");
-    NameCell(out, n.name);
-    NumCell(out, FormatMs(n.ns_per_step.a));
-    NumCell(out, FormatMs(n.ns_per_step.b));
-    NumCell(out, SignedMs(n.ns_per_step.delta()), n.ns_per_step.delta());
-    NumCell(out, Pct(n.ns_per_step));
+    NameCell(out, n.name, shown[i]);
+    NumCell(out, MsCell(n.ns_per_step.a));
+    NumCell(out, MsCell(n.ns_per_step.b));
+    NumCell(out, SignedMsCell(n.ns_per_step.delta()), n.ns_per_step.delta());
+    NumCell(out, PctCell(n.ns_per_step));
     NumCell(out, absl::StrCat(n.occurrences.a));
     NumCell(out, absl::StrCat(n.occurrences.b));
     out->append("</tr>\n");
@@ -292,6 +292,87 @@ std::string DiffCsv(const analysis::Diff& d) {
   return out;
 }
 
+// The hosts' mean step in A and in B, stacked by category, one pair of bars per host (inline
+// SVG, drawn here: the page holds no script). As wide as the page (a viewBox scaled to 100 %);
+// at most kMaxChartHosts hosts, the ones whose step changed most, in the table's order.
+void AppendHostChart(std::string* out, const analysis::Diff& d) {
+  constexpr size_t kMaxChartHosts = 32;
+  static constexpr const char* kColors[analysis::kNumCategories] = {
+      "#4e79a7", "#f28e2b", "#edc948", "#e15759", "#b07aa1", "#59a14f", "#c9c3bf"};
+  std::vector<const analysis::HostDiff*> hosts;
+  for (const analysis::HostDiff& h : d.hosts) hosts.push_back(&h);
+  if (hosts.size() > kMaxChartHosts) {
+    std::stable_sort(hosts.begin(), hosts.end(), [](const auto* x, const auto* y) {
+      return std::abs(x->step_time_ns.delta()) > std::abs(y->step_time_ns.delta());
+    });
+    hosts.resize(kMaxChartHosts);
+  }
+  if (hosts.empty()) return;
+  int64_t max_ns = 1;
+  for (const analysis::HostDiff* h : hosts) {
+    max_ns = std::max({max_ns, h->step_time_ns.a, h->step_time_ns.b});
+  }
+  std::vector<std::string> names;
+  for (const analysis::HostDiff* h : hosts) names.push_back(h->host);
+  const std::vector<std::string> shown = DistinctShortNames(names, 24);
+  constexpr int kWidth = 1200;
+  constexpr int kLabel = 200;
+  constexpr int kValue = 130;
+  constexpr int kBar = 14;
+  constexpr int kRow = 2 * kBar + 12;
+  const int height = 34 + static_cast<int>(hosts.size()) * kRow;
+  const double plot = kWidth - kLabel - kValue;
+  absl::StrAppend(out,
+                  "<h2>Step time per host, A and B, by category</h2>\n<div class=\"chart\">"
+                  "<div class=\"legend\">");
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    absl::StrAppend(out, "<span><span class=\"sw\" style=\"background:", kColors[c], "\"></span>",
+                    analysis::CategoryName(static_cast<Category>(c)), "</span>");
+  }
+  absl::StrAppend(out, "<span>upper bar: A, lower bar: B (mean per step)</span></div>\n",
+                  "<svg class=\"diff-chart\" role=\"img\" viewBox=\"0 0 ", kWidth, " ", height,
+                  "\" width=\"100%\" preserveAspectRatio=\"xMinYMin meet\">"
+                  "<title>Each host's mean step in A and B, stacked by category</title>\n");
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    const analysis::HostDiff& h = *hosts[i];
+    const int y = 8 + static_cast<int>(i) * kRow;
+    absl::StrAppend(out, "<text x=\"", kLabel - 8, "\" y=\"", y + kBar + 4,
+                    "\" text-anchor=\"end\"><title>");
+    Html(out, h.host);
+    out->append("</title>");
+    Html(out, shown[i]);
+    out->append("</text>\n");
+    for (int side = 0; side < 2; ++side) {
+      const bool present = side == 0 ? h.in_a : h.in_b;
+      const int by = y + side * (kBar + 2);
+      double x = kLabel;
+      if (present) {
+        for (int c = 0; c < analysis::kNumCategories; ++c) {
+          const int64_t v = side == 0 ? h.categories[static_cast<size_t>(c)].a
+                                      : h.categories[static_cast<size_t>(c)].b;
+          if (v <= 0) continue;
+          const double w = plot * static_cast<double>(v) / static_cast<double>(max_ns);
+          absl::StrAppendFormat(out,
+                                "<rect class=\"seg\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
+                                "height=\"%d\" fill=\"%s\"><title>",
+                                x, by, w, kBar, kColors[c]);
+          Html(out, absl::StrCat(h.host, side == 0 ? ", A: " : ", B: ",
+                                 analysis::CategoryName(static_cast<Category>(c)), " ", MsCell(v)));
+          out->append("</title></rect>");
+          x += w;
+        }
+      }
+      absl::StrAppendFormat(out, "<text class=\"value\" x=\"%.1f\" y=\"%d\">", x + 6,
+                            by + kBar - 3);
+      Html(out, absl::StrCat(side == 0 ? "A " : "B ",
+                             present ? MsCell(side == 0 ? h.step_time_ns.a : h.step_time_ns.b)
+                                     : std::string("not in this side")));
+      out->append("</text>\n");
+    }
+  }
+  out->append("</svg></div>\n");
+}
+
 std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
   std::string out =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
@@ -299,7 +380,7 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
       "style-src 'unsafe-inline'; img-src data:\">\n<meta name=\"viewport\" "
       "content=\"width=device-width, "
       "initial-scale=1\">\n<link rel=\"icon\" href=\"data:,\">\n<title>profctl diff</title>\n";
-  out += kDiffStyle;
+  AppendInlineStyle(&out, assets::kDiffCss);
   out += "</head><body>\n<h1>profctl diff</h1>\n<p class=\"meta\">A: ";
   Html(&out, context.a);
   out += "<br>B: ";
@@ -330,8 +411,10 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
     Html(&out, OutlierText(o, 200));
     out += "</p>\n";
   }
+  out += "</div>\n";
+  AppendHostChart(&out, d);
   out +=
-      "</div>\n<h2>Hosts (mean per step, ms)</h2>\n<div class=\"table-wrap\"><table><thead><tr>"
+      "<h2>Hosts (mean per step)</h2>\n<div class=\"table-wrap\"><table><thead><tr>"
       "<th>host</th><th class=\"num\">steps A</th><th class=\"num\">steps B</th>"
       "<th class=\"num\">step A</th><th class=\"num\">step B</th>"
       "<th class=\"num\">change</th><th class=\"num\">%</th>"
@@ -341,21 +424,24 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
                     "</th>");
   }
   out += "</tr></thead><tbody>\n";
-  for (const analysis::HostDiff& h : d.hosts) {
+  std::vector<std::string> hosts;
+  for (const analysis::HostDiff& h : d.hosts) hosts.push_back(h.host);
+  const std::vector<std::string> shown_hosts = DistinctShortNames(hosts, kPageNameRoom);
+  for (size_t i = 0; i < d.hosts.size(); ++i) {
+    const analysis::HostDiff& h = d.hosts[i];
     out += "<tr>";
-    NameCell(&out, h.host);
+    NameCell(&out, h.host, shown_hosts[i]);
     const bool both = h.in_a && h.in_b;
     NumCell(&out, h.in_a ? absl::StrCat(h.steps.a) : "-");
     NumCell(&out, h.in_b ? absl::StrCat(h.steps.b) : "-");
-    NumCell(&out, h.in_a ? FormatMs(h.step_time_ns.a) : "-");
-    NumCell(&out, h.in_b ? FormatMs(h.step_time_ns.b) : "-");
+    NumCell(&out, h.in_a ? MsCell(h.step_time_ns.a) : "-");
+    NumCell(&out, h.in_b ? MsCell(h.step_time_ns.b) : "-");
     if (both) {
-      NumCell(&out, SignedMs(h.step_time_ns.delta()), h.step_time_ns.delta());
-      NumCell(&out, Pct(h.step_time_ns));
+      NumCell(&out, SignedMsCell(h.step_time_ns.delta()), h.step_time_ns.delta());
+      NumCell(&out, PctCell(h.step_time_ns));
       NumCell(&out, absl::StrCat(h.straggler_steps.a, " \u2192 ", h.straggler_steps.b));
       for (const Change& c : h.categories) {
-        NumCell(&out, c.delta() == 0 ? "0.000" : absl::StrCat(SignedMs(c.delta()), " ", Pct(c)),
-                c.delta());
+        NumCell(&out, SignedMsCell(c.delta()), c.delta());
       }
     } else {
       absl::StrAppend(&out, "<td colspan=\"", 3 + analysis::kNumCategories,

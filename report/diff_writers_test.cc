@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "report/short_names.h"
 
 namespace profctl::report {
 namespace {
@@ -194,9 +197,41 @@ TEST(DiffHtmlTest, ASelfContainedPageWithEscapedNames) {
   EXPECT_THAT(html, HasSubstr("Stands out: w3 input now +12.000 ms"));
   EXPECT_THAT(html, HasSubstr("only in A"));
   EXPECT_THAT(html, HasSubstr("only in B"));
-  EXPECT_THAT(html, HasSubstr("+5.000 +50.0%"));
-  EXPECT_THAT(html, HasSubstr("title=\"volta_sgemm_128x64_nn, &quot;quoted&quot;\""));
-  EXPECT_THAT(html, HasSubstr(">-1.500<"));
+  // Every number with fixed decimals and its unit.
+  EXPECT_THAT(html, HasSubstr(">+5.000 ms<"));
+  EXPECT_THAT(html, HasSubstr(">-20.0 %<"));
+  EXPECT_THAT(html, HasSubstr(">-1.500 ms<"));
+  EXPECT_THAT(html, HasSubstr(">volta_sgemm_128x64_nn, &quot;quoted&quot;<"));
+  // The hosts' chart, inline (no script draws it).
+  EXPECT_THAT(html, HasSubstr("<svg class=\"diff-chart\""));
+  EXPECT_THAT(html, HasSubstr("<rect class=\"seg\""));
+}
+
+// Long template kernel names that differ in their middle stay distinct on the page, each whole
+// in its cell's title.
+TEST(DiffHtmlTest, LongKernelNamesStayDistinctWithTheWholeNameOnHover) {
+  analysis::Diff d = SampleDiff();
+  d.kernels.clear();
+  for (const char* functor : {"FillFunctor<float>", "CUDAFunctor_add<float>"}) {
+    analysis::NameDiff k;
+    k.name = absl::StrCat("void at::native::vectorized_elementwise_kernel<4, at::native::", functor,
+                          ", at::detail::Array<char*, 3ul> >(int, at::native::", functor,
+                          ", at::detail::Array<char*, 3ul>)");
+    k.ns_per_step = {kMs, 2 * kMs};
+    d.kernels.push_back(k);
+  }
+  const std::string html = DiffHtml(d, {.a = "a", .b = "b"});
+  const auto escaped = [](absl::string_view s) {
+    return absl::StrReplaceAll(s, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+  };
+  const std::vector<std::string> shown =
+      DistinctShortNames({d.kernels[0].name, d.kernels[1].name}, 72);
+  EXPECT_NE(shown[0], shown[1]);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_THAT(html, HasSubstr(absl::StrCat("title=\"", escaped(d.kernels[i].name), "\">",
+                                             escaped(shown[i]), "</td>")));
+  }
+  EXPECT_THAT(shown[0], HasSubstr("FillFunctor"));
 }
 
 }  // namespace

@@ -48,4 +48,16 @@ void AppendJsonForScript(std::string* out, absl::string_view json) {
   }
 }
 
+void AppendInlineStyle(std::string* out, absl::string_view css) {
+  out->append("<style>\n");
+  out->append(css.data(), css.size());
+  out->append("</style>\n");
+}
+
+void AppendInlineScript(std::string* out, absl::string_view js) {
+  out->append("<script>\n");
+  out->append(js.data(), js.size());
+  out->append("</script>\n");
+}
+
 }  // namespace profctl::report

@@ -18,6 +18,7 @@
 #include "report/html_escape.h"
 #include "report/html_tool_tabs.h"
 #include "report/json_out.h"
+#include "report/report_assets.h"
 
 namespace profctl::report {
 namespace {
@@ -33,95 +34,16 @@ constexpr char kHead[] = R"html(<!DOCTYPE html>
 <link rel="icon" href="data:,">
 )html";
 
-constexpr char kStyleAndCatcher[] = R"html(<style>
-:root { --fg: #1d1d1f; --muted: #5f6368; --line: #dadce0; --bg-alt: #f6f8fa; --bad: #c5221f; }
-* { box-sizing: border-box; }
-body { margin: 0; padding: 20px 28px 40px; color: var(--fg); background: #fff;
-  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-h1 { font-size: 22px; margin: 0 0 2px; }
-h2 { font-size: 17px; margin: 28px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
-.meta, .note { color: var(--muted); }
-#errors { border: 2px solid var(--bad); background: #fce8e6; color: var(--bad); padding: 8px 12px;
-  margin: 10px 0; white-space: pre-wrap; font-family: ui-monospace, Menlo, Consolas, monospace; }
-#answer { background: var(--bg-alt); border: 1px solid var(--line); border-radius: 6px;
-  padding: 10px 14px; margin-top: 14px; }
-#answer p { margin: 4px 0; }
-#answer .why { color: var(--muted); margin-left: 1.5em; }
-.host-name { font-weight: 600; }
-.straggler { color: var(--bad); font-weight: 600; }
-.controls { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 6px 0; }
-.controls input[type=range] { width: 320px; }
-.legend { display: flex; flex-wrap: wrap; gap: 4px 14px; margin: 6px 0; font-size: 13px; }
-.legend span.sw { display: inline-block; width: 12px; height: 12px; margin-right: 5px;
-  vertical-align: -1px; border-radius: 2px; }
-.chart { overflow-x: auto; border: 1px solid var(--line); border-radius: 6px; padding: 4px; }
-.chart svg { display: block; font-size: 11px; }
-.chart text { fill: var(--fg); }
-.chart .axis line, .chart .grid line { stroke: var(--line); }
-.chart .axis text { fill: var(--muted); }
-.chart text.straggler { fill: var(--bad); }
-.chart rect.seg:hover, .chart rect.cell:hover { opacity: 0.75; }
-#step-caption { margin: 6px 0; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 3px 6px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
-th { background: var(--bg-alt); position: sticky; top: 0; font-weight: 600; font-size: 12px; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.num, td.name { white-space: nowrap; }
-td.name[title] { cursor: help; }
-tr.selected td { background: #e8f0fe; }
-#stragglers tbody tr { cursor: pointer; }
-/* A table scrolls inside its own box, never the page; long names are elided in the middle by the
-   script (the whole name is the cell's title), so the numbers fit beside them at 1280 px. */
-.table-wrap { max-height: 480px; max-width: 100%; overflow: auto; border: 1px solid var(--line);
-  border-radius: 6px; margin: 6px 0; }
-td.why { min-width: 22em; }
-td.warn { min-width: 10em; }
-td.files > * { display: block; white-space: nowrap; }
-ul { margin: 4px 0; padding-left: 22px; }
-footer { margin-top: 30px; color: var(--muted); font-size: 12px; }
-</style>
-<script>
-(function () {
-  'use strict';
-  var pending = [];
-  function report(message) {
-    var box = document.getElementById('errors');
-    if (!box) { pending.push(message); return; }
-    box.hidden = false;
-    var line = document.createElement('div');
-    line.textContent = String(message);
-    box.appendChild(line);
-  }
-  window.profctlReportError = report;
-  window.addEventListener('error', function (e) {
-    if (e.target && e.target !== window && e.target.tagName) {
-      report('failed to load <' + e.target.tagName.toLowerCase() + '>');
-    } else {
-      report('error: ' + (e.message || 'unknown') + (e.lineno ? ' (line ' + e.lineno + ')' : ''));
-    }
-  }, true);
-  window.addEventListener('unhandledrejection', function (e) { report('unhandled rejection: ' + e.reason); });
-  document.addEventListener('securitypolicyviolation', function (e) {
-    report('blocked by the page policy: ' + e.violatedDirective + ' ' + e.blockedURI);
-  });
-  var consoleError = console.error;
-  console.error = function () {
-    report('console.error: ' + Array.prototype.join.call(arguments, ' '));
-    return consoleError.apply(console, arguments);
-  };
-  document.addEventListener('DOMContentLoaded', function () {
-    var queued = pending;
-    pending = [];
-    queued.forEach(report);
-  });
-})();
-</script>
-</head>
+// After the style and the head's scripts (the error catcher runs first, in its own element, so
+// that even a script that fails to parse is reported in #errors; then the shared helpers): the
+// page's frame, which the scripts fill.
+constexpr char kBody[] = R"html(</head>
 <body>
 <div id="errors" hidden></div>
 <header>
 <h1>Pod step breakdown</h1>
 <div class="meta" id="meta"></div>
+<p id="snapshot" hidden></p>
 <noscript><p>This report draws with JavaScript; the same data is in pod_step_breakdown.json.</p></noscript>
 </header>
 <section id="answer"></section>
@@ -182,599 +104,6 @@ row to show that step above.</p>
 <ul id="files"></ul>
 </section>
 <footer id="footer"></footer>
-)html";
-
-// After the data: the drawing. Plain DOM (textContent/setAttribute), so trace text never
-// becomes markup.
-constexpr char kScript[] = R"html(<script>
-(function () {
-  'use strict';
-  var SVG = 'http://www.w3.org/2000/svg';
-  var CAT_COLORS = { compute: '#4e79a7', output: '#f28e2b', d2d: '#edc948', collectives: '#e15759',
-    input: '#b07aa1', host: '#59a14f', idle: '#c9c3bf' };
-  var HOST_COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
-    '#7f7f7f', '#bcbd22', '#17becf'];
-  var MAX_COLORED_HOSTS = 10;
-
-  function fmt(v) { return (typeof v === 'number' && isFinite(v)) ? v.toFixed(3) : '\u2013'; }
-  function stepLabel(s) { return s < 0 ? 'whole window' : String(s); }
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function svg(tag, attrs, text) {
-    var e = document.createElementNS(SVG, tag);
-    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function titled(node, text) { node.appendChild(svg('title', null, text)); return node; }
-  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
-  // `name` in at most n characters, elided in the middle ("void at::nat\u2026float, 4>)").
-  function elide(name, n) {
-    name = String(name);
-    if (name.length <= n) return name;
-    var head = Math.ceil((n - 1) / 2);
-    return name.slice(0, head) + '\u2026' + name.slice(name.length - (n - 1 - head));
-  }
-  // A table cell for a name: elided to n characters, the whole name on hover.
-  function nameCell(name, n, cls) {
-    var text = String(name);
-    var c = { text: elide(text, n), cls: cls || 'name' };
-    if (text.length > n) c.title = text;
-    return c;
-  }
-  // A relative link, each segment percent-encoded; null for absolute paths and URLs.
-  function safeHref(path) {
-    if (typeof path !== 'string' || path === '' || path.charAt(0) === '/' ||
-        path.indexOf('\\') >= 0 || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(path)) return null;
-    return path.split('/').map(encodeURIComponent).join('/');
-  }
-  function fileItem(path) {
-    var li = el('li');
-    var href = safeHref(path);
-    if (href === null) { li.textContent = String(path) + ' (not linked: not a relative path)'; }
-    else { li.appendChild(el('a', { href: href }, path)); }
-    return li;
-  }
-  function niceTicks(lo, hi, count) {
-    var span = hi - lo;
-    if (!(span > 0)) span = Math.abs(hi) || 1;
-    var raw = span / count;
-    var mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; })
-        .find(function (s) { return s >= raw; }) || 10 * mag;
-    var first = Math.floor(lo / step) * step;
-    var ticks = [];
-    for (var t = first; t <= hi + step * 1e-9; t += step) ticks.push(Number(t.toPrecision(12)));
-    if (ticks[ticks.length - 1] < hi) ticks.push(Number((ticks[ticks.length - 1] + step).toPrecision(12)));
-    return ticks;
-  }
-
-  var data = JSON.parse(document.getElementById('breakdown-data').textContent);
-  var series = JSON.parse(document.getElementById('series-data').textContent);
-  var sampledSteps = data.steps.length < series.steps_total;
-  var cats = data.categories;
-  var hostNames = data.hosts.map(function (h) { return h.host; });
-  var hostIndex = {};
-  hostNames.forEach(function (h, i) { hostIndex[h] = i; });
-  data.steps.forEach(function (s) {
-    s.hosts.forEach(function (h) {
-      if (!(h.host in hostIndex)) { hostIndex[h.host] = hostNames.length; hostNames.push(h.host); }
-    });
-  });
-  var slow = {};
-  data.consistently_slow.forEach(function (h) { slow[h] = true; });
-
-  // --- Header and the answer ---
-  document.getElementById('meta').textContent =
-      (data.session ? 'session ' + data.session + ' \u00b7 ' : '') + 'from ' + data.source + ' \u00b7 ' +
-      data.pod.hosts + ' hosts \u00b7 ' + data.pod.steps + ' steps \u00b7 pod step time mean ' +
-      fmt(data.pod.step_time.mean_ms) + ' ms, p50 ' + fmt(data.pod.step_time.p50_ms) + ' ms, p90 ' +
-      fmt(data.pod.step_time.p90_ms) + ' ms';
-  document.getElementById('footer').textContent = 'Generated by ' + data.producer +
-      ' \u00b7 pod_step_breakdown.json schema version ' + data.schema_version;
-
-  var answer = document.getElementById('answer');
-  function para(parts, cls) {
-    var p = el('p', cls ? { class: cls } : null);
-    parts.forEach(function (x) { p.appendChild(typeof x === 'string' ? document.createTextNode(x) : x); });
-    answer.appendChild(p);
-  }
-  var sum = data.summary;
-  if (sum.straggler) {
-    var st = sum.straggler;
-    var parts = [el('span', { class: 'straggler', id: 'answer-straggler' }, st.host),
-      ' is the straggler in ' + st.steps + ' of ' + st.of_steps + ' steps'];
-    if (st.cause !== null) {
-      parts.push('; typical cause: ', el('b', null, st.cause), ', +' + fmt(st.cause_excess_ms) +
-          ' ms over the median host (median of ' + st.cause_steps + ' steps).');
-    } else {
-      parts.push('; no category above the median host\u2019s.');
-    }
-    para(parts);
-    if (st.why) para(['Step ' + stepLabel(st.example_step) + ': ' + st.why], 'why');
-  } else {
-    para([data.pod.hosts <= 1 ? 'One host: no straggler.' : 'No straggler found.']);
-  }
-  if (sum.input_bound) {
-    var ib = sum.input_bound;
-    para([el('span', { class: 'host-name', id: 'answer-input' }, ib.host),
-      ' is input-bound: input ' + fmt(ib.input_ms) + ' ms per step vs ' + fmt(ib.median_input_ms) +
-      ' ms on the median host (+' + fmt(ib.excess_ms) + ' ms, ' +
-      (ib.step_time_ms > 0 ? (100 * ib.excess_ms / ib.step_time_ms).toFixed(1) : '\u2013') +
-      '% of its step).']);
-  } else if (data.pod.hosts > 0) {
-    para(['No host stands out for input: the median host waits ' + fmt(sum.median_input_ms) +
-        ' ms per step for input.']);
-  }
-  if (data.straggler_changes.length > 0) {
-    var shown = data.straggler_changes.slice(0, 20).map(stepLabel).join(', ');
-    para(['The straggler changes at ' + data.straggler_changes.length + ' step' +
-        (data.straggler_changes.length === 1 ? '' : 's') + ': ' + shown +
-        (data.straggler_changes.length > 20 ? ', \u2026' : '') + '.']);
-  } else if (sum.straggler) {
-    para(['The straggler never changes.']);
-  }
-  if (data.consistently_slow.length > 0) {
-    para(['Consistently slow (the straggler in more steps than chance allows): ' +
-        data.consistently_slow.join(', ') + '.']);
-  }
-  if (data.outliers && data.outliers.length > 0) {
-    para(['Standing out beyond the noise in at least half of their steps: ' +
-        data.outliers.slice(0, 12).map(function (o) {
-          return o.host + ' ' + o.category + ' +' + fmt(o.median_excess_ms) +
-              ' ms per step (' + o.steps_beyond_noise + ' of ' + o.steps + ' steps)';
-        }).join('; ') + (data.outliers.length > 12 ? '; \u2026' : '') + '.']);
-  }
-  var whatIf = data.pod.what_if;
-  if (whatIf && whatIf.steps > 0 && whatIf.median_pace_cost_ms_per_step > 0) {
-    para(['What if: stragglers cost ' + fmt(whatIf.straggler_cost_ms_per_step) +
-        ' ms per step (' + whatIf.straggler_cost_pct.toFixed(1) + ' % of the pod\'s time); ' +
-        'every host at the median host\'s pace would save ' +
-        fmt(whatIf.median_pace_cost_ms_per_step) + ' ms per step (' +
-        whatIf.median_pace_cost_pct.toFixed(1) + ' %).']);
-  }
-
-  // --- Stacked bars, one step ---
-  var legend = document.getElementById('category-legend');
-  cats.forEach(function (c) {
-    var item = el('span');
-    item.appendChild(el('span', { class: 'sw', style: 'background:' + (CAT_COLORS[c] || '#888') }));
-    item.appendChild(document.createTextNode(c));
-    legend.appendChild(item);
-  });
-  var yMaxBars = 0;
-  data.steps.forEach(function (s) {
-    s.hosts.forEach(function (h) { yMaxBars = Math.max(yMaxBars, h.step_time_ms); });
-  });
-  var barTicks = niceTicks(0, yMaxBars, 5);
-  var barTop = barTicks[barTicks.length - 1] || 1;
-  var slider = document.getElementById('step-slider');
-  var current = -1;
-
-  function drawBars(index) {
-    var box = document.getElementById('bars');
-    clear(box);
-    var caption = document.getElementById('step-caption');
-    clear(caption);
-    if (data.steps.length === 0) { box.textContent = 'No steps.'; return; }
-    current = index;
-    slider.value = String(index);
-    var step = data.steps[index];
-    document.getElementById('step-label').textContent =
-        'step ' + stepLabel(step.step) + ' (' + (index + 1) + ' of ' + data.steps.length + ')';
-    var n = hostNames.length;
-    var left = 64, right = 16, top = 24, bottom = 96, plotH = 300;
-    var slot = Math.max(6, Math.min(120, 1100 / Math.max(n, 1)));
-    var width = left + right + slot * n;
-    var root = svg('svg', { width: width, height: top + plotH + bottom, id: 'bars-svg' });
-    var y = function (v) { return top + plotH - plotH * v / barTop; };
-    var grid = svg('g', { class: 'grid' });
-    var axis = svg('g', { class: 'axis' });
-    barTicks.forEach(function (t) {
-      grid.appendChild(svg('line', { x1: left, x2: width - right, y1: y(t), y2: y(t) }));
-      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
-    });
-    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
-        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, 'ms'));
-    root.appendChild(grid);
-    root.appendChild(axis);
-    var byHost = {};
-    step.hosts.forEach(function (h) { byHost[h.host] = h; });
-    var labelEvery = Math.ceil(n / Math.max(1, Math.floor((width - left - right) / 14)));
-    var stragglerAt = step.straggler === null ? -1 : hostNames.indexOf(step.straggler);
-    var bars = svg('g', { id: 'bars-g' });
-    hostNames.forEach(function (name, i) {
-      var x = left + i * slot + slot * 0.1;
-      var w = slot * 0.8;
-      var h = byHost[name];
-      var isStraggler = step.straggler !== null && name === step.straggler;
-      if (h) {
-        var acc = 0;
-        cats.forEach(function (c) {
-          var v = h.categories_ms[c];
-          if (!(v > 0)) return;
-          var r = svg('rect', { class: 'seg', 'data-cat': c, x: x, width: w, y: y(acc + v),
-            height: Math.max(0, y(acc) - y(acc + v)), fill: CAT_COLORS[c] || '#888' });
-          titled(r, name + ', step ' + stepLabel(step.step) + '\n' + c + ': ' + fmt(v) + ' ms of ' +
-              fmt(h.step_time_ms) + ' ms');
-          bars.appendChild(r);
-          acc += v;
-        });
-        if (isStraggler) {
-          var cx = x + w / 2, ty = y(h.step_time_ms) - 4;
-          titled(bars.appendChild(svg('path', { class: 'straggler-mark', fill: '#c5221f',
-            d: 'M' + (cx - 5) + ' ' + (ty - 8) + 'L' + (cx + 5) + ' ' + (ty - 8) + 'L' + cx + ' ' + ty + 'Z' })),
-            'straggler: ' + name);
-        }
-      }
-      // Every labelEvery-th host is labelled, and always the straggler (its neighbours give way).
-      var nearStraggler = stragglerAt >= 0 && i !== stragglerAt && Math.abs(i - stragglerAt) < labelEvery;
-      if ((i % labelEvery === 0 && !nearStraggler) || isStraggler) {
-        var lx = x + w / 2, ly = top + plotH + 10;
-        var label = svg('text', { x: lx, y: ly, 'text-anchor': 'end',
-          transform: 'rotate(-45 ' + lx + ' ' + ly + ')', class: isStraggler ? 'straggler' : '' },
-          elide(name, 18));
-        bars.appendChild(titled(label, name));
-      }
-    });
-    root.appendChild(bars);
-    if (step.hosts.length > 0) {
-      var py = y(step.pod_step_time_ms);
-      titled(root.appendChild(svg('line', { x1: left, x2: width - right, y1: py, y2: py,
-        stroke: '#202124', 'stroke-dasharray': '4 3' })), 'pod step time ' + fmt(step.pod_step_time_ms) + ' ms');
-    }
-    box.appendChild(root);
-    caption.appendChild(document.createTextNode('Step ' + stepLabel(step.step) + ': pod step time '));
-    caption.appendChild(el('b', { id: 'caption-pod-time' }, fmt(step.pod_step_time_ms) + ' ms'));
-    caption.appendChild(document.createTextNode(', spread ' + fmt(step.spread_ms) + ' ms, bottleneck ' +
-        step.bottleneck + '. ' + (step.why || '')));
-    Array.prototype.forEach.call(document.querySelectorAll('#stragglers tbody tr'), function (tr) {
-      tr.classList.toggle('selected', Number(tr.getAttribute('data-index')) === index);
-    });
-  }
-  slider.max = String(Math.max(0, data.steps.length - 1));
-  slider.addEventListener('input', function () { drawBars(Number(slider.value)); });
-  document.getElementById('step-prev').addEventListener('click', function () {
-    if (current > 0) drawBars(current - 1);
-  });
-  document.getElementById('step-next').addEventListener('click', function () {
-    if (current + 1 < data.steps.length) drawBars(current + 1);
-  });
-
-  // --- Step time (or one category) over steps, per host ---
-  var metricSelect = document.getElementById('line-metric');
-  metricSelect.appendChild(el('option', { value: '' }, 'step time'));
-  cats.forEach(function (c) { metricSelect.appendChild(el('option', { value: c }, c)); });
-  function metricOf(h, metric) { return metric === '' ? h.step_time_ms : h.categories_ms[metric]; }
-  function drawLines(metric) {
-    var box = document.getElementById('lines');
-    var hl = document.getElementById('host-legend');
-    clear(box);
-    clear(hl);
-    if (data.steps.length === 0) { box.textContent = 'No steps.'; return; }
-    var what = metric === '' ? 'step time' : metric;
-    var lo = Infinity, hi = -Infinity;
-    data.steps.forEach(function (s) {
-      s.hosts.forEach(function (h) {
-        var v = metricOf(h, metric);
-        lo = Math.min(lo, v);
-        hi = Math.max(hi, v);
-      });
-    });
-    if (!isFinite(lo)) { lo = 0; hi = 1; }
-    var pad = Math.max((hi - lo) * 0.08, hi * 0.005, 0.001);
-    var ticks = niceTicks(Math.max(0, lo - pad), hi + pad, 5);
-    var y0 = ticks[0], y1 = ticks[ticks.length - 1];
-    if (!(y1 > y0)) y1 = y0 + 1;
-    var S = data.steps.length;
-    var left = 64, right = 28, top = 16, bottom = 40, plotH = 280;
-    var plotW = Math.max(600, Math.min(1100, S * 40));
-    var width = left + plotW + right;
-    // A sample of the steps (html_report.h) is placed by step number, so its gaps show.
-    var s0 = data.steps[0].step, s1 = data.steps[S - 1].step;
-    var byStep = sampledSteps && s1 > s0;
-    var x = function (i) {
-      if (S === 1) return left + plotW / 2;
-      return left + plotW * (byStep ? (data.steps[i].step - s0) / (s1 - s0) : i / (S - 1));
-    };
-    var y = function (v) { return top + plotH - plotH * (v - y0) / (y1 - y0); };
-    var root = svg('svg', { width: width, height: top + plotH + bottom, id: 'lines-svg' });
-    var grid = svg('g', { class: 'grid' });
-    var axis = svg('g', { class: 'axis' });
-    ticks.forEach(function (t) {
-      grid.appendChild(svg('line', { x1: left, x2: left + plotW, y1: y(t), y2: y(t) }));
-      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
-    });
-    // Labels every `every` steps, spaced by the widest label (about 7 px a character).
-    var widest = 0;
-    data.steps.forEach(function (s) { widest = Math.max(widest, stepLabel(s.step).length); });
-    var every = Math.ceil(S / Math.max(1, Math.floor(plotW / Math.max(40, widest * 7 + 12))));
-    data.steps.forEach(function (s, i) {
-      if (i % every === 0) {
-        axis.appendChild(svg('text', { x: x(i), y: top + plotH + 16, 'text-anchor': 'middle' }, stepLabel(s.step)));
-      }
-    });
-    axis.appendChild(svg('text', { x: left + plotW / 2, y: top + plotH + 34, 'text-anchor': 'middle' }, 'step'));
-    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
-        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, what + ' (ms)'));
-    root.appendChild(grid);
-    root.appendChild(axis);
-    // Colored: every host when few; else the most frequent stragglers, the others grey.
-    var colored = {};
-    var order = data.hosts.slice().sort(function (a, b) { return b.straggler_steps - a.straggler_steps; });
-    var pick = hostNames.length <= MAX_COLORED_HOSTS ? hostNames :
-        order.slice(0, 5).filter(function (h) { return h.straggler_steps > 0; }).map(function (h) { return h.host; });
-    pick.forEach(function (h, i) { colored[h] = HOST_COLORS[i % HOST_COLORS.length]; });
-    var series = {};
-    data.steps.forEach(function (s, i) {
-      s.hosts.forEach(function (h) {
-        (series[h.host] = series[h.host] || []).push([i, metricOf(h, metric)]);
-      });
-    });
-    var drawOrder = hostNames.filter(function (h) { return !(h in colored); }).concat(pick);
-    drawOrder.forEach(function (name) {
-      var pts = series[name] || [];
-      if (pts.length === 0) return;
-      var d = '', prev = -2;
-      pts.forEach(function (p) { d += (p[0] === prev + 1 ? 'L' : 'M') + x(p[0]) + ' ' + y(p[1]); prev = p[0]; });
-      var color = colored[name] || '#c0c0c0';
-      titled(root.appendChild(svg('path', { class: 'host-line', d: d, fill: 'none', stroke: color,
-        'stroke-width': name in colored ? 2 : 1 })), name);
-      if (S <= 60 && name in colored) {
-        pts.forEach(function (p) {
-          titled(root.appendChild(svg('circle', { cx: x(p[0]), cy: y(p[1]), r: 2.5, fill: color })),
-              name + ', step ' + stepLabel(data.steps[p[0]].step) + ': ' + what + ' ' + fmt(p[1]) + ' ms');
-        });
-      }
-    });
-    if (metric === '') {
-      var pod = '';
-      data.steps.forEach(function (s, i) { pod += (i === 0 ? 'M' : 'L') + x(i) + ' ' + y(s.pod_step_time_ms); });
-      titled(root.appendChild(svg('path', { d: pod, fill: 'none', stroke: '#202124', 'stroke-width': 1,
-        'stroke-dasharray': '4 3' })), 'pod step time');
-    }
-    data.steps.forEach(function (s, i) {
-      if (s.straggler === null) return;
-      var h = s.hosts.find(function (e) { return e.host === s.straggler; });
-      if (!h) return;
-      titled(root.appendChild(svg('circle', { class: 'straggler-point', cx: x(i), cy: y(metricOf(h, metric)),
-        r: 4.5, fill: 'none', stroke: '#c5221f', 'stroke-width': 1.5 })),
-          'step ' + stepLabel(s.step) + ': straggler ' + s.straggler + ', ' + what + ' ' +
-          fmt(metricOf(h, metric)) + ' ms');
-    });
-    box.appendChild(root);
-    pick.forEach(function (h) {
-      var item = el('span');
-      item.appendChild(el('span', { class: 'sw', style: 'background:' + colored[h] }));
-      item.appendChild(document.createTextNode(h));
-      hl.appendChild(item);
-    });
-    if (pick.length < hostNames.length) {
-      hl.appendChild(el('span', null, (hostNames.length - pick.length) + ' other hosts in grey'));
-    }
-    var mark = el('span');
-    mark.appendChild(el('span', { class: 'sw', style: 'background:#fff;border:1.5px solid #c5221f;border-radius:50%' }));
-    mark.appendChild(document.createTextNode('straggler of the step' +
-        (metric === '' ? '; dashed: pod step time' : '')));
-    hl.appendChild(mark);
-  }
-  metricSelect.addEventListener('change', function () { drawLines(metricSelect.value); });
-
-  // --- Tables ---
-  function row(cells, header) {
-    var tr = el('tr');
-    cells.forEach(function (c) {
-      var td = el(header ? 'th' : 'td', c.cls ? { class: c.cls } : null);
-      if (c.title) td.setAttribute('title', c.title);
-      if (c.node) { td.appendChild(c.node); } else { td.textContent = c.text === undefined ? '' : String(c.text); }
-      tr.appendChild(td);
-    });
-    return tr;
-  }
-  function num(v) { return { text: fmt(v), cls: 'num' }; }
-  (function stragglerTable() {
-    var t = document.getElementById('stragglers');
-    var head = el('thead');
-    head.appendChild(row([{ text: 'step', cls: 'num' }, { text: 'pod step (ms)', cls: 'num' },
-      { text: 'spread (ms)', cls: 'num' }, { text: 'straggler' }, { text: 'cause' },
-      { text: 'excess (ms)', cls: 'num' }, { text: 'bottleneck' }, { text: 'why' }], true));
-    t.appendChild(head);
-    var body = el('tbody');
-    data.steps.forEach(function (s, i) {
-      var tr = row([{ text: stepLabel(s.step), cls: 'num' }, num(s.pod_step_time_ms), num(s.spread_ms),
-        s.straggler === null ? { text: '\u2013', cls: 'straggler' } : nameCell(s.straggler, 24, 'straggler'),
-        { text: s.cause === null ? '\u2013' : s.cause },
-        s.cause === null ? { text: '\u2013', cls: 'num' } : num(s.cause_excess_ms),
-        { text: s.bottleneck }, { text: s.why, cls: 'why' }]);
-      tr.setAttribute('data-index', String(i));
-      tr.addEventListener('click', function () { drawBars(i); });
-      body.appendChild(tr);
-    });
-    t.appendChild(body);
-  })();
-  (function hostTable() {
-    var t = document.getElementById('hosts');
-    var head = el('thead');
-    var cols = [{ text: 'host' }, { text: 'steps', cls: 'num' }, { text: 'partial', cls: 'num' },
-      { text: 'markers' }, { text: 'step mean', cls: 'num' }, { text: 'p50', cls: 'num' },
-      { text: 'p90', cls: 'num' }];
-    cats.forEach(function (c) { cols.push({ text: c, cls: 'num' }); });
-    cols.push({ text: 'straggler steps', cls: 'num' }, { text: 'files' }, { text: 'warnings' });
-    head.appendChild(row(cols, true));
-    t.appendChild(head);
-    var body = el('tbody');
-    data.hosts.forEach(function (h) {
-      var files = el('span');
-      h.files.forEach(function (f, k) {
-        var href = safeHref(f);
-        var link = href === null ? el('span', null, elide(f, 28)) : el('a', { href: href }, elide(f, 28));
-        if (f.length > 28) link.setAttribute('title', f);
-        files.appendChild(link);
-      });
-      var hostCell = nameCell(h.host, 28, slow[h.host] ? 'straggler' : 'host-name');
-      if (slow[h.host]) hostCell.text += ' (consistently slow)';
-      var cells = [hostCell,
-        { text: h.steps, cls: 'num' }, { text: h.partial_steps, cls: 'num' },
-        { text: h.has_markers ? 'yes' : 'none' }, num(h.step_time.mean_ms),
-        num(h.step_time.p50_ms), num(h.step_time.p90_ms)];
-      cats.forEach(function (c) { cells.push(num(h.categories[c].mean_ms)); });
-      cells.push({ text: h.straggler_steps, cls: 'num' }, { node: files, cls: 'files' },
-          { text: h.warnings.join('; '), cls: 'warn' });
-      body.appendChild(row(cells));
-    });
-    t.appendChild(body);
-  })();
-  (function lists() {
-    var w = document.getElementById('warnings');
-    data.warnings.forEach(function (m) { w.appendChild(el('li', null, m)); });
-    data.hosts.forEach(function (h) {
-      h.warnings.forEach(function (m) { w.appendChild(el('li', null, h.host + ': ' + m)); });
-    });
-    if (!w.firstChild) w.appendChild(el('li', null, 'none'));
-    var f = document.getElementById('files');
-    f.appendChild(fileItem('pod_step_breakdown.json'));
-    f.appendChild(fileItem('pod_step_breakdown.csv'));
-    data.files.forEach(function (p) { f.appendChild(fileItem(p)); });
-  })();
-
-  // --- Over every step, from the series: stacked categories and the pod view ---
-  var points = series.points;
-  function pointLabel(p) {
-    return p.first === p.last ? 'step ' + p.first : 'steps ' + p.first + '\u2013' + p.last;
-  }
-  function slotFor(count) { return Math.max(2, Math.min(24, Math.floor(1000 / Math.max(1, count)))); }
-  // A bar's width in its slot: a 1 px gap between wide bars, none between narrow ones (stripes).
-  function gapless(slot) { return slot >= 6 ? slot - 1 : slot; }
-  (function stepStack() {
-    var box = document.getElementById('step-stack');
-    var legend = document.getElementById('stack-legend');
-    cats.forEach(function (c) {
-      var item = el('span');
-      item.appendChild(el('span', { class: 'sw', style: 'background:' + (CAT_COLORS[c] || '#888') }));
-      item.appendChild(document.createTextNode(c));
-      legend.appendChild(item);
-    });
-    if (series.per_point > 1) {
-      legend.appendChild(el('span', null, 'each bar: the mean of ' + series.per_point + ' steps'));
-    }
-    if (points.length === 0) { box.textContent = 'No steps.'; return; }
-    var slot = slotFor(points.length), left = 64, right = 16, top = 12, plotH = 220, bottom = 36;
-    var width = left + slot * points.length + right;
-    var hi = 0;
-    points.forEach(function (p) {
-      var sum = 0;
-      p.categories_ms.forEach(function (v) { sum += v; });
-      hi = Math.max(hi, sum);
-    });
-    var ticks = niceTicks(0, hi > 0 ? hi : 1, 4);
-    var y1 = ticks[ticks.length - 1];
-    var y = function (v) { return top + plotH - plotH * v / y1; };
-    var root = svg('svg', { width: width, height: top + plotH + bottom });
-    var grid = svg('g', { class: 'grid' }), axis = svg('g', { class: 'axis' });
-    ticks.forEach(function (t) {
-      grid.appendChild(svg('line', { x1: left, x2: width - right, y1: y(t), y2: y(t) }));
-      axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
-    });
-    axis.appendChild(svg('text', { x: 12, y: top + plotH / 2, transform: 'rotate(-90 12 ' +
-        (top + plotH / 2) + ')', 'text-anchor': 'middle' }, 'ms'));
-    axis.appendChild(svg('text', { x: left, y: top + plotH + 16 }, pointLabel(points[0]).replace(/\u2013.*/, '')));
-    axis.appendChild(svg('text', { x: width - right, y: top + plotH + 16, 'text-anchor': 'end' },
-        'step ' + points[points.length - 1].last));
-    root.appendChild(grid);
-    root.appendChild(axis);
-    points.forEach(function (p, i) {
-      var acc = 0, x = left + i * slot;
-      cats.forEach(function (c, k) {
-        var v = p.categories_ms[k];
-        if (!(v > 0)) return;
-        titled(root.appendChild(svg('rect', { class: 'seg-step', x: x, width: gapless(slot),
-          y: y(acc + v), height: Math.max(0, y(acc) - y(acc + v)), fill: CAT_COLORS[c] || '#888' })),
-          pointLabel(p) + '\n' + c + ': ' + fmt(v) + ' ms (mean host)' +
-          (p.straggler ? '\nstraggler: ' + p.straggler : ''));
-        acc += v;
-      });
-      if (p.straggler) {
-        root.appendChild(svg('rect', { x: x, width: Math.max(1, slot - 1), y: top + plotH + 2,
-          height: 3, fill: '#c5221f' }));
-      }
-    });
-    box.appendChild(root);
-  })();
-  (function podView() {
-    var box = document.getElementById('pod-view');
-    var hosts = series.hosts;
-    if (points.length === 0 || hosts.length === 0) { box.textContent = 'No steps.'; return; }
-    var slot = slotFor(points.length), left = 150, right = 16, top = 8, bottom = 24;
-    var rowH = Math.max(4, Math.min(18, Math.floor(400 / hosts.length)));
-    var width = left + slot * points.length + right;
-    var root = svg('svg', { width: width, height: top + rowH * hosts.length + bottom });
-    var lo = [], hi = [];
-    points.forEach(function (p, i) {
-      lo[i] = Infinity; hi[i] = -Infinity;
-      series.busy_ms.forEach(function (row) {
-        var v = row[i];
-        if (v === null) return;
-        lo[i] = Math.min(lo[i], v);
-        hi[i] = Math.max(hi[i], v);
-      });
-    });
-    var labelEvery = Math.ceil(12 / rowH);
-    hosts.forEach(function (name, h) {
-      var yy = top + h * rowH;
-      if (h % labelEvery === 0) {
-        root.appendChild(titled(svg('text', { x: left - 6, y: yy + Math.min(rowH, 12) - 1,
-          'text-anchor': 'end', class: slow[name] ? 'straggler' : '' }, elide(name, 22)), name));
-      }
-      series.busy_ms[h].forEach(function (v, i) {
-        if (v === null) return;
-        var f = hi[i] > lo[i] ? (v - lo[i]) / (hi[i] - lo[i]) : 0;
-        var light = Math.round(95 - 55 * f);
-        titled(root.appendChild(svg('rect', { class: 'cell', x: left + i * slot, y: yy,
-          width: gapless(slot), height: Math.max(1, rowH - 1),
-          fill: 'hsl(4,' + Math.round(30 + 50 * f) + '%,' + light + '%)' })),
-          name + ', ' + pointLabel(points[i]) + ': ' + fmt(v) + ' ms busy' +
-          (points[i].straggler === name ? ' (straggler)' : ''));
-      });
-    });
-    var axisY = top + rowH * hosts.length + 16;
-    root.appendChild(svg('text', { x: left, y: axisY, class: 'axis' }, 'step ' + points[0].first));
-    root.appendChild(svg('text', { x: width - right, y: axisY, 'text-anchor': 'end' },
-        'step ' + points[points.length - 1].last));
-    box.appendChild(root);
-  })();
-  if (data.steps.length < series.steps_total) {
-    var note = document.getElementById('sample-note');
-    note.hidden = false;
-    note.textContent = 'The slider and the straggler table show ' + data.steps.length + ' of the ' +
-        series.steps_total + ' steps (evenly spaced, and the slowest); the charts over steps cover ' +
-        'every step; pod_step_breakdown.json has them all.';
-    var tableNote = note.cloneNode(true);
-    tableNote.removeAttribute('id');
-    var st = document.getElementById('stragglers').parentNode;
-    st.parentNode.insertBefore(tableNote, st);
-  }
-
-  // Deep links: report.html#step=12&metric=compute shows step 12 and compute over steps.
-  var params = {};
-  location.hash.replace(/^#/, '').split('&').forEach(function (kv) {
-    var at = kv.indexOf('=');
-    if (at > 0) params[decodeURIComponent(kv.slice(0, at))] = decodeURIComponent(kv.slice(at + 1));
-  });
-  var first = data.steps.length - 1;
-  data.steps.forEach(function (s, i) { if (String(s.step) === params.step) first = i; });
-  var metric = cats.indexOf(params.metric) >= 0 ? params.metric : '';
-  metricSelect.value = metric;
-  drawLines(metric);
-  drawBars(first);
-  document.body.setAttribute('data-rendered', 'ok');
-})();
-</script>
-</body>
-</html>
 )html";
 
 // The series over every step (html_report.h): points of `per` consecutive steps each, with the
@@ -908,7 +237,7 @@ std::string HangSection(const analysis::PodBreakdown& breakdown) {
   std::string out = "<section id=\"hang\">\n<h2>Hang</h2>\n<p class=\"straggler\"><strong>";
   AppendHtmlEscaped(&out, h.summary);
   out.append(
-      "</strong></p>\n<table>\n<thead><tr><th>rank</th><th>host</th><th>role</th>"
+      "</strong></p>\n<table>\n<thead><tr><th class=\"num\">rank</th><th>host</th><th>role</th>"
       "<th>last entered</th><th>last completed</th></tr></thead>\n<tbody>\n");
   const auto cell = [&out](const std::optional<analysis::CollectiveAt>& c) {
     out.append("<td>");
@@ -925,7 +254,7 @@ std::string HangSection(const analysis::PodBreakdown& breakdown) {
   size_t rows = 0;
   for (const analysis::HangRank& r : h.ranks) {
     if (r.role == analysis::HangRank::Role::kOther || rows++ >= kMaxRows) continue;
-    absl::StrAppend(&out, "<tr><td>", r.rank, "</td><td>");
+    absl::StrAppend(&out, "<tr><td class=\"num\">", r.rank, "</td><td>");
     AppendHtmlEscaped(&out, r.host);
     out.append("</td><td>");
     AppendHtmlEscaped(&out, r.role == analysis::HangRank::Role::kNeverEntered ? "never entered"
@@ -957,8 +286,9 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
   const std::string json = BreakdownJsonOfSteps(breakdown, context, ReportStepIndices(breakdown));
   const std::string series = SeriesJson(breakdown);
   std::string out;
-  out.reserve(json.size() + series.size() + sizeof(kHead) + sizeof(kStyleAndCatcher) +
-              sizeof(kScript) + 256);
+  out.reserve(json.size() + series.size() + sizeof(kHead) + sizeof(kBody) +
+              assets::kReportCss.size() + assets::kErrorCatcherJs.size() +
+              assets::kFormatJs.size() + assets::kBreakdownJs.size() + 256);
   out.append(kHead);
   out.append("<title>");
   AppendHtmlEscaped(&out, context.session.empty()
@@ -967,8 +297,11 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
   out.append("</title>\n<meta name=\"generator\" content=\"profctl ");
   AppendHtmlEscaped(&out, kVersion);
   out.append("\">\n");
+  AppendInlineStyle(&out, assets::kReportCss);
+  AppendInlineScript(&out, assets::kErrorCatcherJs);
+  AppendInlineScript(&out, assets::kFormatJs);
   // The hang section goes above the answer.
-  const std::string_view frame = kStyleAndCatcher;
+  const std::string_view frame = kBody;
   const size_t answer = frame.find("<section id=\"answer\">");
   out.append(frame.substr(0, answer));
   out.append(HangSection(breakdown));
@@ -977,9 +310,13 @@ std::string HtmlReport(const analysis::PodBreakdown& breakdown, const BreakdownC
   AppendJsonForScript(&out, json);
   out.append("</script>\n<script type=\"application/json\" id=\"series-data\">\n");
   AppendJsonForScript(&out, series);
-  out.append("</script>\n");
+  // What the page says of itself beyond the breakdown: a snapshot's past.
+  absl::StrAppend(&out, "</script>\n<script type=\"application/json\" id=\"page-data\">\n",
+                  "{\"snapshot_past_ms\": ", std::max<int64_t>(0, context.snapshot_past_ms),
+                  "}\n</script>\n");
   AppendToolTabs(&out, tool_jsons);
-  out.append(kScript);
+  AppendInlineScript(&out, assets::kBreakdownJs);
+  out.append("</body>\n</html>\n");
   return out;
 }
 

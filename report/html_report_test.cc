@@ -24,6 +24,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "report/breakdown_writers.h"
+#include "report/report_assets.h"
 #include "report/tool_writers.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
@@ -150,6 +151,37 @@ std::string EmbeddedJson(const std::string& html) {
   return html.substr(begin + open.size(), end - begin - open.size());
 }
 
+// The CSS and JavaScript of report/assets/ are inlined whole, and none can close its element.
+TEST(HtmlReportTest, InlinesItsAssetsWhichCannotCloseTheirElements) {
+  const absl::string_view all[] = {assets::kReportCss,   assets::kErrorCatcherJs, assets::kFormatJs,
+                                   assets::kBreakdownJs, assets::kToolsCss,       assets::kToolsJs,
+                                   assets::kDiffCss};
+  for (const absl::string_view a : all) {
+    EXPECT_GT(a.size(), 100u);
+    const std::string lower = absl::AsciiStrToLower(a);
+    EXPECT_FALSE(absl::StrContains(lower, "</script")) << a.substr(0, 80);
+    EXPECT_FALSE(absl::StrContains(lower, "</style")) << a.substr(0, 80);
+  }
+  const std::string html = HtmlReport(MakePod(Workers(), 2), Context(Workers()));
+  for (const absl::string_view a :
+       {assets::kReportCss, assets::kErrorCatcherJs, assets::kFormatJs, assets::kBreakdownJs}) {
+    EXPECT_TRUE(absl::StrContains(html, a)) << a.substr(0, 80);
+  }
+  // The error catcher runs first: before the helpers and every other script.
+  EXPECT_LT(html.find(std::string(assets::kErrorCatcherJs)),
+            html.find(std::string(assets::kFormatJs)));
+  EXPECT_LT(html.find(std::string(assets::kFormatJs)),
+            html.find(std::string(assets::kBreakdownJs)));
+}
+
+// A snapshot's page says what past it covers; any other page says none.
+TEST(HtmlReportTest, ASnapshotsPastIsInThePageData) {
+  BreakdownContext ctx = Context(Workers());
+  EXPECT_TEXT(HtmlReport(MakePod(Workers(), 2), ctx), "{\"snapshot_past_ms\": 0}");
+  ctx.snapshot_past_ms = 30'000;
+  EXPECT_TEXT(HtmlReport(MakePod(Workers(), 2), ctx), "{\"snapshot_past_ms\": 30000}");
+}
+
 TEST(HtmlReportTest, EmbedsExactlyTheJson) {
   const PodBreakdown b = MakePod(Workers(), 6);
   const BreakdownContext ctx = Context(Workers());
@@ -165,9 +197,10 @@ TEST(HtmlReportTest, HostileTextCannotLeaveItsContext) {
   BreakdownContext ctx = Context(HostileNames());
   ctx.session = "<b>s</b>";
   const std::string html = HtmlReport(b, ctx);
-  // Only the page's own four script elements; no markup from the trace.
-  EXPECT_EQ(Count(absl::AsciiStrToLower(html), "<script"), 4);
-  EXPECT_EQ(Count(html, "</script>"), 4);
+  // Only the page's own six script elements (the error catcher, the helpers, three data
+  // elements, the drawing); no markup from the trace.
+  EXPECT_EQ(Count(absl::AsciiStrToLower(html), "<script"), 6);
+  EXPECT_EQ(Count(html, "</script>"), 6);
   EXPECT_NO_TEXT(html, "<img");
   EXPECT_NO_TEXT(html, "<!--");
   EXPECT_NO_TEXT(html, "<b>s</b>");
@@ -357,9 +390,9 @@ TEST(HtmlReportChromiumTest, RendersTheJsonNumbersWithoutErrors) {
   // The straggler table: one row per step, with its numbers and why.
   EXPECT_EQ(Count(dom, "data-index=\""), 6);
   EXPECT_TEXT(dom, absl::StrCat("<td class=\"num\">102</td><td class=\"num\">",
-                                FormatMs(b.steps[2].pod_step_time_ns), "</td><td class=\"num\">",
+                                FormatMs(b.steps[2].pod_step_time_ns), " ms</td><td class=\"num\">",
                                 FormatMs(b.steps[2].spread_ns),
-                                "</td><td class=\"straggler\">worker-1</td>"));
+                                " ms</td><td class=\"straggler\">worker-1</td>"));
   // Step time over steps: a line per host, the straggler circled in every step.
   EXPECT_EQ(Count(dom, "class=\"host-line\""), 4);
   EXPECT_EQ(Count(dom, "class=\"straggler-point\""), 6);
@@ -501,8 +534,8 @@ TEST(HtmlReportChromiumTest, ToolTabsRenderFromTheirJson) {
   EXPECT_TEXT(run.dom, "<section id=\"tool-overview\" class=\"tool-tab\" hidden=\"\">");
   EXPECT_GT(Count(run.dom, "class=\"seg\""), 0);
   // One row per kernel, numbers as the JSON writes them; the hostile name is text.
-  EXPECT_EQ(Count(run.dom, "<td>aten::mm</td>"), 3);
-  EXPECT_TEXT(run.dom, "<td class=\"num\">300</td>");  // 300.000 us parses to 300
+  EXPECT_EQ(Count(run.dom, "<td class=\"name\">aten::mm</td>"), 3);
+  EXPECT_TEXT(run.dom, "<td class=\"num\">300.0 \u00b5s</td>");  // one unit per column
   EXPECT_NO_TEXT(run.dom, "data-pwned=");
   EXPECT_TEXT(run.dom, "<td class=\"name\" title=\"&lt;img src=x onerror=");
   // The overview: its recommendation with the reason, a stacked bar segment per step and category.
@@ -625,7 +658,9 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   EXPECT_TEXT(run.dom, "counted as the IDLE row");
   // IDLE leads the device pie (600 of 1000 us) and the op table; MatMul is 40 %, cumulative 100.
   EXPECT_TEXT(run.dom, "<table id=\"tool-pie-device_by_type\">");
-  EXPECT_TEXT(run.dom, "<td>IDLE</td><td class=\"num\">600</td><td class=\"num\">60</td>");
+  EXPECT_TEXT(run.dom,
+              "<td class=\"name\">IDLE</td><td class=\"num\">600.0 \u00b5s</td>"
+              "<td class=\"num\">60.00 %</td>");
   // The same slices drawn as a donut beside the table, named for screen readers: IDLE's slice
   // is 60 % of the ring, a large arc; MatMul's the remaining 40 %.
   EXPECT_TEXT(run.dom,
@@ -634,25 +669,30 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
               "id=\"tool-pie-chart-device_by_type-title\">Device self time by op type: share of "
               "self time, top 10 and other</title>");
   EXPECT_TRUE(std::regex_search(
-      run.dom, std::regex("<path d=\"M 80\\.00 10\\.00 A 70 70 0 1 1 [^\"]+\" fill=\"#4e79a7\" "
-                          "class=\"slice\"><title>IDLE: 600 us \\(60 %\\)</title></path>")))
+      run.dom,
+      std::regex("<path d=\"M 80\\.00 10\\.00 A 70 70 0 1 1 [^\"]+\" fill=\"#4e79a7\" "
+                 "class=\"slice\"><title>IDLE: 600\\.0 \u00b5s \\(60\\.00 %\\)</title></path>")))
       << run.dom.substr(0, 4000);
-  EXPECT_TEXT(run.dom, "class=\"slice\"><title>MatMul: 400 us (40 %)</title></path>");
+  EXPECT_TEXT(run.dom, "class=\"slice\"><title>MatMul: 400.0 \u00b5s (40.00 %)</title></path>");
   EXPECT_TEXT(run.dom,
-              "<td class=\"num\">400</td><td class=\"num\">40</td>"
-              "<td class=\"num\">100</td>");
+              "<td class=\"num\">400.0 \u00b5s</td><td class=\"num\">40.00 %</td>"
+              "<td class=\"num\">100.00 %</td>");
   // Kernel stats: the top kernels (summed per kernel, % of all kernel time) and the % columns.
   // The overview: step-time statistics, the input-wait range and the per-device table.
   EXPECT_TEXT(run.dom,
               "Step time: average 10.000 ms, standard deviation 0.000 ms, min 10.000 ms, "
-              "max 10.000 ms. Input wait across devices: 30 % (worker-0 device 0) to "
-              "32.5 % (worker-0 device 1) of step time.");
+              "max 10.000 ms. Input wait across devices: 30.00 % (worker-0 device 0) to "
+              "32.50 % (worker-0 device 1) of step time.");
   EXPECT_TEXT(run.dom,
-              "<td class=\"num\">1</td><td class=\"num\">13</td><td class=\"num\">32.5</td>");
+              "<td class=\"num\">1</td><td class=\"num\">13.000 ms</td>"
+              "<td class=\"num\">32.50 %</td>");
   EXPECT_TEXT(run.dom, "<table id=\"tool-top-kernels\">");
-  EXPECT_TEXT(run.dom, "<td>kernel_2</td><td class=\"num\">300</td><td class=\"num\">50</td>");
   EXPECT_TEXT(run.dom,
-              "<td class=\"num\">300</td><td class=\"num\">50</td><td class=\"num\">0</td>");
+              "<td class=\"name\">kernel_2</td><td class=\"num\">300.0 \u00b5s</td>"
+              "<td class=\"num\">50.00 %</td>");
+  EXPECT_TEXT(run.dom,
+              "<td class=\"num\">300.0 \u00b5s</td><td class=\"num\">50.00 %</td>"
+              "<td class=\"num\">0.00 %</td>");
 
   // Memory: the allocator's view at the peak, fragmentation over time, the table by op, what is
   // missing.
@@ -662,23 +702,29 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
   EXPECT_EQ(Count(run.dom, "class=\"memory-line\""), 2);
   EXPECT_TEXT(run.dom, "<table id=\"tool-memory-by-op\">");
   EXPECT_TEXT(run.dom,
-              "<td>foo/baz</td><td class=\"num\">1</td><td class=\"num\">1048576</td>"
-              "<td class=\"num\">1000000</td><td>temp</td><td>half</td><td>(16,32)</td>");
+              "<td class=\"name\">foo/baz</td><td class=\"num\">1</td>"
+              "<td class=\"num\">1.00 MiB</td><td class=\"num\">976.56 KiB</td>"
+              "<td class=\"name\">temp</td><td class=\"name\">half</td>"
+              "<td class=\"name\">(16,32)</td>");
   EXPECT_TEXT(run.dom, "Not in this trace: peak heap since the program started");
 
   // Input pipeline: the host input categories and each stage's category and share; a host
   // without input events says so.
-  EXPECT_TEXT(run.dom, "<td>demanded_read</td><td class=\"num\">3</td>");
+  EXPECT_TEXT(run.dom, "<td class=\"name\">demanded_read</td><td class=\"num\">3.000 ms</td>");
   EXPECT_TEXT(run.dom,
-              "<td>Iterator::Map::TFRecord</td><td>demanded_read</td>"
-              "<td class=\"num\">3</td><td class=\"num\">75</td>");
-  EXPECT_TEXT(run.dom, "the host side of the input pipeline is not recorded");
+              "<td class=\"name\">Iterator::Map::TFRecord</td><td class=\"name\">demanded_read</td>"
+              "<td class=\"num\">3.000 ms</td><td class=\"num\">75.00 %</td>");
   EXPECT_TEXT(run.dom,
-              "4 root iterator call(s), 1 slow (&gt; 50 us, 25 %). Slowest execution: "
-              "Iterator::Root, 200 us; critical path Iterator::Root &gt; "
+              "4 root iterator call(s), 1 slow (&gt; 50 \u00b5s, 25.00 %). Slowest execution: "
+              "Iterator::Root, 200.0 \u00b5s; critical path Iterator::Root &gt; "
               "Iterator::Root::Map::TFRecord; bottleneck Iterator::Root::Map::TFRecord.");
   EXPECT_TEXT(run.dom, "<table id=\"tool-tf-data-graph\">");
-  EXPECT_TEXT(run.dom, "tf.data bottleneck analysis: no tf.data iterator events");
+  // One host at a time: the other host (picked by a deep link) has no input events.
+  const BrowserRun other =
+      RunChromium(FindChromium(), dir.path(), html_path, "#tab=input_pipeline&host=worker-1");
+  EXPECT_THAT(ConsoleLines(other.log), ::testing::IsEmpty()) << other.log;
+  EXPECT_TEXT(other.dom, "the host side of the input pipeline is not recorded");
+  EXPECT_TEXT(other.dom, "tf.data bottleneck analysis: no tf.data iterator events");
 
   // No kernels: a sentence, not an empty table.
   analysis::PodTools none;
@@ -710,10 +756,11 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
   EXPECT_LT(section, html.find("<section id=\"answer\">"));  // above the answer
   EXPECT_NO_TEXT(html, "<img");
   EXPECT_TEXT(html, "<strong>&lt;img src=x&gt; (rank 1) never entered all-reduce #1 of step 5");
-  EXPECT_TEXT(html,
-              "<tr><td>0</td><td>w&amp;0</td><td>waits</td><td>all-reduce #1 of step 5 at "
-              "00:00:00.000 UTC</td><td>none</td></tr>");
-  EXPECT_TEXT(html, "<tr><td>1</td><td>&lt;img src=x&gt;</td><td>never entered</td>");
+  EXPECT_TEXT(
+      html,
+      "<tr><td class=\"num\">0</td><td>w&amp;0</td><td>waits</td><td>all-reduce #1 of step 5 at "
+      "00:00:00.000 UTC</td><td>none</td></tr>");
+  EXPECT_TEXT(html, "<tr><td class=\"num\">1</td><td>&lt;img src=x&gt;</td><td>never entered</td>");
   b.hang->verdict = analysis::HangVerdictKind::kNone;
   EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
 }

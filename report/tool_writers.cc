@@ -79,6 +79,7 @@ constexpr ToolWriter kWriters[] = {
     {Tool::kOpStats, OpStatsJson, OpStatsCsv, OpStatsTable},
     {Tool::kInputPipeline, InputJson, InputPipelineCsv, InputPipelineTable},
     {Tool::kMemory, MemoryJson, MemoryCsv, MemoryTable},
+    {Tool::kTimeline, TimelineJson, TimelineCsv, TimelineTable},
 };
 
 const ToolWriter& WriterFor(Tool tool) {

@@ -61,6 +61,10 @@ void MemoryJson(Json& j, const analysis::PodTools& p);
 void MemoryCsv(std::string& out, const analysis::PodTools& p);
 void MemoryTable(std::string& out, const analysis::PodTools& p, const TableStyle& style);
 
+void TimelineJson(Json& j, const analysis::PodTools& p);
+void TimelineCsv(std::string& out, const analysis::PodTools& p);
+void TimelineTable(std::string& out, const analysis::PodTools& p, const TableStyle& style);
+
 }  // namespace profctl::report::tool_writers_internal
 
 #endif  // PROFCTL_REPORT_TOOL_WRITERS_INTERNAL_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "report/short_names.h"
 #include "report/tool_writers_internal.h"
 
 namespace profctl::report::tool_writers_internal {
@@ -122,25 +123,35 @@ void KernelStatsTable(std::string& out, const PodTools& p, const TableStyle& sty
     return;
   }
   out += "\ntop kernels by total time:\n";
-  for (const analysis::PieSlice& s : analysis::TopKernels(p.kernels, analysis::kMaxTop)) {
-    absl::StrAppendFormat(&out, "  %12s us %6.2f%%  %s\n", UsText(s.self_ns), s.pct,
-                          Printable(s.name, w));
+  const std::vector<analysis::PieSlice> top = analysis::TopKernels(p.kernels, analysis::kMaxTop);
+  std::vector<std::string> top_names;
+  for (const analysis::PieSlice& s : top) top_names.push_back(Printable(s.name, 1 << 20));
+  const std::vector<std::string> top_shown = DistinctShortNames(top_names, static_cast<size_t>(w));
+  for (size_t i = 0; i < top.size(); ++i) {
+    absl::StrAppendFormat(&out, "  %12s ms %6.2f%%  %s\n", MsText(top[i].self_ns), top[i].pct,
+                          top_shown[i]);
   }
+  // The rows shown, their kernel names shortened so that no two read the same.
+  std::vector<std::string> names;
+  for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
+    names.push_back(Printable(p.kernels[i].kernel, 1 << 20));
+  }
+  const std::vector<std::string> shown = DistinctShortNames(names, static_cast<size_t>(w));
   absl::StrAppendFormat(&out, "\n%12s %6s %6s %7s %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
-                        "total_us", "%", "cum%", "count", "avg_us", "max_us", "regs", "shmem",
+                        "total_ms", "%", "cum%", "count", "avg_ms", "max_ms", "regs", "shmem",
                         "occ%", "TC", w, "kernel", "op");
   for (size_t i = 0; i < p.kernels.size() && i < limit; ++i) {
     const KernelStat& k = p.kernels[i];
     absl::StrAppendFormat(&out, "%12s %6.2f %6.2f %7d %10s %10s %5s %7s %6s %3s  %-*s  %s\n",
-                          UsText(k.total_ns), k.pct, k.cum_pct, k.occurrences, UsText(k.avg_ns()),
-                          UsText(k.max_ns),
+                          MsText(k.total_ns), k.pct, k.cum_pct, k.occurrences, MsText(k.avg_ns()),
+                          MsText(k.max_ns),
                           k.registers_per_thread < 0 ? "-" : absl::StrCat(k.registers_per_thread),
                           k.shared_memory_bytes < 0 ? "-" : absl::StrCat(k.shared_memory_bytes),
                           k.occupancy_pct < 0 ? "-" : absl::StrFormat("%.1f", k.occupancy_pct),
                           k.tensor_core_used       ? "yes"
                           : k.tensor_core_eligible ? "elg"
                                                    : "no",
-                          w, Printable(k.kernel, w), Printable(k.op.empty() ? "-" : k.op, w));
+                          w, shown[i], Printable(k.op.empty() ? "-" : k.op, w));
   }
   if (p.kernels.size() > limit) {
     absl::StrAppend(&out, "... ", p.kernels.size() - limit, " more (--json / --csv)\n");

@@ -16,7 +16,26 @@ using analysis::DeviceMemory;
 using analysis::HostTools;
 using analysis::PodTools;
 
+namespace {
+
+// What a trace without allocation events lacks, and how each source records them.
+constexpr absl::string_view kHowToRecord =
+    "PyTorch records allocations with torch.profiler.profile(profile_memory=True) ([memory] "
+    "events); TensorFlow and JAX write MemoryAllocation events to the host plane when their "
+    "profiler runs; profctl's CUPTI collector records them when the agent's cupti collector "
+    "traces memory (docs/cupti.md)";
+
+}  // namespace
+
 void MemoryJson(Json& j, const PodTools& p) {
+  j.Key("how_to_record");
+  j.String(kHowToRecord);
+  j.Key("hosts_without_events");
+  j.BeginArray();
+  for (const HostTools& h : p.hosts) {
+    if (h.memory.empty()) j.String(h.host);
+  }
+  j.EndArray();
   j.Key("devices");
   j.BeginArray();
   for (const HostTools& h : p.hosts) {
@@ -89,6 +108,8 @@ void MemoryJson(Json& j, const PodTools& p) {
         int_or_null(a.requested_bytes);
         j.Key("since_ns");
         j.Int(a.since_ns);
+        j.Key("since_ms");
+        j.Ms(a.since_ns - m.window_start_ns);
         j.Key("op");
         j.String(a.op);
         j.Key("step");
@@ -159,7 +180,7 @@ void MemoryTable(std::string& out, const PodTools& p, const TableStyle& style) {
   for (const HostTools& h : p.hosts) {
     if (h.memory.empty()) {
       absl::StrAppend(&out, "\nhost ", Printable(h.host, w),
-                      ": no memory allocation events in the trace\n");
+                      ": no memory allocation events in the trace. ", kHowToRecord, "\n");
     }
     for (const DeviceMemory& m : h.memory) {
       absl::StrAppend(

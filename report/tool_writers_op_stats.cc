@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "report/short_names.h"
 #include "report/tool_writers_internal.h"
 
 namespace profctl::report::tool_writers_internal {
@@ -138,21 +139,26 @@ void OpStatsTable(std::string& out, const PodTools& p, const TableStyle& style) 
     const std::vector<analysis::OpShareRow> rows =
         analysis::OpShares(stats, ops.host_idle_ns, ops.device_idle_ns, p.include_idle);
     absl::StrAppendFormat(&out, "\n%s\n%14s %6s %6s %14s %14s %6s %6s %14s %7s  %-16s %s\n", title,
-                          "dev_self_us", "%", "cum%", "dev_total_us", "host_self_us", "%", "cum%",
-                          "host_total_us", "count", "type", "name");
+                          "dev_self_ms", "%", "cum%", "dev_total_ms", "host_self_ms", "%", "cum%",
+                          "host_total_ms", "count", "type", "name");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < rows.size() && i < limit; ++i) {
+      names.push_back(Printable(rows[i].stat.name, 1 << 20));
+    }
+    const std::vector<std::string> shown = DistinctShortNames(names, static_cast<size_t>(w));
     for (size_t i = 0; i < rows.size() && i < limit; ++i) {
       const OpShareRow& r = rows[i];
       const OpStat& s = r.stat;
       absl::StrAppendFormat(&out, "%14s %6.2f %6.2f %14s %14s %6.2f %6.2f %14s %7d  %-16s %s\n",
-                            UsText(s.device_self_ns), r.device_self_pct, r.device_self_cum_pct,
-                            UsText(s.device_total_ns), UsText(s.host_self_ns), r.host_self_pct,
-                            r.host_self_cum_pct, UsText(s.host_total_ns), s.occurrences,
-                            Printable(s.type, 16), Printable(s.name, w));
+                            MsText(s.device_self_ns), r.device_self_pct, r.device_self_cum_pct,
+                            MsText(s.device_total_ns), MsText(s.host_self_ns), r.host_self_pct,
+                            r.host_self_cum_pct, MsText(s.host_total_ns), s.occurrences,
+                            Printable(s.type, 16), shown[i]);
     }
     if (rows.size() > limit) absl::StrAppend(&out, "... ", rows.size() - limit, " more\n");
   };
-  absl::StrAppendFormat(&out, "\nidle: host %s us, devices %s us (%s)\n", UsText(ops.host_idle_ns),
-                        UsText(ops.device_idle_ns),
+  absl::StrAppendFormat(&out, "\nidle: host %s ms, devices %s ms (%s)\n", MsText(ops.host_idle_ns),
+                        MsText(ops.device_idle_ns),
                         p.include_idle ? "counted as the IDLE row"
                                        : "not counted; --include-idle adds it as an IDLE row");
   table("by op:", ops.by_op);

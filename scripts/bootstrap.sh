@@ -18,7 +18,7 @@ PACKAGES=(
   clang-format clang-tidy
 )
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES+=(chromium python3-grpcio python3-protobuf openssl clang libclang-rt-dev
+  PACKAGES+=(chromium nodejs python3-grpcio python3-protobuf openssl clang libclang-rt-dev
              python3-yaml python3-jsonschema iproute2 systemd shellcheck)
 fi
 

@@ -17,7 +17,16 @@ error. A page fails on:
   - any empty section (a visible <section> with no text beyond its heading and no chart), or a
     table with no rows;
   - a table wider than its own box (its numbers would hide behind a sideways scroll), or a chart;
-  - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks.
+  - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks;
+  - a chart narrower than 80 % of its card (the .chart box it is drawn in);
+  - a number in a table that is not right-aligned, or whose column mixes numbers of decimals, or
+    that has decimals but no unit (us, ms, s, %, B, KiB, MiB, GiB, TiB);
+  - two rows of one table that read the same, or two different names shown alike (the whole
+    name is a cell's title when it is shortened);
+  - a per-host tool tab without a host selector (select.host-select), unless it says it has
+    nothing to select (the memory tab of a trace without allocations);
+  - a snapshot's report (a `capture --last` session, re-analysed with --tool=all) that does not
+    say it shows the past.
 Screenshots of every tab (1280 px wide, without the checking script) are kept in --out
 (default: build/report-browser) for a person to look at. Exit 0 when every page holds, 1 when one
 does not, 77 (skipped) when Chromium is not installed.
@@ -53,7 +62,12 @@ CHARTS = [
     ("kernel_stats", "svg.bar-chart", "top kernels"),
     ("op_stats", "svg.bar-chart", "top ops"),
     ("memory", "svg.memory-chart", "memory in use over time"),
+    ("timeline", "svg.overlap-chart", "communication hidden under computation"),
+    ("timeline", "svg.idle-chart", "idle time by cause"),
+    ("page", "svg.diff-chart", "each host's step in A and B by category"),
 ]
+# Tool tabs that answer per host: each must offer a host selector.
+PER_HOST_TABS = ["overview", "kernel_stats", "op_stats", "input_pipeline", "memory", "timeline"]
 
 # Runs after the page's scripts: selects each tab in turn and checks it.
 CHECKER = r"""
@@ -132,12 +146,70 @@ CHECKER = r"""
     Array.prototype.forEach.call(document.querySelectorAll('svg'), function (g) {
       if (!visible(g)) return;
       var marks = g.querySelectorAll('rect,path,polyline,circle,line').length;
-      ['#bars svg', '#step-stack svg', '#pod-view svg', '#lines svg', 'svg.step-stack-chart',
-       'svg.bar-chart', 'svg.memory-chart'].forEach(function (sel) {
+      CHART_SELECTORS.forEach(function (sel) {
         if (g.matches(sel) && marks > 0) charts[sel] = (charts[sel] || 0) + 1;
       });
     });
-    out.tabs.push({ tab: tab, charts: charts });
+    // A chart fills its card: at least 80 % of the .chart box's content width.
+    Array.prototype.forEach.call(document.querySelectorAll('.chart'), function (c) {
+      if (!visible(c)) return;
+      var widest = 0;
+      Array.prototype.forEach.call(c.querySelectorAll(':scope > svg'), function (g) {
+        widest = Math.max(widest, g.getBoundingClientRect().width);
+      });
+      var cs = getComputedStyle(c);
+      var room = c.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+      if (widest > 0 && widest < 0.8 * room) {
+        out.problems.push(tab + ': chart ' + describe(c) + ' is ' + Math.round(widest) + ' px wide in a ' +
+            Math.round(room) + ' px card (under 80 %)');
+      }
+    });
+    // Numbers in tables: right-aligned, one number of decimals per column, a unit with decimals.
+    var NUMBER = /^[-+−]?[\d,]+(\.(\d+))?( ?(µs|us|ms|s|%|B|KiB|MiB|GiB|TiB|queued))?$/;
+    var nbad = 0;
+    Array.prototype.forEach.call(document.querySelectorAll('table'), function (t) {
+      if (!visible(t)) return;
+      var decimals = {};
+      Array.prototype.forEach.call(t.querySelectorAll('tbody tr'), function (tr) {
+        Array.prototype.forEach.call(tr.children, function (td, col) {
+          var text = td.textContent.trim();
+          var m = NUMBER.exec(text);
+          if (!m) return;
+          var why = null;
+          if (getComputedStyle(td).textAlign !== 'right') why = 'is not right-aligned';
+          else if (m[2] && !m[4]) why = 'has decimals but no unit';
+          else if (col in decimals && decimals[col] !== (m[2] || '').length) why = 'has ' +
+              (m[2] || '').length + ' decimals where its column has ' + decimals[col];
+          if (!(col in decimals)) decimals[col] = (m[2] || '').length;
+          if (why && nbad++ < 12) {
+            out.problems.push(tab + ': ' + describe(t) + ' cell "' + text + '" (column ' + (col + 1) + ') ' + why);
+          }
+        });
+      });
+    });
+    // Rows of a table never read the same, and two different names never look alike.
+    Array.prototype.forEach.call(document.querySelectorAll('table'), function (t) {
+      if (!visible(t)) return;
+      var rows = {}, names = {}, reported = 0;
+      Array.prototype.forEach.call(t.querySelectorAll('tbody tr'), function (tr) {
+        var key = Array.prototype.map.call(tr.children, function (td) { return td.textContent; }).join('\u241f');
+        if (key in rows && reported++ < 3) out.problems.push(tab + ': ' + describe(t) + ' has two rows reading "' + key.slice(0, 120) + '"');
+        rows[key] = true;
+        Array.prototype.forEach.call(tr.querySelectorAll('td.name'), function (td, k) {
+          var shown = k + ':' + td.textContent, full = td.getAttribute('title') || td.textContent;
+          if (shown in names && names[shown] !== full && reported++ < 3) {
+            out.problems.push(tab + ': ' + describe(t) + ' shows "' + td.textContent + '" for "' +
+                names[shown].slice(0, 80) + '" and for "' + full.slice(0, 80) + '"');
+          }
+          names[shown] = full;
+        });
+      });
+    });
+    var selectors = Array.prototype.filter.call(document.querySelectorAll('select.host-select'), visible).length;
+    var nothing = Array.prototype.filter.call(document.querySelectorAll('.memory-none'), visible).length;
+    var snapshot = document.getElementById('snapshot');
+    out.tabs.push({ tab: tab, charts: charts, host_selectors: selectors, says_nothing_to_select: nothing,
+      snapshot: snapshot && visible(snapshot) ? snapshot.textContent : '' });
   }
   window.addEventListener('load', function () {
     setTimeout(function () {
@@ -189,7 +261,7 @@ def console_lines(log):
 CSP = re.compile(r'(<meta http-equiv="Content-Security-Policy" content=")([^"]*)(")')
 
 
-def check_page(name, html_path, browser, out_dir, scripted=True):
+def check_page(name, html_path, browser, out_dir, scripted=True, snapshot=False):
     """Checks one page; returns the problems found (empty: it holds). A report is `scripted`: it
     draws itself (data-rendered="ok", an #errors box, tabs); the diff page is not: it must hold no
     script, and is checked as one tab, "page"."""
@@ -198,7 +270,8 @@ def check_page(name, html_path, browser, out_dir, scripted=True):
         html = f.read()
     size = len(html.encode("utf-8"))
     first_tab = "breakdown" if scripted else "page"
-    checker = CHECKER.replace("FIRST_TAB", json.dumps(first_tab))
+    checker = CHECKER.replace("FIRST_TAB", json.dumps(first_tab)).replace(
+        "CHART_SELECTORS", json.dumps(sorted(set(c[1] for c in CHARTS))))
     if not scripted:
         if "<script" in html:
             problems.append("%s: holds a <script>; the page is documented as script-free" % name)
@@ -234,6 +307,14 @@ def check_page(name, html_path, browser, out_dir, scripted=True):
         for tab, selector, what in CHARTS:
             if tab in tabs and not tabs[tab].get(selector):
                 problems.append("%s: tab %s has no chart %s (%s)" % (name, tab, selector, what))
+        for t in found["tabs"]:
+            if t["tab"] in PER_HOST_TABS and not t["host_selectors"] and not t["says_nothing_to_select"]:
+                problems.append("%s: tab %s has no host selector" % (name, t["tab"]))
+        if snapshot:
+            said = [t["snapshot"] for t in found["tabs"] if t["snapshot"]]
+            if not said or "the past" not in said[0]:
+                problems.append("%s: a snapshot's report does not say it shows the past (#snapshot: %r)"
+                                % (name, said[0] if said else None))
         # Screenshots of the page as a user gets it, one per tab.
         for tab in tabs:
             shot = os.path.join(out_dir, "%s-%s.png" % (name, tab))
@@ -317,6 +398,7 @@ def main():
     try:
         pages = [tuple(p.split("=", 1)) for p in args.page]
         static = []  # pages without a script of their own
+        snapshots = []  # reports of snapshot sessions
         traces = os.path.join(work, "traces")
         os.makedirs(traces)
         multi_rank_set(traces)
@@ -343,10 +425,23 @@ def main():
             if len(found) != 1:
                 raise Failure("the demo wrote %d report.html files" % len(found))
             pages.append(("demo", found[0]))
-        for name, path in pages + static:
+            # The demo's session made a snapshot (as `capture --last=4s` records it) and its tools
+            # re-run by analyze: the page still says it shows the past.
+            snap = os.path.join(work, "snapshot")
+            shutil.copytree(os.path.dirname(found[0]), snap)
+            manifest_path = os.path.join(snap, "session.json")
+            with open(manifest_path, encoding="utf-8") as f:
+                manifest = json.load(f)
+            manifest.setdefault("request", {})["pastMs"] = "4000"
+            with open(manifest_path, "w", encoding="utf-8") as f:
+                json.dump(manifest, f)
+            run([args.profctl, "analyze", snap, "--tool=all"], "profctl analyze (snapshot)")
+            snapshots.append(("snapshot", os.path.join(snap, "report.html")))
+        for name, path in pages + static + snapshots:
             shutil.copy(path, os.path.join(args.out, name + ".html"))
             problems += check_page(name, path, browser, args.out,
-                                   scripted=(name, path) not in static)
+                                   scripted=(name, path) not in static,
+                                   snapshot=(name, path) in snapshots)
     except (Failure, subprocess.TimeoutExpired) as e:
         problems.append(str(e))
     finally:

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -131,6 +132,19 @@ enum class KCat : uint8_t {
   kOther
 };
 
+// Categories of complete events that carry nothing the tools place, by design: flow and
+// bookkeeping events, and device-side copies of host annotations.
+bool IsKnownIgnoredCategory(absl::string_view cat) {
+  static constexpr absl::string_view kIgnored[] = {
+      "gpu_user_annotation", "cuda_sync", "trace",  "overhead",
+      "cpu_instant_event",   "ac2g",      "fwdbwd", "cuda_profiler_range",
+      "external_correlation"};
+  for (const absl::string_view c : kIgnored) {
+    if (absl::EqualsIgnoreCase(cat, c)) return true;
+  }
+  return false;
+}
+
 KCat KinetoCat(absl::string_view cat) {
   struct Entry {
     absl::string_view name;
@@ -244,6 +258,17 @@ class KinetoEventReader {
     // (overview.cc, AddUndescribedDevices), for every source alike.
     LinkMemoryToOps(memory_threads_, out_);
     out_->warnings = std::move(warnings_).Finish();
+    // Every class of event the tools cannot place, named with its count: its time is in no
+    // tool (device events of an accelerator profctl does not read, e.g. MTIA's, count as idle).
+    for (const auto& [cat, count] : unplaced_) {
+      out_->warnings.push_back(absl::StrCat(
+          count, " complete events of category '", cat.empty() ? "(none)" : cat, "' not placed: ",
+          absl::StrContains(cat, "mtia") || absl::StrContains(cat, "ccp")
+              ? "device events of an accelerator profctl does not read (its device time shows as "
+                "idle)"
+              : "not a category profctl reads (kernel, gpu_memcpy, gpu_memset, cpu_op, "
+                "user_annotation, *_runtime, *_driver, python_function)"));
+    }
   }
 
  private:
@@ -290,7 +315,8 @@ class KinetoEventReader {
                      [&] { return absl::StrCat("event #", index); });
       return;
     }
-    const KCat cat = KinetoCat(Text(Member(e, "cat")));
+    const absl::string_view cat_name = Text(Member(e, "cat"));
+    const KCat cat = KinetoCat(cat_name);
     const JsonValue* args = Member(e, "args");
     static const JsonValue kNull;
     const JsonValue& a = args != nullptr ? *args : kNull;
@@ -309,6 +335,7 @@ class KinetoEventReader {
         AddHostEvent(e, a, cat, name, start, end);
         break;
       case KCat::kOther:
+        if (!IsKnownIgnoredCategory(cat_name)) ++unplaced_[std::string(cat_name)];
         break;
     }
   }
@@ -332,6 +359,9 @@ class KinetoEventReader {
     d.is_kernel = cat == KCat::kKernel;
     d.correlation_id = IntOf(Member(a, "correlation")).value_or(-1);
     d.link_id = IntOf(Member(a, "External id")).value_or(-1);
+    std::optional<int64_t> stream = IntOf(Member(a, "stream"));
+    if (!stream) stream = IntOf(Member(e, "tid"));
+    d.stream = static_cast<int32_t>(stream.value_or(0));
     if (d.is_kernel) {
       KernelDetails k;
       k.registers_per_thread =
@@ -384,7 +414,8 @@ class KinetoEventReader {
   ReaderWarnings warnings_;
   int64_t min_start_ = kInt64Max;
   int64_t max_end_ = std::numeric_limits<int64_t>::min();
-  std::vector<int64_t> memory_threads_;  // the `tid` of each out_->memory event
+  std::vector<int64_t> memory_threads_;      // the `tid` of each out_->memory event
+  std::map<std::string, int64_t> unplaced_;  // complete events per category not placed
 };
 
 }  // namespace

@@ -54,6 +54,13 @@ HostForest::HostForest(const ToolTrace& t) : t_(t) {
     stack.push_back(i);
   }
   for (size_t i = 0; i < n; ++i) {
+    if (IsOpRole(t.host_events[i].role)) ops_by_start_.push_back(static_cast<int32_t>(i));
+  }
+  std::sort(ops_by_start_.begin(), ops_by_start_.end(), [&](int32_t a, int32_t b) {
+    return t.host_events[static_cast<size_t>(a)].start_ns <
+           t.host_events[static_cast<size_t>(b)].start_ns;
+  });
+  for (size_t i = 0; i < n; ++i) {
     const HostEvent& e = t.host_events[i];
     if (e.role == HostEventRole::kStep) continue;
     if (e.link_id >= 0 && IsOpRole(e.role)) by_link_.emplace(e.link_id, static_cast<int32_t>(i));
@@ -80,12 +87,33 @@ absl::string_view OpTypeOf(absl::string_view op) {
   return op;
 }
 
+int32_t HostForest::OpElsewhereAtLaunch(const DeviceEvent& d) const {
+  if (d.correlation_id < 0 || d.link_id >= 0) return -1;
+  auto it = by_correlation_.find(d.correlation_id);
+  if (it == by_correlation_.end() || EnclosingOp(it->second) >= 0) return -1;
+  const HostEvent& call = t_.host_events[static_cast<size_t>(it->second)];
+  // From the last op that started at or before the call back: the first one on another thread
+  // that still runs then (bounded: a walk of at most kMaxWalk ops).
+  constexpr int kMaxWalk = 256;
+  auto at = std::upper_bound(ops_by_start_.begin(), ops_by_start_.end(), call.start_ns,
+                             [&](int64_t time, int32_t i) {
+                               return time < t_.host_events[static_cast<size_t>(i)].start_ns;
+                             });
+  for (int walked = 0; at != ops_by_start_.begin() && walked < kMaxWalk; ++walked) {
+    --at;
+    const HostEvent& op = t_.host_events[static_cast<size_t>(*at)];
+    if (op.thread != call.thread && op.end_ns > call.start_ns) return *at;
+  }
+  return -1;
+}
+
 OpRef ResolveOp(const ToolTrace& t, const HostForest& forest, const DeviceEvent& d) {
   if (d.op != StringTable::kEmpty) {
     const absl::string_view name = t.Str(d.op);
     return OpRef{name, OpTypeOf(name), -1};
   }
-  const int32_t h = forest.LaunchingOp(d);
+  int32_t h = forest.LaunchingOp(d);
+  if (h < 0) h = forest.OpElsewhereAtLaunch(d);
   if (h < 0) return OpRef{};
   const HostEvent& e = t.host_events[static_cast<size_t>(h)];
   return OpRef{t.Str(e.name), t.Str(e.type), h};

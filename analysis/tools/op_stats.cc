@@ -115,19 +115,18 @@ std::vector<OpShareRow> OpShares(const std::vector<OpStat>& rows, int64_t host_i
     });
     out.insert(at, std::move(idle));
   }
+  // Cumulative down the table as it is sorted (device self, then host self), on each side; a row
+  // without self time on a side has 0 % and 0 cumulative % there (the guide's device-only rows).
   const auto shares = [&](int64_t OpStat::*self, double OpShareRow::*pct, double OpShareRow::*cum) {
     int64_t whole = 0;
     for (const OpShareRow& r : out) whole += r.stat.*self;
     if (whole <= 0) return;
-    std::vector<size_t> rank(out.size());
-    for (size_t i = 0; i < rank.size(); ++i) rank[i] = i;
-    std::stable_sort(rank.begin(), rank.end(),
-                     [&](size_t a, size_t b) { return out[a].stat.*self > out[b].stat.*self; });
     int64_t running = 0;
-    for (const size_t i : rank) {
-      running += out[i].stat.*self;
-      out[i].*pct = 100.0 * static_cast<double>(out[i].stat.*self) / static_cast<double>(whole);
-      out[i].*cum = 100.0 * static_cast<double>(running) / static_cast<double>(whole);
+    for (OpShareRow& r : out) {
+      if (r.stat.*self <= 0) continue;
+      running += r.stat.*self;
+      r.*pct = 100.0 * static_cast<double>(r.stat.*self) / static_cast<double>(whole);
+      r.*cum = 100.0 * static_cast<double>(running) / static_cast<double>(whole);
     }
   };
   shares(&OpStat::host_self_ns, &OpShareRow::host_self_pct, &OpShareRow::host_self_cum_pct);

@@ -52,12 +52,19 @@ class HostForest {
     return -1;
   }
 
+  // For device event d whose launch call no op encloses on its own thread (PyTorch's autograd
+  // engine thread in a capture without its ops, e.g. profctl's CUPTI path with NVTX ranges on
+  // the main thread only): the innermost op running on another thread when the call started
+  // (of those, the one that started last), or -1.
+  int32_t OpElsewhereAtLaunch(const DeviceEvent& d) const;
+
  private:
   const ToolTrace& t_;
   std::vector<int32_t> parent_;
   std::vector<int32_t> order_;
   absl::flat_hash_map<int64_t, int32_t> by_link_;
   absl::flat_hash_map<int64_t, int32_t> by_correlation_;
+  std::vector<int32_t> ops_by_start_;  // op-role events of every thread, by start
 };
 
 // An op's type from its name: TF `scope/Name:Type`, HLO `fusion.12` -> `fusion`, else the name.
@@ -82,6 +89,8 @@ void OpStatsForHost(const ToolTrace& trace, const HostSummary& summary, HostTool
 void OpStatsForPod(PodTools& pod, const PodBreakdown& breakdown);
 void InputPipelineForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h);
 void MemoryForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h);
+void TimelineForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h);
+void TimelineForPod(PodTools& pod, const PodBreakdown& breakdown);
 
 }  // namespace profctl::analysis
 

@@ -87,6 +87,8 @@ struct DeviceEvent {
   bool is_kernel = false;  // a kernel launch (not a memcpy/memset)
   // The launching op when the event names it (XSpace `tf_op` / `hlo_op`), else kEmpty.
   uint32_t op = StringTable::kEmpty;
+  // The stream (queue) it ran on: Kineto `args.stream` (else its `tid`), the XSpace line's id.
+  int32_t stream = 0;
   int64_t correlation_id = -1;  // CUPTI correlation (XSpace `correlation_id`, Kineto `correlation`)
   int64_t link_id = -1;         // Kineto `External id`: the cpu_op that launched it
   int32_t details = -1;         // index into ToolTrace::kernel_details, -1: none

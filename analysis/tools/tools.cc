@@ -27,6 +27,10 @@ constexpr ToolInfo kTools[] = {
      InputPipelineForHost, nullptr},
     {Tool::kMemory, "memory", "per device: memory in use over time, peak, live allocations",
      MemoryForHost, nullptr},
+    {Tool::kTimeline, "timeline",
+     "communication hidden under computation, idle time by cause, kernel launch delay and queue "
+     "length per stream (HTA's)",
+     TimelineForHost, TimelineForPod},
 };
 
 const ToolInfo& Info(Tool tool) {

@@ -19,7 +19,7 @@
 
 namespace profctl::analysis {
 
-enum class Tool : uint8_t { kOverview, kKernelStats, kOpStats, kInputPipeline, kMemory };
+enum class Tool : uint8_t { kOverview, kKernelStats, kOpStats, kInputPipeline, kMemory, kTimeline };
 
 struct HostTools;
 struct PodTools;
@@ -38,7 +38,7 @@ struct ToolInfo {
 absl::Span<const ToolInfo> AllTools();
 std::optional<Tool> ToolByName(absl::string_view name);
 absl::string_view ToolName(Tool tool);
-// "overview|kernel_stats|op_stats|input_pipeline|memory".
+// "overview|kernel_stats|op_stats|input_pipeline|memory|timeline".
 std::string ToolNamesForHelp();
 
 // --- Heuristics (docs/tools.md "Heuristics") --------------------------------------------------
@@ -134,7 +134,9 @@ double FlopsUtilizationPct(const OpStat& row, double peak_flops_per_s);
 inline constexpr absl::string_view kIdleOpName = "IDLE";
 
 // A row of an op table with its shares: % of all rows' self time on that side (host or device)
-// and the cumulative % of the rows ranked at or above it by that side's self time.
+// and the cumulative % of its and the rows above it in the table's order (device self, then
+// host self, descending), so that both cumulative columns rise down the table; a row without
+// self time on a side has 0 and 0 there.
 struct OpShareRow {
   OpStat stat;
   bool idle = false;  // the IDLE row
@@ -404,6 +406,95 @@ struct Recommendation {
   std::string reason;  // the numbers behind it
 };
 
+// --- timeline: what Holistic Trace Analysis (HTA) reads off the device timeline ----------------
+
+// HTA's thresholds (its defaults): a gap between two events of a stream shorter than this, with
+// the next one already launched, is the launch overhead between back-to-back kernels.
+inline constexpr int64_t kKernelWaitNs = 30'000;
+// A launch delay (the launch call's end to the device event's start) beyond this is an outlier.
+inline constexpr int64_t kLaunchDelayOutlierNs = 100'000;
+// A launch call (cudaLaunchKernel, ...) longer than this is an outlier.
+inline constexpr int64_t kSlowLaunchCallNs = 50'000;
+
+// Idle time between the events of a stream, by cause (HTA's idle time breakdown): the gap before
+// each event (after the one before it on its stream ended) is a host wait when the event's
+// launch call started after that end (the host did not enqueue work in time), else a kernel wait
+// when it is shorter than kKernelWaitNs (back-to-back launch overhead), else other (waiting on
+// another stream, a synchronization, ...).
+struct IdleByCause {
+  int64_t host_wait_ns = 0;
+  int64_t kernel_wait_ns = 0;
+  int64_t other_ns = 0;
+  int64_t total() const { return host_wait_ns + kernel_wait_ns + other_ns; }
+};
+
+// The launch-to-start distribution's buckets, by upper bound (ns, exclusive); the last bucket
+// has none.
+inline constexpr std::array<int64_t, 10> kLaunchDelayBucketBoundsNs = {
+    1'000, 2'000, 5'000, 10'000, 20'000, 50'000, 100'000, 1'000'000, 10'000'000, 100'000'000};
+inline constexpr size_t kNumLaunchDelayBuckets = kLaunchDelayBucketBoundsNs.size() + 1;
+
+// The delay of each launched device event after its launch call (HTA's kernel launch
+// statistics): the event's start minus the call's end, 0 when it started before the call
+// returned (as HTA clips it), over device events whose correlated host call is a launch
+// (cudaLaunchKernel[ExC], cuLaunchKernel[Ex], cudaMemcpyAsync, cudaMemsetAsync and the HIP names of
+// these).
+struct LaunchDelayStats {
+  int64_t launches = 0;
+  int64_t sum_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  // Exact percentiles of one host's delays (nearest rank); -1 for the pod (merged hosts keep
+  // only the histogram).
+  int64_t p50_ns = -1;
+  int64_t p90_ns = -1;
+  int64_t p99_ns = -1;
+  int64_t outliers = 0;             // delay > kLaunchDelayOutlierNs
+  int64_t slow_calls = 0;           // launch calls > kSlowLaunchCallNs
+  int64_t shorter_than_launch = 0;  // device events shorter than their launch call
+  std::array<int64_t, kNumLaunchDelayBuckets> histogram{};
+  double mean_ns() const {
+    return launches == 0 ? 0 : static_cast<double>(sum_ns) / static_cast<double>(launches);
+  }
+};
+
+// One stream of one device: its events, busy time, idle by cause, and its queue length: work
+// launched to it and not yet started (HTA's: +1 at each launch call's start, -1 at each launched
+// event's start), sampled at every change.
+struct StreamTimeline {
+  int64_t device = 0;
+  int64_t stream = 0;
+  int64_t events = 0;
+  int64_t busy_ns = 0;
+  IdleByCause idle;
+  int64_t queue_samples = 0;
+  double queue_mean = 0;
+  int64_t queue_p50 = 0;
+  int64_t queue_max = 0;
+};
+
+struct HostTimeline {
+  // Communication (collective kernels) and computation (other kernels), each the union of its
+  // kernels over the host's devices, and their intersection: communication hidden under
+  // computation (HTA's comm/comp overlap = overlap / communication).
+  int64_t communication_ns = 0;
+  int64_t computation_ns = 0;
+  int64_t overlap_ns = 0;
+  IdleByCause idle;  // summed over streams
+  LaunchDelayStats launch;
+  std::vector<StreamTimeline> streams;  // by device, then stream
+  // The % of communication time overlapped by computation; -1 when there is no communication.
+  double OverlapPct() const {
+    return communication_ns <= 0
+               ? -1
+               : 100.0 * static_cast<double>(overlap_ns) / static_cast<double>(communication_ns);
+  }
+};
+HostTimeline ComputeTimeline(const ToolTrace& trace);
+// The pod's: the hosts' times and counts summed, histograms merged, the lowest min and highest
+// max; no percentiles and no streams (they stay per host).
+HostTimeline MergeTimelines(const std::vector<HostTimeline>& hosts);
+
 // --- per host and pod ---------------------------------------------------------------------------
 
 struct HostTools {
@@ -413,6 +504,7 @@ struct HostTools {
   OpStats ops;
   std::vector<DeviceMemory> memory;
   HostInputPipeline input;
+  HostTimeline timeline;
   std::vector<std::string> warnings;  // the reader's
 };
 
@@ -429,6 +521,7 @@ struct PodTools {
   StepTimeStats overview_step_time;     // over every host's complete steps
   InputWaitRange overview_input_range;  // over every host's devices
   std::vector<Recommendation> recommendations;
+  HostTimeline timeline;  // timeline: MergeTimelines of the hosts'
   // op_stats: count idle time as an IDLE row in the shares (OpShares); --include-idle.
   bool include_idle = false;
 };

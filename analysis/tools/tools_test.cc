@@ -174,7 +174,7 @@ TEST(ToolHeuristicsTest, TensorCoresPrecisionAndEligibility) {
                                   "[[64, 127], [127, 256]]"));
   EXPECT_FALSE(TensorCoreEligible("elementwise_kernel_fp16", "aten::add", "aten::add", "", ""));
   EXPECT_TRUE(TensorCoreEligible("sm80_xmma_gemm_f16", "", "", "", ""));  // uses them
-  EXPECT_EQ(ToolNamesForHelp(), "overview|kernel_stats|op_stats|input_pipeline|memory");
+  EXPECT_EQ(ToolNamesForHelp(), "overview|kernel_stats|op_stats|input_pipeline|memory|timeline");
   EXPECT_EQ(ToolByName("memory"), Tool::kMemory);
   EXPECT_EQ(ToolByName("trace_viewer"), std::nullopt);
 }
@@ -336,6 +336,28 @@ TEST(OpStatsTest, PercentCumulativePercentIdleSwitchAndPies) {
   // relu and dense_1 tie at 100 us: the row order ranks them, the last reaches 100 %.
   EXPECT_DOUBLE_EQ(std::max(relu->device_self_cum_pct, dense1->device_self_cum_pct), 100);
   EXPECT_DOUBLE_EQ(std::min(relu->device_self_cum_pct, dense1->device_self_cum_pct), 80);
+  // Both cumulative columns rise down the table as sorted (device self first); a row without
+  // self time on a side has 0 % and 0 cumulative % there (the host-only launches on the device).
+  double device_cum = 0;
+  double host_cum = 0;
+  for (const OpShareRow& r : rows) {
+    if (r.stat.device_self_ns > 0) {
+      EXPECT_GE(r.device_self_cum_pct, device_cum) << r.stat.name;
+      device_cum = r.device_self_cum_pct;
+    } else {
+      EXPECT_EQ(r.device_self_cum_pct, 0) << r.stat.name;
+      EXPECT_EQ(r.device_self_pct, 0) << r.stat.name;
+    }
+    if (r.stat.host_self_ns > 0) {
+      EXPECT_GE(r.host_self_cum_pct, host_cum) << r.stat.name;
+      host_cum = r.host_self_cum_pct;
+    } else {
+      EXPECT_EQ(r.host_self_cum_pct, 0) << r.stat.name;
+    }
+  }
+  EXPECT_DOUBLE_EQ(device_cum, 100);
+  EXPECT_DOUBLE_EQ(host_cum, 100);
+  EXPECT_EQ(FindShare(rows, "cudaLaunchKernel")->device_self_cum_pct, 0);
   // Host self: 95 + 45 + 95 us of ops and 3 x 5 us of launches = 250 us.
   EXPECT_DOUBLE_EQ(dense->host_self_pct, 100.0 * 95 / 250);
   EXPECT_DOUBLE_EQ(relu->host_self_pct, 100.0 * 45 / 250);
@@ -1011,6 +1033,20 @@ TEST(XSpaceToolsTest, RealH100ProfctlCaptureKernelStats) {
   EXPECT_EQ(kernels[0].occurrences, 740);  // 4 a step, 185 steps
   EXPECT_EQ(kernels[0].op, "forward_backward");
   EXPECT_EQ(kernels[0].registers_per_thread, 120);
+  // The backward pass's kernels, launched from PyTorch's autograd thread outside any range of
+  // its own, are named by the op running on another thread when they were launched (the main
+  // thread's NVTX range): only the launches before the first range (the capture began in the
+  // middle of a step) name no op.
+  int64_t named = 0;
+  int64_t unnamed = 0;
+  for (const KernelStat& k : kernels) (k.op.empty() ? unnamed : named) += k.occurrences;
+  EXPECT_GT(named, 0);
+  EXPECT_LT(unnamed * 100, named) << unnamed << " of " << named + unnamed << " launches";
+  const auto backward = std::find_if(kernels.begin(), kernels.end(), [](const KernelStat& k) {
+    return absl::StrContains(k.kernel, "GeluBackward") && !k.op.empty();
+  });
+  ASSERT_NE(backward, kernels.end());
+  EXPECT_EQ(backward->op, "forward_backward");
 }
 
 // XProf's memory profile stats on TensorFlow's MemoryAllocation/MemoryDeallocation events: a
@@ -1130,8 +1166,9 @@ TEST(KinetoToolsTest, MemoryNamesWhatThePyTorchTraceDoesNotRecord) {
 }
 
 // A TPU v4 (275 TFLOP/s) running a convolution of 1.375 GFLOP in 10 us (137.5 TFLOP/s: 50 %)
-// and an add of 0 FLOP in 10 us; XLA Ops spans carry hlo_category and flops.
-TEST(XSpaceToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
+// and an add of 0 FLOP in 10 us; XLA Ops spans carry hlo_category and flops and, as TensorFlow's
+// and JAX's traces do, with `with_tf_op` the framework op each belongs to (`tf_op`).
+tensorflow::profiler::XSpace TpuSpace(bool with_tf_op) {
   using xspace::XPlaneBuilder;
   tensorflow::profiler::XSpace space;
   XPlaneBuilder tpu(space.add_planes(), 0, "/device:TPU:0", kP);
@@ -1148,14 +1185,27 @@ TEST(XSpaceToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
   auto* add = tpu.AddEvent(ops, tpu.EventMetadataId("add.2"), kP + 10 * kUs, 10 * kUs);
   tpu.AddStat(add, tpu.StatMetadataId("hlo_category"), "elementwise");
   tpu.AddStat(add, tpu.StatMetadataId("flops"), int64_t{0});
+  if (with_tf_op) {
+    tpu.AddStat(conv, tpu.StatMetadataId("tf_op"), "model/conv2d/Conv2D:Conv2D");
+    tpu.AddStat(add, tpu.StatMetadataId("tf_op"), "jit(train_step)/add");
+  }
   xspace::SetProfileWindow(&space, kP, kP + 100 * kUs);
-  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(space, "tpu-0", 0);
+  return space;
+}
+
+class TpuToolsTest : public testing::TestWithParam<bool> {};
+
+TEST_P(TpuToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
+  absl::StatusOr<ToolTrace> t = ReadXSpaceTools(TpuSpace(/*with_tf_op=*/GetParam()), "tpu-0", 0);
   ASSERT_THAT(t, IsOk());
   ASSERT_EQ(t->environment.devices.size(), 1u);
   EXPECT_EQ(t->environment.devices[0].device_type, "TPU v4");
   EXPECT_DOUBLE_EQ(t->environment.devices[0].peak_tflops, 275.0);
   const OpStats stats = ComputeOpStats(*t);
   EXPECT_DOUBLE_EQ(stats.peak_flops_per_s, 275e12);
+  // By the XLA op's category, whether or not the framework op is named: never the TF types.
+  EXPECT_EQ(FindOp(stats.by_type, "Conv2D"), nullptr);
+  ASSERT_EQ(stats.by_type.size(), 2u);
   const OpStat* c = FindOp(stats.by_type, "convolution");
   const OpStat* e = FindOp(stats.by_type, "elementwise");
   ASSERT_NE(c, nullptr);
@@ -1164,6 +1214,7 @@ TEST(XSpaceToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
   EXPECT_EQ(c->device_self_ns, 10 * kUs);
   EXPECT_NEAR(FlopsUtilizationPct(*c, stats.peak_flops_per_s), 50.0, 1e-9);
   EXPECT_DOUBLE_EQ(FlopsUtilizationPct(*e, stats.peak_flops_per_s), 0.0);
+  ASSERT_NE(FindOp(stats.by_op, "convolution.1"), nullptr);
   EXPECT_NEAR(FlopsUtilizationPct(*FindOp(stats.by_op, "convolution.1"), stats.peak_flops_per_s),
               50.0, 1e-9);
   // Unknown without the stats or the peak.
@@ -1172,6 +1223,11 @@ TEST(XSpaceToolsTest, TpuTypeFlopsUtilizationAndOpProfileByHloCategory) {
   EXPECT_EQ(FlopsUtilizationPct(none, stats.peak_flops_per_s), -1);
   EXPECT_EQ(FlopsUtilizationPct(*c, 0), -1);
 }
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutTfOp, TpuToolsTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& p) {
+                           return p.param ? "XlaOpsNameTheirFrameworkOp" : "XlaOpsOnly";
+                         });
 
 TEST(XSpaceToolsTest, TfStyleTraceFeedsEveryTool) {
   const tensorflow::profiler::XSpace space = TfStyleSpace();
@@ -1553,6 +1609,148 @@ TEST(KinetoToolsTest, TheInPlaceReaderReadsTheSameTraceAndHoldsABoundedSizePerEv
   absl::StatusOr<ToolTrace> bad = ReadKinetoToolsFileOwned("{not json", "y.pt.trace.json", 0);
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("y.pt.trace.json"));
+}
+
+}  // namespace
+}  // namespace profctl::analysis
+
+namespace profctl::analysis {
+namespace {
+
+// One device: four kernels on stream 7 launched from thread 2 (the gaps before them: a kernel
+// wait, a host wait, an "other"), a 200 us collective on stream 9 that computation overlaps for
+// 120 us, and a kernel on stream 13 that starts before its launch call returns. Every expected
+// number follows from the definitions in tools.h (HTA's).
+TraceBuilder TimelineMix() {
+  TraceBuilder b;
+  int64_t corr = 0;
+  const auto launch = [&](int32_t stream, absl::string_view kernel, int64_t call_at,
+                          int64_t call_dur, int64_t k_at, int64_t k_dur,
+                          OpKind kind = OpKind::kDeviceCompute) {
+    ++corr;
+    b.Host(2, "cudaLaunchKernel", call_at, call_dur, HostEventRole::kRuntime, OpKind::kHostLaunch)
+        .correlation_id = corr;
+    DeviceEvent& d = b.Device(0, kernel, k_at, k_dur, kind);
+    d.correlation_id = corr;
+    d.stream = stream;
+  };
+  launch(7, "k1", 0, 10 * kUs, 20 * kUs, 100 * kUs);          // delay 10 us
+  launch(7, "k2", 15 * kUs, 10 * kUs, 130 * kUs, 100 * kUs);  // gap 10 us: kernel wait; 105
+  launch(9, "ncclKernel_AllReduce", 50 * kUs, 5 * kUs, 100 * kUs, 200 * kUs,
+         OpKind::kCollective);                                 // delay 45 us
+  launch(7, "k3", 300 * kUs, 60 * kUs, 370 * kUs, 10 * kUs);   // gap 140: host wait; delay 10
+  launch(7, "k4", 362 * kUs, 4 * kUs, 500 * kUs, 100 * kUs);   // gap 120: other; delay 134
+  launch(13, "k5", 800 * kUs, 10 * kUs, 805 * kUs, 20 * kUs);  // starts in its call: delay 0
+  // A synchronous copy's call is no launch: not in the launch statistics.
+  b.Host(2, "cudaMemcpy", 700 * kUs, 5 * kUs, HostEventRole::kRuntime, OpKind::kHostSync)
+      .correlation_id = 99;
+  DeviceEvent& copy = b.Device(0, "Memcpy DtoH", 702 * kUs, 2 * kUs, OpKind::kMemcpyD2H, false);
+  copy.correlation_id = 99;
+  copy.stream = 11;
+  b.Window(0, 1000 * kUs);
+  return b;
+}
+
+TEST(TimelineTest, OverlapIdleByCauseLaunchDelaysAndQueueLengthFollowTheirDefinitions) {
+  TraceBuilder b = TimelineMix();
+  const HostTimeline t = ComputeTimeline(b.tool());
+  // Communication [100, 300) us; computation overlaps it in [100, 120) and [130, 230).
+  EXPECT_EQ(t.communication_ns, 200 * kUs);
+  EXPECT_EQ(t.computation_ns, 330 * kUs);
+  EXPECT_EQ(t.overlap_ns, 120 * kUs);
+  EXPECT_DOUBLE_EQ(t.OverlapPct(), 60.0);
+  EXPECT_EQ(t.idle.host_wait_ns, 140 * kUs);
+  EXPECT_EQ(t.idle.kernel_wait_ns, 10 * kUs);
+  EXPECT_EQ(t.idle.other_ns, 120 * kUs);
+  // Delays 10, 105, 45, 10, 134 and 0 us (k5 started before its call returned: 0, as HTA
+  // clips it); the synchronous copy is not a launch.
+  const LaunchDelayStats& l = t.launch;
+  EXPECT_EQ(l.launches, 6);
+  EXPECT_DOUBLE_EQ(l.mean_ns(), 304.0 / 6 * kUs);
+  EXPECT_EQ(l.min_ns, 0);
+  EXPECT_EQ(l.max_ns, 134 * kUs);
+  EXPECT_EQ(l.p50_ns, 10 * kUs);  // nearest rank: the 3rd of 0, 10, 10, 45, 105, 134
+  EXPECT_EQ(l.p90_ns, 134 * kUs);
+  EXPECT_EQ(l.p99_ns, 134 * kUs);
+  EXPECT_EQ(l.outliers, 2);             // 105 and 134 us > 100 us
+  EXPECT_EQ(l.slow_calls, 1);           // the 60 us call
+  EXPECT_EQ(l.shorter_than_launch, 1);  // k3: 10 us after a 60 us call
+  std::array<int64_t, kNumLaunchDelayBuckets> histogram{};
+  histogram[0] = 1;  // [0, 1) us
+  histogram[4] = 2;  // [10, 20) us
+  histogram[5] = 1;  // [20, 50) us
+  histogram[7] = 2;  // [100 us, 1 ms)
+  EXPECT_EQ(l.histogram, histogram);
+  // Streams by (device, stream): 7, 9, 11, 13.
+  ASSERT_EQ(t.streams.size(), 4u);
+  const StreamTimeline& s7 = t.streams[0];
+  EXPECT_EQ(s7.stream, 7);
+  EXPECT_EQ(s7.events, 4);
+  EXPECT_EQ(s7.busy_ns, 310 * kUs);
+  EXPECT_EQ(s7.idle.total(), 270 * kUs);
+  // Queue after each change: launches at 0, 15, 300, 362 us, starts at 20, 130, 370, 500 us:
+  // 1 2 1 0 1 2 1 0.
+  EXPECT_EQ(s7.queue_samples, 8);
+  EXPECT_DOUBLE_EQ(s7.queue_mean, 1.0);
+  EXPECT_EQ(s7.queue_p50, 1);
+  EXPECT_EQ(s7.queue_max, 2);
+  EXPECT_EQ(t.streams[1].stream, 9);
+  EXPECT_EQ(t.streams[1].queue_max, 1);
+  EXPECT_DOUBLE_EQ(t.streams[1].queue_mean, 0.5);
+  EXPECT_EQ(t.streams[2].stream, 11);
+  EXPECT_EQ(t.streams[2].queue_samples, 0);
+}
+
+TEST(TimelineTest, NoCommunicationIsNoOverlapAndThePodSumsItsHosts) {
+  TraceBuilder quiet;
+  quiet.Device(0, "k", 0, 10 * kUs);
+  EXPECT_EQ(ComputeTimeline(quiet.tool()).OverlapPct(), -1);
+  EXPECT_EQ(ComputeTimeline(quiet.tool()).launch.launches, 0);
+
+  TraceBuilder b = TimelineMix();
+  HostTools h0 = ComputeHostTools(Tool::kTimeline, b.tool(), b.Summary());
+  HostTools h1 = h0;
+  h1.host = "h1";
+  h1.timeline.launch.max_ns = 500 * kUs;
+  const PodTools pod = BuildPodTools(Tool::kTimeline, {h0, h1}, PodBreakdown{});
+  EXPECT_EQ(pod.timeline.communication_ns, 400 * kUs);
+  EXPECT_EQ(pod.timeline.overlap_ns, 240 * kUs);
+  EXPECT_DOUBLE_EQ(pod.timeline.OverlapPct(), 60.0);
+  EXPECT_EQ(pod.timeline.idle.host_wait_ns, 280 * kUs);
+  EXPECT_EQ(pod.timeline.launch.launches, 12);
+  EXPECT_EQ(pod.timeline.launch.max_ns, 500 * kUs);
+  EXPECT_EQ(pod.timeline.launch.min_ns, 0);
+  EXPECT_EQ(pod.timeline.launch.histogram[7], 4);
+  EXPECT_EQ(pod.timeline.launch.p50_ns, -1);  // the pod keeps no samples
+  EXPECT_TRUE(pod.timeline.streams.empty());
+}
+
+}  // namespace
+}  // namespace profctl::analysis
+
+namespace profctl::analysis {
+namespace {
+
+// A launch from a thread with no op of its own (PyTorch's autograd engine thread) is named by
+// the innermost op running on another thread when its call started; a launch outside every op
+// names none.
+TEST(KernelStatsTest, ALaunchOutsideAnyOpOfItsThreadTakesTheOpRunningElsewhere) {
+  TraceBuilder b;
+  b.Host(1, "forward_backward", 0, 100 * kUs, HostEventRole::kAnnotation);
+  b.Host(1, "loss", 5 * kUs, 20 * kUs, HostEventRole::kAnnotation);
+  const auto launch = [&](int64_t corr, int64_t at, absl::string_view kernel) {
+    b.Host(2, "cudaLaunchKernel", at, 2 * kUs, HostEventRole::kRuntime, OpKind::kHostLaunch)
+        .correlation_id = corr;
+    b.Device(0, kernel, at + 5 * kUs, 10 * kUs).correlation_id = corr;
+  };
+  launch(1, 10 * kUs, "in_loss");     // inside loss, inside forward_backward: the innermost
+  launch(2, 50 * kUs, "in_fwd_bwd");  // inside forward_backward only
+  launch(3, 200 * kUs, "outside");    // no op anywhere
+  const std::vector<KernelStat> rows = ComputeKernelStats(b.tool());
+  ASSERT_NE(FindKernel(rows, "in_loss"), nullptr);
+  EXPECT_EQ(FindKernel(rows, "in_loss")->op, "loss");
+  EXPECT_EQ(FindKernel(rows, "in_fwd_bwd")->op, "forward_backward");
+  EXPECT_EQ(FindKernel(rows, "outside")->op, "");
 }
 
 }  // namespace

@@ -472,6 +472,7 @@ class XSpaceToolReader {
         d.start_ns = start;
         d.end_ns = end;
         d.device = ordinal;
+        d.stream = static_cast<int32_t>(line.id());
         d.name = out_->strings.Intern(name);
         std::optional<OpKind> kind =
             MemcpyKindFromDetails(stats.Str(PlaneStats::Find(e, md, memcpy_id)));
@@ -482,11 +483,16 @@ class XSpaceToolReader {
         // launch call, for XProf: not a framework op (the tools take the launch's op instead).
         if (xspace::IsCuptiDerivedOp(op)) op = {};
         if (!op.empty()) *tf = true;
-        if (op.empty()) op = stats.Str(PlaneStats::Find(e, md, hlo_op_id));
-        if (tpu && has_xla_ops && op.empty()) {
+        if (tpu && has_xla_ops) {
+          // The op profile of a TPU is by XLA op and its category, with its FLOPs, whether or
+          // not the event also names its framework op (TensorFlow's and JAX's do: `tf_op`).
           op = name;
-          d.op_type = out_->strings.Intern(stats.Str(PlaneStats::Find(e, md, hlo_category_id)));
+          absl::string_view category = stats.Str(PlaneStats::Find(e, md, hlo_category_id));
+          if (category.empty()) category = HloType(name);
+          d.op_type = out_->strings.Intern(category);
           d.flops = stats.Int(PlaneStats::Find(e, md, flops_id)).value_or(-1);
+        } else if (op.empty()) {
+          op = stats.Str(PlaneStats::Find(e, md, hlo_op_id));
         }
         d.op = out_->strings.Intern(op);
         const absl::string_view details = stats.Str(PlaneStats::Find(e, md, kernel_id));
