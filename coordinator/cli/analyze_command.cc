@@ -158,17 +158,28 @@ absl::Status WriteToolFiles(const AnalyzeInputs& inputs, const AnalyzeToolResult
   report::BreakdownContext page;
   page.session = session;
   page.source = report::BreakdownSource::kAnalyze;
+  page.snapshot_past_ms = inputs.snapshot_past_ms;
   LinkHostFiles(inputs, out_dir, &page);
   return WriteFileAtomically(JoinPath(out_dir, report::kReportHtmlFile),
                              report::HtmlReport(r.breakdown.breakdown, page, tool_jsons));
 }
 
-// Every failed file with why, and every warning of the run, on stderr.
+// Every failed file with why, every warning of the run (the files skipped), and every class of
+// events a host's reader could not place (ignored or dropped), on stderr: nothing read or left
+// out goes unsaid, however long the table's list of warnings.
 void PrintProblems(const AnalyzeResult& r, const CliEnv& env) {
   for (const report::FailedFile& f : r.failed_files) {
     *env.err << "profctl analyze: " << f.path << ": " << f.error << "\n";
   }
   for (const std::string& w : r.warnings) *env.err << "profctl analyze: warning: " << w << "\n";
+  for (const analysis::HostReport& h : r.breakdown.hosts) {
+    for (const std::string& w : h.warnings) {
+      if (absl::StrContains(w, "ignored") || absl::StrContains(w, "dropped") ||
+          absl::StrContains(w, "not placed")) {
+        *env.err << "profctl analyze: warning: " << h.host << ": " << w << "\n";
+      }
+    }
+  }
 }
 
 // Tools: their JSON/CSV/table instead of the breakdown's; with an output folder, their files.
@@ -221,6 +232,7 @@ int RunBreakdown(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
   report::BreakdownContext context;
   context.session = inputs.session.empty() ? "analyze" : inputs.session;
   context.source = report::BreakdownSource::kAnalyze;
+  context.snapshot_past_ms = inputs.snapshot_past_ms;
   context.failed_files = result.failed_files;
   LinkHostFiles(inputs, f.out_dir, &context);
   int rc = result.failed_files.empty() ? kExitOk : kExitPartial;

@@ -935,6 +935,42 @@ TEST_F(CliTest, AnalyzeReadsATraceByItsContentWhateverItsName) {
   EXPECT_THAT(err_.str(), HasSubstr("neither an XSpace protobuf"));
 }
 
+// A folder of traces under other names (HTA's test data: rank-0.json.gz, base.json.gz): each
+// trace is read by what it holds, and every file that is not read is named with why.
+TEST_F(CliTest, AnalyzeOfAFolderReadsTracesOfAnyNameAndNamesEveryFileItSkips) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string dir = tmp_.path() + "/mixed";
+  ASSERT_THAT(MakeDirs(dir + "/sub"), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir + "/rank-0.json.gz", *ReadFile(data + "/rank3.pt.trace.json.gz")),
+      IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/base.json", *ReadFile(data + "/rank3.pt.trace.json")),
+              IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/et.json", "{\"schema\": \"1.0.1\", \"nodes\": []}"),
+              IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/notes.txt", "hello"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/empty.json", ""), IsOk());
+  // An accelerator's device events profctl does not read (MTIA's): named with their count.
+  ASSERT_THAT(WriteFileAtomically(dir + "/mtia.pt.trace.json",
+                                  R"({"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+            {"ph": "X", "cat": "mtia_ccp_events", "name": "k", "pid": 17, "tid": 3, "ts": 11, "dur": 2},
+            {"ph": "X", "cat": "mtia_ccp_events", "name": "k", "pid": 17, "tid": 3, "ts": 14, "dur": 2}]})"),
+              IsOk());
+  ASSERT_EQ(Run({"analyze", dir, "--json"}), kExitOk) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("mtia: events of unknown categories ignored: "
+                                    "'mtia_ccp_events' (2)"));
+  google::protobuf::Struct json;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\"rank-3-2\""));  // both traces read (one rank, twice)
+  for (const std::string& skipped :
+       {dir + "/et.json: JSON, but not a Chrome trace", dir + "/notes.txt: not a trace by its name",
+        dir + "/empty.json: empty", dir + "/sub: a folder"}) {
+    EXPECT_THAT(err_.str(), HasSubstr("warning: skipped " + skipped));
+    EXPECT_THAT(out_.str(), HasSubstr("skipped " + skipped));  // the JSON's warnings
+  }
+}
+
 // --json lists every file that failed and why; two files of one rank are both kept, warned
 // about by name, never renamed silently.
 TEST_F(CliTest, AnalyzeJsonListsFailedFilesAndWarnsOfDuplicateRanks) {

@@ -152,6 +152,60 @@ std::optional<TraceInput> InputByContent(const std::string& path, const TraceKin
   return InputFor(path, *format);
 }
 
+// A folder's file whose name is no trace's: read when its first bytes are a Chrome trace's JSON
+// (an object or array with "traceEvents" or "schemaVersion" in them: PyTorch's traces under any
+// name); else nullopt and *why says what it is.
+std::optional<TraceInput> UnnamedTrace(const std::string& path, std::string* why) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    *why = "cannot be read";
+    return std::nullopt;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *why = "a folder: analyze reads the files of the folders it is given, not their subfolders";
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *why = "not a regular file";
+    return std::nullopt;
+  }
+  if (st.st_size == 0) {
+    *why = "empty";
+    return std::nullopt;
+  }
+  std::string head(kSniffBytes, '\0');
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const ssize_t n = fd < 0 ? -1 : pread(fd, head.data(), head.size(), 0);
+  if (fd >= 0) close(fd);
+  if (n <= 0) {
+    *why = "cannot be read";
+    return std::nullopt;
+  }
+  head.resize(static_cast<size_t>(n));
+  if (head.size() >= 2 && head[0] == '\x1f' && head[1] == '\x8b') {
+    absl::StatusOr<std::string> text = GzipInflatePrefix(head, kSniffBytes);
+    if (!text.ok()) {
+      *why = "gzip that does not inflate";
+      return std::nullopt;
+    }
+    head = *std::move(text);
+  }
+  if (ContentFormat(head) != Format::kKineto) {
+    *why =
+        "not a trace by its name (*.xplane.pb, *.pt.trace.json[.gz], *.trace.json[.gz]) or its "
+        "first bytes (a Chrome trace's JSON)";
+    return std::nullopt;
+  }
+  if (!absl::StrContains(head, "\"traceEvents\"") &&
+      !absl::StrContains(head, "\"schemaVersion\"")) {
+    *why = absl::StrCat(
+        "JSON, but not a Chrome trace: no \"traceEvents\" or \"schemaVersion\" in its first ",
+        kSniffBytes / 1024, " KiB");
+    return std::nullopt;
+  }
+  return InputFor(path, Format::kKineto);
+}
+
 absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
   // A manifest holds 1-2 KB per host (a 10,000-host session's is ~20 MB): a larger file is not
   // one, and would be read and parsed whole.
@@ -174,6 +228,7 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
   }
   out->session_dir = dir;
   out->session = m.request().session().empty() ? Basename(dir) : m.request().session();
+  out->snapshot_past_ms = static_cast<int64_t>(m.request().past_ms());
   // A session left RUNNING (its coordinator was killed, or is still at it) lists hosts as of its
   // last snapshot, which lags: a host with a trace under its name counts too (the trace is only
   // ever renamed into place once validated; one that does not read is named as an error).
@@ -246,10 +301,15 @@ absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>
       }
       size_t found = 0;
       for (const std::string& name : ListDir(path)) {
+        const std::string file = JoinPath(path, name);
         if (const TraceKind* kind = KindOf(name)) {
-          const std::string file = JoinPath(path, name);
           out.files.push_back(InputByContent(file, kind).value_or(InputFor(file, kind->format)));
           ++found;
+        } else if (std::string why; std::optional<TraceInput> in = UnnamedTrace(file, &why)) {
+          out.files.push_back(*std::move(in));
+          ++found;
+        } else {
+          out.skipped.push_back({file, std::move(why)});
         }
       }
       if (found == 0) {
@@ -356,6 +416,13 @@ class HostNamer {
   absl::flat_hash_map<std::string, std::string> taken_;  // host -> the file that took it
 };
 
+// Each file the inputs' folders held and analyze did not read, with why, as a warning.
+void AddSkipped(const AnalyzeInputs& inputs, std::vector<std::string>* warnings) {
+  for (const AnalyzeInputs::Skipped& s : inputs.skipped) {
+    warnings->push_back(absl::StrCat("skipped ", s.path, ": ", s.why));
+  }
+}
+
 struct HostToolInput {
   analysis::HostSummary summary;
   std::vector<analysis::HostTools> tools;  // per requested tool
@@ -432,6 +499,7 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
     result.breakdown.hosts.push_back(host);
     summaries.push_back(std::move(in->summary));
   }
+  AddSkipped(inputs, &result.breakdown.warnings);
   result.breakdown.breakdown = analysis::BuildPodBreakdown(summaries);
   absl::c_copy(result.breakdown.warnings, std::back_inserter(result.breakdown.breakdown.warnings));
   for (size_t t = 0; t < tools.size(); ++t) {
@@ -488,6 +556,7 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
     result.hosts.push_back(host);
     summaries.push_back(*std::move(summary));
   }
+  AddSkipped(inputs, &result.warnings);
   result.breakdown = analysis::BuildPodBreakdown(summaries);
   absl::c_copy(result.warnings, std::back_inserter(result.breakdown.warnings));
   if (matcher.has_value()) {

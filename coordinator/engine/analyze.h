@@ -44,12 +44,23 @@ struct AnalyzeInputs {
     int file = -1;
   };
   std::vector<Worker> workers;
+  // Files in the folders given that are not read, each with why (not a trace by its name or its
+  // first bytes, a subfolder, ...): AnalyzeTraces/AnalyzeTools name each in their warnings.
+  struct Skipped {
+    std::string path;
+    std::string why;
+  };
+  std::vector<Skipped> skipped;
+  // A saved session that is a snapshot (`capture --last`): the past it covers, in ms; else 0.
+  int64_t snapshot_past_ms = 0;
 };
 
 // Expands the command line's paths: a session folder (session.json: per-host files and aligned
-// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] / *.trace.json[.gz] files, or single
-// files of any name. A file's format is judged by its first bytes (gzip is looked into): JSON
-// (an object or array: a Chrome trace, read by the Kineto reader) or a protobuf whose first
+// offsets), a folder of *.xplane.pb / *.pt.trace.json[.gz] / *.trace.json[.gz] files (and of
+// other files whose first bytes are a Chrome trace's JSON: an object with "traceEvents" or
+// "schemaVersion" in its first 4 KiB; every other entry is listed in `skipped` with why), or
+// single files of any name. A file's format is judged by its first bytes (gzip is looked into):
+// JSON (an object or array: a Chrome trace, read by the Kineto reader) or a protobuf whose first
 // field is an XSpace's (read as an XSpace); by its name when its bytes say neither (the reader
 // then names the problem). INVALID_ARGUMENT naming the path for anything else (a missing path,
 // a folder with no trace, a file that is neither by content nor by name); a logdir is answered

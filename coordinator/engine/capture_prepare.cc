@@ -598,7 +598,10 @@ void PreparePhase::End() {
     s_.MaybeFinish();
     return;
   }
-  if (ready > 0) {
+  if (ready > 0 && plan.past_ms > 0) {
+    s_.Progress(absl::StrFormat("snapshotting %d of %d workers in %.0f ms: the past %d ms of each",
+                                ready, hosts_.size(), Millis(times.lead_ns), plan.past_ms));
+  } else if (ready > 0) {
     s_.Progress(absl::StrFormat("capturing %d of %d workers: window starts in %.0f ms, lasts %d ms",
                                 ready, hosts_.size(), Millis(times.lead_ns), plan.duration_ms));
   }

@@ -178,6 +178,7 @@ class BreakdownJob {
     }
     if (job->summaries_.empty()) return nullptr;
     job->context_.report_path = absl::StrCat(manifest.session_dir(), "/", report::kReportHtmlFile);
+    job->context_.snapshot_past_ms = static_cast<int64_t>(manifest.request().past_ms());
     OnPoolOrHere(in.pool, [j = job.get()] {  // Finish waits for it: `job` outlives it
       j->breakdown_ = analysis::BuildPodBreakdown(j->summaries_);
       j->breakdown_->hang = std::move(j->hang_);
