@@ -18,7 +18,8 @@ error. A page fails on:
     table with no rows;
   - a table wider than its own box (its numbers would hide behind a sideways scroll), or a chart;
   - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks;
-  - a chart narrower than 80 % of its card (the .chart box it is drawn in);
+  - a chart narrower than 80 % of its card (the .chart box it is drawn in), or a label, legend or
+    axis text of a chart that runs off it;
   - a number in a table that is not right-aligned, or whose column mixes numbers of decimals, or
     that has decimals but no unit (us, ms, s, %, B, KiB, MiB, GiB, TiB);
   - two rows of one table that read the same, or two different names shown alike (the whole
@@ -163,6 +164,21 @@ CHECKER = r"""
         out.problems.push(tab + ': chart ' + describe(c) + ' is ' + Math.round(widest) + ' px wide in a ' +
             Math.round(room) + ' px card (under 80 %)');
       }
+    });
+    // No label, legend or axis text runs off its chart.
+    var clippedText = 0;
+    Array.prototype.forEach.call(document.querySelectorAll('.chart svg'), function (g) {
+      if (!visible(g)) return;
+      var box = g.getBoundingClientRect();
+      Array.prototype.forEach.call(g.querySelectorAll('text'), function (t) {
+        var r = t.getBoundingClientRect();
+        if (r.width === 0) return;
+        if ((r.left < box.left - 1 || r.right > box.right + 1) && clippedText++ < 10) {
+          out.problems.push(tab + ': text "' + t.textContent.slice(0, 60) + '" runs off its chart (' +
+              Math.round(r.left - box.left) + '..' + Math.round(r.right - box.left) + ' px in ' +
+              Math.round(box.width) + ')');
+        }
+      });
     });
     // Numbers in tables: right-aligned, one number of decimals per column, a unit with decimals.
     var NUMBER = /^[-+−]?[\d,]+(\.(\d+))?( ?(µs|us|ms|s|%|B|KiB|MiB|GiB|TiB|queued))?$/;

@@ -1025,7 +1025,8 @@ TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
   EXPECT_EQ(Run({"analyze", trace, "--tool=all", "--json"}), kExitUsage);
   const std::string out = tmp_.path() + "/tools";
   ASSERT_EQ(Run({"analyze", trace, "--tool=all", "--out=" + out}), kExitOk) << err_.str();
-  for (const char* tool : {"overview", "kernel_stats", "op_stats", "input_pipeline", "memory"}) {
+  for (const char* tool :
+       {"overview", "kernel_stats", "op_stats", "input_pipeline", "memory", "timeline"}) {
     EXPECT_TRUE(PathExists(absl::StrCat(out, "/tool_", tool, ".json"))) << tool;
   }
   EXPECT_TRUE(PathExists(out + "/report.html"));

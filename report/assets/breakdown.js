@@ -85,15 +85,18 @@
   // --- Header and the answer ---
   var pageNode = document.getElementById('page-data');
   var page = pageNode ? JSON.parse(pageNode.textContent) : {};
-  if (page.snapshot_past_ms > 0) {
+  // A snapshot's past: whole seconds as "30 s", else in ms.
+  var past = !(page.snapshot_past_ms > 0) ? '' : page.snapshot_past_ms % 1000 === 0 ?
+      P.fixed(page.snapshot_past_ms / 1000, 0) + ' s' : P.duration(page.snapshot_past_ms, 'ms');
+  if (past) {
     // A snapshot (capture --last) shows the past, not a window that was recorded from then on.
     var banner = document.getElementById('snapshot');
     banner.hidden = false;
-    banner.textContent = 'Snapshot: the past ' + P.duration(page.snapshot_past_ms, 'ms').replace(/\.000 /, ' ') +
-        ' of every host, taken at one instant (profctl capture --last).';
+    banner.textContent = 'Snapshot: the past ' + past + ' of every host, taken at one instant ' +
+        '(profctl capture --last).';
   }
   document.getElementById('meta').textContent =
-      (page.snapshot_past_ms > 0 ? 'snapshot of the past ' + P.duration(page.snapshot_past_ms, 'ms') + ' \u00b7 ' : '') +
+      (past ? 'snapshot of the past ' + past + ' \u00b7 ' : '') +
       (data.session ? 'session ' + data.session + ' \u00b7 ' : '') + 'from ' + data.source + ' \u00b7 ' +
       data.pod.hosts + ' hosts \u00b7 ' + data.pod.steps + ' steps \u00b7 pod step time mean ' +
       fmt(data.pod.step_time.mean_ms) + ' ms, p50 ' + fmt(data.pod.step_time.p50_ms) + ' ms, p90 ' +

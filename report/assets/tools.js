@@ -231,20 +231,39 @@
     var labelW = Math.round(W * 0.42), valueW = 190, barW = Math.max(60, W - labelW - valueW);
     var chars = Math.max(16, Math.floor(labelW / 6.6));
     var format = P.columnFormat(key, top.map(function (r) { return r[key]; }));
-    var names = P.distinctNames(top.map(function (r) { return cellText(r[nameKey], String); }), chars);
+    var full = top.map(function (r) { return cellText(r[nameKey], String); });
+    var names = P.distinctNames(full, chars);
     var g = svg('svg', { width: W, height: rowH * top.length + 8, 'class': 'bar-chart' });
+    box.appendChild(g);
     var max = top[0][key];
+    var labels = [];
     top.forEach(function (r, i) {
-      var name = cellText(r[nameKey], String), y = 4 + i * rowH;
-      g.appendChild(titled(svg('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end' }, names[i]), name));
+      var name = full[i], y = 4 + i * rowH;
+      labels.push(g.appendChild(titled(svg('text', { x: labelW - 6, y: y + 14, 'text-anchor': 'end' }, names[i]), name)));
       var w = Math.max(1, barW * r[key] / max);
       g.appendChild(titled(svg('rect', { x: labelW, y: y + 3, width: w, height: rowH - 6, fill: '#4e79a7',
         'class': 'bar' }), name + ': ' + format(r[key])));
       g.appendChild(svg('text', { x: labelW + w + 6, y: y + 14, 'class': 'value' }, format(r[key]) +
         (total > 0 ? ' (' + P.pct(100 * r[key] / total) + ')' : '')));
     });
-    box.appendChild(g);
+    fitTexts(labels, full, chars, labelW - 8);
     return box;
+  }
+  // Shortens `texts` (svg <text> of `full` names, first shortened to `chars`) until every one is
+  // at most `room` px wide as drawn, keeping them distinct: a label never runs off its chart.
+  function fitTexts(texts, full, chars, room, suffix) {
+    function widest() {
+      var w = 0;
+      texts.forEach(function (t) { w = Math.max(w, t.getComputedTextLength ? t.getComputedTextLength() : 0); });
+      return w;
+    }
+    while (chars > 8 && widest() > room) {
+      chars -= 2;
+      var names = P.distinctNames(full, chars);
+      texts.forEach(function (t, i) {
+        t.firstChild.nodeValue = names[i] + (suffix ? suffix[i] : '');
+      });
+    }
   }
   // A donut of `slices` ({name, self_us, pct}: op_stats' top 10 and "other") with a legend of
   // the same colours, named by its <title> for screen readers; each slice's title has its name,
@@ -262,6 +281,8 @@
     slices.forEach(function (s) { total += Math.max(0, s.self_us); });
     var format = P.columnFormat('self_us', slices.map(function (s) { return s.self_us; }));
     var names = P.distinctNames(slices.map(function (s) { return String(s.name); }), chars);
+    box.appendChild(g);
+    var legendTexts = [];
     var angle = -Math.PI / 2;
     function point(rad, a) { return (cx + rad * Math.cos(a)).toFixed(2) + ' ' + (cy + rad * Math.sin(a)).toFixed(2); }
     slices.forEach(function (s, i) {
@@ -281,9 +302,11 @@
       if (mark) g.appendChild(titled(mark, label));
       var y = 4 + i * rowH;
       g.appendChild(svg('rect', { x: legendX, y: y + 3, width: 10, height: 10, fill: color }));
-      g.appendChild(titled(svg('text', { x: legendX + 16, y: y + 12 }, names[i] + ' ' + P.pct(s.pct)), label));
+      legendTexts.push(g.appendChild(titled(svg('text', { x: legendX + 16, y: y + 12 },
+        names[i] + ' ' + P.pct(s.pct)), label)));
     });
-    box.appendChild(g);
+    fitTexts(legendTexts, slices.map(function (s) { return String(s.name); }), chars, W - legendX - 24,
+      slices.map(function (s) { return ' ' + P.pct(s.pct); }));
     return box;
   }
   // A line over time ([time_ns, value] points) as wide as its box: memory in use (bytes) or a
