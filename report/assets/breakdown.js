@@ -441,8 +441,8 @@
       var files = el('span');
       h.files.forEach(function (f, k) {
         var href = safeHref(f);
-        var link = href === null ? el('span', null, elide(f, 28)) : el('a', { href: href }, elide(f, 28));
-        if (f.length > 28) link.setAttribute('title', f);
+        var link = href === null ? el('span', null, elide(f, 22)) : el('a', { href: href }, elide(f, 22));
+        if (f.length > 22) link.setAttribute('title', f);
         files.appendChild(link);
       });
       var hostCell = nameCell(h.host, 28, slow[h.host] ? 'straggler' : 'host-name');
