@@ -238,6 +238,7 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
       "<th class=\"num\">B</th><th class=\"num\">change</th><th class=\"num\">%</th>"
       "<th class=\"num\">count A</th><th class=\"num\">count B</th></tr></thead><tbody>\n");
   std::vector<std::string> full;
+  full.reserve(names.size());
   for (const analysis::NameDiff& n : names) full.push_back(n.name);
   const std::vector<std::string> shown = DistinctShortNames(full, kPageNameRoom);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -300,6 +301,7 @@ void AppendHostChart(std::string* out, const analysis::Diff& d) {
   static constexpr const char* kColors[analysis::kNumCategories] = {
       "#4e79a7", "#f28e2b", "#edc948", "#e15759", "#b07aa1", "#59a14f", "#c9c3bf"};
   std::vector<const analysis::HostDiff*> hosts;
+  hosts.reserve(d.hosts.size());
   for (const analysis::HostDiff& h : d.hosts) hosts.push_back(&h);
   if (hosts.size() > kMaxChartHosts) {
     std::stable_sort(hosts.begin(), hosts.end(), [](const auto* x, const auto* y) {
@@ -313,6 +315,7 @@ void AppendHostChart(std::string* out, const analysis::Diff& d) {
     max_ns = std::max({max_ns, h->step_time_ns.a, h->step_time_ns.b});
   }
   std::vector<std::string> names;
+  names.reserve(hosts.size());
   for (const analysis::HostDiff* h : hosts) names.push_back(h->host);
   const std::vector<std::string> shown = DistinctShortNames(names, 24);
   constexpr int kWidth = 1200;
@@ -425,6 +428,7 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
   }
   out += "</tr></thead><tbody>\n";
   std::vector<std::string> hosts;
+  hosts.reserve(d.hosts.size());
   for (const analysis::HostDiff& h : d.hosts) hosts.push_back(h.host);
   const std::vector<std::string> shown_hosts = DistinctShortNames(hosts, kPageNameRoom);
   for (size_t i = 0; i < d.hosts.size(); ++i) {

@@ -184,7 +184,8 @@ std::vector<std::string> DistinctShortNames(const std::vector<std::string>& name
     std::map<std::string, std::vector<size_t>> groups;
     for (size_t i = 0; i < n; ++i) groups[text[i]].push_back(i);
     bool clash = false;
-    for (const auto& [t, group] : groups) {
+    for (const auto& entry : groups) {
+      const std::vector<size_t>& group = entry.second;
       std::set<std::string> distinct;
       for (const size_t i : group) distinct.insert(names[i]);
       if (group.size() < 2 || distinct.size() < 2) continue;
@@ -198,6 +199,7 @@ std::vector<std::string> DistinctShortNames(const std::vector<std::string>& name
       if (!same) continue;
       // Still alike: each shown where the group's forms differ.
       std::vector<const std::string*> fs;
+      fs.reserve(group.size());
       for (const size_t i : group) fs.push_back(&forms[i][level[i]]);
       size_t shortest = fs[0]->size();
       for (const std::string* f : fs) shortest = std::min(shortest, f->size());

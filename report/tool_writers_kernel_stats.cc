@@ -125,6 +125,7 @@ void KernelStatsTable(std::string& out, const PodTools& p, const TableStyle& sty
   out += "\ntop kernels by total time:\n";
   const std::vector<analysis::PieSlice> top = analysis::TopKernels(p.kernels, analysis::kMaxTop);
   std::vector<std::string> top_names;
+  top_names.reserve(top.size());
   for (const analysis::PieSlice& s : top) top_names.push_back(Printable(s.name, 1 << 20));
   const std::vector<std::string> top_shown = DistinctShortNames(top_names, static_cast<size_t>(w));
   for (size_t i = 0; i < top.size(); ++i) {
