@@ -34,3 +34,22 @@ profctl_layer(coordinator/service  MAY_USE coordinator/schedule)
 profctl_layer(coordinator/cli      MAY_USE coordinator/service)
 
 profctl_test_may_use(tests synthetic analysis/readers)
+
+# One test binary per layer (profctl_cc_test puts a folder's tests in the binary of the nearest
+# folder named here): every gtest binary links gRPC and protobuf, and 38 links were most of a
+# build. Tests that start real processes (REAL_PROCESSES) share one binary whose tests take a
+# CTest resource lock, so `ctest -j` never runs two of them side by side.
+profctl_test_binary(base_tests        common  PARTS_OF common xspace synthetic inject)
+profctl_test_binary(analysis_tests    analysis PARTS_OF analysis report)
+profctl_test_binary(agent_tests       agent PARTS_OF agent)
+profctl_test_binary(coordinator_tests coordinator PARTS_OF coordinator)
+profctl_test_binary(integration_tests tests PARTS_OF tests)
+profctl_test_binary(process_tests     tests)
+profctl_test_binary(fuzz_corpus_tests fuzz PARTS_OF fuzz)
+set(PROFCTL_REAL_PROCESS_TEST_BINARY process_tests)
+set(PROFCTL_REAL_PROCESS_LOCK profctl_real_processes)
+# COST: on a first run (no CTest history yet) the locked chain starts first, and the other tests
+# fill the free slots beside it instead of waiting on its tail.
+set(PROFCTL_REAL_PROCESS_COST 100)
+profctl_test_binary_properties(process_tests RESOURCE_LOCK ${PROFCTL_REAL_PROCESS_LOCK}
+                               COST ${PROFCTL_REAL_PROCESS_COST})

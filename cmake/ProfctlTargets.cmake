@@ -3,7 +3,9 @@
 # Every profctl target is declared through one of these, from the folder it belongs to:
 #   profctl_cc_library(NAME n SRCS ... [HDRS ...] [DEPS ...] [PRIVATE_DEPS ...] [PIC_HIDDEN])
 #   profctl_cc_binary(NAME n SRCS ... [DEPS ...])
-#   profctl_cc_test(NAME n SRCS ... [DEPS ...] [DEFINES ...])      GoogleTest, registered with CTest
+#   profctl_cc_test(NAME n SRCS ... [DEPS ...] [DEFINES ...] [REAL_PROCESSES])
+#                                                                    GoogleTest, in its layer's test
+#                                                                    binary, registered with CTest
 #   profctl_cc_benchmark(NAME n SRCS ... [DEPS ...])                 Google Benchmark
 # A library with no SRCS is header-only (an INTERFACE target). DEPS are public (what the
 # headers need), PRIVATE_DEPS what only the sources need.
@@ -93,16 +95,81 @@ function(profctl_cc_binary)
   set_property(GLOBAL APPEND PROPERTY PROFCTL_BINARY_SOURCES_${A_NAME} ${A_SRCS})
 endfunction()
 
+# A test's sources compile into an object library named NAME, linked into its layer's one test
+# binary (profctl_test_binary below): every gtest binary links gRPC and protobuf, and the links,
+# not the compiles, were most of a build. NAME still takes target_* calls (definitions, links,
+# dependencies). REAL_PROCESSES: the tests start real processes or lean on real time (they go to
+# the binary whose tests never run beside each other, profctl_real_process_test_properties).
 function(profctl_cc_test)
-  cmake_parse_arguments(A "" "NAME" "SRCS;DEPS;DEFINES" ${ARGN})
-  add_executable(${A_NAME} ${A_SRCS})
-  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
+  cmake_parse_arguments(A "REAL_PROCESSES" "NAME" "SRCS;DEPS;DEFINES" ${ARGN})
+  add_library(${A_NAME} OBJECT ${A_SRCS})
+  target_link_libraries(${A_NAME} PUBLIC ${A_DEPS} GTest::gmock GTest::gtest)
   if(A_DEFINES)
     target_compile_definitions(${A_NAME} PRIVATE ${A_DEFINES})
   endif()
   profctl_warnings(${A_NAME})
-  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60)
   _profctl_register(${A_NAME} test "${A_DEPS}")
+  _profctl_folder(folder)
+  if(A_REAL_PROCESSES)
+    set(binary ${PROFCTL_REAL_PROCESS_TEST_BINARY})
+  else()
+    _profctl_test_binary_of(${folder} binary)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY PROFCTL_TEST_PARTS_${binary} ${A_NAME})
+endfunction()
+
+# profctl_test_binary(NAME FOLDER PARTS_OF FOLDER...): one gtest binary, <build>/FOLDER/NAME,
+# holding the tests of every folder in PARTS_OF and the folders below them.
+function(profctl_test_binary name folder)
+  cmake_parse_arguments(A "" "" "PARTS_OF" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY PROFCTL_TEST_BINARIES ${name})
+  set_property(GLOBAL PROPERTY PROFCTL_TEST_BINARY_FOLDER_${name} ${folder})
+  foreach(f IN LISTS A_PARTS_OF)
+    set_property(GLOBAL PROPERTY PROFCTL_TEST_BINARY_OF_${f} ${name})
+  endforeach()
+endfunction()
+
+# out = the test binary of `folder`: that of the folder itself or of the nearest one above it.
+function(_profctl_test_binary_of folder out)
+  set(f ${folder})
+  while(TRUE)
+    get_property(b GLOBAL PROPERTY PROFCTL_TEST_BINARY_OF_${f})
+    if(b)
+      set(${out} ${b} PARENT_SCOPE)
+      return()
+    endif()
+    if(NOT f MATCHES "/")
+      message(FATAL_ERROR "profctl_cc_test in ${folder}/: no test binary holds this folder's "
+                          "tests (add it to a profctl_test_binary in cmake/ProfctlLayers.cmake)")
+    endif()
+    string(REGEX REPLACE "/[^/]*$" "" f ${f})
+  endwhile()
+endfunction()
+
+# Links every test binary from its parts and registers its tests with CTest, one CTest test per
+# gtest test. Called once, after every folder declared its tests.
+function(profctl_link_test_binaries)
+  get_property(binaries GLOBAL PROPERTY PROFCTL_TEST_BINARIES)
+  foreach(b IN LISTS binaries)
+    get_property(parts GLOBAL PROPERTY PROFCTL_TEST_PARTS_${b})
+    if(NOT parts)
+      continue()
+    endif()
+    get_property(folder GLOBAL PROPERTY PROFCTL_TEST_BINARY_FOLDER_${b})
+    add_executable(${b})
+    target_link_libraries(${b} PRIVATE ${parts} GTest::gtest_main)
+    set_target_properties(${b} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${folder})
+    # Not position-independent: CTest starts the binary once per test, and a PIE this size (ASan,
+    # every layer's libraries) spends each start applying millions of relocations.
+    target_link_options(${b} PRIVATE -no-pie)
+    get_property(properties GLOBAL PROPERTY PROFCTL_TEST_PROPERTIES_${b})
+    gtest_discover_tests(${b} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
+  endforeach()
+endfunction()
+
+# profctl_test_binary_properties(NAME PROP VALUE ...): CTest properties of every test of one binary.
+function(profctl_test_binary_properties name)
+  set_property(GLOBAL APPEND PROPERTY PROFCTL_TEST_PROPERTIES_${name} ${ARGN})
 endfunction()
 
 function(profctl_cc_benchmark)

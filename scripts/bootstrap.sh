@@ -15,7 +15,7 @@ PACKAGES=(
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libboost-dev libspdlog-dev libyaml-cpp-dev zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev rapidjson-dev libre2-dev
-  clang-format clang-tidy
+  clang-format clang-tidy lld
 )
 if [ "${1:-}" = "--test" ]; then
   PACKAGES+=(chromium nodejs python3-grpcio python3-protobuf openssl clang libclang-rt-dev
