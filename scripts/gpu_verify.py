@@ -349,7 +349,12 @@ def phase_capture(env, name, argv, cwd=None):
              env.procs.only([name, "agent"]))
         session_dir, _, printed = env.capture(name, env.args.phase_capture_ms)
         print(printed, end="")
-        return {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
+        result = {"session_dir": session_dir, "check": check_capture(env, session_dir, name, 5)}
+        # The program stops first, and the agent says it left before the agent stops in turn.
+        pid = env.procs.get(name).pid
+        env.procs.stop(name)
+        env.procs.wait_line("agent", rf"inject server: pid {pid} left", 60)
+        return result
     finally:
         env.stop_all()
 

@@ -303,6 +303,16 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
     ASSERT_THAT(port, IsOk());
     ports.push_back(*port);
   }
+  // The healthy host must be ready before --prepare-timeout, whatever the machine's load: the
+  // timeout is derived from what preparing it alone took just before (ten times that), and stays
+  // under GetInfo's own 2 s timeout, so the hung host's GetInfo is still in flight when preparing
+  // ends (what this test is about).
+  SessionManifest alone;
+  ASSERT_EQ(Capture({Loopback(ports[0])}, {"--duration=200", "--tolerance=500"}, "alone", &alone),
+            coordinator::kExitOk)
+      << summary_;
+  const int64_t prepare_timeout_ms =
+      std::clamp<int64_t>(std::llround(10 * alone.prepare_ms()), 250, 1500);
   absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> hung =
       testkit::TcpProxy::Start("127.0.0.1", ports[1]);
   ASSERT_THAT(hung, IsOk());
@@ -310,7 +320,8 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
   for (int round = 0; round < 3; ++round) {
     SessionManifest m;
     EXPECT_EQ(Capture({Loopback(ports[0]), (*hung)->address()},
-                      {"--duration=200", "--late=fail", "--prepare-timeout=100", "--tolerance=500"},
+                      {"--duration=200", "--late=fail",
+                       absl::StrCat("--prepare-timeout=", prepare_timeout_ms), "--tolerance=500"},
                       absl::StrCat("abandon", round), &m),
               coordinator::kExitPartial)
         << summary_;
