@@ -3,13 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "common/flags.h"
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/command.h"
+#include "coordinator/cli/interrupt_scope.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/capture_plan.h"
@@ -152,37 +151,19 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
                 "(interrupt again to quit at once)"
              << std::endl;
   };
-  std::atomic<bool> finished{false};
-  std::thread watcher;
+  std::optional<InterruptScope> interrupt_scope;
   std::optional<analysis::PodBreakdown> breakdown;
   std::string written_json;  // session.json as written: what --json prints
   absl::StatusOr<profctl::v1::SessionManifest> manifest = RunEngine(
       plan, &(*running)->dir(), env, progress, &breakdown,
       [&](CaptureEngine& engine) {
-        if (env.interrupt == nullptr) return;
-        if (env.interrupt->stopped()) {
+        interrupt_scope.emplace(env.interrupt, [&] {
           announce();
           engine.Cancel();
-          return;
-        }
-        watcher = std::thread([&] {
-          env.interrupt->Wait(
-              +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); },
-              &finished, absl::InfiniteDuration());
-          if (!finished.load()) {
-            announce();
-            engine.Cancel();
-          }
         });
       },
-      [&] {  // before the engine is destroyed: the watcher must not Cancel it any more
-        finished = true;
-        if (watcher.joinable()) {
-          env.interrupt->Poke();
-          watcher.join();
-        }
-      },
-      &written_json);
+      // Before the engine is destroyed: an interrupt must not Cancel it any more.
+      [&] { interrupt_scope.reset(); }, &written_json);
   if (!manifest.ok()) {
     *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
     return kExitFailed;
@@ -273,34 +254,23 @@ int RemoteCapture(const CapturePlan& plan, const std::string& address,
   watch.set_session(started.session());
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> reader =
       (*stub)->WatchSessions(&ctx, watch);
-  // Ctrl-C stops following; the daemon's capture goes on.
-  std::atomic<bool> over{false};
-  std::thread watcher;
-  if (env.interrupt != nullptr) {
-    watcher = std::thread([&] {
-      env.interrupt->Wait(
-          +[](const void* f) { return static_cast<const std::atomic<bool>*>(f)->load(); }, &over,
-          absl::InfiniteDuration());
-      if (!over.load()) ctx.TryCancel();
-    });
-  }
   std::optional<v1::SessionManifest> manifest;
-  v1::SessionEvent event;
-  while (reader->Read(&event)) {
-    if (event.kind() == v1::SESSION_EVENT_KIND_PROGRESS && plan.duration_ms > 1000) {
-      *env.err << "profctl: " << event.message() << std::endl;
+  grpc::Status s;
+  {
+    // Ctrl-C stops following; the daemon's capture goes on.
+    const InterruptScope interrupt_scope(env.interrupt, [&] { ctx.TryCancel(); });
+    v1::SessionEvent event;
+    while (reader->Read(&event)) {
+      if (event.kind() == v1::SESSION_EVENT_KIND_PROGRESS && plan.duration_ms > 1000) {
+        *env.err << "profctl: " << event.message() << std::endl;
+      }
+      if (event.kind() == v1::SESSION_EVENT_KIND_FINISHED) {
+        manifest = event.manifest();
+        break;
+      }
     }
-    if (event.kind() == v1::SESSION_EVENT_KIND_FINISHED) {
-      manifest = event.manifest();
-      break;
-    }
-  }
-  if (manifest.has_value()) ctx.TryCancel();
-  const grpc::Status s = reader->Finish();
-  over = true;
-  if (watcher.joinable()) {
-    env.interrupt->Poke();
-    watcher.join();
+    if (manifest.has_value()) ctx.TryCancel();
+    s = reader->Finish();
   }
   if (!manifest.has_value() && !(env.interrupt != nullptr && env.interrupt->stopped())) {
     // The watch was refused or broke; the session runs on at the daemon: ask for it instead.
