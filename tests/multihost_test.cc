@@ -62,7 +62,9 @@ std::string Loopback(int port) { return testkit::LoopbackAddress(port); }
 
 // The ends of every all-reduce kernel (ncclDevKernel*) on /device:GPU:0 of a saved host file, on
 // the coordinator's timeline: read through xspace::ProfileStartNs/EventEndNs and shifted by
-// -offset_ns. Sorted.
+// -offset_ns. Sorted. An all-reduce still running at the host's window end is clipped to it and
+// marked cut (xspace::kStatStepCut): its recorded end is that host's window end, not the
+// collective's one instant, so it is left out (as the alignment leaves it out).
 std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_ns) {
   std::vector<int64_t> ends;
   absl::StatusOr<std::string> bytes = ReadFile(path);
@@ -80,7 +82,8 @@ std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_n
   const int64_t profile_start = xspace::ProfileStartNs(space);
   const xspace::XPlaneReader reader(*gpu);
   reader.ForEachEvent([&](const xspace::XLine& line, const xspace::XEvent& e) {
-    if (absl::StartsWith(reader.EventName(e), "ncclDevKernel")) {
+    if (absl::StartsWith(reader.EventName(e), "ncclDevKernel") &&
+        reader.IntStat(e, xspace::kStatStepCut).value_or(0) == 0) {
       ends.push_back(xspace::EventEndNs(profile_start, line, e) - offset_ns);
     }
   });
@@ -89,7 +92,8 @@ std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_n
 }
 
 // The same from pod.trace.json.gz: per host, the ends (ts + dur, in ns relative to the trace's
-// base) of the ncclDevKernel* events of its "<host> /device:GPU:0" process. Sorted.
+// base) of the ncclDevKernel* events of its "<host> /device:GPU:0" process, but those clipped at
+// the window's end (their args carry the cut stat). Sorted.
 std::map<std::string, std::vector<int64_t>> PodTraceAllReduceEnds(const std::string& path) {
   std::map<std::string, std::vector<int64_t>> ends;
   absl::StatusOr<std::string> gz = ReadFile(path);
@@ -122,6 +126,11 @@ std::map<std::string, std::vector<int64_t>> PodTraceAllReduceEnds(const std::str
     }
     auto host = gpu0_host.find(static_cast<int64_t>(f.at("pid").number_value()));
     if (host == gpu0_host.end()) continue;
+    if (auto args = f.find("args");
+        args != f.end() &&
+        args->second.struct_value().fields().contains(std::string(xspace::kStatStepCut))) {
+      continue;
+    }
     // Microseconds with three decimals: exact ns.
     ends[host->second].push_back(std::llround(f.at("ts").number_value() * 1000) +
                                  std::llround(f.at("dur").number_value() * 1000));
