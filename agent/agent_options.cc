@@ -15,6 +15,7 @@
 #include "common/check.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "common/port_file.h"
 #include "common/status_macros.h"
 #include "common/yaml_config.h"
 
@@ -435,10 +436,7 @@ bool UsesCollector(const AgentOptions& options, absl::string_view name) {
 }
 
 std::string AgentPortFileText(const std::vector<int>& ports, int metrics_port) {
-  std::string text;
-  for (int port : ports) absl::StrAppend(&text, port, "\n");
-  if (metrics_port >= 0) absl::StrAppend(&text, "metrics=", metrics_port, "\n");
-  return text;
+  return PortFileText({.ports = ports, .metrics_port = metrics_port});
 }
 
 absl::Status ApplyAgentConfigYaml(const std::string& yaml, const std::string& source,
@@ -499,7 +497,12 @@ absl::StatusOr<AgentOptions> ParseAgentOptions(const std::vector<std::string>& a
     }
   }
   bool version = false;
-  fs.Bool("version", &version, "print the version and exit");
+  fs.Bool("version", &version, "print the version and exit (also -V)");
+  if (args.size() == 1 && args[0] == "-V") {
+    AgentOptions o;
+    o.version = true;
+    return o;
+  }
   PROFCTL_RETURN_IF_ERROR(fs.Parse(args));
   if (version) {
     AgentOptions o;

@@ -113,10 +113,9 @@ inline constexpr const char* kNvidiaDriverProbe = "/proc/driver/nvidia/version";
 absl::StatusOr<AgentOptions> ParseAgentOptions(
     const std::vector<std::string>& args, const std::string& nvidia_probe = kNvidiaDriverProbe);
 
-// The --port-file's text: the gRPC port of each endpoint, one per line (readers that take the
-// first number, or every line up to the first non-number, keep working), then
-// "metrics=PORT" when the metrics server listens (metrics_port >= 0; with --metrics-port=0 the
-// port it picked).
+// The --port-file's text (common/port_file.h, the format `profctl serve` writes too): the gRPC
+// port of each endpoint, one per line, then "metrics=PORT" when the metrics server listens
+// (metrics_port >= 0; with --metrics-port=0 the port it picked).
 std::string AgentPortFileText(const std::vector<int>& ports, int metrics_port);
 
 // Applies a YAML config document on top of `options`; `source` names it in errors.

@@ -186,6 +186,7 @@ TEST(AgentOptionsTest, VersionFlagAsksForTheVersionOnly) {
   ASSERT_THAT(o, IsOk());
   EXPECT_TRUE(o->version);
   EXPECT_FALSE(Parse({})->version);
+  EXPECT_TRUE(Parse({"-V"})->version);
   EXPECT_THAT(Parse({"--versoin"}).status().message(), HasSubstr("did you mean --version?"));
   EXPECT_THAT(Parse({"--metric-port=1"}).status().message(),
               HasSubstr("did you mean --metrics-port?"));

@@ -119,9 +119,14 @@ std::optional<int> ResolveTools(const AnalyzeFlags& f, const CliEnv& env,
   } else if (!f.tool_name.empty()) {
     const std::optional<analysis::Tool> tool = analysis::ToolByName(f.tool_name);
     if (!tool) {
-      return UsageError(env, "analyze",
-                        absl::StrCat("--tool=", f.tool_name, ": unknown tool '", f.tool_name,
-                                     "'; the tools are ", analysis::ToolNamesForHelp(), " or all"));
+      std::vector<std::string> known = {"all"};
+      for (const analysis::ToolInfo& t : analysis::AllTools()) known.emplace_back(t.name);
+      const std::string closest = ClosestName(f.tool_name, known);
+      return UsageError(
+          env, "analyze",
+          absl::StrCat("--tool=", f.tool_name, ": unknown tool '", f.tool_name, "'",
+                       closest.empty() ? "" : absl::StrCat(" (did you mean '", closest, "'?)"),
+                       "; the tools are ", analysis::ToolNamesForHelp(), " or all"));
     }
     tools->push_back(*tool);
   }

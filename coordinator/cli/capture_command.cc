@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +17,7 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "coordinator/cli/capture_flags.h"
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/cli/interrupt_scope.h"
@@ -305,155 +305,30 @@ int RemoteCapture(const CapturePlan& plan, const std::string& address,
 }  // namespace
 
 int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
-  std::string workers;
-  int64_t duration_ms = 2000;
-  std::string logdir = "profctl-logs";
-  std::string session;
-  bool json = false;
-  int64_t prepare_timeout_ms = 0;
-  std::string step_pattern(analysis::kDefaultStepPattern);
-  std::string late = "capture";
-  std::string align = "collectives";
-  int64_t tolerance_ms = 0;
-  int64_t retries = CapturePlan{}.retries;
-  int64_t deadline_ms = 0;
-  int64_t min_hosts = 0;
-  bool require_all = false;
-  int64_t host_tracer_level = CapturePlan{}.host_tracer_level;
-  int64_t device_tracer_level = CapturePlan{}.device_tracer_level;
-  int64_t python_tracer_level = CapturePlan{}.python_tracer_level;
+  CaptureFlags flags;
   FlagSet fs("profctl capture",
-             "--workers=HOST:PORT,... [--duration=MS | --last=DURATION] [flags]");
-  fs.String("workers", &workers,
-            "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
-            "for a TensorFlow/JAX profiler server");
-  fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..3600000)");
-  std::string last;
-  fs.String("last", &last,
-            "take the past instead of recording: the last DURATION (30s, 500ms, 2m) of every "
-            "worker's flight recorder (profctl-agent --flight-recorder), at one common instant; "
-            "the window is [instant - DURATION, instant] (docs/flight-recorder.md)");
-  fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
-  fs.String("session", &session, "session (run) name (default: UTC time YYYY_MM_DD_HH_MM_SS)");
-  fs.Bool("json", &json, "print the session manifest as JSON on stdout instead of a table");
-  fs.Int64("prepare-timeout", &prepare_timeout_ms,
-           "ms to get every host's identity and clock offset; 0 = derived from the measured "
-           "round trips (4 x the median, then at most 2 x the 90th percentile; 250..10000 ms; "
-           "with --late=capture, once 90% are ready, it ends when no host got ready for a "
-           "quarter of the time the last one took, or 50 ms when every host left has answered "
-           "nothing; while fewer than 90% are ready it waits for every GetInfo in flight, up "
-           "to its 2 s timeout: a slow link; a capture of a pod another capture reserved "
-           "waits within it for that capture when it is the older, else gives up whole)");
-  fs.String("late", &late,
-            "a host that cannot start at the common instant: capture (flag it late) or fail");
-  fs.String("step-pattern", &step_pattern,
-            "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
-  fs.String("align", &align,
-            "collectives (refine clock offsets from collective ends in the traces) or ntp "
-            "(clock sync only, +- RTT/2)");
-  fs.Int64("tolerance", &tolerance_ms,
-           "ms a host may start late, or record less than the window, and still count as "
-           "complete (0 = the default, 5; at most 60000; longer: this and 10% of the window); "
-           "beyond it the host is saved but the session is partial");
-  fs.Int64("retries", &retries,
-           "attempts per host after the first (0..20) for transport errors, unavailable or busy "
-           "agents and damaged transfers, with capped exponential backoff and jitter; a trace "
-           "the agent recorded is fetched again, not recorded again");
-  fs.Int64("deadline", &deadline_ms,
-           "ms for the whole session: prepare, lead, window, transfers and retries; hosts not "
-           "done by then fail and the rest is written (0 = the window's end + 60 s)");
-  fs.Int64("min-hosts", &min_hosts,
-           "fail the session (exit 1) when fewer hosts than this are saved; known before the "
-           "window, nothing is captured (0 = at least one)");
-  fs.Bool("require-all", &require_all, "--min-hosts = every worker");
-  fs.Int64("host-tracer-level", &host_tracer_level,
-           "framework profiler servers (grpc:// workers, agents' tsl collector): host tracer "
-           "level, 0 off, 1 user annotations, 2 also framework ops, 3 verbose");
-  fs.Int64("device-tracer-level", &device_tracer_level,
-           "framework profiler servers: device (GPU/TPU) tracer, 0 off or 1 on");
-  fs.Int64("python-tracer-level", &python_tracer_level,
-           "framework profiler servers: Python function tracer, 0 off or 1 on");
-  std::string coordinator;
-  fs.String("coordinator", &coordinator,
-            "HOST:PORT of a coordinator daemon (profctl serve) to run the capture: it reaches "
-            "the workers and keeps the session in its log dir (--logdir is then unused)");
-  for (const char* f : {"workers", "logdir", "session", "late", "step-pattern", "align"}) {
-    fs.RejectEmpty(f);
-  }
-  AgentCredentialFlags credentials;
-  AddAgentCredentialFlags(&fs, &credentials);
-  fs.Require("workers");
+             "--workers=HOST:PORT,... [--duration=MS|2s | --last=DURATION] [flags]");
+  AddCaptureFlags(&fs, &flags);
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
   if (fs.help_requested()) {
     *env.out << fs.Help();
     return kExitOk;
   }
-  if (!fs.positional().empty()) {
-    return UsageError(env, "capture",
-                      absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
+  absl::StatusOr<CapturePlan> plan = PlanFromCaptureFlags(flags, fs);
+  if (!plan.ok()) return UsageError(env, "capture", plan.status().message());
+  if (!flags.coordinator.empty()) {
+    return RemoteCapture(*plan, flags.coordinator, flags.credentials, flags.json, env);
   }
-  if (logdir.empty()) return UsageError(env, "capture", "--logdir must not be empty");
-  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(workers);
-  if (!parsed.ok()) return UsageError(env, "capture", parsed.status().message());
-  if (require_all && min_hosts != 0) {
-    return UsageError(env, "capture", "give --min-hosts or --require-all, not both");
-  }
-  if (min_hosts < 0) {
-    return UsageError(env, "capture",
-                      absl::StrCat("--min-hosts=", min_hosts, " is not in 0..", parsed->size(),
-                                   " (the number of --workers)"));
-  }
-  if (fs.WasSet("last")) {
-    absl::StatusOr<int64_t> past_ms = ParsePastMs(last);
-    if (!past_ms.ok()) {
-      return UsageError(env, "capture", absl::StrCat("--last=", past_ms.status().message()));
-    }
-    if (fs.WasSet("duration") && duration_ms != *past_ms) {
-      return UsageError(env, "capture",
-                        absl::StrCat("give --last or --duration, not both: a snapshot's window "
-                                     "is its past (--last=",
-                                     last, " is ", *past_ms, " ms, --duration=", duration_ms, ")"));
-    }
-    duration_ms = *past_ms;
-  }
-  CapturePlan plan{*std::move(parsed), duration_ms, session, logdir, prepare_timeout_ms};
-  if (fs.WasSet("last")) plan.past_ms = duration_ms;
-  plan.tolerance_ms = tolerance_ms;
-  plan.retries = static_cast<int>(std::clamp<int64_t>(retries, std::numeric_limits<int>::min(),
-                                                      std::numeric_limits<int>::max()));
-  plan.deadline_ms = deadline_ms;
-  plan.min_hosts = require_all ? plan.workers.size() : static_cast<size_t>(min_hosts);
-  plan.reader.step_pattern = step_pattern;
-  plan.host_tracer_level = host_tracer_level;
-  plan.device_tracer_level = device_tracer_level;
-  plan.python_tracer_level = python_tracer_level;
-  absl::StatusOr<profctl::v1::LatePolicy> late_policy = ParseLatePolicy(late);
-  if (!late_policy.ok()) {
-    return UsageError(env, "capture",
-                      absl::StrCat("--late=", late, " ", late_policy.status().message()));
-  }
-  plan.late = *late_policy;
-  absl::StatusOr<profctl::v1::AlignMode> align_mode = ParseAlignMode(align);
-  if (!align_mode.ok()) {
-    return UsageError(env, "capture",
-                      absl::StrCat("--align=", align, " ", align_mode.status().message()));
-  }
-  plan.align = *align_mode;
-  if (absl::Status s = ValidatePlan(plan, kFlagNames); !s.ok()) {
-    return UsageError(env, "capture", s.message());
-  }
-  if (!coordinator.empty()) {
-    return RemoteCapture(plan, coordinator, credentials, json, env);
-  }
-  const bool generated = plan.session.empty();
-  if (generated) plan.session = DefaultSessionName(*env.clock, "");
+  const bool generated = plan->session.empty();
+  if (generated) plan->session = DefaultSessionName(*env.clock, "");
   CliEnv run_env = env;
   std::unique_ptr<AgentClientFactory> secured;
-  if (absl::Status s = UseAgentCredentials(credentials, env, &run_env, &secured, plan.workers);
+  if (absl::Status s =
+          UseAgentCredentials(flags.credentials, env, &run_env, &secured, plan->workers);
       !s.ok()) {
     return UsageError(env, "capture", s.message());
   }
-  return RunCapture(plan, json, run_env, "capture", generated);
+  return RunCapture(*plan, flags.json, run_env, "capture", generated);
 }
 
 }  // namespace profctl::coordinator

@@ -53,7 +53,18 @@ commands:
 )";
   for (const CliCommand& c : kCommands)
     absl::StrAppendFormat(&out, "  %-9s %s\n", c.name, c.summary);
-  out += "\nRun 'profctl <command> --help' for a command's flags.\n";
+  absl::StrAppendFormat(&out,
+                        "\nexit codes:\n"
+                        "  %d  done: every host captured (or nothing went wrong)\n"
+                        "  %d  failed: every host failed, or an environment error\n"
+                        "  %d  usage: bad flags or arguments; nothing was contacted\n"
+                        "  %d  partial: some hosts failed or were cut short; the others' traces "
+                        "are saved\n"
+                        "  128+N  signal N (130: a second Ctrl-C) quit at once\n",
+                        kExitOk, kExitFailed, kExitUsage, kExitPartial);
+  out +=
+      "\nRun 'profctl <command> --help' for a command's flags; -V or --version for the "
+      "version.\n";
   return out;
 }
 
@@ -64,7 +75,7 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
     (args.empty() ? *env.err : *env.out) << Usage();
     return args.empty() ? kExitUsage : kExitOk;
   }
-  const std::string name = args[0] == "--version" ? "version" : args[0];
+  const std::string name = args[0] == "--version" || args[0] == "-V" ? "version" : args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const CliCommand& c : kCommands) {
     if (name == c.name) return c.run(rest, env);

@@ -79,7 +79,8 @@ TEST_F(CliTest, EveryListedCommandAnswersItsHelp) {
   const size_t list = usage.find("commands:\n");
   ASSERT_NE(list, std::string::npos) << usage;
   std::vector<std::string> names;
-  for (absl::string_view line : absl::StrSplit(usage.substr(list), '\n')) {
+  const size_t list_end = usage.find("\n\n", list);  // the list ends at the first blank line
+  for (absl::string_view line : absl::StrSplit(usage.substr(list, list_end - list), '\n')) {
     if (absl::StartsWith(line, "  ")) {
       names.emplace_back(line.substr(2, line.find(' ', 2) - 2));
     }
@@ -123,7 +124,8 @@ TEST_F(CliTest, BadInputIsAUsageErrorBeforeAnyNetworkCall) {
       {{"capture", "--workers=h"}, "missing :port"},
       {{"capture", "--workers=h:1,h:1"}, "listed twice"},
       {{"capture", "--workers=h:1", "--duration=0"}, "--duration=0 is not in 1..3600000"},
-      {{"capture", "--workers=h:1", "--duration=2s"}, "--duration: expected a whole number"},
+      {{"capture", "--workers=h:1", "--duration=2x"}, "--duration='2x' is not a window"},
+      {{"capture", "--workers=h:1", "--duration=2h"}, "--duration=7200000 is not in 1..3600000"},
       {{"capture", "--workers=h:1", "--frobnicate"}, "unknown flag --frobnicate"},
       {{"capture", "--worker=h:1"}, "unknown flag --worker (did you mean --workers?)"},
       {{"anlyze", "x"}, "unknown command 'anlyze' (did you mean 'analyze'?)"},
@@ -302,7 +304,7 @@ synthetic::SyntheticJobConfig Rank(int r);  // below: rank r of 3, rank 1 stragg
 namespace {
 
 // Rewrites a finished session's folder into what a coordinator killed while writing its outputs
-// leaves (issue 28 item 2): session.json RUNNING from an early snapshot (every host UNSPECIFIED,
+// leaves: session.json RUNNING from an early snapshot (every host UNSPECIFIED,
 // no file named), the running marker unlocked, the pod trace and a breakdown file half written
 // as temporaries, one host's trace still streaming (the others renamed into place, valid).
 void MakeFolderAsAKillLeavesIt(const std::string& dir, const std::string& streaming_host) {
@@ -338,7 +340,7 @@ v1::SessionManifest ReadManifestOf(const std::string& dir) {
 
 }  // namespace
 
-// Issue 28 item 2: the folder a coordinator killed while writing its outputs leaves is analysed
+// The folder a coordinator killed while writing its outputs leaves is analysed
 // as it stands, and the next capture rebuilds each host from the traces on disk (a valid trace
 // is a saved host), removes every temporary file (the pod trace's too) and says what it did.
 TEST_F(CliTest, AKilledCoordinatorsFolderIsRebuiltFromTheTracesOnDisk) {
@@ -412,7 +414,7 @@ TEST_F(CliTest, RecoveryFailsAHostWhoseTraceOnDiskIsNotValid) {
   EXPECT_THAT(m.hosts(1).error().message(), HasSubstr("session.json had listed it saved"));
 }
 
-// Issue 28 item 3: a session whose final session.json could not be written (a full disk) stays
+// A session whose final session.json could not be written (a full disk) stays
 // RUNNING on disk; its owner let go of the marker's lock but kept the marker, so `profctl
 // sessions` shows it abandoned, not running, and the next capture marks it ABANDONED.
 TEST_F(CliTest, ASessionThatCouldNotBeFinalisedIsNotRunningForever) {
@@ -475,7 +477,7 @@ class HookedSink final : public TraceSink {
 
 }  // namespace
 
-// Issue 28 item 9: an interrupt while the outputs are written (every host done) stops the pod
+// An interrupt while the outputs are written (every host done) stops the pod
 // trace between hosts instead of being ignored; session.json says the hosts were saved and the
 // outputs interrupted, and the exit code (3) and the headline agree with it.
 TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenStopsThePodTrace) {
@@ -522,7 +524,7 @@ TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenStopsThePodTrace) {
               HasSubstr("session int-out: ok, 3/3 hosts captured; 2 error(s) below"));
 }
 
-// Issue 28 item 12: names that a shell or a file browser would take for something else are
+// Names that a shell or a file browser would take for something else are
 // refused before any host is contacted, and a file in the way is named as a file.
 TEST_F(CliTest, SessionNamesMustStartWithALetterOrDigit) {
   FakeAgent a(&ex_, &clock_, {.name = "a"});
@@ -1022,6 +1024,9 @@ TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
   EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));  // kernel, its op, the numbers
   EXPECT_EQ(Run({"analyze", trace, "--tool=bogus"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("unknown tool 'bogus'"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("did you mean")));
+  EXPECT_EQ(Run({"analyze", trace, "--tool=kernel_stat"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown tool 'kernel_stat' (did you mean 'kernel_stats'?)"));
   EXPECT_EQ(Run({"analyze", trace, "--tool=all", "--json"}), kExitUsage);
   const std::string out = tmp_.path() + "/tools";
   ASSERT_EQ(Run({"analyze", trace, "--tool=all", "--out=" + out}), kExitOk) << err_.str();
@@ -1248,6 +1253,18 @@ TEST_F(CliTest, HelpAndVersion) {
   EXPECT_THAT(out_.str(), HasSubstr("--workers"));
   EXPECT_EQ(Run({"version"}), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("profctl 0."));
+  EXPECT_EQ(Run({"-V"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("profctl 0."));
+}
+
+TEST_F(CliTest, HelpListsEveryExitCode) {
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  const std::string help = out_.str();
+  EXPECT_THAT(help, HasSubstr(absl::StrCat("  ", kExitOk, "  done")));
+  EXPECT_THAT(help, HasSubstr(absl::StrCat("  ", kExitFailed, "  failed")));
+  EXPECT_THAT(help, HasSubstr(absl::StrCat("  ", kExitUsage, "  usage")));
+  EXPECT_THAT(help, HasSubstr(absl::StrCat("  ", kExitPartial, "  partial")));
+  EXPECT_THAT(help, HasSubstr("128+N"));
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/flags.h"
+#include "coordinator/cli/capture_flags.h"
 #include "coordinator/cli/local_agents.h"
 
 namespace profctl::coordinator {
@@ -39,15 +41,17 @@ int64_t DemoClockSkewMs(int64_t rank) {
 
 int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   DemoJob job;
-  int64_t duration_ms = 2000;
+  std::string duration = "2000";
   std::string logdir = "profctl-logs";
   std::string session;
   std::string agent_binary;
   std::string work_dir;
   bool json = false;
-  FlagSet fs("profctl demo", "[--workers=4] [--duration=2000] [--logdir=DIR]");
+  FlagSet fs("profctl demo", "[--workers=4] [--duration=2s] [--logdir=DIR]");
   fs.Int64("workers", &job.workers, "number of local agents (ranks of the synthetic job), 1..64");
-  fs.Int64("duration", &duration_ms, "capture window in milliseconds (1..60000)");
+  fs.String("duration", &duration,
+            "capture window: milliseconds (2000) or a duration with a unit (2s, 500ms), "
+            "1 ms..60 s");
   fs.Int64("step-ms", &job.step_ms, "nominal step time of the synthetic job (1..10000)");
   fs.String("logdir", &logdir, "output root; traces go to LOGDIR/plugins/profile/SESSION/");
   fs.String("session", &session, "session (run) name (default: demo_ + UTC time)");
@@ -72,8 +76,10 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
   if (job.workers < 1 || job.workers > 64) {
     return usage(absl::StrCat("--workers=", job.workers, " is not in 1..64"));
   }
-  if (duration_ms < 1 || duration_ms > 60'000) {
-    return usage(absl::StrCat("--duration=", duration_ms, " is not in 1..60000 ms"));
+  const absl::StatusOr<int64_t> duration_ms = ParseWindowMs(duration);
+  if (!duration_ms.ok()) return usage(absl::StrCat("--duration=", duration_ms.status().message()));
+  if (*duration_ms < 1 || *duration_ms > 60'000) {
+    return usage(absl::StrCat("--duration=", *duration_ms, " is not in 1..60000 ms"));
   }
   if (job.step_ms < 1 || job.step_ms > 10'000) {
     return usage(absl::StrCat("--step-ms=", job.step_ms, " is not in 1..10000"));
@@ -117,7 +123,7 @@ int DemoCommand(const std::vector<std::string>& args, const CliEnv& env) {
       return kExitFailed;
     }
   }
-  CapturePlan plan{{}, duration_ms, session, logdir};
+  CapturePlan plan{{}, *duration_ms, session, logdir};
   // All the demo's agents share this machine's cores and start their sessions at one instant:
   // a few ms of lateness is the machine, not a problem to report.
   plan.tolerance_ms = kDemoToleranceMs;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
+#include "common/port_file.h"
 
 extern char** environ;
 
@@ -27,18 +28,11 @@ constexpr int64_t kPollMs = 20;
 absl::StatusOr<std::vector<int>> ReadPortFileAll(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return absl::NotFoundError(text.status().message());
-  std::vector<int> ports;
-  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
-    // "metrics=PORT" and other NAME=PORT lines name other servers' ports, not endpoints.
-    if (absl::StrContains(line, '=')) continue;
-    int port = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &port) || port <= 0 || port > 65535) {
-      return absl::DataLossError(absl::StrCat(path, ": '", line, "' is not a port"));
-    }
-    ports.push_back(port);
+  absl::StatusOr<PortFile> file = ParsePortFile(*text);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(path, ": ", file.status().message()));
   }
-  if (ports.empty()) return absl::NotFoundError(absl::StrCat(path, " holds no port yet"));
-  return ports;
+  return file->ports;
 }
 
 absl::StatusOr<int> ReadPortFile(const std::string& path) {

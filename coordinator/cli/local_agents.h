@@ -16,10 +16,9 @@
 
 namespace profctl::coordinator {
 
-// The ports an agent wrote to its --port-file, one per line in endpoint order (one line unless
-// it serves --endpoints=N); NAME=PORT lines (the agent's "metrics=PORT") are other servers and
-// are skipped. NOT_FOUND while it has not (yet) written the file. The agent writes it
-// atomically, so a file is never seen half-written.
+// The ports an agent wrote to its --port-file (common/port_file.h), in endpoint order (one unless
+// it serves --endpoints=N); NOT_FOUND while it has not (yet) written the file. The agent writes
+// it atomically, so a file is never seen half-written.
 absl::StatusOr<std::vector<int>> ReadPortFileAll(const std::string& path);
 // The first port of the file (the only one for a single-endpoint agent).
 absl::StatusOr<int> ReadPortFile(const std::string& path);

@@ -11,6 +11,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/net/metrics_http.h"
+#include "common/port_file.h"
 #include "common/version.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/service/coordinator_service.h"
@@ -48,7 +49,8 @@ std::optional<int> ParseServeFlags(const std::vector<std::string>& args, const C
             "address to listen on; anything but loopback needs --serve-token-file or "
             "--serve-tls-ca (or --insecure)");
   fs.String("port-file", &f->port_file,
-            "write the port (and the metrics port on a second line) here once listening");
+            "write the port here once listening, then metrics=PORT when --metrics-port is on "
+            "(profctl-agent's --port-file format)");
   fs.Int64("metrics-port", &f->metrics_port,
            "serve Prometheus /metrics and /healthz over HTTP on this port (0: a free one; "
            "-1: off)");
@@ -100,11 +102,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> StartMetrics(const ServeFlags& f,
                               [daemon] { return service::RenderMetrics(*daemon); });
 }
 
-// The service's port, then the metrics port (if any), one per line.
+// The service's port, then "metrics=PORT" when /metrics is served: the agent's format
+// (common/port_file.h).
 absl::Status WritePortFile(const std::string& path, int port, const MetricsServer* metrics) {
-  std::string text = absl::StrCat(port, "\n");
-  if (metrics != nullptr) absl::StrAppend(&text, metrics->port(), "\n");
-  return WriteFileAtomically(path, text);
+  return WriteFileAtomically(
+      path,
+      PortFileText({.ports = {port}, .metrics_port = metrics != nullptr ? metrics->port() : -1}));
 }
 
 // Serves until env.interrupt fires (at once without one), reloading the config on each reload
