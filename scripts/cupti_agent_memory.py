@@ -90,7 +90,7 @@ def run(args, work, procs):
         print(f"received {received / MIB:.0f} MiB: peak / received {peak * 1024 / received:.2f}, "
               f"(peak - before) / received {(peak - base) * 1024 / received:.2f}")
     else:
-        print("received: not logged by this agent (before issue 28 item 4)")
+        print("received: not logged by this agent (an agent older than its received-bytes log line)")
     for line in log.splitlines():
         if "cupti:" in line and ("bytes" in line or "over" in line or "cap" in line):
             print("agent:", line[-300:])

@@ -253,7 +253,7 @@ class Env:
             env["PROFCTL_CUPTI_PATH"] = self.cupti
         return env
 
-    def start_agent(self, extra=()):
+    def start_cupti_agent(self, extra=()):
         """The agent (DIR/agent.log), once it listens: it writes DIR/agent.port then, after its
         inject socket is up. `extra`: more agent flags."""
         self.port = self.procs.start_agent(self.agent_bin, "agent", [
@@ -340,7 +340,7 @@ def check_capture(env, session_dir, name, min_steps):
 
 def phase_capture(env, name, argv, cwd=None):
     try:
-        env.start_agent()
+        env.start_cupti_agent()
         env.start(name, argv, env=env.injected_env(), cwd=cwd)
         env.wait_registered(name)
         # Let the program reach its steady loop (CUDA context, cuBLAS handles, first kernels):
@@ -433,7 +433,7 @@ def overhead_run(env, kind, round_no):
 
 
 def phase_overhead(env):
-    env.start_agent()
+    env.start_cupti_agent()
     samples = {"none": [], "kineto": [], "loaded": [], "capturing": [], "after_capture": [],
                "after_kineto": []}
     runs = []
@@ -473,7 +473,7 @@ def recorder_run(env, on, round_no):
     name = f"recorder_{'on' if on else 'off'}{round_no}"
     step_log = os.path.join(env.out, name + ".steps.json")
     progress = 50
-    env.start_agent([f"--flight-recorder={RECORDER_SECONDS}"] if on else [])
+    env.start_cupti_agent([f"--flight-recorder={RECORDER_SECONDS}"] if on else [])
     notes = {}
     try:
         env.start(name, pytorch_argv(args, step_log, progress), env=env.injected_env())
@@ -594,7 +594,7 @@ def launches_run(env, gpu_count):
     if gpu_count:
         ranks = min(ranks, gpu_count)
     record = {"run": "nccl", "ranks": ranks}
-    env.start_agent([f"--flight-recorder={RECORDER_SECONDS}"])
+    env.start_cupti_agent([f"--flight-recorder={RECORDER_SECONDS}"])
     names = [f"recorder_nccl_rank{r}" for r in range(ranks)]
     port = free_port()
     progress = 10

@@ -53,12 +53,10 @@ def main():
                               keep=args.keep)
 
 
-def start_agent(args, procs, host, name):
-    """An agent named `host` with the cupti collector on WORK/HOST/agent.sock, on a free port;
-    returns it once the agent listens."""
-    return procs.start_agent(args.agent, name, [
-        f"--name={host}", "--collectors=cupti",
-        f"--inject-socket={os.path.join(procs.work, host, 'agent.sock')}"])
+def cupti_agent_flags(procs, host):
+    """The flags of an agent named `host` with the cupti collector on WORK/HOST/agent.sock."""
+    return [f"--name={host}", "--collectors=cupti",
+            f"--inject-socket={os.path.join(procs.work, host, 'agent.sock')}"]
 
 
 def workers(ports):
@@ -100,7 +98,7 @@ def agent_killed_mid_capture(args, work, procs, apps, ports):
         if apps[rank].poll() is not None:
             problems.append(f"rank {rank} exited ({apps[rank].returncode}) when its agent died")
     # A new agent on the same socket path: the old one left its socket file behind.
-    port = start_agent(args, procs, "host-a", "agent-host-a-2")
+    port = procs.start_agent(args.agent, "agent-host-a-2", cupti_agent_flags(procs, "host-a"))
     log_path = procs.log_path("agent-host-a-2")
 
     def registered_again():
@@ -125,7 +123,8 @@ def agent_killed_mid_capture(args, work, procs, apps, ports):
 
 
 def run(args, work, procs):
-    ports = {host: start_agent(args, procs, host, "agent-" + host) for host in ("host-a", "host-b")}
+    ports = {host: procs.start_agent(args.agent, "agent-" + host, cupti_agent_flags(procs, host))
+             for host in ("host-a", "host-b")}
 
     # Every rank's all-reduce ends when the slowest rank (host-b's rank 2: 1.5 ms input + 14 ms
     # compute) is ready.

@@ -457,7 +457,7 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
   ASSERT_THAT(google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m),
               IsOk());
   EXPECT_EQ(m.status(), profctl::v1::SESSION_STATUS_ABANDONED);
-  // The SIGKILL dropped its lock (issue 28 items 2, 3): the host, killed mid-window with no
+  // The SIGKILL dropped its lock: the host, killed mid-window with no
   // trace saved, is rebuilt as failed, and nothing temporary or the marker is left.
   ASSERT_EQ(m.hosts_size(), 1);
   EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_FAILED);

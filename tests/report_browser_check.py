@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""report.html in a real browser (issue 27): the demo's report, `analyze --tool=all` of a
+"""report.html in a real browser: the demo's report, `analyze --tool=all` of a
 multi-rank PyTorch set and the `profctl diff --html` page of two such sets, each opened in
 headless Chromium at 1280 px.
 

@@ -406,7 +406,7 @@ TEST_F(TslCaptureTest, TracerLevelsReachGrpcWorkersAndAgentsTslServers) {
 }
 
 // A server whose lines are absolute (no Task Environment plane) is accepted and re-based, as the
-// agent's tsl collector does with the same answer (issue 28 item 10 a): each event keeps its
+// agent's tsl collector does with the same answer: each event keeps its
 // absolute time; the saved file's lines are relative to the window asked for.
 TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
   FakeTslServer inline_server(
@@ -454,7 +454,7 @@ TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
 }
 
 // A server that saved a trace we refuse into the session folder leaves no file TensorBoard lists
-// (*.xplane.pb): its copy becomes `.invalid`; the accepted one is there once (issue 28 item 10 b).
+// (*.xplane.pb): its copy becomes `.invalid`; the accepted one is there once.
 TEST_F(TslCaptureTest, ARefusedSavedTraceLeavesNoFileTensorBoardLists) {
   FakeTslServer good({.shape = Shape::kSavedOnDisk, .job = Job(0, 2, 0)});
   FakeTslServer broken(
@@ -478,7 +478,7 @@ TEST_F(TslCaptureTest, ARefusedSavedTraceLeavesNoFileTensorBoardLists) {
 }
 
 // A server answering with an old trace, 187 s before the window asked for, is flagged: its clock
-// is unmeasured but stated good to 1 s, so that window is not this session's (issue 28 item 10 c).
+// is unmeasured but stated good to 1 s, so that window is not this session's.
 // One 300 ms off is within that bound and stays OK.
 TEST_F(TslCaptureTest, AnOldTraceOutsideTheClockBoundIsFlaggedWithHowFar) {
   FakeTslServer near(

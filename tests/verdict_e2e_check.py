@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The pod step breakdown's verdicts on real-process captures of the synthetic job (issue 26).
+"""The pod step breakdown's verdicts on real-process captures of the synthetic job.
 
   verdict_e2e_check.py --agent=BIN --profctl=BIN [--only=CASE] [--skip-grid] [--keep]
 

@@ -96,7 +96,7 @@ TEST(ApplyRetentionTest, DeletesOnlyFinishedSessionsOfTheSchedule) {
   WriteFile(root / "hourly_20260101T010000Z/session.json",
             R"({"status": "SESSION_STATUS_PARTIAL"})");
   // RUNNING with no live owner (killed, or its final write failed on a full disk): abandoned,
-  // so finished (issue 28 item 3).
+  // so finished.
   WriteFile(root / "hourly_20260101T020000Z/session.json",
             R"({"status": "SESSION_STATUS_RUNNING"})");
   WriteFile(root / "hourly_20260101T020000Z/.profctl_running", "");

@@ -227,7 +227,7 @@ void SessionRunner::OnDone(
       // freed from several threads: glibc keeps them in its per-thread arenas, so the daemon
       // stayed at its peak RSS (334 MB after a 10,000-worker capture) with nothing live. Hand
       // the free pages back now; this walks the arenas (milliseconds), here on the reaper,
-      // never on the executor. (issue 28 item 12(e))
+      // never on the executor.
       malloc_trim(0);
       absl::MutexLock released(&mu_);
       --releasing_;

@@ -303,7 +303,7 @@ def wait_ready(state, pod, c, name, seconds=20):
 UNKNOWN_FLAG = re.compile(r"unknown flag --([a-z0-9-]+)")
 
 
-def start_agent(state, pod, agent, workdir):
+def start_sidecar_agent(state, pod, agent, workdir):
     """Starts the sidecar as rendered; drops flags the binary does not know (noted)."""
     drop, replace = [], {}
     for _ in range(6):
@@ -350,7 +350,7 @@ def play(overlay, objs, args, workdir, state):
     for c in spec.get("initContainers") or []:
         if c.get("restartPolicy") == "Always":
             agent = c
-            agent_proc, dropped = start_agent(state, pod, c, workdir)
+            agent_proc, dropped = start_sidecar_agent(state, pod, c, workdir)
             continue
         argv = pod.command(c)
         log(f"init {c['name']}: " + " ".join(argv))

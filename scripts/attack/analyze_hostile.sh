@@ -1,5 +1,5 @@
 #!/bin/bash
-# Items 1 and 5 at 10x: `profctl analyze` on nested JSON, a gzip bomb, a
+# Hostile inputs at 10x: `profctl analyze` on nested JSON, a gzip bomb, a
 # huge string and a huge event name, each beside a good rank file.
 source "$(dirname "$0")/common.sh"
 GOOD=$ROOT/tests/data/traces/rank3.pt.trace.json

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Items 2/3, 6/7 and 11 at 10x: SIGKILL of the coordinator at several points
+# Capture faults at 10x: SIGKILL of the coordinator at several points
 # of a capture of N local agents, a full disk during the window, an agent
 # killed and restarted mid-window, concurrent captures on the same agents.
 # Usage: capture_faults.sh [N=24]

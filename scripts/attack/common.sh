@@ -1,4 +1,4 @@
-# Shared helpers for the attack scripts (issue 28, "the attack at 10x").
+# Shared helpers for the attack scripts: each attacks one defence at 10x its stated limit.
 # Each script makes one scratch folder under /tmp, bounds every step with
 # `timeout`, kills only the processes it started and removes its files on exit.
 set -u

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 28 item 5 at 10x: what a hostile or huge input file costs `profctl analyze` before it is
+# Input caps at 10x: what a hostile or huge input file costs `profctl analyze` before it is
 # refused (or analysed): peak RSS and wall time under /usr/bin/time -v, each beside a good rank.
 # PROFCTL=... picks the binary (e.g. an older build to compare). Needs ~2 GB of /tmp.
 source "$(dirname "$0")/common.sh"
@@ -83,7 +83,7 @@ measure "200 MB dense trace (breakdown)" "$PROFCTL" analyze "$d/dense.pt.trace.j
 gzip -1 "$d/dense.pt.trace.json"
 measure "200 MB dense trace gzipped --tool=all" "$PROFCTL" analyze "$d/dense.pt.trace.json.gz" --tool=all
 rm -rf "$d"
-# A 500 MB YAML value in `serve --config` (item 12): refused by the file's size before parsing.
+# A 500 MB YAML value in `serve --config`: refused by the file's size before parsing.
 [ "${SKIP_YAML:-0}" = 1 ] && exit 0
 python3 - "$SCRATCH/coordinator.yaml" <<'PY'
 import sys

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Item 7 at 10x: liveness of concurrent captures on the same agents. Starts N local agents, then
+# Liveness at 10x: liveness of concurrent captures on the same agents. Starts N local agents, then
 # RUNS times starts K `profctl capture`s together (every other one lists the workers in reverse
 # order) and reports, per run, how many hosts each capture saved, whether a pod was split, and
 # how long each took. Expected (wait-die, docs/life-of-a-capture.md): every capture gets all or

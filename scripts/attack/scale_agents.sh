@@ -1,5 +1,5 @@
 #!/bin/bash
-# Item 11 at 2x-10x: N local agent processes (synthetic, skewed clocks) captured in one
+# Scale at 2x-10x: N local agent processes (synthetic, skewed clocks) captured in one
 # window by one `profctl capture`, R rounds; prints each round's exit, headline, hosts
 # by status, the capture's wall time and peak RSS, and the agents' total RSS.
 # Usage: scale_agents.sh [N=512] [ROUNDS=3] [DURATION_MS=2000]

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Item 12 at 10x: 640 idle WatchSessions streams against `profctl serve`
+# The daemon's caps at 10x: 640 idle WatchSessions streams against `profctl serve`
 # (then ListSessions and StartCapture must still be answered), 640 idle
 # connections to the injection socket from 160 processes, a 500 MB YAML
 # value, hostile session names.
