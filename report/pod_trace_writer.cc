@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,9 +9,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_util.h"
+#include "report/pod_trace_flows.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
@@ -127,83 +126,6 @@ void AppendStatValue(std::string* out, const XStat& s, PlaneNames& names) {
   }
 }
 
-// The stat `stat_id` of `event` as an integer (int64 or uint64 value), if present.
-std::optional<uint64_t> IntStat(const XEvent& event, std::optional<int64_t> stat_id) {
-  if (!stat_id.has_value()) return std::nullopt;
-  for (const XStat& st : event.stats()) {
-    if (st.metadata_id() != *stat_id) continue;
-    if (st.value_case() == XStat::kUint64Value) return st.uint64_value();
-    if (st.value_case() == XStat::kInt64Value) return static_cast<uint64_t>(st.int64_value());
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-enum class PlaneKind { kHost, kDevice, kOther };
-
-PlaneKind KindOf(const XPlane& plane) {
-  if (absl::StartsWith(plane.name(), "/host:")) return PlaneKind::kHost;
-  if (absl::StartsWith(plane.name(), "/device:")) return PlaneKind::kDevice;
-  return PlaneKind::kOther;
-}
-
-// What the first pass over a host finds: the correlation ids with both a launch (a host-plane
-// event carrying one) and device work (a device-plane event carrying it), and which process
-// shows each GPU. Memory: 8 bytes per correlated event while it is built, then 10 bytes per
-// matched id (the decoded trace it comes from holds far more per event).
-struct FlowIndex {
-  std::vector<uint64_t> matched;       // sorted, unique
-  std::vector<uint8_t> started;        // per matched id: its "s" was written
-  std::vector<uint8_t> finished;       // per matched id: its "f" was written
-  std::map<int64_t, int64_t> gpu_pid;  // device ordinal -> pid of its "/device:GPU:<n>" plane
-
-  // The index of `corr` in `matched`, if both ends are in the trace.
-  std::optional<size_t> Find(uint64_t corr) const {
-    auto it = std::lower_bound(matched.begin(), matched.end(), corr);
-    if (it == matched.end() || *it != corr) return std::nullopt;
-    return static_cast<size_t>(it - matched.begin());
-  }
-};
-
-// Walks the planes exactly as Render numbers them (pid by pid, the same planes left out).
-FlowIndex IndexHost(const XSpace& space, int64_t host_index, int64_t pids_per_host) {
-  FlowIndex index;
-  std::vector<uint64_t> launches;
-  std::vector<uint64_t> device;
-  int64_t pid = host_index * pids_per_host;
-  for (const XPlane& plane : space.planes()) {
-    if (plane.lines_size() == 0) continue;
-    if (pid + 1 >= (host_index + 1) * pids_per_host) break;
-    ++pid;
-    const PlaneKind kind = KindOf(plane);
-    if (kind == PlaneKind::kOther) continue;
-    int64_t ordinal = 0;
-    if (absl::StartsWith(plane.name(), xspace::kGpuPlanePrefix) &&
-        absl::SimpleAtoi(plane.name().substr(xspace::kGpuPlanePrefix.size()), &ordinal)) {
-      index.gpu_pid.emplace(ordinal, pid);
-    }
-    const std::optional<int64_t> corr_id =
-        xspace::XPlaneReader(plane).StatId(xspace::kStatCorrelationId);
-    if (!corr_id.has_value()) continue;
-    std::vector<uint64_t>& ids = kind == PlaneKind::kHost ? launches : device;
-    for (const XLine& line : plane.lines()) {
-      for (const XEvent& event : line.events()) {
-        if (event.data_case() == XEvent::kNumOccurrences) continue;
-        if (std::optional<uint64_t> c = IntStat(event, corr_id)) ids.push_back(*c);
-      }
-    }
-  }
-  for (std::vector<uint64_t>* ids : {&launches, &device}) {
-    std::sort(ids->begin(), ids->end());
-    ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
-  }
-  std::set_intersection(launches.begin(), launches.end(), device.begin(), device.end(),
-                        std::back_inserter(index.matched));
-  index.started.assign(index.matched.size(), 0);
-  index.finished.assign(index.matched.size(), 0);
-  return index;
-}
-
 }  // namespace
 
 absl::StatusOr<PodTraceWriter> PodTraceWriter::Open(const std::string& path, int64_t base_ns,
@@ -237,7 +159,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
     buffer.clear();
   };
   const int64_t profile_start = xspace::ProfileStartNs(space);
-  FlowIndex flows = IndexHost(space, host_index, kPidsPerHost);
+  pod_trace::FlowIndex flows = pod_trace::IndexFlows(space, kPidsPerHost - 1);
   std::optional<xspace::DerivedLinesBuilder> derived;  // made at the first GPU plane
   // Coordinator-clock time relative to the base, in trace microseconds.
   auto append_ts = [&](int64_t agent_ns) {
@@ -261,7 +183,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
                     ",\"args\":{\"sort_index\":", pid, "}}");
     const xspace::XPlaneReader reader(plane);
     PlaneNames names(plane);
-    const PlaneKind kind = KindOf(plane);
+    const pod_trace::PlaneKind kind = pod_trace::KindOf(plane);
     const std::optional<int64_t> corr_id = reader.StatId(xspace::kStatCorrelationId);
     const std::optional<int64_t> in_use_id = reader.StatId("bytes_allocated");
     const std::optional<int64_t> ordinal_id = reader.StatId("device_ordinal");
@@ -278,11 +200,11 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         const PlaneNames::Event& name = names.EventOf(event.metadata_id());
         // A launch or its device work: the end of a flow, which binds to this slice.
         std::optional<size_t> flow_at;
-        if (kind != PlaneKind::kOther) {
-          const std::optional<uint64_t> corr = IntStat(event, corr_id);
+        if (kind != pod_trace::PlaneKind::kOther) {
+          const std::optional<uint64_t> corr = pod_trace::IntStat(event, corr_id);
           flow_at = corr.has_value() ? flows.Find(*corr) : std::nullopt;
           const std::vector<uint8_t>& written =
-              kind == PlaneKind::kHost ? flows.started : flows.finished;
+              kind == pod_trace::PlaneKind::kHost ? flows.started : flows.finished;
           if (flow_at.has_value() && written[*flow_at] != 0) flow_at.reset();
         }
         begin_event();
@@ -311,7 +233,7 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         // open at that instant, the innermost) and Chrome DevTools' trace engine (the slice with
         // the same ts, pid, tid and cat) both bind it here. Each end is written once.
         if (flow_at.has_value()) {
-          const bool launch = kind == PlaneKind::kHost;
+          const bool launch = kind == pod_trace::PlaneKind::kHost;
           (launch ? flows.started : flows.finished)[*flow_at] = 1;
           const std::string ts(buffer, ts_at, ts_end - ts_at);
           begin_event();
@@ -325,8 +247,8 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
         // Device memory in use after an allocation or deallocation, as the allocator reported
         // it, on a counter of the GPU's process (of this plane's when the GPU has none).
         if (name.memory) {
-          const std::optional<uint64_t> in_use = IntStat(event, in_use_id);
-          const std::optional<uint64_t> ordinal = IntStat(event, ordinal_id);
+          const std::optional<uint64_t> in_use = pod_trace::IntStat(event, in_use_id);
+          const std::optional<uint64_t> ordinal = pod_trace::IntStat(event, ordinal_id);
           const std::string allocator =
               absl::AsciiStrToLower(reader.StrStat(event, "allocator_name").value_or(""));
           const bool host_memory =
@@ -334,11 +256,12 @@ absl::StatusOr<RenderedHost> PodTraceWriter::Render(absl::string_view host, cons
           if (in_use.has_value() && ordinal.has_value() && !host_memory &&
               static_cast<int64_t>(*ordinal) >= 0) {
             const auto device = static_cast<int64_t>(*ordinal);
-            auto gpu = flows.gpu_pid.find(device);
+            auto gpu = flows.gpu_plane.find(device);
             begin_event();
-            absl::StrAppend(&buffer, "{\"ph\":\"C\",\"name\":\"GPU ", device,
-                            " memory in use\",\"pid\":",
-                            gpu == flows.gpu_pid.end() ? pid : gpu->second, ",\"ts\":");
+            absl::StrAppend(
+                &buffer, "{\"ph\":\"C\",\"name\":\"GPU ", device, " memory in use\",\"pid\":",
+                gpu == flows.gpu_plane.end() ? pid : host_index * kPidsPerHost + 1 + gpu->second,
+                ",\"ts\":");
             append_ts(start_ns);
             absl::StrAppend(&buffer, ",\"args\":{\"bytes\":", static_cast<int64_t>(*in_use), "}}");
             ++out.counter_events;
