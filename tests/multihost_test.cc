@@ -36,6 +36,7 @@
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/local_agents.h"
 #include "coordinator/clients/grpc_agent_client.h"
+#include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "analysis/breakdown.h"
-#include "coordinator/cli/cli.h"
+#include "coordinator/cli/cli_env.h"
 #include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"

@@ -7,7 +7,9 @@
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/cli/capture_flags.h"
+#include "coordinator/cli/cli.h"
 #include "coordinator/cli/local_agents.h"
+#include "coordinator/engine/session_writer.h"
 
 namespace profctl::coordinator {
 namespace {

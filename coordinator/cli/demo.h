@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/cli/cli.h"
+#include "coordinator/cli/cli_env.h"
 
 namespace profctl::coordinator {
 
