@@ -17,8 +17,6 @@ TEXT = (".cc", ".h", ".py", ".sh", ".md", ".cmake", ".txt", ".yaml", ".yml", ".i
 ISSUE = re.compile(r"\bissues? ?#?[0-9]+", re.IGNORECASE)
 # Files still naming issues, each with who restates them; this list only shrinks.
 ISSUE_EXCEPTIONS = {
-    # Its section titles are restated by the reliability work (docs/reliability.md's owner).
-    "docs/reliability.md",
     # The dated history of measurements (STYLE: history goes in commit messages and
     # docs/perf.md), where an issue names the work a measurement belongs to.
     "docs/perf.md",
