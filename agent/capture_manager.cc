@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/bounded_text.h"
 #include "agent/trace_caps.h"
+#include "common/check.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -185,6 +186,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Collect executor.
   void Prepare() {
+    PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     if (spec_.past_ms > 0) {  // a snapshot prepares nothing
       timeline().Post([self = shared_from_this()] { self->Prepared(); });
       return;
@@ -198,6 +200,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline.
   void Prepared() {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     if (stop_requested_.load()) {
       FinishBeforeStart();
       return;
@@ -215,6 +218,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline.
   void OnStopRequested() {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     switch (phase_) {
       case Phase::kPreparing:  // Prepared() sees the flag
       case Phase::kStopped:
@@ -230,6 +234,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline. The snapshot's instant: it takes the past at once, on the collect executor.
   void TakeSnapshot() {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     phase_ = Phase::kStopped;
     start_mono_ = clock().MonoNs();
     end_mono_.store(start_mono_);
@@ -252,6 +257,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline.
   void StartRecording() {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     if (spec_.past_ms > 0) {
       TakeSnapshot();
       return;
@@ -274,6 +280,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Timeline. Only the cheap Stop runs here; Collect goes to the collect executor, so a long
   // Collect never delays another session's start or stop on a shared timeline.
   void StopRecording(bool cancelled) {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     phase_ = Phase::kStopped;
     const int64_t now_mono = clock().MonoNs();
     end_mono_.store(now_mono);
@@ -320,6 +327,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline.
   void FinishBeforeStart() {
+    PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     phase_ = Phase::kStopped;
     end_mono_.store(clock().MonoNs());
     result_.cancelled = true;
@@ -335,6 +343,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Collect executor.
   void SnapshotAndDeliver() {
+    PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     for (Collector* c : collectors_) {
       if (!c->Recording()) {
         result_.space.add_errors(absl::StrCat("collector ", c->name(),
@@ -351,12 +360,14 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Collect executor.
   void CollectAndDeliver() {
+    PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
     Finalize();
   }
 
   // Collect executor: what every delivered trace gets.
   void Finalize() {
+    PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     // One plane per name, whichever order the collectors added theirs in.
     xspace::MergeDuplicatePlanes(&result_.space);
     if (trim_stop_ns_ > 0) {
@@ -396,6 +407,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Collect executor: frees the slot, then reports. `this` stays alive through the task's
   // shared_ptr.
   void Deliver() {
+    PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     manager_->Release(this);
     std::move(callbacks_.on_done)(std::move(result_));
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace profctl::agent {
 namespace {
@@ -57,6 +58,7 @@ void FlightRecorder::ScheduleTick() {
 }
 
 void FlightRecorder::Tick() {
+  PROFCTL_DCHECK_ON_SEQUENCE(*executor_);
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/check.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
@@ -112,6 +114,48 @@ TEST(AsioExecutorTest, DestructorDropsTimersNotYetDue) {
   }  // must not wait an hour
   EXPECT_FALSE(fired.load());
 }
+
+// The sequence checks of executor-bound code (PROFCTL_DCHECK_ON_SEQUENCE): true only inside one of
+// that executor's tasks, not on the thread that posts, nor inside another executor's task.
+TEST(ExecutorTest, RunsCurrentTaskOnlyInsideThatExecutorsTasks) {
+  FakeClock clock;
+  FakeExecutor a(&clock);
+  FakeExecutor b(&clock);
+  EXPECT_FALSE(a.RunsCurrentTask());
+  std::vector<bool> seen;
+  a.Post([&] {
+    seen.push_back(a.RunsCurrentTask());
+    seen.push_back(b.RunsCurrentTask());
+    b.Post([&] { seen.push_back(a.RunsCurrentTask()); });
+    b.RunUntilIdle();  // b's task, nested in a's: a's scope is restored after it
+    seen.push_back(a.RunsCurrentTask());
+  });
+  a.RunUntilIdle();
+  EXPECT_EQ(seen, (std::vector<bool>{true, false, false, true}));
+  EXPECT_FALSE(a.RunsCurrentTask());
+
+  RealClock real;
+  AsioExecutor asio(&real, 2);
+  absl::Notification done;
+  std::atomic<bool> on_sequence{false};
+  asio.Post([&] {
+    on_sequence = asio.RunsCurrentTask();
+    done.Notify();
+  });
+  done.WaitForNotification();
+  EXPECT_TRUE(on_sequence);
+  EXPECT_FALSE(asio.RunsCurrentTask());
+}
+
+#ifndef NDEBUG
+TEST(ExecutorDeathTest, TheSequenceCheckAbortsOffItsExecutor) {
+  FakeClock clock;
+  FakeExecutor executor(&clock);
+  EXPECT_DEATH(PROFCTL_DCHECK_ON_SEQUENCE(executor), "RunsCurrentTask");
+  executor.Post([&] { PROFCTL_DCHECK_ON_SEQUENCE(executor); });  // silent on it
+  EXPECT_EQ(executor.RunUntilIdle(), 1);
+}
+#endif
 
 }  // namespace
 }  // namespace profctl

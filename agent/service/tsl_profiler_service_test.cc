@@ -50,16 +50,17 @@ using ::testing::IsEmpty;
 constexpr absl::Duration kTestTimeout = absl::Seconds(30);
 
 // Forwards to a FakeExecutor and counts posts, so a test can wait until a gRPC thread has handed
-// a session its first task (or stopped it) before driving time.
+// a session its first task (or stopped it) before driving time. Its tasks run as its own
+// (RunsCurrentTask), as the capture manager's sequence checks expect.
 class ObservedExecutor final : public Executor {
  public:
   explicit ObservedExecutor(FakeExecutor* inner) : inner_(inner) {}
   void Post(Task task) override {
-    inner_->Post(std::move(task));
+    inner_->Post(AsOwn(std::move(task)));
     Count();
   }
   void PostAt(int64_t deadline_mono_ns, Task task) override {
-    inner_->PostAt(deadline_mono_ns, std::move(task));
+    inner_->PostAt(deadline_mono_ns, AsOwn(std::move(task)));
     Count();
   }
   const Clock& clock() const override { return inner_->clock(); }
@@ -76,6 +77,12 @@ class ObservedExecutor final : public Executor {
   }
 
  private:
+  Task AsOwn(Task task) {
+    return [this, task = std::move(task)]() mutable {
+      const TaskScope scope(this);
+      std::move(task)();
+    };
+  }
   void Count() {
     absl::MutexLock lock(&mu_);
     ++posts_;

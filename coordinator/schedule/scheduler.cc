@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/check.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -115,6 +116,7 @@ struct Scheduler::Impl : std::enable_shared_from_this<Scheduler::Impl> {
   }
 
   void OnTimer(const std::string& name, uint64_t gen) {
+    PROFCTL_DCHECK_ON_SEQUENCE(*deps.executor);
     auto it = entries.find(name);
     if (it == entries.end() || it->second.timer_gen != gen) return;  // removed or re-armed
     Entry& e = it->second;
@@ -135,6 +137,7 @@ struct Scheduler::Impl : std::enable_shared_from_this<Scheduler::Impl> {
   }
 
   void OnCatchUp(const std::string& name) {
+    PROFCTL_DCHECK_ON_SEQUENCE(*deps.executor);
     auto it = entries.find(name);
     if (it == entries.end() || running.contains(name)) return;
     const int64_t wall = WallNow();
@@ -161,6 +164,7 @@ struct Scheduler::Impl : std::enable_shared_from_this<Scheduler::Impl> {
   }
 
   void OnDone(const std::string& name, const std::string& run_id) {
+    PROFCTL_DCHECK_ON_SEQUENCE(*deps.executor);
     if (auto r = running.find(name); r != running.end() && r->second == run_id) running.erase(r);
     auto it = entries.find(name);
     if (it != entries.end() && it->second.state.running_run_id == run_id) {

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/check.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/net/metrics_http.h"
@@ -310,6 +311,7 @@ void Daemon::Blocking(Executor::Task job) {
 void Daemon::RunScheduled(const schedule::ScheduleConfig& schedule,
                           const schedule::ScheduledRun& run, const v1::SessionOrigin& origin,
                           schedule::Scheduler::DoneCallback done) {
+  PROFCTL_DCHECK_ON_SEQUENCE(*deps_.executor);  // called by the scheduler and the triggers
   const int64_t now = deps_.executor->clock().WallNs();
   {
     absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/check.h"
 #include "coordinator/schedule/trigger.h"
 
 namespace profctl::coordinator::service {
@@ -66,6 +67,7 @@ struct TriggerWatcher::Impl : std::enable_shared_from_this<TriggerWatcher::Impl>
                       F f) {
     std::shared_ptr<Impl> self = weak.lock();
     if (self == nullptr) return;
+    PROFCTL_DCHECK_ON_SEQUENCE(*self->deps.executor);
     auto it = self->watches.find(name);
     if (it == self->watches.end() || it->second->generation != generation) return;
     f(*self, *it->second);
