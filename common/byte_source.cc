@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace profctl {
@@ -80,22 +81,11 @@ std::unique_ptr<ZeroCopyInputStream> StringByteSource::Open(uint64_t offset,
 
 absl::StatusOr<std::unique_ptr<FileByteSource>> FileByteSource::OpenFile(const std::string& path,
                                                                          int buffer_bytes) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  }
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
-  }
-  return std::unique_ptr<FileByteSource>(
-      new FileByteSource(fd, path, static_cast<uint64_t>(st.st_size), std::max(buffer_bytes, 1)));
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(path, &st);
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<FileByteSource>(new FileByteSource(
+      fd->release(), path, static_cast<uint64_t>(st.st_size), std::max(buffer_bytes, 1)));
 }
 
 FileByteSource::~FileByteSource() { close(fd_); }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 
 namespace profctl {
@@ -130,6 +131,7 @@ struct GzipFileWriter::State {
 absl::StatusOr<GzipFileWriter> GzipFileWriter::Open(const std::string& path, int level) {
   auto state = std::make_unique<State>();
   state->path = path;
+  if (absl::Status s = CheckReplaceable(path); !s.ok()) return s;
   std::string tmp = absl::StrCat(path, ".tmp.XXXXXX");
   const int fd = mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return FileError("cannot create temporary file for", path, tmp, errno);
@@ -213,6 +215,7 @@ absl::Status GzipFileWriter::Finish() {
   }
   const int fd = std::exchange(st.fd, -1);
   if (close(fd) != 0) return st.Fail(FileError("cannot close", st.path, st.tmp, errno));
+  if (absl::Status s = CheckReplaceable(st.path); !s.ok()) return st.Fail(s);
   if (rename(st.tmp.c_str(), st.path.c_str()) != 0) {
     return st.Fail(FileError("cannot rename the temporary file onto", st.path, st.tmp, errno));
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -365,15 +366,19 @@ TEST(GzipFileWriterTest, FailedWriteLeavesNoFileAndTheErrorSticks) {
 
 TEST(GzipFileWriterTest, FailedRenameLeavesTheTargetUntouched) {
   const testkit::TempDir tmp;
-  // The target is a non-empty folder: rename() cannot replace it.
+  // The target is a folder: refused when opened, and when it appears while the file is written.
   const std::string path = JoinPath(tmp.path(), "taken");
   ASSERT_THAT(MakeDirs(JoinPath(path, "inside")), IsOk());
+  EXPECT_THAT(GzipFileWriter::Open(path).status().message(),
+              HasSubstr(path + ": a directory, not a regular file: not replaced"));
+  ASSERT_EQ(rename(path.c_str(), (path + ".aside").c_str()), 0);
   absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
   ASSERT_THAT(w, IsOk());
+  ASSERT_EQ(rename((path + ".aside").c_str(), path.c_str()), 0);
   ASSERT_THAT(w->Append("data"), IsOk());
   const absl::Status s = w->Finish();
   EXPECT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("cannot rename the temporary file onto " + path));
+  EXPECT_THAT(s.message(), HasSubstr(path + ": a directory, not a regular file: not replaced"));
   EXPECT_THAT(Entries(tmp.path()), ::testing::ElementsAre("taken"));  // temporary removed
   EXPECT_THAT(Entries(path), ::testing::ElementsAre("inside"));
   EXPECT_EQ(w->Finish(), s);

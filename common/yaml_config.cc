@@ -1,11 +1,5 @@
 #include "common/yaml_config.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 
 namespace profctl {
@@ -23,20 +18,6 @@ namespace {
 std::string Clip(absl::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);
   return absl::StrCat(text.substr(0, max_bytes), "... (", text.size(), " bytes)");
-}
-
-// ReadFile's errors: NOT_FOUND, PERMISSION_DENIED or INTERNAL naming the file.
-absl::Status ErrnoError(absl::string_view what, const std::string& path, int err) {
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::InternalError(message);
-  }
 }
 
 }  // namespace
@@ -68,37 +49,12 @@ absl::StatusOr<YamlConfig> YamlConfig::Load(const std::string& path) {
 }
 
 absl::StatusOr<std::string> YamlConfig::ReadFile(const std::string& path, uint64_t max_bytes) {
-  const auto too_large = [&](uint64_t size, absl::string_view at_least) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", at_least, size,
-                                                   " bytes, more than a config file may hold (",
-                                                   max_bytes, " bytes): is it the right file?"));
-  };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", path, errno);
-  struct stat st {};
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
-    close(fd);
-    return too_large(static_cast<uint64_t>(st.st_size), "");
+  absl::StatusOr<std::string> text = profctl::ReadFile(path, max_bytes, "a config file may hold");
+  if (text.status().code() == absl::StatusCode::kResourceExhausted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text.status().message(), ": is it the right file?"));
   }
-  std::string out;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return ErrnoError("cannot read", path, err);
-    }
-    if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > max_bytes) {
-      close(fd);
-      return too_large(out.size() + static_cast<size_t>(n), "at least ");
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  return text;
 }
 
 absl::Status YamlConfig::Error(const YAML::Node& at, absl::string_view path,

@@ -36,12 +36,13 @@ class YamlConfig {
   // Reads the file at `path` (its errors name it) and parses it with `path` as the source.
   static absl::StatusOr<YamlConfig> Load(const std::string& path);
 
-  // A config file's text, refused before it is read (fstat), or while it is read should it grow,
-  // when it holds more than `max_bytes`: INVALID_ARGUMENT "<path>: N bytes, more than a config
-  // file may hold (M bytes): is it the right file?". yaml-cpp holds about 5 times a
-  // document in nodes and parses a 500 MB file for a minute before any value can be checked, and
-  // a config is a few KB (a thousand schedules are ~300 KB): kMaxFileBytes is 4 MiB. Every YAML
-  // file profctl reads comes through here (Load, the agent's --config, `serve --config`).
+  // A config file's text (a regular file only: common/file_util.h ReadFile), refused before it
+  // is read (fstat), or as soon as the bytes read pass it, when it holds more than `max_bytes`:
+  // INVALID_ARGUMENT "<path>: N bytes, more than a config file may hold (M bytes): is it the right
+  // file?". yaml-cpp holds about 5 times a document in nodes and parses a 500 MB file for a minute
+  // before any value can be checked, and a config is a few KB (a thousand schedules are ~300 KB):
+  // kMaxFileBytes is 4 MiB. Every YAML file profctl reads comes through here (Load, the agent's
+  // --config, `serve --config`).
   static constexpr uint64_t kMaxFileBytes = uint64_t{4} << 20;
   static absl::StatusOr<std::string> ReadFile(const std::string& path,
                                               uint64_t max_bytes = kMaxFileBytes);

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "analysis/readers/kineto_json.h"
 #include "analysis/readers/kineto_reader.h"
+#include "common/file_util.h"
 #include "common/gzip.h"
 #include "common/status_macros.h"
 
@@ -66,23 +67,16 @@ class Fd {
   int fd_;
 };
 
-// Opens `path` and checks its size against the cap; *size is 0 for what is not a regular file.
+// Opens `path` (a regular file only, common/file_util.h) and checks its reported size against
+// the cap; the readers count the bytes they read against it too.
 absl::StatusOr<int> OpenCapped(const std::string& path, const ReaderOptions& options,
                                uint64_t* size) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", path, errno);
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoError("cannot stat", path, err);
-  }
-  *size = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
-  if (*size > options.max_file_bytes) {
-    close(fd);
-    return FileSizeError(path, *size, options, "");
-  }
-  return fd;
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(path, &st);
+  if (!fd.ok()) return fd.status();
+  *size = static_cast<uint64_t>(std::max<off_t>(st.st_size, 0));
+  if (*size > options.max_file_bytes) return FileSizeError(path, *size, options, "");
+  return fd->release();
 }
 
 // Reads the next chunk of `fd` (at most `bytes`) into *buf (resized to what was read; empty at

@@ -3,10 +3,12 @@
 #include "analysis/readers/trace_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,7 @@ namespace {
 using kineto_json::LimitBreach;
 using kineto_json::LimitScanner;
 using ::profctl::testkit::IsOk;
+using ::profctl::testkit::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -162,6 +165,36 @@ TEST(TraceFileTest, AFileOverTheSizeCapIsRefusedBeforeItIsRead) {
   EXPECT_THAT(CheckTraceFileSize(small, tight), IsOk());
   EXPECT_EQ(ReadTraceFile(JoinPath(dir.path(), "none"), tight).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// What is not a regular file is refused by every reader before a byte is read, named with what
+// it is: a FIFO named like a trace (a blocking open would wait for a writer forever), a link to
+// /dev/zero (it reports 0 bytes and never ends) and a directory. A link to a real trace reads.
+TEST(TraceFileTest, OnlyRegularFilesAreReadAndTheRestAreNamed) {
+  const testkit::TempDir dir;
+  const std::string fifo = JoinPath(dir.path(), "rank0.pt.trace.json");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string zero = JoinPath(dir.path(), "rank1.xplane.pb");
+  ASSERT_EQ(symlink("/dev/zero", zero.c_str()), 0);
+  const std::string folder = JoinPath(dir.path(), "rank2.xplane.pb");
+  ASSERT_THAT(MakeDirs(folder), IsOk());
+  const ReaderOptions options;
+  for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, ": a FIFO, not a regular file"},
+           {zero, ": a character device (/dev/zero, through a symbolic link), not a regular file"},
+           {folder, ": a directory, not a regular file"}}) {
+    const std::string message = path + what;
+    EXPECT_THAT(ReadTraceFile(path, options),
+                StatusIs(absl::StatusCode::kInvalidArgument, message));
+    EXPECT_THAT(ReadKinetoTraceText(path, options),
+                StatusIs(absl::StatusCode::kInvalidArgument, message));
+    EXPECT_THAT(CheckTraceFileSize(path, options),
+                StatusIs(absl::StatusCode::kInvalidArgument, message));
+  }
+  const std::string link = JoinPath(dir.path(), "rank3.pt.trace.json");
+  ASSERT_EQ(symlink(DataPath("rank3.pt.trace.json").c_str(), link.c_str()), 0);
+  EXPECT_THAT(ReadKinetoTraceText(link, options), IsOk());
+  EXPECT_THAT(ReadTraceFile(link, options), IsOk());
 }
 
 // A trace's text is the same from the plain file and the gzipped one, and reads as a trace.

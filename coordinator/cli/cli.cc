@@ -20,7 +20,8 @@ int VersionCommand(const std::vector<std::string>& /*args*/, const CliEnv& env) 
 
 // Every command, in the order `profctl --help` lists them: the one place a command is named.
 constexpr CliCommand kCommands[] = {
-    {"capture", "capture every --workers agent over one synchronized window", CaptureCommand},
+    {"capture", "capture every --workers agent over one synchronized window", CaptureCommand,
+     /*takes_interrupt=*/true},
     {"ping", "check every --workers agent: reachable, version, busy, clock offset and RTT",
      PingCommand},
     {"analyze", "the pod step breakdown of a saved session, XSpace files or PyTorch traces",
@@ -29,14 +30,14 @@ constexpr CliCommand kCommands[] = {
      "what changed between two captures: step time per host and category, stragglers, "
      "kernels",
      DiffCommand},
-    {"serve", "run the coordinator daemon: scheduled captures and CoordinatorService",
-     ServeCommand},
+    {"serve", "run the coordinator daemon: scheduled captures and CoordinatorService", ServeCommand,
+     /*takes_interrupt=*/true},
     {"sessions", "list the sessions of a log dir, or of a coordinator daemon (--coordinator)",
      SessionsCommand},
     {"schedules", "list a coordinator daemon's schedules: timing, next and last run, counters",
      SchedulesCommand},
     {"demo", "start local agents running a synthetic 4-worker training job and capture them",
-     DemoCommand},
+     DemoCommand, /*takes_interrupt=*/true},
     {"version", "print the version", VersionCommand},
 };
 
@@ -78,7 +79,10 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
   const std::string name = args[0] == "--version" || args[0] == "-V" ? "version" : args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   for (const CliCommand& c : kCommands) {
-    if (name == c.name) return c.run(rest, env);
+    if (name == c.name) {
+      if (env.interrupt_taken != nullptr) env.interrupt_taken->store(c.takes_interrupt);
+      return c.run(rest, env);
+    }
   }
   std::vector<std::string> known;
   for (const CliCommand& c : kCommands) known.emplace_back(c.name);

@@ -49,6 +49,10 @@ struct CliEnv {
   // `interrupt`. Null: no reloads by signal.
   std::atomic<bool>* hup_reloads = nullptr;
   const std::atomic<int>* reload_requests = nullptr;
+  // Set by RunCli before the command runs: true when it watches `interrupt` (capture, demo,
+  // serve). While it is false the process quits at once on SIGINT/SIGTERM (exit 128 + signal).
+  // Null: not told.
+  std::atomic<bool>* interrupt_taken = nullptr;
 };
 
 }  // namespace profctl::coordinator

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -1230,6 +1232,126 @@ TEST_F(CliTest, AnalyzeRefusesAHugeManifestBeforeReadingIt) {
   EXPECT_EQ(Run({"analyze", dir}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr(manifest + ": 68719476736 bytes, more than a session manifest "
                                                "may hold (67108864 bytes)"));
+}
+
+// What is not a regular file is refused without blocking or being read, named with what it is:
+// a session.json that is a FIFO or a link to /dev/zero (a usage error: no session to read), and
+// beside a good trace a FIFO named like a trace and a link to /dev/zero named like one (each
+// named, the good host analysed: partial). The same through `diff`.
+TEST_F(CliTest, AnalyzeAndDiffRefuseWhatIsNotARegularFile) {
+  const std::string plain = std::string(PROFCTL_TRACE_DATA_DIR) + "/rank3.pt.trace.json";
+  const std::string zero_session = tmp_.path() + "/zero";
+  ASSERT_THAT(MakeDirs(zero_session), IsOk());
+  ASSERT_EQ(symlink("/dev/zero", (zero_session + "/session.json").c_str()), 0);
+  const std::string fifo_session = tmp_.path() + "/fifo";
+  ASSERT_THAT(MakeDirs(fifo_session), IsOk());
+  ASSERT_EQ(mkfifo((fifo_session + "/session.json").c_str(), 0644), 0);
+  EXPECT_EQ(Run({"analyze", zero_session}), kExitUsage);
+  EXPECT_THAT(err_.str(),
+              HasSubstr(zero_session + "/session.json: a character device (/dev/zero, through a "
+                                       "symbolic link), not a regular file"));
+  EXPECT_EQ(Run({"diff", zero_session, plain}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: A: " + zero_session + "/session.json"));
+  EXPECT_EQ(Run({"analyze", fifo_session}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(fifo_session + "/session.json: a FIFO, not a regular file"));
+  EXPECT_EQ(Run({"diff", plain, fifo_session}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("profctl diff: B: " + fifo_session + "/session.json: a FIFO"));
+
+  const std::string traces = tmp_.path() + "/traces";
+  ASSERT_THAT(MakeDirs(traces), IsOk());
+  ASSERT_EQ(symlink(plain.c_str(), (traces + "/rank3.pt.trace.json").c_str()), 0);
+  ASSERT_EQ(mkfifo((traces + "/rank4.pt.trace.json").c_str(), 0644), 0);
+  ASSERT_EQ(symlink("/dev/zero", (traces + "/rank5.xplane.pb").c_str()), 0);
+  EXPECT_EQ(Run({"analyze", traces}), kExitPartial) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("rank4.pt.trace.json: a FIFO, not a regular file"));
+  EXPECT_THAT(err_.str(), HasSubstr("rank5.xplane.pb: a character device (/dev/zero"));
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
+  EXPECT_EQ(Run({"diff", traces, plain}), kExitPartial) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr("rank4.pt.trace.json: a FIFO, not a regular file"));
+  EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
+  // Named on the command line itself.
+  EXPECT_EQ(Run({"analyze", traces + "/rank4.pt.trace.json"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("rank4.pt.trace.json: a FIFO, not a regular file"));
+  EXPECT_EQ(Run({"diff", plain, traces + "/rank5.xplane.pb"}), kExitUsage);
+  EXPECT_THAT(
+      err_.str(),
+      HasSubstr("rank5.xplane.pb: a character device (/dev/zero, through a symbolic link)"));
+}
+
+// `sessions` names a session whose session.json is a link to /dev/zero and lists the others; a
+// RUNNING session whose owner marker is a FIFO is judged without blocking on it.
+TEST_F(CliTest, SessionsNamesAManifestThatIsNotARegularFileAndListsTheRest) {
+  FakeAgent a(&ex_, &clock_, {.name = "a"});
+  factory_.Add("a:1", &a);
+  ASSERT_EQ(Run({"capture", "--workers=a:1", "--duration=50", "--session=good", Logdir()}),
+            kExitOk);
+  const std::string zero = logdir_ + "/plugins/profile/zero";
+  ASSERT_THAT(MakeDirs(zero), IsOk());
+  ASSERT_EQ(symlink("/dev/zero", (zero + "/session.json").c_str()), 0);
+  const std::string running = logdir_ + "/plugins/profile/running";
+  ASSERT_THAT(MakeDirs(running), IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(running + "/session.json", R"({"status":"SESSION_STATUS_RUNNING"})"),
+      IsOk());
+  ASSERT_EQ(mkfifo((running + "/" + kRunningMarkerFileName).c_str(), 0644), 0);
+  ASSERT_EQ(Run({"sessions", Logdir()}), kExitOk) << err_.str();
+  EXPECT_THAT(err_.str(), HasSubstr(zero + "/session.json: a character device (/dev/zero"));
+  EXPECT_THAT(out_.str(), HasSubstr("good"));
+  EXPECT_THAT(out_.str(), HasSubstr("running"));
+}
+
+// `diff --html=PATH` replaces a regular file we may write, and refuses anything else before a
+// trace is read (a usage error), leaving it as it was: a FIFO, a directory, a symbolic link and
+// a read-only file.
+TEST_F(CliTest, DiffHtmlReplacesOnlyARegularFile) {
+  const std::string plain = std::string(PROFCTL_TRACE_DATA_DIR) + "/rank3.pt.trace.json";
+  const std::string page = tmp_.path() + "/diff.html";
+  ASSERT_THAT(WriteFileAtomically(page, "old"), IsOk());
+  EXPECT_EQ(Run({"diff", plain, plain, "--html=" + page}), kExitOk) << err_.str();
+  EXPECT_THAT(*ReadFile(page), HasSubstr("<html"));
+
+  const std::string fifo = tmp_.path() + "/fifo.html";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string dir = tmp_.path() + "/dir.html";
+  ASSERT_THAT(MakeDirs(dir), IsOk());
+  const std::string link = tmp_.path() + "/link.html";
+  ASSERT_EQ(symlink(page.c_str(), link.c_str()), 0);
+  const std::string read_only = tmp_.path() + "/ro.html";
+  ASSERT_THAT(WriteFileAtomically(read_only, "keep"), IsOk());
+  ASSERT_EQ(chmod(read_only.c_str(), 0444), 0);
+  for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, ": a FIFO, not a regular file: not replaced"},
+           {dir, ": a directory, not a regular file: not replaced"},
+           {link, ": a symbolic link (to " + page + "), not a regular file: not replaced"},
+           {read_only, ": a read-only file (mode 0444): not replaced"}}) {
+    EXPECT_EQ(Run({"diff", plain, plain, "--html=" + path}), kExitUsage) << path;
+    EXPECT_THAT(err_.str(), HasSubstr("profctl diff: --html: " + path + what));
+    EXPECT_EQ(out_.str(), "") << "refused before any trace was read";
+  }
+  struct stat st {};
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(*ReadFile(read_only), "keep");
+}
+
+// Only the commands that watch the interrupt (a capture saves what was recorded, serve stops
+// its schedules) keep the process alive on SIGINT/SIGTERM; every other one quits at once.
+TEST_F(CliTest, OnlyCommandsThatWatchTheInterruptTakeIt) {
+  std::atomic<bool> taken{false};
+  CliEnv env = Env();
+  env.interrupt_taken = &taken;
+  for (const char* name : {"capture", "demo", "serve"}) {
+    taken = false;
+    EXPECT_EQ(RunCli({name, "--help"}, env), kExitOk);
+    EXPECT_TRUE(taken.load()) << name;
+  }
+  for (const char* name : {"analyze", "diff", "ping", "sessions", "schedules", "version"}) {
+    taken = true;
+    EXPECT_EQ(RunCli({name, "--help"}, env), kExitOk);
+    EXPECT_FALSE(taken.load()) << name;
+  }
 }
 
 TEST_F(CliTest, AnalyzeRefusesAManifestThatNamesFilesOutsideTheSession) {

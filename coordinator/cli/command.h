@@ -29,6 +29,9 @@ struct CliCommand {
   const char* name;
   const char* summary;  // one line, for `profctl --help`
   int (*run)(const std::vector<std::string>& args, const CliEnv& env);
+  // The command watches env.interrupt (a capture saves what was recorded, serve stops its
+  // schedules). Without it, SIGINT/SIGTERM end the process at once: there is nothing to save.
+  bool takes_interrupt = false;
 };
 
 int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env);

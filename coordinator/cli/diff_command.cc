@@ -33,7 +33,9 @@ std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const Cl
              "A B [--json|--csv] [--html=FILE] [--top=N] [--step-pattern=RE] [--jobs=N]");
   fs.Bool("json", &f->json, "print the diff as JSON on stdout instead of the table");
   fs.Bool("csv", &f->csv, "print the diff as CSV (one row per value) on stdout");
-  fs.String("html", &f->html, "also write the diff as a self-contained HTML page to FILE");
+  fs.String("html", &f->html,
+            "also write the diff as a self-contained HTML page to FILE (a new file, or a regular "
+            "file it may write: never a device, FIFO, directory or link)");
   fs.Int64("top", &f->top, "kernels and ops listed: those whose time per step changed most");
   fs.String("step-pattern", &f->step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
@@ -57,6 +59,12 @@ std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const Cl
   }
   if (f->top < 0 || f->top > 10000) {
     return UsageError(env, "diff", absl::StrCat("--top=", f->top, ": must be 0..10000"));
+  }
+  // Before any trace is read: the page only ever replaces a regular file we may write.
+  if (!f->html.empty()) {
+    if (absl::Status s = CheckReplaceable(f->html); !s.ok()) {
+      return UsageError(env, "diff", absl::StrCat("--html: ", s.message()));
+    }
   }
   f->paths = fs.positional();
   if (f->paths.size() != 2) {

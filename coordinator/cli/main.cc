@@ -15,8 +15,9 @@
 #include "coordinator/clients/grpc_agent_client.h"
 
 int main(int argc, char** argv) {
-  // SIGINT/SIGTERM are taken by a thread with sigwait: the first cancels the capture in progress
-  // (which then saves what was recorded), a second one quits at once.
+  // SIGINT/SIGTERM are taken by a thread with sigwait. A command that watches the interrupt
+  // (CliEnv::interrupt_taken) gets the first: a capture is cancelled and saves what was recorded;
+  // a second one quits at once. Every other command quits at once on the first.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   static profctl::StopSignal interrupt;  // these outlive the detached thread
   static std::atomic<bool> hup_reloads{false};
   static std::atomic<int> reload_requests{0};
+  static std::atomic<bool> interrupt_taken{false};
   std::thread([signals] {
     int sig = 0;
     for (;;) {
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
         interrupt.Poke();
         continue;
       }
-      if (interrupt.stopped()) _exit(128 + sig);  // the second one: quit at once
+      if (interrupt.stopped() || !interrupt_taken.load()) _exit(128 + sig);
       interrupt.Stop();
     }
   }).detach();
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   // capture and ping given --tls-* or --token-file.
   env.hup_reloads = &hup_reloads;
   env.reload_requests = &reload_requests;
+  env.interrupt_taken = &interrupt_taken;
   env.secure_clients = [&clock](std::shared_ptr<const profctl::coordinator::AgentCredentials> c)
       -> std::unique_ptr<profctl::coordinator::AgentClientFactory> {
     return std::make_unique<profctl::coordinator::GrpcAgentClientFactory>(

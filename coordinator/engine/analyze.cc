@@ -110,11 +110,10 @@ std::optional<Format> ContentFormat(absl::string_view head) {
 // The format of the file at `path` by its first bytes (gzip inflated first: only JSON is read
 // gzipped); nullopt when they say neither or cannot be read (the reader then names why).
 std::optional<Format> SniffFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(path);
+  if (!fd.ok()) return std::nullopt;
   std::string head(kSniffBytes, '\0');
-  const ssize_t n = pread(fd, head.data(), head.size(), 0);
-  close(fd);
+  const ssize_t n = pread(fd->get(), head.data(), head.size(), 0);
   if (n <= 0) return std::nullopt;
   head.resize(static_cast<size_t>(n));
   if (head.size() >= 2 && head[0] == '\x1f' && head[1] == '\x8b') {
@@ -207,17 +206,8 @@ std::optional<TraceInput> UnnamedTrace(const std::string& path, std::string* why
 }
 
 absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
-  // A manifest holds 1-2 KB per host (a 10,000-host session's is ~20 MB): a larger file is not
-  // one, and would be read and parsed whole.
-  constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
   const std::string manifest = JoinPath(dir, kManifestFileName);
-  struct stat st {};
-  if (stat(manifest.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(manifest, ": ", st.st_size, " bytes, more than a session manifest may hold (",
-                     kMaxManifestBytes, " bytes): not a profctl session manifest"));
-  }
-  absl::StatusOr<std::string> json = ReadFile(manifest);
+  absl::StatusOr<std::string> json = ReadManifestFile(manifest);
   if (!json.ok()) return json.status();
   profctl::v1::SessionManifest m;
   google::protobuf::util::JsonParseOptions options;
@@ -325,6 +315,7 @@ absl::StatusOr<AnalyzeInputs> ExpandAnalyzeInputs(const std::vector<std::string>
       continue;
     }
     if (!PathExists(path)) return absl::InvalidArgumentError(absl::StrCat(path, ": no such file"));
+    if (absl::StatusOr<UniqueFd> file = OpenRegularFile(path); !file.ok()) return file.status();
     std::optional<TraceInput> in = InputByContent(path, KindOf(Basename(path)));
     if (!in) {
       return absl::InvalidArgumentError(absl::StrCat(

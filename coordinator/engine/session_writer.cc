@@ -144,11 +144,21 @@ absl::StatusOr<std::unique_ptr<RunningSession>> RunningSession::Open(
       new RunningSession(*std::move(dir), std::move(marker), fd));
 }
 
+absl::StatusOr<std::string> ReadManifestFile(const std::string& path) {
+  absl::StatusOr<std::string> text =
+      ReadFile(path, kMaxManifestBytes, "a session manifest may hold");
+  if (text.status().code() == absl::StatusCode::kResourceExhausted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text.status().message(), ": not a profctl session manifest"));
+  }
+  return text;
+}
+
 namespace {
 
 // The session.json of `dir`, when it parses.
 std::optional<profctl::v1::SessionManifest> ReadManifest(const std::string& dir) {
-  absl::StatusOr<std::string> json = ReadFile(JoinPath(dir, kManifestFileName));
+  absl::StatusOr<std::string> json = ReadManifestFile(JoinPath(dir, kManifestFileName));
   if (!json.ok()) return std::nullopt;
   profctl::v1::SessionManifest m;
   google::protobuf::util::JsonParseOptions options;
@@ -171,7 +181,9 @@ void RunningSession::Close() {
 }
 
 bool SessionHasLiveOwner(const std::string& session_dir) {
-  const int fd = open(JoinPath(session_dir, kRunningMarkerFileName).c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted under the marker's name cannot hang the open.
+  const int fd = open(JoinPath(session_dir, kRunningMarkerFileName).c_str(),
+                      O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
   // The owner holds LOCK_EX: a shared lock is refused while it lives (from another open of the
   // file, in this process too).
@@ -377,6 +389,7 @@ class TempTraceFile final : public TraceFile {
     fd_ = -1;
     if (close(fd) != 0) return Errno("cannot close", tmp_, errno);
     const std::string path = JoinPath(dir_, name);
+    PROFCTL_RETURN_IF_ERROR(CheckReplaceable(path));
     if (rename(tmp_.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path, errno);
     committed_ = true;
     absl::MutexLock lock(&unsynced_->mu);

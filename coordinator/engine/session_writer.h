@@ -179,6 +179,14 @@ std::string RejectedXPlaneFileName(const std::string& host);  // <host>.xplane.p
 inline constexpr char kManifestFileName[] = "session.json";
 inline constexpr char kPodTraceFileName[] = "pod.trace.json.gz";
 
+// A manifest holds 1-2 KB per host (a 10,000-host session's is ~20 MB): a larger file is not one.
+inline constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
+// The text of the session.json at `path`, read as common/file_util.h's ReadFile: a regular file
+// only, and at most kMaxManifestBytes counted on the bytes read (a link to /dev/zero is refused
+// unread). Larger: INVALID_ARGUMENT "PATH: N bytes, more than a session manifest may hold (M
+// bytes): not a profctl session manifest".
+absl::StatusOr<std::string> ReadManifestFile(const std::string& path);
+
 // Picks each host's file stem: the agent's name when it has a valid one, else the address stem;
 // a stem already taken falls back to the address stem, then gets "-2", "-3", ...
 std::vector<std::string> AssignHostStems(const std::vector<WorkerAddress>& workers,

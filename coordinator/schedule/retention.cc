@@ -34,7 +34,7 @@ bool Older(const SessionFolder& a, const SessionFolder& b) {
 // with a final status or RUNNING (its owner is gone: abandoned).
 bool IsFinished(const std::string& dir) {
   if (SessionHasLiveOwner(dir)) return false;
-  const absl::StatusOr<std::string> text = ReadFile(JoinPath(dir, kManifestFileName));
+  const absl::StatusOr<std::string> text = ReadManifestFile(JoinPath(dir, kManifestFileName));
   if (!text.ok()) return false;
   profctl::v1::SessionManifest manifest;
   google::protobuf::util::JsonParseOptions options;

@@ -66,7 +66,7 @@ absl::StatusOr<v1::SessionInfo> ReadSession(const std::string& logdir, const std
   if (!PathExists(path)) {
     return absl::NotFoundError(absl::StrCat("no session '", session, "' in ", logdir));
   }
-  absl::StatusOr<std::string> json = ReadFile(path);
+  absl::StatusOr<std::string> json = ReadManifestFile(path);
   if (!json.ok()) return json.status();
   absl::StatusOr<v1::SessionManifest> m = ParseManifest(*json, path);
   if (!m.ok()) return m.status();
@@ -83,7 +83,7 @@ SessionListing ListSessions(const std::string& logdir, const std::string& schedu
     const std::string name = entry.path().filename().string();
     const std::string path = JoinPath(entry.path().string(), kManifestFileName);
     if (!PathExists(path)) continue;
-    absl::StatusOr<std::string> json = ReadFile(path);
+    absl::StatusOr<std::string> json = ReadManifestFile(path);
     absl::StatusOr<v1::SessionManifest> m =
         json.ok() ? ParseManifest(*json, path) : absl::StatusOr<v1::SessionManifest>(json.status());
     if (!m.ok()) {
