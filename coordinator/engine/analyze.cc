@@ -165,7 +165,7 @@ std::optional<TraceInput> UnnamedTrace(const std::string& path, std::string* why
     return std::nullopt;
   }
   if (!S_ISREG(st.st_mode)) {
-    *why = "not a regular file";
+    *why = absl::StrCat(FileTypeName(st.st_mode), ", not a regular file");
     return std::nullopt;
   }
   if (st.st_size == 0) {
@@ -173,9 +173,8 @@ std::optional<TraceInput> UnnamedTrace(const std::string& path, std::string* why
     return std::nullopt;
   }
   std::string head(kSniffBytes, '\0');
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  const ssize_t n = fd < 0 ? -1 : pread(fd, head.data(), head.size(), 0);
-  if (fd >= 0) close(fd);
+  absl::StatusOr<UniqueFd> fd = OpenRegularFile(path);
+  const ssize_t n = fd.ok() ? pread(fd->get(), head.data(), head.size(), 0) : -1;
   if (n <= 0) {
     *why = "cannot be read";
     return std::nullopt;
