@@ -83,9 +83,19 @@ PY
 for i in $(seq 1 9); do cp "$big/r0.pt.trace.json" "$big/r$i.pt.trace.json"; done
 for sig in TERM INT; do
   for cmd in "analyze $big --tool=all" "diff $big $big"; do
+    # A background job of a script starts with SIGINT ignored (bash does that without job
+    # control): restored to the default here, as a terminal's Ctrl-C would find it.
     # shellcheck disable=SC2086
-    "$PROFCTL" $cmd --jobs=1 >/dev/null 2>&1 &
+    python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+      "$PROFCTL" $cmd --jobs=1 >/dev/null 2>&1 &
     pid=$!
+    # Signalled once it is profctl with SIGINT and SIGTERM blocked for its signal thread (an
+    # earlier signal would find the wrapper), then after 0.3 s of reading.
+    for _ in $(seq 1 500); do
+      [ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$PROFCTL")" ] &&
+        (( (0x$(awk '/^SigBlk/ {print $2}' "/proc/$pid/status") & 0x4002) == 0x4002 )) && break
+      sleep 0.02
+    done
     sleep 0.3
     t0=$(date +%s.%N)
     kill -s "$sig" "$pid"
