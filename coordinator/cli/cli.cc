@@ -20,8 +20,10 @@ int VersionCommand(const std::vector<std::string>& /*args*/, const CliEnv& env) 
 
 // Every command, in the order `profctl --help` lists them: the one place a command is named.
 constexpr CliCommand kCommands[] = {
-    {"capture", "capture every --workers agent over one synchronized window", CaptureCommand,
-     /*takes_interrupt=*/true},
+    {.name = "capture",
+     .summary = "capture every --workers agent over one synchronized window",
+     .run = CaptureCommand,
+     .takes_interrupt = true},
     {"ping", "check every --workers agent: reachable, version, busy, clock offset and RTT",
      PingCommand},
     {"analyze", "the pod step breakdown of a saved session, XSpace files or PyTorch traces",
@@ -30,14 +32,18 @@ constexpr CliCommand kCommands[] = {
      "what changed between two captures: step time per host and category, stragglers, "
      "kernels",
      DiffCommand},
-    {"serve", "run the coordinator daemon: scheduled captures and CoordinatorService", ServeCommand,
-     /*takes_interrupt=*/true},
+    {.name = "serve",
+     .summary = "run the coordinator daemon: scheduled captures and CoordinatorService",
+     .run = ServeCommand,
+     .takes_interrupt = true},
     {"sessions", "list the sessions of a log dir, or of a coordinator daemon (--coordinator)",
      SessionsCommand},
     {"schedules", "list a coordinator daemon's schedules: timing, next and last run, counters",
      SchedulesCommand},
-    {"demo", "start local agents running a synthetic 4-worker training job and capture them",
-     DemoCommand, /*takes_interrupt=*/true},
+    {.name = "demo",
+     .summary = "start local agents running a synthetic 4-worker training job and capture them",
+     .run = DemoCommand,
+     .takes_interrupt = true},
     {"version", "print the version", VersionCommand},
 };
 
