@@ -241,8 +241,38 @@ absl::string_view HangVerdictKindName(HangVerdictKind kind) {
       return "hung";
     case HangVerdictKind::kAllWaiting:
       return "all_waiting";
+    case HangVerdictKind::kCannotTell:
+      return "cannot_tell";
   }
   return "none";
+}
+
+absl::string_view HangMissingName(HangMissing missing) {
+  switch (missing) {
+    case HangMissing::kNothing:
+      return "";
+    case HangMissing::kCollectives:
+      return "collectives";
+    case HangMissing::kStepPace:
+      return "step_pace";
+    case HangMissing::kWindowAfterHang:
+      return "window_after_hang";
+    case HangMissing::kCollectiveWait:
+      return "collective_wait";
+  }
+  return "";
+}
+
+absl::string_view HangPaceName(HangPace pace) {
+  switch (pace) {
+    case HangPace::kUnknown:
+      return "unknown";
+    case HangPace::kWindowSteps:
+      return "window_steps";
+    case HangPace::kStepSignal:
+      return "step_signal";
+  }
+  return "unknown";
 }
 
 absl::string_view HangRoleName(HangRank::Role role) {
@@ -317,6 +347,7 @@ RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matc
       }
     }
   }
+  out.window_start_ns = base;
   out.window_end_ns = xspace::ProfileStopNs(space).value_or(last_end);
 
   std::map<CollectiveId, int64_t> entered;
@@ -397,28 +428,60 @@ RankCollectives ReadRankCollectives(const XSpace& space, const StepMatcher& matc
 }
 
 HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions& options) {
+  constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
   HangReport report;
   report.ranks.reserve(ranks.size());
+  HangEvidence& ev = report.evidence;
   // Per rank: its collectives on the aligned timeline.
   struct State {
     std::map<CollectiveId, int64_t> entered, completed;
   };
   std::vector<State> states(ranks.size());
-  std::vector<int64_t> medians;
+  std::vector<int64_t> window_medians;
+  std::vector<int64_t> signal_medians;
   int64_t window_end = std::numeric_limits<int64_t>::max();
-  int64_t last_progress = std::numeric_limits<int64_t>::min();
-  size_t traced = 0;
+  int64_t window_start = std::numeric_limits<int64_t>::max();
+  int64_t last_progress = kNoTime;  // the latest step end or collective completion, aligned
+  size_t with_trace = 0;
+  size_t traced = 0;  // ranks whose trace holds collectives
+  // Step sources whose state the agents know (a median, or stalled), and the stalled ones.
+  size_t known_sources = 0;
+  size_t stalled_sources = 0;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const HangRankInput& in = ranks[i];
     HangRank& out = report.ranks.emplace_back();
     out.host = in.host;
     out.rank = in.rank;
+    if (in.signal.has_value()) {
+      ++ev.signal_hosts;
+      for (const StepSourceSignal& src : in.signal->sources) {
+        if (src.last_step_end_ns != kNoTime) {
+          const int64_t end = src.last_step_end_ns - in.offset_ns;
+          out.signal_last_step_end_ns =
+              std::max(out.signal_last_step_end_ns.value_or(kNoTime), end);
+          ev.last_step_end_ns = std::max(ev.last_step_end_ns, end);
+          last_progress = std::max(last_progress, end);
+        }
+        if (src.median_step_ns > 0) signal_medians.push_back(src.median_step_ns);
+        if (src.stalled || src.median_step_ns > 0) ++known_sources;
+        if (src.stalled) ++stalled_sources;
+        out.stalled = out.stalled || src.stalled;
+      }
+    }
     if (!in.trace.has_value()) {
       out.role = HangRank::Role::kUnknown;
       continue;
     }
     out.has_trace = true;
+    ++with_trace;
     const RankCollectives& t = *in.trace;
+    window_end = std::min(window_end, t.window_end_ns - in.offset_ns);
+    window_start = std::min(window_start, t.window_start_ns - in.offset_ns);
+    if (t.complete_steps > 0) {
+      window_medians.push_back(t.median_step_ns);
+      last_progress = std::max(last_progress, t.last_step_end_ns - in.offset_ns);
+      ev.last_step_end_ns = std::max(ev.last_step_end_ns, t.last_step_end_ns - in.offset_ns);
+    }
     if (t.entered.empty() && t.completed.empty()) {
       // Nothing to judge it by: a trace of steps only never counts as "never entered".
       out.role = HangRank::Role::kUnknown;
@@ -438,16 +501,25 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
       out.last_completed = t.completed.back();
       out.last_completed->time_ns -= in.offset_ns;
     }
-    if (t.complete_steps > 0) {
-      medians.push_back(t.median_step_ns);
-      last_progress = std::max(last_progress, t.last_step_end_ns - in.offset_ns);
-    }
-    window_end = std::min(window_end, t.window_end_ns - in.offset_ns);
   }
-  if (traced == 0) {
-    report.summary = "no hang verdict: no rank has a trace with collectives";
+  ev.window_start_ns = with_trace > 0 ? window_start : 0;
+  ev.stalled = stalled_sources > 0 && stalled_sources == known_sources;
+  if (!window_medians.empty()) {
+    ev.pace = HangPace::kWindowSteps;
+    ev.median_step_ns = Median(std::move(window_medians));
+  } else if (!signal_medians.empty()) {
+    ev.pace = HangPace::kStepSignal;
+    ev.median_step_ns = Median(std::move(signal_medians));
+  }
+  if (ev.median_step_ns > 0) {
+    ev.needed_ns = std::max(options.min_wait_ns, options.step_factor * ev.median_step_ns);
+  }
+  const auto cannot_tell = [&report](HangMissing missing, std::string summary) {
+    report.verdict = HangVerdictKind::kCannotTell;
+    report.missing = missing;
+    report.summary = std::move(summary);
     return report;
-  }
+  };
 
   // The collective each rank waits in: its earliest one entered and not completed.
   std::map<CollectiveId, std::pair<int64_t, int64_t>> waited;  // -> (waiters, earliest entry)
@@ -464,8 +536,56 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
     if (!inserted) it->second.second = std::min(it->second.second, open->second);
   }
   if (waited.empty()) {
-    report.summary = "no hang: every collective a rank entered completed in the window";
-    return report;
+    // Nobody waits in a collective in the window: the step signal says whether steps stopped.
+    if (ev.stalled) {
+      const std::string stopped =
+          ev.last_step_end_ns != kNoTime
+              ? absl::StrCat("no step ended on any rank since ", FormatUtcTime(ev.last_step_end_ns))
+              : std::string("no step ended on any rank");
+      if (with_trace > 0 && ev.last_step_end_ns != kNoTime &&
+          ev.last_step_end_ns < ev.window_start_ns) {
+        return cannot_tell(HangMissing::kWindowAfterHang,
+                           absl::StrCat(stopped,
+                                        "; the window starts after the hang: take `capture "
+                                        "--last` covering that instant"));
+      }
+      if (traced == 0) {
+        return cannot_tell(
+            HangMissing::kCollectives,
+            absl::StrCat(stopped,
+                         " (the agents report their steps stalled), and no trace holds the "
+                         "collectives that would say who the others wait for"));
+      }
+      return cannot_tell(HangMissing::kCollectiveWait,
+                         absl::StrCat(stopped,
+                                      " (the agents report their steps stalled), but no rank "
+                                      "waits in a collective at the window's end: the job "
+                                      "stopped outside its collectives, or it ended"));
+    }
+    if (traced > 0) {
+      report.summary = "no hang: every collective a rank entered completed in the window";
+      return report;
+    }
+    // No collectives anywhere: a step that ended within the wait that makes a hang before the
+    // window's end (in a trace, or by the step signal) is the only evidence. An agent that
+    // reports no stall says nothing more: one without a hang detector never does.
+    if (with_trace > 0 && ev.last_step_end_ns != kNoTime && ev.needed_ns > 0 &&
+        window_end - ev.last_step_end_ns <= ev.needed_ns) {
+      report.summary =
+          absl::StrCat("no hang: steps still ended near the window's end (the last at ",
+                       FormatUtcTime(ev.last_step_end_ns), "); no trace holds collectives");
+      return report;
+    }
+    if (with_trace == 0) {
+      return cannot_tell(HangMissing::kCollectives,
+                         ev.signal_hosts > 0
+                             ? "cannot tell: no rank has a trace, and the agents' step signal "
+                               "does not say whether steps stopped"
+                             : "cannot tell: no rank has a trace");
+    }
+    return cannot_tell(HangMissing::kCollectives,
+                       "cannot tell: no rank's trace holds collectives, and neither its steps "
+                       "nor the agents' step signal say whether steps still end");
   }
   auto best = waited.begin();
   for (auto it = waited.begin(); it != waited.end(); ++it) {
@@ -489,15 +609,29 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
                                   what, " at ", FormatUtcTime(since));
     return report;
   }
-  const int64_t median = Median(std::move(medians));
-  const int64_t needed = std::max(options.min_wait_ns, options.step_factor * median);
-  if (window_end - since < needed) {
-    report.summary = absl::StrCat("no hang: ranks had waited in ", what, " for ",
-                                  (window_end - since) / 1'000'000,
-                                  " ms at the window's end, less "
-                                  "than the ",
-                                  needed / 1'000'000, " ms that make a hang");
-    return report;
+  ev.waited_ns = window_end - since;
+  const bool by_window = ev.pace == HangPace::kWindowSteps && ev.waited_ns >= ev.needed_ns;
+  if (!by_window && !ev.stalled) {
+    if (ev.median_step_ns > 0 && ev.waited_ns < ev.needed_ns) {
+      report.summary =
+          absl::StrCat("no hang: ranks had waited in ", what, " for ", ev.waited_ns / 1'000'000,
+                       " ms at the window's end, less than the ", ev.needed_ns / 1'000'000,
+                       " ms that make a hang (", options.step_factor, " x the median step of ",
+                       ev.median_step_ns / 1'000'000, " ms, ",
+                       ev.pace == HangPace::kWindowSteps ? "the window's complete steps"
+                                                         : "the agents' step signal",
+                       ")");
+      return report;
+    }
+    return cannot_tell(
+        HangMissing::kStepPace,
+        absl::StrCat("cannot tell: ranks wait in ", what, " since ", FormatUtcTime(since), " (",
+                     ev.waited_ns / 1'000'000, " ms at the window's end), but ",
+                     ev.median_step_ns > 0
+                         ? "the window holds no complete step and the agents do not report "
+                           "their steps stalled"
+                         : "no complete step in the window and no step signal from the agents "
+                           "tell a hang from a slow step: capture a window of several steps"));
   }
 
   report.collective = x;
@@ -541,6 +675,40 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
                                        " (unknown: it may be the one missing)"));
   }
   return report;
+}
+
+std::string FormatHangEvidence(const HangReport& report) {
+  const HangEvidence& ev = report.evidence;
+  std::vector<std::string> parts;
+  if (ev.waited_ns > 0) {
+    std::string wait = absl::StrCat("waited ", ev.waited_ns / 1'000'000, " ms at the window's end");
+    if (ev.median_step_ns > 0) {
+      absl::StrAppend(&wait, ev.waited_ns >= ev.needed_ns ? ", at least " : ", less than ",
+                      ev.needed_ns / 1'000'000,
+                      " ms (the job's median step: ", ev.median_step_ns / 1'000'000, " ms, ",
+                      ev.pace == HangPace::kWindowSteps ? "from the window's complete steps"
+                                                        : "from the agents' step signal",
+                      ")");
+    } else {
+      absl::StrAppend(&wait, "; no complete step in the window gives the job's pace");
+    }
+    parts.push_back(std::move(wait));
+  }
+  if (ev.signal_hosts == 0) {
+    parts.push_back("no step signal from the agents");
+  } else if (ev.stalled) {
+    parts.push_back(absl::StrCat(
+        "the agents of ", ev.signal_hosts, ev.signal_hosts == 1 ? " rank report" : " ranks report",
+        " their steps stalled",
+        ev.last_step_end_ns != std::numeric_limits<int64_t>::min()
+            ? absl::StrCat(" (no step ended since ", FormatUtcTime(ev.last_step_end_ns), ")")
+            : std::string()));
+  } else {
+    parts.push_back(absl::StrCat("the agents of ", ev.signal_hosts,
+                                 ev.signal_hosts == 1 ? " rank report" : " ranks report",
+                                 " no stall"));
+  }
+  return absl::StrJoin(parts, "; ");
 }
 
 }  // namespace profctl::analysis

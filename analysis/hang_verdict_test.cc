@@ -82,10 +82,13 @@ const StepMatcher& Matcher() {
 }
 
 HangRankInput Input(int64_t rank, const XSpace& space, int64_t offset = 0) {
-  return {absl::StrCat("worker-", rank), rank, offset, ReadRankCollectives(space, Matcher())};
+  return {absl::StrCat("worker-", rank), rank, offset, ReadRankCollectives(space, Matcher()),
+          std::nullopt};
 }
 
-HangRankInput NoTrace(int64_t rank) { return {absl::StrCat("worker-", rank), rank, 0, {}}; }
+HangRankInput NoTrace(int64_t rank) {
+  return {absl::StrCat("worker-", rank), rank, 0, std::nullopt, std::nullopt};
+}
 
 // The window ends 10 steps after the hung step began: 9.4 steps of waiting.
 constexpr int64_t kHangEnd = kT0 + (kSteps + 10) * kStep;
@@ -269,9 +272,11 @@ TEST(HangVerdictTest, AHostWithoutATraceIsUnknownNeverBlamed) {
   EXPECT_THAT(all.summary,
               HasSubstr("no trace (or no collective) from worker-1 (rank 1) (unknown: it may be"));
 
+  // No trace at all, and no step signal: nothing to tell by.
   const HangReport none = JudgeHang({NoTrace(0), NoTrace(1)});
-  EXPECT_EQ(none.verdict, HangVerdictKind::kNone);
-  EXPECT_EQ(none.summary, "no hang verdict: no rank has a trace with collectives");
+  EXPECT_EQ(none.verdict, HangVerdictKind::kCannotTell);
+  EXPECT_EQ(none.missing, HangMissing::kCollectives);
+  EXPECT_EQ(none.summary, "cannot tell: no rank has a trace");
 }
 
 TEST(HangVerdictTest, ATraceWithoutCollectivesIsUnknownNeverBlamed) {
@@ -361,6 +366,225 @@ TEST(HangVerdictTest, WithoutStepMarkersCollectivesAreCountedOverTheWindow) {
   EXPECT_EQ(r.entered[2].id, (CollectiveId{-1, CollectiveKind::kAllReduce, 3}));
   EXPECT_EQ(FormatCollectiveId(r.entered[2].id),
             "all-reduce #3 (counted over the window: no step markers)");
+}
+
+StepSignal Signal(int64_t last_step_end, int64_t median, bool stalled) {
+  return StepSignal{.asked_ns = last_step_end + 20 * kStep,
+                    .sources = {{.source = "synthetic",
+                                 .last_step_end_ns = last_step_end,
+                                 .median_step_ns = median,
+                                 .stalled = stalled}}};
+}
+
+HangRankInput WithSignal(HangRankInput in, StepSignal signal) {
+  in.signal = std::move(signal);
+  return in;
+}
+
+// A slow rank, not a hung one: each step lasts 1.6 s (rank 1 waits 1.5 s for its input in each
+// 100 ms step), and a window of 1.4 s holds no complete step: ranks 0 and 2 wait in the
+// all-reduce rank 1 has not reached yet. Without a pace to judge the wait against, the verdict
+// is "cannot tell", never "hung".
+constexpr int64_t kSlowStep = 1'600'000'000;
+constexpr int64_t kNoStepEnd = kT0 + 1'400'000'000;
+constexpr int64_t kSlowEnter = kT0 + 100'000'000;
+
+// Such a window: the tail of step 0 (its all-reduce completes 20 ms in), then step 1 to the
+// window's end, whose all-reduce the rank enters 100 ms in unless `enters` is false.
+XSpace NoCompleteStep(bool enters) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, kT0, kNoStepEnd);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0);
+  auto* thread = host.AddLine(1, "python3 main", kT0);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0);
+  const int64_t root = host.EventMetadataId("train");
+  const int64_t is_root = host.StatMetadataId(xspace::kStatIsRoot);
+  const int64_t step_num = host.StatMetadataId(xspace::kStatStepNum);
+  const int64_t cut = host.StatMetadataId(xspace::kStatStepCut);
+  const int64_t corr = host.StatMetadataId(xspace::kStatCorrelationId);
+  auto step = [&](int64_t s, int64_t start, int64_t end) {
+    auto* e = host.AddEvent(thread, root, start, end - start);
+    host.AddStat(e, is_root, int64_t{1});
+    host.AddStat(e, step_num, s);
+    host.AddStat(e, cut, int64_t{1});
+  };
+  step(0, kT0, kT0 + 30'000'000);
+  auto* k = gpu.AddEvent(stream, gpu.EventMetadataId("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"),
+                         kT0 + 5'000'000, 15'000'000);
+  gpu.AddStat(k, gpu.StatMetadataId(xspace::kStatCorrelationId), uint64_t{99});
+  step(1, kT0 + 30'000'000, kNoStepEnd);
+  if (enters) {
+    auto* e = host.AddEvent(thread, host.EventMetadataId("ncclAllReduce"), kSlowEnter, 10'000);
+    host.AddStat(e, corr, uint64_t{101});
+  }
+  return space;
+}
+
+std::vector<HangRankInput> SlowPod(const std::optional<StepSignal>& signal,
+                                   const std::optional<StepSignal>& slow_signal) {
+  std::vector<HangRankInput> pod = {Input(0, NoCompleteStep(true)), Input(1, NoCompleteStep(false)),
+                                    Input(2, NoCompleteStep(true))};
+  for (size_t r = 0; r < pod.size(); ++r) pod[r].signal = r == 1 ? slow_signal : signal;
+  return pod;
+}
+
+TEST(HangVerdictTest, AWaitInAWindowWithoutACompleteStepIsCannotTellNotHung) {
+  const HangReport h = JudgeHang(SlowPod(std::nullopt, std::nullopt));
+  EXPECT_EQ(h.verdict, HangVerdictKind::kCannotTell) << h.summary;
+  EXPECT_EQ(h.missing, HangMissing::kStepPace);
+  EXPECT_EQ(h.evidence.pace, HangPace::kUnknown);
+  EXPECT_EQ(h.evidence.waited_ns, kNoStepEnd - kSlowEnter);
+  EXPECT_EQ(h.evidence.signal_hosts, 0);
+  EXPECT_THAT(h.summary, HasSubstr("cannot tell: ranks wait in all-reduce #1 of step 1 since "));
+  EXPECT_THAT(h.summary, HasSubstr("no complete step in the window and no step signal"));
+  for (const HangRank& r : h.ranks) EXPECT_NE(r.role, HangRank::Role::kNeverEntered);
+  EXPECT_THAT(FormatHangEvidence(h), HasSubstr("no step signal from the agents"));
+}
+
+TEST(HangVerdictTest, TheStepSignalsPaceClearsASlowRank) {
+  // The same window; the agents' step signal says the steps last 1.6 s and still end (the last
+  // one ended just before the window): 1.3 s of waiting is less than 3 steps.
+  const StepSignal signal = Signal(kT0 - 10'000'000, kSlowStep, /*stalled=*/false);
+  const HangReport h = JudgeHang(SlowPod(signal, signal));
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone) << h.summary;
+  EXPECT_EQ(h.evidence.pace, HangPace::kStepSignal);
+  EXPECT_EQ(h.evidence.median_step_ns, kSlowStep);
+  EXPECT_EQ(h.evidence.needed_ns, 3 * kSlowStep);
+  EXPECT_EQ(h.evidence.signal_hosts, 3);
+  EXPECT_FALSE(h.evidence.stalled);
+  EXPECT_THAT(h.summary, HasSubstr("less than the 4800 ms that make a hang (3 x the median step "
+                                   "of 1600 ms, the agents' step signal)"));
+}
+
+TEST(HangVerdictTest, AStepThatEndedAfterTheWaitersEnteredByTheSignalIsNoHang) {
+  // Rank 1's agent saw a step of it end after ranks 0 and 2 entered the all-reduce (its trace
+  // has no complete step; the signal is asked at the window's end).
+  const HangReport h =
+      JudgeHang(SlowPod(std::nullopt, Signal(kSlowEnter + 5'000'000, kSlowStep, false)));
+  EXPECT_EQ(h.verdict, HangVerdictKind::kNone) << h.summary;
+  EXPECT_THAT(h.summary, HasSubstr("still ended after ranks entered all-reduce #1 of step 1"));
+}
+
+TEST(HangVerdictTest, TheAgentsStallSignalCallsAHangWithoutACompleteStep) {
+  // The same window, but the agents report every step source stalled: rank 1 is named.
+  const StepSignal stalled = Signal(kT0 - 10'000'000, kStep, /*stalled=*/true);
+  const HangReport h = JudgeHang(SlowPod(stalled, stalled));
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.missing, HangMissing::kNothing);
+  EXPECT_TRUE(h.evidence.stalled);
+  EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) never entered all-reduce #1 of step 1"));
+  EXPECT_TRUE(h.ranks[1].stalled);
+  ASSERT_TRUE(h.ranks[1].signal_last_step_end_ns.has_value());
+  EXPECT_EQ(*h.ranks[1].signal_last_step_end_ns, kT0 - 10'000'000);
+  EXPECT_THAT(FormatHangEvidence(h), HasSubstr("the agents of 3 ranks report their steps stalled "
+                                               "(no step ended since "));
+
+  // One agent whose source still ends its steps on time (not stalled): the job did not stop.
+  const HangReport partly =
+      JudgeHang(SlowPod(stalled, Signal(kT0 - 10'000'000, kStep, /*stalled=*/false)));
+  EXPECT_FALSE(partly.evidence.stalled);
+  EXPECT_NE(partly.verdict, HangVerdictKind::kHung) << partly.summary;
+}
+
+// A window taken after the hang began: every step (and every collective entry) is before it;
+// the traces hold only the hung step, cut at both edges.
+XSpace AfterTheHang(int64_t window_start, int64_t window_end) {
+  XSpace space;
+  xspace::SetProfileWindow(&space, window_start, window_end);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, window_start);
+  auto* thread = host.AddLine(1, "python3 main", window_start);
+  auto* e =
+      host.AddEvent(thread, host.EventMetadataId("train"), window_start, window_end - window_start);
+  host.AddStat(e, host.StatMetadataId(xspace::kStatIsRoot), int64_t{1});
+  host.AddStat(e, host.StatMetadataId(xspace::kStatStepNum), kSteps);
+  host.AddStat(e, host.StatMetadataId(xspace::kStatStepCut), int64_t{1});
+  return space;
+}
+
+TEST(HangVerdictTest, AHangThatBeganBeforeTheWindowIsReportedFromTheStepSignal) {
+  // The last step ended at StepStart(5); `--last=1s` taken 1.5 s later covers [+0.5 s, +1.5 s].
+  const int64_t last_end = StepStart(kSteps);
+  const int64_t start = last_end + 500'000'000;
+  const int64_t end = last_end + 1'500'000'000;
+  const StepSignal stalled = Signal(last_end, kStep, /*stalled=*/true);
+  const HangReport h = JudgeHang({WithSignal(Input(0, AfterTheHang(start, end)), stalled),
+                                  WithSignal(Input(1, AfterTheHang(start, end)), stalled)});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kCannotTell) << h.summary;
+  EXPECT_EQ(h.missing, HangMissing::kWindowAfterHang);
+  EXPECT_EQ(h.summary, absl::StrCat("no step ended on any rank since ", FormatUtcTime(last_end),
+                                    "; the window starts after the hang: take `capture --last` "
+                                    "covering that instant"));
+  EXPECT_EQ(h.evidence.last_step_end_ns, last_end);
+  EXPECT_EQ(h.evidence.window_start_ns, start);
+
+  // The same window without the step signal: it cannot be told, and it says so (never "none").
+  const HangReport blind =
+      JudgeHang({Input(0, AfterTheHang(start, end)), Input(1, AfterTheHang(start, end))});
+  EXPECT_EQ(blind.verdict, HangVerdictKind::kCannotTell) << blind.summary;
+  EXPECT_EQ(blind.missing, HangMissing::kCollectives);
+
+  // Steps that still end (the agents report no stall): no hang, though no trace holds a
+  // collective.
+  const StepSignal running = Signal(end - 10'000'000, kStep, /*stalled=*/false);
+  const HangReport fine = JudgeHang({WithSignal(Input(0, AfterTheHang(start, end)), running),
+                                     WithSignal(Input(1, AfterTheHang(start, end)), running)});
+  EXPECT_EQ(fine.verdict, HangVerdictKind::kNone) << fine.summary;
+  EXPECT_THAT(fine.summary, HasSubstr("no hang: steps still ended near the window's end"));
+  // An agent whose last step ended long before (no hang detector: no stall reported either)
+  // is no evidence of progress.
+  const StepSignal quiet = Signal(last_end, kStep, /*stalled=*/false);
+  const HangReport unknown = JudgeHang({WithSignal(Input(0, AfterTheHang(start, end)), quiet),
+                                        WithSignal(Input(1, AfterTheHang(start, end)), quiet)});
+  EXPECT_EQ(unknown.verdict, HangVerdictKind::kCannotTell) << unknown.summary;
+}
+
+TEST(HangVerdictTest, StepsThatStoppedInsideTheWindowWithoutAWaiterCannotSayWho) {
+  // Every step stopped at StepStart(5) (the agents say so), inside the window, but every
+  // all-reduce entered completed: the job stopped outside its collectives, or ended.
+  const StepSignal stalled = Signal(StepStart(kSteps), kStep, /*stalled=*/true);
+  const HangReport h =
+      JudgeHang({WithSignal(Input(0, Rank(kSteps, Last::kNone, kHangEnd)), stalled),
+                 WithSignal(Input(1, Rank(kSteps, Last::kNone, kHangEnd)), stalled)});
+  EXPECT_EQ(h.verdict, HangVerdictKind::kCannotTell) << h.summary;
+  EXPECT_EQ(h.missing, HangMissing::kCollectiveWait);
+  EXPECT_THAT(h.summary, HasSubstr("no step ended on any rank since "));
+  EXPECT_THAT(h.summary, HasSubstr("no rank waits in a collective at the window's end"));
+
+  // Without the signal, the same traces are "no hang": every collective entered completed.
+  const HangReport plain = JudgeHang({Input(0, Rank(kSteps, Last::kNone, kHangEnd)),
+                                      Input(1, Rank(kSteps, Last::kNone, kHangEnd))});
+  EXPECT_EQ(plain.verdict, HangVerdictKind::kNone) << plain.summary;
+}
+
+TEST(HangVerdictTest, AWindowOfCompleteStepsNeedsNoSignal) {
+  // The window's own complete steps give the pace (100 ms): 9.4 steps of waiting is a hang, with
+  // or without the agents' stall.
+  const HangReport h = JudgeHang({Input(0, Rank(kSteps, Last::kEntered, kHangEnd)),
+                                  Input(1, Rank(kSteps, Last::kNeverEntered, kHangEnd))});
+  ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
+  EXPECT_EQ(h.evidence.pace, HangPace::kWindowSteps);
+  EXPECT_EQ(h.evidence.median_step_ns, kStep);
+  EXPECT_EQ(h.evidence.needed_ns, 3 * kStep);
+  EXPECT_EQ(h.evidence.waited_ns, kHangEnd - StepStart(kSteps) - kEnterAt);
+  EXPECT_THAT(FormatHangEvidence(h),
+              HasSubstr("waited 940 ms at the window's end, at least 300 ms (the job's median "
+                        "step: 100 ms, from the window's complete steps)"));
+}
+
+TEST(HangVerdictTest, KindAndMissingNames) {
+  EXPECT_EQ(HangVerdictKindName(HangVerdictKind::kNone), "none");
+  EXPECT_EQ(HangVerdictKindName(HangVerdictKind::kHung), "hung");
+  EXPECT_EQ(HangVerdictKindName(HangVerdictKind::kAllWaiting), "all_waiting");
+  EXPECT_EQ(HangVerdictKindName(HangVerdictKind::kCannotTell), "cannot_tell");
+  EXPECT_EQ(HangMissingName(HangMissing::kNothing), "");
+  EXPECT_EQ(HangMissingName(HangMissing::kCollectives), "collectives");
+  EXPECT_EQ(HangMissingName(HangMissing::kStepPace), "step_pace");
+  EXPECT_EQ(HangMissingName(HangMissing::kWindowAfterHang), "window_after_hang");
+  EXPECT_EQ(HangMissingName(HangMissing::kCollectiveWait), "collective_wait");
+  EXPECT_EQ(HangPaceName(HangPace::kUnknown), "unknown");
+  EXPECT_EQ(HangPaceName(HangPace::kWindowSteps), "window_steps");
+  EXPECT_EQ(HangPaceName(HangPace::kStepSignal), "step_signal");
 }
 
 TEST(HangVerdictTest, CollectiveKindsByName) {

@@ -196,12 +196,15 @@ void AppendStepSection(std::string* out, const PodBreakdown& b, const Columns& c
   }
 }
 
-// The hang verdict, when there is one: the sentence, then where each rank stood (the ranks
-// never entered first, then the unknown ones, then the waiters; at most kMaxHangRanks).
+// The hang verdict unless there is no hang: the sentence; for a hang, where each rank stood (the
+// ranks never entered first, then the unknown ones, then the waiters; at most kMaxHangRanks)
+// and the evidence; "cannot tell" is its sentence alone.
 void AppendHang(std::string* out, const PodBreakdown& b, const TableOptions& opt) {
   if (!b.hang.has_value() || b.hang->verdict == analysis::HangVerdictKind::kNone) return;
   const analysis::HangReport& h = *b.hang;
   absl::StrAppend(out, "hang: ", Printable(h.summary), "\n");
+  // "Cannot tell" is its sentence alone: no rank is judged.
+  if (h.verdict == analysis::HangVerdictKind::kCannotTell) return;
   constexpr size_t kMaxHangRanks = 8;
   const auto at = [](const std::optional<analysis::CollectiveAt>& c) {
     return c.has_value() ? absl::StrCat(analysis::FormatCollectiveId(c->id), " at ",
@@ -229,6 +232,7 @@ void AppendHang(std::string* out, const PodBreakdown& b, const TableOptions& opt
     absl::StrAppend(out, "  ... ", shown - kMaxHangRanks, " more ranks in ", kBreakdownJsonFile,
                     "\n");
   }
+  absl::StrAppend(out, "  evidence: ", analysis::FormatHangEvidence(h), "\n");
 }
 
 void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,

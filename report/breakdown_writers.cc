@@ -404,12 +404,52 @@ void WriteRanksOfRole(JsonOut& j, const analysis::HangReport& h, analysis::HangR
 
 // "hang": the hang verdict (docs/breakdown-schema.md).
 void WriteHangJson(JsonOut& j, const analysis::HangReport& h) {
-  const bool verdict = h.verdict != analysis::HangVerdictKind::kNone;
+  const bool verdict = h.verdict == analysis::HangVerdictKind::kHung ||
+                       h.verdict == analysis::HangVerdictKind::kAllWaiting;
+  constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
   j.BeginObject();
   j.Key("verdict");
   j.String(analysis::HangVerdictKindName(h.verdict));
+  j.Key("missing");
+  j.StringOrNull(analysis::HangMissingName(h.missing));
   j.Key("summary");
   j.String(h.summary);
+  const analysis::HangEvidence& ev = h.evidence;
+  j.Key("evidence");
+  j.BeginObject();
+  j.Key("text");
+  j.String(analysis::FormatHangEvidence(h));
+  j.Key("pace");
+  j.String(analysis::HangPaceName(ev.pace));
+  j.Key("median_step_ms");
+  if (ev.median_step_ns > 0) {
+    j.Ms(ev.median_step_ns);
+  } else {
+    j.Null();
+  }
+  j.Key("waited_ms");
+  if (ev.waited_ns > 0) {
+    j.Ms(ev.waited_ns);
+  } else {
+    j.Null();
+  }
+  j.Key("needed_ms");
+  if (ev.needed_ns > 0) {
+    j.Ms(ev.needed_ns);
+  } else {
+    j.Null();
+  }
+  j.Key("step_signal_ranks");
+  j.Int(ev.signal_hosts);
+  j.Key("stalled");
+  j.Bool(ev.stalled);
+  j.Key("last_step_end_utc");
+  if (ev.last_step_end_ns != kNoTime) {
+    j.String(analysis::FormatUtcIso(ev.last_step_end_ns));
+  } else {
+    j.Null();
+  }
+  j.EndObject();
   j.Key("hung_ranks");
   WriteRanksOfRole(j, h, analysis::HangRank::Role::kNeverEntered);
   j.Key("unknown_ranks");
@@ -452,6 +492,14 @@ void WriteHangJson(JsonOut& j, const analysis::HangReport& h) {
     WriteCollectiveAt(j, r.last_entered);
     j.Key("last_completed");
     WriteCollectiveAt(j, r.last_completed);
+    j.Key("stalled");
+    j.Bool(r.stalled);
+    j.Key("signal_last_step_end_utc");
+    if (r.signal_last_step_end_ns.has_value()) {
+      j.String(analysis::FormatUtcIso(*r.signal_last_step_end_ns));
+    } else {
+      j.Null();
+    }
     j.EndObject();
   }
   j.EndArray();

@@ -98,12 +98,12 @@ struct TableOptions {
 
 // The readable terminal table: per host mean step time and categories, the last steps with one
 // line per host and the straggler marked, then a few lines answering "who is slow and why": the
-// most frequent straggler with its typical cause and excess, the hang verdict when there is one
-// (PodBreakdown::hang: its sentence and at most 8 ranks), every host that stands out in a
-// category (PodBreakdown::outliers), the input-bound host, the steps
-// where the straggler changes, the consistently slow hosts, warnings, and context.report_path.
-// Bounded: at most ~max_hosts + max_steps * (max_hosts_per_step + 2) + 30 lines, whatever the
-// pod. Control characters in host names and messages are shown as '?'.
+// most frequent straggler with its typical cause and excess, the hang verdict unless it is "none"
+// (PodBreakdown::hang: its sentence; for a hang at most 8 ranks and its evidence), every host that
+// stands out in a category (PodBreakdown::outliers), the input-bound host, the steps where the
+// straggler changes, the consistently slow hosts, warnings, and context.report_path. Bounded: at
+// most ~max_hosts + max_steps * (max_hosts_per_step + 2) + 30 lines, whatever the pod. Control
+// characters in host names and messages are shown as '?'.
 std::string FormatBreakdownTable(const analysis::PodBreakdown& breakdown,
                                  const BreakdownContext& context, const TableOptions& options = {});
 

@@ -693,9 +693,11 @@ analysis::HangReport MakeHang() {
       "12:01:07.123 UTC";
   const analysis::CollectiveAt step4{CollectiveId{4, CollectiveKind::kAllReduce, 1}, since - 70};
   h.ranks.push_back({"worker-0", 0, HangRank::Role::kWaiting, true,
-                     analysis::CollectiveAt{h.collective, since}, step4});
-  h.ranks.push_back({"worker-1", 1, HangRank::Role::kNeverEntered, true, step4, step4});
-  h.ranks.push_back({"worker-2", 2, HangRank::Role::kUnknown, false, std::nullopt, std::nullopt});
+                     analysis::CollectiveAt{h.collective, since}, step4, false, std::nullopt});
+  h.ranks.push_back(
+      {"worker-1", 1, HangRank::Role::kNeverEntered, true, step4, step4, false, std::nullopt});
+  h.ranks.push_back({"worker-2", 2, HangRank::Role::kUnknown, false, std::nullopt, std::nullopt,
+                     false, std::nullopt});
   return h;
 }
 
@@ -756,8 +758,45 @@ TEST(BreakdownHangTest, TableSaysTheVerdictAfterTheStragglerOnlyWhenThereIsOne) 
   EXPECT_THAT(table, HasSubstr("  worker-2 (rank 2): no trace\n"));
   EXPECT_THAT(table, HasSubstr("  worker-0 (rank 0) waits: last entered all-reduce #1 of step 5 "
                                "at 12:01:07.123 UTC"));
+  EXPECT_THAT(table, HasSubstr("  evidence: "));
   b.hang->verdict = analysis::HangVerdictKind::kNone;
   EXPECT_THAT(FormatBreakdownTable(b, Context()), Not(HasSubstr("\nhang: ")));
+}
+
+TEST(BreakdownHangTest, CannotTellIsSaidWithWhatWasMissingNoHangIsNot) {
+  PodBreakdown b = MakePod(3, 5);
+  b.hang = MakeHang();
+  b.hang->verdict = analysis::HangVerdictKind::kCannotTell;
+  b.hang->missing = analysis::HangMissing::kWindowAfterHang;
+  b.hang->evidence.signal_hosts = 3;
+  b.hang->evidence.stalled = true;
+  b.hang->evidence.last_step_end_ns = b.hang->waiting_since_ns;
+  b.hang->summary =
+      "no step ended on any rank since 12:01:07.123 UTC; the window starts after the hang: take "
+      "`capture --last` covering that instant";
+  for (analysis::HangRank& r : b.hang->ranks) r.role = analysis::HangRank::Role::kOther;
+  const std::string table = FormatBreakdownTable(b, Context());
+  EXPECT_THAT(table, HasSubstr("\nhang: no step ended on any rank since 12:01:07.123 UTC; the "
+                               "window starts after the hang: take `capture --last` covering that "
+                               "instant\n"));
+  EXPECT_THAT(table, Not(HasSubstr("never entered")));  // no rank is judged
+  const Struct hang = Field(Parse(BreakdownJson(b, Context())), "hang").struct_value();
+  EXPECT_EQ(Field(hang, "verdict").string_value(), "cannot_tell");
+  EXPECT_EQ(Field(hang, "missing").string_value(), "window_after_hang");
+  const Struct& evidence = Field(hang, "evidence").struct_value();
+  EXPECT_TRUE(Field(evidence, "stalled").bool_value());
+  EXPECT_EQ(Field(evidence, "step_signal_ranks").number_value(), 3);
+  EXPECT_EQ(Field(evidence, "pace").string_value(), "unknown");
+  EXPECT_EQ(Field(evidence, "median_step_ms").kind_case(), Value::kNullValue);
+  EXPECT_EQ(Field(evidence, "last_step_end_utc").string_value(), "2026-12-02T12:01:07.123Z");
+  EXPECT_EQ(Field(hang, "collective").kind_case(), Value::kNullValue);
+  // "No hang": no line, and no `missing`.
+  b.hang->verdict = analysis::HangVerdictKind::kNone;
+  b.hang->missing = analysis::HangMissing::kNothing;
+  EXPECT_THAT(FormatBreakdownTable(b, Context()), Not(HasSubstr("\nhang: ")));
+  EXPECT_EQ(Field(Field(Parse(BreakdownJson(b, Context())), "hang").struct_value(), "missing")
+                .kind_case(),
+            Value::kNullValue);
 }
 
 }  // namespace

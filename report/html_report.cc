@@ -227,8 +227,9 @@ std::vector<size_t> ReportStepIndices(const analysis::PodBreakdown& breakdown) {
 
 namespace {
 
-// The hang verdict's section (id "hang"), only when there is one, above the answer: its sentence
-// and where each rank stood. Drawn here, without the script; every name is escaped.
+// The hang verdict's section (id "hang"), above the answer, unless there is no hang: its sentence,
+// its evidence, and (hung, all waiting) where each rank stood; "cannot tell" shows what was
+// missing. Drawn here, without the script; every name is escaped.
 std::string HangSection(const analysis::PodBreakdown& breakdown) {
   if (!breakdown.hang.has_value() || breakdown.hang->verdict == analysis::HangVerdictKind::kNone) {
     return "";
@@ -236,8 +237,16 @@ std::string HangSection(const analysis::PodBreakdown& breakdown) {
   const analysis::HangReport& h = *breakdown.hang;
   std::string out = "<section id=\"hang\">\n<h2>Hang</h2>\n<p class=\"straggler\"><strong>";
   AppendHtmlEscaped(&out, h.summary);
+  out.append("</strong></p>\n<p>");
+  AppendHtmlEscaped(&out, analysis::FormatHangEvidence(h));
+  out.append("</p>\n");
+  // "Cannot tell" judges no rank: its sentence and evidence alone.
+  if (h.verdict == analysis::HangVerdictKind::kCannotTell) {
+    out.append("</section>\n");
+    return out;
+  }
   out.append(
-      "</strong></p>\n<table>\n<thead><tr><th class=\"num\">rank</th><th>host</th><th>role</th>"
+      "<table>\n<thead><tr><th class=\"num\">rank</th><th>host</th><th>role</th>"
       "<th>last entered</th><th>last completed</th></tr></thead>\n<tbody>\n");
   const auto cell = [&out](const std::optional<analysis::CollectiveAt>& c) {
     out.append("<td>");

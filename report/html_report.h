@@ -3,9 +3,9 @@
 // pod_step_breakdown.json (BreakdownJson; BreakdownJsonOfSteps beyond the bound below, with '<',
 // '>' and '&' inside strings written as \u003c, \u003e, \u0026 so no trace text can close the
 // script element) and its script draws from that data:
-//   - when the breakdown has a hang verdict (PodBreakdown::hang), a "Hang" section above the
-//     answer, written as escaped HTML with the page: the verdict and where each rank involved
-//     stood (at most 64 rows);
+//   - when the breakdown's hang verdict (PodBreakdown::hang) is a hang or "cannot tell", a
+//     "Hang" section above the answer, written as escaped HTML with the page: the verdict, its
+//     evidence and, for a hang, where each rank involved stood (at most 64 rows);
 //   - the answer: the most frequent straggler and why, the input-bound host, straggler changes;
 //   - a stacked bar per host for one step (a slider picks the step; the last step first), like
 //     XProf's pod viewer: categories stacked bottom-up in CategoryName order;

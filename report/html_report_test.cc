@@ -746,9 +746,10 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
   h.waiting_ranks = 1;
   h.summary = "<img src=x> (rank 1) never entered all-reduce #1 of step 5; 1 rank waits in it";
   const analysis::CollectiveAt at{{5, analysis::CollectiveKind::kAllReduce, 1}, 0};
-  h.ranks.push_back({"w&0", 0, analysis::HangRank::Role::kWaiting, true, at, std::nullopt});
+  h.ranks.push_back(
+      {"w&0", 0, analysis::HangRank::Role::kWaiting, true, at, std::nullopt, false, std::nullopt});
   h.ranks.push_back({"<img src=x>", 1, analysis::HangRank::Role::kNeverEntered, true, std::nullopt,
-                     std::nullopt});
+                     std::nullopt, false, std::nullopt});
   b.hang = h;
   const std::string html = HtmlReport(b, Context(Workers()));
   const size_t section = html.find("<section id=\"hang\">");
@@ -761,6 +762,17 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
       "<tr><td class=\"num\">0</td><td>w&amp;0</td><td>waits</td><td>all-reduce #1 of step 5 at "
       "00:00:00.000 UTC</td><td>none</td></tr>");
   EXPECT_TEXT(html, "<tr><td class=\"num\">1</td><td>&lt;img src=x&gt;</td><td>never entered</td>");
+  // "Cannot tell": the section says so, with its evidence, and judges no rank.
+  b.hang->verdict = analysis::HangVerdictKind::kCannotTell;
+  b.hang->summary = "cannot tell: ranks wait in all-reduce #1 of step 5 since <x>";
+  const std::string cannot = HtmlReport(b, Context(Workers()));
+  const size_t at_section = cannot.find("<section id=\"hang\">");
+  ASSERT_NE(at_section, std::string::npos);
+  const std::string part =
+      cannot.substr(at_section, cannot.find("</section>", at_section) - at_section);
+  EXPECT_TEXT(part, "cannot tell: ranks wait in all-reduce #1 of step 5 since &lt;x&gt;");
+  EXPECT_TEXT(part, "no step signal from the agents");  // its evidence
+  EXPECT_NO_TEXT(part, "<table");
   b.hang->verdict = analysis::HangVerdictKind::kNone;
   EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
 }

@@ -32,7 +32,8 @@ class UnreachableClient final : public AgentClient {
   void Cancel(const std::string&, const std::string&, int64_t, DoneCallback done) override {
     ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
-  void GetStepSignal(int64_t, int64_t, Callback<profctl::v1::GetStepSignalResponse> done) override {
+  void GetStepSignal(const coordinator::StepSignalQuery&, int64_t,
+                     Callback<profctl::v1::GetStepSignalResponse> done) override {
     ex_->Post([done = std::move(done), e = Error()]() mutable { std::move(done)(e); });
   }
   void AbortCapture() override {}
@@ -143,7 +144,7 @@ class FakeAgent::Client final : public AgentClient {
     Answer(timeout_ms, b.hang_sync, std::move(stamp), std::move(r));
   }
 
-  void GetStepSignal(int64_t since_ns, int64_t timeout_ms,
+  void GetStepSignal(const coordinator::StepSignalQuery& query, int64_t timeout_ms,
                      Callback<profctl::v1::GetStepSignalResponse> done) override {
     Spend();
     const FakeAgentBehavior& b = a_->behavior_;
@@ -156,8 +157,9 @@ class FakeAgent::Client final : public AgentClient {
     } else {
       r.set_now_ns(now);
       std::vector<std::string> sources;
-      const int64_t since = std::max(since_ns, now - int64_t{600} * kNanosPerSecond);
-      for (const agent::StepSample& s : a_->manager_.RecentSteps(since, now, 4096, &sources)) {
+      const int64_t since = std::max(query.since_ns, now - int64_t{600} * kNanosPerSecond);
+      const size_t max = query.max_samples == 0 ? 1024 : std::min<size_t>(query.max_samples, 4096);
+      for (const agent::StepSample& s : a_->manager_.RecentSteps(since, now, max, &sources)) {
         profctl::v1::StepSignalSample* out = r.add_samples();
         out->set_end_ns(s.end_wall_ns);
         out->set_duration_ns(s.duration_ns);

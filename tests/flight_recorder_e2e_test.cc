@@ -153,7 +153,8 @@ TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost)
 // Hang detection (docs/flight-recorder.md, "Hangs"): rank 1 of 3 never enters the all-reduce of a
 // given step; every rank's steps stop (the others wait in it), and each agent's GetStepSignal
 // reports its source stalled once --hang-factor times the median step passed, not before. Then
-// `capture --last` names rank 1 as never entering it, and the 2 waiters ("Hang verdict").
+// `capture --last` names rank 1 as never entering it, and the 2 waiters ("Hang verdict"); a
+// window recorded after the hang says it starts after the hang.
 TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
   RealClock clock;
   const testkit::TempDir tmp;
@@ -268,6 +269,42 @@ TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
       << analyzed;
   EXPECT_THAT(analyzed, HasSubstr(absl::StrCat("hang: worker-1 (rank 1) never entered ", collective,
                                                "; 2 ranks wait in it since ")));
+
+  // A window recorded now starts after the hang began (the stalls were reported above): it holds
+  // no collective and no step end. The agents' step signal, asked as the window closes, says
+  // when the steps stopped, and the verdict says the window cannot show the hang; `analyze`
+  // says the same from session.json.
+  const std::string after_dir = logdir + "/plugins/profile/after";
+  v1::SessionManifest after;
+  std::string after_output;
+  EXPECT_EQ(testkit::CaptureInProcess(
+                {"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=300",
+                 "--session=after", "--logdir=" + logdir, "--tolerance=500"},
+                after_dir, clock, &after, &after_output),
+            coordinator::kExitOk)
+      << after_output;
+  for (const v1::HostResult& h : after.hosts()) {
+    ASSERT_TRUE(h.step_signal().answered()) << h.host() << ": " << h.step_signal().error();
+    ASSERT_EQ(h.step_signal().sources_size(), 1) << h.host();
+    EXPECT_TRUE(h.step_signal().sources(0).stalled()) << h.host();
+  }
+  const std::string window_after =
+      "; the window starts after the hang: take `capture --last` covering that instant";
+  EXPECT_THAT(after_output, HasSubstr("hang: no step ended on any rank since "));
+  EXPECT_THAT(after_output, HasSubstr(window_after));
+  absl::StatusOr<std::string> after_json = ReadFile(after_dir + "/pod_step_breakdown.json");
+  ASSERT_THAT(after_json, IsOk());
+  google::protobuf::Struct after_doc;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*after_json, &after_doc), IsOk());
+  const auto& after_hang = after_doc.fields().at("hang").struct_value().fields();
+  EXPECT_EQ(after_hang.at("verdict").string_value(), "cannot_tell");
+  EXPECT_EQ(after_hang.at("missing").string_value(), "window_after_hang");
+  std::string reanalyzed;
+  EXPECT_EQ(
+      testkit::CaptureInProcess({"analyze", after_dir}, after_dir, clock, &unused, &reanalyzed),
+      coordinator::kExitOk)
+      << reanalyzed;
+  EXPECT_THAT(reanalyzed, HasSubstr(window_after));
 }
 
 }  // namespace

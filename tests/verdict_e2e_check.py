@@ -17,14 +17,17 @@ session.json. The ground truth is the synthetic job's model (docs/synthetic-job.
   stall     rank 2 waits 1 ms more for input, rank 1 computes 1.2x longer, 4 ranks: both are
             reported: rank 1 the straggler with cause compute, rank 2 the input-bound host, and
             the two, and only they, stand out (rank 1 in compute, rank 2 in input);
+  slowrank  rank 2 waits 1.5 s for input in each 100 ms step, 4 ranks, a 1 s window (no complete
+            step): the hang verdict is never `hung` or `all_waiting`, and every agent answered
+            the step signal asked at the window's end (session.json, hang.evidence);
   grid      3 ranks on one step grid plus a host on another (its own one-rank job, its step 1.37x
             longer, then 1.37x shorter): the capture succeeds and the three are aligned on their
             collectives, the odd host keeps its clock-sync (rtt) offset with a warning, and the
             breakdown says it runs on its own grid (the shorter-step odd host has the most
             collective ends: it must not become the alignment reference).
 
-Also in every case: at least 60 pod steps (the sample the thresholds need), and every host of the
-job aligned by its collectives, its offset matching its injected clock skew.
+Also in every case but slowrank: at least 60 pod steps (the sample the thresholds need), and
+every host of the job aligned by its collectives, its offset matching its injected clock skew.
 Every selected case runs, a failing one with a line saying what did not hold (and its processes'
 last log lines). Exit 0 when every selected case holds, 1 otherwise.
 """
@@ -101,7 +104,7 @@ class Context:
         self.procs = procs
 
 
-def capture(ctx, tag, hosts, duration_ms=DURATION_MS):
+def capture(ctx, tag, hosts, duration_ms=DURATION_MS, min_steps=MIN_STEPS):
     """Starts `hosts`' agents, captures them all as session `tag`, stops the agents (the next case
     gets the CPUs) and returns the Capture. Fails when profctl does not exit 0."""
     procs = ctx.procs
@@ -135,8 +138,8 @@ def capture(ctx, tag, hosts, duration_ms=DURATION_MS):
     check(breakdown.get("schema_version") == SCHEMA_VERSION,
           f"{tag}: breakdown schema_version {breakdown.get('schema_version')}, this check reads "
           f"version {SCHEMA_VERSION}")
-    check(breakdown["pod"]["steps"] >= MIN_STEPS,
-          f"{tag}: {breakdown['pod']['steps']} pod steps, the thresholds need >= {MIN_STEPS}")
+    check(breakdown["pod"]["steps"] >= min_steps,
+          f"{tag}: {breakdown['pod']['steps']} pod steps, the thresholds need >= {min_steps}")
     return Capture(breakdown, manifest, output)
 
 
@@ -397,8 +400,29 @@ def log_tails(procs, first, lines=8):
     return "\n".join(out)
 
 
+def case_slowrank(ctx):
+    """A slow rank is not hung: rank 2 waits 1.5 s for input in each 100 ms step; a 1 s window."""
+    tag = "slowrank"
+    hosts = job(4, step_ms=100, input_stall_rank=2, input_stall_ms=1500)
+    cap = capture(ctx, tag, hosts, duration_ms=1000, min_steps=0)
+    hang = cap.breakdown.get("hang")
+    check(hang is not None, f"{tag}: the capture judged no hang verdict")
+    evidence = hang.get("evidence", {})
+    print(f"  {tag}: hang {hang['verdict']} ({hang.get('missing')}): {hang['summary']}; "
+          f"evidence: {evidence.get('text')}")
+    check(hang["verdict"] not in ("hung", "all_waiting"),
+          f"{tag}: a rank that is slow but progresses was called hung: {hang['summary']}")
+    check(not hang["hung_ranks"], f"{tag}: ranks blamed: {hang['hung_ranks']}")
+    answered = [h["host"] for h in cap.manifest["hosts"]
+                if h.get("step_signal", {}).get("answered")]
+    check(len(answered) == len(hosts),
+          f"{tag}: the step signal was answered by {answered} only (session.json)")
+    check(evidence.get("step_signal_ranks") == len(hosts),
+          f"{tag}: the verdict had the step signal of {evidence.get('step_signal_ranks')} ranks")
+
+
 CASES = [("jitter", case_jitter), ("straggler", case_straggler), ("stall", case_stall),
-         ("grid", case_grid)]
+         ("grid", case_grid), ("slowrank", case_slowrank)]
 
 
 def main():

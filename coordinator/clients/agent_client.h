@@ -50,6 +50,12 @@ struct ClockReading {
   int64_t local_receive_ns = 0;
 };
 
+// What a GetStepSignal asks for (GetStepSignalRequest).
+struct StepSignalQuery {
+  int64_t since_ns = 0;      // agent clock; 0: the agent's default window (10 minutes)
+  uint32_t max_samples = 0;  // the latest this many; 0: the agent's default (1024)
+};
+
 struct CaptureArgs {
   std::string session_id;
   int64_t start_at_ns = 0;  // agent's clock
@@ -147,10 +153,11 @@ class AgentClient {
   virtual void Fetch(const FetchArgs& /*args*/, int64_t /*timeout_ms*/, CaptureStream* stream) {
     stream->OnDone(absl::UnimplementedError("Fetch: this peer cannot serve a trace again"));
   }
-  // The agent's step signal (AgentService.GetStepSignal): steps that ended after `since_ns`
-  // (agent clock; 0: its default window). Peers without one (TSL profiler servers, agents before
-  // 0.3) answer UNIMPLEMENTED, the default.
-  virtual void GetStepSignal(int64_t /*since_ns*/, int64_t /*timeout_ms*/,
+  // The agent's step signal (AgentService.GetStepSignal): steps that ended after
+  // `query.since_ns` (agent clock; 0: its default window), at most the latest
+  // `query.max_samples`, and its stalled sources. Peers without one (TSL profiler servers, agents
+  // before 0.3) answer UNIMPLEMENTED, the default.
+  virtual void GetStepSignal(const StepSignalQuery& /*query*/, int64_t /*timeout_ms*/,
                              Callback<profctl::v1::GetStepSignalResponse> done) {
     std::move(done)(absl::UnimplementedError("GetStepSignal: this peer keeps no step signal"));
   }

@@ -224,12 +224,12 @@ class GrpcAgentClient final : public AgentClient {
         });
   }
 
-  void GetStepSignal(int64_t since_ns, int64_t timeout_ms,
+  void GetStepSignal(const StepSignalQuery& query, int64_t timeout_ms,
                      Callback<profctl::v1::GetStepSignalResponse> done) override {
     using Call = UnaryCall<profctl::v1::GetStepSignalRequest, profctl::v1::GetStepSignalResponse>;
     profctl::v1::GetStepSignalRequest request;
-    request.set_since_ns(since_ns);
-    request.set_max_samples(4096);  // the most an agent gives: a first poll fills a baseline
+    request.set_since_ns(query.since_ns);
+    request.set_max_samples(query.max_samples);
     StartUnary<Call>(
         timeout_ms, std::move(request),
         [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {

@@ -29,6 +29,7 @@
 #include "common/gzip.h"
 #include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
+#include "coordinator/engine/step_signal.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 
@@ -256,6 +257,7 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
     for (const profctl::v1::HostResult& h : m.hosts()) {
       if (h.address() != address) continue;
       w.host = h.host();
+      w.signal = HangSignalOf(h.step_signal());
       for (size_t i = 0; i < out->files.size(); ++i) {
         if (taken[i] || out->files[i].host != h.host()) continue;
         taken[i] = true;
@@ -557,6 +559,7 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
       r.rank = static_cast<int64_t>(ranks.size()) - 1;
       if (w.file < 0 || static_cast<size_t>(w.file) >= n) continue;
       r.offset_ns = inputs.files[static_cast<size_t>(w.file)].offset_ns;
+      r.signal = w.signal;  // as the capture judged: saved hosts' signals only
       r.trace = std::move(collectives[static_cast<size_t>(w.file)]);
     }
     result.breakdown.hang = analysis::JudgeHang(ranks);

@@ -10,11 +10,13 @@
 #ifndef PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
 #define PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "analysis/breakdown.h"
+#include "analysis/hang_verdict.h"
 #include "analysis/op_classify.h"
 #include "analysis/tools/tools.h"
 #include "report/json_out.h"
@@ -42,6 +44,8 @@ struct AnalyzeInputs {
   struct Worker {
     std::string host;
     int file = -1;
+    // Its agent's step signal at the window's end (HostResult.step_signal), when answered.
+    std::optional<analysis::StepSignal> signal;
   };
   std::vector<Worker> workers;
   // Files in the folders given that are not read, each with why (not a trace by its name or its

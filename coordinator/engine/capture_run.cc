@@ -10,6 +10,8 @@
 #include "coordinator/engine/capture_session.h"
 #include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/retry_policy.h"
+#include "coordinator/engine/saved_hosts.h"
+#include "coordinator/engine/step_signal.h"
 
 namespace profctl::coordinator {
 
@@ -41,6 +43,27 @@ void RunPhase::Begin() {
 void RunPhase::OnWindowClosed() {
   PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
   s_.prepare().OnWindowClosed();
+  AskStepSignals();
+}
+
+void RunPhase::AskStepSignals() {
+  PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
+  if (step_signals_asked_ || s_.finished() || s_.cancelled() || s_.plan().prepare_only) return;
+  step_signals_asked_ = true;
+  for (SessionHost& h : s_.hosts()) {
+    const bool recording = h.stage == HostStage::kCapturing || h.stage == HostStage::kSaving;
+    if (h.client == nullptr || !(recording || (h.stage == HostStage::kDone && IsSavedHost(h.r)))) {
+      continue;
+    }
+    s_.StepSignalAsked();
+    h.client->GetStepSignal(
+        kStepSignalAtEndQuery, s_.options().rpc_timeout_ms,
+        s_.Bind([i = h.index](Session& s,
+                              const absl::StatusOr<profctl::v1::GetStepSignalResponse>& answer) {
+          *s.host(i).r.mutable_step_signal() = StepSignalAtEndOf(answer);
+          s.StepSignalAnswered();
+        }));
+  }
 }
 
 void RunPhase::StartCapture(size_t i) {

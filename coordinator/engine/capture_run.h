@@ -36,6 +36,10 @@ class RunPhase {
   void Abort(size_t i, profctl::v1::FailureStep step, const absl::Status& status);
   // The interrupt's grace is over: every host still capturing is abandoned (reported hung).
   void OnInterruptGraceOver();
+  // The step signal of every host recording or saved, asked once: when the window closes, or
+  // when the last host is done if that came first (hang verdict evidence: step_signal.h). Each
+  // answer lands in the host's HostResult.step_signal; Session::MaybeFinish waits for them.
+  void AskStepSignals();
 
  private:
   struct Host {
@@ -72,6 +76,7 @@ class RunPhase {
 
   CaptureEngine::Session& s_;
   std::vector<Host> hosts_;
+  bool step_signals_asked_ = false;
 };
 
 }  // namespace profctl::coordinator

@@ -222,7 +222,8 @@ void Session::MaybeFinish() {
                        }));
     }
   }
-  if (releases_pending_ > 0) return;
+  run_.AskStepSignals();
+  if (releases_pending_ > 0 || step_signals_pending_ > 0) return;
   finished_ = true;
   ReleaseClients();
   if (!plan_.prepare_only) {

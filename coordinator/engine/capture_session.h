@@ -143,8 +143,15 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void LogAttempt(SessionHost& h, absl::string_view kind, int64_t started_mono,
                   const absl::Status& status, int64_t backoff_ns);
   // Once every host has its outcome and preparing is over: releases reservations no Capture took,
-  // concludes (alignment, recordings, status) and hands the rest to a FinishJob.
+  // waits for the step signals asked at the window's end (RunPhase::AskStepSignals), concludes
+  // (alignment, recordings, status) and hands the rest to a FinishJob.
   void MaybeFinish();
+  // A step signal asked (RunPhase::AskStepSignals), and its answer recorded.
+  void StepSignalAsked() { ++step_signals_pending_; }
+  void StepSignalAnswered() {
+    --step_signals_pending_;
+    MaybeFinish();
+  }
   // session.json as it stands (status RUNNING): now, or at most every manifest_flush_ms.
   void FlushManifest();
   void ScheduleManifestFlush();
@@ -206,8 +213,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   RunPhase run_;
   CollectPhase collect_;
 
-  // Release Cancels sent by MaybeFinish and not yet answered.
+  // Release Cancels sent by MaybeFinish and not yet answered; step signals asked and not yet
+  // answered.
   int releases_pending_ = 0;
+  int step_signals_pending_ = 0;
   bool releases_sent_ = false;
   bool cancelled_ = false;
   bool finished_ = false;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "analysis/hang_verdict.h"
+#include "coordinator/engine/step_signal.h"
 #include "report/breakdown_writers.h"
 #include "report/pod_trace_writer.h"
 
@@ -144,13 +145,15 @@ std::optional<analysis::HangReport> JudgePodHang(std::vector<PodOutputHost>& hos
       rank.host = hosts[i].r->host();
       rank.offset_ns = hosts[i].r->clock().offset_ns();
       rank.trace = std::move(hosts[i].collectives);
+      rank.signal = HangSignalOf(hosts[i].r->step_signal());
       break;
     }
   }
   for (size_t i = 0; i < hosts.size(); ++i) {  // a host the request does not list (tests)
     if (placed[i]) continue;
     ranks.push_back({hosts[i].r->host(), static_cast<int64_t>(ranks.size()),
-                     hosts[i].r->clock().offset_ns(), std::move(hosts[i].collectives)});
+                     hosts[i].r->clock().offset_ns(), std::move(hosts[i].collectives),
+                     HangSignalOf(hosts[i].r->step_signal())});
   }
   for (PodOutputHost& h : hosts) h.collectives.reset();
   return analysis::JudgeHang(ranks);

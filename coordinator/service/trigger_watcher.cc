@@ -133,8 +133,9 @@ struct TriggerWatcher::Impl : std::enable_shared_from_this<TriggerWatcher::Impl>
     for (const WorkerAddress& a : *workers) {
       std::unique_ptr<AgentClient>& client = w.clients[a.address];
       if (client == nullptr) client = deps.clients->Connect(a);
+      // The most an agent gives: a first poll fills a baseline.
       client->GetStepSignal(
-          w.judge.SinceNs(a.address), timeout_ms,
+          {.since_ns = w.judge.SinceNs(a.address), .max_samples = 4096}, timeout_ms,
           [weak = weak_from_this(), executor = deps.executor, name = w.config.name,
            gen = w.generation, seq = w.poll_seq,
            address = a.address](absl::StatusOr<profctl::v1::GetStepSignalResponse> r) mutable {
