@@ -59,6 +59,8 @@ struct DeviceTrace {
 struct HostTrace {
   // File stem / host name as shown to users ("worker-1", "rank-3").
   std::string host;
+  // The job's rank the trace states (Kineto distributedInfo.rank); -1: it states none.
+  int64_t rank = -1;
   // The recorded window on the common timeline; steps not wholly inside are partial.
   int64_t window_start_ns = 0;
   int64_t window_end_ns = 0;

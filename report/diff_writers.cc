@@ -67,12 +67,34 @@ void WriteStraggler(JsonOut& j, const analysis::StragglerSummary& s) {
   j.EndObject();
 }
 
-void WriteNames(JsonOut& j, const std::vector<analysis::NameDiff>& names) {
+// "kernel", or the copy/memset's short kind ("copy d2d", "memset"); ops are "op".
+absl::string_view RowKind(const analysis::NameDiff& n, bool ops) {
+  if (ops) return "op";
+  return n.transfer.has_value() ? analysis::TransferKindShortName(*n.transfer) : "kernel";
+}
+
+// Occurrences per pod step, for people: "4,608", "0.5".
+std::string PerStepCount(int64_t occurrences, int64_t steps) {
+  if (steps <= 0) return absl::StrCat(occurrences);
+  const double v = static_cast<double>(occurrences) / static_cast<double>(steps);
+  if (v < 100 && std::fabs(v - std::round(v)) > 1e-9) return absl::StrFormat("%.1f", v);
+  std::string digits = absl::StrCat(static_cast<int64_t>(std::llround(v)));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+void WriteNames(JsonOut& j, const std::vector<analysis::NameDiff>& names, bool ops) {
   j.BeginArray();
   for (const analysis::NameDiff& n : names) {
     j.BeginObject();
     j.Key("name");
     j.String(n.name);
+    j.Key("kind");
+    j.String(RowKind(n, ops));
     j.Key("ms_per_step");
     WriteChange(j, n.ns_per_step, /*ms=*/true);
     j.Key("total_ms");
@@ -82,6 +104,49 @@ void WriteNames(JsonOut& j, const std::vector<analysis::NameDiff>& names) {
     j.EndObject();
   }
   j.EndArray();
+}
+
+absl::string_view HeadlineWhat(analysis::DiffHeadline::What what) {
+  switch (what) {
+    case analysis::DiffHeadline::What::kNothing:
+      return "nothing";
+    case analysis::DiffHeadline::What::kCategory:
+      return "category";
+    case analysis::DiffHeadline::What::kTransfer:
+      return "transfer";
+    case analysis::DiffHeadline::What::kKernel:
+      return "kernel";
+    case analysis::DiffHeadline::What::kOp:
+      return "op";
+  }
+  return "nothing";
+}
+
+// "by rank (Kineto distributedInfo)" ... for the hosts line.
+std::string PairingText(const analysis::Diff& d) {
+  std::string s;
+  switch (d.pairing) {
+    case analysis::HostPairing::kUnpaired:
+      s = "not paired";
+      break;
+    case analysis::HostPairing::kRank:
+      s = "paired by rank (the traces' distributedInfo)";
+      break;
+    case analysis::HostPairing::kName:
+      s = "paired by name";
+      break;
+    case analysis::HostPairing::kSingle:
+      s = "paired one to one (each side has one host)";
+      break;
+    case analysis::HostPairing::kRole:
+      s = "paired by role (the names without their numbers, in their numbers' order)";
+      break;
+    case analysis::HostPairing::kPosition:
+      s = "paired by position (each side's host order)";
+      break;
+  }
+  if (!d.pairing_note.empty()) absl::StrAppend(&s, "; ", d.pairing_note);
+  return s;
 }
 
 void WriteStrings(JsonOut& j, const std::vector<std::string>& v) {
@@ -142,7 +207,8 @@ std::string StragglerText(const analysis::StragglerSummary& s, int width) {
 }
 
 void AppendNameTable(std::string* out, absl::string_view title,
-                     const std::vector<analysis::NameDiff>& names, int width) {
+                     const std::vector<analysis::NameDiff>& names, const Change& steps, int width,
+                     bool ops) {
   if (names.empty()) {
     absl::StrAppend(out, "\n", title, ": no change\n");
     return;
@@ -152,12 +218,15 @@ void AppendNameTable(std::string* out, absl::string_view title,
     name_width = std::max(name_width, static_cast<int>(Printable(n.name, width).size()));
   }
   absl::StrAppend(out, "\n", title, " (ms per step):\n");
-  absl::StrAppendFormat(out, "  %-*s %10s %10s %10s %8s\n", name_width, "NAME", "A", "B", "DELTA",
-                        "%");
+  absl::StrAppendFormat(out, "  %-8s %-*s %10s %10s %10s %8s %17s\n", "KIND", name_width, "NAME",
+                        "A", "B", "DELTA", "%", "COUNT A->B/STEP");
   for (const analysis::NameDiff& n : names) {
-    absl::StrAppendFormat(out, "  %-*s %10s %10s %10s %8s\n", name_width, Printable(n.name, width),
-                          FormatMs(n.ns_per_step.a), FormatMs(n.ns_per_step.b),
-                          SignedMs(n.ns_per_step.delta()), Pct(n.ns_per_step));
+    absl::StrAppendFormat(out, "  %-8s %-*s %10s %10s %10s %8s %17s\n", RowKind(n, ops), name_width,
+                          Printable(n.name, width), FormatMs(n.ns_per_step.a),
+                          FormatMs(n.ns_per_step.b), SignedMs(n.ns_per_step.delta()),
+                          Pct(n.ns_per_step),
+                          absl::StrCat(PerStepCount(n.occurrences.a, steps.a), "->",
+                                       PerStepCount(n.occurrences.b, steps.b)));
   }
 }
 
@@ -260,8 +329,18 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
 
 std::string DiffCsv(const analysis::Diff& d) {
   std::string out = "kind,host,name,a,b,delta,pct\n";
+  if (d.headline.what != analysis::DiffHeadline::What::kNothing) {
+    AppendCsvChange(&out, "headline", "", d.headline.name, d.headline.ns_per_step, /*ms=*/true);
+  }
+  AppendCsvRow(&out, "pairing", "", "method", analysis::HostPairingName(d.pairing), "", "", "");
   AppendCsvChange(&out, "pod", "", "steps", d.pod_steps, /*ms=*/false);
   AppendCsvChange(&out, "pod", "", "step_time_ms", d.pod_step_time_ns, /*ms=*/true);
+  AppendCsvChange(&out, "pod", "", "hosts", d.pod_hosts, /*ms=*/false);
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    AppendCsvChange(&out, "pod", "",
+                    absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), "_ms"),
+                    d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
+  }
   AppendCsvRow(&out, "straggler", "", "host", d.straggler_a.host, d.straggler_b.host, "", "");
   AppendCsvRow(&out, "straggler", "", "cause",
                d.straggler_a.host.empty() ? "" : analysis::CategoryName(d.straggler_a.cause),
@@ -285,10 +364,18 @@ std::string DiffCsv(const analysis::Diff& d) {
                     h.in_a, h.in_b);
   }
   for (const analysis::NameDiff& k : d.kernels) {
-    AppendCsvChange(&out, "kernel", "", k.name, k.ns_per_step, /*ms=*/true);
+    AppendCsvChange(&out, k.transfer.has_value() ? "transfer_row" : "kernel", "", k.name,
+                    k.ns_per_step, /*ms=*/true);
   }
   for (const analysis::NameDiff& o : d.ops) {
     AppendCsvChange(&out, "op", "", o.name, o.ns_per_step, /*ms=*/true);
+  }
+  for (const analysis::TransferDiff& t : d.transfers) {
+    AppendCsvChange(&out, "transfer", "", analysis::TransferKindName(t.kind), t.ns_per_step,
+                    /*ms=*/true);
+    AppendCsvChange(&out, "transfer", "",
+                    absl::StrCat(analysis::TransferKindName(t.kind), " count"), t.occurrences,
+                    /*ms=*/false);
   }
   return out;
 }
@@ -388,7 +475,11 @@ std::string DiffHtml(const analysis::Diff& d, const DiffContext& context) {
   Html(&out, context.a);
   out += "<br>B: ";
   Html(&out, context.b);
-  out += "<br>Changes are B - A, per step; % of A.</p>\n<div id=\"answer\">\n<p>Pod: ";
+  out += "<br>Changes are B - A, per step; % of A.</p>\n<div id=\"answer\">\n<p><strong>";
+  Html(&out, d.headline.sentence);
+  out += "</strong></p>\n<p>Hosts: ";
+  Html(&out, PairingText(d));
+  out += "</p>\n<p>Pod: ";
   absl::StrAppend(&out, d.pod_steps.a, " &rarr; ", d.pod_steps.b, " steps; step time ",
                   FormatMs(d.pod_step_time_ns.a), " &rarr; ", FormatMs(d.pod_step_time_ns.b),
                   " ms (", SignedMs(d.pod_step_time_ns.delta()), " ms, ");
@@ -477,12 +568,54 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   j.String(context.a);
   j.Key("b");
   j.String(context.b);
+  j.Key("headline");
+  j.BeginObject();
+  j.Key("sentence");
+  j.String(d.headline.sentence);
+  j.Key("what");
+  j.String(HeadlineWhat(d.headline.what));
+  j.Key("name");
+  j.StringOrNull(d.headline.name);
+  j.Key("ms_per_step");
+  if (d.headline.what == analysis::DiffHeadline::What::kNothing) {
+    j.Null();
+  } else {
+    WriteChange(j, d.headline.ns_per_step, /*ms=*/true);
+  }
+  j.Key("count_per_step");
+  if (d.headline.milli_count_per_step.a < 0) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    j.Key("a");
+    j.Double(static_cast<double>(d.headline.milli_count_per_step.a) / 1000.0, 3);
+    j.Key("b");
+    j.Double(static_cast<double>(d.headline.milli_count_per_step.b) / 1000.0, 3);
+    j.EndObject();
+  }
+  j.EndObject();
+  j.Key("pairing");
+  j.BeginObject();
+  j.Key("method");
+  j.StringOrNull(analysis::HostPairingName(d.pairing));
+  j.Key("note");
+  j.StringOrNull(d.pairing_note);
+  j.EndObject();
   j.Key("pod");
   j.BeginObject();
   j.Key("steps");
   WriteChange(j, d.pod_steps, /*ms=*/false);
   j.Key("step_time_ms");
   WriteChange(j, d.pod_step_time_ns, /*ms=*/true);
+  j.Key("hosts");
+  WriteChange(j, d.pod_hosts, /*ms=*/false);
+  j.Key("categories_ms");
+  j.BeginObject();
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    j.Key(analysis::CategoryName(static_cast<Category>(c)));
+    WriteChange(j, d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
+  }
+  j.EndObject();
   j.EndObject();
   j.Key("straggler");
   j.BeginObject();
@@ -525,6 +658,27 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
     j.BeginObject();
     j.Key("host");
     j.String(h.host);
+    j.Key("host_a");
+    j.StringOrNull(h.host_a);
+    j.Key("host_b");
+    j.StringOrNull(h.host_b);
+    j.Key("pairing");
+    j.StringOrNull(analysis::HostPairingName(h.pairing));
+    j.Key("rank");
+    j.BeginObject();
+    j.Key("a");
+    if (h.in_a && h.rank_a >= 0) {
+      j.Int(h.rank_a);
+    } else {
+      j.Null();
+    }
+    j.Key("b");
+    if (h.in_b && h.rank_b >= 0) {
+      j.Int(h.rank_b);
+    } else {
+      j.Null();
+    }
+    j.EndObject();
     j.Key("in_a");
     j.Bool(h.in_a);
     j.Key("in_b");
@@ -555,9 +709,24 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   j.Key("has_tools");
   j.Bool(d.has_tools);
   j.Key("kernels");
-  WriteNames(j, d.kernels);
+  WriteNames(j, d.kernels, /*ops=*/false);
   j.Key("ops");
-  WriteNames(j, d.ops);
+  WriteNames(j, d.ops, /*ops=*/true);
+  j.Key("transfers");
+  j.BeginArray();
+  for (const analysis::TransferDiff& t : d.transfers) {
+    j.BeginObject();
+    j.Key("kind");
+    j.String(analysis::TransferKindName(t.kind));
+    j.Key("ms_per_step");
+    WriteChange(j, t.ns_per_step, /*ms=*/true);
+    j.Key("total_ms");
+    WriteChange(j, t.total_ns, /*ms=*/true);
+    j.Key("occurrences");
+    WriteChange(j, t.occurrences, /*ms=*/false);
+    j.EndObject();
+  }
+  j.EndArray();
   j.EndObject();
   return j.Take();
 }
@@ -565,8 +734,11 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
 std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
                             const DiffTableOptions& options) {
   const int width = options.max_name_width;
-  std::string out = absl::StrCat("profctl diff\n  A: ", Printable(context.a, 200),
+  std::string out = absl::StrCat("changed most: ", Printable(d.headline.sentence, 400),
+                                 "\nprofctl diff\n  A: ", Printable(context.a, 200),
                                  "\n  B: ", Printable(context.b, 200), "\n");
+  absl::StrAppend(&out, "hosts: ", d.pod_hosts.a, " -> ", d.pod_hosts.b, ", ",
+                  Printable(PairingText(d), 400), "\n");
   absl::StrAppend(&out, "pod: ", d.pod_steps.a, " -> ", d.pod_steps.b, " steps; step time ",
                   FormatMs(d.pod_step_time_ns.a), " -> ", FormatMs(d.pod_step_time_ns.b), " ms (",
                   SignedMs(d.pod_step_time_ns.delta()), " ms, ", Pct(d.pod_step_time_ns), ")\n");
@@ -581,6 +753,20 @@ std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
         &out, "consistently slow: ",
         d.consistently_slow_a.empty() ? "none" : absl::StrJoin(d.consistently_slow_a, ", "), " -> ",
         d.consistently_slow_b.empty() ? "none" : absl::StrJoin(d.consistently_slow_b, ", "), "\n");
+  }
+  {
+    // The pod's categories on the average host, those with time on a side.
+    std::vector<std::string> cells;
+    for (int c = 0; c < analysis::kNumCategories; ++c) {
+      const Change& ch = d.pod_categories[static_cast<size_t>(c)];
+      if (ch.a == 0 && ch.b == 0) continue;
+      cells.push_back(absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), " ",
+                                   FormatMs(ch.a), " -> ", FormatMs(ch.b), " (",
+                                   SignedMs(ch.delta()), ")"));
+    }
+    if (!cells.empty()) {
+      absl::StrAppend(&out, "pod, average host per step (ms): ", absl::StrJoin(cells, "; "), "\n");
+    }
   }
   if (!d.outliers.empty()) {
     out += "stands out (median excess per step over the other hosts):\n";
@@ -638,8 +824,20 @@ std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
   if (!d.has_tools) {
     out += "\nkernels and ops: not compared (kernel_stats/op_stats missing on a side)\n";
   } else {
-    AppendNameTable(&out, "kernels whose time changed most", d.kernels, width);
-    AppendNameTable(&out, "ops whose time changed most", d.ops, width);
+    AppendNameTable(&out, "kernels, copies and memsets whose time changed most", d.kernels,
+                    d.pod_steps, width, /*ops=*/false);
+    AppendNameTable(&out, "ops whose time changed most", d.ops, d.pod_steps, width,
+                    /*ops=*/true);
+    if (!d.transfers.empty()) {
+      out += "\ncopies and memsets (ms per step; count a step):\n";
+      for (const analysis::TransferDiff& t : d.transfers) {
+        absl::StrAppend(&out, "  ", analysis::TransferKindName(t.kind), ": ",
+                        FormatMs(t.ns_per_step.a), " -> ", FormatMs(t.ns_per_step.b), " (",
+                        SignedMs(t.ns_per_step.delta()), "); ",
+                        PerStepCount(t.occurrences.a, d.pod_steps.a), " -> ",
+                        PerStepCount(t.occurrences.b, d.pod_steps.b), "\n");
+      }
+    }
   }
   return out;
 }

@@ -24,8 +24,17 @@ constexpr int64_t kMs = 1'000'000;
 // w3 only in B; the straggler moves from w0 (compute) to w3 (input); one kernel and one op.
 analysis::Diff SampleDiff() {
   analysis::Diff d;
+  d.headline = {.what = analysis::DiffHeadline::What::kTransfer,
+                .name = "device-to-device copies",
+                .ns_per_step = {kMs / 10, 151 * kMs / 10},
+                .milli_count_per_step = {18'000, 4'608'000},
+                .sentence = "device-to-device copies +15.0 ms per step (18 -> 4,608 a step)"};
+  d.pairing = analysis::HostPairing::kName;
+  d.pairing_note = "only in A: w2; only in B: w3";
   d.pod_steps = {10, 20};
   d.pod_step_time_ns = {100 * kMs, 80 * kMs};
+  d.pod_hosts = {2, 2};
+  d.pod_categories[static_cast<size_t>(analysis::Category::kDeviceToDevice)] = {kMs / 10, 15 * kMs};
   d.straggler_a = {.host = "w0", .steps = 8, .cause = analysis::Category::kCompute};
   d.straggler_b = {.host = "w3", .steps = 12, .cause = analysis::Category::kInput};
   d.straggler_changed = true;
@@ -42,6 +51,8 @@ analysis::Diff SampleDiff() {
                  .median_excess_ns = {0, 12 * kMs}}};
   analysis::HostDiff w0;
   w0.host = "w0";
+  w0.host_a = w0.host_b = "w0";
+  w0.pairing = analysis::HostPairing::kName;
   w0.in_a = w0.in_b = true;
   w0.steps = {10, 20};
   w0.step_time_ns = {100 * kMs, 80 * kMs};
@@ -68,7 +79,17 @@ analysis::Diff SampleDiff() {
   k.ns_per_step = {4 * kMs, 2500 * 1000};
   k.total_ns = {40 * kMs, 50 * kMs};
   k.occurrences = {10, 20};
-  d.kernels = {k};
+  analysis::NameDiff copy;
+  copy.name = "Memcpy DtoD (Device -> Device)";
+  copy.transfer = analysis::TransferKind::kDeviceToDevice;
+  copy.ns_per_step = {kMs / 10, 151 * kMs / 10};
+  copy.total_ns = {kMs, 302 * kMs};
+  copy.occurrences = {180, 92'160};
+  d.kernels = {copy, k};
+  d.transfers = {{.kind = analysis::TransferKind::kDeviceToDevice,
+                  .ns_per_step = {kMs / 10, 151 * kMs / 10},
+                  .total_ns = {kMs, 302 * kMs},
+                  .occurrences = {180, 92'160}}};
   analysis::NameDiff o;
   o.name = "aten::mm";
   o.ns_per_step = {0, 1 * kMs};
@@ -86,8 +107,18 @@ TEST(DiffJsonTest, ParsesAndHoldsTheNumbers) {
   rapidjson::Document doc;
   doc.Parse(json.c_str());
   ASSERT_FALSE(doc.HasParseError()) << json;
-  EXPECT_EQ(Member(doc, "schema_version").GetInt(), 1);
+  EXPECT_EQ(Member(doc, "schema_version").GetInt(), 2);
   EXPECT_STREQ(Member(doc, "a").GetString(), "runs/a");
+  const rapidjson::Value& headline = Member(doc, "headline");
+  EXPECT_STREQ(headline["sentence"].GetString(),
+               "device-to-device copies +15.0 ms per step (18 -> 4,608 a step)");
+  EXPECT_STREQ(headline["what"].GetString(), "transfer");
+  EXPECT_DOUBLE_EQ(headline["ms_per_step"]["delta"].GetDouble(), 15.0);
+  EXPECT_DOUBLE_EQ(headline["count_per_step"]["b"].GetDouble(), 4608.0);
+  EXPECT_STREQ(doc["pairing"]["method"].GetString(), "name");
+  EXPECT_STREQ(doc["pairing"]["note"].GetString(), "only in A: w2; only in B: w3");
+  EXPECT_EQ(doc["pod"]["hosts"]["a"].GetInt(), 2);
+  EXPECT_DOUBLE_EQ(doc["pod"]["categories_ms"]["d2d"]["delta"].GetDouble(), 14.9);
   const rapidjson::Value& pod = Member(doc, "pod");
   EXPECT_EQ(pod["steps"]["delta"].GetInt(), 10);
   EXPECT_DOUBLE_EQ(pod["step_time_ms"]["delta"].GetDouble(), -20.0);
@@ -108,6 +139,9 @@ TEST(DiffJsonTest, ParsesAndHoldsTheNumbers) {
   ASSERT_EQ(hosts.Size(), 3u);
   const rapidjson::Value& w0 = hosts[0];
   EXPECT_DOUBLE_EQ(w0["step_time_ms"]["a"].GetDouble(), 100.0);
+  EXPECT_STREQ(w0["host_a"].GetString(), "w0");
+  EXPECT_STREQ(w0["pairing"].GetString(), "name");
+  EXPECT_TRUE(w0["rank"]["a"].IsNull());
   EXPECT_DOUBLE_EQ(w0["categories_ms"]["input"]["delta"].GetDouble(), 5.0);
   EXPECT_DOUBLE_EQ(w0["categories_ms"]["input"]["pct"].GetDouble(), 50.0);
   EXPECT_TRUE(w0["categories_ms"]["idle"]["pct"].IsNull());  // 0 -> 0: no base
@@ -121,15 +155,31 @@ TEST(DiffJsonTest, ParsesAndHoldsTheNumbers) {
   EXPECT_TRUE(w2["step_time_ms"]["delta"].IsNull());
   EXPECT_TRUE(hosts[2]["step_time_ms"]["a"].IsNull());
   const rapidjson::Value& kernels = Member(doc, "kernels");
-  ASSERT_EQ(kernels.Size(), 1u);
-  EXPECT_STREQ(kernels[0]["name"].GetString(), "volta_sgemm_128x64_nn, \"quoted\"");
-  EXPECT_DOUBLE_EQ(kernels[0]["ms_per_step"]["delta"].GetDouble(), -1.5);
-  EXPECT_EQ(kernels[0]["occurrences"]["b"].GetInt(), 20);
+  ASSERT_EQ(kernels.Size(), 2u);
+  EXPECT_STREQ(kernels[0]["kind"].GetString(), "copy d2d");
+  EXPECT_STREQ(kernels[1]["kind"].GetString(), "kernel");
+  EXPECT_STREQ(kernels[1]["name"].GetString(), "volta_sgemm_128x64_nn, \"quoted\"");
+  EXPECT_DOUBLE_EQ(kernels[1]["ms_per_step"]["delta"].GetDouble(), -1.5);
+  EXPECT_EQ(kernels[1]["occurrences"]["b"].GetInt(), 20);
   EXPECT_TRUE(doc["ops"][0]["ms_per_step"]["pct"].IsNull());
+  EXPECT_STREQ(doc["ops"][0]["kind"].GetString(), "op");
+  const rapidjson::Value& transfers = Member(doc, "transfers");
+  ASSERT_EQ(transfers.Size(), 1u);
+  EXPECT_STREQ(transfers[0]["kind"].GetString(), "device-to-device copies");
+  EXPECT_EQ(transfers[0]["occurrences"]["b"].GetInt(), 92'160);
 }
 
 TEST(DiffTableTest, SaysWhatChangedAndListsOneSidedHosts) {
   const std::string table = FormatDiffTable(SampleDiff(), {.a = "runs/a", .b = "runs/b"});
+  // What changed most comes first.
+  EXPECT_TRUE(absl::StartsWith(
+      table, "changed most: device-to-device copies +15.0 ms per step (18 -> 4,608 a step)\n"))
+      << table;
+  EXPECT_THAT(table, HasSubstr("hosts: 2 -> 2, paired by name; only in A: w2; only in B: w3"));
+  EXPECT_THAT(table, HasSubstr("pod, average host per step (ms): d2d 0.100 -> 15.000 (+14.900)"));
+  EXPECT_THAT(table, HasSubstr("copy d2d Memcpy DtoD (Device -> Device)"));
+  EXPECT_THAT(table, HasSubstr("18->4,608"));  // its count a step
+  EXPECT_THAT(table, HasSubstr("device-to-device copies: 0.100 -> 15.100 (+15.000); 18 -> 4,608"));
   EXPECT_THAT(table, HasSubstr("A: runs/a"));
   EXPECT_THAT(table,
               HasSubstr("10 -> 20 steps; step time 100.000 -> 80.000 ms (-20.000 ms, -20.0%)"));
@@ -142,7 +192,7 @@ TEST(DiffTableTest, SaysWhatChangedAndListsOneSidedHosts) {
   EXPECT_THAT(table, HasSubstr("only in A: 10 steps, step 90.000 ms"));
   EXPECT_THAT(table, HasSubstr("only in B: 20 steps, step 85.000 ms"));
   EXPECT_THAT(table, HasSubstr("-1.500"));
-  EXPECT_THAT(table, Not(HasSubstr("d2d")));  // no time on any host: no column
+  EXPECT_THAT(table, Not(HasSubstr(" d2d\n")));  // no time on any host: no column
   EXPECT_THAT(table, HasSubstr("aten::mm"));
   EXPECT_THAT(table, HasSubstr("new"));  // aten::mm had no time in A
   // Without tools the kernels are said to be missing, not shown empty.
@@ -160,9 +210,20 @@ TEST(DiffCsvTest, HeaderThenOneRowPerValue) {
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines[0], "kind,host,name,a,b,delta,pct");
-  // 2 pod + 2 straggler + 2 stands out + 3 hosts x (steps, step time, 7 categories, straggler
-  // steps) + 1 + 1.
-  EXPECT_EQ(lines.size(), 1u + 2 + 2 + 2 + 3 * 10 + 1 + 1);
+  // headline + pairing + 10 pod (steps, step time, hosts, 7 categories) + 2 straggler + 2 stands
+  // out + 3 hosts x (steps, step time, 7 categories, straggler steps) + 2 kernel list + 1 op +
+  // 2 transfer (time, count).
+  EXPECT_EQ(lines.size(), 1u + 1 + 1 + 10 + 2 + 2 + 3 * 10 + 2 + 1 + 2);
+  EXPECT_EQ(lines[1], "headline,,device-to-device copies,0.100,15.100,15.000,15000.0");
+  EXPECT_EQ(lines[2], "pairing,,method,name,,,");
+  EXPECT_THAT(lines, ::testing::Contains("pod,,d2d_ms,0.100,15.000,14.900,14900.0"));
+  EXPECT_THAT(lines,
+              ::testing::Contains(
+                  "transfer_row,,Memcpy DtoD (Device -> Device),0.100,15.100,15.000,15000.0"));
+  EXPECT_THAT(lines,
+              ::testing::Contains("transfer,,device-to-device copies,0.100,15.100,15.000,15000.0"));
+  EXPECT_THAT(lines, ::testing::Contains(
+                         "transfer,,device-to-device copies count,180,92160,91980,51100.0"));
   EXPECT_THAT(lines, ::testing::Contains("stands_out,w0,compute_excess_ms,20.000,,,"));
   EXPECT_THAT(lines, ::testing::Contains("pod,,steps,10,20,10,100.0"));
   EXPECT_THAT(lines, ::testing::Contains("pod,,step_time_ms,100.000,80.000,-20.000,-20.0"));
@@ -197,6 +258,8 @@ TEST(DiffHtmlTest, ASelfContainedPageWithEscapedNames) {
   EXPECT_THAT(html, HasSubstr("Stands out: w3 input now +12.000 ms"));
   EXPECT_THAT(html, HasSubstr("only in A"));
   EXPECT_THAT(html, HasSubstr("only in B"));
+  EXPECT_THAT(html, HasSubstr("device-to-device copies +15.0 ms per step (18 -&gt; 4,608 a step)"));
+  EXPECT_THAT(html, HasSubstr("Hosts: paired by name; only in A: w2; only in B: w3"));
   // Every number with fixed decimals and its unit.
   EXPECT_THAT(html, HasSubstr(">+5.000 ms<"));
   EXPECT_THAT(html, HasSubstr(">-20.0 %<"));

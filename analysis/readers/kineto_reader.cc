@@ -784,6 +784,7 @@ absl::StatusOr<HostTrace> ReadKinetoTraceFrom(KinetoTextSource& source,
   }
   handler.Finish(offset_ns);
   trace.host = handler.rank() ? absl::StrCat("rank-", *handler.rank()) : default_host;
+  trace.rank = handler.rank().value_or(-1);
   return trace;
 }
 

@@ -1,6 +1,7 @@
 #include "analysis/tools/diff.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,181 @@ TEST_F(DiffTest, TopKernelsAndOpsByChangeOfTimePerStep) {
   EXPECT_FALSE(d.has_tools);
   EXPECT_TRUE(d.kernels.empty());
   EXPECT_TRUE(d.ops.empty());
+}
+
+TEST_F(DiffTest, HostsWithTheSameNameArePairedAndTheOthersStayApart) {
+  const Diff d = Compute();
+  EXPECT_EQ(d.pairing, HostPairing::kName);
+  // w2 (A only) and w3 (B only) are not paired by role or position: names paired the others.
+  EXPECT_EQ(d.hosts[2].pairing, HostPairing::kUnpaired);
+  EXPECT_EQ(d.hosts[3].pairing, HostPairing::kUnpaired);
+  EXPECT_EQ(d.pairing_note, "only in A: w2; only in B: w3");
+  EXPECT_EQ(d.hosts[0].pairing, HostPairing::kName);
+  EXPECT_EQ(d.hosts[0].host_a, "w0");
+  EXPECT_EQ(d.hosts[0].host_b, "w0");
+}
+
+std::vector<std::string> Names(const std::vector<std::optional<size_t>>& b_of_a,
+                               const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  for (const std::optional<size_t>& j : b_of_a) out.push_back(j.has_value() ? b[*j] : "-");
+  return out;
+}
+
+TEST(PairHostsTest, ByRankThenNameThenOneToOneThenRoleThenPosition) {
+  using ::testing::ElementsAre;
+  // Ranks stated by the traces pair hosts named differently.
+  std::vector<std::string> a = {"rank-0", "rank-1"}, b = {"node-b", "node-a"};
+  HostPairs p = PairHosts(a, std::vector<int64_t>{0, 1}, b, std::vector<int64_t>{1, 0});
+  EXPECT_EQ(p.method, HostPairing::kRank);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("node-a", "node-b"));
+  EXPECT_EQ(p.note, "");
+  // Different ranks and names, one host a side: one to one (HTA's rank-3 vs rank-1).
+  a = {"rank-3"};
+  b = {"rank-1"};
+  p = PairHosts(a, std::vector<int64_t>{3}, b, std::vector<int64_t>{1});
+  EXPECT_EQ(p.method, HostPairing::kSingle);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("rank-1"));
+  // Two runs of one job, named by run: by role, in the numbers' order.
+  a = {"job7-worker-1", "job7-worker-0", "job7-ps-0"};
+  b = {"job9-worker-0", "job9-ps-0", "job9-worker-1"};
+  p = PairHosts(a, {}, b, {});
+  EXPECT_EQ(p.method, HostPairing::kRole);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("job9-worker-1", "job9-worker-0", "job9-ps-0"));
+  // Nothing in common but the count: by position.
+  a = {"alpha", "beta"};
+  b = {"gamma", "delta"};
+  p = PairHosts(a, {}, b, {});
+  EXPECT_EQ(p.method, HostPairing::kPosition);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("gamma", "delta"));
+  // Nothing in common, not even the count: none, said.
+  b = {"gamma"};
+  p = PairHosts(a, {}, b, {});
+  EXPECT_EQ(p.method, HostPairing::kUnpaired);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("-", "-"));
+  EXPECT_EQ(p.note, "no host paired: the runs share no rank, name or role, and A has 2 hosts, B 1");
+  // A rank one side states and the other does not: by name.
+  a = {"w0", "w1"};
+  b = {"w1", "w0"};
+  p = PairHosts(a, std::vector<int64_t>{0, 1}, b, {});
+  EXPECT_EQ(p.method, HostPairing::kName);
+  EXPECT_THAT(Names(p.b_of_a, b), ElementsAre("w0", "w1"));
+}
+
+// One host a side with the H100 pair's shape: the largest change is the device-to-device
+// copies, 18 -> 4,608 a step, +15 ms a step; the d2d category grew a little less (copies
+// overlap).
+TEST(DiffHeadlineTest, SaysWhatChangedMostFirst) {
+  PodBreakdown a, b;
+  a.steps = Steps(12, 0, "", Category::kIdle);
+  b.steps = Steps(12, 0, "", Category::kIdle);
+  a.hosts = {Host("rank-3", 12, 30, 10, 1, 0)};
+  b.hosts = {Host("rank-1", 12, 45, 10, 1, 0)};
+  a.hosts[0].categories[static_cast<size_t>(Category::kDeviceToDevice)].mean_ns = 0.1 * kMs;
+  b.hosts[0].categories[static_cast<size_t>(Category::kDeviceToDevice)].mean_ns = 14.8 * kMs;
+  const std::vector<DeviceTransferStat> ta = {
+      {"Memcpy DtoD (Device -> Device)", TransferKind::kDeviceToDevice, 18 * 12, 12 * kMs / 10},
+      {"Memset (Device)", TransferKind::kMemset, 5 * 12, 12 * kMs / 100}};
+  const std::vector<DeviceTransferStat> tb = {
+      {"Memcpy DtoD (Device -> Device)", TransferKind::kDeviceToDevice, 4608 * 12,
+       12 * 151 * kMs / 10},
+      {"Memset (Device)", TransferKind::kMemset, 5 * 12, 12 * kMs / 100}};
+  const std::vector<KernelStat> kernels = {Kernel("gemm", "aten::mm", 120 * kMs, 12)};
+  const Diff d = ComputeDiff({&a, true, kernels, {}, ta, std::vector<int64_t>{3}},
+                             {&b, true, kernels, {}, tb, std::vector<int64_t>{1}});
+  EXPECT_EQ(d.pairing, HostPairing::kSingle);
+  ASSERT_EQ(d.hosts.size(), 1u);
+  EXPECT_EQ(d.hosts[0].host, "rank-3 / rank-1");
+  EXPECT_EQ(d.hosts[0].rank_a, 3);
+  EXPECT_EQ(d.hosts[0].rank_b, 1);
+  EXPECT_EQ(d.headline.what, DiffHeadline::What::kTransfer);
+  EXPECT_EQ(d.headline.sentence, "device-to-device copies +15.0 ms per step (18 -> 4,608 a step)");
+  // The copies are in the kernel list, marked; the unchanged memsets and gemm are not.
+  ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.kernels[0].name, "Memcpy DtoD (Device -> Device)");
+  EXPECT_EQ(d.kernels[0].transfer, TransferKind::kDeviceToDevice);
+  EXPECT_EQ(d.kernels[0].occurrences.b, 4608 * 12);
+  // Per kind.
+  ASSERT_EQ(d.transfers.size(), 2u);
+  EXPECT_EQ(d.transfers[0].kind, TransferKind::kDeviceToDevice);
+  EXPECT_EQ(d.transfers[0].ns_per_step.delta(), 15 * kMs);
+  EXPECT_EQ(d.transfers[1].kind, TransferKind::kMemset);
+  EXPECT_EQ(d.transfers[1].ns_per_step.delta(), 0);
+  // The pod's categories: the average host's.
+  EXPECT_EQ(d.pod_categories[static_cast<size_t>(Category::kDeviceToDevice)].delta(), 14'700'000);
+  EXPECT_EQ(d.pod_hosts.a, 1);
+}
+
+TEST(DiffHeadlineTest, ACategoryIsNamedWithTheKernelThatMakesMostOfIt) {
+  PodBreakdown a, b;
+  a.steps = Steps(10, 0, "", Category::kIdle);
+  b.steps = Steps(10, 0, "", Category::kIdle);
+  a.hosts = {Host("w0", 10, 100, 60, 10, 0), Host("w1", 10, 100, 60, 10, 0)};
+  b.hosts = {Host("w0", 10, 120, 80, 10, 0), Host("w1", 10, 120, 80, 10, 0)};
+  // gemm: 2 hosts x 10 steps: 10 -> 28 ms per step and host (+18 of the +20 ms compute).
+  const std::vector<KernelStat> ka = {Kernel("gemm", "aten::mm", 200 * kMs, 200)};
+  const std::vector<KernelStat> kb = {Kernel("gemm", "aten::mm", 560 * kMs, 240)};
+  const Diff d = ComputeDiff({&a, true, ka, {}}, {&b, true, kb, {}});
+  EXPECT_EQ(d.headline.what, DiffHeadline::What::kCategory);
+  EXPECT_EQ(d.headline.name, "compute");
+  EXPECT_EQ(d.headline.sentence,
+            "compute time +20.0 ms per step (60.0 -> 80.0 ms) on the average host, mostly gemm "
+            "+18.0 ms per step (10 -> 12 a step)");
+
+  // Nothing changed.
+  const Diff same = ComputeDiff({&a, true, ka, {}}, {&a, true, ka, {}});
+  EXPECT_EQ(same.headline.what, DiffHeadline::What::kNothing);
+  EXPECT_EQ(same.headline.sentence, "nothing changed by 0.05 ms per step or more");
+}
+
+TEST(DiffPairsTest, TheStragglerIsComparedThroughThePairs) {
+  PodBreakdown a, b;
+  a.steps = Steps(10, 8, "job1-w-1", Category::kCompute);
+  b.steps = Steps(10, 8, "job2-w-1", Category::kCompute);
+  a.hosts = {Host("job1-w-0", 10, 100, 60, 10, 0), Host("job1-w-1", 10, 100, 80, 5, 8)};
+  b.hosts = {Host("job2-w-0", 10, 100, 60, 10, 0), Host("job2-w-1", 10, 100, 80, 5, 8)};
+  Diff d = ComputeDiff({&a, false, {}, {}}, {&b, false, {}, {}});
+  EXPECT_EQ(d.pairing, HostPairing::kRole);
+  EXPECT_EQ(d.hosts[1].host, "job1-w-1 / job2-w-1");
+  EXPECT_FALSE(d.straggler_changed);  // the same pair
+  EXPECT_FALSE(d.cause_changed);
+  // The straggler moves to the other pair.
+  b.steps = Steps(10, 8, "job2-w-0", Category::kCompute);
+  b.hosts[0].straggler_steps = 8;
+  b.hosts[1].straggler_steps = 0;
+  d = ComputeDiff({&a, false, {}, {}}, {&b, false, {}, {}});
+  EXPECT_TRUE(d.straggler_changed);
+}
+
+TEST(DeviceTransfersTest, CopiesByDirectionAndMemsetsNotKernels) {
+  ToolTrace t;
+  const auto add = [&](const char* name, OpKind kind, bool kernel, int64_t ns) {
+    DeviceEvent e;
+    e.name = t.strings.Intern(name);
+    e.kind = kind;
+    e.is_kernel = kernel;
+    e.start_ns = 1000;
+    e.end_ns = 1000 + ns;
+    t.device_events.push_back(e);
+  };
+  add("Memcpy DtoD (Device -> Device)", OpKind::kMemcpyD2D, false, 300);
+  add("Memcpy DtoD (Device -> Device)", OpKind::kMemcpyD2D, false, 200);
+  add("Memcpy HtoD (Pinned -> Device)", OpKind::kMemcpyH2D, false, 100);
+  add("Memset (Device)", OpKind::kDeviceCompute, false, 50);
+  add("gemm", OpKind::kDeviceCompute, true, 900);
+  add("ncclDevKernel_AllReduce", OpKind::kCollective, true, 900);
+  const std::vector<DeviceTransferStat> x = ComputeDeviceTransfers(t);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_EQ(x[0].name, "Memcpy DtoD (Device -> Device)");
+  EXPECT_EQ(x[0].kind, TransferKind::kDeviceToDevice);
+  EXPECT_EQ(x[0].occurrences, 2);
+  EXPECT_EQ(x[0].total_ns, 500);
+  EXPECT_EQ(x[1].kind, TransferKind::kHostToDevice);
+  EXPECT_EQ(x[2].kind, TransferKind::kMemset);
+  const std::vector<DeviceTransferStat> pod = MergeDeviceTransfers({x, x});
+  ASSERT_EQ(pod.size(), 3u);
+  EXPECT_EQ(pod[0].occurrences, 4);
+  EXPECT_EQ(pod[0].total_ns, 1000);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -1127,6 +1128,57 @@ TEST_F(CliTest, DiffComparesTwoSessionsAndNamesTheStragglerChange) {
   ASSERT_THAT(WriteFileAtomically(tmp_.path() + "/a-file", "x"), IsOk());
   EXPECT_EQ(Run({"diff", before, after, "--html=" + tmp_.path() + "/a-file/d.html"}), kExitFailed);
   EXPECT_THAT(err_.str(), HasSubstr("--html="));
+}
+
+// The two real H100 fixtures: a rank-3 trace (Kineto distributedInfo.rank 3, two GPUs) and a
+// single-GPU torch.profiler run named by its file: different names, one host a side, paired one
+// to one; their categories compared, and the copies and memsets in the kernel list.
+TEST_F(CliTest, DiffPairsTheTwoH100FixturesAndListsTheirCopiesAndMemsets) {
+  const std::string data = PROFCTL_TRACE_DATA_DIR;
+  const std::string a = data + "/rank3.pt.trace.json";
+  const std::string b = data + "/h100_torch_profiler.pt.trace.json.gz";
+  ASSERT_EQ(Run({"diff", a, b, "--json", "--top=50"}), kExitOk) << err_.str();
+  google::protobuf::Struct json;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
+  const auto& f = json.fields();
+  EXPECT_EQ(f.at("pairing").struct_value().fields().at("method").string_value(), "single");
+  const auto& hosts = f.at("hosts").list_value();
+  ASSERT_EQ(hosts.values_size(), 1);
+  const auto& h = hosts.values(0).struct_value().fields();
+  EXPECT_EQ(h.at("host").string_value(), "rank-3 / h100_torch_profiler");
+  EXPECT_EQ(h.at("rank").struct_value().fields().at("a").number_value(), 3);
+  EXPECT_TRUE(h.at("in_a").bool_value() && h.at("in_b").bool_value());
+  // Compared per category, per pair and for the pod.
+  const auto& compute =
+      h.at("categories_ms").struct_value().fields().at("compute").struct_value().fields();
+  EXPECT_NE(compute.at("delta").number_value(), 0);
+  EXPECT_NE(f.at("pod")
+                .struct_value()
+                .fields()
+                .at("categories_ms")
+                .struct_value()
+                .fields()
+                .at("compute")
+                .struct_value()
+                .fields()
+                .at("delta")
+                .number_value(),
+            0);
+  // The copies and memsets are listed with the kernels, marked.
+  std::set<std::string> kinds;
+  for (const auto& k : f.at("kernels").list_value().values()) {
+    kinds.insert(k.struct_value().fields().at("kind").string_value());
+  }
+  EXPECT_TRUE(kinds.contains("memset")) << out_.str();
+  EXPECT_TRUE(kinds.contains("copy h2d")) << out_.str();
+  EXPECT_TRUE(kinds.contains("kernel")) << out_.str();
+  EXPECT_GE(f.at("transfers").list_value().values_size(), 3);
+  EXPECT_FALSE(f.at("headline").struct_value().fields().at("sentence").string_value().empty());
+
+  // The table says what changed most first, and how the hosts were paired.
+  ASSERT_EQ(Run({"diff", a, b}), kExitOk) << err_.str();
+  EXPECT_TRUE(absl::StartsWith(out_.str(), "changed most: ")) << out_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("hosts: 1 -> 1, paired one to one (each side has one host)"));
 }
 
 TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {

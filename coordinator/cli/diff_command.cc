@@ -1,6 +1,7 @@
 // `profctl diff A B`: what changed between two captures (saved sessions, folders or trace files
-// of any source `analyze` reads): per host and category the change in time per step, the steps,
-// the straggler and its cause, the kernels and ops whose time changed most.
+// of any source `analyze` reads), of one run or two: what changed most, per paired host and for
+// the pod the change in time per step of each category, the steps, the straggler and its cause,
+// the kernels (with the copies and memsets) and ops whose time changed most.
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,8 +50,11 @@ std::optional<int> ParseDiffFlags(const std::vector<std::string>& args, const Cl
     *env.out << fs.Help()
              << "\nA, B: each a saved session folder, a folder of trace files (*.xplane.pb, "
                 "*.pt.trace.json[.gz]) or one such file, as `profctl analyze` reads them. Hosts "
-                "are matched by name; a host on one side only is listed as such. Changes are "
-                "B - A, per step (docs/tools.md \"profctl diff\").\n";
+                "are paired by rank (Kineto distributedInfo) and name; when none pair, one to "
+                "one when each side has one host, else by role (the name without its numbers), "
+                "else by position; a host left unpaired is listed on its side. The first line "
+                "says what changed most. Changes are B - A, per step (docs/tools.md \"profctl "
+                "diff\").\n";
     return kExitOk;
   }
   if (f->json && f->csv) return UsageError(env, "diff", "--json and --csv exclude each other");
@@ -97,9 +101,19 @@ int DiffCommand(const std::vector<std::string>& args, const CliEnv& env) {
   const std::vector<analysis::Tool> tools = {analysis::Tool::kKernelStats,
                                              analysis::Tool::kOpStats};
   std::vector<AnalyzeToolResult> results;
+  // Per side: the copies and memsets of each input's trace (by input), then of the pod.
+  std::vector<std::vector<analysis::DeviceTransferStat>> transfers(2);
   int rc = kExitOk;
   for (size_t i = 0; i < 2; ++i) {
-    results.push_back(AnalyzeTools(inputs[i], options, tools, static_cast<int>(f.jobs)));
+    std::vector<std::vector<analysis::DeviceTransferStat>> by_input(inputs[i].files.size());
+    // Each call writes its own input's slot.
+    results.push_back(AnalyzeTools(inputs[i], options, tools, static_cast<int>(f.jobs),
+                                   [&by_input](size_t input, const analysis::ToolTrace& trace) {
+                                     by_input[input] = analysis::ComputeDeviceTransfers(trace);
+                                   }));
+    std::vector<std::vector<analysis::DeviceTransferStat>> hosts;
+    for (const size_t input : results.back().host_inputs) hosts.push_back(by_input[input]);
+    transfers[i] = analysis::MergeDeviceTransfers(hosts);
     const AnalyzeResult& r = results.back().breakdown;
     for (const report::FailedFile& e : r.failed_files) {
       *env.err << "profctl diff: " << side_names[i] << ": " << e.path << ": " << e.error << "\n";
@@ -114,14 +128,17 @@ int DiffCommand(const std::vector<std::string>& args, const CliEnv& env) {
       return kExitFailed;
     }
   }
-  auto side = [](const AnalyzeToolResult& r) {
+  auto side = [&](size_t i) {
+    const AnalyzeToolResult& r = results[i];
     return analysis::DiffInput{.breakdown = &r.breakdown.breakdown,
                                .has_tools = true,
                                .kernels = r.tools[0].kernels,
-                               .ops = r.tools[1].ops.by_op};
+                               .ops = r.tools[1].ops.by_op,
+                               .transfers = transfers[i],
+                               .ranks = r.ranks};
   };
-  const analysis::Diff diff = analysis::ComputeDiff(side(results[0]), side(results[1]),
-                                                    {.top_n = static_cast<size_t>(f.top)});
+  const analysis::Diff diff =
+      analysis::ComputeDiff(side(0), side(1), {.top_n = static_cast<size_t>(f.top)});
   const report::DiffContext context{.a = f.paths[0], .b = f.paths[1]};
   if (!f.html.empty()) {
     if (absl::Status s = WriteFileAtomically(f.html, report::DiffHtml(diff, context)); !s.ok()) {

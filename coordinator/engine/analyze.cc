@@ -418,12 +418,14 @@ void AddSkipped(const AnalyzeInputs& inputs, std::vector<std::string>* warnings)
 struct HostToolInput {
   analysis::HostSummary summary;
   std::vector<analysis::HostTools> tools;  // per requested tool
+  int64_t rank = -1;                       // HostTrace::rank
 };
 
 // One input, read twice (the breakdown's reader and the tools' reader), summarized and reduced.
-absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
+absl::StatusOr<HostToolInput> ToolInput(size_t index, const TraceInput& in,
                                         const analysis::ReaderOptions& options,
-                                        const std::vector<analysis::Tool>& tools) {
+                                        const std::vector<analysis::Tool>& tools,
+                                        const DetailVisitor& visit) {
   // Read under the caps (a Kineto file's text inflated and its strings checked as it is read).
   absl::StatusOr<std::string> bytes = in.format == Format::kKineto
                                           ? analysis::ReadKinetoTraceText(in.path, options)
@@ -435,6 +437,7 @@ absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
           : analysis::ReadXSpaceHost(StringByteSource(*bytes), in.host, in.offset_ns, options);
   if (!trace.ok()) return trace.status();
   HostToolInput out;
+  out.rank = trace->rank;
   out.summary = analysis::SummarizeHost(*std::move(trace));  // the events go before the detail
   // A Kineto file's bytes are handed over: parsed in place, no copy beside them.
   absl::StatusOr<analysis::ToolTrace> detail =
@@ -445,19 +448,21 @@ absl::StatusOr<HostToolInput> ToolInput(const TraceInput& in,
   for (const analysis::Tool tool : tools) {
     out.tools.push_back(analysis::ComputeHostTools(tool, *detail, out.summary));
   }
+  if (visit) visit(index, *detail);
   return out;
 }
 
 }  // namespace
 
 AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
-                               const std::vector<analysis::Tool>& tools, int jobs) {
+                               const std::vector<analysis::Tool>& tools, int jobs,
+                               const DetailVisitor& visit) {
   const size_t n = inputs.files.size();
   std::vector<std::optional<absl::StatusOr<HostToolInput>>> done(n);
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      done[i] = ToolInput(inputs.files[i], options, tools);
+      done[i] = ToolInput(i, inputs.files[i], options, tools, visit);
     }
   };
   {
@@ -489,6 +494,8 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
       hosts[t].push_back(std::move(h));
     }
     result.breakdown.hosts.push_back(host);
+    result.host_inputs.push_back(i);
+    result.ranks.push_back(in->rank);
     summaries.push_back(std::move(in->summary));
   }
   AddSkipped(inputs, &result.breakdown.warnings);

@@ -10,6 +10,7 @@
 #ifndef PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
 #define PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,14 +97,24 @@ struct AnalyzeToolResult {
   AnalyzeResult breakdown;                // the step breakdown of the same inputs
   std::vector<analysis::PodTools> tools;  // one per requested tool, in request order; hosts in
                                           // the order of breakdown.hosts
+  // Per host of breakdown.hosts: the input it came from (index into AnalyzeInputs::files) and
+  // the rank its trace states (Kineto distributedInfo.rank; -1: none).
+  std::vector<size_t> host_inputs;
+  std::vector<int64_t> ranks;
 };
+
+// Called on the worker thread with each input's index and its detail trace, once its tools are
+// computed and before the trace is dropped: something more to take from it (the diff's copies
+// and memsets). Calls for different inputs run concurrently.
+using DetailVisitor = std::function<void(size_t input, const analysis::ToolTrace& trace)>;
 
 // `profctl analyze --tool=...`: as AnalyzeTraces, and per input also the opt-in detail trace
 // (tool_readers.h), reduced to each of `tools`' per-host results on the worker thread and dropped
 // there (one detail read per file, whatever the number of tools). Costs more than AnalyzeTraces:
 // each file is also decoded whole (docs/tools.md "Cost").
 AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
-                               const std::vector<analysis::Tool>& tools, int jobs = 0);
+                               const std::vector<analysis::Tool>& tools, int jobs = 0,
+                               const DetailVisitor& visit = nullptr);
 
 }  // namespace profctl::coordinator
 
