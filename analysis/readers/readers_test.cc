@@ -215,6 +215,7 @@ constexpr int64_t kBase = 1'700'000'000'000'000'000;  // baseTimeNanoseconds of 
 void ExpectGoldenKineto(const HostTrace& t, int64_t offset_ns) {
   const int64_t base = kBase - offset_ns;
   EXPECT_EQ(t.host, "rank-3");
+  EXPECT_EQ(t.rank, 3);  // distributedInfo.rank, for pairing hosts across runs (profctl diff)
   EXPECT_EQ(t.window_start_ns - base, 0);  // the "PyTorch Profiler (0)" span
   EXPECT_EQ(t.window_end_ns - base, 20'000'000);
   EXPECT_THAT(Markers(t.steps, base),
@@ -326,6 +327,7 @@ TEST(KinetoReaderTest, HostNamedByFileStemWithoutRank) {
   absl::StatusOr<HostTrace> t = ReadKinetoTraceFile(json, "/logs/worker7.1700.pt.trace.json", 0);
   ASSERT_THAT(t, IsOk());
   EXPECT_EQ(t->host, "worker7.1700");
+  EXPECT_EQ(t->rank, -1);
   // Old Kineto: absolute microseconds, 19 significant digits, kept exactly (a double would not).
   ASSERT_EQ(t->host_ops.size(), 1u);
   EXPECT_EQ(t->host_ops[0].start_ns, 1'700'000'000'123'456'789);
