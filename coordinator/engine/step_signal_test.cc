@@ -28,6 +28,7 @@ using ::profctl::testkit::MemorySink;
 using ::profctl::v1::SessionManifest;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kMs = kNanosPerMilli;
 
@@ -210,7 +211,39 @@ TEST_F(StepSignalCaptureTest, WithoutTheStallTheSameWindowCannotTell) {
   const std::string& json = sink_.files["pod_step_breakdown.json"];
   EXPECT_THAT(json, ContainsRegex("\"verdict\": *\"cannot_tell\""));
   EXPECT_THAT(json, ContainsRegex("\"missing\": *\"collectives\""));
-  EXPECT_THAT(json, ::testing::Not(ContainsRegex("\"verdict\": *\"none\"")));
+  EXPECT_THAT(json, Not(ContainsRegex("\"verdict\": *\"none\"")));
+}
+
+// Both directions on fake agents: a rank that never enters the all-reduce is named once the
+// window holds complete steps and 2 s of waiting; a rank that waits 1.5 s for its input in each
+// 100 ms step, in a 1 s window, is never called hung.
+TEST_F(StepSignalCaptureTest, AHungRankIsNamed) {
+  const synthetic::SyntheticJob healthy(Job(0));
+  const int64_t k = healthy.StepIndexAt(clock_.WallNs() + 2 * kNanosPerSecond);
+  const std::string hung = absl::StrCat("hang_rank=1,hang_at_step=", k);
+  Agent("h0:1", {.name = "w0"}, Job(0, hung));
+  Agent("h1:1", {.name = "w1"}, Job(1, hung));
+  Run(/*duration_ms=*/4000);
+  const std::string& json = sink_.files["pod_step_breakdown.json"];
+  EXPECT_THAT(json, ContainsRegex("\"verdict\": *\"hung\""));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("w1 (rank 1) never entered all-reduce #1 of step ",
+                                           k % 1'000'000)));
+}
+
+TEST_F(StepSignalCaptureTest, ASlowRankIsNotHung) {
+  const std::string slow = "step_ms=100,input_stall_rank=1,input_stall_ms=1500";
+  Agent("h0:1", {.name = "w0"}, Job(0, slow));
+  Agent("h1:1", {.name = "w1"}, Job(1, slow));
+  Run(/*duration_ms=*/1000);
+  const std::string& json = sink_.files["pod_step_breakdown.json"];
+  ASSERT_THAT(json, HasSubstr("\"hang\""));
+  EXPECT_THAT(json, Not(ContainsRegex("\"verdict\": *\"(hung|all_waiting)\"")));
+  // The window holds no complete step and the fast rank waits for the slow one (here 119 ms,
+  // over the 100 ms floor that alone called such a wait a hang); the agents' step signal gives
+  // the job's pace (~1.6 s steps): no hang.
+  EXPECT_THAT(json, ContainsRegex("\"verdict\": *\"none\""));
+  EXPECT_THAT(json, ContainsRegex("\"pace\": *\"step_signal\""));
+  EXPECT_THAT(json, ContainsRegex("\"waited_ms\": *[0-9]"));
 }
 
 }  // namespace
