@@ -286,6 +286,10 @@ std::vector<int64_t> CollectiveEndsNs(const XSpace& space, int64_t dedupe_ns) {
   return SortAndDedupe(std::move(ends), std::max<int64_t>(dedupe_ns, 0));
 }
 
+std::vector<int64_t> DedupeCollectiveEnds(std::vector<int64_t> ends, int64_t dedupe_ns) {
+  return SortAndDedupe(std::move(ends), std::max<int64_t>(dedupe_ns, 0));
+}
+
 namespace {
 
 // Step 1 of the header: each host's collective ends in range, sorted, deduplicated and moved to

@@ -88,6 +88,10 @@ inline constexpr int64_t kDefaultCollectiveDedupeNs = 10'000;  // 10 us
 // the window's end (xspace::kStatStepCut), whose recorded end is not the collective's.
 std::vector<int64_t> CollectiveEndsNs(const tensorflow::profiler::XSpace& space,
                                       int64_t dedupe_ns = kDefaultCollectiveDedupeNs);
+// CollectiveEndsNs' last step, for readers that gather the ends themselves (the XSpace wire
+// reader): sorted, runs within `dedupe_ns` merged into their median.
+std::vector<int64_t> DedupeCollectiveEnds(std::vector<int64_t> ends,
+                                          int64_t dedupe_ns = kDefaultCollectiveDedupeNs);
 
 // Whether an event name is a collective whose end is one instant on all participants: names
 // starting with "nccl" (any case; CUPTI kernel names like ncclDevKernel_AllReduce_Sum_bf16_RING_LL)

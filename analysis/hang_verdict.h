@@ -1,11 +1,12 @@
 // The hang verdict: where each rank of a pod stood in its collectives at the end of a window, and,
 // when the pod hangs, which ranks never entered the collective the others wait in ("worker-1
 // (rank 1) never entered all-reduce #1 of step 1234; 2 ranks wait in it since 12:01:07.123 UTC").
-// Pure code (no I/O): ReadRankCollectives reduces one host's XSpace to a compact record (call it
-// where the decoded trace is, and drop the trace); JudgeHang compares the records of the pod on
-// the aligned timeline, with what each agent's step signal said at the window's end (StepSignal).
-// "No hang" and "cannot tell" are different answers (HangVerdictKind). docs/flight-recorder.md
-// "Hang verdict" documents it for users.
+// Pure code (no I/O): the XSpace reader reduces one host's trace to a compact record in the same
+// pass that reads its breakdown (analysis/readers/xspace_reader.h DecodeXSpaceHost,
+// ReadRankCollectives), by the ENTERED / COMPLETED / IDENTITY rules below; JudgeHang compares the
+// records of the pod on the aligned timeline, with what each agent's step signal said at the
+// window's end (StepSignal). "No hang" and "cannot tell" are different answers (HangVerdictKind).
+// docs/flight-recorder.md "Hang verdict" documents it for users.
 //
 // ENTERED: host-line (`/host:CPU`) events that launch a collective, each counted once:
 //   - an NCCL/RCCL API call whose name names a collective kind (ncclAllReduce, ncclAllGather,
@@ -46,7 +47,6 @@
 
 #include "absl/strings/string_view.h"
 #include "analysis/op_classify.h"
-#include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::analysis {
 
@@ -95,18 +95,13 @@ struct RankCollectives {
   int64_t last_step_end_ns = INT64_MIN;
   bool has_step_markers = false;
   // No device activity in the trace (launches only: the cupti light level): `completed` holds
-  // the collectives whose step ended, at that step's end (see ReadRankCollectives).
+  // the collectives whose step ended, at that step's end (LAUNCHES ONLY above).
   bool completions_from_steps = false;
   // The window: the space's profile start; its end, the profile_stop_time, else its last event's
   // end (0: no event).
   int64_t window_start_ns = 0;
   int64_t window_end_ns = 0;
 };
-
-// Reads one host's XSpace (see ENTERED/COMPLETED/IDENTITY above). Never fails: a space without
-// collectives gives empty lists.
-RankCollectives ReadRankCollectives(const tensorflow::profiler::XSpace& space,
-                                    const StepMatcher& steps);
 
 // One step source of a host (the synthetic job; a CUDA process of the cupti collector) as its
 // agent saw it when the window ended: AgentService.GetStepSignal's samples and stalls, reduced.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/readers/xspace_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "xspace/xspace.h"

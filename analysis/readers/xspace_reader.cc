@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/alignment.h"
+#include "analysis/readers/xspace_collectives.h"
 #include "analysis/readers/xspace_wire.h"
 #include "common/status_macros.h"
 #include "xspace/xspace.h"
@@ -33,6 +36,8 @@ constexpr absl::string_view kXlaOpsLine = "XLA Ops";
 // TSL's consumer context stats: a wrapper event on one thread joining a step root on another.
 constexpr absl::string_view kStatConsumerType = "_ct";
 constexpr absl::string_view kStatConsumerId = "_c";
+// An NCCL call's kernel (the cupti light level's launches): the collectives' record.
+constexpr absl::string_view kStatKernelName = "kernel_name";
 constexpr size_t kMaxPassedOnMessages = 10;
 
 // --- the XSpace's structure ----------------------------------------------------------------
@@ -52,7 +57,16 @@ struct LineInfo {
 };
 
 // What the reader looks for in stats, by stat metadata name.
-enum class StatRole : uint8_t { kOther, kIsRoot, kStepNum, kMemcpyDetails, kConsumer, kStepCut };
+enum class StatRole : uint8_t {
+  kOther,
+  kIsRoot,
+  kStepNum,
+  kMemcpyDetails,
+  kConsumer,
+  kStepCut,
+  kCorrelationId,  // the collectives' record: launches and kernels
+  kKernelName,     // the collectives' record: an NCCL call's kernel
+};
 
 // A plane's stat metadata: names (for ref values) and roles.
 struct StatTable {
@@ -60,6 +74,8 @@ struct StatTable {
   IdTable<StatRole> roles;
   bool any_root_or_step = false;  // or consumer context stats
   bool any_memcpy_details = false;
+  bool any_step_cut = false;
+  bool any_correlation = false;  // correlation_id or kernel_name
 
   StatRole Role(int64_t id) const {
     const StatRole* r = roles.Find(id);
@@ -85,11 +101,16 @@ struct HostMeta {
   bool bad_step = false;  // the name matched the step pattern with an unusable number
   int64_t step = 0;       // kMarker: the step number from the name
   std::string name;       // only when bad_step, for the warning
+  xspace_collectives::HostMeta collectives;  // read only for the collectives' record
 };
 
 // What a device event metadata id is.
 struct DeviceMeta {
   OpKind kind = OpKind::kDeviceCompute;
+  // For the collectives' record (a collective kernel's kind) and alignment (a collective whose
+  // end is one instant on every participant: alignment.h IsCollectiveOpName).
+  std::optional<CollectiveKind> kernel_kind;
+  bool aligns = false;
 };
 
 // What an event's own stats say, for the roles a plane has.
@@ -100,6 +121,10 @@ struct EventStats {
   std::optional<OpKind> memcpy;     // last `memcpy_details` that names a direction
   bool consumer = false;            // `_ct`/`_c`: a wrapper joining another thread's step root
   bool cut = false;                 // xspace::kStatStepCut >= 1: clipped at a window edge
+  bool has_cut = false;             // xspace::kStatStepCut present, whatever its value
+  // The first integer value of each stat and the first string kernel_name, as the collectives'
+  // record reads them (xspace::XPlaneReader::IntStat/StrStat).
+  xspace_collectives::EventStats first;
 };
 
 struct Event {
@@ -109,14 +134,30 @@ struct Event {
   EventStats stats;
 };
 
-// Shared state of one read.
+// What a read gathers besides the breakdown's HostTrace (DecodeXSpaceHost), in the same pass.
+struct Extras {
+  explicit Extras(const HostDecodeOptions& o) : options(o) {}
+  HostDecodeOptions options;
+  xspace_collectives::Builder collectives;
+  bool host_plane_seen = false;  // the record and the step count read the first `/host:CPU` only
+  // The last end of any host or device event (the record's window end without a profile stop).
+  int64_t last_end_ns = 0;
+  std::vector<int64_t> ends_ns;  // alignment's collective ends, as read
+  int64_t events = 0;
+  absl::flat_hash_set<int64_t> root_steps;  // step numbers of `_r` == 1 roots
+};
+
+// Shared state of one read. `trace` null: only the extras are read.
 class Reader {
  public:
-  Reader(const ByteSource& source, int64_t offset_ns, const StepMatcher& matcher, HostTrace* trace)
-      : source_(source), offset_ns_(offset_ns), matcher_(matcher), trace_(trace) {}
+  Reader(const ByteSource& source, int64_t offset_ns, const StepMatcher& matcher, HostTrace* trace,
+         Extras* extras = nullptr)
+      : source_(source), offset_ns_(offset_ns), matcher_(matcher), trace_(trace), extras_(extras) {}
 
   // The top level: plane ranges and the space's errors/warnings. Then each plane's header.
   bool ReadStructure();
+  // From now on only the extras are read.
+  void DropTrace() { trace_ = nullptr; }
   // The profile start/stop from the `Task Environment` plane(s), as xspace::ProfileStartNs.
   bool ReadProfileWindow();
   bool ReadPlanes(bool* any_host_plane);
@@ -153,11 +194,25 @@ class Reader {
   bool ReadEventMetadata(const PlaneInfo& plane, const StatTable& stats, Make&& make,
                          IdTable<T>* table);
   bool ReadLineHeader(const PlaneInfo& plane, Range range, LineInfo* line);
-  template <typename OnEvent>
+  // `want_stats(event, id_seen)`: whether the event's stats are read, asked at its first stat
+  // (`id_seen`: its metadata_id came before it, as protobuf writes fields in number order).
+  template <typename WantStats, typename OnEvent>
   bool ReadEvents(const PlaneInfo& plane, const LineInfo& line, const StatTable& stats,
-                  bool parse_stats, OnEvent&& on_event);
+                  WantStats&& want_stats, OnEvent&& on_event);
   bool ReadHostPlane(const PlaneInfo& plane);
   bool ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix);
+  // Counts the events of a plane read for nothing else (HostDecodeOptions::counts).
+  bool CountPlaneEvents(const PlaneInfo& plane);
+  bool collectives() const { return extras_ != nullptr && extras_->options.collectives; }
+  bool ends() const { return extras_ != nullptr && extras_->options.collective_ends; }
+  bool counts() const { return extras_ != nullptr && extras_->options.counts; }
+  // An event's times on the host's own clock, unchecked (the collectives' record, alignment).
+  int64_t RawStart(const LineInfo& line, const Event& e) const {
+    return xspace::EventStartNs(profile_start_, line.timestamp_ns, e.offset_ps);
+  }
+  int64_t RawEnd(const LineInfo& line, const Event& e) const {
+    return xspace::EventEndNs(profile_start_, line.timestamp_ns, e.offset_ps, e.duration_ps);
+  }
 
   static std::string Where(const PlaneInfo& plane, const LineInfo& line, int64_t event_index) {
     return absl::StrCat("plane ", plane.name, " line ", line.id, " '", line.name, "' event #",
@@ -177,6 +232,7 @@ class Reader {
   int64_t offset_ns_;
   const StepMatcher& matcher_;
   HostTrace* trace_;
+  Extras* extras_;
   ReaderWarnings warnings_;
   std::vector<PlaneInfo> planes_;
   std::vector<std::string> space_errors_;
@@ -190,6 +246,8 @@ class Reader {
   std::string error_;
   uint64_t error_at_ = 0;
   std::string scratch_;  // string stat values
+  // The collective kind each distinct `kernel_name` value names (CollectiveKindOfName, once).
+  absl::flat_hash_map<std::string, std::optional<CollectiveKind>> kernel_name_kinds_;
 };
 
 bool Reader::ReadStructure() {
@@ -284,9 +342,16 @@ bool Reader::ReadStatTable(const PlaneInfo& plane, StatTable* table,
     } else if (name == xspace::kStatStepCut) {
       role = StatRole::kStepCut;
       table->any_root_or_step = true;
+      table->any_step_cut = true;
     } else if (name == kStatConsumerType || name == kStatConsumerId) {
       role = StatRole::kConsumer;
       table->any_root_or_step = true;
+    } else if (name == xspace::kStatCorrelationId) {
+      role = StatRole::kCorrelationId;
+      table->any_correlation = true;
+    } else if (name == kStatKernelName) {
+      role = StatRole::kKernelName;
+      table->any_correlation = true;
     }
     roles.emplace_back(key, role);
     table->names.insert_or_assign(key, name);
@@ -351,22 +416,33 @@ bool Reader::ReadLineHeader(const PlaneInfo& plane, Range range, LineInfo* line)
   return ok || Fail(absl::StrCat("a line of plane '", plane.name, "'"), c);
 }
 
-template <typename OnEvent>
+template <typename WantStats, typename OnEvent>
 bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const StatTable& stats,
-                        bool parse_stats, OnEvent&& on_event) {
+                        WantStats&& want_stats, OnEvent&& on_event) {
   Cursor c(source_, line.range);
   Event e;
   int64_t index = -1;
   RawStat s;
+  bool id_seen = false;
+  std::optional<bool> parse_stats;  // decided at the event's first stat
+  // The first integer value of a stat, as xspace::XPlaneReader::IntStat reads it (a uint64 cast).
+  const auto first_int = [](std::optional<int64_t>& first, const RawStat& stat) {
+    if (first.has_value()) return;
+    if (stat.kind == RawStat::Kind::kInt64 || stat.kind == RawStat::Kind::kUint64) {
+      first = static_cast<int64_t>(stat.bits);
+    }
+  };
   const auto read_stat = [&]() {
     if (!ReadStat(c, &s, &scratch_)) return false;
     switch (stats.Role(s.metadata_id)) {
       case StatRole::kIsRoot:
         e.stats.root = IntValue(s).value_or(0) >= 1;
+        first_int(e.stats.first.root, s);
         break;
       case StatRole::kStepNum:
         e.stats.has_step = true;
         e.stats.step_num = IntValue(s);
+        first_int(e.stats.first.step_num, s);
         break;
       case StatRole::kMemcpyDetails:
         if (std::optional<OpKind> k = MemcpyKindFromDetails(stats.StrValue(s, scratch_))) {
@@ -378,6 +454,21 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
         break;
       case StatRole::kStepCut:
         e.stats.cut = IntValue(s).value_or(0) >= 1;
+        e.stats.has_cut = true;
+        first_int(e.stats.first.cut, s);
+        break;
+      case StatRole::kCorrelationId:
+        first_int(e.stats.first.correlation_id, s);
+        break;
+      case StatRole::kKernelName:
+        if (!e.stats.first.kernel_name && s.kind == RawStat::Kind::kStr) {
+          e.stats.first.kernel_name = true;
+          auto it = kernel_name_kinds_.find(scratch_);
+          if (it == kernel_name_kinds_.end()) {
+            it = kernel_name_kinds_.emplace(scratch_, CollectiveKindOfName(scratch_)).first;
+          }
+          e.stats.first.kernel_name_kind = it->second;
+        }
         break;
       case StatRole::kOther:
         break;
@@ -389,10 +480,13 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
       return c.Skip(tag);
     e = Event();
     ++index;
+    id_seen = false;
+    parse_stats.reset();
     const bool event_ok = c.Message([&](uint32_t f, uint32_t w, uint32_t t) {
       if (w == xspace_wire::kVarint) {
         switch (f) {
           case xspace_wire::kEventMetadataId:
+            id_seen = true;
             return c.Int64(&e.metadata_id);
           case xspace_wire::kEventOffsetPs:
             return c.Int64(&e.offset_ps);
@@ -405,8 +499,11 @@ bool Reader::ReadEvents(const PlaneInfo& plane, const LineInfo& line, const Stat
             return c.Skip(t);
         }
       }
-      if (w == xspace_wire::kLengthDelimited && f == xspace_wire::kEventStats && parse_stats)
-        return read_stat();
+      if (w == xspace_wire::kLengthDelimited && f == xspace_wire::kEventStats) {
+        if (!parse_stats.has_value())
+          parse_stats = want_stats(static_cast<const Event&>(e), id_seen);
+        if (*parse_stats) return read_stat();
+      }
       return c.Skip(t);
     });
     if (!event_ok) return false;
@@ -463,12 +560,19 @@ bool Reader::ReadProfileWindow() {
 }
 
 bool Reader::ReadHostPlane(const PlaneInfo& plane) {
+  // The collectives' record and the step count read the first host plane; a second one only
+  // ends events (the record's window) and is counted.
+  const bool first = extras_ != nullptr && !extras_->host_plane_seen;
+  if (extras_ != nullptr) extras_->host_plane_seen = true;
+  const bool record = first && collectives();
+  const bool count_steps = first && counts();
   StatTable stats;
   if (!ReadStatTable(plane, &stats, nullptr)) return false;
   IdTable<HostMeta> table;
   const auto make = [&](absl::string_view name,
                         const std::vector<std::pair<RawStat, std::string>>& md_stats) {
     HostMeta m;
+    if (record) m.collectives = xspace_collectives::ClassifyHostMeta(name, matcher_);
     for (const auto& [s, str] : md_stats) {
       if (stats.Role(s.metadata_id) == StatRole::kIsRoot) m.root = IntValue(s).value_or(0) >= 1;
     }
@@ -492,10 +596,35 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
     if (!ReadLineHeader(plane, plane.lines[i], &lines[i])) return false;
     events += lines[i].events;
   }
-  trace_->host_ops.reserve(trace_->host_ops.size() + events);
-  for (const LineInfo& line : lines) {
+  if (extras_ != nullptr) extras_->events += static_cast<int64_t>(events);
+  if (trace_ != nullptr) trace_->host_ops.reserve(trace_->host_ops.size() + events);
+  // Stats are read for step roots and consumer contexts wherever a plane has them, and for the
+  // record only on NCCL calls and launches (their correlation id and kernel name).
+  const bool record_stats = record && stats.any_correlation;
+  const auto want_stats = [&](const Event& event, bool id_seen) {
+    if (stats.any_root_or_step) return true;
+    if (!record_stats) return false;
+    if (!id_seen) return true;  // its metadata is not known yet
+    const HostMeta* meta = table.Find(event.metadata_id);
+    return meta != nullptr && (meta->collectives.nccl_api || meta->collectives.launch);
+  };
+  for (size_t li = 0; li < lines.size(); ++li) {
+    const LineInfo& line = lines[li];
     const auto on_event = [&](int64_t index, const Event& event) {
       const HostMeta* meta = table.Find(event.metadata_id);
+      if (extras_ != nullptr) {
+        const int64_t raw_end = RawEnd(line, event);
+        extras_->last_end_ns = std::max(extras_->last_end_ns, raw_end);
+        if (record) {
+          extras_->collectives.HostEvent(li, RawStart(line, event), raw_end,
+                                         meta == nullptr ? nullptr : &meta->collectives,
+                                         event.stats.first);
+        }
+        if (count_steps && event.stats.first.root == 1 && event.stats.first.step_num) {
+          extras_->root_steps.insert(*event.stats.first.step_num);
+        }
+      }
+      if (trace_ == nullptr) return;
       if (meta == nullptr) return UnknownMetadata(plane, line, index, event);
       int64_t start = 0;
       int64_t end = 0;
@@ -530,18 +659,21 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
           break;
       }
     };
-    if (!ReadEvents(plane, line, stats, stats.any_root_or_step, on_event)) return false;
+    if (!ReadEvents(plane, line, stats, want_stats, on_event)) return false;
   }
   return true;
 }
 
 bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
   int64_t ordinal = 0;
-  if (!absl::SimpleAtoi(absl::string_view(plane.name).substr(prefix.size()), &ordinal)) {
+  const bool breakdown =
+      trace_ != nullptr &&
+      absl::SimpleAtoi(absl::string_view(plane.name).substr(prefix.size()), &ordinal);
+  if (trace_ != nullptr && !breakdown) {
     warnings_.Note("device planes with a bad ordinal skipped",
                    [&] { return absl::StrCat("plane '", plane.name, "'"); });
-    return true;
   }
+  if (!breakdown && extras_ == nullptr) return true;
   DeviceTrace device;
   device.id = ordinal;
   device.name = plane.name;
@@ -549,6 +681,9 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
   StatTable stats;
   if (!ReadStatTable(plane, &stats, nullptr)) return false;
   IdTable<DeviceMeta> table;
+  const bool record = collectives();
+  const bool ends = this->ends();
+  bool any_aligning = false;
   const auto make = [&](absl::string_view name,
                         const std::vector<std::pair<RawStat, std::string>>& md_stats) {
     DeviceMeta m;
@@ -559,6 +694,9 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
       }
     }
     m.kind = from_details.value_or(ClassifyDeviceOpName(name));
+    if (record) m.kernel_kind = xspace_collectives::DeviceKernelKind(name);
+    if (ends) m.aligns = IsCollectiveOpName(name);
+    any_aligning |= m.aligns;
     return m;
   };
   if (!ReadEventMetadata(plane, stats, make, &table)) return false;
@@ -569,9 +707,11 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (!ReadLineHeader(plane, plane.lines[i], &lines[i])) return false;
     has_xla_ops |= lines[i].name == kXlaOpsLine;
+    if (extras_ != nullptr) extras_->events += static_cast<int64_t>(lines[i].events);
   }
   const bool tpu = prefix == xspace::kTpuPlanePrefix;
   const auto use_line = [&](const LineInfo& line) {
+    if (!breakdown) return false;
     if (tpu && has_xla_ops) return line.name == kXlaOpsLine;
     return !xspace::IsDerivedLine(line.name);
   };
@@ -580,36 +720,89 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
     if (use_line(line)) events += line.events;
   }
   device.ops.reserve(events);
+  // The collectives' record: every line but XProf's derived ones, and every line's ends for its
+  // window; alignment: every line of a plane with collectives.
+  const bool read_all = record || (ends && any_aligning);
+  if (record) extras_->collectives.BeginDevice();
   for (const LineInfo& line : lines) {
-    if (!use_line(line)) continue;
+    const bool for_breakdown = use_line(line);
+    if (!for_breakdown && !read_all) continue;
+    const bool derived = xspace::IsDerivedLine(line.name);
+    // Stats are read for the breakdown's memcpy directions, and else only on the events that
+    // need them: a collective kernel's correlation id (the record), an aligning collective's
+    // step-cut stat (alignment). Most kernels are neither, and their stats are skipped.
+    const bool kernel_ids = record && !derived && stats.any_correlation;
+    const bool cut_stats = ends && any_aligning && stats.any_step_cut;
+    const bool line_stats = for_breakdown && stats.any_memcpy_details;
+    const auto want_stats = [&](const Event& event, bool id_seen) {
+      if (line_stats) return true;
+      if (!kernel_ids && !cut_stats) return false;
+      if (!id_seen) return true;  // its metadata is not known yet
+      const DeviceMeta* meta = table.Find(event.metadata_id);
+      return meta != nullptr &&
+             ((kernel_ids && meta->kernel_kind.has_value()) || (cut_stats && meta->aligns));
+    };
     const auto on_event = [&](int64_t index, const Event& event) {
       const DeviceMeta* meta = table.Find(event.metadata_id);
+      if (read_all) {
+        const int64_t raw_end = RawEnd(line, event);
+        if (record) {
+          extras_->last_end_ns = std::max(extras_->last_end_ns, raw_end);
+          if (!derived) {
+            extras_->collectives.DeviceEvent(RawStart(line, event), raw_end,
+                                             meta == nullptr ? std::nullopt : meta->kernel_kind,
+                                             event.stats.first.correlation_id);
+          }
+        }
+        // A collective clipped at the window's end did not end there (alignment.h).
+        if (ends && meta != nullptr && meta->aligns && !event.stats.has_cut) {
+          extras_->ends_ns.push_back(raw_end);
+        }
+      }
+      if (!for_breakdown) return;
       if (meta == nullptr) return UnknownMetadata(plane, line, index, event);
       int64_t start = 0;
       int64_t end = 0;
       if (!Times(plane, line, index, event, &start, &end)) return;
       device.ops.push_back(Op{start, end, event.stats.memcpy.value_or(meta->kind)});
     };
-    if (!ReadEvents(plane, line, stats, stats.any_memcpy_details, on_event)) return false;
+    if (!ReadEvents(plane, line, stats, want_stats, on_event)) return false;
   }
-  trace_->devices.push_back(std::move(device));
+  if (breakdown) trace_->devices.push_back(std::move(device));
+  return true;
+}
+
+bool Reader::CountPlaneEvents(const PlaneInfo& plane) {
+  for (const Range& range : plane.lines) {
+    LineInfo line;
+    if (!ReadLineHeader(plane, range, &line)) return false;
+    extras_->events += static_cast<int64_t>(line.events);
+  }
   return true;
 }
 
 bool Reader::ReadPlanes(bool* any_host_plane) {
+  const auto device_prefix = [](const PlaneInfo& plane) -> std::optional<absl::string_view> {
+    for (const absl::string_view prefix :
+         {xspace::kGpuPlanePrefix, xspace::kTpuPlanePrefix, xspace::kCustomPlanePrefix}) {
+      if (absl::StartsWith(plane.name, prefix)) return prefix;
+    }
+    return std::nullopt;
+  };
+  // The device planes first, whatever their place in the file: the hang record keeps a host
+  // launch only when it launches a collective kernel, which the devices have said by then.
+  for (const PlaneInfo& plane : planes_) {
+    if (std::optional<absl::string_view> prefix = device_prefix(plane)) {
+      *any_host_plane = true;  // a host trace after all, if only of its devices
+      if (!ReadDevicePlane(plane, *prefix)) return false;
+    }
+  }
   for (const PlaneInfo& plane : planes_) {
     if (plane.name == xspace::kHostPlaneName) {
       *any_host_plane = true;
       if (!ReadHostPlane(plane)) return false;
-      continue;
-    }
-    for (const absl::string_view prefix :
-         {xspace::kGpuPlanePrefix, xspace::kTpuPlanePrefix, xspace::kCustomPlanePrefix}) {
-      if (absl::StartsWith(plane.name, prefix)) {
-        *any_host_plane = true;  // a host trace after all, if only of its devices
-        if (!ReadDevicePlane(plane, prefix)) return false;
-        break;
-      }
+    } else if (!device_prefix(plane).has_value() && counts() && !CountPlaneEvents(plane)) {
+      return false;
     }
   }
   return true;
@@ -638,34 +831,70 @@ absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::str
 
 absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
                                          int64_t offset_ns, const StepMatcher& matcher) {
-  if (offset_ns < -kMaxAbsOffsetNs || offset_ns > kMaxAbsOffsetNs) {
-    return absl::InvalidArgumentError(absl::StrCat("host ", host, ": clock offset ", offset_ns,
-                                                   " ns is out of range (|offset| <= 2^61 ns)"));
-  }
+  PROFCTL_ASSIGN_OR_RETURN(
+      HostDecode decoded,
+      DecodeXSpaceHost(bytes, host, offset_ns, matcher, {.breakdown = true, .collectives = false}));
+  return std::move(decoded.trace);
+}
+
+absl::StatusOr<HostDecode> DecodeXSpaceHost(const ByteSource& bytes, const std::string& host,
+                                            int64_t offset_ns, const StepMatcher& matcher,
+                                            const HostDecodeOptions& options) {
   if (bytes.size() > static_cast<uint64_t>(INT_MAX)) {
     return absl::DataLossError(
         absl::StrCat("not a valid serialized XSpace: ", bytes.size(),
                      " bytes is over the 2 GiB limit of a protobuf message"));
   }
+  HostDecode out;
+  absl::Status trace_error;
+  if (!options.breakdown) {
+    trace_error = absl::FailedPreconditionError("the breakdown's inputs were not asked for");
+  } else if (offset_ns < -kMaxAbsOffsetNs || offset_ns > kMaxAbsOffsetNs) {
+    trace_error = absl::InvalidArgumentError(absl::StrCat(
+        "host ", host, ": clock offset ", offset_ns, " ns is out of range (|offset| <= 2^61 ns)"));
+  }
+  const bool extras_wanted = options.collectives || options.collective_ends || options.counts;
+  if (!trace_error.ok() && !extras_wanted) return trace_error;
   HostTrace trace;
   trace.host = host;
-  Reader reader(bytes, offset_ns, matcher, &trace);
+  Extras extras(options);
+  Reader reader(bytes, trace_error.ok() ? offset_ns : 0, matcher,
+                trace_error.ok() ? &trace : nullptr, extras_wanted ? &extras : nullptr);
   if (!reader.ReadStructure() || !reader.ReadProfileWindow()) return reader.Error();
   const int64_t profile_start = reader.profile_start();
   const std::optional<int64_t> profile_stop = reader.profile_stop();
-  if (profile_start > kMaxAbsTimeNs || (profile_stop && *profile_stop > kMaxAbsTimeNs)) {
-    return absl::InvalidArgumentError(absl::StrCat("host ", host, ": profile window [",
-                                                   profile_start, ", ", profile_stop.value_or(0),
-                                                   "] ns is out of range (<= 2^62 ns)"));
+  if (trace_error.ok() &&
+      (profile_start > kMaxAbsTimeNs || (profile_stop && *profile_stop > kMaxAbsTimeNs))) {
+    trace_error = absl::InvalidArgumentError(
+        absl::StrCat("host ", host, ": profile window [", profile_start, ", ",
+                     profile_stop.value_or(0), "] ns is out of range (<= 2^62 ns)"));
+    if (!extras_wanted) return trace_error;
+    reader.DropTrace();  // the rest is still read
   }
   bool host_plane = false;
   if (!reader.ReadPlanes(&host_plane)) return reader.Error();
   // A read error can end a stream at a field boundary, which looks like a clean end.
   if (absl::Status io = bytes.status(); !io.ok()) return io;
-  if (!host_plane) {
-    return absl::InvalidArgumentError(absl::StrCat(
+
+  if (extras_wanted) {
+    if (options.collectives) {
+      out.collectives = std::move(extras.collectives)
+                            .Finish(profile_start, profile_stop.value_or(extras.last_end_ns));
+    }
+    if (options.collective_ends) {
+      out.collective_ends = DedupeCollectiveEnds(std::move(extras.ends_ns));
+    }
+    out.events = extras.events;
+    out.steps = static_cast<int64_t>(extras.root_steps.size());
+  }
+  if (trace_error.ok() && !host_plane) {
+    trace_error = absl::InvalidArgumentError(absl::StrCat(
         "host ", host, ": the XSpace has no /host:CPU and no /device:{GPU,TPU,CUSTOM}:N plane (",
         reader.planes().size(), " planes): not a host trace"));
+  }
+  if (!trace_error.ok()) {
+    out.trace = trace_error;
+    return out;
   }
 
   // The window.
@@ -693,7 +922,18 @@ absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::str
   });
   reader.PassOnSpaceMessages();
   trace.warnings = std::move(reader.warnings()).Finish();
-  return trace;
+  out.trace = std::move(trace);
+  return out;
+}
+
+RankCollectives ReadRankCollectives(const tensorflow::profiler::XSpace& space,
+                                    const StepMatcher& steps) {
+  const std::string bytes = space.SerializeAsString();
+  absl::StatusOr<HostDecode> decoded = DecodeXSpaceHost(StringByteSource(bytes), "", 0, steps,
+                                                        {.breakdown = false, .collectives = true});
+  // A decoded message always serializes to well-formed bytes under 2 GiB.
+  if (!decoded.ok()) return {};
+  return std::move(decoded->collectives);
 }
 
 absl::StatusOr<HostTrace> ReadXSpaceHost(const tensorflow::profiler::XSpace& space,

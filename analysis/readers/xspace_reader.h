@@ -49,17 +49,27 @@
 // ordinal are skipped; each kind of problem is one line in HostTrace::warnings with its count and
 // the first place it happened.
 //
-// SPEED. Names are classified once per event metadata id per plane (never per event); per event
-// the reader does a table lookup, the time conversion, and a scan of the event's own stats only
-// where a plane has `_r`/`step_num` (host) or `memcpy_details` (device) stats. No per-event
-// allocation besides the output vectors.
+// ONE PASS FOR EVERYTHING. DecodeXSpaceHost reads, in the same walk, what else a host's trace
+// gives the pod's outputs: the hang verdict's record (analysis/hang_verdict.h RankCollectives,
+// by its ENTERED / COMPLETED / IDENTITY rules, on the host's own clock), the collective ends that
+// alignment matches (alignment.h CollectiveEndsNs), and the counts session.json shows. A saved
+// trace is never decoded again for any of them.
+//
+// SPEED. Names are classified once per event metadata id per plane (never per event), for the
+// breakdown and the hang record alike; per event the reader does a table lookup, the time
+// conversion, and a scan of the event's own stats only where a plane has `_r`/`step_num` (host),
+// `memcpy_details` (device) or, for the hang record, `correlation_id`/`kernel_name` stats. No
+// per-event allocation besides the output vectors (the hang record keeps the host's NCCL calls,
+// the launches of collective kernels and the collective kernels).
 #ifndef PROFCTL_ANALYSIS_READERS_XSPACE_READER_H_
 #define PROFCTL_ANALYSIS_READERS_XSPACE_READER_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/hang_verdict.h"
 #include "analysis/host_trace.h"
 #include "analysis/op_classify.h"
 #include "common/byte_source.h"
@@ -82,6 +92,45 @@ absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::str
 // (compiling it took about 3 % of a 1,024-host capture's CPU).
 absl::StatusOr<HostTrace> ReadXSpaceHost(const ByteSource& bytes, const std::string& host,
                                          int64_t offset_ns, const StepMatcher& matcher);
+
+// What DecodeXSpaceHost reads besides the breakdown's HostTrace.
+struct HostDecodeOptions {
+  bool breakdown = true;         // HostDecode::trace
+  bool collectives = true;       // HostDecode::collectives
+  bool collective_ends = false;  // HostDecode::collective_ends
+  bool counts = false;           // HostDecode::events and steps
+};
+
+// Everything the pod outputs need from one host's trace, read in one pass.
+struct HostDecode {
+  // The breakdown's input as ReadXSpaceHost returns it, or why there is none (its errors but
+  // DATA_LOSS and the source's, which fail the whole decode).
+  absl::StatusOr<HostTrace> trace = absl::UnknownError("not read");
+  // The hang verdict's record, on the host's own clock (ReadRankCollectives).
+  RankCollectives collectives;
+  // Alignment's collective ends on the host's own clock (alignment.h CollectiveEndsNs: sorted,
+  // deduplicated).
+  std::vector<int64_t> collective_ends;
+  // Every event of every plane (xspace::CountEvents), and the distinct step numbers of the first
+  // `/host:CPU` plane's step roots (`_r` == 1 with a `step_num`).
+  int64_t events = 0;
+  int64_t steps = 0;
+};
+
+// One host's trace in one pass: the breakdown's input (as ReadXSpaceHost: `host`, `offset_ns`,
+// `matcher`) and what `options` asks for besides. Fails only for bytes that are not a
+// well-formed XSpace (DATA_LOSS, or over 2 GiB) and the source's own errors; the breakdown's
+// other errors (offset or window out of range, not a host trace) go into HostDecode::trace while
+// the rest is still read.
+absl::StatusOr<HostDecode> DecodeXSpaceHost(const ByteSource& bytes, const std::string& host,
+                                            int64_t offset_ns, const StepMatcher& matcher,
+                                            const HostDecodeOptions& options);
+
+// The hang verdict's record of a decoded XSpace (serialized first, then DecodeXSpaceHost): for
+// tests and callers that already hold one. Never fails: a space without collectives gives empty
+// lists.
+RankCollectives ReadRankCollectives(const tensorflow::profiler::XSpace& space,
+                                    const StepMatcher& steps);
 
 // The same from a decoded XSpace (serialized first: for tests and callers that already hold one).
 absl::StatusOr<HostTrace> ReadXSpaceHost(const tensorflow::profiler::XSpace& space,
