@@ -27,7 +27,6 @@
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
-#include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
 #include "coordinator/engine/step_signal.h"
 #include "google/protobuf/util/json_util.h"
@@ -339,12 +338,18 @@ int AnalyzeJobs(int requested, size_t inputs) {
 
 namespace {
 
-// One input, read and summarized: the bytes and the decoded trace are dropped on return.
+// One input, read and summarized, with its hang record when `hang` is set (a session folder's
+// XSpace files, in the same pass): the bytes and the decoded trace are dropped on return.
 // `kineto_threads`: 2 reads and inflates a Kineto file on a second thread while this one parses
 // (when cores are spare), 1 does it all here.
-absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
-                                                     const analysis::ReaderOptions& options,
-                                                     int kineto_threads) {
+struct InputSummary {
+  analysis::HostSummary summary;
+  std::optional<analysis::RankCollectives> collectives;
+};
+absl::StatusOr<InputSummary> SummarizeInput(const TraceInput& in,
+                                            const analysis::ReaderOptions& options,
+                                            int kineto_threads, const analysis::StepMatcher* hang) {
+  InputSummary out;
   absl::StatusOr<analysis::HostTrace> trace = [&]() -> absl::StatusOr<analysis::HostTrace> {
     if (in.format == Format::kKineto) {
       // Parsed as it is read and inflated, under the caps: the text is never held whole, so a
@@ -355,23 +360,16 @@ absl::StatusOr<analysis::HostSummary> SummarizeInput(const TraceInput& in,
     if (absl::Status s = analysis::CheckTraceFileSize(in.path, options); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<FileByteSource>> file = FileByteSource::OpenFile(in.path);
     if (!file.ok()) return file.status();
-    return analysis::ReadXSpaceHost(**file, in.host, in.offset_ns, options);
+    if (hang == nullptr) return analysis::ReadXSpaceHost(**file, in.host, in.offset_ns, options);
+    absl::StatusOr<analysis::HostDecode> decoded = analysis::DecodeXSpaceHost(
+        **file, in.host, in.offset_ns, *hang, {.breakdown = true, .collectives = true});
+    if (!decoded.ok()) return decoded.status();
+    if (decoded->trace.ok()) out.collectives = std::move(decoded->collectives);
+    return std::move(decoded->trace);
   }();
   if (!trace.ok()) return trace.status();
-  return analysis::SummarizeHost(*std::move(trace));
-}
-
-// An XSpace input decoded whole and reduced to its collectives for the hang verdict; absent
-// when it cannot be read (its summary's reader already said why).
-std::optional<analysis::RankCollectives> ReadCollectives(const TraceInput& in,
-                                                         const analysis::StepMatcher& matcher) {
-  if (in.format != Format::kXSpace) return std::nullopt;
-  absl::StatusOr<std::string> bytes = ReadFile(in.path);
-  if (!bytes.ok()) return std::nullopt;
-  DecodedTrace decoded;
-  if (!decoded.Parse(*bytes)) return std::nullopt;
-  bytes->clear();
-  return analysis::ReadRankCollectives(decoded.space(), matcher);
+  out.summary = analysis::SummarizeHost(*std::move(trace));
+  return out;
 }
 
 }  // namespace
@@ -511,8 +509,9 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs) {
   const size_t n = inputs.files.size();
-  std::vector<std::optional<absl::StatusOr<analysis::HostSummary>>> done(n);
-  // The hang verdict's record of each input (a session folder's XSpace files only).
+  std::vector<std::optional<absl::StatusOr<InputSummary>>> done(n);
+  // The hang verdict's record of each input (a session folder's XSpace files only), read in the
+  // same pass as its summary.
   std::optional<analysis::StepMatcher> matcher;
   if (!inputs.workers.empty()) {
     absl::StatusOr<analysis::StepMatcher> m = analysis::StepMatcher::Create(options.step_pattern);
@@ -527,10 +526,8 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      done[i] = SummarizeInput(inputs.files[i], options, kineto_threads);
-      if (matcher.has_value() && done[i]->ok()) {
-        collectives[i] = ReadCollectives(inputs.files[i], *matcher);
-      }
+      done[i] = SummarizeInput(inputs.files[i], options, kineto_threads,
+                               matcher.has_value() ? &*matcher : nullptr);
     }
   };
   {
@@ -544,16 +541,18 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
   std::vector<analysis::HostSummary> summaries;
   HostNamer namer;
   for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<analysis::HostSummary>& summary = *done[i];
-    if (!summary.ok()) {
-      result.failed_files.push_back(Failed(inputs.files[i], summary.status()));
+    absl::StatusOr<InputSummary>& input = *done[i];
+    if (!input.ok()) {
+      result.failed_files.push_back(Failed(inputs.files[i], input.status()));
       continue;
     }
+    collectives[i] = std::move(input->collectives);
+    analysis::HostSummary* summary = &input->summary;
     // Two ranks' files may name the same host (same stem, same rank): keep both, apart, warned.
     const std::string host = namer.Name(summary->host, inputs.files[i].path, &result.warnings);
     summary->host = host;
     result.hosts.push_back(host);
-    summaries.push_back(*std::move(summary));
+    summaries.push_back(std::move(*summary));
   }
   AddSkipped(inputs, &result.warnings);
   result.breakdown = analysis::BuildPodBreakdown(summaries);

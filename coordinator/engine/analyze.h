@@ -88,8 +88,9 @@ int AnalyzeJobs(int requested, size_t inputs);
 
 // Reads and summarizes every input on `jobs` threads (0: AnalyzeJobs' default), then builds the
 // pod view. Hosts and errors come in input order. For a session folder (`workers` not empty),
-// each XSpace is also decoded whole once on its thread and reduced to its collectives, and the
-// pod's hang verdict set in breakdown.hang (memory: one decoded trace per thread more).
+// each XSpace's hang record (its collectives) is read in the same pass as its breakdown input
+// (analysis/readers/xspace_reader.h DecodeXSpaceHost), and the pod's hang verdict set in
+// breakdown.hang.
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs = 0);
 

@@ -43,7 +43,8 @@ void CollectPhase::Save(size_t i, std::unique_ptr<HostTraceStream> stream,
                s_.options().max_collective_ends,
                step_matcher_,
                step_matcher_error_,
-               keep};
+               keep,
+               s_.deps().decode};
   WorkPool* pool = s_.deps().pool;
   if (pool == nullptr) {
     OnSaved(i, SaveHostTrace(*stream->file(), in));

@@ -43,6 +43,7 @@
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_plan.h"
 #include "coordinator/engine/clock_sync.h"
+#include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
 #include "profctl/v1/session.pb.h"
 
@@ -125,6 +126,9 @@ class CaptureEngine {
     // `done` (not when writing it failed, nor with prepare_only): `done`'s manifest prints as
     // exactly this, so a caller that shows it (--json) need not print it again.
     std::function<void(std::string)> manifest_written = nullptr;
+    // Reads each saved host's trace, once, on `pool` (host_trace.h); null: the XSpace wire
+    // reader's one pass (analysis::DecodeXSpaceHost). Tests count the decodes through it.
+    HostDecoder decode = nullptr;
   };
   using DoneCallback = absl::AnyInvocable<void(absl::StatusOr<profctl::v1::SessionManifest>) &&>;
 

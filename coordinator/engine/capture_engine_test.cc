@@ -71,7 +71,8 @@ class CaptureEngineTest : public ::testing::Test {
                           .clients = &factory_,
                           .sink = &sink_,
                           .progress = [&](const std::string& l) { progress_.push_back(l); },
-                          .manifest_written = manifest_written_},
+                          .manifest_written = manifest_written_,
+                          .decode = decode_},
                          options);
     std::optional<absl::StatusOr<SessionManifest>> result;
     engine.Start(plan, [&](absl::StatusOr<SessionManifest> m) { result = std::move(m); });
@@ -124,6 +125,7 @@ class CaptureEngineTest : public ::testing::Test {
   std::vector<std::string> progress_;
   std::vector<std::unique_ptr<FakeAgent>> agents_;
   std::function<void(std::string)> manifest_written_;  // Dependencies::manifest_written
+  HostDecoder decode_;                                 // Dependencies::decode
 };
 
 TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
@@ -224,6 +226,46 @@ TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) 
   ASSERT_LT(largest, smallest * 3 / 2);
   run("s2", smallest * 3 / 2);
   EXPECT_EQ(sink_.reads, 2);
+}
+
+// Each saved host's trace is decoded once, as it is saved, into everything the outputs use:
+// the breakdown, the hang verdict, alignment's collective ends and session.json's counts. The
+// finish decodes nothing again, whether the pod trace renders kept traces or reads them back.
+TEST_F(CaptureEngineTest, EachHostsTraceIsDecodedOnceForEveryOutput) {
+  for (int i = 0; i < 3; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i));
+  std::map<std::string, int> decodes;
+  std::vector<analysis::HostDecodeOptions> asked;
+  decode_ = [&](const ByteSource& bytes, const std::string& host, int64_t offset_ns,
+                const analysis::StepMatcher& matcher, const analysis::HostDecodeOptions& options) {
+    ++decodes[host];
+    asked.push_back(options);
+    return analysis::DecodeXSpaceHost(bytes, host, offset_ns, matcher, options);
+  };
+  for (const uint64_t budget : {CaptureEngineOptions{}.kept_trace_budget_bytes, uint64_t{0}}) {
+    SCOPED_TRACE(budget);
+    decodes.clear();
+    asked.clear();
+    CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1"});
+    plan.session = absl::StrCat("once", budget);
+    CaptureEngineOptions options;
+    options.kept_trace_budget_bytes = budget;
+    const SessionManifest m = Run(plan, options);
+    ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+    EXPECT_EQ(decodes, (std::map<std::string, int>{{"h0_1", 1}, {"h1_1", 1}, {"h2_1", 1}}));
+    for (const analysis::HostDecodeOptions& o : asked) {
+      EXPECT_TRUE(o.breakdown && o.collectives && o.collective_ends && o.counts);
+    }
+    // What the one pass gave: counts, alignment from the collectives, the breakdown with its
+    // hang verdict, the pod trace.
+    for (const HostResult& h : m.hosts()) {
+      EXPECT_GT(h.events(), 0u);
+      EXPECT_GT(h.steps(), 10u);
+      EXPECT_EQ(h.clock().method(), "collectives") << h.address();
+    }
+    EXPECT_THAT(sink_.files["pod_step_breakdown.json"],
+                ContainsRegex("\"hang\": *[{][^}]*\"verdict\": *\"none\""));
+    EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+  }
 }
 
 // The breakdown is built and rendered on the pool while the pod trace is written; its files

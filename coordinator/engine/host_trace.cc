@@ -3,9 +3,7 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "analysis/alignment.h"
 #include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
 
@@ -21,30 +19,42 @@ google::protobuf::ArenaOptions TraceArenaOptions() {
   return o;
 }
 
-int64_t CountSteps(const XSpace& space) {
-  const xspace::XPlane* host = xspace::FindPlane(space, xspace::kHostPlaneName);
-  if (host == nullptr) return 0;
-  // Several threads (one per GPU process) mark the same step: count distinct step numbers.
-  const xspace::XPlaneReader reader(*host);
-  absl::flat_hash_set<int64_t> steps;
-  reader.ForEachEvent([&](const xspace::XLine&, const xspace::XEvent& e) {
-    if (reader.IntStat(e, xspace::kStatIsRoot).value_or(0) != 1) return;
-    if (std::optional<int64_t> num = reader.IntStat(e, xspace::kStatStepNum)) steps.insert(*num);
-  });
-  return static_cast<int64_t>(steps.size());
-}
-
-// The breakdown's per-host summary, from the bytes (only the summary stays), or why not.
-void Summarize(const std::string& bytes, const SaveInput& in, SaveOutcome& out) {
-  absl::StatusOr<analysis::HostTrace> trace =
-      in.steps == nullptr
-          ? absl::StatusOr<analysis::HostTrace>(in.steps_error)
-          : analysis::ReadXSpaceHost(StringByteSource(bytes), in.host, in.rtt_offset_ns, *in.steps);
-  if (trace.ok()) {
-    out.summary = analysis::SummarizeHost(*std::move(trace));
-  } else {
-    out.breakdown_error = std::string(trace.status().message());
+// Everything the session keeps of the trace, from its bytes in one pass (the breakdown's
+// summary, the hang record, alignment's collective ends, the counts), or why the summary is
+// missing. False for bytes the wire reader finds malformed (the caller validated them already).
+bool Decode(const std::string& bytes, const SaveInput& in, SaveOutcome& out) {
+  const analysis::StepMatcher* matcher = in.steps.get();
+  if (matcher == nullptr) {  // the step pattern does not compile: no summary, no hang record
+    // Only the counts and the collective ends are read, which use no step pattern.
+    static const auto* const kDefault =
+        new analysis::StepMatcher(*analysis::StepMatcher::Create(analysis::kDefaultStepPattern));
+    matcher = kDefault;
   }
+  const analysis::HostDecodeOptions options{.breakdown = in.steps != nullptr,
+                                            .collectives = in.steps != nullptr,
+                                            .collective_ends = in.collectives,
+                                            .counts = true};
+  const StringByteSource source(bytes);
+  absl::StatusOr<analysis::HostDecode> decoded =
+      in.decode ? in.decode(source, in.host, in.rtt_offset_ns, *matcher, options)
+                : analysis::DecodeXSpaceHost(source, in.host, in.rtt_offset_ns, *matcher, options);
+  if (!decoded.ok()) return false;
+  out.events = static_cast<uint64_t>(decoded->events);
+  out.steps = static_cast<uint64_t>(decoded->steps);
+  if (in.steps == nullptr) {
+    out.breakdown_error = std::string(in.steps_error.message());
+  } else if (decoded->trace.ok()) {
+    out.summary = analysis::SummarizeHost(*std::move(decoded->trace));
+    out.collectives = std::move(decoded->collectives);
+  } else {
+    out.breakdown_error = std::string(decoded->trace.status().message());
+    out.collectives = std::move(decoded->collectives);
+  }
+  out.collective_ends = std::move(decoded->collective_ends);
+  if (out.collective_ends.size() > in.max_collective_ends) {
+    out.collective_ends.resize(in.max_collective_ends);
+  }
+  return true;
 }
 
 }  // namespace
@@ -99,7 +109,9 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
   const XSpace& space = decoded->space();
   absl::Status valid = decoded->Parse(*bytes) ? xspace::Validate(space)
                                               : absl::DataLossError("not a serialized XSpace");
-  if (valid.ok()) Summarize(*bytes, in, out);
+  if (valid.ok() && !Decode(*bytes, in, out)) {
+    valid = absl::DataLossError("the trace's bytes cannot be read as an XSpace");
+  }
   bytes->clear();
   bytes->shrink_to_fit();
   if (!valid.ok()) {
@@ -113,15 +125,6 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
   absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(in.host));
   if (!path.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, path.status());
   out.path = *path;
-  out.events = static_cast<uint64_t>(xspace::CountEvents(space));
-  out.steps = static_cast<uint64_t>(CountSteps(space));
-  if (in.collectives) {
-    out.collective_ends = analysis::CollectiveEndsNs(space);
-    if (out.collective_ends.size() > in.max_collective_ends) {
-      out.collective_ends.resize(in.max_collective_ends);
-    }
-  }
-  if (in.steps != nullptr) out.collectives = analysis::ReadRankCollectives(space, *in.steps);
   if (in.keep_space) out.space = std::move(decoded);
   return out;
 }

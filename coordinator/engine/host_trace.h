@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,9 +15,12 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "analysis/breakdown.h"
 #include "analysis/hang_verdict.h"
 #include "analysis/op_classify.h"
+#include "analysis/readers/xspace_reader.h"
+#include "common/byte_source.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/engine/session_writer.h"
 #include "google/protobuf/arena.h"
@@ -81,6 +85,12 @@ class DecodedTrace {
   tensorflow::profiler::XSpace* space_;  // on arena_
 };
 
+// Reads one host's trace in one pass (analysis::DecodeXSpaceHost's signature): the seam through
+// which tests count how often a host is decoded.
+using HostDecoder = std::function<absl::StatusOr<analysis::HostDecode>(
+    const ByteSource& bytes, const std::string& host, int64_t offset_ns,
+    const analysis::StepMatcher& matcher, const analysis::HostDecodeOptions& options)>;
+
 // What saving one host's trace needs, copied: SaveHostTrace runs on a pool thread.
 struct SaveInput {
   std::string host;
@@ -91,6 +101,7 @@ struct SaveInput {
   std::shared_ptr<const analysis::StepMatcher> steps;
   absl::Status steps_error;
   bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the pod trace
+  HostDecoder decode;       // null: analysis::DecodeXSpaceHost
 };
 
 struct SaveOutcome {
@@ -108,8 +119,9 @@ struct SaveOutcome {
   std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
 };
 
-// Reads `file`, validates it as an XSpace, summarizes it for the breakdown and the hang verdict
-// (SaveOutcome::collectives) and commits it as
+// Reads `file`, validates it as an XSpace, reduces it in one pass of `in.decode` to everything
+// the session keeps (the breakdown's summary, the hang verdict's record, alignment's collective
+// ends, the counts) and commits it as
 // XPlaneFileName(host); an invalid trace is committed as RejectedXPlaneFileName(host) and
 // reported as FAILURE_STEP_VALIDATE, a file that cannot be read or committed as
 // FAILURE_STEP_WRITE.
