@@ -107,13 +107,13 @@ std::optional<CollectiveKind> DeviceKernelKind(absl::string_view name) {
   return CollectiveKindOfName(name);
 }
 
-void Builder::HostEvent(size_t line, int64_t start_ns, int64_t end_ns, const HostMeta* meta,
-                        const EventStats& stats) {
+void Builder::HostEvent(size_t line, const HostMeta* meta, const EventStats& stats, Times times) {
   // A step marker: a root (`_r` >= 1) with a step number, else a name the step pattern matches.
   std::optional<int64_t> step;
   if (stats.root.value_or(0) >= 1) step = stats.step_num;
   if (!step.has_value() && meta != nullptr) step = meta->name_step;
   if (step.has_value() && *step >= 0) {
+    const auto [start_ns, end_ns] = times();
     const bool cut = stats.cut.value_or(0) != 0;
     auto [it, inserted] = steps_by_num_.try_emplace(*step, StepSpan{*step, start_ns, end_ns, cut});
     if (!inserted) {
@@ -128,21 +128,26 @@ void Builder::HostEvent(size_t line, int64_t start_ns, int64_t end_ns, const Hos
     std::optional<CollectiveKind> kind = stats.kernel_name_kind;
     if (!kind.has_value()) kind = meta->name_kind;
     // An NCCL call that names no collective (ncclGroupStart, ncclCommInitRank) is no entry.
-    if (kind.has_value()) entries_[line].push_back({start_ns, end_ns, kind, stats.correlation_id});
+    if (kind.has_value()) {
+      const auto [start_ns, end_ns] = times();
+      entries_[line].push_back({start_ns, end_ns, kind, stats.correlation_id});
+    }
     return;
   }
   if (!meta->launch || !stats.correlation_id.has_value()) return;
   // A launch counts only when it launches a collective kernel (the devices were read first).
   if (!kernel_corr_.contains(*stats.correlation_id)) return;
+  const auto [start_ns, end_ns] = times();
   entries_[line].push_back({start_ns, end_ns, std::nullopt, stats.correlation_id});
 }
 
 void Builder::BeginDevice() { devices_.emplace_back(); }
 
-void Builder::DeviceEvent(int64_t start_ns, int64_t end_ns, std::optional<CollectiveKind> kind,
-                          std::optional<int64_t> correlation_id) {
+void Builder::DeviceEvent(std::optional<CollectiveKind> kind, std::optional<int64_t> correlation_id,
+                          Times times) {
   ++device_events_;
   if (!kind.has_value()) return;
+  const auto [start_ns, end_ns] = times();
   devices_.back().push_back({start_ns, end_ns, *kind, correlation_id});
   if (correlation_id.has_value()) kernel_corr_[*correlation_id] = *kind;
 }

@@ -12,9 +12,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "analysis/hang_verdict.h"
 #include "analysis/op_classify.h"
@@ -63,16 +65,19 @@ struct StepSpan {
 // collective kernels and the collective kernels, never every launch.
 class Builder {
  public:
+  // An event's start and end on the host's own clock: asked only for the events the record keeps
+  // (converting an event's picoseconds to nanoseconds is most of what looking at it costs).
+  using Times = absl::FunctionRef<std::pair<int64_t, int64_t>()>;
+
   // A device plane begins (`/device:GPU|TPU|CUSTOM:*`): its kernels are numbered on their own.
   void BeginDevice();
   // Every event of the current device plane's lines that are not XProf's derived ones.
   // `kind`: DeviceKernelKind of its metadata (nullopt: not a collective kernel, or undefined).
-  void DeviceEvent(int64_t start_ns, int64_t end_ns, std::optional<CollectiveKind> kind,
-                   std::optional<int64_t> correlation_id);
+  void DeviceEvent(std::optional<CollectiveKind> kind, std::optional<int64_t> correlation_id,
+                   Times times);
   // Every event of the first `/host:CPU` plane, after every device event, with its metadata's
   // classification (null: an undefined id). `line` numbers the plane's lines from 0.
-  void HostEvent(size_t line, int64_t start_ns, int64_t end_ns, const HostMeta* meta,
-                 const EventStats& stats);
+  void HostEvent(size_t line, const HostMeta* meta, const EventStats& stats, Times times);
   // The record. `window_start_ns`: the profile start time; `window_end_ns`: the profile stop
   // time, else the last end of any host or device event (0: none).
   RankCollectives Finish(int64_t window_start_ns, int64_t window_end_ns) &&;

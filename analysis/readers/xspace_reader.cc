@@ -566,6 +566,8 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
   if (extras_ != nullptr) extras_->host_plane_seen = true;
   const bool record = first && collectives();
   const bool count_steps = first && counts();
+  // The record's window ends at the profile stop; only a trace without one ends at its last event.
+  const bool window_from_events = collectives() && !profile_stop_.has_value();
   StatTable stats;
   if (!ReadStatTable(plane, &stats, nullptr)) return false;
   IdTable<HostMeta> table;
@@ -613,12 +615,13 @@ bool Reader::ReadHostPlane(const PlaneInfo& plane) {
     const auto on_event = [&](int64_t index, const Event& event) {
       const HostMeta* meta = table.Find(event.metadata_id);
       if (extras_ != nullptr) {
-        const int64_t raw_end = RawEnd(line, event);
-        extras_->last_end_ns = std::max(extras_->last_end_ns, raw_end);
+        if (window_from_events) {
+          extras_->last_end_ns = std::max(extras_->last_end_ns, RawEnd(line, event));
+        }
         if (record) {
-          extras_->collectives.HostEvent(li, RawStart(line, event), raw_end,
-                                         meta == nullptr ? nullptr : &meta->collectives,
-                                         event.stats.first);
+          extras_->collectives.HostEvent(
+              li, meta == nullptr ? nullptr : &meta->collectives, event.stats.first,
+              [&] { return std::pair(RawStart(line, event), RawEnd(line, event)); });
         }
         if (count_steps && event.stats.first.root == 1 && event.stats.first.step_num) {
           extras_->root_steps.insert(*event.stats.first.step_num);
@@ -683,6 +686,7 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
   IdTable<DeviceMeta> table;
   const bool record = collectives();
   const bool ends = this->ends();
+  const bool window_from_events = record && !profile_stop_.has_value();
   bool any_aligning = false;
   const auto make = [&](absl::string_view name,
                         const std::vector<std::pair<RawStat, std::string>>& md_stats) {
@@ -720,14 +724,17 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
     if (use_line(line)) events += line.events;
   }
   device.ops.reserve(events);
-  // The collectives' record: every line but XProf's derived ones, and every line's ends for its
-  // window; alignment: every line of a plane with collectives.
+  // The collectives' record: every line but XProf's derived ones (and those too for the window's
+  // end of a trace without a profile stop); alignment: every line of a plane with collectives.
   const bool read_all = record || (ends && any_aligning);
   if (record) extras_->collectives.BeginDevice();
   for (const LineInfo& line : lines) {
     const bool for_breakdown = use_line(line);
-    if (!for_breakdown && !read_all) continue;
     const bool derived = xspace::IsDerivedLine(line.name);
+    if (!for_breakdown && !(ends && any_aligning) &&
+        !(record && (!derived || window_from_events))) {
+      continue;
+    }
     // Stats are read for the breakdown's memcpy directions, and else only on the events that
     // need them: a collective kernel's correlation id (the record), an aligning collective's
     // step-cut stat (alignment). Most kernels are neither, and their stats are skipped.
@@ -745,18 +752,17 @@ bool Reader::ReadDevicePlane(const PlaneInfo& plane, absl::string_view prefix) {
     const auto on_event = [&](int64_t index, const Event& event) {
       const DeviceMeta* meta = table.Find(event.metadata_id);
       if (read_all) {
-        const int64_t raw_end = RawEnd(line, event);
-        if (record) {
-          extras_->last_end_ns = std::max(extras_->last_end_ns, raw_end);
-          if (!derived) {
-            extras_->collectives.DeviceEvent(RawStart(line, event), raw_end,
-                                             meta == nullptr ? std::nullopt : meta->kernel_kind,
-                                             event.stats.first.correlation_id);
-          }
+        if (window_from_events) {
+          extras_->last_end_ns = std::max(extras_->last_end_ns, RawEnd(line, event));
+        }
+        if (record && !derived) {
+          extras_->collectives.DeviceEvent(
+              meta == nullptr ? std::nullopt : meta->kernel_kind, event.stats.first.correlation_id,
+              [&] { return std::pair(RawStart(line, event), RawEnd(line, event)); });
         }
         // A collective clipped at the window's end did not end there (alignment.h).
         if (ends && meta != nullptr && meta->aligns && !event.stats.has_cut) {
-          extras_->ends_ns.push_back(raw_end);
+          extras_->ends_ns.push_back(RawEnd(line, event));
         }
       }
       if (!for_breakdown) return;
