@@ -384,9 +384,56 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   EXPECT_TRUE(PathExists(logdir + "/plugins/profile/int/worker-0.xplane.pb"));
 }
 
+// Ctrl-C while a trace is still on its way (the second agent is reached through a proxy stalled
+// once the window is open, so its trace cannot arrive) and the first one is saved: profctl stops
+// within the interrupt's grace with the saved trace kept, writes no pod output and says which it
+// left out and how to build them. The Ctrl-C is sent once the first trace is saved, and the
+// proxy stays stalled until profctl has exited (events, no sleep).
+TEST_F(EndToEndTest, CtrlCWhileATraceIsOnItsWayKeepsTheSavedOnesAndWritesNoPodOutput) {
+  coordinator::LocalAgents agents(scratch_);
+  const std::string fast = StartAgent(agents, 0, "world=2,rank=0,step_ms=20", 0);
+  const std::string slow = StartAgent(agents, 1, "world=2,rank=1,step_ms=20", 0);
+  absl::StatusOr<std::unique_ptr<testkit::TcpProxy>> proxy =
+      testkit::TcpProxy::Start("127.0.0.1", std::stoi(slow.substr(slow.rfind(':') + 1)));
+  ASSERT_THAT(proxy, IsOk());
+  const std::string logdir = scratch_ + "/logs";
+  const std::string dir = logdir + "/plugins/profile/int";
+  const pid_t pid =
+      SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + fast + "," + (*proxy)->address(),
+                    "--duration=1500", "--session=int", "--logdir=" + logdir},
+                   scratch_);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitUntilRecording(pid, logdir, "int"));
+  (*proxy)->Stall(true);
+  ASSERT_TRUE(PollUntil([&] { return !Running(pid) || PathExists(dir + "/worker-0.xplane.pb"); }));
+  ASSERT_TRUE(Running(pid)) << "profctl exited with a trace still on its way";
+  const int64_t interrupted = clock_.MonoNs();
+  const profctl::v1::SessionManifest m = InterruptAndReadManifest(pid, pid, logdir);
+  const int64_t took = clock_.MonoNs() - interrupted;
+  RecordProperty("ms_from_ctrl_c_to_exit", static_cast<int>(took / kNanosPerMilli));
+  // Promptly: the grace (1.5 s) and a saved trace's session.json, not the pod outputs; a
+  // generous bound for a loaded machine (it took 28.7 s with 16 big hosts when it wrote them).
+  EXPECT_LT(took, 10 * kNanosPerSecond);
+  ASSERT_EQ(m.hosts_size(), 2);
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(0).xplane_file(), "worker-0.xplane.pb");
+  EXPECT_EQ(m.hosts(1).status(), profctl::v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(m.hosts(1).error().step(), profctl::v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_TRUE(m.pod_trace_file().empty());
+  EXPECT_FALSE(PathExists(dir + "/pod.trace.json.gz"));
+  EXPECT_FALSE(PathExists(dir + "/report.html"));
+  EXPECT_THAT(absl::StrJoin(m.errors(), "\n"),
+              HasSubstr(absl::StrCat("interrupted: not written: pod.trace.json.gz, "
+                                     "pod_step_breakdown.json, pod_step_breakdown.csv, "
+                                     "report.html; every saved host's trace is kept; build them "
+                                     "with: profctl analyze ",
+                                     dir, " --pod-trace")));
+  (*proxy)->Stall(false);
+}
+
 // A second Ctrl-C during the first one's graceful stop quits at once, exit 130 (128 + SIGINT),
-// instead of waiting out the 5 s grace. The agent is reached through a proxy stalled once the
-// window is open, so the first Ctrl-C's Cancel and the rest of the trace cannot arrive: without
+// instead of waiting out the interrupt's grace. The agent is reached through a proxy stalled once
+// the window is open, so the first Ctrl-C's Cancel and the rest of the trace cannot arrive: without
 // the second, profctl would wait the whole grace and exit 3. The second is sent once stderr says
 // the first was taken (no sleep: an event).
 TEST_F(EndToEndTest, ASecondCtrlCDuringTheGracefulStopQuitsAtOnce) {
@@ -408,13 +455,13 @@ TEST_F(EndToEndTest, ASecondCtrlCDuringTheGracefulStopQuitsAtOnce) {
                                               "interrupted: cancelling the capture");
   });
   ASSERT_TRUE(taken);
-  ASSERT_TRUE(Running(pid)) << "profctl exited before the second Ctrl-C; its grace is 5 s";
+  ASSERT_TRUE(Running(pid)) << "profctl exited before the second Ctrl-C; its grace is 1.5 s";
   const int64_t second = clock_.MonoNs();
   kill(pid, SIGINT);
   const ProcessResult r = WaitProcess(pid, scratch_);
   const int64_t took = clock_.MonoNs() - second;
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.out << r.err;
-  // At once: well inside the grace the first Ctrl-C would have waited out.
+  // At once (the exit code says the grace was not waited out: that would exit 3).
   EXPECT_LT(took, 3 * kNanosPerSecond);
   EXPECT_THAT(r.err, HasSubstr("interrupt again to quit at once"));
   // The folder still says what it holds: a session that did not finish, which the next capture

@@ -400,10 +400,35 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
   }
   ex_->PostAt(clock_->MonoNs() + behavior_.down_delay_ns, [this, rec, header, kept] {
     if (rec->finished) return;
+    if (behavior_.chunk_interval_ns > 0) {
+      rec->stream->OnHeader(header);
+      SendChunk(rec, kept, 0);
+      return;
+    }
     rec->finished = true;
     Deliver(rec->stream, header, *kept);
     EndRecording(rec);
   });
+}
+
+void FakeAgent::SendChunk(const std::shared_ptr<Recording>& rec,
+                          const std::shared_ptr<const std::string>& bytes, size_t offset) {
+  if (rec->finished) return;  // aborted by the caller meanwhile
+  if (offset >= bytes->size()) {
+    rec->finished = true;
+    rec->stream->OnDone(absl::OkStatus());
+    EndRecording(rec);
+    return;
+  }
+  const size_t n = std::max<size_t>(1, behavior_.chunk_bytes);
+  if (absl::Status s = rec->stream->OnData(std::string_view(*bytes).substr(offset, n)); !s.ok()) {
+    rec->finished = true;
+    rec->stream->OnDone(s);
+    EndRecording(rec);
+    return;
+  }
+  ex_->PostAt(clock_->MonoNs() + behavior_.chunk_interval_ns,
+              [this, rec, bytes, next = offset + n] { SendChunk(rec, bytes, next); });
 }
 
 void FakeAgent::OnFetchArrived(const coordinator::FetchArgs& args,

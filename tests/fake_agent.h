@@ -80,6 +80,10 @@ struct FakeAgentBehavior {
   // ... and is down this long after the break: Capture and Fetch fail UNAVAILABLE (connection
   // refused) until it is back.
   int64_t down_after_restart_ns = 0;
+  // A Capture's answer sent slowly (a big trace on a slow link): the header, then one chunk of
+  // `chunk_bytes` every `chunk_interval_ns`; 0: every chunk at once.
+  int64_t chunk_interval_ns = 0;
+  size_t chunk_bytes = 1 << 20;
   // Serves AgentService.Fetch (an agent that keeps its traces); false: an old agent.
   bool can_fetch = true;
   // GetStepSignal: never answers; fails with this; or answers this instead of its synthetic
@@ -130,6 +134,9 @@ class FakeAgent {
   void Deliver(coordinator::CaptureStream* stream, const coordinator::CaptureHeaderInfo& header,
                const std::string& bytes);
   void FinishRecording(const std::shared_ptr<Recording>& rec);
+  // The slow answer (chunk_interval_ns): the chunk at `offset` now, the next one later.
+  void SendChunk(const std::shared_ptr<Recording>& rec,
+                 const std::shared_ptr<const std::string>& bytes, size_t offset);
   void EndRecording(const std::shared_ptr<Recording>& rec);
   FakeExecutor* ex_;
   FakeClock* clock_;

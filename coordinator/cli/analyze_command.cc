@@ -30,6 +30,7 @@ struct AnalyzeFlags {
   int64_t max_string_kb = static_cast<int64_t>(analysis::kDefaultMaxStringBytes >> 10);
   std::string tool_name;
   bool include_idle = false;
+  bool pod_trace = false;
   std::vector<std::string> paths;
 };
 
@@ -38,7 +39,8 @@ struct AnalyzeFlags {
 std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const CliEnv& env,
                                      AnalyzeFlags* f) {
   FlagSet fs("profctl analyze",
-             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--jobs=N] "
+             "PATH... [--tool=NAME] [--json|--csv] [--step-pattern=RE] [--out=DIR] [--pod-trace] "
+             "[--jobs=N] "
              "[--max-file-mb=N] [--max-inflated-mb=N] [--max-inflate-ratio=N] [--max-string-kb=N]");
   fs.String("tool", &f->tool_name,
             absl::StrCat("run one of the profiler's tools instead of the step breakdown: ",
@@ -50,6 +52,9 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
   fs.String("out", &f->out_dir,
             "write pod_step_breakdown.json/.csv and report.html into DIR (default: the session "
             "folder when PATH is one; else none)");
+  fs.Bool("pod-trace", &f->pod_trace,
+          "a saved session folder: also write pod.trace.json.gz (every saved host on the "
+          "session's aligned timeline, as the capture writes it) into --out");
   fs.String("step-pattern", &f->step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");
   fs.Int64("jobs", &f->jobs,
@@ -256,6 +261,16 @@ int RunBreakdown(const AnalyzeFlags& f, const AnalyzeInputs& inputs,
       }
     }
   }
+  if (f.pod_trace) {
+    std::vector<std::string> warnings;
+    absl::StatusOr<std::string> written = WriteSessionPodTrace(inputs, &result.breakdown, f.out_dir,
+                                                               static_cast<int>(f.jobs), &warnings);
+    for (const std::string& w : warnings) *env.err << "profctl analyze: warning: " << w << "\n";
+    if (!written.ok()) {
+      *env.err << "profctl analyze: " << written.status().message() << "\n";
+      rc = kExitPartial;
+    }
+  }
   if (f.json) {
     *env.out << report::BreakdownJson(result.breakdown, context);
   } else if (f.csv) {
@@ -285,6 +300,11 @@ int AnalyzeCommand(const std::vector<std::string>& args, const CliEnv& env) {
   absl::StatusOr<AnalyzeInputs> inputs = ExpandAnalyzeInputs(f.paths);
   if (!inputs.ok()) return UsageError(env, "analyze", inputs.status().message());
   if (f.out_dir.empty()) f.out_dir = inputs->session_dir;
+  if (f.pod_trace && (inputs->session_dir.empty() || !tools.empty())) {
+    return UsageError(env, "analyze",
+                      "--pod-trace needs one saved session folder (its session.json aligns the "
+                      "hosts) and no --tool");
+  }
   if (!tools.empty()) return RunTools(f, *inputs, options, tools, env);
   return RunBreakdown(f, *inputs, options, env);
 }

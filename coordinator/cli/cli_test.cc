@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "common/gzip.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/cli/local_agents.h"
 #include "coordinator/engine/capture_engine.h"
@@ -480,10 +481,10 @@ class HookedSink final : public TraceSink {
 
 }  // namespace
 
-// An interrupt while the outputs are written (every host done) stops the pod
-// trace between hosts instead of being ignored; session.json says the hosts were saved and the
-// outputs interrupted, and the exit code (3) and the headline agree with it.
-TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenStopsThePodTrace) {
+// An interrupt while the outputs are written (every host done) writes no pod output not yet
+// written instead of being ignored; session.json says the hosts were saved, which outputs were
+// left out and how to build them, and the exit code (3) and the headline agree with it.
+TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenLeavesThemToAnalyze) {
   FakeAgent a(&ex_, &clock_, {.name = "w0"}, Rank(0));
   FakeAgent b(&ex_, &clock_, {.name = "w1"}, Rank(1));
   FakeAgent c(&ex_, &clock_, {.name = "w2"}, Rank(2));
@@ -518,13 +519,34 @@ TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenStopsThePodTrace) {
     EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
   }
   const std::string errors = absl::StrJoin(m->errors(), "\n");
-  EXPECT_THAT(errors, HasSubstr("pod trace: interrupted after 0 of 3 hosts; not written"));
-  EXPECT_THAT(errors, HasSubstr("interrupted while the outputs were written"));
+  EXPECT_THAT(errors, HasSubstr("interrupted: not written: pod.trace.json.gz, "
+                                "pod_step_breakdown.json, pod_step_breakdown.csv, report.html; "
+                                "every saved host's trace is kept; build them with: profctl "
+                                "analyze " +
+                                dir->location() + " --pod-trace"));
   EXPECT_THAT(errors, ::testing::Not(HasSubstr("capture was cancelled")));  // the window was not
-  EXPECT_EQ(m->breakdown_files_size(), 3);  // the breakdown is still written, without the pod trace
+  EXPECT_EQ(m->breakdown_files_size(), 0);
+  EXPECT_FALSE(PathExists(dir->location() + "/report.html"));
   EXPECT_EQ(ExitCodeFor(*m), kExitPartial);
   EXPECT_THAT(FormatSummary(*m),
-              HasSubstr("session int-out: ok, 3/3 hosts captured; 2 error(s) below"));
+              HasSubstr("session int-out: ok, 3/3 hosts captured; 1 error(s) below"));
+
+  // What it names builds them from the saved traces: the breakdown and the same pod trace.
+  ASSERT_EQ(Run({"analyze", dir->location(), "--pod-trace"}), kExitOk) << err_.str();
+  EXPECT_TRUE(PathExists(dir->location() + "/report.html"));
+  absl::StatusOr<std::string> gz = ReadFile(dir->location() + "/pod.trace.json.gz");
+  ASSERT_THAT(gz, IsOk());
+  absl::StatusOr<std::string> json = GzipDecompress(*gz);
+  ASSERT_THAT(json, IsOk());
+  for (const char* host : {"w0 /device:GPU:0", "w1 /device:GPU:0", "w2 /device:GPU:0", "\"pod\""}) {
+    EXPECT_THAT(*json, HasSubstr(host));
+  }
+}
+
+TEST_F(CliTest, AnalyzePodTraceNeedsASessionFolder) {
+  EXPECT_EQ(Run({"analyze", PROFCTL_TRACE_DATA_DIR "/h100_pytorch_steps.xplane.pb", "--pod-trace"}),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--pod-trace needs one saved session folder"));
 }
 
 // Names that a shell or a file browser would take for something else are

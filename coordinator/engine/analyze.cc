@@ -25,8 +25,11 @@
 #include "analysis/readers/xspace_reader.h"
 #include "analysis/tools/tool_readers.h"
 #include "common/byte_source.h"
+#include "common/executor.h"
 #include "common/file_util.h"
 #include "common/gzip.h"
+#include "common/status_macros.h"
+#include "coordinator/engine/pod_outputs.h"
 #include "coordinator/engine/session_writer.h"
 #include "coordinator/engine/step_signal.h"
 #include "google/protobuf/util/json_util.h"
@@ -218,6 +221,7 @@ absl::Status AddSession(const std::string& dir, AnalyzeInputs* out) {
   out->session_dir = dir;
   out->session = m.request().session().empty() ? Basename(dir) : m.request().session();
   out->snapshot_past_ms = static_cast<int64_t>(m.request().past_ms());
+  out->start_at_ns = m.start_at_ns();
   // A session left RUNNING (its coordinator was killed, or is still at it) lists hosts as of its
   // last snapshot, which lags: a host with a trace under its name counts too (the trace is only
   // ever renamed into place once validated; one that does not read is named as an error).
@@ -571,6 +575,35 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
     result.breakdown.hang = analysis::JudgeHang(ranks);
   }
   return result;
+}
+
+absl::StatusOr<std::string> WriteSessionPodTrace(const AnalyzeInputs& inputs,
+                                                 const analysis::PodBreakdown* breakdown,
+                                                 const std::string& out_dir, int jobs,
+                                                 std::vector<std::string>* warnings) {
+  if (inputs.session_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--pod-trace needs one saved session folder (its session.json aligns the hosts)");
+  }
+  PROFCTL_RETURN_IF_ERROR(MakeDirs(out_dir));
+  std::vector<PodTraceHost> hosts;
+  hosts.reserve(inputs.files.size());
+  for (const TraceInput& in : inputs.files) {
+    hosts.push_back(
+        {in.host, in.offset_ns, in.path, [path = in.path] { return ReadFile(path); }, nullptr});
+  }
+  const std::string path = JoinPath(out_dir, kPodTraceFileName);
+  ThreadWorkPool pool(AnalyzeJobs(jobs, hosts.size()));
+  PodTraceOutcome outcome = WritePodTraceFile(std::move(hosts), path, inputs.start_at_ns, &pool,
+                                              nullptr, [breakdown] { return breakdown; });
+  for (std::string& e : outcome.errors) {
+    if (outcome.written) warnings->push_back(std::move(e));
+  }
+  if (!outcome.written) {
+    return absl::InternalError(outcome.errors.empty() ? std::string("pod trace not written")
+                                                      : outcome.errors.back());
+  }
+  return path;
 }
 
 }  // namespace profctl::coordinator

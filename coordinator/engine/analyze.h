@@ -39,6 +39,7 @@ struct AnalyzeInputs {
   // default) and its name.
   std::string session_dir;
   std::string session;
+  int64_t start_at_ns = 0;  // a session folder: its common start (the pod trace's time 0)
   // A session folder only: every worker of its request, in order (a worker's rank is its
   // position), with the index into `files` of its saved trace (-1: none, a failed host). The
   // hang verdict is judged only over these (analysis/hang_verdict.h).
@@ -116,6 +117,17 @@ using DetailVisitor = std::function<void(size_t input, const analysis::ToolTrace
 AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                                const std::vector<analysis::Tool>& tools, int jobs = 0,
                                const DetailVisitor& visit = nullptr);
+
+// `profctl analyze --pod-trace`: the pod trace of a session folder (pod.trace.json.gz, as the
+// capture writes it: every saved host aligned with the session's offsets, times from its
+// common start, the pod's step track from `breakdown` when not null) into `out_dir`, its hosts
+// rendered on `jobs` threads (0: AnalyzeJobs' default). Returns the file's path; a host that
+// cannot be read is left out and named in *warnings. INVALID_ARGUMENT when `inputs` is not one
+// session folder (loose files have no common timeline).
+absl::StatusOr<std::string> WriteSessionPodTrace(const AnalyzeInputs& inputs,
+                                                 const analysis::PodBreakdown* breakdown,
+                                                 const std::string& out_dir, int jobs,
+                                                 std::vector<std::string>* warnings);
 
 }  // namespace profctl::coordinator
 

@@ -32,7 +32,9 @@ void CollectPhase::Save(size_t i, std::unique_ptr<HostTraceStream> stream,
   SessionHost& h = s_.host(i);
   h.stage = HostStage::kSaving;
   c.cancel_reason = reason;
-  const bool keep = kept_trace_bytes_ + h.r.bytes() <= s_.options().kept_trace_budget_bytes;
+  // An interrupted session writes no pod trace: nothing to keep for it.
+  const bool keep =
+      !s_.cancelled() && kept_trace_bytes_ + h.r.bytes() <= s_.options().kept_trace_budget_bytes;
   if (keep) {
     c.kept_bytes = h.r.bytes();
     kept_trace_bytes_ += c.kept_bytes;

@@ -92,8 +92,10 @@ struct CaptureEngineOptions {
   // session.json is rewritten (status RUNNING) at most this often while hosts finish.
   int64_t manifest_flush_ms = 1000;
   // After an interrupt (Cancel), hosts get this long to send what they recorded; then the rest
-  // are abandoned (reported hung) and the session's outputs are written anyway.
-  int64_t interrupt_grace_ms = 5000;
+  // are abandoned (reported hung, or still sending) and the session ends with what was saved:
+  // an interrupt writes no pod output not yet written (pod_outputs.h), so `profctl capture`
+  // exits within about this long plus the saves in flight.
+  int64_t interrupt_grace_ms = 1500;
   // Collective ends kept per host for alignment: a memory bound (8 bytes each; 32 MiB at 1,024
   // hosts). Refinement needs a few dozen matched steps; 4,096 is ~7 minutes of 100 ms steps.
   size_t max_collective_ends = 4096;
@@ -146,11 +148,13 @@ class CaptureEngine {
   void Start(const CapturePlan& plan, DoneCallback done);
 
   // Thread-safe (e.g. from a signal watcher): hosts still capturing are sent AgentService.Cancel
-  // and hand back what they recorded, which is saved as usual; hosts not yet capturing are not
-  // asked to; manifest.errors says the session was interrupted. Once every host is done (the
-  // outputs are being written), it stops the pod trace between two hosts instead (at most one
-  // render per pool thread to wait for): that file is then not written, the hosts' statuses stand
-  // and manifest.errors says the outputs were interrupted.
+  // and hand back what they recorded within options.interrupt_grace_ms, which is saved as usual;
+  // hosts not yet capturing are not asked to; manifest.errors says the session was interrupted.
+  // An interrupted session writes no pod output not yet written (the pod trace, the breakdown's
+  // files): once every host is done, it stops the pod trace between two hosts (at most one
+  // render per pool thread to wait for) and renders no breakdown file; manifest.errors names
+  // what was left out and the `profctl analyze` command that builds it from the saved traces.
+  // The hosts' statuses stand; session.json is written.
   void Cancel();
 
   class Session;  // the per-capture state machine (capture_session.h)

@@ -39,8 +39,11 @@ using ::profctl::testkit::FakeExecutor;
 using ::profctl::testkit::MemorySink;
 using ::profctl::v1::HostResult;
 using ::profctl::v1::SessionManifest;
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 synthetic::SyntheticJobConfig Rank(int r, int world = 3) {
   synthetic::SyntheticJobConfig c;
@@ -1018,8 +1021,68 @@ TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
   EXPECT_TRUE(h.cancelled());
   EXPECT_NEAR(static_cast<double>(h.agent_stop_ns() - h.agent_start_ns()), 2.0 * kNanosPerSecond,
               1.0 * kNanosPerMilli);
-  ASSERT_EQ(m.errors_size(), 1);
-  EXPECT_THAT(m.errors(0), HasSubstr("interrupted"));
+  // The partial trace is saved; the pod outputs are left to profctl analyze.
+  EXPECT_EQ(h.xplane_file(), "a.xplane.pb");
+  EXPECT_TRUE(sink_.files.count("a.xplane.pb"));
+  ASSERT_EQ(m.errors_size(), 2);
+  EXPECT_THAT(m.errors(0), HasSubstr("interrupted: capture was cancelled"));
+  EXPECT_THAT(m.errors(1), HasSubstr("interrupted: not written: pod.trace.json.gz"));
+}
+
+// Ctrl-C while traces are still arriving: the session ends within the grace, every trace saved
+// by then is kept, no pod output is written (they cost more than the window: the pod trace of
+// 16 big hosts took 28 s), and session.json says which were left out and the command that
+// builds them from the saved traces.
+TEST_F(CaptureEngineTest, AnInterruptWhileTracesArriveKeepsTheSavedOnesAndWritesNoPodOutput) {
+  Agent("fast:1", {.name = "fast"}, Rank(0, 2));
+  // Its trace arrives a KiB every 100 ms: tens of seconds.
+  Agent("slow:1", {.name = "slow", .chunk_interval_ns = 100 * kNanosPerMilli, .chunk_bytes = 1024},
+        Rank(1, 2));
+  int64_t interrupted_mono = 0;
+  const SessionManifest m = Run(Plan({"fast:1", "slow:1"}, 2000), {}, [&](CaptureEngine& engine) {
+    ASSERT_TRUE(ex_.RunUntil([&] { return sink_.files.count("fast.xplane.pb") > 0; },
+                             clock_.MonoNs() + 60 * kNanosPerSecond));
+    interrupted_mono = clock_.MonoNs();
+    engine.Cancel();
+  });
+  const int64_t grace = CaptureEngineOptions{}.interrupt_grace_ms * kNanosPerMilli;
+  EXPECT_LE(clock_.MonoNs() - interrupted_mono, grace + 10 * kNanosPerMilli);
+
+  const HostResult& fast = Host(m, "fast:1");
+  EXPECT_EQ(fast.status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(fast.xplane_file(), "fast.xplane.pb");
+  const HostResult& slow = Host(m, "slow:1");
+  EXPECT_EQ(slow.status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(slow.error().step(), v1::FAILURE_STEP_INTERRUPTED);
+  EXPECT_THAT(slow.error().message(),
+              AllOf(HasSubstr("still sending its trace 1500 ms after the interrupt"),
+                    HasSubstr("MiB received); not saved")));
+  EXPECT_FALSE(sink_.files.count("slow.xplane.pb"));
+
+  EXPECT_EQ(m.pod_trace_file(), "");
+  EXPECT_FALSE(PathExists(sink_.dir + "/pod.trace.json.gz"));
+  EXPECT_EQ(m.breakdown_files_size(), 0);
+  for (const char* file : {"pod_step_breakdown.json", "pod_step_breakdown.csv", "report.html"}) {
+    EXPECT_FALSE(sink_.files.count(file)) << file;
+  }
+  EXPECT_THAT(m.errors(),
+              Contains("interrupted: not written: pod.trace.json.gz, pod_step_breakdown.json, "
+                       "pod_step_breakdown.csv, report.html; every saved host's trace is kept; "
+                       "build them with: profctl analyze /mem/session --pod-trace"));
+  EXPECT_TRUE(sink_.files.count("session.json"));
+}
+
+// Without an interrupt the same slow trace is waited for and every output written.
+TEST_F(CaptureEngineTest, ASlowTraceIsWaitedForWithoutAnInterrupt) {
+  Agent("fast:1", {.name = "fast"}, Rank(0, 2));
+  Agent("slow:1",
+        {.name = "slow", .chunk_interval_ns = 100 * kNanosPerMilli, .chunk_bytes = 16 << 10},
+        Rank(1, 2));
+  const SessionManifest m = Run(Plan({"fast:1", "slow:1"}, 2000));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+  EXPECT_EQ(m.breakdown_files_size(), 3);
+  EXPECT_THAT(m.errors(), IsEmpty());
 }
 
 // "ok" means the window asked for was recorded, start to end: a recording cut short by someone

@@ -326,13 +326,26 @@ void RunPhase::Abort(size_t i, profctl::v1::FailureStep step, const absl::Status
 void RunPhase::OnInterruptGraceOver() {
   PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
   if (s_.finished()) return;
-  const absl::Status hung = absl::DeadlineExceededError(
-      absl::StrCat("hung: sent nothing back within ", s_.options().interrupt_grace_ms,
-                   " ms of the interrupt; what it recorded is lost"));
+  const int64_t grace = s_.options().interrupt_grace_ms;
   for (size_t i = 0; i < hosts_.size(); ++i) {
     // Saving hosts finish on their own, quickly.
-    if (s_.host(i).stage == HostStage::kCapturing) {
-      Abort(i, profctl::v1::FAILURE_STEP_INTERRUPTED, hung);
+    if (s_.host(i).stage != HostStage::kCapturing) continue;
+    const HostTraceStream* stream = hosts_[i].stream.get();
+    const uint64_t announced = stream != nullptr ? stream->announced_bytes() : 0;
+    if (announced > 0) {
+      // Its trace is on its way but would keep the interrupt waiting: an interrupt stops within
+      // the grace, with what was saved by then.
+      Abort(i, profctl::v1::FAILURE_STEP_INTERRUPTED,
+            absl::DeadlineExceededError(absl::StrFormat(
+                "interrupted: still sending its trace %d ms after the interrupt (%.1f of %.1f MiB "
+                "received); not saved",
+                grace, static_cast<double>(stream->received_bytes()) / (1 << 20),
+                static_cast<double>(announced) / (1 << 20))));
+    } else {
+      Abort(i, profctl::v1::FAILURE_STEP_INTERRUPTED,
+            absl::DeadlineExceededError(
+                absl::StrCat("hung: sent nothing back within ", grace,
+                             " ms of the interrupt; what it recorded is lost")));
     }
   }
 }

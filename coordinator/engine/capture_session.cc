@@ -271,8 +271,8 @@ void Session::HandOffFinish() {
   in.sink = deps_.sink;
   in.pool = deps_.pool;
   in.executor = &ex_;
-  // A cancel counted after every one Interrupt saw came while the outputs are written.
-  in.interrupted = [cancels = cancels_, seen = cancels_seen_] { return cancels->load() > seen; };
+  // Interrupted before the hand-off, or while the outputs are written.
+  in.interrupted = [cancels = cancels_] { return cancels->load() > 0; };
   in.snapshots = std::move(snapshots_);
   in.done = std::move(done_);
   in.on_breakdown = deps_.breakdown;

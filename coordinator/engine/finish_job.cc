@@ -29,15 +29,9 @@ void FinishJob::Run() && {
                                  .pool = in_.pool,
                                  .interrupted = in_.interrupted},
                                 manifest);
+    // The hosts' statuses stand (their traces are saved and synced); what an interrupt left out
+    // is named in manifest.errors, which makes the exit code 3 and the headline say so.
     manifest.set_outputs_ms(static_cast<double>(clock.MonoNs() - outputs_started) / kNanosPerMilli);
-    if (in_.interrupted && in_.interrupted()) {
-      // The hosts' statuses stand (their traces are saved and synced); what was left out is
-      // named above. An error in an OK session makes the exit code 3 and the headline says so.
-      manifest.add_errors(
-          "interrupted while the outputs were written: every saved host's trace is kept; "
-          "outputs not finished are left out (profctl analyze on this folder rebuilds the "
-          "breakdown)");
-    }
   }
   for (profctl::v1::HostResult& r : in_.results) *manifest.add_hosts() = std::move(r);
   manifest.set_finished_ns(clock.WallNs());

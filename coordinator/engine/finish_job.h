@@ -36,8 +36,8 @@ struct FinishInput {
   WorkPool* pool = nullptr;
   // Where `done` and the callbacks are posted; its clock times the outputs.
   Executor* executor = nullptr;
-  // Asked between the outputs' steps (any thread may make it true): an interrupt that came after
-  // the hand-off. Null: never.
+  // Asked before and between the outputs' steps (any thread may make it true): the session was
+  // interrupted, before the hand-off or since. Null: never.
   std::function<bool()> interrupted;
   std::shared_ptr<ManifestSnapshots> snapshots;  // closed before the final session.json
   CaptureEngine::DoneCallback done;

@@ -70,6 +70,7 @@ void HostTraceStream::OnStarted(int64_t agent_start_ns) {
 void HostTraceStream::OnHeader(const CaptureHeaderInfo& header) {
   header_ = header;
   header_seen_ = true;
+  announced_.store(header.total_bytes, std::memory_order_relaxed);
   CreateFile();
 }
 
@@ -77,6 +78,7 @@ absl::Status HostTraceStream::OnData(std::string_view chunk) {
   if (!file_error_.ok()) return file_error_;
   if (!header_seen_ || file_ == nullptr) return absl::InternalError("trace data before the header");
   file_error_ = file_->Append(absl::string_view(chunk.data(), chunk.size()));
+  if (file_error_.ok()) received_.fetch_add(chunk.size(), std::memory_order_relaxed);
   return file_error_;
 }
 

@@ -5,6 +5,7 @@
 #ifndef PROFCTL_COORDINATOR_ENGINE_HOST_TRACE_H_
 #define PROFCTL_COORDINATOR_ENGINE_HOST_TRACE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,10 @@ class HostTraceStream final : public CaptureStream {
   // Null until recording started (or, for a Fetch, the header came).
   TraceFile* file() { return file_.get(); }
   bool header_seen() const { return header_seen_; }
+  // Any thread, while the stream runs: the bytes the header announced (0: no header yet) and the
+  // bytes received so far.
+  uint64_t announced_bytes() const { return announced_.load(std::memory_order_relaxed); }
+  uint64_t received_bytes() const { return received_.load(std::memory_order_relaxed); }
 
  private:
   void CreateFile();
@@ -66,6 +71,8 @@ class HostTraceStream final : public CaptureStream {
   absl::Status file_error_;
   CaptureHeaderInfo header_;
   bool header_seen_ = false;
+  std::atomic<uint64_t> announced_{0};
+  std::atomic<uint64_t> received_{0};
 };
 
 // A decoded trace on an arena of its own: decoding and freeing it is a few large allocations

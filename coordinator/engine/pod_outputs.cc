@@ -5,6 +5,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -28,37 +29,36 @@ void OnPoolOrHere(WorkPool* pool, Executor::Task job) {
   }
 }
 
-// Renders saved host i for the pod trace from its kept trace, else read back from disk.
-absl::StatusOr<report::RenderedHost> RenderHost(PodOutputHost& h, size_t i, TraceSink& sink,
-                                                int64_t base_ns) {
+// Renders host i for the pod trace from its kept trace, else read back from disk.
+absl::StatusOr<report::RenderedHost> RenderHost(PodTraceHost& h, size_t i, int64_t base_ns) {
   std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
   if (decoded == nullptr) {
     decoded = std::make_unique<DecodedTrace>();
-    absl::StatusOr<std::string> bytes = sink.Read(h.r->xplane_file());
+    absl::StatusOr<std::string> bytes = h.read();
     if (!bytes.ok() || !decoded->Parse(*bytes)) {
       return absl::DataLossError(
-          absl::StrCat("cannot read back ", h.r->xplane_file(), "; that host is missing from it"));
+          absl::StrCat("cannot read back ", h.file, "; that host is missing from it"));
     }
   }
-  return report::PodTraceWriter::Render(h.r->host(), decoded->space(), h.r->clock().offset_ns(),
-                                        base_ns, static_cast<int64_t>(i));
+  return report::PodTraceWriter::Render(h.host, decoded->space(), h.offset_ns, base_ns,
+                                        static_cast<int64_t>(i));
 }
+
+}  // namespace
 
 // Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once, and
 // joined into the file in host order here; without a pool, one at a time here (memory: at most
 // that many decoded traces more). Each job owns its host's kept trace and frees it; no two jobs
 // share a host.
-// `breakdown`: waits for the pod step breakdown (null: none) for the pod's step track.
-void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
-                   profctl::v1::SessionManifest& manifest,
-                   absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
-  const std::string path = in.sink->LocalPath(kPodTraceFileName);
-  if (hosts.empty() || path.empty()) return;  // not a local folder (tests' in-memory sink)
-  absl::StatusOr<report::PodTraceWriter> writer =
-      report::PodTraceWriter::Open(path, in.start_at_ns);
+PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::string& path,
+                                  int64_t start_at_ns, WorkPool* pool,
+                                  const std::function<bool()>& interrupted,
+                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
+  PodTraceOutcome outcome;
+  absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_ns);
   if (!writer.ok()) {
-    manifest.add_errors(absl::StrCat("pod trace: ", writer.status().message()));
-    return;
+    outcome.errors.push_back(absl::StrCat("pod trace: ", writer.status().message()));
+    return outcome;
   }
   struct Slot {
     std::optional<absl::StatusOr<report::RenderedHost>> rendered;
@@ -69,12 +69,12 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
   size_t submitted = 0;
   const auto submit_up_to = [&](size_t limit) {
     for (; submitted < std::min(limit, slots.size()); ++submitted) {
-      if (in.pool == nullptr) {
-        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, *in.sink, base);
+      if (pool == nullptr) {
+        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, base);
         continue;
       }
-      in.pool->Submit([&hosts, &slots, &mu, &in, base, i = submitted] {
-        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, *in.sink, base);
+      pool->Submit([&hosts, &slots, &mu, base, i = submitted] {
+        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, base);
         absl::MutexLock lock(&mu);
         slots[i].rendered = std::move(r);
       });
@@ -82,7 +82,7 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
   };
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (in.interrupted && in.interrupted()) {
+    if (interrupted && interrupted()) {
       // Jobs still rendering hold references to these locals: wait for them (at most
       // kPodTraceHostsInFlight hosts, one render each). The writer, unfinished, leaves no file.
       for (size_t j = i; j < submitted; ++j) {
@@ -90,11 +90,8 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
             +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[j]));
         mu.Unlock();
       }
-      manifest.add_errors(absl::StrCat(
-          "pod trace: interrupted after ", i, " of ", slots.size(),
-          " hosts; not written (every saved host's trace is in the folder: profctl analyze "
-          "reads them)"));
-      return;
+      outcome.interrupted = true;
+      return outcome;
     }
     submit_up_to(i + kPodTraceHostsInFlight);
     // Every submitted job finishes before this returns: they hold references to these locals.
@@ -104,15 +101,15 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
     slots[i].rendered.reset();
     mu.Unlock();
     if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
-      manifest.add_errors(absl::StrCat("pod trace: ", r.status().message()));
+      outcome.errors.push_back(absl::StrCat("pod trace: ", r.status().message()));
       report::RenderedHost empty;
       empty.host_index = static_cast<int64_t>(i);
       empty.base_ns = base;
       r = std::move(empty);
     } else if (r->planes_skipped > 0) {
-      manifest.add_errors(absl::StrCat("pod trace: ", hosts[i].r->host(), ": ", r->planes_skipped,
-                                       " planes past the first ",
-                                       report::PodTraceWriter::kPidsPerHost - 1, " left out"));
+      outcome.errors.push_back(absl::StrCat("pod trace: ", hosts[i].host, ": ", r->planes_skipped,
+                                            " planes past the first ",
+                                            report::PodTraceWriter::kPidsPerHost - 1, " left out"));
     }
     if (status.ok()) status = writer->AddRendered(*r);
   }
@@ -120,8 +117,33 @@ void WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
     status = writer->AddPodSteps(*b);
   }
   if (status.ok()) status = writer->Finish();
-  if (status.ok()) manifest.set_pod_trace_file(kPodTraceFileName);
-  if (!status.ok()) manifest.add_errors(absl::StrCat("pod trace: ", status.message()));
+  outcome.written = status.ok();
+  if (!status.ok()) outcome.errors.push_back(absl::StrCat("pod trace: ", status.message()));
+  return outcome;
+}
+
+namespace {
+
+// The pod trace of the session's saved hosts, into the session folder. False when an interrupt
+// stopped it.
+bool WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
+                   profctl::v1::SessionManifest& manifest,
+                   absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
+  const std::string path = in.sink->LocalPath(kPodTraceFileName);
+  if (hosts.empty() || path.empty()) return true;  // not a local folder (tests' in-memory sink)
+  std::vector<PodTraceHost> trace_hosts;
+  trace_hosts.reserve(hosts.size());
+  for (PodOutputHost& h : hosts) {
+    const std::string& file = h.r->xplane_file();
+    trace_hosts.push_back({h.r->host(), h.r->clock().offset_ns(), file,
+                           [sink = in.sink, file] { return sink->Read(file); },
+                           std::move(h.space)});
+  }
+  PodTraceOutcome outcome = WritePodTraceFile(std::move(trace_hosts), path, in.start_at_ns, in.pool,
+                                              in.interrupted, breakdown);
+  for (std::string& e : outcome.errors) manifest.add_errors(std::move(e));
+  if (outcome.written) manifest.set_pod_trace_file(kPodTraceFileName);
+  return !outcome.interrupted;
 }
 
 // The verdict over every worker of the request (a rank is its position), each with its saved
@@ -198,10 +220,18 @@ class BreakdownJob {
   }
 
   // Waits for the breakdown, renders and writes its files (naming the pod trace when
-  // manifest.pod_trace_file says it was written), and returns the breakdown.
+  // manifest.pod_trace_file says it was written), and returns the breakdown. After an interrupt
+  // no file is rendered: their names go into *skipped.
   std::optional<analysis::PodBreakdown> Finish(const PodOutputsInput& in,
-                                               profctl::v1::SessionManifest& manifest) {
+                                               profctl::v1::SessionManifest& manifest,
+                                               std::vector<std::string>* skipped) {
     built_.WaitForNotification();
+    if (in.interrupted && in.interrupted()) {
+      for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+        skipped->emplace_back(out.file_name);
+      }
+      return std::move(breakdown_);
+    }
     if (!manifest.pod_trace_file().empty()) {
       context_.session_files.push_back(manifest.pod_trace_file());
     }
@@ -252,16 +282,44 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
     sync_status = in.sink->SyncCommitted();
     synced.Notify();
   });
-  std::unique_ptr<BreakdownJob> breakdown =
-      BreakdownJob::Start(hosts, in, manifest, JudgePodHang(hosts, manifest));
-  WritePodTrace(hosts, in, manifest, [&breakdown]() -> const analysis::PodBreakdown* {
-    return breakdown != nullptr ? breakdown->Wait() : nullptr;
-  });
   std::optional<analysis::PodBreakdown> result;
-  if (breakdown != nullptr) result = breakdown->Finish(in, manifest);
+  std::vector<std::string> skipped;  // what an interrupt left out
+  const bool pod_trace_wanted = !hosts.empty() && !in.sink->LocalPath(kPodTraceFileName).empty();
+  if (in.interrupted && in.interrupted()) {
+    // Interrupted before the outputs began: none of them (the hang verdict, the breakdown and
+    // the pod trace are all rebuilt from the saved traces by profctl analyze).
+    if (pod_trace_wanted) skipped.emplace_back(kPodTraceFileName);
+    if (absl::c_any_of(hosts, [](const PodOutputHost& h) { return h.summary.has_value(); })) {
+      for (const report::BreakdownOutput& out : report::BreakdownOutputs()) {
+        skipped.emplace_back(out.file_name);
+      }
+    }
+  } else {
+    std::unique_ptr<BreakdownJob> breakdown =
+        BreakdownJob::Start(hosts, in, manifest, JudgePodHang(hosts, manifest));
+    if (!WritePodTrace(hosts, in, manifest, [&breakdown]() -> const analysis::PodBreakdown* {
+          return breakdown != nullptr ? breakdown->Wait() : nullptr;
+        })) {
+      skipped.emplace_back(kPodTraceFileName);
+    }
+    if (breakdown != nullptr) result = breakdown->Finish(in, manifest, &skipped);
+  }
+  if (!skipped.empty()) {
+    manifest.add_errors(InterruptedOutputsError(skipped, manifest.session_dir()));
+  }
   synced.WaitForNotification();
   if (!sync_status.ok()) manifest.add_errors(absl::StrCat("traces: ", sync_status.message()));
   return result;
+}
+
+std::string InterruptedOutputsError(const std::vector<std::string>& skipped,
+                                    const std::string& session_dir) {
+  const bool pod_trace = absl::c_linear_search(skipped, kPodTraceFileName);
+  return absl::StrCat("interrupted: not written: ", absl::StrJoin(skipped, ", "),
+                      "; every saved host's trace is kept; build ",
+                      skipped.size() == 1 ? "it" : "them", " with: profctl analyze ",
+                      session_dir.empty() ? "SESSION_FOLDER" : session_dir,
+                      pod_trace ? " --pod-trace" : "");
 }
 
 }  // namespace profctl::coordinator

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "analysis/breakdown.h"
 #include "analysis/hang_verdict.h"
 #include "common/executor.h"
@@ -39,21 +40,57 @@ struct PodOutputsInput {
   TraceSink* sink = nullptr;
   // Where hosts are rendered, the breakdown built and the traces synced; null: here.
   WorkPool* pool = nullptr;
-  // Asked between hosts of the pod trace (any thread may make it true): true stops the pod
-  // trace there (an interrupt while the outputs are written), which is then not written; the
-  // breakdown's files and the traces' sync still are. Null: never.
+  // Asked before each output and between hosts of the pod trace (any thread may make it true):
+  // the session was interrupted. Outputs not yet written are then skipped (the pod trace stops
+  // between two hosts and is not written; no breakdown file is rendered); the traces' sync still
+  // happens. Null: never.
   std::function<bool()> interrupted;
 };
 
 // Makes every committed trace durable, judges the hang once from the hosts' records, writes the
-// pod trace (a host that cannot be read back is left out of it; an interrupt leaves all of it
-// out, naming that in manifest.errors) and the breakdown's files, rendered once the pod trace's
-// fate is known (naming it only when it was written). Files written go into
-// manifest.pod_trace_file / breakdown_files, problems into manifest.errors. Returns the pod step
-// breakdown, absent when no host has a summary.
+// pod trace (a host that cannot be read back is left out of it) and the breakdown's files,
+// rendered once the pod trace's fate is known (naming it only when it was written). Files
+// written go into manifest.pod_trace_file / breakdown_files, problems into manifest.errors; an
+// interrupt's skipped outputs are named there in one line, with the `profctl analyze` command
+// that builds them from the saved traces (InterruptedOutputsError). Returns the pod step
+// breakdown, absent when no host has a summary or the interrupt came first.
 std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost> hosts,
                                                       const PodOutputsInput& in,
                                                       profctl::v1::SessionManifest& manifest);
+
+// The line manifest.errors gets when an interrupt skipped `skipped` (file names) in the session
+// folder `session_dir`: which, that every saved host's trace is kept, and the command that
+// builds them ("profctl analyze DIR", with --pod-trace when the pod trace is one of them).
+std::string InterruptedOutputsError(const std::vector<std::string>& skipped,
+                                    const std::string& session_dir);
+
+// One saved host of a pod trace, in the session's host order.
+struct PodTraceHost {
+  std::string host;
+  int64_t offset_ns = 0;  // the clock offset it was aligned with (HostResult clock.offset_ns)
+  // Its saved trace (named in errors), read back with `read` and decoded when `space` is null;
+  // `read` is called on the pool.
+  std::string file;
+  std::function<absl::StatusOr<std::string>()> read;
+  std::unique_ptr<DecodedTrace> space;
+};
+
+struct PodTraceOutcome {
+  bool written = false;
+  bool interrupted = false;         // stopped by `interrupted` (then not written)
+  std::vector<std::string> errors;  // "pod trace: ..." lines: hosts left out, write errors
+};
+
+// Writes the pod trace of `hosts` to `path` (a gzip file, via a temporary one renamed on
+// success), times relative to `start_at_ns`: each host rendered and compressed on `pool` (null:
+// here), at most 8 at once, joined in host order; a host that cannot be read back is left out.
+// `interrupted` (may be null) is asked between hosts; `breakdown` is asked after the last host
+// for the pod's step track (null: none). The capture's finish and `profctl analyze --pod-trace`
+// write the same file this way.
+PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::string& path,
+                                  int64_t start_at_ns, WorkPool* pool,
+                                  const std::function<bool()>& interrupted,
+                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown);
 
 }  // namespace profctl::coordinator
 
