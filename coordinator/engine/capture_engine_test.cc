@@ -1035,8 +1035,13 @@ TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
 // builds them from the saved traces.
 TEST_F(CaptureEngineTest, AnInterruptWhileTracesArriveKeepsTheSavedOnesAndWritesNoPodOutput) {
   Agent("fast:1", {.name = "fast"}, Rank(0, 2));
-  // Its trace arrives a KiB every 100 ms: tens of seconds.
-  Agent("slow:1", {.name = "slow", .chunk_interval_ns = 100 * kNanosPerMilli, .chunk_bytes = 1024},
+  // Its trace arrives a KiB every 100 ms: tens of seconds. Nor does it answer the step signal
+  // asked when the window closed, which an interrupted session does not wait for.
+  Agent("slow:1",
+        {.name = "slow",
+         .chunk_interval_ns = 100 * kNanosPerMilli,
+         .chunk_bytes = 1024,
+         .hang_step_signal = true},
         Rank(1, 2));
   int64_t interrupted_mono = 0;
   const SessionManifest m = Run(Plan({"fast:1", "slow:1"}, 2000), {}, [&](CaptureEngine& engine) {

@@ -223,7 +223,9 @@ void Session::MaybeFinish() {
     }
   }
   run_.AskStepSignals();
-  if (releases_pending_ > 0 || step_signals_pending_ > 0) return;
+  // The step signals are the hang verdict's evidence, which an interrupted session does not
+  // judge (it writes no pod output): it does not wait for them.
+  if (releases_pending_ > 0 || (step_signals_pending_ > 0 && !cancelled_)) return;
   finished_ = true;
   ReleaseClients();
   if (!plan_.prepare_only) {

@@ -143,8 +143,8 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   void LogAttempt(SessionHost& h, absl::string_view kind, int64_t started_mono,
                   const absl::Status& status, int64_t backoff_ns);
   // Once every host has its outcome and preparing is over: releases reservations no Capture took,
-  // waits for the step signals asked at the window's end (RunPhase::AskStepSignals), concludes
-  // (alignment, recordings, status) and hands the rest to a FinishJob.
+  // waits for the step signals asked at the window's end (RunPhase::AskStepSignals; not once
+  // interrupted), concludes (alignment, recordings, status) and hands the rest to a FinishJob.
   void MaybeFinish();
   // A step signal asked (RunPhase::AskStepSignals), and its answer recorded.
   void StepSignalAsked() { ++step_signals_pending_; }
