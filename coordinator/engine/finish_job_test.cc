@@ -152,8 +152,11 @@ TEST_F(FinishJobTest, WritesTheManifestWithEveryHostInOrderThenReportsOnTheExecu
   EXPECT_EQ(sink_.syncs, 1);  // the saved traces made durable before session.json
 }
 
+// An interrupt writes no pod output not yet written: the breakdown's files of the host with a
+// summary are named as left out, with the command that builds them; the hosts' statuses stand.
 TEST_F(FinishJobTest, AnInterruptAfterTheHandOffIsNamedAndTheHostsStand) {
   FinishInput in = Input();
+  in.outputs[1].summary.emplace().host = "w1";
   in.interrupted = [] { return true; };
   FinishJob(std::move(in)).Run();
   ex_.RunUntilIdle();
@@ -161,7 +164,12 @@ TEST_F(FinishJobTest, AnInterruptAfterTheHandOffIsNamedAndTheHostsStand) {
   ASSERT_THAT(*done_, testkit::IsOk());
   EXPECT_EQ((*done_)->hosts(1).status(), profctl::v1::HOST_STATUS_OK);
   EXPECT_THAT((*done_)->errors(),
-              testing::Contains(HasSubstr("interrupted while the outputs were written")));
+              testing::Contains(HasSubstr(
+                  "interrupted: not written: pod_step_breakdown.json, pod_step_breakdown.csv, "
+                  "report.html; every saved host's trace is kept; build them with: profctl "
+                  "analyze")));
+  EXPECT_EQ((*done_)->breakdown_files_size(), 0);
+  EXPECT_FALSE(sink_.files.count("report.html"));
 }
 
 TEST_F(FinishJobTest, ADryRunWritesNothing) {
