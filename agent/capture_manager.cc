@@ -8,6 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/bounded_text.h"
 #include "agent/trace_caps.h"
@@ -86,6 +87,8 @@ uint64_t DropEventsFrom(int64_t end_ns, tensorflow::profiler::XSpace* space) {
   return dropped;
 }
 
+std::string Seconds(int64_t ns) { return absl::StrFormat("%.3f s", static_cast<double>(ns) / 1e9); }
+
 }  // namespace
 
 absl::Status ValidateSessionId(const std::string& id) {
@@ -120,11 +123,13 @@ bool SessionKeysEqual(absl::string_view a, absl::string_view b) {
 // the state alive and ignores itself by checking the phase.
 class CaptureManager::SessionState : public std::enable_shared_from_this<SessionState> {
  public:
-  SessionState(CaptureManager* manager, CaptureSpec spec, std::vector<Collector*> collectors)
+  SessionState(CaptureManager* manager, CaptureSpec spec, std::vector<Collector*> collectors,
+               ClockReading synced)
       : manager_(manager),
         spec_(std::move(spec)),
         collectors_(std::move(collectors)),
-        ok_(collectors_.size(), true) {}
+        ok_(collectors_.size(), true),
+        synced_(synced) {}
 
   const std::string& id() const { return spec_.session_id; }
   const std::string& key() const { return spec_.session_key; }
@@ -240,6 +245,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     end_mono_.store(start_mono_);
     const int64_t instant = clock().WallNs();
     WarnIfLate(instant);
+    JudgeStepSinceSync(start_mono_, instant);
     result_.stop_ns = instant;
     result_.start_ns = instant - spec_.past_ms * kNanosPerMilli;
     if (callbacks_.on_started) callbacks_.on_started(instant);
@@ -255,6 +261,56 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     }
   }
 
+  // Timeline. The wall clock stepped between the last clock sync before this session's Begin
+  // (the coordinator measured its offset then) and the window's start: the window the agent
+  // opened is off the instant asked for by the step, though its own clock says it is on time.
+  void JudgeStepSinceSync(int64_t now_mono, int64_t now_wall) {
+    if (!synced_.seen) return;  // no clock sync seen: nothing to compare with
+    const int64_t elapsed = now_mono - synced_.mono_ns;
+    const int64_t step = (now_wall - now_mono) - (synced_.wall_ns - synced_.mono_ns);
+    if (std::abs(step) <= ClockAgreementNs(elapsed)) return;
+    AddShortfall(MakeShortfall(
+        profctl::v1::SHORTFALL_KIND_CLOCK_STEP, static_cast<uint64_t>(std::abs(step)),
+        absl::StrCat("the agent's wall clock stepped ", Seconds(std::abs(step)),
+                     step < 0 ? " back" : " forward", " between its clock sync ", Seconds(elapsed),
+                     " before the window and the window's start: the window "
+                     "is that far from the instant asked for")));
+  }
+
+  // Timeline. The wall clock moved apart from the monotonic one during the window (a step, not
+  // NTP's slewing): the recording's length on the wall clock is not the time recorded.
+  void JudgeStepInWindow(int64_t now_mono) {
+    const int64_t mono_elapsed = now_mono - start_mono_;
+    const int64_t step = (result_.stop_ns - result_.start_ns) - mono_elapsed;
+    if (std::abs(step) <= ClockAgreementNs(mono_elapsed)) return;
+    AddShortfall(MakeShortfall(
+        profctl::v1::SHORTFALL_KIND_CLOCK_STEP, static_cast<uint64_t>(std::abs(step)),
+        absl::StrCat("the agent's wall clock stepped ", Seconds(std::abs(step)),
+                     step < 0 ? " back" : " forward", " during the window: ", Seconds(mono_elapsed),
+                     " were recorded, the wall clock says ",
+                     Seconds(result_.stop_ns - result_.start_ns))));
+  }
+
+  // Any executor of this session (one at a time): into the header and, in words, the trace.
+  void AddShortfall(profctl::v1::Shortfall s) {
+    result_.space.add_warnings(absl::StrCat("partial: ", s.detail()));
+    spdlog::warn("session {}: partial: {}", BoundedForLog(id()), s.detail());
+    result_.shortfalls.push_back(std::move(s));
+  }
+
+  // Collect executor: what the collectors say the trace they just wrote lacks.
+  void TakeCollectorShortfalls() {
+    for (size_t i = 0; i < collectors_.size(); ++i) {
+      if (!ok_[i]) continue;
+      std::vector<profctl::v1::Shortfall> found;
+      collectors_[i]->TakeShortfalls(&found);
+      for (profctl::v1::Shortfall& s : found) {
+        s.set_detail(absl::StrCat(collectors_[i]->name(), ": ", s.detail()));
+        AddShortfall(std::move(s));
+      }
+    }
+  }
+
   // Timeline.
   void StartRecording() {
     PROFCTL_DCHECK_ON_SEQUENCE(timeline());
@@ -267,6 +323,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     end_mono_.store(start_mono_ + spec_.duration_ms * kNanosPerMilli);
     result_.start_ns = clock().WallNs();
     WarnIfLate(result_.start_ns);
+    JudgeStepSinceSync(start_mono_, result_.start_ns);
     Step("start", [&](Collector* c) { return c->Start(result_.start_ns); });
     if (callbacks_.on_started) callbacks_.on_started(result_.start_ns);
     timeline().PostAt(start_mono_ + spec_.duration_ms * kNanosPerMilli,
@@ -287,6 +344,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
     result_.cancelled = cancelled;
     if (cancelled) result_.cancel_reason = reason_.load();
     result_.stop_ns = clock().WallNs();
+    JudgeStepInWindow(now_mono);
     if (!cancelled) JudgeLateStop(now_mono);
     // The collectors stop now, having recorded until now; a late stop's extra is dropped after
     // Collect (CollectAndDeliver).
@@ -355,6 +413,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
       return c->Recording() ? c->Snapshot(result_.start_ns, result_.stop_ns, &result_.space)
                             : absl::OkStatus();
     });
+    TakeCollectorShortfalls();
     Finalize();
   }
 
@@ -362,6 +421,7 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   void CollectAndDeliver() {
     PROFCTL_DCHECK_ON_SEQUENCE(collect_executor());
     Step("collect", [&](Collector* c) { return c->Collect(&result_.space); });
+    TakeCollectorShortfalls();
     Finalize();
   }
 
@@ -425,6 +485,8 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   SessionCallbacks callbacks_;
   CaptureResult result_;
   std::vector<bool> ok_;
+  // The agent's clocks at the last clock sync before Begin.
+  const ClockReading synced_;
   int64_t start_mono_ = 0;
   // A late stop to trim back to (agent wall clock; 0: none) and how late it came (JudgeLateStop).
   int64_t trim_stop_ns_ = 0;
@@ -516,6 +578,11 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
         "session '", spec.session_id, "' was cancelled before it started (this agent remembers ",
         "cancelled ids for ", options_.cancelled_id_ttl_ms / 1000, " s)"));
   }
+  ExpireReservation(deps_.clock->MonoNs());
+  if (reserved_until_mono_ > 0 && reserved_yields_ &&
+      (reserved_id_ != spec.session_id || !SessionKeysEqual(reserved_key_, spec.session_key))) {
+    reserved_until_mono_ = 0;  // a reservation on probation yields to any capture
+  }
   if (reserved_until_mono_ > deps_.clock->MonoNs()) {
     if (reserved_id_ != spec.session_id || !SessionKeysEqual(reserved_key_, spec.session_key)) {
       return absl::AlreadyExistsError(
@@ -535,7 +602,7 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
   }
   const int64_t wait_ns = spec.start_at_ns == 0 ? 0 : std::max<int64_t>(0, spec.start_at_ns - now);
   const int64_t end_mono = deps_.clock->MonoNs() + wait_ns + spec.duration_ms * kNanosPerMilli;
-  active_ = std::make_shared<SessionState>(this, std::move(spec), std::move(chosen));
+  active_ = std::make_shared<SessionState>(this, std::move(spec), std::move(chosen), synced_);
   active_->set_end_mono(end_mono);
   return std::unique_ptr<Session>(new Session(active_));
 }
@@ -575,7 +642,8 @@ absl::Status CaptureManager::Cancel(const std::string& session_id, const std::st
 }
 
 absl::Status CaptureManager::Reserve(const std::string& session_id, const std::string& session_key,
-                                     int64_t ttl_ms, ReservationPriority priority) {
+                                     int64_t ttl_ms, ReservationPriority priority,
+                                     const std::string& peer, int64_t* granted_ms) {
   PROFCTL_RETURN_IF_ERROR(ValidateSessionId(session_id));
   PROFCTL_RETURN_IF_ERROR(ValidateSessionKey(session_key));
   if (session_key.empty()) {
@@ -586,27 +654,80 @@ absl::Status CaptureManager::Reserve(const std::string& session_id, const std::s
     return absl::InvalidArgumentError(
         absl::StrCat("reservation ttl_ms=", ttl_ms, " is outside [1, ", kMaxReservationMs, "]"));
   }
+  if (priority.set()) {
+    // Judged on this agent's clock: an honest session's start is its coordinator's instant just
+    // before this request, off by that clock's skew.
+    const int64_t skew_ns = options_.max_priority_skew_ms * kNanosPerMilli;
+    const int64_t ahead = priority.session_start_ns - deps_.clock->WallNs();
+    if (ahead > skew_ns || ahead < -(skew_ns + options_.max_reservation_ms * kNanosPerMilli)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reservation priority: the session started ", std::abs(ahead) / kNanosPerMilli, " ms ",
+          ahead > 0 ? "in the future" : "ago", " on this agent's clock; at most ",
+          options_.max_priority_skew_ms, " ms ahead or ",
+          options_.max_priority_skew_ms + options_.max_reservation_ms, " ms ago is believed"));
+    }
+  }
   absl::MutexLock lock(&mu_);
   const int64_t now = deps_.clock->MonoNs();
+  ExpireReservation(now);
   if (active_ != nullptr &&
       (active_->id() != session_id || !SessionKeysEqual(active_->key(), session_key))) {
     return absl::AlreadyExistsError(absl::StrCat("the agent is busy with another capture for ~",
                                                  active_->RemainingNs(now) / kNanosPerMilli,
                                                  " ms more"));
   }
-  if (reserved_until_mono_ > now &&
-      (reserved_id_ != session_id || !SessionKeysEqual(reserved_key_, session_key))) {
+  const bool renewal = reserved_until_mono_ > now && reserved_id_ == session_id &&
+                       SessionKeysEqual(reserved_key_, session_key);
+  if (!renewal && ReservationHolds(now)) {
     const int64_t remaining_ms = (reserved_until_mono_ - now) / kNanosPerMilli;
     return WithReservationConflict(
         absl::AlreadyExistsError(absl::StrCat("the agent is reserved for another capture for ~",
                                               remaining_ms, " ms more")),
         {reserved_priority_, remaining_ms});
   }
-  reserved_id_ = session_id;
-  reserved_key_ = session_key;
-  reserved_until_mono_ = now + ttl_ms * kNanosPerMilli;
+  if (!renewal) {
+    reserved_id_ = session_id;
+    reserved_key_ = session_key;
+    reserved_since_mono_ = now;
+    reserved_peer_ = peer;
+    reserved_yields_ = !peer.empty() && probation_.contains(peer);
+  }
+  // A lease from now, never past the reservation's longest life.
+  const int64_t lease_ns = std::min(ttl_ms, options_.reservation_lease_ms) * kNanosPerMilli;
+  reserved_until_mono_ =
+      std::min(now + lease_ns, reserved_since_mono_ + options_.max_reservation_ms * kNanosPerMilli);
   reserved_priority_ = priority;
+  if (granted_ms != nullptr) *granted_ms = (reserved_until_mono_ - now) / kNanosPerMilli;
   return absl::OkStatus();
+}
+
+void CaptureManager::ExpireReservation(int64_t now_mono) {
+  if (reserved_until_mono_ != 0 && reserved_until_mono_ <= now_mono) {
+    // Lapsed without its capture (Begin clears it when taken, Cancel when released).
+    if (!reserved_peer_.empty()) {
+      constexpr size_t kMaxProbations = 4096;
+      if (probation_.size() >= kMaxProbations) probation_.clear();
+      probation_[reserved_peer_] = now_mono + options_.max_reservation_ms * kNanosPerMilli;
+      spdlog::warn(
+          "a reservation from {} lapsed without its capture: its reservations yield to "
+          "other sessions for {} ms",
+          BoundedForLog(reserved_peer_), options_.max_reservation_ms);
+    }
+    reserved_until_mono_ = 0;
+  }
+  absl::erase_if(probation_, [now_mono](const auto& p) { return p.second <= now_mono; });
+}
+
+bool CaptureManager::ReservationHolds(int64_t now_mono) const {
+  return reserved_until_mono_ > now_mono && !reserved_yields_;
+}
+
+void CaptureManager::NoteClockSync() {
+  absl::MutexLock lock(&mu_);
+  // Read as close together as they can be: their difference is what a step moves.
+  synced_.seen = true;
+  synced_.mono_ns = deps_.clock->MonoNs();
+  synced_.wall_ns = deps_.clock->WallNs();
 }
 
 void CaptureManager::PruneCancelled(int64_t now_mono) {

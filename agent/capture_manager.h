@@ -93,6 +93,12 @@ struct CaptureResult {
   CancelReason cancel_reason = CancelReason::kNone;
   // Events TrimToCaps dropped to stay within max_trace_events/max_trace_bytes.
   uint64_t dropped_events = 0;
+  // What the trace lacks of what was asked, each with its amount (CaptureHeader.shortfalls; the
+  // trace's warnings say the same, "partial: ..."): what the collectors report
+  // (Collector::TakeShortfalls), and a wall clock that stepped since the last clock sync before
+  // Begin or during the window (by more than 1 ms + 1000 ppm of the time between: NTP slews at
+  // most 500 ppm).
+  std::vector<profctl::v1::Shortfall> shortfalls;
   // The trace, on an arena of its own: building, serializing and freeing it is a few large
   // blocks instead of one allocation per event and stat (malloc and free were a fifth of the
   // agents' CPU after a 1,024-host window, docs/perf.md). Movable, not copyable: `space` lives
@@ -102,6 +108,13 @@ struct CaptureResult {
       *google::protobuf::Arena::CreateMessage<tensorflow::profiler::XSpace>(arena.get());
 
   static std::unique_ptr<google::protobuf::Arena> NewTraceArena();
+};
+
+// The agent's two clocks read together (NoteClockSync).
+struct ClockReading {
+  bool seen = false;
+  int64_t wall_ns = 0;
+  int64_t mono_ns = 0;
 };
 
 struct CaptureManagerOptions {
@@ -124,6 +137,18 @@ struct CaptureManagerOptions {
   // A stop timer that fires at most this late (a busy host) is trimmed back to the window asked
   // for (CaptureResult::stop_ns); later, the agent did not run (frozen) and the stop is kept.
   int64_t max_trimmed_late_stop_ms = 500;
+  // Reservations (Reserve) are short leases: one lapses this long after it was granted or last
+  // renewed, whatever ttl its client asked for, so a dead coordinator's is gone within it; the
+  // live one renews.
+  int64_t reservation_lease_ms = 2'000;
+  // Renewals keep one reservation at most this long from its first grant (a capture's prepare
+  // and lead fit well inside); a peer whose reservation lapsed without its capture starting is
+  // then on probation this long: its reservations yield to any other session's Reserve or Begin.
+  int64_t max_reservation_ms = 10'000;
+  // A reservation's priority (its session's start, on its coordinator's clock) is judged on this
+  // agent's clock: one more than this far in the future, or older than this plus
+  // max_reservation_ms, is refused (INVALID_ARGUMENT), so a peer cannot declare itself first.
+  int64_t max_priority_skew_ms = 10'000;
 };
 
 // What a running session reports, in this order.
@@ -203,8 +228,19 @@ class CaptureManager {
   // and remaining time: ReservationConflictOf), INVALID_ARGUMENT for a bad id, an empty or bad
   // key, or a ttl out of range. Cancel with the same id and key releases it. `priority` is kept
   // with the reservation (the last one given by its session).
+  //
+  // A lease (CaptureManagerOptions): held min(ttl_ms, reservation_lease_ms) from each grant or
+  // renewal, never past max_reservation_ms from the first; `peer` (the caller's address without
+  // its port; empty: unknown) is put on probation when its reservation lapses without its
+  // capture. The priority must lie within max_priority_skew_ms of this agent's clock. *granted_ms
+  // (if given) gets how long the reservation is now held.
   absl::Status Reserve(const std::string& session_id, const std::string& session_key,
-                       int64_t ttl_ms, ReservationPriority priority = {});
+                       int64_t ttl_ms, ReservationPriority priority = {},
+                       const std::string& peer = "", int64_t* granted_ms = nullptr);
+  // A clock sync sample was answered now (SyncClock): the wall and monotonic clocks are noted,
+  // and a session begun later reports a wall clock that stepped since (CaptureResult::shortfalls).
+  // Thread-safe.
+  void NoteClockSync();
   bool busy() const;
   std::vector<std::string> collector_names() const;
   const CaptureManagerOptions& options() const { return options_; }
@@ -228,6 +264,12 @@ class CaptureManager {
   void Release(const SessionState* session);
   // Forgets expired ids. Requires mu_.
   void PruneCancelled(int64_t now_mono) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a reservation that lapsed by `now_mono` (its peer goes on probation) and forgets
+  // probations that are over.
+  void ExpireReservation(int64_t now_mono) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a reservation holds the slot against another session now (unexpired, and not from
+  // a peer on probation).
+  bool ReservationHolds(int64_t now_mono) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Dependencies deps_;
   const CaptureManagerOptions options_;
@@ -241,7 +283,16 @@ class CaptureManager {
   std::string reserved_key_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_until_mono_ ABSL_GUARDED_BY(mu_) = 0;
   ReservationPriority reserved_priority_ ABSL_GUARDED_BY(mu_);
+  // When the reservation was first granted (monotonic), by whom, and whether that peer was on
+  // probation then (its reservation yields).
+  int64_t reserved_since_mono_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string reserved_peer_ ABSL_GUARDED_BY(mu_);
+  bool reserved_yields_ ABSL_GUARDED_BY(mu_) = false;
+  // Peers on probation -> until when (monotonic); at most kMaxProbations, the oldest dropped.
+  absl::flat_hash_map<std::string, int64_t> probation_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);
+  // The clocks at the last NoteClockSync.
+  ClockReading synced_ ABSL_GUARDED_BY(mu_);
 };
 
 // A safe file stem ([A-Za-z0-9._-]{1,128}). The error quotes the id bounded (BoundedForLog).

@@ -776,7 +776,8 @@ TEST_F(CaptureManagerTest, AReservationHoldsTheSlotForItsSessionUntilTakenReleas
 // priority and remaining time; a running capture's refusal carries none (nothing to wait for).
 TEST_F(CaptureManagerTest, AReservationRefusedByAnotherReservationSaysWhoseItIs) {
   const std::string key_a(20, 'a'), key_b(20, 'b');
-  const ReservationPriority older{1'000, 7}, younger{2'000, 3};
+  const int64_t now = clock_.WallNs();
+  const ReservationPriority older{now - 2'000, 7}, younger{now - 1'000, 3};
   ASSERT_THAT(manager_.Reserve("sa", key_a, 1000, older), IsOk());
   const absl::Status refused = manager_.Reserve("sb", key_b, 1000, younger);
   EXPECT_EQ(refused.code(), absl::StatusCode::kAlreadyExists);
@@ -787,8 +788,8 @@ TEST_F(CaptureManagerTest, AReservationRefusedByAnotherReservationSaysWhoseItIs)
   EXPECT_TRUE(older.OlderThan(younger));
   EXPECT_FALSE(younger.OlderThan(older));
   EXPECT_FALSE(older.OlderThan(older));
-  EXPECT_TRUE((ReservationPriority{1'000, 3}).OlderThan(older));  // the ticket breaks a tie
-  EXPECT_FALSE(ReservationPriority{}.OlderThan(younger));         // unset: never older
+  EXPECT_TRUE((ReservationPriority{now - 2'000, 3}).OlderThan(older));  // the ticket breaks a tie
+  EXPECT_FALSE(ReservationPriority{}.OlderThan(younger));               // unset: never older
   EXPECT_FALSE(older.OlderThan(ReservationPriority{}));
   // A refresh by its own session keeps the priority it gives.
   executor_.Advance(400 * kNanosPerMilli);
@@ -818,6 +819,172 @@ TEST_F(CaptureManagerTest, AnOversizedIdOrCollectorIsQuotedBounded) {
   EXPECT_LT(bad_collector.message().size(), 400u);
   EXPECT_EQ(manager_.Cancel(huge).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_LT(manager_.Cancel(huge).message().size(), 400u);
+}
+
+TEST_F(CaptureManagerTest, AClockStepBetweenTheClockSyncAndTheWindowMakesTheTracePartial) {
+  manager_.NoteClockSync();  // the coordinator measured the offset now
+  const CaptureSpec spec = Spec(/*start_in_ms=*/500, /*duration_ms=*/1000);
+  clock_.JumpWall(-3 * kNanosPerSecond);  // then the agent's clock stepped back 3 s
+  auto session = manager_.Begin(spec);
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(6 * kNanosPerSecond);
+  ASSERT_TRUE(out.result.has_value());
+  ASSERT_EQ(out.result->shortfalls.size(), 1u);
+  const profctl::v1::Shortfall& s = out.result->shortfalls[0];
+  EXPECT_EQ(s.kind(), profctl::v1::SHORTFALL_KIND_CLOCK_STEP);
+  EXPECT_EQ(s.amount(), static_cast<uint64_t>(3 * kNanosPerSecond));
+  EXPECT_THAT(s.detail(), HasSubstr("stepped 3.000 s back between its clock sync"));
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Contains(HasSubstr("partial: the agent's wall clock")));
+}
+
+TEST_F(CaptureManagerTest, AClockThatOnlySlewsOrWasNeverSyncedLeavesTheTraceWhole) {
+  // No clock sync seen: nothing to compare the start with.
+  {
+    auto session = manager_.Begin(Spec(500, 1000, "unsynced"));
+    ASSERT_THAT(session, IsOk());
+    Outcome out;
+    Run(**session, &out);
+    executor_.Advance(2 * kNanosPerSecond);
+    ASSERT_TRUE(out.result.has_value());
+    EXPECT_TRUE(out.result->shortfalls.empty());
+  }
+  // Synced 10 s before, the wall clock slewed 4 ms (400 ppm) since and 0.4 ms in the window.
+  manager_.NoteClockSync();
+  executor_.Advance(10 * kNanosPerSecond);
+  clock_.JumpWall(4 * kNanosPerMilli);
+  auto session = manager_.Begin(Spec(500, 1000, "slewed"));
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  executor_.Advance(1000 * kNanosPerMilli);
+  clock_.JumpWall(400 * kNanosPerMicro);
+  executor_.Advance(2 * kNanosPerSecond);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->shortfalls.empty());
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Not(::testing::Contains(HasSubstr("partial:"))));
+}
+
+TEST_F(CaptureManagerTest, AClockStepDuringTheWindowMakesTheTracePartialWithItsSize) {
+  manager_.NoteClockSync();
+  Outcome out;
+  RunOneSecondWindow(&out);
+  executor_.PostAt(clock_.MonoNs() + 400 * kNanosPerMilli,
+                   [this] { clock_.JumpWall(-300 * kNanosPerMilli); });
+  executor_.Advance(2000 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  ASSERT_EQ(out.result->shortfalls.size(), 1u);
+  const profctl::v1::Shortfall& s = out.result->shortfalls[0];
+  EXPECT_EQ(s.kind(), profctl::v1::SHORTFALL_KIND_CLOCK_STEP);
+  EXPECT_EQ(s.amount(), static_cast<uint64_t>(300 * kNanosPerMilli));
+  EXPECT_THAT(s.detail(), HasSubstr("stepped 0.300 s back during the window: 1.000 s were "
+                                    "recorded, the wall clock says 0.700 s"));
+}
+
+TEST_F(CaptureManagerTest, ASnapshotLongerThanTheRecorderHoldsSaysHowMuchIsMissing) {
+  ASSERT_THAT(synthetic_.StartRecorder({.keep_ns = 10 * kNanosPerSecond, .max_bytes = 1 << 20},
+                                       clock_.WallNs()),
+              IsOk());
+  executor_.Advance(3 * kNanosPerSecond);  // the recorder holds 3 s
+  for (const int64_t past_ms : {2000, 8000}) {
+    CaptureSpec snap = Spec(/*start_in_ms=*/0, past_ms, absl::StrCat("snap", past_ms));
+    snap.past_ms = past_ms;
+    snap.collectors = {"synthetic"};
+    auto session = manager_.Begin(snap);
+    ASSERT_THAT(session, IsOk());
+    Outcome out;
+    Run(**session, &out);
+    executor_.RunUntilIdle();
+    ASSERT_TRUE(out.result.has_value());
+    if (past_ms == 2000) {
+      EXPECT_TRUE(out.result->shortfalls.empty());
+      continue;
+    }
+    ASSERT_EQ(out.result->shortfalls.size(), 1u);
+    const profctl::v1::Shortfall& s = out.result->shortfalls[0];
+    EXPECT_EQ(s.kind(), profctl::v1::SHORTFALL_KIND_SHORT_RECORDER);
+    // The synthetic job's first step held starts at or after the recorder's start.
+    EXPECT_GE(s.amount(), static_cast<uint64_t>(5 * kNanosPerSecond));
+    EXPECT_LT(s.amount(), static_cast<uint64_t>(6 * kNanosPerSecond));
+    EXPECT_THAT(s.detail(), HasSubstr("synthetic: the flight recorder held the last "));
+    EXPECT_THAT(s.detail(), HasSubstr("ms only of the 8000 ms asked"));
+  }
+}
+
+TEST_F(CaptureManagerTest, AReservationIsAShortLeaseThatRenewalsKeepUpToItsLongestLife) {
+  const std::string key_a(20, 'a'), key_b(20, 'b');
+  int64_t granted_ms = 0;
+  // Whatever ttl is asked, the lease is 2 s: a dead coordinator's lapses within it.
+  ASSERT_THAT(manager_.Reserve("sa", key_a, 60'000, {}, "ipv4:10.0.0.1", &granted_ms), IsOk());
+  EXPECT_EQ(granted_ms, 2000);
+  executor_.Advance(1999 * kNanosPerMilli);
+  EXPECT_EQ(manager_.Reserve("sb", key_b, 1000).code(), absl::StatusCode::kAlreadyExists);
+  executor_.Advance(1 * kNanosPerMilli);
+  // Lapsed: another session may reserve.
+  ASSERT_THAT(manager_.Reserve("sb", key_b, 60'000, {}, "ipv4:10.0.0.2"), IsOk());
+  // The live coordinator renews every second: held, but never past 10 s from its first grant.
+  for (int s = 1; s <= 9; ++s) {
+    executor_.Advance(1000 * kNanosPerMilli);
+    ASSERT_THAT(manager_.Reserve("sb", key_b, 60'000, {}, "ipv4:10.0.0.2", &granted_ms), IsOk());
+    EXPECT_EQ(granted_ms, s < 9 ? 2000 : 1000) << s;
+    EXPECT_EQ(manager_.Reserve("sc", key_a, 1000).code(), absl::StatusCode::kAlreadyExists);
+  }
+  executor_.Advance(1000 * kNanosPerMilli);
+  EXPECT_THAT(manager_.Reserve("sc", key_a, 1000), IsOk());
+}
+
+TEST_F(CaptureManagerTest, APeerWhoseReservationLapsedWithoutItsCaptureYieldsToOthers) {
+  const std::string key_a(20, 'a'), key_b(20, 'b'), key_c(20, 'c');
+  const std::string idle_peer = "ipv4:10.0.0.9", other_peer = "ipv4:10.0.0.7";
+  ASSERT_THAT(manager_.Reserve("r1", key_a, 1000, {}, idle_peer), IsOk());
+  executor_.Advance(1001 * kNanosPerMilli);  // lapsed, never captured
+  // Its next reservations, under any id, are granted but hold against no one.
+  ASSERT_THAT(manager_.Reserve("r2", key_a, 1000, {}, idle_peer), IsOk());
+  ASSERT_THAT(manager_.Reserve("s1", key_b, 1000, {}, other_peer), IsOk());
+  EXPECT_EQ(manager_.Reserve("r3", key_a, 1000, {}, idle_peer).code(),
+            absl::StatusCode::kAlreadyExists);  // the other peer's holds
+  ASSERT_THAT(manager_.Cancel("s1", key_b), IsOk());
+  ASSERT_THAT(manager_.Reserve("r4", key_a, 1000, {}, idle_peer), IsOk());
+  CaptureSpec capture = Spec(0, 100, "s2");
+  capture.session_key = key_c;
+  {
+    auto session = manager_.Begin(capture);  // a capture of another session starts at once
+    EXPECT_THAT(session, IsOk());
+  }
+  // A peer whose reservation was taken by its capture is on no probation.
+  ASSERT_THAT(manager_.Reserve("s3", key_b, 1000, {}, other_peer), IsOk());
+  CaptureSpec own = Spec(0, 100, "s3");
+  own.session_key = key_b;
+  { ASSERT_THAT(manager_.Begin(own), IsOk()); }
+  ASSERT_THAT(manager_.Reserve("s4", key_b, 1000, {}, other_peer), IsOk());
+  EXPECT_EQ(manager_.Reserve("r5", key_a, 1000, {}, idle_peer).code(),
+            absl::StatusCode::kAlreadyExists);
+  // Probation ends 10 s after the lapse.
+  ASSERT_THAT(manager_.Cancel("s4", key_b), IsOk());
+  executor_.Advance(10'000 * kNanosPerMilli);
+  ASSERT_THAT(manager_.Reserve("r6", key_a, 1000, {}, idle_peer), IsOk());
+  EXPECT_EQ(manager_.Reserve("s5", key_b, 1000, {}, other_peer).code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(CaptureManagerTest, AReservationsPriorityIsJudgedOnTheAgentsClock) {
+  const std::string key(20, 'a');
+  const int64_t now = clock_.WallNs();
+  const auto at = [&](int64_t ms_from_now) {
+    return ReservationPriority{now + ms_from_now * kNanosPerMilli, 1};
+  };
+  EXPECT_EQ(manager_.Reserve("f", key, 1000, at(10'001)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(manager_.Reserve("f", key, 1000, at(10'001)).message(),
+              HasSubstr("10001 ms in the future on this agent's clock"));
+  EXPECT_EQ(manager_.Reserve("o", key, 1000, at(-20'001)).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(manager_.Reserve("f", key, 1000, at(9'000)), IsOk());
+  ASSERT_THAT(manager_.Cancel("f", key), IsOk());
+  ASSERT_THAT(manager_.Reserve("o", key, 1000, at(-19'000)), IsOk());
 }
 
 }  // namespace

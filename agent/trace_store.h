@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -40,6 +41,8 @@ struct StoredTrace {
   bool cancelled = false;
   CancelReason cancel_reason = CancelReason::kNone;
   uint64_t dropped_events = 0;
+  // What the trace lacks of what was asked (CaptureHeader.shortfalls).
+  std::vector<profctl::v1::Shortfall> shortfalls;
   std::shared_ptr<const std::string> data;  // the serialized XSpace; never null
   uint32_t crc32 = 0;                       // of *data (zlib's CRC-32)
 };

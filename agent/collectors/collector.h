@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "profctl/v1/shortfall.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::agent {
@@ -101,7 +104,35 @@ class Collector {
     return absl::UnimplementedError("this collector keeps no past");
   }
   virtual RecorderStats recorder_stats() const { return {}; }
+
+  // What the trace the last Collect or Snapshot wrote lacks of what was asked (dropped records,
+  // a recorder shorter than the past asked for, ...), each with its amount: appended to `out`
+  // and forgotten. The session puts them in CaptureHeader.shortfalls and, in words, in
+  // XSpace.warnings. Thread-safe. The default: nothing is ever missing.
+  virtual void TakeShortfalls(std::vector<profctl::v1::Shortfall>* /*out*/) {}
 };
+
+inline profctl::v1::Shortfall MakeShortfall(profctl::v1::ShortfallKind kind, uint64_t amount,
+                                            std::string detail) {
+  profctl::v1::Shortfall s;
+  s.set_kind(kind);
+  s.set_amount(amount);
+  s.set_detail(std::move(detail));
+  return s;
+}
+
+// A snapshot of [from_wall_ns, to_wall_ns] whose recorder holds the past from since_wall_ns on.
+inline profctl::v1::Shortfall ShortRecorderShortfall(int64_t from_wall_ns, int64_t to_wall_ns,
+                                                     int64_t since_wall_ns) {
+  constexpr int64_t kNanosPerMs = 1'000'000;
+  return MakeShortfall(
+      profctl::v1::SHORTFALL_KIND_SHORT_RECORDER,
+      static_cast<uint64_t>(since_wall_ns - from_wall_ns),
+      absl::StrCat("the flight recorder held the last ", (to_wall_ns - since_wall_ns) / kNanosPerMs,
+                   " ms only of the ", (to_wall_ns - from_wall_ns) / kNanosPerMs,
+                   " ms asked: the first ", (since_wall_ns - from_wall_ns) / kNanosPerMs,
+                   " ms are missing"));
+}
 
 }  // namespace profctl::agent
 

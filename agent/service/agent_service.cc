@@ -9,6 +9,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/bounded_text.h"
@@ -126,6 +127,7 @@ class TraceStreamReactor : public grpc::ServerWriteReactor<CaptureChunk> {
         header_.set_cancelled(trace->cancelled);
         header_.set_cancel_reason(ToProto(trace->cancel_reason));
         header_.set_dropped_events(trace->dropped_events);
+        for (const profctl::v1::Shortfall& f : trace->shortfalls) *header_.add_shortfalls() = f;
         header_.set_name(endpoint_.name);
         header_.set_hostname(endpoint_.hostname);
         if (endpoint_.store != nullptr && !finished_) {
@@ -388,6 +390,7 @@ class CaptureReactor final : public TraceStreamReactor {
       stored->cancelled = result.cancelled;
       stored->cancel_reason = result.cancel_reason;
       stored->dropped_events = result.dropped_events;
+      stored->shortfalls = std::move(result.shortfalls);
       stored->crc32 = Crc32(0, *data);
       stored->data = std::move(data);
       trace = std::move(stored);
@@ -538,6 +541,19 @@ AgentServiceImpl::AgentServiceImpl(std::vector<AgentEndpoint> endpoints,
   }
 }
 
+namespace {
+
+// The caller's address without its port ("ipv4:10.0.0.1"): whom a reservation came from.
+std::string PeerHost(const std::string& peer) {
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 5) return peer.substr(0, colon);
+  }
+  return peer;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
                                                     const profctl::v1::GetInfoRequest* request,
                                                     profctl::v1::GetInfoResponse* response) {
@@ -549,7 +565,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext*
     const int64_t ttl_ms =
         static_cast<int64_t>(std::min<uint64_t>(r.ttl_ms(), std::numeric_limits<int64_t>::max()));
     const ReservationPriority priority{r.priority().session_start_ns(), r.priority().ticket()};
-    if (absl::Status s = manager.Reserve(r.session_id(), r.session_key(), ttl_ms, priority);
+    int64_t granted_ms = 0;
+    if (absl::Status s = manager.Reserve(r.session_id(), r.session_key(), ttl_ms, priority,
+                                         PeerHost(ctx->peer()), &granted_ms);
         !s.ok()) {
       // Whose reservation refused it travels in the trailers (agent.proto, GetInfoRequest).
       if (std::optional<ReservationConflict> c = ReservationConflictOf(s)) {
@@ -582,6 +600,8 @@ grpc::ServerUnaryReactor* AgentServiceImpl::SyncClock(
   const Clock& clock = *(*endpoint)->clock;
   response->set_receive_ns(clock.WallNs());
   response->set_send_ns(clock.WallNs());
+  // The reference a capture's start is checked against for a clock step (CaptureHeader.shortfalls).
+  (*endpoint)->manager->NoteClockSync();
   return FinishUnary(ctx, grpc::Status::OK);
 }
 

@@ -101,6 +101,8 @@ struct CaptureHeaderInfo {
   profctl::v1::CancelReason cancel_reason = profctl::v1::CANCEL_REASON_UNSPECIFIED;
   // Events the agent dropped to stay within its per-capture caps.
   uint64_t dropped_events = 0;
+  // What the agent says its trace lacks (CaptureHeader.shortfalls), bounded by the framer.
+  std::vector<profctl::v1::Shortfall> shortfalls = {};
 };
 
 // Receives one Capture stream. Calls come from a transport thread, one at a time and in this

@@ -1,11 +1,42 @@
 #include "coordinator/clients/capture_framing.h"
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/gzip.h"
 
 namespace profctl::coordinator {
 
 using profctl::v1::CaptureChunk;
+
+namespace {
+
+// What the agent says its trace lacks, as far as a person reads it: at most 16 shortfalls, each
+// sentence at most 300 bytes (cut on a character boundary) with control characters as '?', so a
+// lying peer cannot flood session.json or write escapes to the terminal.
+std::vector<profctl::v1::Shortfall> BoundedShortfalls(const profctl::v1::CaptureHeader& h) {
+  constexpr int kMaxShortfalls = 16;
+  constexpr size_t kMaxDetailBytes = 300;
+  std::vector<profctl::v1::Shortfall> out;
+  for (const profctl::v1::Shortfall& f : h.shortfalls()) {
+    if (static_cast<int>(out.size()) == kMaxShortfalls) break;
+    profctl::v1::Shortfall& s = out.emplace_back(f);
+    std::string& detail = *s.mutable_detail();
+    if (detail.size() > kMaxDetailBytes) {
+      size_t n = kMaxDetailBytes;
+      while (n > 0 && (static_cast<unsigned char>(detail[n]) & 0xC0) == 0x80) --n;
+      detail.resize(n);
+      detail += "...";
+    }
+    for (char& c : detail) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 absl::Status CaptureFramer::Accept(const CaptureChunk& chunk) {
   switch (chunk.part_case()) {
@@ -25,7 +56,7 @@ absl::Status CaptureFramer::Accept(const CaptureChunk& chunk) {
       // The stream hears of the header even when the trace is over our limit: the engine tells
       // the agent's "not now" (RESOURCE_EXHAUSTED before any header: retried) from our refusal.
       stream_->OnHeader({h.start_ns(), h.stop_ns(), total_, h.cancelled(), h.name(), h.hostname(),
-                         h.cancel_reason(), h.dropped_events()});
+                         h.cancel_reason(), h.dropped_events(), BoundedShortfalls(h)});
       if (total_ > max_trace_bytes_) {
         return absl::ResourceExhaustedError(absl::StrCat(
             rpc_, ": agent announced a ", total_, "-byte trace; the limit is ", max_trace_bytes_));

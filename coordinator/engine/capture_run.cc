@@ -211,6 +211,7 @@ void RunPhase::OnCaptureDone(size_t i, const absl::Status& status) {
   h.r.set_agent_stop_ns(header.stop_ns);
   h.r.set_cancelled(header.cancelled);
   h.r.set_dropped_events(header.dropped_events);
+  for (const profctl::v1::Shortfall& f : header.shortfalls) *h.r.add_shortfalls() = f;
   h.r.set_bytes(a.stream->file()->size());
   s_.LogAttempt(h, kind, a.attempt_started_mono, absl::OkStatus(), 0);
   s_.collect().Save(i, std::move(a.stream), header.cancel_reason);

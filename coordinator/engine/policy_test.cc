@@ -235,5 +235,49 @@ TEST(SavedHostsTest, RecordingVerdicts) {
   EXPECT_EQ(r.recording(), profctl::v1::RECORDING_OVERLONG);
 }
 
+TEST(SavedHostsTest, ShortfallsMakeAWholeWindowPartialNamingEachWithItsAmount) {
+  const RecordingRules rules{.requested_ns = 1000 * kMs, .tolerance_ns = 5 * kMs};
+  profctl::v1::HostResult r;
+  r.set_status(profctl::v1::HOST_STATUS_OK);
+  r.set_agent_start_ns(0);
+  r.set_agent_stop_ns(1000 * kMs);
+  EXPECT_FALSE(ClassifyRecording(r, profctl::v1::CANCEL_REASON_UNSPECIFIED, rules));
+  EXPECT_EQ(r.status(), profctl::v1::HOST_STATUS_OK);
+  EXPECT_TRUE(r.recording_detail().empty());
+
+  profctl::v1::Shortfall* batches = r.add_shortfalls();
+  batches->set_kind(profctl::v1::SHORTFALL_KIND_DROPPED_RECORD_BATCHES);
+  batches->set_amount(144'000'000);
+  batches->set_detail("cupti: 144000000 bytes of CUDA record batches dropped");
+  profctl::v1::Shortfall* kernels = r.add_shortfalls();
+  kernels->set_kind(profctl::v1::SHORTFALL_KIND_UNLAUNCHED_WORK);
+  kernels->set_amount(600'000);
+  kernels->set_detail("cupti: 600000 kernels without a recorded launch");
+  EXPECT_TRUE(ClassifyRecording(r, profctl::v1::CANCEL_REASON_UNSPECIFIED, rules));
+  EXPECT_EQ(r.status(), profctl::v1::HOST_STATUS_INCOMPLETE);
+  EXPECT_EQ(r.recording(), profctl::v1::RECORDING_MISSING_DATA);
+  EXPECT_EQ(r.recording_detail(),
+            "missing data: cupti: 144000000 bytes of CUDA record batches dropped; cupti: 600000 "
+            "kernels without a recorded launch");
+}
+
+TEST(SavedHostsTest, ATruncatedRecordingSaysTheClockStepThatShortenedIt) {
+  const RecordingRules rules{.requested_ns = 10'000 * kMs, .tolerance_ns = 5 * kMs};
+  profctl::v1::HostResult r;
+  r.set_status(profctl::v1::HOST_STATUS_OK);
+  r.set_agent_start_ns(0);
+  r.set_agent_stop_ns(7000 * kMs);
+  profctl::v1::Shortfall* step = r.add_shortfalls();
+  step->set_kind(profctl::v1::SHORTFALL_KIND_CLOCK_STEP);
+  step->set_amount(3000 * kMs);
+  step->set_detail("the agent's wall clock stepped 3.000 s back during the window");
+  EXPECT_TRUE(ClassifyRecording(r, profctl::v1::CANCEL_REASON_UNSPECIFIED, rules));
+  EXPECT_EQ(r.recording(), profctl::v1::RECORDING_TRUNCATED);
+  EXPECT_THAT(r.recording_detail(),
+              HasSubstr("recorded 7000.000 of 10000.000 ms (the agent stopped early without "
+                        "saying why); missing data: the agent's wall clock stepped 3.000 s back "
+                        "during the window"));
+}
+
 }  // namespace
 }  // namespace profctl::coordinator

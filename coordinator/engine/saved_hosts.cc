@@ -5,10 +5,12 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analysis/alignment.h"
 #include "common/clock.h"
 #include "coordinator/engine/clock_sync.h"
@@ -239,9 +241,19 @@ bool ClassifyRecording(HostResult& r, profctl::v1::CancelReason reason,
         "dropped events: the agent dropped %d events over its per-capture caps (see the "
         "trace's warnings)",
         r.dropped_events()));
+  } else if (r.shortfalls_size() > 0) {
+    r.set_recording(profctl::v1::RECORDING_MISSING_DATA);
   } else {
     r.set_recording(profctl::v1::RECORDING_COMPLETE);
     return false;
+  }
+  // What the agent says its trace lacks, with the amounts, whatever else the recording was.
+  if (r.shortfalls_size() > 0) {
+    std::vector<absl::string_view> missing;
+    for (const profctl::v1::Shortfall& s : r.shortfalls()) missing.push_back(s.detail());
+    r.set_recording_detail(absl::StrCat(r.recording_detail(),
+                                        r.recording_detail().empty() ? "" : "; ",
+                                        "missing data: ", absl::StrJoin(missing, "; ")));
   }
   r.set_status(profctl::v1::HOST_STATUS_INCOMPLETE);
   return true;

@@ -228,6 +228,7 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
     return absl::FailedPreconditionError("cupti collector: Collect before Stop");
   }
   stopped_ = false;
+  SetShortfalls({});
   std::vector<InjectWindowResult> results =
       server_->TakeWindow(token_, absl::Milliseconds(options_.flush_timeout_ms));
   token_ = 0;
@@ -248,6 +249,9 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   }
   int64_t held = last_collect_.received_bytes;
   last_collect_.peak_record_bytes = held;
+  // What the window lacks, over every process: for the header (TakeShortfalls).
+  uint64_t dropped_batch_bytes = 0, dropped_records = 0;
+  int dropped_batch_procs = 0, dropped_record_procs = 0;
   for (InjectWindowResult& r : results) {
     const std::string who = Who(r.process);
     for (const std::string& e : r.errors) space->add_errors(absl::StrCat(who, ": ", e));
@@ -289,12 +293,37 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
     if (dropped > 0) {
       space->add_warnings(
           absl::StrCat(who, ": ", dropped, " GPU activity records were dropped (buffers full)"));
+      dropped_records += dropped;
+      ++dropped_record_procs;
+    }
+    if (r.dropped_bytes > 0) {
+      dropped_batch_bytes += static_cast<uint64_t>(r.dropped_bytes);
+      ++dropped_batch_procs;
     }
     if (!r.enabled && r.errors.empty()) {
       space->add_errors(absl::StrCat(who, ": never started recording"));
     }
   }
-  if (batches.empty()) return absl::OkStatus();
+  std::vector<profctl::v1::Shortfall> found;
+  if (dropped_batch_bytes > 0) {
+    found.push_back(MakeShortfall(
+        profctl::v1::SHORTFALL_KIND_DROPPED_RECORD_BATCHES, dropped_batch_bytes,
+        absl::StrCat(dropped_batch_bytes, " bytes of CUDA record batches from ",
+                     dropped_batch_procs, " process(es) dropped over the window's byte caps (",
+                     server_->options().max_client_window_bytes >> 20, " MiB per process, ",
+                     server_->options().max_window_bytes >> 20,
+                     " MiB per window; profctl-agent --max-held-mb raises them)")));
+  }
+  if (dropped_records > 0) {
+    found.push_back(
+        MakeShortfall(profctl::v1::SHORTFALL_KIND_DROPPED_RECORDS, dropped_records,
+                      absl::StrCat(dropped_records, " GPU activity records dropped by CUPTI in ",
+                                   dropped_record_procs, " process(es) (its buffers were full)")));
+  }
+  if (batches.empty()) {
+    SetShortfalls(std::move(found));
+    return absl::OkStatus();
+  }
   CuptiXSpaceOptions build;
   build.hostname = options_.hostname;
   build.profile_start_ns = start_ns_;
@@ -304,7 +333,20 @@ absl::Status CuptiCollector::Collect(XSpace* space) {
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace(batches, build, &built);
   // The records are in the planes now: freed before the planes are merged and serialized.
   std::vector<RecordBatch>().swap(batches);
-  if (!stats.ok()) return stats.status();
+  if (!stats.ok()) {
+    SetShortfalls(std::move(found));
+    return stats.status();
+  }
+  if (UnrecordedLaunchesAreAShortfall(*stats)) {
+    found.push_back(MakeShortfall(
+        profctl::v1::SHORTFALL_KIND_UNLAUNCHED_WORK,
+        static_cast<uint64_t>(stats->unrecorded_launches),
+        absl::StrCat(stats->unrecorded_launches,
+                     " kernels, copies and memsets inside the window without a recorded launch "
+                     "(their API records were lost), left out: they could not be placed in a "
+                     "step")));
+  }
+  SetShortfalls(std::move(found));
   for (tensorflow::profiler::XPlane& plane : *built.mutable_planes()) {
     if (plane.name() == xspace::kTaskEnvPlaneName) continue;
     xspace::AddOrMergePlane(&plane, space);
@@ -395,7 +437,19 @@ void CuptiCollector::RecordUntil(int64_t now_wall_ns) {
   recent_keys_.erase(recent_keys_.begin(), recent_keys_.lower_bound(oldest));
 }
 
+void CuptiCollector::SetShortfalls(std::vector<profctl::v1::Shortfall> found) {
+  absl::MutexLock lock(&shortfalls_mu_);
+  shortfalls_ = std::move(found);
+}
+
+void CuptiCollector::TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) {
+  absl::MutexLock lock(&shortfalls_mu_);
+  for (profctl::v1::Shortfall& s : shortfalls_) out->push_back(std::move(s));
+  shortfalls_.clear();
+}
+
 absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, XSpace* space) {
+  SetShortfalls({});
   if (to_wall_ns <= from_wall_ns) {
     return absl::InvalidArgumentError(
         absl::StrCat("cupti snapshot: empty window ", from_wall_ns, "..", to_wall_ns, " ns"));
@@ -426,6 +480,7 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
         " NCCL launches since the agent started (their rings were full between sends)"));
   }
   if (since > from_wall_ns) {
+    SetShortfalls({ShortRecorderShortfall(from_wall_ns, to_wall_ns, since)});
     space->add_warnings(absl::StrCat(
         "flight recorder: the cupti collector holds the last ",
         (to_wall_ns - since) / kNanosPerMilli, " ms only, of ",

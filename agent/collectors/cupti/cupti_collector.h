@@ -130,6 +130,7 @@ class CuptiCollector final : public Collector {
   absl::Status StartRecorder(const RecorderLimits& limits, int64_t now_wall_ns) override;
   bool Recording() const override;
   void RecordUntil(int64_t now_wall_ns) override;
+  void TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) override;
   absl::Status Snapshot(int64_t from_wall_ns, int64_t to_wall_ns,
                         tensorflow::profiler::XSpace* space) override;
   RecorderStats recorder_stats() const override;
@@ -172,6 +173,11 @@ class CuptiCollector final : public Collector {
   };
   // (end, pid, is a launch, number) of a recorded event: late ones already recorded are skipped.
   using EventKey = std::tuple<int64_t, uint32_t, bool, int64_t>;
+  // What the last Collect or Snapshot lacks (TakeShortfalls).
+  void SetShortfalls(std::vector<profctl::v1::Shortfall> found);
+  absl::Mutex shortfalls_mu_;
+  std::vector<profctl::v1::Shortfall> shortfalls_ ABSL_GUARDED_BY(shortfalls_mu_);
+
   mutable absl::Mutex recorder_mu_;
   std::unique_ptr<FlightRing<RecordedEvent>> ring_ ABSL_GUARDED_BY(recorder_mu_);
   int64_t recorder_start_ns_ ABSL_GUARDED_BY(recorder_mu_) = 0;

@@ -819,5 +819,57 @@ TEST_F(CuptiCollectorTest, SnapshotRacingACaptureOfTheSameProcess) {
   EXPECT_EQ(collector->recorder_stats().records, 3);
 }
 
+TEST_F(CuptiCollectorTest, WhatTheWindowLacksIsTakenOnceWithItsAmounts) {
+  // Within every cap and nothing dropped: nothing lacks.
+  {
+    auto collector = MakeCollector();
+    TwoRanks ranks;
+    ASSERT_NO_FATAL_FAILURE(RunTwoRankWindow(collector.get(), "0", "1", &ranks));
+    const uint64_t t = static_cast<uint64_t>(ranks.window_start + 1000);
+    ranks.a->AnswerDisableAndFlush(ranks.token, {FakeProcess::SmallBatch(1, t, t + 500)});
+    ranks.b->AnswerDisableAndFlush(ranks.token, {FakeProcess::SmallBatch(2, t, t + 500)});
+    XSpace space;
+    ASSERT_THAT(collector->Collect(&space), IsOk());
+    std::vector<profctl::v1::Shortfall> found;
+    collector->TakeShortfalls(&found);
+    EXPECT_TRUE(found.empty());
+  }
+  // A process over its byte cap loses its further batches (counted in bytes), and another
+  // reports records CUPTI dropped.
+  const std::vector<uint8_t> batch = FakeProcess::SmallBatch(1, 0, 500);
+  server_.reset();
+  InjectServerOptions options;
+  options.socket_path = dir_.path() + "/capped.sock";
+  options.max_connections_per_peer = 1000;
+  options.max_client_window_bytes = 2 * static_cast<int64_t>(batch.size());
+  absl::StatusOr<std::unique_ptr<InjectServer>> s = InjectServer::Start(options);
+  ASSERT_THAT(s, IsOk());
+  server_ = *std::move(s);
+  auto collector = MakeCollector();
+  TwoRanks ranks;
+  ASSERT_NO_FATAL_FAILURE(RunTwoRankWindow(collector.get(), "0", "1", &ranks));
+  const uint64_t t = static_cast<uint64_t>(ranks.window_start + 1000);
+  std::vector<std::vector<uint8_t>> five;
+  for (int i = 0; i < 5; ++i) five.push_back(FakeProcess::SmallBatch(1, t, t + 500));
+  ranks.a->AnswerDisableAndFlush(ranks.token, five);
+  ranks.b->AnswerDisableAndFlush(ranks.token, {FakeProcess::SmallBatch(2, t, t + 500)},
+                                 /*dropped=*/7);
+  XSpace space;
+  ASSERT_THAT(collector->Collect(&space), IsOk());
+  std::vector<profctl::v1::Shortfall> found;
+  collector->TakeShortfalls(&found);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].kind(), profctl::v1::SHORTFALL_KIND_DROPPED_RECORD_BATCHES);
+  EXPECT_EQ(found[0].amount(), 3 * five[0].size());
+  EXPECT_THAT(found[0].detail(), ::testing::HasSubstr("from 1 process(es) dropped over the "
+                                                      "window's byte caps"));
+  EXPECT_EQ(found[1].kind(), profctl::v1::SHORTFALL_KIND_DROPPED_RECORDS);
+  EXPECT_EQ(found[1].amount(), 7u);
+  // Taken once.
+  found.clear();
+  collector->TakeShortfalls(&found);
+  EXPECT_TRUE(found.empty());
+}
+
 }  // namespace
 }  // namespace profctl::agent::cupti

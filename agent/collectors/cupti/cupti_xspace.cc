@@ -830,17 +830,25 @@ class CuptiXSpaceBuilder {
     *duration = e - s;
     return true;
   }
-  bool LaunchedOutside(const RecordBatch& b, uint32_t correlation_id) {
+  // Device work whose launch is not inside the window, or was never recorded: left out, counted.
+  // Work inside the window whose launch no batch holds at all is counted apart too
+  // (unrecorded_launches): its launches were lost, not merely outside the window.
+  bool LaunchedOutside(const RecordBatch& b, uint32_t correlation_id, uint64_t gpu_start,
+                       uint64_t gpu_end) {
     const uint64_t c = HostCorrelation(b.pid, correlation_id);
     if (!unlaunched_.contains(c) && launched_.contains(c)) return false;
     ++stats_.launched_outside;
+    int64_t s = 0, e = 0;
+    if (!unlaunched_.contains(c) && Inside(b, gpu_start, gpu_end, &s, &e)) {
+      ++stats_.unrecorded_launches;
+    }
     return true;
   }
 
   void AddKernels(const RecordBatch& b) {
     for (const KernelRecord& k : b.kernels) {
       Pending p;
-      if (LaunchedOutside(b, k.correlation_id) ||
+      if (LaunchedOutside(b, k.correlation_id, k.start_ns, k.end_ns) ||
           !Place(b, k.start_ns, k.end_ns, &p.start_ns, &p.duration_ns)) {
         continue;
       }
@@ -876,7 +884,7 @@ class CuptiXSpaceBuilder {
   void AddMemcpys(const RecordBatch& b) {
     for (const inject::MemcpyRecord& c : b.memcpys) {
       Pending p;
-      if (LaunchedOutside(b, c.correlation_id) ||
+      if (LaunchedOutside(b, c.correlation_id, c.start_ns, c.end_ns) ||
           !Place(b, c.start_ns, c.end_ns, &p.start_ns, &p.duration_ns)) {
         continue;
       }
@@ -903,7 +911,7 @@ class CuptiXSpaceBuilder {
   void AddMemsets(const RecordBatch& b) {
     for (const inject::MemsetRecord& m : b.memsets) {
       Pending p;
-      if (LaunchedOutside(b, m.correlation_id) ||
+      if (LaunchedOutside(b, m.correlation_id, m.start_ns, m.end_ns) ||
           !Place(b, m.start_ns, m.end_ns, &p.start_ns, &p.duration_ns)) {
         continue;
       }
@@ -994,6 +1002,11 @@ absl::StatusOr<CuptiXSpaceStats> BuildCuptiXSpace(const std::vector<RecordBatch>
   builder.AddMemoryEvents();
   builder.AddCollectiveLaunches();
   return builder.Emit(space);
+}
+
+bool UnrecordedLaunchesAreAShortfall(const CuptiXSpaceStats& s) {
+  const int64_t placed = s.kernels + s.memcpys + s.memsets;
+  return s.unrecorded_launches > 100 && s.unrecorded_launches * 100 > placed;
 }
 
 }  // namespace profctl::agent::cupti

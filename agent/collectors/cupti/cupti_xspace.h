@@ -118,7 +118,16 @@ struct CuptiXSpaceStats {
   int64_t launched_outside = 0;  // device work left out with its launch (an API call not wholly
                                  // inside the window)
   uint64_t dropped_records = 0;  // as the batches report them
+  // Of launched_outside: device work inside the window whose launch no batch holds at all (its
+  // API records were lost), not merely launched before or after the window.
+  int64_t unrecorded_launches = 0;
 };
+
+// Whether device work without a recorded launch (unrecorded_launches) is a shortfall of the
+// window rather than a few records at its edges (CUPTI on an H100 recorded the first kernels of
+// a window whose launches came before it was enabled): more than 100 of them, and more than 1 %
+// of the device work placed.
+bool UnrecordedLaunchesAreAShortfall(const CuptiXSpaceStats& stats);
 
 // Appends the host's planes to `space` (which should be empty) and sets its window and hostname.
 // INVALID_ARGUMENT for a bad window or a step pattern that does not compile or has no group.

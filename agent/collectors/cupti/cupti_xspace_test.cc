@@ -242,6 +242,7 @@ TEST(CuptiXSpaceTest, BuildsTheShapeXProfReads) {
   // The record past the window has no launch inside it either: left out with its launch.
   EXPECT_EQ(stats->outside_window, 0);
   EXPECT_EQ(stats->launched_outside, 1);
+  EXPECT_EQ(stats->unrecorded_launches, 0);  // its launch was recorded, past the window
   EXPECT_EQ(stats->dropped_records, 2u);
   ASSERT_THAT(xspace::Validate(space), IsOk()) << xspace::Validate(space);
   EXPECT_THAT(space.hostnames(), ElementsAre("gpu-host-1"));
@@ -906,6 +907,7 @@ TEST(CuptiXSpaceTest, OpNamesAreTensorFlowOpNames) {
   absl::StatusOr<CuptiXSpaceStats> stats = BuildCuptiXSpace({j.Batch()}, Options(), &space);
   ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->launched_outside, 1);
+  EXPECT_EQ(stats->unrecorded_launches, 1);  // k7's launch is nowhere
   EXPECT_THAT(
       DeviceOps(space),
       ElementsAre(std::pair(1u, "nvtx/aten_mm_seq_5:AtenMmSeq5"),
@@ -972,6 +974,22 @@ TEST(CuptiXSpaceTest, ExtremeTimesAndOffsetsAreLeftOut) {
   EXPECT_EQ(stats->kernels, 0);
   EXPECT_GT(stats->outside_window, 0);
   EXPECT_THAT(xspace::Validate(space), IsOk());
+}
+
+TEST(CuptiXSpaceTest, DeviceWorkWithoutARecordedLaunchIsAShortfallPastAFewAtTheEdges) {
+  CuptiXSpaceStats s;
+  s.kernels = 1000;
+  s.unrecorded_launches = 5;  // the first kernels of a window (seen on an H100)
+  EXPECT_FALSE(UnrecordedLaunchesAreAShortfall(s));
+  s.unrecorded_launches = 600;
+  EXPECT_TRUE(UnrecordedLaunchesAreAShortfall(s));
+  s.kernels = 100'000;  // 600 of 100,000 placed: under 1 %
+  EXPECT_FALSE(UnrecordedLaunchesAreAShortfall(s));
+  s.kernels = 0;
+  s.unrecorded_launches = 100;
+  EXPECT_FALSE(UnrecordedLaunchesAreAShortfall(s));
+  s.unrecorded_launches = 101;
+  EXPECT_TRUE(UnrecordedLaunchesAreAShortfall(s));
 }
 
 }  // namespace

@@ -466,6 +466,7 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
                                            " MiB per window) were dropped"));
         }
         p->over_cap = true;
+        p->dropped_bytes += size;
         return true;
       }
       p->bytes += size;

@@ -123,6 +123,7 @@ struct InjectWindowResult {
   bool flushed = false;           // sent kFlushDone
   bool gone = false;              // disconnected before kFlushDone
   bool over_cap = false;          // batches refused by the byte caps
+  int64_t dropped_bytes = 0;      // the bytes of those batches
   uint64_t dropped_records = 0;   // kFlushDone's count (records no batch header counts)
   int64_t bytes = 0;
   // Why tracing failed in this process (kUnavailable, kError, protocol errors), or empty.
@@ -162,6 +163,7 @@ class InjectServer {
   InjectServer& operator=(const InjectServer&) = delete;
 
   const std::string& socket_path() const { return options_.socket_path; }
+  const InjectServerOptions& options() const { return options_; }
   std::vector<InjectProcess> Processes() const;
 
   // Sends Enable{token, start_wall_ns, end_wall_ns, session_id} (CLOCK_REALTIME ns; start 0 = at

@@ -145,6 +145,14 @@ absl::Status SyntheticCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_
     }
   }
   job_.WriteSteps(steps, from_wall_ns - skew, to_wall_ns - skew, space);
+  {
+    absl::MutexLock lock(&shortfalls_mu_);
+    shortfalls_.clear();
+    if (since == 0 || since > from_wall_ns) {
+      shortfalls_.push_back(
+          ShortRecorderShortfall(from_wall_ns, to_wall_ns, since == 0 ? to_wall_ns : since));
+    }
+  }
   if (since == 0 || since > from_wall_ns) {
     const int64_t held_ms = since == 0 ? 0 : (to_wall_ns - since) / kNanosPerMilli;
     space->add_warnings(absl::StrCat(
@@ -153,6 +161,12 @@ absl::Status SyntheticCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_
         " ms asked (it started recording then, or its --flight-recorder bounds dropped the rest)"));
   }
   return absl::OkStatus();
+}
+
+void SyntheticCollector::TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) {
+  absl::MutexLock lock(&shortfalls_mu_);
+  for (profctl::v1::Shortfall& s : shortfalls_) out->push_back(std::move(s));
+  shortfalls_.clear();
 }
 
 RecorderStats SyntheticCollector::recorder_stats() const {

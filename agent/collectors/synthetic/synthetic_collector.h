@@ -44,10 +44,13 @@ class SyntheticCollector final : public Collector {
   absl::Status Snapshot(int64_t from_wall_ns, int64_t to_wall_ns,
                         tensorflow::profiler::XSpace* space) override;
   RecorderStats recorder_stats() const override;
+  void TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) override;
 
   const synthetic::SyntheticJob& job() const { return job_; }
 
  private:
+  absl::Mutex shortfalls_mu_;
+  std::vector<profctl::v1::Shortfall> shortfalls_ ABSL_GUARDED_BY(shortfalls_mu_);
   using Step = std::vector<synthetic::StepPlan>;  // one step, every GPU
   Step PlanStep(int64_t k) const;
   synthetic::SyntheticJob job_;
