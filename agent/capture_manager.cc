@@ -656,15 +656,13 @@ absl::Status CaptureManager::Reserve(const std::string& session_id, const std::s
   }
   if (priority.set()) {
     // Judged on this agent's clock: an honest session's start is its coordinator's instant just
-    // before this request, off by that clock's skew.
+    // before this request, off by that clock's skew. One beyond the bounds is kept unset (the
+    // reservation is granted but ordered against no one: nobody waits for it), never refused,
+    // so an honest host whose clock is far off is still reserved.
     const int64_t skew_ns = options_.max_priority_skew_ms * kNanosPerMilli;
     const int64_t ahead = priority.session_start_ns - deps_.clock->WallNs();
     if (ahead > skew_ns || ahead < -(skew_ns + options_.max_reservation_ms * kNanosPerMilli)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "reservation priority: the session started ", std::abs(ahead) / kNanosPerMilli, " ms ",
-          ahead > 0 ? "in the future" : "ago", " on this agent's clock; at most ",
-          options_.max_priority_skew_ms, " ms ahead or ",
-          options_.max_priority_skew_ms + options_.max_reservation_ms, " ms ago is believed"));
+      priority = {};
     }
   }
   absl::MutexLock lock(&mu_);

@@ -147,7 +147,8 @@ struct CaptureManagerOptions {
   int64_t max_reservation_ms = 10'000;
   // A reservation's priority (its session's start, on its coordinator's clock) is judged on this
   // agent's clock: one more than this far in the future, or older than this plus
-  // max_reservation_ms, is refused (INVALID_ARGUMENT), so a peer cannot declare itself first.
+  // max_reservation_ms, is kept unset (nobody waits for that reservation), so a peer cannot
+  // declare itself first, and an honest host whose clock is far off is still reserved.
   int64_t max_priority_skew_ms = 10'000;
 };
 
@@ -232,8 +233,8 @@ class CaptureManager {
   // A lease (CaptureManagerOptions): held min(ttl_ms, reservation_lease_ms) from each grant or
   // renewal, never past max_reservation_ms from the first; `peer` (the caller's address without
   // its port; empty: unknown) is put on probation when its reservation lapses without its
-  // capture. The priority must lie within max_priority_skew_ms of this agent's clock. *granted_ms
-  // (if given) gets how long the reservation is now held.
+  // capture. A priority beyond max_priority_skew_ms of this agent's clock is kept unset.
+  // *granted_ms (if given) gets how long the reservation is now held.
   absl::Status Reserve(const std::string& session_id, const std::string& session_key,
                        int64_t ttl_ms, ReservationPriority priority = {},
                        const std::string& peer = "", int64_t* granted_ms = nullptr);

@@ -971,20 +971,25 @@ TEST_F(CaptureManagerTest, APeerWhoseReservationLapsedWithoutItsCaptureYieldsToO
 }
 
 TEST_F(CaptureManagerTest, AReservationsPriorityIsJudgedOnTheAgentsClock) {
-  const std::string key(20, 'a');
+  const std::string key(20, 'a'), other(20, 'b');
   const int64_t now = clock_.WallNs();
   const auto at = [&](int64_t ms_from_now) {
     return ReservationPriority{now + ms_from_now * kNanosPerMilli, 1};
   };
-  EXPECT_EQ(manager_.Reserve("f", key, 1000, at(10'001)).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(manager_.Reserve("f", key, 1000, at(10'001)).message(),
-              HasSubstr("10001 ms in the future on this agent's clock"));
-  EXPECT_EQ(manager_.Reserve("o", key, 1000, at(-20'001)).code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_THAT(manager_.Reserve("f", key, 1000, at(9'000)), IsOk());
-  ASSERT_THAT(manager_.Cancel("f", key), IsOk());
-  ASSERT_THAT(manager_.Reserve("o", key, 1000, at(-19'000)), IsOk());
+  // Whose reservation refuses another: the priority it is kept with.
+  const auto holder = [&](const std::string& id, ReservationPriority p) {
+    EXPECT_THAT(manager_.Reserve(id, key, 1000, p), IsOk());
+    std::optional<ReservationConflict> c =
+        ReservationConflictOf(manager_.Reserve("x", other, 1000, at(0)));
+    EXPECT_THAT(manager_.Cancel(id, key), IsOk());
+    return c.has_value() ? c->holder : ReservationPriority{-1, 0};
+  };
+  // Beyond the bounds: granted, but ordered against no one (nobody waits for it).
+  EXPECT_EQ(holder("f1", at(10'001)), ReservationPriority{});
+  EXPECT_EQ(holder("o1", at(-20'001)), ReservationPriority{});
+  // Within them: kept.
+  EXPECT_EQ(holder("f2", at(9'000)), at(9'000));
+  EXPECT_EQ(holder("o2", at(-19'000)), at(-19'000));
 }
 
 }  // namespace
