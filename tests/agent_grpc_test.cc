@@ -313,8 +313,12 @@ TEST_F(AgentGrpcTest, GetInfoReservesTheSlotAndCancelReleasesIt) {
 // Over gRPC, a refusal by another session's reservation names that reservation's priority (the
 // trailers), which the client hands back on the status; an unordered holder's priority is unset.
 TEST_F(AgentGrpcTest, AReservationRefusalCarriesTheHoldersPriority) {
-  const coordinator::Reservation a{"sess-a", std::string(24, 'a'), 5000, {1'700'000'000, 42}};
-  const coordinator::Reservation b{"sess-b", std::string(24, 'b'), 5000, {1'800'000'000, 1}};
+  // Priorities are believed within seconds of the agent's clock (docs/agent-protection.md).
+  const int64_t now = RealClock().WallNs();
+  const coordinator::Reservation a{
+      "sess-a", std::string(24, 'a'), 5000, {now - 2 * kNanosPerSecond, 42}};
+  const coordinator::Reservation b{
+      "sess-b", std::string(24, 'b'), 5000, {now - kNanosPerSecond, 1}};
   Reply<absl::StatusOr<AgentInfo>> first;
   client_->GetInfo(a, 5000, first.Callback());
   ASSERT_THAT(first.Await(), IsOk());
