@@ -89,7 +89,8 @@ struct Paths {
   // Scale: agents (and the proxies) on CPU 1, profctl on CPU 0, so the coordinator's own cost is
   // seen without the agents competing for its core.
   bool pin = false;
-  std::string agent_log_level = "warn";  // scale: the agents' --log-level (logs kept with --keep)
+  std::string agent_log_level = "warn";    // scale: the agents' --log-level (logs kept with --keep)
+  std::vector<std::string> capture_flags;  // heavy: more flags for profctl capture
 };
 
 // Pins the calling thread (and so every process or thread it starts from now on) to `cpu`;
@@ -632,7 +633,7 @@ struct HeavyResult {
   double wall_minus_duration_ms = 0;
   int64_t collect_ms = 0, outputs_ms = 0;
   int64_t xspace_bytes = 0;     // the saved *.xplane.pb files
-  int64_t pod_trace_bytes = 0;  // pod.trace.json.gz
+  int64_t pod_trace_bytes = 0;  // pod.perfetto-trace.gz (else pod.trace.json.gz)
   double peak_rss_mib = 0, cpu_ms = 0;
   int saved = 0;
   std::string load_before;
@@ -663,8 +664,9 @@ HeavyResult RunHeavyOnce(const Paths& paths, int64_t hosts, int64_t duration_ms,
     std::vector<std::string> workers;
     for (int port : *ports) workers.push_back(Loopback(port));
     out.load_before = LoadAverage();
-    CaptureRun c = RunProfctl(paths, workers, {absl::StrCat("--duration=", duration_ms)},
-                              absl::StrCat("heavy-", hosts, "-", run));
+    std::vector<std::string> flags = paths.capture_flags;
+    flags.push_back(absl::StrCat("--duration=", duration_ms));
+    CaptureRun c = RunProfctl(paths, workers, flags, absl::StrCat("heavy-", hosts, "-", run));
     out.exit_code = c.exit_code;
     out.wall_minus_duration_ms = Ms(c.wall_ns) - static_cast<double>(duration_ms);
     out.peak_rss_mib = static_cast<double>(c.usage.ru_maxrss) / 1024;
@@ -681,7 +683,8 @@ HeavyResult RunHeavyOnce(const Paths& paths, int64_t hosts, int64_t duration_ms,
       if (absl::EndsWith(name, ".xplane.pb")) {
         out.xspace_bytes += size;
         ++out.saved;
-      } else if (name == "pod.trace.json.gz") {
+      } else if (name == "pod.perfetto-trace.gz" ||
+                 (name == "pod.trace.json.gz" && out.pod_trace_bytes == 0)) {
         out.pod_trace_bytes = size;
       }
     }
@@ -764,6 +767,9 @@ int Main(int argc, char** argv) {
   fs.Int64("endpoints-per-process", &per_process, "scale: endpoints per agent process");
   fs.Int64("unhealthy-percent", &unhealthy_percent, "scale: dead + hung workers, %");
   fs.String("synthetic", &synthetic, "heavy: each host's synthetic job (world is the host count)");
+  std::string capture_flags;
+  fs.String("capture-flags", &capture_flags,
+            "heavy: comma-separated flags for profctl capture (e.g. --pod-trace-json)");
   if (absl::Status s = fs.Parse({args.begin() + 1, args.end()}); !s.ok()) {
     std::cerr << s.message() << "\n";
     return 2;
@@ -771,6 +777,9 @@ int Main(int argc, char** argv) {
   if (fs.help_requested()) {
     std::cout << fs.Help();
     return 0;
+  }
+  for (absl::string_view f : absl::StrSplit(capture_flags, ',', absl::SkipEmpty())) {
+    paths.capture_flags.emplace_back(f);
   }
   char tmpl[] = "/tmp/profctl_bench_XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;

@@ -279,7 +279,7 @@ class Env:
         window = f"--last={duration_ms}ms" if last else f"--duration={duration_ms}"
         r = subprocess.run([self.profctl, "capture", f"--workers=127.0.0.1:{self.port}",
                             window, f"--logdir={logdir}",
-                            f"--session={session}", "--tolerance=500"],
+                            f"--session={session}", "--tolerance=500", "--pod-trace-json"],
                            capture_output=True, text=True, timeout=duration_ms / 1000 + 120,
                            check=False)
         write_atomically(os.path.join(self.out, f"capture_{session}.log"), r.stdout + r.stderr)

@@ -70,7 +70,7 @@ def agent_killed_mid_capture(args, work, procs, apps, ports):
     logdir = os.path.join(work, "logs")
     capture = procs.start("capture-killed", [
         args.profctl, "capture", f"--workers={workers([ports['host-a']])}", "--duration=2500",
-        f"--logdir={logdir}", "--session=killed", "--tolerance=500"])
+        f"--logdir={logdir}", "--session=killed", "--tolerance=500", "--pod-trace-json"])
     # The agent says when its window starts (on its clock, which is this machine's: no skew);
     # it is killed one second after that.
     start_at = int(procs.wait_line("agent-host-a", r"capture 'killed' accepted: start_at=(\d+)",
@@ -109,8 +109,8 @@ def agent_killed_mid_capture(args, work, procs, apps, ports):
              [("agent-host-a-2", procs.get("agent-host-a-2"))])
     r = subprocess.run([args.profctl, "capture", f"--workers={workers([port])}",
                         "--duration=600", f"--logdir={logdir}", "--session=again",
-                        "--tolerance=500"], capture_output=True, text=True, timeout=120,
-                       check=False)
+                        "--tolerance=500", "--pod-trace-json"],
+                       capture_output=True, text=True, timeout=120, check=False)
     if r.returncode != 0:
         problems.append(f"the capture after the agent came back exited {r.returncode}: "
                         f"{r.stdout[-1500:]}{r.stderr[-1500:]}")
@@ -151,7 +151,7 @@ def run(args, work, procs):
     # A wide --tolerance: what is under test is the GPU path, not how punctually a loaded CI
     # machine starts the agents' windows.
     cmd = [args.profctl, "capture", f"--workers={workers(ports.values())}", "--duration=1500",
-           f"--logdir={logdir}", "--session=gpu", "--tolerance=500"]
+           f"--logdir={logdir}", "--session=gpu", "--tolerance=500", "--pod-trace-json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     print(r.stdout + r.stderr)
     problems = []

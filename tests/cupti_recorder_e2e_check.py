@@ -35,7 +35,7 @@ def snapshot(args, port, logdir, session):
     """(exit code, pod trace events) of `profctl capture --last=1000ms`. Exit 3 (an empty past:
     no step ended yet) is accepted; anything else but 0 fails."""
     r = subprocess.run([args.profctl, "capture", f"--workers=127.0.0.1:{port}", "--last=1000ms",
-                        f"--logdir={logdir}", f"--session={session}"],
+                        f"--logdir={logdir}", f"--session={session}", "--pod-trace-json"],
                        capture_output=True, text=True, timeout=120, check=False)
     if r.returncode not in (0, 3):
         raise Failure(f"profctl capture --last exited {r.returncode}: {r.stdout[-1500:]}"

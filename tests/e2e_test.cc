@@ -29,6 +29,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "report/perfetto_trace_check.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/loopback.h"
 #include "tests/session_window.h"
@@ -237,9 +238,10 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   const std::string logdir = scratch_ + "/logs";
   const int rc =
       // --tolerance: three agents share 2 loaded cores; lateness is not what this test checks.
-      coordinator::RunCli({"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=800",
-                           "--session=e2e", "--logdir=" + logdir, "--tolerance=500"},
-                          {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr});
+      coordinator::RunCli(
+          {"capture", "--workers=" + absl::StrJoin(workers, ","), "--duration=800", "--session=e2e",
+           "--logdir=" + logdir, "--tolerance=500", "--pod-trace-json"},
+          {&out, &err, &clock_, &clients, &executor, "", nullptr, nullptr});
   EXPECT_EQ(rc, coordinator::kExitPartial) << out.str() << err.str();
   EXPECT_THAT(out.str(), HasSubstr("session e2e: partial, 3/4 hosts captured"));
 
@@ -331,13 +333,29 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
   }
   EXPECT_GE(matched, 20);
 
+  // The pod trace in Perfetto's format, and as JSON (--pod-trace-json): the same slices.
+  EXPECT_EQ(m.pod_trace_file(), "pod.perfetto-trace.gz");
+  EXPECT_EQ(m.pod_trace_json_file(), "pod.trace.json.gz");
+  absl::StatusOr<std::string> perfetto = ReadFile(dir + "/pod.perfetto-trace.gz");
+  ASSERT_THAT(perfetto, IsOk());
+  absl::StatusOr<std::string> bytes = GzipDecompress(*perfetto);
+  ASSERT_THAT(bytes, IsOk());
+  absl::StatusOr<report::PerfettoTraceModel> model = report::ReadPerfettoTrace(*bytes);
+  ASSERT_THAT(model, IsOk());
   absl::StatusOr<std::string> gz = ReadFile(dir + "/pod.trace.json.gz");
   ASSERT_THAT(gz, IsOk());
   absl::StatusOr<std::string> trace = GzipDecompress(*gz);
   ASSERT_THAT(trace, IsOk());
   google::protobuf::Struct doc;
   EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*trace, &doc), IsOk());
-  EXPECT_GT(doc.fields().at("traceEvents").list_value().values_size(), 300);
+  int64_t complete = 0;
+  for (const google::protobuf::Value& e : doc.fields().at("traceEvents").list_value().values()) {
+    complete += e.struct_value().fields().at("ph").string_value() == "X";
+  }
+  EXPECT_GT(complete, 300);
+  EXPECT_EQ(static_cast<int64_t>(model->slices.size()), complete);
+  EXPECT_THAT(out.str(), HasSubstr("/pod.perfetto-trace.gz in ui.perfetto.dev"));
+  EXPECT_THAT(out.str(), HasSubstr("chrome://tracing:  load "));
 }
 
 TEST_F(EndToEndTest, BinariesAnswerBadInputWithExitCode2) {
@@ -420,10 +438,10 @@ TEST_F(EndToEndTest, CtrlCWhileATraceIsOnItsWayKeepsTheSavedOnesAndWritesNoPodOu
   EXPECT_EQ(m.hosts(1).status(), profctl::v1::HOST_STATUS_FAILED);
   EXPECT_EQ(m.hosts(1).error().step(), profctl::v1::FAILURE_STEP_INTERRUPTED);
   EXPECT_TRUE(m.pod_trace_file().empty());
-  EXPECT_FALSE(PathExists(dir + "/pod.trace.json.gz"));
+  EXPECT_FALSE(PathExists(dir + "/pod.perfetto-trace.gz"));
   EXPECT_FALSE(PathExists(dir + "/report.html"));
   EXPECT_THAT(absl::StrJoin(m.errors(), "\n"),
-              HasSubstr(absl::StrCat("interrupted: not written: pod.trace.json.gz, "
+              HasSubstr(absl::StrCat("interrupted: not written: pod.perfetto-trace.gz, "
                                      "pod_step_breakdown.json, pod_step_breakdown.csv, "
                                      "report.html; every saved host's trace is kept; build them "
                                      "with: profctl analyze ",
@@ -526,7 +544,7 @@ TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {
     EXPECT_TRUE(
         PathExists(absl::StrCat(scratch_, "/demo/plugins/profile/d/worker-", i, ".xplane.pb")));
   }
-  EXPECT_TRUE(PathExists(scratch_ + "/demo/plugins/profile/d/pod.trace.json.gz"));
+  EXPECT_TRUE(PathExists(scratch_ + "/demo/plugins/profile/d/pod.perfetto-trace.gz"));
   // The demo answers the question: who straggles and why, who is input-bound and by how much.
   EXPECT_THAT(r.out, HasSubstr("pod step breakdown of d: 3 hosts"));
   EXPECT_THAT(r.out, HasSubstr("straggler: worker-1"));

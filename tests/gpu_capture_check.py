@@ -6,8 +6,8 @@ with sane times, and does the breakdown make sense?
                        [--unavailable=TEXT] [--lost-pid=PID] [--xprof-check=BIN] [--summary=FILE]
 
 SESSION_DIR is LOGDIR/plugins/profile/SESSION. Only the Python standard library is used (it runs
-on a GPU image that has no profctl build): it reads session.json, pod.trace.json.gz and
-pod_step_breakdown.json.
+on a GPU image that has no profctl build): it reads session.json, pod.trace.json.gz (the pod
+trace as JSON: capture with --pod-trace-json) and pod_step_breakdown.json.
 
 Every host (all of session.json's, or those named by --host, each with at least GPUS GPU planes,
 default 1):

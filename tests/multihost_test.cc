@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,10 +37,9 @@
 #include "coordinator/clients/grpc_agent_client.h"
 #include "coordinator/engine/session_writer.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "report/perfetto_trace_check.h"
 #include "tensorflow/profiler/xplane.pb.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
@@ -92,49 +90,25 @@ std::vector<int64_t> FileAllReduceEnds(const std::string& path, int64_t offset_n
   return ends;
 }
 
-// The same from pod.trace.json.gz: per host, the ends (ts + dur, in ns relative to the trace's
-// base) of the ncclDevKernel* events of its "<host> /device:GPU:0" process, but those clipped at
-// the window's end (their args carry the cut stat). Sorted.
+// The same from the Perfetto pod trace: per host, the ends (in ns relative to the trace's base,
+// the common start) of the ncclDevKernel* slices of its "<host> /device:GPU:0" process, but those
+// clipped at the window's end (their annotations carry the cut stat). Sorted.
 std::map<std::string, std::vector<int64_t>> PodTraceAllReduceEnds(const std::string& path) {
   std::map<std::string, std::vector<int64_t>> ends;
   absl::StatusOr<std::string> gz = ReadFile(path);
   EXPECT_THAT(gz, IsOk());
   if (!gz.ok()) return ends;
-  absl::StatusOr<std::string> json = GzipDecompress(*gz);
-  EXPECT_THAT(json, IsOk());
-  if (!json.ok()) return ends;
-  google::protobuf::Struct doc;
-  EXPECT_THAT(google::protobuf::util::JsonStringToMessage(*json, &doc), IsOk());
-  const auto& events = doc.fields().at("traceEvents").list_value().values();
-  absl::flat_hash_map<int64_t, std::string> gpu0_host;  // pid -> host
+  absl::StatusOr<std::string> bytes = GzipDecompress(*gz);
+  EXPECT_THAT(bytes, IsOk());
+  if (!bytes.ok()) return ends;
+  absl::StatusOr<report::PerfettoTraceModel> m = report::ReadPerfettoTrace(*bytes);
+  EXPECT_THAT(m, IsOk());
+  if (!m.ok()) return ends;
   constexpr absl::string_view kSuffix = " /device:GPU:0";
-  for (const auto& v : events) {
-    const auto& f = v.struct_value().fields();
-    if (f.at("ph").string_value() != "M" || f.at("name").string_value() != "process_name") {
-      continue;
-    }
-    const std::string& name = f.at("args").struct_value().fields().at("name").string_value();
-    if (absl::EndsWith(name, kSuffix)) {
-      gpu0_host[static_cast<int64_t>(f.at("pid").number_value())] =
-          name.substr(0, name.size() - kSuffix.size());
-    }
-  }
-  for (const auto& v : events) {
-    const auto& f = v.struct_value().fields();
-    if (f.at("ph").string_value() != "X" ||
-        !absl::StartsWith(f.at("name").string_value(), "ncclDevKernel")) {
-      continue;
-    }
-    auto host = gpu0_host.find(static_cast<int64_t>(f.at("pid").number_value()));
-    if (host == gpu0_host.end()) continue;
-    if (auto args = f.find("args");
-        args != f.end() &&
-        args->second.struct_value().fields().contains(std::string(xspace::kStatStepCut))) {
-      continue;
-    }
-    // Microseconds with three decimals: exact ns.
-    ends[host->second].push_back(std::llround(f.at("ts").number_value() * 1000) +
-                                 std::llround(f.at("dur").number_value() * 1000));
+  for (const report::PerfettoSliceInfo& s : m->slices) {
+    if (!absl::StartsWith(s.name, "ncclDevKernel") || !absl::EndsWith(s.process, kSuffix)) continue;
+    if (s.args.contains(std::string(xspace::kStatStepCut))) continue;
+    ends[s.process.substr(0, s.process.size() - kSuffix.size())].push_back(s.end_ns - m->base_ns);
   }
   for (auto& [host, e] : ends) std::sort(e.begin(), e.end());
   return ends;
@@ -251,7 +225,7 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
     for (int64_t x : d) EXPECT_LE(x, kBound) << "rank " << r;
   }
   const std::map<std::string, std::vector<int64_t>> pod =
-      PodTraceAllReduceEnds(SessionDir("refined") + "/pod.trace.json.gz");
+      PodTraceAllReduceEnds(SessionDir("refined") + "/pod.perfetto-trace.gz");
   ASSERT_EQ(pod.size(), static_cast<size_t>(kHosts));
   for (int r = 0; r < kHosts; ++r) {
     // The pod trace holds exactly the files' ends, made relative to the common start.

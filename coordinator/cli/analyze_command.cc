@@ -53,7 +53,7 @@ std::optional<int> ParseAnalyzeFlags(const std::vector<std::string>& args, const
             "write pod_step_breakdown.json/.csv and report.html into DIR (default: the session "
             "folder when PATH is one; else none)");
   fs.Bool("pod-trace", &f->pod_trace,
-          "a saved session folder: also write pod.trace.json.gz (every saved host on the "
+          "a saved session folder: also write pod.perfetto-trace.gz (every saved host on the "
           "session's aligned timeline, as the capture writes it) into --out");
   fs.String("step-pattern", &f->step_pattern,
             "RE2 pattern naming step markers (NVTX ranges, annotations); group 1 = step number");

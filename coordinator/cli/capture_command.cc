@@ -118,8 +118,12 @@ std::string FormatSummary(const profctl::v1::SessionManifest& m) {
   if (!m.pod_trace_file().empty()) {
     absl::StrAppend(&out, "  TensorBoard/XProf: tensorboard --logdir ", m.request().logdir(),
                     "  (Profile tab)\n");
-    absl::StrAppend(&out, "  Perfetto/Chrome:   open ", m.session_dir(), "/", m.pod_trace_file(),
+    absl::StrAppend(&out, "  Perfetto:          open ", m.session_dir(), "/", m.pod_trace_file(),
                     " in ui.perfetto.dev\n");
+  }
+  if (!m.pod_trace_json_file().empty()) {
+    absl::StrAppend(&out, "  chrome://tracing:  load ", m.session_dir(), "/",
+                    m.pod_trace_json_file(), "\n");
   }
   return out;
 }

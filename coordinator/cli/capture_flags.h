@@ -25,6 +25,7 @@ struct CaptureFlags {
   std::string logdir = "profctl-logs";
   std::string session;
   bool json = false;
+  bool pod_trace_json = false;
   int64_t prepare_timeout_ms = 0;
   std::string late = "capture";
   std::string step_pattern = std::string(analysis::kDefaultStepPattern);

@@ -26,6 +26,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "report/perfetto_trace_check.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
@@ -325,10 +326,11 @@ void MakeFolderAsAKillLeavesIt(const std::string& dir, const std::string& stream
     h.clear_recording_detail();
   }
   ASSERT_THAT(WriteFileAtomically(dir + "/session.json", RunningManifestJson(m)), IsOk());
-  std::filesystem::remove(dir + "/pod.trace.json.gz");
+  std::filesystem::remove(dir + "/pod.perfetto-trace.gz");
   std::filesystem::remove(dir + "/pod_step_breakdown.json");
   std::filesystem::remove(dir + "/" + streaming_host + ".xplane.pb");
-  ASSERT_THAT(WriteFileAtomically(dir + "/pod.trace.json.gz.tmp.Ab12Cd", "\x1f\x8b half"), IsOk());
+  ASSERT_THAT(WriteFileAtomically(dir + "/pod.perfetto-trace.gz.tmp.Ab12Cd", "\x1f\x8b half"),
+              IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/pod_step_breakdown.json.tmp.Zz9Yy8", "{"), IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/." + streaming_host + ".xplane.pb.tmp.q1w2e3", "half"),
               IsOk());
@@ -371,8 +373,9 @@ TEST_F(CliTest, AKilledCoordinatorsFolderIsRebuiltFromTheTracesOnDisk) {
       << err_.str();
   EXPECT_THAT(err_.str(), HasSubstr(dir + ": abandoned by coordinator pid"));
   EXPECT_THAT(err_.str(), HasSubstr("removed 3 temporary file(s); 2/3 host(s) saved"));
-  for (const char* gone : {"/pod.trace.json.gz.tmp.Ab12Cd", "/pod_step_breakdown.json.tmp.Zz9Yy8",
-                           "/.w2.xplane.pb.tmp.q1w2e3", "/.profctl_running"}) {
+  for (const char* gone :
+       {"/pod.perfetto-trace.gz.tmp.Ab12Cd", "/pod_step_breakdown.json.tmp.Zz9Yy8",
+        "/.w2.xplane.pb.tmp.q1w2e3", "/.profctl_running"}) {
     EXPECT_FALSE(PathExists(dir + gone)) << gone;
   }
   const v1::SessionManifest m = ReadManifestOf(dir);
@@ -514,12 +517,12 @@ TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenLeavesThemToAnalyze) {
   EXPECT_EQ(m->status(), v1::SESSION_STATUS_OK);  // every host saved, whole window
   for (const auto& h : m->hosts()) EXPECT_EQ(h.status(), v1::HOST_STATUS_OK) << h.host();
   EXPECT_TRUE(m->pod_trace_file().empty());
-  EXPECT_FALSE(PathExists(dir->location() + "/pod.trace.json.gz"));
+  EXPECT_FALSE(PathExists(dir->location() + "/pod.perfetto-trace.gz"));
   for (const auto& e : std::filesystem::directory_iterator(dir->location())) {
     EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
   }
   const std::string errors = absl::StrJoin(m->errors(), "\n");
-  EXPECT_THAT(errors, HasSubstr("interrupted: not written: pod.trace.json.gz, "
+  EXPECT_THAT(errors, HasSubstr("interrupted: not written: pod.perfetto-trace.gz, "
                                 "pod_step_breakdown.json, pod_step_breakdown.csv, report.html; "
                                 "every saved host's trace is kept; build them with: profctl "
                                 "analyze " +
@@ -534,12 +537,18 @@ TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenLeavesThemToAnalyze) {
   // What it names builds them from the saved traces: the breakdown and the same pod trace.
   ASSERT_EQ(Run({"analyze", dir->location(), "--pod-trace"}), kExitOk) << err_.str();
   EXPECT_TRUE(PathExists(dir->location() + "/report.html"));
-  absl::StatusOr<std::string> gz = ReadFile(dir->location() + "/pod.trace.json.gz");
+  absl::StatusOr<std::string> gz = ReadFile(dir->location() + "/pod.perfetto-trace.gz");
   ASSERT_THAT(gz, IsOk());
-  absl::StatusOr<std::string> json = GzipDecompress(*gz);
-  ASSERT_THAT(json, IsOk());
-  for (const char* host : {"w0 /device:GPU:0", "w1 /device:GPU:0", "w2 /device:GPU:0", "\"pod\""}) {
-    EXPECT_THAT(*json, HasSubstr(host));
+  absl::StatusOr<std::string> bytes = GzipDecompress(*gz);
+  ASSERT_THAT(bytes, IsOk());
+  absl::StatusOr<report::PerfettoTraceModel> trace = report::ReadPerfettoTrace(*bytes);
+  ASSERT_THAT(trace, IsOk());
+  std::set<std::string> processes;
+  for (const auto& [uuid, t] : trace->tracks) {
+    if (t.pid >= 0) processes.insert(t.name);
+  }
+  for (const char* process : {"w0 /device:GPU:0", "w1 /device:GPU:0", "w2 /device:GPU:0", "pod"}) {
+    EXPECT_TRUE(processes.count(process)) << process;
   }
 }
 

@@ -589,8 +589,8 @@ absl::StatusOr<std::string> WriteSessionPodTrace(const AnalyzeInputs& inputs,
   std::vector<PodTraceHost> hosts;
   hosts.reserve(inputs.files.size());
   for (const TraceInput& in : inputs.files) {
-    hosts.push_back(
-        {in.host, in.offset_ns, in.path, [path = in.path] { return ReadFile(path); }, nullptr});
+    hosts.push_back({in.host, in.offset_ns, in.path, [path = in.path] { return ReadFile(path); },
+                     nullptr, nullptr, ""});
   }
   const std::string path = JoinPath(out_dir, kPodTraceFileName);
   ThreadWorkPool pool(AnalyzeJobs(jobs, hosts.size()));

@@ -118,7 +118,7 @@ AnalyzeToolResult AnalyzeTools(const AnalyzeInputs& inputs, const analysis::Read
                                const std::vector<analysis::Tool>& tools, int jobs = 0,
                                const DetailVisitor& visit = nullptr);
 
-// `profctl analyze --pod-trace`: the pod trace of a session folder (pod.trace.json.gz, as the
+// `profctl analyze --pod-trace`: the pod trace of a session folder (pod.perfetto-trace.gz, as the
 // capture writes it: every saved host aligned with the session's offsets, times from its
 // common start, the pod's step track from `breakdown` when not null) into `out_dir`, its hosts
 // rendered on `jobs` threads (0: AnalyzeJobs' default). Returns the file's path; a host that

@@ -32,9 +32,12 @@ void CollectPhase::Save(size_t i, std::unique_ptr<HostTraceStream> stream,
   SessionHost& h = s_.host(i);
   h.stage = HostStage::kSaving;
   c.cancel_reason = reason;
-  // An interrupted session writes no pod trace: nothing to keep for it.
-  const bool keep =
-      !s_.cancelled() && kept_trace_bytes_ + h.r.bytes() <= s_.options().kept_trace_budget_bytes;
+  // An interrupted session writes no pod trace: nothing to keep or render for it. A decoded trace
+  // is kept only for the JSON pod trace; the Perfetto one is rendered as the host is saved.
+  const bool keep = !s_.cancelled() && s_.plan().pod_trace_json &&
+                    kept_trace_bytes_ + h.r.bytes() <= s_.options().kept_trace_budget_bytes;
+  const bool render =
+      !s_.cancelled() && static_cast<int64_t>(i) < report::PodPerfettoWriter::kMaxHosts;
   if (keep) {
     c.kept_bytes = h.r.bytes();
     kept_trace_bytes_ += c.kept_bytes;
@@ -46,7 +49,8 @@ void CollectPhase::Save(size_t i, std::unique_ptr<HostTraceStream> stream,
                step_matcher_,
                step_matcher_error_,
                keep,
-               s_.deps().decode};
+               s_.deps().decode,
+               render ? static_cast<int64_t>(i) : -1};
   WorkPool* pool = s_.deps().pool;
   if (pool == nullptr) {
     OnSaved(i, SaveHostTrace(*stream->file(), in));
@@ -87,6 +91,8 @@ void CollectPhase::OnSaved(size_t i, SaveOutcome out) {
   c.collective_ends = std::move(out.collective_ends);
   c.summary = std::move(out.summary);
   c.collectives = std::move(out.collectives);
+  c.pod_trace = std::move(out.pod_trace);
+  c.pod_trace_error = std::move(out.pod_trace_error);
   if (!out.breakdown_error.empty()) {
     s_.manifest().add_errors(
         absl::StrCat("breakdown: ", h.r.host(), " left out: ", out.breakdown_error));
@@ -127,6 +133,8 @@ PodOutputHost CollectPhase::TakeOutputs(size_t i) {
   out.space = std::move(c.space);
   out.summary = std::move(c.summary);
   out.collectives = std::move(c.collectives);
+  out.pod_trace = std::move(c.pod_trace);
+  out.pod_trace_error = std::move(c.pod_trace_error);
   c.summary.reset();
   c.collectives.reset();
   return out;

@@ -49,10 +49,13 @@ class CollectPhase {
     std::optional<analysis::HostSummary> summary;
     // The hang verdict's record of this host (absent: the step pattern does not compile).
     std::optional<analysis::RankCollectives> collectives;
-    // The saved trace, decoded, for the pod trace (within kept_trace_budget_bytes), and the bytes
-    // it counts against that budget (its serialized size: reserved when saving starts).
+    // The saved trace, decoded, for the JSON pod trace (within kept_trace_budget_bytes), and the
+    // bytes it counts against that budget (its serialized size: reserved when saving starts).
     std::unique_ptr<DecodedTrace> space;
     uint64_t kept_bytes = 0;
+    // Its part of the Perfetto pod trace, or why it has none.
+    std::unique_ptr<report::PerfettoHostFragment> pod_trace;
+    std::string pod_trace_error;
   };
 
   void OnSaved(size_t i, SaveOutcome out);

@@ -17,6 +17,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "report/perfetto_trace_check.h"
 #include "tests/attempt_kinds.h"
 #include "tests/fake_agent.h"
 #include "tests/fake_clock.h"
@@ -44,6 +45,25 @@ using ::testing::Contains;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+
+// The session's Perfetto pod trace, read back by the rules of report/perfetto_trace_check.h.
+report::PerfettoTraceModel ReadPodTrace(const std::string& path) {
+  absl::StatusOr<std::string> gz = ReadFile(path);
+  EXPECT_THAT(gz, IsOk());
+  absl::StatusOr<std::string> bytes = GzipDecompress(gz.ok() ? *gz : "");
+  EXPECT_THAT(bytes, IsOk());
+  absl::StatusOr<report::PerfettoTraceModel> m =
+      report::ReadPerfettoTrace(bytes.ok() ? *bytes : "");
+  EXPECT_THAT(m, IsOk());
+  return m.ok() ? *std::move(m) : report::PerfettoTraceModel{};
+}
+
+bool HasProcess(const report::PerfettoTraceModel& m, const std::string& name) {
+  for (const auto& [uuid, t] : m.tracks) {
+    if (t.pid >= 0 && t.name == name) return true;
+  }
+  return false;
+}
 
 synthetic::SyntheticJobConfig Rank(int r, int world = 3) {
   synthetic::SyntheticJobConfig c;
@@ -162,12 +182,12 @@ TEST_F(CaptureEngineTest, CapturesEveryHostAtOneInstantAndWritesAllOutputs) {
   EXPECT_EQ(b.last_start_ns(), m.start_at_ns() + 25 * kNanosPerMilli);
   EXPECT_EQ(m.start_spread_ns(), 0);
   EXPECT_TRUE(sink_.files.count("session.json"));
-  EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
-  absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
-  ASSERT_THAT(gz, IsOk());
-  absl::StatusOr<std::string> json = GzipDecompress(*gz);
-  ASSERT_THAT(json, IsOk());
-  EXPECT_THAT(*json, HasSubstr("w1 /device:GPU:0"));
+  EXPECT_EQ(m.pod_trace_file(), "pod.perfetto-trace.gz");
+  EXPECT_EQ(m.pod_trace_json_file(), "");  // only when asked for
+  EXPECT_FALSE(PathExists(sink_.dir + "/pod.trace.json.gz"));
+  const report::PerfettoTraceModel trace = ReadPodTrace(sink_.dir + "/pod.perfetto-trace.gz");
+  EXPECT_TRUE(HasProcess(trace, "w1 /device:GPU:0"));
+  EXPECT_GT(trace.slices.size(), 100u);
 }
 
 // The step pattern is compiled once per session; one that does not compile (the CLI refuses it
@@ -191,43 +211,59 @@ TEST_F(CaptureEngineTest, AStepPatternThatDoesNotCompileIsNamedAndTheTracesAreKe
   EXPECT_TRUE(m.breakdown_files().empty());
 }
 
-// The pod trace renders each host from the trace kept decoded since saving it, within
-// kept_trace_budget_bytes; past the budget it reads the rest back from disk. Same file either way.
+// The Perfetto pod trace joins the parts rendered as each host was saved: nothing is kept decoded
+// or read back for it. The JSON one, when asked for, renders each host from the trace kept decoded
+// since saving it, within kept_trace_budget_bytes; past the budget it reads the rest back from
+// disk. Same files either way.
 TEST_F(CaptureEngineTest, PodTraceUsesTheTracesKeptFromSavingWithinTheirBudget) {
   for (int i = 0; i < 3; ++i) Agent(absl::StrCat("h", i, ":1"), {}, Rank(i));
-  const auto run = [&](const std::string& session, uint64_t budget) {
+  const auto run = [&](const std::string& session, uint64_t budget, bool json) {
     CapturePlan plan = Plan({"h0:1", "h1:1", "h2:1"});
     plan.session = session;
+    plan.pod_trace_json = json;
     sink_.reads = 0;
     CaptureEngineOptions options;
     options.kept_trace_budget_bytes = budget;
     const SessionManifest m = Run(plan, options);
     EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
-    EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
-    absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
-    EXPECT_THAT(gz, IsOk());
-    absl::StatusOr<std::string> json = GzipDecompress(gz.ok() ? *gz : "");
-    EXPECT_THAT(json, IsOk());
+    EXPECT_TRUE(m.request().pod_trace_json() == json);
+    EXPECT_EQ(m.pod_trace_file(), "pod.perfetto-trace.gz");
+    const report::PerfettoTraceModel trace = ReadPodTrace(sink_.dir + "/pod.perfetto-trace.gz");
     for (const HostResult& h : m.hosts()) {
-      EXPECT_THAT(json.ok() ? *json : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
+      EXPECT_TRUE(HasProcess(trace, absl::StrCat(h.host(), " /device:GPU:0"))) << h.host();
+    }
+    if (json) {
+      EXPECT_EQ(m.pod_trace_json_file(), "pod.trace.json.gz");
+      absl::StatusOr<std::string> gz = ReadFile(sink_.dir + "/pod.trace.json.gz");
+      EXPECT_THAT(gz, IsOk());
+      absl::StatusOr<std::string> text = GzipDecompress(gz.ok() ? *gz : "");
+      EXPECT_THAT(text, IsOk());
+      for (const HostResult& h : m.hosts()) {
+        EXPECT_THAT(text.ok() ? *text : "", HasSubstr(absl::StrCat(h.host(), " /device:GPU:0")));
+      }
+    } else {
+      EXPECT_EQ(m.pod_trace_json_file(), "");
     }
     // The hang verdict was judged, from kept traces or the ones read back for the pod trace.
     EXPECT_THAT(sink_.files["pod_step_breakdown.json"],
                 ContainsRegex("\"hang\": *[{][^}]*\"verdict\": *\"none\""));
     return m;
   };
-  const SessionManifest all_read = run("s0", 0);
+  // The Perfetto trace alone reads nothing back, whatever the budget.
+  run("p0", 0, false);
+  EXPECT_EQ(sink_.reads, 0);
+  const SessionManifest all_read = run("s0", 0, true);
   EXPECT_EQ(sink_.reads, 3);
   uint64_t smallest = std::numeric_limits<uint64_t>::max(), largest = 0;
   for (const HostResult& h : all_read.hosts()) {
     smallest = std::min(smallest, h.bytes());
     largest = std::max(largest, h.bytes());
   }
-  run("s1", CaptureEngineOptions{}.kept_trace_budget_bytes);
+  run("s1", CaptureEngineOptions{}.kept_trace_budget_bytes, true);
   EXPECT_EQ(sink_.reads, 0);
   // Room for one trace, not two: the first saved is kept, the other two are read back.
   ASSERT_LT(largest, smallest * 3 / 2);
-  run("s2", smallest * 3 / 2);
+  run("s2", smallest * 3 / 2, true);
   EXPECT_EQ(sink_.reads, 2);
 }
 
@@ -267,7 +303,7 @@ TEST_F(CaptureEngineTest, EachHostsTraceIsDecodedOnceForEveryOutput) {
     }
     EXPECT_THAT(sink_.files["pod_step_breakdown.json"],
                 ContainsRegex("\"hang\": *[{][^}]*\"verdict\": *\"none\""));
-    EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+    EXPECT_EQ(m.pod_trace_file(), "pod.perfetto-trace.gz");
   }
 }
 
@@ -286,22 +322,36 @@ TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
   Agent("h0:1", {.name = "w0"}, Rank(0, 2));
   Agent("h1:1", {.name = "w1"}, Rank(1, 2));
   const SessionManifest written = Run(Plan({"h0:1", "h1:1"}));
-  EXPECT_EQ(written.pod_trace_file(), "pod.trace.json.gz");
+  EXPECT_EQ(written.pod_trace_file(), "pod.perfetto-trace.gz");
   EXPECT_EQ(written.breakdown_files_size(), 3);
-  EXPECT_THAT(sink_.files["pod_step_breakdown.json"], HasSubstr("\"pod.trace.json.gz\""));
-  EXPECT_THAT(sink_.files["report.html"], HasSubstr("pod.trace.json.gz"));
-  // The pod trace ends with the breakdown's steps, on a process of its own after the hosts'.
-  absl::StatusOr<std::string> trace = GzipDecompress(*ReadFile(sink_.dir + "/pod.trace.json.gz"));
-  ASSERT_THAT(trace, IsOk());
-  EXPECT_THAT(*trace, HasSubstr("\"pid\":131073,\"args\":{\"name\":\"pod\"}"));
-  EXPECT_THAT(*trace, ::testing::ContainsRegex(
-                          R"(\{"ph":"X","name":"step [0-9]+","pid":131073,"tid":1,"ts":)"));
+  EXPECT_THAT(sink_.files["pod_step_breakdown.json"], HasSubstr("\"pod.perfetto-trace.gz\""));
+  EXPECT_THAT(sink_.files["report.html"], HasSubstr("pod.perfetto-trace.gz"));
+  // The pod trace ends with the breakdown's steps, on a process of its own ordered first.
+  const report::PerfettoTraceModel trace = ReadPodTrace(sink_.dir + "/pod.perfetto-trace.gz");
+  int steps = 0;
+  std::map<uint64_t, std::pair<std::string, std::string>> flows;  // id -> (from, to) processes
+  for (const report::PerfettoSliceInfo& s : trace.slices) {
+    if (s.process == "pod") {
+      EXPECT_EQ(s.track, "steps");
+      EXPECT_THAT(s.name, ::testing::MatchesRegex("step [0-9]+"));
+      ++steps;
+    }
+    for (uint64_t id : s.flows_out) flows[id].first = s.process;
+    for (uint64_t id : s.flows_in) flows[id].second = s.process;
+  }
+  EXPECT_GT(steps, 0);
   // The synthetic hosts' launches flow to their kernels (ids 1 << 40 | n on the second), and
   // their GPU memory is a counter on their GPU's process.
-  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"s\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":1,"));
-  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"f\",\"name\":\"launch\",\"cat\":\"launch\",\"id\":1,"));
-  EXPECT_THAT(*trace, HasSubstr(",\"id\":1099511627777,\"bp\":\"e\",\"pid\":65538,"));
-  EXPECT_THAT(*trace, HasSubstr("{\"ph\":\"C\",\"name\":\"GPU 0 memory in use\",\"pid\":65538,"));
+  ASSERT_TRUE(flows.contains(1));
+  EXPECT_EQ(flows[1], std::make_pair(std::string("w0 /host:CPU"), std::string("w0 /device:GPU:0")));
+  ASSERT_TRUE(flows.contains((uint64_t{1} << 40) | 1));
+  EXPECT_EQ(flows[(uint64_t{1} << 40) | 1],
+            std::make_pair(std::string("w1 /host:CPU"), std::string("w1 /device:GPU:0")));
+  int memory = 0;
+  for (const report::PerfettoCounterInfo& c : trace.counters) {
+    memory += c.process == "w1 /device:GPU:0" && c.track == "GPU 0 memory in use";
+  }
+  EXPECT_GT(memory, 0);
 
   sink_.files.clear();
   sink_.dir = tmp_.path() + "/missing";  // the pod trace cannot be created there
@@ -311,8 +361,8 @@ TEST_F(CaptureEngineTest, TheBreakdownNamesThePodTraceOnlyWhenItWasWritten) {
   EXPECT_EQ(failed.breakdown_files_size(), 3);
   const std::string& json = sink_.files["pod_step_breakdown.json"];
   EXPECT_THAT(json, HasSubstr("\"session.json\""));
-  EXPECT_THAT(json, ::testing::Not(HasSubstr("pod.trace.json.gz")));
-  EXPECT_THAT(sink_.files["report.html"], ::testing::Not(HasSubstr("pod.trace.json.gz")));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("pod.perfetto-trace.gz")));
+  EXPECT_THAT(sink_.files["report.html"], ::testing::Not(HasSubstr("pod.perfetto-trace.gz")));
   pool_ = nullptr;
 }
 
@@ -1026,7 +1076,7 @@ TEST_F(CaptureEngineTest, CancelMidCaptureSavesWhatWasRecorded) {
   EXPECT_TRUE(sink_.files.count("a.xplane.pb"));
   ASSERT_EQ(m.errors_size(), 2);
   EXPECT_THAT(m.errors(0), HasSubstr("interrupted: capture was cancelled"));
-  EXPECT_THAT(m.errors(1), HasSubstr("interrupted: not written: pod.trace.json.gz"));
+  EXPECT_THAT(m.errors(1), HasSubstr("interrupted: not written: pod.perfetto-trace.gz"));
 }
 
 // Ctrl-C while traces are still arriving: the session ends within the grace, every trace saved
@@ -1065,13 +1115,13 @@ TEST_F(CaptureEngineTest, AnInterruptWhileTracesArriveKeepsTheSavedOnesAndWrites
   EXPECT_FALSE(sink_.files.count("slow.xplane.pb"));
 
   EXPECT_EQ(m.pod_trace_file(), "");
-  EXPECT_FALSE(PathExists(sink_.dir + "/pod.trace.json.gz"));
+  EXPECT_FALSE(PathExists(sink_.dir + "/pod.perfetto-trace.gz"));
   EXPECT_EQ(m.breakdown_files_size(), 0);
   for (const char* file : {"pod_step_breakdown.json", "pod_step_breakdown.csv", "report.html"}) {
     EXPECT_FALSE(sink_.files.count(file)) << file;
   }
   EXPECT_THAT(m.errors(),
-              Contains("interrupted: not written: pod.trace.json.gz, pod_step_breakdown.json, "
+              Contains("interrupted: not written: pod.perfetto-trace.gz, pod_step_breakdown.json, "
                        "pod_step_breakdown.csv, report.html; every saved host's trace is kept; "
                        "build them with: profctl analyze /mem/session --pod-trace"));
   EXPECT_TRUE(sink_.files.count("session.json"));
@@ -1085,7 +1135,7 @@ TEST_F(CaptureEngineTest, ASlowTraceIsWaitedForWithoutAnInterrupt) {
         Rank(1, 2));
   const SessionManifest m = Run(Plan({"fast:1", "slow:1"}, 2000));
   EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
-  EXPECT_EQ(m.pod_trace_file(), "pod.trace.json.gz");
+  EXPECT_EQ(m.pod_trace_file(), "pod.perfetto-trace.gz");
   EXPECT_EQ(m.breakdown_files_size(), 3);
   EXPECT_THAT(m.errors(), IsEmpty());
 }

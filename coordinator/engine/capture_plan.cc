@@ -156,6 +156,7 @@ profctl::v1::SessionRequest SessionRequestFromPlan(const CapturePlan& plan) {
   r.set_host_tracer_level(levels.host);
   r.set_device_tracer_level(levels.device);
   r.set_python_tracer_level(levels.python);
+  r.set_pod_trace_json(plan.pod_trace_json);
   return r;
 }
 
@@ -197,6 +198,7 @@ absl::StatusOr<CapturePlan> PlanFromRequest(const profctl::v1::StartCaptureReque
   if (r.has_host_tracer_level()) plan.host_tracer_level = r.host_tracer_level();
   if (r.has_device_tracer_level()) plan.device_tracer_level = r.device_tracer_level();
   if (r.has_python_tracer_level()) plan.python_tracer_level = r.python_tracer_level();
+  plan.pod_trace_json = r.pod_trace_json();
   plan.late = r.late() == profctl::v1::LATE_POLICY_UNSPECIFIED ? profctl::v1::LATE_POLICY_CAPTURE
                                                                : r.late();
   plan.align = r.align() == profctl::v1::ALIGN_MODE_UNSPECIFIED

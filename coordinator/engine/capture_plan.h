@@ -68,6 +68,9 @@ struct CapturePlan {
   int64_t host_tracer_level = tsl::kTslHostTracerLevel;
   int64_t device_tracer_level = tsl::kTslDeviceTracerLevel;
   int64_t python_tracer_level = tsl::kTslPythonTracerLevel;
+  // Also write the pod timeline as Chrome JSON (--pod-trace-json), for chrome://tracing; the
+  // Perfetto trace is always written.
+  bool pod_trace_json = false;
 };
 
 // The validated levels of `plan`, as the clients send them.

@@ -127,6 +127,15 @@ SaveOutcome SaveHostTrace(TraceFile& file, const SaveInput& in) {
   absl::StatusOr<std::string> path = file.Commit(XPlaneFileName(in.host));
   if (!path.ok()) return fail(profctl::v1::FAILURE_STEP_WRITE, path.status());
   out.path = *path;
+  if (in.pod_trace_index >= 0) {
+    absl::StatusOr<report::PerfettoHostFragment> part =
+        report::RenderPerfettoHost(in.host, space, in.pod_trace_index);
+    if (part.ok()) {
+      out.pod_trace = std::make_unique<report::PerfettoHostFragment>(*std::move(part));
+    } else {
+      out.pod_trace_error = std::string(part.status().message());
+    }
+  }
   if (in.keep_space) out.space = std::move(decoded);
   return out;
 }

@@ -26,6 +26,7 @@
 #include "coordinator/engine/session_writer.h"
 #include "google/protobuf/arena.h"
 #include "profctl/v1/session.pb.h"
+#include "report/pod_perfetto_trace.h"
 #include "xspace/xspace.h"
 
 namespace profctl::coordinator {
@@ -107,8 +108,11 @@ struct SaveInput {
   // The session's step pattern, compiled once; null when it does not compile.
   std::shared_ptr<const analysis::StepMatcher> steps;
   absl::Status steps_error;
-  bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the pod trace
+  bool keep_space = false;  // return the decoded trace (SaveOutcome::space) for the JSON pod trace
   HostDecoder decode;       // null: analysis::DecodeXSpaceHost
+  // >= 0: render this host's part of the Perfetto pod trace (SaveOutcome::pod_trace) as this host
+  // of it (report::RenderPerfettoHost's host_index: the worker's position in the request).
+  int64_t pod_trace_index = -1;
 };
 
 struct SaveOutcome {
@@ -124,11 +128,16 @@ struct SaveOutcome {
   // The hang verdict's record of the host (absent when the step pattern does not compile).
   std::optional<analysis::RankCollectives> collectives;
   std::unique_ptr<DecodedTrace> space;  // with SaveInput::keep_space, once saved
+  // With SaveInput::pod_trace_index, once saved: the host's part of the Perfetto pod trace on its
+  // own clock (a fraction of the trace's size), or why it has none.
+  std::unique_ptr<report::PerfettoHostFragment> pod_trace;
+  std::string pod_trace_error;
 };
 
 // Reads `file`, validates it as an XSpace, reduces it in one pass of `in.decode` to everything
 // the session keeps (the breakdown's summary, the hang verdict's record, alignment's collective
-// ends, the counts) and commits it as
+// ends, the counts), renders its part of the Perfetto pod trace from the decoded XSpace
+// (SaveOutcome::pod_trace: the decoded trace is not kept for it) and commits it as
 // XPlaneFileName(host); an invalid trace is committed as RejectedXPlaneFileName(host) and
 // reported as FAILURE_STEP_VALIDATE, a file that cannot be read or committed as
 // FAILURE_STEP_WRITE.

@@ -12,6 +12,7 @@
 #include "analysis/hang_verdict.h"
 #include "coordinator/engine/step_signal.h"
 #include "report/breakdown_writers.h"
+#include "report/pod_perfetto_trace.h"
 #include "report/pod_trace_writer.h"
 
 namespace profctl::coordinator {
@@ -29,8 +30,8 @@ void OnPoolOrHere(WorkPool* pool, Executor::Task job) {
   }
 }
 
-// Renders host i for the pod trace from its kept trace, else read back from disk.
-absl::StatusOr<report::RenderedHost> RenderHost(PodTraceHost& h, size_t i, int64_t base_ns) {
+// Host i's trace: kept decoded since saving it, else read back from disk and decoded.
+absl::StatusOr<std::unique_ptr<DecodedTrace>> DecodedOf(PodTraceHost& h) {
   std::unique_ptr<DecodedTrace> decoded = std::move(h.space);
   if (decoded == nullptr) {
     decoded = std::make_unique<DecodedTrace>();
@@ -40,41 +41,103 @@ absl::StatusOr<report::RenderedHost> RenderHost(PodTraceHost& h, size_t i, int64
           absl::StrCat("cannot read back ", h.file, "; that host is missing from it"));
     }
   }
-  return report::PodTraceWriter::Render(h.host, decoded->space(), h.offset_ns, base_ns,
-                                        static_cast<int64_t>(i));
+  return decoded;
 }
 
-}  // namespace
+// What WritePodTraceFile does in each format: open the writer, render a host (on the pool, so
+// only its arguments are touched) and add it in host order.
+struct ChromeJsonFormat {
+  using Writer = report::PodTraceWriter;
+  using Rendered = report::RenderedHost;
+  static absl::StatusOr<Writer> Open(const std::string& path, int64_t start_at_ns) {
+    return Writer::Open(path, start_at_ns);
+  }
+  static absl::StatusOr<Rendered> Render(PodTraceHost& h, size_t i, int64_t base_ns) {
+    absl::StatusOr<std::unique_ptr<DecodedTrace>> decoded = DecodedOf(h);
+    if (!decoded.ok()) return decoded.status();
+    return Writer::Render(h.host, (*decoded)->space(), h.offset_ns, base_ns,
+                          static_cast<int64_t>(i));
+  }
+  static int64_t BaseNs(const Writer& w) { return w.base_ns(); }
+  static absl::Status Add(Writer& w, absl::StatusOr<Rendered> r, size_t i, const PodTraceHost& h,
+                          int64_t base_ns, std::vector<std::string>& errors) {
+    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
+      errors.push_back(absl::StrCat("pod trace: ", r.status().message()));
+      report::RenderedHost empty;
+      empty.host_index = static_cast<int64_t>(i);
+      empty.base_ns = base_ns;
+      r = std::move(empty);
+    } else if (r->planes_skipped > 0) {
+      errors.push_back(absl::StrCat("pod trace: ", h.host, ": ", r->planes_skipped,
+                                    " planes past the first ", Writer::kPidsPerHost - 1,
+                                    " left out"));
+    }
+    return w.AddRendered(*r);
+  }
+};
+
+struct PerfettoFormat {
+  using Writer = report::PodPerfettoWriter;
+  using Rendered = report::PerfettoHostFragment;
+  static absl::StatusOr<Writer> Open(const std::string& path, int64_t start_at_ns) {
+    return Writer::Open(path, start_at_ns);
+  }
+  // The host's part rendered as it was saved, else rendered here from its trace.
+  static absl::StatusOr<Rendered> Render(PodTraceHost& h, size_t i, int64_t) {
+    if (h.fragment != nullptr) return std::move(*h.fragment);
+    if (!h.fragment_error.empty()) return absl::InternalError(h.fragment_error);
+    absl::StatusOr<std::unique_ptr<DecodedTrace>> decoded = DecodedOf(h);
+    if (!decoded.ok()) return decoded.status();
+    return report::RenderPerfettoHost(h.host, (*decoded)->space(), static_cast<int64_t>(i));
+  }
+  static int64_t BaseNs(const Writer&) { return 0; }
+  static absl::Status Add(Writer& w, absl::StatusOr<Rendered> r, size_t, const PodTraceHost& h,
+                          int64_t, std::vector<std::string>& errors) {
+    if (!r.ok()) {  // left out, named
+      errors.push_back(absl::StrCat("pod trace: ", h.host, " left out: ", r.status().message()));
+      return absl::OkStatus();
+    }
+    if (r->planes_skipped > 0 || r->events_skipped > 0) {
+      errors.push_back(absl::StrCat("pod trace: ", h.host, ": ", r->planes_skipped,
+                                    " planes past the first ", Writer::kPlanesPerHost - 1, " and ",
+                                    r->events_skipped,
+                                    " events past the tracks a host or line may have, left out"));
+    }
+    return w.AddHost(*r, h.offset_ns);
+  }
+};
 
 // Each host is rendered and compressed on the pool, at most kPodTraceHostsInFlight at once, and
 // joined into the file in host order here; without a pool, one at a time here (memory: at most
 // that many decoded traces more). Each job owns its host's kept trace and frees it; no two jobs
 // share a host.
-PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::string& path,
-                                  int64_t start_at_ns, WorkPool* pool,
-                                  const std::function<bool()>& interrupted,
-                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
+template <typename Format>
+PodTraceOutcome WriteInFormat(std::vector<PodTraceHost> hosts, const std::string& path,
+                              int64_t start_at_ns, WorkPool* pool,
+                              const std::function<bool()>& interrupted,
+                              absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
+  using Rendered = typename Format::Rendered;
   PodTraceOutcome outcome;
-  absl::StatusOr<report::PodTraceWriter> writer = report::PodTraceWriter::Open(path, start_at_ns);
+  absl::StatusOr<typename Format::Writer> writer = Format::Open(path, start_at_ns);
   if (!writer.ok()) {
     outcome.errors.push_back(absl::StrCat("pod trace: ", writer.status().message()));
     return outcome;
   }
   struct Slot {
-    std::optional<absl::StatusOr<report::RenderedHost>> rendered;
+    std::optional<absl::StatusOr<Rendered>> rendered;
   };
   std::vector<Slot> slots(hosts.size());
   absl::Mutex mu;
-  const int64_t base = writer->base_ns();
+  const int64_t base = Format::BaseNs(*writer);
   size_t submitted = 0;
   const auto submit_up_to = [&](size_t limit) {
     for (; submitted < std::min(limit, slots.size()); ++submitted) {
       if (pool == nullptr) {
-        slots[submitted].rendered = RenderHost(hosts[submitted], submitted, base);
+        slots[submitted].rendered = Format::Render(hosts[submitted], submitted, base);
         continue;
       }
       pool->Submit([&hosts, &slots, &mu, base, i = submitted] {
-        absl::StatusOr<report::RenderedHost> r = RenderHost(hosts[i], i, base);
+        absl::StatusOr<Rendered> r = Format::Render(hosts[i], i, base);
         absl::MutexLock lock(&mu);
         slots[i].rendered = std::move(r);
       });
@@ -97,21 +160,11 @@ PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::st
     // Every submitted job finishes before this returns: they hold references to these locals.
     mu.LockWhen(absl::Condition(
         +[](Slot* slot) { return slot->rendered.has_value(); }, &slots[i]));
-    absl::StatusOr<report::RenderedHost> r = *std::move(slots[i].rendered);
+    absl::StatusOr<Rendered> r = *std::move(slots[i].rendered);
     slots[i].rendered.reset();
     mu.Unlock();
-    if (!r.ok()) {  // a host that cannot be read back is left out; the writer's numbering stays
-      outcome.errors.push_back(absl::StrCat("pod trace: ", r.status().message()));
-      report::RenderedHost empty;
-      empty.host_index = static_cast<int64_t>(i);
-      empty.base_ns = base;
-      r = std::move(empty);
-    } else if (r->planes_skipped > 0) {
-      outcome.errors.push_back(absl::StrCat("pod trace: ", hosts[i].host, ": ", r->planes_skipped,
-                                            " planes past the first ",
-                                            report::PodTraceWriter::kPidsPerHost - 1, " left out"));
-    }
-    if (status.ok()) status = writer->AddRendered(*r);
+    absl::Status added = Format::Add(*writer, std::move(r), i, hosts[i], base, outcome.errors);
+    if (status.ok()) status = added;
   }
   if (const analysis::PodBreakdown* b = status.ok() ? breakdown() : nullptr; b != nullptr) {
     status = writer->AddPodSteps(*b);
@@ -122,28 +175,63 @@ PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::st
   return outcome;
 }
 
+}  // namespace
+
+PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::string& path,
+                                  int64_t start_at_ns, WorkPool* pool,
+                                  const std::function<bool()>& interrupted,
+                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown,
+                                  PodTraceFormat format) {
+  return format == PodTraceFormat::kPerfetto
+             ? WriteInFormat<PerfettoFormat>(std::move(hosts), path, start_at_ns, pool, interrupted,
+                                             breakdown)
+             : WriteInFormat<ChromeJsonFormat>(std::move(hosts), path, start_at_ns, pool,
+                                               interrupted, breakdown);
+}
+
 namespace {
 
-// The pod trace of the session's saved hosts, into the session folder. False when an interrupt
-// stopped it.
+// The pod trace of the session's saved hosts, into the session folder: Perfetto's, joined from
+// the parts rendered as the hosts were saved, and, when the request asked for it, the Chrome
+// JSON one, rendered from the kept decoded traces (else read back). False when an interrupt
+// stopped the Perfetto one.
 bool WritePodTrace(std::vector<PodOutputHost>& hosts, const PodOutputsInput& in,
                    profctl::v1::SessionManifest& manifest,
                    absl::FunctionRef<const analysis::PodBreakdown*()> breakdown) {
   const std::string path = in.sink->LocalPath(kPodTraceFileName);
   if (hosts.empty() || path.empty()) return true;  // not a local folder (tests' in-memory sink)
-  std::vector<PodTraceHost> trace_hosts;
-  trace_hosts.reserve(hosts.size());
-  for (PodOutputHost& h : hosts) {
-    const std::string& file = h.r->xplane_file();
-    trace_hosts.push_back({h.r->host(), h.r->clock().offset_ns(), file,
-                           [sink = in.sink, file] { return sink->Read(file); },
-                           std::move(h.space)});
-  }
-  PodTraceOutcome outcome = WritePodTraceFile(std::move(trace_hosts), path, in.start_at_ns, in.pool,
-                                              in.interrupted, breakdown);
+  const auto trace_hosts = [&](PodTraceFormat format) {
+    std::vector<PodTraceHost> out;
+    out.reserve(hosts.size());
+    for (PodOutputHost& h : hosts) {
+      const std::string& file = h.r->xplane_file();
+      PodTraceHost& t = out.emplace_back();
+      t.host = h.r->host();
+      t.offset_ns = h.r->clock().offset_ns();
+      t.file = file;
+      t.read = [sink = in.sink, file] { return sink->Read(file); };
+      if (format == PodTraceFormat::kPerfetto) {
+        t.fragment = std::move(h.pod_trace);
+        t.fragment_error = std::move(h.pod_trace_error);
+      } else {
+        t.space = std::move(h.space);
+      }
+    }
+    return out;
+  };
+  PodTraceOutcome outcome = WritePodTraceFile(trace_hosts(PodTraceFormat::kPerfetto), path,
+                                              in.start_at_ns, in.pool, in.interrupted, breakdown);
   for (std::string& e : outcome.errors) manifest.add_errors(std::move(e));
   if (outcome.written) manifest.set_pod_trace_file(kPodTraceFileName);
-  return !outcome.interrupted;
+  if (outcome.interrupted) return false;
+  if (!manifest.request().pod_trace_json()) return true;
+  PodTraceOutcome json = WritePodTraceFile(
+      trace_hosts(PodTraceFormat::kChromeJson), in.sink->LocalPath(kPodTraceJsonFileName),
+      in.start_at_ns, in.pool, in.interrupted, breakdown, PodTraceFormat::kChromeJson);
+  for (std::string& e : json.errors) manifest.add_errors(absl::StrCat("(JSON) ", e));
+  if (json.interrupted) manifest.add_errors("pod trace (JSON): interrupted, not written");
+  if (json.written) manifest.set_pod_trace_json_file(kPodTraceJsonFileName);
+  return true;
 }
 
 // The verdict over every worker of the request (a rank is its position), each with its saved
@@ -232,8 +320,8 @@ class BreakdownJob {
       }
       return std::move(breakdown_);
     }
-    if (!manifest.pod_trace_file().empty()) {
-      context_.session_files.push_back(manifest.pod_trace_file());
+    for (const std::string* f : {&manifest.pod_trace_file(), &manifest.pod_trace_json_file()}) {
+      if (!f->empty()) context_.session_files.push_back(*f);
     }
     context_.session_files.push_back(kManifestFileName);
     const absl::Span<const report::BreakdownOutput> outputs = report::BreakdownOutputs();

@@ -19,6 +19,7 @@
 #include "coordinator/engine/host_trace.h"
 #include "coordinator/engine/session_writer.h"
 #include "profctl/v1/session.pb.h"
+#include "report/pod_perfetto_trace.h"
 
 namespace profctl::coordinator {
 
@@ -27,6 +28,9 @@ struct PodOutputHost {
   const profctl::v1::HostResult* r = nullptr;
   // Its trace kept decoded from saving it; null: read back from the sink and decoded.
   std::unique_ptr<DecodedTrace> space;
+  // Its part of the Perfetto pod trace, rendered as it was saved, or why it has none.
+  std::unique_ptr<report::PerfettoHostFragment> pod_trace;
+  std::string pod_trace_error;
   // Its per-step summary; absent when the breakdown left it out (manifest.errors says why).
   std::optional<analysis::HostSummary> summary;
   // Its record for the hang verdict, made as it was saved; absent when the step pattern does
@@ -73,7 +77,15 @@ struct PodTraceHost {
   std::string file;
   std::function<absl::StatusOr<std::string>()> read;
   std::unique_ptr<DecodedTrace> space;
+  // Perfetto: its part rendered already (then nothing is decoded), or why it could not be
+  // (then it is left out with that reason); neither: rendered from `space` or `read`.
+  std::unique_ptr<report::PerfettoHostFragment> fragment;
+  std::string fragment_error;
 };
+
+// Perfetto's protobuf trace (report/pod_perfetto_trace.h, pod.perfetto-trace.gz) or Chrome
+// trace-event JSON (report/pod_trace_writer.h, pod.trace.json.gz).
+enum class PodTraceFormat { kPerfetto, kChromeJson };
 
 struct PodTraceOutcome {
   bool written = false;
@@ -86,11 +98,12 @@ struct PodTraceOutcome {
 // here), at most 8 at once, joined in host order; a host that cannot be read back is left out.
 // `interrupted` (may be null) is asked between hosts; `breakdown` is asked after the last host
 // for the pod's step track (null: none). The capture's finish and `profctl analyze --pod-trace`
-// write the same file this way.
+// write the same file this way, in `format`.
 PodTraceOutcome WritePodTraceFile(std::vector<PodTraceHost> hosts, const std::string& path,
                                   int64_t start_at_ns, WorkPool* pool,
                                   const std::function<bool()>& interrupted,
-                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown);
+                                  absl::FunctionRef<const analysis::PodBreakdown*()> breakdown,
+                                  PodTraceFormat format = PodTraceFormat::kPerfetto);
 
 }  // namespace profctl::coordinator
 

@@ -177,7 +177,8 @@ std::string ProtoJson(const google::protobuf::Message& message);
 std::string XPlaneFileName(const std::string& host);          // <host>.xplane.pb
 std::string RejectedXPlaneFileName(const std::string& host);  // <host>.xplane.pb.invalid
 inline constexpr char kManifestFileName[] = "session.json";
-inline constexpr char kPodTraceFileName[] = "pod.trace.json.gz";
+inline constexpr char kPodTraceFileName[] = "pod.perfetto-trace.gz";  // Perfetto's format
+inline constexpr char kPodTraceJsonFileName[] = "pod.trace.json.gz";  // Chrome trace-event JSON
 
 // A manifest holds 1-2 KB per host (a 10,000-host session's is ~20 MB): a larger file is not one.
 inline constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
