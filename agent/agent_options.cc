@@ -264,8 +264,9 @@ const std::vector<Setting>& Settings() {
                            "simulated job)")),
       Special("synthetic", K::kSynthetic,
               "synthetic job knobs KEY=VAL,... (rank, world, seed, step_ms, gpus, "
-              "kernels_per_step, straggler_rank, straggler_factor, input_stall_rank, "
-              "input_stall_ms, allreduce_ms, jitter, slowdown_at_ms, slowdown_at_step, "
+              "kernels_per_step, straggler_rank, straggler_factor, straggler_every, slow_gpu, "
+              "input_stall_rank, "
+              "input_stall_ms, allreduce_ms, jitter, jitter_dof, slowdown_at_ms, slowdown_at_step, "
               "slowdown_factor, hang_rank, hang_at_step)"),
       Int("clock_skew_ms", &AgentOptions::clock_skew_ms,
           "shift this agent's wall clock (tests: emulate hosts whose clocks disagree)"),

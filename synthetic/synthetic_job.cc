@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <utility>
 
@@ -191,6 +192,39 @@ double Uniform(int64_t seed, int64_t a, int64_t b = 0, int64_t c = 0, int64_t d 
 
 enum Draw : int64_t { kDrawInput = 1, kDrawCompute = 2, kDrawWeight = 3, kDrawPhase = 4 };
 
+// A Student-t draw's clip, in jitters, and the smallest multiple of its nominal a jittered time
+// can take.
+constexpr double kMaxTailJitters = 10.0;
+constexpr double kMinJitteredFraction = 0.1;
+
+// Deterministic standard normal from the seed and a tuple (Box-Muller over two uniforms); `n`
+// picks one of many draws of the same tuple.
+double Normal(int64_t seed, int64_t draw, int64_t k, int64_t rank, int64_t gpu, int64_t n) {
+  const double u1 = 1.0 - Uniform(seed, draw * 64 + 2 * n, k, rank, gpu);  // (0, 1]
+  const double u2 = Uniform(seed, draw * 64 + 2 * n + 1, k, rank, gpu);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+// The relative variation of one time: uniform in [-jitter, +jitter] (dof 0), or jitter x a
+// Student-t(dof) draw, Z / sqrt(chi2(dof) / dof), clipped at +-kMaxTailJitters; never below
+// kMinJitteredFraction - 1.
+double JitterOf(const SyntheticJobConfig& c, int64_t draw, int64_t k, int64_t rank, int64_t gpu) {
+  double x = 0;
+  if (c.jitter_dof <= 0) {
+    x = 2 * Uniform(c.seed, draw, k, rank, gpu) - 1;
+  } else {
+    double chi2 = 0;
+    for (int64_t i = 1; i <= c.jitter_dof; ++i) {
+      const double z = Normal(c.seed, draw, k, rank, gpu, i);
+      chi2 += z * z;
+    }
+    const double t =
+        Normal(c.seed, draw, k, rank, gpu, 0) / std::sqrt(chi2 / static_cast<double>(c.jitter_dof));
+    x = std::clamp(t, -kMaxTailJitters, kMaxTailJitters);
+  }
+  return std::max(kMinJitteredFraction - 1.0, c.jitter * x);
+}
+
 int64_t Ms(double ms) { return static_cast<int64_t>(std::llround(ms * kNanosPerMilli)); }
 
 }  // namespace
@@ -223,6 +257,17 @@ absl::Status ValidateSyntheticJobConfig(const SyntheticJobConfig& c) {
   if (!(c.straggler_factor >= 1.0 && c.straggler_factor <= 100.0)) {
     return bad("straggler_factor", c.straggler_factor, "1..100");
   }
+  if (c.straggler_every < 1 || c.straggler_every > 1'000'000) {
+    return bad("straggler_every", c.straggler_every, "1..1000000");
+  }
+  if (c.slow_gpu < -1 || c.slow_gpu >= c.gpus) {
+    return bad("slow_gpu", c.slow_gpu, "-1 (every GPU) or 0..gpus-1");
+  }
+  if (c.slow_gpu >= 0 && c.straggler_rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("synthetic job: slow_gpu=", c.slow_gpu,
+                     " says which GPU of the straggler is slow: give straggler_rank too"));
+  }
   if (c.input_stall_rank < -1 || c.input_stall_rank >= c.world) {
     return bad("input_stall_rank", c.input_stall_rank, "-1 (none) or 0..world-1");
   }
@@ -233,6 +278,9 @@ absl::Status ValidateSyntheticJobConfig(const SyntheticJobConfig& c) {
     return bad("allreduce_ms", c.allreduce_ms, "-1 (15% of step_ms) or 0..600000");
   }
   if (!(c.jitter >= 0.0 && c.jitter <= 0.5)) return bad("jitter", c.jitter, "0..0.5");
+  if (c.jitter_dof < 0 || c.jitter_dof > 30) {
+    return bad("jitter_dof", c.jitter_dof, "0 (uniform) or 1..30");
+  }
   // Up to the year 2255: the instant in ns stays far from int64's end.
   if (c.slowdown_at_ms < 0 || c.slowdown_at_ms > 9'000'000'000'000) {
     return bad("slowdown_at_ms", c.slowdown_at_ms, "0 (never) or a Unix time in ms");
@@ -283,6 +331,9 @@ absl::StatusOr<SyntheticJobConfig> ParseSyntheticJobConfig(absl::string_view spe
       {"gpus", &c.gpus},
       {"kernels_per_step", &c.kernels_per_step},
       {"straggler_rank", &c.straggler_rank},
+      {"straggler_every", &c.straggler_every},
+      {"slow_gpu", &c.slow_gpu},
+      {"jitter_dof", &c.jitter_dof},
       {"input_stall_rank", &c.input_stall_rank},
       {"input_stall_ms", &c.input_stall_ms},
       {"allreduce_ms", &c.allreduce_ms},
@@ -345,7 +396,7 @@ namespace {
 // overlap and the grid (hence the schedule) follows from the knobs alone. Whole microseconds.
 int64_t PeriodOf(const SyntheticJobConfig& c, int64_t input, int64_t h2d, int64_t compute,
                  int64_t d2h, int64_t allreduce) {
-  const double worst = 1.0 + c.jitter;
+  const double worst = 1.0 + (c.jitter_dof > 0 ? kMaxTailJitters : 1.0) * c.jitter;
   const double straggle = c.straggler_rank >= 0 ? c.straggler_factor : 1.0;
   const int64_t stall = c.input_stall_rank >= 0 ? c.input_stall_ms * kNanosPerMilli : 0;
   const int64_t calls = c.kernels_per_step + 4;
@@ -451,15 +502,16 @@ int64_t SyntheticJob::StepIndexAt(int64_t true_ns) const {
 // to start the all-reduce.
 int64_t SyntheticJob::ReadyNs(int64_t k, int64_t rank, int64_t gpu, StepPlan* plan) const {
   const Durations d = Durations::Of(ConfigOf(k));
-  const double j = config_.jitter;
   const int64_t s = StepStartNs(k);
-  int64_t input =
-      static_cast<int64_t>(static_cast<double>(d.input) *
-                           (1.0 + j * (2 * Uniform(config_.seed, kDrawInput, k, rank) - 1)));
+  // The input draw is the host's (gpu 0's tuple for every GPU), the compute draw each GPU's.
+  int64_t input = static_cast<int64_t>(static_cast<double>(d.input) *
+                                       (1.0 + JitterOf(config_, kDrawInput, k, rank, 0)));
   if (rank == config_.input_stall_rank) input += config_.input_stall_ms * kNanosPerMilli;
-  const double factor = rank == config_.straggler_rank ? config_.straggler_factor : 1.0;
+  const bool straggles = rank == config_.straggler_rank && k % config_.straggler_every == 0 &&
+                         (config_.slow_gpu < 0 || gpu == config_.slow_gpu);
+  const double factor = straggles ? config_.straggler_factor : 1.0;
   const double compute = static_cast<double>(d.compute) * factor *
-                         (1.0 + j * (2 * Uniform(config_.seed, kDrawCompute, k, rank, gpu) - 1));
+                         (1.0 + JitterOf(config_, kDrawCompute, k, rank, gpu));
 
   int64_t t = s + input;
   auto call = [&](absl::string_view name) {

@@ -34,16 +34,24 @@ struct SyntheticJobConfig {
   // Simulated GPUs per host; each runs the host's schedule with its own jitter.
   int64_t gpus = 1;
   int64_t kernels_per_step = 8;
-  // Rank whose compute is straggler_factor times slower (-1: none).
+  // Rank whose compute is straggler_factor times slower (-1: none), in the global steps k with
+  // k mod straggler_every == 0 (1: every step; 5: one step in five, an intermittent straggler),
+  // on every GPU of it, or on its GPU slow_gpu alone (-1: every GPU; one slow GPU of a host).
   int64_t straggler_rank = -1;
   double straggler_factor = 1.0;
+  int64_t straggler_every = 1;
+  int64_t slow_gpu = -1;
   // Rank whose input pipeline stalls input_stall_ms extra every step (-1: none).
   int64_t input_stall_rank = -1;
   int64_t input_stall_ms = 0;
   // All-reduce time once every rank is ready; -1 means 15% of step_ms.
   int64_t allreduce_ms = -1;
-  // Relative per-step random variation of input and compute time, in [0, 0.5].
+  // Relative per-step random variation of input and compute time, in [0, 0.5]: uniform in
+  // [-jitter, +jitter] (jitter_dof 0), or jitter x a Student-t draw of jitter_dof (1..30) degrees
+  // of freedom (heavy tails), clipped at +-10 x jitter and so that no time falls below 0.1 x its
+  // nominal.
   double jitter = 0.05;
+  int64_t jitter_dof = 0;
   // A regression: from the first step that starts at or after this true instant (Unix ms; 0:
   // never), the job runs as if step_ms (and a given allreduce_ms) were slowdown_factor times
   // larger: every phase and the period grow. The same instant on every rank keeps the ranks in

@@ -1,11 +1,15 @@
 #include "synthetic/synthetic_job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -118,6 +122,83 @@ TEST(SyntheticJobTest, StragglerIsLastReadyAndOthersWaitInsideTheAllReduce) {
                 straggler.allreduce_end_ns - straggler.allreduce_start_ns);
     }
   }
+}
+
+// The compute time of (rank, gpu) in step k: from the first kernel's start to the last one's end.
+int64_t ComputeNs(const StepPlan& p) {
+  // device_ops: H2D, kernels..., all-reduce, D2H.
+  return p.device_ops[p.device_ops.size() - 3].end_ns - p.device_ops[1].start_ns;
+}
+
+TEST(SyntheticJobTest, AnIntermittentStragglerIsSlowOnlyInEveryNthStep) {
+  SyntheticJob job(*ParseSyntheticJobConfig(
+      "world=4,seed=3,step_ms=50,jitter=0.02,straggler_rank=1,straggler_factor=1.5,"
+      "straggler_every=3"));
+  const int64_t k0 = job.StepIndexAt(kT0);
+  for (int64_t k = k0; k < k0 + 30; ++k) {
+    const double ratio = static_cast<double>(ComputeNs(job.Plan(k, 1, 0))) /
+                         static_cast<double>(ComputeNs(job.Plan(k, 0, 0)));
+    if (k % 3 == 0) {
+      EXPECT_GT(ratio, 1.35) << "step " << k;
+    } else {
+      EXPECT_LT(ratio, 1.1) << "step " << k;
+    }
+  }
+}
+
+TEST(SyntheticJobTest, OneSlowGpuOfTheStragglerIsSlowAndItsSiblingsAreNot) {
+  SyntheticJob job(*ParseSyntheticJobConfig(
+      "world=2,seed=5,step_ms=50,gpus=4,jitter=0.02,straggler_rank=1,straggler_factor=1.5,"
+      "slow_gpu=2"));
+  const int64_t k0 = job.StepIndexAt(kT0);
+  for (int64_t k = k0; k < k0 + 10; ++k) {
+    const auto of = [&](int64_t rank, int64_t gpu) {
+      return static_cast<double>(ComputeNs(job.Plan(k, rank, gpu)));
+    };
+    for (int64_t g = 0; g < 4; ++g) {
+      const double ratio = of(1, g) / of(0, g);
+      if (g == 2) {
+        EXPECT_GT(ratio, 1.35) << "step " << k;
+      } else {
+        EXPECT_LT(ratio, 1.1) << "step " << k << " gpu " << g;
+      }
+    }
+  }
+  EXPECT_THAT(ParseSyntheticJobConfig("gpus=2,slow_gpu=1").status().message(),
+              HasSubstr("give straggler_rank too"));
+  EXPECT_THAT(ParseSyntheticJobConfig("gpus=2,straggler_rank=0,slow_gpu=2").status().message(),
+              HasSubstr("slow_gpu=2 is out of range"));
+}
+
+TEST(SyntheticJobTest, StudentTJitterHasHeavyTailsAndUniformJitterHasNone) {
+  // Compute times of many (step, rank) pairs, relative to their median.
+  const auto deviations = [](absl::string_view knobs) {
+    SyntheticJob job(*ParseSyntheticJobConfig(absl::StrCat("world=16,seed=9,step_ms=50,", knobs)));
+    std::vector<double> out;
+    const int64_t k0 = job.StepIndexAt(kT0);
+    for (int64_t k = k0; k < k0 + 200; ++k) {
+      for (int64_t r = 0; r < 16; ++r)
+        out.push_back(static_cast<double>(ComputeNs(job.Plan(k, r, 0))));
+    }
+    std::vector<double> sorted = out;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    for (double& x : out) x = x / median - 1;
+    return out;
+  };
+  const auto beyond = [](const std::vector<double>& d, double limit) {
+    return std::count_if(d.begin(), d.end(), [&](double x) { return std::abs(x) > limit; });
+  };
+  const std::vector<double> uniform = deviations("jitter=0.05");
+  const std::vector<double> heavy = deviations("jitter=0.05,jitter_dof=3");
+  // Uniform: never beyond its bound. Student-t(3) x 0.05: P(|t| > 4) ~ 2.8 %, so beyond 20 %
+  // in about 90 of 3,200 draws; never beyond the clip of 10 jitters.
+  EXPECT_EQ(beyond(uniform, 0.051), 0);
+  EXPECT_GT(beyond(heavy, 0.2), 40);
+  EXPECT_LT(beyond(heavy, 0.2), 200);
+  EXPECT_EQ(beyond(heavy, 0.55), 0);
+  EXPECT_THAT(ParseSyntheticJobConfig("jitter_dof=31").status().message(),
+              HasSubstr("jitter_dof=31 is out of range"));
 }
 
 TEST(SyntheticJobTest, InputStallRankWaitsLongerForInput) {
