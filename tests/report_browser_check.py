@@ -19,7 +19,7 @@ error. A page fails on:
   - a table wider than its own box (its numbers would hide behind a sideways scroll), or a chart;
   - a missing chart: every chart the page promises (see CHARTS) is an <svg> with drawn marks;
   - a chart narrower than 80 % of its card (the .chart box it is drawn in), or a label, legend or
-    axis text of a chart that runs off it;
+    axis text of a chart that runs off it, or two axis labels on one line closer than 3 px;
   - a number in a table that is not right-aligned, or whose column mixes numbers of decimals, or
     that has decimals but no unit (us, ms, s, %, B, KiB, MiB, GiB, TiB);
   - two rows of one table that read the same, or two different names shown alike (the whole
@@ -177,6 +177,28 @@ CHECKER = r"""
           out.problems.push(tab + ': text "' + t.textContent.slice(0, 60) + '" runs off its chart (' +
               Math.round(r.left - box.left) + '..' + Math.round(r.right - box.left) + ' px in ' +
               Math.round(box.width) + ')');
+        }
+      });
+    });
+    // No two axis labels of one chart on one line overlap or touch (at least 3 px apart), so
+    // that each reads as its own number.
+    var overlapping = 0;
+    Array.prototype.forEach.call(document.querySelectorAll('.chart svg g.axis'), function (a) {
+      if (!visible(a)) return;
+      var rows = {};
+      Array.prototype.forEach.call(a.querySelectorAll(':scope > text'), function (t) {
+        if (t.hasAttribute('transform')) return;
+        var r = t.getBoundingClientRect();
+        if (r.width === 0) return;
+        (rows[t.getAttribute('y')] = rows[t.getAttribute('y')] || []).push({ r: r, t: t.textContent });
+      });
+      Object.keys(rows).forEach(function (y) {
+        var row = rows[y].sort(function (p, q) { return p.r.left - q.r.left; });
+        for (var i = 1; i < row.length; ++i) {
+          if (row[i].r.left < row[i - 1].r.right + 3 && overlapping++ < 10) {
+            out.problems.push(tab + ': axis labels "' + row[i - 1].t.slice(0, 30) + '" and "' +
+                row[i].t.slice(0, 30) + '" overlap or touch');
+          }
         }
       });
     });

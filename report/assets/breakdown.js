@@ -317,12 +317,16 @@
       grid.appendChild(svg('line', { x1: left, x2: left + plotW, y1: y(t), y2: y(t) }));
       axis.appendChild(svg('text', { x: left - 6, y: y(t) + 4, 'text-anchor': 'end' }, t));
     });
-    // Labels every `every` steps, spaced by the widest label (about 7 px a character).
+    // A step's label where it has room: at least the widest label's width (about 7 px a
+    // character) after the last one drawn. Spaced by position, not by index: a sample of the
+    // steps is placed by step number, and its slowest steps may lie side by side.
     var widest = 0;
     data.steps.forEach(function (s) { widest = Math.max(widest, stepLabel(s.step).length); });
-    var every = Math.ceil(S / Math.max(1, Math.floor(plotW / Math.max(40, widest * 7 + 12))));
+    var gap = Math.max(40, widest * 7 + 12);
+    var lastX = -Infinity;
     data.steps.forEach(function (s, i) {
-      if (i % every === 0) {
+      if (x(i) - lastX >= gap) {
+        lastX = x(i);
         axis.appendChild(svg('text', { x: x(i), y: top + plotH + 16, 'text-anchor': 'middle' }, stepLabel(s.step)));
       }
     });
