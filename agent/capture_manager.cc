@@ -600,6 +600,10 @@ absl::StatusOr<std::unique_ptr<CaptureManager::Session>> CaptureManager::Begin(C
                      " ms more (plus its "
                      "collection); retry when it ends"));
   }
+  if (!spec.session_key.empty()) {
+    begun_id_ = spec.session_id;
+    begun_key_ = spec.session_key;
+  }
   const int64_t wait_ns = spec.start_at_ns == 0 ? 0 : std::max<int64_t>(0, spec.start_at_ns - now);
   const int64_t end_mono = deps_.clock->MonoNs() + wait_ns + spec.duration_ms * kNanosPerMilli;
   active_ = std::make_shared<SessionState>(this, std::move(spec), std::move(chosen), synced_);
@@ -668,6 +672,12 @@ absl::Status CaptureManager::Reserve(const std::string& session_id, const std::s
   absl::MutexLock lock(&mu_);
   const int64_t now = deps_.clock->MonoNs();
   ExpireReservation(now);
+  if (session_id == begun_id_ && SessionKeysEqual(begun_key_, session_key)) {
+    // A renewal that crossed its own Capture: the capture holds the slot (or held it and is
+    // done); nothing is reserved, so nothing lapses after it.
+    if (granted_ms != nullptr) *granted_ms = 0;
+    return absl::OkStatus();
+  }
   if (active_ != nullptr &&
       (active_->id() != session_id || !SessionKeysEqual(active_->key(), session_key))) {
     return absl::AlreadyExistsError(absl::StrCat("the agent is busy with another capture for ~",

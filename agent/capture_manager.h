@@ -234,7 +234,8 @@ class CaptureManager {
   // renewal, never past max_reservation_ms from the first; `peer` (the caller's address without
   // its port; empty: unknown) is put on probation when its reservation lapses without its
   // capture. A priority beyond max_priority_skew_ms of this agent's clock is kept unset.
-  // *granted_ms (if given) gets how long the reservation is now held.
+  // *granted_ms (if given) gets how long the reservation is now held. The session whose capture
+  // began last (a renewal that crossed its Capture) gets OK and 0 ms: nothing is reserved.
   absl::Status Reserve(const std::string& session_id, const std::string& session_key,
                        int64_t ttl_ms, ReservationPriority priority = {},
                        const std::string& peer = "", int64_t* granted_ms = nullptr);
@@ -289,6 +290,9 @@ class CaptureManager {
   int64_t reserved_since_mono_ ABSL_GUARDED_BY(mu_) = 0;
   std::string reserved_peer_ ABSL_GUARDED_BY(mu_);
   bool reserved_yields_ ABSL_GUARDED_BY(mu_) = false;
+  // The session (id and key) of the last capture begun with a key: its renewals reserve nothing.
+  std::string begun_id_ ABSL_GUARDED_BY(mu_);
+  std::string begun_key_ ABSL_GUARDED_BY(mu_);
   // Peers on probation -> until when (monotonic); at most kMaxProbations, the oldest dropped.
   absl::flat_hash_map<std::string, int64_t> probation_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<int64_t, std::string>> cancelled_order_ ABSL_GUARDED_BY(mu_);

@@ -936,6 +936,38 @@ TEST_F(CaptureManagerTest, AReservationIsAShortLeaseThatRenewalsKeepUpToItsLonge
   EXPECT_THAT(manager_.Reserve("sc", key_a, 1000), IsOk());
 }
 
+// The coordinator renews its reservation until its agent says the capture started, so a renewal
+// may cross its own Capture: it reserves nothing, during the capture or after it, so nothing
+// lapses (no probation) and another session gets the slot the moment the capture ends.
+TEST_F(CaptureManagerTest, ARenewalThatCrossedItsOwnCaptureReservesNothing) {
+  const std::string key(20, 'a'), other(20, 'b');
+  const std::string peer = "ipv4:10.0.0.1";
+  ASSERT_THAT(manager_.Reserve("s1", key, 2000, {}, peer), IsOk());
+  CaptureSpec spec = Spec(0, 100, "s1");
+  spec.session_key = key;
+  absl::StatusOr<std::unique_ptr<CaptureManager::Session>> session = manager_.Begin(spec);
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  int64_t granted_ms = -1;
+  ASSERT_THAT(manager_.Reserve("s1", key, 2000, {}, peer, &granted_ms), IsOk());
+  EXPECT_EQ(granted_ms, 0);
+  executor_.Advance(200 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  granted_ms = -1;
+  ASSERT_THAT(manager_.Reserve("s1", key, 2000, {}, peer, &granted_ms), IsOk());
+  EXPECT_EQ(granted_ms, 0);
+  // Free at once, and still free after a lease: nothing lapsed, so the peer is on no probation.
+  ASSERT_THAT(manager_.Reserve("s2", other, 2000, {}, "ipv4:10.0.0.2"), IsOk());
+  ASSERT_THAT(manager_.Cancel("s2", other), IsOk());
+  executor_.Advance(3000 * kNanosPerMilli);
+  ASSERT_THAT(manager_.Reserve("s3", key, 2000, {}, peer), IsOk());
+  EXPECT_EQ(manager_.Reserve("s4", other, 2000, {}, "ipv4:10.0.0.2").code(),
+            absl::StatusCode::kAlreadyExists);  // s3's holds: its peer yields to no one
+  // Another key under the same id is another session: it reserves as usual (and is refused).
+  EXPECT_EQ(manager_.Reserve("s1", other, 2000).code(), absl::StatusCode::kAlreadyExists);
+}
+
 TEST_F(CaptureManagerTest, APeerWhoseReservationLapsedWithoutItsCaptureYieldsToOthers) {
   const std::string key_a(20, 'a'), key_b(20, 'b'), key_c(20, 'c');
   const std::string idle_peer = "ipv4:10.0.0.9", other_peer = "ipv4:10.0.0.7";

@@ -87,6 +87,12 @@ struct CaptureEngineOptions {
   int64_t reservation_wait_max_ms = 250;
   // The session's ReservationPriority ticket (tests); 0: random.
   uint64_t reservation_ticket = 0;
+  // Reservations are leases (reservation_leases.h): each asks for this long (agents hold one at
+  // most 2 s from each grant or renewal, whatever is asked), and the session renews each host's
+  // this long after its last grant was asked for, until the host's capture started or it is done
+  // (0: never). A third of the lease: one renewal lost or slow still leaves the next in time.
+  int64_t reservation_lease_ms = 2000;
+  int64_t reservation_renew_ms = 600;
   // While capturing, a progress line every this often.
   int64_t progress_tick_ms = 1000;
   // session.json is rewritten (status RUNNING) at most this often while hosts finish.

@@ -1686,6 +1686,69 @@ TEST_F(ConcurrentCapturesTest, AYoungerReservationThatOutlivesTheBudgetMakesTheO
   EXPECT_LT(m2.prepare_ms(), 50.0);
 }
 
+// Reservations are leases of 2 s the agent bounds; the session renews each one until its capture
+// starts. Here x is reserved at once and y (400 ms each way) is ready only after 3.2 s: other
+// sessions find x held all along, and each renewal is a GetInfo with the same reservation.
+TEST_F(CaptureEngineTest, AReservationIsRenewedThroughAPrepareLongerThanOneLease) {
+  FakeAgent& x = Agent("x:1", {}, Rank(0, 2));
+  Agent("y:1", {.up_delay_ns = 400 * kNanosPerMilli, .down_delay_ns = 400 * kNanosPerMilli},
+        Rank(1, 2));
+  CapturePlan plan = Plan({"x:1", "y:1"});
+  plan.prepare_timeout_ms = 6000;
+  const std::string key(16, 'p');
+  std::map<int64_t, absl::Status> probes;  // ms after the start -> another session's Reserve
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan, {}, [&](CaptureEngine&) {
+    for (const int64_t ms : {1900, 2500, 3100}) {
+      ex_.PostAt(t0 + ms * kNanosPerMilli, [&, ms] {
+        probes[ms] = x.manager().Reserve("probe", key, 2000);
+        if (probes[ms].ok()) x.manager().Cancel("probe", key).IgnoreError();
+      });
+    }
+  });
+  EXPECT_GT(m.prepare_ms(), 3000.0);
+  for (const auto& [ms, status] : probes) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists) << ms << " ms: " << status;
+  }
+  EXPECT_EQ(probes.size(), 3u);
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  // The grant, then a renewal every 600 ms until x's capture started (3.2 s of prepare and a
+  // 1.6 s lead: twice y's round trip), the last ones crossing the Capture (they reserve nothing).
+  const int expected = 1 + static_cast<int>((m.prepare_ms() + m.lead_ms()) / 600);
+  EXPECT_GE(x.reservations(), expected - 1);
+  EXPECT_LE(x.reservations(), expected + 1);
+  // Nothing is left held: the capture took it.
+  EXPECT_THAT(x.manager().Reserve("after", key, 2000), IsOk());
+}
+
+// The same pod, but x stops hearing from the coordinator at 1 s (a coordinator SIGKILLed, a cut
+// link): the reservation its last renewal (at 600 ms) granted lapses one lease later, so another
+// session gets x within about 2 s; nobody took it meanwhile, so x is still captured.
+TEST_F(CaptureEngineTest, AReservationNobodyRenewsLapsesWithinOneLease) {
+  FakeAgent& x = Agent("x:1", {}, Rank(0, 2));
+  Agent("y:1", {.up_delay_ns = 400 * kNanosPerMilli, .down_delay_ns = 400 * kNanosPerMilli},
+        Rank(1, 2));
+  CapturePlan plan = Plan({"x:1", "y:1"});
+  plan.prepare_timeout_ms = 6000;
+  const std::string key(16, 'p');
+  std::map<int64_t, absl::Status> probes;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(plan, {}, [&](CaptureEngine&) {
+    ex_.PostAt(t0 + 1000 * kNanosPerMilli, [&] { x.behavior().hang_get_info = true; });
+    for (const int64_t ms : {2590, 2610}) {
+      ex_.PostAt(t0 + ms * kNanosPerMilli, [&, ms] {
+        probes[ms] = x.manager().Reserve("probe", key, 2000);
+        if (probes[ms].ok()) x.manager().Cancel("probe", key).IgnoreError();
+      });
+    }
+  });
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[2590].code(), absl::StatusCode::kAlreadyExists) << probes[2590];
+  EXPECT_THAT(probes[2610], IsOk());
+  EXPECT_THAT(absl::StrJoin(progress_, "\n"), HasSubstr("x:1: its reservation lapsed"));
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+}
+
 TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
   FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
   FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));

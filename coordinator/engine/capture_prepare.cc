@@ -43,6 +43,7 @@ void PreparePhase::Begin() {
   const CaptureEngineOptions& options = s_.options();
   priority_ = {s_.WallNs(), options.reservation_ticket != 0 ? options.reservation_ticket
                                                             : NewReservationTicket()};
+  s_.leases().Begin(priority_);
   hosts_.resize(s_.hosts().size());
   const int64_t started = s_.times().prepare_started_mono;
   const int64_t budget_ms =
@@ -64,7 +65,6 @@ void PreparePhase::Begin() {
 void PreparePhase::StartRound(size_t i) {
   Host& p = hosts_[i];
   SessionHost& h = s_.host(i);
-  const CapturePlan& plan = s_.plan();
   const CaptureEngineOptions& options = s_.options();
   if (p.prepare_round == 0) p.prepare_started_mono = s_.NowMono();
   // A new round (a retry) starts clean; answers of the last one are ignored.
@@ -76,15 +76,8 @@ void PreparePhase::StartRound(size_t i) {
       {.max_samples = options.clock_sync_samples, .min_samples = options.min_clock_sync_samples});
   // Reserves the agent's slot for this session (not for a dry run): a second capture of the same
   // pod then finds it busy everywhere it got first, and gives up whole.
-  Reservation reserve;
-  if (!plan.prepare_only) {
-    const int64_t budget_ms =
-        plan.prepare_timeout_ms > 0 ? plan.prepare_timeout_ms : options.max_prepare_budget_ms;
-    reserve = {plan.session, s_.session_key(),
-               std::min<int64_t>(60'000, budget_ms + options.rpc_timeout_ms + 3'000), priority_};
-  }
   h.client->GetInfo(
-      reserve, options.rpc_timeout_ms,
+      s_.leases().Request(), options.rpc_timeout_ms,
       s_.Bind([i, round = p.prepare_round](Session& s, absl::StatusOr<AgentInfo> info) {
         PreparePhase& prepare = s.prepare();
         if (prepare.hosts_[i].prepare_round == round) {
@@ -132,7 +125,9 @@ void PreparePhase::OnInfo(size_t i, absl::StatusOr<AgentInfo> info) {
     return;
   }
   const PrepareRound::Step step = p.round.OnInfo(std::move(info));
-  if (step.answered && !dry_run && p.round.measures_clock()) h.reserved = true;
+  if (step.answered && !dry_run && p.round.measures_clock()) {
+    s_.leases().Granted(i, p.attempt_started_mono);
+  }
   if (step.answered && p.waiting_for_reservation) {
     s_.Progress(
         absl::StrFormat("%s: reserved after waiting %.0f ms for a younger capture to let it go",

@@ -69,7 +69,6 @@ void RunPhase::AskStepSignals() {
 void RunPhase::StartCapture(size_t i) {
   SessionHost& h = s_.host(i);
   h.stage = HostStage::kCapturing;
-  h.reserved = false;  // the Capture takes the reservation
   hosts_[i].capture_started_mono = s_.NowMono();
   // Offsets are bounded (clock_sync.h), so this cannot overflow.
   h.r.set_requested_start_ns(s_.times().start_at + h.r.clock().rtt_offset_ns());
@@ -114,6 +113,7 @@ void RunPhase::OnStarted(size_t i, int64_t agent_start_ns) {
   PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
   Host& a = hosts_[i];
   SessionHost& h = s_.host(i);
+  s_.leases().Taken(i);  // the capture holds the slot now
   if (h.stage != HostStage::kCapturing || a.started_seen) return;
   a.started_seen = true;
   if (agent_start_ns < 0 || agent_start_ns > kMaxStampNs) {  // untrusted: keep arithmetic sane

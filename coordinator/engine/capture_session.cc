@@ -48,6 +48,7 @@ Session::Session(Dependencies deps, CaptureEngineOptions options, CapturePlan pl
       prepare_(*this),
       run_(*this),
       collect_(*this),
+      leases_(*this),
       cancels_(std::move(cancels)) {}
 
 Session::~Session() {
@@ -119,6 +120,8 @@ void Session::Fail(SessionHost& h, FailureStep step, const absl::Status& status)
   e->set_code(static_cast<int32_t>(status.code()));
   e->set_message(status.ok() ? "unknown error" : std::string(status.message()));
   if (was_preparing) prepare_.RecordFailure(h.index);
+  // Its reservation, if it holds one, is let go now rather than lapse unrenewed.
+  ReleaseReservation(h);
   Progress(absl::StrCat(h.r.host(), ": FAILED (", FailureStepName(step), ") ", e->message()));
   ++terminal_;
   ScheduleManifestFlush();
@@ -210,17 +213,8 @@ void Session::MaybeFinish() {
   // Reservations no Capture took are released first (a Cancel of this session, which the agent
   // also remembers), so the pod is free for the next capture at once rather than at their TTL.
   if (!releases_sent_) {
+    for (SessionHost& h : hosts_) ReleaseReservation(h);
     releases_sent_ = true;
-    for (SessionHost& h : hosts_) {
-      if (!h.reserved || h.client == nullptr) continue;
-      h.reserved = false;
-      ++releases_pending_;
-      h.client->Cancel(plan_.session, session_key_, options_.rpc_timeout_ms,
-                       Bind([](Session& s, const absl::Status& /*released*/) {
-                         --s.releases_pending_;
-                         s.MaybeFinish();
-                       }));
-    }
   }
   run_.AskStepSignals();
   // The step signals are the hang verdict's evidence, which an interrupted session does not
@@ -256,6 +250,17 @@ void Session::MaybeFinish() {
         "interrupted: capture was cancelled; saved traces hold what was recorded until then");
   }
   HandOffFinish();
+}
+
+void Session::ReleaseReservation(SessionHost& h) {
+  if (!h.reserved || h.client == nullptr || releases_sent_) return;
+  h.reserved = false;
+  ++releases_pending_;
+  h.client->Cancel(plan_.session, session_key_, options_.rpc_timeout_ms,
+                   Bind([](Session& s, const absl::Status& /*released*/) {
+                     --s.releases_pending_;
+                     s.MaybeFinish();
+                   }));
 }
 
 void Session::HandOffFinish() {

@@ -38,6 +38,7 @@
 #include "coordinator/engine/capture_prepare.h"
 #include "coordinator/engine/capture_run.h"
 #include "coordinator/engine/manifest_snapshots.h"
+#include "coordinator/engine/reservation_leases.h"
 #include "coordinator/engine/retry_policy.h"
 
 namespace profctl::coordinator {
@@ -54,8 +55,9 @@ struct SessionHost {
   profctl::v1::HostResult r;
   HostStage stage = HostStage::kPreparing;
   std::unique_ptr<AgentClient> client;
-  // GetInfo reserved the agent's slot for this session and no Capture has taken it yet: the
-  // session releases it (Cancel) before it finishes.
+  // GetInfo reserved the agent's slot for this session and the agent has not said that its
+  // capture started (which takes the reservation): the session renews it meanwhile
+  // (ReservationLeases) and releases it (Cancel) before it finishes.
   bool reserved = false;
   bool clock_measured = true;  // false: a peer whose clock cannot be asked (TSL)
 };
@@ -134,6 +136,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   RunPhase& run() { return run_; }
   CollectPhase& collect() { return collect_; }
   RetryBackoff& backoff() { return backoff_; }
+  ReservationLeases& leases() { return leases_; }
 
   // Host outcomes: each host reaches exactly one (later calls for a done host do nothing); a host
   // failing while preparing settles it (PreparePhase::OnFailed). Both may end the session.
@@ -187,6 +190,10 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
 
  private:
   void OnDeadline();
+  // Host h's reservation (SessionHost::reserved), if any, released now (a Cancel of this session,
+  // which the agent also remembers): the agent is free for the next capture at once rather than
+  // when the lease lapses. MaybeFinish waits for the answers.
+  void ReleaseReservation(SessionHost& h);
   // Every host is done: their clients (channels, connections) are torn down by one pool job
   // while the outputs are written, instead of one after another when the session ends.
   void ReleaseClients();
@@ -212,6 +219,7 @@ class CaptureEngine::Session : public std::enable_shared_from_this<CaptureEngine
   PreparePhase prepare_;
   RunPhase run_;
   CollectPhase collect_;
+  ReservationLeases leases_;
 
   // Release Cancels sent by MaybeFinish and not yet answered; step signals asked and not yet
   // answered.
