@@ -378,6 +378,7 @@ void FakeAgent::FinishRecording(const std::shared_ptr<Recording>& rec) {
   header.cancelled = rec->cancelled;
   header.name = behavior_.name;
   header.hostname = "fakehost";
+  header.shortfalls = behavior_.shortfalls;
   tensorflow::profiler::XSpace space;
   space.add_hostnames(behavior_.name.empty() ? "fakehost" : behavior_.name);
   std::string bytes;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agent/capture_manager.h"
 #include "agent/collectors/synthetic/synthetic_collector.h"
@@ -91,6 +92,8 @@ struct FakeAgentBehavior {
   bool hang_step_signal = false;
   absl::Status step_signal_error = absl::OkStatus();
   std::optional<profctl::v1::GetStepSignalResponse> step_signal_override = std::nullopt;
+  // What every trace lacks, in its header (CaptureHeader.shortfalls), as an agent says it.
+  std::vector<profctl::v1::Shortfall> shortfalls = {};
 };
 
 class FakeAgent {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -549,6 +550,85 @@ TEST_F(CliTest, AnInterruptWhileTheOutputsAreWrittenLeavesThemToAnalyze) {
   }
   for (const char* process : {"w0 /device:GPU:0", "w1 /device:GPU:0", "w2 /device:GPU:0", "pod"}) {
     EXPECT_TRUE(processes.count(process)) << process;
+  }
+}
+
+// Agents whose traces lack what was asked (record batches dropped over the window's caps, device
+// work whose launches were lost, a flight recorder shorter than the past asked, a clock step) make
+// their hosts partial: each reason with its amount in session.json, the sentence under the host
+// in the table, and exit code 3; a whole host beside them stays ok.
+TEST_F(CliTest, HostsWhoseTracesLackWhatWasAskedArePartialWithWhatAndHowMuch) {
+  const auto shortfall = [](v1::ShortfallKind kind, uint64_t amount, const std::string& detail) {
+    v1::Shortfall s;
+    s.set_kind(kind);
+    s.set_amount(amount);
+    s.set_detail(detail);
+    return s;
+  };
+  FakeAgent a(&ex_, &clock_,
+              {.name = "w0",
+               .shortfalls = {shortfall(v1::SHORTFALL_KIND_DROPPED_RECORD_BATCHES, 144'000'000,
+                                        "144000000 bytes of CUDA record batches dropped over "
+                                        "the window's caps"),
+                              shortfall(v1::SHORTFALL_KIND_UNLAUNCHED_WORK, 600'000,
+                                        "600000 kernels without a recorded launch")}},
+              Rank(0));
+  FakeAgent b(&ex_, &clock_,
+              {.name = "w1",
+               .shortfalls = {shortfall(v1::SHORTFALL_KIND_SHORT_RECORDER, 5'000'000'000,
+                                        "the flight recorder held the last 3000 ms only of the "
+                                        "8000 ms asked: the first 5000 ms are missing")}},
+              Rank(1));
+  FakeAgent c(&ex_, &clock_,
+              {.name = "w2",
+               .shortfalls = {shortfall(v1::SHORTFALL_KIND_CLOCK_STEP, 3'000'000'000,
+                                        "the wall clock stepped back 3.000 s between its clock "
+                                        "sync and the window's start")}},
+              Rank(2));
+  FakeAgent d(&ex_, &clock_, {.name = "w3"}, Rank(0));
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  factory_.Add("c:1", &c);
+  factory_.Add("d:1", &d);
+  ASSERT_EQ(
+      Run({"capture", "--workers=a:1,b:1,c:1,d:1", "--duration=500", "--session=short", Logdir()}),
+      kExitPartial)
+      << err_.str();
+  const std::string table = out_.str();
+  EXPECT_THAT(table, HasSubstr("session short: partial, 4/4 hosts captured"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("w0 +partial"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("w3 +ok"));
+  for (const char* sentence :
+       {"missing data: 144000000 bytes of CUDA record batches dropped over the window's caps; "
+        "600000 kernels without a recorded launch",
+        "missing data: the flight recorder held the last 3000 ms only of the 8000 ms asked: the "
+        "first 5000 ms are missing",
+        "missing data: the wall clock stepped back 3.000 s between its clock sync and the "
+        "window's start"}) {
+    EXPECT_THAT(table, HasSubstr(sentence));
+  }
+  const v1::SessionManifest m = ReadManifestOf(logdir_ + "/plugins/profile/short");
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_PARTIAL);
+  ASSERT_EQ(m.hosts_size(), 4);
+  const std::map<std::string, std::vector<std::pair<v1::ShortfallKind, uint64_t>>> expected = {
+      {"w0",
+       {{v1::SHORTFALL_KIND_DROPPED_RECORD_BATCHES, 144'000'000},
+        {v1::SHORTFALL_KIND_UNLAUNCHED_WORK, 600'000}}},
+      {"w1", {{v1::SHORTFALL_KIND_SHORT_RECORDER, 5'000'000'000}}},
+      {"w2", {{v1::SHORTFALL_KIND_CLOCK_STEP, 3'000'000'000}}},
+      {"w3", {}}};
+  for (const v1::HostResult& h : m.hosts()) {
+    std::vector<std::pair<v1::ShortfallKind, uint64_t>> got;
+    for (const v1::Shortfall& s : h.shortfalls()) got.emplace_back(s.kind(), s.amount());
+    EXPECT_EQ(got, expected.at(h.host())) << h.host();
+    if (h.host() == "w3") {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_OK);
+      EXPECT_EQ(h.recording(), v1::RECORDING_COMPLETE);
+    } else {
+      EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << h.host();
+      EXPECT_EQ(h.recording(), v1::RECORDING_MISSING_DATA) << h.host();
+      EXPECT_THAT(h.recording_detail(), HasSubstr("missing data: ")) << h.host();
+    }
   }
 }
 
