@@ -2,7 +2,7 @@
 // JsonOut: a small streaming JSON writer: commas and nesting handled; containers opened at depth
 // <= pretty_depth put each element on its own indented line, deeper ones are written inline.
 // Times are written exactly from integer nanoseconds (no floating point), rounded half away from
-// zero. AppendCsvField: one RFC 4180 field.
+// zero. AppendCsvField: one RFC 4180 field, control characters written as text.
 #ifndef PROFCTL_REPORT_JSON_OUT_H_
 #define PROFCTL_REPORT_JSON_OUT_H_
 
@@ -19,8 +19,41 @@
 
 namespace profctl::report {
 
-// RFC 4180: a field with a comma, quote, CR or LF is quoted, its quotes doubled.
+// RFC 4180: a field with a comma, quote, CR or LF is quoted, its quotes doubled. Other control
+// characters (C0 but tab, CR and LF; DEL; C1 encoded in UTF-8, e.g. U+009B, a terminal's CSI) are
+// written as the text \xNN per byte, so a hostile name printed with --csv cannot drive the
+// terminal that shows it.
+inline bool CsvControlByte(absl::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x20) return c != '\t' && c != '\r' && c != '\n';
+  if (c == 0x7f) return true;
+  if (c == 0xc2 && i + 1 < s.size()) {
+    const auto next = static_cast<unsigned char>(s[i + 1]);
+    return next >= 0x80 && next <= 0x9f;
+  }
+  return false;
+}
+
 inline void AppendCsvField(std::string* out, absl::string_view s) {
+  bool control = false;
+  for (size_t i = 0; i < s.size() && !control; ++i) control = CsvControlByte(s, i);
+  if (control) {
+    std::string escaped;
+    escaped.reserve(s.size() + 8);
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (CsvControlByte(s, i)) {
+        const size_t n = static_cast<unsigned char>(s[i]) == 0xc2 ? 2 : 1;
+        for (size_t k = 0; k < n; ++k) {
+          absl::StrAppendFormat(&escaped, "\\x%02x", static_cast<unsigned char>(s[i + k]));
+        }
+        i += n - 1;
+      } else {
+        escaped.push_back(s[i]);
+      }
+    }
+    AppendCsvField(out, escaped);
+    return;
+  }
   if (s.find_first_of(",\"\r\n") == absl::string_view::npos) {
     out->append(s.data(), s.size());
     return;

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "report/json_out.h"
 
 namespace profctl::report {
 namespace {
@@ -345,6 +346,40 @@ TEST(ToolWritersTest, MemoryCapacityHeapFragmentationByOpAndWhatIsMissing) {
   EXPECT_THAT(table, HasSubstr("1.00       1           0.95  temp       half       (16,32)        "
                                "foo/baz"));
   EXPECT_THAT(table, HasSubstr("not in this trace: fragmentation over time"));
+}
+
+// A host name with ESC, BEL, DEL or a UTF-8 C1 control (U+009B, CSI) reaches the CSV as text
+// (\xNN per byte), so `--csv` on a terminal cannot be driven by it; tab, line breaks (quoted, RFC
+// 4180) and other UTF-8 (é, a no-break space) pass as they are.
+TEST(ToolWritersTest, CsvWritesControlCharactersAsText) {
+  const auto field = [](const std::string& s) {
+    std::string out;
+    AppendCsvField(&out, s);
+    return out;
+  };
+  EXPECT_EQ(field("w\x1b]0;pwned\x07x\x7f"), "w\\x1b]0;pwned\\x07x\\x7f");
+  EXPECT_EQ(field("a\xc2\x9b"
+                  "31mb"),
+            "a\\xc2\\x9b31mb");
+  EXPECT_EQ(field("x\x1b,y"), "\"x\\x1b,y\"");  // escaped, then quoted for the comma
+  EXPECT_EQ(field("t\tab"), "t\tab");
+  EXPECT_EQ(field("a\nb"), "\"a\nb\"");
+  EXPECT_EQ(field("caf\xc3\xa9 \xc2\xa0z"), "caf\xc3\xa9 \xc2\xa0z");
+  EXPECT_EQ(field("end\xc2"), "end\xc2");  // a lone lead byte is no control
+
+  PodTools p;
+  p.tool = Tool::kMemory;
+  HostTools h;
+  h.host = "w\x1b[2J";
+  analysis::DeviceMemory m;
+  m.host = h.host;
+  m.device = 0;
+  m.timeline = {{10, 1}};
+  h.memory = {m};
+  p.hosts = {h};
+  const std::string csv = ToolCsv(p);
+  EXPECT_THAT(csv, HasSubstr("\nw\\x1b[2J,0,10,1\n"));
+  EXPECT_EQ(csv.find('\x1b'), std::string::npos);
 }
 
 TEST(ToolWritersTest, MemoryAndInputPipeline) {
