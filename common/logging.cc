@@ -59,6 +59,29 @@ std::string JsonEscape(absl::string_view text) {
   return out;
 }
 
+LogLimiter::LogLimiter(const Clock* clock, Options options) : clock_(clock), options_(options) {}
+
+std::optional<std::string> LogLimiter::Admit(absl::string_view kind) {
+  const int64_t now = clock_->MonoNs();
+  absl::MutexLock lock(&mu_);
+  if (kinds_.size() >= options_.max_kinds && !kinds_.contains(kind)) kinds_.clear();
+  Kind& k = kinds_[kind];
+  if (k.logged == 0 || now - k.window_start_mono >= options_.window_ns) {
+    k.window_start_mono = now;
+    k.logged = 0;
+  }
+  if (k.logged >= options_.burst) {
+    if (k.left_out++ == 0) k.left_out_since_mono = now;
+    return std::nullopt;
+  }
+  ++k.logged;
+  if (k.left_out == 0) return std::string();
+  std::string note = absl::StrFormat(" (%d more like it not logged in the last %.1f s)", k.left_out,
+                                     static_cast<double>(now - k.left_out_since_mono) / 1e9);
+  k.left_out = 0;
+  return note;
+}
+
 absl::Status SetupLogging(const std::string& program, const std::string& level,
                           const std::string& format) {
   const spdlog::level::level_enum lvl = spdlog::level::from_str(level);

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/spdlog.h"
+#include "tests/fake_clock.h"
 #include "tests/status_matchers.h"
 
 using ::profctl::testkit::IsOk;
@@ -22,6 +23,39 @@ using ::testing::HasSubstr;
 TEST(JsonEscape, EscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(JsonEscape("a\"b\\c\nd\te\x01"), "a\\\"b\\\\c\\nd\\te\\u0001");
   EXPECT_EQ(JsonEscape("h\xc3\xa9llo"), "h\xc3\xa9llo");  // UTF-8 kept
+}
+
+// A flood of one kind of line is logged 10 times per 10 s; the next line logged says how many
+// were left out, and over how long; another kind is bounded on its own; a quiet kind logs every
+// line and says nothing more.
+TEST(LogLimiter, BoundsEachKindAndCountsWhatItLeftOut) {
+  testkit::FakeClock clock;
+  LogLimiter limiter(&clock);
+  int logged = 0;
+  for (int i = 0; i < 15'416; ++i)
+    logged += limiter.Admit("capture rejected ALREADY_EXISTS") ? 1 : 0;
+  EXPECT_EQ(logged, 10);
+  EXPECT_EQ(limiter.Admit("cancel OK"), "");
+  clock.Advance(int64_t{4} * 1'000'000'000);
+  EXPECT_EQ(limiter.Admit("capture rejected ALREADY_EXISTS"), std::nullopt);
+  clock.Advance(int64_t{6} * 1'000'000'000);
+  EXPECT_EQ(limiter.Admit("capture rejected ALREADY_EXISTS"),
+            " (15407 more like it not logged in the last 10.0 s)");
+  EXPECT_EQ(limiter.Admit("capture rejected ALREADY_EXISTS"), "");
+  for (int i = 0; i < 9; ++i) {
+    clock.Advance(int64_t{2} * 1'000'000'000);
+    EXPECT_EQ(limiter.Admit("cancel OK"), "") << i;  // 10 lines per 10 s, however they come
+  }
+}
+
+// Kinds are bounded: past max_kinds they are all forgotten (each then logs again).
+TEST(LogLimiter, ForgetsEveryKindPastItsBound) {
+  testkit::FakeClock clock;
+  LogLimiter limiter(&clock, {.burst = 1, .window_ns = 1'000'000'000, .max_kinds = 4});
+  EXPECT_TRUE(limiter.Admit("a").has_value());
+  EXPECT_FALSE(limiter.Admit("a").has_value());
+  for (const char* k : {"b", "c", "d", "e"}) EXPECT_TRUE(limiter.Admit(k).has_value()) << k;
+  EXPECT_TRUE(limiter.Admit("a").has_value());  // forgotten when "e" came
 }
 
 TEST(SetupLogging, RefusesUnknownLevelsAndFormats) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
@@ -12,6 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
@@ -387,6 +390,34 @@ TEST_F(AgentServerCaptureTest, TracerLevelsOutOfRangeAreRefusedNamingTheField) {
   const grpc::Status s = reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("host_tracer_level=4 is not in 0..3"));
+}
+
+// A flood of refused Captures (a peer that repeats one at will) writes at most 10 log lines of
+// that kind per 10 s, not one a call (the limiter's count of what it left out:
+// LogLimiter.BoundsEachKindAndCountsWhatItLeftOut).
+TEST_F(AgentServerCaptureTest, AFloodOfRefusedCapturesWritesABoundedLog) {
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  std::unique_ptr<v1::AgentService::Stub> stub = StubFor(server_->ports()[1]);
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    v1::CaptureRequest request = Request(absl::StrCat("flood", i), 100);
+    request.set_host_tracer_level(4);
+    std::unique_ptr<grpc::ClientReader<v1::CaptureChunk>> reader = stub->Capture(&ctx, request);
+    v1::CaptureChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  spdlog::default_logger()->sinks().pop_back();
+  const std::string text = log.str();
+  size_t lines = 0;
+  for (size_t at = text.find("' rejected: "); at != std::string::npos;
+       at = text.find("' rejected: ", at + 1)) {
+    ++lines;
+  }
+  EXPECT_LE(lines, 10u) << text;
 }
 
 TEST_F(AgentServerCaptureTest, CancelThatOvertakesItsCaptureAbortsIt) {

@@ -336,7 +336,9 @@ class CaptureReactor final : public TraceStreamReactor {
            levels});
     }
     if (!session.ok()) {
-      spdlog::info("{}capture '{}' rejected: {}", LogPrefix(), id, session.status().ToString());
+      LogRequest(
+          absl::StrCat("capture rejected ", absl::StatusCodeToString(session.status().code())),
+          absl::StrCat(LogPrefix(), "capture '", id, "' rejected: ", session.status().ToString()));
       Reject(ToGrpcStatus(session.status()));
       return;
     }
@@ -419,13 +421,16 @@ class FetchReactor final : public TraceStreamReactor {
     absl::Status valid = ValidateSessionId(request.session_id());
     if (valid.ok()) valid = ValidateSessionKey(request.session_key());
     if (!valid.ok()) {
-      spdlog::info("{}fetch '{}' rejected: {}", LogPrefix(), id, valid.ToString());
+      LogRequest("fetch rejected",
+                 absl::StrCat(LogPrefix(), "fetch '", id, "' rejected: ", valid.ToString()));
       Reject(ToGrpcStatus(valid));
       return;
     }
     if (endpoint.store == nullptr || request.session_key().empty()) {
-      spdlog::info("{}fetch '{}': nothing retained{}", LogPrefix(), id,
-                   endpoint.store == nullptr ? " (this agent retains no traces)" : " (no key)");
+      LogRequest("fetch nothing retained",
+                 absl::StrCat(
+                     LogPrefix(), "fetch '", id, "': nothing retained",
+                     endpoint.store == nullptr ? " (this agent retains no traces)" : " (no key)"));
       Reject(grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "this agent holds no trace for that session id and key (never "
                           "recorded with a key, expired, evicted, or another key)"));
@@ -460,6 +465,18 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* ctx,
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(status);
   return reactor;
+}
+
+LogLimiter& RequestLogLimiter() {
+  static RealClock* const clock = new RealClock();
+  static LogLimiter* const limiter = new LogLimiter(clock);
+  return *limiter;
+}
+
+void LogRequest(absl::string_view kind, const std::string& line) {
+  if (std::optional<std::string> note = RequestLogLimiter().Admit(kind)) {
+    spdlog::info("{}{}", line, *note);
+  }
 }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
@@ -656,8 +673,9 @@ grpc::ServerUnaryReactor* AgentServiceImpl::Cancel(grpc::CallbackServerContext* 
   absl::StatusOr<const AgentEndpoint*> endpoint = router_.Route(*ctx);
   if (!endpoint.ok()) return FinishUnary(ctx, ToGrpcStatus(endpoint.status()));
   absl::Status s = (*endpoint)->manager->Cancel(request->session_id(), request->session_key());
-  spdlog::info("{}{}cancel '{}': {}", (*endpoint)->name, (*endpoint)->name.empty() ? "" : ": ",
-               BoundedForLog(request->session_id()), s.ToString());
+  LogRequest(absl::StrCat("cancel ", absl::StatusCodeToString(s.code())),
+             absl::StrCat((*endpoint)->name, (*endpoint)->name.empty() ? "" : ": ", "cancel '",
+                          BoundedForLog(request->session_id()), "': ", s.ToString()));
   return FinishUnary(ctx, ToGrpcStatus(s));
 }
 

@@ -34,6 +34,7 @@
 #include "agent/trace_store.h"
 #include "common/clock.h"
 #include "common/executor.h"
+#include "common/logging.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
 namespace profctl::agent {
@@ -126,6 +127,13 @@ class AgentServiceImpl final : public profctl::v1::AgentService::CallbackService
 // `status` as gRPC's; a message longer than 2 KiB is cut there (a last bound on what a request can
 // make the agent send back: the places that quote client strings bound them already).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The bound on log lines a peer can repeat at will (refused Capture, Fetch and TSL Profile calls,
+// Cancels; common/logging.h): one per process, on the real clock, 10 lines of a kind per 10 s.
+LogLimiter& RequestLogLimiter();
+// `line` logged at info unless `kind` is over its bound (RequestLogLimiter); the line that is
+// logged after some were left out says how many.
+void LogRequest(absl::string_view kind, const std::string& line);
 
 profctl::v1::CancelReason ToProto(CancelReason reason);
 

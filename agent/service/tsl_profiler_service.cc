@@ -119,7 +119,10 @@ class ProfileReactor final : public grpc::ServerUnaryReactor {
     absl::StatusOr<std::unique_ptr<CaptureManager::Session>> session =
         endpoint.manager->Begin(plan_.spec);
     if (!session.ok()) {
-      spdlog::info("{}tsl profile '{}' rejected: {}", LogPrefix(), id, session.status().ToString());
+      LogRequest(
+          absl::StrCat("tsl profile rejected ", absl::StatusCodeToString(session.status().code())),
+          absl::StrCat(LogPrefix(), "tsl profile '", BoundedForLog(id),
+                       "' rejected: ", session.status().ToString()));
       Finish(ToGrpcStatus(session.status()));
       return;
     }
@@ -324,14 +327,17 @@ grpc::ServerUnaryReactor* TslProfilerServiceImpl::Profile(grpc::CallbackServerCo
            absl::FormatTime("%Y_%m_%d_%H_%M_%S", absl::FromUnixNanos(now), absl::UTCTimeZone()),
            "_", next_session_number_.fetch_add(1))});
   if (!plan.ok()) {
-    spdlog::info("{}{}tsl profile rejected: {}", ep.name, ep.name.empty() ? "" : ": ",
-                 plan.status().ToString());
+    LogRequest(
+        absl::StrCat("tsl profile rejected ", absl::StatusCodeToString(plan.status().code())),
+        absl::StrCat(ep.name, ep.name.empty() ? "" : ": ",
+                     "tsl profile rejected: ", plan.status().ToString()));
     return FinishUnary(ctx, ToGrpcStatus(plan.status()));
   }
   if (ep.store != nullptr) {
     if (absl::Status s = ep.store->CheckCapacity(); !s.ok()) {
-      spdlog::info("{}{}tsl profile rejected: {}", ep.name, ep.name.empty() ? "" : ": ",
-                   s.ToString());
+      LogRequest(absl::StrCat("tsl profile rejected ", absl::StatusCodeToString(s.code())),
+                 absl::StrCat(ep.name, ep.name.empty() ? "" : ": ",
+                              "tsl profile rejected: ", s.ToString()));
       return FinishUnary(ctx, ToGrpcStatus(s));
     }
   }
@@ -354,9 +360,10 @@ grpc::ServerUnaryReactor* TslProfilerServiceImpl::Terminate(
     s = (*endpoint)->manager->Cancel(request->session_id(), /*session_key=*/"",
                                      SessionOrigin::kTslService);
   }
-  spdlog::info("{}{}tsl terminate '{}': {}", (*endpoint)->name,
-               (*endpoint)->name.empty() ? "" : ": ", BoundedForLog(request->session_id()),
-               s.ToString());
+  LogRequest(
+      absl::StrCat("tsl terminate ", absl::StatusCodeToString(s.code())),
+      absl::StrCat((*endpoint)->name, (*endpoint)->name.empty() ? "" : ": ", "tsl terminate '",
+                   BoundedForLog(request->session_id()), "': ", s.ToString()));
   return FinishUnary(ctx, ToGrpcStatus(s));
 }
 
