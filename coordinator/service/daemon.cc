@@ -322,8 +322,8 @@ void Daemon::RunScheduled(const schedule::ScheduleConfig& schedule,
     counters_.last_schedule_lag_ns = std::max<int64_t>(0, now - run.fire_wall_ns);
   }
   auto shared_done = std::make_shared<schedule::Scheduler::DoneCallback>(std::move(done));
+  RequestPersist();
   Blocking([this, schedule, run, origin, shared_done] {
-    Persist();
     RunResolved(schedule, run, origin, shared_done);
   });
 }
@@ -395,7 +395,21 @@ void Daemon::Finished(const std::string& schedule, const std::string& outcome) {
     persisted_[schedule].set_name(schedule);
     persisted_[schedule].set_last_outcome(outcome);
   }
-  Blocking([this] { Persist(); });
+  RequestPersist();
+}
+
+void Daemon::RequestPersist() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (persist_queued_) return;
+    persist_queued_ = true;
+    ++in_flight_;  // the destructor waits for the write
+  }
+  Blocking([this] {
+    Persist();
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+  });
 }
 
 void Daemon::ApplyRetention(const schedule::ScheduleConfig& schedule) {
@@ -417,13 +431,15 @@ void Daemon::ApplyRetention(const schedule::ScheduleConfig& schedule) {
 }
 
 void Daemon::Persist() {
+  absl::MutexLock write(&persist_mu_);
   v1::SchedulePersistedState state;
   {
     absl::MutexLock lock(&mu_);
+    persist_queued_ = false;  // a change from now on queues another write
+    ++counters_.state_writes;
     for (const auto& [name, s] : persisted_) *state.add_schedules() = s;
   }
   const std::string json = ProtoJson(state);
-  absl::MutexLock lock(&persist_mu_);
   const std::string path = ScheduleStatePath(logdir_);
   absl::Status s = MakeDirs(JoinPath(logdir_, ".profctl"));
   if (s.ok()) s = WriteFileAtomically(path, json);

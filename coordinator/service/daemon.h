@@ -62,6 +62,7 @@ struct DaemonCounters {
   int64_t trigger_polls = 0;         // polls of condition-triggered schedules
   int64_t trigger_poll_errors = 0;   // targets that did not answer them
   int64_t triggers_fired = 0;        // captures they started
+  int64_t state_writes = 0;          // schedules.json written (RequestPersist coalesces)
 };
 
 class Daemon {
@@ -121,7 +122,12 @@ class Daemon {
                    std::shared_ptr<schedule::Scheduler::DoneCallback> done);
   void Finished(const std::string& schedule, const std::string& outcome);
   void ApplyRetention(const schedule::ScheduleConfig& schedule);
-  void Persist();  // writes schedules.json from last_runs_ (blocking; any thread)
+  // schedules.json as persisted_ stands, written soon on the pool: coalesced, so runs that start
+  // or finish together cost a few writes, not one each (each writes every schedule and fsyncs,
+  // one at a time, on the pool the captures save their traces with). At most one write waits
+  // behind the one in progress, and it writes the state as it is when it starts.
+  void RequestPersist();
+  void Persist();  // the write (blocking; any thread)
   void Log(const std::string& line) const;
   void Blocking(Executor::Task job);  // on the pool, or inline
 
@@ -144,7 +150,9 @@ class Daemon {
   // Scheduled runs not yet fully over (retention included), and the scheduler's destruction
   // after Shutdown: the destructor waits for 0.
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  // Serializes schedules.json writes.
+  // A write of schedules.json is queued and has not taken its snapshot yet.
+  bool persist_queued_ ABSL_GUARDED_BY(mu_) = false;
+  // Serializes schedules.json writes; taken before mu_.
   absl::Mutex persist_mu_;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "coordinator/service/session_index.h"
 #include "coordinator/service/session_runner.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/fake_agent.h"
 #include "tests/status_matchers.h"
@@ -392,6 +394,61 @@ TEST_F(ServiceTest, ARunWhoseTargetsCannotBeResolvedIsCountedAndTheScheduleGoesO
   ASSERT_EQ(SessionNames("f").size(), 1u);
   EXPECT_EQ(ListSessions(logdir(), "f", 0).sessions[0].manifest().request().workers_size(), 2);
   StopDaemon(d);
+}
+
+// 300 schedules due at one instant: each run's start and end changed the schedules' state, and
+// each change wrote (and fsynced) all of it, one write at a time on the pool the captures save
+// with: 600 writes of 300 schedules. The writes are coalesced: here 2, and the file holds every
+// schedule's last run and outcome.
+TEST_F(ServiceTest, ManySchedulesDueTogetherWriteTheirStateAFewTimes) {
+  std::string schedules = "schedules:\n";
+  for (int i = 0; i < 300; ++i) {
+    absl::StrAppend(&schedules, "  - name: s", i,
+                    "\n    targets: [h0:1]\n    interval: 1h\n    duration: 100ms\n");
+  }
+  const std::string config = WriteConfig(schedules);
+  // Runs nothing until told.
+  struct ManualPool final : WorkPool {
+    void Submit(Executor::Task job) override { jobs.push_back(std::move(job)); }
+    void RunAll() {
+      while (!jobs.empty()) {
+        Executor::Task job = std::move(jobs.front());
+        jobs.pop_front();
+        std::move(job)();
+      }
+    }
+    std::deque<Executor::Task> jobs;
+  } pool;
+  absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(
+      {.executor = &ex_,
+       .pool = &pool,
+       .clients = &factory_,
+       .jitter_seed = 1,
+       .resolve = [](const schedule::Targets&) -> absl::StatusOr<std::vector<WorkerAddress>> {
+         return absl::UnavailableError("no such pod");
+       },
+       .log = [this](const std::string& line) { log_.push_back(line); }},
+      config);
+  ASSERT_THAT(d, IsOk());
+  ex_.AdvanceTo(clock_.MonoNs() + kHourNs + kNanosPerSecond);  // every schedule fires
+  pool.RunAll();
+  EXPECT_EQ((*d)->counters().runs_not_started, 300);
+  EXPECT_EQ((*d)->counters().state_writes, 2);
+  absl::StatusOr<std::string> state = ReadFile(ScheduleStatePath(logdir()));
+  ASSERT_THAT(state, IsOk());
+  v1::SchedulePersistedState persisted;
+  ASSERT_THAT(google::protobuf::util::JsonStringToMessage(*state, &persisted), IsOk());
+  ASSERT_EQ(persisted.schedules_size(), 300);
+  for (const auto& sc : persisted.schedules()) {
+    EXPECT_GT(sc.last_run_wall_ns(), 0) << sc.name();
+    EXPECT_THAT(sc.last_outcome(), HasSubstr("not started: no such pod")) << sc.name();
+  }
+  (*d)->Shutdown();
+  ASSERT_TRUE(RunUntil([&] {
+    pool.RunAll();
+    return (*d)->Idle();
+  }));
+  d->reset();
 }
 
 TEST_F(ServiceTest, TargetsResolveFromListsFilesAndDns) {
