@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/collectors/cupti/cupti_collector.h"
+#include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/synthetic/synthetic_collector.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -126,6 +127,11 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
   return plans;
 }
 
+int64_t RecorderRingBytes(const AgentOptions& options) {
+  return std::max<int64_t>(1, std::min(options.flight_recorder_mb << 20,
+                                       (options.max_held_mb << 20) / cupti::kCollectBytesMultiple));
+}
+
 absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptions& options,
                                                                 const Dependencies& deps) {
   PROFCTL_ASSIGN_OR_RETURN(const std::vector<EndpointPlan> plans, PlanEndpoints(options));
@@ -177,15 +183,25 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
     for (const auto& ep : server->endpoints_) {
       for (const auto& c : ep->collectors) targets.push_back({&ep->clock, c.get()});
     }
-    PROFCTL_ASSIGN_OR_RETURN(
-        server->recorder_, FlightRecorder::Start(targets, deps.executor,
-                                                 {.keep_ms = options.flight_recorder_s * 1000,
-                                                  .max_bytes = options.flight_recorder_mb << 20}));
+    // A snapshot of the whole ring is collected into a trace about kCollectBytesMultiple times
+    // its bytes (as a CUDA window is): the ring is kept small enough for that to stay under
+    // --max-held-mb.
+    const int64_t ring_bytes = RecorderRingBytes(options);
+    PROFCTL_ASSIGN_OR_RETURN(server->recorder_,
+                             FlightRecorder::Start(targets, deps.executor,
+                                                   {.keep_ms = options.flight_recorder_s * 1000,
+                                                    .max_bytes = ring_bytes}));
     spdlog::info(
-        "flight recorder: the last {} s of {} in at most {} MiB{}", options.flight_recorder_s,
+        "flight recorder: the last {} s of {} in at most {:.1f} MiB{}{}", options.flight_recorder_s,
         server->recorder_->recording().empty() ? std::string("nothing")
                                                : absl::StrJoin(server->recorder_->recording(), ","),
-        options.flight_recorder_mb,
+        static_cast<double>(ring_bytes) / (1 << 20),
+        ring_bytes < (options.flight_recorder_mb << 20)
+            ? absl::StrCat(" (--flight-recorder-mb=", options.flight_recorder_mb,
+                           " lowered: a snapshot of it is collected into about ",
+                           cupti::kCollectBytesMultiple, " times its bytes, which --max-held-mb=",
+                           options.max_held_mb, " bounds)")
+            : std::string(),
         server->recorder_->not_recording().empty()
             ? ""
             : absl::StrCat(

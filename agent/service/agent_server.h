@@ -70,6 +70,12 @@ struct EndpointPlan {
 // at most 4096).
 absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& options);
 
+// The flight recorder's ring (all collectors together): --flight-recorder-mb, lowered to
+// --max-held-mb / cupti::kCollectBytesMultiple when that is less, since a snapshot of the whole
+// ring is collected into a trace about that many times its bytes (the default 64 MiB under the
+// default 512: 46.5 MiB).
+int64_t RecorderRingBytes(const AgentOptions& options);
+
 class AgentServer {
  public:
   struct Dependencies {

@@ -109,6 +109,22 @@ TEST(PlanEndpointsTest, ErrorsNameTheFlag) {
   EXPECT_THAT(PlanEndpoints(o).status().message(), HasSubstr("--synthetic: "));
 }
 
+// A snapshot of the whole ring is collected into about kCollectBytesMultiple (11) times its bytes:
+// the ring is kept under --max-held-mb / 11 (64 MiB asked under the default 512: 46.5 MiB; a
+// --last=30s of a full 64 MiB ring peaked at 653 MB), and a ring that fits is left as asked.
+TEST(AgentServerTest, TheRecordersRingIsKeptSmallEnoughForASnapshotToFitTheHeldCap) {
+  AgentOptions o;
+  o.flight_recorder_mb = 64;
+  o.max_held_mb = 512;
+  EXPECT_EQ(RecorderRingBytes(o), (int64_t{512} << 20) / 11);
+  EXPECT_LE(RecorderRingBytes(o) * 11, int64_t{512} << 20);
+  o.flight_recorder_mb = 16;
+  EXPECT_EQ(RecorderRingBytes(o), int64_t{16} << 20);
+  o.flight_recorder_mb = 64;
+  o.max_held_mb = 2048;
+  EXPECT_EQ(RecorderRingBytes(o), int64_t{64} << 20);
+}
+
 TEST(AgentServerTest, PortFileListsOnePortPerLine) {
   FakeClock clock;
   FakeExecutor executor(&clock);
