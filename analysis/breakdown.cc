@@ -437,6 +437,7 @@ HostSummary Summarize(const HostTrace& trace, const BreakdownOptions& options,
                       HostTrace* consumed) {
   HostSummary summary;
   summary.host = trace.host;
+  summary.world_size = trace.world_size;
   // The trace is dropped after this: its reader's warnings live on in the summary.
   summary.warnings = trace.warnings;
 

@@ -1,7 +1,8 @@
 // The pod step breakdown: where every nanosecond of every step went, on every host, and why.
 // Pure code (no I/O): SummarizeHost turns one host's decoded trace into a compact per-step
 // summary (call it as each host's trace arrives and drop the trace); BuildPodBreakdown matches
-// steps across hosts by step number and finds, per step, the straggler and its cause.
+// steps across hosts by step number, finds per step the straggler and its cause, and judges the
+// pod's verdicts once (pod_verdict.h).
 // docs/pod-step-breakdown.md documents categories, precedence and the pod view for users.
 #ifndef PROFCTL_ANALYSIS_BREAKDOWN_H_
 #define PROFCTL_ANALYSIS_BREAKDOWN_H_
@@ -14,36 +15,11 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "analysis/hang_verdict.h"
+#include "analysis/category.h"
 #include "analysis/host_trace.h"
+#include "analysis/pod_verdict.h"
 
 namespace profctl::analysis {
-
-// Where a step's time went. Every instant of a step's window on a device is given exactly one
-// category, by this precedence (first that applies wins), so the categories of a step add up to
-// its wall time to the nanosecond:
-//   compute      the device runs a non-collective kernel;
-//   output       the device copies device-to-host;
-//   d2d          the device copies device-to-device / peer;
-//   collectives  the device runs a collective;
-//   input        the device copies host-to-device, or the device is idle while the host waits
-//                for input;
-//   host         the device is idle while the host launches work or runs other host code, and
-//                no host thread is blocked on the device (cudaStreamSynchronize is not
-//                overhead, even nested in a framework op such as aten::item);
-//   idle         nothing of the above.
-enum class Category : uint8_t {
-  kCompute = 0,
-  kOutput,
-  kDeviceToDevice,
-  kCollectives,
-  kInput,
-  kHost,
-  kIdle,
-};
-inline constexpr int kNumCategories = 7;
-// "compute", "output", "d2d", "collectives", "input", "host", "idle".
-absl::string_view CategoryName(Category c);
 
 struct CategoryTimes {
   std::array<int64_t, kNumCategories> ns{};
@@ -88,6 +64,8 @@ struct HostSummary {
   // False when the trace has no step markers at all: then `steps` holds one pseudo-step
   // (step = -1) covering the whole recorded window, and a warning says so.
   bool has_markers = true;
+  // The job's world size its trace states (HostTrace::world_size); 0: unknown.
+  int64_t world_size = 0;
   std::vector<std::string> warnings;
 };
 
@@ -129,9 +107,14 @@ struct PodStep {
   int64_t pod_step_time_ns = 0;
   int64_t spread_ns = 0;
   std::vector<PodHostStep> hosts;  // hosts that have this step, in host order
-  // Every host that has complete steps has this one (matched by number and start time). The
-  // pod's statistics (pod_step_time, what_if) are over these steps when there are any.
+  // Every host that has complete steps has this one (matched by number and start time).
   bool on_every_host = false;
+  // One of the capture's first steps that ran far longer than the steps after it (warm-up,
+  // compilation): shown, never judged (docs/pod-step-breakdown.md "Warm-up steps").
+  bool warmup = false;
+  // Judged: two hosts or more, on every host when any step is, not warm-up. The pod's
+  // statistics and verdicts are over the judged steps (VerdictEvidence::judged_steps).
+  bool judged = false;
   // The host the others wait for: in synchronous data parallelism every rank waits inside the
   // collective for the last one to arrive, so the candidate is the host with the least
   // collective time. Named only when its excess stands out of the pod's noise
@@ -142,8 +125,9 @@ struct PodStep {
   int64_t straggler_excess_ns = 0;
   // What-if (synchronous data parallelism: the pod advances at its slowest host's pace): how much
   // shorter this step would have been had the named straggler run its cause category at the
-  // median host's pace (at most its excess: then another host is the slowest), and had every
-  // host run at the median pace (the candidate's excess, named or not; 0 with one host).
+  // median host's pace, but no shorter than the next-slowest host's pace (then that host is the
+  // slowest); and had every host run at the median pace (the candidate's excess, named or not; 0
+  // with one host).
   int64_t straggler_cost_ns = 0;
   int64_t median_pace_cost_ns = 0;
   // Its category furthest above the median host's (excluding collectives and idle), and by how
@@ -151,8 +135,9 @@ struct PodStep {
   Category cause = Category::kIdle;
   int64_t cause_excess_ns = 0;
   // Which device of the named straggler was slow, when it has several: the one with the most
-  // time outside collectives, named when that exceeds the median of its other devices' by more
-  // than the noise floor (-1 otherwise), and by how much.
+  // time outside collectives, named when its excess over the median of its other devices' passes
+  // the devices' own noise floor (PodBreakdown::device_noise_floor_ns) and makes at least half of
+  // its host's excess (a host slow as a whole names none); -1 otherwise, and by how much.
   int64_t straggler_device = -1;
   int64_t straggler_device_excess_ns = 0;
   // The pod's bottleneck this step: the largest category of the straggler (of the only host).
@@ -187,63 +172,51 @@ struct HostReport {
 };
 
 struct PodBreakdown {
-  // 2: a straggler is named only above the noise floor; noise fields; consistently_slow by a
-  // binomial test. 3: outliers (every host that stands out, per category).
-  static constexpr int kSchemaVersion = 3;
+  // 4: one owner of every verdict (`verdict`), each with its evidence and confidence; new
+  // rules for consistently slow, stands out, input-bound, the slow device and the what-if;
+  // warm-up steps apart. 3: outliers (every host that stands out, per category). 2: a straggler
+  // is named only above the noise floor; noise fields.
+  static constexpr int kSchemaVersion = 4;
   std::vector<PodStep> steps;  // time order; steps no host has complete are absent
   std::vector<HostReport> hosts;
-  // Steps in which the straggler differs from the previous step's.
-  std::vector<int64_t> straggler_changes;
-  // Hosts named the straggler in more of their steps than chance among their peers allows (a
-  // one-sided binomial test at 1 %, at least 3 steps) and slower than the others on the median.
-  std::vector<std::string> consistently_slow;
   // The step-to-step noise of the hosts' excess (a robust standard deviation: the median over
   // hosts of 1.4826 x the MAD of its successive differences / sqrt 2), and the floor a step's
-  // excess must pass to name a straggler: max(z x noise, 0.1 ms, 1 % of the median pod step time),
-  // z = max(3, the normal quantile leaving 1 % over all hosts).
+  // excess must pass to name a straggler: max(z x noise, 0.1 ms, 1 % of the median pod step time)
+  // (docs/pod-step-breakdown.md "Stragglers and noise" gives z).
   int64_t noise_ns = 0;
   int64_t noise_floor_ns = 0;
   // The same per category (the excess of a host's category over the other hosts' median): the
   // floor a StepOutlier passes. 0 for collectives and idle (never outliers).
   std::array<int64_t, kNumCategories> category_noise_floor_ns{};
-  // A host that stands out in a category across the capture: beyond the category's floor in at
-  // least half of the steps it shared with another host (and in 3 or more), whatever the
-  // straggler is: "worker-2 input +40.0 ms in 100 % of steps" while worker-1 is the straggler.
-  struct HostOutlier {
-    std::string host;
-    Category category = Category::kCompute;
-    int64_t steps = 0;             // steps it shared with another host
-    int64_t steps_beyond = 0;      // of those, steps beyond the category's floor
-    int64_t median_excess_ns = 0;  // over all those steps
-  };
-  // Largest median excess first.
-  std::vector<HostOutlier> outliers;
-  // The what-if over the steps with at least two hosts (of those, the steps on every host when
-  // there are any): their pod step time in all, and what the steps' straggler_cost_ns and
-  // median_pace_cost_ns add up to.
-  struct WhatIf {
-    int64_t steps = 0;
-    int64_t pod_time_ns = 0;
-    int64_t straggler_cost_ns = 0;
-    int64_t median_pace_cost_ns = 0;
-  };
-  WhatIf what_if;
-  // Across steps: the pod step time (mean/p50/p90 over the steps on every host, or over all
-  // steps when none is), for the summary line.
+  // The floor a device's excess over its siblings must pass to be named the straggler's slow
+  // device: from the devices' own step-to-step noise (0: no host has several devices).
+  int64_t device_noise_floor_ns = 0;
+  // Across the judged steps (VerdictEvidence::judged_steps; all steps when none is): the pod
+  // step time, and per category the pod view (PodView: each step's straggler's categories, else
+  // its slowest host's).
   Stats pod_step_time;
-  // Steps on every host (PodStep::on_every_host): what pod_step_time and what_if are over.
+  std::array<Stats, kNumCategories> pod_categories{};
+  // Steps on every host (PodStep::on_every_host).
   int64_t steps_on_every_host = 0;
   std::vector<std::string> warnings;
-  // The hang verdict over the same traces (hang_verdict.h), set by whoever had the traces
-  // decoded (BuildPodBreakdown never sets it): absent when it was not judged.
-  std::optional<HangReport> hang;
+  // Every verdict, judged once over the steps above (pod_verdict.h).
+  PodVerdict verdict;
 };
+
+// Nearest-rank percentile p/100 (p in 0..100) of `sorted`: p50 of an even count is the lower
+// middle, a value that really occurred; 0 for none.
+int64_t Percentile(const std::vector<int64_t>& sorted, int p);
+// Mean, p50 and p90 (nearest-rank) of `values`; zeros for none.
+Stats StatsOf(std::vector<int64_t> values);
+// The host whose view stands for the pod in a step: the named straggler, else the slowest host
+// (the first of equals); null for a step without hosts.
+const PodHostStep* PodView(const PodStep& step);
 
 // Steps are matched across hosts by step number and start time (a host whose step of that
 // number starts more than a quarter step away from the others' is left out of it, and warned
 // about), in time order. Partial steps are never compared. Pure; `hosts` in the order to report
 // them.
-PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts);
+PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts, const PodInputs& inputs = {});
 
 }  // namespace profctl::analysis
 

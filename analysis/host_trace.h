@@ -61,6 +61,8 @@ struct HostTrace {
   std::string host;
   // The job's rank the trace states (Kineto distributedInfo.rank); -1: it states none.
   int64_t rank = -1;
+  // The job's world size the trace states (Kineto distributedInfo.world_size); 0: it states none.
+  int64_t world_size = 0;
   // The recorded window on the common timeline; steps not wholly inside are partial.
   int64_t window_start_ns = 0;
   int64_t window_end_ns = 0;

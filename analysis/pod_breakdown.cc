@@ -1,5 +1,6 @@
 // BuildPodBreakdown (breakdown.h): the hosts' summaries matched by step number into pod steps,
-// each judged (straggler, cause, bottleneck, why), then the pod's statistics and per-host reports.
+// each judged (straggler, cause, bottleneck, why, device, outliers), then the pod's statistics,
+// per-host reports and verdicts (pod_verdict.cc).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "analysis/breakdown.h"
@@ -21,93 +23,37 @@
 namespace profctl::analysis {
 namespace {
 
+using breakdown_internal::ExcessOverOthers;
+using breakdown_internal::FitNoise;
+using breakdown_internal::Median;
 using breakdown_internal::Ms;
+using breakdown_internal::NoiseFit;
+using breakdown_internal::NoiseModel;
+using breakdown_internal::PodTally;
 
 // Is it really a straggler? (docs/pod-step-breakdown.md, "Stragglers and noise".) A step's
 // candidate is named only when its excess (its time outside collectives minus the median of the
-// other hosts') is above the pod's noise floor: the hosts' own step-to-step variation of that
-// excess (the median over hosts of 1.4826 x the MAD of its successive differences / sqrt 2: a
-// robust standard deviation that a steady or intermittent straggler does not inflate) times
-// z = max(3, the normal quantile that leaves 1 % over all N hosts: 3.29 for 10 hosts, 4.26 for
-// 1,024), and at least 0.1 ms and 1 % of the median pod step time.
-constexpr double kMadToSigma = 1.4826;
-constexpr double kMinNoiseSigmas = 3.0;
+// other hosts') passes the pod's noise floor (NoiseModel::Floor): the hosts' own step-to-step
+// variation of that excess (FitNoise) times the z that leaves kFalseStragglerRate over the
+// largest of the N hosts' excesses under that noise (normal, or Student-t when its tails are
+// heavier), at least 3, and at least 0.1 ms and 1 % of the median pod step time.
 constexpr double kFalseStragglerRate = 0.01;  // per step, all hosts together, under pure noise
-constexpr int64_t kMinExcessNs = 100'000;
-constexpr double kMinExcessShareOfStep = 0.01;
-constexpr size_t kMinStepsForNoise = 4;  // per host: fewer say little of its variation
-// "Consistently slow": named in more steps than 1/N chance allows (one-sided binomial test at
-// 1 %), in at least 3 steps, with a positive median excess over all its steps.
-constexpr double kConsistentlySlowAlpha = 0.01;
-constexpr int64_t kMinConsistentlySlowSteps = 3;
-// Outliers: a host's category stands out across the capture when it is beyond the category's
-// floor in at least half of its shared steps, and in at least 3.
-constexpr int64_t kMinOutlierSteps = 3;
 // Steps of one number are one step when their starts are within a quarter of the step's median
 // time of the median start, and at least within this.
 constexpr int64_t kMinStartToleranceNs = 1'000'000;
-
-// The true median (mean of the middle two for an even count); 0 for none.
-double MedianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const size_t n = v.size();
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2), v.end());
-  const double upper = v[n / 2];
-  if (n % 2 == 1) return upper;
-  return (upper + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n / 2))) / 2;
-}
-
-// The z with P(Z > z) = p for a standard normal Z (bisection on erfc: exact enough here).
-double NormalUpperQuantile(double p) {
-  double lo = 0, hi = 40;
-  for (int i = 0; i < 200; ++i) {
-    const double mid = (lo + hi) / 2;
-    (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-// P(X >= k) for X ~ Binomial(n, p), 0 < p < 1.
-double BinomialTail(int64_t n, int64_t k, double p) {
-  if (k <= 0) return 1;
-  if (k > n) return 0;
-  double tail = 0;
-  for (int64_t i = k; i <= n; ++i) {
-    const double log_pmf =
-        std::lgamma(static_cast<double>(n + 1)) - std::lgamma(static_cast<double>(i + 1)) -
-        std::lgamma(static_cast<double>(n - i + 1)) + static_cast<double>(i) * std::log(p) +
-        static_cast<double>(n - i) * std::log1p(-p);
-    tail += std::exp(log_pmf);
-  }
-  return std::min(tail, 1.0);
-}
-
-// Nearest-rank percentile p/100 of sorted `v` (non-empty): p50 of an even count is the lower
-// middle, a value some host really has.
-int64_t Percentile(const std::vector<int64_t>& sorted, int p) {
-  const auto n = static_cast<int64_t>(sorted.size());
-  int64_t rank = (p * n + 99) / 100 - 1;
-  rank = std::clamp<int64_t>(rank, 0, n - 1);
-  return sorted[static_cast<size_t>(rank)];
-}
-
-Stats StatsOf(std::vector<int64_t> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (int64_t x : v) sum += static_cast<double>(x);
-  s.mean_ns = sum / static_cast<double>(v.size());
-  s.p50_ns = Percentile(v, 50);
-  s.p90_ns = Percentile(v, 90);
-  return s;
-}
-
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return Percentile(v, 50);
-}
+// A named straggler's device is its slow device only when the device's excess over its siblings
+// makes at least this share of the host's excess over the other hosts: a host slow as a whole
+// (every GPU alike) names none.
+constexpr double kMinDeviceShareOfHostExcess = 0.5;
+// Warm-up (docs "Thin evidence, said out loud"): the capture's first steps, at most a quarter of
+// them, each longer than kWarmupFactor x the median pod step and than the median plus
+// kWarmupSigmas robust standard deviations, in a capture of kMinStepsForWarmup steps or more.
+constexpr double kWarmupFactor = 1.5;
+constexpr double kWarmupSigmas = 6.0;
+constexpr size_t kMinStepsForWarmup = 5;
+// Different runs (docs "Traces of different runs"): hosts whose steps lie this far apart in time
+// are not one run (clock offsets between hosts of one job are seconds at worst, not minutes).
+constexpr int64_t kDifferentRunsGapNs = int64_t{600} * 1'000'000'000;
 
 // Largest category of `t` (ties: the higher precedence).
 Category Largest(const CategoryTimes& t) {
@@ -123,28 +69,6 @@ int64_t BusyNs(const PodHostStep& h) {
   return h.step_time_ns - h.categories[Category::kCollectives];
 }
 
-// Per value: it minus the median of the other values (0 with one value). One sort, then each
-// one's "others" median read off the sorted values around it: O(n log n), not O(n^2).
-std::vector<int64_t> ExcessOverOthers(const std::vector<int64_t>& values) {
-  const size_t n = values.size();
-  std::vector<int64_t> out(n, 0);
-  if (n < 2) return out;
-  std::vector<std::pair<int64_t, size_t>> sorted;  // (value, index), ascending
-  sorted.reserve(n);
-  for (size_t i = 0; i < n; ++i) sorted.emplace_back(values[i], i);
-  std::sort(sorted.begin(), sorted.end());
-  const size_t m = n - 1;  // the others
-  for (size_t p = 0; p < n; ++p) {
-    // The others' k-th smallest, skipping position p.
-    const auto other = [&](size_t k) {
-      return static_cast<double>(sorted[k < p ? k : k + 1].first);
-    };
-    const double median = m % 2 == 1 ? other(m / 2) : (other(m / 2 - 1) + other(m / 2)) / 2;
-    out[sorted[p].second] = sorted[p].first - static_cast<int64_t>(std::llround(median));
-  }
-  return out;
-}
-
 // Per host of a step: its busy time minus the median of the other hosts'.
 std::vector<int64_t> BusyExcess(const PodStep& ps) {
   std::vector<int64_t> busy;
@@ -152,40 +76,6 @@ std::vector<int64_t> BusyExcess(const PodStep& ps) {
   for (const PodHostStep& h : ps.hosts) busy.push_back(BusyNs(h));
   return ExcessOverOthers(busy);
 }
-
-// The step-to-step noise of per-host series (each host's excess over the steps it shared with
-// another): per host with at least kMinStepsForNoise values, 1.4826 x the MAD of its successive
-// differences / sqrt 2 (a host's level, a steady straggler, and its slow spells cancel out in the
-// differences; what is left is the step-to-step noise, sqrt(2) x as wide); the median over hosts.
-double StepNoise(const std::vector<std::vector<double>>& per_host) {
-  std::vector<double> sigmas;
-  for (const std::vector<double>& e : per_host) {
-    if (e.size() < kMinStepsForNoise) continue;
-    std::vector<double> diffs;
-    diffs.reserve(e.size() - 1);
-    for (size_t i = 1; i < e.size(); ++i) diffs.push_back(e[i] - e[i - 1]);
-    const double center = MedianOf(diffs);
-    std::vector<double> deviation;
-    deviation.reserve(diffs.size());
-    for (const double x : diffs) deviation.push_back(std::abs(x - center));
-    sigmas.push_back(kMadToSigma * MedianOf(std::move(deviation)) / std::sqrt(2.0));
-  }
-  return MedianOf(std::move(sigmas));
-}
-
-// What every floor is made of: z (for the number of hosts compared) and the median pod step.
-struct NoiseModel {
-  double z = kMinNoiseSigmas;
-  int64_t median_pod_step_ns = 0;
-
-  // max(z x sigma, 0.1 ms, 1 % of the median pod step time).
-  int64_t Floor(double sigma) const {
-    return std::max<int64_t>(
-        {kMinExcessNs, static_cast<int64_t>(std::llround(z * sigma)),
-         static_cast<int64_t>(
-             std::llround(kMinExcessShareOfStep * static_cast<double>(median_pod_step_ns)))});
-  }
-};
 
 // The host the others wait for, if any: the least collective time (ties: the longer step, then
 // host order).
@@ -197,26 +87,6 @@ size_t Candidate(const PodStep& ps) {
     if (ci < cs || (ci == cs && ps.hosts[i].step_time_ns > ps.hosts[s].step_time_ns)) s = i;
   }
   return s;
-}
-
-// Which device of the named straggler was slow (PodStep::straggler_device): its devices' time
-// outside collectives, each against the median of the others'; the largest named above the
-// noise floor, and said in `why`.
-void JudgeStragglerDevices(PodStep& ps, const PodHostStep& straggler, int64_t noise_floor_ns) {
-  const size_t n = straggler.devices.size();
-  if (n < 2) return;
-  std::vector<int64_t> busy;
-  busy.reserve(n);
-  for (const auto& [id, c] : straggler.devices) busy.push_back(c.outside_collectives());
-  const std::vector<int64_t> excess = ExcessOverOthers(busy);
-  const size_t slowest =
-      static_cast<size_t>(std::max_element(excess.begin(), excess.end()) - excess.begin());
-  if (excess[slowest] <= noise_floor_ns) return;
-  ps.straggler_device = straggler.devices[slowest].first;
-  ps.straggler_device_excess_ns = excess[slowest];
-  absl::StrAppend(&ps.why, "; of its ", n, " devices, device ", ps.straggler_device,
-                  " is the slowest (+", Ms(excess[slowest]),
-                  " ms outside collectives over the median of its others)");
 }
 
 // Fills straggler, cause, bottleneck and why of a step with its hosts and straggler_excess_ns
@@ -390,6 +260,10 @@ class PodStepMatcher {
 
   // Per pod step, in pod->steps order: the index in `hosts` of each of its hosts.
   const std::vector<std::vector<size_t>>& step_hosts() const { return step_hosts_; }
+  // Steps compared by number though their hosts' starts disagree with no majority.
+  int64_t doubtful_steps() const { return doubtful_steps_; }
+  // The first such step, with its hosts' starts ("step 5: worker-0 at -37.0 ms, ...").
+  const std::string& doubtful_example() const { return doubtful_example_; }
 
  private:
   // Hosts with complete steps of which none is shared with another host, while other hosts share
@@ -612,109 +486,265 @@ class PodStepMatcher {
   int64_t doubtful_tolerance_ = 0;
 };
 
-// Per host (by index in `hosts`): the steps it was named the straggler of, and its excess over
-// the other hosts in every step it shared with another.
-struct StragglerTally {
-  std::vector<int64_t> named;
-  std::vector<std::vector<double>> excess;
-};
+// "8.5 days", "3.2 hours", "42.0 minutes".
+std::string LongDuration(int64_t ns) {
+  const double s = static_cast<double>(ns) / 1e9;
+  if (s >= 86'400) return absl::StrFormat("%.1f days", s / 86'400);
+  if (s >= 3'600) return absl::StrFormat("%.1f hours", s / 3'600);
+  return absl::StrFormat("%.1f minutes", s / 60);
+}
 
-// The pod's noise floor from every host's step-to-step variation of its excess (see the
-// constants), then each step judged against it.
-StragglerTally JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, size_t num_hosts,
-                          NoiseModel* model, PodBreakdown* pod) {
-  StragglerTally tally{std::vector<int64_t>(num_hosts, 0),
-                       std::vector<std::vector<double>>(num_hosts)};
-  std::vector<std::vector<int64_t>> excess(pod->steps.size());
-  std::vector<int64_t> pod_times;
-  for (size_t k = 0; k < pod->steps.size(); ++k) {
-    const PodStep& ps = pod->steps[k];
-    pod_times.push_back(ps.pod_step_time_ns);
-    excess[k] = BusyExcess(ps);
-    if (ps.hosts.size() < 2) continue;
-    for (size_t i = 0; i < ps.hosts.size(); ++i) {
-      tally.excess[step_hosts[k][i]].push_back(static_cast<double>(excess[k][i]));
+// Why these hosts' traces are not one run (empty: nothing says so): their steps lie more than
+// kDifferentRunsGapNs apart in time, or most steps shared by number start at different times with
+// no majority of hosts agreeing (different step grids; a minority off the grid is only left out of
+// the steps, PodStepMatcher::LeaveOutHostsOffInTime).
+std::string DifferentRuns(const std::vector<HostSummary>& hosts, const PodBreakdown& pod,
+                          int64_t doubtful_steps, const std::string& doubtful_example) {
+  struct Span {
+    int64_t start = 0, end = 0;
+    const std::string* host = nullptr;
+  };
+  std::vector<Span> spans;
+  for (const HostSummary& h : hosts) {
+    if (h.steps.empty()) continue;
+    Span sp{h.steps.front().start_ns, h.steps.front().end_ns, &h.host};
+    for (const HostStep& st : h.steps) {
+      sp.start = std::min(sp.start, st.start_ns);
+      sp.end = std::max(sp.end, st.end_ns);
+    }
+    spans.push_back(sp);
+  }
+  std::stable_sort(spans.begin(), spans.end(),
+                   [](const Span& a, const Span& b) { return a.start < b.start; });
+  for (size_t i = 1; i < spans.size(); ++i) {
+    // The latest end among the earlier hosts: a gap after it separates two groups of hosts.
+    const Span* before = &spans[0];
+    for (size_t j = 1; j < i; ++j) {
+      if (spans[j].end > before->end) before = &spans[j];
+    }
+    const int64_t gap = spans[i].start - before->end;
+    if (gap > kDifferentRunsGapNs) {
+      return absl::StrCat(*spans[i].host, "'s steps begin ", LongDuration(gap), " after ",
+                          *before->host, "'s last step ends");
     }
   }
-  const auto comparable = static_cast<size_t>(std::count_if(
-      tally.excess.begin(), tally.excess.end(), [](const auto& e) { return !e.empty(); }));
-  model->z = std::max(kMinNoiseSigmas,
-                      NormalUpperQuantile(kFalseStragglerRate /
-                                          static_cast<double>(std::max<size_t>(comparable, 1))));
-  model->median_pod_step_ns = Median(std::move(pod_times));
-  const double sigma = StepNoise(tally.excess);
-  pod->noise_ns = static_cast<int64_t>(std::llround(sigma));
-  pod->noise_floor_ns = model->Floor(sigma);
+  const auto shared = std::count_if(pod.steps.begin(), pod.steps.end(),
+                                    [](const PodStep& ps) { return ps.hosts.size() >= 2; });
+  if (shared > 0 && 2 * doubtful_steps > shared) {
+    return absl::StrCat("different step grids: in ", doubtful_steps, " of the ", shared,
+                        " steps shared by number the hosts' starts disagree with no majority "
+                        "agreeing, e.g. ",
+                        doubtful_example);
+  }
+  return "";
+}
+
+// Marks the capture's warm-up steps (PodStep::warmup): its first steps, at most a quarter of
+// them, each longer than kWarmupFactor x the median pod step and than the median plus
+// kWarmupSigmas robust standard deviations. A warning names them.
+void MarkWarmup(PodBreakdown* pod) {
+  const size_t n = pod->steps.size();
+  if (n < kMinStepsForWarmup) return;
+  std::vector<int64_t> times;
+  times.reserve(n);
+  for (const PodStep& ps : pod->steps) times.push_back(ps.pod_step_time_ns);
+  const int64_t median = Median(times);
+  std::vector<int64_t> deviation;
+  deviation.reserve(n);
+  for (const int64_t t : times) deviation.push_back(t > median ? t - median : median - t);
+  const double sigma = 1.4826 * static_cast<double>(Median(std::move(deviation)));
+  const double bar = std::max(kWarmupFactor * static_cast<double>(median),
+                              static_cast<double>(median) + kWarmupSigmas * sigma);
+  std::vector<std::string> listed;
+  for (size_t k = 0; k < n / 4; ++k) {
+    PodStep& ps = pod->steps[k];
+    if (static_cast<double>(ps.pod_step_time_ns) <= bar) break;
+    ps.warmup = true;
+    listed.push_back(absl::StrCat(ps.step));
+  }
+  if (listed.empty()) return;
+  pod->warnings.push_back(absl::StrCat(
+      "warm-up steps ", absl::StrJoin(listed, ", "), " (the first ",
+      Ms(pod->steps[0].pod_step_time_ns), " ms, ",
+      absl::StrFormat("%.1f", static_cast<double>(pod->steps[0].pod_step_time_ns) /
+                                  static_cast<double>(std::max<int64_t>(median, 1))),
+      "x the median step of ", Ms(median),
+      " ms): the capture's first steps ran far longer than the others (warm-up, compilation); "
+      "shown apart, left out of the means and every verdict"));
+}
+
+// Marks the judged steps (PodStep::judged): two hosts or more, on every host when any step is,
+// not warm-up, and none when the traces are not one run.
+void MarkJudged(bool different_runs, PodBreakdown* pod) {
+  for (PodStep& ps : pod->steps) {
+    ps.judged = !different_runs && ps.hosts.size() >= 2 && !ps.warmup &&
+                (pod->steps_on_every_host == 0 || ps.on_every_host);
+  }
+}
+
+// The pod's noise floor from every host's step-to-step variation of its excess over the judged
+// steps, then each step judged against it (the straggler, its cause and what it cost); the tally
+// gets who was last ready and who was named.
+void JudgeSteps(const std::vector<std::vector<size_t>>& step_hosts, NoiseModel* model,
+                PodTally* tally, PodBreakdown* pod) {
+  std::vector<std::vector<int64_t>> excess(pod->steps.size());
+  std::vector<int64_t> judged_times;
+  std::vector<int64_t> all_times;
+  for (size_t k = 0; k < pod->steps.size(); ++k) {
+    const PodStep& ps = pod->steps[k];
+    excess[k] = BusyExcess(ps);
+    all_times.push_back(ps.pod_step_time_ns);
+    if (!ps.judged) continue;
+    judged_times.push_back(ps.pod_step_time_ns);
+    for (size_t i = 0; i < ps.hosts.size(); ++i) {
+      const size_t h = step_hosts[k][i];
+      tally->excess[h].push_back(static_cast<double>(excess[k][i]));
+      tally->others_busy[h].push_back(static_cast<double>(BusyNs(ps.hosts[i]) - excess[k][i]));
+    }
+  }
+  tally->hosts_compared = std::count_if(tally->excess.begin(), tally->excess.end(),
+                                        [](const auto& e) { return !e.empty(); });
+  model->median_pod_step_ns = Median(judged_times.empty() ? all_times : judged_times);
+  tally->noise = FitNoise(tally->excess);
+  pod->noise_ns = static_cast<int64_t>(std::llround(tally->noise.sigma));
+  const auto compared = static_cast<size_t>(std::max<int64_t>(tally->hosts_compared, 1));
+  pod->noise_floor_ns =
+      std::max(model->Floor(tally->noise, compared, kFalseStragglerRate),
+               static_cast<int64_t>(std::llround(breakdown_internal::EmpiricalTailFloor(
+                   tally->excess, compared, kFalseStragglerRate))));
   for (size_t k = 0; k < pod->steps.size(); ++k) {
     PodStep& ps = pod->steps[k];
     const size_t s = Candidate(ps);
     ps.straggler_excess_ns = excess[k][s];
-    if (pod->steps_on_every_host > 0 && !ps.on_every_host && ps.hosts.size() >= 2) {
-      // A step some hosts lack (cut by a window edge, not traced): the host the pod waited for
-      // may be among those missing, so nobody present is named for it.
+    if (ps.hosts.size() >= 2 && !ps.judged) {
       ps.bottleneck = Largest(ps.hosts[s].categories);
-      ps.why = absl::StrCat("no straggler named: only ", ps.hosts.size(),
-                            " of the hosts have this step (cut by a window edge or not traced)");
+      ps.why = ps.warmup ? absl::StrCat("warm-up step (", Ms(ps.pod_step_time_ns),
+                                        " ms): not judged, and left out of the pod's means")
+               : !tally->different_runs.empty()
+                   ? "not judged: these traces are not one run (compare runs with `profctl diff`)"
+                   : absl::StrCat("no straggler named: only ", ps.hosts.size(),
+                                  " of the hosts have this step (cut by a window edge or not "
+                                  "traced)");
       continue;
     }
     Judge(ps, s, pod->noise_floor_ns);
-    if (!ps.straggler.empty()) ++tally.named[step_hosts[k][s]];
-    if (ps.hosts.size() < 2) continue;
+    if (!ps.judged) continue;
+    const size_t h = step_hosts[k][s];
+    ++tally->last_ready[h];
+    if (!ps.straggler.empty()) ++tally->named[h];
     ps.median_pace_cost_ns = std::max<int64_t>(0, ps.straggler_excess_ns);
-    if (!ps.straggler.empty()) {
-      ps.straggler_cost_ns = std::min(ps.cause_excess_ns, ps.median_pace_cost_ns);
+    if (ps.straggler.empty()) continue;
+    // Fixing the straggler's cause saves its cause's excess, but the step gets no shorter than
+    // the next-slowest host's pace.
+    int64_t next = std::numeric_limits<int64_t>::min();
+    for (size_t i = 0; i < ps.hosts.size(); ++i) {
+      if (i != s) next = std::max(next, BusyNs(ps.hosts[i]));
     }
-    if (pod->steps_on_every_host > 0 && !ps.on_every_host) continue;
-    PodBreakdown::WhatIf& w = pod->what_if;
-    ++w.steps;
-    w.pod_time_ns += ps.pod_step_time_ns;
-    w.straggler_cost_ns += ps.straggler_cost_ns;
-    w.median_pace_cost_ns += ps.median_pace_cost_ns;
+    ps.straggler_cost_ns =
+        std::max<int64_t>(0, std::min(ps.cause_excess_ns, BusyNs(ps.hosts[s]) - next));
   }
-  return tally;
 }
 
-// Per-device views, kept only where they say something: for a host with several devices whose
-// times outside collectives spread beyond the noise floor in a step, and for the step's named
-// straggler (whose slow device is then judged). Copying every device of every host-step cost
-// 250 of BuildPodBreakdown's 640 ms at 1,000 hosts x 500 steps x 8 GPUs, for views alike.
+// Per-device views and the straggler's slow device. Devices are judged against device-level
+// noise: per (host, device), its time outside collectives minus the median of its siblings' in
+// every judged step, whose step-to-step noise (FitNoise over every host's devices) makes the
+// devices' floor; the straggler's slowest device is named when its excess passes that floor and
+// makes at least half of its host's excess (a host slow as a whole names none). Views are kept
+// only where they say something: a host whose devices spread beyond that floor in a step, and
+// the step's named straggler. Copying every device of every host-step cost 250 of
+// BuildPodBreakdown's 640 ms at 1,000 hosts x 500 steps x 8 GPUs, for views alike.
 void AttachDevices(const std::vector<std::vector<size_t>>& step_hosts,
-                   const std::vector<HostSummary>& hosts, PodBreakdown* pod) {
+                   const std::vector<HostSummary>& hosts, const NoiseModel& model,
+                   PodBreakdown* pod) {
+  // The host's step of each pod step's host, and the devices' excess over their siblings.
+  std::map<std::pair<size_t, int64_t>, std::vector<double>> series;  // (host, device id)
+  size_t most_devices = 0;
+  std::vector<std::vector<const HostStep*>> at(pod->steps.size());
   for (size_t k = 0; k < pod->steps.size(); ++k) {
-    PodStep& ps = pod->steps[k];
+    const PodStep& ps = pod->steps[k];
+    at[k].resize(ps.hosts.size(), nullptr);
     for (size_t i = 0; i < ps.hosts.size(); ++i) {
       const std::vector<HostStep>& steps = hosts[step_hosts[k][i]].steps;
       const auto it =
           std::lower_bound(steps.begin(), steps.end(), ps.step,
                            [](const HostStep& st, int64_t step) { return st.step < step; });
       if (it == steps.end() || it->step != ps.step || it->devices.size() < 2) continue;
-      const bool straggler = !ps.straggler.empty() && ps.hosts[i].host == ps.straggler;
-      int64_t lo = std::numeric_limits<int64_t>::max();
-      int64_t hi = std::numeric_limits<int64_t>::min();
-      for (const auto& [id, c] : it->devices) {
-        lo = std::min(lo, c.outside_collectives());
-        hi = std::max(hi, c.outside_collectives());
+      at[k][i] = &*it;
+      most_devices = std::max(most_devices, it->devices.size());
+      if (!ps.judged) continue;
+      std::vector<int64_t> busy;
+      busy.reserve(it->devices.size());
+      for (const auto& [id, c] : it->devices) busy.push_back(c.outside_collectives());
+      const std::vector<int64_t> excess = ExcessOverOthers(busy);
+      for (size_t d = 0; d < excess.size(); ++d) {
+        series[{step_hosts[k][i], it->devices[d].first}].push_back(static_cast<double>(excess[d]));
       }
-      if (!straggler && hi - lo <= pod->noise_floor_ns) continue;
-      ps.hosts[i].devices = it->devices;
-      if (straggler) JudgeStragglerDevices(ps, ps.hosts[i], pod->noise_floor_ns);
+    }
+  }
+  if (most_devices < 2) return;
+  // The pod's device floor from every device's series, and each host's own from its devices'
+  // alone: a host slow as a whole has noisier devices than the pod's median device, and its
+  // devices are judged against the higher of the two.
+  std::vector<std::vector<double>> per_device;
+  std::map<size_t, std::vector<std::vector<double>>> per_host_devices;
+  std::map<size_t, size_t> devices_of;
+  per_device.reserve(series.size());
+  for (auto& [key, e] : series) {
+    per_host_devices[key.first].push_back(e);
+    ++devices_of[key.first];
+    per_device.push_back(std::move(e));
+  }
+  pod->device_noise_floor_ns = model.Floor(FitNoise(per_device), most_devices, kFalseStragglerRate);
+  std::map<size_t, int64_t> host_floor;
+  for (const auto& [h, devices] : per_host_devices) {
+    host_floor[h] = std::max(pod->device_noise_floor_ns,
+                             model.Floor(FitNoise(devices), devices_of[h], kFalseStragglerRate));
+  }
+  for (size_t k = 0; k < pod->steps.size(); ++k) {
+    PodStep& ps = pod->steps[k];
+    for (size_t i = 0; i < ps.hosts.size(); ++i) {
+      const HostStep* st = at[k][i];
+      if (st == nullptr) continue;
+      const auto own = host_floor.find(step_hosts[k][i]);
+      const int64_t floor = own == host_floor.end() ? pod->device_noise_floor_ns : own->second;
+      const bool straggler = !ps.straggler.empty() && ps.hosts[i].host == ps.straggler;
+      std::vector<int64_t> busy;
+      busy.reserve(st->devices.size());
+      for (const auto& [id, c] : st->devices) busy.push_back(c.outside_collectives());
+      const auto [lo, hi] = std::minmax_element(busy.begin(), busy.end());
+      if (!straggler && *hi - *lo <= floor) continue;
+      ps.hosts[i].devices = st->devices;
+      if (!straggler) continue;
+      const std::vector<int64_t> excess = ExcessOverOthers(busy);
+      const size_t slowest =
+          static_cast<size_t>(std::max_element(excess.begin(), excess.end()) - excess.begin());
+      if (excess[slowest] <= floor ||
+          static_cast<double>(excess[slowest]) <
+              kMinDeviceShareOfHostExcess * static_cast<double>(ps.straggler_excess_ns)) {
+        continue;
+      }
+      ps.straggler_device = st->devices[slowest].first;
+      ps.straggler_device_excess_ns = excess[slowest];
+      absl::StrAppend(&ps.why, "; of its ", busy.size(), " devices, device ", ps.straggler_device,
+                      " is the slowest (+", Ms(excess[slowest]),
+                      " ms outside collectives over the median of its others)");
     }
   }
 }
 
-// Every host that stands out, per category (breakdown.h, StepOutlier and HostOutlier): each
-// category's excess over the other hosts' median, its own noise floor as the pod's, then the
-// steps and hosts beyond it.
-void FindOutliers(const std::vector<std::vector<size_t>>& step_hosts,
-                  const std::vector<HostSummary>& hosts, const NoiseModel& model,
-                  PodBreakdown* pod) {
+// Every (host, category) of a judged step beyond the category's floor (breakdown.h,
+// StepOutlier): each category's excess over the other hosts' median, its own noise floor made
+// as the pod's; the tally keeps each host's excess and steps beyond, for the verdicts.
+void FindOutliers(const std::vector<std::vector<size_t>>& step_hosts, size_t num_hosts,
+                  const NoiseModel& model, PodTally* tally, PodBreakdown* pod) {
   for (const Category c : kOutlierCategories) {
     const auto ci = static_cast<size_t>(c);
     std::vector<std::vector<int64_t>> excess(pod->steps.size());
-    std::vector<std::vector<double>> per_host(hosts.size());
+    std::vector<std::vector<double>>& per_host = tally->category_excess[ci];
+    per_host.assign(num_hosts, {});
     for (size_t k = 0; k < pod->steps.size(); ++k) {
       const PodStep& ps = pod->steps[k];
-      if (ps.hosts.size() < 2) continue;
+      if (!ps.judged) continue;
       std::vector<int64_t> values;
       values.reserve(ps.hosts.size());
       for (const PodHostStep& h : ps.hosts) values.push_back(h.categories.ns[ci]);
@@ -723,9 +753,12 @@ void FindOutliers(const std::vector<std::vector<size_t>>& step_hosts,
         per_host[step_hosts[k][i]].push_back(static_cast<double>(excess[k][i]));
       }
     }
-    const int64_t floor = model.Floor(StepNoise(per_host));
+    const int64_t floor = model.Floor(
+        FitNoise(per_host), static_cast<size_t>(std::max<int64_t>(tally->hosts_compared, 1)),
+        kFalseStragglerRate);
     pod->category_noise_floor_ns[ci] = floor;
-    std::vector<int64_t> beyond(hosts.size(), 0);
+    std::vector<int64_t>& beyond = tally->beyond[ci];
+    beyond.assign(num_hosts, 0);
     for (size_t k = 0; k < pod->steps.size(); ++k) {
       PodStep& ps = pod->steps[k];
       for (size_t i = 0; i < excess[k].size(); ++i) {
@@ -734,50 +767,37 @@ void FindOutliers(const std::vector<std::vector<size_t>>& step_hosts,
         ps.outliers.push_back(StepOutlier{ps.hosts[i].host, c, excess[k][i]});
       }
     }
-    for (size_t h = 0; h < hosts.size(); ++h) {
-      const auto steps = static_cast<int64_t>(per_host[h].size());
-      if (beyond[h] < kMinOutlierSteps || 2 * beyond[h] < steps) continue;
-      pod->outliers.push_back(
-          PodBreakdown::HostOutlier{hosts[h].host, c, steps, beyond[h],
-                                    static_cast<int64_t>(std::llround(MedianOf(per_host[h])))});
-    }
   }
   for (PodStep& ps : pod->steps) {
     std::stable_sort(
         ps.outliers.begin(), ps.outliers.end(),
         [](const StepOutlier& a, const StepOutlier& b) { return a.excess_ns > b.excess_ns; });
   }
-  std::stable_sort(pod->outliers.begin(), pod->outliers.end(),
-                   [](const PodBreakdown::HostOutlier& a, const PodBreakdown::HostOutlier& b) {
-                     return a.median_excess_ns > b.median_excess_ns;
-                   });
 }
 
-// Named in more of its steps than chance among its peers allows, and slower than them on the
-// median (the constants).
-bool ConsistentlySlow(int64_t named, const std::vector<double>& excess, size_t peers) {
-  if (peers < 2 || named < kMinConsistentlySlowSteps) return false;
-  const double chance = 1.0 / static_cast<double>(peers);
-  return BinomialTail(static_cast<int64_t>(excess.size()), named, chance) <
-             kConsistentlySlowAlpha &&
-         MedianOf(excess) > 0;
-}
-
-// Across steps: the pod step time's statistics and the steps where the straggler changed.
-void JudgeAcrossSteps(PodBreakdown* pod) {
-  std::string previous;
+// Across the judged steps (all steps when none is): the pod step time and the pod view's
+// categories.
+void PodStatistics(PodBreakdown* pod) {
+  const bool any_judged = std::any_of(pod->steps.begin(), pod->steps.end(),
+                                      [](const PodStep& ps) { return ps.judged; });
   std::vector<int64_t> pod_times;
-  pod_times.reserve(pod->steps.size());
+  std::array<std::vector<int64_t>, kNumCategories> per_category;
   for (const PodStep& ps : pod->steps) {
-    if (pod->steps_on_every_host == 0 || ps.on_every_host) pod_times.push_back(ps.pod_step_time_ns);
-    if (ps.straggler.empty()) continue;
-    if (!previous.empty() && ps.straggler != previous) pod->straggler_changes.push_back(ps.step);
-    previous = ps.straggler;
+    if (any_judged ? !ps.judged : ps.warmup) continue;
+    pod_times.push_back(ps.pod_step_time_ns);
+    const PodHostStep* view = PodView(ps);
+    if (view == nullptr) continue;
+    for (int c = 0; c < kNumCategories; ++c) per_category[c].push_back(view->categories.ns[c]);
   }
   pod->pod_step_time = StatsOf(std::move(pod_times));
+  for (int c = 0; c < kNumCategories; ++c) {
+    pod->pod_categories[c] = StatsOf(std::move(per_category[c]));
+  }
 }
 
-HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
+// A host's report: its steps' statistics leave out the pod's warm-up steps (still counted).
+HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps,
+                      const std::set<int64_t>& warmup) {
   HostReport r;
   r.host = hs.host;
   r.steps = static_cast<int64_t>(hs.steps.size());
@@ -786,13 +806,18 @@ HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
   r.has_markers = hs.has_markers;
   r.straggler_steps = straggler_steps;
   r.warnings = hs.warnings;
+  std::vector<const HostStep*> kept;
+  kept.reserve(hs.steps.size());
+  for (const HostStep& s : hs.steps) {
+    if (!warmup.contains(s.step)) kept.push_back(&s);
+  }
   std::vector<int64_t> v;
-  v.reserve(hs.steps.size());
-  for (const HostStep& s : hs.steps) v.push_back(s.end_ns - s.start_ns);
+  v.reserve(kept.size());
+  for (const HostStep* s : kept) v.push_back(s->end_ns - s->start_ns);
   r.step_time = StatsOf(v);
   for (int c = 0; c < kNumCategories; ++c) {
     v.clear();
-    for (const HostStep& s : hs.steps) v.push_back(s.host.ns[c]);
+    for (const HostStep* s : kept) v.push_back(s->host.ns[c]);
     r.categories[c] = StatsOf(v);
   }
   return r;
@@ -800,10 +825,12 @@ HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps) {
 
 }  // namespace
 
-PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
+PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts, const PodInputs& inputs) {
   PodBreakdown pod;
+  PodTally tally;
   if (hosts.empty()) {
     pod.warnings.emplace_back("no hosts to compare");
+    pod.verdict = breakdown_internal::JudgePod(hosts, pod, tally, inputs);
     return pod;
   }
   // A host without markers has only its whole window (step -1): comparable with other such
@@ -832,20 +859,33 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts) {
         "the window's edges, kept as partial), so nothing can be compared and no straggler "
         "named; capture a window of three steps or more");
   }
-  NoiseModel model;
-  const StragglerTally tally = JudgeSteps(matcher.step_hosts(), hosts.size(), &model, &pod);
-  FindOutliers(matcher.step_hosts(), hosts, model, &pod);
-  AttachDevices(matcher.step_hosts(), hosts, &pod);
-  JudgeAcrossSteps(&pod);
-  const auto peers = static_cast<size_t>(std::count_if(tally.excess.begin(), tally.excess.end(),
-                                                       [](const auto& e) { return !e.empty(); }));
-  for (size_t h = 0; h < hosts.size(); ++h) {
-    HostReport r = ReportHost(hosts[h], tally.named[h]);
-    if (ConsistentlySlow(r.straggler_steps, tally.excess[h], peers)) {
-      pod.consistently_slow.push_back(r.host);
-    }
-    pod.hosts.push_back(std::move(r));
+  tally.doubtful_steps = matcher.doubtful_steps();
+  tally.different_runs =
+      DifferentRuns(hosts, pod, matcher.doubtful_steps(), matcher.doubtful_example());
+  if (!tally.different_runs.empty()) {
+    pod.warnings.push_back(absl::StrCat(
+        "these traces are not one run (", tally.different_runs,
+        "): nothing is pooled across them (no step judged, no straggler named); compare runs "
+        "with `profctl diff A B`"));
   }
+  MarkWarmup(&pod);
+  MarkJudged(!tally.different_runs.empty(), &pod);
+  tally.named.assign(hosts.size(), 0);
+  tally.last_ready.assign(hosts.size(), 0);
+  tally.excess.assign(hosts.size(), {});
+  tally.others_busy.assign(hosts.size(), {});
+  NoiseModel model;
+  JudgeSteps(matcher.step_hosts(), &model, &tally, &pod);
+  FindOutliers(matcher.step_hosts(), hosts.size(), model, &tally, &pod);
+  AttachDevices(matcher.step_hosts(), hosts, model, &pod);
+  PodStatistics(&pod);
+  std::set<int64_t> warmup;
+  for (const PodStep& ps : pod.steps) {
+    if (ps.warmup) warmup.insert(ps.step);
+  }
+  for (size_t h = 0; h < hosts.size(); ++h)
+    pod.hosts.push_back(ReportHost(hosts[h], tally.named[h], warmup));
+  pod.verdict = breakdown_internal::JudgePod(hosts, pod, tally, inputs);
   return pod;
 }
 

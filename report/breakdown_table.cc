@@ -10,7 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "report/breakdown_headline.h"
+#include "absl/strings/str_join.h"
+#include "report/breakdown_format.h"
 #include "report/breakdown_writers.h"
 
 namespace profctl::report {
@@ -24,13 +25,7 @@ using analysis::PodHostStep;
 using analysis::PodStep;
 using breakdown_internal::CategoryAt;
 using breakdown_internal::HasCause;
-using breakdown_internal::Headline;
-using breakdown_internal::InputHeadline;
-using breakdown_internal::MakeHeadline;
-using breakdown_internal::PctOf;
-using breakdown_internal::PerStep;
 using breakdown_internal::RoundNs;
-using breakdown_internal::StragglerHeadline;
 
 namespace {
 
@@ -54,11 +49,6 @@ std::string ShortHost(absl::string_view host, int max_width) {
 }
 
 std::string StepLabel(int64_t step) { return step < 0 ? "all" : absl::StrCat(step); }
-
-std::string Percent(int64_t part, int64_t whole) {
-  if (whole <= 0) return "-";
-  return absl::StrFormat("%.1f%%", PctOf(part, whole));
-}
 
 struct Columns {
   int host_width = 22;
@@ -200,11 +190,13 @@ void AppendStepSection(std::string* out, const PodBreakdown& b, const Columns& c
 // ranks never entered first, then the unknown ones, then the waiters; at most kMaxHangRanks)
 // and the evidence; "cannot tell" is its sentence alone.
 void AppendHang(std::string* out, const PodBreakdown& b, const TableOptions& opt) {
-  if (!b.hang.has_value() || b.hang->verdict == analysis::HangVerdictKind::kNone) return;
-  const analysis::HangReport& h = *b.hang;
-  absl::StrAppend(out, "hang: ", Printable(h.summary), "\n");
+  const analysis::HangJudgement& v = b.verdict.hang;
+  // Not judged (loose files) or no hang: nothing to say.
+  if (!v.report.has_value() || v.finding == analysis::Finding::kNone) return;
+  const analysis::HangReport& h = *v.report;
+  absl::StrAppend(out, "hang: ", Printable(v.sentence), "\n");
   // "Cannot tell" is its sentence alone: no rank is judged.
-  if (h.verdict == analysis::HangVerdictKind::kCannotTell) return;
+  if (v.finding == analysis::Finding::kCannotTell) return;
   constexpr size_t kMaxHangRanks = 8;
   const auto at = [](const std::optional<analysis::CollectiveAt>& c) {
     return c.has_value() ? absl::StrCat(analysis::FormatCollectiveId(c->id), " at ",
@@ -235,94 +227,63 @@ void AppendHang(std::string* out, const PodBreakdown& b, const TableOptions& opt
   absl::StrAppend(out, "  evidence: ", analysis::FormatHangEvidence(h), "\n");
 }
 
-void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
-                  const TableOptions& opt) {
-  // Who straggles and why.
-  if (h.straggler) {
-    const StragglerHeadline& s = *h.straggler;
-    absl::StrAppendFormat(out, "straggler: %s in %d of %d steps",
-                          ShortHost(s.host, opt.max_host_width), s.steps, h.steps_with_straggler);
-    if (s.cause) {
-      absl::StrAppendFormat(out,
-                            "; typical cause %s, +%s ms over the median host (median of %d steps)",
-                            CategoryName(*s.cause), FormatMs(s.cause_excess_ns), s.cause_steps);
-    } else {
-      absl::StrAppend(out, "; no category above the median host's");
+// The verdicts (analysis/pod_verdict.h), each its own sentence with its confidence.
+void AppendAnswer(std::string* out, const PodBreakdown& b, const TableOptions& opt) {
+  const analysis::PodVerdict& v = b.verdict;
+  if (!b.hosts.empty()) {
+    absl::StrAppend(out, "straggler: ", Printable(v.straggler.Text()), "\n");
+    if (v.straggler.finding == analysis::Finding::kFound && !v.straggler.example_why.empty()) {
+      absl::StrAppend(out, "  step ", StepLabel(v.straggler.example_step), ": ",
+                      Printable(v.straggler.example_why), "\n");
     }
-    absl::StrAppend(out, "\n");
-    if (!s.why.empty()) {
-      absl::StrAppend(out, "  step ", StepLabel(s.example_step), ": ", Printable(s.why), "\n");
-    }
-  } else if (b.hosts.size() == 1) {
-    absl::StrAppend(out, "straggler: none (one host)\n");
-  } else if (b.hosts.empty()) {
-    // Nothing to say; the warnings say why.
-  } else {
-    absl::StrAppendFormat(out,
-                          "straggler: none: no host's lead over the others passes the noise floor "
-                          "(%s ms)\n",
-                          FormatMs(b.noise_floor_ns));
   }
-  const PodBreakdown::WhatIf& what_if = b.what_if;
-  if (what_if.steps > 0 && what_if.median_pace_cost_ns > 0) {
-    absl::StrAppendFormat(out,
-                          "what if: stragglers cost %s ms per step (%s of the pod's time); "
-                          "every host at the median host's pace would save %s ms per step "
-                          "(%s)\n",
-                          FormatMs(PerStep(what_if.straggler_cost_ns, what_if.steps)),
-                          Percent(what_if.straggler_cost_ns, what_if.pod_time_ns),
-                          FormatMs(PerStep(what_if.median_pace_cost_ns, what_if.steps)),
-                          Percent(what_if.median_pace_cost_ns, what_if.pod_time_ns));
+  if (v.slow_device.finding == analysis::Finding::kFound ||
+      (v.slow_device.finding == analysis::Finding::kNone && v.slow_device.of_steps > 0)) {
+    absl::StrAppend(out, "slow device: ", Printable(v.slow_device.Text()), "\n");
+  }
+  if (v.what_if.finding != analysis::Finding::kCannotTell && v.what_if.steps > 0 &&
+      v.what_if.median_pace_cost_ns > 0) {
+    absl::StrAppend(out, Printable(v.what_if.Text()), "\n");
   }
 
   AppendHang(out, b, opt);
 
   // Every host that stands out, the straggler or not.
-  if (!b.outliers.empty()) {
-    absl::StrAppend(out, "stands out (beyond the noise in at least half of its steps):\n");
+  if (v.stands_out.finding == analysis::Finding::kFound) {
+    absl::StrAppend(
+        out, "stands out (confidence: ", analysis::ConfidenceName(v.stands_out.confidence), "):\n");
     constexpr size_t kMaxOutliers = 8;
-    for (size_t i = 0; i < b.outliers.size() && i < kMaxOutliers; ++i) {
-      const PodBreakdown::HostOutlier& o = b.outliers[i];
+    for (size_t i = 0; i < v.stands_out.hosts.size() && i < kMaxOutliers; ++i) {
+      const analysis::HostOutlier& o = v.stands_out.hosts[i];
       absl::StrAppendFormat(out,
-                            "  %s %s +%s ms per step over the other hosts' median (%d of %d "
-                            "steps)\n",
+                            "  %s %s +%s ms per step over the other hosts' median (beyond the "
+                            "noise in %d of %d steps)\n",
                             ShortHost(o.host, opt.max_host_width), CategoryName(o.category),
                             FormatMs(o.median_excess_ns), o.steps_beyond, o.steps);
     }
-    if (b.outliers.size() > kMaxOutliers) {
-      absl::StrAppend(out, "  ... ", b.outliers.size() - kMaxOutliers, " more in ",
+    if (v.stands_out.hosts.size() > kMaxOutliers) {
+      absl::StrAppend(out, "  ... ", v.stands_out.hosts.size() - kMaxOutliers, " more in ",
                       kBreakdownJsonFile, "\n");
     }
   }
 
   // Who waits for input.
-  if (h.input_bound) {
-    const InputHeadline& in = *h.input_bound;
-    absl::StrAppendFormat(out,
-                          "input-bound: %s, input %s ms per step vs %s ms on the median host (+%s "
-                          "ms, %s of its step)\n",
-                          ShortHost(in.host, opt.max_host_width), FormatMs(in.input_ns),
-                          FormatMs(in.median_input_ns), FormatMs(in.excess_ns),
-                          Percent(in.excess_ns, in.step_time_ns));
-  } else if (!b.hosts.empty()) {
-    absl::StrAppendFormat(out,
-                          "input-bound: no host stands out (median host: input %s ms per step, %s "
-                          "of its step)\n",
-                          FormatMs(h.median_input_ns),
-                          Percent(h.median_input_ns, h.median_step_ns));
+  if (!b.hosts.empty()) {
+    absl::StrAppend(out, "input-bound: ", Printable(v.input_bound.Text()), "\n");
   }
 
   // Where the straggler changes.
-  if (h.steps_with_straggler > 0) {
-    if (b.straggler_changes.empty()) {
+  const std::vector<int64_t>& changes = v.straggler.changes;
+  if (v.straggler.named_steps > 0) {
+    if (changes.empty()) {
       absl::StrAppend(out, "straggler changes: none\n");
     } else {
       std::map<int64_t, size_t> index;
       for (size_t i = 0; i < b.steps.size(); ++i) index[b.steps[i].step] = i;
       constexpr size_t kMaxChanges = 8;
-      absl::StrAppendFormat(out, "straggler changes at %d steps:", b.straggler_changes.size());
-      for (size_t i = 0; i < b.straggler_changes.size() && i < kMaxChanges; ++i) {
-        const int64_t step = b.straggler_changes[i];
+      absl::StrAppendFormat(out, "straggler changes at %d steps:", changes.size());
+      for (size_t i = 0; i < changes.size() && i < kMaxChanges; ++i) {
+        const int64_t step = changes[i];
         absl::StrAppend(out, i == 0 ? " " : ", ", StepLabel(step));
         auto it = index.find(step);
         if (it != index.end() && it->second > 0) {
@@ -330,21 +291,23 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const Headline& h,
                           ShortHost(b.steps[it->second].straggler, 24), ")");
         }
       }
-      if (b.straggler_changes.size() > kMaxChanges) {
-        absl::StrAppend(out, ", ... ", b.straggler_changes.size() - kMaxChanges, " more");
+      if (changes.size() > kMaxChanges) {
+        absl::StrAppend(out, ", ... ", changes.size() - kMaxChanges, " more");
       }
       absl::StrAppend(out, "\n");
     }
   }
-  if (!b.consistently_slow.empty()) {
-    absl::StrAppend(out, "consistently slow (the straggler in more steps than chance allows):");
-    for (size_t i = 0; i < b.consistently_slow.size() && i < 8; ++i) {
-      absl::StrAppend(out, i == 0 ? " " : ", ", ShortHost(b.consistently_slow[i], 24));
-    }
-    if (b.consistently_slow.size() > 8) {
-      absl::StrAppend(out, ", ... ", b.consistently_slow.size() - 8, " more");
-    }
-    absl::StrAppend(out, "\n");
+  if (v.consistently_slow.finding != analysis::Finding::kCannotTell) {
+    absl::StrAppend(out, Printable(v.consistently_slow.Text()), "\n");
+  }
+  if (v.bottleneck.finding == analysis::Finding::kFound) {
+    absl::StrAppend(out, Printable(v.bottleneck.Text()), "\n");
+  }
+  if (!v.evidence.warmup_steps.empty()) {
+    std::vector<std::string> steps;
+    for (const int64_t s : v.evidence.warmup_steps) steps.push_back(StepLabel(s));
+    absl::StrAppend(out, "warm-up steps (not judged, left out of the means): ",
+                    absl::StrJoin(steps, ", "), "\n");
   }
 
   // Warnings, the pod's then each host's.
@@ -404,7 +367,7 @@ std::string FormatBreakdownTable(const PodBreakdown& b, const BreakdownContext& 
     AppendHostSection(&out, b, cols, opt);
   }
   AppendStepSection(&out, b, cols, opt);
-  AppendAnswer(&out, b, MakeHeadline(b), opt);
+  AppendAnswer(&out, b, opt);
   if (!ctx.report_path.empty()) absl::StrAppend(&out, "report: ", Printable(ctx.report_path), "\n");
   return out;
 }

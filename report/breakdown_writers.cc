@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "common/json_util.h"
 #include "common/version.h"
-#include "report/breakdown_headline.h"
+#include "report/breakdown_format.h"
 #include "report/html_report.h"
 #include "report/json_out.h"
 
@@ -33,15 +33,9 @@ using analysis::Stats;
 
 using breakdown_internal::CategoryAt;
 using breakdown_internal::HasCause;
-using breakdown_internal::Headline;
-using breakdown_internal::InputHeadline;
-using breakdown_internal::MakeHeadline;
 using breakdown_internal::PctOf;
 using breakdown_internal::PerStep;
-using breakdown_internal::PodView;
 using breakdown_internal::RoundNs;
-using breakdown_internal::StatsOf;
-using breakdown_internal::StragglerHeadline;
 
 namespace {
 
@@ -78,20 +72,21 @@ const std::vector<std::string>& FilesOf(const BreakdownContext& ctx, const std::
   return it == ctx.host_files.end() ? *kNone : it->second;
 }
 
-void WriteSummary(JsonOut& j, const Headline& h) {
+// "summary": the verdicts' answer in the shape of schema 3 (docs/breakdown-schema.md).
+void WriteSummary(JsonOut& j, const analysis::PodVerdict& v) {
   j.BeginObject();
   j.Key("straggler");
-  if (!h.straggler) {
+  const analysis::StragglerVerdict& s = v.straggler;
+  if (s.finding != analysis::Finding::kFound) {
     j.Null();
   } else {
-    const StragglerHeadline& s = *h.straggler;
     j.BeginObject();
     j.Key("host");
     j.String(s.host);
     j.Key("steps");
     j.Int(s.steps);
     j.Key("of_steps");
-    j.Int(h.steps_with_straggler);
+    j.Int(s.named_steps);
     j.Key("cause");
     if (s.cause) {
       j.String(CategoryName(*s.cause));
@@ -105,14 +100,14 @@ void WriteSummary(JsonOut& j, const Headline& h) {
     j.Key("example_step");
     j.Int(s.example_step);
     j.Key("why");
-    j.String(s.why);
+    j.String(s.example_why);
     j.EndObject();
   }
   j.Key("input_bound");
-  if (!h.input_bound) {
+  const analysis::InputBoundVerdict& in = v.input_bound;
+  if (in.finding != analysis::Finding::kFound) {
     j.Null();
   } else {
-    const InputHeadline& in = *h.input_bound;
     j.BeginObject();
     j.Key("host");
     j.String(in.host);
@@ -127,9 +122,224 @@ void WriteSummary(JsonOut& j, const Headline& h) {
     j.EndObject();
   }
   j.Key("median_input_ms");
-  j.Ms(h.median_input_ns);
+  j.Ms(in.median_input_ns);
   j.Key("median_step_time_ms");
-  j.Ms(h.median_step_ns);
+  j.Ms(in.median_step_ns);
+  j.EndObject();
+}
+
+// A verdict's common keys: finding, confidence, sentence, text, limits.
+void WriteJudgement(JsonOut& j, const analysis::Judgement& v) {
+  j.Key("finding");
+  j.String(analysis::FindingName(v.finding));
+  j.Key("confidence");
+  j.String(analysis::ConfidenceName(v.confidence));
+  j.Key("sentence");
+  j.String(v.sentence);
+  j.Key("text");
+  j.String(v.Text());
+  j.Key("limits");
+  Strings(j, v.limits);
+}
+
+void WriteOutliersJson(JsonOut& j, const std::vector<analysis::HostOutlier>& outliers) {
+  j.BeginArray();
+  for (const analysis::HostOutlier& o : outliers) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(o.host);
+    j.Key("category");
+    j.String(CategoryName(o.category));
+    j.Key("steps");
+    j.Int(o.steps);
+    j.Key("steps_beyond_noise");
+    j.Int(o.steps_beyond);
+    j.Key("median_excess_ms");
+    j.Ms(o.median_excess_ns);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+void Steps(JsonOut& j, const std::vector<int64_t>& steps) {
+  j.BeginArray();
+  for (const int64_t step : steps) j.Int(step);
+  j.EndArray();
+}
+
+// "verdict": every verdict with its evidence and confidence (docs/breakdown-schema.md).
+void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
+  j.BeginObject();
+  j.Key("evidence");
+  j.BeginObject();
+  const analysis::VerdictEvidence& e = v.evidence;
+  j.Key("hosts");
+  j.Int(e.hosts);
+  j.Key("world_size");
+  if (e.world_size > 0) {
+    j.Int(e.world_size);
+  } else {
+    j.Null();
+  }
+  j.Key("steps");
+  j.Int(e.steps);
+  j.Key("judged_steps");
+  j.Int(e.judged_steps);
+  j.Key("warmup_steps");
+  Steps(j, e.warmup_steps);
+  j.Key("doubtful_steps");
+  j.Int(e.doubtful_steps);
+  j.Key("different_runs");
+  j.Bool(e.different_runs);
+  j.Key("different_runs_reason");
+  j.String(e.different_runs_reason);
+  j.Key("noise_tail_dof");
+  j.Double(e.noise_tail_dof, 1);
+  j.Key("confidence");
+  j.String(analysis::ConfidenceName(e.ceiling));
+  j.Key("limits");
+  Strings(j, e.limits);
+  j.EndObject();
+
+  j.Key("straggler");
+  j.BeginObject();
+  WriteJudgement(j, v.straggler);
+  j.Key("host");
+  j.StringOrNull(v.straggler.host);
+  j.Key("steps");
+  j.Int(v.straggler.steps);
+  j.Key("named_steps");
+  j.Int(v.straggler.named_steps);
+  j.Key("judged_steps");
+  j.Int(v.straggler.judged_steps);
+  j.Key("cause");
+  if (v.straggler.cause.has_value()) {
+    j.String(CategoryName(*v.straggler.cause));
+  } else {
+    j.Null();
+  }
+  j.Key("cause_steps");
+  j.Int(v.straggler.cause_steps);
+  j.Key("cause_excess_ms");
+  j.Ms(v.straggler.cause_excess_ns);
+  j.Key("example_step");
+  j.Int(v.straggler.example_step);
+  j.Key("why");
+  j.String(v.straggler.example_why);
+  j.Key("changes");
+  Steps(j, v.straggler.changes);
+  j.EndObject();
+
+  j.Key("slow_device");
+  j.BeginObject();
+  WriteJudgement(j, v.slow_device);
+  j.Key("host");
+  j.StringOrNull(v.slow_device.host);
+  j.Key("device");
+  if (v.slow_device.device >= 0) {
+    j.Int(v.slow_device.device);
+  } else {
+    j.Null();
+  }
+  j.Key("steps");
+  j.Int(v.slow_device.steps);
+  j.Key("of_steps");
+  j.Int(v.slow_device.of_steps);
+  j.Key("median_excess_ms");
+  j.Ms(v.slow_device.median_excess_ns);
+  j.EndObject();
+
+  j.Key("consistently_slow");
+  j.BeginObject();
+  WriteJudgement(j, v.consistently_slow);
+  j.Key("hosts");
+  j.BeginArray();
+  for (const analysis::SlowHost& h : v.consistently_slow.hosts) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(h.host);
+    j.Key("steps");
+    j.Int(h.steps);
+    j.Key("last_ready_steps");
+    j.Int(h.last_ready_steps);
+    j.Key("named_steps");
+    j.Int(h.named_steps);
+    j.Key("median_excess_ms");
+    j.Ms(h.median_excess_ns);
+    j.Key("slowdown_pct");
+    j.Double(h.slowdown_pct, 2);
+    j.Key("p_value");
+    j.Double(h.p_value, 8);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("detectable_excess_ms");
+  j.Ms(v.consistently_slow.detectable_excess_ns);
+  j.Key("detectable_pct");
+  j.Double(v.consistently_slow.detectable_pct, 2);
+  j.EndObject();
+
+  j.Key("stands_out");
+  j.BeginObject();
+  WriteJudgement(j, v.stands_out);
+  j.Key("hosts");
+  WriteOutliersJson(j, v.stands_out.hosts);
+  j.EndObject();
+
+  j.Key("input_bound");
+  j.BeginObject();
+  WriteJudgement(j, v.input_bound);
+  j.Key("host");
+  j.StringOrNull(v.input_bound.host);
+  j.Key("input_ms");
+  j.Ms(v.input_bound.input_ns);
+  j.Key("median_input_ms");
+  j.Ms(v.input_bound.median_input_ns);
+  j.Key("excess_ms");
+  j.Ms(v.input_bound.excess_ns);
+  j.Key("step_time_ms");
+  j.Ms(v.input_bound.step_time_ns);
+  j.Key("median_step_time_ms");
+  j.Ms(v.input_bound.median_step_ns);
+  j.EndObject();
+
+  j.Key("what_if");
+  j.BeginObject();
+  WriteJudgement(j, v.what_if);
+  j.Key("steps");
+  j.Int(v.what_if.steps);
+  j.Key("straggler_cost_ms_per_step");
+  j.Ms(PerStep(v.what_if.straggler_cost_ns, v.what_if.steps));
+  j.Key("straggler_cost_pct");
+  j.Double(PctOf(v.what_if.straggler_cost_ns, v.what_if.pod_time_ns), 1);
+  j.Key("median_pace_cost_ms_per_step");
+  j.Ms(PerStep(v.what_if.median_pace_cost_ns, v.what_if.steps));
+  j.Key("median_pace_cost_pct");
+  j.Double(PctOf(v.what_if.median_pace_cost_ns, v.what_if.pod_time_ns), 1);
+  j.EndObject();
+
+  j.Key("bottleneck");
+  j.BeginObject();
+  WriteJudgement(j, v.bottleneck);
+  j.Key("category");
+  if (v.bottleneck.finding == analysis::Finding::kFound) {
+    j.String(CategoryName(v.bottleneck.category));
+  } else {
+    j.Null();
+  }
+  j.Key("share_pct");
+  j.BeginObject();
+  for (int c = 0; c < kNumCategories; ++c) {
+    j.Key(CategoryName(CategoryAt(c)));
+    j.Double(v.bottleneck.share_pct[static_cast<size_t>(c)], 1);
+  }
+  j.EndObject();
+  j.EndObject();
+
+  j.Key("hang");
+  j.BeginObject();
+  WriteJudgement(j, v.hang);
+  j.EndObject();
   j.EndObject();
 }
 }  // namespace
@@ -181,7 +391,7 @@ std::array<int64_t, kNumCategories> RoundCategoriesToUs(const analysis::Category
 }
 namespace {
 
-void WriteWhatIfJson(JsonOut& j, const PodBreakdown::WhatIf& w) {
+void WriteWhatIfJson(JsonOut& j, const analysis::WhatIfVerdict& w) {
   j.BeginObject();
   j.Key("steps");
   j.Int(w.steps);
@@ -196,8 +406,8 @@ void WriteWhatIfJson(JsonOut& j, const PodBreakdown::WhatIf& w) {
   j.EndObject();
 }
 
-// The pod across steps: its step time, and per category the pod view (the straggler's
-// categories each step, else the slowest host's).
+// The pod across its judged steps: its step time, and per category the pod view (the
+// straggler's categories each step, else the slowest host's).
 void WritePodJson(JsonOut& j, const PodBreakdown& b) {
   j.BeginObject();
   j.Key("steps");
@@ -219,20 +429,15 @@ void WritePodJson(JsonOut& j, const PodBreakdown& b) {
     j.Ms(b.category_noise_floor_ns[static_cast<size_t>(c)]);
   }
   j.EndObject();
+  j.Key("device_noise_floor_ms");
+  j.Ms(b.device_noise_floor_ns);
   j.Key("what_if");
-  WriteWhatIfJson(j, b.what_if);
+  WriteWhatIfJson(j, b.verdict.what_if);
   j.Key("categories");
-  std::array<std::vector<int64_t>, kNumCategories> per_cat;
-  for (const PodStep& s : b.steps) {
-    if (b.steps_on_every_host > 0 && !s.on_every_host) continue;  // as pod_step_time
-    const PodHostStep* view = PodView(s);
-    if (view == nullptr) continue;
-    for (int c = 0; c < kNumCategories; ++c) per_cat[c].push_back(view->categories.ns[c]);
-  }
   j.BeginObject();
   for (int c = 0; c < kNumCategories; ++c) {
     j.Key(CategoryName(CategoryAt(c)));
-    StatsMs(j, StatsOf(std::move(per_cat[c])));
+    StatsMs(j, b.pod_categories[static_cast<size_t>(c)]);
   }
   j.EndObject();
   j.EndObject();
@@ -289,6 +494,10 @@ void WriteStepJson(JsonOut& j, const PodStep& s) {
   j.Ms(s.spread_ns);
   j.Key("on_every_host");
   j.Bool(s.on_every_host);
+  j.Key("warmup");
+  j.Bool(s.warmup);
+  j.Key("judged");
+  j.Bool(s.judged);
   j.Key("straggler");
   j.StringOrNull(s.straggler);
   j.Key("straggler_excess_ms");
@@ -516,7 +725,6 @@ std::string BreakdownJson(const PodBreakdown& b, const BreakdownContext& ctx) {
 
 std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& ctx,
                                  absl::Span<const size_t> step_indices) {
-  const Headline headline = MakeHeadline(b);
   // Top-level keys, steps and hosts on their own lines; a step's hosts one per line.
   JsonOut j(/*pretty_depth=*/4);
   j.BeginObject();
@@ -534,8 +742,10 @@ std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& 
   j.EndArray();
   j.Key("pod");
   WritePodJson(j, b);
+  j.Key("verdict");
+  WriteVerdictJson(j, b.verdict);
   j.Key("summary");
-  WriteSummary(j, headline);
+  WriteSummary(j, b.verdict);
   j.Key("hosts");
   j.BeginArray();
   for (const HostReport& h : b.hosts) WriteHostJson(j, h, ctx);
@@ -547,31 +757,14 @@ std::string BreakdownJsonOfSteps(const PodBreakdown& b, const BreakdownContext& 
   }
   j.EndArray();
   j.Key("straggler_changes");
-  j.BeginArray();
-  for (const int64_t step : b.straggler_changes) j.Int(step);
-  j.EndArray();
+  Steps(j, b.verdict.straggler.changes);
   j.Key("consistently_slow");
-  Strings(j, b.consistently_slow);
+  Strings(j, b.verdict.consistently_slow.HostNames());
   j.Key("outliers");
-  j.BeginArray();
-  for (const PodBreakdown::HostOutlier& o : b.outliers) {
-    j.BeginObject();
-    j.Key("host");
-    j.String(o.host);
-    j.Key("category");
-    j.String(CategoryName(o.category));
-    j.Key("steps");
-    j.Int(o.steps);
-    j.Key("steps_beyond_noise");
-    j.Int(o.steps_beyond);
-    j.Key("median_excess_ms");
-    j.Ms(o.median_excess_ns);
-    j.EndObject();
-  }
-  j.EndArray();
-  if (b.hang.has_value()) {
+  WriteOutliersJson(j, b.verdict.stands_out.hosts);
+  if (b.verdict.hang.report.has_value()) {
     j.Key("hang");
-    WriteHangJson(j, *b.hang);
+    WriteHangJson(j, *b.verdict.hang.report);
   }
   j.Key("warnings");
   Strings(j, b.warnings);

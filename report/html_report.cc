@@ -231,10 +231,10 @@ namespace {
 // its evidence, and (hung, all waiting) where each rank stood; "cannot tell" shows what was
 // missing. Drawn here, without the script; every name is escaped.
 std::string HangSection(const analysis::PodBreakdown& breakdown) {
-  if (!breakdown.hang.has_value() || breakdown.hang->verdict == analysis::HangVerdictKind::kNone) {
-    return "";
-  }
-  const analysis::HangReport& h = *breakdown.hang;
+  // A hang, or a judged "cannot tell" (what was missing); neither "none" nor "not judged".
+  const analysis::HangJudgement& hang = breakdown.verdict.hang;
+  if (hang.finding == analysis::Finding::kNone || !hang.report.has_value()) return "";
+  const analysis::HangReport& h = *hang.report;
   std::string out = "<section id=\"hang\">\n<h2>Hang</h2>\n<p class=\"straggler\"><strong>";
   AppendHtmlEscaped(&out, h.summary);
   out.append("</strong></p>\n<p>");

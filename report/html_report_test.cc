@@ -44,58 +44,34 @@ using google::protobuf::Struct;
 constexpr int64_t kUs = 1'000;
 constexpr int64_t kMs = 1'000'000;
 
-// A 4-host, 6-step pod with `names`; host 1 straggles on compute, host 2 waits for input. The
-// host and pod summaries only need to be plausible for the page.
-PodBreakdown MakePod(const std::vector<std::string>& names, int num_steps) {
-  PodBreakdown b;
+// A 4-host, 6-step pod with `names`, judged by the analysis: host 1 straggles on compute, host 2
+// waits for input.
+PodBreakdown MakePod(const std::vector<std::string>& names, int num_steps,
+                     const analysis::PodInputs& inputs = {}) {
   const int n = static_cast<int>(names.size());
-  for (int s = 0; s < num_steps; ++s) {
-    PodStep ps;
-    ps.step = 100 + s;
-    for (int h = 0; h < n; ++h) {
-      PodHostStep hs;
-      hs.host = names[h];
-      hs.step_time_ns = 120 * kMs + s * 250 * kUs + h * 11 * kUs + (h == 1 ? 2 * kMs + 345 : 0);
-      auto& c = hs.categories;
+  std::vector<analysis::HostSummary> hosts(static_cast<size_t>(n));
+  for (int h = 0; h < n; ++h) {
+    hosts[static_cast<size_t>(h)].host = names[h];
+    for (int s = 0; s < num_steps; ++s) {
+      analysis::HostStep st;
+      st.step = 100 + s;
+      st.start_ns = s * 130 * kMs;
+      st.end_ns = st.start_ns + 120 * kMs + s * 250 * kUs + h * 11 * kUs + (h == 1 ? 345 : 0);
+      auto& c = st.host;
       c[Category::kCompute] = (h == 1 ? 70 : 45) * kMs;
       c[Category::kOutput] = 2 * kMs;
       c[Category::kDeviceToDevice] = h == 3 ? 1 * kMs : 0;  // one host has no d2d segment
       c[Category::kInput] = h == 2 ? 25 * kMs : 1 * kMs;
       c[Category::kHost] = 3 * kMs;
       c[Category::kIdle] = 500 * kUs;
-      int64_t rest = hs.step_time_ns;
+      int64_t rest = st.end_ns - st.start_ns;
       for (int k = 0; k < kNumCategories; ++k) rest -= c.ns[k];
       c[Category::kCollectives] = rest;
-      ps.pod_step_time_ns = std::max(ps.pod_step_time_ns, hs.step_time_ns);
-      ps.hosts.push_back(std::move(hs));
+      hosts[static_cast<size_t>(h)].steps.push_back(st);
     }
-    ps.spread_ns = ps.pod_step_time_ns - ps.hosts[0].step_time_ns;
-    ps.straggler = names[1];
-    ps.cause = Category::kCompute;
-    ps.cause_excess_ns = 25 * kMs;
-    ps.bottleneck = Category::kCompute;
-    ps.why =
-        absl::StrCat(names[1], " is the straggler: compute 70.0 ms vs 45.0 ms median (+25.0 ms)");
-    b.steps.push_back(std::move(ps));
   }
-  for (int h = 0; h < n; ++h) {
-    analysis::HostReport r;
-    r.host = names[h];
-    r.steps = num_steps;
-    r.step_time.mean_ns = static_cast<double>(b.steps[num_steps / 2].hosts[h].step_time_ns);
-    r.step_time.p50_ns = b.steps[num_steps / 2].hosts[h].step_time_ns;
-    r.step_time.p90_ns = b.steps[num_steps - 1].hosts[h].step_time_ns;
-    for (int k = 0; k < kNumCategories; ++k) {
-      const int64_t v = b.steps[0].hosts[h].categories.ns[k];
-      r.categories[k] = {static_cast<double>(v), v, v};
-    }
-    r.straggler_steps = h == 1 ? num_steps : 0;
-    b.hosts.push_back(std::move(r));
-  }
-  b.pod_step_time = {static_cast<double>(b.steps[0].pod_step_time_ns), b.steps[0].pod_step_time_ns,
-                     b.steps[0].pod_step_time_ns};
-  b.consistently_slow = {names[1]};
-  b.warnings = {"2 partial steps dropped"};
+  PodBreakdown b = analysis::BuildPodBreakdown(hosts, inputs);
+  b.warnings.push_back("2 partial steps dropped");
   return b;
 }
 
@@ -361,18 +337,17 @@ std::string RenderOrFail(const PodBreakdown& b, const BreakdownContext& ctx,
 TEST(HtmlReportChromiumTest, RendersTheJsonNumbersWithoutErrors) {
   SKIP_WITHOUT_CHROMIUM();
   PodBreakdown b = MakePod(Workers(), 6);
-  b.outliers.push_back({"worker-2", Category::kInput, 6, 6, 24'500'000});
   const std::string dom = RenderOrFail(b, Context(Workers()));
-  // Every host that stands out, the straggler or not.
+  // Every host that stands out, the straggler or not: the verdict's sentence.
   EXPECT_TEXT(dom,
-              "Standing out beyond the noise in at least half of their steps: worker-2 input "
-              "+24.500 ms per step (6 of 6 steps).");
+              "worker-2 input +24.0 ms per step over the other hosts' median (beyond the "
+              "noise in 6 of 6 steps)");
 
-  // The answer names the straggler and the input-bound host.
+  // The answer names the straggler and the input-bound host, in the verdicts' words.
   EXPECT_TEXT(dom,
-              "id=\"answer-straggler\">worker-1</span> is the straggler in 6 of 6 steps; typical "
-              "cause: <b>compute</b>, +25.000 ms");
-  EXPECT_TEXT(dom, "id=\"answer-input\">worker-2</span> is input-bound: input 25.000 ms");
+              "id=\"answer-straggler\">worker-1</span> is the straggler in 6 of 6 judged steps; "
+              "typical cause compute, +25.0 ms");
+  EXPECT_TEXT(dom, "id=\"answer-input\">worker-2</span> waits for input: 25.0 ms");
   // The bars show the last step, one segment per non-zero category of each host.
   const PodStep& last = b.steps.back();
   int segments = 0;
@@ -739,8 +714,7 @@ TEST(HtmlReportChromiumTest, GuideRowsRenderInTheToolTabs) {
 }
 
 TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
-  PodBreakdown b = MakePod(Workers(), 3);
-  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
+  EXPECT_NO_TEXT(HtmlReport(MakePod(Workers(), 3), Context(Workers())), "<section id=\"hang\">");
   analysis::HangReport h;
   h.verdict = analysis::HangVerdictKind::kHung;
   h.waiting_ranks = 1;
@@ -750,8 +724,7 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
       {"w&0", 0, analysis::HangRank::Role::kWaiting, true, at, std::nullopt, false, std::nullopt});
   h.ranks.push_back({"<img src=x>", 1, analysis::HangRank::Role::kNeverEntered, true, std::nullopt,
                      std::nullopt, false, std::nullopt});
-  b.hang = h;
-  const std::string html = HtmlReport(b, Context(Workers()));
+  const std::string html = HtmlReport(MakePod(Workers(), 3, {h}), Context(Workers()));
   const size_t section = html.find("<section id=\"hang\">");
   ASSERT_NE(section, std::string::npos);
   EXPECT_LT(section, html.find("<section id=\"answer\">"));  // above the answer
@@ -763,9 +736,9 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
       "00:00:00.000 UTC</td><td>none</td></tr>");
   EXPECT_TEXT(html, "<tr><td class=\"num\">1</td><td>&lt;img src=x&gt;</td><td>never entered</td>");
   // "Cannot tell": the section says so, with its evidence, and judges no rank.
-  b.hang->verdict = analysis::HangVerdictKind::kCannotTell;
-  b.hang->summary = "cannot tell: ranks wait in all-reduce #1 of step 5 since <x>";
-  const std::string cannot = HtmlReport(b, Context(Workers()));
+  h.verdict = analysis::HangVerdictKind::kCannotTell;
+  h.summary = "cannot tell: ranks wait in all-reduce #1 of step 5 since <x>";
+  const std::string cannot = HtmlReport(MakePod(Workers(), 3, {h}), Context(Workers()));
   const size_t at_section = cannot.find("<section id=\"hang\">");
   ASSERT_NE(at_section, std::string::npos);
   const std::string part =
@@ -773,8 +746,9 @@ TEST(HtmlReportTest, HangSectionOnlyWithAVerdictAndEveryNameEscaped) {
   EXPECT_TEXT(part, "cannot tell: ranks wait in all-reduce #1 of step 5 since &lt;x&gt;");
   EXPECT_TEXT(part, "no step signal from the agents");  // its evidence
   EXPECT_NO_TEXT(part, "<table");
-  b.hang->verdict = analysis::HangVerdictKind::kNone;
-  EXPECT_NO_TEXT(HtmlReport(b, Context(Workers())), "<section id=\"hang\">");
+  h.verdict = analysis::HangVerdictKind::kNone;
+  EXPECT_NO_TEXT(HtmlReport(MakePod(Workers(), 3, {h}), Context(Workers())),
+                 "<section id=\"hang\">");
 }
 
 }  // namespace

@@ -139,6 +139,8 @@ void OverviewJson(Json& j, const PodTools& p) {
   j.Key("pod");
   j.BeginObject();
   j.Key("steps");
+  j.Int(p.pod_steps);
+  j.Key("host_steps");
   j.Int(p.overview_steps);
   j.Key("average_step_ms");
   j.Ms(p.overview_steps == 0 ? 0 : p.overview_step_ns / p.overview_steps);
@@ -259,8 +261,8 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
   const int w = style.max_name_width;
   const size_t limit = style.limit;
   const int64_t n = p.overview_steps;
-  absl::StrAppendFormat(&out, "\naverage step time %s ms over %d step(s)\n",
-                        MsText(n == 0 ? 0 : p.overview_step_ns / n), n);
+  absl::StrAppendFormat(&out, "\naverage step time %s ms over %d steps (%d host-steps)\n",
+                        MsText(n == 0 ? 0 : p.overview_step_ns / n), p.pod_steps, n);
   for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
     const int64_t v = p.overview_total.ns[static_cast<size_t>(c)];
     absl::StrAppendFormat(&out, "  %-17s %10s ms  %5.1f%%\n",

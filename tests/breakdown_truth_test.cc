@@ -178,8 +178,8 @@ TEST(BreakdownTruthTest, RecoversTheInjectedKnobsWithoutJitter) {
     EXPECT_EQ(step.cause, Category::kCompute);
     ExpectNear1Pct(step.cause_excess_ns, compute0 / 2, "cause excess");
   }
-  ASSERT_EQ(pod.breakdown.consistently_slow.size(), 1u);
-  EXPECT_EQ(pod.breakdown.consistently_slow[0], "rank-1");
+  ASSERT_EQ(pod.breakdown.verdict.consistently_slow.HostNames().size(), 1u);
+  EXPECT_EQ(pod.breakdown.verdict.consistently_slow.HostNames()[0], "rank-1");
 }
 
 // Ranks of one job with every knob but the straggler at its default: 100 ms steps, 5 % jitter.
@@ -214,7 +214,7 @@ TEST(BreakdownTruthTest, JitterAloneNamesNoStragglerAndNobodyIsConsistentlySlow)
         std::count_if(pod.steps.begin(), pod.steps.end(),
                       [](const analysis::PodStep& s) { return !s.straggler.empty(); });
     EXPECT_LE(named * 20, static_cast<int64_t>(pod.steps.size()));  // at most 5 %
-    EXPECT_THAT(pod.consistently_slow, IsEmpty());
+    EXPECT_THAT(pod.verdict.consistently_slow.HostNames(), IsEmpty());
   }
 }
 
@@ -227,7 +227,7 @@ TEST(BreakdownTruthTest, A30PercentComputeStragglerIsNamedInEveryStep) {
       EXPECT_EQ(step.straggler, "rank-1") << "step " << step.step << ": " << step.why;
       EXPECT_EQ(step.cause, Category::kCompute) << "step " << step.step;
     }
-    EXPECT_THAT(pod.consistently_slow, ElementsAre("rank-1"));
+    EXPECT_THAT(pod.verdict.consistently_slow.HostNames(), ElementsAre("rank-1"));
   }
 }
 

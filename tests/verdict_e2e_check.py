@@ -12,11 +12,16 @@ session.json. The ground truth is the synthetic job's model (docs/synthetic-job.
             steps, nobody is consistently slow;
   straggler rank 1 computes 1.3x longer, 4 ranks: rank 1 is the straggler of every step (steps at
             the window's edges that not every host has excepted) with cause compute, the only
-            consistently slow host, and the what-if straggler cost per step is the injected
-            excess to within 5 %;
+            consistently slow host, the what-if median-pace cost per step is the injected
+            excess to within 5 %, and the straggler cost (capped by the next-slowest host) is
+            75-100 % of it;
   stall     rank 2 waits 1 ms more for input, rank 1 computes 1.2x longer, 4 ranks: both are
             reported: rank 1 the straggler with cause compute, rank 2 the input-bound host, and
             the two, and only they, stand out (rank 1 in compute, rank 2 in input);
+  knobs     the synthetic job's knobs for the verdicts, 4 ranks of 4 GPUs under Student-t(3)
+            jitter: rank 1's GPU 2 computes 1.8x longer in every third step; rank 1 is named in
+            90 % of those steps with device 2 in 90 % of them, a straggler in at most 5 % of the
+            other steps, and the slow device verdict names rank 1's device 2;
   slowrank  rank 2 waits 1.5 s for input in each 100 ms step, 4 ranks, a 1 s window (no complete
             step): the hang verdict is never `hung` or `all_waiting`, and every agent answered
             the step signal asked at the window's end (session.json, hang.evidence);
@@ -47,7 +52,7 @@ from profctl_testlib import Failure, Processes, check, wait_for  # noqa: E402
 
 # docs/breakdown-schema.md: readers refuse files newer than they were written for. Raise it once
 # the fields read here are checked to mean the same in the new version.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STEP_MS = 10  # 10.0-10.3 ms periods: ~150 steps in a 1.5 s window
 DURATION_MS = 1500
 MIN_STEPS = 60
@@ -266,20 +271,26 @@ def case_straggler(ctx):
 
     # The injected excess from the model (docs/synthetic-job.md): compute is 50 % of step_ms on
     # every rank, factor x that on the straggler, and the +-5 % jitter is uniform with mean 0, so
-    # on average the straggler computes (factor - 1) x 0.5 x step_ms longer than the others. The
-    # breakdown's own per-host compute means are printed beside it: a second opinion, not the truth.
+    # on average the straggler computes (factor - 1) x 0.5 x step_ms longer than the others: what
+    # every host at the median pace saves. Fixing the straggler alone saves less: down to the
+    # next-slowest host's pace, a little above the median's. The breakdown's own per-host compute
+    # means are printed beside it: a second opinion, not the truth.
     injected = (factor - 1.0) * COMPUTE_FRACTION * STEP_MS
     w = b["pod"]["what_if"]
     cost = w["straggler_cost_ms_per_step"]
+    median_pace = w["median_pace_cost_ms_per_step"]
     means = {h["host"]: h["categories"]["compute"]["mean_ms"] for h in b["hosts"]}
     others = sorted(v for k, v in means.items() if k != slow)
     from_means = means[slow] - others[len(others) // 2]
-    err = 100.0 * (cost - injected) / injected
-    print(f"  straggler: what-if straggler cost {cost} ms per step over {w['steps']} steps vs "
-          f"injected {injected:.3f} ms ({err:+.1f} %); from the breakdown's compute means "
-          f"{from_means:.3f} ms; median-pace cost {w['median_pace_cost_ms_per_step']} ms")
-    check(abs(err) <= 5.0, f"straggler: what-if cost {cost} ms per step is {err:+.1f} % off the "
-                           f"injected {injected:.3f} ms (tolerance 5 %)")
+    err = 100.0 * (median_pace - injected) / injected
+    print(f"  straggler: what-if median-pace cost {median_pace} ms per step over {w['steps']} "
+          f"steps vs injected {injected:.3f} ms ({err:+.1f} %); from the breakdown's compute "
+          f"means {from_means:.3f} ms; straggler cost {cost} ms")
+    check(abs(err) <= 5.0, f"straggler: what-if median-pace cost {median_pace} ms per step is "
+                           f"{err:+.1f} % off the injected {injected:.3f} ms (tolerance 5 %)")
+    check(0.75 * median_pace <= cost <= median_pace,
+          f"straggler: what-if straggler cost {cost} ms per step, want 75-100 % of the "
+          f"median-pace cost {median_pace} ms (capped by the next-slowest host)")
     print(f"  straggler: {check_aligned('straggler', cap, hosts)}")
 
 
@@ -421,8 +432,47 @@ def case_slowrank(ctx):
           f"{tag}: the verdict had the step signal of {evidence.get('step_signal_ranks')} ranks")
 
 
+def case_knobs(ctx):
+    """An intermittent straggler's one slow GPU, under heavy-tailed jitter."""
+    # Rank 1's GPU 2 of 4 computes 1.8x longer in every third step of the job (its index k with
+    # k mod 3 == 0); step_num is k mod 1e6, which 3 does not divide, so the slow steps are found
+    # as every third step in time order: the residue rank 1 straggles in most.
+    every = 3
+    hosts = job(4, gpus=4, straggler_rank=1, straggler_factor=1.8, straggler_every=every,
+                slow_gpu=2, jitter_dof=3)
+    slow = hosts[1].name
+    cap = capture(ctx, "knobs", hosts)
+    b = cap.breakdown
+    full, _ = full_steps(b, hosts)
+    check(len(full) >= MIN_STEPS, f"knobs: only {len(full)} steps have every host")
+    # Which residue mod `every` the slow steps have, in time order: the one rank 1 straggles in
+    # most.
+    named = {r: [s for i, s in enumerate(full) if i % every == r and s["straggler"] == slow]
+             for r in range(every)}
+    residue = max(named, key=lambda r: len(named[r]))
+    slow_steps = [s for i, s in enumerate(full) if i % every == residue]
+    other = [s for i, s in enumerate(full) if i % every != residue]
+    hit = [s for s in slow_steps if s["straggler"] == slow]
+    device = [s for s in hit if (s["straggler_device"] or {}).get("device") == 2]
+    false = [s for s in other if s["straggler"] is not None]
+    print(f"  knobs: {len(full)} steps; {slow} named in {len(hit)} of {len(slow_steps)} slow "
+          f"steps, its GPU 2 in {len(device)}; a straggler named in {len(false)} of {len(other)} "
+          f"other steps; tails dof {b['verdict']['evidence']['noise_tail_dof']}")
+    # The floor keeps false stragglers rare under heavy tails, so a 1.8x GPU in one step of three
+    # is named in most of its steps, not all (unit-tested over seeds in pod_verdict_test).
+    check(len(hit) >= 0.75 * len(slow_steps),
+          f"knobs: {slow} named in only {len(hit)} of its {len(slow_steps)} slow steps")
+    check(len(device) >= 0.9 * len(hit),
+          f"knobs: its GPU 2 named in only {len(device)} of the {len(hit)} steps it was named")
+    check(len(false) <= 0.05 * len(other),
+          f"knobs: heavy-tailed jitter named a straggler in {len(false)} of {len(other)} steps")
+    v = b["verdict"]["slow_device"]
+    check(v["finding"] == "found" and v["host"] == slow and v["device"] == 2,
+          f"knobs: verdict.slow_device is {v}")
+
+
 CASES = [("jitter", case_jitter), ("straggler", case_straggler), ("stall", case_stall),
-         ("grid", case_grid), ("slowrank", case_slowrank)]
+         ("knobs", case_knobs), ("grid", case_grid), ("slowrank", case_slowrank)]
 
 
 def main():

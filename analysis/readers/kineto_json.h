@@ -52,6 +52,7 @@ enum class Field : uint8_t {
   kArgs,
   kDevice,
   kRank,
+  kWorldSize,
 };
 
 // `k` as written in the document, for warnings ("?" for keys not named in them).

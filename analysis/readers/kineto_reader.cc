@@ -80,6 +80,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   // The parse stopped at an array or object nested deeper than kMaxJsonDepth.
   bool too_deep() const { return too_deep_; }
   std::optional<int64_t> rank() const { return rank_; }
+  std::optional<int64_t> world_size() const { return world_size_; }
 
   // Moves times onto the common timeline and fills the window; call once after the parse.
   void Finish(int64_t offset_ns);
@@ -129,6 +130,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   std::string cat_name_;
   std::optional<int64_t> base_ns_;
   std::optional<int64_t> rank_;
+  std::optional<int64_t> world_size_;
   absl::flat_hash_map<std::string, NameInfo> names_;
   NameInfo uncached_;
   absl::flat_hash_map<std::string, int64_t> unknown_categories_;
@@ -176,6 +178,7 @@ bool Handler::Key(const char* str, rapidjson::SizeType len, bool /*copy*/) {
       break;
     case Slot::kDistInfo:
       if (k == "rank") key = Field::kRank;
+      if (k == "world_size") key = Field::kWorldSize;
       break;
     default:
       break;
@@ -233,8 +236,10 @@ bool Handler::Start(JsonType type) {
       if (parent.key == Field::kDevice) EventField(parent.key, type, {});
       break;
     case Slot::kDistInfo:
-      if (parent.key == Field::kRank) {
-        warnings_.Note("distributedInfo.rank is not an integer: ignored",
+      if (parent.key == Field::kRank || parent.key == Field::kWorldSize) {
+        warnings_.Note(parent.key == Field::kRank
+                           ? "distributedInfo.rank is not an integer: ignored"
+                           : "distributedInfo.world_size is not an integer: ignored",
                        [&] { return std::string(TypeName(type)); });
       }
       break;
@@ -296,6 +301,15 @@ bool Handler::Scalar(JsonType type, absl::string_view text) {
         } else {
           warnings_.Add(absl::StrCat("distributedInfo.rank ", TypeName(type), " '", text,
                                      "' is not a rank: ignored"));
+        }
+      } else if (key == Field::kWorldSize) {
+        int64_t size = 0;
+        if ((type == JsonType::kNumber || type == JsonType::kString) &&
+            ScaledDecimal(text, 0, &size) && size >= 1) {
+          world_size_ = size;
+        } else {
+          warnings_.Add(absl::StrCat("distributedInfo.world_size ", TypeName(type), " '", text,
+                                     "' is not a world size: ignored"));
         }
       }
       break;
@@ -785,6 +799,7 @@ absl::StatusOr<HostTrace> ReadKinetoTraceFrom(KinetoTextSource& source,
   handler.Finish(offset_ns);
   trace.host = handler.rank() ? absl::StrCat("rank-", *handler.rank()) : default_host;
   trace.rank = handler.rank().value_or(-1);
+  trace.world_size = handler.world_size().value_or(0);
   return trace;
 }
 

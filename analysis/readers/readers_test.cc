@@ -215,7 +215,8 @@ constexpr int64_t kBase = 1'700'000'000'000'000'000;  // baseTimeNanoseconds of 
 void ExpectGoldenKineto(const HostTrace& t, int64_t offset_ns) {
   const int64_t base = kBase - offset_ns;
   EXPECT_EQ(t.host, "rank-3");
-  EXPECT_EQ(t.rank, 3);  // distributedInfo.rank, for pairing hosts across runs (profctl diff)
+  EXPECT_EQ(t.rank, 3);        // distributedInfo.rank, for pairing hosts across runs (profctl diff)
+  EXPECT_EQ(t.world_size, 4);  // distributedInfo.world_size: are all of the job's ranks here?
   EXPECT_EQ(t.window_start_ns - base, 0);  // the "PyTorch Profiler (0)" span
   EXPECT_EQ(t.window_end_ns - base, 20'000'000);
   EXPECT_THAT(Markers(t.steps, base),
@@ -525,7 +526,7 @@ TEST(KinetoReaderTest, EmptyTraceIsAWarning) {
 
 TEST(KinetoReaderTest, BadEventsAreDroppedWithOneWarningPerProblem) {
   const std::string json = R"({"baseTimeNanoseconds": 1767225600000000000,
-    "distributedInfo": {"rank": "three"},
+    "distributedInfo": {"rank": "three", "world_size": 0},
     "traceEvents": [
       {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": "12", "dur": 1},
       {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 12, "dur": [1]},
@@ -541,7 +542,8 @@ TEST(KinetoReaderTest, BadEventsAreDroppedWithOneWarningPerProblem) {
     ]})";
   absl::StatusOr<HostTrace> t = ReadKinetoTrace(json, "h", 0);
   ASSERT_THAT(t, IsOk());
-  EXPECT_EQ(t->host, "h");  // the bad rank is ignored
+  EXPECT_EQ(t->host, "h");      // the bad rank is ignored
+  EXPECT_EQ(t->world_size, 0);  // and so is the bad world size
   ASSERT_EQ(t->devices.size(), 1u);
   // The unknown category only widens the window; the kernel event at ts 1 lacks "ph".
   EXPECT_THAT(Ops(t->devices[0].ops, kP), ElementsAre(O(OpKind::kDeviceCompute, 20'000, 22'000)));
@@ -550,6 +552,7 @@ TEST(KinetoReaderTest, BadEventsAreDroppedWithOneWarningPerProblem) {
       t->warnings,
       ElementsAre(
           HasSubstr("distributedInfo.rank a string 'three' is not a rank"),
+          HasSubstr("distributedInfo.world_size a number '0' is not a world size"),
           HasSubstr("unknown categories ignored: 'mystery' (1)"),
           HasSubstr(
               "field of the wrong type dropped: 2 (first: traceEvents[0] \"ts\" is a string)"),

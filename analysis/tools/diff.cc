@@ -48,15 +48,14 @@ Category TopCause(const CauseCounts& counts, const std::string& host) {
   return static_cast<Category>(best);
 }
 
-StragglerSummary Straggler(const PodBreakdown& b, const CauseCounts& counts) {
+// The pod's straggler as its verdict names it (PodVerdict: none when it names no one).
+StragglerSummary Straggler(const PodBreakdown& b) {
   StragglerSummary s;
-  for (const HostReport& h : b.hosts) {  // host order breaks ties
-    if (h.straggler_steps > s.steps) {
-      s.host = h.host;
-      s.steps = h.straggler_steps;
-    }
-  }
-  if (!s.host.empty()) s.cause = TopCause(counts, s.host);
+  const StragglerVerdict& v = b.verdict.straggler;
+  if (v.finding != Finding::kFound) return s;
+  s.host = v.host;
+  s.steps = v.steps;
+  s.cause = v.cause.value_or(Category::kIdle);
   return s;
 }
 
@@ -601,25 +600,25 @@ Diff ComputeDiff(const DiffInput& a, const DiffInput& b, const DiffOptions& opti
     return it == m.end() ? host : it->second;
   };
 
-  d.straggler_a = Straggler(pa, causes_a);
-  d.straggler_b = Straggler(pb, causes_b);
+  d.straggler_a = Straggler(pa);
+  d.straggler_b = Straggler(pb);
   // Compared through the pairs: the same host is the same pair.
   const std::string pair_a = d.straggler_a.host.empty() ? "" : shown(shown_a, d.straggler_a.host);
   const std::string pair_b = d.straggler_b.host.empty() ? "" : shown(shown_b, d.straggler_b.host);
   d.straggler_changed = pair_a != pair_b;
   d.cause_changed =
       !d.straggler_changed && !pair_a.empty() && d.straggler_a.cause != d.straggler_b.cause;
-  d.consistently_slow_a = pa.consistently_slow;
-  d.consistently_slow_b = pb.consistently_slow;
+  d.consistently_slow_a = pa.verdict.consistently_slow.HostNames();
+  d.consistently_slow_b = pb.verdict.consistently_slow.HostNames();
 
-  for (const PodBreakdown::HostOutlier& o : pa.outliers) {
+  for (const HostOutlier& o : pa.verdict.stands_out.hosts) {
     OutlierDiff& od = d.outliers.emplace_back();
     od.host = shown(shown_a, o.host);
     od.category = o.category;
     od.in_a = true;
     od.median_excess_ns.a = o.median_excess_ns;
   }
-  for (const PodBreakdown::HostOutlier& o : pb.outliers) {
+  for (const HostOutlier& o : pb.verdict.stands_out.hosts) {
     const std::string host = shown(shown_b, o.host);
     auto it = std::find_if(d.outliers.begin(), d.outliers.end(), [&](const OutlierDiff& od) {
       return od.host == host && od.category == o.category;

@@ -38,6 +38,17 @@ std::vector<PodStep> Steps(int n, int named, const std::string& straggler, Categ
   return steps;
 }
 
+// The pod's straggler verdict naming `host` in `steps` steps for `cause` (what BuildPodBreakdown
+// would judge of those steps).
+void NameStraggler(PodBreakdown* pod, const std::string& host, int64_t steps, Category cause) {
+  StragglerVerdict& v = pod->verdict.straggler;
+  v.finding = Finding::kFound;
+  v.host = host;
+  v.steps = steps;
+  v.named_steps = steps;
+  v.cause = cause;
+}
+
 KernelStat Kernel(const std::string& name, const std::string& op, int64_t total_ns, int64_t n) {
   KernelStat k;
   k.kernel = name;
@@ -61,33 +72,35 @@ class DiffTest : public ::testing::Test {
   void SetUp() override {
     // A: 10 steps; w1 the straggler on compute in 8; w2 only here.
     a_.steps = Steps(10, 8, "w1", Category::kCompute);
+    NameStraggler(&a_, "w1", 8, Category::kCompute);
     a_.pod_step_time.mean_ns = 100.0 * kMs;
     a_.hosts = {Host("w0", 10, 100, 60, 10, 0), Host("w1", 10, 100, 80, 5, 8),
                 Host("w2", 10, 100, 50, 30, 0)};
-    a_.consistently_slow = {"w1"};
-    a_.outliers = {{.host = "w1",
-                    .category = Category::kCompute,
-                    .steps = 10,
-                    .steps_beyond = 8,
-                    .median_excess_ns = 20 * kMs},
-                   {.host = "w2",
-                    .category = Category::kInput,
-                    .steps = 10,
-                    .steps_beyond = 10,
-                    .median_excess_ns = 22 * kMs}};
+    a_.verdict.consistently_slow.hosts = {{.host = "w1", .cause = Category::kCompute}};
+    a_.verdict.stands_out.hosts = {{.host = "w1",
+                                    .category = Category::kCompute,
+                                    .steps = 10,
+                                    .steps_beyond = 8,
+                                    .median_excess_ns = 20 * kMs},
+                                   {.host = "w2",
+                                    .category = Category::kInput,
+                                    .steps = 10,
+                                    .steps_beyond = 10,
+                                    .median_excess_ns = 22 * kMs}};
     // B: 20 steps; w0 the straggler on input in 12; w3 only here; w1 faster.
     b_.steps = Steps(20, 12, "w0", Category::kInput);
+    NameStraggler(&b_, "w0", 12, Category::kInput);
     b_.pod_step_time.mean_ns = 80.0 * kMs;
-    b_.outliers = {{.host = "w0",
-                    .category = Category::kInput,
-                    .steps = 20,
-                    .steps_beyond = 12,
-                    .median_excess_ns = 10 * kMs},
-                   {.host = "w2",
-                    .category = Category::kInput,
-                    .steps = 20,
-                    .steps_beyond = 20,
-                    .median_excess_ns = 30 * kMs}};
+    b_.verdict.stands_out.hosts = {{.host = "w0",
+                                    .category = Category::kInput,
+                                    .steps = 20,
+                                    .steps_beyond = 12,
+                                    .median_excess_ns = 10 * kMs},
+                                   {.host = "w2",
+                                    .category = Category::kInput,
+                                    .steps = 20,
+                                    .steps_beyond = 20,
+                                    .median_excess_ns = 30 * kMs}};
     b_.hosts = {Host("w3", 20, 75, 60, 5, 0), Host("w1", 20, 75, 60, 5, 0),
                 Host("w0", 20, 80, 60, 15, 12)};
     kernels_a_ = {Kernel("gemm", "aten::mm", 600 * kMs, 100),
@@ -174,6 +187,7 @@ TEST_F(DiffTest, TheStragglerAndItsCauseChange) {
   EXPECT_EQ(d.outliers[2].median_excess_ns.b, 10 * kMs);
   // The same straggler for another reason: a cause change.
   b_.steps = Steps(20, 12, "w1", Category::kInput);
+  NameStraggler(&b_, "w1", 12, Category::kInput);
   b_.hosts[1].straggler_steps = 12;
   b_.hosts[2].straggler_steps = 0;
   d = Compute();
@@ -348,6 +362,8 @@ TEST(DiffPairsTest, TheStragglerIsComparedThroughThePairs) {
   PodBreakdown a, b;
   a.steps = Steps(10, 8, "job1-w-1", Category::kCompute);
   b.steps = Steps(10, 8, "job2-w-1", Category::kCompute);
+  NameStraggler(&a, "job1-w-1", 8, Category::kCompute);
+  NameStraggler(&b, "job2-w-1", 8, Category::kCompute);
   a.hosts = {Host("job1-w-0", 10, 100, 60, 10, 0), Host("job1-w-1", 10, 100, 80, 5, 8)};
   b.hosts = {Host("job2-w-0", 10, 100, 60, 10, 0), Host("job2-w-1", 10, 100, 80, 5, 8)};
   Diff d = ComputeDiff({&a, false, {}, {}}, {&b, false, {}, {}});
@@ -357,6 +373,7 @@ TEST(DiffPairsTest, TheStragglerIsComparedThroughThePairs) {
   EXPECT_FALSE(d.cause_changed);
   // The straggler moves to the other pair.
   b.steps = Steps(10, 8, "job2-w-0", Category::kCompute);
+  NameStraggler(&b, "job2-w-0", 8, Category::kCompute);
   b.hosts[0].straggler_steps = 8;
   b.hosts[1].straggler_steps = 0;
   d = ComputeDiff({&a, false, {}, {}}, {&b, false, {}, {}});

@@ -342,40 +342,30 @@ std::optional<double> CommunicatingShare(const PodBreakdown& breakdown) {
   return Share(communicating, step_ns);
 }
 
-// The consistently slow host's most frequent cause over the steps it straggled in (ties: the
-// category named first).
-Category StragglerCause(const PodBreakdown& breakdown) {
-  std::array<int64_t, kNumCategories> causes{};
+// The advice for the consistently slow hosts of the pod's verdict (analysis/pod_verdict.h).
+// A step that shows it: the first where its first host straggled with its cause.
+std::string StragglerExample(const PodBreakdown& breakdown, const ConsistentlySlowVerdict& slow) {
+  const SlowHost& first = slow.hosts.front();
   for (const PodStep& s : breakdown.steps) {
-    if (s.straggler == breakdown.consistently_slow.front()) {
-      ++causes[static_cast<size_t>(s.cause)];
+    if (s.straggler == first.host && (!first.cause.has_value() || s.cause == *first.cause)) {
+      return absl::StrCat("step ", s.step, ": ", s.why);
     }
   }
-  return static_cast<Category>(std::max_element(causes.begin(), causes.end()) - causes.begin());
+  return slow.Text();
 }
 
-std::string StragglerAdvice(const PodBreakdown& breakdown) {
-  const std::vector<std::string>& slow = breakdown.consistently_slow;
-  const Category cause = StragglerCause(breakdown);
+std::string StragglerAdvice(const ConsistentlySlowVerdict& slow) {
+  const SlowHost& first = slow.hosts.front();
+  const Category cause = first.cause.value_or(Category::kIdle);
   const std::string where =
       cause == Category::kHost   ? "its host code (launches, Python, the framework)"
       : cause == Category::kIdle ? "what runs outside its trace (network, other processes)"
                                  : absl::StrCat("its ", CategoryName(cause));
-  return absl::StrCat("stragglers: ", absl::StrJoin(slow, ", "),
-                      slow.size() == 1 ? " holds" : " hold", " the pod back, mostly in ",
+  const std::vector<std::string> names = slow.HostNames();
+  return absl::StrCat("stragglers: ", absl::StrJoin(names, ", "),
+                      names.size() == 1 ? " holds" : " hold", " the pod back, mostly in ",
                       CategoryName(cause), "; look at ", where,
-                      slow.size() == 1 ? "" : " on those hosts");
-}
-
-// A step that shows it: the first where the host straggled with that cause.
-std::string StragglerExample(const PodBreakdown& breakdown) {
-  const Category cause = StragglerCause(breakdown);
-  for (const PodStep& s : breakdown.steps) {
-    if (s.straggler == breakdown.consistently_slow.front() && s.cause == cause) {
-      return absl::StrCat("step ", s.step, ": ", s.why);
-    }
-  }
-  return "";
+                      names.size() == 1 ? "" : " on those hosts");
 }
 
 void OverviewForHost(const ToolTrace& trace, const HostSummary& summary, HostTools& h) {
@@ -414,70 +404,86 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
     compute_kernel_ns += o.compute_kernel_ns;
   }
   pod.overview_step_time = StepTimeStatsOf(step_times);
+  pod.pod_steps = breakdown.verdict.evidence.steps;
   const OverviewTimes& tot = pod.overview_total;
   const int64_t step_ns = pod.overview_step_ns;
   const auto share = [&](OverviewCategory c) { return Share(tot[c], step_ns); };
-  const auto avg = [&](int64_t ns) {
-    return pod.overview_steps == 0 ? 0 : ns / pod.overview_steps;
-  };
   const auto add = [&](std::string kind, std::string advice, std::string reason) {
     pod.recommendations.push_back(
         Recommendation{std::move(kind), std::move(advice), std::move(reason)});
   };
-  if (step_ns > 0) {
-    const double input = share(OverviewCategory::kInput);
+  // The pod's step by category is the verdict's (the pod view over its judged steps, warm-up
+  // steps apart), so the advice names the same categories with the same numbers as the
+  // breakdown, and calls the pod "-bound" only in the verdict's bottleneck.
+  const BottleneckVerdict& bottleneck = breakdown.verdict.bottleneck;
+  const bool shares = bottleneck.finding == Finding::kFound;
+  const auto pod_share = [&](Category c) {
+    return shares ? bottleneck.share_pct[static_cast<size_t>(c)] : 0.0;
+  };
+  const auto bound = [&](Category c) { return shares && bottleneck.category == c; };
+  const std::string of_step = shares ? absl::StrCat(" of the pod's step time (bottleneck ",
+                                                    CategoryName(bottleneck.category), " ",
+                                                    Pct(pod_share(bottleneck.category)), ")")
+                                     : std::string();
+  if (shares) {
+    const double input = pod_share(Category::kInput);
     if (input >= 5.0) {
       add("input",
-          absl::StrCat(input >= 20.0 ? "highly" : "moderately",
-                       " input-bound: overlap input with compute (prefetch), parallelise "
+          absl::StrCat(bound(Category::kInput) ? "input-bound" : "input waits",
+                       ": overlap input with compute (prefetch), parallelise "
                        "preprocessing (num_parallel_calls / DataLoader num_workers), cache or "
                        "pre-process the data once"),
-          absl::StrCat("input ", Pct(input), " of step time (",
-                       Ms(avg(tot[OverviewCategory::kInput])), " of ", Ms(avg(step_ns)),
-                       " per step)"));
+          absl::StrCat("input ", Pct(input), of_step));
     }
-    // Launch-bound: from compute kernels only (collective kernels are long and few).
+  }
+  if (step_ns > 0) {
+    // Launch overhead (part of `host`): from compute kernels only (collective kernels are long
+    // and few).
     const double launch = share(OverviewCategory::kKernelLaunch);
     const int64_t avg_kernel = compute_kernels == 0 ? 0 : compute_kernel_ns / compute_kernels;
     if (launch >= 10.0 || (compute_kernels > 0 && avg_kernel < 10'000 &&
                            share(OverviewCategory::kDeviceCompute) < 50.0 &&
                            tot[OverviewCategory::kKernelLaunch] > 0)) {
       add("launch",
-          "launch-bound: many tiny kernels; fuse them (XLA/torch.compile), use CUDA graphs, "
-          "or raise the batch size",
-          absl::StrCat("kernel launch ", Pct(launch), " of step time; ", compute_kernels,
-                       " compute kernels averaging ",
+          absl::StrCat(bound(Category::kHost) ? "launch-bound" : "launch overhead",
+                       ": many tiny kernels; fuse them (XLA/torch.compile), use CUDA graphs, "
+                       "or raise the batch size"),
+          absl::StrCat("host: kernel launch ", Pct(launch), " of the hosts' step time; ",
+                       compute_kernels, " compute kernels averaging ",
                        absl::StrFormat("%.1f", static_cast<double>(avg_kernel) / 1e3),
                        " us (collectives left out)"));
     }
     // Collective-bound: from communication only. Time spent inside a collective waiting for a
     // straggler is the straggler's problem, not the interconnect's.
-    const double coll = share(OverviewCategory::kCollectives);
+    const double coll =
+        shares ? pod_share(Category::kCollectives) : share(OverviewCategory::kCollectives);
     const std::optional<double> communicating = CommunicatingShare(breakdown);
     const double comm = communicating.value_or(coll);
     if (comm >= 20.0) {
       add("collectives",
-          "collective-bound: overlap communication with compute (bucketing, async collectives), "
-          "reduce what is exchanged, check the interconnect",
-          communicating.has_value() ? absl::StrCat("communicating in collectives ", Pct(comm),
-                                                   " of step time (in collectives ", Pct(coll),
-                                                   ", the rest waiting for the slowest host)")
-                                    : absl::StrCat("collectives ", Pct(coll), " of step time"));
+          absl::StrCat(bound(Category::kCollectives) ? "collective-bound" : "communication",
+                       ": overlap communication with compute (bucketing, async collectives), "
+                       "reduce what is exchanged, check the interconnect"),
+          communicating.has_value()
+              ? absl::StrCat("communicating in collectives ", Pct(comm),
+                             " of step time (in collectives ", Pct(coll),
+                             ", the rest waiting for the slowest host)", of_step)
+              : absl::StrCat("collectives ", Pct(coll), of_step));
     }
     const double compile = share(OverviewCategory::kCompilation);
     if (compile >= 10.0) {
       add("compilation",
           "compilation in the steps: warm up before profiling, avoid recompiles "
           "(static shapes)",
-          absl::StrCat("compilation ", Pct(compile), " of step time"));
+          absl::StrCat("host: compilation ", Pct(compile), " of the hosts' step time"));
     }
-    const double host = share(OverviewCategory::kHostCompute);
-    if (host >= 20.0) {
-      add("host",
-          "host-bound: the devices wait for host code between launches; move work to "
-          "the device or off the training thread",
-          absl::StrCat("host compute ", Pct(host), " of step time"));
-    }
+  }
+  if (shares && pod_share(Category::kHost) >= 20.0) {
+    add("host",
+        absl::StrCat(bound(Category::kHost) ? "host-bound" : "host code",
+                     ": the devices wait for host code between launches; move work to "
+                     "the device or off the training thread"),
+        absl::StrCat("host ", Pct(pod_share(Category::kHost)), of_step));
   }
   if (eligible > 0 && used < eligible / 2) {
     add("tensor_cores",
@@ -493,8 +499,9 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
                      Pct(Share(tot.compute_16bit_ns, tot[OverviewCategory::kDeviceCompute])),
                      " of device compute"));
   }
-  if (!breakdown.consistently_slow.empty()) {
-    add("stragglers", StragglerAdvice(breakdown), StragglerExample(breakdown));
+  const ConsistentlySlowVerdict& slow = breakdown.verdict.consistently_slow;
+  if (slow.finding == Finding::kFound) {
+    add("stragglers", StragglerAdvice(slow), StragglerExample(breakdown, slow));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "analysis/breakdown.h"
 #include "analysis/tools/tool_internal.h"
 #include "analysis/tools/tools.h"
 
@@ -73,12 +74,9 @@ size_t BucketOf(int64_t delay_ns) {
   return b;
 }
 
-// The nearest-rank percentile `p` (0..100) of sorted `v`.
-int64_t Percentile(const std::vector<int64_t>& v, int p) {
-  if (v.empty()) return -1;
-  size_t rank = (v.size() * static_cast<size_t>(p) + 99) / 100;
-  rank = std::clamp<size_t>(rank, 1, v.size());
-  return v[rank - 1];
+// The nearest-rank percentile `p` (0..100) of sorted `v` (breakdown.h Percentile); -1 for none.
+int64_t PercentileOrNone(const std::vector<int64_t>& v, int p) {
+  return v.empty() ? -1 : Percentile(v, p);
 }
 
 void AddIdle(IdleByCause& into, const IdleByCause& from) {
@@ -124,9 +122,9 @@ HostTimeline ComputeTimeline(const ToolTrace& t) {
     delays.push_back(delay);
   }
   std::sort(delays.begin(), delays.end());
-  out.launch.p50_ns = Percentile(delays, 50);
-  out.launch.p90_ns = Percentile(delays, 90);
-  out.launch.p99_ns = Percentile(delays, 99);
+  out.launch.p50_ns = PercentileOrNone(delays, 50);
+  out.launch.p90_ns = PercentileOrNone(delays, 90);
+  out.launch.p99_ns = PercentileOrNone(delays, 99);
 
   const std::vector<Span> comm = Merged(std::move(communication));
   const std::vector<Span> comp = Merged(std::move(computation));
@@ -183,7 +181,7 @@ HostTimeline ComputeTimeline(const ToolTrace& t) {
     if (!samples.empty()) {
       s.queue_mean = static_cast<double>(sum) / static_cast<double>(samples.size());
       std::sort(samples.begin(), samples.end());
-      s.queue_p50 = Percentile(samples, 50);
+      s.queue_p50 = PercentileOrNone(samples, 50);
     }
     AddIdle(out.idle, s.idle);
     out.streams.push_back(s);

@@ -517,7 +517,10 @@ struct PodTools {
   OpStats ops;
   OverviewTimes overview_total;
   int64_t overview_step_ns = 0;
-  int64_t overview_steps = 0;
+  int64_t overview_steps = 0;  // host-steps: every host's complete steps
+  // The pod's steps (the breakdown's step count, VerdictEvidence::steps): the one step count
+  // every output names; overview_steps counts each of them once per host that has it.
+  int64_t pod_steps = 0;
   StepTimeStats overview_step_time;     // over every host's complete steps
   InputWaitRange overview_input_range;  // over every host's devices
   std::vector<Recommendation> recommendations;

@@ -797,7 +797,7 @@ TEST(OverviewTest, CategoriesPrecisionAndTheBreakdownAgree) {
   EXPECT_EQ(pod.overview_step_ns, 10 * kMs);
   std::map<std::string, std::string> why;
   for (const Recommendation& r : pod.recommendations) why[r.kind] = r.reason;
-  EXPECT_THAT(why["input"], HasSubstr("input 10.0 % of step time"));
+  EXPECT_THAT(why["input"], HasSubstr("input 10.0 % of the pod's step time"));
   EXPECT_THAT(why["compilation"], HasSubstr("compilation 10.0 %"));
   EXPECT_EQ(why.count("tensor_cores"), 0u);  // 3 of 5 ms eligible use them: not low
   EXPECT_EQ(why.count("collectives"), 0u);   // 10 % < 20 %
@@ -820,8 +820,8 @@ TEST(OverviewTest, LaunchBoundAndLowTensorCoreRecommendations) {
   const PodTools pod = BuildPodTools(Tool::kOverview, std::move(hosts), PodBreakdown());
   std::map<std::string, std::string> why;
   for (const Recommendation& r : pod.recommendations) why[r.kind] = r.reason;
-  EXPECT_THAT(why["launch"], HasSubstr("kernel launch 30.0 % of step time; 1000 compute kernels "
-                                       "averaging 2.0 us (collectives left out)"));
+  EXPECT_THAT(why["launch"], HasSubstr("kernel launch 30.0 % of the hosts' step time; 1000 "
+                                       "compute kernels averaging 2.0 us (collectives left out)"));
   EXPECT_THAT(why["tensor_cores"], HasSubstr("Tensor Cores run 0.0 %"));
   EXPECT_EQ(why.count("input"), 0u);
 }
@@ -895,7 +895,9 @@ TEST(OverviewAdviceTest, LaunchBoundFromComputeKernelsOnly) {
 
 TEST(OverviewAdviceTest, StragglerAdviceNamesTheCauseAndAStepThatShowsIt) {
   AdvicePod p = MakeAdvicePod(2, 10, 10);
-  p.breakdown.consistently_slow = {"w1"};
+  analysis::ConsistentlySlowVerdict& slow = p.breakdown.verdict.consistently_slow;
+  slow.finding = analysis::Finding::kFound;
+  slow.hosts.push_back({.host = "w1", .cause = Category::kHost});
   for (int k = 0; k < 3; ++k) {
     PodStep s = p.breakdown.steps[0];
     s.step = k;
@@ -908,7 +910,8 @@ TEST(OverviewAdviceTest, StragglerAdviceNamesTheCauseAndAStepThatShowsIt) {
   EXPECT_THAT(why, HasSubstr("stragglers: w1 holds the pod back, mostly in host; look at its "
                              "host code"));
   EXPECT_THAT(why, HasSubstr("step 1: why of step 1"));  // the first step with that cause
-  p.breakdown.consistently_slow = {};
+  slow.finding = analysis::Finding::kNone;
+  slow.hosts.clear();
   EXPECT_EQ(Advice(p).count("stragglers"), 0u);
 }
 

@@ -559,8 +559,8 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
     summaries.push_back(std::move(*summary));
   }
   AddSkipped(inputs, &result.warnings);
-  result.breakdown = analysis::BuildPodBreakdown(summaries);
-  absl::c_copy(result.warnings, std::back_inserter(result.breakdown.warnings));
+  // The hang verdict is an input of the breakdown's verdicts.
+  analysis::PodInputs pod_inputs;
   if (matcher.has_value()) {
     std::vector<analysis::HangRankInput> ranks;
     for (const AnalyzeInputs::Worker& w : inputs.workers) {
@@ -572,8 +572,10 @@ AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderO
       r.signal = w.signal;  // as the capture judged: saved hosts' signals only
       r.trace = std::move(collectives[static_cast<size_t>(w.file)]);
     }
-    result.breakdown.hang = analysis::JudgeHang(ranks);
+    pod_inputs.hang = analysis::JudgeHang(ranks);
   }
+  result.breakdown = analysis::BuildPodBreakdown(summaries, pod_inputs);
+  absl::c_copy(result.warnings, std::back_inserter(result.breakdown.warnings));
   return result;
 }
 

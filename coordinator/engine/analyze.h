@@ -90,8 +90,8 @@ int AnalyzeJobs(int requested, size_t inputs);
 // Reads and summarizes every input on `jobs` threads (0: AnalyzeJobs' default), then builds the
 // pod view. Hosts and errors come in input order. For a session folder (`workers` not empty),
 // each XSpace's hang record (its collectives) is read in the same pass as its breakdown input
-// (analysis/readers/xspace_reader.h DecodeXSpaceHost), and the pod's hang verdict set in
-// breakdown.hang.
+// (analysis/readers/xspace_reader.h DecodeXSpaceHost), and the pod's hang verdict judged as an
+// input of the pod's verdicts (breakdown.verdict.hang).
 AnalyzeResult AnalyzeTraces(const AnalyzeInputs& inputs, const analysis::ReaderOptions& options,
                             int jobs = 0);
 

@@ -280,7 +280,7 @@ class BreakdownJob {
                                              const profctl::v1::SessionManifest& manifest,
                                              std::optional<analysis::HangReport> hang) {
     auto job = std::make_unique<BreakdownJob>();
-    job->hang_ = std::move(hang);
+    job->inputs_.hang = std::move(hang);
     job->context_.session = in.session;
     job->context_.source = report::BreakdownSource::kCapture;
     for (PodOutputHost& h : hosts) {
@@ -293,8 +293,7 @@ class BreakdownJob {
     job->context_.report_path = absl::StrCat(manifest.session_dir(), "/", report::kReportHtmlFile);
     job->context_.snapshot_past_ms = static_cast<int64_t>(manifest.request().past_ms());
     OnPoolOrHere(in.pool, [j = job.get()] {  // Finish waits for it: `job` outlives it
-      j->breakdown_ = analysis::BuildPodBreakdown(j->summaries_);
-      j->breakdown_->hang = std::move(j->hang_);
+      j->breakdown_ = analysis::BuildPodBreakdown(j->summaries_, j->inputs_);
       j->summaries_.clear();
       j->built_.Notify();
     });
@@ -350,7 +349,7 @@ class BreakdownJob {
  private:
   // Read by the build job only until `built_`.
   std::vector<analysis::HostSummary> summaries_;
-  std::optional<analysis::HangReport> hang_;
+  analysis::PodInputs inputs_;  // the hang verdict, an input of the pod's verdicts
   std::optional<analysis::PodBreakdown> breakdown_;
   report::BreakdownContext context_;
   absl::Notification built_;

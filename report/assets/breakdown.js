@@ -110,59 +110,45 @@
     parts.forEach(function (x) { p.appendChild(typeof x === 'string' ? document.createTextNode(x) : x); });
     answer.appendChild(p);
   }
-  var sum = data.summary;
-  if (sum.straggler) {
-    var st = sum.straggler;
-    var parts = [el('span', { class: 'straggler', id: 'answer-straggler' }, st.host),
-      ' is the straggler in ' + st.steps + ' of ' + st.of_steps + ' steps'];
-    if (st.cause !== null) {
-      parts.push('; typical cause: ', el('b', null, st.cause), ', +' + fmt(st.cause_excess_ms) +
-          ' ms over the median host (median of ' + st.cause_steps + ' steps).');
-    } else {
-      parts.push('; no category above the median host\u2019s.');
-    }
-    para(parts);
-    if (st.why) para(['Step ' + stepLabel(st.example_step) + ': ' + st.why], 'why');
-  } else {
-    para([data.pod.hosts <= 1 ? 'One host: no straggler.' : 'No straggler found.']);
+  // Every verdict is the analysis's sentence (pod_step_breakdown.json "verdict"), with its
+  // confidence; a found straggler's and input-bound host's sentences start with the host. The
+  // hang (found, or judged and cannot tell) is the page's own section above.
+  var v = data.verdict;
+  function hostSentence(verdict, cls, id) {
+    para([el('span', { class: cls, id: id }, verdict.host), verdict.text.slice(verdict.host.length)]);
   }
-  if (sum.input_bound) {
-    var ib = sum.input_bound;
-    para([el('span', { class: 'host-name', id: 'answer-input' }, ib.host),
-      ' is input-bound: input ' + fmt(ib.input_ms) + ' ms per step vs ' + fmt(ib.median_input_ms) +
-      ' ms on the median host (+' + fmt(ib.excess_ms) + ' ms, ' +
-      (ib.step_time_ms > 0 ? (100 * ib.excess_ms / ib.step_time_ms).toFixed(1) : '\u2013') +
-      '% of its step).']);
+  if (v.straggler.finding === 'found') {
+    hostSentence(v.straggler, 'straggler', 'answer-straggler');
+    if (v.straggler.why) para(['Step ' + stepLabel(v.straggler.example_step) + ': ' + v.straggler.why], 'why');
+  } else {
+    para([v.straggler.text]);
+  }
+  if (v.slow_device.finding === 'found' || (v.slow_device.finding === 'none' && v.slow_device.of_steps > 0)) {
+    para([v.slow_device.text]);
+  }
+  if (v.input_bound.finding === 'found') {
+    hostSentence(v.input_bound, 'host-name', 'answer-input');
   } else if (data.pod.hosts > 0) {
-    para(['No host stands out for input: the median host waits ' + fmt(sum.median_input_ms) +
-        ' ms per step for input.']);
+    para([v.input_bound.text]);
   }
   if (data.straggler_changes.length > 0) {
     var shown = data.straggler_changes.slice(0, 20).map(stepLabel).join(', ');
     para(['The straggler changes at ' + data.straggler_changes.length + ' step' +
         (data.straggler_changes.length === 1 ? '' : 's') + ': ' + shown +
         (data.straggler_changes.length > 20 ? ', \u2026' : '') + '.']);
-  } else if (sum.straggler) {
+  } else if (v.straggler.finding === 'found') {
     para(['The straggler never changes.']);
   }
-  if (data.consistently_slow.length > 0) {
-    para(['Consistently slow (the straggler in more steps than chance allows): ' +
-        data.consistently_slow.join(', ') + '.']);
+  if (v.consistently_slow.finding !== 'cannot_tell') para([v.consistently_slow.text]);
+  if (v.stands_out.finding === 'found') para([v.stands_out.text]);
+  if (v.what_if.finding !== 'cannot_tell' && v.what_if.steps > 0 &&
+      v.what_if.median_pace_cost_ms_per_step > 0) {
+    para([v.what_if.text]);
   }
-  if (data.outliers && data.outliers.length > 0) {
-    para(['Standing out beyond the noise in at least half of their steps: ' +
-        data.outliers.slice(0, 12).map(function (o) {
-          return o.host + ' ' + o.category + ' +' + fmt(o.median_excess_ms) +
-              ' ms per step (' + o.steps_beyond_noise + ' of ' + o.steps + ' steps)';
-        }).join('; ') + (data.outliers.length > 12 ? '; \u2026' : '') + '.']);
-  }
-  var whatIf = data.pod.what_if;
-  if (whatIf && whatIf.steps > 0 && whatIf.median_pace_cost_ms_per_step > 0) {
-    para(['What if: stragglers cost ' + fmt(whatIf.straggler_cost_ms_per_step) +
-        ' ms per step (' + whatIf.straggler_cost_pct.toFixed(1) + ' % of the pod\'s time); ' +
-        'every host at the median host\'s pace would save ' +
-        fmt(whatIf.median_pace_cost_ms_per_step) + ' ms per step (' +
-        whatIf.median_pace_cost_pct.toFixed(1) + ' %).']);
+  if (v.bottleneck.finding === 'found') para([v.bottleneck.text]);
+  if (v.evidence.warmup_steps.length > 0) {
+    para(['Warm-up steps (not judged, left out of the means): ' +
+        v.evidence.warmup_steps.map(stepLabel).join(', ') + '.']);
   }
 
   // --- Stacked bars, one step ---
