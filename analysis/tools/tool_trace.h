@@ -44,8 +44,20 @@ class StringTable {
   StringTable(StringTable&&) noexcept = default;
   StringTable& operator=(StringTable&&) noexcept = default;
 
+  // A name is kept to its first kMaxBytes bytes (cut on a UTF-8 character boundary) and
+  // "...(N bytes)": no name a person reads is that long, and every tool copies the names it
+  // shows (an XSpace with a 200 MB event name took 21.6x the file with --tool=all).
+  static constexpr size_t kMaxBytes = 4096;
+
   uint32_t Intern(absl::string_view s) {
     if (s.empty()) return kEmpty;
+    std::string cut;
+    if (s.size() > kMaxBytes) {
+      size_t n = kMaxBytes;
+      while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+      cut = std::string(s.substr(0, n)) + "...(" + std::to_string(s.size()) + " bytes)";
+      s = cut;
+    }
     auto it = ids_.find(s);
     if (it != ids_.end()) return it->second;
     const auto id = static_cast<uint32_t>(strings_.size());

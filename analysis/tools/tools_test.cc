@@ -35,6 +35,22 @@ constexpr int64_t kUs = 1'000;
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
 
+// A name longer than 4 KiB is kept as its first 4 KiB (on a UTF-8 character boundary) and its
+// size, so a 200 MB event name is not copied by every tool; shorter names are kept whole.
+TEST(StringTableTest, KeepsTheFirstFourKiBOfALongName) {
+  StringTable t;
+  const std::string big(10 << 20, 'b');
+  const std::string& kept = t.Get(t.Intern(big));
+  EXPECT_EQ(kept, std::string(StringTable::kMaxBytes, 'b') + "...(10485760 bytes)");
+  // A 2-byte character across the cut is left out whole.
+  const std::string utf8 = std::string(StringTable::kMaxBytes - 1, 'a') + "\xc3\xa9" + "zz";
+  EXPECT_EQ(t.Get(t.Intern(utf8)), std::string(StringTable::kMaxBytes - 1, 'a') + "...(" +
+                                       std::to_string(utf8.size()) + " bytes)");
+  const std::string whole(StringTable::kMaxBytes, 'c');
+  EXPECT_EQ(t.Get(t.Intern(whole)), whole);
+  EXPECT_EQ(t.Intern(big), t.Intern(big));  // one id per name, as before
+}
+
 std::string DataPath(absl::string_view name) {
   return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
 }
