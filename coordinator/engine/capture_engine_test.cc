@@ -1749,6 +1749,26 @@ TEST_F(CaptureEngineTest, AReservationNobodyRenewsLapsesWithinOneLease) {
   EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
 }
 
+// A host that fails while it holds the session's reservation (its Capture refused before it took
+// the agent's slot) has it released at once: another session reserves that agent while the
+// others still record, instead of finding it held until the lease lapses.
+TEST_F(CaptureEngineTest, AHostThatFailsHoldingItsReservationReleasesItAtOnce) {
+  Agent("x:1", {}, Rank(0, 2));
+  FakeAgent& y = Agent("y:1", {.capture_error = absl::InvalidArgumentError("bad")}, Rank(1, 2));
+  const std::string key(16, 'p');
+  std::optional<absl::Status> probe;
+  const int64_t t0 = clock_.MonoNs();
+  const SessionManifest m = Run(Plan({"x:1", "y:1"}, 5000), {}, [&](CaptureEngine&) {
+    ex_.PostAt(t0 + 1000 * kNanosPerMilli,
+               [&] { probe = y.manager().Reserve("probe", key, 2000); });
+  });
+  ASSERT_TRUE(probe.has_value());
+  EXPECT_THAT(*probe, IsOk());  // 1 s in: released, not held to its lease's end
+  EXPECT_EQ(Host(m, "y:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_EQ(Host(m, "x:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(y.cancels(), 1);
+}
+
 TEST_F(CaptureEngineTest, ErrorsTheAgentMeantAreNotRetried) {
   FakeAgent& a = Agent("auth:1", {.capture_failures = {absl::UnauthenticatedError("no token")}});
   FakeAgent& b = Agent("bad:1", {.capture_failures = {absl::InvalidArgumentError("bad")}}, Rank(1));
