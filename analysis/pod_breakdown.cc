@@ -811,6 +811,9 @@ HostReport ReportHost(const HostSummary& hs, int64_t straggler_steps,
   for (const HostStep& s : hs.steps) {
     if (!warmup.contains(s.step)) kept.push_back(&s);
   }
+  if (kept.empty()) {  // a host with warm-up steps only: its statistics are theirs
+    for (const HostStep& s : hs.steps) kept.push_back(&s);
+  }
   std::vector<int64_t> v;
   v.reserve(kept.size());
   for (const HostStep* s : kept) v.push_back(s->end_ns - s->start_ns);
@@ -863,12 +866,15 @@ PodBreakdown BuildPodBreakdown(const std::vector<HostSummary>& hosts, const PodI
   tally.different_runs =
       DifferentRuns(hosts, pod, matcher.doubtful_steps(), matcher.doubtful_example());
   if (!tally.different_runs.empty()) {
-    pod.warnings.push_back(absl::StrCat(
-        "these traces are not one run (", tally.different_runs,
-        "): nothing is pooled across them (no step judged, no straggler named); compare runs "
-        "with `profctl diff A B`"));
+    // First: it says why every other line about the pod is moot.
+    pod.warnings.insert(
+        pod.warnings.begin(),
+        absl::StrCat("these traces are not one run (", tally.different_runs,
+                     "): nothing is pooled across them (no step judged, no straggler named); "
+                     "compare runs with `profctl diff A B`"));
+  } else {
+    MarkWarmup(&pod);
   }
-  MarkWarmup(&pod);
   MarkJudged(!tally.different_runs.empty(), &pod);
   tally.named.assign(hosts.size(), 0);
   tally.last_ready.assign(hosts.size(), 0);

@@ -610,6 +610,15 @@ BottleneckVerdict JudgeBottleneck(const PodBreakdown& pod, const VerdictEvidence
     v.sentence = "cannot tell where the pod's time goes: no complete step";
     return v;
   }
+  if (e.different_runs) {
+    v.finding = Finding::kCannotTell;
+    v.sentence =
+        absl::StrCat("cannot tell where the pod's time goes: these traces are not one run (",
+                     e.different_runs_reason,
+                     "): each host's categories are its own; compare runs with `profctl "
+                     "diff A B`");
+    return v;
+  }
   int best = 0;
   for (int c = 0; c < kNumCategories; ++c) {
     v.share_pct[c] = 100.0 * pod.pod_categories[c].mean_ns / step;

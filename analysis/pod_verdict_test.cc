@@ -561,7 +561,10 @@ TEST(ThinEvidenceTest, TracesOfRunsDaysApartAreNotPooled) {
     EXPECT_EQ(j->finding, Finding::kCannotTell) << j->sentence;
     EXPECT_THAT(j->sentence, HasSubstr("profctl diff"));
   }
-  EXPECT_THAT(pod.warnings, Contains(HasSubstr("not one run")));
+  ASSERT_FALSE(pod.warnings.empty());
+  EXPECT_THAT(pod.warnings.front(), HasSubstr("not one run"));  // first: it makes the rest moot
+  EXPECT_EQ(pod.verdict.bottleneck.finding, Finding::kCannotTell);
+  EXPECT_THAT(pod.verdict.evidence.warmup_steps, IsEmpty());
   // Silent when the clocks are merely off (seconds, not days): matched by number and judged.
   g = Generate(spec);
   for (HostStep& st : g.hosts[1].steps) {
@@ -587,6 +590,7 @@ TEST(ThinEvidenceTest, DifferentStepGridsAreNotPooled) {
   EXPECT_TRUE(pod.verdict.evidence.different_runs);
   EXPECT_THAT(pod.verdict.evidence.different_runs_reason, HasSubstr("different step grids"));
   EXPECT_EQ(pod.verdict.straggler.finding, Finding::kCannotTell);
+  EXPECT_EQ(pod.verdict.bottleneck.finding, Finding::kCannotTell);
   // Silent with a majority on one grid: the odd host is left out, the others judged.
   spec.hosts = 4;
   g = Generate(spec);

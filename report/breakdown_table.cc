@@ -347,7 +347,9 @@ std::string FormatBreakdownTable(const PodBreakdown& b, const BreakdownContext& 
   if (b.steps_on_every_host > 0 && b.steps_on_every_host < static_cast<int64_t>(b.steps.size())) {
     absl::StrAppendFormat(&out, "; %d steps on every host", b.steps_on_every_host);
   }
-  if (!b.steps.empty()) {
+  if (b.verdict.evidence.different_runs) {
+    absl::StrAppend(&out, "; not one run: no pod step time (each host's line is its own)");
+  } else if (!b.steps.empty()) {
     absl::StrAppendFormat(&out, "; pod step %s ms mean, %s ms p90",
                           FormatMs(RoundNs(b.pod_step_time.mean_ns)),
                           FormatMs(b.pod_step_time.p90_ns));

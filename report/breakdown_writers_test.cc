@@ -599,6 +599,15 @@ TEST(BreakdownTableTest, OneHostNoMarkersAndControlCharacters) {
   EXPECT_THAT(table, HasSubstr("warnings: 1\n  evil?[31m: no step markers?: one whole-window"));
 }
 
+TEST(BreakdownTableTest, TracesOfDifferentRunsGiveNoPodStepTime) {
+  PodBreakdown b = MakePod(2, 4);
+  EXPECT_THAT(FormatBreakdownTable(b, BreakdownContext()), HasSubstr("ms mean"));
+  b.verdict.evidence.different_runs = true;
+  const std::string table = FormatBreakdownTable(b, BreakdownContext());
+  EXPECT_THAT(table, HasSubstr("; not one run: no pod step time (each host's line is its own)\n"));
+  EXPECT_THAT(table, Not(HasSubstr("ms mean")));
+}
+
 TEST(BreakdownTableTest, EmptyBreakdownSaysSo) {
   PodBreakdown b;
   b.warnings = {"no host had a readable trace"};
@@ -756,10 +765,9 @@ TEST(BreakdownHangTest, CannotTellIsSaidWithWhatWasMissingNoHangIsNot) {
   const Struct hang = Field(doc, "hang").struct_value();
   EXPECT_EQ(Field(hang, "verdict").string_value(), "cannot_tell");
   EXPECT_EQ(Field(hang, "missing").string_value(), "window_after_hang");
-  EXPECT_EQ(
-      Field(Field(Field(doc, "verdict").struct_value(), "hang").struct_value(), "finding")
-          .string_value(),
-      "cannot_tell");
+  EXPECT_EQ(Field(Field(Field(doc, "verdict").struct_value(), "hang").struct_value(), "finding")
+                .string_value(),
+            "cannot_tell");
   const Struct& evidence = Field(hang, "evidence").struct_value();
   EXPECT_TRUE(Field(evidence, "stalled").bool_value());
   EXPECT_EQ(Field(evidence, "step_signal_ranks").number_value(), 3);
