@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "report/tool_writers_internal.h"
 
 namespace profctl::report::tool_writers_internal {
@@ -142,6 +143,10 @@ void OverviewJson(Json& j, const PodTools& p) {
   j.Int(p.pod_steps);
   j.Key("host_steps");
   j.Int(p.overview_steps);
+  j.Key("warmup_steps");
+  j.BeginArray();
+  for (const int64_t step : p.overview_warmup_steps) j.Int(step);
+  j.EndArray();
   j.Key("average_step_ms");
   j.Ms(p.overview_steps == 0 ? 0 : p.overview_step_ns / p.overview_steps);
   j.Key("average_ms");
@@ -261,8 +266,13 @@ void OverviewTable(std::string& out, const PodTools& p, const TableStyle& style)
   const int w = style.max_name_width;
   const size_t limit = style.limit;
   const int64_t n = p.overview_steps;
-  absl::StrAppendFormat(&out, "\naverage step time %s ms over %d steps (%d host-steps)\n",
+  absl::StrAppendFormat(&out, "\naverage step time %s ms over %d steps (%d host-steps",
                         MsText(n == 0 ? 0 : p.overview_step_ns / n), p.pod_steps, n);
+  if (!p.overview_warmup_steps.empty()) {
+    absl::StrAppend(&out, "; warm-up steps ", absl::StrJoin(p.overview_warmup_steps, ", "),
+                    " left out");
+  }
+  absl::StrAppend(&out, ")\n");
   for (int c = 0; c < analysis::kNumOverviewCategories; ++c) {
     const int64_t v = p.overview_total.ns[static_cast<size_t>(c)];
     absl::StrAppendFormat(&out, "  %-17s %10s ms  %5.1f%%\n",

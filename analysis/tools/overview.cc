@@ -385,18 +385,31 @@ void OverviewForPod(PodTools& pod, const PodBreakdown& breakdown) {
   int64_t compute_kernels = 0;
   int64_t compute_kernel_ns = 0;
   std::vector<int64_t> step_times;
+  const std::vector<int64_t>& warmup = breakdown.verdict.evidence.warmup_steps;
+  pod.overview_warmup_steps = warmup;
   for (const HostTools& h : pod.hosts) {
     const HostOverview& o = h.overview;
-    for (const OverviewStep& s : o.steps) step_times.push_back(s.step_time_ns);
-    if (o.input_range.known) {
-      WidenRange(&pod.overview_input_range, o.input_range.min_pct, o.input_range.min_at);
-      WidenRange(&pod.overview_input_range, o.input_range.max_pct, o.input_range.max_at);
-    }
     for (size_t c = 0; c < o.total.ns.size(); ++c) pod.overview_total.ns[c] += o.total.ns[c];
     pod.overview_total.compute_16bit_ns += o.total.compute_16bit_ns;
     pod.overview_total.compute_32bit_ns += o.total.compute_32bit_ns;
     pod.overview_step_ns += o.step_ns;
     pod.overview_steps += static_cast<int64_t>(o.steps.size());
+    for (const OverviewStep& s : o.steps) {
+      if (std::find(warmup.begin(), warmup.end(), s.step) == warmup.end()) {
+        step_times.push_back(s.step_time_ns);
+        continue;
+      }
+      // Warm-up steps are shown apart, as in the breakdown, never averaged in.
+      for (size_t c = 0; c < s.times.ns.size(); ++c) pod.overview_total.ns[c] -= s.times.ns[c];
+      pod.overview_total.compute_16bit_ns -= s.times.compute_16bit_ns;
+      pod.overview_total.compute_32bit_ns -= s.times.compute_32bit_ns;
+      pod.overview_step_ns -= s.step_time_ns;
+      --pod.overview_steps;
+    }
+    if (o.input_range.known) {
+      WidenRange(&pod.overview_input_range, o.input_range.min_pct, o.input_range.min_at);
+      WidenRange(&pod.overview_input_range, o.input_range.max_pct, o.input_range.max_at);
+    }
     eligible += o.tensor_core_eligible_ns;
     used += o.tensor_core_used_ns;
     kernel_ns += o.kernel_ns;

@@ -515,8 +515,11 @@ struct PodTools {
   // Pod-wide merges (kernel_stats/op_stats: summed over hosts; overview: over all hosts' steps).
   std::vector<KernelStat> kernels;
   OpStats ops;
+  // Over every host's steps but the pod's warm-up steps (PodVerdict's evidence), which are
+  // listed apart: the same steps the breakdown's means are over.
   OverviewTimes overview_total;
   int64_t overview_step_ns = 0;
+  std::vector<int64_t> overview_warmup_steps;
   int64_t overview_steps = 0;  // host-steps: every host's complete steps
   // The pod's steps (the breakdown's step count, VerdictEvidence::steps): the one step count
   // every output names; overview_steps counts each of them once per host that has it.

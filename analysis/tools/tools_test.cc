@@ -819,6 +819,34 @@ TEST(OverviewTest, CategoriesPrecisionAndTheBreakdownAgree) {
   EXPECT_EQ(why.count("collectives"), 0u);   // 10 % < 20 %
 }
 
+TEST(OverviewTest, ThePodAverageLeavesOutTheBreakdownsWarmupSteps) {
+  std::vector<HostTools> hosts(1);
+  HostOverview& o = hosts[0].overview;
+  for (int k = 0; k < 8; ++k) {
+    OverviewStep s;
+    s.step = k;
+    s.step_time_ns = (k == 0 ? 40 : 10) * kMs;
+    s.times[OverviewCategory::kDeviceCompute] = (k == 0 ? 35 : 6) * kMs;
+    s.times[OverviewCategory::kOther] = s.step_time_ns - s.times[OverviewCategory::kDeviceCompute];
+    for (size_t c = 0; c < s.times.ns.size(); ++c) o.total.ns[c] += s.times.ns[c];
+    o.step_ns += s.step_time_ns;
+    o.steps.push_back(s);
+  }
+  PodBreakdown breakdown;
+  breakdown.verdict.evidence.steps = 8;
+  breakdown.verdict.evidence.warmup_steps = {0};
+  const PodTools pod = BuildPodTools(Tool::kOverview, hosts, breakdown);
+  EXPECT_EQ(pod.overview_steps, 7);
+  EXPECT_EQ(pod.overview_step_ns, 70 * kMs);
+  EXPECT_EQ(pod.overview_total[OverviewCategory::kDeviceCompute], 42 * kMs);
+  EXPECT_EQ(pod.overview_step_time.max_ns, 10 * kMs);
+  EXPECT_THAT(pod.overview_warmup_steps, ElementsAre(0));
+  // Without warm-up steps, every step counts.
+  const PodTools all = BuildPodTools(Tool::kOverview, std::move(hosts), PodBreakdown());
+  EXPECT_EQ(all.overview_steps, 8);
+  EXPECT_EQ(all.overview_step_ns, 110 * kMs);
+}
+
 TEST(OverviewTest, LaunchBoundAndLowTensorCoreRecommendations) {
   std::vector<HostTools> hosts(1);
   HostOverview& o = hosts[0].overview;
