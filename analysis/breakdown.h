@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -191,6 +192,9 @@ struct PodBreakdown {
   // The floor a device's excess over its siblings must pass to be named the straggler's slow
   // device: from the devices' own step-to-step noise (0: no host has several devices).
   int64_t device_noise_floor_ns = 0;
+  // Per host with several devices, the floor its devices were judged against: the higher of
+  // the pod's and its own devices' (docs "Which GPU of the straggler").
+  std::map<std::string, int64_t> host_device_floor_ns;
   // Across the judged steps (VerdictEvidence::judged_steps; all steps when none is): the pod
   // step time, and per category the pod view (PodView: each step's straggler's categories, else
   // its slowest host's).

@@ -516,17 +516,15 @@ std::string DifferentRuns(const std::vector<HostSummary>& hosts, const PodBreakd
   }
   std::stable_sort(spans.begin(), spans.end(),
                    [](const Span& a, const Span& b) { return a.start < b.start; });
+  const Span* before = spans.empty() ? nullptr : &spans[0];  // the latest end so far
   for (size_t i = 1; i < spans.size(); ++i) {
-    // The latest end among the earlier hosts: a gap after it separates two groups of hosts.
-    const Span* before = &spans[0];
-    for (size_t j = 1; j < i; ++j) {
-      if (spans[j].end > before->end) before = &spans[j];
-    }
+    // A gap after the earlier hosts' latest end separates two groups of hosts.
     const int64_t gap = spans[i].start - before->end;
     if (gap > kDifferentRunsGapNs) {
       return absl::StrCat(*spans[i].host, "'s steps begin ", LongDuration(gap), " after ",
                           *before->host, "'s last step ends");
     }
+    if (spans[i].end > before->end) before = &spans[i];
   }
   const auto shared = std::count_if(pod.steps.begin(), pod.steps.end(),
                                     [](const PodStep& ps) { return ps.hosts.size() >= 2; });
@@ -699,6 +697,7 @@ void AttachDevices(const std::vector<std::vector<size_t>>& step_hosts,
   for (const auto& [h, devices] : per_host_devices) {
     host_floor[h] = std::max(pod->device_noise_floor_ns,
                              model.Floor(FitNoise(devices), devices_of[h], kFalseStragglerRate));
+    pod->host_device_floor_ns[hosts[h].host] = host_floor[h];
   }
   for (size_t k = 0; k < pod->steps.size(); ++k) {
     PodStep& ps = pod->steps[k];

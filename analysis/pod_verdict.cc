@@ -96,6 +96,12 @@ double Share(int64_t part, int64_t whole) {
   return whole <= 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// The floor `host`'s devices were judged against (the pod's when it has none of its own).
+int64_t HostDeviceFloor(const PodBreakdown& pod, const std::string& host) {
+  const auto it = pod.host_device_floor_ns.find(host);
+  return it == pod.host_device_floor_ns.end() ? pod.device_noise_floor_ns : it->second;
+}
+
 // Applies the evidence's ceiling and its limits to `j`.
 void Cap(const VerdictEvidence& e, Judgement* j) {
   if (j->finding == Finding::kCannotTell) return;
@@ -282,7 +288,7 @@ SlowDeviceVerdict JudgeSlowDevice(const PodBreakdown& pod, const VerdictEvidence
   if (v.steps < kMinSlowDeviceSteps || 4 * v.steps < v.of_steps) {
     v.sentence = absl::StrCat(
         "no slow device: no device of ", v.host, " stands out of its siblings beyond the devices' ",
-        "noise floor (", Ms(pod.device_noise_floor_ns), " ms) in its straggler steps",
+        "noise floor (", Ms(HostDeviceFloor(pod, v.host)), " ms) in its straggler steps",
         v.steps > 0 ? absl::StrCat(" (device ", v.device, " in ", v.steps, " of ", v.of_steps, ")")
                     : std::string(),
         ": the host is slow as a whole");

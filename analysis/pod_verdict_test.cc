@@ -12,6 +12,7 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -281,6 +282,13 @@ TEST(SlowDeviceTest, AHostSlowAsAWholeNamesNoDevice) {
     EXPECT_EQ(pod.verdict.slow_device.finding, Finding::kNone) << hosts;
     EXPECT_THAT(pod.verdict.slow_device.sentence, HasSubstr("slow as a whole"));
     EXPECT_GT(pod.device_noise_floor_ns, pod.noise_floor_ns) << "one GPU varies more than its host";
+    // Its GPUs vary 1.3x as much as the pod's: they were judged against their own, higher floor,
+    // which the sentence gives.
+    ASSERT_TRUE(pod.host_device_floor_ns.contains("worker-1"));
+    const int64_t own = pod.host_device_floor_ns.at("worker-1");
+    EXPECT_GT(own, pod.host_device_floor_ns.at("worker-0")) << hosts;
+    EXPECT_THAT(pod.verdict.slow_device.sentence,
+                HasSubstr(absl::StrCat("noise floor (", breakdown_internal::Ms(own), " ms)")));
   }
   // ... and at most 1.5 % of its steps over the four (the floor's false rate is 1 % a step).
   EXPECT_LE(all_device * 1000, 15 * all_named);
@@ -574,6 +582,19 @@ TEST(ThinEvidenceTest, TracesOfRunsDaysApartAreNotPooled) {
   const PodBreakdown skewed = BuildPodBreakdown(g.hosts);
   EXPECT_FALSE(skewed.verdict.evidence.different_runs);
   EXPECT_EQ(skewed.verdict.straggler.host, "worker-1");
+  // Ten minutes between the windows is the line: 5 minutes apart is one run whose clock is off,
+  // 20 minutes apart two runs; whichever host is the odd one out.
+  for (const auto& [minutes, host, different] :
+       std::vector<std::tuple<int64_t, int, bool>>{{5, 1, false}, {20, 1, true}, {20, 0, true}}) {
+    g = Generate(spec);
+    for (HostStep& st : g.hosts[static_cast<size_t>(host)].steps) {
+      st.start_ns += minutes * 60'000'000'000;
+      st.end_ns += minutes * 60'000'000'000;
+    }
+    const PodBreakdown pod_apart = BuildPodBreakdown(g.hosts);
+    EXPECT_EQ(pod_apart.verdict.evidence.different_runs, different) << minutes << " " << host;
+    EXPECT_EQ(pod_apart.verdict.straggler.finding == Finding::kFound, !different) << minutes;
+  }
 }
 
 TEST(ThinEvidenceTest, DifferentStepGridsAreNotPooled) {
