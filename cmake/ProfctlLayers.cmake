@@ -28,7 +28,8 @@ profctl_layer(agent             MAY_USE agent/collectors/synthetic agent/collect
 profctl_layer(agent/service     MAY_USE agent)             # gRPC adapters, the server
 
 profctl_layer(coordinator/clients  MAY_USE common/net xspace)
-profctl_layer(coordinator/engine   MAY_USE coordinator/clients report)
+profctl_layer(coordinator/session  MAY_USE coordinator/clients)
+profctl_layer(coordinator/engine   MAY_USE coordinator/session report)
 profctl_layer(coordinator/schedule MAY_USE coordinator/engine)
 profctl_layer(coordinator/service  MAY_USE coordinator/schedule)
 profctl_layer(coordinator/cli      MAY_USE coordinator/service)

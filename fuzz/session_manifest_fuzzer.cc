@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "common/file_util.h"
 #include "coordinator/engine/analyze.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "fuzz/fuzz_util.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::testkit {
 

@@ -35,7 +35,7 @@
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/local_agents.h"
 #include "coordinator/clients/grpc_agent_client.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"

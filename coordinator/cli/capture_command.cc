@@ -24,7 +24,7 @@
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/capture_plan.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 #include "report/breakdown_writers.h"
 #include "report/html_report.h"

@@ -21,7 +21,7 @@
 #include "coordinator/cli/command.h"
 #include "coordinator/cli/local_agents.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"

@@ -14,7 +14,7 @@
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
 #include "coordinator/engine/capture_plan.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 
 namespace profctl::coordinator {

@@ -9,7 +9,7 @@
 #include "coordinator/cli/capture_flags.h"
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/local_agents.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator {
 namespace {

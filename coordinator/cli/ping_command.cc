@@ -12,7 +12,7 @@
 #include "coordinator/cli/command.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_plan.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator {
 

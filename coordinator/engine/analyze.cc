@@ -30,8 +30,8 @@
 #include "common/gzip.h"
 #include "common/status_macros.h"
 #include "coordinator/engine/pod_outputs.h"
-#include "coordinator/engine/session_writer.h"
 #include "coordinator/engine/step_signal.h"
+#include "coordinator/session/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 

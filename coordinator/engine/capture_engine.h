@@ -44,7 +44,7 @@
 #include "coordinator/engine/capture_plan.h"
 #include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/host_trace.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {

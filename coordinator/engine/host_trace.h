@@ -23,7 +23,7 @@
 #include "analysis/readers/xspace_reader.h"
 #include "common/byte_source.h"
 #include "coordinator/clients/agent_client.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "google/protobuf/arena.h"
 #include "profctl/v1/session.pb.h"
 #include "report/pod_perfetto_trace.h"

@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/executor.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {

@@ -17,7 +17,7 @@
 #include "analysis/hang_verdict.h"
 #include "common/executor.h"
 #include "coordinator/engine/host_trace.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/session.pb.h"
 #include "report/pod_perfetto_trace.h"
 

@@ -16,7 +16,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "common/file_util.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 

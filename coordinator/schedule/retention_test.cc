@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/temp_dir.h"

@@ -24,7 +24,7 @@
 #include "common/status_macros.h"
 #include "common/yaml_config.h"
 #include "coordinator/clients/worker.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator::schedule {
 namespace {

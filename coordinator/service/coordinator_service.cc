@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "coordinator/engine/session_writer.h"
 #include "coordinator/service/session_index.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator::service {
 namespace {

@@ -16,9 +16,9 @@
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/net/metrics_http.h"
-#include "coordinator/engine/session_writer.h"
 #include "coordinator/schedule/retention.h"
 #include "coordinator/service/session_index.h"
+#include "coordinator/session/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace profctl::coordinator::service {

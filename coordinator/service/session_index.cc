@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/session_writer.h"
 #include "coordinator/schedule/retention.h"
+#include "coordinator/session/session_writer.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace profctl::coordinator::service {

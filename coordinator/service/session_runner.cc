@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/check.h"
 #include "common/file_util.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator::service {
 

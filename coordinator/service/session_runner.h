@@ -26,7 +26,7 @@
 #include "common/executor.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 #include "profctl/v1/coordinator.pb.h"
 
 namespace profctl::coordinator::service {

@@ -1,7 +1,7 @@
 // Where a capture's files go. TraceSink is the seam the engine writes through; SessionDir is the
 // on-disk session folder DIR/plugins/profile/<session>/ that TensorBoard/XProf read.
-#ifndef PROFCTL_COORDINATOR_ENGINE_SESSION_WRITER_H_
-#define PROFCTL_COORDINATOR_ENGINE_SESSION_WRITER_H_
+#ifndef PROFCTL_COORDINATOR_SESSION_SESSION_WRITER_H_
+#define PROFCTL_COORDINATOR_SESSION_SESSION_WRITER_H_
 
 #include <cstdint>
 #include <memory>
@@ -200,4 +200,4 @@ std::string FailureStepName(profctl::v1::FailureStep s);
 
 }  // namespace profctl::coordinator
 
-#endif  // PROFCTL_COORDINATOR_ENGINE_SESSION_WRITER_H_
+#endif  // PROFCTL_COORDINATOR_SESSION_SESSION_WRITER_H_

@@ -1,4 +1,4 @@
-#include "coordinator/engine/session_writer.h"
+#include "coordinator/session/session_writer.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
