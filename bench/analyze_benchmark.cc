@@ -29,7 +29,7 @@
 //     (ReadFile), then a raw protobuf wire-format walk down to every event's and stat's numbers
 //     with io::CodedInputStream, no XSpace built and nothing allocated per event.
 //   analyze_benchmark phases DIR
-//     An instrumented one-thread copy of AnalyzeTraces (coordinator/engine/analyze.cc) plus the
+//     An instrumented one-thread copy of AnalyzeTraces (coordinator/offline/analyze.cc) plus the
 //     JSON and report writers: time per phase summed over hosts, RSS after each phase (max over
 //     hosts), the decoded sizes (HostTrace, HostSummary), then BuildPodBreakdown and the writers.
 #include <fcntl.h>

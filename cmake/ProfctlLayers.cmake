@@ -32,7 +32,8 @@ profctl_layer(coordinator/session  MAY_USE coordinator/clients)
 profctl_layer(coordinator/engine   MAY_USE coordinator/session report)
 profctl_layer(coordinator/schedule MAY_USE coordinator/engine)
 profctl_layer(coordinator/service  MAY_USE coordinator/schedule)
-profctl_layer(coordinator/cli      MAY_USE coordinator/service)
+profctl_layer(coordinator/offline  MAY_USE coordinator/engine)
+profctl_layer(coordinator/cli      MAY_USE coordinator/service coordinator/offline)
 
 profctl_test_may_use(tests synthetic analysis/readers)
 

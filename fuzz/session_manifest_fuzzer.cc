@@ -1,5 +1,5 @@
 // Fuzzes how `profctl analyze SESSION_DIR` reads a saved session's session.json
-// (coordinator/engine/analyze.h ExpandAnalyzeInputs): the bytes are the manifest in an otherwise
+// (coordinator/offline/analyze.h ExpandAnalyzeInputs): the bytes are the manifest in an otherwise
 // empty folder. Whatever it says, every trace file it names must be inside that folder.
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
-#include "coordinator/engine/analyze.h"
+#include "coordinator/offline/analyze.h"
 #include "coordinator/session/session_writer.h"
 #include "fuzz/fuzz_util.h"
 

@@ -9,7 +9,7 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "coordinator/cli/command.h"
-#include "coordinator/engine/analyze.h"
+#include "coordinator/offline/analyze.h"
 #include "report/breakdown_writers.h"
 #include "report/html_report.h"
 #include "report/tool_writers.h"

@@ -11,7 +11,7 @@
 #include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/cli/command.h"
-#include "coordinator/engine/analyze.h"
+#include "coordinator/offline/analyze.h"
 #include "report/diff_writers.h"
 
 namespace profctl::coordinator {

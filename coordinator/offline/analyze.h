@@ -7,8 +7,8 @@
 // host traces (24 bytes per event) plus a compact per-step summary per host, whatever the file
 // sizes (docs/perf.md). A file that cannot be read or decoded is reported with its path and the
 // problem; the other hosts are still analysed. Results do not depend on `jobs`.
-#ifndef PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
-#define PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
+#ifndef PROFCTL_COORDINATOR_OFFLINE_ANALYZE_H_
+#define PROFCTL_COORDINATOR_OFFLINE_ANALYZE_H_
 
 #include <functional>
 #include <optional>
@@ -131,4 +131,4 @@ absl::StatusOr<std::string> WriteSessionPodTrace(const AnalyzeInputs& inputs,
 
 }  // namespace profctl::coordinator
 
-#endif  // PROFCTL_COORDINATOR_ENGINE_ANALYZE_H_
+#endif  // PROFCTL_COORDINATOR_OFFLINE_ANALYZE_H_

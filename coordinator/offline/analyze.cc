@@ -1,4 +1,4 @@
-#include "coordinator/engine/analyze.h"
+#include "coordinator/offline/analyze.h"
 
 #include <dirent.h>
 #include <fcntl.h>
