@@ -29,9 +29,10 @@ profctl_layer(agent/service     MAY_USE agent)             # gRPC adapters, the 
 
 profctl_layer(coordinator/clients  MAY_USE common/net xspace)
 profctl_layer(coordinator/session  MAY_USE coordinator/clients)
-profctl_layer(coordinator/engine   MAY_USE coordinator/session report)
-profctl_layer(coordinator/schedule MAY_USE coordinator/engine)
-profctl_layer(coordinator/service  MAY_USE coordinator/schedule)
+profctl_layer(coordinator/plan     MAY_USE coordinator/clients analysis)
+profctl_layer(coordinator/engine   MAY_USE coordinator/plan coordinator/session report)
+profctl_layer(coordinator/schedule MAY_USE coordinator/plan coordinator/session)
+profctl_layer(coordinator/service  MAY_USE coordinator/schedule coordinator/engine)
 profctl_layer(coordinator/offline  MAY_USE coordinator/engine)
 profctl_layer(coordinator/cli      MAY_USE coordinator/service coordinator/offline)
 

@@ -23,7 +23,7 @@
 #include "coordinator/cli/interrupt_scope.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/session/session_writer.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 #include "report/breakdown_writers.h"

@@ -17,7 +17,7 @@
 #include "common/flags.h"
 #include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/worker.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 
 namespace profctl::coordinator {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags.h"
 #include "coordinator/clients/agent_credentials.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 
 namespace profctl::coordinator {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "coordinator/cli/cli_env.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "profctl/v1/session.pb.h"
 
 namespace profctl::coordinator {

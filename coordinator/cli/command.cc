@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/session/session_writer.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 

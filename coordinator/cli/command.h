@@ -18,7 +18,7 @@
 #include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/worker.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 #include "profctl/v1/session.pb.h"
 

@@ -11,7 +11,7 @@
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/clients/worker.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/session/session_writer.h"
 
 namespace profctl::coordinator {

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/schedule/cron.h"
 #include "profctl/v1/session.pb.h"
 #include "xspace/tsl_profile.h"
@@ -40,7 +40,7 @@ struct Targets {
 };
 
 // What each run captures: the options of `profctl capture`, checked by ValidatePlanOptions
-// (coordinator/engine/capture_plan.h) like every other front door's.
+// (coordinator/plan/capture_plan.h) like every other front door's.
 struct ScheduleCaptureOptions {
   int64_t duration_ms = 2000;                                          // duration
   profctl::v1::LatePolicy late = profctl::v1::LATE_POLICY_CAPTURE;     // late: capture|fail

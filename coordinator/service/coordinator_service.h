@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/net/server_auth.h"
 #include "coordinator/engine/capture_engine.h"
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/service/daemon.h"
 #include "profctl/v1/coordinator.grpc.pb.h"
 

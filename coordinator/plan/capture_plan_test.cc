@@ -1,4 +1,4 @@
-#include "coordinator/engine/capture_plan.h"
+#include "coordinator/plan/capture_plan.h"
 
 #include <cstdint>
 #include <limits>

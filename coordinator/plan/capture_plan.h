@@ -2,8 +2,8 @@
 // names are, and how a plan travels on the wire. `profctl capture`, the daemon's StartCapture
 // and schedules all build a CapturePlan and call ValidatePlan (or ValidatePlanOptions): no other
 // code checks a bound, so the three front doors cannot drift apart.
-#ifndef PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_
-#define PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_
+#ifndef PROFCTL_COORDINATOR_PLAN_CAPTURE_PLAN_H_
+#define PROFCTL_COORDINATOR_PLAN_CAPTURE_PLAN_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -153,4 +153,4 @@ profctl::v1::StartCaptureRequest RequestFromPlan(const CapturePlan& plan);
 
 }  // namespace profctl::coordinator
 
-#endif  // PROFCTL_COORDINATOR_ENGINE_CAPTURE_PLAN_H_
+#endif  // PROFCTL_COORDINATOR_PLAN_CAPTURE_PLAN_H_
