@@ -41,9 +41,9 @@
 #include "common/executor.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/clients/worker.h"
-#include "coordinator/plan/capture_plan.h"
 #include "coordinator/engine/clock_sync.h"
 #include "coordinator/engine/host_trace.h"
+#include "coordinator/plan/capture_plan.h"
 #include "coordinator/session/session_writer.h"
 #include "profctl/v1/session.pb.h"
 
