@@ -10,7 +10,6 @@
 #include "absl/strings/str_join.h"
 #include "agent/collectors/cupti/cupti_collector.h"
 #include "agent/collectors/cupti/inject_server.h"
-#include "agent/collectors/synthetic/synthetic_collector.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -22,41 +21,6 @@ uint64_t SplitMix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-// The collector registry: how each collector of kCollectorNames (collector_names.h) is made.
-// `clock` is the endpoint's (skewed) clock.
-struct CollectorFactory {
-  absl::string_view name;
-  std::function<std::unique_ptr<Collector>(const EndpointPlan& plan, const Clock* clock,
-                                           const AgentServer::Dependencies& deps)>
-      make;
-};
-
-const std::vector<CollectorFactory>& CollectorFactories() {
-  static const auto* const kFactories = new std::vector<CollectorFactory>{
-      {kSyntheticCollector,
-       [](const EndpointPlan& plan, const Clock* /*clock*/,
-          const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
-         return std::make_unique<SyntheticCollector>(plan.synthetic, plan.synthetic_memo);
-       }},
-      {kTslCollector,
-       [](const EndpointPlan& plan, const Clock* clock,
-          const AgentServer::Dependencies& /*deps*/) -> std::unique_ptr<Collector> {
-         return std::make_unique<TslCollector>(plan.tsl, clock);
-       }},
-      {kCuptiCollector,
-       [](const EndpointPlan& plan, const Clock* clock,
-          const AgentServer::Dependencies& deps) -> std::unique_ptr<Collector> {
-         return std::make_unique<cupti::CuptiCollector>(
-             deps.inject_server,
-             cupti::CuptiCollectorOptions{.hostname = plan.name.empty() ? deps.hostname : plan.name,
-                                          .clock_skew_ns = plan.clock_skew_ns,
-                                          .recorder_launches = plan.recorder_launches},
-             clock);
-       }},
-  };
-  return *kFactories;
 }
 
 std::string ListenAddress(const std::string& bind, int64_t port) {
@@ -154,13 +118,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
     ep->name = plan.name;
     std::vector<Collector*> collector_ptrs;
     for (const std::string& name : options.collectors) {
-      auto factory = std::find_if(CollectorFactories().begin(), CollectorFactories().end(),
-                                  [&](const CollectorFactory& f) { return name == f.name; });
-      if (factory == CollectorFactories().end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--collectors: no factory for '", name, "'"));
-      }
-      ep->collectors.push_back(factory->make(plan, &ep->clock, deps));
+      absl::StatusOr<std::unique_ptr<Collector>> collector =
+          MakeCollector(name, plan, &ep->clock, CollectorEnv{deps.hostname, deps.inject_server});
+      if (!collector.ok()) return collector.status();
+      ep->collectors.push_back(*std::move(collector));
       collector_ptrs.push_back(ep->collectors.back().get());
     }
     ep->manager = std::make_unique<CaptureManager>(

@@ -35,6 +35,7 @@
 #include "agent/agent_options.h"
 #include "agent/auth.h"
 #include "agent/capture_manager.h"
+#include "agent/collector_registry.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/cupti/inject_server.h"
 #include "agent/collectors/tsl/tsl_collector.h"
@@ -53,17 +54,6 @@ namespace profctl::agent {
 // the others'): with z = SplitMix64(i) (the 64-bit finalizer of Steele et al., seed i),
 // skew = (z mod (2S + 1)) - S, uniform over [-S, +S]. 0 when spread_ms is 0.
 int64_t EndpointSkewMs(int64_t index, int64_t spread_ms);
-
-// What endpoint i of the process is.
-struct EndpointPlan {
-  std::string name;  // may be empty: a single endpoint without --name
-  int64_t clock_skew_ns = 0;
-  synthetic::SyntheticJobConfig synthetic;  // with rank/world/clock_skew_ns of this endpoint
-  // One for every endpoint of the process: their ranks are one job (synthetic::SyntheticStepMemo).
-  std::shared_ptr<synthetic::SyntheticStepMemo> synthetic_memo;
-  TslCollectorOptions tsl;        // --tsl-local servers, with clock_skew_ns of this endpoint
-  bool recorder_launches = true;  // --flight-recorder-launches (the cupti collector's)
-};
 
 // Plans every endpoint of `options` (as validated by ParseAgentOptions). INVALID_ARGUMENT names
 // --synthetic for bad knobs and --endpoints when the ranks do not fit a synthetic job (world is
