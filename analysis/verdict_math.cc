@@ -144,6 +144,14 @@ std::vector<double> LowerDeviations(const std::vector<double>& e) {
   return out;
 }
 
+// A host's deviations above its own median: the side that holds its own slow spells.
+std::vector<double> UpperDeviations(const std::vector<double>& e) {
+  std::vector<double> negated;
+  negated.reserve(e.size());
+  for (const double x : e) negated.push_back(-x);
+  return LowerDeviations(negated);
+}
+
 // The ratio q(0.9) / q(0.5) of `v`, 0 when it cannot be computed.
 double RatioOf(const std::vector<double>& v) {
   const double q50 = QuantileOf(v, 0.5);
@@ -287,11 +295,7 @@ double EmpiricalTailFloor(const std::vector<std::vector<double>>& per_host, size
   std::vector<double> floors;
   for (const std::vector<double>& e : per_host) {
     if (e.size() < kMinStepsForNoise) continue;
-    const double center = MedianOf(e);
-    std::vector<double> upper;
-    for (const double x : e) {
-      if (x > center) upper.push_back(x - center);
-    }
+    std::vector<double> upper = UpperDeviations(e);
     if (upper.size() < kMinValuesForEmpiricalTail) continue;
     floors.push_back(QuantileOf(std::move(upper), q));
   }
