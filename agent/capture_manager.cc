@@ -241,11 +241,12 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   void TakeSnapshot() {
     PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     phase_ = Phase::kStopped;
-    start_mono_ = clock().MonoNs();
+    start_ = ReadClockPair(clock());
+    start_mono_ = start_.mono_ns;
     end_mono_.store(start_mono_);
-    const int64_t instant = clock().WallNs();
+    const int64_t instant = start_.wall_ns;
     WarnIfLate(instant);
-    JudgeStepSinceSync(start_mono_, instant);
+    JudgeStepSinceSync();
     result_.stop_ns = instant;
     result_.start_ns = instant - spec_.past_ms * kNanosPerMilli;
     if (callbacks_.on_started) callbacks_.on_started(instant);
@@ -264,11 +265,14 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // Timeline. The wall clock stepped between the last clock sync before this session's Begin
   // (the coordinator measured its offset then) and the window's start: the window the agent
   // opened is off the instant asked for by the step, though its own clock says it is on time.
-  void JudgeStepSinceSync(int64_t now_mono, int64_t now_wall) {
+  // Both readings are pairs (ReadClockPair): a thread preempted between its two clock reads
+  // is not a step.
+  void JudgeStepSinceSync() {
     if (!synced_.seen) return;  // no clock sync seen: nothing to compare with
-    const int64_t elapsed = now_mono - synced_.mono_ns;
-    const int64_t step = (now_wall - now_mono) - (synced_.wall_ns - synced_.mono_ns);
-    if (std::abs(step) <= ClockAgreementNs(elapsed)) return;
+    const int64_t elapsed = start_.mono_ns - synced_.pair.mono_ns;
+    const WallStep s = WallStepBetween(synced_.pair, start_);
+    const int64_t step = s.step_ns;
+    if (std::abs(step) <= ClockAgreementNs(elapsed) + s.unsure_ns) return;
     AddShortfall(MakeShortfall(
         profctl::v1::SHORTFALL_KIND_CLOCK_STEP, static_cast<uint64_t>(std::abs(step)),
         absl::StrCat("the agent's wall clock stepped ", Seconds(std::abs(step)),
@@ -279,10 +283,11 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
 
   // Timeline. The wall clock moved apart from the monotonic one during the window (a step, not
   // NTP's slewing): the recording's length on the wall clock is not the time recorded.
-  void JudgeStepInWindow(int64_t now_mono) {
-    const int64_t mono_elapsed = now_mono - start_mono_;
-    const int64_t step = (result_.stop_ns - result_.start_ns) - mono_elapsed;
-    if (std::abs(step) <= ClockAgreementNs(mono_elapsed)) return;
+  void JudgeStepInWindow(const ClockPair& stop) {
+    const int64_t mono_elapsed = stop.mono_ns - start_.mono_ns;
+    const WallStep s = WallStepBetween(start_, stop);
+    const int64_t step = s.step_ns;
+    if (std::abs(step) <= ClockAgreementNs(mono_elapsed) + s.unsure_ns) return;
     AddShortfall(MakeShortfall(
         profctl::v1::SHORTFALL_KIND_CLOCK_STEP, static_cast<uint64_t>(std::abs(step)),
         absl::StrCat("the agent's wall clock stepped ", Seconds(std::abs(step)),
@@ -319,11 +324,12 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
       return;
     }
     phase_ = Phase::kRecording;
-    start_mono_ = clock().MonoNs();
+    start_ = ReadClockPair(clock());
+    start_mono_ = start_.mono_ns;
     end_mono_.store(start_mono_ + spec_.duration_ms * kNanosPerMilli);
-    result_.start_ns = clock().WallNs();
+    result_.start_ns = start_.wall_ns;
     WarnIfLate(result_.start_ns);
-    JudgeStepSinceSync(start_mono_, result_.start_ns);
+    JudgeStepSinceSync();
     Step("start", [&](Collector* c) { return c->Start(result_.start_ns); });
     if (callbacks_.on_started) callbacks_.on_started(result_.start_ns);
     timeline().PostAt(start_mono_ + spec_.duration_ms * kNanosPerMilli,
@@ -339,13 +345,13 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   void StopRecording(bool cancelled) {
     PROFCTL_DCHECK_ON_SEQUENCE(timeline());
     phase_ = Phase::kStopped;
-    const int64_t now_mono = clock().MonoNs();
-    end_mono_.store(now_mono);
+    const ClockPair stop = ReadClockPair(clock());
+    end_mono_.store(stop.mono_ns);
     result_.cancelled = cancelled;
     if (cancelled) result_.cancel_reason = reason_.load();
-    result_.stop_ns = clock().WallNs();
-    JudgeStepInWindow(now_mono);
-    if (!cancelled) JudgeLateStop(now_mono);
+    result_.stop_ns = stop.wall_ns;
+    JudgeStepInWindow(stop);
+    if (!cancelled) JudgeLateStop(stop);
     // The collectors stop now, having recorded until now; a late stop's extra is dropped after
     // Collect (CollectAndDeliver).
     Step("stop", [&](Collector* c) { return c->Stop(result_.stop_ns); });
@@ -359,7 +365,8 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   // it came more than max_trimmed_late_stop_ms late: the agent did not run for that long (frozen,
   // a paused VM), so its collectors may hold a gap. The coordinator then reports the recording
   // overlong or truncated.
-  void JudgeLateStop(int64_t now_mono) {
+  void JudgeLateStop(const ClockPair& stop) {
+    const int64_t now_mono = stop.mono_ns;
     const int64_t window_ns = spec_.duration_ms * kNanosPerMilli;
     const int64_t late_ns = now_mono - (start_mono_ + window_ns);
     if (late_ns <= 0) return;
@@ -371,8 +378,9 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
       return;
     }
     const int64_t mono_elapsed = now_mono - start_mono_;
-    const int64_t drift = (result_.stop_ns - result_.start_ns) - mono_elapsed;
-    if (std::abs(drift) > ClockAgreementNs(mono_elapsed)) {
+    const WallStep s = WallStepBetween(start_, stop);
+    const int64_t drift = s.step_ns;
+    if (std::abs(drift) > ClockAgreementNs(mono_elapsed) + s.unsure_ns) {
       result_.space.add_warnings(absl::StrCat(
           "the wall clock moved ", drift / kNanosPerMicro,
           " us more than the monotonic clock during the window (a clock jump): the recording's "
@@ -487,6 +495,8 @@ class CaptureManager::SessionState : public std::enable_shared_from_this<Session
   std::vector<bool> ok_;
   // The agent's clocks at the last clock sync before Begin.
   const ClockReading synced_;
+  // The clocks at the window's start (or a snapshot's instant), read as one pair.
+  ClockPair start_;
   int64_t start_mono_ = 0;
   // A late stop to trim back to (agent wall clock; 0: none) and how late it came (JudgeLateStop).
   int64_t trim_stop_ns_ = 0;
@@ -732,10 +742,9 @@ bool CaptureManager::ReservationHolds(int64_t now_mono) const {
 
 void CaptureManager::NoteClockSync() {
   absl::MutexLock lock(&mu_);
-  // Read as close together as they can be: their difference is what a step moves.
+  // Read as one pair: their difference is what a step moves.
   synced_.seen = true;
-  synced_.mono_ns = deps_.clock->MonoNs();
-  synced_.wall_ns = deps_.clock->WallNs();
+  synced_.pair = ReadClockPair(*deps_.clock);
 }
 
 void CaptureManager::PruneCancelled(int64_t now_mono) {

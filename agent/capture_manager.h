@@ -41,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/collectors/collector.h"
 #include "common/clock.h"
+#include "common/clock_pair.h"
 #include "common/executor.h"
 #include "common/reservation.h"
 #include "google/protobuf/arena.h"
@@ -113,8 +114,7 @@ struct CaptureResult {
 // The agent's two clocks read together (NoteClockSync).
 struct ClockReading {
   bool seen = false;
-  int64_t wall_ns = 0;
-  int64_t mono_ns = 0;
+  ClockPair pair;
 };
 
 struct CaptureManagerOptions {

@@ -868,6 +868,42 @@ TEST_F(CaptureManagerTest, AClockThatOnlySlewsOrWasNeverSyncedLeavesTheTraceWhol
               ::testing::Not(::testing::Contains(HasSubstr("partial:"))));
 }
 
+// A loaded machine preempts the timeline thread for milliseconds between reading the monotonic
+// and the wall clock; that is not a clock step (a loaded CI run once failed a whole GPU check on
+// a "partial" host this way). A step of a few milliseconds is still told (the test below).
+TEST_F(CaptureManagerTest, AThreadPreemptedBetweenItsTwoClockReadsIsNotAClockStep) {
+  manager_.NoteClockSync();
+  const int64_t t0 = clock_.MonoNs();
+  auto session = manager_.Begin(Spec(/*start_in_ms=*/500, /*duration_ms=*/1000));
+  ASSERT_THAT(session, IsOk());
+  Outcome out;
+  Run(**session, &out);
+  // Just before the start and the stop, a 5 ms preemption lands between the two reads.
+  executor_.PostAt(t0 + 500 * kNanosPerMilli - 1,
+                   [this] { clock_.StallBeforeNextWallRead(5 * kNanosPerMilli); });
+  executor_.PostAt(t0 + 1500 * kNanosPerMilli - 1,
+                   [this] { clock_.StallBeforeNextWallRead(5 * kNanosPerMilli); });
+  executor_.Advance(3 * kNanosPerSecond);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_TRUE(out.result->shortfalls.empty());
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Not(::testing::Contains(HasSubstr("partial:"))));
+  EXPECT_THAT(out.result->space.warnings(),
+              ::testing::Not(::testing::Contains(HasSubstr("clock jump"))));
+}
+
+TEST_F(CaptureManagerTest, AClockStepOfTwoMillisecondsInAWindowIsStillTold) {
+  manager_.NoteClockSync();
+  Outcome out;
+  RunOneSecondWindow(&out);
+  executor_.PostAt(clock_.MonoNs() + 400 * kNanosPerMilli,
+                   [this] { clock_.JumpWall(3 * kNanosPerMilli); });
+  executor_.Advance(2000 * kNanosPerMilli);
+  ASSERT_TRUE(out.result.has_value());
+  ASSERT_EQ(out.result->shortfalls.size(), 1u);
+  EXPECT_EQ(out.result->shortfalls[0].amount(), static_cast<uint64_t>(3 * kNanosPerMilli));
+}
+
 TEST_F(CaptureManagerTest, AClockStepDuringTheWindowMakesTheTracePartialWithItsSize) {
   manager_.NoteClockSync();
   Outcome out;

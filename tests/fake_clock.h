@@ -25,7 +25,14 @@ class FakeClock final : public Clock {
   explicit FakeClock(int64_t wall_ns = kDefaultWallNs, int64_t mono_ns = kNanosPerSecond)
       : wall_ns_(wall_ns), mono_ns_(mono_ns) {}
 
-  int64_t WallNs() const override { return wall_ns_.load(); }
+  int64_t WallNs() const override {
+    const int64_t stall = stall_next_wall_read_ns_.exchange(0);
+    if (stall != 0) {  // both clocks move: time passed before this read
+      mono_ns_ += stall;
+      wall_ns_ += stall;
+    }
+    return wall_ns_.load();
+  }
   int64_t MonoNs() const override { return mono_ns_.load(); }
   bool WaitUntil(int64_t deadline_mono_ns, const StopSignal& stop) const override;
 
@@ -34,6 +41,9 @@ class FakeClock final : public Clock {
   // Moves the wall clock alone (a clock step: NTP, an operator); negative goes back.
   void JumpWall(int64_t ns) { wall_ns_ += ns; }
   void SetAutoAdvance(bool on) { auto_advance_.store(on); }
+  // The next WallNs() first moves both clocks by ns, as if the reading thread had been preempted
+  // just before it (what splits a wall/monotonic pair on a loaded machine). Wakes no waiter.
+  void StallBeforeNextWallRead(int64_t ns) { stall_next_wall_read_ns_.store(ns); }
   // Blocks until at least n threads wait in WaitUntil for a deadline still in the future (a
   // waiter whose deadline has passed but has not woken yet does not count).
   void AwaitWaiters(int n) const;
@@ -41,6 +51,7 @@ class FakeClock final : public Clock {
  private:
   mutable std::atomic<int64_t> wall_ns_;  // mutable: auto-advance moves time in WaitUntil
   mutable std::atomic<int64_t> mono_ns_;
+  mutable std::atomic<int64_t> stall_next_wall_read_ns_{0};
   std::atomic<bool> auto_advance_{false};
   mutable absl::Mutex mu_;
   struct Waiter {
