@@ -177,6 +177,14 @@ class AgentClient {
   // connected but silent is alive behind a slow link, not dead: the engine waits for its GetInfo.
   // Thread-safe; false when unknown.
   virtual bool Connected() const { return false; }
+  // How long a TCP handshake with the peer's host takes, on a connection of its own that sends
+  // nothing (coordinator/clients/handshake_probe.h): the peer's kernel answers it even when its
+  // process is frozen, so a peer not Connected() after many such times is frozen, not slow.
+  // At most once per client; `done` runs on any thread. The default (peers that cannot be
+  // probed) answers UNIMPLEMENTED: the engine then waits for them as for a slow link.
+  virtual void ProbeHandshake(int64_t /*timeout_ms*/, Callback<int64_t> done) {
+    std::move(done)(absl::UnimplementedError("handshake probe: not for this peer"));
+  }
 };
 
 class AgentClientFactory {

@@ -21,6 +21,7 @@
 #include "common/gzip.h"
 #include "coordinator/clients/capture_framing.h"
 #include "coordinator/clients/grpc_calls.h"
+#include "coordinator/clients/handshake_probe.h"
 #include "coordinator/clients/tsl_agent_client.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
@@ -157,6 +158,11 @@ class GrpcAgentClient final : public AgentClient {
     }
     channel_ = CreateAgentChannel(worker.channel_target(), credentials.get(), args);
     stub_ = AgentService::NewStub(channel_);
+    if (options.handshake_for_testing) {
+      handshake_for_testing_ = options.handshake_for_testing(worker);
+    } else {
+      probe_.emplace(worker.host, worker.port, &real_clock_);
+    }
   }
 
   ~GrpcAgentClient() override {
@@ -280,6 +286,14 @@ class GrpcAgentClient final : public AgentClient {
     return channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
   }
 
+  void ProbeHandshake(int64_t timeout_ms, Callback<int64_t> done) override {
+    if (!probe_.has_value()) {
+      std::move(done)(handshake_for_testing_);
+      return;
+    }
+    probe_->Start(timeout_ms, std::move(done));
+  }
+
   void Cancel(const std::string& session_id, const std::string& session_key, int64_t timeout_ms,
               DoneCallback done) override {
     using Call = UnaryCall<profctl::v1::CancelRequest, profctl::v1::CancelResponse>;
@@ -315,6 +329,9 @@ class GrpcAgentClient final : public AgentClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<AgentService::Stub> stub_;
   CallRegistry calls_;
+  // ProbeHandshake's (real time, whatever clock_ is), or the test's answer instead.
+  std::optional<HandshakeProbe> probe_;
+  absl::StatusOr<int64_t> handshake_for_testing_ = absl::UnimplementedError("not probed");
 };
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "coordinator/clients/agent_client.h"
@@ -61,6 +62,11 @@ struct GrpcAgentClientOptions {
   std::function<std::string(const WorkerAddress& worker)> authority_for_testing = nullptr;
   // TLS and bearer token for profctl-agents (not grpc:// workers); null: plaintext, no token.
   std::shared_ptr<const AgentCredentials> credentials = nullptr;
+  // Tests only: what ProbeHandshake answers for `worker` instead of a real TCP handshake's time
+  // (unset: the real one). The test's TCP proxy delays data, not the kernel's handshake, so a
+  // test of a slow link says here what that link's handshake would take.
+  std::function<absl::StatusOr<int64_t>(const WorkerAddress& worker)> handshake_for_testing =
+      nullptr;
 };
 
 // GetInfo's error for `target`: an UNIMPLEMENTED answer means something that speaks gRPC but
