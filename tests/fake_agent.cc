@@ -220,6 +220,25 @@ class FakeAgent::Client final : public AgentClient {
     return connected_ && b.connects && !b.hang_get_info && a_->clock_->MonoNs() >= connected_at_;
   }
 
+  void ProbeHandshake(int64_t timeout_ms, Callback<int64_t> done) override {
+    const std::optional<int64_t> took = a_->behavior_.handshake_ns;
+    ++a_->handshake_probes_;
+    if (!took.has_value()) {
+      std::move(done)(absl::UnimplementedError("handshake probe: not for this fake"));
+      return;
+    }
+    const int64_t now = a_->clock_->MonoNs();
+    if (*took > timeout_ms * kNanosPerMilli) {
+      a_->ex_->PostAt(now + timeout_ms * kNanosPerMilli, [done = std::move(done)]() mutable {
+        std::move(done)(absl::DeadlineExceededError("handshake probe: fake: no answer"));
+      });
+      return;
+    }
+    a_->ex_->PostAt(now + *took, [done = std::move(done), took]() mutable {
+      std::move(done)(absl::StatusOr<int64_t>(*took));
+    });
+  }
+
   void AbortCapture() override {
     std::shared_ptr<Recording> rec = a_->recording_;
     if (rec == nullptr || rec->finished || rec->detached) return;

@@ -48,6 +48,9 @@ struct FakeAgentBehavior {
   // first RPC, unless GetInfo hangs or this is false (a process frozen or still starting, whose
   // HTTP/2 handshake never completes).
   bool connects = true;
+  // What a TCP handshake with the agent's host takes (AgentClient::ProbeHandshake answers it
+  // that much later); unset: the probe answers UNIMPLEMENTED (a peer that cannot be probed).
+  std::optional<int64_t> handshake_ns = std::nullopt;
   // Never answers that RPC: the caller gets DEADLINE_EXCEEDED at its timeout.
   bool hang_get_info = false;
   bool hang_sync = false;
@@ -108,6 +111,8 @@ class FakeAgent {
   int captures() const { return captures_; }
   int cancels() const { return cancels_; }
   int fetches() const { return fetches_; }
+  // Handshake probes asked of this agent's host (AgentClient::ProbeHandshake).
+  int handshake_probes() const { return handshake_probes_; }
   int reservations() const { return reservations_; }  // GetInfo calls that asked to reserve
   int step_signal_calls() const { return step_signal_calls_; }
   int syncs() const { return syncs_; }  // SyncClock calls
@@ -150,6 +155,7 @@ class FakeAgent {
   int captures_ = 0;
   int cancels_ = 0;
   int fetches_ = 0;
+  int handshake_probes_ = 0;
   int reservations_ = 0;
   int step_signal_calls_ = 0;
   int syncs_ = 0;

@@ -290,6 +290,32 @@ TEST_F(FaultTest, AnAgentFrozenMidWindowIsReportedOverlong) {
   EXPECT_THAT(summary_, HasSubstr("overlong"));
 }
 
+// An agent frozen before the capture (SIGSTOP): its host's kernel still answers TCP handshakes,
+// its process nothing, and its channel never connects. The others' window is not held for its
+// GetInfo's 2 s timeout: preparing ends about frozen_host_wait_ms (500 ms) after it began, the two
+// live hosts are captured, and the frozen one fails saying why.
+TEST_F(FaultTest, AnAgentFrozenBeforeTheCaptureDoesNotHoldTheOthersForItsTimeout) {
+  const int a = StartAgent(0);
+  const int b = StartAgent(1);
+  const int c = StartAgent(1);
+  ASSERT_EQ(kill(agents_.pid(2), SIGSTOP), 0);
+  SessionManifest m;
+  const int rc = Capture(
+      {testkit::LoopbackAddress(a), testkit::LoopbackAddress(b), testkit::LoopbackAddress(c)},
+      {"--duration=1000", "--tolerance=500"}, "frozen", &m);
+  kill(agents_.pid(2), SIGCONT);
+  EXPECT_EQ(rc, coordinator::kExitPartial) << summary_;
+  ASSERT_EQ(m.hosts_size(), 3);
+  EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_OK) << m.hosts(1).error().message();
+  EXPECT_EQ(m.hosts(2).status(), v1::HOST_STATUS_FAILED);
+  // 500 ms and what a loaded machine adds; waiting out the GetInfo was 2,000.
+  EXPECT_GE(m.prepare_ms(), 500.0);
+  EXPECT_LT(m.prepare_ms(), 1500.0) << summary_;
+  EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("its host answered a TCP handshake in "));
+  EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("its agent nothing: frozen or stuck?"));
+}
+
 // An agent frozen for good: the session deadline ends it; the other host is saved and the
 // session written, whatever the frozen one does.
 TEST_F(FaultTest, AnAgentFrozenForGoodIsEndedByTheDeadline) {

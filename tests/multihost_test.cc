@@ -350,10 +350,20 @@ TEST_F(MultiHostTest, ADefaultCaptureSavesAHostBehindASlowHealthyLink) {
   const std::vector<std::string> workers = {Loopback(ports[0]), Loopback(ports[1]),
                                             (*slow)->address()};
 
+  // The proxy delays data, not the TCP handshake (the kernel completes it at once), so the
+  // handshake probe would see a frozen agent here; a real link of this delay takes its round trip
+  // to answer a handshake too, and the probe is told so.
+  coordinator::GrpcAgentClientOptions client_options;
+  const std::string slow_address = (*slow)->address();
+  client_options.handshake_for_testing =
+      [slow_address](const coordinator::WorkerAddress& w) -> absl::StatusOr<int64_t> {
+    return w.target() == slow_address ? 2 * kOneWayMs * kNanosPerMilli : 100 * kNanosPerMicro;
+  };
   SessionManifest m;
   // --tolerance: lateness on 2 loaded cores is not what this test checks; the slow host's
   // answers are (it must be ready before the common start, not join late).
-  EXPECT_EQ(Capture(workers, {"--duration=2000", "--tolerance=500"}, "slowlink", &m),
+  EXPECT_EQ(Capture(workers, {"--duration=2000", "--tolerance=500"}, "slowlink", &m,
+                    std::move(client_options)),
             coordinator::kExitOk)
       << summary_;
   ASSERT_EQ(m.hosts_size(), kHosts);

@@ -64,8 +64,10 @@ const std::vector<CaptureFlag>& CaptureFlagTable() {
           "with --late=capture, once 90% are ready, it ends when no host got ready for a "
           "quarter of the time the last one took, or 50 ms when every host left has answered "
           "nothing; while fewer than 90% are ready it waits for every GetInfo in flight, up "
-          "to its 2 s timeout: a slow link; a capture of a pod another capture reserved "
-          "waits within it for that capture when it is the older, else gives up whole)"),
+          "to its 2 s timeout: a slow link, or 500 ms for a host whose kernel answers a "
+          "TCP handshake while its agent says nothing: frozen; a capture of a pod another "
+          "capture reserved waits within it for that capture when it is the older, else gives "
+          "up whole)"),
       Str("late", &F::late,
           "a host that cannot start at the common instant: capture (flag it late) or fail",
           /*non_empty=*/true),

@@ -64,6 +64,13 @@ struct CaptureEngineOptions {
   // got ready for a quarter of the time the last one took, and at least this long; or this long
   // when no host left has answered anything (dead or hung: none is on its way).
   int64_t min_prepare_quiet_ms = 50;
+  // A host silent and not connected while preparing is waited for up to its GetInfo's timeout
+  // (rpc_timeout_ms), as a slow link may be; unless a TCP handshake with its host
+  // (AgentClient::ProbeHandshake) answered in r: then for frozen_host_wait_ms from its GetInfo,
+  // or frozen_host_handshakes x r when that is longer (a slow link's own handshakes), and no
+  // longer: its kernel answers, its agent does not (frozen, stopped, stuck).
+  int64_t frozen_host_wait_ms = 500;
+  int frozen_host_handshakes = 8;
   // The common start is this far after preparing ends, at least (a floor, not a margin): else
   // 2 x the largest round trip plus, per ready host, twice the measured cost of one RPC on a
   // connected channel (at least 20 us), since sending every Capture takes time too.

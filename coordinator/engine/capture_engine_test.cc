@@ -722,6 +722,48 @@ TEST_F(CaptureEngineTest, WithLateCaptureAHostSilentUntilAfterPreparingJoinsLate
   EXPECT_GT(slow.lateness_ns(), (slow.prepare_ms() - start_after_prepare_ms) * 1e6);
 }
 
+// A frozen agent (SIGSTOP, a debugger, a paused container): its host's kernel answers a TCP
+// handshake at once while its process answers nothing, so its channel never connects. Preparing
+// waits frozen_host_wait_ms for it, not its GetInfo's 2 s timeout, and says why. A host behind a
+// 600 ms link, whose handshake takes its round trip too, is still waited for and captured; a
+// silent host that cannot be probed is waited for as before.
+TEST_F(CaptureEngineTest, AFrozenHostIsNotWaitedForPastItsHandshakeButASlowLinkIs) {
+  Agent("a:1", {}, Rank(0));
+  Agent("b:1", {}, Rank(1));
+  FakeAgent& frozen =
+      Agent("frozen:1", {.handshake_ns = 100 * kNanosPerMicro, .hang_get_info = true}, Rank(2));
+  const SessionManifest m = Run(Plan({"a:1", "b:1", "frozen:1"}, 2000));
+  EXPECT_EQ(frozen.handshake_probes(), 1);
+  EXPECT_NEAR(m.prepare_ms(), 500, 1.0);
+  EXPECT_EQ(Host(m, "a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "b:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(m, "frozen:1").status(), v1::HOST_STATUS_FAILED);
+  EXPECT_THAT(Host(m, "frozen:1").error().message(),
+              HasSubstr("GetInfo unanswered after 2000 ms (its 2000 ms timeout: its host answered "
+                        "a TCP handshake in 0.1 ms, its agent nothing: frozen or stuck?)"));
+  EXPECT_THAT(absl::StrJoin(progress_, "\n"),
+              HasSubstr("frozen:1: not ready within 500 ms: its host answered a TCP handshake in "
+                        "0.1 ms but its agent has answered nothing (frozen or stuck?)"));
+
+  Agent("far:2",
+        {.up_delay_ns = 300 * kNanosPerMilli,
+         .down_delay_ns = 300 * kNanosPerMilli,
+         .handshake_ns = 600 * kNanosPerMilli},
+        Rank(2));
+  const SessionManifest m1 = Run(Plan({"a:1", "b:1", "far:2"}, 2000));
+  const HostResult& far = Host(m1, "far:2");
+  EXPECT_EQ(far.status(), v1::HOST_STATUS_OK) << far.error().message();
+  EXPECT_FALSE(far.late());
+  EXPECT_GE(far.prepare_ms(), 4 * 600.0);
+
+  // Cannot be probed (the default fake, a peer on a name): its GetInfo's timeout, as before.
+  FakeAgent& unprobed = Agent("hung:3", {.hang_get_info = true}, Rank(2));
+  const SessionManifest m2 = Run(Plan({"a:1", "b:1", "hung:3"}, 2000));
+  EXPECT_EQ(unprobed.handshake_probes(), 1);
+  EXPECT_NEAR(m2.prepare_ms(), 2000, 1.0);
+  EXPECT_EQ(Host(m2, "hung:3").status(), v1::HOST_STATUS_FAILED);
+}
+
 // When every host left has answered nothing (dead, or hung from the first RPC on), none is on
 // its way: preparing ends min_prepare_quiet_ms after the last ready host, not a quarter of its
 // time later. (The test above keeps the quarter: its slow host has answered.)

@@ -219,10 +219,16 @@ void PreparePhase::MaybeReady(size_t i) {
     // deadline (no budget waits longer for a first answer): say which numbers, not just gRPC's.
     if (verdict.step == profctl::v1::FAILURE_STEP_GET_INFO &&
         status.code() == absl::StatusCode::kDeadlineExceeded) {
+      // Its host answered a handshake probe while its channel never connected: frozen.
+      const bool frozen =
+          p.probe == Host::Probe::kDone && p.handshake_ns.ok() && !h.client->Connected();
       status = absl::DeadlineExceededError(absl::StrFormat(
-          "GetInfo unanswered after %.0f ms (its %d ms timeout: the host is hung, or its round "
-          "trip is longer than that): %s",
+          "GetInfo unanswered after %.0f ms (its %d ms timeout: %s): %s",
           Millis(s_.NowMono() - p.attempt_started_mono), s_.options().rpc_timeout_ms,
+          frozen ? absl::StrFormat("its host answered a TCP handshake in %.1f ms, its agent "
+                                   "nothing: frozen or stuck?",
+                                   Millis(*p.handshake_ns))
+                 : "the host is hung, or its round trip is longer than that",
           status.message()));
     }
     if (!Retry(i, status)) s_.Fail(h, verdict.step, status);
@@ -302,8 +308,15 @@ bool PreparePhase::OnFailed() {
 
 std::string PreparePhase::ProgressOf(size_t i) const {
   const Host& p = hosts_[i];
-  return PrepareProgressText(p.round.info_done(), p.info_rtt_ns, p.round.samples_answered(),
-                             p.last_rtt_ns, s_.NowMono() - p.attempt_started_mono);
+  std::string text =
+      PrepareProgressText(p.round.info_done(), p.info_rtt_ns, p.round.samples_answered(),
+                          p.last_rtt_ns, s_.NowMono() - p.attempt_started_mono);
+  if (LooksFrozen(i)) {
+    absl::StrAppend(&text, absl::StrFormat("; its host answered a TCP handshake in %.1f ms, its "
+                                           "agent nothing: frozen or stuck?",
+                                           Millis(*p.handshake_ns)));
+  }
+  return text;
 }
 
 void PreparePhase::GiveUpBusyPod(size_t i, const absl::Status& status) {
@@ -470,6 +483,8 @@ void PreparePhase::OnDeadline(uint64_t generation) {
   // GetInfo's timeout, within the budget's maximum, for a host whose channel is connected, and
   // for every such host while fewer than 90 % of the pod are ready: a tail of at most a tenth
   // of the pod (dead, hung or slow) is left to the late policy, as the budget's rules leave it.
+  // A host neither connected nor answering whose host's kernel answered a TCP handshake long
+  // ago is frozen, not slow (SilentHostWaitUntil): it is not waited for past that.
   if (plan.prepare_timeout_ms <= 0) {
     const bool tail_only = ready_prepare_ns_.size() * 10 >= hosts_.size() * 9;
     int64_t wait = 0;
@@ -478,13 +493,14 @@ void PreparePhase::OnDeadline(uint64_t generation) {
       const SessionHost& h = s_.host(i);
       if (h.stage == HostStage::kPreparing && !p.retry_pending && !p.round.info_done() &&
           (!tail_only || h.client->Connected())) {
-        wait = std::max(wait, p.attempt_started_mono + options.rpc_timeout_ms * kNanosPerMilli);
+        wait = std::max(wait, SilentHostWaitUntil(i));
       }
     }
     wait = std::min(wait, started + options.max_prepare_budget_ms * kNanosPerMilli);
     if (wait > s_.NowMono()) {
       s_.manifest().set_prepare_budget_ms(Millis(wait - started));
       ScheduleBudget(wait);
+      silent_wait_deadline_ = wait;
       return;
     }
   }
@@ -498,6 +514,12 @@ void PreparePhase::OnDeadline(uint64_t generation) {
           h, profctl::v1::FAILURE_STEP_PREPARE_TIMEOUT,
           absl::DeadlineExceededError(absl::StrFormat(
               "not ready within the prepare budget of %.0f ms (%s)", budget_ms, ProgressOf(i))));
+    } else if (LooksFrozen(i)) {
+      s_.Progress(absl::StrFormat(
+          "%s: not ready within %.0f ms: its host answered a TCP handshake in %.1f ms but its "
+          "agent has answered nothing (frozen or stuck?); capturing the others, it joins late "
+          "if it wakes",
+          h.r.address(), budget_ms, Millis(*hosts_[i].handshake_ns)));
     } else {
       s_.Progress(
           absl::StrFormat("%s: not ready within %.0f ms; capturing the others, it joins late",
@@ -505,6 +527,51 @@ void PreparePhase::OnDeadline(uint64_t generation) {
     }
   }
   if (active_) End();
+}
+
+int64_t PreparePhase::SilentHostWaitUntil(size_t i) {
+  Host& p = hosts_[i];
+  const SessionHost& h = s_.host(i);
+  const CaptureEngineOptions& options = s_.options();
+  const int64_t timeout_at = p.attempt_started_mono + options.rpc_timeout_ms * kNanosPerMilli;
+  if (h.client->Connected()) return timeout_at;
+  if (p.probe == Host::Probe::kNone) {
+    p.probe = Host::Probe::kInFlight;
+    const int64_t left_ms = std::max<int64_t>(1, (timeout_at - s_.NowMono()) / kNanosPerMilli);
+    s_.host(i).client->ProbeHandshake(left_ms, s_.Bind([i](Session& s, absl::StatusOr<int64_t> r) {
+      s.prepare().OnHandshake(i, std::move(r));
+    }));
+  }
+  if (p.probe != Host::Probe::kDone || !p.handshake_ns.ok()) return timeout_at;
+  const int64_t frozen_after =
+      std::max(options.frozen_host_wait_ms * kNanosPerMilli,
+               options.frozen_host_handshakes * std::max<int64_t>(*p.handshake_ns, 0));
+  return std::min(timeout_at, p.attempt_started_mono + frozen_after);
+}
+
+bool PreparePhase::LooksFrozen(size_t i) const {
+  const Host& p = hosts_[i];
+  return s_.host(i).stage == HostStage::kPreparing && !p.round.info_done() &&
+         p.probe == Host::Probe::kDone && p.handshake_ns.ok() && !s_.host(i).client->Connected();
+}
+
+void PreparePhase::OnHandshake(size_t i, absl::StatusOr<int64_t> handshake_ns) {
+  PROFCTL_DCHECK_ON_SEQUENCE(s_.ex());
+  Host& p = hosts_[i];
+  p.probe = Host::Probe::kDone;
+  p.handshake_ns = std::move(handshake_ns);
+  if (!active_ || s_.host(i).stage != HostStage::kPreparing || p.round.info_done() ||
+      !p.handshake_ns.ok()) {
+    return;
+  }
+  // When preparing's budget ran out and it waits only for silent hosts' GetInfo (OnDeadline),
+  // look again once this one counts as frozen: OnDeadline weighs it with every other wait.
+  if (deadline_mono_ != silent_wait_deadline_) return;
+  const int64_t again = std::max({s_.NowMono(), SilentHostWaitUntil(i), SlowHostsReadyBy()});
+  if (again < deadline_mono_) {
+    ScheduleBudget(again);
+    silent_wait_deadline_ = again;
+  }
 }
 
 // --- Phase 2: one start instant ----------------------------------------------------------------

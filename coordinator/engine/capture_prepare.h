@@ -62,6 +62,11 @@ class PreparePhase {
     int64_t waiting_since_mono = 0;
     bool waiting_for_reservation = false;
     absl::Status reservation_refusal;
+    // The handshake probe of a host silent and not connected at a prepare deadline (once per
+    // host) and what it answered: how long its host's kernel took to answer a TCP handshake.
+    enum class Probe { kNone, kInFlight, kDone };
+    Probe probe = Probe::kNone;
+    absl::StatusOr<int64_t> handshake_ns = absl::UnknownError("not probed");
   };
 
   void StartRound(size_t i);
@@ -101,6 +106,14 @@ class PreparePhase {
   void FollowSlowHosts();
   void ScheduleBudget(int64_t deadline_mono);
   void OnDeadline(uint64_t generation);
+  // Until when preparing waits for host `i`, silent (its GetInfo in flight): its GetInfo's
+  // timeout, or sooner when it is not connected and its host answered a handshake probe
+  // (CaptureEngineOptions::frozen_host_wait_ms); starts that probe the first time.
+  int64_t SilentHostWaitUntil(size_t i);
+  // Host `i` is silent, not connected, and its host answered a handshake probe long enough ago:
+  // its agent is frozen or stuck, not behind a slow link.
+  bool LooksFrozen(size_t i) const;
+  void OnHandshake(size_t i, absl::StatusOr<int64_t> handshake_ns);
   // A GetInfo round of a host that is down, retried (CapturePlan::retries), also after preparing
   // ended with --late=capture; false (nothing scheduled) when the failure is final.
   bool Retry(size_t i, const absl::Status& status);
@@ -115,6 +128,8 @@ class PreparePhase {
   // (all or nothing); the first such answer.
   absl::Status pod_busy_;
   int64_t deadline_mono_ = 0;  // when preparing ends, unless every host settles first
+  // The deadline OnDeadline set to wait for silent hosts' GetInfo, past the budget (-1: none).
+  int64_t silent_wait_deadline_ = -1;
   // The latest it may end: the first budget, shrunk by DeriveBudget's rules; the quiet rule
   // ends it sooner, never later.
   int64_t cap_mono_ = 0;
