@@ -92,8 +92,9 @@ absl::StatusOr<std::vector<EndpointPlan>> PlanEndpoints(const AgentOptions& opti
 }
 
 int64_t RecorderRingBytes(const AgentOptions& options) {
-  return std::max<int64_t>(1, std::min(options.flight_recorder_mb << 20,
-                                       (options.max_held_mb << 20) / cupti::kCollectBytesMultiple));
+  return std::max<int64_t>(1,
+                           std::min(options.flight_recorder_mb << 20,
+                                    (options.max_held_mb << 20) / kRecorderSnapshotPeakMultiple));
 }
 
 absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptions& options,
@@ -144,9 +145,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
     for (const auto& ep : server->endpoints_) {
       for (const auto& c : ep->collectors) targets.push_back({&ep->clock, c.get()});
     }
-    // A snapshot of the whole ring is collected into a trace about kCollectBytesMultiple times
-    // its bytes (as a CUDA window is): the ring is kept small enough for that to stay under
-    // --max-held-mb.
+    // A snapshot of the whole ring peaks the agent at about kRecorderSnapshotPeakMultiple times
+    // its bytes: the ring is kept small enough for that to stay under --max-held-mb.
     const int64_t ring_bytes = RecorderRingBytes(options);
     PROFCTL_ASSIGN_OR_RETURN(server->recorder_,
                              FlightRecorder::Start(targets, deps.executor,
@@ -159,8 +159,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentOptio
         static_cast<double>(ring_bytes) / (1 << 20),
         ring_bytes < (options.flight_recorder_mb << 20)
             ? absl::StrCat(" (--flight-recorder-mb=", options.flight_recorder_mb,
-                           " lowered: a snapshot of it is collected into about ",
-                           cupti::kCollectBytesMultiple, " times its bytes, which --max-held-mb=",
+                           " lowered: a snapshot of it peaks the agent at about ",
+                           kRecorderSnapshotPeakMultiple, " times its bytes, which --max-held-mb=",
                            options.max_held_mb, " bounds)")
             : std::string(),
         server->recorder_->not_recording().empty()

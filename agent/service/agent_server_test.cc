@@ -116,8 +116,8 @@ TEST(AgentServerTest, TheRecordersRingIsKeptSmallEnoughForASnapshotToFitTheHeldC
   AgentOptions o;
   o.flight_recorder_mb = 64;
   o.max_held_mb = 512;
-  EXPECT_EQ(RecorderRingBytes(o), (int64_t{512} << 20) / 11);
-  EXPECT_LE(RecorderRingBytes(o) * 11, int64_t{512} << 20);
+  EXPECT_EQ(RecorderRingBytes(o), (int64_t{512} << 20) / 13);
+  EXPECT_LE(RecorderRingBytes(o) * kRecorderSnapshotPeakMultiple, int64_t{512} << 20);
   o.flight_recorder_mb = 16;
   EXPECT_EQ(RecorderRingBytes(o), int64_t{16} << 20);
   o.flight_recorder_mb = 64;
