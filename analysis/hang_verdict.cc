@@ -171,23 +171,46 @@ std::string FormatUtcIso(int64_t ns) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(ns), absl::UTCTimeZone());
 }
 
-HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions& options) {
-  constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
-  HangReport report;
-  report.ranks.reserve(ranks.size());
-  HangEvidence& ev = report.evidence;
-  // Per rank: its collectives on the aligned timeline.
-  struct State {
-    std::map<CollectiveId, int64_t> entered, completed;
-  };
-  std::vector<State> states(ranks.size());
-  std::vector<int64_t> window_medians;
-  std::vector<int64_t> signal_medians;
+namespace {
+
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+
+// One rank's collectives on the aligned timeline.
+struct RankState {
+  std::map<CollectiveId, int64_t> entered, completed;
+};
+
+// What JudgeHang reads from every rank's trace and step signal before it judges.
+struct HangFacts {
+  std::vector<RankState> states;
   int64_t window_end = std::numeric_limits<int64_t>::max();
-  int64_t window_start = std::numeric_limits<int64_t>::max();
   int64_t last_progress = kNoTime;  // the latest step end or collective completion, aligned
   size_t with_trace = 0;
   size_t traced = 0;  // ranks whose trace holds collectives
+};
+
+HangReport CannotTell(HangReport& report, HangMissing missing, std::string summary) {
+  report.verdict = HangVerdictKind::kCannotTell;
+  report.missing = missing;
+  report.summary = std::move(summary);
+  return report;
+}
+
+// Fills report.ranks and the evidence (pace, the wait that makes a hang, the step signal) from
+// every rank, and returns each rank's collectives on the aligned timeline.
+HangFacts GatherRanks(const std::vector<HangRankInput>& ranks, const HangOptions& options,
+                      HangReport& report) {
+  HangEvidence& ev = report.evidence;
+  HangFacts f;
+  f.states.resize(ranks.size());
+  std::vector<RankState>& states = f.states;
+  int64_t& window_end = f.window_end;
+  int64_t& last_progress = f.last_progress;
+  size_t& with_trace = f.with_trace;
+  size_t& traced = f.traced;
+  std::vector<int64_t> window_medians;
+  std::vector<int64_t> signal_medians;
+  int64_t window_start = std::numeric_limits<int64_t>::max();
   // Step sources whose state the agents know (a median, or stalled), and the stalled ones.
   size_t known_sources = 0;
   size_t stalled_sources = 0;
@@ -258,19 +281,80 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
   if (ev.median_step_ns > 0) {
     ev.needed_ns = std::max(options.min_wait_ns, options.step_factor * ev.median_step_ns);
   }
-  const auto cannot_tell = [&report](HangMissing missing, std::string summary) {
-    report.verdict = HangVerdictKind::kCannotTell;
-    report.missing = missing;
-    report.summary = std::move(summary);
-    return report;
-  };
+  return f;
+}
 
-  // The collective each rank waits in: its earliest one entered and not completed.
+// No rank waits in a collective in the window: the step signal, complete steps or their absence
+// say no hang or cannot tell.
+HangReport JudgeWithoutAWait(const HangFacts& f, HangReport& report) {
+  const HangEvidence& ev = report.evidence;
+  const auto cannot_tell = [&report](HangMissing missing, std::string summary) {
+    return CannotTell(report, missing, std::move(summary));
+  };
+  const size_t with_trace = f.with_trace;
+  const size_t traced = f.traced;
+  const int64_t window_end = f.window_end;
+  // Nobody waits in a collective in the window: the step signal says whether steps stopped.
+  if (ev.stalled) {
+    const std::string stopped =
+        ev.last_step_end_ns != kNoTime
+            ? absl::StrCat("no step ended on any rank since ", FormatUtcTime(ev.last_step_end_ns))
+            : std::string("no step ended on any rank");
+    if (with_trace > 0 && ev.last_step_end_ns != kNoTime &&
+        ev.last_step_end_ns < ev.window_start_ns) {
+      return cannot_tell(HangMissing::kWindowAfterHang,
+                         absl::StrCat(stopped,
+                                      "; the window starts after the hang: take `capture "
+                                      "--last` covering that instant"));
+    }
+    if (traced == 0) {
+      return cannot_tell(
+          HangMissing::kCollectives,
+          absl::StrCat(stopped,
+                       " (the agents report their steps stalled), and no trace holds the "
+                       "collectives that would say who the others wait for"));
+    }
+    return cannot_tell(HangMissing::kCollectiveWait,
+                       absl::StrCat(stopped,
+                                    " (the agents report their steps stalled), but no rank "
+                                    "waits in a collective at the window's end: the job "
+                                    "stopped outside its collectives, or it ended"));
+  }
+  if (traced > 0) {
+    report.summary = "no hang: every collective a rank entered completed in the window";
+    return report;
+  }
+  // No collectives anywhere: a step that ended within the wait that makes a hang before the
+  // window's end (in a trace, or by the step signal) is the only evidence. An agent that
+  // reports no stall says nothing more: one without a hang detector never does.
+  if (with_trace > 0 && ev.last_step_end_ns != kNoTime && ev.needed_ns > 0 &&
+      window_end - ev.last_step_end_ns <= ev.needed_ns) {
+    report.summary =
+        absl::StrCat("no hang: steps still ended near the window's end (the last at ",
+                     FormatUtcTime(ev.last_step_end_ns), "); no trace holds collectives");
+    return report;
+  }
+  if (with_trace == 0) {
+    return cannot_tell(HangMissing::kCollectives,
+                       ev.signal_hosts > 0
+                           ? "cannot tell: no rank has a trace, and the agents' step signal "
+                             "does not say whether steps stopped"
+                           : "cannot tell: no rank has a trace");
+  }
+  return cannot_tell(HangMissing::kCollectives,
+                     "cannot tell: no rank's trace holds collectives, and neither its steps "
+                     "nor the agents' step signal say whether steps still end");
+}
+
+// The collective most ranks wait in (the earliest entered on a tie) and since when: each rank
+// waits in its earliest collective entered and not completed.
+std::optional<std::pair<CollectiveId, int64_t>> MostWaitedCollective(
+    const std::vector<RankState>& states) {
   std::map<CollectiveId, std::pair<int64_t, int64_t>> waited;  // -> (waiters, earliest entry)
-  for (size_t i = 0; i < ranks.size(); ++i) {
+  for (const RankState& state : states) {
     std::optional<std::pair<CollectiveId, int64_t>> open;
-    for (const auto& [id, t] : states[i].entered) {
-      if (states[i].completed.contains(id)) continue;
+    for (const auto& [id, t] : state.entered) {
+      if (state.completed.contains(id)) continue;
       if (!open.has_value() || t < open->second) open = {id, t};
     }
     if (!open.has_value()) continue;
@@ -279,58 +363,7 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
     ++it->second.first;
     if (!inserted) it->second.second = std::min(it->second.second, open->second);
   }
-  if (waited.empty()) {
-    // Nobody waits in a collective in the window: the step signal says whether steps stopped.
-    if (ev.stalled) {
-      const std::string stopped =
-          ev.last_step_end_ns != kNoTime
-              ? absl::StrCat("no step ended on any rank since ", FormatUtcTime(ev.last_step_end_ns))
-              : std::string("no step ended on any rank");
-      if (with_trace > 0 && ev.last_step_end_ns != kNoTime &&
-          ev.last_step_end_ns < ev.window_start_ns) {
-        return cannot_tell(HangMissing::kWindowAfterHang,
-                           absl::StrCat(stopped,
-                                        "; the window starts after the hang: take `capture "
-                                        "--last` covering that instant"));
-      }
-      if (traced == 0) {
-        return cannot_tell(
-            HangMissing::kCollectives,
-            absl::StrCat(stopped,
-                         " (the agents report their steps stalled), and no trace holds the "
-                         "collectives that would say who the others wait for"));
-      }
-      return cannot_tell(HangMissing::kCollectiveWait,
-                         absl::StrCat(stopped,
-                                      " (the agents report their steps stalled), but no rank "
-                                      "waits in a collective at the window's end: the job "
-                                      "stopped outside its collectives, or it ended"));
-    }
-    if (traced > 0) {
-      report.summary = "no hang: every collective a rank entered completed in the window";
-      return report;
-    }
-    // No collectives anywhere: a step that ended within the wait that makes a hang before the
-    // window's end (in a trace, or by the step signal) is the only evidence. An agent that
-    // reports no stall says nothing more: one without a hang detector never does.
-    if (with_trace > 0 && ev.last_step_end_ns != kNoTime && ev.needed_ns > 0 &&
-        window_end - ev.last_step_end_ns <= ev.needed_ns) {
-      report.summary =
-          absl::StrCat("no hang: steps still ended near the window's end (the last at ",
-                       FormatUtcTime(ev.last_step_end_ns), "); no trace holds collectives");
-      return report;
-    }
-    if (with_trace == 0) {
-      return cannot_tell(HangMissing::kCollectives,
-                         ev.signal_hosts > 0
-                             ? "cannot tell: no rank has a trace, and the agents' step signal "
-                               "does not say whether steps stopped"
-                             : "cannot tell: no rank has a trace");
-    }
-    return cannot_tell(HangMissing::kCollectives,
-                       "cannot tell: no rank's trace holds collectives, and neither its steps "
-                       "nor the agents' step signal say whether steps still end");
-  }
+  if (waited.empty()) return std::nullopt;
   auto best = waited.begin();
   for (auto it = waited.begin(); it != waited.end(); ++it) {
     if (it->second.first > best->second.first ||
@@ -338,8 +371,19 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
       best = it;
     }
   }
-  const CollectiveId x = best->first;
-  const int64_t since = best->second.second;
+  return std::make_pair(best->first, best->second.second);
+}
+
+// Ranks wait in `x` since `since`: no hang when one completed it or progress followed, cannot
+// tell when the wait cannot be weighed against the pace; nullopt when the wait is a hang.
+std::optional<HangReport> JudgeTheWait(const std::vector<HangRankInput>& ranks,
+                                       const HangOptions& options, const HangFacts& f,
+                                       const CollectiveId& x, int64_t since, HangReport& report) {
+  HangEvidence& ev = report.evidence;
+  const auto cannot_tell = [&report](HangMissing missing, std::string summary) {
+    return CannotTell(report, missing, std::move(summary));
+  };
+  const std::vector<RankState>& states = f.states;
   const std::string what = FormatCollectiveId(x);
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (states[i].completed.contains(x)) {
@@ -348,12 +392,12 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
       return report;
     }
   }
-  if (last_progress > since) {
+  if (f.last_progress > since) {
     report.summary = absl::StrCat("no hang: steps or collectives still ended after ranks entered ",
                                   what, " at ", FormatUtcTime(since));
     return report;
   }
-  ev.waited_ns = window_end - since;
+  ev.waited_ns = f.window_end - since;
   const bool by_window = ev.pace == HangPace::kWindowSteps && ev.waited_ns >= ev.needed_ns;
   if (!by_window && !ev.stalled) {
     if (ev.median_step_ns > 0 && ev.waited_ns < ev.needed_ns) {
@@ -378,10 +422,17 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
                            "tell a hang from a slow step: capture a window of several steps"));
   }
 
+  return std::nullopt;
+}
+
+// The hang: who never entered `x` (hung), or every rank waits in it.
+void BlameRanks(const std::vector<RankState>& states, const CollectiveId& x, int64_t since,
+                HangReport& report) {
+  const std::string what = FormatCollectiveId(x);
   report.collective = x;
   report.waiting_since_ns = since;
   std::vector<std::string> blamed, unknown, empty;
-  for (size_t i = 0; i < ranks.size(); ++i) {
+  for (size_t i = 0; i < report.ranks.size(); ++i) {
     HangRank& r = report.ranks[i];
     if (r.role == HangRank::Role::kUnknown) {
       (r.has_trace ? empty : unknown).push_back(RankName(r));
@@ -418,6 +469,21 @@ HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions&
                         : absl::StrCat("; no trace (or no collective) from ", NameList(unknown),
                                        " (unknown: it may be the one missing)"));
   }
+}
+
+}  // namespace
+
+HangReport JudgeHang(const std::vector<HangRankInput>& ranks, const HangOptions& options) {
+  HangReport report;
+  report.ranks.reserve(ranks.size());
+  const HangFacts f = GatherRanks(ranks, options, report);
+  const std::optional<std::pair<CollectiveId, int64_t>> waited = MostWaitedCollective(f.states);
+  if (!waited.has_value()) return JudgeWithoutAWait(f, report);
+  const auto& [x, since] = *waited;
+  if (std::optional<HangReport> decided = JudgeTheWait(ranks, options, f, x, since, report)) {
+    return *std::move(decided);
+  }
+  BlameRanks(f.states, x, since, report);
   return report;
 }
 
