@@ -123,7 +123,10 @@ class ChunkStreamCall final : public grpc::ClientReadReactor<CaptureChunk> {
 
 class GrpcAgentClient final : public AgentClient {
  public:
-  GrpcAgentClient(const WorkerAddress& worker, const GrpcAgentClientOptions& options)
+  // `prober` (may be null: no handshake probe) is shared: the last of the factory and its
+  // clients to go stops it.
+  GrpcAgentClient(const WorkerAddress& worker, const GrpcAgentClientOptions& options,
+                  std::shared_ptr<HandshakeProber> prober)
       : target_(worker.target()),
         max_trace_bytes_(options.max_trace_bytes),
         clock_(options.clock != nullptr ? options.clock : &real_clock_) {
@@ -160,8 +163,9 @@ class GrpcAgentClient final : public AgentClient {
     stub_ = AgentService::NewStub(channel_);
     if (options.handshake_for_testing) {
       handshake_for_testing_ = options.handshake_for_testing(worker);
-    } else {
-      probe_.emplace(worker.host, worker.port, &real_clock_);
+    } else if (prober != nullptr) {
+      prober_ = std::move(prober);
+      probe_.emplace(prober_.get(), worker.host, worker.port);
     }
   }
 
@@ -329,7 +333,9 @@ class GrpcAgentClient final : public AgentClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<AgentService::Stub> stub_;
   CallRegistry calls_;
-  // ProbeHandshake's (real time, whatever clock_ is), or the test's answer instead.
+  // ProbeHandshake's (on the factory's prober, kept alive while this client is), or the test's
+  // answer instead.
+  std::shared_ptr<HandshakeProber> prober_;
   std::optional<HandshakeProbe> probe_;
   absl::StatusOr<int64_t> handshake_for_testing_ = absl::UnimplementedError("not probed");
 };
@@ -345,9 +351,29 @@ absl::Status ExplainGetInfoError(absl::string_view target, absl::Status status) 
                    status.message(), ")"));
 }
 
+namespace {
+// The probers' clock: they may outlive their factory. Never destroyed.
+const Clock* ProberClock() {
+  static const Clock* const clock = new RealClock();
+  return clock;
+}
+}  // namespace
+
+GrpcAgentClientFactory::GrpcAgentClientFactory(GrpcAgentClientOptions options)
+    : options_(std::move(options)) {}
+
+GrpcAgentClientFactory::~GrpcAgentClientFactory() = default;
+
 std::unique_ptr<AgentClient> GrpcAgentClientFactory::Connect(const WorkerAddress& worker) {
   if (worker.protocol == WorkerAddress::Protocol::kTsl) return MakeTslAgentClient(worker, options_);
-  return std::make_unique<GrpcAgentClient>(worker, options_);
+  std::shared_ptr<HandshakeProber> prober;
+  if (!options_.handshake_for_testing) {
+    absl::MutexLock lock(&prober_mu_);
+    // Real time whatever options_.clock is: a handshake takes the network's time.
+    if (prober_ == nullptr) prober_ = std::make_shared<HandshakeProber>(ProberClock());
+    prober = prober_;
+  }
+  return std::make_unique<GrpcAgentClient>(worker, options_, prober);
 }
 
 }  // namespace profctl::coordinator

@@ -39,9 +39,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "coordinator/clients/agent_client.h"
 #include "coordinator/clients/agent_credentials.h"
@@ -75,10 +77,12 @@ struct GrpcAgentClientOptions {
 // through.
 absl::Status ExplainGetInfoError(absl::string_view target, absl::Status status);
 
+class HandshakeProber;
+
 class GrpcAgentClientFactory final : public AgentClientFactory {
  public:
-  explicit GrpcAgentClientFactory(GrpcAgentClientOptions options = {})
-      : options_(std::move(options)) {}
+  explicit GrpcAgentClientFactory(GrpcAgentClientOptions options = {});
+  ~GrpcAgentClientFactory() override;
   // Creates a client with its own channel to worker.target(): a GrpcAgentClient for a
   // profctl-agent, a TslAgentClient (tsl_agent_client.h) for a grpc:// worker. Never blocks: the
   // channel connects on the first call, and a peer that cannot be reached shows up as that
@@ -87,6 +91,10 @@ class GrpcAgentClientFactory final : public AgentClientFactory {
 
  private:
   GrpcAgentClientOptions options_;
+  // One thread for every client's handshake probe, started with the first client; shared with
+  // the clients, so it stops with the last of them.
+  absl::Mutex prober_mu_;
+  std::shared_ptr<HandshakeProber> prober_ ABSL_GUARDED_BY(prober_mu_);
 };
 
 }  // namespace profctl::coordinator

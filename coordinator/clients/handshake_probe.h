@@ -4,8 +4,10 @@
 // has not answered HTTP/2 in many r is frozen or stuck, not behind a slow link: a slow link's
 // handshake takes its round trip too (PreparePhase uses this to stop waiting for a frozen host).
 //
+// Every probe of one HandshakeProber runs on the prober's one thread (Boost.Asio: a connect and a
+// timer, no thread blocked per probe), so a pod of thousands of silent hosts costs no thread each.
 // Only IP literals are probed (a name would need a resolver call that cannot be interrupted, and
-// the probe must end at once when its client goes); for a name Start answers UNIMPLEMENTED.
+// a probe must end at once when its client goes); for a name Start answers UNIMPLEMENTED.
 #ifndef PROFCTL_COORDINATOR_CLIENTS_HANDSHAKE_PROBE_H_
 #define PROFCTL_COORDINATOR_CLIENTS_HANDSHAKE_PROBE_H_
 
@@ -19,6 +21,23 @@
 
 namespace profctl::coordinator {
 
+// The thread every HandshakeProbe made with it runs on. Must outlive its probes; its destructor
+// drops what is still queued (its probes are gone by then).
+class HandshakeProber {
+ public:
+  // `clock` (not owned; must outlive the prober) times each handshake on MonoNs.
+  explicit HandshakeProber(const Clock* clock);
+  ~HandshakeProber();
+  HandshakeProber(const HandshakeProber&) = delete;
+  HandshakeProber& operator=(const HandshakeProber&) = delete;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 class HandshakeProbe {
  public:
   // The handshake's time in nanoseconds, or why there is none: UNAVAILABLE (refused, no route),
@@ -26,21 +45,23 @@ class HandshakeProbe {
   // CANCELLED (the probe was destroyed first), FAILED_PRECONDITION (Start was called before).
   using Done = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
 
-  // `clock` (not owned; must outlive the probe) times the handshake on MonoNs.
-  HandshakeProbe(std::string host, int port, const Clock* clock);
-  // Ends a probe in flight (its `done` gets CANCELLED before this returns) and waits for its
-  // thread.
+  HandshakeProbe(HandshakeProber* prober, std::string host, int port);
+  // Ends a probe in flight: its `done` gets CANCELLED, on the prober's thread, before this
+  // returns. Must not run on the prober's thread (inside a `done`).
   ~HandshakeProbe();
   HandshakeProbe(const HandshakeProbe&) = delete;
   HandshakeProbe& operator=(const HandshakeProbe&) = delete;
 
-  // Starts the one probe on a thread of its own; `done` runs on that thread (or inline, for an
-  // address that is not an IP literal, or a second Start).
+  // Starts the one probe; `done` runs once, on the prober's thread (or inline, for an address
+  // that is not an IP literal, or a second Start).
   void Start(int64_t timeout_ms, Done done);
 
  private:
   struct State;
-  std::unique_ptr<State> state_;
+  HandshakeProber* prober_;
+  std::string host_;
+  int port_;
+  std::shared_ptr<State> state_;  // set by Start
 };
 
 }  // namespace profctl::coordinator

@@ -4,10 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -54,8 +56,9 @@ absl::StatusOr<int64_t> ProbeOnce(HandshakeProbe& probe, int64_t timeout_ms) {
 
 TEST(HandshakeProbeTest, AHostWhoseKernelListensAnswersThoughNoProcessAcceptsOrSpeaks) {
   RealClock clock;
+  HandshakeProber prober(&clock);
   Listener listener(/*backlog=*/16);  // nobody accepts: a frozen process's socket
-  HandshakeProbe probe("127.0.0.1", listener.port(), &clock);
+  HandshakeProbe probe(&prober, "127.0.0.1", listener.port());
   const absl::StatusOr<int64_t> took = ProbeOnce(probe, 2000);
   ASSERT_TRUE(took.ok()) << took.status();
   EXPECT_GE(*took, 0);
@@ -67,17 +70,18 @@ TEST(HandshakeProbeTest, AHostWhoseKernelListensAnswersThoughNoProcessAcceptsOrS
 
 TEST(HandshakeProbeTest, AClosedPortIsUnavailableAndANameIsNotProbed) {
   RealClock clock;
+  HandshakeProber prober(&clock);
   int closed_port = 0;
   {
     Listener gone(1);
     closed_port = gone.port();
   }
-  HandshakeProbe refused("127.0.0.1", closed_port, &clock);
+  HandshakeProbe refused(&prober, "127.0.0.1", closed_port);
   const absl::StatusOr<int64_t> r = ProbeOnce(refused, 2000);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("refused"));
 
-  HandshakeProbe named("agent-3.pod.local", 6000, &clock);
+  HandshakeProbe named(&prober, "agent-3.pod.local", 6000);
   const absl::StatusOr<int64_t> n = ProbeOnce(named, 2000);
   EXPECT_EQ(n.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(n.status().message(), HasSubstr("is a name, not an IP address"));
@@ -87,6 +91,7 @@ TEST(HandshakeProbeTest, AClosedPortIsUnavailableAndANameIsNotProbed) {
 // link that lost the host). The probe ends at its timeout, or at once when destroyed.
 TEST(HandshakeProbeTest, AnUnansweredHandshakeEndsAtItsTimeoutOrWhenTheProbeIsDestroyed) {
   RealClock clock;
+  HandshakeProber prober(&clock);
   Listener full(/*backlog=*/0);
   std::vector<int> fillers;
   for (int i = 0; i < 4; ++i) {  // fill the accept queue (backlog 0 holds one)
@@ -99,19 +104,39 @@ TEST(HandshakeProbeTest, AnUnansweredHandshakeEndsAtItsTimeoutOrWhenTheProbeIsDe
     fillers.push_back(fd);
   }
   {
-    HandshakeProbe probe("127.0.0.1", full.port(), &clock);
+    HandshakeProbe probe(&prober, "127.0.0.1", full.port());
     const absl::StatusOr<int64_t> r = ProbeOnce(probe, 200);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
     EXPECT_THAT(r.status().message(), HasSubstr("no answer within 200 ms"));
   }
   std::optional<absl::StatusOr<int64_t>> out;
   {
-    HandshakeProbe probe("127.0.0.1", full.port(), &clock);
+    HandshakeProbe probe(&prober, "127.0.0.1", full.port());
     probe.Start(60'000, [&](absl::StatusOr<int64_t> r) { out = std::move(r); });
   }  // destroyed while its handshake hangs: done has run, CANCELLED, before this returns
   ASSERT_TRUE(out.has_value());
   EXPECT_EQ(out->status().code(), absl::StatusCode::kCancelled);
   for (const int fd : fillers) close(fd);
+}
+
+// A pod's worth of probes at once on one prober (one thread): each answers, none waits for another.
+TEST(HandshakeProbeTest, ManyProbesShareTheProbersOneThread) {
+  RealClock clock;
+  HandshakeProber prober(&clock);
+  Listener listener(/*backlog=*/512);
+  constexpr int kProbes = 256;
+  std::vector<std::unique_ptr<HandshakeProbe>> probes;
+  std::vector<absl::StatusOr<int64_t>> results(kProbes, absl::UnknownError("no answer"));
+  absl::BlockingCounter answered(kProbes);
+  for (int i = 0; i < kProbes; ++i) {
+    probes.push_back(std::make_unique<HandshakeProbe>(&prober, "127.0.0.1", listener.port()));
+    probes.back()->Start(10'000, [&, i](absl::StatusOr<int64_t> r) {
+      results[i] = std::move(r);
+      answered.DecrementCount();
+    });
+  }
+  answered.Wait();
+  for (const absl::StatusOr<int64_t>& r : results) EXPECT_TRUE(r.ok()) << r.status();
 }
 
 }  // namespace
