@@ -167,12 +167,9 @@ void Steps(JsonOut& j, const std::vector<int64_t>& steps) {
   j.EndArray();
 }
 
-// "verdict": every verdict with its evidence and confidence (docs/breakdown-schema.md).
-void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
+// "evidence": what every verdict was judged on, and how far it can be trusted.
+void WriteEvidenceJson(JsonOut& j, const analysis::VerdictEvidence& e) {
   j.BeginObject();
-  j.Key("evidence");
-  j.BeginObject();
-  const analysis::VerdictEvidence& e = v.evidence;
   j.Key("hosts");
   j.Int(e.hosts);
   j.Key("world_size");
@@ -200,61 +197,67 @@ void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
   j.Key("limits");
   Strings(j, e.limits);
   j.EndObject();
+}
 
-  j.Key("straggler");
+// "straggler": who holds the pod back, in how many steps, and why.
+void WriteStragglerJson(JsonOut& j, const analysis::StragglerVerdict& s) {
   j.BeginObject();
-  WriteJudgement(j, v.straggler);
+  WriteJudgement(j, s);
   j.Key("host");
-  j.StringOrNull(v.straggler.host);
+  j.StringOrNull(s.host);
   j.Key("steps");
-  j.Int(v.straggler.steps);
+  j.Int(s.steps);
   j.Key("named_steps");
-  j.Int(v.straggler.named_steps);
+  j.Int(s.named_steps);
   j.Key("judged_steps");
-  j.Int(v.straggler.judged_steps);
+  j.Int(s.judged_steps);
   j.Key("cause");
-  if (v.straggler.cause.has_value()) {
-    j.String(CategoryName(*v.straggler.cause));
+  if (s.cause.has_value()) {
+    j.String(CategoryName(*s.cause));
   } else {
     j.Null();
   }
   j.Key("cause_steps");
-  j.Int(v.straggler.cause_steps);
+  j.Int(s.cause_steps);
   j.Key("cause_excess_ms");
-  j.Ms(v.straggler.cause_excess_ns);
+  j.Ms(s.cause_excess_ns);
   j.Key("example_step");
-  j.Int(v.straggler.example_step);
+  j.Int(s.example_step);
   j.Key("why");
-  j.String(v.straggler.example_why);
+  j.String(s.example_why);
   j.Key("changes");
-  Steps(j, v.straggler.changes);
+  Steps(j, s.changes);
   j.EndObject();
+}
 
-  j.Key("slow_device");
+// "slow_device": a GPU slower than its host's and the pod's floors.
+void WriteSlowDeviceJson(JsonOut& j, const analysis::SlowDeviceVerdict& d) {
   j.BeginObject();
-  WriteJudgement(j, v.slow_device);
+  WriteJudgement(j, d);
   j.Key("host");
-  j.StringOrNull(v.slow_device.host);
+  j.StringOrNull(d.host);
   j.Key("device");
-  if (v.slow_device.device >= 0) {
-    j.Int(v.slow_device.device);
+  if (d.device >= 0) {
+    j.Int(d.device);
   } else {
     j.Null();
   }
   j.Key("steps");
-  j.Int(v.slow_device.steps);
+  j.Int(d.steps);
   j.Key("of_steps");
-  j.Int(v.slow_device.of_steps);
+  j.Int(d.of_steps);
   j.Key("median_excess_ms");
-  j.Ms(v.slow_device.median_excess_ns);
+  j.Ms(d.median_excess_ns);
   j.EndObject();
+}
 
-  j.Key("consistently_slow");
+// "consistently_slow": hosts slow across the capture, and what the test could detect.
+void WriteConsistentlySlowJson(JsonOut& j, const analysis::ConsistentlySlowVerdict& c) {
   j.BeginObject();
-  WriteJudgement(j, v.consistently_slow);
+  WriteJudgement(j, c);
   j.Key("hosts");
   j.BeginArray();
-  for (const analysis::SlowHost& h : v.consistently_slow.hosts) {
+  for (const analysis::SlowHost& h : c.hosts) {
     j.BeginObject();
     j.Key("host");
     j.String(h.host);
@@ -274,10 +277,87 @@ void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
   }
   j.EndArray();
   j.Key("detectable_excess_ms");
-  j.Ms(v.consistently_slow.detectable_excess_ns);
+  j.Ms(c.detectable_excess_ns);
   j.Key("detectable_pct");
-  j.Double(v.consistently_slow.detectable_pct, 2);
+  j.Double(c.detectable_pct, 2);
   j.EndObject();
+}
+
+// "input_bound": a host that waits for its input more than the others.
+void WriteInputBoundJson(JsonOut& j, const analysis::InputBoundVerdict& in) {
+  j.BeginObject();
+  WriteJudgement(j, in);
+  j.Key("host");
+  j.StringOrNull(in.host);
+  j.Key("input_ms");
+  j.Ms(in.input_ns);
+  j.Key("median_input_ms");
+  j.Ms(in.median_input_ns);
+  j.Key("excess_ms");
+  j.Ms(in.excess_ns);
+  j.Key("step_time_ms");
+  j.Ms(in.step_time_ns);
+  j.Key("median_step_time_ms");
+  j.Ms(in.median_step_ns);
+  j.EndObject();
+}
+
+// "what_if": what the stragglers cost per step, and what the median pace would save.
+// The what-if's numbers (inside "what_if", with or without the judgement).
+void WriteWhatIfFields(JsonOut& j, const analysis::WhatIfVerdict& w) {
+  j.Key("steps");
+  j.Int(w.steps);
+  j.Key("straggler_cost_ms_per_step");
+  j.Ms(PerStep(w.straggler_cost_ns, w.steps));
+  j.Key("straggler_cost_pct");
+  j.Double(PctOf(w.straggler_cost_ns, w.pod_time_ns), 1);
+  j.Key("median_pace_cost_ms_per_step");
+  j.Ms(PerStep(w.median_pace_cost_ns, w.steps));
+  j.Key("median_pace_cost_pct");
+  j.Double(PctOf(w.median_pace_cost_ns, w.pod_time_ns), 1);
+}
+
+void WriteWhatIfVerdictJson(JsonOut& j, const analysis::WhatIfVerdict& w) {
+  j.BeginObject();
+  WriteJudgement(j, w);
+  WriteWhatIfFields(j, w);
+  j.EndObject();
+}
+
+// "bottleneck": the category that bounds the pod step, and every category's share.
+void WriteBottleneckJson(JsonOut& j, const analysis::BottleneckVerdict& b) {
+  j.BeginObject();
+  WriteJudgement(j, b);
+  j.Key("category");
+  if (b.finding == analysis::Finding::kFound) {
+    j.String(CategoryName(b.category));
+  } else {
+    j.Null();
+  }
+  j.Key("share_pct");
+  j.BeginObject();
+  for (int c = 0; c < kNumCategories; ++c) {
+    j.Key(CategoryName(CategoryAt(c)));
+    j.Double(b.share_pct[static_cast<size_t>(c)], 1);
+  }
+  j.EndObject();
+  j.EndObject();
+}
+
+// "verdict": every verdict with its evidence and confidence (docs/breakdown-schema.md).
+void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
+  j.BeginObject();
+  j.Key("evidence");
+  WriteEvidenceJson(j, v.evidence);
+
+  j.Key("straggler");
+  WriteStragglerJson(j, v.straggler);
+
+  j.Key("slow_device");
+  WriteSlowDeviceJson(j, v.slow_device);
+
+  j.Key("consistently_slow");
+  WriteConsistentlySlowJson(j, v.consistently_slow);
 
   j.Key("stands_out");
   j.BeginObject();
@@ -287,54 +367,13 @@ void WriteVerdictJson(JsonOut& j, const analysis::PodVerdict& v) {
   j.EndObject();
 
   j.Key("input_bound");
-  j.BeginObject();
-  WriteJudgement(j, v.input_bound);
-  j.Key("host");
-  j.StringOrNull(v.input_bound.host);
-  j.Key("input_ms");
-  j.Ms(v.input_bound.input_ns);
-  j.Key("median_input_ms");
-  j.Ms(v.input_bound.median_input_ns);
-  j.Key("excess_ms");
-  j.Ms(v.input_bound.excess_ns);
-  j.Key("step_time_ms");
-  j.Ms(v.input_bound.step_time_ns);
-  j.Key("median_step_time_ms");
-  j.Ms(v.input_bound.median_step_ns);
-  j.EndObject();
+  WriteInputBoundJson(j, v.input_bound);
 
   j.Key("what_if");
-  j.BeginObject();
-  WriteJudgement(j, v.what_if);
-  j.Key("steps");
-  j.Int(v.what_if.steps);
-  j.Key("straggler_cost_ms_per_step");
-  j.Ms(PerStep(v.what_if.straggler_cost_ns, v.what_if.steps));
-  j.Key("straggler_cost_pct");
-  j.Double(PctOf(v.what_if.straggler_cost_ns, v.what_if.pod_time_ns), 1);
-  j.Key("median_pace_cost_ms_per_step");
-  j.Ms(PerStep(v.what_if.median_pace_cost_ns, v.what_if.steps));
-  j.Key("median_pace_cost_pct");
-  j.Double(PctOf(v.what_if.median_pace_cost_ns, v.what_if.pod_time_ns), 1);
-  j.EndObject();
+  WriteWhatIfVerdictJson(j, v.what_if);
 
   j.Key("bottleneck");
-  j.BeginObject();
-  WriteJudgement(j, v.bottleneck);
-  j.Key("category");
-  if (v.bottleneck.finding == analysis::Finding::kFound) {
-    j.String(CategoryName(v.bottleneck.category));
-  } else {
-    j.Null();
-  }
-  j.Key("share_pct");
-  j.BeginObject();
-  for (int c = 0; c < kNumCategories; ++c) {
-    j.Key(CategoryName(CategoryAt(c)));
-    j.Double(v.bottleneck.share_pct[static_cast<size_t>(c)], 1);
-  }
-  j.EndObject();
-  j.EndObject();
+  WriteBottleneckJson(j, v.bottleneck);
 
   j.Key("hang");
   j.BeginObject();
@@ -393,16 +432,7 @@ namespace {
 
 void WriteWhatIfJson(JsonOut& j, const analysis::WhatIfVerdict& w) {
   j.BeginObject();
-  j.Key("steps");
-  j.Int(w.steps);
-  j.Key("straggler_cost_ms_per_step");
-  j.Ms(PerStep(w.straggler_cost_ns, w.steps));
-  j.Key("straggler_cost_pct");
-  j.Double(PctOf(w.straggler_cost_ns, w.pod_time_ns), 1);
-  j.Key("median_pace_cost_ms_per_step");
-  j.Ms(PerStep(w.median_pace_cost_ns, w.steps));
-  j.Key("median_pace_cost_pct");
-  j.Double(PctOf(w.median_pace_cost_ns, w.pod_time_ns), 1);
+  WriteWhatIfFields(j, w);
   j.EndObject();
 }
 
