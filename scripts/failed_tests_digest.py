@@ -8,8 +8,10 @@ where the test ended, hundreds of lines above the summary; a CI that shows only 
 thousand characters of a run shows the summary and none of the reasons. This reads ctest's
 LastTest.log (build/test/Testing/Temporary/) and prints, for each failed test, the lines of its
 output that say what failed (gtest's failures and their messages, FAIL: lines, sanitizer and
-Python errors, "Timeout"), then its last lines, each line cut to 240 characters and the whole
-digest to --max-chars (default 3,000), the most telling lines kept first. Exit 0 (it only reads).
+Python errors, "Timeout") and its last lines, each line cut to 200 characters and the whole
+digest to --max-chars (default 1,500). The most telling comes last, where a log cut to its tail
+keeps it: its last lines, then the lines that say what failed, then the test's name; what does
+not fit is dropped from the start. Exit 0 (it only reads).
 """
 import argparse
 import re
@@ -20,7 +22,7 @@ TELLING = re.compile(
     r"(^FAIL: |Failure$|: Failure|^\[  FAILED  \]|^Expected|^  Actual|Which is:|Value of:|"
     r"ERROR: (Address|Leak|Thread|Undefined)Sanitizer|runtime error:|SUMMARY: |Traceback|"
     r"^\w*Error: |Timeout|timed out|Segmentation fault|Aborted|exited \d+|did not)")
-LINE_CHARS = 240
+LINE_CHARS = 200
 
 
 def failed_blocks(text):
@@ -41,29 +43,31 @@ def failed_blocks(text):
 
 
 def digest(name, lines, verdict, budget):
-    """The digest of one failed test in at most `budget` characters."""
+    """The digest of one failed test in at most `budget` characters, its most telling lines
+    last (a log cut to its tail keeps those): its last lines, then the lines that say what
+    failed, then its name. Lines are dropped from the start when over budget."""
     cut = [l if len(l) <= LINE_CHARS else l[:LINE_CHARS] + "..." for l in lines]
-    head = f"dev: failed: {name}: {verdict}"
     telling = []
     for l in cut:
         if TELLING.search(l) and l not in telling:
             telling.append(l)
-    tail = [l for l in cut[-8:] if l not in telling]
-    parts = [head] + ["  " + l for l in telling] + ["  (last lines)"] + ["  " + l for l in tail]
-    kept, used = [], 0
-    for p in parts:
+    tail = [l for l in cut[-5:] if l not in telling]
+    parts = ["  (its last lines)"] + ["  " + l for l in tail] + ["  " + l for l in telling]
+    last = f"dev: failed: {name}: {verdict}"
+    kept, used = [], len(last) + 1
+    for p in reversed(parts):  # the most telling first, kept while they fit
         if used + len(p) + 1 > budget:
             kept.append("  ...")
             break
         kept.append(p)
         used += len(p) + 1
-    return "\n".join(kept)
+    return "\n".join(list(reversed(kept)) + [last])
 
 
 def main_with(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("log")
-    ap.add_argument("--max-chars", type=int, default=3000)
+    ap.add_argument("--max-chars", type=int, default=1500)
     args = ap.parse_args(argv)
     try:
         with open(args.log, errors="replace") as f:

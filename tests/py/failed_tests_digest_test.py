@@ -49,7 +49,7 @@ class DigestTest(unittest.TestCase):
                 block(3, "Gtest.Case",
                       "x.cc:12: Failure\nValue of: a\n  Actual: 2\nExpected: 3\n[  FAILED  ] Gtest.Case",
                       "Test Failed."))
-        out = self.run_digest(text)
+        out = self.run_digest(text, "--max-chars=6000")
         self.assertNotIn("passing_check", out)
         self.assertIn("dev: failed: cupti_e2e_check: Test Failed.", out)
         self.assertIn("  FAIL: profctl capture exited 3", out)
@@ -59,13 +59,23 @@ class DigestTest(unittest.TestCase):
         self.assertIn("  x.cc:12: Failure", out)
         self.assertIn("  Expected: 3", out)
 
-    def test_the_digest_keeps_under_its_budget_with_the_failure_lines_first(self):
+    def test_the_digest_keeps_under_its_budget_with_the_most_telling_last(self):
         lines = "\n".join(f"FAIL: problem {i} " + "y" * 1000 for i in range(50))
         out = self.run_digest(block(1, "big_check", lines, "Test Failed."), "--max-chars=1000")
-        self.assertLessEqual(len(out), 1000 + 400)
-        self.assertIn("FAIL: problem 0 ", out)
+        self.assertLessEqual(len(out), 1000 + 1)
+        self.assertTrue(out.rstrip().endswith("dev: failed: big_check: Test Failed. "
+                                              "(Test time =   7.48 sec)"), out[-200:])
+        self.assertIn("FAIL: problem 49 ", out)  # the failure lines nearest the end kept
         self.assertNotIn("y" * 300, out)  # every line cut
-        self.assertIn("  ...", out)
+        self.assertTrue(out.startswith("  ..."))
+
+    def test_a_tail_of_the_output_still_names_the_test_and_its_failure(self):
+        noise = "\n".join(f"agent log line {i} " + "z" * 150 for i in range(300))
+        text = block(1, "cupti_e2e_check", "FAIL: profctl capture exited 3\n" + noise,
+                     "Test Failed.")
+        tail = self.run_digest(text)[-600:]
+        self.assertIn("FAIL: profctl capture exited 3", tail)
+        self.assertIn("dev: failed: cupti_e2e_check", tail)
 
     def test_a_test_killed_before_its_verdict_is_reported(self):
         text = block(1, "hung_check", "waiting", "Test Failed.").replace("Test Failed.\n", "")
