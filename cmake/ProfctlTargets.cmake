@@ -163,7 +163,11 @@ function(profctl_link_test_binaries)
     # every layer's libraries) spends each start applying millions of relocations.
     target_link_options(${b} PRIVATE -no-pie)
     get_property(properties GLOBAL PROPERTY PROFCTL_TEST_PROPERTIES_${b})
-    gtest_discover_tests(${b} DISCOVERY_TIMEOUT 60 PROPERTIES ${properties})
+    # NO_PRETTY_VALUES: a value-parameterized test is named by its name generator
+    # (".../eight_gpus_thirteen_kernels"), without gtest's "  # GetParam() = 80-byte object <...>"
+    # dump, which made the longest test name 365 characters and padded every line of ctest's
+    # output to it (a CI log that keeps its tail then held four lines).
+    gtest_discover_tests(${b} DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES ${properties})
   endforeach()
 endfunction()
 
