@@ -416,9 +416,11 @@ TEST_F(EndToEndTest, CtrlCWhileATraceIsOnItsWayKeepsTheSavedOnesAndWritesNoPodOu
   ASSERT_THAT(proxy, IsOk());
   const std::string logdir = scratch_ + "/logs";
   const std::string dir = logdir + "/plugins/profile/int";
+  // --tolerance: lateness on 2 loaded cores is not what this test checks (a 20-run campaign
+  // beside two busy loops once saw the fast host start over 5 ms late: `incomplete`, late).
   const pid_t pid =
       SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + fast + "," + (*proxy)->address(),
-                    "--duration=1500", "--session=int", "--logdir=" + logdir},
+                    "--duration=1500", "--tolerance=500", "--session=int", "--logdir=" + logdir},
                    scratch_);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitUntilRecording(pid, logdir, "int"));
@@ -433,7 +435,10 @@ TEST_F(EndToEndTest, CtrlCWhileATraceIsOnItsWayKeepsTheSavedOnesAndWritesNoPodOu
   // generous bound for a loaded machine (it took 28.7 s with 16 big hosts when it wrote them).
   EXPECT_LT(took, 10 * kNanosPerSecond);
   ASSERT_EQ(m.hosts_size(), 2);
-  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK) << m.hosts(0).error().message();
+  EXPECT_EQ(m.hosts(0).status(), profctl::v1::HOST_STATUS_OK)
+      << m.hosts(0).error().message() << " recording "
+      << profctl::v1::Recording_Name(m.hosts(0).recording()) << " lateness "
+      << m.hosts(0).lateness_ns() << " ns";
   EXPECT_EQ(m.hosts(0).xplane_file(), "worker-0.xplane.pb");
   EXPECT_EQ(m.hosts(1).status(), profctl::v1::HOST_STATUS_FAILED);
   EXPECT_EQ(m.hosts(1).error().step(), profctl::v1::FAILURE_STEP_INTERRUPTED);
