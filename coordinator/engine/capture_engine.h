@@ -67,8 +67,9 @@ struct CaptureEngineOptions {
   // A host silent and not connected while preparing is waited for up to its GetInfo's timeout
   // (rpc_timeout_ms), as a slow link may be; unless a TCP handshake with its host
   // (AgentClient::ProbeHandshake) answered in r: then for frozen_host_wait_ms from its GetInfo,
-  // or frozen_host_handshakes x r when that is longer (a slow link's own handshakes), and no
-  // longer: its kernel answers, its agent does not (frozen, stopped, stuck).
+  // or frozen_host_handshakes x r, or 4 x the slowest GetInfo answer of the pod, whichever is
+  // longest (a slow link's own handshakes; a coordinator too busy to finish its handshakes),
+  // and no longer: its kernel answers, its agent does not (frozen, stopped, stuck).
   int64_t frozen_host_wait_ms = 500;
   int frozen_host_handshakes = 8;
   // The common start is this far after preparing ends, at least (a floor, not a margin): else

@@ -724,9 +724,10 @@ TEST_F(CaptureEngineTest, WithLateCaptureAHostSilentUntilAfterPreparingJoinsLate
 
 // A frozen agent (SIGSTOP, a debugger, a paused container): its host's kernel answers a TCP
 // handshake at once while its process answers nothing, so its channel never connects. Preparing
-// waits frozen_host_wait_ms for it, not its GetInfo's 2 s timeout, and says why. A host behind a
-// 600 ms link, whose handshake takes its round trip too, is still waited for and captured; a
-// silent host that cannot be probed is waited for as before.
+// waits frozen_host_wait_ms for it (or 4 x the pod's slowest GetInfo answer), not its GetInfo's
+// 2 s timeout, and says why. A host behind a 600 ms link, whose handshake takes its round trip
+// too, is still waited for and captured; a silent host that cannot be probed is waited for as
+// before.
 TEST_F(CaptureEngineTest, AFrozenHostIsNotWaitedForPastItsHandshakeButASlowLinkIs) {
   Agent("a:1", {}, Rank(0));
   Agent("b:1", {}, Rank(1));
@@ -755,6 +756,15 @@ TEST_F(CaptureEngineTest, AFrozenHostIsNotWaitedForPastItsHandshakeButASlowLinkI
   EXPECT_EQ(far.status(), v1::HOST_STATUS_OK) << far.error().message();
   EXPECT_FALSE(far.late());
   EXPECT_GE(far.prepare_ms(), 4 * 600.0);
+
+  // The others answer GetInfo only after 300 ms (a coordinator too busy to finish its
+  // handshakes, a large pod on few cores): a silent host is given 4 x that, not the 500 ms.
+  Agent("busy-a:1", {.get_info_delay_ns = 300 * kNanosPerMilli}, Rank(0));
+  Agent("busy-b:1", {.get_info_delay_ns = 300 * kNanosPerMilli}, Rank(1));
+  const SessionManifest busy = Run(Plan({"busy-a:1", "busy-b:1", "frozen:1"}, 2000));
+  EXPECT_NEAR(busy.prepare_ms(), 1200, 1.0);
+  EXPECT_EQ(Host(busy, "busy-a:1").status(), v1::HOST_STATUS_OK);
+  EXPECT_EQ(Host(busy, "frozen:1").status(), v1::HOST_STATUS_FAILED);
 
   // Cannot be probed (the default fake, a peer on a name): its GetInfo's timeout, as before.
   FakeAgent& unprobed = Agent("hung:3", {.hang_get_info = true}, Rank(2));

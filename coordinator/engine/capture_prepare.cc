@@ -141,6 +141,7 @@ void PreparePhase::OnInfo(size_t i, absl::StatusOr<AgentInfo> info) {
   if (step.answered) {
     p.info_rtt_ns = p.last_rtt_ns = s_.NowMono() - p.attempt_started_mono;
     p.last_answer_mono = s_.NowMono();
+    slowest_info_ns_ = std::max(slowest_info_ns_, p.info_rtt_ns);
     const AgentInfo& agent = p.round.info();
     h.r.set_agent_name(agent.name);
     h.r.set_agent_hostname(agent.hostname);
@@ -543,9 +544,12 @@ int64_t PreparePhase::SilentHostWaitUntil(size_t i) {
     }));
   }
   if (p.probe != Host::Probe::kDone || !p.handshake_ns.ok()) return timeout_at;
+  // At least what the pod's slowest GetInfo took, 4 times over: a coordinator too busy to
+  // finish its handshakes in time (a large pod on few cores) shows in every host's answers.
   const int64_t frozen_after =
-      std::max(options.frozen_host_wait_ms * kNanosPerMilli,
-               options.frozen_host_handshakes * std::max<int64_t>(*p.handshake_ns, 0));
+      std::max({options.frozen_host_wait_ms * kNanosPerMilli,
+                options.frozen_host_handshakes * std::max<int64_t>(*p.handshake_ns, 0),
+                4 * slowest_info_ns_});
   return std::min(timeout_at, p.attempt_started_mono + frozen_after);
 }
 

@@ -135,7 +135,8 @@ class PreparePhase {
   int64_t cap_mono_ = 0;
   uint64_t budget_generation_ = 0;
   std::vector<int64_t> ready_prepare_ns_;  // prepare times of hosts ready so far
-  size_t settled_ = 0;                     // hosts past the prepare phase (ready or failed)
+  int64_t slowest_info_ns_ = 0;  // the longest a GetInfo took to be answered (SilentHostWaitUntil)
+  size_t settled_ = 0;           // hosts past the prepare phase (ready or failed)
   absl::flat_hash_map<std::string, size_t> instance_owner_;  // agent instance id -> host index
   // What starting the first GetInfo cost per host (Begin), and what starting the clock samples
   // cost in all (TakeWarmSample): one RPC on a connected channel, as each Capture is.
