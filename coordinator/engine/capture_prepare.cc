@@ -220,16 +220,11 @@ void PreparePhase::MaybeReady(size_t i) {
     // deadline (no budget waits longer for a first answer): say which numbers, not just gRPC's.
     if (verdict.step == profctl::v1::FAILURE_STEP_GET_INFO &&
         status.code() == absl::StatusCode::kDeadlineExceeded) {
-      // Its host answered a handshake probe while its channel never connected: frozen.
-      const bool frozen =
-          p.probe == Host::Probe::kDone && p.handshake_ns.ok() && !h.client->Connected();
       status = absl::DeadlineExceededError(absl::StrFormat(
           "GetInfo unanswered after %.0f ms (its %d ms timeout: %s): %s",
           Millis(s_.NowMono() - p.attempt_started_mono), s_.options().rpc_timeout_ms,
-          frozen ? absl::StrFormat("its host answered a TCP handshake in %.1f ms, its agent "
-                                   "nothing: frozen or stuck?",
-                                   Millis(*p.handshake_ns))
-                 : "the host is hung, or its round trip is longer than that",
+          HandshakeWithoutConnection(i) ? FrozenNote(i)
+                                        : "the host is hung, or its round trip is longer than that",
           status.message()));
     }
     if (!Retry(i, status)) s_.Fail(h, verdict.step, status);
@@ -312,11 +307,7 @@ std::string PreparePhase::ProgressOf(size_t i) const {
   std::string text =
       PrepareProgressText(p.round.info_done(), p.info_rtt_ns, p.round.samples_answered(),
                           p.last_rtt_ns, s_.NowMono() - p.attempt_started_mono);
-  if (LooksFrozen(i)) {
-    absl::StrAppend(&text, absl::StrFormat("; its host answered a TCP handshake in %.1f ms, its "
-                                           "agent nothing: frozen or stuck?",
-                                           Millis(*p.handshake_ns)));
-  }
+  if (LooksFrozen(i)) absl::StrAppend(&text, "; ", FrozenNote(i));
   return text;
 }
 
@@ -553,10 +544,21 @@ int64_t PreparePhase::SilentHostWaitUntil(size_t i) {
   return std::min(timeout_at, p.attempt_started_mono + frozen_after);
 }
 
-bool PreparePhase::LooksFrozen(size_t i) const {
+bool PreparePhase::HandshakeWithoutConnection(size_t i) const {
   const Host& p = hosts_[i];
-  return s_.host(i).stage == HostStage::kPreparing && !p.round.info_done() &&
-         p.probe == Host::Probe::kDone && p.handshake_ns.ok() && !s_.host(i).client->Connected();
+  return p.probe == Host::Probe::kDone && p.handshake_ns.ok() && !s_.host(i).client->Connected();
+}
+
+bool PreparePhase::LooksFrozen(size_t i) const {
+  return s_.host(i).stage == HostStage::kPreparing && !hosts_[i].round.info_done() &&
+         HandshakeWithoutConnection(i);
+}
+
+std::string PreparePhase::FrozenNote(size_t i) const {
+  return absl::StrFormat(
+      "its host answered a TCP handshake in %.1f ms, its agent nothing: "
+      "frozen or stuck?",
+      Millis(*hosts_[i].handshake_ns));
 }
 
 void PreparePhase::OnHandshake(size_t i, absl::StatusOr<int64_t> handshake_ns) {

@@ -113,6 +113,11 @@ class PreparePhase {
   // Host `i` is silent, not connected, and its host answered a handshake probe long enough ago:
   // its agent is frozen or stuck, not behind a slow link.
   bool LooksFrozen(size_t i) const;
+  // Host `i`'s host answered its handshake probe and its channel is not connected (LooksFrozen
+  // without the rest; also for a GetInfo that has just timed out).
+  bool HandshakeWithoutConnection(size_t i) const;
+  // Why host `i` looks frozen, for its messages (only when HandshakeWithoutConnection).
+  std::string FrozenNote(size_t i) const;
   void OnHandshake(size_t i, absl::StatusOr<int64_t> handshake_ns);
   // A GetInfo round of a host that is down, retried (CapturePlan::retries), also after preparing
   // ended with --late=capture; false (nothing scheduled) when the failure is final.
