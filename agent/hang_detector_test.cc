@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_time.h"
+
 namespace profctl::agent {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 // `n` steps of `source`, each `step_ms` long, the first ending at `first_end_ms`.
 std::vector<StepSample> Steps(const std::string& source, int n, int64_t step_ms,

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -20,9 +21,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kT0;
+using ::profctl::test_time::kUs;
 
 // A simulated pod: collective k ends at one true instant T_k on every host; host h stamps it
 // T_k + true_offset[h] (+ per-host jitter), once per GPU.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 
 namespace profctl::analysis {
 namespace {
@@ -27,8 +28,8 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 
 Op MakeOp(int64_t start, int64_t end, OpKind kind) { return Op{start, end, kind}; }
 

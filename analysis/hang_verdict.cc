@@ -30,7 +30,7 @@ bool IsNcclApiName(absl::string_view name) {
   return absl::StartsWithIgnoreCase(name, "nccl") || absl::StartsWithIgnoreCase(name, "rccl");
 }
 
-int64_t Median(std::vector<int64_t> v) {
+int64_t LowerMedian(std::vector<int64_t> v) {
   if (v.empty()) return 0;
   const size_t mid = (v.size() - 1) / 2;
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(mid), v.end());
@@ -273,10 +273,10 @@ HangFacts GatherRanks(const std::vector<HangRankInput>& ranks, const HangOptions
   ev.stalled = stalled_sources > 0 && stalled_sources == known_sources;
   if (!window_medians.empty()) {
     ev.pace = HangPace::kWindowSteps;
-    ev.median_step_ns = Median(std::move(window_medians));
+    ev.median_step_ns = LowerMedian(std::move(window_medians));
   } else if (!signal_medians.empty()) {
     ev.pace = HangPace::kStepSignal;
-    ev.median_step_ns = Median(std::move(signal_medians));
+    ev.median_step_ns = LowerMedian(std::move(signal_medians));
   }
   if (ev.median_step_ns > 0) {
     ev.needed_ns = std::max(options.min_wait_ns, options.step_factor * ev.median_step_ns);

@@ -18,14 +18,14 @@ using tensorflow::profiler::XSpace;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kT0 = 1'795'000'000'000'000'000;  // 2026-11-18, ns since the epoch
-constexpr int64_t kStep = 100'000'000;              // 100 ms
-constexpr int64_t kEnterAt = 60'000'000;            // the all-reduce's launch, into its step
+constexpr int64_t kNov18 = 1'795'000'000'000'000'000;  // 2026-11-18, ns since the epoch
+constexpr int64_t kStep = 100'000'000;                 // 100 ms
+constexpr int64_t kEnterAt = 60'000'000;               // the all-reduce's launch, into its step
 constexpr int64_t kKernelStart = 61'000'000;
 constexpr int64_t kKernelEnd = 90'000'000;
 constexpr int64_t kSteps = 5;  // complete steps 0..4; the hang (if any) in step 5
 
-int64_t StepStart(int64_t s) { return kT0 + s * kStep; }
+int64_t StepStart(int64_t s) { return kNov18 + s * kStep; }
 
 enum class Last {
   kNone,          // no step after the complete ones
@@ -39,11 +39,11 @@ enum class Last {
 XSpace Rank(int64_t complete, Last last, int64_t window_end, int64_t skew = 0,
             int64_t enter_delay = 0) {
   XSpace space;
-  xspace::SetProfileWindow(&space, kT0 + skew, window_end + skew);
-  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0 + skew);
-  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0 + skew);
-  auto* thread = host.AddLine(1, "python3 main", kT0 + skew);
-  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0 + skew);
+  xspace::SetProfileWindow(&space, kNov18 + skew, window_end + skew);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kNov18 + skew);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kNov18 + skew);
+  auto* thread = host.AddLine(1, "python3 main", kNov18 + skew);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kNov18 + skew);
   const int64_t root = host.EventMetadataId("train");
   const int64_t nccl = host.EventMetadataId("ncclAllReduce");
   const int64_t kernel = gpu.EventMetadataId("ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
@@ -92,7 +92,7 @@ HangRankInput NoTrace(int64_t rank) {
 }
 
 // The window ends 10 steps after the hung step began: 9.4 steps of waiting.
-constexpr int64_t kHangEnd = kT0 + (kSteps + 10) * kStep;
+constexpr int64_t kHangEnd = kNov18 + (kSteps + 10) * kStep;
 
 // A snapshot of the cupti light level's shape: finished steps only (the step a rank hangs in
 // has no marker), NCCL launches as `ncclAllReduce` host events with a `kernel_name` stat, no
@@ -100,9 +100,9 @@ constexpr int64_t kHangEnd = kT0 + (kSteps + 10) * kStep;
 // not.
 XSpace LaunchesOnly(int64_t complete, bool entered_next, int64_t window_end) {
   XSpace space;
-  xspace::SetProfileWindow(&space, kT0, window_end);
-  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
-  auto* thread = host.AddLine(4242, "pid 4242 tid 4242", kT0);
+  xspace::SetProfileWindow(&space, kNov18, window_end);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kNov18);
+  auto* thread = host.AddLine(4242, "pid 4242 tid 4242", kNov18);
   const int64_t root = host.EventMetadataId("step");
   const int64_t nccl = host.EventMetadataId("ncclAllReduce");
   const int64_t is_root = host.StatMetadataId(xspace::kStatIsRoot);
@@ -283,9 +283,9 @@ TEST(HangVerdictTest, AHostWithoutATraceIsUnknownNeverBlamed) {
 TEST(HangVerdictTest, ATraceWithoutCollectivesIsUnknownNeverBlamed) {
   // Rank 2's trace holds steps only (a cupti snapshot): it cannot have "never entered".
   XSpace steps_only;
-  xspace::SetProfileWindow(&steps_only, kT0, kHangEnd);
-  xspace::XPlaneBuilder host(steps_only.add_planes(), 1, xspace::kHostPlaneName, kT0);
-  auto* line = host.AddLine(1, "pid 9 tid 9", kT0);
+  xspace::SetProfileWindow(&steps_only, kNov18, kHangEnd);
+  xspace::XPlaneBuilder host(steps_only.add_planes(), 1, xspace::kHostPlaneName, kNov18);
+  auto* line = host.AddLine(1, "pid 9 tid 9", kNov18);
   for (int64_t s = 0; s < kSteps; ++s) {
     host.AddEvent(line, host.EventMetadataId(absl::StrCat("step ", s)), StepStart(s), kStep);
   }
@@ -306,24 +306,24 @@ TEST(HangVerdictTest, EntriesFromLaunchesAndTheLightLevelsKernelName) {
   // launch nested in an ncclAllGather call counts once; an ncclBroadcast whose kernel_name
   // (the CUPTI light level's launches) names the kernel's kind; ncclGroupEnd is no collective.
   XSpace space;
-  xspace::SetProfileWindow(&space, kT0, kT0 + kStep);
-  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
-  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0);
-  auto* thread = host.AddLine(1, "pid 1 tid 1", kT0);
-  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0);
-  auto* derived = gpu.AddLine(8, "XLA Ops", kT0);
+  xspace::SetProfileWindow(&space, kNov18, kNov18 + kStep);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kNov18);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kNov18);
+  auto* thread = host.AddLine(1, "pid 1 tid 1", kNov18);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kNov18);
+  auto* derived = gpu.AddLine(8, "XLA Ops", kNov18);
   const int64_t corr = host.StatMetadataId(xspace::kStatCorrelationId);
   const int64_t gcorr = gpu.StatMetadataId(xspace::kStatCorrelationId);
-  host.AddEvent(thread, host.EventMetadataId("ProfilerStep#7"), kT0, kStep);
+  host.AddEvent(thread, host.EventMetadataId("ProfilerStep#7"), kNov18, kStep);
   auto launch = [&](absl::string_view name, int64_t at, int64_t dur, uint64_t id) {
-    auto* e = host.AddEvent(thread, host.EventMetadataId(name), kT0 + at, dur);
+    auto* e = host.AddEvent(thread, host.EventMetadataId(name), kNov18 + at, dur);
     host.AddStat(e, corr, id);
     return e;
   };
   auto kernel = [&](absl::string_view name, int64_t at, uint64_t id) {
-    auto* k = gpu.AddEvent(stream, gpu.EventMetadataId(name), kT0 + at, 1'000'000);
+    auto* k = gpu.AddEvent(stream, gpu.EventMetadataId(name), kNov18 + at, 1'000'000);
     gpu.AddStat(k, gcorr, id);
-    gpu.AddEvent(derived, gpu.EventMetadataId(name), kT0 + at, 1'000'000);  // never counted
+    gpu.AddEvent(derived, gpu.EventMetadataId(name), kNov18 + at, 1'000'000);  // never counted
   };
   launch("cudaLaunchKernel", 1'000'000, 5'000, 1);  // a collective's launch
   kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2'000'000, 1);
@@ -342,24 +342,24 @@ TEST(HangVerdictTest, EntriesFromLaunchesAndTheLightLevelsKernelName) {
   ASSERT_EQ(r.entered.size(), 4u);
   EXPECT_EQ(r.entered[0].id, (CollectiveId{7, CollectiveKind::kAllReduce, 1}));
   EXPECT_EQ(r.entered[1].id, (CollectiveId{7, CollectiveKind::kAllGather, 1}));
-  EXPECT_EQ(r.entered[1].time_ns, kT0 + 10'000'000);  // the NCCL call, not the launch in it
+  EXPECT_EQ(r.entered[1].time_ns, kNov18 + 10'000'000);  // the NCCL call, not the launch in it
   EXPECT_EQ(r.entered[2].id, (CollectiveId{7, CollectiveKind::kBroadcast, 1}));
   EXPECT_EQ(r.entered[3].id, (CollectiveId{7, CollectiveKind::kAllReduce, 2}));
   ASSERT_EQ(r.completed.size(), 3u);
   EXPECT_EQ(r.completed[0].id, (CollectiveId{7, CollectiveKind::kAllReduce, 1}));
   EXPECT_EQ(r.completed[1].id, (CollectiveId{7, CollectiveKind::kAllGather, 1}));
-  EXPECT_EQ(r.completed[1].time_ns, kT0 + 12'000'000);
+  EXPECT_EQ(r.completed[1].time_ns, kNov18 + 12'000'000);
   EXPECT_EQ(r.completed[2].id, (CollectiveId{7, CollectiveKind::kAllReduce, 2}));
   EXPECT_TRUE(r.has_step_markers);
 }
 
 TEST(HangVerdictTest, WithoutStepMarkersCollectivesAreCountedOverTheWindow) {
   XSpace space;
-  xspace::SetProfileWindow(&space, kT0, kT0 + kStep);
-  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
-  auto* thread = host.AddLine(1, "main", kT0);
+  xspace::SetProfileWindow(&space, kNov18, kNov18 + kStep);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kNov18);
+  auto* thread = host.AddLine(1, "main", kNov18);
   for (int i = 0; i < 3; ++i) {
-    host.AddEvent(thread, host.EventMetadataId("ncclAllReduce"), kT0 + i * 1'000'000, 1'000);
+    host.AddEvent(thread, host.EventMetadataId("ncclAllReduce"), kNov18 + i * 1'000'000, 1'000);
   }
   const RankCollectives r = ReadRankCollectives(space, Matcher());
   EXPECT_FALSE(r.has_step_markers);
@@ -387,18 +387,18 @@ HangRankInput WithSignal(HangRankInput in, StepSignal signal) {
 // all-reduce rank 1 has not reached yet. Without a pace to judge the wait against, the verdict
 // is "cannot tell", never "hung".
 constexpr int64_t kSlowStep = 1'600'000'000;
-constexpr int64_t kNoStepEnd = kT0 + 1'400'000'000;
-constexpr int64_t kSlowEnter = kT0 + 100'000'000;
+constexpr int64_t kNoStepEnd = kNov18 + 1'400'000'000;
+constexpr int64_t kSlowEnter = kNov18 + 100'000'000;
 
 // Such a window: the tail of step 0 (its all-reduce completes 20 ms in), then step 1 to the
 // window's end, whose all-reduce the rank enters 100 ms in unless `enters` is false.
 XSpace NoCompleteStep(bool enters) {
   XSpace space;
-  xspace::SetProfileWindow(&space, kT0, kNoStepEnd);
-  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kT0);
-  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kT0);
-  auto* thread = host.AddLine(1, "python3 main", kT0);
-  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kT0);
+  xspace::SetProfileWindow(&space, kNov18, kNoStepEnd);
+  xspace::XPlaneBuilder host(space.add_planes(), 1, xspace::kHostPlaneName, kNov18);
+  xspace::XPlaneBuilder gpu(space.add_planes(), 2, "/device:GPU:0", kNov18);
+  auto* thread = host.AddLine(1, "python3 main", kNov18);
+  auto* stream = gpu.AddLine(7, "Stream #7(Compute)", kNov18);
   const int64_t root = host.EventMetadataId("train");
   const int64_t is_root = host.StatMetadataId(xspace::kStatIsRoot);
   const int64_t step_num = host.StatMetadataId(xspace::kStatStepNum);
@@ -410,11 +410,11 @@ XSpace NoCompleteStep(bool enters) {
     host.AddStat(e, step_num, s);
     host.AddStat(e, cut, int64_t{1});
   };
-  step(0, kT0, kT0 + 30'000'000);
+  step(0, kNov18, kNov18 + 30'000'000);
   auto* k = gpu.AddEvent(stream, gpu.EventMetadataId("ncclDevKernel_AllReduce_Sum_bf16_RING_LL"),
-                         kT0 + 5'000'000, 15'000'000);
+                         kNov18 + 5'000'000, 15'000'000);
   gpu.AddStat(k, gpu.StatMetadataId(xspace::kStatCorrelationId), uint64_t{99});
-  step(1, kT0 + 30'000'000, kNoStepEnd);
+  step(1, kNov18 + 30'000'000, kNoStepEnd);
   if (enters) {
     auto* e = host.AddEvent(thread, host.EventMetadataId("ncclAllReduce"), kSlowEnter, 10'000);
     host.AddStat(e, corr, uint64_t{101});
@@ -446,7 +446,7 @@ TEST(HangVerdictTest, AWaitInAWindowWithoutACompleteStepIsCannotTellNotHung) {
 TEST(HangVerdictTest, TheStepSignalsPaceClearsASlowRank) {
   // The same window; the agents' step signal says the steps last 1.6 s and still end (the last
   // one ended just before the window): 1.3 s of waiting is less than 3 steps.
-  const StepSignal signal = Signal(kT0 - 10'000'000, kSlowStep, /*stalled=*/false);
+  const StepSignal signal = Signal(kNov18 - 10'000'000, kSlowStep, /*stalled=*/false);
   const HangReport h = JudgeHang(SlowPod(signal, signal));
   EXPECT_EQ(h.verdict, HangVerdictKind::kNone) << h.summary;
   EXPECT_EQ(h.evidence.pace, HangPace::kStepSignal);
@@ -469,7 +469,7 @@ TEST(HangVerdictTest, AStepThatEndedAfterTheWaitersEnteredByTheSignalIsNoHang) {
 
 TEST(HangVerdictTest, TheAgentsStallSignalCallsAHangWithoutACompleteStep) {
   // The same window, but the agents report every step source stalled: rank 1 is named.
-  const StepSignal stalled = Signal(kT0 - 10'000'000, kStep, /*stalled=*/true);
+  const StepSignal stalled = Signal(kNov18 - 10'000'000, kStep, /*stalled=*/true);
   const HangReport h = JudgeHang(SlowPod(stalled, stalled));
   ASSERT_EQ(h.verdict, HangVerdictKind::kHung) << h.summary;
   EXPECT_EQ(h.missing, HangMissing::kNothing);
@@ -477,13 +477,13 @@ TEST(HangVerdictTest, TheAgentsStallSignalCallsAHangWithoutACompleteStep) {
   EXPECT_THAT(h.summary, HasSubstr("worker-1 (rank 1) never entered all-reduce #1 of step 1"));
   EXPECT_TRUE(h.ranks[1].stalled);
   ASSERT_TRUE(h.ranks[1].signal_last_step_end_ns.has_value());
-  EXPECT_EQ(*h.ranks[1].signal_last_step_end_ns, kT0 - 10'000'000);
+  EXPECT_EQ(*h.ranks[1].signal_last_step_end_ns, kNov18 - 10'000'000);
   EXPECT_THAT(FormatHangEvidence(h), HasSubstr("the agents of 3 ranks report their steps stalled "
                                                "(no step ended since "));
 
   // One agent whose source still ends its steps on time (not stalled): the job did not stop.
   const HangReport partly =
-      JudgeHang(SlowPod(stalled, Signal(kT0 - 10'000'000, kStep, /*stalled=*/false)));
+      JudgeHang(SlowPod(stalled, Signal(kNov18 - 10'000'000, kStep, /*stalled=*/false)));
   EXPECT_FALSE(partly.evidence.stalled);
   EXPECT_NE(partly.verdict, HangVerdictKind::kHung) << partly.summary;
 }

@@ -21,6 +21,7 @@
 #include "analysis/breakdown_internal.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 
 namespace profctl::analysis {
 namespace {
@@ -31,7 +32,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 enum class Jitter { kNormal, kUniform, kStudentT3 };
 
@@ -153,7 +154,7 @@ int Trials(int dflt) {
   return n > 0 ? n : dflt;
 }
 
-int64_t NamedSteps(const PodBreakdown& pod) {
+int64_t StepsWithAStraggler(const PodBreakdown& pod) {
   return std::count_if(pod.steps.begin(), pod.steps.end(),
                        [](const PodStep& s) { return !s.straggler.empty(); });
 }
@@ -176,7 +177,7 @@ TEST(NoiseFloorTest, StudentT3JitterNamesAFalseStragglerInAtMostTwoPercentOfStep
       spec.dist = Jitter::kStudentT3;
       spec.seed = static_cast<uint64_t>(seed);
       const PodBreakdown pod = Build(spec);
-      named += NamedSteps(pod);
+      named += StepsWithAStraggler(pod);
       steps += static_cast<int64_t>(pod.steps.size());
       dof += pod.verdict.evidence.noise_tail_dof / trials;
       // The floor of normal tails alone, for comparison: z x sigma with the normal z.
@@ -207,7 +208,7 @@ TEST(NoiseFloorTest, NormalJitterStaysNormalAndRarelyNamesAnyone) {
       spec.steps = 180;
       spec.seed = static_cast<uint64_t>(100 + seed);
       const PodBreakdown pod = Build(spec);
-      named += NamedSteps(pod);
+      named += StepsWithAStraggler(pod);
       steps += static_cast<int64_t>(pod.steps.size());
       EXPECT_THAT(pod.verdict.consistently_slow.HostNames(), IsEmpty()) << hosts << " " << seed;
       EXPECT_THAT(pod.verdict.stands_out.hosts, IsEmpty()) << hosts << " " << seed;
@@ -562,7 +563,7 @@ TEST(ThinEvidenceTest, TracesOfRunsDaysApartAreNotPooled) {
   const PodBreakdown pod = BuildPodBreakdown(g.hosts);
   EXPECT_TRUE(pod.verdict.evidence.different_runs);
   EXPECT_THAT(pod.verdict.evidence.different_runs_reason, HasSubstr("8.5 days after"));
-  EXPECT_EQ(NamedSteps(pod), 0);
+  EXPECT_EQ(StepsWithAStraggler(pod), 0);
   for (const Judgement* j : std::vector<const Judgement*>{
            &pod.verdict.straggler, &pod.verdict.consistently_slow, &pod.verdict.stands_out,
            &pod.verdict.input_bound, &pod.verdict.what_if}) {

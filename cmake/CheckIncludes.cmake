@@ -27,7 +27,10 @@ foreach(src IN LISTS sources)
   get_filename_component(folder ${src} DIRECTORY)
   if(DEFINED "ALLOWED_${src}__file")
     set(allowed "${ALLOWED_${src}__file}")
-  elseif(src MATCHES "_(test|benchmark|fuzzer)\\.cc$" AND DEFINED "ALLOWED_${folder}__test")
+  # Test code: a test, benchmark or fuzzer source, or a header only tests include
+  # (NAME_test_WHAT.h, e.g. report/pod_trace_test_spaces.h).
+  elseif(src MATCHES "(_(test|benchmark|fuzzer)\\.cc|_test_[a-z_]+\\.h)$" AND
+         DEFINED "ALLOWED_${folder}__test")
     set(allowed "${ALLOWED_${folder}__test}")
   elseif(DEFINED "ALLOWED_${folder}__library")
     set(allowed "${ALLOWED_${folder}__library}")

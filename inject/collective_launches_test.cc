@@ -11,7 +11,7 @@ namespace {
 uint64_t g_now = 0;
 uint32_t g_tid = 0;
 int g_clock_reads = 0;
-uint64_t FakeNow() {
+uint64_t FakeLaunchNow() {
   ++g_clock_reads;
   return g_now;
 }
@@ -29,7 +29,7 @@ class CollectiveLaunchRecorderTest : public ::testing::Test {
     out.resize(recorder_.Take(out.data(), out.size()));
     return out;
   }
-  CollectiveLaunchRecorder recorder_{&FakeNow, &FakeTid};
+  CollectiveLaunchRecorder recorder_{&FakeLaunchNow, &FakeTid};
 };
 
 TEST(NcclKernelOpTest, NamesTheOpOfEveryNcclKernelForm) {
@@ -158,7 +158,7 @@ TEST_F(CollectiveLaunchRecorderTest, NamesBeyondTheTableShareTheOverflowName) {
   EXPECT_EQ(recorder_.Name(100'000), "");
   // A long name is cut to the table's slot.
   const std::string very_long = "ncclDevKernel_AllReduce_" + std::string(1'000, 'x');
-  CollectiveLaunchRecorder fresh(&FakeNow, &FakeTid);
+  CollectiveLaunchRecorder fresh(&FakeLaunchNow, &FakeTid);
   ASSERT_TRUE(fresh.OnLaunch(false, true, very_long.c_str()));
   CollectiveLaunchEntry e;
   ASSERT_EQ(fresh.Take(&e, 1), 1u);

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "report/html_report.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 
 using ::profctl::testkit::IsOk;
 
@@ -38,8 +39,8 @@ using google::protobuf::Value;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 
 std::string Worker(int i) { return absl::StrCat("worker-", i); }
 
@@ -90,7 +91,7 @@ BreakdownContext Context() {
   return ctx;
 }
 
-Struct Parse(const std::string& json) {
+Struct ParseStruct(const std::string& json) {
   Struct doc;
   const auto status = google::protobuf::util::JsonStringToMessage(json, &doc);
   EXPECT_THAT(status, IsOk()) << status << "\n" << json.substr(0, 2000);
@@ -162,7 +163,7 @@ TEST(RoundCategoriesToUsTest, RoundedCategoriesAddUpToTheRoundedStep) {
 TEST(BreakdownJsonTest, RoundTripsThroughProtobufJsonParser) {
   const PodBreakdown b = MakePod(4, 5);
   const std::string json = BreakdownJson(b, Context());
-  const Struct doc = Parse(json);
+  const Struct doc = ParseStruct(json);
 
   EXPECT_EQ(Field(doc, "schema_version").number_value(), PodBreakdown::kSchemaVersion);
   EXPECT_THAT(Field(doc, "producer").string_value(), HasSubstr("profctl "));
@@ -281,7 +282,7 @@ TEST(BreakdownJsonTest, HostileTextStaysValidJson) {
   b.hosts[0].host = evil;
   b.hosts[0].warnings = {evil};
   b.warnings = {evil};
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   // Control characters kept (escaped), invalid UTF-8 replaced by U+FFFD.
   const std::string want = "w\"0\\\n<script>alert(1)</script>\x01\xEF\xBF\xBD";
   EXPECT_EQ(Field(Field(doc, "hosts").list_value().values(0).struct_value(), "host").string_value(),
@@ -296,7 +297,7 @@ TEST(BreakdownJsonTest, EmptyBreakdownIsValid) {
   b.warnings = {"no host had a readable trace"};
   BreakdownContext ctx;
   ctx.source = BreakdownSource::kAnalyze;
-  const Struct doc = Parse(BreakdownJson(b, ctx));
+  const Struct doc = ParseStruct(BreakdownJson(b, ctx));
   EXPECT_EQ(Field(doc, "source").string_value(), "analyze");
   EXPECT_EQ(Field(doc, "steps").list_value().values_size(), 0);
   EXPECT_EQ(Field(doc, "hosts").list_value().values_size(), 0);
@@ -313,7 +314,7 @@ TEST(BreakdownJsonTest, OneHostWithoutMarkersHasNullStragglerAndCause) {
   b.steps[0].step = -1;  // the whole-window pseudo-step
   b.hosts[0].has_markers = false;
   b.hosts[0].warnings = {"no step markers: one whole-window breakdown"};
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   const Struct& step = Field(doc, "steps").list_value().values(0).struct_value();
   EXPECT_EQ(Field(step, "step").number_value(), -1);
   EXPECT_EQ(Field(step, "straggler").kind_case(), Value::kNullValue);
@@ -471,7 +472,7 @@ TEST(BreakdownOutliersTest, EveryOutputNamesEveryHostThatStandsOut) {
     ps.outliers = {{"worker-1", Category::kCompute, 30 * kMs},
                    {"worker-2", Category::kInput, 4 * kMs + 250'000}};
   }
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   const Struct& floors =
       Field(Field(doc, "pod").struct_value(), "category_noise_floor_ms").struct_value();
   EXPECT_EQ(floors.fields_size(), 5);  // compute, output, d2d, input, host
@@ -515,7 +516,7 @@ TEST(BreakdownPartialTest, PartialStepsAndStepsOnEveryHostAreInEveryOutput) {
   hosts[0].partial.push_back(cut);
   hosts[0].partial_steps = 1;
   const PodBreakdown b = analysis::BuildPodBreakdown(hosts);
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   const Struct& pod = Field(doc, "pod").struct_value();
   EXPECT_EQ(Field(pod, "steps_on_every_host").number_value(), 1);
   const auto& steps = Field(doc, "steps").list_value();
@@ -549,7 +550,7 @@ TEST(BreakdownDevicesTest, TheStragglersSlowDeviceIsInEveryOutput) {
   }
   b.steps[0].straggler_device = 1;
   b.steps[0].straggler_device_excess_ns = 5 * kMs;
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   const Struct& step = Field(doc, "steps").list_value().values(0).struct_value();
   const Struct& dev = Field(step, "straggler_device").struct_value();
   EXPECT_EQ(Field(dev, "device").number_value(), 1);
@@ -670,14 +671,14 @@ analysis::HangReport MakeHang() {
 }
 
 TEST(BreakdownHangTest, JsonNamesTheHungRanksTheWaitersAndWhereEachStood) {
-  const Struct unjudged = Parse(BreakdownJson(MakePod(3, 5), Context()));
+  const Struct unjudged = ParseStruct(BreakdownJson(MakePod(3, 5), Context()));
   EXPECT_FALSE(unjudged.fields().contains("hang"));  // not judged
   EXPECT_EQ(
       Field(Field(Field(unjudged, "verdict").struct_value(), "hang").struct_value(), "finding")
           .string_value(),
       "cannot_tell");
   analysis::HangReport report = MakeHang();
-  const Struct doc = Parse(BreakdownJson(MakePod(3, 5, 1, {report}), Context()));
+  const Struct doc = ParseStruct(BreakdownJson(MakePod(3, 5, 1, {report}), Context()));
   const Struct& hang = Field(doc, "hang").struct_value();
   EXPECT_EQ(Field(hang, "verdict").string_value(), "hung");
   EXPECT_EQ(Field(hang, "summary").string_value(), report.summary);
@@ -711,7 +712,7 @@ TEST(BreakdownHangTest, JsonNamesTheHungRanksTheWaitersAndWhereEachStood) {
   // Judged, no hang: the object says so, with nulls where a verdict would be.
   report.verdict = analysis::HangVerdictKind::kNone;
   report.summary = "no hang: every collective a rank entered completed in the window";
-  const Struct none_doc = Parse(BreakdownJson(MakePod(3, 5, 1, {report}), Context()));
+  const Struct none_doc = ParseStruct(BreakdownJson(MakePod(3, 5, 1, {report}), Context()));
   const Struct none = Field(none_doc, "hang").struct_value();
   EXPECT_EQ(
       Field(Field(Field(none_doc, "verdict").struct_value(), "hang").struct_value(), "finding")
@@ -761,7 +762,7 @@ TEST(BreakdownHangTest, CannotTellIsSaidWithWhatWasMissingNoHangIsNot) {
                                "window starts after the hang: take `capture --last` covering that "
                                "instant\n"));
   EXPECT_THAT(table, Not(HasSubstr("never entered")));  // no rank is judged
-  const Struct doc = Parse(BreakdownJson(b, Context()));
+  const Struct doc = ParseStruct(BreakdownJson(b, Context()));
   const Struct hang = Field(doc, "hang").struct_value();
   EXPECT_EQ(Field(hang, "verdict").string_value(), "cannot_tell");
   EXPECT_EQ(Field(hang, "missing").string_value(), "window_after_hang");
@@ -781,9 +782,10 @@ TEST(BreakdownHangTest, CannotTellIsSaidWithWhatWasMissingNoHangIsNot) {
   const PodBreakdown none = MakePod(3, 5, 1, {report});
   EXPECT_EQ(none.verdict.hang.finding, analysis::Finding::kNone);
   EXPECT_THAT(FormatBreakdownTable(none, Context()), Not(HasSubstr("\nhang: ")));
-  EXPECT_EQ(Field(Field(Parse(BreakdownJson(none, Context())), "hang").struct_value(), "missing")
-                .kind_case(),
-            Value::kNullValue);
+  EXPECT_EQ(
+      Field(Field(ParseStruct(BreakdownJson(none, Context())), "hang").struct_value(), "missing")
+          .kind_case(),
+      Value::kNullValue);
 }
 
 }  // namespace

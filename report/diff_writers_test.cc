@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "report/short_names.h"
+#include "tests/test_time.h"
 
 namespace profctl::report {
 namespace {
@@ -18,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 // w0 on both sides (step 100 -> 80 ms, compute 60 -> 50, input 10 -> 15), w2 only in A,
 // w3 only in B; the straggler moves from w0 (compute) to w3 (input); one kernel and one op.

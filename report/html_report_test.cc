@@ -28,6 +28,7 @@
 #include "report/tool_writers.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/test_time.h"
 
 using ::profctl::testkit::IsOk;
 
@@ -41,8 +42,8 @@ using analysis::PodHostStep;
 using analysis::PodStep;
 using google::protobuf::Struct;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 
 // A 4-host, 6-step pod with `names`, judged by the analysis: host 1 straggles on compute, host 2
 // waits for input.

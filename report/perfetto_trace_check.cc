@@ -21,9 +21,9 @@ constexpr uint32_t kBoottime = 6;
 constexpr uint32_t kRealtime = 1;
 constexpr uint32_t kSeqCleared = 1;
 constexpr uint32_t kSeqNeeds = 2;
-constexpr int kSliceBegin = 1;
-constexpr int kSliceEnd = 2;
-constexpr int kCounter = 4;
+constexpr int kTypeSliceBegin = 1;
+constexpr int kTypeSliceEnd = 2;
+constexpr int kTypeCounter = 4;
 
 bool SequenceScoped(uint32_t clock) { return clock >= 64 && clock < 128; }
 
@@ -279,20 +279,20 @@ class Reader {
           absl::StrCat("track ", uuid, " goes back in time (", ts, " after ", track.last_ts, ")"));
     }
     track.last_ts = ts;
-    if (e.type() == kCounter) {
+    if (e.type() == kTypeCounter) {
       if (!track.info.counter) return Broken("a counter sample on a slice track");
       model_.counters.push_back({ProcessOf(uuid), track.info.name, ts, e.counter_value()});
       return absl::OkStatus();
     }
     if (track.info.counter) return Broken("a slice on a counter track");
-    if (e.type() == kSliceEnd) {
+    if (e.type() == kTypeSliceEnd) {
       if (track.open.empty())
         return Broken(absl::StrCat("an END on track ", uuid, " with no slice open"));
       model_.slices[track.open.back()].end_ns = ts;
       track.open.pop_back();
       return absl::OkStatus();
     }
-    if (e.type() != kSliceBegin) return Broken(absl::StrCat("an event of type ", e.type()));
+    if (e.type() != kTypeSliceBegin) return Broken(absl::StrCat("an event of type ", e.type()));
     PerfettoSliceInfo slice;
     slice.process = ProcessOf(uuid);
     slice.track = track.info.name;

@@ -101,7 +101,7 @@ constexpr uint32_t kInternedStrings = 29;  // debug_annotation_string_values
 constexpr uint32_t kInternedIid = 1;
 constexpr uint32_t kInternedText = 2;
 
-constexpr size_t kFlushBytes = 64 << 10;
+constexpr size_t kPacketFlushBytes = 64 << 10;
 constexpr int64_t kMaxLocalSequences = 0xffff;
 constexpr uint64_t kFirstLaneTrack = PodPerfettoWriter::kPlanesPerHost;
 
@@ -371,10 +371,10 @@ class HostRenderer {
       lane.AppendEventPacket(&buffer_, s.start, event_, &packet_, &out_.sequences);
       open.push_back(s.end);
       ++emitted;
-      Flush(kFlushBytes);
+      Flush(kPacketFlushBytes);
     }
     close_until(std::numeric_limits<int64_t>::max());
-    Flush(kFlushBytes);
+    Flush(kPacketFlushBytes);
     return emitted;
   }
 
@@ -582,7 +582,7 @@ class HostRenderer {
         AppendVarintField(&event_, kEventCounterValue, static_cast<uint64_t>(value));
         lane.AppendEventPacket(&buffer_, ts, event_, &packet_, &out_.sequences);
         ++out_.counter_samples;
-        Flush(kFlushBytes);
+        Flush(kPacketFlushBytes);
       }
     }
   }
@@ -778,7 +778,7 @@ absl::Status PodPerfettoWriter::AddPodSteps(const analysis::PodBreakdown& breakd
       ++pod_steps_;
     }
     for (; !open.empty(); open.pop_back()) append(track, open.back(), kSliceEnd, nullptr);
-    if (out.size() >= kFlushBytes) {
+    if (out.size() >= kPacketFlushBytes) {
       if (error_ = out_.Append(out); !error_.ok()) return error_;
       out.clear();
     }

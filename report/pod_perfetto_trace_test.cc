@@ -42,7 +42,7 @@ using ::testing::HasSubstr;
 using ::testing::Pair;
 
 // Reads back a finished trace: gunzip, then every rule of perfetto_trace_check.h.
-PerfettoTraceModel ReadTrace(const std::string& path) {
+PerfettoTraceModel ReadBackTrace(const std::string& path) {
   absl::StatusOr<std::string> gz = ReadFile(path);
   EXPECT_THAT(gz, IsOk());
   absl::StatusOr<std::string> bytes = GzipDecompress(gz.ok() ? *gz : "");
@@ -80,7 +80,7 @@ PerfettoTraceModel WriteAndRead(const std::vector<Host>& hosts,
   }
   EXPECT_FALSE(PathExists(path));
   EXPECT_THAT(w->Finish(), IsOk());
-  return ReadTrace(path);
+  return ReadBackTrace(path);
 }
 
 std::vector<const PerfettoSliceInfo*> Named(const PerfettoTraceModel& m, absl::string_view name) {
@@ -167,7 +167,7 @@ TEST(PodPerfettoTraceTest, ARepeatedStringValueIsWrittenOncePerTrack) {
     }
     EXPECT_EQ(count, 1u) << text;
   }
-  const PerfettoTraceModel m = ReadTrace(path);
+  const PerfettoTraceModel m = ReadBackTrace(path);
   ASSERT_EQ(m.slices.size(), 50u);
   for (size_t i = 0; i < m.slices.size(); ++i) {
     EXPECT_EQ(m.slices[i].args.at("kernel_details"),
@@ -358,7 +358,7 @@ TEST(PodPerfettoTraceTest, ThePodsStepsAreOneTrackAboveTheHosts) {
   EXPECT_THAT(w->AddHost(*late, 0), StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_THAT(w->Finish(), IsOk());
 
-  const PerfettoTraceModel m = ReadTrace(path);
+  const PerfettoTraceModel m = ReadBackTrace(path);
   int64_t pod_rank = 0, host_rank = 0;
   for (const auto& [uuid, t] : m.tracks) {
     if (t.name == "pod") pod_rank = t.rank;
@@ -432,7 +432,7 @@ TEST(PodPerfettoTraceTest, ARealCaptureHoldsWhatItsJsonTraceHolds) {
   EXPECT_EQ(w->flow_ends(), json->flow_events());
   EXPECT_EQ(w->counter_samples(), json->counter_events());
   EXPECT_GT(w->flow_ends(), 200);
-  const PerfettoTraceModel m = ReadTrace(path);
+  const PerfettoTraceModel m = ReadBackTrace(path);
 
   // The JSON's complete events as (process, thread, name, start ns, duration ns, args).
   absl::StatusOr<std::string> text = GzipDecompress(*ReadFile(json_path));

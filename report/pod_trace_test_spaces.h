@@ -7,14 +7,16 @@
 
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 namespace profctl::report::test_spaces {
 
-inline constexpr int64_t kUs = 1'000;
-inline constexpr int64_t kMs = 1'000'000;
-inline constexpr int64_t kT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, coordinator clock
+// 2026-01-01 is kT0, on the coordinator's clock.
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kT0;
+using ::profctl::test_time::kUs;
 
 // One host's trace on its own clock, skewed by `offset_ns` from the coordinator's: a GPU plane
 // whose all-reduce ends 10 ms after kT0 in coordinator time, and a host thread.

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "report/json_out.h"
+#include "tests/test_time.h"
 
 namespace profctl::report {
 namespace {
@@ -19,8 +20,8 @@ using analysis::Tool;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 
 PodTools KernelTools() {
   PodTools p;

@@ -15,6 +15,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -24,7 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
+using ::profctl::test_time::kT0;
 
 SyntheticJobConfig Job(int64_t rank) {
   return *ParseSyntheticJobConfig(

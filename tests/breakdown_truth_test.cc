@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 
 using ::profctl::testkit::IsOk;
 
@@ -24,7 +25,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;
+using ::profctl::test_time::kT0;
 constexpr int kWorld = 4;
 constexpr int64_t kSkewNs[kWorld] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli,
                                      4011 * kNanosPerMilli};

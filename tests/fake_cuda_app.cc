@@ -62,12 +62,13 @@
 #include "inject/launcher_env.h"
 #include "inject/record_batch_writer.h"
 #include "tests/cupti_test_records.h"
+#include "tests/test_time.h"
 
 namespace profctl::inject {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kUs = 1'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 constexpr size_t kBatchBytes = size_t{1} << 20;
 
 struct Options {

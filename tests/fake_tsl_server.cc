@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "tensorflow/profiler/profiler_service.grpc.pb.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 namespace profctl::testkit {
@@ -20,7 +21,7 @@ int64_t RealNowNs() {
       .count();
 }
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 // What a JAX process on a TPU host adds to its trace for [start_ns, stop_ns) on its own clock
 // (the profile start is start_ns): per TPU core a plane with one jitted module every 10 ms on

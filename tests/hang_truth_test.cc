@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/test_time.h"
 
 namespace profctl {
 namespace {
@@ -30,7 +31,7 @@ using analysis::HangReport;
 using analysis::HangVerdictKind;
 using ::testing::HasSubstr;
 
-constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;
+using ::profctl::test_time::kT0;
 // The agent's default --hang-factor.
 constexpr int64_t kHangFactor = 10;
 

@@ -30,6 +30,7 @@
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -45,7 +46,7 @@ using testkit::FakeTslServerOptions;
 using Shape = FakeTslServerOptions::Shape;
 using v1::SessionManifest;
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 WorkerAddress Tsl(int port) {
   absl::StatusOr<WorkerAddress> w =

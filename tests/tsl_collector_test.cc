@@ -31,6 +31,7 @@
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -55,7 +56,7 @@ using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
 using Shape = FakeTslServerOptions::Shape;
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 // The agent's clock runs this far ahead of the host clock the framework servers read.
 constexpr int64_t kAgentSkewNs = 7 * kMs + 123;
 

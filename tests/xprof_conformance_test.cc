@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
@@ -31,7 +32,7 @@ using xspace::XSpace;
 using xspace::XStat;
 
 constexpr int64_t kP = 1'767'225'600LL * kNanosPerSecond;  // profile start
-constexpr int64_t kMs = kNanosPerMilli;
+using ::profctl::test_time::kMs;
 constexpr absl::string_view kStem = "worker-1";
 
 void AddCaps(XPlaneBuilder& p) {

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
@@ -27,7 +28,7 @@ namespace {
 
 using ::testing::IsEmpty;
 
-constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
+using ::profctl::test_time::kT0;
 
 struct Case {
   std::string what;

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 
 namespace profctl::xspace {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr int64_t kT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
+using ::profctl::test_time::kT0;
 
 // A host with step roots and launches, and GPU 0 with kernels on two streams.
 class Trace {

@@ -6,13 +6,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 
 using ::profctl::testkit::IsOk;
 
 namespace profctl::xspace {
 namespace {
 
-constexpr int64_t kT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
+using ::profctl::test_time::kT0;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 TEST(XSpaceTest, BuilderInternsNamesAndReaderResolvesThem) {

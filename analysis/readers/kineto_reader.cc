@@ -21,7 +21,6 @@
 namespace profctl::analysis {
 namespace {
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // 2001-01-01 in ns since the epoch: earlier "absolute" times are really relative ones.
 constexpr int64_t kPlausibleEpochNs = 978'307'200LL * 1'000'000'000;
 // Names cached per reader (classification once per distinct name); beyond this many distinct
@@ -136,7 +135,7 @@ class Handler : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Handler> 
   absl::flat_hash_map<std::string, int64_t> unknown_categories_;
   std::vector<std::pair<int64_t, std::vector<Op>>> devices_;
   size_t last_device_ = 0;
-  int64_t min_start_ = kInt64Max;
+  int64_t min_start_ = std::numeric_limits<int64_t>::max();
   int64_t max_end_ = std::numeric_limits<int64_t>::min();
 };
 

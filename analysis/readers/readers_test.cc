@@ -16,6 +16,8 @@
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -31,12 +33,10 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
 
-std::string DataPath(absl::string_view name) {
-  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
-}
+using ::profctl::test_data::DataPath;
 
 absl::string_view KindName(OpKind k) {
   switch (k) {

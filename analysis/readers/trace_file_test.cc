@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/trace_data.h"
 
 namespace profctl::analysis {
 namespace {
@@ -32,9 +33,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string DataPath(absl::string_view name) {
-  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
-}
+using ::profctl::test_data::DataPath;
 
 bool operator==(const LimitBreach& a, const LimitBreach& b) {
   return a.kind == b.kind && a.offset == b.offset && a.line == b.line && a.column == b.column;

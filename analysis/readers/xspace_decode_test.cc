@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 namespace profctl::analysis {
@@ -321,7 +322,7 @@ int64_t CountSteps(const XSpace& space) {
 // --- generated traces --------------------------------------------------------------------------
 
 constexpr int64_t kStart = 1'795'000'000'000'000'000;  // ns since the epoch
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 // A random host trace mixing what the rules tell apart: step roots (with and without step_num,
 // cut), named step markers, NCCL calls that name a collective or not (with and without a

@@ -18,6 +18,7 @@
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -31,8 +32,8 @@ using tensorflow::profiler::XSpace;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
+using ::profctl::test_time::kMs;
+constexpr int64_t kWireT0 = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
 
 // A small but complete host: 2 GPUs, steps, launches, memcpys, collectives, skewed clock.
 XSpace SyntheticSpace() {
@@ -45,7 +46,7 @@ XSpace SyntheticSpace() {
   config.clock_skew_ns = 3 * kMs;
   const synthetic::SyntheticJob job(config);
   XSpace space;
-  job.Generate(kP, kP + 45 * kMs, &space);
+  job.Generate(kWireT0, kWireT0 + 45 * kMs, &space);
   space.add_errors("CUPTI buffer overflow");
   space.add_warnings("dropped 3 events");
   return space;

@@ -7,11 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 
 namespace profctl::analysis {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
 
 HostReport Host(const std::string& name, int64_t steps, double step_ms, double compute_ms,
                 double input_ms, int64_t straggler_steps) {

@@ -28,8 +28,6 @@ namespace profctl::analysis::tool_readers_internal {
 
 namespace {
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
 // `text` (a JSON number) times 10^scale, rounded half away from zero, exactly (no double).
 bool ScaledDecimal(absl::string_view text, int scale, int64_t* out) {
   bool negative = false;

@@ -5,6 +5,7 @@
 #define PROFCTL_ANALYSIS_TOOLS_TOOL_READERS_INTERNAL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,8 @@
 #include "tensorflow/profiler/xplane.pb.h"
 
 namespace profctl::analysis::tool_readers_internal {
+
+inline constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 // A host event of the kHostOther class whose name says it compiles (both formats' rule).
 inline bool IsCompileName(absl::string_view name) { return ContainsIgnoreCase(name, "compil"); }

@@ -20,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -31,8 +33,8 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
 
-constexpr int64_t kUs = 1'000;
-constexpr int64_t kMs = 1'000'000;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kUs;
 constexpr int64_t kP = 1'767'225'600LL * 1'000'000'000;  // 2026-01-01, ns since the epoch
 
 // A name longer than 4 KiB is kept as its first 4 KiB (on a UTF-8 character boundary) and its
@@ -51,9 +53,7 @@ TEST(StringTableTest, KeepsTheFirstFourKiBOfALongName) {
   EXPECT_EQ(t.Intern(big), t.Intern(big));  // one id per name, as before
 }
 
-std::string DataPath(absl::string_view name) {
-  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
-}
+using ::profctl::test_data::DataPath;
 
 // Builds a ToolTrace and the HostTrace the breakdown would read from the same events.
 class TraceBuilder {

@@ -57,8 +57,6 @@ using tensorflow::profiler::XPlane;
 using tensorflow::profiler::XSpace;
 using tensorflow::profiler::XStat;
 
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
 bool IsRuntimeName(absl::string_view name, OpKind kind) {
   if (kind == OpKind::kHostLaunch || kind == OpKind::kHostSync) return true;
   const auto upper_at = [&](size_t i) {

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -18,7 +19,7 @@ using ::profctl::testkit::IsOk;
 using ::profctl::testkit::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr int64_t kMs = kNanosPerMilli;
+using ::profctl::test_time::kMs;
 
 TEST(RetryPolicyTest, OnlyTransientCodesAreRetryable) {
   EXPECT_TRUE(Retryable(absl::StatusCode::kUnavailable));

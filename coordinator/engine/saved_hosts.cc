@@ -20,7 +20,7 @@ namespace {
 
 using profctl::v1::HostResult;
 
-double Millis(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
+double MillisOf(int64_t ns) { return static_cast<double>(ns) / kNanosPerMilli; }
 
 std::vector<std::pair<int64_t, int64_t>> NumberedStepStarts(const AlignHost& h) {
   std::vector<std::pair<int64_t, int64_t>> steps;
@@ -74,7 +74,7 @@ std::string NotRefinedWarning(const analysis::HostOffset& o, const profctl::v1::
   if (c.method() == kClockMethodRtt) keeps = "clock-sync (rtt)";
   if (c.method() == kClockMethodSteps) keeps = "step-number (steps)";
   return absl::StrFormat("clock: %s, so it keeps its %s offset, +-%.3f ms", why, keeps,
-                         Millis(c.uncertainty_ns()));
+                         MillisOf(c.uncertainty_ns()));
 }
 
 void RefineFromCollectives(std::vector<AlignHost>& hosts, profctl::v1::SessionManifest& manifest) {
@@ -224,17 +224,17 @@ bool ClassifyRecording(HostResult& r, profctl::v1::CancelReason reason,
     const profctl::v1::TruncatedBy by = TruncatedByOf(rules.interrupted, r.cancelled(), reason);
     r.set_truncated_by(by);
     r.set_recording_detail(absl::StrFormat("truncated: recorded %.3f of %.3f ms (%s)",
-                                           Millis(recorded), Millis(requested),
+                                           MillisOf(recorded), MillisOf(requested),
                                            TruncatedByDetail(by)));
   } else if (recorded > requested + overlong) {
     r.set_recording(profctl::v1::RECORDING_OVERLONG);
     r.set_recording_detail(
         absl::StrFormat("overlong: recorded %.3f ms for %.3f asked (frozen or clock jump?)",
-                        Millis(recorded), Millis(requested)));
+                        MillisOf(recorded), MillisOf(requested)));
   } else if (r.late()) {
     r.set_recording(profctl::v1::RECORDING_LATE);
     r.set_recording_detail(
-        absl::StrFormat("late: started %.3f ms after the common start", Millis(r.lateness_ns())));
+        absl::StrFormat("late: started %.3f ms after the common start", MillisOf(r.lateness_ns())));
   } else if (r.dropped_events() > 0) {
     r.set_recording(profctl::v1::RECORDING_DROPPED_EVENTS);
     r.set_recording_detail(absl::StrFormat(

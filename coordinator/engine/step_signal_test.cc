@@ -15,6 +15,7 @@
 #include "tests/fake_executor.h"
 #include "tests/memory_sink.h"
 #include "tests/temp_dir.h"
+#include "tests/test_time.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -30,7 +31,7 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kMs = kNanosPerMilli;
+using ::profctl::test_time::kMs;
 
 TEST(StepSignalAtEndTest, ReducesAnAnswerPerSource) {
   v1::GetStepSignalResponse r;

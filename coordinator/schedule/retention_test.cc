@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/temp_dir.h"
+#include "tests/test_time.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr int64_t kHour = int64_t{3600} * 1'000'000'000;
+using ::profctl::test_time::kHour;
 constexpr int64_t kNow = int64_t{1'767'225'600} * 1'000'000'000 + 100 * kHour;
 
 // Sessions s0 (oldest) .. s<n-1> (newest), one hour apart, ending an hour before kNow.

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
+#include "tests/test_time.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
@@ -19,9 +20,9 @@ namespace {
 using profctl::testkit::FakeClock;
 using profctl::testkit::FakeExecutor;
 
-constexpr int64_t kMinute = 60 * kNanosPerSecond;
-constexpr int64_t kHour = 60 * kMinute;
-constexpr int64_t kDay = 24 * kHour;
+using ::profctl::test_time::kDay;
+using ::profctl::test_time::kHour;
+using ::profctl::test_time::kMinute;
 constexpr int64_t kStart = FakeClock::kDefaultWallNs;  // 2026-01-01T00:00:00Z, a Thursday
 
 ScheduleConfig Interval(const std::string& name, int64_t interval, int64_t jitter = 0) {

@@ -8,14 +8,15 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/test_time.h"
 
 namespace profctl::coordinator::schedule {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kMs = kNanosPerMilli;
-constexpr int64_t kS = kNanosPerSecond;
+using ::profctl::test_time::kMs;
+using ::profctl::test_time::kS;
 
 TriggerConfig Config() {
   TriggerConfig c;

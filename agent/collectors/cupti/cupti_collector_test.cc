@@ -17,6 +17,7 @@
 #include "agent/collectors/cupti/inject_test_util.h"
 #include "tests/fake_clock.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -31,7 +32,7 @@ using tensorflow::profiler::XSpace;
 using testing_util::FakeProcess;
 using testing_util::TempDir;
 
-constexpr int64_t kSec = 1'000'000'000;
+using ::profctl::test_time::kSec;
 
 const XPlane* FindPlane(const XSpace& space, absl::string_view name) {
   for (const XPlane& p : space.planes()) {

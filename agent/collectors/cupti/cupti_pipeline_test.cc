@@ -21,6 +21,7 @@
 #include "inject/record_batch_writer.h"
 #include "tests/cupti_test_records.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
@@ -38,7 +39,7 @@ using ::testing::SizeIs;
 using ::testing::StartsWith;
 
 constexpr int64_t kW = 1'700'000'000'000'000'000;  // window start, wall ns
-constexpr int64_t kUs = 1000;
+using ::profctl::test_time::kUs;
 constexpr int64_t kOffset = -700;  // GPU clock - wall clock
 constexpr uint32_t kPid = 4242;
 constexpr uint32_t kTid = 4243;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "inject/record_batch_writer.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
@@ -38,7 +39,7 @@ using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
 constexpr int64_t kW = 1'700'000'000'000'000'000;  // window start, wall ns
-constexpr int64_t kUs = 1000;
+using ::profctl::test_time::kUs;
 constexpr int64_t kOffset = 5000;  // GPU clock - wall clock
 constexpr uint32_t kPid = 100;
 

@@ -7,6 +7,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/test_time.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -14,7 +15,7 @@ using ::profctl::testkit::IsOk;
 namespace profctl::agent {
 namespace {
 
-constexpr int64_t kT0 = 1'767'225'600LL * kNanosPerSecond;  // 2026-01-01
+using ::profctl::test_time::kT0;
 
 synthetic::SyntheticJobConfig Job(int64_t rank) {
   return *synthetic::ParseSyntheticJobConfig(
