@@ -6,6 +6,9 @@ usage: tidy_affected.py BUILD_DIR SOURCES_FILE < CHANGED
   SOURCES_FILE  the sources clang-tidy checks, one a line
 Prints every source of SOURCES_FILE that is in CHANGED, or whose object in BUILD_DIR's last build
 depends on a header in CHANGED (ninja's dependency log, `ninja -t deps`), one a line, sorted.
+The compilation database read is BUILD_DIR/compdb/ (scripts/unity_compdb.py) when there is one:
+in a unity build an object is a batch of sources, and a header any of them includes counts for
+all of them.
 """
 import json
 import os
@@ -21,18 +24,21 @@ def main():
     affected = sources & changed
     headers = {os.path.join(root, c) for c in changed if c.endswith(".h")}
     if headers:
-        # object file -> source, from the compilation database.
-        with open(os.path.join(build_dir, "compile_commands.json")) as f:
+        # object file -> sources, from the compilation database.
+        compdb = os.path.join(build_dir, "compdb", "compile_commands.json")
+        if not os.path.exists(compdb):
+            compdb = os.path.join(build_dir, "compile_commands.json")
+        with open(compdb) as f:
             commands = json.load(f)
-        source_of = {}
+        sources_of = {}
         for c in commands:
             out = c.get("output")
             if out is None:  # older CMake: the object follows -o
                 args = c.get("arguments") or c["command"].split()
                 out = args[args.index("-o") + 1] if "-o" in args else None
             if out is not None:
-                source_of[os.path.normpath(os.path.join(c["directory"], out))] = \
-                    os.path.relpath(os.path.normpath(os.path.join(c["directory"], c["file"])), root)
+                sources_of.setdefault(os.path.normpath(os.path.join(c["directory"], out)), []).append(
+                    os.path.relpath(os.path.normpath(os.path.join(c["directory"], c["file"])), root))
         deps = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], check=True,
                               capture_output=True, text=True).stdout
         abs_build = os.path.abspath(build_dir)
@@ -45,9 +51,7 @@ def main():
                 continue
             dep = os.path.normpath(os.path.join(abs_build, line.strip()))
             if dep in headers:
-                src = source_of.get(obj)
-                if src in sources:
-                    affected.add(src)
+                affected.update(s for s in sources_of.get(obj, []) if s in sources)
     for s in sorted(affected):
         print(s)
 
