@@ -5,7 +5,7 @@
 //
 // The agent's sessions run on the real clock and executor (short windows); the trace store's
 // expiry and the stream idle timers run on a FakeClock/FakeExecutor the test advances, so no test
-// sleeps to make something happen. Waits for another thread are bounded (kTestTimeout).
+// sleeps to make something happen. Waits for another thread are bounded (kFetchTestTimeout).
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
@@ -49,14 +49,14 @@ using profctl::v1::CaptureRequest;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr absl::Duration kTestTimeout = absl::Seconds(30);
+constexpr absl::Duration kFetchTestTimeout = absl::Seconds(30);
 constexpr char kKeyA[] = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 constexpr char kKeyB[] = "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
 constexpr int64_t kIdleTimeoutMs = 30'000;
 
-// Polls `done` (a condition another thread makes true) until it holds or kTestTimeout passes.
+// Polls `done` (a condition another thread makes true) until it holds or kFetchTestTimeout passes.
 bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + kTestTimeout;
+  const absl::Time deadline = absl::Now() + kFetchTestTimeout;
   while (!done()) {
     if (absl::Now() > deadline) return false;
     absl::SleepFor(absl::Milliseconds(1));

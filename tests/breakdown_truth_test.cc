@@ -30,7 +30,7 @@ constexpr int kWorld = 4;
 constexpr int64_t kSkewNs[kWorld] = {0, -1537 * kNanosPerMilli, 263 * kNanosPerMilli,
                                      4011 * kNanosPerMilli};
 
-synthetic::SyntheticJobConfig Job(int rank, double jitter, int64_t input_stall_ms) {
+synthetic::SyntheticJobConfig TruthJob(int rank, double jitter, int64_t input_stall_ms) {
   synthetic::SyntheticJobConfig c;
   c.rank = rank;
   c.world = kWorld;
@@ -57,7 +57,7 @@ struct Pod {
 Pod Capture(double jitter, int64_t input_stall_ms, int64_t seconds) {
   Pod pod;
   for (int r = 0; r < kWorld; ++r) {
-    pod.jobs.emplace_back(Job(r, jitter, input_stall_ms));
+    pod.jobs.emplace_back(TruthJob(r, jitter, input_stall_ms));
     tensorflow::profiler::XSpace space;
     pod.jobs.back().Generate(kT0, kT0 + seconds * kNanosPerSecond, &space);
     absl::StatusOr<analysis::HostTrace> trace =

@@ -333,18 +333,16 @@ TEST(TcpProxyTest, ResetAllResetsOpenConnectionsAndLaterOnesWork) {
 }
 
 // gRPC (HTTP/2) through the proxy to a complete agent in this process, on the real clock.
-class InProcessAgent {
+class LocalAgent {
  public:
-  InProcessAgent() {
+  LocalAgent() {
     grpc::ServerBuilder builder;
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
-  ~InProcessAgent() {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  }
+  ~LocalAgent() { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5)); }
   int port() const { return port_; }
 
  private:
@@ -359,7 +357,7 @@ class InProcessAgent {
 };
 
 TEST(TcpProxyTest, GrpcCallsGoThroughWithDelays) {
-  InProcessAgent agent;
+  LocalAgent agent;
   ASSERT_NE(agent.port(), 0);
   std::unique_ptr<TcpProxy> proxy = StartProxy(agent.port());
   ASSERT_NE(proxy, nullptr);

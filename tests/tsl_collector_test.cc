@@ -60,7 +60,7 @@ using ::profctl::test_time::kMs;
 // The agent's clock runs this far ahead of the host clock the framework servers read.
 constexpr int64_t kAgentSkewNs = 7 * kMs + 123;
 
-synthetic::SyntheticJobConfig Job(int64_t rank, int64_t skew_ns) {
+synthetic::SyntheticJobConfig SkewedJob(int64_t rank, int64_t skew_ns) {
   synthetic::SyntheticJobConfig c;
   c.rank = rank;
   c.world = 2;
@@ -162,11 +162,11 @@ class TslCollectorTest : public ::testing::Test {
   FakeClock host_clock_;
   SkewedClock agent_clock_{&host_clock_, kAgentSkewNs};
   FakeExecutor executor_{&host_clock_};
-  SyntheticCollector synthetic_{Job(/*rank=*/0, kAgentSkewNs)};
+  SyntheticCollector synthetic_{SkewedJob(/*rank=*/0, kAgentSkewNs)};
 
   static FakeTslServerOptions TpuServer(const FakeClock* clock) {
     FakeTslServerOptions o;
-    o.job = Job(/*rank=*/1, /*skew_ns=*/0);
+    o.job = SkewedJob(/*rank=*/1, /*skew_ns=*/0);
     o.clock = clock;
     o.tpu_planes = true;
     return o;
@@ -182,7 +182,7 @@ class TslCollectorTest : public ::testing::Test {
 
   // The synthetic collector alone over [start, stop] (it is a pure function of the window).
   XSpace SyntheticAlone(int64_t start, int64_t stop) {
-    SyntheticCollector alone(Job(/*rank=*/0, kAgentSkewNs));
+    SyntheticCollector alone(SkewedJob(/*rank=*/0, kAgentSkewNs));
     XSpace space;
     EXPECT_THAT(alone.Prepare({"alone", start, stop - start}), IsOk());
     EXPECT_THAT(alone.Start(start), IsOk());
@@ -449,7 +449,7 @@ TEST_F(TslCollectorTest, CancelBeforeTheStartTerminatesTheServerToo) {
 
 TEST(TslAgentServerTest, TslLocalAddsTheFrameworkServersPlanesToTheAgentsCaptures) {
   FakeTslServerOptions so;
-  so.job = Job(/*rank=*/1, /*skew_ns=*/0);
+  so.job = SkewedJob(/*rank=*/1, /*skew_ns=*/0);
   so.tpu_planes = true;
   FakeTslServer server(so);
   absl::StatusOr<AgentOptions> options =

@@ -42,12 +42,12 @@ std::string PrintCase(const ::testing::TestParamInfo<Case>& info) { return info.
 class SyntheticFilesTest : public ::testing::TestWithParam<Case> {};
 
 // What one host's file holds, counted by the conventions' vocabulary.
-struct Shape {
+struct FileShape {
   int64_t roots = 0, wrappers = 0, cut = 0, kernels = 0, h2d = 0, d2h = 0, allocations = 0;
 };
 
-Shape ShapeOf(const xspace::XSpace& space) {
-  Shape s;
+FileShape ShapeOf(const xspace::XSpace& space) {
+  FileShape s;
   for (const auto& plane : space.planes()) {
     const xspace::XPlaneReader r(plane);
     const std::optional<int64_t> kernel_details = r.StatId("kernel_details");
@@ -102,7 +102,7 @@ TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
       in_window += job.StepStartNs(k) < stop && job.StepStartNs(k + 1) > start;
     }
     ASSERT_GE(complete, 2) << where;
-    const Shape shape = ShapeOf(space);
+    const FileShape shape = ShapeOf(space);
     EXPECT_EQ(shape.roots, in_window) << where;
     EXPECT_EQ(shape.cut, (in_window - complete) * config.gpus) << where;
     EXPECT_EQ(shape.wrappers, in_window * (config.gpus - 1)) << where;
