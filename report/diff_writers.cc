@@ -155,8 +155,9 @@ void WriteStrings(JsonOut& j, const std::vector<std::string>& v) {
   j.EndArray();
 }
 
-// Control characters as '?', shortened in the middle beyond `max_width`.
-std::string Printable(absl::string_view s, int max_width) {
+// Control characters as '?', shortened in the middle beyond `max_width` (at least 5; the
+// tools' own Printable keeps at least 8).
+std::string DiffPrintable(absl::string_view s, int max_width) {
   std::string p(s);
   for (char& c : p) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
@@ -180,7 +181,7 @@ std::string SignedMs(int64_t ns) {
 // +10.000 ms".
 std::string OutlierText(const analysis::OutlierDiff& o, int width) {
   std::string s =
-      absl::StrCat(Printable(o.host, width), " ", analysis::CategoryName(o.category), " ");
+      absl::StrCat(DiffPrintable(o.host, width), " ", analysis::CategoryName(o.category), " ");
   if (o.in_a && o.in_b) {
     absl::StrAppend(&s, SignedMs(o.median_excess_ns.a), " -> ", SignedMs(o.median_excess_ns.b),
                     " ms");
@@ -202,7 +203,7 @@ std::string Pct(const Change& c) {
 // "w1 (compute, 8 steps)" / "none".
 std::string StragglerText(const analysis::StragglerSummary& s, int width) {
   if (s.host.empty()) return "none";
-  return absl::StrCat(Printable(s.host, width), " (", analysis::CategoryName(s.cause), ", ",
+  return absl::StrCat(DiffPrintable(s.host, width), " (", analysis::CategoryName(s.cause), ", ",
                       s.steps, " steps)");
 }
 
@@ -215,14 +216,14 @@ void AppendNameTable(std::string* out, absl::string_view title,
   }
   int name_width = 4;
   for (const analysis::NameDiff& n : names) {
-    name_width = std::max(name_width, static_cast<int>(Printable(n.name, width).size()));
+    name_width = std::max(name_width, static_cast<int>(DiffPrintable(n.name, width).size()));
   }
   absl::StrAppend(out, "\n", title, " (ms per step):\n");
   absl::StrAppendFormat(out, "  %-8s %-*s %10s %10s %10s %8s %17s\n", "KIND", name_width, "NAME",
                         "A", "B", "DELTA", "%", "COUNT A->B/STEP");
   for (const analysis::NameDiff& n : names) {
     absl::StrAppendFormat(out, "  %-8s %-*s %10s %10s %10s %8s %17s\n", RowKind(n, ops), name_width,
-                          Printable(n.name, width), FormatMs(n.ns_per_step.a),
+                          DiffPrintable(n.name, width), FormatMs(n.ns_per_step.a),
                           FormatMs(n.ns_per_step.b), SignedMs(n.ns_per_step.delta()),
                           Pct(n.ns_per_step),
                           absl::StrCat(PerStepCount(n.occurrences.a, steps.a), "->",
@@ -734,11 +735,11 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
 std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
                             const DiffTableOptions& options) {
   const int width = options.max_name_width;
-  std::string out = absl::StrCat("changed most: ", Printable(d.headline.sentence, 400),
-                                 "\nprofctl diff\n  A: ", Printable(context.a, 200),
-                                 "\n  B: ", Printable(context.b, 200), "\n");
+  std::string out = absl::StrCat("changed most: ", DiffPrintable(d.headline.sentence, 400),
+                                 "\nprofctl diff\n  A: ", DiffPrintable(context.a, 200),
+                                 "\n  B: ", DiffPrintable(context.b, 200), "\n");
   absl::StrAppend(&out, "hosts: ", d.pod_hosts.a, " -> ", d.pod_hosts.b, ", ",
-                  Printable(PairingText(d), 400), "\n");
+                  DiffPrintable(PairingText(d), 400), "\n");
   absl::StrAppend(&out, "pod: ", d.pod_steps.a, " -> ", d.pod_steps.b, " steps; step time ",
                   FormatMs(d.pod_step_time_ns.a), " -> ", FormatMs(d.pod_step_time_ns.b), " ms (",
                   SignedMs(d.pod_step_time_ns.delta()), " ms, ", Pct(d.pod_step_time_ns), ")\n");
@@ -777,7 +778,7 @@ std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
 
   int host_width = 4;
   for (const analysis::HostDiff& h : d.hosts) {
-    host_width = std::max(host_width, static_cast<int>(Printable(h.host, width).size()));
+    host_width = std::max(host_width, static_cast<int>(DiffPrintable(h.host, width).size()));
   }
   // The categories with time on some host and side (the others say nothing).
   std::vector<size_t> shown;
@@ -798,7 +799,7 @@ std::string FormatDiffTable(const analysis::Diff& d, const DiffContext& context,
   out += "\n";
   std::vector<std::string> one_side;
   for (const analysis::HostDiff& h : d.hosts) {
-    const std::string name = Printable(h.host, width);
+    const std::string name = DiffPrintable(h.host, width);
     if (!(h.in_a && h.in_b)) {
       const bool a = h.in_a;
       one_side.push_back(absl::StrFormat("  %-*s only in %s: %d steps, step %s ms", host_width,
