@@ -19,15 +19,14 @@ if(PROFCTL_USE_LLD AND PROFCTL_LLD)
 endif()
 
 # Unity (jumbo) compiles: each target's sources compiled in batches of up to 16 per translation
-# unit. A test build spends most of its time generating the same instantiated templates
-# (gtest, gmock, absl, protobuf, gRPC) under ASan and UBSan in every file; a batch generates each
-# once (7 report tests: 42.5 s apart, 23.7 s as one unit). ./dev turns it on for the test build
-# (docs/ci.md); a plain build compiles file by file. Every source must hold up on its own too
-# (its own includes, no file-level names shared with another source of its target).
+# unit (cmake/ProfctlUnity.cmake writes the batches). A test build spends most of its time
+# generating the same instantiated templates (gtest, gmock, absl, protobuf, gRPC) under ASan and
+# UBSan in every file; a batch generates each once (7 report tests: 42.5 s apart, 23.7 s as one
+# unit). ./dev turns it on for the test build (docs/ci.md); a plain build compiles file by file.
+# Every source must hold up on its own too (its own includes, no file-level names shared with
+# another source of its target).
 option(PROFCTL_UNITY_BUILD "Compile each target's sources in batches (unity build)" OFF)
 if(PROFCTL_UNITY_BUILD)
-  set(CMAKE_UNITY_BUILD ON)
-  set(CMAKE_UNITY_BUILD_BATCH_SIZE 16)
   # g++ warns when a class in an included file has a member of a type from an anonymous
   # namespace (right for a header, whose includers would each get their own type); a batch
   # includes each .cc file, so the warning would misfire on every .cc file's own private types.

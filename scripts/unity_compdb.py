@@ -2,8 +2,9 @@
 """A compilation database with one entry per source, from a unity build's.
 
 usage: unity_compdb.py BUILD_DIR
-Reads BUILD_DIR/compile_commands.json. A unity build (PROFCTL_UNITY_BUILD) lists CMake's batch
-files (.../Unity/unity_N_cxx.cxx), each #including several sources, instead of the sources:
+Reads BUILD_DIR/compile_commands.json. A unity build (PROFCTL_UNITY_BUILD) lists batch files
+(cmake/ProfctlUnity.cmake: .../unity/TARGET_N.cc, first line MARKER, each #including several
+sources by their paths relative to the batch file) instead of the sources:
 clang-tidy, which checks one source at a time, would not find them. Writes
 BUILD_DIR/compdb/compile_commands.json, where each batch is replaced by one entry per source it
 includes, with the batch's command (the same flags: a batch holds one target's sources) and the
@@ -16,21 +17,28 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^#include "([^"]+)"\s*$')
+# The first line of a batch file (PROFCTL_UNITY_MARKER in cmake/ProfctlUnity.cmake).
+MARKER = "// profctl unity batch"
 
 
 def batch_sources(path):
-    """The sources a CMake unity batch file includes, in order."""
+    """The sources a batch file includes, in order, as absolute paths; None if it is no batch."""
     with open(path) as f:
-        return [m.group(1) for m in map(INCLUDE.match, f) if m]
+        if not f.readline().startswith(MARKER):
+            return None
+        here = os.path.dirname(path)
+        return [os.path.normpath(os.path.join(here, m.group(1)))
+                for m in map(INCLUDE.match, f) if m]
 
 
 def expand(entry):
     """One entry per source for a batch entry; the entry itself otherwise."""
     path = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
-    if "/Unity/unity_" not in path or not os.path.exists(path):
+    sources = batch_sources(path) if os.path.exists(path) else None
+    if sources is None:
         return [entry]
     out = []
-    for src in batch_sources(path):
+    for src in sources:
         e = dict(entry)
         e["file"] = src
         if "command" in e:
