@@ -23,12 +23,14 @@
 #include "report/proto_wire.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/trace_data.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
 namespace profctl::report {
 namespace {
 
+using ::profctl::test_data::DataPath;
 using ::profctl::testkit::IsOk;
 using ::profctl::testkit::StatusIs;
 using test_spaces::DerivedSpace;
@@ -406,8 +408,7 @@ TEST(PodPerfettoTraceTest, HostIndicesAreCheckedAndNothingIsWrittenUntilFinished
 // of the JSON is a slice of the Perfetto trace (name, process, track, start and duration to the
 // ns, arguments), every flow arrow and counter sample is there, and the file is smaller.
 TEST(PodPerfettoTraceTest, ARealCaptureHoldsWhatItsJsonTraceHolds) {
-  absl::StatusOr<std::string> bytes =
-      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
   ASSERT_THAT(bytes, IsOk());
   xspace::XSpace space;
   ASSERT_TRUE(space.ParseFromString(*bytes));

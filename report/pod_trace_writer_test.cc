@@ -21,9 +21,11 @@
 #include "report/pod_trace_test_spaces.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/trace_data.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_data::DataPath;
 using ::profctl::testkit::IsOk;
 
 namespace profctl::report {
@@ -450,8 +452,7 @@ TEST(PodTraceWriterTest, EveryFlowBindsToItsLaunchAndKernelInBothViewers) {
 // A real capture (an H100 PyTorch job, tests/data/traces): every launch -> kernel flow binds at
 // both ends in both viewers, to a launch and a device event of the same correlation id.
 TEST(PodTraceWriterTest, EveryFlowOfARealCaptureBindsInBothViewers) {
-  absl::StatusOr<std::string> bytes =
-      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
   ASSERT_THAT(bytes, IsOk());
   xspace::XSpace space;
   ASSERT_TRUE(space.ParseFromString(*bytes));

@@ -17,10 +17,12 @@
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
 #include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/derived_lines.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_data::DataPath;
 using ::profctl::testkit::IsOk;
 
 namespace profctl::testkit {
@@ -131,8 +133,7 @@ TEST_P(SyntheticFilesTest, EveryRankPassesTheXProfConformanceChecker) {
 // profctl's capture of a real PyTorch loop on an H100 (docs/gpu-verification.md, 2026-11-26):
 // the autograd thread's launches joined to their steps, every kernel named by its NVTX range.
 TEST(RealFilesTest, H100PyTorchCaptureConforms) {
-  absl::StatusOr<std::string> bytes =
-      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
   ASSERT_THAT(bytes, IsOk());
   xspace::XSpace space;
   ASSERT_TRUE(space.ParseFromString(*bytes));

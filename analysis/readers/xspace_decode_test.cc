@@ -28,11 +28,13 @@
 #include "synthetic/synthetic_job.h"
 #include "tests/status_matchers.h"
 #include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "xspace/xspace.h"
 
 namespace profctl::analysis {
 namespace {
 
+using ::profctl::test_data::DataPath;
 using ::profctl::testkit::IsOk;
 using tensorflow::profiler::XEvent;
 using tensorflow::profiler::XLine;
@@ -556,8 +558,7 @@ TEST(DecodeXSpaceHostTest, SyntheticJobsHealthyAndHungGiveWhatTheDecodedReadersG
 }
 
 TEST(DecodeXSpaceHostTest, ARealCaptureGivesWhatTheDecodedReadersGave) {
-  absl::StatusOr<std::string> bytes =
-      ReadFile(absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/h100_pytorch_steps.xplane.pb"));
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h100_pytorch_steps.xplane.pb"));
   ASSERT_THAT(bytes, IsOk());
   XSpace space;
   ASSERT_TRUE(space.ParseFromString(*bytes));

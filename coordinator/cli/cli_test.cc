@@ -33,7 +33,9 @@
 #include "tests/fake_executor.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
+#include "tests/trace_data.h"
 
+using ::profctl::test_data::DataPath;
 using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator {
@@ -633,8 +635,7 @@ TEST_F(CliTest, HostsWhoseTracesLackWhatWasAskedArePartialWithWhatAndHowMuch) {
 }
 
 TEST_F(CliTest, AnalyzePodTraceNeedsASessionFolder) {
-  EXPECT_EQ(Run({"analyze", PROFCTL_TRACE_DATA_DIR "/h100_pytorch_steps.xplane.pb", "--pod-trace"}),
-            kExitUsage);
+  EXPECT_EQ(Run({"analyze", DataPath("h100_pytorch_steps.xplane.pb"), "--pod-trace"}), kExitUsage);
   EXPECT_THAT(err_.str(), HasSubstr("--pod-trace needs one saved session folder"));
 }
 
@@ -957,11 +958,10 @@ TEST_F(CliTest, CaptureWritesTheBreakdownAndAnalyzeReRunsIt) {
 }
 
 TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/mixed";
   ASSERT_THAT(MakeDirs(dir), IsOk());
   ASSERT_THAT(
-      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(DataPath("rank3.pt.trace.json"))),
       IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": ["), IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/junk.xplane.pb", "\xff\xff not a proto"), IsOk());
@@ -973,7 +973,7 @@ TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
   EXPECT_TRUE(PathExists(out + "/pod_step_breakdown.json"));
   EXPECT_TRUE(PathExists(out + "/report.html"));
   // The gzip variant reads the same.
-  ASSERT_EQ(Run({"analyze", data + "/rank3.pt.trace.json.gz", "--csv"}), kExitOk) << err_.str();
+  ASSERT_EQ(Run({"analyze", DataPath("rank3.pt.trace.json.gz"), "--csv"}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("rank-3"));
 }
 
@@ -981,11 +981,10 @@ TEST_F(CliTest, AnalyzeReadsPyTorchTracesAndReportsBadFilesButKeepsTheOthers) {
 // analyze and lost the good rank beside it: now it is refused naming the file and the cap, the
 // good rank analysed, exit partial; the same with the tools' reader.
 TEST_F(CliTest, AnalyzeRefusesADeeplyNestedTraceAndKeepsTheOthers) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/deep";
   ASSERT_THAT(MakeDirs(dir), IsOk());
   ASSERT_THAT(
-      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(DataPath("rank3.pt.trace.json"))),
       IsOk());
   const std::string deep =
       absl::StrCat("{\"traceEvents\": ", std::string(100000, '['), std::string(100000, ']'), "}");
@@ -1003,11 +1002,10 @@ TEST_F(CliTest, AnalyzeRefusesADeeplyNestedTraceAndKeepsTheOthers) {
 // the flag; the good rank beside it is analysed (exit partial), by the tools' reader too; the
 // flag's value is checked.
 TEST_F(CliTest, AnalyzeRefusesAFileOverTheSizeCapAndKeepsTheOthers) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/big";
   ASSERT_THAT(MakeDirs(dir), IsOk());
   ASSERT_THAT(
-      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+      WriteFileAtomically(dir + "/r3.pt.trace.json", *ReadFile(DataPath("rank3.pt.trace.json"))),
       IsOk());
   const std::string big =
       absl::StrCat("{\"traceEvents\": [", std::string((1 << 20) + 1, ' '), "]}");
@@ -1029,15 +1027,14 @@ TEST_F(CliTest, AnalyzeRefusesAFileOverTheSizeCapAndKeepsTheOthers) {
 // `torch.profiler`'s export_chrome_trace is usually given "trace.json", any name really: the
 // file is read by what it holds, gzipped or not, and an XSpace under another name too.
 TEST_F(CliTest, AnalyzeReadsATraceByItsContentWhateverItsName) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/names";
   ASSERT_THAT(MakeDirs(dir), IsOk());
-  ASSERT_THAT(WriteFileAtomically(dir + "/trace.json", *ReadFile(data + "/rank3.pt.trace.json")),
+  ASSERT_THAT(WriteFileAtomically(dir + "/trace.json", *ReadFile(DataPath("rank3.pt.trace.json"))),
               IsOk());
-  ASSERT_THAT(WriteFileAtomically(dir + "/export", *ReadFile(data + "/rank3.pt.trace.json.gz")),
+  ASSERT_THAT(WriteFileAtomically(dir + "/export", *ReadFile(DataPath("rank3.pt.trace.json.gz"))),
               IsOk());
   ASSERT_THAT(
-      WriteFileAtomically(dir + "/h100.bin", *ReadFile(data + "/h100_pytorch_steps.xplane.pb")),
+      WriteFileAtomically(dir + "/h100.bin", *ReadFile(DataPath("h100_pytorch_steps.xplane.pb"))),
       IsOk());
   for (const char* name : {"trace.json", "export"}) {
     ASSERT_EQ(Run({"analyze", dir + "/" + name, "--csv"}), kExitOk) << name << err_.str();
@@ -1054,13 +1051,12 @@ TEST_F(CliTest, AnalyzeReadsATraceByItsContentWhateverItsName) {
 // A folder of traces under other names (HTA's test data: rank-0.json.gz, base.json.gz): each
 // trace is read by what it holds, and every file that is not read is named with why.
 TEST_F(CliTest, AnalyzeOfAFolderReadsTracesOfAnyNameAndNamesEveryFileItSkips) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/mixed";
   ASSERT_THAT(MakeDirs(dir + "/sub"), IsOk());
   ASSERT_THAT(
-      WriteFileAtomically(dir + "/rank-0.json.gz", *ReadFile(data + "/rank3.pt.trace.json.gz")),
+      WriteFileAtomically(dir + "/rank-0.json.gz", *ReadFile(DataPath("rank3.pt.trace.json.gz"))),
       IsOk());
-  ASSERT_THAT(WriteFileAtomically(dir + "/base.json", *ReadFile(data + "/rank3.pt.trace.json")),
+  ASSERT_THAT(WriteFileAtomically(dir + "/base.json", *ReadFile(DataPath("rank3.pt.trace.json"))),
               IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/et.json", "{\"schema\": \"1.0.1\", \"nodes\": []}"),
               IsOk());
@@ -1090,10 +1086,9 @@ TEST_F(CliTest, AnalyzeOfAFolderReadsTracesOfAnyNameAndNamesEveryFileItSkips) {
 // --json lists every file that failed and why; two files of one rank are both kept, warned
 // about by name, never renamed silently.
 TEST_F(CliTest, AnalyzeJsonListsFailedFilesAndWarnsOfDuplicateRanks) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
   const std::string dir = tmp_.path() + "/dups";
   ASSERT_THAT(MakeDirs(dir), IsOk());
-  const std::string rank3 = *ReadFile(data + "/rank3.pt.trace.json");
+  const std::string rank3 = *ReadFile(DataPath("rank3.pt.trace.json"));
   ASSERT_THAT(WriteFileAtomically(dir + "/a.pt.trace.json", rank3), IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/b.pt.trace.json", rank3), IsOk());
   ASSERT_THAT(WriteFileAtomically(dir + "/broken.pt.trace.json", "{\"traceEvents\": ["), IsOk());
@@ -1132,8 +1127,7 @@ TEST_F(CliTest, AnalyzeJsonListsFailedFilesAndWarnsOfDuplicateRanks) {
 }
 
 TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
-  const std::string trace = data + "/rank3.pt.trace.json.gz";
+  const std::string trace = DataPath("rank3.pt.trace.json.gz");
   ASSERT_EQ(Run({"analyze", trace, "--tool=kernel_stats", "--csv"}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("aten::linear,168,213072"));  // kernel, its op, the numbers
   EXPECT_EQ(Run({"analyze", trace, "--tool=bogus"}), kExitUsage);
@@ -1152,7 +1146,7 @@ TEST_F(CliTest, AnalyzeRunsTheProfilerToolsOnAPyTorchTrace) {
 }
 
 TEST_F(CliTest, AnalyzeOpStatsIncludeIdleAddsTheIdleRow) {
-  const std::string trace = absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/rank3.pt.trace.json.gz");
+  const std::string trace = DataPath("rank3.pt.trace.json.gz");
   ASSERT_EQ(Run({"analyze", trace, "--tool=op_stats", "--json"}), kExitOk) << err_.str();
   EXPECT_THAT(out_.str(), HasSubstr("\"include_idle\": false"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("\"name\": \"IDLE\"")));
@@ -1245,9 +1239,8 @@ TEST_F(CliTest, DiffComparesTwoSessionsAndNamesTheStragglerChange) {
 // single-GPU torch.profiler run named by its file: different names, one host a side, paired one
 // to one; their categories compared, and the copies and memsets in the kernel list.
 TEST_F(CliTest, DiffPairsTheTwoH100FixturesAndListsTheirCopiesAndMemsets) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
-  const std::string a = data + "/rank3.pt.trace.json";
-  const std::string b = data + "/h100_torch_profiler.pt.trace.json.gz";
+  const std::string a = DataPath("rank3.pt.trace.json");
+  const std::string b = DataPath("h100_torch_profiler.pt.trace.json.gz");
   ASSERT_EQ(Run({"diff", a, b, "--json", "--top=50"}), kExitOk) << err_.str();
   google::protobuf::Struct json;
   ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
@@ -1293,10 +1286,9 @@ TEST_F(CliTest, DiffPairsTheTwoH100FixturesAndListsTheirCopiesAndMemsets) {
 }
 
 TEST_F(CliTest, DiffOfTwoTraceFilesAndItsUsageErrors) {
-  const std::string data = PROFCTL_TRACE_DATA_DIR;
-  const std::string plain = data + "/rank3.pt.trace.json";
+  const std::string plain = DataPath("rank3.pt.trace.json");
   // The same trace, gzipped or not: nothing changed.
-  ASSERT_EQ(Run({"diff", plain, data + "/rank3.pt.trace.json.gz", "--json"}), kExitOk)
+  ASSERT_EQ(Run({"diff", plain, DataPath("rank3.pt.trace.json.gz"), "--json"}), kExitOk)
       << err_.str();
   google::protobuf::Struct json;
   ASSERT_THAT(google::protobuf::util::JsonStringToMessage(out_.str(), &json), IsOk()) << out_.str();
@@ -1402,7 +1394,7 @@ TEST_F(CliTest, AnalyzeRefusesAHugeManifestBeforeReadingIt) {
 // beside a good trace a FIFO named like a trace and a link to /dev/zero named like one (each
 // named, the good host analysed: partial). The same through `diff`.
 TEST_F(CliTest, AnalyzeAndDiffRefuseWhatIsNotARegularFile) {
-  const std::string plain = std::string(PROFCTL_TRACE_DATA_DIR) + "/rank3.pt.trace.json";
+  const std::string plain = DataPath("rank3.pt.trace.json");
   const std::string zero_session = tmp_.path() + "/zero";
   ASSERT_THAT(MakeDirs(zero_session), IsOk());
   ASSERT_EQ(symlink("/dev/zero", (zero_session + "/session.json").c_str()), 0);
@@ -1467,7 +1459,7 @@ TEST_F(CliTest, SessionsNamesAManifestThatIsNotARegularFileAndListsTheRest) {
 // trace is read (a usage error), leaving it as it was: a FIFO, a directory, a symbolic link and
 // a read-only file.
 TEST_F(CliTest, DiffHtmlReplacesOnlyARegularFile) {
-  const std::string plain = std::string(PROFCTL_TRACE_DATA_DIR) + "/rank3.pt.trace.json";
+  const std::string plain = DataPath("rank3.pt.trace.json");
   const std::string page = tmp_.path() + "/diff.html";
   ASSERT_THAT(WriteFileAtomically(page, "old"), IsOk());
   EXPECT_EQ(Run({"diff", plain, plain, "--html=" + page}), kExitOk) << err_.str();
