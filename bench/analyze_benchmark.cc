@@ -70,6 +70,7 @@
 #include "report/breakdown_writers.h"
 #include "synthetic/synthetic_job.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/build_paths.h"
 #include "xspace/xspace.h"
 
 extern char** environ;
@@ -782,7 +783,7 @@ int Main(int argc, char** argv) {
   }
   DataKnobs knobs;
   std::string dir = "/tmp/profctl_analyze_bench";
-  std::string profctl = PROFCTL_CLI_BINARY;
+  std::string profctl = test_paths::CliBinary();
   int64_t runs = 3, threads = 1;
   bool out_run = true, phases = true, regenerate = false;
   FlagSet fs("analyze_benchmark " + mode);

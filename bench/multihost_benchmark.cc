@@ -70,6 +70,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "profctl/v1/session.pb.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/build_paths.h"
 #include "tests/loopback.h"
 #include "tests/tcp_proxy.h"
 #include "xspace/xspace.h"
@@ -82,8 +83,8 @@ namespace {
 using testkit::TcpProxy;
 
 struct Paths {
-  std::string agent = PROFCTL_AGENT_BINARY;
-  std::string profctl = PROFCTL_CLI_BINARY;
+  std::string agent = test_paths::AgentBinary();
+  std::string profctl = test_paths::CliBinary();
   std::string scratch;
   std::string keep;  // copy each scale run's session.json and profctl stderr here
   // Scale: agents (and the proxies) on CPU 1, profctl on CPU 0, so the coordinator's own cost is

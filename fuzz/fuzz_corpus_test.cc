@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/build_paths.h"
 
 #define PROFCTL_FUZZ_TARGET(name)                                                     \
   extern "C" int ProfctlFuzz_##name##_TestOneInput(const uint8_t* data, size_t size); \
@@ -92,7 +93,7 @@ void PrintTo(const FuzzTarget& target, std::ostream* os) { *os << target.name; }
 class FuzzCorpusTest : public ::testing::TestWithParam<FuzzTarget> {};
 
 TEST_P(FuzzCorpusTest, EveryCommittedInputRunsWithoutACrash) {
-  const std::string dir = std::string(PROFCTL_FUZZ_CORPUS_DIR) + "/" + GetParam().name;
+  const std::string dir = test_paths::SourcePath("fuzz/corpus/") + GetParam().name;
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir << " is missing";
   EXPECT_GT(Replay(GetParam(), dir), 0) << dir << " holds no input";
 }
@@ -104,7 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Targets, FuzzCorpusTest, ::testing::ValuesIn(kTargets),
 
 // Every fuzz/corpus/ folder belongs to a target, so none is silently left out of the replay.
 TEST(FuzzCorpusTest, EveryCorpusFolderHasATarget) {
-  for (const auto& entry : std::filesystem::directory_iterator(PROFCTL_FUZZ_CORPUS_DIR)) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(test_paths::SourcePath("fuzz/corpus"))) {
     const std::string name = entry.path().filename().string();
     EXPECT_TRUE(std::any_of(std::begin(kTargets), std::end(kTargets),
                             [&](const FuzzTarget& t) { return name == t.name; }))

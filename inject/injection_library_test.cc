@@ -20,6 +20,7 @@
 
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
+#include "tests/build_paths.h"
 
 namespace profctl::inject {
 namespace {
@@ -63,7 +64,7 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   ASSERT_GE(err_fd, 0);
   dup2(err_fd, 2);
 
-  void* lib = dlopen(PROFCTL_INJECT_SO, RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   using Entry = int (*)();
   auto init = reinterpret_cast<Entry>(dlsym(lib, "InitializeInjection"));

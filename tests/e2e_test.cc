@@ -31,6 +31,7 @@
 #include "profctl/v1/session.pb.h"
 #include "report/perfetto_trace_check.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/build_paths.h"
 #include "tests/loopback.h"
 #include "tests/session_window.h"
 #include "tests/status_matchers.h"
@@ -40,6 +41,8 @@
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_paths::AgentBinary;
+using ::profctl::test_paths::CliBinary;
 using ::profctl::testkit::IsOk;
 
 extern char** environ;
@@ -177,7 +180,7 @@ class EndToEndTest : public ::testing::Test {
   std::pair<pid_t, std::string> StartLongDemo(const std::string& logdir) {
     const std::string work_dir = scratch_ + "/demo-agents";
     const pid_t pid = SpawnProcess(
-        {PROFCTL_CLI_BINARY, "demo", absl::StrCat("--workers=", kDemoWorkers), "--duration=30000",
+        {CliBinary(), "demo", absl::StrCat("--workers=", kDemoWorkers), "--duration=30000",
          "--step-ms=20", "--session=int", "--logdir=" + logdir, "--work-dir=" + work_dir},
         scratch_, /*own_group=*/true);
     EXPECT_GT(pid, 0);
@@ -203,7 +206,7 @@ class EndToEndTest : public ::testing::Test {
   std::string StartAgent(coordinator::LocalAgents& agents, int rank, const std::string& knobs,
                          int64_t skew_ms) {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", rank, ".port");
-    EXPECT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+    EXPECT_THAT(agents.Spawn(AgentBinary(),
                              {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                               absl::StrCat("--name=worker-", rank), "--synthetic=" + knobs,
                               absl::StrCat("--clock-skew-ms=", skew_ms), "--log-level=warn"}),
@@ -359,13 +362,13 @@ TEST_F(EndToEndTest, CapturesRealAgentsAlignsThemAndKeepsPartialResults) {
 }
 
 TEST_F(EndToEndTest, BinariesAnswerBadInputWithExitCode2) {
-  ProcessResult r = RunProcess({PROFCTL_AGENT_BINARY, "--port=-1"}, scratch_);
+  ProcessResult r = RunProcess({AgentBinary(), "--port=-1"}, scratch_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profctl-agent: --port=-1 is not in 0..65535"));
-  r = RunProcess({PROFCTL_AGENT_BINARY, "--synthetic=world=2,rank=9"}, scratch_);
+  r = RunProcess({AgentBinary(), "--synthetic=world=2,rank=9"}, scratch_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("rank=9 is out of range"));
-  r = RunProcess({PROFCTL_CLI_BINARY, "capture", "--workers=h:0"}, scratch_);
+  r = RunProcess({CliBinary(), "capture", "--workers=h:0"}, scratch_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profctl capture: worker 'h:0': port '0'"));
 }
@@ -374,8 +377,7 @@ TEST_F(EndToEndTest, AgentRefusesAPortThatIsTaken) {
   coordinator::LocalAgents agents(scratch_);
   const std::string address = StartAgent(agents, 0, "", 0);
   const std::string port = address.substr(address.find(':') + 1);
-  ProcessResult r =
-      RunProcess({PROFCTL_AGENT_BINARY, "--bind=127.0.0.1", "--port=" + port}, scratch_);
+  ProcessResult r = RunProcess({AgentBinary(), "--bind=127.0.0.1", "--port=" + port}, scratch_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot listen on 127.0.0.1:" + port));
 }
@@ -384,8 +386,8 @@ TEST_F(EndToEndTest, CtrlCCancelsTheCaptureAndSavesWhatWasRecorded) {
   coordinator::LocalAgents agents(scratch_);
   const std::string worker = StartAgent(agents, 0, "step_ms=20", 0);
   const std::string logdir = scratch_ + "/logs";
-  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + worker,
-                                  "--duration=30000", "--session=int", "--logdir=" + logdir},
+  const pid_t pid = SpawnProcess({CliBinary(), "capture", "--workers=" + worker, "--duration=30000",
+                                  "--session=int", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitUntilRecording(pid, logdir, "int"));
@@ -419,7 +421,7 @@ TEST_F(EndToEndTest, CtrlCWhileATraceIsOnItsWayKeepsTheSavedOnesAndWritesNoPodOu
   // --tolerance: lateness on 2 loaded cores is not what this test checks (a 20-run campaign
   // beside two busy loops once saw the fast host start over 5 ms late: `incomplete`, late).
   const pid_t pid =
-      SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + fast + "," + (*proxy)->address(),
+      SpawnProcess({CliBinary(), "capture", "--workers=" + fast + "," + (*proxy)->address(),
                     "--duration=1500", "--tolerance=500", "--session=int", "--logdir=" + logdir},
                    scratch_);
   ASSERT_GT(pid, 0);
@@ -466,7 +468,7 @@ TEST_F(EndToEndTest, ASecondCtrlCDuringTheGracefulStopQuitsAtOnce) {
       testkit::TcpProxy::Start("127.0.0.1", std::stoi(worker.substr(worker.rfind(':') + 1)));
   ASSERT_THAT(proxy, IsOk());
   const std::string logdir = scratch_ + "/logs";
-  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + (*proxy)->address(),
+  const pid_t pid = SpawnProcess({CliBinary(), "capture", "--workers=" + (*proxy)->address(),
                                   "--duration=30000", "--session=int", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
@@ -502,8 +504,8 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
   coordinator::LocalAgents agents(scratch_);
   const std::string worker = StartAgent(agents, 0, "step_ms=20", 0);
   const std::string logdir = scratch_ + "/logs";
-  const pid_t pid = SpawnProcess({PROFCTL_CLI_BINARY, "capture", "--workers=" + worker,
-                                  "--duration=30000", "--session=killed", "--logdir=" + logdir},
+  const pid_t pid = SpawnProcess({CliBinary(), "capture", "--workers=" + worker, "--duration=30000",
+                                  "--session=killed", "--logdir=" + logdir},
                                  scratch_);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitUntilRecording(pid, logdir, "killed"));
@@ -519,10 +521,10 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
   EXPECT_EQ(m.hosts(0).address(), worker);
 
   // The next capture into the log dir (here of an unreachable worker: it only needs to start).
-  ProcessResult next = RunProcess(
-      {PROFCTL_CLI_BINARY, "capture", "--workers=127.0.0.1:" + std::to_string(ClosedPort()),
-       "--duration=10", "--session=next", "--logdir=" + logdir},
-      scratch_);
+  ProcessResult next =
+      RunProcess({CliBinary(), "capture", "--workers=127.0.0.1:" + std::to_string(ClosedPort()),
+                  "--duration=10", "--session=next", "--logdir=" + logdir},
+                 scratch_);
   EXPECT_THAT(next.err, HasSubstr("killed: abandoned by coordinator pid"));
   ASSERT_THAT(google::protobuf::util::JsonStringToMessage(ReadFile(manifest).value_or(""), &m),
               IsOk());
@@ -539,7 +541,7 @@ TEST_F(EndToEndTest, KilledCoordinatorLeavesAFolderThatSaysWhatItHolds) {
 }
 
 TEST_F(EndToEndTest, DemoRunsTheEmbeddedDefault) {
-  ProcessResult r = RunProcess({PROFCTL_CLI_BINARY, "demo", "--workers=3", "--duration=1200",
+  ProcessResult r = RunProcess({CliBinary(), "demo", "--workers=3", "--duration=1200",
                                 "--logdir=" + scratch_ + "/demo", "--session=d"},
                                scratch_);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -612,13 +614,13 @@ TEST_F(EndToEndTest, DemoKilledOutrightTakesItsAgentsWithIt) {
 TEST_F(EndToEndTest, AgentServesBeyondLoopbackOnlyWithClientAuthenticationOrInsecure) {
   const std::string port_file = scratch_ + "/insecure.port";
   ProcessResult r = RunProcess(
-      {PROFCTL_AGENT_BINARY, "--bind=0.0.0.0", "--port=0", "--port-file=" + port_file}, scratch_);
+      {AgentBinary(), "--bind=0.0.0.0", "--port=0", "--port-file=" + port_file}, scratch_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--bind=0.0.0.0 without client authentication would let anyone"));
   EXPECT_FALSE(PathExists(port_file));
   coordinator::LocalAgents agents(scratch_);
-  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY, {"--insecure", "--port=0",
-                                                  "--port-file=" + port_file, "--log-level=warn"}),
+  ASSERT_THAT(agents.Spawn(AgentBinary(), {"--insecure", "--port=0", "--port-file=" + port_file,
+                                           "--log-level=warn"}),
               IsOk());
   absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
   ASSERT_THAT(port, IsOk());
@@ -637,7 +639,7 @@ TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
   for (const std::string& token_file : {certs.token_file, certs.wrong_token_file}) {
     const size_t i = workers.size();
     const std::string port_file = absl::StrCat(scratch_, "/tls-", i, ".port");
-    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+    ASSERT_THAT(agents.Spawn(AgentBinary(),
                              {"--bind=127.0.0.1", "--port=0", "--port-file=" + port_file,
                               absl::StrCat("--name=secure-", i), "--tls-cert=" + certs.server_cert,
                               "--tls-key=" + certs.server_key, "--token-file=" + token_file,
@@ -648,11 +650,11 @@ TEST_F(EndToEndTest, CaptureOverTlsWithATokenAndAWrongTokenFailsOnlyThatHost) {
     workers.push_back(absl::StrCat("127.0.0.1:", *port));
   }
   // The profctl binary (its main wires the flags to its clients).
-  ProcessResult r = RunProcess({PROFCTL_CLI_BINARY, "ping", "--workers=" + workers[0],
+  ProcessResult r = RunProcess({CliBinary(), "ping", "--workers=" + workers[0],
                                 "--tls-ca=" + certs.ca_cert, "--token-file=" + certs.token_file},
                                scratch_);
   EXPECT_EQ(r.exit_code, coordinator::kExitOk) << r.out << r.err;
-  r = RunProcess({PROFCTL_CLI_BINARY, "ping", "--workers=" + workers[0]}, scratch_);
+  r = RunProcess({CliBinary(), "ping", "--workers=" + workers[0]}, scratch_);
   EXPECT_EQ(r.exit_code, coordinator::kExitFailed) << r.out << r.err;
 
   coordinator::GrpcAgentClientFactory clients({.clock = &clock_});

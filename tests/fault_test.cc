@@ -31,6 +31,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/build_paths.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
 #include "tests/session_window.h"
@@ -38,6 +39,7 @@
 #include "tests/tcp_proxy.h"
 #include "tests/temp_dir.h"
 
+using ::profctl::test_paths::AgentBinary;
 using ::profctl::testkit::IsOk;
 
 namespace profctl {
@@ -80,7 +82,7 @@ class FaultTest : public ::testing::Test {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", spawned_, ".port");
     EXPECT_THAT(
         agents_.Spawn(
-            PROFCTL_AGENT_BINARY,
+            AgentBinary(),
             {absl::StrCat("--port=", port), "--bind=127.0.0.1", "--port-file=" + port_file,
              absl::StrCat("--name=worker-", rank),
              absl::StrCat("--synthetic=world=2,step_ms=10,gpus=4,kernels_per_step=64,rank=", rank),

@@ -22,6 +22,7 @@
 #include "profctl/v1/agent.grpc.pb.h"
 #include "profctl/v1/session.pb.h"
 #include "synthetic/synthetic_job.h"
+#include "tests/build_paths.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
@@ -30,6 +31,7 @@
 namespace profctl {
 namespace {
 
+using ::profctl::test_paths::AgentBinary;
 using ::profctl::testkit::IsOk;
 using ::testing::HasSubstr;
 
@@ -82,7 +84,7 @@ TEST(FlightRecorderE2eTest, ASnapshotAfterASlowdownHoldsTheSlowStepsOfEveryHost)
       args.push_back("--flight-recorder=30");
       args.push_back("--flight-recorder-mb=16");
     }
-    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY, args), IsOk());
+    ASSERT_THAT(agents.Spawn(AgentBinary(), args), IsOk());
   }
   const std::vector<std::string> workers = WaitForAgents(agents, scratch, 3, clock);
   ASSERT_EQ(workers.size(), 3u);
@@ -168,7 +170,7 @@ TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
   constexpr int kFactor = 5;
   coordinator::LocalAgents agents(scratch);
   for (int r = 0; r < 3; ++r) {
-    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+    ASSERT_THAT(agents.Spawn(AgentBinary(),
                              {"--port=0", "--bind=127.0.0.1", "--port-file=" + PortFile(scratch, r),
                               absl::StrCat("--name=worker-", r), "--log-level=warn",
                               absl::StrCat("--synthetic=", job, ",rank=", r),

@@ -41,6 +41,7 @@
 #include "profctl/v1/session.pb.h"
 #include "report/perfetto_trace_check.h"
 #include "tensorflow/profiler/xplane.pb.h"
+#include "tests/build_paths.h"
 #include "tests/in_process_capture.h"
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
@@ -48,6 +49,7 @@
 #include "tests/temp_dir.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_paths::AgentBinary;
 using ::profctl::testkit::IsOk;
 
 namespace profctl {
@@ -170,7 +172,7 @@ TEST_F(MultiHostTest, AlignsSkewedHostsBehindAsymmetricPathsToOneTimeline) {
   std::vector<int> ports;
   for (int r = 0; r < kHosts; ++r) {
     const std::string port_file = absl::StrCat(scratch_, "/agent-", r, ".port");
-    ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+    ASSERT_THAT(agents.Spawn(AgentBinary(),
                              {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                               absl::StrCat("--name=worker-", r),
                               absl::StrCat("--synthetic=", kJob, ",rank=", r),
@@ -278,7 +280,7 @@ TEST_F(MultiHostTest, EngineEndsCleanlyWhileAnAbandonedHostsRpcsAreInFlight) {
   for (int r = 0; r < 2; ++r) {
     const std::string port_file = absl::StrCat(scratch_, "/a", r, ".port");
     ASSERT_THAT(
-        agents.Spawn(PROFCTL_AGENT_BINARY,
+        agents.Spawn(AgentBinary(),
                      {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                       absl::StrCat("--name=w", r),
                       absl::StrCat("--synthetic=world=2,step_ms=20,rank=", r), "--log-level=warn"}),
@@ -333,7 +335,7 @@ TEST_F(MultiHostTest, ADefaultCaptureSavesAHostBehindASlowHealthyLink) {
   for (int r = 0; r < kHosts; ++r) {
     const std::string port_file = absl::StrCat(scratch_, "/slow-", r, ".port");
     ASSERT_THAT(
-        agents.Spawn(PROFCTL_AGENT_BINARY,
+        agents.Spawn(AgentBinary(),
                      {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                       absl::StrCat("--name=w", r),
                       absl::StrCat("--synthetic=world=3,step_ms=20,rank=", r), "--log-level=warn"}),
@@ -388,7 +390,7 @@ TEST_F(MultiHostTest, CapturesHundredsOfEndpointsPastDeadAndHungOnes) {
   constexpr int64_t kSpreadMs = 2000;
   coordinator::LocalAgents agents(scratch_);
   const std::string port_file = scratch_ + "/agents.port";
-  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
+  ASSERT_THAT(agents.Spawn(AgentBinary(),
                            {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
                             absl::StrCat("--endpoints=", kEndpoints),
                             absl::StrCat("--endpoint-skew-spread-ms=", kSpreadMs),

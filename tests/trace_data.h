@@ -5,17 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-
-#ifndef PROFCTL_TRACE_DATA_DIR
-#error "tests/trace_data.h needs PROFCTL_TRACE_DATA_DIR (the test target's compile definition)"
-#endif
+#include "tests/build_paths.h"
 
 namespace profctl::test_data {
 
-// The path of a checked-in trace under tests/data/traces. Defined once: the test build compiles
-// several test files as one unit (PROFCTL_UNITY_BUILD).
+// The path of a checked-in trace under tests/data/traces.
 inline std::string DataPath(absl::string_view name) {
-  return absl::StrCat(PROFCTL_TRACE_DATA_DIR, "/", name);
+  return test_paths::SourcePath(absl::StrCat("tests/data/traces/", name));
 }
 
 }  // namespace profctl::test_data

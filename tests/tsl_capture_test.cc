@@ -26,6 +26,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/session.pb.h"
+#include "tests/build_paths.h"
 #include "tests/fake_tsl_server.h"
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
@@ -33,6 +34,7 @@
 #include "tests/test_time.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_paths::AgentBinary;
 using ::profctl::testkit::IsOk;
 
 namespace profctl {
@@ -305,7 +307,7 @@ TEST_F(TslCaptureTest, AgentsAndTslServersInOneSessionOnOneTimeline) {
     const std::string port_file = absl::StrCat(tmp_.path(), "/agent-", rank, ".port");
     ASSERT_THAT(
         agents.Spawn(
-            PROFCTL_AGENT_BINARY,
+            AgentBinary(),
             {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
              absl::StrCat("--name=rank-", rank), absl::StrCat("--synthetic=", job, ",rank=", rank),
              rank == 4 ? "--clock-skew-ms=-300" : "--clock-skew-ms=0", "--log-level=warn"}),
@@ -379,12 +381,12 @@ TEST_F(TslCaptureTest, TracerLevelsReachGrpcWorkersAndAgentsTslServers) {
   FakeTslServer remote_server({.shape = Shape::kInlineXSpace, .job = Job(1, 2, 0)});
   coordinator::LocalAgents agents(tmp_.path());
   const std::string port_file = tmp_.path() + "/agent.port";
-  ASSERT_THAT(agents.Spawn(PROFCTL_AGENT_BINARY,
-                           {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
-                            "--name=rank-0", absl::StrCat("--synthetic=", job, ",rank=0"),
-                            "--tsl-local=" + testkit::LoopbackAddress(local_server.port()),
-                            "--log-level=warn"}),
-              IsOk());
+  ASSERT_THAT(
+      agents.Spawn(AgentBinary(), {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file,
+                                   "--name=rank-0", absl::StrCat("--synthetic=", job, ",rank=0"),
+                                   "--tsl-local=" + testkit::LoopbackAddress(local_server.port()),
+                                   "--log-level=warn"}),
+      IsOk());
   absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
   ASSERT_THAT(port, IsOk());
   SessionManifest m;

@@ -1,5 +1,5 @@
 // Tests of the trace readers (xspace_reader.h, kineto_reader.h) and their shared naming rules
-// (op_classify.h). Golden inputs live in tests/data/traces/ (PROFCTL_TRACE_DATA_DIR).
+// (op_classify.h). Golden inputs live in tests/data/traces/ (tests/trace_data.h).
 #include <algorithm>
 #include <cstdint>
 #include <string>

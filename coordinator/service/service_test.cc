@@ -24,10 +24,12 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/build_paths.h"
 #include "tests/fake_agent.h"
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 
+using ::profctl::test_paths::SourcePath;
 using ::profctl::testkit::IsOk;
 
 namespace profctl::coordinator::service {
@@ -852,7 +854,7 @@ TEST_F(ServiceTest, AStartUpMarksSessionsAnEarlierCoordinatorLeftRunning) {
 
 TEST(ExampleConfigTest, TheShippedCoordinatorYamlParses) {
   absl::StatusOr<schedule::CoordinatorConfig> c =
-      schedule::LoadCoordinatorConfig(PROFCTL_SOURCE_DIR "/examples/coordinator.yaml");
+      schedule::LoadCoordinatorConfig(SourcePath("examples/coordinator.yaml"));
   ASSERT_THAT(c, IsOk());
   ASSERT_EQ(c->schedules.size(), 4u);
   EXPECT_EQ(c->schedules[1].targets.kind, schedule::TargetsKind::kDns);
@@ -865,8 +867,7 @@ TEST(ExampleConfigTest, TheShippedCoordinatorYamlParses) {
 // see YAML), each with an hourly and a triggered schedule.
 TEST(ExampleConfigTest, TheKubernetesCoordinatorConfigsParse) {
   for (const char* overlay : {"base", "overlays/dev", "overlays/production"}) {
-    const std::string path =
-        absl::StrCat(PROFCTL_SOURCE_DIR "/deploy/k8s/", overlay, "/coordinator.yaml");
+    const std::string path = SourcePath(absl::StrCat("deploy/k8s/", overlay, "/coordinator.yaml"));
     absl::StatusOr<schedule::CoordinatorConfig> c = schedule::LoadCoordinatorConfig(path);
     ASSERT_THAT(c, IsOk());
     ASSERT_EQ(c->schedules.size(), 2u) << path;

@@ -18,11 +18,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inject/record_batch_writer.h"
+#include "tests/build_paths.h"
 #include "tests/status_matchers.h"
 #include "tests/test_time.h"
 #include "tests/xprof_conformance.h"
 #include "xspace/xspace.h"
 
+using ::profctl::test_paths::SourcePath;
 using ::profctl::testkit::IsOk;
 
 namespace profctl::agent::cupti {
@@ -920,8 +922,7 @@ TEST(CuptiXSpaceTest, OpNamesAreTensorFlowOpNames) {
 
 TEST(CuptiXSpaceTest, FuzzSeedsParseAndBuild) {
   for (const char* seed : {"empty.bin", "small.bin", "old_device.bin"}) {
-    std::ifstream in(std::string(PROFCTL_FUZZ_CORPUS_DIR) + "/cupti_record_batch/" + seed,
-                     std::ios::binary);
+    std::ifstream in(SourcePath("fuzz/corpus/cupti_record_batch/") + seed, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(bytes.empty()) << seed;
     absl::StatusOr<RecordBatch> b = ParseRecordBatch(bytes);
