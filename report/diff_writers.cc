@@ -326,6 +326,182 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
   out->append("</tbody></table></div>\n");
 }
 
+// "headline": the one change that matters most, in words and numbers.
+void WriteHeadline(JsonOut& j, const analysis::DiffHeadline& headline) {
+  j.Key("headline");
+  j.BeginObject();
+  j.Key("sentence");
+  j.String(headline.sentence);
+  j.Key("what");
+  j.String(HeadlineWhat(headline.what));
+  j.Key("name");
+  j.StringOrNull(headline.name);
+  j.Key("ms_per_step");
+  if (headline.what == analysis::DiffHeadline::What::kNothing) {
+    j.Null();
+  } else {
+    WriteChange(j, headline.ns_per_step, /*ms=*/true);
+  }
+  j.Key("count_per_step");
+  if (headline.milli_count_per_step.a < 0) {
+    j.Null();
+  } else {
+    j.BeginObject();
+    j.Key("a");
+    j.Double(static_cast<double>(headline.milli_count_per_step.a) / 1000.0, 3);
+    j.Key("b");
+    j.Double(static_cast<double>(headline.milli_count_per_step.b) / 1000.0, 3);
+    j.EndObject();
+  }
+  j.EndObject();
+}
+
+// "pairing": how hosts of A were paired with hosts of B.
+void WritePairing(JsonOut& j, const analysis::Diff& d) {
+  j.Key("pairing");
+  j.BeginObject();
+  j.Key("method");
+  j.StringOrNull(analysis::HostPairingName(d.pairing));
+  j.Key("note");
+  j.StringOrNull(d.pairing_note);
+  j.EndObject();
+}
+
+// "pod": steps, step time, hosts and categories of the whole pod, A against B.
+void WritePod(JsonOut& j, const analysis::Diff& d) {
+  j.Key("pod");
+  j.BeginObject();
+  j.Key("steps");
+  WriteChange(j, d.pod_steps, /*ms=*/false);
+  j.Key("step_time_ms");
+  WriteChange(j, d.pod_step_time_ns, /*ms=*/true);
+  j.Key("hosts");
+  WriteChange(j, d.pod_hosts, /*ms=*/false);
+  j.Key("categories_ms");
+  j.BeginObject();
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    j.Key(analysis::CategoryName(static_cast<Category>(c)));
+    WriteChange(j, d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
+  }
+  j.EndObject();
+  j.EndObject();
+}
+
+// "straggler" and "consistently_slow".
+void WriteStragglers(JsonOut& j, const analysis::Diff& d) {
+  j.Key("straggler");
+  j.BeginObject();
+  j.Key("a");
+  WriteStraggler(j, d.straggler_a);
+  j.Key("b");
+  WriteStraggler(j, d.straggler_b);
+  j.Key("changed");
+  j.Bool(d.straggler_changed);
+  j.Key("cause_changed");
+  j.Bool(d.cause_changed);
+  j.EndObject();
+  j.Key("consistently_slow");
+  j.BeginObject();
+  j.Key("a");
+  WriteStrings(j, d.consistently_slow_a);
+  j.Key("b");
+  WriteStrings(j, d.consistently_slow_b);
+  j.EndObject();
+}
+
+// "stands_out": hosts whose category stood out, in A, in B or both.
+void WriteStandsOut(JsonOut& j, const std::vector<analysis::OutlierDiff>& outliers) {
+  j.Key("stands_out");
+  j.BeginArray();
+  for (const analysis::OutlierDiff& o : outliers) {
+    j.BeginObject();
+    j.Key("host");
+    j.String(o.host);
+    j.Key("category");
+    j.String(analysis::CategoryName(o.category));
+    j.Key("in_a");
+    j.Bool(o.in_a);
+    j.Key("in_b");
+    j.Bool(o.in_b);
+    j.Key("median_excess_ms");
+    WriteChange(j, o.median_excess_ns, /*ms=*/true, o.in_a, o.in_b);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
+// One host of "hosts", A against B.
+void WriteHostDiff(JsonOut& j, const analysis::HostDiff& h) {
+  j.BeginObject();
+  j.Key("host");
+  j.String(h.host);
+  j.Key("host_a");
+  j.StringOrNull(h.host_a);
+  j.Key("host_b");
+  j.StringOrNull(h.host_b);
+  j.Key("pairing");
+  j.StringOrNull(analysis::HostPairingName(h.pairing));
+  j.Key("rank");
+  j.BeginObject();
+  j.Key("a");
+  if (h.in_a && h.rank_a >= 0) {
+    j.Int(h.rank_a);
+  } else {
+    j.Null();
+  }
+  j.Key("b");
+  if (h.in_b && h.rank_b >= 0) {
+    j.Int(h.rank_b);
+  } else {
+    j.Null();
+  }
+  j.EndObject();
+  j.Key("in_a");
+  j.Bool(h.in_a);
+  j.Key("in_b");
+  j.Bool(h.in_b);
+  j.Key("steps");
+  WriteChange(j, h.steps, /*ms=*/false, h.in_a, h.in_b);
+  j.Key("step_time_ms");
+  WriteChange(j, h.step_time_ns, /*ms=*/true, h.in_a, h.in_b);
+  j.Key("categories_ms");
+  j.BeginObject();
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    j.Key(analysis::CategoryName(static_cast<Category>(c)));
+    WriteChange(j, h.categories[static_cast<size_t>(c)], /*ms=*/true, h.in_a, h.in_b);
+  }
+  j.EndObject();
+  j.Key("straggler_steps");
+  WriteChange(j, h.straggler_steps, /*ms=*/false, h.in_a, h.in_b);
+  j.Key("cause");
+  j.BeginObject();
+  j.Key("a");
+  j.StringOrNull(h.in_a && h.straggler_steps.a > 0 ? analysis::CategoryName(h.cause_a) : "");
+  j.Key("b");
+  j.StringOrNull(h.in_b && h.straggler_steps.b > 0 ? analysis::CategoryName(h.cause_b) : "");
+  j.EndObject();
+  j.EndObject();
+}
+
+// "transfers": memcpy and memset kinds, per step and in all.
+void WriteTransfers(JsonOut& j, const std::vector<analysis::TransferDiff>& transfers) {
+  j.Key("transfers");
+  j.BeginArray();
+  for (const analysis::TransferDiff& t : transfers) {
+    j.BeginObject();
+    j.Key("kind");
+    j.String(analysis::TransferKindName(t.kind));
+    j.Key("ms_per_step");
+    WriteChange(j, t.ns_per_step, /*ms=*/true);
+    j.Key("total_ms");
+    WriteChange(j, t.total_ns, /*ms=*/true);
+    j.Key("occurrences");
+    WriteChange(j, t.occurrences, /*ms=*/false);
+    j.EndObject();
+  }
+  j.EndArray();
+}
+
 }  // namespace
 
 std::string DiffCsv(const analysis::Diff& d) {
@@ -569,143 +745,14 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   j.String(context.a);
   j.Key("b");
   j.String(context.b);
-  j.Key("headline");
-  j.BeginObject();
-  j.Key("sentence");
-  j.String(d.headline.sentence);
-  j.Key("what");
-  j.String(HeadlineWhat(d.headline.what));
-  j.Key("name");
-  j.StringOrNull(d.headline.name);
-  j.Key("ms_per_step");
-  if (d.headline.what == analysis::DiffHeadline::What::kNothing) {
-    j.Null();
-  } else {
-    WriteChange(j, d.headline.ns_per_step, /*ms=*/true);
-  }
-  j.Key("count_per_step");
-  if (d.headline.milli_count_per_step.a < 0) {
-    j.Null();
-  } else {
-    j.BeginObject();
-    j.Key("a");
-    j.Double(static_cast<double>(d.headline.milli_count_per_step.a) / 1000.0, 3);
-    j.Key("b");
-    j.Double(static_cast<double>(d.headline.milli_count_per_step.b) / 1000.0, 3);
-    j.EndObject();
-  }
-  j.EndObject();
-  j.Key("pairing");
-  j.BeginObject();
-  j.Key("method");
-  j.StringOrNull(analysis::HostPairingName(d.pairing));
-  j.Key("note");
-  j.StringOrNull(d.pairing_note);
-  j.EndObject();
-  j.Key("pod");
-  j.BeginObject();
-  j.Key("steps");
-  WriteChange(j, d.pod_steps, /*ms=*/false);
-  j.Key("step_time_ms");
-  WriteChange(j, d.pod_step_time_ns, /*ms=*/true);
-  j.Key("hosts");
-  WriteChange(j, d.pod_hosts, /*ms=*/false);
-  j.Key("categories_ms");
-  j.BeginObject();
-  for (int c = 0; c < analysis::kNumCategories; ++c) {
-    j.Key(analysis::CategoryName(static_cast<Category>(c)));
-    WriteChange(j, d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
-  }
-  j.EndObject();
-  j.EndObject();
-  j.Key("straggler");
-  j.BeginObject();
-  j.Key("a");
-  WriteStraggler(j, d.straggler_a);
-  j.Key("b");
-  WriteStraggler(j, d.straggler_b);
-  j.Key("changed");
-  j.Bool(d.straggler_changed);
-  j.Key("cause_changed");
-  j.Bool(d.cause_changed);
-  j.EndObject();
-  j.Key("consistently_slow");
-  j.BeginObject();
-  j.Key("a");
-  WriteStrings(j, d.consistently_slow_a);
-  j.Key("b");
-  WriteStrings(j, d.consistently_slow_b);
-  j.EndObject();
-  j.Key("stands_out");
-  j.BeginArray();
-  for (const analysis::OutlierDiff& o : d.outliers) {
-    j.BeginObject();
-    j.Key("host");
-    j.String(o.host);
-    j.Key("category");
-    j.String(analysis::CategoryName(o.category));
-    j.Key("in_a");
-    j.Bool(o.in_a);
-    j.Key("in_b");
-    j.Bool(o.in_b);
-    j.Key("median_excess_ms");
-    WriteChange(j, o.median_excess_ns, /*ms=*/true, o.in_a, o.in_b);
-    j.EndObject();
-  }
-  j.EndArray();
+  WriteHeadline(j, d.headline);
+  WritePairing(j, d);
+  WritePod(j, d);
+  WriteStragglers(j, d);
+  WriteStandsOut(j, d.outliers);
   j.Key("hosts");
   j.BeginArray();
-  for (const analysis::HostDiff& h : d.hosts) {
-    j.BeginObject();
-    j.Key("host");
-    j.String(h.host);
-    j.Key("host_a");
-    j.StringOrNull(h.host_a);
-    j.Key("host_b");
-    j.StringOrNull(h.host_b);
-    j.Key("pairing");
-    j.StringOrNull(analysis::HostPairingName(h.pairing));
-    j.Key("rank");
-    j.BeginObject();
-    j.Key("a");
-    if (h.in_a && h.rank_a >= 0) {
-      j.Int(h.rank_a);
-    } else {
-      j.Null();
-    }
-    j.Key("b");
-    if (h.in_b && h.rank_b >= 0) {
-      j.Int(h.rank_b);
-    } else {
-      j.Null();
-    }
-    j.EndObject();
-    j.Key("in_a");
-    j.Bool(h.in_a);
-    j.Key("in_b");
-    j.Bool(h.in_b);
-    j.Key("steps");
-    WriteChange(j, h.steps, /*ms=*/false, h.in_a, h.in_b);
-    j.Key("step_time_ms");
-    WriteChange(j, h.step_time_ns, /*ms=*/true, h.in_a, h.in_b);
-    j.Key("categories_ms");
-    j.BeginObject();
-    for (int c = 0; c < analysis::kNumCategories; ++c) {
-      j.Key(analysis::CategoryName(static_cast<Category>(c)));
-      WriteChange(j, h.categories[static_cast<size_t>(c)], /*ms=*/true, h.in_a, h.in_b);
-    }
-    j.EndObject();
-    j.Key("straggler_steps");
-    WriteChange(j, h.straggler_steps, /*ms=*/false, h.in_a, h.in_b);
-    j.Key("cause");
-    j.BeginObject();
-    j.Key("a");
-    j.StringOrNull(h.in_a && h.straggler_steps.a > 0 ? analysis::CategoryName(h.cause_a) : "");
-    j.Key("b");
-    j.StringOrNull(h.in_b && h.straggler_steps.b > 0 ? analysis::CategoryName(h.cause_b) : "");
-    j.EndObject();
-    j.EndObject();
-  }
+  for (const analysis::HostDiff& h : d.hosts) WriteHostDiff(j, h);
   j.EndArray();
   j.Key("has_tools");
   j.Bool(d.has_tools);
@@ -713,21 +760,7 @@ std::string DiffJson(const analysis::Diff& d, const DiffContext& context) {
   WriteNames(j, d.kernels, /*ops=*/false);
   j.Key("ops");
   WriteNames(j, d.ops, /*ops=*/true);
-  j.Key("transfers");
-  j.BeginArray();
-  for (const analysis::TransferDiff& t : d.transfers) {
-    j.BeginObject();
-    j.Key("kind");
-    j.String(analysis::TransferKindName(t.kind));
-    j.Key("ms_per_step");
-    WriteChange(j, t.ns_per_step, /*ms=*/true);
-    j.Key("total_ms");
-    WriteChange(j, t.total_ns, /*ms=*/true);
-    j.Key("occurrences");
-    WriteChange(j, t.occurrences, /*ms=*/false);
-    j.EndObject();
-  }
-  j.EndArray();
+  WriteTransfers(j, d.transfers);
   j.EndObject();
   return j.Take();
 }
