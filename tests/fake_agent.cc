@@ -141,7 +141,8 @@ class FakeAgent::Client final : public AgentClient {
     absl::StatusOr<coordinator::ClockReading> r =
         b.sync_error.ok() ? absl::StatusOr<coordinator::ClockReading>(coordinator::ClockReading{})
                           : b.sync_error;
-    Answer(timeout_ms, b.hang_sync, std::move(stamp), std::move(r));
+    Answer(timeout_ms, b.hang_sync, std::move(stamp), std::move(r),
+           static_cast<int64_t>(a_->syncs_) * b.sync_delay_growth_ns);
   }
 
   void GetStepSignal(const coordinator::StepSignalQuery& query, int64_t timeout_ms,

@@ -41,6 +41,9 @@ struct FakeAgentBehavior {
   // channel costs first_send_cost_ns instead (it also connects).
   int64_t send_cost_ns = 0;
   int64_t first_send_cost_ns = 0;
+  // Each clock sample answers this much later than the one before (a link that slows down while
+  // the coordinator prepares): sample k, from 1, k times this after its round trip.
+  int64_t sync_delay_growth_ns = 0;
   // GetInfo answers this much later than the round trip (an agent slow to answer its first RPC:
   // starting up, loading), while every later RPC takes the round trip alone.
   int64_t get_info_delay_ns = 0;

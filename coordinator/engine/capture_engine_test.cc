@@ -851,6 +851,25 @@ TEST_F(CaptureEngineTest, AHostBehindASlowLinkIsWaitedForAsItsRoundTripsSay) {
   EXPECT_LE(m3.prepare_ms(), 2000 + 1.0);
 }
 
+// A link that slows down while preparing: each clock sample's answer takes 150 ms longer than the
+// last, so what its first answers projected comes too early. Preparing follows each answer's
+// projection and waits until the host is ready, not until its first projection.
+TEST_F(CaptureEngineTest, AHostWhoseRoundTripsGrowIsFollowedAnswerByAnswer) {
+  Agent("a:1", {}, Rank(0));
+  Agent("b:1", {}, Rank(1));
+  Agent("slowing:1",
+        {.up_delay_ns = 100 * kNanosPerMilli,
+         .down_delay_ns = 100 * kNanosPerMilli,
+         .sync_delay_growth_ns = 150 * kNanosPerMilli},
+        Rank(2));
+  const SessionManifest m = Run(Plan({"a:1", "b:1", "slowing:1"}, 2000));
+  const HostResult& slowing = Host(m, "slowing:1");
+  EXPECT_EQ(slowing.status(), v1::HOST_STATUS_OK) << slowing.error().message();
+  EXPECT_FALSE(slowing.late());
+  EXPECT_NEAR(m.prepare_ms(), slowing.prepare_ms(), 1.0);  // ended once it was ready
+  EXPECT_EQ(m.status(), v1::SESSION_STATUS_OK);
+}
+
 // A window longer than an agent's --max-duration-ms is refused for that host at prepare, before
 // any Capture, naming both numbers and where each comes from; the other hosts are captured.
 TEST_F(CaptureEngineTest, AWindowLongerThanAnAgentAcceptsFailsThatHostNamingBothNumbers) {

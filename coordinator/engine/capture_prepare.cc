@@ -166,7 +166,7 @@ void PreparePhase::OnRoundStep(size_t i, const PrepareRound::Step& step) {
   if (step.answered) Answered(i);
   if (step.sample_next) {
     TakeWarmSample(i);
-    if (step.answered) FollowSlowHosts();
+    if (step.answered) FollowSlowHost(i);
   } else {
     MaybeReady(i);
   }
@@ -418,28 +418,33 @@ void PreparePhase::DeriveBudget() {
   if (deadline != deadline_mono_) ScheduleBudget(deadline);
 }
 
-int64_t PreparePhase::SlowHostsReadyBy() const {
-  if (s_.plan().prepare_timeout_ms > 0) return 0;
-  int64_t latest = 0;
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    const Host& p = hosts_[i];
-    if (s_.host(i).stage != HostStage::kPreparing || p.retry_pending || !p.round.measures_clock()) {
-      continue;
-    }
-    latest = std::max(latest,
-                      ProjectedReadyNs(p.last_answer_mono, p.last_rtt_ns, p.round.samples_left()));
+int64_t PreparePhase::HostReadyBy(size_t i) const {
+  const Host& p = hosts_[i];
+  if (s_.plan().prepare_timeout_ms > 0 || s_.host(i).stage != HostStage::kPreparing ||
+      p.retry_pending || !p.round.measures_clock()) {
+    return 0;
   }
-  if (latest == 0) return 0;
-  return std::min(latest, s_.times().prepare_started_mono +
-                              s_.options().max_prepare_budget_ms * kNanosPerMilli);
+  const int64_t by = ProjectedReadyNs(p.last_answer_mono, p.last_rtt_ns, p.round.samples_left());
+  if (by == 0) return 0;
+  return std::min(
+      by, s_.times().prepare_started_mono + s_.options().max_prepare_budget_ms * kNanosPerMilli);
 }
 
-void PreparePhase::FollowSlowHosts() {
+int64_t PreparePhase::SlowHostsReadyBy() const {
+  int64_t latest = 0;
+  for (size_t i = 0; i < hosts_.size(); ++i) latest = std::max(latest, HostReadyBy(i));
+  return latest;
+}
+
+void PreparePhase::FollowSlowHost(size_t i) {
   if (!active_) return;
-  const int64_t by = SlowHostsReadyBy();
-  if (by <= deadline_mono_) return;
-  s_.manifest().set_prepare_budget_ms(Millis(by - s_.times().prepare_started_mono));
-  ScheduleBudget(by);
+  const int64_t by = HostReadyBy(i);
+  if (by > deadline_mono_) {
+    s_.manifest().set_prepare_budget_ms(Millis(by - s_.times().prepare_started_mono));
+    ScheduleBudget(by);
+  }
+  // The invariant that makes one host enough (a pass over the pod: debug builds only).
+  PROFCTL_DCHECK(deadline_mono_ >= SlowHostsReadyBy());
 }
 
 void PreparePhase::ScheduleBudget(int64_t deadline_mono) {
@@ -471,7 +476,7 @@ void PreparePhase::OnDeadline(uint64_t generation) {
   // slow link: its first answer needs the connection's handshake and a round trip, longer than
   // the budget the fast hosts derived (a 600 ms round trip answers GetInfo after about 1 s,
   // before its channel is even connected), and until it answers it cannot be told from a hung
-  // one. Preparing waits for that GetInfo (then FollowSlowHosts for its clock samples), at most
+  // one. Preparing waits for that GetInfo (then FollowSlowHost for its clock samples), at most
   // GetInfo's timeout, within the budget's maximum, for a host whose channel is connected, and
   // for every such host while fewer than 90 % of the pod are ready: a tail of at most a tenth
   // of the pod (dead, hung or slow) is left to the late policy, as the budget's rules leave it.
