@@ -82,11 +82,28 @@ struct Trial {
   int64_t total_matched = 0;    // their matches
 };
 
-// Coarse shift of `x` onto `ref` by voting (step 3 of the header): the median of the densest
-// cluster of candidate differences within +-window, ties to the cluster nearest 0. nullopt when
-// no candidate exists.
-std::optional<int64_t> CoarseShift(const std::vector<int64_t>& x, const std::vector<int64_t>& ref,
-                                   int64_t window, int64_t tol) {
+// How many of `x` + shift and of `ref` (both sorted, not empty) lie in the span both cover
+// (widened by tol on each side): the fewer of the two, the most that could match.
+int64_t CouldMatch(const Ends& x, const Ends& ref, int64_t shift, int64_t tol) {
+  const int64_t lo = std::max(x.front() + shift, ref.front()) - tol;
+  const int64_t hi = std::min(x.back() + shift, ref.back()) + tol;
+  if (lo > hi) return 0;
+  auto count_in = [](const Ends& v, int64_t a, int64_t b) {
+    return std::upper_bound(v.begin(), v.end(), b) - std::lower_bound(v.begin(), v.end(), a);
+  };
+  return std::min<int64_t>(count_in(x, lo - shift, hi - shift), count_in(ref, lo, hi));
+}
+
+// Coarse shift of `x` onto `ref` (both sorted) by voting (step 3 of the header). Each run of
+// candidate differences at most 2 tol wide is a cluster; how well its shift fits is its size over
+// what could match at that shift (CouldMatch). Clusters that fit about as well as the best (9/10
+// of its fit, half its size) differ only by where the hosts' windows start or stop: a step grid
+// fits at every multiple of its period, and a host whose window starts a step later than the
+// reference's has one more pair at the neighbour step than at its own. Of those, the tightest
+// (the right shift agrees to the end jitter, a neighbour step only to the steps' own variation),
+// and of the tightest the one nearest 0, which is what the RTT estimates say: a perfectly regular
+// grid is told apart by them alone. nullopt when no candidate exists.
+std::optional<int64_t> CoarseShift(const Ends& x, const Ends& ref, int64_t window, int64_t tol) {
   std::vector<int64_t> d;
   for (const int64_t xi : x) {
     for (auto it = std::lower_bound(ref.begin(), ref.end(), xi - window);
@@ -96,20 +113,44 @@ std::optional<int64_t> CoarseShift(const std::vector<int64_t>& x, const std::vec
   }
   if (d.empty()) return std::nullopt;
   std::sort(d.begin(), d.end());
-  size_t best_a = 0, best_b = 0;
-  int64_t best_center_abs = 0;
+  // The cluster starting at each candidate: d[a, end[a]).
+  std::vector<size_t> end(d.size());
+  size_t largest = 0;
   for (size_t a = 0, b = 0; a < d.size(); ++a) {
     b = std::max(b, a);
     while (b < d.size() && d[b] - d[a] <= 2 * tol) ++b;
-    const int64_t center_abs = std::abs(d[a] / 2 + d[b - 1] / 2);
-    const size_t count = b - a, best = best_b - best_a;
-    if (count > best || (count == best && center_abs < best_center_abs)) {
-      best_a = a;
-      best_b = b;
-      best_center_abs = center_abs;
+    end[a] = b;
+    largest = std::max(largest, b - a);
+  }
+  const auto median_of = [&](size_t a) { return d[a + (end[a] - a - 1) / 2]; };
+  std::vector<double> fit(d.size(), -1.0);  // -1: not a candidate
+  double best_fit = 0;
+  for (size_t a = 0; a < d.size(); ++a) {
+    const size_t size = end[a] - a;
+    if (size * 2 < largest) continue;
+    const int64_t could = CouldMatch(x, ref, median_of(a), tol);
+    fit[a] =
+        std::min(1.0, static_cast<double>(size) / static_cast<double>(std::max<int64_t>(could, 1)));
+    best_fit = std::max(best_fit, fit[a]);
+  }
+  const auto spread_of = [&](size_t a) {
+    const size_t size = end[a] - a;
+    return d[a + 3 * (size - 1) / 4] - d[a + (size - 1) / 4];
+  };
+  int64_t tightest = std::numeric_limits<int64_t>::max();
+  for (size_t a = 0; a < d.size(); ++a) {
+    if (fit[a] >= 0.9 * best_fit) tightest = std::min(tightest, spread_of(a));
+  }
+  const int64_t tight = 2 * tightest + tol / 16;
+  std::optional<size_t> best;
+  for (size_t a = 0; a < d.size(); ++a) {
+    if (fit[a] < 0.9 * best_fit || spread_of(a) > tight) continue;
+    if (!best || std::abs(median_of(a)) < std::abs(median_of(*best)) ||
+        (std::abs(median_of(a)) == std::abs(median_of(*best)) && end[a] - a > end[*best] - *best)) {
+      best = a;
     }
   }
-  return d[best_a + (best_b - best_a - 1) / 2];
+  return median_of(*best);
 }
 
 // Nearest-neighbour, one-to-one matching of x + shift onto `ref` within `tol`.
@@ -342,18 +383,6 @@ MatchScale ScaleOf(const std::vector<int64_t>& ref_ends, const AlignmentOptions&
   for (size_t j = 1; j < ref_ends.size(); ++j) gaps.push_back(ref_ends[j] - ref_ends[j - 1]);
   const int64_t spacing = std::max<int64_t>(MedianOf(gaps), 1);
   return {spacing, std::max<int64_t>(std::min(options.max_match_tolerance_ns, spacing / 4), 1)};
-}
-
-// How many of `x` + shift and of `ref` (both sorted, not empty) lie in the span both cover
-// (widened by tol on each side): the fewer of the two, the most that could match.
-int64_t CouldMatch(const Ends& x, const Ends& ref, int64_t shift, int64_t tol) {
-  const int64_t lo = std::max(x.front() + shift, ref.front()) - tol;
-  const int64_t hi = std::min(x.back() + shift, ref.back()) + tol;
-  if (lo > hi) return 0;
-  auto count_in = [](const Ends& v, int64_t a, int64_t b) {
-    return std::upper_bound(v.begin(), v.end(), b) - std::lower_bound(v.begin(), v.end(), a);
-  };
-  return std::min<int64_t>(count_in(x, lo - shift, hi - shift), count_in(ref, lo, hi));
 }
 
 // Step 3 for one host (`h`, its ends `ends`) onto the reference (`ref`, `ref_ends`): its pairs,

@@ -27,8 +27,13 @@
 //  3. Per other host, coarse shift by voting (improves on plain nearest neighbour, which fails
 //     once RTT errors approach the collective spacing): every difference y - x between a
 //     reference end y and a host end x with |y - x| <= W = u_host + u_ref + tol (the most the two
-//     RTT errors can differ; capped by max_search_ns) is a candidate; the densest cluster
-//     (width 2 tol; ties: the one nearest 0, i.e. what the RTT estimates say) is the shift.
+//     RTT errors can differ; capped by max_search_ns) is a candidate. A cluster (a run of
+//     candidates at most 2 tol wide) fits by its size over what could match at its shift. Of the
+//     clusters that fit nearly as well as the best (9/10 of its fit, half its size: a step grid
+//     fits at every multiple of its period, and windows that start a step apart give the
+//     neighbour step one more pair), the tightest win (the right shift agrees to the end
+//     jitter, a neighbour step only to the steps' own variation), and of those the one nearest
+//     0, i.e. what the RTT estimates say: a perfectly regular grid is placed by them alone.
 //     Then nearest-neighbour matching within tol around that shift, one-to-one, and the
 //     median difference. Extra or missing steps on either side simply stay unmatched.
 //     A host is refined when it matched at least min_matches ends and at least
