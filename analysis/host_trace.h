@@ -12,7 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace profctl::analysis {
+
+// How a host warning that passes on the trace's own error starts (an XSpace's `errors`: a
+// rank whose GPU tracing was held by another tool, a process lost mid-capture): data the trace
+// lacks, which the terminal summary lists before any other warning.
+inline constexpr absl::string_view kTraceErrorWarningPrefix = "trace error: ";
 
 // What an interval of device or host activity is, for the breakdown. Readers classify; the
 // breakdown only combines (docs/pod-step-breakdown.md has the naming rules per framework).

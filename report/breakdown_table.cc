@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "analysis/host_trace.h"
 #include "report/breakdown_format.h"
 #include "report/breakdown_writers.h"
 
@@ -310,14 +312,22 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const TableOptions& o
                     absl::StrJoin(steps, ", "), "\n");
   }
 
-  // Warnings, the pod's then each host's.
+  // Warnings: first what a trace says it lost (a host's "trace error: ...", e.g. a rank whose
+  // GPU tracing was held by another tool), then the pod's, then the rest of each host's, so that
+  // the lines shown before the cut never hide missing data behind a late start.
   std::vector<std::string> warnings;
-  for (const std::string& w : b.warnings) warnings.push_back(Printable(w));
-  for (const HostReport& hr : b.hosts) {
-    for (const std::string& w : hr.warnings) {
-      warnings.push_back(absl::StrCat(ShortHost(hr.host, opt.max_host_width), ": ", Printable(w)));
+  const auto add_hosts = [&](bool errors) {
+    for (const HostReport& hr : b.hosts) {
+      for (const std::string& w : hr.warnings) {
+        if (absl::StartsWith(w, analysis::kTraceErrorWarningPrefix) != errors) continue;
+        warnings.push_back(
+            absl::StrCat(ShortHost(hr.host, opt.max_host_width), ": ", Printable(w)));
+      }
     }
-  }
+  };
+  add_hosts(/*errors=*/true);
+  for (const std::string& w : b.warnings) warnings.push_back(Printable(w));
+  add_hosts(/*errors=*/false);
   constexpr size_t kMaxWarnings = 5;
   if (!warnings.empty()) {
     if (warnings.size() > kMaxWarnings) {

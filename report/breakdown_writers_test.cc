@@ -600,6 +600,34 @@ TEST(BreakdownTableTest, OneHostNoMarkersAndControlCharacters) {
   EXPECT_THAT(table, HasSubstr("warnings: 1\n  evil?[31m: no step markers?: one whole-window"));
 }
 
+TEST(BreakdownTableTest, WhatATraceLostIsListedBeforeTheCutOfWarnings) {
+  // Seven warnings, five shown: the rank whose GPU tracing was held by another tool (a trace
+  // error, data missing) comes first, ahead of the pod's and a host's late start.
+  PodBreakdown b = MakePod(2, 4);
+  b.warnings = {"1 steps are not complete on every host", "the pod's step time is over 3 steps"};
+  b.hosts[0].warnings = {"trace warning: capture started 1005 us after the requested start",
+                         "trace warning: the stop came 7668 us after the window's end"};
+  b.hosts[1].warnings = {"trace warning: capture started 900 us after the requested start",
+                         "trace error: cupti pid 7 (rank 3): connection lost during the capture",
+                         "trace error: cupti pid 8 (rank 4): GPU tracing unavailable: held by "
+                         "another CUPTI subscriber (Nsight Systems)"};
+  const std::string table = FormatBreakdownTable(b, BreakdownContext());
+  const size_t list = table.find("warnings: 7 (first 5; all in pod_step_breakdown.json)\n");
+  ASSERT_NE(list, std::string::npos) << table;
+  const std::string shown = table.substr(list);
+  EXPECT_THAT(shown,
+              HasSubstr(absl::StrCat("\n  ", b.hosts[1].host,
+                                     ": trace error: cupti pid 7 "
+                                     "(rank 3): connection lost during the capture\n  ",
+                                     b.hosts[1].host, ": trace error: cupti pid 8 (rank 4)")));
+  EXPECT_THAT(shown, HasSubstr("held by another CUPTI subscriber (Nsight Systems)"));
+  EXPECT_THAT(shown, HasSubstr("1 steps are not complete on every host"));
+  // The rest in their order: the pod's, then each host's; the last two left out.
+  EXPECT_THAT(shown, HasSubstr("capture started 1005 us"));
+  EXPECT_THAT(shown, Not(HasSubstr("the stop came 7668 us")));
+  EXPECT_THAT(shown, Not(HasSubstr("capture started 900 us")));
+}
+
 TEST(BreakdownTableTest, TracesOfDifferentRunsGiveNoPodStepTime) {
   PodBreakdown b = MakePod(2, 4);
   EXPECT_THAT(FormatBreakdownTable(b, BreakdownContext()), HasSubstr("ms mean"));

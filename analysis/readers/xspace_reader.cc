@@ -823,6 +823,7 @@ void Reader::PassOnSpaceMessages() {
       warnings_.Add(absl::StrCat("trace ", what, ": ", total - kept.size(), " more not shown"));
     }
   };
+  static_assert(kTraceErrorWarningPrefix == "trace error: ");  // what pass_on("error") writes
   pass_on("error", space_errors_, space_errors_total_);
   pass_on("warning", space_warnings_, space_warnings_total_);
 }
