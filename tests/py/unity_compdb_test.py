@@ -10,9 +10,14 @@ UnityBatchesTest: a tiny CMake project batched by profctl_unity_batches(), confi
 paths: the batch files must be the same bytes (ccache's direct mode hits for a clone at another
 path), name sources relative to themselves, hold a generated source, leave a PROFCTL_UNITY OFF
 target alone, and build.
+BuildFolderTest: the real build folder (PROFCTL_BUILD_DIR, set by CTest) holds nothing that ties
+an object to where the clone sits: no compile definition with the source or build folder's path
+in it (tests find paths at run time, tests/build_paths.h) and no batch naming a source by an
+absolute path. ccache rewrites -I paths under its base_dir, not the text of a definition.
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -187,6 +192,43 @@ class UnityBatchesTest(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("/a.cc is compiled both in a batch and on its own",
                       " ".join(result.stderr.split()))
+
+
+def absolute_path_definitions(commands, folders):
+    """The (file, argument) of every -D argument whose value holds one of `folders`."""
+    found = []
+    for c in commands:
+        args = c.get("arguments") or shlex.split(c["command"])
+        for a in args:
+            if a.startswith("-D") and any(f in a for f in folders):
+                found.append((c["file"], a))
+    return found
+
+
+class BuildFolderTest(unittest.TestCase):
+    def test_the_checker_finds_a_definition_with_a_path(self):
+        commands = [{"file": "a.cc", "command": "c++ -I/src/x -DNAME=1 -c a.cc"},
+                    {"file": "b.cc", "command": 'c++ -DDATA=\\"/src/tests/data\\" -c b.cc'}]
+        self.assertEqual([f for f, _ in absolute_path_definitions(commands, ["/src"])], ["b.cc"])
+
+    def test_the_build_ties_no_object_to_the_clones_path(self):
+        build = os.environ.get("PROFCTL_BUILD_DIR")
+        if not build:
+            self.skipTest("PROFCTL_BUILD_DIR not set (CTest sets it)")
+        with open(os.path.join(build, "compile_commands.json")) as f:
+            commands = json.load(f)
+        folders = [os.path.realpath(ROOT), os.path.realpath(build)]
+        self.assertEqual(absolute_path_definitions(commands, folders), [],
+                         "a compile definition holds this clone's path: its objects miss ccache "
+                         "in a clone elsewhere (find the path at run time: tests/build_paths.h)")
+        for c in commands:
+            path = os.path.join(c["directory"], c["file"])
+            with open(path, errors="replace") as f:
+                first = f.readline()
+                if not first.startswith("// profctl unity batch"):
+                    continue
+                for line in f:
+                    self.assertFalse(line.startswith('#include "/'), "%s: %s" % (path, line))
 
 
 if __name__ == "__main__":
