@@ -97,12 +97,12 @@ int64_t CouldMatch(const Ends& x, const Ends& ref, int64_t shift, int64_t tol) {
 // Coarse shift of `x` onto `ref` (both sorted) by voting (step 3 of the header). Each run of
 // candidate differences at most 2 tol wide is a cluster; how well its shift fits is its size over
 // what could match at that shift (CouldMatch). Clusters that fit about as well as the best (9/10
-// of its fit, half its size) differ only by where the hosts' windows start or stop: a step grid
-// fits at every multiple of its period, and a host whose window starts a step later than the
-// reference's has one more pair at the neighbour step than at its own. Of those, the tightest
-// (the right shift agrees to the end jitter, a neighbour step only to the steps' own variation),
-// and of the tightest the one nearest 0, which is what the RTT estimates say: a perfectly regular
-// grid is told apart by them alone. nullopt when no candidate exists.
+// of its fit, 3/4 the size of the largest cluster) differ only by where the hosts' windows start or
+// stop: a step grid fits at every multiple of its period, and a host whose window starts a step
+// later than the reference's has one more pair at the neighbour step than at its own. Of those, the
+// tightest (the right shift agrees to the end jitter, a neighbour step only to the steps' own
+// variation), and of the tightest the one nearest 0, which is what the RTT estimates say: a
+// perfectly regular grid is told apart by them alone. nullopt when no candidate exists.
 std::optional<int64_t> CoarseShift(const Ends& x, const Ends& ref, int64_t window, int64_t tol) {
   std::vector<int64_t> d;
   for (const int64_t xi : x) {
@@ -127,15 +127,16 @@ std::optional<int64_t> CoarseShift(const Ends& x, const Ends& ref, int64_t windo
   double best_fit = 0;
   for (size_t a = 0; a < d.size(); ++a) {
     const size_t size = end[a] - a;
-    if (size * 2 < largest) continue;
+    if (size * 4 < largest * 3) continue;
     const int64_t could = CouldMatch(x, ref, median_of(a), tol);
     fit[a] =
         std::min(1.0, static_cast<double>(size) / static_cast<double>(std::max<int64_t>(could, 1)));
     best_fit = std::max(best_fit, fit[a]);
   }
+  // The range of a cluster's middle half (all of it for 2 or 3 candidates).
   const auto spread_of = [&](size_t a) {
     const size_t size = end[a] - a;
-    return d[a + 3 * (size - 1) / 4] - d[a + (size - 1) / 4];
+    return d[end[a] - 1 - size / 4] - d[a + size / 4];
   };
   int64_t tightest = std::numeric_limits<int64_t>::max();
   for (size_t a = 0; a < d.size(); ++a) {

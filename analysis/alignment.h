@@ -29,9 +29,9 @@
 //     reference end y and a host end x with |y - x| <= W = u_host + u_ref + tol (the most the two
 //     RTT errors can differ; capped by max_search_ns) is a candidate. A cluster (a run of
 //     candidates at most 2 tol wide) fits by its size over what could match at its shift. Of the
-//     clusters that fit nearly as well as the best (9/10 of its fit, half its size: a step grid
-//     fits at every multiple of its period, and windows that start a step apart give the
-//     neighbour step one more pair), the tightest win (the right shift agrees to the end
+//     clusters that fit nearly as well as the best (9/10 of its fit, 3/4 the largest cluster's
+//     size: a step grid fits at every multiple of its period, and windows that start a step apart
+//     give the neighbour step one more pair), the tightest win (the right shift agrees to the end
 //     jitter, a neighbour step only to the steps' own variation), and of those the one nearest
 //     0, i.e. what the RTT estimates say: a perfectly regular grid is placed by them alone.
 //     Then nearest-neighbour matching within tol around that shift, one-to-one, and the

@@ -57,6 +57,8 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   setenv("RANK", "5", 1);
   setenv("LOCAL_RANK", "1", 1);
 
+  // Found before stderr goes to a file: a build without the paths file says so in the log.
+  const std::string library = test_paths::InjectLibrary();
   // Capture this process's stderr while the library runs.
   fflush(stderr);
   const int saved_err = dup(2);
@@ -64,7 +66,7 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   ASSERT_GE(err_fd, 0);
   dup2(err_fd, 2);
 
-  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   using Entry = int (*)();
   auto init = reinterpret_cast<Entry>(dlsym(lib, "InitializeInjection"));

@@ -331,8 +331,8 @@ void AppendAnswer(std::string* out, const PodBreakdown& b, const TableOptions& o
   constexpr size_t kMaxWarnings = 5;
   if (!warnings.empty()) {
     if (warnings.size() > kMaxWarnings) {
-      absl::StrAppendFormat(out, "warnings: %d (first %d; all in %s)\n", warnings.size(),
-                            kMaxWarnings, kBreakdownJsonFile);
+      absl::StrAppendFormat(out, "warnings: %d (%d shown, what traces lost first; all in %s)\n",
+                            warnings.size(), kMaxWarnings, kBreakdownJsonFile);
     } else {
       absl::StrAppendFormat(out, "warnings: %d\n", warnings.size());
     }

@@ -612,7 +612,8 @@ TEST(BreakdownTableTest, WhatATraceLostIsListedBeforeTheCutOfWarnings) {
                          "trace error: cupti pid 8 (rank 4): GPU tracing unavailable: held by "
                          "another CUPTI subscriber (Nsight Systems)"};
   const std::string table = FormatBreakdownTable(b, BreakdownContext());
-  const size_t list = table.find("warnings: 7 (first 5; all in pod_step_breakdown.json)\n");
+  const size_t list =
+      table.find("warnings: 7 (5 shown, what traces lost first; all in pod_step_breakdown.json)\n");
   ASSERT_NE(list, std::string::npos) << table;
   const std::string shown = table.substr(list);
   EXPECT_THAT(shown,

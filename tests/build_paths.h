@@ -42,10 +42,15 @@ inline const std::map<std::string, std::string, std::less<>>& Paths() {
       }
       if (dir == dir.root_path()) break;
     }
-    std::fprintf(stderr,
-                 "tests/build_paths.h: no %s in the folder of %s or above it (run the "
-                 "test from its build folder)\n",
-                 kPathsFile, exe.c_str());
+    if (error) {
+      std::fprintf(stderr, "tests/build_paths.h: cannot read /proc/self/exe: %s\n",
+                   error.message().c_str());
+    } else {
+      std::fprintf(stderr,
+                   "tests/build_paths.h: no %s in the folder of %s or above it (run the "
+                   "test from its build folder)\n",
+                   kPathsFile, exe.c_str());
+    }
     std::abort();
   }();
   return *paths;

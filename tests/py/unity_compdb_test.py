@@ -176,6 +176,18 @@ class UnityBatchesTest(unittest.TestCase):
         self.assertEqual(build.returncode, 0, build.stdout + build.stderr)
         self.assertEqual(subprocess.run([os.path.join(first, "build", "apart")]).returncode, 0)
 
+    def test_a_build_folder_reached_through_a_symbolic_link_builds(self):
+        # CMake keeps the link's path; the compiler resolves ".." physically.
+        src = self.project("one")
+        real = os.path.join(self.tmp, "elsewhere", "deeper", "build")
+        os.makedirs(real)
+        os.symlink(real, os.path.join(src, "build"))
+        result = self.configure(src)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        build = subprocess.run(["ninja", "-C", os.path.join(src, "build")],
+                               capture_output=True, text=True)
+        self.assertEqual(build.returncode, 0, build.stdout + build.stderr)
+
     def test_an_unchanged_batch_is_not_written_again(self):
         src = self.project("one")
         self.assertEqual(self.configure(src).returncode, 0)
