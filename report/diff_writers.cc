@@ -1,6 +1,7 @@
 #include "report/diff_writers.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -326,6 +327,19 @@ void AppendHtmlNames(std::string* out, absl::string_view title,
   out->append("</tbody></table></div>\n");
 }
 
+// "categories_ms": each category's time per step, A against B (the pod's or one host's).
+void WriteCategoryChanges(JsonOut& j,
+                          const std::array<Change, analysis::kNumCategories>& categories,
+                          bool has_a = true, bool has_b = true) {
+  j.Key("categories_ms");
+  j.BeginObject();
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    j.Key(analysis::CategoryName(static_cast<Category>(c)));
+    WriteChange(j, categories[static_cast<size_t>(c)], /*ms=*/true, has_a, has_b);
+  }
+  j.EndObject();
+}
+
 // "headline": the one change that matters most, in words and numbers.
 void WriteHeadline(JsonOut& j, const analysis::DiffHeadline& headline) {
   j.Key("headline");
@@ -377,13 +391,7 @@ void WritePod(JsonOut& j, const analysis::Diff& d) {
   WriteChange(j, d.pod_step_time_ns, /*ms=*/true);
   j.Key("hosts");
   WriteChange(j, d.pod_hosts, /*ms=*/false);
-  j.Key("categories_ms");
-  j.BeginObject();
-  for (int c = 0; c < analysis::kNumCategories; ++c) {
-    j.Key(analysis::CategoryName(static_cast<Category>(c)));
-    WriteChange(j, d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
-  }
-  j.EndObject();
+  WriteCategoryChanges(j, d.pod_categories);
   j.EndObject();
 }
 
@@ -464,13 +472,7 @@ void WriteHostDiff(JsonOut& j, const analysis::HostDiff& h) {
   WriteChange(j, h.steps, /*ms=*/false, h.in_a, h.in_b);
   j.Key("step_time_ms");
   WriteChange(j, h.step_time_ns, /*ms=*/true, h.in_a, h.in_b);
-  j.Key("categories_ms");
-  j.BeginObject();
-  for (int c = 0; c < analysis::kNumCategories; ++c) {
-    j.Key(analysis::CategoryName(static_cast<Category>(c)));
-    WriteChange(j, h.categories[static_cast<size_t>(c)], /*ms=*/true, h.in_a, h.in_b);
-  }
-  j.EndObject();
+  WriteCategoryChanges(j, h.categories, h.in_a, h.in_b);
   j.Key("straggler_steps");
   WriteChange(j, h.straggler_steps, /*ms=*/false, h.in_a, h.in_b);
   j.Key("cause");
