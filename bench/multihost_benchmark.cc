@@ -176,12 +176,20 @@ struct CaptureRun {
 CaptureRun RunProfctl(const Paths& paths, const std::vector<std::string>& workers,
                       const std::vector<std::string>& flags, const std::string& session) {
   const std::string logdir = paths.scratch + "/logs";
-  std::vector<std::string> argv = {paths.profctl,
-                                   "capture",
-                                   "--workers=" + absl::StrJoin(workers, ","),
-                                   "--session=" + session,
-                                   "--logdir=" + logdir,
-                                   "--json"};
+  // Past 64 workers the list goes in a file (--workers=@FILE), as a large pod's would: one
+  // argument of a command line may not pass 128 KiB (about 8,000 loopback addresses).
+  std::string workers_flag = "--workers=" + absl::StrJoin(workers, ",");
+  if (workers.size() > 64) {
+    const std::string list = paths.scratch + "/workers.txt";
+    if (absl::Status s = WriteFileAtomically(list, absl::StrJoin(workers, "\n")); !s.ok()) {
+      std::cerr << "cannot write the worker file: " << s << "\n";
+      return CaptureRun{};
+    }
+    workers_flag = "--workers=@" + list;
+  }
+  std::vector<std::string> argv = {paths.profctl,        "capture",
+                                   workers_flag,         "--session=" + session,
+                                   "--logdir=" + logdir, "--json"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());

@@ -10,10 +10,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "analysis/op_classify.h"
+#include "common/file_util.h"
 #include "common/flags.h"
 #include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/worker.h"
@@ -38,9 +40,7 @@ CaptureFlag Bool(const char* name, bool CaptureFlags::*field, std::string help) 
 const std::vector<CaptureFlag>& CaptureFlagTable() {
   using F = CaptureFlags;
   static const auto* const kFlags = new std::vector<CaptureFlag>{
-      Str("workers", &F::workers,
-          "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
-          "for a TensorFlow/JAX profiler server",
+      Str("workers", &F::workers, std::string(kWorkersFlagHelp),
           /*non_empty=*/true),
       Str("duration", &F::duration,
           "capture window: milliseconds (2000) or a duration with a unit (2s, 500ms, 1m), "
@@ -139,12 +139,26 @@ absl::StatusOr<int64_t> ParseWindowMs(absl::string_view text) {
                    "(2s, 500ms, 1m30s)"));
 }
 
+absl::StatusOr<std::vector<WorkerAddress>> WorkersFromFlag(const std::string& value) {
+  if (!absl::StartsWith(value, "@")) return ParseWorkerList(value);
+  const std::string path = value.substr(1);
+  if (path.empty()) {
+    return absl::InvalidArgumentError("--workers=@ names no file: give --workers=@FILE");
+  }
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxWorkerFileBytes, "a worker file may hold");
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--workers=", value, ": ", text.status().message()));
+  }
+  return ParseWorkerFile(*text, path);
+}
+
 absl::StatusOr<CapturePlan> PlanFromCaptureFlags(const CaptureFlags& flags, const FlagSet& fs) {
   if (!fs.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
   }
-  absl::StatusOr<std::vector<WorkerAddress>> workers = ParseWorkerList(flags.workers);
+  absl::StatusOr<std::vector<WorkerAddress>> workers = WorkersFromFlag(flags.workers);
   if (!workers.ok()) return workers.status();
   if (flags.require_all && flags.min_hosts != 0) {
     return absl::InvalidArgumentError("give --min-hosts or --require-all, not both");

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/flags.h"
 #include "coordinator/clients/agent_credentials.h"
+#include "coordinator/clients/worker.h"
 #include "coordinator/plan/capture_plan.h"
 
 namespace profctl::coordinator {
@@ -60,7 +61,25 @@ const std::vector<CaptureFlag>& CaptureFlagTable();
 // required.
 void AddCaptureFlags(FlagSet* fs, CaptureFlags* flags);
 
-// The plan the parsed flags ask for (fs says which were given). INVALID_ARGUMENT naming the flag
+// --workers's help, for every command that takes it.
+inline constexpr absl::string_view kWorkersFlagHelp =
+    "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port for a "
+    "TensorFlow/JAX profiler server; or @FILE, a file of them (by line, comma or space; # "
+    "comments) for a pod too large for a command line";
+
+// The largest worker file --workers=@FILE reads: 16 MiB, some 250,000 addresses.
+inline constexpr uint64_t kMaxWorkerFileBytes = uint64_t{16} << 20;
+
+// --workers's value as addresses: a comma-separated list (ParseWorkerList), or `@FILE`, a regular
+// file of addresses (ParseWorkerFile: by line, comma or space, `#` comments) of at most
+// kMaxWorkerFileBytes, for a pod whose list is too long for one command-line argument (Linux
+// caps one at 128 KiB). INVALID_ARGUMENT naming the entry (in a file, the file and the line); a
+// file that cannot be read says why, naming its path ("--workers=@pod.txt: pod.txt: a FIFO, not a
+// regular file").
+absl::StatusOr<std::vector<WorkerAddress>> WorkersFromFlag(const std::string& value);
+
+// The plan the parsed flags ask for (fs says which were given); reads the worker file of
+// --workers=@FILE. INVALID_ARGUMENT naming the flag
 // and its value: a usage error.
 absl::StatusOr<CapturePlan> PlanFromCaptureFlags(const CaptureFlags& flags, const FlagSet& fs);
 

@@ -1,5 +1,9 @@
 #include "coordinator/cli/capture_flags.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -8,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/status_matchers.h"
+#include "tests/temp_dir.h"
 
 namespace profctl::coordinator {
 namespace {
@@ -96,6 +101,47 @@ TEST(CaptureFlagsTest, EachRowsValueLandsInThePlan) {
   EXPECT_EQ(plan->device_tracer_level, 0);
   EXPECT_EQ(plan->python_tracer_level, 1);
   EXPECT_EQ(Plan({"--workers=h:1,h:2,h:3", "--require-all"})->min_hosts, 3u);
+}
+
+// A pod too large for a command line names its workers in a file.
+TEST(WorkersFromFlagTest, AtFileReadsTheWorkersFromTheFile) {
+  testkit::TempDir dir;
+  const std::string path = dir.path() + "/pod.txt";
+  std::ofstream(path) << "# two racks\nh1:6000\nh2:6000, h3:6000\n";
+  absl::StatusOr<CapturePlan> plan = Plan({"--workers=@" + path, "--require-all"});
+  ASSERT_THAT(plan, IsOk());
+  ASSERT_EQ(plan->workers.size(), 3u);
+  EXPECT_EQ(plan->workers[2].address, "h3:6000");
+  EXPECT_EQ(plan->min_hosts, 3u);
+  // Its errors name the file and the line.
+  std::ofstream(path) << "h1:6000\nh1:6000\n";
+  EXPECT_THAT(Plan({"--workers=@" + path}).status().message(),
+              HasSubstr(path + ":2: worker 'h1:6000' is listed twice (first on line 1)"));
+}
+
+TEST(WorkersFromFlagTest, AFileThatCannotBeReadIsAnErrorNamingIt) {
+  testkit::TempDir dir;
+  const std::string missing = dir.path() + "/none.txt";
+  EXPECT_THAT(WorkersFromFlag("@" + missing),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("--workers=@" + missing)));
+  EXPECT_THAT(WorkersFromFlag("@" + dir.path()).status().message(),
+              HasSubstr("not a regular file"));
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(WorkersFromFlag("@" + fifo).status().message(),
+              HasSubstr("a FIFO, not a regular file"));  // refused without blocking on it
+  // Past the cap: refused by its size, before reading (a sparse file costs nothing here).
+  const std::string big = dir.path() + "/big.txt";
+  std::ofstream(big) << "h:1\n";
+  ASSERT_EQ(truncate(big.c_str(), static_cast<off_t>(kMaxWorkerFileBytes + 1)), 0);
+  EXPECT_THAT(WorkersFromFlag("@" + big),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("a worker file may hold")));
+  EXPECT_THAT(WorkersFromFlag("@").status().message(), HasSubstr("--workers=@ names no file"));
+  std::ofstream(dir.path() + "/empty.txt") << "# filled in later\n";
+  EXPECT_THAT(WorkersFromFlag("@" + dir.path() + "/empty.txt").status().message(),
+              HasSubstr("empty.txt: no workers"));
+  // Without '@' the value is the list itself.
+  EXPECT_EQ(WorkersFromFlag("a:1,b:2")->size(), 2u);
 }
 
 }  // namespace

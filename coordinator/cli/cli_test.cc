@@ -899,6 +899,35 @@ TEST_F(CliTest, PingPrintsOneRowPerWorkerWithOffsetAndRtt) {
   EXPECT_EQ(m.hosts(0).agent_version(), "test");
 }
 
+// --workers=@FILE: the same capture and ping as a list on the command line; a bad file is a
+// usage error that names it, and nothing is captured.
+TEST_F(CliTest, WorkersFromAFileCaptureAndPingAsTheListWould) {
+  FakeAgent a(&ex_, &clock_, {.name = "w0"});
+  FakeAgent b(&ex_, &clock_, {.clock_offset_ns = 5 * kNanosPerMilli, .name = "w1"});
+  factory_.Add("a:1", &a);
+  factory_.Add("b:1", &b);
+  const std::string pod = tmp_.path() + "/pod.txt";
+  ASSERT_THAT(WriteFileAtomically(pod, "# the pod\na:1\nb:1  # rank 1\n"), IsOk());
+  ASSERT_EQ(Run({"ping", "--workers=@" + pod}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("w1"));
+  ASSERT_EQ(Run({"capture", "--workers=@" + pod, "--duration=300", "--session=f", Logdir()}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(a.captures(), 1);
+  EXPECT_EQ(b.captures(), 1);
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/f/w0.xplane.pb"));
+  EXPECT_TRUE(PathExists(logdir_ + "/plugins/profile/f/w1.xplane.pb"));
+
+  ASSERT_THAT(WriteFileAtomically(pod, "a:1\nb:x\n"), IsOk());
+  EXPECT_EQ(Run({"capture", "--workers=@" + pod, "--duration=300", "--session=g", Logdir()}),
+            kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr(pod + ":2: worker 'b:x'"));
+  EXPECT_EQ(Run({"ping", "--workers=@" + tmp_.path() + "/nope.txt"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("nope.txt"));
+  EXPECT_EQ(a.captures(), 1);
+  EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/g"));
+}
+
 synthetic::SyntheticJobConfig Rank(int r) {
   synthetic::SyntheticJobConfig c;
   c.rank = r;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/flags.h"
+#include "coordinator/cli/capture_flags.h"
 #include "coordinator/cli/cli.h"
 #include "coordinator/cli/command.h"
 #include "coordinator/clients/worker.h"
@@ -50,9 +51,7 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   bool json = false;
   int64_t timeout_ms = 2000;
   FlagSet fs("profctl ping", "--workers=HOST:PORT,... [--json]");
-  fs.String("workers", &workers,
-            "comma-separated profctl-agent addresses, host:port or [v6]:port; grpc://host:port "
-            "for a TensorFlow/JAX profiler server");
+  fs.String("workers", &workers, std::string(kWorkersFlagHelp));
   fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
   fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");
   fs.RejectEmpty("workers");
@@ -68,7 +67,7 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
     return UsageError(env, "ping",
                       absl::StrCat("unexpected argument '", fs.positional().front(), "'"));
   }
-  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkerList(workers);
+  absl::StatusOr<std::vector<WorkerAddress>> parsed = WorkersFromFlag(workers);
   if (!parsed.ok()) return UsageError(env, "ping", parsed.status().message());
   if (timeout_ms < 1 || timeout_ms > 600'000) {
     return UsageError(env, "ping",

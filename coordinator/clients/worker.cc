@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -119,6 +120,39 @@ absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerList(const std::string& te
     entries.emplace_back(item);
   }
   return ParseWorkers(entries);
+}
+
+absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerFile(absl::string_view text,
+                                                           absl::string_view source) {
+  std::vector<WorkerAddress> out;
+  absl::flat_hash_map<std::string, size_t> first_line;  // target -> line it was first named on
+  size_t line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    for (absl::string_view item : absl::StrSplit(line, absl::ByAnyChar(", \t\r"))) {
+      if (item.empty()) continue;
+      absl::StatusOr<WorkerAddress> w = ParseWorker(std::string(item));
+      if (!w.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ":", line_number, ": ", w.status().message()));
+      }
+      auto [it, inserted] = first_line.try_emplace(w->target(), line_number);
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat(source, ":", line_number, ": worker '", item,
+                                                       "' is listed twice (first on line ",
+                                                       it->second, ")"));
+      }
+      out.push_back(*std::move(w));
+    }
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": no workers (only blank lines and comments)"));
+  }
+  return out;
 }
 
 }  // namespace profctl::coordinator

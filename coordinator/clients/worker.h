@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace profctl::coordinator {
 
@@ -44,6 +45,16 @@ absl::StatusOr<std::vector<WorkerAddress>> ParseWorkers(const std::vector<std::s
 
 // Parses a comma-separated list (--workers) as ParseWorkers does.
 absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerList(const std::string& text);
+
+// Parses the text of a worker file (--workers=@FILE: a pod too large for one command-line
+// argument, which Linux caps at 128 KiB, about 8,000 loopback addresses): addresses separated by
+// commas, spaces, tabs or line ends, `#` to the end of a line a comment, blank lines skipped; each
+// entry as ParseWorker takes it, duplicates refused. Errors name `source` and the line
+// ("pod.txt:12: worker 'h:x': port 'x' is not a number in 1..65535", "pod.txt:9: worker 'h:1' is
+// listed twice (first on line 3)"); no entry at all: "pod.txt: no workers (only blank lines and
+// comments)".
+absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerFile(absl::string_view text,
+                                                           absl::string_view source);
 
 }  // namespace profctl::coordinator
 

@@ -1,5 +1,9 @@
 #include "coordinator/clients/worker.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "coordinator/clients/agent_credentials.h"
 #include "coordinator/clients/grpc_agent_client.h"
 #include "gmock/gmock.h"
@@ -131,6 +135,48 @@ TEST(WorkerTest, TypedListIsCheckedEntryByEntry) {
   EXPECT_THAT(ParseWorkers({"a:1", " "}).status().message(), HasSubstr("worker #2 is empty"));
   EXPECT_THAT(ParseWorkers({"a:1,b:2"}).status().message(), HasSubstr("worker 'a:1,b:2'"));
   EXPECT_THAT(ParseWorkers({"a:1", "grpc://a:1"}).status().message(), HasSubstr("listed twice"));
+}
+
+// A pod too large for one command-line argument comes from a file: one address or several a
+// line, comments and blank lines skipped, every error naming the file and the line.
+TEST(WorkerFileTest, TakesAddressesByLineCommaOrSpaceWithComments) {
+  absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkerFile(
+      "# rack 1\nh1:6000\n\n  h2:6000, h3:6000\th4:6000  # two more\r\ngrpc://[::1]:9999\n",
+      "pod.txt");
+  ASSERT_THAT(l, IsOk());
+  ASSERT_EQ(l->size(), 5u);
+  EXPECT_EQ((*l)[0].address, "h1:6000");
+  EXPECT_EQ((*l)[3].address, "h4:6000");
+  EXPECT_EQ((*l)[4].protocol, WorkerAddress::Protocol::kTsl);
+  EXPECT_EQ((*l)[4].host, "::1");
+}
+
+TEST(WorkerFileTest, ErrorsNameTheFileAndTheLine) {
+  EXPECT_EQ(ParseWorkerFile("h1:6000\n# x\nh2:port\n", "pod.txt").status().message(),
+            "pod.txt:3: worker 'h2:port': port 'port' is not a number in 1..65535");
+  EXPECT_EQ(ParseWorkerFile("h1:6000\nh2:1\n\nh3:1, h1:6000\n", "pod.txt").status().message(),
+            "pod.txt:4: worker 'h1:6000' is listed twice (first on line 1)");
+  // The same target with and without grpc:// is one worker.
+  EXPECT_THAT(ParseWorkerFile("h:1\ngrpc://h:1", "p").status().message(),
+              HasSubstr("p:2: worker 'grpc://h:1' is listed twice (first on line 1)"));
+  for (const char* empty : {"", "\n\n", "# nothing yet\n", " , ,\t\n"}) {
+    EXPECT_EQ(ParseWorkerFile(empty, "pod.txt").status().message(),
+              "pod.txt: no workers (only blank lines and comments)")
+        << empty;
+  }
+}
+
+// 10,000 hosts: far past what one argument of a command line can carry (128 KiB), in order.
+TEST(WorkerFileTest, TenThousandHostsParseInOrder) {
+  std::string text;
+  for (int i = 0; i < 10'000; ++i) {
+    absl::StrAppend(&text, "worker-", i, ".pod.example.com:", 6000 + i % 4, "\n");
+  }
+  ASSERT_GT(text.size(), 128u * 1024u);
+  absl::StatusOr<std::vector<WorkerAddress>> l = ParseWorkerFile(text, "big.txt");
+  ASSERT_THAT(l, IsOk());
+  ASSERT_EQ(l->size(), 10'000u);
+  EXPECT_EQ((*l)[9'999].address, "worker-9999.pod.example.com:6003");
 }
 
 // The bearer token travels in clear text without TLS: only to loopback, unless insisted on.
