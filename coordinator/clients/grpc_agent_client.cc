@@ -145,6 +145,9 @@ class GrpcAgentClient final : public AgentClient {
     // per-call counters serve a debug service profctl does not run.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
+    // The engine retries a failed host itself, within the session's deadline; gRPC's retry
+    // filter would add its own call state to every call (a third of a Capture call's memory).
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     if (options.authority_for_testing) {
       if (std::string authority = options.authority_for_testing(worker); !authority.empty()) {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
