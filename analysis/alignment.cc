@@ -37,13 +37,17 @@ int64_t MedianOf(std::vector<int64_t>& v) {
   return *mid;
 }
 
-// Sorts `ends` and merges runs within `dedupe_ns` of the run's first end into their median.
+// Sorts `ends` and merges runs within `dedupe_ns` (>= 0) of the run's first end into their
+// median. Any int64 ends: the difference of two sorted ends is taken unsigned, where it is exact.
 std::vector<int64_t> SortAndDedupe(std::vector<int64_t> ends, int64_t dedupe_ns) {
   std::sort(ends.begin(), ends.end());
   std::vector<int64_t> out;
+  const auto apart = [](int64_t lo, int64_t hi) {
+    return static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  };
   for (size_t i = 0; i < ends.size();) {
     size_t j = i + 1;
-    while (j < ends.size() && ends[j] - ends[i] <= dedupe_ns) ++j;
+    while (j < ends.size() && apart(ends[i], ends[j]) <= static_cast<uint64_t>(dedupe_ns)) ++j;
     out.push_back(ends[i + (j - i - 1) / 2]);  // sorted: the run's median
     i = j;
   }
@@ -334,26 +338,44 @@ std::vector<int64_t> DedupeCollectiveEnds(std::vector<int64_t> ends, int64_t ded
 
 namespace {
 
-// Step 1 of the header: each host's collective ends in range, sorted, deduplicated and moved to
-// coordinator time by its RTT offset; out[i] starts at the RTT offset and counts the ends
-// dropped as out of range.
+// Step 1 of the header: each host's collective ends in range, moved to coordinator time by its
+// RTT offset, sorted and deduplicated; out[i] starts at the RTT offset and counts the ends
+// dropped as out of range. Every end kept lies within kMaxEndSpreadNs of the pod's middle (the
+// median of the hosts' median ends), so any two kept ends, of any hosts, differ by at most 2^62
+// and the matching subtracts them freely; an end farther from the rest of the pod (over 73
+// years) could match nothing and is counted as out of range.
 std::vector<Ends> PrepareEnds(absl::Span<const HostClockInput> hosts,
                               const AlignmentOptions& options, std::vector<HostOffset>* out) {
   std::vector<Ends> prep(hosts.size());
+  std::vector<int64_t> middles;
   for (size_t i = 0; i < hosts.size(); ++i) {
     (*out)[i].offset_ns = hosts[i].rtt_offset_ns;
-    std::vector<int64_t> ends;
+    Ends& ends = prep[i];
     ends.reserve(hosts[i].collective_ends_ns.size());
     for (const int64_t e : hosts[i].collective_ends_ns) {
       if (e < -kMaxAbsTimeNs || e > kMaxAbsTimeNs) {
         ++(*out)[i].ignored_ends;
         continue;
       }
-      ends.push_back(e);  // |e - offset| <= 2^62 + 2^61: no overflow
+      ends.push_back(e - hosts[i].rtt_offset_ns);  // |e - offset| <= 2^62 + 2^61: no overflow
     }
-    prep[i] = SortAndDedupe(std::move(ends), options.dedupe_ns);
-    (*out)[i].ends = static_cast<int64_t>(prep[i].size());
-    for (int64_t& e : prep[i]) e -= hosts[i].rtt_offset_ns;
+    if (!ends.empty()) {
+      std::vector<int64_t> copy = ends;
+      middles.push_back(MedianOf(copy));
+    }
+  }
+  const int64_t middle = middles.empty() ? 0 : MedianOf(middles);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    Ends& ends = prep[i];
+    const auto far = [middle](int64_t c) {
+      const __int128 d = static_cast<__int128>(c) - middle;
+      return d < -kMaxEndSpreadNs || d > kMaxEndSpreadNs;
+    };
+    const auto kept_end = std::remove_if(ends.begin(), ends.end(), far);
+    (*out)[i].ignored_ends += ends.end() - kept_end;
+    ends.erase(kept_end, ends.end());
+    ends = SortAndDedupe(std::move(ends), options.dedupe_ns);
+    (*out)[i].ends = static_cast<int64_t>(ends.size());
   }
   return prep;
 }

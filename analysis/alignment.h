@@ -9,9 +9,10 @@
 // estimates alone.
 //
 // Algorithm (RefineOffsets), all in int64 ns:
-//  1. Per host: drop ends outside +-kMaxAbsTimeNs (untrusted trace data), sort, merge ends
-//     within `dedupe_ns` (several GPUs of one host end one collective together) and translate
-//     them to coordinator time with the RTT offset: c = end - rtt_offset.
+//  1. Per host: drop ends outside +-kMaxAbsTimeNs (untrusted trace data), translate them to
+//     coordinator time with the RTT offset (c = end - rtt_offset), drop those over
+//     kMaxEndSpreadNs from the pod's middle (so no difference of two ends overflows), sort, and
+//     merge ends within `dedupe_ns` (several GPUs of one host end one collective together).
 //  2. Reference: chosen among hosts that agree. Hosts are tried as the reference in the order
 //     most ends, smallest uncertainty, lowest index (hosts with fewer than max(min_matches, 2)
 //     ends never), skipping any host already refined against a tried one (it agrees with that
@@ -80,8 +81,11 @@ namespace profctl::analysis {
 
 // Largest |rtt_offset_ns| and rtt_uncertainty_ns accepted: 2^61 ns (~73 years).
 inline constexpr int64_t kMaxAbsOffsetNs = int64_t{1} << 61;
-// Collective end times outside [-2^62, 2^62] ns (~146 years around the epoch) are ignored.
+// Collective end times outside [-2^62, 2^62] ns (~146 years around the epoch) are ignored, and
+// so are ends, in coordinator time, more than kMaxEndSpreadNs (2^61 ns, ~73 years) from the
+// pod's middle (the median of the hosts' median ends): they could match nothing.
 inline constexpr int64_t kMaxAbsTimeNs = int64_t{1} << 62;
+inline constexpr int64_t kMaxEndSpreadNs = int64_t{1} << 61;
 inline constexpr int64_t kDefaultCollectiveDedupeNs = 10'000;  // 10 us
 
 // Ends of this host's collectives, in absolute ns on the host's (agent's) own clock: the instants
@@ -156,7 +160,8 @@ struct HostOffset {
   bool clamped = false;
   // Collective ends used: in range, one per collective (deduplicated).
   int64_t ends = 0;
-  // End times ignored as out of range (outside +-kMaxAbsTimeNs).
+  // End times ignored as out of range (outside +-kMaxAbsTimeNs, or over kMaxEndSpreadNs from the
+  // pod's middle).
   int64_t ignored_ends = 0;
 };
 

@@ -393,8 +393,11 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   got = RefineOffsets(hosts);
   ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].ignored_ends, 4);
-  EXPECT_EQ((*got)[1].ignored_ends, 0);
-  EXPECT_EQ((*got)[1].ends, pod.steps + 2);  // +-kMaxAbsTimeNs are in range
+  // In coordinator time the two hosts are 2^62 ns apart (offsets +-2^61): the pod's middle is
+  // host 0's, and of host 1 only -kMaxAbsTimeNs (at -2^61 there) lies within 2^61 of it.
+  EXPECT_EQ((*got)[0].ends, pod.steps);
+  EXPECT_EQ((*got)[1].ignored_ends, pod.steps * pod.gpus + 1);
+  EXPECT_EQ((*got)[1].ends, 1);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_GE((*got)[i].offset_ns, hosts[i].rtt_offset_ns - hosts[i].rtt_uncertainty_ns);
     EXPECT_LE((*got)[i].offset_ns, hosts[i].rtt_offset_ns + hosts[i].rtt_uncertainty_ns);
@@ -415,6 +418,45 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   bad = {};
   bad.dedupe_ns = kMax;
   EXPECT_FALSE(RefineOffsets(hosts, bad).ok());
+}
+
+// Ends at the very edges of the accepted range, next to each other: their difference (2^63)
+// does not fit an int64. Nothing overflows (UBSan aborts on it here), and an end more than 2^61
+// from the rest of the pod is out of range: it could match nothing.
+TEST(AlignmentTest, EndsAtTheEdgesOfTheRangeNeverOverflow) {
+  Pod pod;
+  pod.steps = 20;
+  std::vector<HostClockInput> hosts = {Host(0, 0, 1 * kMs, pod.HostEnds(0, 1)),
+                                       Host(0, 0, 1 * kMs, pod.HostEnds(0, 2)),
+                                       Host(0, 0, 1 * kMs, {-kMaxAbsTimeNs, kMaxAbsTimeNs})};
+  // A reference whose ends include both edges, not adjacent, and one whose pod is at an edge.
+  hosts[1].collective_ends_ns.push_back(-kMaxAbsTimeNs);
+  hosts[1].collective_ends_ns.push_back(kMaxAbsTimeNs);
+  absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ((*got)[0].method, OffsetMethod::kCollectives);
+  EXPECT_EQ((*got)[1].ends, pod.steps);
+  EXPECT_EQ((*got)[1].ignored_ends, 2);  // both edges are over 2^61 from the pod at kT0
+  EXPECT_EQ((*got)[2].ends, 0);
+  EXPECT_EQ((*got)[2].ignored_ends, 2);
+  EXPECT_EQ((*got)[2].method, OffsetMethod::kRtt);
+
+  // A whole pod at the lower edge, a host of it with one end at the upper edge.
+  std::vector<HostClockInput> edge;
+  for (uint32_t h = 1; h <= 3; ++h) {
+    std::vector<int64_t> ends;
+    for (int64_t k = 0; k < 10; ++k) ends.push_back(-kMaxAbsTimeNs + k * 100 * kMs + h * kUs);
+    edge.push_back(Host(0, 0, 1 * kMs, std::move(ends)));
+  }
+  edge[2].collective_ends_ns.push_back(kMaxAbsTimeNs);
+  got = RefineOffsets(edge);
+  ASSERT_THAT(got, IsOk());
+  for (size_t i = 0; i < edge.size(); ++i) {
+    EXPECT_EQ((*got)[i].ends, 10) << i;
+    EXPECT_LE(std::abs((*got)[i].offset_ns), 1 * kMs) << i;
+  }
+  EXPECT_EQ((*got)[2].method, OffsetMethod::kCollectives);
+  EXPECT_EQ((*got)[2].ignored_ends, 1);
 }
 
 TEST(AlignmentTest, AThousandHostsOfFiftySteps) {
@@ -477,6 +519,17 @@ TEST(CollectiveEndsTest, ReadsDevicePlanesDedupesGpusAndSkipsOthers) {
   // With no dedupe window every GPU's end stays.
   EXPECT_EQ(CollectiveEndsNs(space, /*dedupe_ns=*/0).size(), 5u);
   EXPECT_TRUE(CollectiveEndsNs(xspace::XSpace()).empty());
+}
+
+// Deduplicating takes any int64 ends: two ends 2^63 or more apart are two ends.
+TEST(CollectiveEndsTest, DedupeKeepsEndsAsFarApartAsInt64Allows) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(DedupeCollectiveEnds({kMaxAbsTimeNs, -kMaxAbsTimeNs}),
+            (std::vector<int64_t>{-kMaxAbsTimeNs, kMaxAbsTimeNs}));
+  EXPECT_EQ(DedupeCollectiveEnds({kMax, kMin, 0}), (std::vector<int64_t>{kMin, 0, kMax}));
+  EXPECT_EQ(DedupeCollectiveEnds({kMax, kMax - 5, kMin + 5, kMin}, 10),
+            (std::vector<int64_t>{kMin, kMax - 5}));
 }
 
 TEST(CollectiveEndsTest, AbsoluteLineFilesReadTheSame) {
