@@ -259,6 +259,17 @@ void AppendCsvChange(std::string* out, absl::string_view kind, absl::string_view
                CsvPct(c, has_a && has_b));
 }
 
+// One "<category>_ms" row per category, A against B (the pod's or one host's).
+void AppendCsvCategoryChanges(std::string* out, absl::string_view kind, absl::string_view host,
+                              const std::array<Change, analysis::kNumCategories>& categories,
+                              bool has_a = true, bool has_b = true) {
+  for (int c = 0; c < analysis::kNumCategories; ++c) {
+    AppendCsvChange(out, kind, host,
+                    absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), "_ms"),
+                    categories[static_cast<size_t>(c)], /*ms=*/true, has_a, has_b);
+  }
+}
+
 // --- HTML ---------------------------------------------------------------------------------------
 
 void Html(std::string* out, absl::string_view s) { AppendHtmlEscaped(out, s); }
@@ -515,11 +526,7 @@ std::string DiffCsv(const analysis::Diff& d) {
   AppendCsvChange(&out, "pod", "", "steps", d.pod_steps, /*ms=*/false);
   AppendCsvChange(&out, "pod", "", "step_time_ms", d.pod_step_time_ns, /*ms=*/true);
   AppendCsvChange(&out, "pod", "", "hosts", d.pod_hosts, /*ms=*/false);
-  for (int c = 0; c < analysis::kNumCategories; ++c) {
-    AppendCsvChange(&out, "pod", "",
-                    absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), "_ms"),
-                    d.pod_categories[static_cast<size_t>(c)], /*ms=*/true);
-  }
+  AppendCsvCategoryChanges(&out, "pod", "", d.pod_categories);
   AppendCsvRow(&out, "straggler", "", "host", d.straggler_a.host, d.straggler_b.host, "", "");
   AppendCsvRow(&out, "straggler", "", "cause",
                d.straggler_a.host.empty() ? "" : analysis::CategoryName(d.straggler_a.cause),
@@ -534,11 +541,7 @@ std::string DiffCsv(const analysis::Diff& d) {
     AppendCsvChange(&out, "host", h.host, "steps", h.steps, /*ms=*/false, h.in_a, h.in_b);
     AppendCsvChange(&out, "host", h.host, "step_time_ms", h.step_time_ns, /*ms=*/true, h.in_a,
                     h.in_b);
-    for (int c = 0; c < analysis::kNumCategories; ++c) {
-      AppendCsvChange(&out, "host", h.host,
-                      absl::StrCat(analysis::CategoryName(static_cast<Category>(c)), "_ms"),
-                      h.categories[static_cast<size_t>(c)], /*ms=*/true, h.in_a, h.in_b);
-    }
+    AppendCsvCategoryChanges(&out, "host", h.host, h.categories, h.in_a, h.in_b);
     AppendCsvChange(&out, "host", h.host, "straggler_steps", h.straggler_steps, /*ms=*/false,
                     h.in_a, h.in_b);
   }
