@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -591,12 +593,14 @@ class SourceStream {
   SourceStream(KinetoTextSource& source, const ReaderOptions& options)
       : source_(source), max_string_bytes_(options.max_string_bytes) {}
 
-  Ch Peek() {
-    if (cur_ == end_ && !Refill()) return '\0';
+  // Called for every byte the parser looks at one by one (numbers, punctuation): inline, with
+  // the refill out of line (a call that was not inlined cost 5 % of analyze's CPU).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Ch Peek() {
+    if (ABSL_PREDICT_FALSE(cur_ == end_) && !Refill()) return '\0';
     return *cur_;
   }
-  Ch Take() {
-    if (cur_ == end_ && !Refill()) return '\0';
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Ch Take() {
+    if (ABSL_PREDICT_FALSE(cur_ == end_) && !Refill()) return '\0';
     return *cur_++;
   }
   size_t Tell() const { return static_cast<size_t>(piece_offset_ + (cur_ - begin_)); }
@@ -682,7 +686,7 @@ class SourceStream {
     return plain;
   }();
 
-  bool Refill() {
+  ABSL_ATTRIBUTE_NOINLINE bool Refill() {
     if (ended_) return false;
     piece_offset_ += static_cast<uint64_t>(end_ - begin_);
     begin_ = cur_ = end_ = nullptr;
