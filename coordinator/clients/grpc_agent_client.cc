@@ -145,9 +145,11 @@ class GrpcAgentClient final : public AgentClient {
     // per-call counters serve a debug service profctl does not run.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
-    // The engine retries a failed host itself, within the session's deadline; gRPC's retry
-    // filter would add its own call state to every call (a third of a Capture call's memory).
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    // gRPC's retry filter stays on (docs/perf.md, "Where a host's coordinator memory goes"): its
+    // transparent retries resend a call that never reached the agent (a connection closed
+    // between the pick and the stream, REFUSED_STREAM) at once, which the engine's own retries
+    // would turn into a Fetch, a backoff and a late host, and Cancel and GetStepSignal are not
+    // retried by the engine at all.
     if (options.authority_for_testing) {
       if (std::string authority = options.authority_for_testing(worker); !authority.empty()) {
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, authority);
