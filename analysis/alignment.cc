@@ -340,14 +340,14 @@ namespace {
 
 // Step 1 of the header: each host's collective ends in range, moved to coordinator time by its
 // RTT offset, sorted and deduplicated; out[i] starts at the RTT offset and counts the ends
-// dropped as out of range. Every end kept lies within kMaxEndSpreadNs of the pod's middle (the
-// median of the hosts' median ends), so any two kept ends, of any hosts, differ by at most 2^62
-// and the matching subtracts them freely; an end farther from the rest of the pod (over 73
-// years) could match nothing and is counted as out of range.
+// dropped as out of range. A host's ends lie within kMaxEndSpreadNs of its own median end (one
+// host's honest ends span its capture window; an end 73 years from the rest of its own is out
+// of range), so two ends of one host differ by at most 2^62. Across hosts nothing is dropped:
+// the matching subtracts ends of two hosts only after a coarse shift put some of them within a
+// day of each other, so those differences stay under 2^62 plus two days.
 std::vector<Ends> PrepareEnds(absl::Span<const HostClockInput> hosts,
                               const AlignmentOptions& options, std::vector<HostOffset>* out) {
   std::vector<Ends> prep(hosts.size());
-  std::vector<int64_t> middles;
   for (size_t i = 0; i < hosts.size(); ++i) {
     (*out)[i].offset_ns = hosts[i].rtt_offset_ns;
     Ends& ends = prep[i];
@@ -360,20 +360,15 @@ std::vector<Ends> PrepareEnds(absl::Span<const HostClockInput> hosts,
       ends.push_back(e - hosts[i].rtt_offset_ns);  // |e - offset| <= 2^62 + 2^61: no overflow
     }
     if (!ends.empty()) {
-      std::vector<int64_t> copy = ends;
-      middles.push_back(MedianOf(copy));
+      const int64_t middle = MedianOf(ends);  // reorders; sorted below
+      const auto far = [middle](int64_t c) {
+        const __int128 d = static_cast<__int128>(c) - middle;
+        return d < -kMaxEndSpreadNs || d > kMaxEndSpreadNs;
+      };
+      const auto kept_end = std::remove_if(ends.begin(), ends.end(), far);
+      (*out)[i].ignored_ends += ends.end() - kept_end;
+      ends.erase(kept_end, ends.end());
     }
-  }
-  const int64_t middle = middles.empty() ? 0 : MedianOf(middles);
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    Ends& ends = prep[i];
-    const auto far = [middle](int64_t c) {
-      const __int128 d = static_cast<__int128>(c) - middle;
-      return d < -kMaxEndSpreadNs || d > kMaxEndSpreadNs;
-    };
-    const auto kept_end = std::remove_if(ends.begin(), ends.end(), far);
-    (*out)[i].ignored_ends += ends.end() - kept_end;
-    ends.erase(kept_end, ends.end());
     ends = SortAndDedupe(std::move(ends), options.dedupe_ns);
     (*out)[i].ends = static_cast<int64_t>(ends.size());
   }

@@ -11,7 +11,7 @@
 // Algorithm (RefineOffsets), all in int64 ns:
 //  1. Per host: drop ends outside +-kMaxAbsTimeNs (untrusted trace data), translate them to
 //     coordinator time with the RTT offset (c = end - rtt_offset), drop those over
-//     kMaxEndSpreadNs from the pod's middle (so no difference of two ends overflows), sort, and
+//     kMaxEndSpreadNs from the host's own median (so no difference of ends overflows), sort, and
 //     merge ends within `dedupe_ns` (several GPUs of one host end one collective together).
 //  2. Reference: chosen among hosts that agree. Hosts are tried as the reference in the order
 //     most ends, smallest uncertainty, lowest index (hosts with fewer than max(min_matches, 2)
@@ -82,8 +82,8 @@ namespace profctl::analysis {
 // Largest |rtt_offset_ns| and rtt_uncertainty_ns accepted: 2^61 ns (~73 years).
 inline constexpr int64_t kMaxAbsOffsetNs = int64_t{1} << 61;
 // Collective end times outside [-2^62, 2^62] ns (~146 years around the epoch) are ignored, and
-// so are ends, in coordinator time, more than kMaxEndSpreadNs (2^61 ns, ~73 years) from the
-// pod's middle (the median of the hosts' median ends): they could match nothing.
+// so are a host's ends more than kMaxEndSpreadNs (2^61 ns, ~73 years) from its own median end:
+// no two ends of one host then differ by more than 2^62.
 inline constexpr int64_t kMaxAbsTimeNs = int64_t{1} << 62;
 inline constexpr int64_t kMaxEndSpreadNs = int64_t{1} << 61;
 inline constexpr int64_t kDefaultCollectiveDedupeNs = 10'000;  // 10 us
@@ -161,7 +161,7 @@ struct HostOffset {
   // Collective ends used: in range, one per collective (deduplicated).
   int64_t ends = 0;
   // End times ignored as out of range (outside +-kMaxAbsTimeNs, or over kMaxEndSpreadNs from the
-  // pod's middle).
+  // host's own median end).
   int64_t ignored_ends = 0;
 };
 

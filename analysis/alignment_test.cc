@@ -393,11 +393,10 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
   got = RefineOffsets(hosts);
   ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].ignored_ends, 4);
-  // In coordinator time the two hosts are 2^62 ns apart (offsets +-2^61): the pod's middle is
-  // host 0's, and of host 1 only -kMaxAbsTimeNs (at -2^61 there) lies within 2^61 of it.
+  // +-kMaxAbsTimeNs are in range, but over 2^61 from the rest of host 1's ends.
   EXPECT_EQ((*got)[0].ends, pod.steps);
-  EXPECT_EQ((*got)[1].ignored_ends, pod.steps * pod.gpus + 1);
-  EXPECT_EQ((*got)[1].ends, 1);
+  EXPECT_EQ((*got)[1].ignored_ends, 2);
+  EXPECT_EQ((*got)[1].ends, pod.steps);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_GE((*got)[i].offset_ns, hosts[i].rtt_offset_ns - hosts[i].rtt_uncertainty_ns);
     EXPECT_LE((*got)[i].offset_ns, hosts[i].rtt_offset_ns + hosts[i].rtt_uncertainty_ns);
@@ -422,28 +421,30 @@ TEST(AlignmentTest, AbsurdInputsAreRejectedOrIgnoredWithoutOverflow) {
 
 // Ends at the very edges of the accepted range, next to each other: their difference (2^63)
 // does not fit an int64. Nothing overflows (UBSan aborts on it here), and an end more than 2^61
-// from the rest of the pod is out of range: it could match nothing.
+// from the rest of its host's ends is out of range.
 TEST(AlignmentTest, EndsAtTheEdgesOfTheRangeNeverOverflow) {
   Pod pod;
   pod.steps = 20;
   std::vector<HostClockInput> hosts = {Host(0, 0, 1 * kMs, pod.HostEnds(0, 1)),
                                        Host(0, 0, 1 * kMs, pod.HostEnds(0, 2)),
                                        Host(0, 0, 1 * kMs, {-kMaxAbsTimeNs, kMaxAbsTimeNs})};
-  // A reference whose ends include both edges, not adjacent, and one whose pod is at an edge.
+  // A host whose ends include both edges beside its pod's.
   hosts[1].collective_ends_ns.push_back(-kMaxAbsTimeNs);
   hosts[1].collective_ends_ns.push_back(kMaxAbsTimeNs);
   absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
   ASSERT_THAT(got, IsOk());
   EXPECT_EQ((*got)[0].method, OffsetMethod::kCollectives);
+  EXPECT_EQ((*got)[1].method, OffsetMethod::kCollectives);
   EXPECT_EQ((*got)[1].ends, pod.steps);
-  EXPECT_EQ((*got)[1].ignored_ends, 2);  // both edges are over 2^61 from the pod at kT0
-  EXPECT_EQ((*got)[2].ends, 0);
-  EXPECT_EQ((*got)[2].ignored_ends, 2);
+  EXPECT_EQ((*got)[1].ignored_ends, 2);  // both edges are over 2^61 from its pod's ends
+  EXPECT_EQ((*got)[2].ends, 1);          // its median is the lower edge: the upper is 2^63 away
+  EXPECT_EQ((*got)[2].ignored_ends, 1);
   EXPECT_EQ((*got)[2].method, OffsetMethod::kRtt);
 
-  // A whole pod at the lower edge, a host of it with one end at the upper edge.
+  // A whole pod at the lower edge, a host of it with one end at the upper edge: its offsets are
+  // the ones its ends say (host h ends h us after the truth).
   std::vector<HostClockInput> edge;
-  for (uint32_t h = 1; h <= 3; ++h) {
+  for (int64_t h = 1; h <= 3; ++h) {
     std::vector<int64_t> ends;
     for (int64_t k = 0; k < 10; ++k) ends.push_back(-kMaxAbsTimeNs + k * 100 * kMs + h * kUs);
     edge.push_back(Host(0, 0, 1 * kMs, std::move(ends)));
@@ -453,10 +454,34 @@ TEST(AlignmentTest, EndsAtTheEdgesOfTheRangeNeverOverflow) {
   ASSERT_THAT(got, IsOk());
   for (size_t i = 0; i < edge.size(); ++i) {
     EXPECT_EQ((*got)[i].ends, 10) << i;
-    EXPECT_LE(std::abs((*got)[i].offset_ns), 1 * kMs) << i;
+    EXPECT_EQ((*got)[i].method, OffsetMethod::kCollectives) << i;
   }
-  EXPECT_EQ((*got)[2].method, OffsetMethod::kCollectives);
+  EXPECT_EQ((*got)[1].offset_ns - (*got)[0].offset_ns, 1 * kUs);
+  EXPECT_EQ((*got)[2].offset_ns - (*got)[0].offset_ns, 2 * kUs);
   EXPECT_EQ((*got)[2].ignored_ends, 1);
+}
+
+// Hosts with a single end each at an edge of the range cannot take the honest hosts' ends away:
+// each host's ends are judged against its own, never against a vote of the pod.
+TEST(AlignmentTest, HostsWithOneFarEndDoNotOutvoteTheHonestOnes) {
+  Pod pod;
+  pod.steps = 20;
+  std::vector<HostClockInput> hosts = {
+      Host(0, 0, 1 * kMs, pod.HostEnds(0, 1)), Host(3 * kUs, 0, 1 * kMs, pod.HostEnds(3 * kUs, 2)),
+      Host(0, 0, 1 * kMs, {-kMaxAbsTimeNs}), Host(0, 0, 1 * kMs, {-kMaxAbsTimeNs})};
+  absl::StatusOr<std::vector<HostOffset>> got = RefineOffsets(hosts);
+  ASSERT_THAT(got, IsOk());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ((*got)[i].method, OffsetMethod::kCollectives) << i;
+    EXPECT_EQ((*got)[i].ends, pod.steps) << i;
+    EXPECT_EQ((*got)[i].ignored_ends, 0) << i;
+  }
+  EXPECT_NEAR(static_cast<double>((*got)[1].offset_ns - (*got)[0].offset_ns), 3.0 * kUs,
+              2.0 * static_cast<double>(pod.jitter_ns));
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ((*got)[i].method, OffsetMethod::kRtt) << i;
+    EXPECT_EQ((*got)[i].ends, 1) << i;
+  }
 }
 
 TEST(AlignmentTest, AThousandHostsOfFiftySteps) {

@@ -61,7 +61,11 @@ void EstimateUnmeasuredOffsets(std::vector<AlignHost>& hosts) {
 // and that offset's bound: clock.warning and one of the breakdown's warnings for the host.
 std::string NotRefinedWarning(const analysis::HostOffset& o, const profctl::v1::ClockEstimate& c) {
   std::string why;
-  if (o.ends == 0) {
+  if (o.ends == 0 && o.ignored_ends > 0) {
+    why = absl::StrCat("its ", o.ignored_ends,
+                       " collective ends are out of range (over 2^62 ns from the epoch, or 73 "
+                       "years from the rest of its ends): nothing to align on");
+  } else if (o.ends == 0) {
     why = "no collectives in its trace to align on";
   } else if (o.ends < analysis::AlignmentOptions().min_matches) {
     why = absl::StrCat("only ", o.ends, " collectives in its trace, too few to align on");
