@@ -311,7 +311,7 @@ int RemoteCapture(const CapturePlan& plan, const std::string& address,
 int CaptureCommand(const std::vector<std::string>& args, const CliEnv& env) {
   CaptureFlags flags;
   FlagSet fs("profctl capture",
-             "--workers=HOST:PORT,... [--duration=MS|2s | --last=DURATION] [flags]");
+             "--workers=HOST:PORT,...|@FILE [--duration=MS|2s | --last=DURATION] [flags]");
   AddCaptureFlags(&fs, &flags);
   if (absl::Status s = fs.Parse(args); !s.ok()) return UsageError(env, "capture", s.message());
   if (fs.help_requested()) {

@@ -1,5 +1,7 @@
 #include "coordinator/cli/capture_flags.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -140,7 +142,18 @@ absl::StatusOr<int64_t> ParseWindowMs(absl::string_view text) {
 }
 
 absl::StatusOr<std::vector<WorkerAddress>> WorkersFromFlag(const std::string& value) {
-  if (!absl::StartsWith(value, "@")) return ParseWorkerList(value);
+  if (!absl::StartsWith(value, "@")) {
+    absl::StatusOr<std::vector<WorkerAddress>> list = ParseWorkerList(value);
+    // A file named without its '@' ("--workers=pod.txt") reads as a worker with no port.
+    struct stat st {};
+    if (!list.ok() && !absl::StrContains(value, ',') && stat(value.c_str(), &st) == 0 &&
+        S_ISREG(st.st_mode)) {
+      return absl::Status(list.status().code(),
+                          absl::StrCat(list.status().message(),
+                                       " (a file of workers? write --workers=@", value, ")"));
+    }
+    return list;
+  }
   const std::string path = value.substr(1);
   if (path.empty()) {
     return absl::InvalidArgumentError("--workers=@ names no file: give --workers=@FILE");

@@ -67,9 +67,6 @@ inline constexpr absl::string_view kWorkersFlagHelp =
     "TensorFlow/JAX profiler server; or @FILE, a file of them (by line, comma or space; # "
     "comments) for a pod too large for a command line";
 
-// The largest worker file --workers=@FILE reads: 16 MiB, some 250,000 addresses.
-inline constexpr uint64_t kMaxWorkerFileBytes = uint64_t{16} << 20;
-
 // --workers's value as addresses: a comma-separated list (ParseWorkerList), or `@FILE`, a regular
 // file of addresses (ParseWorkerFile: by line, comma or space, `#` comments) of at most
 // kMaxWorkerFileBytes, for a pod whose list is too long for one command-line argument (Linux

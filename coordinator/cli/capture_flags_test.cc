@@ -20,6 +20,7 @@ namespace {
 using ::profctl::testkit::IsOk;
 using ::profctl::testkit::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<CapturePlan> Plan(const std::vector<std::string>& args) {
   CaptureFlags flags;
@@ -140,8 +141,14 @@ TEST(WorkersFromFlagTest, AFileThatCannotBeReadIsAnErrorNamingIt) {
   std::ofstream(dir.path() + "/empty.txt") << "# filled in later\n";
   EXPECT_THAT(WorkersFromFlag("@" + dir.path() + "/empty.txt").status().message(),
               HasSubstr("empty.txt: no workers"));
-  // Without '@' the value is the list itself.
+  // Without '@' the value is the list itself; a file named without it gets a hint.
   EXPECT_EQ(WorkersFromFlag("a:1,b:2")->size(), 2u);
+  const std::string pod = dir.path() + "/pod.txt";
+  std::ofstream(pod) << "a:1\n";
+  EXPECT_THAT(WorkersFromFlag(pod).status().message(),
+              HasSubstr("(a file of workers? write --workers=@" + pod + ")"));
+  EXPECT_THAT(WorkersFromFlag("nosuchfile").status().message(),
+              Not(HasSubstr("a file of workers")));
 }
 
 }  // namespace

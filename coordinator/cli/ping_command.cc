@@ -50,7 +50,7 @@ int PingCommand(const std::vector<std::string>& args, const CliEnv& env) {
   std::string workers;
   bool json = false;
   int64_t timeout_ms = 2000;
-  FlagSet fs("profctl ping", "--workers=HOST:PORT,... [--json]");
+  FlagSet fs("profctl ping", "--workers=HOST:PORT,...|@FILE [--json]");
   fs.String("workers", &workers, std::string(kWorkersFlagHelp));
   fs.Int64("timeout", &timeout_ms, "ms to wait for every worker's answers (1..600000)");
   fs.Bool("json", &json, "print the per-worker results as JSON on stdout instead of a table");

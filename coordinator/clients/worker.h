@@ -56,6 +56,10 @@ absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerList(const std::string& te
 absl::StatusOr<std::vector<WorkerAddress>> ParseWorkerFile(absl::string_view text,
                                                            absl::string_view source);
 
+// The largest worker file read (--workers=@FILE, a schedule's targets file): 16 MiB, some
+// 250,000 addresses.
+inline constexpr uint64_t kMaxWorkerFileBytes = uint64_t{16} << 20;
+
 }  // namespace profctl::coordinator
 
 #endif  // PROFCTL_COORDINATOR_CLIENTS_WORKER_H_

@@ -93,7 +93,14 @@ absl::Status ParseTargets(const YamlConfig& r, const YAML::Node& v, const std::s
     if (v.Scalar().empty())
       return r.Error(v, path, "expected a list of host:port, a DNS name or a file");
     t->source = v.Scalar();
-    // A path names a targets file; anything else is a DNS name to resolve.
+    // A path (or "@FILE", as --workers takes a file) names a targets file; anything else is a
+    // DNS name to resolve.
+    if (absl::StartsWith(t->source, "@")) {
+      t->source.erase(0, 1);
+      t->kind = TargetsKind::kFile;
+      if (t->source.empty()) return r.Error(v, path, "'@' names no file: give @FILE");
+      return absl::OkStatus();
+    }
     t->kind = absl::StrContains(t->source, '/') ? TargetsKind::kFile : TargetsKind::kDns;
     if (t->kind == TargetsKind::kDns) PROFCTL_RETURN_IF_ERROR(CheckTarget(r, v, path));
     return absl::OkStatus();

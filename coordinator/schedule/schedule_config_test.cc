@@ -297,6 +297,14 @@ TEST(CoordinatorConfigTest, BadTargetsAreRefusedAtLoad) {
   }
   // A targets file is read at each run, not at load.
   EXPECT_THAT(ParseCoordinatorConfig(head + "    targets: /no/such/file\n", "c.yaml"), IsOk());
+  // "@FILE", as --workers takes a file, names one too, even without a '/'.
+  absl::StatusOr<CoordinatorConfig> at =
+      ParseCoordinatorConfig(head + "    targets: \"@pod.txt\"\n", "c.yaml");
+  ASSERT_THAT(at, IsOk());
+  EXPECT_EQ(at->schedules[0].targets.kind, TargetsKind::kFile);
+  EXPECT_EQ(at->schedules[0].targets.source, "pod.txt");
+  EXPECT_THAT(ParseCoordinatorConfig(head + "    targets: \"@\"\n", "c.yaml").status().message(),
+              HasSubstr("'@' names no file"));
 }
 
 TEST(CoordinatorConfigTest, HugeValuesAreClippedInErrors) {

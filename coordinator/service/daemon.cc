@@ -7,11 +7,9 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/file_util.h"
@@ -23,8 +21,6 @@
 
 namespace profctl::coordinator::service {
 namespace {
-
-constexpr size_t kMaxTargetsFileBytes = 4 << 20;
 
 uint64_t Fnv1a(absl::string_view s) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -70,39 +66,15 @@ absl::StatusOr<std::vector<WorkerAddress>> ResolveDns(const std::string& source)
   return ParseWorkers(list);
 }
 
+// The same file `profctl capture --workers=@FILE` reads (ParseWorkerFile), refused by its size
+// before it is read.
 absl::StatusOr<std::vector<WorkerAddress>> ReadTargetsFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxWorkerFileBytes, "a targets file may hold");
   if (!text.ok()) {
-    return absl::NotFoundError(absl::StrCat("targets file ", path, ": ", text.status().message()));
+    return absl::Status(text.status().code(),
+                        absl::StrCat("targets file ", path, ": ", text.status().message()));
   }
-  if (text->size() > kMaxTargetsFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("targets file ", path, ": larger than ", kMaxTargetsFileBytes, " bytes"));
-  }
-  std::vector<std::string> workers;
-  int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    ++line_no;
-    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
-      line = line.substr(0, hash);
-    }
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty()) continue;
-    if (absl::StatusOr<WorkerAddress> w = ParseWorker(std::string(line)); !w.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("targets file ", path, ":", line_no, ": ", w.status().message()));
-    }
-    workers.emplace_back(line);
-  }
-  if (workers.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("targets file ", path, ": no workers"));
-  }
-  absl::StatusOr<std::vector<WorkerAddress>> parsed = ParseWorkers(workers);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("targets file ", path, ": ", parsed.status().message()));
-  }
-  return parsed;
+  return ParseWorkerFile(*text, absl::StrCat("targets file ", path));
 }
 
 std::string Timing(const schedule::ScheduleConfig& s) {

@@ -39,8 +39,9 @@ namespace profctl::coordinator::service {
 //   - a list: as given;
 //   - a DNS name "name:port": every address it resolves to (A and AAAA; a Kubernetes headless
 //     Service answers with every pod), sorted, each with the port;
-//   - a targets file: one worker per line ("host:port", "grpc://host:port"; '#' starts a comment,
-//     blank lines are skipped), read at every run, so edits apply from the next run.
+//   - a targets file: the workers as `profctl capture --workers=@FILE` reads them (ParseWorkerFile:
+//     by line, comma or space, '#' starts a comment), read at every run, so edits apply from the
+//     next run.
 // INVALID_ARGUMENT / NOT_FOUND / UNAVAILABLE naming the name or file when nothing usable is found.
 absl::StatusOr<std::vector<WorkerAddress>> ResolveTargets(const schedule::Targets& targets);
 

@@ -468,6 +468,16 @@ TEST_F(ServiceTest, TargetsResolveFromListsFilesAndDns) {
   EXPECT_THAT(
       ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file}).status().message(),
       HasSubstr("no workers"));
+  // The file --workers=@FILE takes: by line, comma or space.
+  ASSERT_THAT(WriteFileAtomically(file, "# rack 1\na:1, b:1 grpc://c:2\nd:1\n"), IsOk());
+  w = ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file});
+  ASSERT_THAT(w, IsOk());
+  ASSERT_EQ(w->size(), 4u);
+  EXPECT_EQ((*w)[2].address, "grpc://c:2");
+  ASSERT_THAT(WriteFileAtomically(file, "a:1\nb:1\na:1\n"), IsOk());
+  EXPECT_THAT(
+      ResolveTargets({.kind = schedule::TargetsKind::kFile, .source = file}).status().message(),
+      HasSubstr("targets.txt:3: worker 'a:1' is listed twice (first on line 1)"));
 
   // localhost resolves locally (no network): every address it has, with the port.
   w = ResolveTargets({.kind = schedule::TargetsKind::kDns, .source = "localhost:6000"});

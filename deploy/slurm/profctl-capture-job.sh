@@ -25,7 +25,13 @@ if [ "$state" != "RUNNING" ]; then
 fi
 # The job's node list (NodeList=node[01-04],gpu7), expanded one host a line.
 nodelist=$(scontrol show job "$job" | sed -n 's/^ *NodeList=\([^ ]*\).*/\1/p' | sed -n 1p)
-workers=$(scontrol show hostnames "$nodelist" | sed "s/\$/:$PROFCTL_PORT/" | paste -sd, -)
-echo "capturing job $job on: $workers" >&2
-exec "$PROFCTL" capture --workers="$workers" --logdir="$PROFCTL_LOGDIR" \
-  --session="slurm-${job}_$(date -u +%Y%m%dT%H%M%SZ)" "$@"
+# One worker a line in a file (--workers=@FILE): a job of thousands of nodes is longer than one
+# command-line argument may be (128 KiB on Linux).
+workers=$(mktemp "${TMPDIR:-/tmp}/profctl-workers.XXXXXX")
+trap 'rm -f "$workers"' EXIT
+scontrol show hostnames "$nodelist" | sed "s/\$/:$PROFCTL_PORT/" > "$workers"
+echo "capturing job $job on $(wc -l < "$workers") nodes: $(head -c 2000 "$workers" | paste -sd, -)" >&2
+rc=0
+"$PROFCTL" capture --workers=@"$workers" --logdir="$PROFCTL_LOGDIR" \
+  --session="slurm-${job}_$(date -u +%Y%m%dT%H%M%SZ)" "$@" || rc=$?
+exit $rc
