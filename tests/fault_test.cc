@@ -311,9 +311,13 @@ TEST_F(FaultTest, AnAgentFrozenBeforeTheCaptureDoesNotHoldTheOthersForItsTimeout
   EXPECT_EQ(m.hosts(0).status(), v1::HOST_STATUS_OK) << m.hosts(0).error().message();
   EXPECT_EQ(m.hosts(1).status(), v1::HOST_STATUS_OK) << m.hosts(1).error().message();
   EXPECT_EQ(m.hosts(2).status(), v1::HOST_STATUS_FAILED);
-  // 500 ms and what a loaded machine adds; waiting out the GetInfo was 2,000.
+  // The engine's own decision, from what it saw (the frozen host's handshake, the pod's slowest
+  // GetInfo answer x 4, at least 500 ms): stop waiting for it before its GetInfo's 2 s timeout.
+  // Not a bound on the wall time: under load every answer is slower, and so is the wait (a
+  // 1,500 ms bound on prepare_ms failed once beside two other full ctest runs: 1,776 ms).
   EXPECT_GE(m.prepare_ms(), 500.0);
-  EXPECT_LT(m.prepare_ms(), 1500.0) << summary_;
+  EXPECT_GE(m.prepare_budget_ms(), 500.0) << summary_;
+  EXPECT_LT(m.prepare_budget_ms(), 2000.0) << summary_;
   EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("its host answered a TCP handshake in "));
   EXPECT_THAT(m.hosts(2).error().message(), HasSubstr("its agent nothing: frozen or stuck?"));
 }
