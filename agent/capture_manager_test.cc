@@ -51,6 +51,34 @@ class FakeCollector final : public Collector {
   }
 };
 
+// A collector with a step signal: `steps` as RecentSteps' answer, in the order given (a
+// collector should give them oldest first; `steps` may break that to test the fallback).
+class StepsCollector final : public Collector {
+ public:
+  StepsCollector(std::string name, std::vector<std::pair<int64_t, int64_t>> steps)
+      : name_(std::move(name)), steps_(std::move(steps)) {}
+  absl::string_view name() const override { return name_; }
+  absl::Status Prepare(const CaptureOptions&) override { return absl::OkStatus(); }
+  absl::Status Start(int64_t) override { return absl::OkStatus(); }
+  absl::Status Stop(int64_t) override { return absl::OkStatus(); }
+  absl::Status Collect(tensorflow::profiler::XSpace*) override { return absl::OkStatus(); }
+  bool HasStepSignal() const override { return true; }
+  void RecentSteps(int64_t since, int64_t now, size_t max,
+                   std::vector<StepSample>* out) const override {
+    std::vector<StepSample> mine;
+    for (const auto& [end, num] : steps_) {
+      if (end > since && end <= now)
+        mine.push_back({.end_wall_ns = end, .step_num = num, .source = name_});
+    }
+    if (mine.size() > max) mine.erase(mine.begin(), mine.end() - static_cast<ptrdiff_t>(max));
+    out->insert(out->end(), mine.begin(), mine.end());
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::pair<int64_t, int64_t>> steps_;  // end, step number
+};
+
 // What a session reported through its callbacks, in order.
 struct Outcome {
   std::vector<std::string> events;  // "started", "done"
@@ -1058,6 +1086,30 @@ TEST_F(CaptureManagerTest, AReservationsPriorityIsJudgedOnTheAgentsClock) {
   // Within them: kept.
   EXPECT_EQ(holder("f2", at(9'000)), at(9'000));
   EXPECT_EQ(holder("o2", at(-19'000)), at(-19'000));
+}
+
+// Every collector's steps, oldest first over all of them (a tie keeps the collectors' order),
+// the latest `max`; a collector that answered out of order is put in order, not trusted.
+TEST(CaptureManagerStepsTest, StepsOfEveryCollectorAreMergedOldestFirst) {
+  FakeClock clock;
+  FakeExecutor executor(&clock);
+  StepsCollector a("a", {{10, 1}, {30, 2}, {50, 3}, {70, 4}});
+  StepsCollector b("b", {{20, 1}, {30, 2}, {60, 3}});
+  StepsCollector c("c", {{65, 9}, {15, 8}});  // out of order
+  CaptureManager manager({&clock, {&a, &b, &c}, &executor}, {.host_name = "h"});
+  std::vector<std::string> sources;
+  const std::vector<StepSample> all = manager.RecentSteps(0, 100, 100, &sources);
+  std::vector<std::string> got;
+  for (const StepSample& s : all) got.push_back(absl::StrCat(s.source, s.end_wall_ns));
+  EXPECT_THAT(got, ElementsAre("a10", "c15", "b20", "a30", "b30", "a50", "b60", "c65", "a70"));
+  EXPECT_THAT(sources, ElementsAre("a", "b", "c"));
+
+  got.clear();
+  for (const StepSample& s : manager.RecentSteps(15, 65, 3)) {
+    got.push_back(absl::StrCat(s.source, s.end_wall_ns));
+  }
+  EXPECT_THAT(got, ElementsAre("a50", "b60", "c65"));
+  EXPECT_TRUE(manager.RecentSteps(0, 100, 0).empty());
 }
 
 }  // namespace
