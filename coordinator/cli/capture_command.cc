@@ -168,6 +168,7 @@ int RunCapture(const CapturePlan& requested, bool json, const CliEnv& env,
       },
       // Before the engine is destroyed: an interrupt must not Cancel it any more.
       [&] { interrupt_scope.reset(); }, &written_json);
+  if (!written_json.empty()) (*running)->MarkFinal();
   if (!manifest.ok()) {
     *env.err << "profctl " << command << ": " << manifest.status().message() << "\n";
     return kExitFailed;

@@ -460,6 +460,22 @@ TEST_F(CliTest, ASessionThatCouldNotBeFinalisedIsNotRunningForever) {
   EXPECT_FALSE(PathExists(logdir_ + "/plugins/profile/next/" + kRunningMarkerFileName));
 }
 
+// The engine said the final session.json was written (MarkFinal): Close takes its word and does
+// not parse the manifest again, so even one that reads RUNNING no longer holds the marker.
+TEST_F(CliTest, AFolderMarkedFinalIsClosedWithoutReadingItsManifest) {
+  absl::StatusOr<std::unique_ptr<RunningSession>> running =
+      RunningSession::Open(logdir_, "done", {});
+  ASSERT_THAT(running, IsOk());
+  const std::string dir = (*running)->dir().location();
+  v1::SessionManifest m;
+  m.set_status(v1::SESSION_STATUS_RUNNING);
+  ASSERT_THAT((*running)->dir().Write(kManifestFileName, RunningManifestJson(m)), IsOk());
+  (*running)->MarkFinal();
+  (*running)->Close();
+  EXPECT_FALSE(PathExists(dir + "/" + kRunningMarkerFileName));
+  EXPECT_FALSE(SessionHasLiveOwner(dir));
+}
+
 namespace {
 
 // A session folder whose SyncCommitted (called as the outputs start to be written) runs `hook`.

@@ -127,7 +127,8 @@ absl::StatusOr<v1::StartCaptureResponse> SessionRunner::Start(CapturePlan plan,
           .clients = deps_.clients,
           .sink = &sink->dir(),
           .progress = [this, session](const std::string& line) { OnProgress(session, line); },
-          .breakdown = nullptr},
+          .breakdown = nullptr,
+          .manifest_written = [folder](const std::string& /*json*/) { folder->MarkFinal(); }},
       deps_.engine_options);
   CaptureEngine* started = engine.get();
   {

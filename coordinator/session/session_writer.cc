@@ -171,8 +171,9 @@ std::optional<profctl::v1::SessionManifest> ReadManifest(const std::string& dir)
 
 void RunningSession::Close() {
   if (marker_.empty()) return;
-  const std::optional<profctl::v1::SessionManifest> m = ReadManifest(dir_.location());
-  if (!m.has_value() || m->status() != profctl::v1::SESSION_STATUS_RUNNING) {
+  std::optional<profctl::v1::SessionManifest> m;
+  if (!final_written_) m = ReadManifest(dir_.location());
+  if (final_written_ || !m.has_value() || m->status() != profctl::v1::SESSION_STATUS_RUNNING) {
     unlink(marker_.c_str());
   }
   if (marker_fd_ >= 0) close(marker_fd_);  // releases the lock

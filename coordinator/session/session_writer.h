@@ -129,6 +129,9 @@ class RunningSession {
   // says RUNNING (its final write failed), which leaves the folder for the next capture, `profctl
   // sessions` and retention to see as abandoned. Idempotent; also on destruction.
   void Close();
+  // The final session.json was written (the engine's manifest_written): Close then removes the
+  // marker without reading session.json back (parsing 1,024 hosts' manifest took 36 ms).
+  void MarkFinal() { final_written_ = true; }
 
  private:
   RunningSession(SessionDir dir, std::string marker, int marker_fd)
@@ -136,6 +139,7 @@ class RunningSession {
   SessionDir dir_;
   std::string marker_;  // empty once closed
   int marker_fd_;       // holds the lock; -1 without one
+  bool final_written_ = false;
 };
 
 // The names `--session` and the daemon accept: 1-128 characters of [A-Za-z0-9._-] starting with a
