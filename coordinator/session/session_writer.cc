@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "coordinator/session/proto_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "xspace/xspace.h"
 
@@ -58,6 +59,8 @@ std::string RunningManifestJson(const profctl::v1::SessionManifest& manifest) {
 }
 
 std::string ProtoJson(const google::protobuf::Message& message) {
+  // The same text, written directly (proto_json.h): 4-5x faster on a large session.json.
+  if (SupportedByFastJson(*message.GetDescriptor())) return EveryFieldJson(message);
   return PrintJson(message, /*every_field=*/true);
 }
 
