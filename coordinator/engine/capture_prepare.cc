@@ -163,16 +163,11 @@ void PreparePhase::OnSample(size_t i, const absl::StatusOr<ClockReading>& readin
 }
 
 void PreparePhase::OnRoundStep(size_t i, const PrepareRound::Step& step) {
+  if (step.answered) Answered(i);
   if (step.sample_next) {
     TakeWarmSample(i);
-    if (step.answered) {
-      // The deadline covers this host's new projection before anything derives the budget again
-      // (DeriveBudget trusts it to cover every host).
-      FollowSlowHost(i);
-      Answered(i);
-    }
+    if (step.answered) FollowSlowHost(i);
   } else {
-    if (step.answered) Answered(i);
     MaybeReady(i);
   }
 }
@@ -182,7 +177,7 @@ void PreparePhase::Answered(size_t i) {
   if (p.answered) return;
   p.answered = true;
   // A host that comes alive during a short quiet end (below) makes it the long one again.
-  if (active_ && s_.plan().prepare_timeout_ms <= 0 && !ready_prepare_ns_.empty()) DeriveBudget();
+  if (active_ && s_.plan().prepare_timeout_ms <= 0 && !ready_prepare_ns_.empty()) DeriveBudget(i);
 }
 
 bool PreparePhase::ClaimInstance(size_t i) {
@@ -394,7 +389,7 @@ absl::Status PreparePhase::BusyReason(size_t i, const absl::Status& refused) con
   return refused;
 }
 
-void PreparePhase::DeriveBudget() {
+void PreparePhase::DeriveBudget(std::optional<size_t> answered) {
   const CapturePlan& plan = s_.plan();
   const CaptureEngineOptions& options = s_.options();
   const int64_t started = s_.times().prepare_started_mono;
@@ -424,11 +419,13 @@ void PreparePhase::DeriveBudget() {
     cap_mono_ = budget.cap;
   }
   // A host whose answers are arriving is waited for as its round trips say. The deadline set
-  // so far is never before that (FollowSlowHost keeps it so), so the pass over the pod is needed
-  // only when the rules would end preparing sooner.
-  const int64_t deadline = budget.deadline >= deadline_mono_
-                               ? budget.deadline
-                               : std::max(budget.deadline, SlowHostsReadyBy());
+  // so far is never before that (FollowSlowHost keeps it so, as each answer arrives), but for
+  // the host that `answered` just now, not followed yet: the pass over the pod is needed only
+  // when the rules would end preparing sooner.
+  const int64_t deadline =
+      budget.deadline >= deadline_mono_
+          ? std::max(budget.deadline, answered.has_value() ? HostReadyBy(*answered) : 0)
+          : std::max(budget.deadline, SlowHostsReadyBy());
   PROFCTL_DCHECK(deadline >= SlowHostsReadyBy());
   if (deadline > budget.cap) s_.manifest().set_prepare_budget_ms(Millis(deadline - started));
   if (deadline != deadline_mono_) ScheduleBudget(deadline);

@@ -6,6 +6,7 @@
 #define PROFCTL_COORDINATOR_ENGINE_CAPTURE_PREPARE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,9 @@ class PreparePhase {
   // same agent and `i` lost.
   bool ClaimInstance(size_t i);
   // Without --prepare-timeout: shortens the prepare budget from the ready hosts' prepare times
-  // when half of them, then 90 %, are ready.
-  void DeriveBudget();
+  // when half of them, then 90 %, are ready. `answered`: a host whose first answer this is, its
+  // projected ready time not followed yet (FollowSlowHost).
+  void DeriveBudget(std::optional<size_t> answered = std::nullopt);
   // Host `i` answered GetInfo that it is busy with or reserved for another session: the capture
   // gives up whole. Hosts that answered are failed now; those whose GetInfo is in flight when it
   // comes.

@@ -407,10 +407,6 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
       }
     }
   } else {
-    {
-      timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-    }
     std::unique_ptr<BreakdownJob> breakdown =
         BreakdownJob::Start(hosts, in, manifest, PodHangRanks(hosts, manifest));
     if (!WritePodTrace(hosts, in, manifest, [&breakdown]() -> const analysis::PodBreakdown* {
@@ -424,10 +420,6 @@ std::optional<analysis::PodBreakdown> WritePodOutputs(std::vector<PodOutputHost>
     manifest.add_errors(InterruptedOutputsError(skipped, manifest.session_dir()));
   }
   synced.WaitForNotification();
-  {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-  }
   if (!sync_status.ok()) manifest.add_errors(absl::StrCat("traces: ", sync_status.message()));
   return result;
 }

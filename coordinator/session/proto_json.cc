@@ -82,10 +82,11 @@ void AppendString(std::string* out, const std::string& s) {
   out->push_back('"');
 }
 
-// protobuf's SimpleDtoa / SimpleFtoa: the shortest of 15 (6) or 17 (9) significant digits that
-// reads back as the same value; NaN and the infinities as strings.
-template <typename T>
-void AppendFloating(std::string* out, T v) {
+// protobuf's SimpleDtoa: the shorter of 15 or 17 significant digits that reads back as the same
+// value; NaN and the infinities as strings. (snprintf and strtod follow the C locale, which
+// profctl never changes; protobuf's own float printing, which differs for subnormal floats, is
+// not copied: messages with float fields are left to it.)
+void AppendDouble(std::string* out, double v) {
   if (std::isnan(v)) {
     out->append("\"NaN\"");
     return;
@@ -94,15 +95,9 @@ void AppendFloating(std::string* out, T v) {
     out->append(v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
     return;
   }
-  constexpr bool kDouble = sizeof(T) == sizeof(double);
   char buf[48];
-  std::snprintf(buf, sizeof(buf), "%.*g", kDouble ? DBL_DIG : FLT_DIG, static_cast<double>(v));
-  const bool exact = kDouble ? std::strtod(buf, nullptr) == static_cast<double>(v)
-                             : std::strtof(buf, nullptr) == static_cast<float>(v);
-  if (!exact) {
-    std::snprintf(buf, sizeof(buf), "%.*g", kDouble ? DBL_DIG + 2 : FLT_DIG + 3,
-                  static_cast<double>(v));
-  }
+  std::snprintf(buf, sizeof(buf), "%.*g", DBL_DIG, v);
+  if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof(buf), "%.*g", DBL_DIG + 2, v);
   out->append(buf);
 }
 
@@ -130,10 +125,9 @@ void AppendValue(std::string* out, const Message& m, const FieldDescriptor* f, i
                       "\"");
       break;
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      AppendFloating(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
+      AppendDouble(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
       break;
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      AppendFloating(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
+    case FieldDescriptor::CPPTYPE_FLOAT:  // SupportedByFastJson refuses these
       break;
     case FieldDescriptor::CPPTYPE_BOOL:
       out->append((rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false");
@@ -166,7 +160,9 @@ void AppendValue(std::string* out, const Message& m, const FieldDescriptor* f, i
 }
 
 // protobuf's order: the fields outside any oneof in declaration order (each at its default
-// value too), then the members of oneofs (proto3 `optional` included) that are set, by number.
+// value too), then the scalar members of oneofs (proto3 `optional` included) that are set, by
+// number. (protobuf keeps a message-typed member in its declared place: SupportedByFastJson
+// refuses those.)
 void AppendMessage(std::string* out, const Message& m, int depth) {
   const Descriptor* d = m.GetDescriptor();
   const Reflection* r = m.GetReflection();
@@ -237,8 +233,9 @@ bool Supported(const Descriptor& type, std::vector<const Descriptor*>& seen) {
   if (absl::StartsWith(type.file()->name(), "google/protobuf/")) return false;  // well-known types
   for (int i = 0; i < type.field_count(); ++i) {
     const FieldDescriptor* f = type.field(i);
-    if (f->is_map()) return false;
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !Supported(*f->message_type(), seen)) {
+    if (f->is_map() || f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) return false;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+        (f->containing_oneof() != nullptr || !Supported(*f->message_type(), seen))) {
       return false;
     }
   }

@@ -6,7 +6,9 @@
 #include <random>
 #include <string>
 
+#include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/struct.pb.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/coordinator.pb.h"
@@ -87,12 +89,12 @@ void Fill(Message* m, std::mt19937_64& rng, int depth) {
       const bool rep = f->is_repeated();
       switch (f->cpp_type()) {
         case FieldDescriptor::CPPTYPE_INT32: {
-          const auto v = static_cast<int32_t>(rng());
+          const auto v = rng() % 3 == 0 ? 0 : static_cast<int32_t>(rng());
           rep ? r->AddInt32(m, f, v) : r->SetInt32(m, f, v);
           break;
         }
-        case FieldDescriptor::CPPTYPE_UINT32: {
-          const auto v = static_cast<uint32_t>(rng());
+        case FieldDescriptor::CPPTYPE_UINT32: {  // 0 set in a proto3 `optional` prints too
+          const auto v = rng() % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
           rep ? r->AddUInt32(m, f, v) : r->SetUInt32(m, f, v);
           break;
         }
@@ -166,7 +168,8 @@ TEST(ProtoJsonTest, TheCoordinatorsAnswersPrintAsProtobufPrintsThem) {
   std::mt19937_64 rng(7);
   for (const Message* prototype : std::initializer_list<const Message*>{
            &profctl::v1::ListSessionsResponse::default_instance(),
-           &profctl::v1::ListSchedulesResponse::default_instance()}) {
+           &profctl::v1::ListSchedulesResponse::default_instance(),
+           &profctl::v1::SchedulePersistedState::default_instance()}) {
     ASSERT_TRUE(SupportedByFastJson(*prototype->GetDescriptor()))
         << prototype->GetDescriptor()->full_name();
     for (int i = 0; i < 50; ++i) {
@@ -180,6 +183,87 @@ TEST(ProtoJsonTest, TheCoordinatorsAnswersPrintAsProtobufPrintsThem) {
 TEST(ProtoJsonTest, WellKnownTypesAndMapsAreLeftToProtobuf) {
   EXPECT_FALSE(SupportedByFastJson(*google::protobuf::Struct::descriptor()));  // a map, a WKT
   EXPECT_FALSE(SupportedByFastJson(*google::protobuf::ListValue::descriptor()));
+}
+
+// The shapes protobuf prints its own way are refused, wherever they are nested: a float (its
+// subnormals), a message in a oneof or a proto3 `optional` message (kept in its declared place).
+// A scalar oneof member and a plain message field are fine.
+TEST(ProtoJsonTest, ShapesProtobufPrintsItsOwnWayAreLeftToIt) {
+  google::protobuf::FileDescriptorProto file;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        name: "shapes.proto"
+        package: "shapes"
+        syntax: "proto3"
+        message_type {
+          name: "Sub"
+          field { name: "x" number: 1 type: TYPE_INT32 label: LABEL_OPTIONAL }
+        }
+        message_type {
+          name: "Plain"
+          field {
+            name: "s"
+            number: 1
+            type: TYPE_MESSAGE
+            type_name: ".shapes.Sub"
+            label: LABEL_OPTIONAL
+          }
+          field { name: "i" number: 2 type: TYPE_INT32 label: LABEL_OPTIONAL oneof_index: 0 }
+          oneof_decl { name: "o" }
+        }
+        message_type {
+          name: "HasFloat"
+          field { name: "f" number: 1 type: TYPE_FLOAT label: LABEL_OPTIONAL }
+        }
+        message_type {
+          name: "MessageInOneof"
+          field {
+            name: "s"
+            number: 1
+            type: TYPE_MESSAGE
+            type_name: ".shapes.Sub"
+            label: LABEL_OPTIONAL
+            oneof_index: 0
+          }
+          oneof_decl { name: "o" }
+        }
+        message_type {
+          name: "OptionalMessage"
+          field {
+            name: "s"
+            number: 1
+            type: TYPE_MESSAGE
+            type_name: ".shapes.Sub"
+            label: LABEL_OPTIONAL
+            oneof_index: 0
+            proto3_optional: true
+          }
+          oneof_decl { name: "_s" }
+        }
+        message_type {
+          name: "Outer"
+          field {
+            name: "inner"
+            number: 1
+            type: TYPE_MESSAGE
+            type_name: ".shapes.HasFloat"
+            label: LABEL_REPEATED
+          }
+        }
+      )pb",
+      &file));
+  google::protobuf::DescriptorPool pool;
+  ASSERT_NE(pool.BuildFile(file), nullptr);
+  const auto supported = [&pool](const std::string& name) {
+    const Descriptor* d = pool.FindMessageTypeByName("shapes." + name);
+    EXPECT_NE(d, nullptr) << name;
+    return d != nullptr && SupportedByFastJson(*d);
+  };
+  EXPECT_TRUE(supported("Plain"));
+  EXPECT_FALSE(supported("HasFloat"));
+  EXPECT_FALSE(supported("MessageInOneof"));
+  EXPECT_FALSE(supported("OptionalMessage"));
+  EXPECT_FALSE(supported("Outer"));
 }
 
 }  // namespace
