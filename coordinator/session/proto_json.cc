@@ -38,14 +38,17 @@ void AppendNonAsciiString(std::string* out, const std::string& s) {
 // protobuf's JSON escaping of ASCII: the two-character escapes, every other control character,
 // the HTML characters < and > and DEL as \uXXXX; the rest as is.
 void AppendString(std::string* out, const std::string& s) {
-  for (const char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) return AppendNonAsciiString(out, s);
-  }
+  const size_t start = out->size();
   out->push_back('"');
   const size_t n = s.size();
   size_t plain = 0;  // start of the bytes not yet copied
   for (size_t i = 0; i < n; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {  // one pass: what was escaped so far is dropped for protobuf's text
+      out->resize(start);
+      AppendNonAsciiString(out, s);
+      return;
+    }
     if (c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != 0x7f) continue;
     out->append(s, plain, i - plain);
     plain = i + 1;
