@@ -153,7 +153,12 @@ class FakeTslServer::Service final : public tensorflow::ProfilerService::Service
     }
     const int64_t skew = options_.job.clock_skew_ns;
     tensorflow::profiler::XSpace space;
-    synthetic::SyntheticJob(options_.job).Generate(start - skew, stop - skew, &space);
+    if (options_.replay != nullptr) {
+      space = *options_.replay;
+      xspace::SetProfileWindow(&space, start, stop);
+    } else {
+      synthetic::SyntheticJob(options_.job).Generate(start - skew, stop - skew, &space);
+    }
     if (options_.tpu_planes) AddTpuPlanes(start, stop, &space);
     if (options_.absolute_line_times) MakeLineTimesAbsolute(&space);
     if (options_.drop_task_environment) DropTaskEnvironment(&space);

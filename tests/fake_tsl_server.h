@@ -61,6 +61,11 @@ struct FakeTslServerOptions {
   // A stale answer: the trace of a window this much later (negative: earlier) than the one asked
   // for, as a server answering with an old recording does.
   int64_t stale_by_ns = 0;
+  // Answer with this recorded trace (a real framework server's, e.g. the JAX fixture) in place of
+  // the synthetic job's, as if it had been recorded over the window asked for: its Task
+  // Environment says that window (TSL's line timestamps are relative to it, so every event moves
+  // with it). Not owned; outlives the server.
+  const tensorflow::profiler::XSpace* replay = nullptr;
 };
 
 inline constexpr int64_t kTpuHostLineId = 7001;

@@ -32,6 +32,7 @@
 #include "tests/status_matchers.h"
 #include "tests/temp_dir.h"
 #include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "xspace/xspace.h"
 
 using ::profctl::test_paths::AgentBinary;
@@ -48,6 +49,7 @@ using testkit::FakeTslServerOptions;
 using Shape = FakeTslServerOptions::Shape;
 using v1::SessionManifest;
 
+using ::profctl::test_data::DataPath;
 using ::profctl::test_time::kMs;
 
 WorkerAddress Tsl(int port) {
@@ -408,6 +410,39 @@ TEST_F(TslCaptureTest, TracerLevelsReachGrpcWorkersAndAgentsTslServers) {
   EXPECT_EQ(m.request().python_tracer_level(), 1u);
 }
 
+// An agent whose only source is a framework server that sends nothing usable: the host is
+// partial, never "ok" with no events (the first real JAX capture through an agent said ok), and
+// the capture says which server and why.
+TEST_F(TslCaptureTest, AnAgentWhoseFrameworkServerFailedIsPartialNotOk) {
+  FakeTslServer broken(
+      {.shape = Shape::kInlineXSpace, .job = Job(0, 1, 0), .drop_task_environment = true});
+  coordinator::LocalAgents agents(tmp_.path());
+  const std::string port_file = tmp_.path() + "/agent.port";
+  const std::string server = testkit::LoopbackAddress(broken.port());
+  ASSERT_THAT(
+      agents.Spawn(AgentBinary(),
+                   {"--port=0", "--bind=127.0.0.1", "--port-file=" + port_file, "--name=jax-host",
+                    "--collectors=tsl", "--tsl-local=" + server, "--log-level=warn"}),
+      IsOk());
+  absl::StatusOr<int> port = agents.WaitForPort(0, port_file, clock_);
+  ASSERT_THAT(port, IsOk());
+  SessionManifest m;
+  EXPECT_EQ(Run({"capture", "--workers=" + testkit::LoopbackAddress(*port), "--session=broken",
+                 "--logdir=" + logdir_, "--duration=300", "--tolerance=500"},
+                &m, "broken"),
+            coordinator::kExitPartial)
+      << output_;
+  ASSERT_EQ(m.hosts_size(), 1);
+  const v1::HostResult& h = m.hosts(0);
+  EXPECT_EQ(h.status(), v1::HOST_STATUS_INCOMPLETE) << output_;
+  EXPECT_EQ(h.recording(), v1::RECORDING_MISSING_DATA);
+  ASSERT_EQ(h.shortfalls_size(), 1);
+  EXPECT_EQ(h.shortfalls(0).kind(), v1::SHORTFALL_KIND_SOURCE_FAILED);
+  EXPECT_THAT(h.recording_detail(),
+              HasSubstr(absl::StrCat("framework profiler server ", server, " gave no planes")));
+  EXPECT_THAT(output_, HasSubstr("partial"));
+}
+
 // A server whose lines are absolute (no Task Environment plane) is accepted and re-based, as the
 // agent's tsl collector does with the same answer: each event keeps its
 // absolute time; the saved file's lines are relative to the window asked for.
@@ -454,6 +489,32 @@ TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
     }
     EXPECT_TRUE(found) << h->address();
   }
+}
+
+// JAX 0.11's own server on an H200 (its recorded answer replayed, tests/data/traces/
+// h200_jax_steps.xplane.pb) captured as a grpc:// worker: saved, valid, with its GPU plane and its
+// steps in the breakdown. The first real capture refused it (DATA_LOSS: its scope-range tree plane
+// keys stats by scope ids) and kept only the raw bytes.
+TEST_F(TslCaptureTest, ARealJaxServerIsCapturedAndBrokenDown) {
+  absl::StatusOr<std::string> recorded = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
+  ASSERT_THAT(recorded, IsOk());
+  tensorflow::profiler::XSpace jax;
+  ASSERT_TRUE(jax.ParseFromString(*recorded));
+  FakeTslServer server({.shape = Shape::kInlineXSpace, .job = Job(0, 1, 0), .replay = &jax});
+  const std::string worker = absl::StrCat("grpc://127.0.0.1:", server.port());
+  SessionManifest m;
+  ASSERT_EQ(Capture({worker}, "jax", &m), coordinator::kExitOk) << output_;
+  const v1::HostResult* h = Host(m, worker);
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(h->status(), v1::HOST_STATUS_OK) << h->error().message() << "\n" << output_;
+  EXPECT_GT(h->steps(), 50);
+  absl::StatusOr<std::string> bytes = ReadFile(SessionDir("jax") + "/" + h->xplane_file());
+  ASSERT_THAT(bytes, IsOk());
+  tensorflow::profiler::XSpace saved;
+  ASSERT_TRUE(saved.ParseFromString(*bytes));
+  EXPECT_THAT(xspace::Validate(saved), IsOk());
+  EXPECT_NE(xspace::FindPlane(saved, "/device:GPU:0"), nullptr);
+  EXPECT_NE(xspace::FindPlane(saved, xspace::kScopeRangeCallStackPlaneName), nullptr);
 }
 
 // A server that saved a trace we refuse into the session folder leaves no file TensorBoard lists

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -24,6 +25,7 @@
 #include "agent/collectors/synthetic/synthetic_collector.h"
 #include "agent/service/agent_server.h"
 #include "common/executor.h"
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fake_clock.h"
@@ -32,6 +34,7 @@
 #include "tests/loopback.h"
 #include "tests/status_matchers.h"
 #include "tests/test_time.h"
+#include "tests/trace_data.h"
 #include "xspace/xspace.h"
 
 using ::profctl::testkit::IsOk;
@@ -56,6 +59,7 @@ using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
 using Shape = FakeTslServerOptions::Shape;
 
+using ::profctl::test_data::DataPath;
 using ::profctl::test_time::kMs;
 // The agent's clock runs this far ahead of the host clock the framework servers read.
 constexpr int64_t kAgentSkewNs = 7 * kMs + 123;
@@ -155,6 +159,12 @@ void ExpectOnePlanePerNameAndUniqueLineIds(const XSpace& space) {
 struct Outcome {
   std::optional<CaptureResult> result;
 };
+
+MATCHER_P(SourceFailed, address, "") {
+  return arg.kind() == profctl::v1::SHORTFALL_KIND_SOURCE_FAILED && arg.amount() == 1 &&
+         absl::StrContains(arg.detail(),
+                           absl::StrCat("framework profiler server ", address, " gave no planes"));
+}
 
 class TslCollectorTest : public ::testing::Test {
  protected:
@@ -304,12 +314,47 @@ TEST_F(TslCollectorTest, CollectorOrderDoesNotMatterAndTheCollectorIsReusable) {
     executor_.Advance(110 * kMs);
     ASSERT_TRUE(out.result.has_value());
     EXPECT_THAT(out.result->space.errors(), IsEmpty());
+    EXPECT_THAT(out.result->shortfalls, IsEmpty()) << round;
     ExpectOnePlanePerNameAndUniqueLineIds(out.result->space);
     std::vector<std::string> expected = Events(SyntheticAlone(planned, planned + 100 * kMs));
     const std::vector<std::string> framework = Events(server.last_space(), kAgentSkewNs);
     expected.insert(expected.end(), framework.begin(), framework.end());
     EXPECT_THAT(Events(out.result->space), UnorderedElementsAreArray(expected)) << round;
   }
+}
+
+// A real JAX server's answer (JAX 0.11 on an H200, tests/data/traces/h200_jax_steps.xplane.pb),
+// replayed over the window asked for: every one of its planes but its Task Environment joins the
+// host's trace, its scope-range tree plane (stats keyed by scope ids, no metadata) included. The
+// capture that found this dropped all of them and still called the host ok.
+TEST_F(TslCollectorTest, ARealJaxServersTraceJoinsTheHostsTrace) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  XSpace jax;
+  ASSERT_TRUE(jax.ParseFromString(*bytes));
+  FakeTslServerOptions so = TpuServer(&host_clock_);
+  so.tpu_planes = false;
+  so.replay = &jax;
+  FakeTslServer server(so);
+  TslCollector tsl(Tsl({testkit::LoopbackAddress(server.port())}), &agent_clock_);
+  CaptureManager manager({&agent_clock_, {&tsl}, &executor_},
+                         {.max_duration_ms = 10'000, .host_name = "host-a"});
+  Outcome out;
+  auto session = Launch(&manager, &out, 0, 1000, {&server});
+  executor_.Advance(1000 * kMs);
+  ASSERT_TRUE(out.result.has_value());
+  EXPECT_THAT(out.result->space.errors(), IsEmpty());
+  EXPECT_THAT(out.result->shortfalls, IsEmpty());
+  for (absl::string_view plane :
+       {absl::string_view("/device:GPU:0"), absl::string_view("/host:CPU"),
+        xspace::kScopeRangeCallStackPlaneName}) {
+    EXPECT_NE(xspace::FindPlane(out.result->space, plane), nullptr) << plane;
+  }
+  int64_t kernels = 0;
+  for (const XLine& line : xspace::FindPlane(out.result->space, "/device:GPU:0")->lines()) {
+    kernels += line.events_size();
+  }
+  EXPECT_GT(kernels, 1000);
 }
 
 // --- servers that fail ------------------------------------------------------------------------
@@ -337,6 +382,9 @@ TEST_F(TslCollectorTest, AbsentAndBusyServersCostOnlyTheirOwnPlanes) {
           AllOf(HasSubstr(absl::StrCat("tsl ", absent, ": unreachable")), HasSubstr("UNAVAILABLE")),
           AllOf(HasSubstr(absl::StrCat("tsl ", busy_address, ": busy")),
                 HasSubstr("ALREADY_EXISTS"), HasSubstr("another profiling session"))));
+  // Each missing server is a shortfall, so the host is reported INCOMPLETE rather than ok.
+  EXPECT_THAT(out.result->shortfalls,
+              UnorderedElementsAre(SourceFailed(absent), SourceFailed(busy_address)));
   // The good server's planes and the synthetic collector's are all there.
   std::vector<std::string> expected = Events(SyntheticAlone(planned, planned + 100 * kMs));
   const std::vector<std::string> framework = Events(good.last_space(), kAgentSkewNs);
@@ -363,6 +411,7 @@ TEST_F(TslCollectorTest, SlowServerIsGivenUpAfterTheWindowPlusGraceAndTheRestIsK
   EXPECT_THAT(space.errors(),
               ElementsAre(AllOf(HasSubstr(absl::StrCat("tsl ", address, ": slow")),
                                 HasSubstr("window + 0 ms grace"), HasSubstr("DEADLINE_EXCEEDED"))));
+  EXPECT_THAT(out.result->shortfalls, ElementsAre(SourceFailed(address)));
   EXPECT_THAT(Events(space),
               UnorderedElementsAreArray(Events(SyntheticAlone(planned, planned + 100 * kMs))));
   EXPECT_EQ(xspace::FindPlane(space, "/device:TPU:0"), nullptr);
@@ -388,6 +437,7 @@ TEST_F(TslCollectorTest, UnusableTraceIsReportedAndDropped) {
       out.result->space.errors(),
       ElementsAre(AllOf(HasSubstr(absl::StrCat("tsl ", address, ": ")), HasSubstr("cannot use"),
                         HasSubstr("overflows"), HasSubstr("no Task Environment"))));
+  EXPECT_THAT(out.result->shortfalls, ElementsAre(SourceFailed(address)));
   EXPECT_EQ(xspace::FindPlane(out.result->space, "/device:TPU:0"), nullptr);
   EXPECT_THAT(PlaneNames(out.result->space),
               UnorderedElementsAreArray(

@@ -276,7 +276,10 @@ absl::Status Validate(const XSpace& space) {
       }
       return absl::OkStatus();
     };
-    if (absl::Status s = check_stats(plane.stats(), where_plane); !s.ok()) return s;
+    // The scope-range tree's plane stats are id -> parent id pairs, with no metadata to define.
+    if (plane.name() != kScopeRangeCallStackPlaneName) {
+      if (absl::Status s = check_stats(plane.stats(), where_plane); !s.ok()) return s;
+    }
     for (int li = 0; li < plane.lines_size(); ++li) {
       const XLine& line = plane.lines(li);
       const __int128 line_ps = static_cast<__int128>(line.timestamp_ns()) * kPicosPerNano;

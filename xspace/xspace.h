@@ -44,6 +44,10 @@ inline constexpr absl::string_view kGpuPlanePrefix = "/device:GPU:";
 inline constexpr absl::string_view kTpuPlanePrefix = "/device:TPU:";
 inline constexpr absl::string_view kCustomPlanePrefix = "/device:CUSTOM:";
 inline constexpr absl::string_view kTaskEnvPlaneName = "Task Environment";
+// TSL's tree of scope-range ids (JAX 0.11 writes it): its plane-level stats are keyed by a scope
+// range id (metadata_id) holding the parent's id, not by a stat metadata entry. Validate accepts
+// them as they are; XProf reads the plane so.
+inline constexpr absl::string_view kScopeRangeCallStackPlaneName = "/host:__ScopeRangeCallStack__";
 inline constexpr absl::string_view kStatStepNum = "step_num";
 // profctl's own, on a step marker its writer clipped at an edge of the recorded window (the step
 // began before the window or ended after it): int64 1. Readers keep such a step as partial; XProf

@@ -94,6 +94,24 @@ TEST(XSpaceTest, ValidateNamesTheBadEvent) {
   EXPECT_THAT(Validate(unnamed).message(), ::testing::HasSubstr("has no name"));
 }
 
+TEST(XSpaceTest, TheScopeRangeTreesIdPairsAreNotUndefinedStats) {
+  // What a JAX 0.11 server sent (a real H200 capture, tests/data/traces/h200_jax_steps.xplane.pb):
+  // plane-level stats keyed by scope range ids (2^48 + n), each holding its parent's id.
+  XSpace space;
+  XPlane* tree = space.add_planes();
+  tree->set_name(std::string(kScopeRangeCallStackPlaneName));
+  XStat* pair = tree->add_stats();
+  pair->set_metadata_id((int64_t{1} << 48) + 1770);
+  pair->set_int64_value((int64_t{1} << 48) + 12);
+  EXPECT_THAT(Validate(space), IsOk());
+  // Anywhere else such a stat is still undefined, and the tree's events are still checked.
+  tree->set_name("/host:CPU");
+  EXPECT_THAT(Validate(space).message(), ::testing::HasSubstr("undefined metadata id"));
+  tree->set_name(std::string(kScopeRangeCallStackPlaneName));
+  tree->add_lines()->add_events()->set_metadata_id(9);
+  EXPECT_THAT(Validate(space).message(), ::testing::HasSubstr("undefined metadata id 9"));
+}
+
 TEST(XSpaceTest, BuilderWritesLinesRelativeToTheProfileStart) {
   XSpace space;
   const int64_t start = kT0 + 123'456'789;

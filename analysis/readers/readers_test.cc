@@ -321,6 +321,35 @@ TEST(XSpaceReaderTest, RealH100ProfctlCapture) {
   EXPECT_NEAR(static_cast<double>(compute) / 185, 1.130e6, 0.01e6);
 }
 
+// JAX 0.11's own profiler server on an H200 (examples/jax_steps.py, captured by `profctl capture
+// --workers=grpc://` for 1 s; the bytes exactly as JAX sent them): a TSL trace with its scope-range
+// tree plane, XLA's GPU planes and StepTraceAnnotation steps. The loop makes its batches with
+// NumPy on the host, which the breakdown shows as host time.
+TEST(XSpaceReaderTest, RealH200JaxServerTrace) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  XSpace space;
+  ASSERT_TRUE(space.ParseFromString(*bytes));
+  EXPECT_THAT(xspace::Validate(space), IsOk());  // what the capture path checks
+  absl::StatusOr<HostTrace> t = ReadXSpaceHost(StringByteSource(*bytes), "jax", 0);
+  ASSERT_THAT(t, IsOk());
+  ASSERT_EQ(t->devices.size(), 1u);
+  EXPECT_GT(t->devices[0].ops.size(), 1000u);
+  const HostSummary s = SummarizeHost(*t);
+  ASSERT_EQ(s.steps.size(), 67u);
+  EXPECT_EQ(s.steps.front().step, 309);
+  EXPECT_EQ(s.steps.back().step, 375);
+  int64_t compute = 0;
+  int64_t host = 0;
+  for (const HostStep& step : s.steps) {
+    EXPECT_EQ(step.host.total(), step.end_ns - step.start_ns) << step.step;
+    compute += step.host[Category::kCompute];
+    host += step.host[Category::kHost];
+  }
+  EXPECT_NEAR(static_cast<double>(compute) / 67, 0.269e6, 0.005e6);
+  EXPECT_GT(host, 40 * compute);
+}
+
 TEST(KinetoReaderTest, HostNamedByFileStemWithoutRank) {
   const std::string json = R"({"traceEvents": [
       {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2,

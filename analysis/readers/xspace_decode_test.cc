@@ -567,6 +567,16 @@ TEST(DecodeXSpaceHostTest, ARealCaptureGivesWhatTheDecodedReadersGave) {
   EXPECT_GT(d.steps, 0);
 }
 
+TEST(DecodeXSpaceHostTest, ARealJaxTraceGivesWhatTheDecodedReadersGave) {
+  absl::StatusOr<std::string> bytes = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
+  ASSERT_THAT(bytes, IsOk());
+  XSpace space;
+  ASSERT_TRUE(space.ParseFromString(*bytes));
+  const HostDecode d = ExpectSameAsReference(space, "h200_jax_steps.xplane.pb");
+  EXPECT_GT(d.events, 0);
+  EXPECT_GE(d.steps, 67);
+}
+
 // The device planes are read first, wherever they are in the file: a host plane written before
 // them keeps only the launches of collective kernels, and the record is the same either way.
 TEST(DecodeXSpaceHostTest, HostPlaneBeforeOrAfterTheDevicesGivesOneRecord) {

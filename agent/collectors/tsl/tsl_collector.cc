@@ -344,25 +344,42 @@ void TslCollector::TerminatePending() {
 
 absl::Status TslCollector::Collect(XSpace* space) {
   if (running_) return absl::FailedPreconditionError("tsl collector: Collect before Stop");
+  std::vector<profctl::v1::Shortfall> shortfalls;
+  auto failed = [&](const ProfileCall& call, absl::string_view why) {
+    space->add_errors(absl::StrCat("tsl ", call.address, ": ", why));
+    shortfalls.push_back(
+        MakeShortfall(profctl::v1::SHORTFALL_KIND_SOURCE_FAILED, 1,
+                      absl::StrCat("framework profiler server ", call.address,
+                                   " gave no planes for this window (its error is in the trace)")));
+  };
   for (const std::shared_ptr<ProfileCall>& call : calls_) {
     const absl::Time backstop =
         absl::FromChrono(call->deadline) + absl::Milliseconds(kCallbackBackstopMs);
     if (!call->done.WaitForNotificationWithDeadline(backstop)) {
       call->ctx.TryCancel();
-      space->add_errors(absl::StrCat("tsl ", call->address,
-                                     ": slow: no answer, not even a deadline error, by the end of "
-                                     "the window + ",
-                                     options_.grace_ms, " ms grace; gave up on it"));
+      failed(*call, absl::StrCat("slow: no answer, not even a deadline error, by the end of the "
+                                 "window + ",
+                                 options_.grace_ms, " ms grace; gave up on it"));
       continue;
     }
     if (absl::Status s = MergeAnswer(call.get(), space); !s.ok()) {
-      space->add_errors(absl::StrCat("tsl ", call->address, ": ", s.message()));
+      failed(*call, s.message());
       spdlog::warn("session {}: tsl {}: {}", session_id_, call->address, std::string(s.message()));
     }
   }
   calls_.clear();
+  {
+    absl::MutexLock lock(&shortfalls_mu_);
+    shortfalls_ = std::move(shortfalls);
+  }
   xspace::SetProfileWindow(space, start_ns_, stop_ns_);
   return absl::OkStatus();
+}
+
+void TslCollector::TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) {
+  absl::MutexLock lock(&shortfalls_mu_);
+  for (profctl::v1::Shortfall& s : shortfalls_) out->push_back(std::move(s));
+  shortfalls_.clear();
 }
 
 absl::Status TslCollector::MergeAnswer(ProfileCall* call, XSpace* space) const {

@@ -21,7 +21,9 @@
 //            on the agent's collect executor), re-bases and validates each server's planes and
 //            merges them. A server that is absent, busy (ALREADY_EXISTS), slow (past its deadline),
 //            empty or sends an unusable trace costs only its own planes: one XSpace.errors entry
-//            "tsl <address>: <reason>". The framework's `Task Environment` plane is dropped (the
+//            "tsl <address>: <reason>", and one SHORTFALL_KIND_SOURCE_FAILED (TakeShortfalls), so
+//            the host is INCOMPLETE, never "ok" without the planes it was asked for. The
+//            framework's `Task Environment` plane is dropped (the
 //            session's window is the authority); its errors and warnings are kept, prefixed.
 //   Abort    (the session ended before its start instant): Terminate and cancel every call.
 // Thread-safety: lifecycle calls come one at a time (possibly from different threads, handed
@@ -34,8 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/collectors/collector.h"
 #include "agent/collectors/collector_names.h"
 #include "common/clock.h"
@@ -85,6 +89,7 @@ class TslCollector final : public Collector {
   absl::Status Stop(int64_t wall_ns) override;
   absl::Status Collect(tensorflow::profiler::XSpace* space) override;
   void Abort() override;
+  void TakeShortfalls(std::vector<profctl::v1::Shortfall>* out) override;
 
   const TslCollectorOptions& options() const { return options_; }
 
@@ -110,6 +115,10 @@ class TslCollector final : public Collector {
   int64_t stop_ns_ = 0;
   bool running_ = false;
   std::vector<std::shared_ptr<ProfileCall>> calls_;
+  // The servers the last Collect got nothing usable from (TakeShortfalls, which may come from
+  // another thread).
+  absl::Mutex shortfalls_mu_;
+  std::vector<profctl::v1::Shortfall> shortfalls_ ABSL_GUARDED_BY(shortfalls_mu_);
 };
 
 }  // namespace profctl::agent
