@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <utility>
 
 #include "inject/launch_callbacks.h"
@@ -137,8 +138,13 @@ bool CuptiTracer::Initialize() {
     }
     // NVTX markers must be enabled before the first NVTX call (CUPTI_NOTES.md), device records
     // before contexts are created. Failures here (no GPU) leave the window kinds to report them.
-    api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
-    api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    // PROFCTL_INJECT_IDLE_KINDS=0 (a diagnosis switch, docs/gpu-verification.md) leaves both off:
+    // no NVTX steps outside a window then.
+    if (const char* idle = std::getenv("PROFCTL_INJECT_IDLE_KINDS");
+        idle == nullptr || std::string_view(idle) != "0") {
+      api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
+      api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
+    }
     initialized_ = true;
   });
   return initialized_;

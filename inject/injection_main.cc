@@ -19,6 +19,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "inject/cupti_tracer.h"
 #include "inject/inject_client.h"
@@ -34,6 +35,13 @@ void LogOnce(const std::string& line) {
   std::fprintf(stderr, "profctl-inject: pid %d: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
+// PROFCTL_INJECT_LAZY=1 (a diagnosis switch, docs/gpu-verification.md): libcupti is not touched
+// until the first window, and NVTX is not taken (no steps outside windows).
+bool Lazy() {
+  const char* lazy = std::getenv("PROFCTL_INJECT_LAZY");
+  return lazy != nullptr && std::string_view(lazy) == "1";
+}
+
 std::once_flag g_client_once;
 InjectClient* g_client = nullptr;  // never destroyed (see StartClientOnce)
 std::atomic<bool> g_nvtx{false};
@@ -44,7 +52,9 @@ void StartClientOnce() {
   std::call_once(g_client_once, [] {
     try {
       CuptiTracer* tracer = CuptiTracer::Get();
-      if (!tracer->Initialize()) LogOnce("GPU tracing unavailable: " + tracer->Unavailable());
+      if (!Lazy() && !tracer->Initialize()) {
+        LogOnce("GPU tracing unavailable: " + tracer->Unavailable());
+      }
       InjectClientOptions options;
       const char* path = std::getenv(kAgentSocketEnv);
       options.socket_path = path != nullptr && *path != '\0' ? path : kDefaultAgentSocket;
@@ -73,6 +83,10 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 // success. We forward to libcupti's own, which then receives NVTX's calls.
 __attribute__((visibility("default"))) int InitializeInjectionNvtx2(const void* get_export_table) {
   using NvtxEntry = int (*)(const void*);
+  if (profctl::inject::Lazy()) {
+    profctl::inject::StartClientOnce();
+    return 0;
+  }
   profctl::inject::CuptiTracer* tracer = profctl::inject::CuptiTracer::Get();
   tracer->Initialize();
   profctl::inject::g_nvtx.store(true);

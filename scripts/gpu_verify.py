@@ -106,21 +106,36 @@ def classify(step_log, windows, tail_ns=TAIL_NS):
     after the first torch.profiler step is "after_kineto" (whatever state it left); the rest
     are "idle"."""
     out = {"idle": [], "capturing": [], "after_capture": [], "kineto": [], "after_kineto": []}
+    for _index, cond, ms in classify_steps(step_log, windows, tail_ns):
+        out[cond].append(ms)
+    return out
+
+
+def by_index(step_log, windows, tail_ns=TAIL_NS):
+    """classify() keeping each step's index: condition -> {step index: ms}."""
+    out = {}
+    for index, cond, ms in classify_steps(step_log, windows, tail_ns):
+        out.setdefault(cond, {})[index] = ms
+    return out
+
+
+def classify_steps(step_log, windows, tail_ns):
+    """(step index, condition, ms) of every step, in order (classify() says which condition)."""
     kineto_seen = False
-    for _step, start, end, tag in step_log["steps"]:
+    for step, start, end, tag in step_log["steps"]:
         ms = (end - start) / 1e6
         if tag == "kineto":
             kineto_seen = True
-            out["kineto"].append(ms)
+            cond = "kineto"
         elif any(start < hi and end > lo for lo, hi in windows):
-            out["capturing"].append(ms)
+            cond = "capturing"
         elif any(hi <= start < hi + tail_ns for _, hi in windows):
-            out["after_capture"].append(ms)
+            cond = "after_capture"
         elif kineto_seen:
-            out["after_kineto"].append(ms)
+            cond = "after_kineto"
         else:
-            out["idle"].append(ms)
-    return out
+            cond = "idle"
+        yield step, cond, ms
 
 
 def stats(values):
@@ -129,28 +144,6 @@ def stats(values):
     s = sorted(values)
     return {"steps": len(s), "mean_ms": statistics.fmean(s), "median_ms": statistics.median(s),
             "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))]}
-
-
-def overhead_table(samples):
-    """samples: condition -> [step ms], over every round. Conditions: "none" (A idle), "kineto"
-    (A under torch.profiler), "loaded" (B idle), "capturing" (B inside a capture)."""
-    table = {name: stats(values) for name, values in samples.items()}
-    base = table.get("none")
-    for name, row in table.items():
-        if row is None or base is None:
-            continue
-        row["overhead_mean_pct"] = 100.0 * (row["mean_ms"] / base["mean_ms"] - 1)
-        row["overhead_median_pct"] = 100.0 * (row["median_ms"] / base["median_ms"] - 1)
-    verdicts = {}
-    if base is not None:
-        def pct(name):
-            return table[name]["overhead_median_pct"] if table.get(name) else None
-        loaded, capturing, kineto = pct("loaded"), pct("capturing"), pct("kineto")
-        verdicts["loaded_under_0.5pct"] = loaded is not None and loaded < 0.5
-        verdicts["capturing_under_3pct"] = capturing is not None and capturing < 3.0
-        verdicts["capturing_no_worse_than_kineto"] = (capturing is not None and
-                                                      kineto is not None and capturing <= kineto)
-    return table, verdicts
 
 
 def recorder_table(samples, bound_pct):
@@ -167,16 +160,11 @@ def recorder_table(samples, bound_pct):
 
 
 def markdown(table, verdicts):
-    names = {"none": "no tracer", "loaded": "libprofctl_inject.so loaded, idle",
-             "capturing": "profctl capturing", "kineto": "torch.profiler (Kineto, CUDA)",
-             "after_capture": "(1 s after a profctl capture: flush)",
-             "after_kineto": "(no tracer, after torch.profiler stopped)",
-             "off": "library loaded, agent without --flight-recorder",
+    names = {"off": "library loaded, agent without --flight-recorder",
              "on": "library loaded, agent with --flight-recorder"}
     lines = ["| condition | steps | mean ms | median ms | p90 ms | overhead (median) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key in ("none", "loaded", "capturing", "kineto", "after_capture", "after_kineto", "off",
-                "on"):
+    for key in ("off", "on"):
         if key not in table:
             continue
         row = table[key]
@@ -186,7 +174,7 @@ def markdown(table, verdicts):
         over = row.get("overhead_median_pct")
         lines.append(f"| {names[key]} | {row['steps']} | {row['mean_ms']:.3f} | "
                      f"{row['median_ms']:.3f} | {row['p90_ms']:.3f} | "
-                     f"{'' if over is None or key in ('none', 'off') else f'{over:+.2f} %'} |")
+                     f"{'' if over is None or key == 'off' else f'{over:+.2f} %'} |")
     lines.append("")
     for k, v in verdicts.items():
         lines.append(f"- {k}: {'yes' if v else 'NO'}")
@@ -259,6 +247,15 @@ class Env:
         self.port = self.procs.start_agent(self.agent_bin, "agent", [
             f"--name={HOST}", "--collectors=cupti", f"--inject-socket={self.socket}",
             *extra], timeout_s=30)
+
+    def pinned(self, argv):
+        """argv on the same CPUs in every run (taskset, where there is one and the machine has
+        8 CPUs or more: the first half of them; the agent and profctl keep the rest), so that
+        runs compared with each other do not differ by the cores the scheduler gave them."""
+        n = os.cpu_count() or 1
+        if n < 8 or not shutil.which("taskset") or self.args.no_gpu_ok:
+            return argv
+        return ["taskset", "-c", f"0-{n // 2 - 1}"] + argv
 
     def start(self, name, argv, env=None, cwd=None):
         """A program, its output in DIR/NAME.log."""
@@ -388,37 +385,99 @@ def phase_pytorch(env):
     return phase_capture(env, "pytorch_steps", pytorch_argv(env.args, None))
 
 
+OVERHEAD_KINDS = ("none", "loaded", "kineto")
+# Idle-only kinds that attribute the library's idle cost (--overhead-kinds): the library loaded
+# through one of its two entry points only (no capture in them).
+OVERHEAD_PARTIAL = {"nvtx_only": "CUDA_INJECTION64_PATH", "cuda_only": "NVTX_INJECTION64_PATH"}
+
+
+def overhead_order(round_no, kinds=OVERHEAD_KINDS):
+    """The round's run order, rotated each round (none, loaded, kineto; loaded, kineto, none;
+    ...), so that no kind always runs first on a machine that warms up or cools down."""
+    kinds = tuple(kinds)
+    k = (round_no - 1) % len(kinds)
+    return kinds[k:] + kinds[:k]
+
+
+def overhead_kind_env(env, kind):
+    """The environment of an overhead run of `kind`: none and kineto without the library;
+    loaded with it (CUDA and NVTX injection); nvtx_only / cuda_only through one entry point;
+    a --overhead-env kind: loaded plus its variables."""
+    base = overhead_base(env.args, kind)
+    if base in ("none", "kineto"):
+        run_env = {k: v for k, v in os.environ.items()
+                   if k not in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")}
+    else:
+        run_env = env.injected_env()
+    if kind in OVERHEAD_PARTIAL:
+        run_env.pop(OVERHEAD_PARTIAL[kind])
+    for k, v in env.args.overhead_env_vars.get(kind, {}).items():
+        if v:
+            run_env[k] = v
+        else:
+            run_env.pop(k, None)  # VAR= unsets it
+    return run_env
+
+
+def overhead_base(args, kind):
+    """What a run of `kind` does in its middle: "loaded" (a capture), "kineto" (a torch.profiler
+    window), "none" (the untraced run) or "idle" (the library loaded, nothing: nvtx_only,
+    cuda_only, a --overhead-env kind without @loaded or @kineto)."""
+    if kind in ("none", "loaded", "kineto"):
+        return kind
+    base = getattr(args, "overhead_env_base", {}).get(kind)
+    return base if base in ("loaded", "kineto") else "idle"
+
+
 def overhead_run(env, kind, round_no):
-    """One run of the loop: kind "A" (no injection, a torch.profiler window) or "B" (injection,
-    a profctl capture). Returns (step log, capture windows, what was printed)."""
+    """One run of the loop: "none" (no injection, no tracer at all), "loaded" (under injection
+    beside the agent, a profctl capture in the middle) or "kineto" (no injection, a
+    torch.profiler window in the middle). Every kind runs --warmup-steps, then --idle-steps, then
+    its middle part (none: as long as a capture takes), then --idle-steps more: their steps
+    line up by index, so each is compared with the untraced run's steps of the same age.
+    Returns (step log, capture windows, notes)."""
     args = env.args
     name = f"overhead_{kind}{round_no}"
     step_log = os.path.join(env.out, name + ".steps.json")
-    run_env = env.injected_env() if kind == "B" else dict(os.environ)
+    run_env = overhead_kind_env(env, kind)
     progress = 50
 
     def wait_for_step(n):  # the first progress line at or past step n
         env.procs.wait_line(
             name, rf"pytorch_steps: step {(n + progress - 1) // progress * progress}$", 600)
 
-    app = env.start(name, pytorch_argv(args, step_log, progress), env=run_env)
+    app = env.start(name, env.pinned(pytorch_argv(args, step_log, progress)), env=run_env)
     windows = []
     notes = {}
     try:
-        if kind == "B" and not args.no_gpu_ok:
+        # Only a run that captures waits for its registration (the capture needs it); the
+        # other kinds may never register (no agent socket, a library told to stay out).
+        if overhead_base(args, kind) == "loaded" and not args.no_gpu_ok:
             env.wait_registered(name)
-        warm = 20 + args.idle_steps
-        wait_for_step(warm)
-        if kind == "A":
+        wait_for_step(args.warmup_steps + args.idle_steps)
+        middle = overhead_base(args, kind)
+        if middle == "kineto":
             app.send_signal(signal.SIGUSR1)
             env.procs.wait_line(name, r"kineto window steps \d+\.\.\d+ done", 600)
-        else:
-            # Only the window matters here (what arrives is the capture phases' check): a partial
-            # session (exit 3: a late start, a breakdown with no steps) still times the steps.
+        elif middle == "loaded":
+            # Only the window matters here (what arrives is checked on the first capture): a
+            # partial session (exit 3: a late start, a breakdown with no steps) still times the
+            # steps.
+            t = time.monotonic()
             session_dir, window, printed = env.capture(name, args.capture_ms, ok_codes=(0, 3))
+            notes["capture_wall_s"] = time.monotonic() - t
             windows.append(window)
             notes["session_dir"] = session_dir
             notes["capture_printed_tail"] = printed[-800:]
+            # The second after the window's stop is a row of its own (the flush): the idle
+            # steps after the capture are counted from its end.
+            hold(f"{name}'s second after its capture", TAIL_NS / 1e9, env.procs.only([name]))
+        else:
+            # As long as a capture of --capture-ms takes from its request to its end (prepare,
+            # the window, the flush), so that the untraced run has steps at every index the
+            # others' middle parts reach.
+            hold(f"{name}'s untraced middle part", args.capture_ms / 1000 + 2,
+                 env.procs.only([name]))
         target = current_step(env.procs, name, 600) + args.idle_steps
         wait_for_step(target)
     finally:
@@ -432,34 +491,199 @@ def overhead_run(env, kind, round_no):
         return json.load(f), windows, notes
 
 
+def same_age(test, base, first_index):
+    """The overhead of steps `test` against the untraced run's steps `base` of the same indices
+    (the same age of the process), both {index: ms}, from `first_index` on: {"steps",
+    "median_ms", "base_median_ms", "overhead_pct"}, or None when they share no index."""
+    common = sorted(i for i in test if i in base and i >= first_index)
+    if not common:
+        return None
+    t = statistics.median(test[i] for i in common)
+    b = statistics.median(base[i] for i in common)
+    return {"steps": len(common), "median_ms": t, "base_median_ms": b,
+            "overhead_pct": 100.0 * (t / b - 1)}
+
+
+def did(after, before, base, first_index):
+    """Difference in differences: how much slower a process's steps `after` something are than
+    its steps `before` it, over how much slower the untraced process `base` is at the same
+    indices (its own drift with age), all {index: ms} from `first_index` on. Neither the
+    process-to-process difference nor the drift with age is in it. None when a side is empty."""
+    a = {i: ms for i, ms in after.items() if i in base and i >= first_index}
+    b = {i: ms for i, ms in before.items() if i in base and i >= first_index}
+    if not a or not b:
+        return None
+    traced = statistics.median(a.values()) / statistics.median(b.values())
+    untraced = (statistics.median(base[i] for i in a) / statistics.median(base[i] for i in b))
+    return {"steps": len(a), "median_ms": statistics.median(a.values()),
+            "base_median_ms": statistics.median(b.values()),
+            "overhead_pct": 100.0 * (traced / untraced - 1)}
+
+
+def before_after(split, middle):
+    """A run's idle steps split at its middle part (`middle`: the steps of its capture or
+    torch.profiler window): (before, after); after leaves out the second after a capture
+    ("after_capture") and takes a torch.profiler run's "after_kineto" steps."""
+    marks = split.get(middle, {})
+    idle = split.get("idle", {})
+    if not marks:
+        return idle, {}
+    first, last = min(marks), max(marks)
+    before = {i: ms for i, ms in idle.items() if i < first}
+    after = {i: ms for i, ms in idle.items() if i > last}
+    after.update(split.get("after_kineto", {}))
+    return before, after
+
+
+def round_overheads(runs, first_index):
+    """One round's overheads. runs: kind -> by_index() of that run. Across processes, each
+    condition against the "none" run's steps of the same indices (same_age); inside one process,
+    its capture or torch.profiler window and what follows against its own idle steps before
+    them, net of the untraced process's drift between the same indices (did: neither the
+    process-to-process difference nor the drift with age is in it). The kineto run's steps
+    before its window are a second untraced process: "aa_noise" is what two untraced processes
+    differ by, the floor under every cross-process row."""
+    none = runs["none"].get("idle", {})
+    loaded, kineto = runs.get("loaded", {}), runs.get("kineto", {})
+    l_before, l_after = before_after(loaded, "capturing")
+    k_before, k_after = before_after(kineto, "kineto")
+    out = {"aa_noise": same_age(k_before, none, first_index) if kineto else None,
+           "loaded": same_age(l_before, none, first_index),
+           "capturing": same_age(loaded.get("capturing", {}), none, first_index),
+           "capturing_vs_loaded": did(loaded.get("capturing", {}), l_before, none, first_index),
+           "after_capture": same_age(loaded.get("after_capture", {}), none, first_index),
+           "loaded_after": same_age(l_after, none, first_index),
+           "residual_after_capture": did(l_after, l_before, none, first_index),
+           "kineto": same_age(kineto.get("kineto", {}), none, first_index),
+           "kineto_vs_before": did(kineto.get("kineto", {}), k_before, none, first_index),
+           "after_kineto": same_age(k_after, none, first_index),
+           "residual_after_kineto": did(k_after, k_before, none, first_index)}
+    for kind, split in runs.items():
+        if kind in OVERHEAD_KINDS:
+            continue
+        if "kineto" in split:  # a torch.profiler window with other variables
+            before, after = before_after(split, "kineto")
+            out[f"{kind}_window"] = same_age(split["kineto"], none, first_index)
+            out[f"{kind}_after"] = same_age(after, none, first_index)
+            out[f"{kind}_residual"] = did(after, before, none, first_index)
+        elif "capturing" in split:  # a capture with other variables
+            before, after = before_after(split, "capturing")
+            out[kind] = same_age(before, none, first_index)
+            out[f"{kind}_capturing"] = did(split["capturing"], before, none, first_index)
+            out[f"{kind}_residual"] = did(after, before, none, first_index)
+        else:
+            out[kind] = same_age(split.get("idle", {}), none, first_index)
+    return out
+
+
+OVERHEAD_ROWS = ("aa_noise", "loaded", "capturing", "capturing_vs_loaded", "after_capture",
+                 "loaded_after", "residual_after_capture", "kineto", "kineto_vs_before",
+                 "after_kineto", "residual_after_kineto")
+
+
+def overhead_rows(rounds):
+    """The conditions to show: OVERHEAD_ROWS, then the other kinds' idle rows (nvtx_only, ...)."""
+    extra = []
+    for r in rounds:
+        extra += [k for k in r if k not in OVERHEAD_ROWS and k not in extra]
+    return list(OVERHEAD_ROWS) + extra
+
+
+def overhead_summary(rounds):
+    """rounds: [round_overheads()]. Per condition: each round's overhead, their median, min and
+    max, and the steps counted; the targets' verdicts on the medians over rounds."""
+    table = {}
+    for cond in overhead_rows(rounds):
+        rows = [r.get(cond) for r in rounds]
+        pcts = [r["overhead_pct"] for r in rows if r is not None]
+        table[cond] = None if not pcts else {
+            "rounds_pct": [None if r is None else r["overhead_pct"] for r in rows],
+            "median_pct": statistics.median(pcts), "min_pct": min(pcts), "max_pct": max(pcts),
+            "steps": sum(r["steps"] for r in rows if r is not None),
+            "median_ms": statistics.median(r["median_ms"] for r in rows if r is not None),
+            "base_median_ms": statistics.median(r["base_median_ms"] for r in rows
+                                                if r is not None)}
+
+    def pct(cond):
+        return table[cond]["median_pct"] if table.get(cond) else None
+    loaded, capturing, kineto = pct("loaded"), pct("capturing"), pct("kineto")
+    residual = pct("residual_after_capture")
+    verdicts = {"loaded_under_0.5pct": loaded is not None and loaded < 0.5,
+                "capturing_under_3pct": capturing is not None and capturing < 3.0,
+                "capturing_no_worse_than_kineto": (capturing is not None and kineto is not None
+                                                   and capturing <= kineto),
+                "no_residual_after_capture": residual is not None and residual < 0.5}
+    return table, verdicts
+
+
+def overhead_markdown(table, verdicts, n_rounds):
+    names = {"aa_noise": "A/A: a second untraced process (the noise floor)",
+             "loaded": "libprofctl_inject.so loaded, idle (before its capture)",
+             "capturing": "profctl capturing",
+             "capturing_vs_loaded": "profctl capturing, against its process's idle steps before",
+             "after_capture": "(1 s after a profctl capture: flush)",
+             "loaded_after": "library loaded, idle after its capture",
+             "residual_after_capture": "idle after a capture, against the same process before",
+             "kineto": "torch.profiler (Kineto, CUDA)",
+             "kineto_vs_before": "torch.profiler, against its process's steps before",
+             "after_kineto": "(no tracer, after torch.profiler stopped)",
+             "residual_after_kineto": "after torch.profiler, against the same process before"}
+    rounds = " | ".join(f"round {r}" for r in range(1, n_rounds + 1))
+    lines = [f"| condition | steps | median ms | baseline median ms | {rounds} | median over "
+             "rounds | min .. max |",
+             "| --- | ---: | ---: | ---: | " + " | ".join(["---:"] * n_rounds) +
+             " | ---: | ---: |"]
+    for cond in [c for c in OVERHEAD_ROWS if c in table] + \
+            [c for c in table if c not in OVERHEAD_ROWS]:
+        row = table.get(cond)
+        label = names.get(cond, f"kind {cond} (--overhead-kinds)")
+        if row is None:
+            lines.append(f"| {label} | 0 | | | " + " | ".join([""] * n_rounds) + " | | |")
+            continue
+        per = " | ".join("" if p is None else f"{p:+.2f} %" for p in row["rounds_pct"])
+        lines.append(f"| {label} | {row['steps']} | {row['median_ms']:.3f} | "
+                     f"{row['base_median_ms']:.3f} | {per} | {row['median_pct']:+.2f} % | "
+                     f"{row['min_pct']:+.2f} .. {row['max_pct']:+.2f} % |")
+    lines.append("")
+    for k, v in verdicts.items():
+        lines.append(f"- {k}: {'yes' if v else 'NO'}")
+    return "\n".join(lines) + "\n"
+
+
 def phase_overhead(env):
     env.start_cupti_agent()
-    samples = {"none": [], "kineto": [], "loaded": [], "capturing": [], "after_capture": [],
-               "after_kineto": []}
-    runs = []
+    rounds, runs = [], []
+    first_check = None
     try:
         for round_no in range(1, env.args.rounds + 1):
-            for kind in ("A", "B"):
+            split = {}
+            for kind in overhead_order(round_no, env.args.overhead_kinds):
                 step_log, windows, notes = overhead_run(env, kind, round_no)
-                split = classify(step_log, windows)
-                if kind == "A":
-                    samples["none"] += split["idle"]
-                    samples["kineto"] += split["kineto"]
-                    samples["after_kineto"] += split["after_kineto"]
-                else:
-                    samples["loaded"] += split["idle"]
-                    samples["capturing"] += split["capturing"]
-                    samples["after_capture"] += split["after_capture"]
+                split[kind] = by_index(step_log, windows)
+                if kind == "loaded" and first_check is None and not env.args.no_gpu_ok:
+                    # The first capture's session, checked as the capture phases check theirs
+                    # (recorded, not fatal: the phase measures time).
+                    first_check = try_check_capture(env, notes["session_dir"], "overhead")
                 runs.append({"run": f"{kind}{round_no}", "windows_ns": windows,
                              "kineto_enter_exit_ms": step_log.get("kineto_enter_exit_ms", []),
-                             **{k: stats(v) for k, v in split.items()}, **notes})
+                             **{k: stats(list(v.values())) for k, v in split[kind].items()},
+                             **notes})
                 log(f"run {kind}{round_no}: " + ", ".join(
-                    f"{k} {len(v)} steps" for k, v in split.items() if v))
+                    f"{k} {len(v)} steps" for k, v in split[kind].items() if v))
+            rounds.append(round_overheads(split, env.args.warmup_steps))
     finally:
         env.stop_all()
-    table, verdicts = overhead_table(samples)
-    return {"runs": runs, "table": table, "verdicts": verdicts,
-            "markdown": markdown(table, verdicts)}
+    table, verdicts = overhead_summary(rounds)
+    return {"runs": runs, "rounds": rounds, "table": table, "verdicts": verdicts,
+            "first_capture_check": first_check,
+            "markdown": overhead_markdown(table, verdicts, len(rounds))}
+
+
+def try_check_capture(env, session_dir, name):
+    try:
+        return check_capture(env, session_dir, name, 5)
+    except (Failure, OSError, ValueError) as e:
+        return {"error": str(e)}
 
 
 RECORDER_SECONDS = 30
@@ -476,11 +700,12 @@ def recorder_run(env, on, round_no):
     env.start_cupti_agent([f"--flight-recorder={RECORDER_SECONDS}"] if on else [])
     notes = {}
     try:
-        env.start(name, pytorch_argv(args, step_log, progress), env=env.injected_env())
+        env.start(name, env.pinned(pytorch_argv(args, step_log, progress)),
+                  env=env.injected_env())
         try:
             if not args.no_gpu_ok:
                 env.wait_registered(name)
-            target = 20 + args.idle_steps
+            target = args.warmup_steps + args.idle_steps
             env.procs.wait_line(
                 name, rf"pytorch_steps: step {(target + progress - 1) // progress * progress}$",
                 600)
@@ -498,8 +723,10 @@ def recorder_run(env, on, round_no):
         raise Failure(f"{name}: the loop exited {rc} without its step log "
                       f"(log: {env.procs.log_path(name)})")
     with open(step_log) as f:
-        split = classify(json.load(f), [])
-    return split["idle"], notes
+        idle = by_index(json.load(f), []).get("idle", {})
+    # Steps before --warmup-steps are not timed: the loop drifts over its first seconds, and
+    # "off" and "on" are compared at the same ages.
+    return [ms for i, ms in sorted(idle.items()) if i >= args.warmup_steps], notes
 
 
 def phase_recorder(env):
@@ -507,11 +734,9 @@ def phase_recorder(env):
     runs = []
     nccl = None
     try:
-        for round_no in range(1, env.args.rounds + 1):
+        for round_no in range(1, env.args.recorder_rounds + 1):
             for on in (False, True):
                 steps, notes = recorder_run(env, on, round_no)
-                # The first 20 steps warm up (compilation, allocator): not timed.
-                steps = steps[20:]
                 samples["on" if on else "off"] += steps
                 runs.append({"run": f"{'on' if on else 'off'}{round_no}", **(stats(steps) or {}),
                              **notes})
@@ -620,6 +845,109 @@ def launches_run(env, gpu_count):
     return record
 
 
+# ---------------------------------------------------------------------------------------------
+# JAX through its own profiler server.
+
+def trace_summary(session_dir):
+    """What a session of a TSL capture holds, from session.json, pod.trace.json.gz and
+    pod_step_breakdown.json: each host's status and warnings, the events on each plane of the
+    pod trace (by process name), the steps of the breakdown with their median time and
+    categories, and the .xplane.pb files with their sizes."""
+    out = {"files": {}}
+    for f in sorted(os.listdir(session_dir)):
+        out["files"][f] = os.path.getsize(os.path.join(session_dir, f))
+    with open(os.path.join(session_dir, "session.json")) as f:
+        manifest = json.load(f)
+    out["hosts"] = [{"host": h.get("host"), "status": h.get("status"),
+                     "warnings": h.get("warnings", [])[:5]} for h in manifest.get("hosts", [])]
+    planes = {}
+    path = os.path.join(session_dir, "pod.trace.json.gz")
+    if os.path.exists(path):
+        with gzip.open(path, "rt") as f:
+            events = json.load(f).get("traceEvents", [])
+        names = {e["pid"]: e.get("args", {}).get("name", "")
+                 for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+        for e in events:
+            if e.get("ph") == "X":
+                plane = names.get(e.get("pid"), str(e.get("pid")))
+                planes[plane] = planes.get(plane, 0) + 1
+    out["plane_events"] = planes
+    out["gpu_events"] = sum(n for p, n in planes.items() if "/device:GPU" in p)
+    path = os.path.join(session_dir, "pod_step_breakdown.json")
+    out["steps"] = 0
+    if os.path.exists(path):
+        with open(path) as f:
+            breakdown = json.load(f)
+        steps = breakdown.get("steps", [])
+        out["steps"] = len(steps)
+        rows = [h for s in steps for h in s.get("hosts", [])]
+        if rows:
+            out["median_step_ms"] = statistics.median(h.get("step_time_ms", 0) for h in rows)
+            cats = {}
+            for h in rows:
+                for k, v in h.get("categories_ms", {}).items():
+                    cats[k] = cats.get(k, 0) + v / len(rows)
+            out["categories_ms_mean"] = cats
+        out["breakdown_warnings"] = breakdown.get("warnings", [])[:5]
+    return out
+
+
+def tsl_capture(env, session, worker, duration_ms):
+    """`profctl capture` of one worker (an agent, or grpc://host:port); returns (exit code,
+    session folder, output tail)."""
+    logdir = os.path.join(env.out, "logs")
+    r = subprocess.run([env.profctl, "capture", f"--workers={worker}",
+                        f"--duration={duration_ms}", f"--logdir={logdir}", f"--session={session}",
+                        "--pod-trace-json"], capture_output=True, text=True,
+                       timeout=duration_ms / 1000 + 120, check=False)
+    write_atomically(os.path.join(env.out, f"capture_{session}.log"), r.stdout + r.stderr)
+    return r.returncode, os.path.join(logdir, "plugins", "profile", session), \
+        (r.stdout + r.stderr)[-1500:]
+
+
+def phase_jax(env):
+    """examples/jax_steps.py with JAX's profiler server, captured twice: by `profctl capture
+    --workers=grpc://` (JAX's server directly) and through an agent's tsl collector
+    (--tsl-local). Each session must hold a GPU plane with events and steps."""
+    args = env.args
+    port = free_port()
+    name = "jax_steps"
+    result = {}
+    failures = []
+    run_env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    try:
+        env.start(name, env.pinned([args.python, os.path.join(ROOT, "examples", "jax_steps.py"),
+                                    f"--port={port}", "--steps=0", "--progress=100"]),
+                  env=run_env)
+        # Compiled and in its steady loop.
+        env.procs.wait_line(name, r"jax_steps: step 300$", 300)
+        for how in ("grpc", "tsl"):
+            if how == "grpc":
+                worker = f"grpc://127.0.0.1:{port}"
+            else:
+                env.port = env.procs.start_agent(env.agent_bin, "agent_tsl", [
+                    f"--name={HOST}", "--collectors=tsl", f"--tsl-local=127.0.0.1:{port}"],
+                    timeout_s=30)
+                worker = f"127.0.0.1:{env.port}"
+            rc, session_dir, tail = tsl_capture(env, f"jax_{how}", worker, args.jax_capture_ms)
+            got = {"exit": rc, "worker": worker, "session_dir": session_dir, "printed": tail}
+            try:
+                got.update(trace_summary(session_dir))
+            except (OSError, ValueError, KeyError) as e:
+                got["summary_error"] = str(e)
+            result[how] = got
+            log(f"jax {how}: exit {rc}, {got.get('gpu_events', 0)} GPU events, "
+                f"{got.get('steps', 0)} steps, files {got.get('files')}")
+            if rc != 0 or not got.get("gpu_events") or got.get("steps", 0) < 3:
+                failures.append(f"{how}: exit {rc}, {got.get('gpu_events', 0)} GPU events, "
+                                f"{got.get('steps', 0)} steps ({session_dir})")
+    finally:
+        env.stop_all()
+    if failures:
+        result["failures"] = failures
+    return {"check": result, "failed": failures}
+
+
 def plan(args, phases):
     """What a run would do, one line per step, for --dry-run."""
     lines = [f"bundle {args.bundle}, out {args.out}"]
@@ -632,14 +960,26 @@ def plan(args, phases):
                          "; tests/gpu_capture_check.py on the session")
         elif phase == "overhead":
             for r in range(1, args.rounds + 1):
-                lines.append(f"overhead round {r}: A: pytorch_steps without injection, "
-                             f"{args.idle_steps} idle + {args.kineto_steps} torch.profiler steps"
-                             f"; B: under injection beside {agent}, {args.idle_steps} idle steps, "
-                             f"profctl capture --duration={args.capture_ms}, idle again")
+                lines.append(f"overhead round {r}: "
+                             f"{', '.join(overhead_order(r, args.overhead_kinds))}: pytorch_steps"
+                             f" {args.warmup_steps} + {args.idle_steps} steps, then none: "
+                             f"{args.capture_ms / 1000 + 2:g} s untraced / loaded: under "
+                             f"injection beside {agent}, profctl capture "
+                             f"--duration={args.capture_ms} / kineto: {args.kineto_steps} "
+                             f"torch.profiler steps; then {args.idle_steps} steps")
+            lines.append("overhead verdicts: each condition against the untraced run's steps of "
+                         "the same index, median over rounds")
+        elif phase == "jax":
+            lines.append(f"jax: examples/jax_steps.py with jax.profiler.start_server; profctl "
+                         f"capture --workers=grpc://127.0.0.1:PORT --duration={args.jax_capture_ms}"
+                         f"; then profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT and "
+                         f"profctl capture of the agent --duration={args.jax_capture_ms}")
         elif phase == "recorder":
-            for r in range(1, args.rounds + 1):
+            for r in range(1, args.recorder_rounds + 1):
                 lines.append(f"recorder round {r}: off: {agent} (no --flight-recorder), "
-                             f"pytorch_steps under injection, 20 + {args.idle_steps} steps; on: "
+                             f"pytorch_steps under injection, {args.warmup_steps} + "
+                             f"{args.idle_steps} steps (the first {args.warmup_steps} not "
+                             "timed); on: "
                              f"{agent} --flight-recorder={RECORDER_SECONDS}, the same steps, then "
                              f"profctl capture --last={RECORDER_SNAPSHOT_MS}ms")
             lines.append(f"recorder verdict: median step time on within "
@@ -664,6 +1004,9 @@ def write_results(env, gpus, result):
             md.append(f"FAILED: {r['error']}")
         elif phase in ("overhead", "recorder"):
             md.append(r["markdown"])
+        elif phase == "jax":
+            md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True)[:6000] +
+                      "\n```")
         else:
             md.append("```\n" + json.dumps(r["check"], indent=1, sort_keys=True) + "\n```")
         md.append("")
@@ -688,6 +1031,23 @@ def main():
     ap.add_argument("--phases", default="cuda,pytorch,overhead")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--idle-steps", type=int, default=300)
+    ap.add_argument("--warmup-steps", type=int, default=1000,
+                    help="overhead: steps every run takes before the compared ones (past the "
+                         "loop's own drift over its first seconds); steps before it are not "
+                         "compared")
+    ap.add_argument("--recorder-rounds", type=int, default=2)
+    ap.add_argument("--overhead-kinds", default="none,loaded,kineto",
+                    help="the overhead phase's runs each round: none and loaded always; kineto; "
+                         "nvtx_only / cuda_only (the library through one entry point, idle); "
+                         "any NAME given by --overhead-env")
+    ap.add_argument("--overhead-env", action="append", default=[],
+                    help="NAME[@loaded|@kineto]:VAR=VAL[,VAR=VAL...]: an overhead kind NAME, the "
+                         "library loaded and idle with these variables set too (@loaded: and a "
+                         "capture in the middle; @kineto: no library, a torch.profiler window); "
+                         "VAR= unsets VAR; repeatable")
+    ap.add_argument("--jax-capture-ms", type=int, default=1000,
+                    help="the jax phase's captures (small sessions: the .xplane.pb is a test "
+                         "fixture)")
     ap.add_argument("--capture-ms", type=int, default=3000)
     ap.add_argument("--kineto-steps", type=int, default=300)
     ap.add_argument("--phase-capture-ms", type=int, default=2000,
@@ -710,17 +1070,38 @@ def main():
                     help="FOR TESTS: run without a GPU (the loop given a stand-in torch)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
-    unknown = set(phases) - {"cuda", "pytorch", "overhead", "recorder"}
+    unknown = set(phases) - {"cuda", "pytorch", "overhead", "recorder", "jax"}
     if unknown:
-        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead, recorder)")
+        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead, recorder, jax)")
     if (args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or
-            args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100):
+            args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100 or
+            args.warmup_steps < 20 or args.recorder_rounds < 1 or args.jax_capture_ms < 100):
         ap.error("--rounds >= 1, --idle-steps >= 50, --capture-ms >= 100, --kineto-steps >= 1, "
-                 "--settle-s >= 0, --phase-capture-ms >= 100")
+                 "--settle-s >= 0, --phase-capture-ms >= 100, --warmup-steps >= 20, "
+                 "--recorder-rounds >= 1, --jax-capture-ms >= 100")
     if not 0 <= args.recorder_nccl_ranks <= 64:
         ap.error(f"--recorder-nccl-ranks={args.recorder_nccl_ranks}: must be in [0, 64]")
     if not 0 < args.recorder_bound_pct <= 100:
         ap.error(f"--recorder-bound-pct={args.recorder_bound_pct:g}: must be in (0, 100]")
+    args.overhead_env_vars, args.overhead_env_base = {}, {}
+    for spec in args.overhead_env:
+        head, _, assigns = spec.partition(":")
+        name, _, base = head.partition("@")
+        pairs = [a.partition("=") for a in assigns.split(",") if a]
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not pairs or \
+                any(not k or not eq for k, eq, _ in pairs) or base not in ("", "loaded", "kineto") \
+                or name in OVERHEAD_KINDS or name in OVERHEAD_PARTIAL:
+            ap.error(f"--overhead-env={spec}: want NAME[@loaded|@kineto]:VAR=VAL[,VAR=VAL...] "
+                     "with a new lower-case NAME")
+        args.overhead_env_vars[name] = {k: v for k, _, v in pairs}
+        args.overhead_env_base[name] = base or "idle"
+    args.overhead_kinds = [k for k in args.overhead_kinds.split(",") if k]
+    known = set(OVERHEAD_KINDS) | set(OVERHEAD_PARTIAL) | set(args.overhead_env_vars)
+    if (set(args.overhead_kinds) - known or "none" not in args.overhead_kinds or
+            "loaded" not in args.overhead_kinds or
+            len(set(args.overhead_kinds)) != len(args.overhead_kinds)):
+        ap.error(f"--overhead-kinds={','.join(args.overhead_kinds)}: none and loaded, each kind "
+                 f"once, of {sorted(known)}")
     if args.dry_run:
         for line in plan(args, phases):
             print(f"gpu_verify: plan: {line}")
@@ -744,7 +1125,11 @@ def main():
         try:
             result["phases"][phase] = {"cuda": phase_cuda, "pytorch": phase_pytorch,
                                        "overhead": phase_overhead,
-                                       "recorder": phase_recorder}[phase](env)
+                                       "recorder": phase_recorder,
+                                       "jax": phase_jax}[phase](env)
+            if result["phases"][phase].get("failed"):
+                failed.append(phase)
+                log(f"phase {phase} FAILED: {result['phases'][phase]['failed']}")
         except (Failure, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
             result["phases"][phase] = {"error": str(e)}
             failed.append(phase)

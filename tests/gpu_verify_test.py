@@ -54,35 +54,113 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual(split["after_capture"], [10.0])
         self.assertEqual(split["kineto"], [12.0])
         self.assertEqual(split["after_kineto"], [8.0])
+        # The same split by step index (what runs of the same age are compared by).
+        self.assertEqual(gpu_verify.by_index(log, [(15 * MS, 40 * MS)], tail_ns=15 * MS),
+                         {"idle": {1: 10.0, 6: 10.0}, "capturing": {2: 10.0, 3: 10.0, 4: 10.0},
+                          "after_capture": {5: 10.0}, "kineto": {7: 12.0},
+                          "after_kineto": {8: 8.0}})
         # No window: every untagged step before torch.profiler is idle.
         self.assertEqual(len(gpu_verify.classify(log, [])["idle"]), 6)
 
-    def test_overheads_and_verdicts(self):
-        table, verdicts = gpu_verify.overhead_table({
-            "none": [10.0] * 9 + [20.0], "loaded": [10.02] * 10, "capturing": [10.2] * 10,
-            "kineto": [10.5] * 10})
-        self.assertEqual(table["none"]["steps"], 10)
-        self.assertAlmostEqual(table["none"]["mean_ms"], 11.0)
-        self.assertEqual(table["none"]["median_ms"], 10.0)
-        self.assertEqual(table["none"]["p90_ms"], 20.0)
-        self.assertAlmostEqual(table["loaded"]["overhead_median_pct"], 0.2)
-        self.assertAlmostEqual(table["capturing"]["overhead_median_pct"], 2.0)
-        self.assertAlmostEqual(table["kineto"]["overhead_median_pct"], 5.0)
+    def test_same_age_compares_the_steps_of_the_same_index(self):
+        # The untraced run drifts (its later steps are slower): a traced run compared at the
+        # same indices sees its own cost, not the drift.
+        none = {i: 10.0 + (i - 100) * 0.01 for i in range(100, 200)}
+        traced = {i: none[i] * 1.02 for i in range(150, 180)}
+        got = gpu_verify.same_age(traced, none, first_index=100)
+        self.assertEqual(got["steps"], 30)
+        self.assertAlmostEqual(got["overhead_pct"], 2.0)
+        # Steps before first_index (the warm-up) and indices the untraced run lacks don't count.
+        self.assertEqual(gpu_verify.same_age(traced, none, first_index=170)["steps"], 10)
+        self.assertIsNone(gpu_verify.same_age({300: 1.0}, none, first_index=0))
+
+    def test_rounds_give_per_round_overheads_and_verdicts_on_their_median(self):
+        def run(idle, capturing=None, kineto=None):
+            out = {"idle": {i: idle for i in range(1000, 1100)}}
+            if capturing is not None:
+                out["capturing"] = {i: capturing for i in range(1100, 1200)}
+            if kineto is not None:
+                out["kineto"] = {i: kineto for i in range(1100, 1200)}
+            return out
+        none = {"idle": {i: 10.0 for i in range(1000, 1300)}}
+        rounds = [gpu_verify.round_overheads(
+            {"none": none, "loaded": run(10.0 * (1 + lp / 100), 10.0 * (1 + cp / 100)),
+             "kineto": run(10.0, kineto=10.0 * (1 + kp / 100))}, 1000)
+            for lp, cp, kp in ((0.1, 1.0, 5.0), (0.3, 2.0, 4.0), (0.9, 4.0, 6.0))]
+        self.assertAlmostEqual(rounds[0]["loaded"]["overhead_pct"], 0.1)
+        self.assertAlmostEqual(rounds[1]["capturing"]["overhead_pct"], 2.0)
+        # Inside the loaded run: capturing against its own idle steps.
+        self.assertAlmostEqual(rounds[2]["capturing_vs_loaded"]["overhead_pct"],
+                               100 * (1.04 / 1.009 - 1))
+        table, verdicts = gpu_verify.overhead_summary(rounds)
+        self.assertAlmostEqual(table["loaded"]["median_pct"], 0.3)
+        self.assertAlmostEqual(table["loaded"]["max_pct"], 0.9)
+        self.assertAlmostEqual(table["capturing"]["median_pct"], 2.0)
+        self.assertAlmostEqual(table["kineto"]["median_pct"], 5.0)
+        self.assertEqual(table["loaded"]["steps"], 300)
         self.assertEqual(verdicts, {"loaded_under_0.5pct": True, "capturing_under_3pct": True,
-                                    "capturing_no_worse_than_kineto": True})
-        _, worse = gpu_verify.overhead_table({"none": [10.0], "loaded": [10.1],
-                                              "capturing": [10.25], "kineto": [10.2]})
-        self.assertEqual(worse, {"loaded_under_0.5pct": False, "capturing_under_3pct": True,
-                                 "capturing_no_worse_than_kineto": False})
-        # A condition without steps is a row of nothing and fails its verdict.
-        table, verdicts = gpu_verify.overhead_table({"none": [10.0], "loaded": [],
-                                                     "capturing": [10.1], "kineto": [10.2]})
-        self.assertIsNone(table["loaded"])
-        self.assertFalse(verdicts["loaded_under_0.5pct"])
-        md = gpu_verify.markdown(table, verdicts)
-        self.assertIn("| libprofctl_inject.so loaded, idle | 0 |", md)
-        self.assertIn("| profctl capturing | 1 | 10.100 | 10.100 | 10.100 | +1.00 % |", md)
-        self.assertIn("- loaded_under_0.5pct: NO", md)
+                                    "capturing_no_worse_than_kineto": True,
+                                    "no_residual_after_capture": False})  # nothing after
+        md = gpu_verify.overhead_markdown(table, verdicts, 3)
+        self.assertIn("| libprofctl_inject.so loaded, idle (before its capture) | 300 | 10.030 | "
+                      "10.000 | +0.10 % | +0.30 % | +0.90 % | +0.30 % | +0.10 .. +0.90 % |", md)
+        self.assertIn("- capturing_no_worse_than_kineto: yes", md)
+        # A condition no round measured is a row of nothing and fails its verdict.
+        rounds = [gpu_verify.round_overheads({"none": none, "loaded": run(10.0),
+                                              "kineto": run(10.0, kineto=10.1)}, 1000)]
+        table, verdicts = gpu_verify.overhead_summary(rounds)
+        self.assertIsNone(table["capturing"])
+        self.assertFalse(verdicts["capturing_under_3pct"])
+        self.assertFalse(verdicts["capturing_no_worse_than_kineto"])
+        self.assertIn("| profctl capturing | 0 |", gpu_verify.overhead_markdown(table, verdicts, 1))
+
+    def test_residuals_and_the_noise_floor_come_from_inside_one_process(self):
+        none = {"idle": {i: 10.0 for i in range(1000, 1400)}}
+        # The loaded process: 10.2 before its capture, 11.0 capturing, 10.8 after it (the second
+        # after the capture is a row of its own, not "after").
+        loaded = {"idle": {**{i: 10.2 for i in range(1000, 1100)},
+                           **{i: 10.8 for i in range(1250, 1400)}},
+                  "capturing": {i: 11.0 for i in range(1100, 1200)},
+                  "after_capture": {i: 12.0 for i in range(1200, 1250)}}
+        # The kineto process: untraced 10.4 before its window (the A/A row), 15 inside, 12 after.
+        kineto = {"idle": {i: 10.4 for i in range(1000, 1100)},
+                  "kineto": {i: 15.0 for i in range(1100, 1200)},
+                  "after_kineto": {i: 12.48 for i in range(1200, 1400)}}
+        got = gpu_verify.round_overheads({"none": none, "loaded": loaded, "kineto": kineto}, 1000)
+        self.assertAlmostEqual(got["aa_noise"]["overhead_pct"], 4.0)
+        self.assertAlmostEqual(got["loaded"]["overhead_pct"], 2.0)
+        self.assertEqual(got["loaded"]["steps"], 100)
+        self.assertAlmostEqual(got["loaded_after"]["overhead_pct"], 8.0)
+        self.assertEqual(got["loaded_after"]["steps"], 150)
+        self.assertAlmostEqual(got["residual_after_capture"]["overhead_pct"],
+                               100 * (10.8 / 10.2 - 1))
+        self.assertAlmostEqual(got["capturing_vs_loaded"]["overhead_pct"], 100 * (11 / 10.2 - 1))
+        self.assertAlmostEqual(got["after_capture"]["overhead_pct"], 20.0)
+        self.assertAlmostEqual(got["kineto_vs_before"]["overhead_pct"], 100 * (15 / 10.4 - 1))
+        self.assertAlmostEqual(got["residual_after_kineto"]["overhead_pct"], 20.0)
+        _, verdicts = gpu_verify.overhead_summary([got])
+        self.assertFalse(verdicts["no_residual_after_capture"])
+
+    def test_other_kinds_get_rows_of_their_own(self):
+        none = {"idle": {i: 10.0 for i in range(1000, 1300)}}
+        got = gpu_verify.round_overheads({
+            "none": none, "loaded": {"idle": {i: 10.0 for i in range(1000, 1100)}},
+            "quiet": {"idle": {i: 10.1 for i in range(1000, 1300)}},
+            "late": {"idle": {i: 10.0 for i in range(1000, 1100)},
+                     "kineto": {i: 12.0 for i in range(1100, 1200)},
+                     "after_kineto": {i: 10.5 for i in range(1200, 1300)}}}, 1000)
+        self.assertAlmostEqual(got["quiet"]["overhead_pct"], 1.0)
+        self.assertEqual(got["quiet"]["steps"], 300)
+        self.assertAlmostEqual(got["late_window"]["overhead_pct"], 20.0)
+        self.assertAlmostEqual(got["late_after"]["overhead_pct"], 5.0)
+        table, _ = gpu_verify.overhead_summary([got])
+        md = gpu_verify.overhead_markdown(table, {}, 1)
+        self.assertIn("| kind quiet (--overhead-kinds) | 300 | 10.100 | 10.000 | +1.00 % |", md)
+        self.assertIn("| kind late_after (--overhead-kinds) | 100 |", md)
+
+    def test_round_order_rotates(self):
+        self.assertEqual([gpu_verify.overhead_order(r)[0] for r in (1, 2, 3, 4)],
+                         ["none", "loaded", "kineto", "none"])
 
     def test_recorder_verdict_within_the_bound(self):
         table, verdicts = gpu_verify.recorder_table({"off": [10.0] * 10, "on": [10.15] * 10},
@@ -141,11 +219,15 @@ class DryRunTest(unittest.TestCase):
 
     def test_dry_run_plans_every_phase_without_a_gpu_or_bundle(self):
         r = run_script("--bundle=/nonexistent/bundle.tar.gz", "--out=/nonexistent/out",
-                       "--phases=cuda,pytorch,overhead,recorder", "--rounds=2",
-                       "--recorder-bound-pct=1.5", "--dry-run")
+                       "--phases=cuda,pytorch,overhead,recorder,jax", "--rounds=3",
+                       "--recorder-rounds=2", "--recorder-bound-pct=1.5", "--dry-run")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         plan = [line for line in r.stdout.splitlines() if line.startswith("gpu_verify: plan: ")]
-        self.assertEqual(len(plan), 1 + 2 + 2 + 2 + 1 + 1, r.stdout)
+        self.assertEqual(len(plan), 1 + 2 + 3 + 1 + 2 + 1 + 1 + 1, r.stdout)
+        self.assertIn("overhead round 2: loaded, kineto, none: pytorch_steps 1000 + 300 steps",
+                      r.stdout)
+        self.assertIn("jax: examples/jax_steps.py with jax.profiler.start_server; profctl capture "
+                      "--workers=grpc://127.0.0.1:PORT --duration=1000", r.stdout)
         self.assertIn("recorder round 2: off: profctl-agent --collectors=cupti (no "
                       "--flight-recorder)", r.stdout)
         self.assertIn("recorder nccl: profctl-agent --collectors=cupti --flight-recorder=30; "
@@ -154,6 +236,55 @@ class DryRunTest(unittest.TestCase):
                       r.stdout)
         self.assertIn("median step time on within 1.5 % of off", r.stdout)
         self.assertFalse(os.path.exists("/nonexistent/out"))
+
+    def test_overhead_kinds_and_their_variables_are_checked(self):
+        r = run_script("--bundle=b", "--out=o", "--phases=overhead", "--rounds=2",
+                       "--overhead-kinds=none,loaded,cuda_only,quiet,late",
+                       "--overhead-env=quiet:PROFCTL_AGENT_SOCKET=/nonexistent,NVTX_INJECTION64_PATH=",
+                       "--overhead-env=late@kineto:TEARDOWN_CUPTI=1", "--dry-run")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("overhead round 2: loaded, cuda_only, quiet, late, none:", r.stdout)
+        for bad, why in ((["--overhead-kinds=loaded,kineto"], "none and loaded"),
+                         (["--overhead-kinds=none,loaded,nope"], "none and loaded"),
+                         (["--overhead-kinds=none,loaded,loaded"], "each kind once"),
+                         (["--overhead-env=Quiet:A=1"], "NAME[@loaded|@kineto]"),
+                         (["--overhead-env=quiet@none:A=1"], "NAME[@loaded|@kineto]"),
+                         (["--overhead-env=loaded:A=1"], "with a new lower-case NAME"),
+                         (["--overhead-env=quiet:A"], "VAR=VAL")):
+            r = run_script("--bundle=b", "--out=o", "--phases=overhead", *bad, "--dry-run")
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn(why, r.stderr, bad)
+
+    def test_kind_environments(self):
+        class Args:
+            overhead_env_vars = {"quiet": {"PROFCTL_AGENT_SOCKET": "/x", "NVTX_INJECTION64_PATH": ""},
+                                 "late": {"TEARDOWN_CUPTI": "1"}}
+            overhead_env_base = {"quiet": "idle", "late": "kineto", "cap": "loaded"}
+
+        class Env:
+            args = Args()
+
+            def injected_env(self):
+                return {"CUDA_INJECTION64_PATH": "lib", "NVTX_INJECTION64_PATH": "lib",
+                        "PROFCTL_AGENT_SOCKET": "sock"}
+        env = Env()
+        none = gpu_verify.overhead_kind_env(env, "none")
+        self.assertNotIn("CUDA_INJECTION64_PATH", none)
+        self.assertEqual(gpu_verify.overhead_kind_env(env, "loaded")["NVTX_INJECTION64_PATH"],
+                         "lib")
+        self.assertNotIn("CUDA_INJECTION64_PATH", gpu_verify.overhead_kind_env(env, "nvtx_only"))
+        self.assertNotIn("NVTX_INJECTION64_PATH", gpu_verify.overhead_kind_env(env, "cuda_only"))
+        quiet = gpu_verify.overhead_kind_env(env, "quiet")
+        self.assertEqual((quiet["PROFCTL_AGENT_SOCKET"], quiet["CUDA_INJECTION64_PATH"]),
+                         ("/x", "lib"))
+        self.assertNotIn("NVTX_INJECTION64_PATH", quiet)  # VAR= unsets it
+        late = gpu_verify.overhead_kind_env(env, "late")
+        self.assertEqual(late["TEARDOWN_CUPTI"], "1")
+        self.assertNotIn("CUDA_INJECTION64_PATH", late)
+        self.assertEqual([gpu_verify.overhead_base(env.args, k)
+                          for k in ("none", "loaded", "kineto", "quiet", "late", "cuda_only",
+                                    "cap")],
+                         ["none", "loaded", "kineto", "idle", "kineto", "idle", "loaded"])
 
     def test_bad_recorder_flags_are_named(self):
         r = run_script("--bundle=b", "--out=o", "--phases=recorder", "--recorder-bound-pct=0",
@@ -166,7 +297,7 @@ class DryRunTest(unittest.TestCase):
         self.assertIn("--recorder-nccl-ranks=-1: must be in [0, 64]", r.stderr)
         r = run_script("--bundle=b", "--out=o", "--phases=recorders", "--dry-run")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("unknown phase(s) ['recorders'] (cuda, pytorch, overhead, recorder)",
+        self.assertIn("unknown phase(s) ['recorders'] (cuda, pytorch, overhead, recorder, jax)",
                       r.stderr)
 
 
@@ -243,7 +374,8 @@ class CommandTest(unittest.TestCase):
                    FAKE_TORCH_STEP_MS="2")
         out = os.path.join(self.tmp, "out")
         r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=recorder",
-                       "--rounds=1", "--idle-steps=60", "--no-gpu-ok", env=env)
+                       "--recorder-rounds=1", "--warmup-steps=40", "--idle-steps=60", "--no-gpu-ok",
+                       env=env)
         with open(os.path.join(out, "gpu_verification.json")) as f:
             result = json.load(f)
         phase = result["phases"]["recorder"]
@@ -275,30 +407,48 @@ class CommandTest(unittest.TestCase):
                    FAKE_TORCH_STEP_MS="2")
         out = os.path.join(self.tmp, "out")
         r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
-                       "--rounds=1", "--idle-steps=60", "--capture-ms=400", "--kineto-steps=40",
-                       "--no-gpu-ok", env=env)
+                       "--rounds=1", "--warmup-steps=40", "--idle-steps=60", "--capture-ms=400",
+                       "--kineto-steps=40", "--no-gpu-ok", env=env)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
         with open(os.path.join(out, "gpu_verification.json")) as f:
             result = json.load(f)
         phase = result["phases"]["overhead"]
         self.assertNotIn("error", phase)
+        self.assertEqual([run["run"] for run in phase["runs"]], ["none1", "loaded1", "kineto1"])
         table = phase["table"]
-        for condition in ("none", "loaded", "capturing", "kineto"):
+        for condition in ("loaded", "capturing", "capturing_vs_loaded", "kineto"):
             self.assertIsNotNone(table[condition], condition)
             self.assertGreater(table[condition]["steps"], 0, condition)
             self.assertGreater(table[condition]["median_ms"], 1.5, condition)  # 2 ms steps
-        self.assertEqual(table["kineto"]["steps"], 40)  # exactly the SIGUSR1 window
+            self.assertGreater(table[condition]["base_median_ms"], 1.5, condition)
+        # Exactly the SIGUSR1 window, every one of its indices also run untraced.
+        self.assertEqual(table["kineto"]["steps"], 40)
         # The steps of a 400 ms window fill it: about 400 ms / their mean of them (~200 of the
-        # ~2 ms steps, fewer and longer on a loaded machine), and none outside it.
-        capturing = table["capturing"]
+        # ~2 ms steps, fewer and longer on a loaded machine), and none outside it; the untraced
+        # run reached each of their indices.
+        (run_b,) = [run for run in phase["runs"] if run["run"] == "loaded1"]
+        capturing = run_b["capturing"]
         self.assertGreater(capturing["steps"], 0.5 * 400 / capturing["mean_ms"], capturing)
         self.assertLess(capturing["steps"], 220)
-        (run_b,) = [run for run in phase["runs"] if run["run"] == "B1"]
+        self.assertEqual(table["capturing"]["steps"], capturing["steps"])
         ((start, stop),) = run_b["windows_ns"]
         self.assertAlmostEqual((stop - start) / MS, 400, delta=50)
         self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
+        # Idle before the capture (from --warmup-steps on: about --idle-steps of them) and after
+        # it (past its flush second) are rows of their own; steps before --warmup-steps are never
+        # compared.
+        (run_n,) = [run for run in phase["runs"] if run["run"] == "none1"]
+        self.assertGreaterEqual(table["loaded"]["steps"], 60)
+        self.assertGreaterEqual(table["loaded_after"]["steps"], 60)
+        self.assertEqual(table["loaded"]["steps"] + table["loaded_after"]["steps"],
+                         run_b["idle"]["steps"] - (40 - 20))  # logged from step 20
+        for row in ("loaded_after", "residual_after_capture", "aa_noise", "kineto_vs_before",
+                    "residual_after_kineto"):
+            self.assertIsNotNone(table[row], row)
+        self.assertGreater(run_n["idle"]["steps"], 40 + 60 + 200)
         self.assertEqual(set(phase["verdicts"]), {"loaded_under_0.5pct", "capturing_under_3pct",
-                                                  "capturing_no_worse_than_kineto"})
+                                                  "capturing_no_worse_than_kineto",
+                                                  "no_residual_after_capture"})
         with open(os.path.join(out, "gpu_verification.md")) as f:
             md = f.read()
         self.assertIn("| profctl capturing |", md)
@@ -310,6 +460,33 @@ class CommandTest(unittest.TestCase):
         self.assertIn("already holds a run", again.stderr)
         self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
 
+    def test_trace_summary_counts_planes_steps_and_files(self):
+        tmp = tempfile.mkdtemp(prefix="profctl-trace-summary-")
+        try:
+            with open(os.path.join(tmp, "session.json"), "w") as f:
+                json.dump({"hosts": [{"host": "h", "status": "OK", "warnings": ["w"]}]}, f)
+            events = [{"ph": "M", "name": "process_name", "pid": 1,
+                       "args": {"name": "h /device:GPU:0"}},
+                      {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "h /host:CPU"}},
+                      {"ph": "X", "pid": 1, "ts": 0, "dur": 1}, {"ph": "X", "pid": 1, "ts": 2},
+                      {"ph": "X", "pid": 2, "ts": 0, "dur": 1}, {"ph": "i", "pid": 1, "ts": 3}]
+            with gzip.open(os.path.join(tmp, "pod.trace.json.gz"), "wt") as f:
+                json.dump({"traceEvents": events}, f)
+            with open(os.path.join(tmp, "pod_step_breakdown.json"), "w") as f:
+                json.dump({"steps": [{"step": s, "hosts": [
+                    {"host": "h", "step_time_ms": t, "categories_ms": {"compute": t}}]}
+                    for s, t in ((1, 2.0), (2, 4.0), (3, 3.0))]}, f)
+            got = gpu_verify.trace_summary(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.assertEqual(got["plane_events"], {"h /device:GPU:0": 2, "h /host:CPU": 1})
+        self.assertEqual(got["gpu_events"], 2)
+        self.assertEqual(got["steps"], 3)
+        self.assertEqual(got["median_step_ms"], 3.0)
+        self.assertAlmostEqual(got["categories_ms_mean"]["compute"], 3.0)
+        self.assertEqual(got["hosts"], [{"host": "h", "status": "OK", "warnings": ["w"]}])
+        self.assertEqual(sorted(got["files"]), ["pod.trace.json.gz", "pod_step_breakdown.json",
+                                                "session.json"])
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
