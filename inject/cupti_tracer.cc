@@ -310,6 +310,17 @@ void CuptiTracer::PollSteps() {
   if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
 }
 
+void CuptiTracer::PollStepsNow(bool idle) {
+  if (!initialized_) return;
+  bool window = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    window = collecting_;
+  }
+  api_->flush_all(idle && !window ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
+}
+
 size_t CuptiTracer::TakeSteps(StepSampleEntry* out, size_t max) {
   size_t n = 0;
   {

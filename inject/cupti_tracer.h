@@ -86,6 +86,9 @@ class CuptiTracer final : public Tracer {
   void Discard() override;
   void TakeReady(const std::function<void(std::vector<uint8_t>)>& sink) override;
   void PollSteps() override;
+  // While idle, a forced flush: CUPTI hands over the buffer it is filling too (only MARKER and
+  // DEVICE records are on then, all complete), so the last steps reach a snapshot.
+  void PollStepsNow(bool idle) override;
   size_t TakeSteps(StepSampleEntry* out, size_t max) override;
   bool SetCollectiveLaunches(bool on, std::string* error) override;
   size_t TakeLaunches(CollectiveLaunchEntry* out, size_t max) override;

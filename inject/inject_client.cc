@@ -262,6 +262,13 @@ bool InjectClient::HandleFrame(int fd, uint16_t type, const std::vector<uint8_t>
       }
       return sent && SendStatus(fd, m.token, StatusCode::kFlushDone, 0, 0, dropped, "");
     }
+    case MessageType::kSendPending: {
+      CommandMessage m;
+      if (!DecodeMessage(payload.data(), payload.size(), &m)) return false;
+      tracer_->PollStepsNow(state_ == State::kIdle);
+      if (!SendSteps(fd) || !SendLaunches(fd)) return false;
+      return SendStatus(fd, m.token, StatusCode::kPendingSent, 0, 0, 0, "");
+    }
     case MessageType::kRecorder: {
       RecorderMessage m;
       if (!DecodeMessage(payload.data(), payload.size(), &m)) return false;

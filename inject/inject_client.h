@@ -50,6 +50,10 @@ class Tracer {
   // TakeSteps until it has them all. PollSteps may make CUPTI hand over the activity buffers it
   // holds and re-measure the clock offset; it must not block for long.
   virtual void PollSteps() {}
+  // The same when the agent asks for the latest steps now (SendPending, a flight recorder
+  // snapshot). `idle`: no window is recording, so the tracer may make CUPTI hand over the
+  // buffers it is still filling (they hold step markers only then).
+  virtual void PollStepsNow(bool /*idle*/) { PollSteps(); }
   // Moves up to `max` step samples that ended (CLOCK_REALTIME), oldest first, to `out`; returns
   // how many. Allocates nothing.
   virtual size_t TakeSteps(StepSampleEntry* /*out*/, size_t /*max*/) { return 0; }

@@ -67,6 +67,10 @@ class FakeTracer : public Tracer {
     std::lock_guard<std::mutex> lock(mu);
     ++step_polls;
   }
+  void PollStepsNow(bool idle) override {
+    std::lock_guard<std::mutex> lock(mu);
+    now_polls.push_back(idle);
+  }
   size_t TakeSteps(StepSampleEntry* out, size_t max) override {
     std::lock_guard<std::mutex> lock(mu);
     size_t n = 0;
@@ -130,6 +134,7 @@ class FakeTracer : public Tracer {
   std::vector<std::vector<uint8_t>> ready;
   std::vector<StepSampleEntry> steps;
   int step_polls = 0;
+  std::vector<bool> now_polls;  // PollStepsNow's `idle`, in order
 
   std::mutex mu;
   std::string unavailable;
@@ -491,6 +496,39 @@ TEST_F(InjectClientTest, SendsStepSamplesBetweenCapturesInFullFrames) {
   EXPECT_EQ(client_->step_samples_dropped(), 0u);
   std::lock_guard<std::mutex> lock(tracer_.mu);
   EXPECT_GE(tracer_.step_polls, 3);
+}
+
+// A flight recorder snapshot asks for the steps held now: they come at once (not at the next
+// step-signal round, an hour away here), then PendingSent with the request's token. Idle, the
+// tracer may force CUPTI's buffers out; during a window it must not.
+TEST_F(InjectClientTest, SendPendingSendsTheStepsHeldNowThenSaysSo) {
+  FakeAgent agent(path_);
+  StartClient(/*step_interval_ms=*/3'600'000);
+  AcceptAndRegister(&agent);
+  agent.Send(MessageType::kFlush, CommandMessage{1});
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
+  tracer_.AddSteps(/*first=*/40, /*count=*/2);
+  agent.Send(MessageType::kSendPending, CommandMessage{9});
+  std::vector<StepSampleEntry> got = ReadSteps(&agent);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].step_num, 41);
+  StatusMessage done = agent.ReadStatus();
+  EXPECT_EQ(done.code, static_cast<uint32_t>(StatusCode::kPendingSent));
+  EXPECT_EQ(done.token, 9u);
+  // Nothing held: just the answer.
+  agent.Send(MessageType::kSendPending, CommandMessage{10});
+  done = agent.ReadStatus();
+  EXPECT_EQ(done.code, static_cast<uint32_t>(StatusCode::kPendingSent));
+  EXPECT_EQ(done.token, 10u);
+  // During a window.
+  EnableMessage enable;
+  enable.token = 11;
+  agent.Send(MessageType::kEnable, enable);
+  EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kEnabled));
+  agent.Send(MessageType::kSendPending, CommandMessage{12});
+  EXPECT_EQ(agent.ReadStatus().token, 12u);
+  std::lock_guard<std::mutex> lock(tracer_.mu);
+  EXPECT_EQ(tracer_.now_polls, (std::vector<bool>{true, true, false}));
 }
 
 TEST_F(InjectClientTest, StepSamplesWithNoAgentAreDroppedAndCounted) {

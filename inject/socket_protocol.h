@@ -72,6 +72,11 @@ enum class MessageType : uint16_t {
   kStepSamples = 8,
   kCollectiveLaunches = 9,
   kRecorder = 10,
+  // A->L: CommandMessage{token}: send the step samples and collective launches waiting now, not
+  // at the next step-signal round, then Status kPendingSent{token} (a flight recorder snapshot
+  // wants its last second). A library older than this message skips it; the agent waits for the
+  // answer a bounded time.
+  kSendPending = 11,
 };
 
 struct FrameHeader {
@@ -125,6 +130,7 @@ enum class StatusCode : uint32_t {
                      // that no batch header counts (the total is their sum plus this)
   kUnavailable = 4,  // GPU tracing cannot work in this process (text says why); it stays so
   kError = 5,        // this command failed (text says why); the process stays usable
+  kPendingSent = 6,  // every step sample and launch waiting at SendPending was sent before this
 };
 
 // L->A.

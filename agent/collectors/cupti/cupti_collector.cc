@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "agent/collectors/cupti/record_batch.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -454,7 +455,12 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
     return absl::InvalidArgumentError(
         absl::StrCat("cupti snapshot: empty window ", from_wall_ns, "..", to_wall_ns, " ns"));
   }
-  RecordUntil(to_wall_ns);
+  // The processes send their steps about once a second: ask for what they hold now, so the last
+  // second before the snapshot's instant is in it (docs/flight-recorder.md, "Freshness"), then
+  // pull up to now (steps that ended by to_wall_ns but arrived late are the kLateStepNs kind).
+  const int64_t wait_ms = options_.snapshot_pending_wait_ms;
+  const size_t silent = wait_ms > 0 ? server_->RequestPending(absl::Milliseconds(wait_ms)) : 0;
+  RecordUntil(std::max(to_wall_ns, clock_->WallNs()));
   std::vector<RecordedEvent> events;
   int64_t since = 0;
   {
@@ -474,6 +480,12 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
       "cupti: the flight recorder keeps the NVTX step ranges and NCCL kernel launches of each "
       "CUDA process only (no other kernels, no copies, API calls or completion times: those are "
       "recorded by a capture)");
+  if (silent > 0) {
+    space->add_warnings(absl::StrCat(
+        "cupti: ", silent, " CUDA process(es) did not send their latest steps within ", wait_ms,
+        " ms of the snapshot (a library older than this agent, or a stalled process): up to the "
+        "last second before its instant may be missing from them"));
+  }
   if (const uint64_t lost = server_->collective_launches_dropped(); lost > 0) {
     space->add_warnings(absl::StrCat(
         "cupti: the CUDA processes lost ", lost,

@@ -80,6 +80,9 @@ struct CuptiCollectorOptions {
   std::string nvidia_gpus_dir = kNvidiaGpusProcDir;
   // The flight recorder asks the processes for their NCCL launches too (false: steps only).
   bool recorder_launches = true;
+  // How long a snapshot waits for the processes to send the steps and launches they hold
+  // (InjectServer::RequestPending: the last second before its instant); 0: it does not ask.
+  int64_t snapshot_pending_wait_ms = 500;
 };
 
 // How one process's CUDA ordinals map onto the host's device indices.

@@ -66,6 +66,8 @@ class CuptiCollectorTest : public ::testing::Test {
     options.hostname = "gpu-host";
     options.clock_skew_ns = skew_ns;
     options.flush_timeout_ms = 10'000;
+    // The fake processes answer nothing they are not told to (SnapshotAsksEveryProcess... does).
+    options.snapshot_pending_wait_ms = pending_wait_ms_;
     return std::make_unique<CuptiCollector>(server_.get(), options, &clock_);
   }
   std::unique_ptr<FakeProcess> Connect(uint32_t pid, int rank) {
@@ -98,6 +100,7 @@ class CuptiCollectorTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  int64_t pending_wait_ms_ = 0;  // MakeCollector's snapshot_pending_wait_ms
   testkit::FakeClock clock_;
   std::unique_ptr<InjectServer> server_;
 };
@@ -613,6 +616,58 @@ TEST_F(CuptiCollectorTest, RecorderKeepsEachProcessesStepsOnItsLineOnTheAgentsCl
   EXPECT_TRUE(HasEntry(longer.warnings(), "holds the last 400 ms only, of 10400 ms asked"))
       << longer.DebugString();
   EXPECT_THAT(collector->Snapshot(a0, a0, &longer), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A snapshot asks the processes for the steps they hold (their step signal sends them about once
+// a second, which missed a real run's last 0.3 s on an H200): steps sent only when asked are in
+// it. A process that does not answer (an older library) is waited for a bounded time and named
+// in a warning.
+TEST_F(CuptiCollectorTest, ASnapshotAsksEveryProcessForTheStepsItHoldsNow) {
+  constexpr int64_t kMs = 1'000'000;
+  pending_wait_ms_ = 30'000;
+  auto collector = MakeCollector();
+  const int64_t r = 1'700'000'000 * kSec;
+  ASSERT_THAT(collector->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, r), IsOk());
+  auto a = Connect(10, 0);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  auto answer = [](FakeProcess* p, std::vector<inject::StepSampleEntry> steps) {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    for (;;) {  // past the Recorder message it got at registration
+      ASSERT_TRUE(p->Read(&type, &payload));
+      if (type == static_cast<uint16_t>(inject::MessageType::kSendPending)) break;
+    }
+    inject::CommandMessage m;
+    ASSERT_TRUE(inject::DecodeMessage(payload.data(), payload.size(), &m));
+    if (!steps.empty()) p->SendSteps(steps);
+    inject::StatusMessage done;
+    done.token = m.token;
+    done.code = static_cast<uint32_t>(inject::StatusCode::kPendingSent);
+    p->Send(inject::MessageType::kStatus, done);
+  };
+  std::thread t(answer, a.get(),
+                std::vector<inject::StepSampleEntry>{{r + 100 * kMs, r + 200 * kMs, 7}});
+  XSpace space;
+  ASSERT_THAT(collector->Snapshot(r, r + 300 * kMs, &space), IsOk());
+  t.join();
+  EXPECT_EQ(
+      SnapshotSteps(space),
+      (std::vector<std::string>{absl::StrCat("10 step 7 ", r + 100 * kMs, " ", r + 200 * kMs)}))
+      << space.DebugString();
+  EXPECT_FALSE(HasEntry(space.warnings(), "did not send their latest steps"));
+
+  pending_wait_ms_ = 100;
+  auto quick = MakeCollector();
+  ASSERT_THAT(quick->StartRecorder({.keep_ns = 60 * kSec, .max_bytes = 1 << 20}, r), IsOk());
+  auto old = Connect(20, 1);  // never answers
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  std::thread t2(answer, a.get(), std::vector<inject::StepSampleEntry>{});
+  XSpace partial;
+  ASSERT_THAT(quick->Snapshot(r, r + 300 * kMs, &partial), IsOk());
+  t2.join();
+  EXPECT_TRUE(HasEntry(partial.warnings(),
+                       "cupti: 1 CUDA process(es) did not send their latest steps within 100 ms"))
+      << partial.DebugString();
 }
 
 // The snapshot's NCCL launches: "tid name start duration kernel_name seq" per launch event.

@@ -41,6 +41,9 @@ struct InjectServer::Connection {
   // their kernel names interned (at most max_launch_names_per_process).
   std::deque<InjectCollectiveLaunch> launches;
   absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> launch_names;
+  // The last SendPending asked of it (RequestPending) and whether it answered.
+  uint64_t pending_token = 0;
+  bool pending_answered = false;
 };
 
 struct InjectServer::Window {
@@ -95,6 +98,8 @@ const char* StatusName(uint32_t code) {
       return "unavailable";
     case StatusCode::kError:
       return "error";
+    case StatusCode::kPendingSent:
+      return "pending sent";
   }
   return "unknown status";
 }
@@ -422,6 +427,11 @@ bool InjectServer::HandleFrame(Connection* c, uint16_t type, const std::vector<u
         return false;
       }
       const std::string text(inject::GetText(m.text));
+      if (m.code == static_cast<uint32_t>(StatusCode::kPendingSent)) {
+        // Frames of one connection are handled in order: its pending steps are in already.
+        if (m.token == c->pending_token) c->pending_answered = true;
+        return true;
+      }
       if (m.code == static_cast<uint32_t>(StatusCode::kUnavailable)) c->info.unavailable = text;
       InjectWindowResult* p = Participant(c->id);
       if (p == nullptr || (m.token != 0 && m.token != window_->token)) return true;
@@ -681,6 +691,37 @@ uint64_t InjectServer::OpenWindow(const std::string& session_id, int64_t start_w
   }
   for (uint64_t id : broken) Close(id, connections_[id]->close_reason);
   return window_->token;
+}
+
+size_t InjectServer::RequestPending(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t token = next_token_++;
+  const inject::CommandMessage command{token};
+  std::vector<uint64_t> asked;
+  std::vector<uint64_t> broken;
+  for (auto& [id, c] : connections_) {
+    if (!c->registered || c->write_failed) continue;  // one that cannot be asked is not waited for
+    c->pending_token = token;
+    c->pending_answered = false;
+    if (!Send(c.get(), MessageType::kSendPending, &command, sizeof(command))) {
+      broken.push_back(id);
+      continue;
+    }
+    asked.push_back(id);
+  }
+  for (uint64_t id : broken) Close(id, connections_[id]->close_reason);
+  // Gone (closed) counts as answered: what it sent before is in.
+  auto silent = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t n = 0;
+    for (uint64_t id : asked) {
+      auto it = connections_.find(id);
+      if (it != connections_.end() && !it->second->pending_answered) ++n;
+    }
+    return n;
+  };
+  auto all_answered = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return silent() == 0; };
+  mu_.AwaitWithTimeout(absl::Condition(&all_answered), timeout);
+  return silent();
 }
 
 void InjectServer::CloseWindow(uint64_t token) {

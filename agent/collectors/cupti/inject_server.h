@@ -185,6 +185,12 @@ class InjectServer {
   void RecentSteps(int64_t since_realtime_ns, int64_t now_realtime_ns, size_t max,
                    std::vector<InjectStepSample>* out) const;
 
+  // A flight recorder snapshot's freshness: asks every registered process for the step samples
+  // and collective launches it has not sent yet (SendPending) and waits until each has sent them
+  // (Status kPendingSent), closed, or `timeout` passed. Returns how many did not answer (a
+  // library older than SendPending, or a stalled process). Blocks the caller up to `timeout`.
+  size_t RequestPending(absl::Duration timeout);
+
   // The flight recorder's light level: sends Recorder{collective launches on/off} to every
   // registered process now, and to every process that registers later.
   void SetCollectiveLaunches(bool on);

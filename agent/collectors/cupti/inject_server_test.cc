@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -622,6 +623,50 @@ TEST_F(InjectServerTest, BadStepSamplesCloseOnlyThatConnection) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].source, "cupti pid 1");
   EXPECT_EQ(server_->Processes().size(), 1u);
+}
+
+// A snapshot asks every process for the steps it holds (SendPending) and waits until each has
+// sent them: frames of one connection are handled in order, so when it returns they are in. A
+// library older than SendPending never answers: counted, after the bounded wait.
+TEST_F(InjectServerTest, RequestPendingWaitsUntilEachProcessSentWhatItHolds) {
+  StartServer();
+  auto fresh = Connect(1);
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(1, absl::Seconds(10)));
+  std::thread answer([&] {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    ASSERT_TRUE(fresh->Read(&type, &payload));
+    ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kSendPending));
+    inject::CommandMessage m;
+    ASSERT_TRUE(inject::DecodeMessage(payload.data(), payload.size(), &m));
+    fresh->SendSteps(Steps(1, 2, 1'000, 1'000, 100));
+    inject::StatusMessage done;
+    done.token = m.token;
+    done.code = static_cast<uint32_t>(StatusCode::kPendingSent);
+    fresh->Send(MessageType::kStatus, done);
+  });
+  EXPECT_EQ(server_->RequestPending(absl::Seconds(30)), 0u);
+  std::vector<InjectStepSample> got;
+  server_->RecentSteps(0, 10'000, 10, &got);
+  EXPECT_EQ(got.size(), 2u);
+  answer.join();
+
+  auto old = Connect(2);  // reads nothing, answers nothing
+  ASSERT_TRUE(server_->WaitForProcessesForTesting(2, absl::Seconds(10)));
+  std::thread again([&] {
+    uint16_t type = 0;
+    std::vector<uint8_t> payload;
+    ASSERT_TRUE(fresh->Read(&type, &payload));
+    inject::CommandMessage m;
+    ASSERT_TRUE(inject::DecodeMessage(payload.data(), payload.size(), &m));
+    inject::StatusMessage done;
+    done.token = m.token;
+    done.code = static_cast<uint32_t>(StatusCode::kPendingSent);
+    fresh->Send(MessageType::kStatus, done);
+  });
+  EXPECT_EQ(server_->RequestPending(absl::Milliseconds(200)), 1u);
+  again.join();
+  EXPECT_EQ(server_->Processes().size(), 2u);  // an old library is not dropped for it
 }
 
 TEST_F(InjectServerTest, AbortTellsProcessesToStop) {
