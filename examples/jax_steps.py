@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""A JAX training loop with JAX's own profiler server on, for capturing through TSL (docs/tensorflow-interop.md).
+"""A JAX training loop with JAX's own profiler server on, for capturing through TSL.
+
+See docs/tensorflow-interop.md.
 
 Each step is a `jax.profiler.StepTraceAnnotation("train", step_num=N)` (the step root XProf and
 profctl's breakdown read: `_r`=1 with `step_num`), and inside it a host-side input step

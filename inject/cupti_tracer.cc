@@ -180,7 +180,15 @@ std::string CuptiTracer::ProbeSubscriber() {
   return "";  // other errors (no driver) are not a conflict; enabling reports them
 }
 
+bool CuptiTracer::LazyFromEnvironment() {
+  const char* lazy = std::getenv("PROFCTL_INJECT_LAZY");
+  return lazy != nullptr && std::string_view(lazy) == "1";
+}
+
 std::string CuptiTracer::Unavailable() {
+  // Asked at every connection: lazily, not before the first window (Enable initializes).
+  static const bool lazy = LazyFromEnvironment();
+  if (lazy && !initialized_) return "";
   if (!Initialize()) return unavailable_;
   return "";
 }

@@ -75,6 +75,9 @@ class CuptiTracer final : public Tracer {
   // Loads libcupti, registers the buffer callbacks and enables MARKER and DEVICE. Idempotent;
   // false when libcupti cannot be loaded or registration fails (Unavailable() says why).
   bool Initialize();
+  // PROFCTL_INJECT_LAZY=1 (a diagnosis switch, docs/cupti.md): libcupti is not touched before
+  // the first window (Unavailable() does not load it), and NVTX is not taken at all.
+  static bool LazyFromEnvironment();
   // libcupti's own NVTX entry point (InitializeInjectionNvtx2), or nullptr.
   void* nvtx_entry() const { return nvtx_entry_; }
   bool loaded() const { return lib_ != nullptr; }

@@ -266,7 +266,7 @@ bool InjectClient::HandleFrame(int fd, uint16_t type, const std::vector<uint8_t>
       CommandMessage m;
       if (!DecodeMessage(payload.data(), payload.size(), &m)) return false;
       tracer_->PollStepsNow(state_ == State::kIdle);
-      if (!SendSteps(fd) || !SendLaunches(fd)) return false;
+      if (!SendTakenSteps(fd) || !SendLaunches(fd)) return false;
       return SendStatus(fd, m.token, StatusCode::kPendingSent, 0, 0, 0, "");
     }
     case MessageType::kRecorder: {
@@ -291,6 +291,10 @@ bool InjectClient::SendBatch(int fd, const std::vector<uint8_t>& batch,
 
 bool InjectClient::SendSteps(int fd) {
   tracer_->PollSteps();
+  return SendTakenSteps(fd);
+}
+
+bool InjectClient::SendTakenSteps(int fd) {
   // Bounded even if the application ends steps as fast as we send them.
   for (int frames = 0; frames < kMaxStepFramesPerRound; ++frames) {
     const size_t n = tracer_->TakeSteps(step_buffer_, kMaxStepSamplesPerFrame);

@@ -136,6 +136,8 @@ class InjectClient {
   bool DoEnable(int fd);
   // Polls the tracer for step samples and sends them; false when the agent is gone.
   bool SendSteps(int fd);
+  // Sends the step samples the tracer holds, without polling it first.
+  bool SendTakenSteps(int fd);
   // Throws away the step samples waiting in the tracer (no agent saw them in time).
   void DropWaitingSteps();
   // Sends the collective launches the tracer holds; false when the agent is gone.

@@ -19,7 +19,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <string_view>
 
 #include "inject/cupti_tracer.h"
 #include "inject/inject_client.h"
@@ -35,12 +34,7 @@ void LogOnce(const std::string& line) {
   std::fprintf(stderr, "profctl-inject: pid %d: %s\n", static_cast<int>(getpid()), line.c_str());
 }
 
-// PROFCTL_INJECT_LAZY=1 (a diagnosis switch, docs/gpu-verification.md): libcupti is not touched
-// until the first window, and NVTX is not taken (no steps outside windows).
-bool Lazy() {
-  const char* lazy = std::getenv("PROFCTL_INJECT_LAZY");
-  return lazy != nullptr && std::string_view(lazy) == "1";
-}
+bool Lazy() { return CuptiTracer::LazyFromEnvironment(); }
 
 std::once_flag g_client_once;
 InjectClient* g_client = nullptr;  // never destroyed (see StartClientOnce)

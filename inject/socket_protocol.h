@@ -34,6 +34,10 @@
 //   L->A CollectiveLaunches       unprompted, with the step samples, while the light level is
 //                                 on: the NCCL kernel launches since the last frame. Both added
 //                                 within version 1, as StepSamples was.
+//   A->L SendPending{token}       L sends the StepSamples and CollectiveLaunches it holds now,
+//                                 then Status{kPendingSent, token} (a flight recorder snapshot).
+//                                 Added within version 1: an older library skips it and never
+//                                 answers, so the agent waits a bounded time.
 //   either Bye                    the sender is going away; the other side closes
 // Every command carries the agent's session token; the library echoes it in its answers, so
 // replies to an old session are recognised and ignored.

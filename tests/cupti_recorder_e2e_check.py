@@ -107,8 +107,10 @@ def run(args, work, procs):
              timeout_s=DEADLINE_S)
     logdir = os.path.join(work, "logs")
     pids = {apps[r].pid for r in (0, 1)}
-    # The ranks send what ended about once a second: snapshots until one holds both ranks'
-    # launches (each snapshot is a new session), within the deadline.
+    # Snapshots (each a new session) until one holds both ranks' launches and the recorder holds
+    # the whole second asked (before that a snapshot is partial, exit 3: SHORT_RECORDER), within
+    # the deadline. A snapshot asks the ranks for what they hold, so the launches are there
+    # from the first one on.
     attempt = [0]
     found = {}
     last_rc = [None]
@@ -118,7 +120,7 @@ def run(args, work, procs):
         last_rc[0], events = snapshot(args, port, logdir, f"last{attempt[0]}")
         found.clear()
         found.update(launches_and_steps(events))
-        return all(len(found.get(pid, ([], []))[0]) >= 5 for pid in pids)
+        return last_rc[0] == 0 and all(len(found.get(pid, ([], []))[0]) >= 5 for pid in pids)
     wait_for("a snapshot holding both ranks' NCCL launches", both_ranks_launched, procs,
              timeout_s=DEADLINE_S)
     problems = []

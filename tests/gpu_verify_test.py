@@ -138,8 +138,12 @@ class ArithmeticTest(unittest.TestCase):
         self.assertAlmostEqual(got["after_capture"]["overhead_pct"], 20.0)
         self.assertAlmostEqual(got["kineto_vs_before"]["overhead_pct"], 100 * (15 / 10.4 - 1))
         self.assertAlmostEqual(got["residual_after_kineto"]["overhead_pct"], 20.0)
-        _, verdicts = gpu_verify.overhead_summary([got])
+        table, verdicts = gpu_verify.overhead_summary([got])
         self.assertFalse(verdicts["no_residual_after_capture"])
+        # Two untraced processes differ by 4 %: a 2 % idle cost between processes cannot be told.
+        self.assertIsNone(verdicts["loaded_under_0.5pct"])
+        self.assertIn("- loaded_under_0.5pct: cannot tell (the A/A row)",
+                      gpu_verify.overhead_markdown(table, verdicts, 1))
 
     def test_other_kinds_get_rows_of_their_own(self):
         none = {"idle": {i: 10.0 for i in range(1000, 1300)}}
@@ -240,7 +244,8 @@ class DryRunTest(unittest.TestCase):
     def test_overhead_kinds_and_their_variables_are_checked(self):
         r = run_script("--bundle=b", "--out=o", "--phases=overhead", "--rounds=2",
                        "--overhead-kinds=none,loaded,cuda_only,quiet,late",
-                       "--overhead-env=quiet:PROFCTL_AGENT_SOCKET=/nonexistent,NVTX_INJECTION64_PATH=",
+                       "--overhead-env=quiet:PROFCTL_AGENT_SOCKET=/nonexistent,"
+                       "NVTX_INJECTION64_PATH=",
                        "--overhead-env=late@kineto:TEARDOWN_CUPTI=1", "--dry-run")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("overhead round 2: loaded, cuda_only, quiet, late, none:", r.stdout)
@@ -257,7 +262,8 @@ class DryRunTest(unittest.TestCase):
 
     def test_kind_environments(self):
         class Args:
-            overhead_env_vars = {"quiet": {"PROFCTL_AGENT_SOCKET": "/x", "NVTX_INJECTION64_PATH": ""},
+            overhead_env_vars = {"quiet": {"PROFCTL_AGENT_SOCKET": "/x",
+                                           "NVTX_INJECTION64_PATH": ""},
                                  "late": {"TEARDOWN_CUPTI": "1"}}
             overhead_env_base = {"quiet": "idle", "late": "kineto", "cap": "loaded"}
 
@@ -467,7 +473,8 @@ class CommandTest(unittest.TestCase):
                 json.dump({"hosts": [{"host": "h", "status": "OK", "warnings": ["w"]}]}, f)
             events = [{"ph": "M", "name": "process_name", "pid": 1,
                        "args": {"name": "h /device:GPU:0"}},
-                      {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "h /host:CPU"}},
+                      {"ph": "M", "name": "process_name", "pid": 2,
+                       "args": {"name": "h /host:CPU"}},
                       {"ph": "X", "pid": 1, "ts": 0, "dur": 1}, {"ph": "X", "pid": 1, "ts": 2},
                       {"ph": "X", "pid": 2, "ts": 0, "dur": 1}, {"ph": "i", "pid": 1, "ts": 3}]
             with gzip.open(os.path.join(tmp, "pod.trace.json.gz"), "wt") as f:

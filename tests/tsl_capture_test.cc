@@ -411,8 +411,7 @@ TEST_F(TslCaptureTest, TracerLevelsReachGrpcWorkersAndAgentsTslServers) {
 }
 
 // An agent whose only source is a framework server that sends nothing usable: the host is
-// partial, never "ok" with no events (the first real JAX capture through an agent said ok), and
-// the capture says which server and why.
+// partial, never "ok" with no events, and the capture says which server and why.
 TEST_F(TslCaptureTest, AnAgentWhoseFrameworkServerFailedIsPartialNotOk) {
   FakeTslServer broken(
       {.shape = Shape::kInlineXSpace, .job = Job(0, 1, 0), .drop_task_environment = true});
@@ -492,9 +491,9 @@ TEST_F(TslCaptureTest, AbsoluteLineTimesAreRebasedNotRejected) {
 }
 
 // JAX 0.11's own server on an H200 (its recorded answer replayed, tests/data/traces/
-// h200_jax_steps.xplane.pb) captured as a grpc:// worker: saved, valid, with its GPU plane and its
-// steps in the breakdown. The first real capture refused it (DATA_LOSS: its scope-range tree plane
-// keys stats by scope ids) and kept only the raw bytes.
+// h200_jax_steps.xplane.pb) captured as a grpc:// worker: saved, valid (its scope-range tree
+// plane keys stats by scope ids, with no metadata), with its GPU plane and its steps in the
+// breakdown.
 TEST_F(TslCaptureTest, ARealJaxServerIsCapturedAndBrokenDown) {
   absl::StatusOr<std::string> recorded = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
   ASSERT_THAT(recorded, IsOk());

@@ -325,8 +325,7 @@ TEST_F(TslCollectorTest, CollectorOrderDoesNotMatterAndTheCollectorIsReusable) {
 
 // A real JAX server's answer (JAX 0.11 on an H200, tests/data/traces/h200_jax_steps.xplane.pb),
 // replayed over the window asked for: every one of its planes but its Task Environment joins the
-// host's trace, its scope-range tree plane (stats keyed by scope ids, no metadata) included. The
-// capture that found this dropped all of them and still called the host ok.
+// host's trace, its scope-range tree plane (stats keyed by scope ids, no metadata) included.
 TEST_F(TslCollectorTest, ARealJaxServersTraceJoinsTheHostsTrace) {
   absl::StatusOr<std::string> bytes = ReadFile(DataPath("h200_jax_steps.xplane.pb"));
   ASSERT_THAT(bytes, IsOk());

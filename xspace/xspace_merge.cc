@@ -9,6 +9,7 @@
 #include "absl/base/macros.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "xspace/xspace.h"
 
 namespace profctl::xspace {
 namespace {
@@ -170,8 +171,11 @@ void MergePlaneInto(XPlane* src, XPlane* dst) {
 
   absl::flat_hash_set<int64_t> plane_stat_ids;
   for (const XStat& s : dst->stats()) plane_stat_ids.insert(s.metadata_id());
+  // The scope-range tree's plane stats are scope id -> parent id pairs, not stats with metadata
+  // (kScopeRangeCallStackPlaneName): kept as they are, the first of an id winning.
+  const bool id_pairs = dst->name() == kScopeRangeCallStackPlaneName;
   for (XStat& s : *src->mutable_stats()) {
-    remap.RemapStat(&s);
+    if (!id_pairs) remap.RemapStat(&s);
     if (plane_stat_ids.insert(s.metadata_id()).second) *dst->add_stats() = std::move(s);
   }
   src->clear_stats();

@@ -227,6 +227,34 @@ TEST(XSpaceMergeTest, AddOrMergePlaneAppendsNewNamesWithAFreeIdAndMergesKnownOne
   EXPECT_THAT(Events(space.planes(1)), ElementsAre("Stream #5(Compute)|kernel[]|0|10|"));
 }
 
+// Two framework servers' scope-range trees (JAX writes one per process): their plane stats are
+// scope id -> parent id pairs with no metadata, kept as they are (a remap would renumber the
+// ids into metadata ids and lose the tree).
+TEST(XSpaceMergeTest, ScopeRangeTreesKeepTheirIdPairs) {
+  XSpace space;
+  auto tree = [](int64_t id, int64_t parent) {
+    XPlane p;
+    p.set_name(std::string(kScopeRangeCallStackPlaneName));
+    XStat* s = p.add_stats();
+    s->set_metadata_id(id);
+    s->set_int64_value(parent);
+    return p;
+  };
+  constexpr int64_t kScope = int64_t{1} << 48;
+  XPlane first = tree(kScope + 5, kScope + 1);
+  XPlane second = tree(kScope + 9, kScope + 5);
+  AddOrMergePlane(&first, &space);
+  AddOrMergePlane(&second, &space);
+  ASSERT_EQ(space.planes_size(), 1);
+  const XPlane& merged = space.planes(0);
+  ASSERT_EQ(merged.stats_size(), 2);
+  EXPECT_EQ(merged.stats(0).metadata_id(), kScope + 5);
+  EXPECT_EQ(merged.stats(1).metadata_id(), kScope + 9);
+  EXPECT_EQ(merged.stats(1).int64_value(), kScope + 5);
+  EXPECT_TRUE(merged.stat_metadata().empty());
+  EXPECT_TRUE(Validate(space).ok());
+}
+
 TEST(XSpaceMergeTest, MergeDuplicatePlanesKeepsTheFirstOfEachName) {
   XSpace space;
   *space.add_planes() = OurHostPlane();

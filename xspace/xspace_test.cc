@@ -95,8 +95,8 @@ TEST(XSpaceTest, ValidateNamesTheBadEvent) {
 }
 
 TEST(XSpaceTest, TheScopeRangeTreesIdPairsAreNotUndefinedStats) {
-  // What a JAX 0.11 server sent (a real H200 capture, tests/data/traces/h200_jax_steps.xplane.pb):
-  // plane-level stats keyed by scope range ids (2^48 + n), each holding its parent's id.
+  // What a JAX 0.11 server sends (tests/data/traces/h200_jax_steps.xplane.pb): plane-level stats
+  // keyed by scope range ids (2^48 + n), each holding its parent's id.
   XSpace space;
   XPlane* tree = space.add_planes();
   tree->set_name(std::string(kScopeRangeCallStackPlaneName));

@@ -458,6 +458,8 @@ absl::Status CuptiCollector::Snapshot(int64_t from_wall_ns, int64_t to_wall_ns, 
   // The processes send their steps about once a second: ask for what they hold now, so the last
   // second before the snapshot's instant is in it (docs/flight-recorder.md, "Freshness"), then
   // pull up to now (steps that ended by to_wall_ns but arrived late are the kLateStepNs kind).
+  // The wait holds this (collect) executor at most snapshot_pending_wait_ms, as TakeWindow's
+  // flush wait does.
   const int64_t wait_ms = options_.snapshot_pending_wait_ms;
   const size_t silent = wait_ms > 0 ? server_->RequestPending(absl::Milliseconds(wait_ms)) : 0;
   RecordUntil(std::max(to_wall_ns, clock_->WallNs()));
