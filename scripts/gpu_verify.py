@@ -3,10 +3,13 @@
 libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-verification.md).
 
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
-                        [--phases=cuda,pytorch,overhead,recorder] [--rounds=2]
-                        [--idle-steps=300] [--capture-ms=3000] [--kineto-steps=300]
+                        [--phases=cuda,pytorch,overhead,recorder,jax] [--rounds=2]
+                        [--warmup-steps=1000] [--idle-steps=300] [--capture-ms=3000]
+                        [--kineto-steps=300] [--overhead-kinds=none,loaded,kineto]
+                        [--overhead-env=NAME[@loaded|@kineto]:VAR=VAL,...]...
                         [--cuda-steps=BIN] [--settle-s=10] [--phase-capture-ms=2000]
-                        [--recorder-bound-pct=2] [--recorder-nccl-ranks=2] [--dry-run]
+                        [--recorder-rounds=2] [--recorder-bound-pct=2] [--recorder-nccl-ranks=2]
+                        [--jax-capture-ms=1000] [--dry-run]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
@@ -21,22 +24,27 @@ Phases:
             tests/gpu_capture_check.py on the session
             (kernels, memcpys, NVTX steps with sane times, a breakdown that adds up).
   pytorch   the same with examples/pytorch_steps.py.
-  overhead  the same PyTorch loop, side by side, --rounds times, alternating:
-              A: no injection; idle steps, then --kineto-steps steps under torch.profiler
-                 (CPU + CUDA activities), then idle again;
-              B: under injection with the agent; idle steps (library loaded, not recording),
-                 then a --capture-ms profctl capture, then idle again.
-            Every step's wall-clock start and end come from the loop's --step-log; a step counts as
-            "capturing" when it overlaps the capture, from the requested start (when the
-            processes enable CUPTI) to the agent's stop (session.json), so enabling and disabling
-            are the capture's cost; the second after it (the flush) and A's steps after
-            torch.profiler stopped are reported apart. Mean, median and p90 step time per
-            condition, and each condition's overhead against A's idle steps before
-            torch.profiler ran. Targets: loaded idle < 0.5 %, capturing < 3 %, capturing no
-            worse than Kineto.
+  overhead  the same PyTorch loop, --rounds rounds of one process per --overhead-kinds kind
+            (none: no injection; loaded: under injection beside the agent; kineto: no
+            injection, torch.profiler; nvtx_only / cuda_only and --overhead-env kinds to
+            attribute a cost), in an order rotated each round. Every process takes the same
+            schedule: --warmup-steps (never compared), --idle-steps, its middle part (loaded: a
+            --capture-ms profctl capture and the second after it; kineto: --kineto-steps under
+            torch.profiler, CPU + CUDA; the others: as long as a capture takes), then
+            --idle-steps more. Every step's wall-clock start and end come from the loop's
+            --step-log; a step counts as "capturing" when it overlaps the capture, from the
+            requested start to the agent's stop (session.json). Rows: each condition against the
+            untraced process's steps of the same indices (same age); inside one process, its
+            capture or torch.profiler window and its idle steps after it against its own steps
+            before, net of the untraced process's drift (difference in differences); and the
+            kineto process's steps before its window against the untraced ones (A/A: the noise
+            between two processes). Verdicts on the medians over rounds: capturing < 3 % and no
+            worse than torch.profiler, nothing left after a capture (< 0.5 %), all inside one
+            process; idle < 0.5 % between processes, "cannot tell" while the A/A row is wider.
   recorder  the flight recorder's always-on level (docs/cupti.md): the same PyTorch loop under
-            injection, --rounds times, alternating an agent without --flight-recorder ("off")
-            and one with --flight-recorder=30 ("on"), idle steps only (no capture while timed);
+            injection, --recorder-rounds times, alternating an agent without --flight-recorder
+            ("off") and one with --flight-recorder=30 ("on"), idle steps after --warmup-steps
+            only (no capture while timed);
             at the end of each "on" run a `profctl capture --last=5s` (its session kept, and
             whether it held steps). Median step time on vs off; passes when "on" is within
             --recorder-bound-pct (2 %) of "off". "On" includes the light level's CUPTI launch
@@ -47,6 +55,11 @@ Phases:
             "nccl<Op>" events with a kernel_name on the host plane (docs/cupti.md), from every
             rank. With one GPU (one rank) NCCL may launch no kernel: reported, not required.
             Not one of the default phases.
+  jax       examples/jax_steps.py (JAX's own profiler server, StepTraceAnnotation steps),
+            captured by `profctl capture --workers=grpc://127.0.0.1:PORT` and through
+            `profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT`, --jax-capture-ms each;
+            each session must be whole, with GPU events and at least 3 steps. Not one of the
+            default phases.
 
 --dry-run prints the plan (each phase's runs, agents and captures) and exits 0 without a GPU,
 bundle or process: a check that the flags parse and the phases plan.
