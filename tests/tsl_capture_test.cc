@@ -440,6 +440,9 @@ TEST_F(TslCaptureTest, AnAgentWhoseFrameworkServerFailedIsPartialNotOk) {
   EXPECT_THAT(h.recording_detail(),
               HasSubstr(absl::StrCat("framework profiler server ", server, " gave no planes")));
   EXPECT_THAT(output_, HasSubstr("partial"));
+  // The breakdown leaves the host out and quotes why its trace is empty.
+  EXPECT_THAT(output_, HasSubstr(absl::StrCat("not a host trace; the trace says: tsl ", server,
+                                              ": sent a trace profctl cannot use")));
 }
 
 // A server whose lines are absolute (no Task Environment plane) is accepted and re-based, as the

@@ -31,6 +31,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::UnorderedElementsAreArray;
 
 using ::profctl::test_time::kMs;
@@ -851,6 +852,17 @@ TEST(XSpaceReaderTest, Errors) {
   absl::StatusOr<HostTrace> t = ReadXSpaceHost(empty, "h", 0);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), AllOf(HasSubstr("host h"), HasSubstr("not a host trace")));
+  EXPECT_THAT(t.status().message(), Not(HasSubstr("the trace says")));
+  // An agent whose only source failed: the trace's own first error says why.
+  XSpace failed;
+  xspace::SetProfileWindow(&failed, 1'000, 2'000);
+  failed.add_errors("tsl 127.0.0.1:9999: unreachable: is the framework's profiler server running?");
+  failed.add_errors("second");
+  t = ReadXSpaceHost(failed, "h", 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("(1 planes): not a host trace; the trace says: tsl 127.0.0.1:9999: "
+                        "unreachable"));
 
   const XSpace space = JaxLikeSpace();
   EXPECT_THAT(ReadXSpaceHost(space, "h", int64_t{1} << 62).status().message(),

@@ -167,6 +167,8 @@ class Reader {
   const std::vector<PlaneInfo>& planes() const { return planes_; }
   ReaderWarnings& warnings() { return warnings_; }
   bool any_event() const { return min_start_ <= max_end_; }
+  // The XSpace's own errors (at most kMaxPassedOnMessages), as its writer put them.
+  const std::vector<std::string>& space_errors() const { return space_errors_; }
   int64_t min_start() const { return min_start_; }
   int64_t max_end() const { return max_end_; }
   void PassOnSpaceMessages();
@@ -895,9 +897,12 @@ absl::StatusOr<HostDecode> DecodeXSpaceHost(const ByteSource& bytes, const std::
     out.steps = static_cast<int64_t>(extras.root_steps.size());
   }
   if (trace_error.ok() && !host_plane) {
+    // A trace whose sources all failed has no such plane; its own first error says why.
     trace_error = absl::InvalidArgumentError(absl::StrCat(
         "host ", host, ": the XSpace has no /host:CPU and no /device:{GPU,TPU,CUSTOM}:N plane (",
-        reader.planes().size(), " planes): not a host trace"));
+        reader.planes().size(), " planes): not a host trace",
+        reader.space_errors().empty() ? "" : "; the trace says: ",
+        reader.space_errors().empty() ? "" : reader.space_errors().front()));
   }
   if (!trace_error.ok()) {
     out.trace = trace_error;

@@ -46,7 +46,9 @@ absl::StatusOr<ToolTrace> ReadXSpaceTools(const XSpace& space, const std::string
   if (!any_trace_plane) {
     return absl::InvalidArgumentError(absl::StrCat(
         "host ", host, ": the XSpace has no /host:CPU and no /device:{GPU,TPU,CUSTOM}:N plane (",
-        space.planes_size(), " planes): not a host trace"));
+        space.planes_size(), " planes): not a host trace",
+        space.errors().empty() ? "" : "; the trace says: ",
+        space.errors().empty() ? "" : space.errors(0)));
   }
   ToolTrace out;
   out.host = host;

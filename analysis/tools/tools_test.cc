@@ -1411,6 +1411,11 @@ TEST(XSpaceToolsTest, BadBytesAndNonTraceSpacesAreErrors) {
   absl::StatusOr<ToolTrace> t = ReadXSpaceTools(empty, "w0", 0);
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("not a host trace"));
+  empty.add_errors("tsl localhost:9999: busy");  // its only source failed: the reason is shown
+  t = ReadXSpaceTools(empty, "w0", 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("not a host trace; the trace says: tsl localhost:9999: busy"));
 }
 
 // --- PyTorch fixture ---------------------------------------------------------------------------
