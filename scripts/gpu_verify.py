@@ -993,7 +993,7 @@ def plan(args, phases):
                 lines.append(f"overhead round {r}: "
                              f"{', '.join(overhead_order(r, args.overhead_kinds))}: pytorch_steps"
                              f" {args.warmup_steps} + {args.idle_steps} steps, then none: "
-                             f"{args.capture_ms / 1000 + 2:g} s untraced / loaded: under "
+                             f"{args.capture_ms / 1000 + UNTRACED_MIDDLE_S:g} s untraced / loaded: under "
                              f"injection beside {agent}, profctl capture "
                              f"--duration={args.capture_ms} / kineto: {args.kineto_steps} "
                              f"torch.profiler steps; then {args.idle_steps} steps")
