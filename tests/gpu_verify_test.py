@@ -466,6 +466,24 @@ class CommandTest(unittest.TestCase):
         self.assertIn("already holds a run", again.stderr)
         self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
 
+    def test_a_kind_whose_process_dies_costs_only_its_rows(self):
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
+                   FAKE_TORCH_STEP_MS="2")
+        out = os.path.join(self.tmp, "out")
+        # `broken`'s loop cannot import torch: it exits at once.
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
+                       "--rounds=1", "--warmup-steps=40", "--idle-steps=60", "--capture-ms=400",
+                       "--overhead-kinds=none,loaded,broken",
+                       "--overhead-env=broken:PYTHONPATH=/nonexistent", "--no-gpu-ok", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("run broken1 FAILED (its rows are left empty)", r.stdout)
+        with open(os.path.join(out, "gpu_verification.json")) as f:
+            phase = json.load(f)["phases"]["overhead"]
+        (broken,) = [run for run in phase["runs"] if run["run"] == "broken1"]
+        self.assertIn("exited", broken["error"])
+        self.assertIsNone(phase["table"].get("broken"))
+        self.assertIsNotNone(phase["table"]["capturing_vs_loaded"])
+
     def test_trace_summary_counts_planes_steps_and_files(self):
         tmp = tempfile.mkdtemp(prefix="profctl-trace-summary-")
         try:
