@@ -5,8 +5,9 @@ See docs/tensorflow-interop.md.
 
 Each step is a `jax.profiler.StepTraceAnnotation("train", step_num=N)` (the step root XProf and
 profctl's breakdown read: `_r`=1 with `step_num`), and inside it a host-side input step
-("data": a batch made with NumPy and put on the device) and one jitted training step (forward,
-backward and an SGD update of a small MLP). Nothing here knows about profctl:
+("next_batch": a batch made with NumPy and put on the device; a name the breakdown counts as
+waiting for input, analysis/op_classify.h) and one jitted training step (forward, backward and an
+SGD update of a small MLP). Nothing here knows about profctl:
 
     python3 examples/jax_steps.py --port=9999 --steps=0 &
     profctl capture --workers=grpc://localhost:9999 --duration=2000     # JAX's server directly
@@ -68,7 +69,7 @@ def main():
     t0 = time.perf_counter()
     while not stop and (args.steps <= 0 or step < args.steps):
         with jax.profiler.StepTraceAnnotation("train", step_num=step):
-            with jax.profiler.TraceAnnotation("data"):
+            with jax.profiler.TraceAnnotation("next_batch"):
                 x = jax.device_put(rng.standard_normal((args.batch, args.width), np.float32))
                 y = jax.device_put(rng.standard_normal((args.batch, args.width), np.float32))
             params, loss = train_step(params, x, y)
