@@ -47,7 +47,8 @@ Phases:
             only (no capture while timed);
             at the end of each "on" run a `profctl capture --last=5s` (its session kept, and
             whether it held steps). Median step time on vs off; passes when "on" is within
-            --recorder-bound-pct (2 %) of "off". "On" includes the light level's CUPTI launch
+            --recorder-bound-pct (2 %) of "off", "cannot tell" when the "off" runs' own medians
+            differ by that much (two processes differ by more than the bound). "On" includes the light level's CUPTI launch
             callback on every kernel launch of the loop. Then the collective launches: the loop
             with --allreduce (torch.distributed NCCL) as --recorder-nccl-ranks ranks (2; at
             most one per GPU; 0 skips it) under injection beside an agent with the recorder, a
@@ -160,16 +161,25 @@ def stats(values):
             "p90_ms": s[min(len(s) - 1, int(0.9 * len(s)))]}
 
 
-def recorder_table(samples, bound_pct):
+def recorder_table(samples, bound_pct, off_medians=()):
     """samples: "off" / "on" -> [step ms]. The stats of each, the overhead of "on" against
-    "off" (median and mean, %), and whether the median's is within bound_pct."""
+    "off" (median and mean, %), and whether the median's is within bound_pct. "On" and "off" are
+    different processes: when the "off" runs' own medians (`off_medians`, one a run) differ by
+    bound_pct or more, two processes differ by more than the bound, and the verdict is None
+    ("cannot tell")."""
     table = {name: stats(values) for name, values in samples.items()}
     off, on = table.get("off"), table.get("on")
-    verdicts = {f"recorder_within_{bound_pct:g}pct": False}
+    key = f"recorder_within_{bound_pct:g}pct"
+    verdicts = {key: False}
     if off is not None and on is not None:
         on["overhead_mean_pct"] = 100.0 * (on["mean_ms"] / off["mean_ms"] - 1)
         on["overhead_median_pct"] = 100.0 * (on["median_ms"] / off["median_ms"] - 1)
-        verdicts[f"recorder_within_{bound_pct:g}pct"] = on["overhead_median_pct"] < bound_pct
+        verdicts[key] = on["overhead_median_pct"] < bound_pct
+        if len(off_medians) >= 2:
+            spread = 100.0 * (max(off_medians) / min(off_medians) - 1)
+            table["off_runs_spread_pct"] = spread
+            if spread >= bound_pct:
+                verdicts[key] = None
     return table, verdicts
 
 
@@ -182,6 +192,8 @@ def markdown(table, verdicts):
         if key not in table:
             continue
         row = table[key]
+        if not isinstance(row, (dict, type(None))):
+            continue
         if row is None:
             lines.append(f"| {names[key]} | 0 | | | | |")
             continue
@@ -190,8 +202,13 @@ def markdown(table, verdicts):
                      f"{row['median_ms']:.3f} | {row['p90_ms']:.3f} | "
                      f"{'' if over is None or key == 'off' else f'{over:+.2f} %'} |")
     lines.append("")
+    if "off_runs_spread_pct" in table:
+        lines.append(f"The \"off\" runs' medians differ by {table['off_runs_spread_pct']:.2f} % "
+                     "between themselves (the noise between processes).")
+        lines.append("")
     for k, v in verdicts.items():
-        lines.append(f"- {k}: {'yes' if v else 'NO'}")
+        said = "cannot tell (the off runs differ more)" if v is None else "yes" if v else "NO"
+        lines.append(f"- {k}: {said}")
     return "\n".join(lines) + "\n"
 
 
@@ -769,6 +786,7 @@ def recorder_run(env, on, round_no):
 
 def phase_recorder(env):
     samples = {"off": [], "on": []}
+    off_medians = []
     runs = []
     nccl = None
     try:
@@ -776,6 +794,8 @@ def phase_recorder(env):
             for on in (False, True):
                 steps, notes = recorder_run(env, on, round_no)
                 samples["on" if on else "off"] += steps
+                if not on and steps:
+                    off_medians.append(statistics.median(steps))
                 runs.append({"run": f"{'on' if on else 'off'}{round_no}", **(stats(steps) or {}),
                              **notes})
                 log(f"run recorder {'on' if on else 'off'}{round_no}: {len(steps)} steps")
@@ -787,7 +807,7 @@ def phase_recorder(env):
                 f"({nccl['ops']}) on {nccl['threads']} threads of processes {nccl['processes']}")
     finally:
         env.stop_all()
-    table, verdicts = recorder_table(samples, env.args.recorder_bound_pct)
+    table, verdicts = recorder_table(samples, env.args.recorder_bound_pct, off_medians)
     md = markdown(table, verdicts)
     if nccl is not None:
         seen = nccl["launches"] > 0 and len(nccl["processes"]) >= nccl["ranks"]
@@ -1002,8 +1022,8 @@ def plan(args, phases):
                 lines.append(f"overhead round {r}: "
                              f"{', '.join(overhead_order(r, args.overhead_kinds))}: pytorch_steps"
                              f" {args.warmup_steps} + {args.idle_steps} steps, then none: "
-                             f"{args.capture_ms / 1000 + UNTRACED_MIDDLE_S:g} s untraced / loaded: under "
-                             f"injection beside {agent}, profctl capture "
+                             f"{args.capture_ms / 1000 + UNTRACED_MIDDLE_S:g} s untraced / "
+                             f"loaded: under injection beside {agent}, profctl capture "
                              f"--duration={args.capture_ms} / kineto: {args.kineto_steps} "
                              f"torch.profiler steps; then {args.idle_steps} steps")
             lines.append("overhead verdicts: each condition against the untraced run's steps of "

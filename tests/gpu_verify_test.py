@@ -179,6 +179,17 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual(over, {"recorder_within_2pct": False})
         _, tighter = gpu_verify.recorder_table({"off": [10.0], "on": [10.15]}, 1.0)
         self.assertEqual(tighter, {"recorder_within_1pct": False})
+        # "Off" runs that differ between themselves by the bound or more: cannot tell.
+        table, noisy = gpu_verify.recorder_table({"off": [10.0] * 4, "on": [10.1] * 4}, 2.0,
+                                                 off_medians=[10.0, 10.3])
+        self.assertIsNone(noisy["recorder_within_2pct"])
+        self.assertAlmostEqual(table["off_runs_spread_pct"], 3.0)
+        md = gpu_verify.markdown(table, noisy)
+        self.assertIn("differ by 3.00 % between themselves", md)
+        self.assertIn("- recorder_within_2pct: cannot tell (the off runs differ more)", md)
+        _, quiet = gpu_verify.recorder_table({"off": [10.0] * 4, "on": [10.1] * 4}, 2.0,
+                                             off_medians=[10.0, 10.1])
+        self.assertTrue(quiet["recorder_within_2pct"])
         # No steps on one side: no verdict can pass.
         table, none = gpu_verify.recorder_table({"off": [], "on": [10.0]}, 2.0)
         self.assertIsNone(table["off"])
