@@ -9,7 +9,7 @@ libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-ver
                         [--overhead-env=NAME[@loaded|@kineto]:VAR=VAL,...]...
                         [--cuda-steps=BIN] [--settle-s=10] [--phase-capture-ms=2000]
                         [--recorder-rounds=2] [--recorder-bound-pct=2] [--recorder-nccl-ranks=2]
-                        [--jax-capture-ms=1000] [--dry-run]
+                        [--jax-capture-ms=1000] [--pin=auto|none|CPUS] [--dry-run]
 
 Run it from the repository root on a machine with an NVIDIA GPU and the CUDA toolkit (nvcc for
 examples/cuda_steps, PyTorch for examples/pytorch_steps.py); profctl itself comes from the bundle
@@ -48,8 +48,8 @@ Phases:
             at the end of each "on" run a `profctl capture --last=5s` (its session kept, and
             whether it held steps). Median step time on vs off; passes when "on" is within
             --recorder-bound-pct (2 %) of "off", "cannot tell" when the "off" runs' own medians
-            differ by that much (two processes differ by more than the bound). "On" includes the light level's CUPTI launch
-            callback on every kernel launch of the loop. Then the collective launches: the loop
+            differ by that much (two processes differ by more than the bound). "On" includes the
+            light level's CUPTI launch callback on every kernel launch of the loop. Then the collective launches: the loop
             with --allreduce (torch.distributed NCCL) as --recorder-nccl-ranks ranks (2; at
             most one per GPU; 0 skips it) under injection beside an agent with the recorder, a
             `profctl capture --last=5s`, and its pod trace must hold the ranks' NCCL launches:
@@ -280,13 +280,10 @@ class Env:
             *extra], timeout_s=30)
 
     def pinned(self, argv):
-        """argv on the same CPUs in every run (taskset, where there is one and the machine has
-        8 CPUs or more: the first half of them; the agent and profctl are not pinned), so that
-        runs compared with each other do not differ by the cores the scheduler gave them."""
-        n = os.cpu_count() or 1
-        if n < 8 or not shutil.which("taskset") or self.args.no_gpu_ok:
-            return argv
-        return ["taskset", "-c", f"0-{n // 2 - 1}"] + argv
+        """argv on the same CPUs in every run, so that runs compared with each other do not
+        differ by the cores the scheduler gave them (pin_argv, --pin)."""
+        return pin_argv(argv, self.args.pin, os.cpu_count() or 1,
+                        shutil.which("taskset") is not None and not self.args.no_gpu_ok)
 
     def start(self, name, argv, env=None, cwd=None):
         """A program, its output in DIR/NAME.log."""
@@ -329,6 +326,17 @@ class Env:
     def stop_all(self):
         """Stops the agent and every program still running."""
         self.procs.stop_all()
+
+
+def pin_argv(argv, pin, cpus, have_taskset):
+    """argv under `taskset -c LIST` as --pin says: "auto" the first half of the machine's CPUs
+    where it has 8 or more (the agent and profctl are not pinned), "none" nothing, else the CPU
+    list given (e.g. "3" or "2-5"). Unchanged without taskset."""
+    if not have_taskset or pin == "none":
+        return argv
+    if pin == "auto":
+        return argv if cpus < 8 else ["taskset", "-c", f"0-{cpus // 2 - 1}"] + argv
+    return ["taskset", "-c", pin] + argv
 
 
 def find_libcupti():
@@ -1095,6 +1103,9 @@ def main():
                          "loop's own drift over its first seconds); steps before it are not "
                          "compared")
     ap.add_argument("--recorder-rounds", type=int, default=2)
+    ap.add_argument("--pin", default="auto",
+                    help="CPUs the loops run on (taskset -c): auto (the first half of a machine "
+                         "of 8 CPUs or more), none, or a CPU list such as 3 or 2-5")
     ap.add_argument("--overhead-kinds", default="none,loaded,kineto",
                     help="the overhead phase's runs each round: none and loaded always; kineto; "
                          "nvtx_only / cuda_only (the library through one entry point, idle); "
@@ -1142,6 +1153,9 @@ def main():
         ap.error(f"--recorder-nccl-ranks={args.recorder_nccl_ranks}: must be in [0, 64]")
     if not 0 < args.recorder_bound_pct <= 100:
         ap.error(f"--recorder-bound-pct={args.recorder_bound_pct:g}: must be in (0, 100]")
+    if args.pin not in ("auto", "none") and not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*",
+                                                              args.pin):
+        ap.error(f"--pin={args.pin}: want auto, none or a CPU list such as 3 or 2-5")
     args.overhead_env_vars, args.overhead_env_base = {}, {}
     for spec in args.overhead_env:
         head, _, assigns = spec.partition(":")

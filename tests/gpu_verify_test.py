@@ -162,6 +162,19 @@ class ArithmeticTest(unittest.TestCase):
         self.assertIn("| kind quiet (--overhead-kinds) | 300 | 10.100 | 10.000 | +1.00 % |", md)
         self.assertIn("| kind late_after (--overhead-kinds) | 100 |", md)
 
+    def test_pinning(self):
+        argv = ["python3", "loop.py"]
+        self.assertEqual(gpu_verify.pin_argv(argv, "auto", 16, True),
+                         ["taskset", "-c", "0-7", "python3", "loop.py"])
+        self.assertEqual(gpu_verify.pin_argv(argv, "auto", 4, True), argv)  # too few CPUs
+        self.assertEqual(gpu_verify.pin_argv(argv, "3", 16, True),
+                         ["taskset", "-c", "3", "python3", "loop.py"])
+        self.assertEqual(gpu_verify.pin_argv(argv, "none", 16, True), argv)
+        self.assertEqual(gpu_verify.pin_argv(argv, "2-5", 16, False), argv)  # no taskset
+        r = run_script("--bundle=b", "--out=o", "--phases=overhead", "--pin=3;rm", "--dry-run")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--pin=3;rm: want auto, none or a CPU list", r.stderr)
+
     def test_round_order_rotates(self):
         self.assertEqual([gpu_verify.overhead_order(r)[0] for r in (1, 2, 3, 4)],
                          ["none", "loaded", "kineto", "none"])
