@@ -49,12 +49,12 @@ Phases:
             whether it held steps). Median step time on vs off; passes when "on" is within
             --recorder-bound-pct (2 %) of "off", "cannot tell" when the "off" runs' own medians
             differ by that much (two processes differ by more than the bound). "On" includes the
-            light level's CUPTI launch callback on every kernel launch of the loop. Then the collective launches: the loop
-            with --allreduce (torch.distributed NCCL) as --recorder-nccl-ranks ranks (2; at
-            most one per GPU; 0 skips it) under injection beside an agent with the recorder, a
-            `profctl capture --last=5s`, and its pod trace must hold the ranks' NCCL launches:
-            "nccl<Op>" events with a kernel_name on the host plane (docs/cupti.md), from every
-            rank. With one GPU (one rank) NCCL may launch no kernel: reported, not required.
+            light level's CUPTI launch callback on every kernel launch of the loop. Then the
+            collective launches: the loop with --allreduce (torch.distributed NCCL) as
+            --recorder-nccl-ranks ranks (2; at most one per GPU; 0 skips it) under injection
+            beside an agent with the recorder, a `profctl capture --last=5s`, and its pod trace
+            must hold the ranks' NCCL launches: "nccl<Op>" events with a kernel_name on the host
+            plane (docs/cupti.md), from every rank. With one GPU (one rank) NCCL may launch no kernel: reported, not required.
             Not one of the default phases.
   jax       examples/jax_steps.py (JAX's own profiler server, StepTraceAnnotation steps),
             captured by `profctl capture --workers=grpc://127.0.0.1:PORT` and through
