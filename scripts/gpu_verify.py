@@ -54,8 +54,8 @@ Phases:
             --recorder-nccl-ranks ranks (2; at most one per GPU; 0 skips it) under injection
             beside an agent with the recorder, a `profctl capture --last=5s`, and its pod trace
             must hold the ranks' NCCL launches: "nccl<Op>" events with a kernel_name on the host
-            plane (docs/cupti.md), from every rank. With one GPU (one rank) NCCL may launch no kernel: reported, not required.
-            Not one of the default phases.
+            plane (docs/cupti.md), from every rank. With one GPU (one rank) NCCL may launch no
+            kernel: reported, not required. Not one of the default phases.
   jax       examples/jax_steps.py (JAX's own profiler server, StepTraceAnnotation steps),
             captured by `profctl capture --workers=grpc://127.0.0.1:PORT` and through
             `profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT`, --jax-capture-ms each;
