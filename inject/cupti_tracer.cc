@@ -311,11 +311,8 @@ void CuptiTracer::TakeReady(const std::function<void(std::vector<uint8_t>)>& sin
 }
 
 void CuptiTracer::PollSteps() {
-  if (!initialized_) return;
-  // Completed buffers only (not FORCED): cheap, and the records it hands over are whole. The
-  // buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
-  api_->flush_all(0);
-  if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
+  // Completed buffers only (not FORCED): cheap, and the records it hands over are whole.
+  FlushForSteps(0);
 }
 
 void CuptiTracer::PollStepsNow(bool idle) {
@@ -325,7 +322,13 @@ void CuptiTracer::PollStepsNow(bool idle) {
     std::lock_guard<std::mutex> lock(mu_);
     window = collecting_;
   }
-  api_->flush_all(idle && !window ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  FlushForSteps(idle && !window ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
+
+void CuptiTracer::FlushForSteps(uint32_t flags) {
+  if (!initialized_) return;
+  // The buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
+  api_->flush_all(flags);
   if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
 }
 

@@ -121,6 +121,9 @@ class CuptiTracer final : public Tracer {
   std::string ProbeSubscriber();
   // Measures the GPU clock minus CLOCK_REALTIME (min-gap pair of 100 samples).
   int64_t Calibrate();
+  // The step signal's poll: CUPTI hands over its buffers (cuptiActivityFlushAll(flags)), then the
+  // step samples' clock offset is measured again. No-op before Initialize.
+  void FlushForSteps(uint32_t flags);
 
   std::once_flag init_once_;
   bool initialized_ = false;
