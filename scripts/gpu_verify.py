@@ -296,19 +296,25 @@ class Env:
         self.procs.wait_line("agent", rf"inject server: pid {pid} \(.*\) registered", timeout_s,
                              watch=[name])
 
+    def run_capture(self, session, worker, duration_ms, last=False):
+        """`profctl capture` of one worker (an agent, or grpc://host:port) into DIR/logs, its
+        output in DIR/capture_SESSION.log (with `last`: a snapshot of the past duration_ms,
+        --last); returns (the completed process, the session folder)."""
+        logdir = os.path.join(self.out, "logs")
+        window = f"--last={duration_ms}ms" if last else f"--duration={duration_ms}"
+        r = subprocess.run([self.profctl, "capture", f"--workers={worker}", window,
+                            f"--logdir={logdir}", f"--session={session}", "--tolerance=500",
+                            "--pod-trace-json"],
+                           capture_output=True, text=True, timeout=duration_ms / 1000 + 120,
+                           check=False)
+        write_atomically(os.path.join(self.out, f"capture_{session}.log"), r.stdout + r.stderr)
+        return r, os.path.join(logdir, "plugins", "profile", session)
+
     def capture(self, session, duration_ms, ok_codes=(0,), last=False):
         """profctl capture of the agent (with `last`: a snapshot of the past duration_ms,
         --last); returns (session folder, the agent's recording window (CLOCK_REALTIME ns), what
         profctl printed). Exit codes outside `ok_codes` fail."""
-        logdir = os.path.join(self.out, "logs")
-        window = f"--last={duration_ms}ms" if last else f"--duration={duration_ms}"
-        r = subprocess.run([self.profctl, "capture", f"--workers=127.0.0.1:{self.port}",
-                            window, f"--logdir={logdir}",
-                            f"--session={session}", "--tolerance=500", "--pod-trace-json"],
-                           capture_output=True, text=True, timeout=duration_ms / 1000 + 120,
-                           check=False)
-        write_atomically(os.path.join(self.out, f"capture_{session}.log"), r.stdout + r.stderr)
-        session_dir = os.path.join(logdir, "plugins", "profile", session)
+        r, session_dir = self.run_capture(session, f"127.0.0.1:{self.port}", duration_ms, last)
         if r.returncode not in ok_codes:
             raise Failure(f"profctl capture {session} exited {r.returncode}: "
                           f"{(r.stdout + r.stderr)[-1500:]}")
@@ -959,19 +965,6 @@ def trace_summary(session_dir):
     return out
 
 
-def tsl_capture(env, session, worker, duration_ms):
-    """`profctl capture` of one worker (an agent, or grpc://host:port); returns (exit code,
-    session folder, output tail)."""
-    logdir = os.path.join(env.out, "logs")
-    r = subprocess.run([env.profctl, "capture", f"--workers={worker}",
-                        f"--duration={duration_ms}", f"--logdir={logdir}", f"--session={session}",
-                        "--tolerance=500", "--pod-trace-json"], capture_output=True, text=True,
-                       timeout=duration_ms / 1000 + 120, check=False)
-    write_atomically(os.path.join(env.out, f"capture_{session}.log"), r.stdout + r.stderr)
-    return r.returncode, os.path.join(logdir, "plugins", "profile", session), \
-        (r.stdout + r.stderr)[-1500:]
-
-
 def phase_jax(env):
     """examples/jax_steps.py with JAX's profiler server, captured twice: by `profctl capture
     --workers=grpc://` (JAX's server directly) and through an agent's tsl collector
@@ -996,7 +989,8 @@ def phase_jax(env):
                     f"--name={HOST}", "--collectors=tsl", f"--tsl-local=127.0.0.1:{port}"],
                     timeout_s=30)
                 worker = f"127.0.0.1:{env.port}"
-            rc, session_dir, tail = tsl_capture(env, f"jax_{how}", worker, args.jax_capture_ms)
+            r, session_dir = env.run_capture(f"jax_{how}", worker, args.jax_capture_ms)
+            rc, tail = r.returncode, (r.stdout + r.stderr)[-1500:]
             got = {"exit": rc, "worker": worker, "session_dir": session_dir, "printed": tail}
             try:
                 got.update(trace_summary(session_dir))

@@ -331,6 +331,12 @@ class DryRunTest(unittest.TestCase):
                       r.stderr)
 
 
+def fake_torch_env():
+    """The environment in which examples/pytorch_steps.py runs on the stand-in torch, 2 ms a
+    step."""
+    return dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"), FAKE_TORCH_STEP_MS="2")
+
+
 def run_script(*flags, env=None):
     env = dict(env if env is not None else os.environ, PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_verify.py"),
@@ -400,8 +406,7 @@ class CommandTest(unittest.TestCase):
             self.assertIn("## cuda\nFAILED: cuda_steps exited (1)", f.read())
 
     def test_recorder_phase_end_to_end(self):
-        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
-                   FAKE_TORCH_STEP_MS="2")
+        env = fake_torch_env()
         out = os.path.join(self.tmp, "out")
         r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=recorder",
                        "--recorder-rounds=1", "--warmup-steps=40", "--idle-steps=60", "--no-gpu-ok",
@@ -433,8 +438,7 @@ class CommandTest(unittest.TestCase):
             self.assertIn("flight recorder: the last 30 s of cupti", f.read())
 
     def test_overhead_phase_end_to_end(self):
-        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
-                   FAKE_TORCH_STEP_MS="2")
+        env = fake_torch_env()
         out = os.path.join(self.tmp, "out")
         r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
                        "--rounds=1", "--warmup-steps=40", "--idle-steps=60", "--capture-ms=400",
@@ -491,8 +495,7 @@ class CommandTest(unittest.TestCase):
         self.assertTrue(os.path.isfile(os.path.join(run_b["session_dir"], "session.json")))
 
     def test_a_kind_whose_process_dies_costs_only_its_rows(self):
-        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"),
-                   FAKE_TORCH_STEP_MS="2")
+        env = fake_torch_env()
         out = os.path.join(self.tmp, "out")
         # `broken`'s loop cannot import torch: it exits at once.
         r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=overhead",
