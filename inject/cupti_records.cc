@@ -108,11 +108,48 @@ constexpr DriverLaunchCall kDriverLaunches[] = {
     {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz, "cuGraphLaunch"},
 };
 
+// The runtime calls the converter names without libcupti, and a light window records
+// (RuntimeWindowCalls): launches, copies, sets, synchronisation, allocation.
+constexpr ApiCallName kRuntimeWindowCalls[] = {
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, "cudaLaunchKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, "cudaLaunchKernelExC"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000, "cudaLaunchCooperativeKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+     "cudaLaunchCooperativeKernel"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, "cudaMemcpy"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, "cudaMemcpyAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, "cudaMemcpyAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, "cudaMemsetAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000, "cudaMemsetAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, "cudaStreamSynchronize"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, "cudaStreamSynchronize"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, "cudaEventSynchronize"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, "cudaEventRecord"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000, "cudaEventRecord"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, "cudaStreamWaitEvent"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, "cudaFree"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, "cudaMallocAsync"},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, "cudaFreeAsync"},
+};
+
 }  // namespace
 
 const DriverLaunchCall* DriverLaunchCalls(size_t* count) {
   *count = sizeof(kDriverLaunches) / sizeof(kDriverLaunches[0]);
   return kDriverLaunches;
+}
+
+const ApiCallName* RuntimeWindowCalls(size_t* count) {
+  *count = sizeof(kRuntimeWindowCalls) / sizeof(kRuntimeWindowCalls[0]);
+  return kRuntimeWindowCalls;
 }
 
 const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
@@ -123,40 +160,10 @@ const char* BuiltinApiName(uint8_t domain, uint32_t cbid) {
     return nullptr;
   }
   if (domain != static_cast<uint8_t>(ApiDomain::kRuntime)) return nullptr;
-  switch (cbid) {
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020:
-      return "cudaMalloc";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020:
-      return "cudaFree";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
-      return "cudaMemcpy";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020:
-      return "cudaMemcpyAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020:
-      return "cudaMemsetAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
-      return "cudaStreamSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020:
-      return "cudaEventRecord";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
-      return "cudaDeviceSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
-      return "cudaEventSynchronize";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020:
-      return "cudaStreamWaitEvent";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
-      return "cudaLaunchKernel";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-      return "cudaGraphLaunch";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020:
-      return "cudaMallocAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020:
-      return "cudaFreeAsync";
-    case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
-      return "cudaLaunchKernelExC";
-    default:
-      return nullptr;
+  for (const ApiCallName& r : kRuntimeWindowCalls) {
+    if (r.cbid == cbid) return r.name;
   }
+  return nullptr;
 }
 
 namespace {

@@ -40,11 +40,18 @@ const CUpti_Activity* NextCuptiRecord(const uint8_t* buffer, size_t valid_size, 
 // docs/gpu-verification.md) and the converter keeps the records of these calls only; the rest of
 // the driver API is counted in ignored_records(). Their names are BuiltinApiName's for the driver
 // domain. Stored in `*count`; the array is static.
-struct DriverLaunchCall {
-  uint32_t cbid;     // CUPTI_DRIVER_TRACE_CBID_*
+struct ApiCallName {
+  uint32_t cbid;     // CUPTI_DRIVER_TRACE_CBID_* or CUPTI_RUNTIME_TRACE_CBID_*
   const char* name;  // "cuLaunchKernelEx"
 };
+using DriverLaunchCall = ApiCallName;
 const DriverLaunchCall* DriverLaunchCalls(size_t* count);
+
+// The CUDA runtime calls a light window records one by one (PROFCTL_INJECT_WINDOW=launches, a
+// diagnosis switch: docs/cupti.md) instead of every runtime call: the kernel and graph launches
+// (the _ptsz forms and CUDA 13's __cudaLaunchKernel among them), copies, sets, synchronisation and
+// allocation, the calls the breakdown reads. BuiltinApiName names each of them.
+const ApiCallName* RuntimeWindowCalls(size_t* count);
 
 // Name of a CUDA API call from its CUPTI domain (ApiDomain) and callback id, or nullptr. The
 // library passes one built on cuptiGetCallbackName; without it a small built-in table of the

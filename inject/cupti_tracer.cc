@@ -79,6 +79,11 @@ struct CuptiTracer::Api {
                                          CUpti_CallbackId) = nullptr;
   // CUDA 12.x+; absent from older libcupti (then driver-API launches go unrecorded).
   CUptiResult(CUPTIAPI* enable_driver_api)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult(CUPTIAPI* enable_runtime_api)(CUpti_CallbackId, uint8_t) = nullptr;
+  // The detach after a window (PROFCTL_INJECT_DETACH=1).
+  CUptiResult(CUPTIAPI* enable_domain)(uint32_t, CUpti_SubscriberHandle,
+                                       CUpti_CallbackDomain) = nullptr;
+  CUptiResult(CUPTIAPI* finalize)() = nullptr;
 };
 
 CuptiTracer* CuptiTracer::Get() {
@@ -122,6 +127,9 @@ bool CuptiTracer::Initialize() {
     sym(&api_->unsubscribe, "cuptiUnsubscribe");
     sym(&api_->enable_callback, "cuptiEnableCallback");
     sym(&api_->enable_driver_api, "cuptiActivityEnableDriverApi");
+    sym(&api_->enable_runtime_api, "cuptiActivityEnableRuntimeApi");
+    sym(&api_->enable_domain, "cuptiEnableDomain");
+    sym(&api_->finalize, "cuptiFinalize");
     nvtx_entry_ = dlsym(lib_, "InitializeInjectionNvtx2");
     if (!complete) {
       unavailable_ = "libcupti lacks the activity API";
@@ -131,23 +139,88 @@ bool CuptiTracer::Initialize() {
       unavailable_ = "held by another CUPTI subscriber (" + holder + ")";
       return;
     }
-    if (CUptiResult r = api_->register_callbacks(&BufferRequested, &BufferCompleted);
-        r != CUPTI_SUCCESS) {
-      unavailable_ = "cuptiActivityRegisterCallbacks: " + ResultString(r);
-      return;
-    }
-    // NVTX markers must be enabled before the first NVTX call (CUPTI_NOTES.md), device records
-    // before contexts are created. Failures here (no GPU) leave the window kinds to report them.
-    // PROFCTL_INJECT_IDLE_KINDS=0 (a diagnosis switch, docs/gpu-verification.md) leaves both off:
-    // no NVTX steps outside a window then.
-    if (const char* idle = std::getenv("PROFCTL_INJECT_IDLE_KINDS");
-        idle == nullptr || std::string_view(idle) != "0") {
-      api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
-      api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
-    }
+    if (unavailable_ = Attach(); !unavailable_.empty()) return;
+    detach_after_window_ = DetachFromEnvironment();
+    launch_window_ = LaunchWindowFromEnvironment();
+    detach_ = std::make_unique<CuptiDetach>(CuptiDetach::Hooks{
+        .subscribe = [this] { return SubscribeForDetach(); },
+        .unsubscribe =
+            [this] {
+              api_->unsubscribe(detach_subscriber_);
+              detach_subscriber_ = nullptr;
+            },
+        .finalize =
+            [this] {
+              api_->finalize();  // ends every subscription, the detach's among them
+              detach_subscriber_ = nullptr;
+            },
+        .attach = [this] { return Attach().empty(); },
+    });
     initialized_ = true;
   });
   return initialized_;
+}
+
+std::string CuptiTracer::Attach() {
+  if (CUptiResult r = api_->register_callbacks(&BufferRequested, &BufferCompleted);
+      r != CUPTI_SUCCESS) {
+    return "cuptiActivityRegisterCallbacks: " + ResultString(r);
+  }
+  // NVTX markers must be enabled before the first NVTX call (CUPTI_NOTES.md), device records
+  // before contexts are created. Failures here (no GPU) leave the window kinds to report them.
+  // PROFCTL_INJECT_IDLE_KINDS=0 (a diagnosis switch, docs/gpu-verification.md) leaves both off:
+  // no NVTX steps outside a window then.
+  if (const char* idle = std::getenv("PROFCTL_INJECT_IDLE_KINDS");
+      idle == nullptr || std::string_view(idle) != "0") {
+    api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
+    api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
+  }
+  return "";
+}
+
+bool CuptiTracer::SubscribeForDetach() {
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "profctl detach";
+  CUpti_SubscriberHandle handle = nullptr;
+  if (api_->subscribe_v2(&handle, &DetachCallback, nullptr, &params) != CUPTI_SUCCESS) {
+    return false;
+  }
+  const bool runtime = api_->enable_domain(1, handle, CUPTI_CB_DOMAIN_RUNTIME_API) == CUPTI_SUCCESS;
+  const bool driver = api_->enable_domain(1, handle, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
+  if (!runtime && !driver) {
+    api_->unsubscribe(handle);
+    return false;
+  }
+  detach_subscriber_ = handle;
+  return true;
+}
+
+void CuptiTracer::RequestDetach() {
+  // The light level's subscription is the only one CUPTI allows: no detach while it is held.
+  if (!detach_after_window_ || detach_ == nullptr || launch_subscriber_ != nullptr ||
+      api_->finalize == nullptr || api_->subscribe_v2 == nullptr || api_->unsubscribe == nullptr ||
+      api_->enable_domain == nullptr) {
+    return;
+  }
+  detach_->Request();
+}
+
+void CUPTIAPI CuptiTracer::DetachCallback(void* /*userdata*/, CUpti_CallbackDomain domain,
+                                          CUpti_CallbackId /*cbid*/, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  if (static_cast<const CUpti_CallbackData*>(data)->callbackSite != CUPTI_API_EXIT) return;
+  Get()->detach_->OnApiExit();
+}
+
+bool CuptiTracer::DetachFromEnvironment() {
+  const char* detach = std::getenv("PROFCTL_INJECT_DETACH");
+  return detach != nullptr && std::string_view(detach) == "1";
+}
+
+bool CuptiTracer::LaunchWindowFromEnvironment() {
+  const char* window = std::getenv("PROFCTL_INJECT_WINDOW");
+  return window != nullptr && std::string_view(window) == "launches";
 }
 
 std::string CuptiTracer::ResultString(CUptiResult result) const {
@@ -214,6 +287,10 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
     *error = unavailable_;
     return false;
   }
+  if (!detach_->EnsureAttached()) {
+    *error = "CUPTI could not be attached again after its detach";
+    return false;
+  }
   // While the light level holds the subscription, nobody else can: the probe would find us.
   if (const std::string holder = launch_subscriber_ == nullptr ? ProbeSubscriber() : "";
       !holder.empty()) {
@@ -236,10 +313,14 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
   }
   size_t ignored = 0;
   api_->dropped(nullptr, 0, &ignored);  // resets CUPTI's count
+  // A light window records the runtime calls it needs one by one, where libcupti can.
+  runtime_calls_ = launch_window_ && EnableRuntimeCalls(1);
   for (size_t i = 0; i < sizeof(kWindowKinds) / sizeof(kWindowKinds[0]); ++i) {
+    if (runtime_calls_ && kWindowKinds[i] == CUPTI_ACTIVITY_KIND_RUNTIME) continue;
     const CUptiResult r = api_->enable(kWindowKinds[i]);
     if (r != CUPTI_SUCCESS) {
       for (size_t j = 0; j < i; ++j) api_->disable(kWindowKinds[j]);
+      if (runtime_calls_) EnableRuntimeCalls(0);
       *error =
           std::string("cuptiActivityEnable(") + KindName(kWindowKinds[i]) + "): " + ResultString(r);
       Discard();
@@ -250,7 +331,7 @@ bool CuptiTracer::Enable(std::string* error, int64_t* gpu_minus_wall_ns) {
   // converter keeps the launches (DriverLaunchCalls). Best effort: where the kind cannot be
   // enabled, the launches one by one; a libcupti that can do neither leaves those kernels without
   // a launch, nothing worse.
-  driver_kind_ = api_->enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
+  driver_kind_ = !launch_window_ && api_->enable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS;
   if (!driver_kind_) EnableDriverLaunches(1);
   *gpu_minus_wall_ns = offset;
   return true;
@@ -263,9 +344,24 @@ void CuptiTracer::EnableDriverLaunches(uint8_t enable) {
   for (size_t i = 0; i < count; ++i) api_->enable_driver_api(calls[i].cbid, enable);
 }
 
+bool CuptiTracer::EnableRuntimeCalls(uint8_t enable) {
+  if (api_->enable_runtime_api == nullptr) return false;
+  size_t count = 0;
+  const ApiCallName* calls = RuntimeWindowCalls(&count);
+  bool all = true;
+  for (size_t i = 0; i < count; ++i) {
+    all = api_->enable_runtime_api(calls[i].cbid, enable) == CUPTI_SUCCESS && all;
+  }
+  return all;
+}
+
 void CuptiTracer::Disable() {
   if (!initialized_) return;
   for (CUpti_ActivityKind kind : kWindowKinds) api_->disable(kind);
+  if (runtime_calls_) {
+    EnableRuntimeCalls(0);
+    runtime_calls_ = false;
+  }
   if (driver_kind_) {
     api_->disable(CUPTI_ACTIVITY_KIND_DRIVER);
     driver_kind_ = false;
@@ -295,6 +391,7 @@ uint64_t CuptiTracer::Flush(const std::function<void(std::vector<uint8_t>)>& sin
     writer_.reset();
   }
   for (std::vector<uint8_t>& batch : batches) sink(std::move(batch));
+  RequestDetach();
   return dropped;
 }
 
@@ -328,8 +425,11 @@ void CuptiTracer::PollStepsNow(bool idle) {
 void CuptiTracer::FlushForSteps(uint32_t flags) {
   if (!initialized_) return;
   // The buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
-  api_->flush_all(flags);
-  if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
+  // Detached, no CUPTI call at all (one would attach it again).
+  detach_->WhileAttached([&] {
+    api_->flush_all(flags);
+    if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
+  });
 }
 
 size_t CuptiTracer::TakeSteps(StepSampleEntry* out, size_t max) {
@@ -356,6 +456,10 @@ bool CuptiTracer::SetCollectiveLaunches(bool on, std::string* error) {
     return false;
   }
   if (launch_subscriber_ != nullptr) return true;
+  if (!detach_->EnsureAttached()) {
+    *error = "CUPTI could not be attached again after its detach";
+    return false;
+  }
   if (api_->subscribe_v2 == nullptr || api_->unsubscribe == nullptr ||
       api_->enable_callback == nullptr) {
     *error = "libcupti lacks the callback API";
@@ -414,12 +518,15 @@ uint64_t CuptiTracer::GpuNowNs() {
 uint32_t CuptiTracer::ThreadId() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 void CuptiTracer::Discard() {
-  std::lock_guard<std::mutex> lock(mu_);
-  collecting_ = false;
-  converter_.reset();
-  writer_.reset();
-  pending_.clear();
-  pending_bytes_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    collecting_ = false;
+    converter_.reset();
+    writer_.reset();
+    pending_.clear();
+    pending_bytes_ = 0;
+  }
+  if (initialized_) RequestDetach();
 }
 
 void CuptiTracer::RotateBatch() {

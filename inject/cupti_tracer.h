@@ -35,6 +35,12 @@
 // another tool from subscribing (CUPTI allows one): the window probe is skipped then (the holder
 // is us), and the subscription is released when the agent says so or the connection ends.
 //
+// DIAGNOSIS SWITCHES (docs/cupti.md "Cost on a real GPU"; read once, at load; not for
+// production): PROFCTL_INJECT_DETACH=1 detaches CUPTI after every window (cupti_detach.h; the step
+// signal stops until the next window, which attaches again), PROFCTL_INJECT_WINDOW=launches
+// records the API calls of RuntimeWindowCalls and DriverLaunchCalls one by one instead of the
+// RUNTIME and DRIVER kinds (every call).
+//
 // THREADING. Enable/Disable/Flush/Discard/PollSteps/TakeSteps come from the client's thread;
 // CUPTI's buffer callbacks from CUPTI's threads (or the flushing thread); one mutex guards the
 // converter and the batches.
@@ -53,6 +59,7 @@
 #include <vector>
 
 #include "inject/collective_launches.h"
+#include "inject/cupti_detach.h"
 #include "inject/cupti_records.h"
 #include "inject/inject_client.h"
 #include "inject/record_batch_writer.h"
@@ -78,6 +85,9 @@ class CuptiTracer final : public Tracer {
   // PROFCTL_INJECT_LAZY=1 (a diagnosis switch, docs/cupti.md): libcupti is not touched before
   // the first window (Unavailable() does not load it), and NVTX is not taken at all.
   static bool LazyFromEnvironment();
+  // PROFCTL_INJECT_DETACH=1 and PROFCTL_INJECT_WINDOW=launches (above).
+  static bool DetachFromEnvironment();
+  static bool LaunchWindowFromEnvironment();
   // libcupti's own NVTX entry point (InitializeInjectionNvtx2), or nullptr.
   void* nvtx_entry() const { return nvtx_entry_; }
   bool loaded() const { return lib_ != nullptr; }
@@ -109,10 +119,22 @@ class CuptiTracer final : public Tracer {
   static const char* ApiName(uint8_t domain, uint32_t cbid);
   static void CUPTIAPI LaunchCallback(void* userdata, CUpti_CallbackDomain domain,
                                       CUpti_CallbackId cbid, const void* data);
+  // The detach subscription's callback: every runtime and driver API call, until it detaches.
+  static void CUPTIAPI DetachCallback(void* userdata, CUpti_CallbackDomain domain,
+                                      CUpti_CallbackId cbid, const void* data);
   static uint64_t GpuNowNs();
   static uint32_t ThreadId();
   // Turns the DRIVER records of DriverLaunchCalls() (cupti_records.h) on (1) or off (0).
   void EnableDriverLaunches(uint8_t enable);
+  // Turns the RUNTIME records of RuntimeWindowCalls() on (1) or off (0); false when this libcupti
+  // cannot.
+  bool EnableRuntimeCalls(uint8_t enable);
+  // Registers the buffer callbacks and enables the idle kinds (MARKER, DEVICE); "" or the error.
+  std::string Attach();
+  // After a window under PROFCTL_INJECT_DETACH=1: a detach at the next API exit.
+  void RequestDetach();
+  // The detach's subscription to every runtime and driver API callback (CuptiDetach::Hooks).
+  bool SubscribeForDetach();
   void OnBuffer(uint8_t* buffer, size_t valid_size);
   // Finishes the current batch into pending_. Requires mu_.
   void RotateBatch();
@@ -151,6 +173,14 @@ class CuptiTracer final : public Tracer {
   CollectiveLaunchRecorder launches_{&GpuNowNs, &ThreadId};  // thread-safe; GPU-clock times
   // The light level's subscription, null when off; the client's thread only.
   CUpti_SubscriberHandle launch_subscriber_ = nullptr;
+  // The diagnosis switches, read in Initialize.
+  bool detach_after_window_ = false;
+  bool launch_window_ = false;
+  // The window recorded RuntimeWindowCalls one by one (else the RUNTIME kind); client's thread.
+  bool runtime_calls_ = false;
+  // When CUPTI is attached (created in Initialize); the detach subscription's handle.
+  std::unique_ptr<CuptiDetach> detach_;
+  CUpti_SubscriberHandle detach_subscriber_ = nullptr;
 };
 
 }  // namespace profctl::inject

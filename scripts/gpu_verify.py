@@ -3,7 +3,7 @@
 libprofctl_inject.so, check what arrived, and measure the overhead (docs/gpu-verification.md).
 
   scripts/gpu_verify.py --bundle=PROFCTL_BUNDLE(.tar.gz|dir) --out=DIR
-                        [--phases=cuda,pytorch,overhead,recorder,jax] [--rounds=2]
+                        [--phases=cuda,pytorch,overhead,recorder,jax,switches] [--rounds=2]
                         [--warmup-steps=1000] [--idle-steps=300] [--capture-ms=3000]
                         [--kineto-steps=300] [--overhead-kinds=none,loaded,kineto]
                         [--overhead-env=NAME[@loaded|@kineto]:VAR=VAL,...]...
@@ -56,6 +56,12 @@ Phases:
             must hold the ranks' NCCL launches: "nccl<Op>" events with a kernel_name on the host
             plane (docs/cupti.md), from every rank. With one GPU (one rank) NCCL may launch no
             kernel: reported, not required. Not one of the default phases.
+  switches  the library's diagnosis switches (SWITCH_RUNS: PROFCTL_INJECT_DETACH=1, CUPTI
+            detached after every window; PROFCTL_INJECT_WINDOW=launches, a window recording the
+            launch, copy and synchronisation calls one by one), each on its own PyTorch loop
+            under injection, captured twice --phase-capture-ms SWITCH_GAP_S (3) s apart, each
+            capture checked by tests/gpu_capture_check.py and reported (the second "detach" one
+            runs on a CUPTI attached again). Not a default phase.
   jax       examples/jax_steps.py (JAX's own profiler server, StepTraceAnnotation steps),
             captured by `profctl capture --workers=grpc://127.0.0.1:PORT` and through
             `profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT`, --jax-capture-ms each;
@@ -919,6 +925,60 @@ def launches_run(env, gpu_count):
 
 
 # ---------------------------------------------------------------------------------------------
+# The library's diagnosis switches, each on its own process, captured twice.
+
+# NAME -> the variables of its process (docs/cupti.md, "Cost on a real GPU").
+SWITCH_RUNS = (
+    ("detach", {"PROFCTL_INJECT_DETACH": "1"}),
+    ("light", {"PROFCTL_INJECT_WINDOW": "launches"}),
+)
+SWITCH_GAP_S = 3
+
+
+def phase_switches(env):
+    """Each diagnosis switch of SWITCH_RUNS on one PyTorch loop under injection beside the cupti
+    agent: after registering and --settle-s, two captures of --phase-capture-ms SWITCH_GAP_S
+    apart, each checked by tests/gpu_capture_check.py (kernels tied to their launches, NVTX
+    steps). The second capture of "detach" is the one after a detach: CUPTI attached again, and
+    its NVTX steps say whether libcupti's NVTX handler records after that. Reported per capture;
+    the phase fails only when a capture did not run."""
+    args = env.args
+    result = {}
+    failed = []
+    try:
+        env.start_cupti_agent()
+        for name, variables in SWITCH_RUNS:
+            run = f"switch_{name}"
+            env.start(run, env.pinned(pytorch_argv(args, None)),
+                      env=dict(env.injected_env(), **variables))
+            got = {"env": variables, "captures": []}
+            try:
+                if not args.no_gpu_ok:  # a stand-in torch (tests) loads no library
+                    env.wait_registered(run)
+                hold(f"{run}'s --settle-s", args.settle_s, env.procs.only([run, "agent"]))
+                for i in (1, 2):
+                    if i == 2:
+                        hold(f"{run}'s gap between captures", SWITCH_GAP_S,
+                             env.procs.only([run, "agent"]))
+                    session_dir, _, printed = env.capture(f"{run}_{i}", args.phase_capture_ms,
+                                                          ok_codes=(0, 3))
+                    check = try_check_capture(env, session_dir, f"{run}_{i}")
+                    got["captures"].append({"session_dir": session_dir, "check": check,
+                                            "printed_tail": printed[-600:]})
+                    log(f"switch {name} capture {i}: "
+                        f"{'checked' if 'error' not in check else check['error']}")
+            except (Failure, OSError, subprocess.SubprocessError) as e:
+                got["error"] = str(e)
+                failed.append(f"{name}: {e}")
+            finally:
+                env.procs.stop(run)
+            result[name] = got
+    finally:
+        env.stop_all()
+    return {"check": result, "failed": failed}
+
+
+# ---------------------------------------------------------------------------------------------
 # JAX through its own profiler server.
 
 def trace_summary(session_dir):
@@ -1035,6 +1095,14 @@ def plan(args, phases):
                          f"capture --workers=grpc://127.0.0.1:PORT --duration={args.jax_capture_ms}"
                          f"; then profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT and "
                          f"profctl capture of the agent --duration={args.jax_capture_ms}")
+        elif phase == "switches":
+            for name, variables in SWITCH_RUNS:
+                assigns = ",".join(f"{k}={v}" for k, v in variables.items())
+                lines.append(f"switches {name}: {agent}; examples/pytorch_steps.py under "
+                             f"injection with {assigns}; after registering and "
+                             f"{args.settle_s:g} s, two profctl captures "
+                             f"--duration={args.phase_capture_ms} {SWITCH_GAP_S} s apart; "
+                             "tests/gpu_capture_check.py on each")
         elif phase == "recorder":
             for r in range(1, args.recorder_rounds + 1):
                 lines.append(f"recorder round {r}: off: {agent} (no --flight-recorder), "
@@ -1134,9 +1202,10 @@ def main():
                     help="FOR TESTS: run without a GPU (the loop given a stand-in torch)")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
-    unknown = set(phases) - {"cuda", "pytorch", "overhead", "recorder", "jax"}
+    unknown = set(phases) - {"cuda", "pytorch", "overhead", "recorder", "jax", "switches"}
     if unknown:
-        ap.error(f"unknown phase(s) {sorted(unknown)} (cuda, pytorch, overhead, recorder, jax)")
+        ap.error(f"unknown phase(s) {sorted(unknown)} "
+                 "(cuda, pytorch, overhead, recorder, jax, switches)")
     if (args.rounds < 1 or args.idle_steps < 50 or args.capture_ms < 100 or
             args.kineto_steps < 1 or args.settle_s < 0 or args.phase_capture_ms < 100 or
             args.warmup_steps < 20 or args.recorder_rounds < 1 or args.jax_capture_ms < 100):
@@ -1193,7 +1262,8 @@ def main():
             result["phases"][phase] = {"cuda": phase_cuda, "pytorch": phase_pytorch,
                                        "overhead": phase_overhead,
                                        "recorder": phase_recorder,
-                                       "jax": phase_jax}[phase](env)
+                                       "jax": phase_jax,
+                                       "switches": phase_switches}[phase](env)
             if result["phases"][phase].get("failed"):
                 failed.append(phase)
                 log(f"phase {phase} FAILED: {result['phases'][phase]['failed']}")

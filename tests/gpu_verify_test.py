@@ -327,8 +327,8 @@ class DryRunTest(unittest.TestCase):
         self.assertIn("--recorder-nccl-ranks=-1: must be in [0, 64]", r.stderr)
         r = run_script("--bundle=b", "--out=o", "--phases=recorders", "--dry-run")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("unknown phase(s) ['recorders'] (cuda, pytorch, overhead, recorder, jax)",
-                      r.stderr)
+        self.assertIn("unknown phase(s) ['recorders'] "
+                      "(cuda, pytorch, overhead, recorder, jax, switches)", r.stderr)
 
 
 def fake_torch_env():
@@ -436,6 +436,30 @@ class CommandTest(unittest.TestCase):
         # The last agent (the NCCL run's) recorded the cupti collector's past.
         with open(os.path.join(out, "agent.log")) as f:
             self.assertIn("flight recorder: the last 30 s of cupti", f.read())
+
+    def test_switches_phase_captures_each_switch_twice(self):
+        env = fake_torch_env()
+        out = os.path.join(self.tmp, "out")
+        r = run_script(f"--bundle={self.bundle}", f"--out={out}", "--phases=switches",
+                       "--settle-s=0.2", "--phase-capture-ms=300", "--no-gpu-ok", env=env)
+        with open(os.path.join(out, "gpu_verification.json")) as f:
+            phase = json.load(f)["phases"]["switches"]
+        self.assertEqual(phase["failed"], [], r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertEqual(sorted(phase["check"]), ["detach", "light"])
+        self.assertEqual(phase["check"]["detach"]["env"], {"PROFCTL_INJECT_DETACH": "1"})
+        self.assertEqual(phase["check"]["light"]["env"], {"PROFCTL_INJECT_WINDOW": "launches"})
+        for name, got in phase["check"].items():
+            self.assertEqual(len(got["captures"]), 2, name)
+            starts = []
+            for capture in got["captures"]:
+                with open(os.path.join(capture["session_dir"], "session.json")) as f:
+                    manifest = json.load(f)
+                self.assertEqual(int(manifest["request"]["duration_ms"]), 300)
+                starts.append(int(manifest["start_at_ns"]))
+                # No GPU here: the check fails and is reported, the phase goes on.
+                self.assertIn("gpu_capture_check.py failed", capture["check"]["error"])
+            # The second capture comes the gap after the first.
+            self.assertGreaterEqual(starts[1] - starts[0], 3_000_000_000, name)
 
     def test_overhead_phase_end_to_end(self):
         env = fake_torch_env()

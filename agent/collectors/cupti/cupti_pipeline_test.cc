@@ -264,6 +264,42 @@ TEST(CuptiRecordsTest, DeviceUuidsOfAMigInstance) {
   EXPECT_EQ(r.mig_uuid[15], 0xAF);
 }
 
+// A light window (PROFCTL_INJECT_WINDOW=launches) records RuntimeWindowCalls one by one: every one
+// is named without libcupti, the launch forms among them (the per-thread stream's, CUDA 13's
+// __cudaLaunchKernel), and such a launch ties its kernel as cudaLaunchKernel does.
+TEST(CuptiRecordsTest, ALightWindowsRuntimeCallsAreNamedAndTieTheirKernels) {
+  size_t count = 0;
+  const ApiCallName* calls = RuntimeWindowCalls(&count);
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < count; ++i) {
+    ids.push_back(calls[i].cbid);
+    EXPECT_STREQ(BuiltinApiName(static_cast<uint8_t>(ApiDomain::kRuntime), calls[i].cbid),
+                 calls[i].name);
+  }
+  for (uint32_t id : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+                      CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020}) {
+    EXPECT_THAT(ids, Contains(id));
+  }
+  EXPECT_EQ(BuiltinApiName(static_cast<uint8_t>(ApiDomain::kRuntime),
+                           CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020),
+            nullptr);
+
+  Buffer b;
+  Api(b, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 7, 100, 110);
+  Kernel(b, "_Z6squarePfi", 7, 200, 400);
+  absl::StatusOr<agent::cupti::RecordBatch> batch = ConvertAndParse(b);
+  ASSERT_THAT(batch, IsOk());
+  ASSERT_THAT(batch->apis, SizeIs(1));
+  EXPECT_EQ(batch->String(batch->apis[0].name), "cudaLaunchKernel");
+  ASSERT_THAT(batch->kernels, SizeIs(1));
+  EXPECT_EQ(batch->kernels[0].correlation_id, batch->apis[0].correlation_id);
+}
+
 // cuBLAS launches its GEMMs with cuLaunchKernelEx (CUDA 12+), Triton and XLA with cuLaunchKernel:
 // DRIVER records of those calls, enabled by callback id, tie such kernels to a launch on the
 // host plane as runtime launches are.
