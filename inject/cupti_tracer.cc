@@ -151,10 +151,16 @@ bool CuptiTracer::Initialize() {
             },
         .finalize =
             [this] {
+              cupti_attached_.store(false, std::memory_order_release);
               api_->finalize();  // ends every subscription, the detach's among them
               detach_subscriber_ = nullptr;
             },
-        .attach = [this] { return Attach().empty(); },
+        .attach =
+            [this] {
+              if (!Attach().empty()) return false;
+              cupti_attached_.store(true, std::memory_order_release);
+              return true;
+            },
     });
     initialized_ = true;
   });
@@ -216,6 +222,22 @@ void CUPTIAPI CuptiTracer::DetachCallback(void* /*userdata*/, CUpti_CallbackDoma
 bool CuptiTracer::DetachFromEnvironment() {
   const char* detach = std::getenv("PROFCTL_INJECT_DETACH");
   return detach != nullptr && std::string_view(detach) == "1";
+}
+
+bool CuptiTracer::NvtxStepsFromEnvironment() {
+  const char* steps = std::getenv("PROFCTL_INJECT_NVTX_STEPS");
+  return steps != nullptr && std::string_view(steps) == "1";
+}
+
+int CuptiTracer::InstallNvtxHooks(const void* get_export_table, bool forward_to_cupti) {
+  NvtxHookTarget target;
+  target.mu = &steps_mu_;
+  target.steps = &steps_;
+  target.forward = &cupti_attached_;
+  const int ok = profctl::inject::InstallNvtxHooks(
+      get_export_table, forward_to_cupti ? nvtx_entry_ : nullptr, target);
+  if (ok != 0) nvtx_steps_.store(true, std::memory_order_release);
+  return ok;
 }
 
 bool CuptiTracer::LaunchWindowFromEnvironment() {
@@ -425,9 +447,12 @@ void CuptiTracer::PollStepsNow(bool idle) {
 void CuptiTracer::FlushForSteps(uint32_t flags) {
   if (!initialized_) return;
   // The buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
-  // Detached, no CUPTI call at all (one would attach it again).
+  // Detached, no CUPTI call at all (one would attach it again). With the NVTX hooks the steps
+  // need no flush: only the light level's launches need the clock offset.
+  const bool hooks = nvtx_steps_.load(std::memory_order_acquire);
+  if (hooks && launch_subscriber_ == nullptr) return;
   detach_->WhileAttached([&] {
-    api_->flush_all(flags);
+    if (!hooks) api_->flush_all(flags);
     if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
   });
 }
@@ -435,9 +460,10 @@ void CuptiTracer::FlushForSteps(uint32_t flags) {
 size_t CuptiTracer::TakeSteps(StepSampleEntry* out, size_t max) {
   size_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(steps_mu_);
     n = steps_.Take(out, max);
   }
+  if (nvtx_steps_.load(std::memory_order_acquire)) return n;  // CLOCK_REALTIME already
   for (size_t i = 0; i < n; ++i) {
     out[i].start_wall_ns -= steps_gpu_minus_wall_ns_;
     out[i].end_wall_ns -= steps_gpu_minus_wall_ns_;
@@ -593,7 +619,11 @@ void CuptiTracer::OnBuffer(uint8_t* buffer, size_t valid_size) {
       const auto* bytes = reinterpret_cast<const uint8_t*>(record);
       devices_.emplace_back(bytes, bytes + device_size);
     }
-    if (record->kind == CUPTI_ACTIVITY_KIND_MARKER) AddStepMarker(*record, &steps_);
+    if (record->kind == CUPTI_ACTIVITY_KIND_MARKER &&
+        !nvtx_steps_.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> steps_lock(steps_mu_);
+      AddStepMarker(*record, &steps_);
+    }
     if (!collecting_ || converter_ == nullptr) continue;
     // Room for the largest record plus its longest string, else a new batch.
     if (writer_->size_bytes() + kMaxStringBytes + 256 > kBatchBytes) RotateBatch();

@@ -39,7 +39,9 @@
 // production): PROFCTL_INJECT_DETACH=1 detaches CUPTI after every window (cupti_detach.h; the step
 // signal stops until the next window, which attaches again), PROFCTL_INJECT_WINDOW=launches
 // records the API calls of RuntimeWindowCalls and DriverLaunchCalls one by one instead of the
-// RUNTIME and DRIVER kinds (every call).
+// RUNTIME and DRIVER kinds (every call), PROFCTL_INJECT_NVTX_STEPS=1 takes the step signal from
+// the library's own NVTX range handlers (nvtx_hooks.h; libcupti still gets every NVTX call while
+// attached) instead of CUPTI's MARKER records, so it goes on while CUPTI is detached.
 //
 // THREADING. Enable/Disable/Flush/Discard/PollSteps/TakeSteps come from the client's thread;
 // CUPTI's buffer callbacks from CUPTI's threads (or the flushing thread); one mutex guards the
@@ -62,6 +64,7 @@
 #include "inject/cupti_detach.h"
 #include "inject/cupti_records.h"
 #include "inject/inject_client.h"
+#include "inject/nvtx_hooks.h"
 #include "inject/record_batch_writer.h"
 #include "inject/step_samples.h"
 
@@ -88,6 +91,11 @@ class CuptiTracer final : public Tracer {
   // PROFCTL_INJECT_DETACH=1 and PROFCTL_INJECT_WINDOW=launches (above).
   static bool DetachFromEnvironment();
   static bool LaunchWindowFromEnvironment();
+  static bool NvtxStepsFromEnvironment();
+  // NVTX's injection entry under PROFCTL_INJECT_NVTX_STEPS=1: the library's own range handlers,
+  // forwarding to libcupti's entry when `forward_to_cupti` (and it was loaded). What NVTX
+  // expects back: non-zero on success.
+  int InstallNvtxHooks(const void* get_export_table, bool forward_to_cupti);
   // libcupti's own NVTX entry point (InitializeInjectionNvtx2), or nullptr.
   void* nvtx_entry() const { return nvtx_entry_; }
   bool loaded() const { return lib_ != nullptr; }
@@ -168,8 +176,16 @@ class CuptiTracer final : public Tracer {
   size_t pending_bytes_ = 0;
   uint64_t dropped_ = 0;                       // records dropped this window (pending cap, CUPTI)
   std::vector<std::vector<uint8_t>> devices_;  // raw CUpti_ActivityDevice records
-  StepRangeTracker steps_;                     // guarded by mu_; GPU-clock times
-  int64_t steps_gpu_minus_wall_ns_ = 0;        // the client's thread only (PollSteps)
+  // The step signal's ranges: GPU-clock times from MARKER records, or CLOCK_REALTIME ones from
+  // the NVTX hooks (nvtx_steps_). Its own mutex: an application thread's step start waits on no
+  // window's buffer conversion.
+  std::mutex steps_mu_;
+  StepRangeTracker steps_;  // guarded by steps_mu_
+  std::atomic<bool> nvtx_steps_{false};
+  // CUPTI attached (the hooks call libcupti's handlers only then): cleared before a detach's
+  // cuptiFinalize, set after an attach.
+  std::atomic<bool> cupti_attached_{true};
+  int64_t steps_gpu_minus_wall_ns_ = 0;                      // the client's thread only (PollSteps)
   CollectiveLaunchRecorder launches_{&GpuNowNs, &ThreadId};  // thread-safe; GPU-clock times
   // The light level's subscription, null when off; the client's thread only.
   CUpti_SubscriberHandle launch_subscriber_ = nullptr;

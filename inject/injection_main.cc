@@ -77,11 +77,22 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 // success. We forward to libcupti's own, which then receives NVTX's calls.
 __attribute__((visibility("default"))) int InitializeInjectionNvtx2(const void* get_export_table) {
   using NvtxEntry = int (*)(const void*);
+  profctl::inject::CuptiTracer* tracer = profctl::inject::CuptiTracer::Get();
+  // PROFCTL_INJECT_NVTX_STEPS=1: our own range handlers give the step signal; libcupti gets
+  // NVTX through them (not under PROFCTL_INJECT_LAZY=1, which keeps libcupti out until a window).
+  static const bool nvtx_steps = profctl::inject::CuptiTracer::NvtxStepsFromEnvironment();
+  if (nvtx_steps) {
+    const bool lazy = profctl::inject::Lazy();
+    if (!lazy) tracer->Initialize();
+    profctl::inject::g_nvtx.store(true);
+    const int ok = tracer->InstallNvtxHooks(get_export_table, !lazy && tracer->loaded());
+    profctl::inject::StartClientOnce();
+    return ok;
+  }
   if (profctl::inject::Lazy()) {
     profctl::inject::StartClientOnce();
     return 0;
   }
-  profctl::inject::CuptiTracer* tracer = profctl::inject::CuptiTracer::Get();
   tracer->Initialize();
   profctl::inject::g_nvtx.store(true);
   void* entry = tracer->nvtx_entry();

@@ -58,10 +58,11 @@ Phases:
             kernel: reported, not required. Not one of the default phases.
   switches  the library's diagnosis switches (SWITCH_RUNS: PROFCTL_INJECT_DETACH=1, CUPTI
             detached after every window; PROFCTL_INJECT_WINDOW=launches, a window recording the
-            launch, copy and synchronisation calls one by one), each on its own PyTorch loop
-            under injection, captured twice --phase-capture-ms SWITCH_GAP_S (3) s apart, each
-            capture checked by tests/gpu_capture_check.py and reported (the second "detach" one
-            runs on a CUPTI attached again). Not a default phase.
+            launch, copy and synchronisation calls one by one; PROFCTL_INJECT_NVTX_STEPS=1 with
+            the detach, the step signal from the library's own NVTX handlers), each on its own
+            PyTorch loop under injection, captured twice --phase-capture-ms SWITCH_GAP_S (3) s
+            apart, each capture checked by tests/gpu_capture_check.py and reported (the second
+            "detach" and "hooks" ones run on a CUPTI attached again). Not a default phase.
   jax       examples/jax_steps.py (JAX's own profiler server, StepTraceAnnotation steps),
             captured by `profctl capture --workers=grpc://127.0.0.1:PORT` and through
             `profctl-agent --collectors=tsl --tsl-local=127.0.0.1:PORT`, --jax-capture-ms each;
@@ -931,6 +932,7 @@ def launches_run(env, gpu_count):
 SWITCH_RUNS = (
     ("detach", {"PROFCTL_INJECT_DETACH": "1"}),
     ("light", {"PROFCTL_INJECT_WINDOW": "launches"}),
+    ("hooks", {"PROFCTL_INJECT_NVTX_STEPS": "1", "PROFCTL_INJECT_DETACH": "1"}),
 )
 SWITCH_GAP_S = 3
 

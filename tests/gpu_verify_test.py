@@ -445,9 +445,11 @@ class CommandTest(unittest.TestCase):
         with open(os.path.join(out, "gpu_verification.json")) as f:
             phase = json.load(f)["phases"]["switches"]
         self.assertEqual(phase["failed"], [], r.stdout[-3000:] + r.stderr[-3000:])
-        self.assertEqual(sorted(phase["check"]), ["detach", "light"])
+        self.assertEqual(sorted(phase["check"]), ["detach", "hooks", "light"])
         self.assertEqual(phase["check"]["detach"]["env"], {"PROFCTL_INJECT_DETACH": "1"})
         self.assertEqual(phase["check"]["light"]["env"], {"PROFCTL_INJECT_WINDOW": "launches"})
+        self.assertEqual(phase["check"]["hooks"]["env"],
+                         {"PROFCTL_INJECT_NVTX_STEPS": "1", "PROFCTL_INJECT_DETACH": "1"})
         for name, got in phase["check"].items():
             self.assertEqual(len(got["captures"]), 2, name)
             starts = []

@@ -1,0 +1,161 @@
+// dlopens the real libprofctl_inject.so with PROFCTL_INJECT_NVTX_STEPS=1 into this process (no
+// GPU) beside a fake agent, hands it an NVTX export table as NVTX would, and calls the range
+// handlers the library put in NVTX's slots: a step range pushed and popped there reaches the
+// agent as a step sample on CLOCK_REALTIME, with no CUPTI buffer in between (here CUPTI has no
+// GPU to record anything).
+#define NVTX_NO_IMPL
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nvtx3/nvToolsExt.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inject/inject_client.h"
+#include "inject/socket_protocol.h"
+#include "tests/build_paths.h"
+
+namespace profctl::inject {
+namespace {
+
+constexpr int kTimeoutMs = 20'000;
+
+// NVTX's side: one module's CORE and CORE2 slots, as its header-only implementation keeps them.
+std::array<NvtxFunctionPointer, NVTX_CBID_CORE_SIZE + 1> g_core{};
+std::array<NvtxFunctionPointer*, NVTX_CBID_CORE_SIZE + 1> g_core_table{};
+std::array<NvtxFunctionPointer, NVTX_CBID_CORE2_SIZE + 1> g_core2{};
+std::array<NvtxFunctionPointer*, NVTX_CBID_CORE2_SIZE + 1> g_core2_table{};
+
+int NVTX_API GetModuleFunctionTable(NvtxCallbackModule module, NvtxFunctionTable* table,
+                                    unsigned int* size) {
+  if (module == NVTX_CB_MODULE_CORE) {
+    *table = g_core_table.data();
+    *size = NVTX_CBID_CORE_SIZE;
+    return 1;
+  }
+  if (module == NVTX_CB_MODULE_CORE2) {
+    *table = g_core2_table.data();
+    *size = NVTX_CBID_CORE2_SIZE;
+    return 1;
+  }
+  return 0;
+}
+
+const NvtxExportTableCallbacks kCallbacks = {sizeof(NvtxExportTableCallbacks),
+                                             &GetModuleFunctionTable};
+
+const void* NVTX_API GetExportTable(uint32_t id) {
+  return id == NVTX_ETID_CALLBACKS ? &kCallbacks : nullptr;
+}
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool ReadFrame(int fd, FrameDecoder* decoder, uint16_t* type, std::vector<uint8_t>* payload) {
+  for (;;) {
+    const FrameDecoder::Result r = decoder->Next(type, payload);
+    if (r == FrameDecoder::Result::kFrame) return true;
+    if (r == FrameDecoder::Result::kError) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, kTimeoutMs) != 1) return false;
+    uint8_t buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    decoder->Feed(buf, static_cast<size_t>(n));
+  }
+}
+
+TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandlers) {
+  for (size_t i = 1; i < g_core_table.size() - 1; ++i) g_core_table[i] = &g_core[i];
+  for (size_t i = 1; i < g_core2_table.size() - 1; ++i) g_core2_table[i] = &g_core2[i];
+  char tmpl[] = "/tmp/profctl-inject-nvtx-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string sock = dir + "/agent.sock";
+  setenv(kAgentSocketEnv, sock.c_str(), 1);
+  setenv("PROFCTL_INJECT_NVTX_STEPS", "1", 1);
+
+  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listen_fd, 4), 0);
+
+  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using NvtxEntry = int (*)(const void*);
+  auto nvtx_init = reinterpret_cast<NvtxEntry>(dlsym(lib, "InitializeInjectionNvtx2"));
+  ASSERT_NE(nvtx_init, nullptr);
+  EXPECT_EQ(nvtx_init(reinterpret_cast<const void*>(&GetExportTable)), 1);
+  // The range calls are the library's now; the others it left to libcupti (or NVTX's no-op).
+  ASSERT_NE(g_core[NVTX_CBID_CORE_RangePushA], nullptr);
+  ASSERT_NE(g_core[NVTX_CBID_CORE_RangePop], nullptr);
+  ASSERT_NE(g_core2[NVTX_CBID_CORE2_DomainRangePushEx], nullptr);
+
+  pollfd p{listen_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, kTimeoutMs), 1);
+  const int fd = accept(listen_fd, nullptr, nullptr);
+  ASSERT_GE(fd, 0);
+  FrameDecoder decoder;
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
+  ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kRegister));
+
+  const int64_t before = RealtimeNs();
+  auto push = reinterpret_cast<nvtxRangePushA_impl_fntype>(g_core[NVTX_CBID_CORE_RangePushA]);
+  auto pop = reinterpret_cast<nvtxRangePop_impl_fntype>(g_core[NVTX_CBID_CORE_RangePop]);
+  push("train_step 42");
+  push("forward");
+  pop();
+  pop();
+  push("not a step");
+  pop();
+  const int64_t after = RealtimeNs();
+
+  // Asked for what it holds now (a snapshot's SendPending): the step comes at once.
+  std::vector<uint8_t> out;
+  AppendMessage(MessageType::kSendPending, CommandMessage{7}, &out);
+  ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
+  std::vector<StepSampleEntry> steps;
+  bool answered = false;
+  while (!answered && ReadFrame(fd, &decoder, &type, &payload)) {
+    if (type == static_cast<uint16_t>(MessageType::kStepSamples)) {
+      std::vector<StepSampleEntry> got;
+      const char* why = nullptr;
+      ASSERT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why)) << why;
+      steps.insert(steps.end(), got.begin(), got.end());
+    } else if (type == static_cast<uint16_t>(MessageType::kStatus)) {
+      StatusMessage s;
+      ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
+      answered = s.code == static_cast<uint32_t>(StatusCode::kPendingSent);
+    }
+  }
+  EXPECT_TRUE(answered);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step_num, 42);
+  EXPECT_GE(steps[0].start_wall_ns, before);
+  EXPECT_LE(steps[0].end_wall_ns, after);
+  EXPECT_LE(steps[0].start_wall_ns, steps[0].end_wall_ns);
+
+  close(fd);
+  close(listen_fd);
+  dlclose(lib);
+  unlink(sock.c_str());
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace profctl::inject
