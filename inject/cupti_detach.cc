@@ -16,10 +16,19 @@ void CuptiDetach::OnApiExit() {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // the client is attaching or polling: the next exit tries again
   if (!requested_.exchange(false, std::memory_order_acq_rel)) return;
-  hooks_.finalize();
-  subscribed_ = false;
-  attached_ = false;
-  detaches_.fetch_add(1, std::memory_order_relaxed);
+  switch (hooks_.finalize()) {
+    case Finalized::kDetached:
+      subscribed_ = false;
+      attached_ = false;
+      detaches_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case Finalized::kBusy:
+      requested_.store(true, std::memory_order_release);
+      return;
+    case Finalized::kFailed:
+      refusals_.fetch_add(1, std::memory_order_relaxed);
+      return;  // attached and still subscribed: EnsureAttached unsubscribes
+  }
 }
 
 bool CuptiDetach::EnsureAttached() {

@@ -8,7 +8,8 @@
 //
 // Plain C++ and no CUPTI: the tracer gives the calls (Hooks), tests give counters. One mutex
 // orders the three; an API callback never waits on it (try-lock: a callback that finds it held
-// returns, and the next API exit tries again), so a CUDA call is never stalled by the client.
+// returns, and the next API exit tries again). The finalize itself runs on the application's
+// thread that made the API call (CUPTI's rule), as long as CUPTI takes.
 //
 // While detached, nothing may call CUPTI (a CUPTI call attaches it again, silently): the step
 // signal's poll asks WhileAttached.
@@ -24,13 +25,18 @@ namespace profctl::inject {
 
 class CuptiDetach {
  public:
+  // What a finalize did: detached; not now (an NVTX hook is inside libcupti: the next API exit
+  // tries again); or CUPTI refused (it stays attached; the subscription goes at the next
+  // EnsureAttached, from the client's thread).
+  enum class Finalized { kDetached, kBusy, kFailed };
+
   struct Hooks {
     // Subscribes to every runtime and driver API callback (true when done). Client thread.
     std::function<bool()> subscribe;
     // Releases that subscription (a detach cancelled before it happened). Client thread.
     std::function<void()> unsubscribe;
     // cuptiFinalize: detaches CUPTI, the subscription with it. An API callback's thread.
-    std::function<void()> finalize;
+    std::function<Finalized()> finalize;
     // Registers the buffer callbacks and enables the idle kinds again (true when done). Client
     // thread.
     std::function<bool()> attach;
@@ -53,6 +59,8 @@ class CuptiDetach {
   bool pending() const { return requested_.load(std::memory_order_acquire); }
   uint64_t detaches() const { return detaches_.load(std::memory_order_relaxed); }
   uint64_t attaches() const { return attaches_.load(std::memory_order_relaxed); }
+  // cuptiFinalize calls that failed (CUPTI stayed attached).
+  uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
 
  private:
   Hooks hooks_;
@@ -62,6 +70,7 @@ class CuptiDetach {
   std::atomic<bool> requested_{false};
   std::atomic<uint64_t> detaches_{0};
   std::atomic<uint64_t> attaches_{0};
+  std::atomic<uint64_t> refusals_{0};
 };
 
 }  // namespace profctl::inject

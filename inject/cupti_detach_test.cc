@@ -21,6 +21,7 @@ struct FakeCupti {
   std::atomic<int> misuse{0};  // a hook called where it must not be
   bool refuse_subscribe = false;
   bool refuse_attach = false;
+  CuptiDetach::Finalized finalize_answer = CuptiDetach::Finalized::kDetached;
 
   CuptiDetach::Hooks Hooks() {
     return {
@@ -41,9 +42,11 @@ struct FakeCupti {
         .finalize =
             [this] {
               if (!attached || !subscribed) ++misuse;
+              if (finalize_answer != CuptiDetach::Finalized::kDetached) return finalize_answer;
               attached = false;
               subscribed = false;
               ++finalizes;
+              return CuptiDetach::Finalized::kDetached;
             },
         .attach =
             [this] {
@@ -132,6 +135,50 @@ TEST(CuptiDetachTest, RefusalsLeaveCuptiAttachedOrReportTheFailure) {
   cupti.refuse_attach = false;
   EXPECT_TRUE(detach.EnsureAttached());
   EXPECT_EQ(cupti.misuse, 0);
+}
+
+TEST(CuptiDetachTest, ABusyHookPutsTheDetachOffAndARefusalKeepsCuptiAttached) {
+  FakeCupti cupti;
+  CuptiDetach detach(cupti.Hooks());
+  ASSERT_TRUE(detach.Request());
+  cupti.finalize_answer = CuptiDetach::Finalized::kBusy;  // an NVTX hook inside libcupti
+  detach.OnApiExit();
+  EXPECT_TRUE(detach.attached());
+  EXPECT_TRUE(detach.pending());  // the next API exit tries again
+  cupti.finalize_answer = CuptiDetach::Finalized::kDetached;
+  detach.OnApiExit();
+  EXPECT_FALSE(detach.attached());
+  EXPECT_EQ(cupti.finalizes, 1);
+
+  ASSERT_TRUE(detach.EnsureAttached());
+  ASSERT_TRUE(detach.Request());
+  cupti.finalize_answer = CuptiDetach::Finalized::kFailed;
+  detach.OnApiExit();
+  detach.OnApiExit();
+  EXPECT_TRUE(detach.attached());
+  EXPECT_FALSE(detach.pending());  // not tried again: CUPTI said no
+  EXPECT_EQ(detach.refusals(), 1u);
+  EXPECT_TRUE(cupti.subscribed);
+  ASSERT_TRUE(detach.EnsureAttached());  // the next window drops the subscription
+  EXPECT_FALSE(cupti.subscribed);
+  EXPECT_EQ(cupti.attaches, 1);
+  EXPECT_EQ(cupti.misuse, 0);
+}
+
+// An API exit never waits for the client: with the client inside WhileAttached (a poll), an exit
+// on another thread returns at once and leaves the detach to a later one.
+TEST(CuptiDetachTest, AnApiExitNeverWaitsForTheClient) {
+  FakeCupti cupti;
+  CuptiDetach detach(cupti.Hooks());
+  ASSERT_TRUE(detach.Request());
+  EXPECT_TRUE(detach.WhileAttached([&] {
+    std::thread api([&] { detach.OnApiExit(); });
+    api.join();  // a blocking OnApiExit would never return here
+  }));
+  EXPECT_EQ(cupti.finalizes, 0);
+  EXPECT_TRUE(detach.pending());
+  detach.OnApiExit();
+  EXPECT_EQ(cupti.finalizes, 1);
 }
 
 // API calls on many threads while the client runs windows: every detach is one finalize, made

@@ -1,6 +1,7 @@
 #include "inject/cupti_tracer.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -151,14 +152,19 @@ bool CuptiTracer::Initialize() {
             },
         .finalize =
             [this] {
-              cupti_attached_.store(false, std::memory_order_release);
-              api_->finalize();  // ends every subscription, the detach's among them
+              // The NVTX hooks stop calling libcupti first, unless one is inside it now.
+              if (!StopForwardingToCupti(&cupti_attached_)) return CuptiDetach::Finalized::kBusy;
+              if (api_->finalize() != CUPTI_SUCCESS) {  // ends every subscription, ours too
+                cupti_attached_.store(true, std::memory_order_seq_cst);
+                return CuptiDetach::Finalized::kFailed;
+              }
               detach_subscriber_ = nullptr;
+              return CuptiDetach::Finalized::kDetached;
             },
         .attach =
             [this] {
               if (!Attach().empty()) return false;
-              cupti_attached_.store(true, std::memory_order_release);
+              cupti_attached_.store(true, std::memory_order_seq_cst);
               return true;
             },
     });
@@ -236,7 +242,15 @@ int CuptiTracer::InstallNvtxHooks(const void* get_export_table, bool forward_to_
   target.forward = &cupti_attached_;
   const int ok = profctl::inject::InstallNvtxHooks(
       get_export_table, forward_to_cupti ? nvtx_entry_ : nullptr, target);
-  if (ok != 0) nvtx_steps_.store(true, std::memory_order_release);
+  if (ok == 0) return 0;
+  nvtx_steps_.store(true, std::memory_order_release);
+  // Application threads take steps_mu_ now: a fork while another thread holds it must not leave
+  // the child a locked mutex (a DataLoader worker's first step range would wait forever).
+  static std::once_flag fork_once;
+  std::call_once(fork_once, [] {
+    pthread_atfork([] { Get()->steps_mu_.lock(); }, [] { Get()->steps_mu_.unlock(); },
+                   [] { Get()->steps_mu_.unlock(); });
+  });
   return ok;
 }
 
@@ -448,11 +462,13 @@ void CuptiTracer::FlushForSteps(uint32_t flags) {
   if (!initialized_) return;
   // The buffer callback runs on this thread or CUPTI's and takes mu_; we do not hold it here.
   // Detached, no CUPTI call at all (one would attach it again). With the NVTX hooks the steps
-  // need no flush: only the light level's launches need the clock offset.
+  // need no flush, but the MARKER buffers are still handed over as before (a window would
+  // otherwise get every marker since the last one), and only the light level's launches need
+  // the clock offset.
   const bool hooks = nvtx_steps_.load(std::memory_order_acquire);
-  if (hooks && launch_subscriber_ == nullptr) return;
   detach_->WhileAttached([&] {
-    if (!hooks) api_->flush_all(flags);
+    api_->flush_all(flags);
+    if (hooks && launch_subscriber_ == nullptr) return;
     if (const int64_t offset = Calibrate(); offset != 0) steps_gpu_minus_wall_ns_ = offset;
   });
 }

@@ -114,6 +114,19 @@ TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandl
   ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
   ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kRegister));
 
+  // The library drops what waited before it registered (stale steps) once it serves: a first
+  // SendPending answered says it does, so the steps below come after that.
+  std::vector<uint8_t> out;
+  AppendMessage(MessageType::kSendPending, CommandMessage{6}, &out);
+  ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
+  for (bool serving = false; !serving;) {
+    ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
+    if (type != static_cast<uint16_t>(MessageType::kStatus)) continue;
+    StatusMessage s;
+    ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
+    serving = s.code == static_cast<uint32_t>(StatusCode::kPendingSent);
+  }
+
   const int64_t before = RealtimeNs();
   auto push = reinterpret_cast<nvtxRangePushA_impl_fntype>(g_core[NVTX_CBID_CORE_RangePushA]);
   auto pop = reinterpret_cast<nvtxRangePop_impl_fntype>(g_core[NVTX_CBID_CORE_RangePop]);
@@ -126,7 +139,7 @@ TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandl
   const int64_t after = RealtimeNs();
 
   // Asked for what it holds now (a snapshot's SendPending): the step comes at once.
-  std::vector<uint8_t> out;
+  out.clear();
   AppendMessage(MessageType::kSendPending, CommandMessage{7}, &out);
   ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
   std::vector<StepSampleEntry> steps;

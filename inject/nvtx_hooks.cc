@@ -60,8 +60,37 @@ int64_t RealtimeNs() {
 int64_t Now() { return g_target.now_ns != nullptr ? g_target.now_ns() : RealtimeNs(); }
 
 bool Forwarding() {
-  return g_target.forward == nullptr || g_target.forward->load(std::memory_order_acquire);
+  return g_target.forward == nullptr || g_target.forward->load(std::memory_order_seq_cst);
 }
+
+// Hooks inside one of libcupti's handlers now. A detach (StopForwardingToCupti) clears
+// `forward` and then reads this: either it sees a hook inside and waits for a later API exit,
+// or the hook, which counts itself before it reads `forward`, sees it cleared and stays out.
+std::atomic<int> g_in_cupti{0};
+
+// Enters libcupti's handler when there is one and CUPTI is attached; the handler must be called
+// before this ends.
+class CuptiCall {
+ public:
+  explicit CuptiCall(bool have_handler) {
+    if (!have_handler || !Forwarding()) return;
+    g_in_cupti.fetch_add(1, std::memory_order_seq_cst);
+    if (Forwarding()) {
+      entered_ = true;
+    } else {
+      g_in_cupti.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  ~CuptiCall() {
+    if (entered_) g_in_cupti.fetch_sub(1, std::memory_order_release);
+  }
+  CuptiCall(const CuptiCall&) = delete;
+  CuptiCall& operator=(const CuptiCall&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_ = false;
+};
 
 template <typename Fn, size_t N>
 Fn Cupti(std::array<NvtxFunctionPointer, N>& slots, size_t cbid) {
@@ -143,108 +172,126 @@ bool OnPop(const void* domain) {
   return true;  // a pop of nothing: NVTX's caller's to answer; libcupti says what it says
 }
 
-// Start/end: step ranges open by id (any thread may end them).
-std::atomic<int> g_open_start_steps{0};
+// Start/end: step ranges open by id (any thread may end them), in a table of kMaxStartSteps so
+// that the end of a range that is not a step finds nothing to do without a lock (a count of the
+// table's entries, exact: set before the start returns its id).
+std::array<std::atomic<nvtxRangeId_t>, kMaxStartSteps> g_open_starts{};
+std::atomic<int> g_open_start_count{0};
 
-uint32_t StartStepId(nvtxRangeId_t id) { return static_cast<uint32_t>(id) & 0x7fff'ffffu; }
+// Ids of our own (CUPTI detached, or no libcupti): the top bit set, so that they are never
+// confused with libcupti's, and never ended to it.
+constexpr nvtxRangeId_t kOwnRangeId = nvtxRangeId_t{1} << 63;
+std::atomic<nvtxRangeId_t> g_next_range_id{1};
+
+// The tracker's id of a start/end range: 30 bits of its id, the 31st for our own ids (the 32nd
+// is the push/pop ranges').
+uint32_t StartStepId(nvtxRangeId_t id) {
+  return static_cast<uint32_t>(id & 0x3fff'ffffu) | ((id & kOwnRangeId) != 0 ? 0x4000'0000u : 0);
+}
 
 nvtxRangeId_t OnStart(nvtxRangeId_t id, std::string_view name) {
-  if (IsStep(name)) {
-    if (g_open_start_steps.load(std::memory_order_relaxed) >= static_cast<int>(kMaxStartSteps)) {
-      g_untracked.fetch_add(1, std::memory_order_relaxed);
+  if (id == 0 || !IsStep(name)) return id;
+  for (std::atomic<nvtxRangeId_t>& slot : g_open_starts) {
+    nvtxRangeId_t free = 0;
+    if (slot.compare_exchange_strong(free, id, std::memory_order_acq_rel)) {
+      g_open_start_count.fetch_add(1, std::memory_order_acq_rel);
+      StepStart(StartStepId(id), name);
       return id;
     }
-    g_open_start_steps.fetch_add(1, std::memory_order_relaxed);
-    StepStart(StartStepId(id), name);
   }
+  g_untracked.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
 
 void OnEnd(nvtxRangeId_t id) {
-  if (g_open_start_steps.load(std::memory_order_relaxed) == 0) return;
-  const int64_t now = Now();
-  std::lock_guard<std::mutex> lock(*g_target.mu);
-  const size_t before = g_target.steps->open();
-  g_target.steps->OnEnd(StartStepId(id), static_cast<uint64_t>(now));
-  if (g_target.steps->open() < before) g_open_start_steps.fetch_sub(1, std::memory_order_relaxed);
+  if (id == 0 || g_open_start_count.load(std::memory_order_acquire) == 0) return;
+  for (std::atomic<nvtxRangeId_t>& slot : g_open_starts) {
+    nvtxRangeId_t open = id;
+    if (slot.compare_exchange_strong(open, 0, std::memory_order_acq_rel)) {
+      g_open_start_count.fetch_sub(1, std::memory_order_acq_rel);
+      StepEnd(StartStepId(id));
+      return;
+    }
+  }
 }
 
-// Our own ids for start/end ranges when libcupti gives none.
-std::atomic<uint64_t> g_next_range_id{1};
+nvtxRangeId_t OwnRangeId() {
+  return g_next_range_id.fetch_add(1, std::memory_order_relaxed) | kOwnRangeId;
+}
 
 // ---- The handlers NVTX calls. ----
 
 int NVTX_API RangePushA(const char* message) {
-  const bool forward = Forwarding();
   auto cupti = Cupti<nvtxRangePushA_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangePushA);
-  const int level = OnPush(nullptr, message != nullptr ? message : "", forward && cupti);
-  return forward && cupti != nullptr ? cupti(message) : level;
+  const CuptiCall call(cupti != nullptr);
+  const int level = OnPush(nullptr, message != nullptr ? message : "", call.entered());
+  return call.entered() ? cupti(message) : level;
 }
 
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* attr) {
-  const bool forward = Forwarding();
   auto cupti = Cupti<nvtxRangePushEx_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangePushEx);
-  const int level = OnPush(nullptr, AsciiName(attr), forward && cupti);
-  return forward && cupti != nullptr ? cupti(attr) : level;
+  const CuptiCall call(cupti != nullptr);
+  const int level = OnPush(nullptr, AsciiName(attr), call.entered());
+  return call.entered() ? cupti(attr) : level;
 }
 
 int NVTX_API RangePushW(const wchar_t* message) {
-  const bool forward = Forwarding();
   auto cupti = Cupti<nvtxRangePushW_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangePushW);
-  const int level = OnPush(nullptr, {}, forward && cupti);
-  return forward && cupti != nullptr ? cupti(message) : level;
+  const CuptiCall call(cupti != nullptr);
+  const int level = OnPush(nullptr, {}, call.entered());
+  return call.entered() ? cupti(message) : level;
 }
 
 int NVTX_API RangePop() {
-  const bool forwarded = OnPop(nullptr);
+  const bool pushed_to_cupti = OnPop(nullptr);
   auto cupti = Cupti<nvtxRangePop_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangePop);
-  return forwarded && Forwarding() && cupti != nullptr ? cupti() : 0;
+  const CuptiCall call(pushed_to_cupti && cupti != nullptr);
+  return call.entered() ? cupti() : 0;
 }
 
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr) {
-  const bool forward = Forwarding();
   auto cupti =
       Cupti<nvtxDomainRangePushEx_impl_fntype>(g_shadow_core2, NVTX_CBID_CORE2_DomainRangePushEx);
-  const int level = OnPush(domain, AsciiName(attr), forward && cupti);
-  return forward && cupti != nullptr ? cupti(domain, attr) : level;
+  const CuptiCall call(cupti != nullptr);
+  const int level = OnPush(domain, AsciiName(attr), call.entered());
+  return call.entered() ? cupti(domain, attr) : level;
 }
 
 int NVTX_API DomainRangePop(nvtxDomainHandle_t domain) {
-  const bool forwarded = OnPop(domain);
+  const bool pushed_to_cupti = OnPop(domain);
   auto cupti =
       Cupti<nvtxDomainRangePop_impl_fntype>(g_shadow_core2, NVTX_CBID_CORE2_DomainRangePop);
-  return forwarded && Forwarding() && cupti != nullptr ? cupti(domain) : 0;
+  const CuptiCall call(pushed_to_cupti && cupti != nullptr);
+  return call.entered() ? cupti(domain) : 0;
 }
 
 nvtxRangeId_t NVTX_API RangeStartA(const char* message) {
   auto cupti = Cupti<nvtxRangeStartA_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangeStartA);
-  const nvtxRangeId_t id = Forwarding() && cupti != nullptr
-                               ? cupti(message)
-                               : g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  const CuptiCall call(cupti != nullptr);
+  const nvtxRangeId_t id = call.entered() ? cupti(message) : OwnRangeId();
   return OnStart(id, message != nullptr ? message : "");
 }
 
 nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* attr) {
   auto cupti = Cupti<nvtxRangeStartEx_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangeStartEx);
-  const nvtxRangeId_t id = Forwarding() && cupti != nullptr
-                               ? cupti(attr)
-                               : g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  const CuptiCall call(cupti != nullptr);
+  const nvtxRangeId_t id = call.entered() ? cupti(attr) : OwnRangeId();
   return OnStart(id, AsciiName(attr));
 }
 
 void NVTX_API RangeEnd(nvtxRangeId_t id) {
   OnEnd(id);
   auto cupti = Cupti<nvtxRangeEnd_impl_fntype>(g_shadow_core, NVTX_CBID_CORE_RangeEnd);
-  if (Forwarding() && cupti != nullptr) cupti(id);
+  const CuptiCall call((id & kOwnRangeId) == 0 && cupti != nullptr);
+  if (call.entered()) cupti(id);
 }
 
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t domain,
                                           const nvtxEventAttributes_t* attr) {
   auto cupti =
       Cupti<nvtxDomainRangeStartEx_impl_fntype>(g_shadow_core2, NVTX_CBID_CORE2_DomainRangeStartEx);
-  const nvtxRangeId_t id = Forwarding() && cupti != nullptr
-                               ? cupti(domain, attr)
-                               : g_next_range_id.fetch_add(1, std::memory_order_relaxed);
+  const CuptiCall call(cupti != nullptr);
+  const nvtxRangeId_t id = call.entered() ? cupti(domain, attr) : OwnRangeId();
   return OnStart(id, AsciiName(attr));
 }
 
@@ -252,7 +299,8 @@ void NVTX_API DomainRangeEnd(nvtxDomainHandle_t domain, nvtxRangeId_t id) {
   OnEnd(id);
   auto cupti =
       Cupti<nvtxDomainRangeEnd_impl_fntype>(g_shadow_core2, NVTX_CBID_CORE2_DomainRangeEnd);
-  if (Forwarding() && cupti != nullptr) cupti(domain, id);
+  const CuptiCall call((id & kOwnRangeId) == 0 && cupti != nullptr);
+  if (call.entered()) cupti(domain, id);
 }
 
 struct Hook {
@@ -344,7 +392,7 @@ unsigned int Wire(NvtxFunctionTable real, unsigned int real_size,
 int InstallNvtxHooks(const void* get_export_table, void* cupti_entry,
                      const NvtxHookTarget& target) {
   if (get_export_table == nullptr || target.mu == nullptr || target.steps == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(g_install_mu);
+  std::unique_lock<std::mutex> lock(g_install_mu);
   if (!g_have_target.load(std::memory_order_acquire)) {
     g_target = target;
     g_have_target.store(true, std::memory_order_release);
@@ -373,12 +421,20 @@ int InstallNvtxHooks(const void* get_export_table, void* cupti_entry,
     m.core2_size = Wire(core2, core2_size, &g_shadow_core2, &m.core2, kCore2Hooks);
   }
   g_module_count.store(k + 1, std::memory_order_release);
+  lock.unlock();  // libcupti's entry may start another module's NVTX, and so come back here
   if (cupti_entry != nullptr) {
     // Its answer is not ours: the hooks are in whether or not libcupti takes NVTX.
     reinterpret_cast<CuptiEntryFn>(cupti_entry)(
         reinterpret_cast<const void*>(kShadowGetExportTable[k]));
   }
   return 1;
+}
+
+bool StopForwardingToCupti(std::atomic<bool>* forward) {
+  forward->store(false, std::memory_order_seq_cst);
+  if (g_in_cupti.load(std::memory_order_seq_cst) == 0) return true;
+  forward->store(true, std::memory_order_seq_cst);
+  return false;
 }
 
 uint64_t NvtxHooksUntracked() { return g_untracked.load(std::memory_order_relaxed); }

@@ -15,8 +15,14 @@
 //      per-thread stack (push/pop) or by id (start/end), and give each step's start and end, on
 //      CLOCK_REALTIME, to the target's tracker; then they call libcupti's handler, while the
 //      target says CUPTI is attached (a range pushed while it was not is not popped to it).
-// A range that is not a step costs a name match and a thread-local stack entry; no lock, no
-// allocation. Names in wide or registered strings are not matched (passed on only).
+// A range that is not a step costs a name match and a thread-local stack entry (a start/end one
+// an id, its end a look at a count); no lock, no allocation. Passing a call on to libcupti adds
+// two atomic counts of the hooks inside it (a detach waits until none is). Names in wide or
+// registered strings are not matched (passed on only). Start/end ranges started while CUPTI was
+// detached get ids of our own (top bit set), whose end is not passed on.
+//
+// Only the range calls are ours: NVTX's other calls (marks, names, domains, registered strings)
+// go to libcupti's handlers directly, attached or not.
 //
 // Plain C++ and NVTX's header types: part of the injection library.
 #ifndef PROFCTL_INJECT_NVTX_HOOKS_H_
@@ -49,6 +55,11 @@ int InstallNvtxHooks(const void* get_export_table, void* cupti_entry, const Nvtx
 // Step ranges seen by the hooks that a full per-thread stack (64 deep) or a full start/end table
 // could not follow.
 uint64_t NvtxHooksUntracked();
+
+// Before cuptiFinalize: clears `forward` (the target's), so that no hook enters libcupti any
+// more, unless one is inside it now: then `forward` stays set and the answer is false (try again
+// at a later moment). Any thread; never blocks.
+bool StopForwardingToCupti(std::atomic<bool>* forward);
 
 }  // namespace profctl::inject
 

@@ -39,8 +39,13 @@ std::mutex g_fake_mu;
 std::string g_last_push;  // guarded by g_fake_mu
 std::atomic<int> g_cupti_level{0};
 
+// When set, the next push handler tries a detach from inside libcupti.
+bool g_stop_inside = false;
+bool g_stopped_inside = true;
+
 int NVTX_API CuptiPushA(const char* message) {
   ++g_push;
+  if (g_stop_inside) g_stopped_inside = StopForwardingToCupti(&g_forward);
   {
     std::lock_guard<std::mutex> lock(g_fake_mu);
     g_last_push = message;
@@ -195,6 +200,20 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].step_num, 9);
 
+  // A start while CUPTI is detached gets an id of our own, whose end libcupti never hears of.
+  g_forward = false;
+  const nvtxRangeId_t own = nvtxRangeStartA("train_step 99");
+  g_forward = true;
+  EXPECT_NE(own & (nvtxRangeId_t{1} << 63), 0u);
+  const int starts_before = g_start.load();
+  const int ends_before = g_end.load();
+  nvtxRangeEnd(own);
+  EXPECT_EQ(g_start.load(), starts_before);
+  EXPECT_EQ(g_end.load(), ends_before);
+  steps = TakeSteps();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step_num, 99);
+
   // Start/end ranges: libcupti's ids are the caller's, and end on another thread.
   const nvtxRangeId_t id = nvtxRangeStartA("train_step 10");
   EXPECT_EQ(id, 5000u);
@@ -202,7 +221,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   const nvtxRangeId_t id11 = nvtxRangeStartEx(&step11);
   std::thread([&] { nvtxRangeEnd(id); }).join();
   nvtxRangeEnd(id11);
-  EXPECT_EQ(g_end.load(), 2);
+  EXPECT_EQ(g_end.load(), ends_before + 2);
   EXPECT_EQ(g_last_end.load(), id11);
   steps = TakeSteps();
   ASSERT_EQ(steps.size(), 2u);
@@ -236,6 +255,34 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].step_num, 14);
   EXPECT_EQ(NvtxHooksUntracked(), 0u);
+
+  // More step ranges open at once than the start/end table holds: the excess is counted, and
+  // once they end the table is whole again.
+  std::vector<nvtxRangeId_t> open;
+  for (int i = 0; i < 70; ++i) {
+    open.push_back(nvtxRangeStartA(("train_step " + std::to_string(2000 + i)).c_str()));
+  }
+  EXPECT_EQ(NvtxHooksUntracked(), 6u);
+  for (nvtxRangeId_t r : open) nvtxRangeEnd(r);
+  steps = TakeSteps();
+  EXPECT_EQ(steps.size(), 64u);
+  const nvtxRangeId_t again = nvtxRangeStartA("train_step 3000");
+  nvtxRangeEnd(again);
+  steps = TakeSteps();
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step_num, 3000);
+
+  // A detach while a hook is inside libcupti waits: StopForwardingToCupti from inside a handler
+  // (as a finalize on another thread would find it) says not now and leaves forwarding on.
+  g_stop_inside = true;
+  nvtxRangePushA("probe");
+  g_stop_inside = false;
+  EXPECT_FALSE(g_stopped_inside);
+  EXPECT_TRUE(g_forward.load());
+  nvtxRangePop();
+  EXPECT_TRUE(StopForwardingToCupti(&g_forward));  // nobody inside now
+  EXPECT_FALSE(g_forward.load());
+  g_forward = true;
 
   // Threads, each with its own stack.
   std::vector<std::thread> threads;

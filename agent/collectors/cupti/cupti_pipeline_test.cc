@@ -285,9 +285,18 @@ TEST(CuptiRecordsTest, ALightWindowsRuntimeCallsAreNamedAndTieTheirKernels) {
                       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020}) {
     EXPECT_THAT(ids, Contains(id));
   }
-  EXPECT_EQ(BuiltinApiName(static_cast<uint8_t>(ApiDomain::kRuntime),
-                           CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020),
-            nullptr);
+  const auto runtime_name = [](uint32_t cbid) {
+    const char* name = BuiltinApiName(static_cast<uint8_t>(ApiDomain::kRuntime), cbid);
+    return std::string(name != nullptr ? name : "(none)");
+  };
+  EXPECT_EQ(runtime_name(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000),
+            "cudaLaunchKernel");
+  EXPECT_EQ(runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060),
+            "cudaLaunchKernelExC");
+  EXPECT_EQ(runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000), "cudaMemcpyAsync");
+  EXPECT_EQ(runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000),
+            "cudaStreamSynchronize");
+  EXPECT_EQ(runtime_name(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020), "(none)");
 
   Buffer b;
   Api(b, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 7, 100, 110);
