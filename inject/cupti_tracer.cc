@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -154,11 +155,25 @@ bool CuptiTracer::Initialize() {
             [this] {
               // The NVTX hooks stop calling libcupti first, unless one is inside it now.
               if (!StopForwardingToCupti(&cupti_attached_)) return CuptiDetach::Finalized::kBusy;
-              if (api_->finalize() != CUPTI_SUCCESS) {  // ends every subscription, ours too
+              const CUptiResult r = api_->finalize();  // ends every subscription, ours too
+              // A diagnosis switch's outcome, once a process on stderr (the GPU run reads it).
+              static std::atomic<bool> said{false};
+              const bool first = !said.exchange(true);
+              if (r != CUPTI_SUCCESS) {
                 cupti_attached_.store(true, std::memory_order_seq_cst);
+                if (first) {
+                  std::fprintf(stderr, "profctl-inject: pid %d: cuptiFinalize refused: %s\n",
+                               static_cast<int>(getpid()), ResultString(r).c_str());
+                }
                 return CuptiDetach::Finalized::kFailed;
               }
               detach_subscriber_ = nullptr;
+              if (first) {
+                std::fprintf(stderr,
+                             "profctl-inject: pid %d: CUPTI detached after a window "
+                             "(PROFCTL_INJECT_DETACH=1)\n",
+                             static_cast<int>(getpid()));
+              }
               return CuptiDetach::Finalized::kDetached;
             },
         .attach =

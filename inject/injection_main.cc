@@ -9,7 +9,8 @@
 // Both return at once: libcupti is loaded and its callbacks registered on the caller's thread
 // (cheap; CUPTI needs it before the first NVTX call and before contexts exist), and everything
 // that may wait (connecting to the agent, retrying) runs on a background thread. Nothing here
-// throws, exits or blocks; at most one line goes to stderr, ever.
+// throws, exits or blocks; at most one line goes to stderr, ever (and one more under the
+// PROFCTL_INJECT_DETACH=1 diagnosis switch: whether CUPTI detached).
 #include <pthread.h>
 #include <unistd.h>
 

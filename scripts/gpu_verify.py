@@ -542,6 +542,7 @@ def overhead_run(env, kind, round_no):
         wait_for_step(target)
     finally:
         rc = env.procs.stop(name)
+    notes["library_said"] = library_lines(env, name)
     if not os.path.exists(step_log):
         raise Failure(f"{name}: the loop exited {rc} without its step log "
                       f"(log: {env.procs.log_path(name)})")
@@ -937,6 +938,16 @@ SWITCH_RUNS = (
 SWITCH_GAP_S = 3
 
 
+def library_lines(env, name):
+    """What the injection library said on `name`'s stderr ("profctl-inject: ..." lines: a
+    diagnosis switch's outcome, such as the detach)."""
+    try:
+        with open(env.procs.log_path(name), errors="replace") as f:
+            return [line.strip() for line in f if line.startswith("profctl-inject:")][:10]
+    except OSError:
+        return []
+
+
 def phase_switches(env):
     """Each diagnosis switch of SWITCH_RUNS on one PyTorch loop under injection beside the cupti
     agent: after registering and --settle-s, two captures of --phase-capture-ms SWITCH_GAP_S
@@ -974,6 +985,7 @@ def phase_switches(env):
                 failed.append(f"{name}: {e}")
             finally:
                 env.procs.stop(run)
+            got["library_said"] = library_lines(env, run)
             result[name] = got
     finally:
         env.stop_all()

@@ -175,6 +175,26 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--pin=3;rm: want auto, none or a CPU list", r.stderr)
 
+    def test_library_lines_are_what_the_injection_library_said(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = os.path.join(tmp, "switch_detach.log")
+            with open(log, "w") as f:
+                f.write("pytorch_steps: step 50\n"
+                        "profctl-inject: pid 7: CUPTI detached after a window "
+                        "(PROFCTL_INJECT_DETACH=1)\n"
+                        "pytorch_steps: step 100\n")
+
+            class Procs:
+                def log_path(self, name):
+                    return os.path.join(tmp, name + ".log")
+
+            class Env:
+                procs = Procs()
+            self.assertEqual(gpu_verify.library_lines(Env(), "switch_detach"),
+                             ["profctl-inject: pid 7: CUPTI detached after a window "
+                              "(PROFCTL_INJECT_DETACH=1)"])
+            self.assertEqual(gpu_verify.library_lines(Env(), "never_started"), [])
+
     def test_round_order_rotates(self):
         self.assertEqual([gpu_verify.overhead_order(r)[0] for r in (1, 2, 3, 4)],
                          ["none", "loaded", "kineto", "none"])
@@ -452,6 +472,7 @@ class CommandTest(unittest.TestCase):
                          {"PROFCTL_INJECT_NVTX_STEPS": "1", "PROFCTL_INJECT_DETACH": "1"})
         for name, got in phase["check"].items():
             self.assertEqual(len(got["captures"]), 2, name)
+            self.assertEqual(got["library_said"], [], name)  # no library in the stand-in
             starts = []
             for capture in got["captures"]:
                 with open(os.path.join(capture["session_dir"], "session.json")) as f:
