@@ -645,14 +645,17 @@ void CuptiTracer::OnBuffer(uint8_t* buffer, size_t valid_size) {
   std::lock_guard<std::mutex> lock(mu_);
   CUpti_Activity* record = nullptr;
   const size_t device_size = CuptiRecordSize(CUPTI_ACTIVITY_KIND_DEVICE);
+  // Without the NVTX hooks the step signal comes from these MARKER records; only the client's
+  // thread (TakeSteps) waits on steps_mu_ then.
+  const bool hooks = nvtx_steps_.load(std::memory_order_relaxed);
+  std::unique_lock<std::mutex> steps_lock(steps_mu_, std::defer_lock);
   while (api_->next_record(buffer, valid_size, &record) == CUPTI_SUCCESS && record != nullptr) {
     if (record->kind == CUPTI_ACTIVITY_KIND_DEVICE && devices_.size() < kMaxDevices) {
       const auto* bytes = reinterpret_cast<const uint8_t*>(record);
       devices_.emplace_back(bytes, bytes + device_size);
     }
-    if (record->kind == CUPTI_ACTIVITY_KIND_MARKER &&
-        !nvtx_steps_.load(std::memory_order_relaxed)) {
-      std::lock_guard<std::mutex> steps_lock(steps_mu_);
+    if (record->kind == CUPTI_ACTIVITY_KIND_MARKER && !hooks) {
+      if (!steps_lock.owns_lock()) steps_lock.lock();  // once a buffer
       AddStepMarker(*record, &steps_);
     }
     if (!collecting_ || converter_ == nullptr) continue;
