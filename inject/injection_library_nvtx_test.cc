@@ -11,12 +11,15 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "inject/inject_client.h"
@@ -76,9 +79,61 @@ bool ReadFrame(int fd, FrameDecoder* decoder, uint16_t* type, std::vector<uint8_
   }
 }
 
-TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandlers) {
+void PointTablesAtSlots() {
   for (size_t i = 1; i < g_core_table.size() - 1; ++i) g_core_table[i] = &g_core[i];
   for (size_t i = 1; i < g_core2_table.size() - 1; ++i) g_core2_table[i] = &g_core2[i];
+}
+
+// A fork (a DataLoader worker) while other threads record steps: the child's own step ranges
+// must not wait forever on a tracker mutex it inherited locked.
+TEST(InjectionLibraryNvtxTest, AForkWhileStepsAreRecordedNeverLeavesTheChildStuck) {
+  PointTablesAtSlots();
+  setenv(kAgentSocketEnv, "/nonexistent/profctl-agent.sock", 1);  // no agent: steps just wait
+  setenv("PROFCTL_INJECT_NVTX_STEPS", "1", 1);
+  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using NvtxEntry = int (*)(const void*);
+  auto nvtx_init = reinterpret_cast<NvtxEntry>(dlsym(lib, "InitializeInjectionNvtx2"));
+  ASSERT_NE(nvtx_init, nullptr);
+  ASSERT_EQ(nvtx_init(reinterpret_cast<const void*>(&GetExportTable)), 1);
+  auto push = reinterpret_cast<nvtxRangePushA_impl_fntype>(g_core[NVTX_CBID_CORE_RangePushA]);
+  auto pop = reinterpret_cast<nvtxRangePop_impl_fntype>(g_core[NVTX_CBID_CORE_RangePop]);
+  ASSERT_NE(push, nullptr);
+
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        push("train_step 7");
+        pop();
+      }
+    });
+  }
+  int stuck = 0;
+  for (int i = 0; i < 50; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(10);  // a child stuck on an inherited lock dies of SIGALRM (a bound, not a timing)
+      push("train_step 1");
+      pop();
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++stuck;
+      break;  // one is enough to fail
+    }
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(stuck, 0);
+}
+
+TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandlers) {
+  PointTablesAtSlots();
   char tmpl[] = "/tmp/profctl-inject-nvtx-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
