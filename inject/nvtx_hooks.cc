@@ -124,8 +124,8 @@ void StepEnd(uint32_t id) {
   g_target.steps->OnEnd(id, static_cast<uint64_t>(now));
 }
 
-// Push/pop: a per-thread stack of (domain, step id or 0, passed to libcupti). Steps use ids with
-// the top bit set; start/end ranges use the low 31 bits of their range id.
+// Push/pop: a per-thread stack of (domain, step id or 0, passed to libcupti). Their steps' ids
+// in the tracker have the top bit set (start/end ranges': StartStepId).
 struct StackEntry {
   const void* domain;
   uint32_t step_id;
