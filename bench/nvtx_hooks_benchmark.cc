@@ -76,7 +76,7 @@ BENCHMARK(BM_PushPopStepThreads)->Threads(4);
 
 }  // namespace
 
-int NVTX_API NvtxHooksBenchInjection(NvtxGetExportTableFunc_t get_export_table) {
+int NVTX_API NvtxStaticInjection(NvtxGetExportTableFunc_t get_export_table) {
   const char* mode = std::getenv("PROFCTL_BENCH_NVTX");
   if (mode != nullptr && std::string_view(mode) == "none") return 0;  // NVTX's no-ops
   NvtxHookTarget target;

@@ -57,6 +57,12 @@ const char* KindName(CUpti_ActivityKind kind) {
   }
 }
 
+// Whether environment variable `name` is set to exactly `value` (the diagnosis switches).
+bool EnvIs(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string_view(v) == value;
+}
+
 void CUPTIAPI ProbeCallback(void* /*userdata*/, CUpti_CallbackDomain /*domain*/,
                             CUpti_CallbackId /*cbid*/, const void* /*data*/) {}
 
@@ -197,8 +203,7 @@ std::string CuptiTracer::Attach() {
   // before contexts are created. Failures here (no GPU) leave the window kinds to report them.
   // PROFCTL_INJECT_IDLE_KINDS=0 (a diagnosis switch, docs/gpu-verification.md) leaves both off:
   // no NVTX steps outside a window then.
-  if (const char* idle = std::getenv("PROFCTL_INJECT_IDLE_KINDS");
-      idle == nullptr || std::string_view(idle) != "0") {
+  if (!EnvIs("PROFCTL_INJECT_IDLE_KINDS", "0")) {
     api_->enable(CUPTI_ACTIVITY_KIND_MARKER);
     api_->enable(CUPTI_ACTIVITY_KIND_DEVICE);
   }
@@ -240,15 +245,9 @@ void CUPTIAPI CuptiTracer::DetachCallback(void* /*userdata*/, CUpti_CallbackDoma
   Get()->detach_->OnApiExit();
 }
 
-bool CuptiTracer::DetachFromEnvironment() {
-  const char* detach = std::getenv("PROFCTL_INJECT_DETACH");
-  return detach != nullptr && std::string_view(detach) == "1";
-}
+bool CuptiTracer::DetachFromEnvironment() { return EnvIs("PROFCTL_INJECT_DETACH", "1"); }
 
-bool CuptiTracer::NvtxStepsFromEnvironment() {
-  const char* steps = std::getenv("PROFCTL_INJECT_NVTX_STEPS");
-  return steps != nullptr && std::string_view(steps) == "1";
-}
+bool CuptiTracer::NvtxStepsFromEnvironment() { return EnvIs("PROFCTL_INJECT_NVTX_STEPS", "1"); }
 
 int CuptiTracer::InstallNvtxHooks(const void* get_export_table, bool forward_to_cupti) {
   NvtxHookTarget target;
@@ -270,8 +269,7 @@ int CuptiTracer::InstallNvtxHooks(const void* get_export_table, bool forward_to_
 }
 
 bool CuptiTracer::LaunchWindowFromEnvironment() {
-  const char* window = std::getenv("PROFCTL_INJECT_WINDOW");
-  return window != nullptr && std::string_view(window) == "launches";
+  return EnvIs("PROFCTL_INJECT_WINDOW", "launches");
 }
 
 std::string CuptiTracer::ResultString(CUptiResult result) const {
@@ -304,10 +302,7 @@ std::string CuptiTracer::ProbeSubscriber() {
   return "";  // other errors (no driver) are not a conflict; enabling reports them
 }
 
-bool CuptiTracer::LazyFromEnvironment() {
-  const char* lazy = std::getenv("PROFCTL_INJECT_LAZY");
-  return lazy != nullptr && std::string_view(lazy) == "1";
-}
+bool CuptiTracer::LazyFromEnvironment() { return EnvIs("PROFCTL_INJECT_LAZY", "1"); }
 
 std::string CuptiTracer::Unavailable() {
   // Asked at every connection: lazily, not before the first window (Enable initializes).

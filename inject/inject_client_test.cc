@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "inject/fake_agent_socket.h"
+
 namespace profctl::inject {
 namespace {
 
@@ -146,76 +148,6 @@ class FakeTracer : public Tracer {
 std::atomic<int64_t> g_fake_now{1'000};
 int64_t FakeNow() { return g_fake_now.load(); }
 
-class FakeAgent {
- public:
-  explicit FakeAgent(const std::string& path) {
-    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(listen_fd_, 8), 0);
-  }
-  ~FakeAgent() {
-    CloseClient();
-    close(listen_fd_);
-  }
-  bool Accept() {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) return false;
-    CloseClient();
-    fd_ = accept(listen_fd_, nullptr, nullptr);
-    decoder_ = FrameDecoder();
-    return fd_ >= 0;
-  }
-  void CloseClient() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-  // The next frame, or false at the deadline or when the client closed.
-  bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
-    for (;;) {
-      const FrameDecoder::Result r = decoder_.Next(type, payload);
-      if (r == FrameDecoder::Result::kFrame) return true;
-      if (r == FrameDecoder::Result::kError) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, kTimeoutMs) != 1) return false;
-      uint8_t buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
-      decoder_.Feed(buf, static_cast<size_t>(n));
-    }
-  }
-  template <typename M>
-  bool ReadMessage(MessageType want, M* out) {
-    uint16_t type = 0;
-    std::vector<uint8_t> payload;
-    if (!Read(&type, &payload)) return false;
-    EXPECT_EQ(type, static_cast<uint16_t>(want));
-    return type == static_cast<uint16_t>(want) &&
-           DecodeMessage(payload.data(), payload.size(), out);
-  }
-  StatusMessage ReadStatus() {
-    StatusMessage m;
-    EXPECT_TRUE(ReadMessage(MessageType::kStatus, &m));
-    return m;
-  }
-  template <typename M>
-  void Send(MessageType type, const M& m) {
-    std::vector<uint8_t> out;
-    AppendMessage(type, m, &out);
-    SendRaw(out);
-  }
-  void SendRaw(const std::vector<uint8_t>& bytes) {
-    ASSERT_TRUE(SendAll(fd_, bytes.data(), bytes.size(), kTimeoutMs));
-  }
-
- private:
-  int listen_fd_ = -1;
-  int fd_ = -1;
-  FrameDecoder decoder_;
-};
-
 class InjectClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -274,7 +206,7 @@ class InjectClientTest : public ::testing::Test {
 
 TEST_F(InjectClientTest, WaitsForAnAgentThenRegisters) {
   StartClient();  // nobody listens yet: it retries quietly
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   const RegisterMessage reg = AcceptAndRegister(&agent);
   EXPECT_EQ(reg.pid, 4242u);
   EXPECT_EQ(reg.rank, 3);
@@ -283,7 +215,7 @@ TEST_F(InjectClientTest, WaitsForAnAgentThenRegisters) {
 }
 
 TEST_F(InjectClientTest, RunsAWindowAndStreamsBatches) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -315,7 +247,7 @@ TEST_F(InjectClientTest, RunsAWindowAndStreamsBatches) {
 }
 
 TEST_F(InjectClientTest, StreamsFinishedBatchesDuringTheWindow) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -335,7 +267,7 @@ TEST_F(InjectClientTest, StreamsFinishedBatchesDuringTheWindow) {
 }
 
 TEST_F(InjectClientTest, EnablesAtTheGivenWallClockInstant) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -356,7 +288,7 @@ TEST_F(InjectClientTest, EnablesAtTheGivenWallClockInstant) {
 }
 
 TEST_F(InjectClientTest, StopsAtTheWindowEndWithoutTheAgent) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -379,7 +311,7 @@ TEST_F(InjectClientTest, StopsAtTheWindowEndWithoutTheAgent) {
 
 TEST_F(InjectClientTest, ReportsUnavailableTracing) {
   tracer_.unavailable = "held by another CUPTI subscriber (Nsight Systems)";
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   StatusMessage s = agent.ReadStatus();  // unprompted, right after Register
@@ -398,7 +330,7 @@ TEST_F(InjectClientTest, ReportsUnavailableTracing) {
 
 TEST_F(InjectClientTest, EnableErrorIsReportedAndLoggedOnce) {
   tracer_.enable_error = "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN";
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -414,7 +346,7 @@ TEST_F(InjectClientTest, EnableErrorIsReportedAndLoggedOnce) {
 }
 
 TEST_F(InjectClientTest, AgentVanishingMidCaptureDiscardsAndReconnects) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   EnableMessage enable;
@@ -430,7 +362,7 @@ TEST_F(InjectClientTest, AgentVanishingMidCaptureDiscardsAndReconnects) {
 }
 
 TEST_F(InjectClientTest, GarbageFromTheAgentDropsTheConnectionOnly) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   agent.SendRaw(std::vector<uint8_t>(100, 0xAB));
@@ -444,7 +376,7 @@ TEST_F(InjectClientTest, GarbageFromTheAgentDropsTheConnectionOnly) {
 }
 
 TEST_F(InjectClientTest, AForkedChildLetsGoOfTheConnection) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   const pid_t child = fork();
@@ -461,7 +393,7 @@ TEST_F(InjectClientTest, AForkedChildLetsGoOfTheConnection) {
 }
 
 TEST_F(InjectClientTest, SendsStepSamplesBetweenCapturesInFullFrames) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient(/*step_interval_ms=*/5);
   AcceptAndRegister(&agent);
   // A round trip: the client is past its connect-time cleanup before steps appear.
@@ -502,7 +434,7 @@ TEST_F(InjectClientTest, SendsStepSamplesBetweenCapturesInFullFrames) {
 // step-signal round, an hour away here), then PendingSent with the request's token. Idle, the
 // tracer may force CUPTI's buffers out; during a window it must not.
 TEST_F(InjectClientTest, SendPendingSendsTheStepsHeldNowThenSaysSo) {
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient(/*step_interval_ms=*/3'600'000);
   AcceptAndRegister(&agent);
   agent.Send(MessageType::kFlush, CommandMessage{1});
@@ -534,7 +466,7 @@ TEST_F(InjectClientTest, SendPendingSendsTheStepsHeldNowThenSaysSo) {
 TEST_F(InjectClientTest, StepSamplesWithNoAgentAreDroppedAndCounted) {
   tracer_.AddSteps(/*first=*/1, /*count=*/5);
   StartClient(/*step_interval_ms=*/5);  // nobody listens
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   AcceptAndRegister(&agent);
   agent.Send(MessageType::kFlush, CommandMessage{1});
   EXPECT_EQ(agent.ReadStatus().code, static_cast<uint32_t>(StatusCode::kFlushDone));
@@ -549,7 +481,7 @@ TEST_F(InjectClientTest, StepSamplesWithNoAgentAreDroppedAndCounted) {
 
 TEST_F(InjectClientTest, TheAgentsRecorderTurnsCollectiveLaunchesOnAndTheyAreSent) {
   tracer_.AddLaunch(/*wall_ns=*/1, /*seq=*/0, /*name_id=*/5);  // waited for an agent: dropped
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient(/*step_interval_ms=*/5);
   AcceptAndRegister(&agent);
   RecorderMessage on;
@@ -606,7 +538,7 @@ TEST_F(InjectClientTest, TheAgentsRecorderTurnsCollectiveLaunchesOnAndTheyAreSen
 
 TEST_F(InjectClientTest, ALightLevelTheTracerRefusesStaysOff) {
   tracer_.light_error = "held by another CUPTI subscriber (Kineto)";
-  FakeAgent agent(path_);
+  FakeAgent agent(path_, kTimeoutMs);
   StartClient();
   AcceptAndRegister(&agent);
   RecorderMessage on;

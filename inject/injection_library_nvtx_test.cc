@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "inject/fake_agent_socket.h"
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
 #include "tests/build_paths.h"
@@ -65,37 +66,48 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-bool ReadFrame(int fd, FrameDecoder* decoder, uint16_t* type, std::vector<uint8_t>* payload) {
-  for (;;) {
-    const FrameDecoder::Result r = decoder->Next(type, payload);
-    if (r == FrameDecoder::Result::kFrame) return true;
-    if (r == FrameDecoder::Result::kError) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) return false;
-    uint8_t buf[4096];
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    decoder->Feed(buf, static_cast<size_t>(n));
-  }
-}
-
-void PointTablesAtSlots() {
+// The library dlopen'ed with PROFCTL_INJECT_NVTX_STEPS=1 and NVTX's injection entry called with
+// this test's export table, as NVTX would at its first call; its handle in `*lib`.
+void LoadWithNvtxSteps(void** lib) {
   for (size_t i = 1; i < g_core_table.size() - 1; ++i) g_core_table[i] = &g_core[i];
   for (size_t i = 1; i < g_core2_table.size() - 1; ++i) g_core2_table[i] = &g_core2[i];
+  setenv("PROFCTL_INJECT_NVTX_STEPS", "1", 1);
+  *lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(*lib, nullptr) << dlerror();
+  using NvtxEntry = int (*)(const void*);
+  auto nvtx_init = reinterpret_cast<NvtxEntry>(dlsym(*lib, "InitializeInjectionNvtx2"));
+  ASSERT_NE(nvtx_init, nullptr);
+  ASSERT_EQ(nvtx_init(reinterpret_cast<const void*>(&GetExportTable)), 1);
+}
+
+// Sends SendPending{token} and reads until its PendingSent: the step samples sent before it.
+std::vector<StepSampleEntry> StepsUpToPendingSent(FakeAgent* agent, uint64_t token) {
+  agent->Send(MessageType::kSendPending, CommandMessage{token});
+  std::vector<StepSampleEntry> steps;
+  uint16_t type = 0;
+  std::vector<uint8_t> payload;
+  while (agent->Read(&type, &payload)) {
+    if (type == static_cast<uint16_t>(MessageType::kStepSamples)) {
+      std::vector<StepSampleEntry> got;
+      const char* why = nullptr;
+      EXPECT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why)) << why;
+      steps.insert(steps.end(), got.begin(), got.end());
+    } else if (type == static_cast<uint16_t>(MessageType::kStatus)) {
+      StatusMessage s;
+      EXPECT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
+      if (s.code == static_cast<uint32_t>(StatusCode::kPendingSent)) return steps;
+    }
+  }
+  ADD_FAILURE() << "no PendingSent for SendPending " << token;
+  return steps;
 }
 
 // A fork (a DataLoader worker) while other threads record steps: the child's own step ranges
 // must not wait forever on a tracker mutex it inherited locked.
 TEST(InjectionLibraryNvtxTest, AForkWhileStepsAreRecordedNeverLeavesTheChildStuck) {
-  PointTablesAtSlots();
   setenv(kAgentSocketEnv, "/nonexistent/profctl-agent.sock", 1);  // no agent: steps just wait
-  setenv("PROFCTL_INJECT_NVTX_STEPS", "1", 1);
-  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << dlerror();
-  using NvtxEntry = int (*)(const void*);
-  auto nvtx_init = reinterpret_cast<NvtxEntry>(dlsym(lib, "InitializeInjectionNvtx2"));
-  ASSERT_NE(nvtx_init, nullptr);
-  ASSERT_EQ(nvtx_init(reinterpret_cast<const void*>(&GetExportTable)), 1);
+  void* lib = nullptr;
+  ASSERT_NO_FATAL_FAILURE(LoadWithNvtxSteps(&lib));
   auto push = reinterpret_cast<nvtxRangePushA_impl_fntype>(g_core[NVTX_CBID_CORE_RangePushA]);
   auto pop = reinterpret_cast<nvtxRangePop_impl_fntype>(g_core[NVTX_CBID_CORE_RangePop]);
   ASSERT_NE(push, nullptr);
@@ -133,54 +145,26 @@ TEST(InjectionLibraryNvtxTest, AForkWhileStepsAreRecordedNeverLeavesTheChildStuc
 }
 
 TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandlers) {
-  PointTablesAtSlots();
   char tmpl[] = "/tmp/profctl-inject-nvtx-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   const std::string sock = dir + "/agent.sock";
   setenv(kAgentSocketEnv, sock.c_str(), 1);
-  setenv("PROFCTL_INJECT_NVTX_STEPS", "1", 1);
-
-  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
-  ASSERT_EQ(bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listen_fd, 4), 0);
-
-  void* lib = dlopen(test_paths::InjectLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(lib, nullptr) << dlerror();
-  using NvtxEntry = int (*)(const void*);
-  auto nvtx_init = reinterpret_cast<NvtxEntry>(dlsym(lib, "InitializeInjectionNvtx2"));
-  ASSERT_NE(nvtx_init, nullptr);
-  EXPECT_EQ(nvtx_init(reinterpret_cast<const void*>(&GetExportTable)), 1);
+  FakeAgent agent(sock, kTimeoutMs);
+  void* lib = nullptr;
+  ASSERT_NO_FATAL_FAILURE(LoadWithNvtxSteps(&lib));
   // The range calls are the library's now; the others it left to libcupti (or NVTX's no-op).
   ASSERT_NE(g_core[NVTX_CBID_CORE_RangePushA], nullptr);
   ASSERT_NE(g_core[NVTX_CBID_CORE_RangePop], nullptr);
   ASSERT_NE(g_core2[NVTX_CBID_CORE2_DomainRangePushEx], nullptr);
 
-  pollfd p{listen_fd, POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, kTimeoutMs), 1);
-  const int fd = accept(listen_fd, nullptr, nullptr);
-  ASSERT_GE(fd, 0);
-  FrameDecoder decoder;
-  uint16_t type = 0;
-  std::vector<uint8_t> payload;
-  ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
-  ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kRegister));
+  ASSERT_TRUE(agent.Accept());
+  RegisterMessage reg;
+  ASSERT_TRUE(agent.ReadMessage(MessageType::kRegister, &reg));
 
   // The library drops what waited before it registered (stale steps) once it serves: a first
   // SendPending answered says it does, so the steps below come after that.
-  std::vector<uint8_t> out;
-  AppendMessage(MessageType::kSendPending, CommandMessage{6}, &out);
-  ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
-  for (bool serving = false; !serving;) {
-    ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
-    if (type != static_cast<uint16_t>(MessageType::kStatus)) continue;
-    StatusMessage s;
-    ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
-    serving = s.code == static_cast<uint32_t>(StatusCode::kPendingSent);
-  }
+  ASSERT_NO_FATAL_FAILURE(StepsUpToPendingSent(&agent, 6));
 
   const int64_t before = RealtimeNs();
   auto push = reinterpret_cast<nvtxRangePushA_impl_fntype>(g_core[NVTX_CBID_CORE_RangePushA]);
@@ -194,32 +178,14 @@ TEST(InjectionLibraryNvtxTest, StepRangesReachTheAgentThroughTheLibrarysOwnHandl
   const int64_t after = RealtimeNs();
 
   // Asked for what it holds now (a snapshot's SendPending): the step comes at once.
-  out.clear();
-  AppendMessage(MessageType::kSendPending, CommandMessage{7}, &out);
-  ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
-  std::vector<StepSampleEntry> steps;
-  bool answered = false;
-  while (!answered && ReadFrame(fd, &decoder, &type, &payload)) {
-    if (type == static_cast<uint16_t>(MessageType::kStepSamples)) {
-      std::vector<StepSampleEntry> got;
-      const char* why = nullptr;
-      ASSERT_TRUE(DecodeStepSamples(payload.data(), payload.size(), &got, &why)) << why;
-      steps.insert(steps.end(), got.begin(), got.end());
-    } else if (type == static_cast<uint16_t>(MessageType::kStatus)) {
-      StatusMessage s;
-      ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
-      answered = s.code == static_cast<uint32_t>(StatusCode::kPendingSent);
-    }
-  }
-  EXPECT_TRUE(answered);
+  const std::vector<StepSampleEntry> steps = StepsUpToPendingSent(&agent, 7);
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0].step_num, 42);
   EXPECT_GE(steps[0].start_wall_ns, before);
   EXPECT_LE(steps[0].end_wall_ns, after);
   EXPECT_LE(steps[0].start_wall_ns, steps[0].end_wall_ns);
 
-  close(fd);
-  close(listen_fd);
+  agent.Close();
   dlclose(lib);
   unlink(sock.c_str());
   rmdir(dir.c_str());

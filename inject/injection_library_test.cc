@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "inject/fake_agent_socket.h"
 #include "inject/inject_client.h"
 #include "inject/socket_protocol.h"
 #include "tests/build_paths.h"
@@ -31,20 +32,6 @@ int64_t MonoMs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
-}
-
-bool ReadFrame(int fd, FrameDecoder* decoder, uint16_t* type, std::vector<uint8_t>* payload) {
-  for (;;) {
-    const FrameDecoder::Result r = decoder->Next(type, payload);
-    if (r == FrameDecoder::Result::kFrame) return true;
-    if (r == FrameDecoder::Result::kError) return false;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, kTimeoutMs) != 1) return false;
-    uint8_t buf[4096];
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    decoder->Feed(buf, static_cast<size_t>(n));
-  }
 }
 
 TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
@@ -78,20 +65,11 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   EXPECT_LT(MonoMs() - before, 5'000) << "InitializeInjection must not block";
 
   // Now an agent appears; the library's thread finds it (backoff from 100 ms).
-  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
-  ASSERT_EQ(bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listen_fd, 4), 0);
-  pollfd p{listen_fd, POLLIN, 0};
-  ASSERT_EQ(poll(&p, 1, kTimeoutMs), 1);
-  const int fd = accept(listen_fd, nullptr, nullptr);
-  ASSERT_GE(fd, 0);
-  FrameDecoder decoder;
+  FakeAgent agent(sock, kTimeoutMs);
+  ASSERT_TRUE(agent.Accept());
   uint16_t type = 0;
   std::vector<uint8_t> payload;
-  ASSERT_TRUE(ReadFrame(fd, &decoder, &type, &payload));
+  ASSERT_TRUE(agent.Read(&type, &payload));
   ASSERT_EQ(type, static_cast<uint16_t>(MessageType::kRegister));
   RegisterMessage reg;
   ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &reg));
@@ -108,10 +86,10 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   AppendMessage(MessageType::kEnable, enable, &out);
   AppendMessage(MessageType::kDisable, CommandMessage{11}, &out);
   AppendMessage(MessageType::kFlush, CommandMessage{11}, &out);
-  ASSERT_TRUE(SendAll(fd, out.data(), out.size(), kTimeoutMs));
+  agent.SendRaw(out);
   bool flushed = false;
   std::vector<uint32_t> codes;
-  while (!flushed && ReadFrame(fd, &decoder, &type, &payload)) {
+  while (!flushed && agent.Read(&type, &payload)) {
     if (type != static_cast<uint16_t>(MessageType::kStatus)) continue;
     StatusMessage s;
     ASSERT_TRUE(DecodeMessage(payload.data(), payload.size(), &s));
@@ -122,8 +100,7 @@ TEST(InjectionLibraryTest, NoGpuNoAgentThenAFakeAgent) {
   ASSERT_FALSE(codes.empty());
   // No GPU here: kError (enable refused) or kUnavailable (no libcupti); kEnabled on a GPU host.
   EXPECT_NE(codes.front(), static_cast<uint32_t>(StatusCode::kDisabled));
-  close(fd);
-  close(listen_fd);
+  agent.Close();
   dlclose(lib);  // -z nodelete: the library stays mapped, its thread keeps running harmlessly
 
   fflush(stderr);

@@ -7,6 +7,7 @@
 // NVTX initialises once per process, so the cases run in order inside one test.
 #include "inject/nvtx_hooks.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -21,6 +22,8 @@
 
 namespace profctl::inject {
 namespace {
+
+using ::testing::ElementsAre;
 
 std::mutex g_mu;
 StepRangeTracker g_steps;
@@ -128,8 +131,8 @@ std::atomic<int> g_installs{0};
 
 }  // namespace
 
-// NVTX's static injection entry (nvtx_hooks_test_injection.cc points NVTX at it).
-int NVTX_API NvtxHooksTestInjection(NvtxGetExportTableFunc_t get_export_table) {
+// NVTX's static injection entry (nvtx_static_injection.cc points NVTX at it).
+int NVTX_API NvtxStaticInjection(NvtxGetExportTableFunc_t get_export_table) {
   ++g_installs;
   NvtxHookTarget target;
   target.mu = &g_mu;
@@ -147,6 +150,13 @@ std::vector<StepSampleEntry> TakeSteps() {
   std::vector<StepSampleEntry> out(StepRangeTracker::kCapacity);
   out.resize(g_steps.Take(out.data(), out.size()));
   return out;
+}
+
+// The step numbers of the samples taken, in order.
+std::vector<int64_t> TakeStepNums() {
+  std::vector<int64_t> nums;
+  for (const StepSampleEntry& s : TakeSteps()) nums.push_back(s.step_num);
+  return nums;
 }
 
 nvtxEventAttributes_t Ascii(const char* message) {
@@ -184,9 +194,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   EXPECT_EQ(nvtxRangePop(), 100);
   EXPECT_EQ(g_push.load(), 2);
   EXPECT_EQ(g_pop.load(), 2);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step_num, 8);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(8));
 
   // CUPTI detached: the step signal goes on, libcupti hears nothing, and a range pushed then is
   // not popped to it after CUPTI is back.
@@ -196,9 +204,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   nvtxRangePop();
   EXPECT_EQ(g_push.load(), 2);
   EXPECT_EQ(g_pop.load(), 2);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step_num, 9);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(9));
 
   // A start while CUPTI is detached gets an id of our own, whose end libcupti never hears of.
   g_forward = false;
@@ -210,9 +216,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   nvtxRangeEnd(own);
   EXPECT_EQ(g_start.load(), starts_before);
   EXPECT_EQ(g_end.load(), ends_before);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step_num, 99);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(99));
 
   // Start/end ranges: libcupti's ids are the caller's, and end on another thread.
   const nvtxRangeId_t id = nvtxRangeStartA("train_step 10");
@@ -223,10 +227,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   nvtxRangeEnd(id11);
   EXPECT_EQ(g_end.load(), ends_before + 2);
   EXPECT_EQ(g_last_end.load(), id11);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 2u);
-  EXPECT_EQ(steps[0].step_num, 10);
-  EXPECT_EQ(steps[1].step_num, 11);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(10, 11));
 
   // Domains: libcupti's handle, a push/pop in the domain, and stacks kept per domain.
   nvtxDomainHandle_t domain = nvtxDomainCreateA("trainer");
@@ -241,19 +242,14 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   EXPECT_EQ(g_domain_push.load(), 1);
   EXPECT_EQ(g_domain_pop.load(), 1);
   EXPECT_EQ(g_last_domain, domain);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 2u);
-  EXPECT_EQ(steps[0].step_num, 12);
-  EXPECT_EQ(steps[1].step_num, 13);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(12, 13));
 
   // Deeper than the per-thread stack: the overflow pops first, the outer step still ends.
   nvtxRangePushA("train_step 14");
   for (int i = 0; i < 70; ++i) nvtxRangePushA("layer");
   for (int i = 0; i < 70; ++i) nvtxRangePop();
   nvtxRangePop();
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step_num, 14);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(14));
   EXPECT_EQ(NvtxHooksUntracked(), 0u);
 
   // More step ranges open at once than the start/end table holds: the excess is counted, and
@@ -268,9 +264,7 @@ TEST(NvtxHooksTest, StepsComeFromNvtxItselfAndLibcuptiStillGetsItsCalls) {
   EXPECT_EQ(steps.size(), 64u);
   const nvtxRangeId_t again = nvtxRangeStartA("train_step 3000");
   nvtxRangeEnd(again);
-  steps = TakeSteps();
-  ASSERT_EQ(steps.size(), 1u);
-  EXPECT_EQ(steps[0].step_num, 3000);
+  EXPECT_THAT(TakeStepNums(), ElementsAre(3000));
 
   // A detach while a hook is inside libcupti waits: StopForwardingToCupti from inside a handler
   // (as a finalize on another thread would find it) says not now and leaves forwarding on.
