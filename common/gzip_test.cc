@@ -256,6 +256,62 @@ TEST(GzipFileWriterTest, PiecesDeflatedElsewhereJoinTheOneMember) {
   EXPECT_EQ(bad.Take().status().code(), absl::StatusCode::kInternal);
 }
 
+// Deflaters one after another on a thread share one zlib state (a deflater per saved host must
+// not allocate and free zlib's 256 KiB each time), and a reused state makes exactly the bytes a
+// new one makes, even after a deflater was dropped halfway through a piece.
+TEST(GzipFileWriterTest, DeflatersOnAThreadReuseOneStateAndMakeTheSameBytes) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) absl::StrAppend(&text, "{\"ts\":", i * 37, ",\"k\":", i % 5, "}");
+  std::thread([&] {
+    const auto piece = [&](int level) {
+      PieceDeflater d(level);
+      d.Append(text);
+      return *d.Take();
+    };
+    const DeflatedPiece first = piece(kGzipDefaultLevel);
+    EXPECT_EQ(PieceDeflater::StatesCreatedOnThisThread(), 1);
+    {
+      PieceDeflater dropped(kGzipDefaultLevel);
+      dropped.Append(text.substr(0, text.size() / 2));  // never taken
+    }
+    for (int i = 0; i < 5; ++i) {
+      const DeflatedPiece again = piece(kGzipDefaultLevel);
+      EXPECT_EQ(again.bytes, first.bytes);
+      EXPECT_EQ(again.crc, first.crc);
+    }
+    EXPECT_EQ(PieceDeflater::StatesCreatedOnThisThread(), 1);
+    // Another level gets a state of its own; one that zlib refuses is not cached.
+    const DeflatedPiece fast = piece(kGzipFastLevel);
+    EXPECT_NE(fast.bytes, first.bytes);
+    EXPECT_EQ(PieceDeflater::StatesCreatedOnThisThread(), 2);
+    {
+      PieceDeflater bad(42);
+      bad.Append("x");
+      EXPECT_FALSE(bad.Take().ok());
+    }
+    EXPECT_EQ(piece(kGzipDefaultLevel).bytes, first.bytes);
+    EXPECT_EQ(piece(kGzipFastLevel).bytes, fast.bytes);
+    EXPECT_EQ(PieceDeflater::StatesCreatedOnThisThread(), 2);
+    // Two alive at once on one thread: the second makes a state of its own.
+    PieceDeflater a(kGzipDefaultLevel), b(kGzipDefaultLevel);
+    EXPECT_EQ(PieceDeflater::StatesCreatedOnThisThread(), 3);
+  }).join();
+  // And a reused state's piece is a valid part of a gzip file.
+  const testkit::TempDir tmp;
+  const std::string path = JoinPath(tmp.path(), "reused.gz");
+  absl::StatusOr<GzipFileWriter> w = GzipFileWriter::Open(path);
+  ASSERT_THAT(w, IsOk());
+  for (int i = 0; i < 3; ++i) {
+    PieceDeflater d;
+    d.Append(text);
+    absl::StatusOr<DeflatedPiece> p = d.Take();
+    ASSERT_THAT(p, IsOk());
+    ASSERT_THAT(w->AppendDeflated(*p), IsOk());
+  }
+  ASSERT_THAT(w->Finish(), IsOk());
+  EXPECT_TRUE(*GzipDecompress(*ReadFile(path)) == text + text + text);
+}
+
 TEST(GzipFileWriterTest, EmptyFileIsAValidGzipStream) {
   const testkit::TempDir tmp;
   const std::string path = JoinPath(tmp.path(), "empty.gz");
