@@ -243,9 +243,10 @@ namespace {
 
 // zlib's deflate state for PieceDeflater, kept per thread between deflaters: deflateInit2
 // allocates about 256 KiB in four blocks and deflateEnd frees them, which at one deflater per
-// saved host made glibc trim and grow its arena each time (madvise, mprotect and page faults:
-// about 4 % of the coordinator's CPU at 1,024 hosts, docs/perf.md). A state goes back to the
-// thread that destroys its deflater, reset; at most kCachedDeflateStates wait per thread.
+// saved host made glibc trim and grow its arena each time (madvise, mprotect and page faults;
+// the two calls alone were 3.7 % of the coordinator's CPU at 1,024 hosts, docs/perf.md). A
+// state goes back to the thread that destroys its deflater, reset; at most kCachedDeflateStates
+// wait per thread.
 struct DeflateState {
   z_stream zs{};
   int level = 0;
