@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "inject/inject_client.h"
+#include "inject/read_frame_for_tests.h"
 #include "inject/socket_protocol.h"
 
 namespace profctl::inject {
@@ -55,17 +56,7 @@ class FakeAgent {
   }
   // The next frame, or false at the deadline or when the client closed.
   bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
-    for (;;) {
-      const FrameDecoder::Result r = decoder_.Next(type, payload);
-      if (r == FrameDecoder::Result::kFrame) return true;
-      if (r == FrameDecoder::Result::kError) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, timeout_ms_) != 1) return false;
-      uint8_t buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
-      decoder_.Feed(buf, static_cast<size_t>(n));
-    }
+    return ReadFrameForTests(fd_, &decoder_, timeout_ms_, type, payload);
   }
   template <typename M>
   bool ReadMessage(MessageType want, M* out) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "inject/inject_client.h"
+#include "inject/read_frame_for_tests.h"
 #include "inject/record_batch_writer.h"
 #include "inject/records.h"
 #include "inject/socket_protocol.h"
@@ -125,17 +126,7 @@ class FakeProcess {
   }
 
   bool Read(uint16_t* type, std::vector<uint8_t>* payload) {
-    for (;;) {
-      const inject::FrameDecoder::Result r = decoder_.Next(type, payload);
-      if (r == inject::FrameDecoder::Result::kFrame) return true;
-      if (r == inject::FrameDecoder::Result::kError) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, kTimeoutMs) != 1) return false;
-      uint8_t buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return false;
-      decoder_.Feed(buf, static_cast<size_t>(n));
-    }
+    return inject::ReadFrameForTests(fd_, &decoder_, kTimeoutMs, type, payload);
   }
   inject::EnableMessage ExpectEnable() {
     uint16_t type = 0;
