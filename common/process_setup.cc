@@ -24,4 +24,6 @@ void DisableMutexDeadlockDetection() {
 
 void ReturnLargeBuffersToTheSystem() { mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
+bool LimitMallocArenas(int arenas) { return mallopt(M_ARENA_MAX, arenas) == 1; }
+
 }  // namespace profctl

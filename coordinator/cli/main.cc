@@ -15,6 +15,7 @@
 #include "coordinator/clients/grpc_agent_client.h"
 
 int main(int argc, char** argv) {
+  profctl::LimitMallocArenas(2);  // before the first thread takes an arena of its own
   // SIGINT/SIGTERM are taken by a thread with sigwait. A command that watches the interrupt
   // (CliEnv::interrupt_taken) gets the first: a capture is cancelled and saves what was recorded;
   // a second one quits at once. Every other command quits at once on the first.
