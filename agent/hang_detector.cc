@@ -38,7 +38,8 @@ std::vector<StepSourceStatus> HangDetector::Status(int64_t now_ns) const {
     StepSourceStatus st{.source = name,
                         .last_step_end_ns = s.last_end_ns,
                         .last_step_num = s.last_step_num,
-                        .since_step_end_ns = std::max<int64_t>(0, now_ns - s.last_end_ns)};
+                        .since_step_end_ns = std::max<int64_t>(0, now_ns - s.last_end_ns),
+                        .steps = static_cast<int>(s.durations.size())};
     if (s.durations.size() >= static_cast<size_t>(kMinSteps)) {
       std::vector<int64_t> d(s.durations.begin(), s.durations.end());
       const auto mid = d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2);

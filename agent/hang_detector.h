@@ -30,6 +30,7 @@ struct StepSourceStatus {
   int64_t median_step_ns = 0;     // 0 until kMinSteps steps ended
   int64_t since_step_end_ns = 0;  // now - last_step_end_ns
   bool stalled = false;
+  int steps = 0;  // the recent steps the median is of (at most kWindow)
 };
 
 class HangDetector {

@@ -17,6 +17,7 @@
 
 #include "agent/capture_manager.h"
 #include "agent/collectors/synthetic/synthetic_collector.h"
+#include "agent/hang_detector.h"
 #include "coordinator/clients/agent_client.h"
 #include "tests/fake_clock.h"
 #include "tests/fake_executor.h"
@@ -98,6 +99,9 @@ struct FakeAgentBehavior {
   bool hang_step_signal = false;
   absl::Status step_signal_error = absl::OkStatus();
   std::optional<profctl::v1::GetStepSignalResponse> step_signal_override = std::nullopt;
+  // Answers GetStepSignalRequest.summary_only as profctl-agent does (each source's state from a
+  // hang detector); false: an agent older than that field, which answers samples anyway.
+  bool step_summaries = false;
   // What every trace lacks, in its header (CaptureHeader.shortfalls), as an agent says it.
   std::vector<profctl::v1::Shortfall> shortfalls = {};
 };
@@ -155,6 +159,7 @@ class FakeAgent {
   SkewedClock agent_clock_;
   agent::SyntheticCollector collector_;
   agent::CaptureManager manager_;
+  agent::HangDetector hang_{10.0};  // profctl-agent's default --hang-factor
   int captures_ = 0;
   int cancels_ = 0;
   int fetches_ = 0;

@@ -289,6 +289,9 @@ TEST(FlightRecorderE2eTest, EveryAgentReportsTheStallOfAHungJob) {
     ASSERT_TRUE(h.step_signal().answered()) << h.host() << ": " << h.step_signal().error();
     ASSERT_EQ(h.step_signal().sources_size(), 1) << h.host();
     EXPECT_TRUE(h.step_signal().sources(0).stalled()) << h.host();
+    // The agent's own summary of its source (its hang detector keeps the last 16 steps), not 128
+    // samples reduced by the coordinator: profctl asks for it, profctl-agent answers it.
+    EXPECT_LE(h.step_signal().sources(0).samples(), 16u) << h.host();
   }
   const std::string window_after =
       "; the window starts after the hang: take `capture --last` covering that instant";

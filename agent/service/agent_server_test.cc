@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
 #include "agent/agent_options.h"
+#include "agent/hang_detector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "profctl/v1/agent.grpc.pb.h"
@@ -187,11 +188,13 @@ TEST(AgentServerTest, EachEndpointAnswersAsItself) {
   EXPECT_THAT(s.error_message(), HasSubstr("'127.0.0.1:1'"));
 }
 
-v1::GetStepSignalResponse StepSignal(int port) {
+v1::GetStepSignalResponse StepSignal(int port, bool summary_only = false) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
+  v1::GetStepSignalRequest request;
+  request.set_summary_only(summary_only);
   v1::GetStepSignalResponse r;
-  EXPECT_THAT(StubFor(port)->GetStepSignal(&ctx, v1::GetStepSignalRequest(), &r), IsOk());
+  EXPECT_THAT(StubFor(port)->GetStepSignal(&ctx, request, &r), IsOk());
   return r;
 }
 
@@ -214,7 +217,19 @@ TEST(AgentServerTest, StepSignalReportsAStallAfterHangFactorTimesTheMedianStep) 
   // Steps end on time: nothing stalled; /metrics says 0 for the source.
   v1::GetStepSignalResponse r = StepSignal(port);
   EXPECT_GT(r.samples_size(), 0);
+  EXPECT_EQ(r.summaries_size(), 0);
   EXPECT_EQ(r.stalls_size(), 0);
+  // Asked for a summary: each source's state instead of samples.
+  r = StepSignal(port, /*summary_only=*/true);
+  EXPECT_EQ(r.samples_size(), 0);
+  EXPECT_EQ(r.stalls_size(), 0);
+  EXPECT_THAT(r.sources(), ::testing::ElementsAre("synthetic"));
+  ASSERT_EQ(r.summaries_size(), 1);
+  EXPECT_EQ(r.summaries(0).source(), "synthetic");
+  EXPECT_EQ(r.summaries(0).steps(), static_cast<uint32_t>(HangDetector::kWindow));
+  EXPECT_EQ(r.summaries(0).median_step_ns(), model.PeriodNs(k_hang - 1));
+  EXPECT_LE(r.summaries(0).last_step_end_ns(), r.now_ns());
+  EXPECT_GT(r.summaries(0).last_step_end_ns(), r.now_ns() - 2 * r.summaries(0).median_step_ns());
   EXPECT_THAT(metrics.Render(), HasSubstr("profctl_agent_step_stalled{source=\"synthetic\"} 0\n"));
   // The hung step began (the last step end) 5 periods ago: not yet 10 x the median.
   const int64_t period = model.PeriodNs(k_hang - 1);
@@ -226,6 +241,13 @@ TEST(AgentServerTest, StepSignalReportsAStallAfterHangFactorTimesTheMedianStep) 
   clock.JumpWall(6 * period);
   r = StepSignal(port);
   ASSERT_EQ(r.stalls_size(), 1);
+  // The summary says the same stall, and the source's last step.
+  const v1::GetStepSignalResponse summary = StepSignal(port, /*summary_only=*/true);
+  ASSERT_EQ(summary.stalls_size(), 1);
+  EXPECT_EQ(summary.stalls(0).last_step_end_ns(), r.stalls(0).last_step_end_ns());
+  ASSERT_EQ(summary.summaries_size(), 1);
+  EXPECT_EQ(summary.summaries(0).last_step_end_ns(), r.stalls(0).last_step_end_ns());
+  EXPECT_EQ(summary.summaries(0).last_step_num(), r.stalls(0).last_step_num());
   const v1::StepStall& stall = r.stalls(0);
   EXPECT_EQ(stall.source(), "synthetic");
   EXPECT_EQ(stall.last_step_num(), (k_hang - 1) % 1'000'000);

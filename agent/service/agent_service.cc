@@ -569,6 +569,15 @@ std::string PeerHost(const std::string& peer) {
   return peer;
 }
 
+void AddStall(const StepSourceStatus& st, profctl::v1::GetStepSignalResponse* response) {
+  profctl::v1::StepStall* stall = response->add_stalls();
+  stall->set_source(st.source);
+  stall->set_last_step_end_ns(st.last_step_end_ns);
+  stall->set_last_step_num(st.last_step_num);
+  stall->set_median_step_ns(st.median_step_ns);
+  stall->set_stalled_for_ns(st.since_step_end_ns);
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
@@ -631,13 +640,29 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
   constexpr uint32_t kDefaultSamples = 1024;
   constexpr auto kMaxSamples = static_cast<uint32_t>(CaptureManager::kMaxStepSignalSamples);
   const int64_t now = (*endpoint)->clock->WallNs();
+  response->set_now_ns(now);
+  if (request->summary_only() && (*endpoint)->hang != nullptr) {
+    // Each source's state from the hang detector, which keeps it anyway: no samples copied.
+    std::vector<std::string> sources;
+    (*endpoint)->manager->RecentSteps(now, now, 0, &sources);  // the names alone
+    for (std::string& s : sources) response->add_sources(std::move(s));
+    for (const StepSourceStatus& st : (*endpoint)->hang->Poll(*(*endpoint)->manager, now)) {
+      profctl::v1::StepSourceSummary* out = response->add_summaries();
+      out->set_source(st.source);
+      out->set_last_step_end_ns(st.last_step_end_ns);
+      out->set_last_step_num(st.last_step_num);
+      out->set_median_step_ns(st.median_step_ns);
+      out->set_steps(static_cast<uint32_t>(st.steps));
+      if (st.stalled) AddStall(st, response);
+    }
+    return FinishUnary(ctx, grpc::Status::OK);
+  }
   const int64_t since = std::max(request->since_ns(), now - CaptureManager::kStepSignalWindowNs);
   const uint32_t max =
       request->max_samples() == 0 ? kDefaultSamples : std::min(request->max_samples(), kMaxSamples);
   std::vector<std::string> sources;
   const std::vector<StepSample> steps =
       (*endpoint)->manager->RecentSteps(since, now, max, &sources);
-  response->set_now_ns(now);
   for (std::string& s : sources) response->add_sources(std::move(s));
   for (const StepSample& step : steps) {
     profctl::v1::StepSignalSample* out = response->add_samples();
@@ -649,12 +674,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
   if ((*endpoint)->hang != nullptr) {
     for (const StepSourceStatus& st :
          Stalled((*endpoint)->hang->Poll(*(*endpoint)->manager, now))) {
-      profctl::v1::StepStall* stall = response->add_stalls();
-      stall->set_source(st.source);
-      stall->set_last_step_end_ns(st.last_step_end_ns);
-      stall->set_last_step_num(st.last_step_num);
-      stall->set_median_step_ns(st.median_step_ns);
-      stall->set_stalled_for_ns(st.since_step_end_ns);
+      AddStall(st, response);
     }
   }
   return FinishUnary(ctx, grpc::Status::OK);

@@ -54,6 +54,9 @@ struct ClockReading {
 struct StepSignalQuery {
   int64_t since_ns = 0;      // agent clock; 0: the agent's default window (10 minutes)
   uint32_t max_samples = 0;  // the latest this many; 0: the agent's default (1024)
+  // Each source's state instead of its samples (GetStepSignalRequest.summary_only); an older
+  // agent answers samples anyway.
+  bool summary_only = false;
 };
 
 struct CaptureArgs {

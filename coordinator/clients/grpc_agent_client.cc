@@ -245,6 +245,7 @@ class GrpcAgentClient final : public AgentClient {
     profctl::v1::GetStepSignalRequest request;
     request.set_since_ns(query.since_ns);
     request.set_max_samples(query.max_samples);
+    request.set_summary_only(query.summary_only);
     StartUnary<Call>(
         timeout_ms, std::move(request),
         [this](grpc::ClientContext* ctx, const auto* req, auto* resp, auto cb) {

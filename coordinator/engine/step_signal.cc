@@ -19,25 +19,42 @@ profctl::v1::StepSignalAtEnd StepSignalAtEndOf(
   out.set_answered(true);
   out.set_now_ns(answer->now_ns());
   struct Source {
-    std::vector<int64_t> durations;
+    std::vector<int64_t> durations;  // from samples
+    const profctl::v1::StepSourceSummary* summary = nullptr;
     int64_t last_end_ns = 0;
     int64_t last_num = -1;
     const profctl::v1::StepStall* stall = nullptr;
   };
   std::map<std::string, Source> sources;
-  for (const profctl::v1::StepSignalSample& s : answer->samples()) {
-    Source& src = sources[s.source()];
-    if (s.duration_ns() > 0) src.durations.push_back(s.duration_ns());
-    if (s.end_ns() >= src.last_end_ns) {
-      src.last_end_ns = s.end_ns();
-      src.last_num = s.step_num();
+  if (answer->summaries_size() > 0) {  // the agent's own reduction (summary_only)
+    for (const profctl::v1::StepSourceSummary& s : answer->summaries()) {
+      Source& src = sources[s.source()];
+      src.summary = &s;
+      src.last_end_ns = s.last_step_end_ns();
+      src.last_num = s.last_step_num();
+    }
+  } else {
+    for (const profctl::v1::StepSignalSample& s : answer->samples()) {
+      Source& src = sources[s.source()];
+      if (s.duration_ns() > 0) src.durations.push_back(s.duration_ns());
+      if (s.end_ns() >= src.last_end_ns) {
+        src.last_end_ns = s.end_ns();
+        src.last_num = s.step_num();
+      }
     }
   }
   for (const profctl::v1::StepStall& st : answer->stalls()) sources[st.source()].stall = &st;
   for (auto& [name, src] : sources) {
     profctl::v1::StepSourceAtEnd* o = out.add_sources();
     o->set_source(name);
-    o->set_samples(static_cast<uint32_t>(src.durations.size()));
+    if (src.summary != nullptr) {
+      o->set_samples(src.summary->steps());
+      if (src.summary->steps() >= kStepSignalMinSteps) {
+        o->set_median_step_ns(src.summary->median_step_ns());
+      }
+    } else {
+      o->set_samples(static_cast<uint32_t>(src.durations.size()));
+    }
     if (src.durations.size() >= kStepSignalMinSteps) {
       // The agent's own median: the upper middle of its recent steps.
       const auto mid =

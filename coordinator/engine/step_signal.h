@@ -17,15 +17,18 @@
 
 namespace profctl::coordinator {
 
-// What a capture asks at the window's end: the agent's latest steps (enough for a median per
-// source: a rank of 8 processes gets 16 each) and its stalls. Bounds the answer to ~8 KB a host.
-inline constexpr StepSignalQuery kStepSignalAtEndQuery = {.since_ns = 0, .max_samples = 128};
+// What a capture asks at the window's end: each step source's state and its stalls, a few dozen
+// bytes a source. An agent older than summary_only answers its latest steps instead (enough for
+// a median per source: a rank of 8 processes gets 16 each), ~8 KB a host, reduced here.
+inline constexpr StepSignalQuery kStepSignalAtEndQuery = {
+    .since_ns = 0, .max_samples = 128, .summary_only = true};
 // Steps a source needs for a median (agent/hang_detector.h's kMinSteps).
 inline constexpr uint32_t kStepSignalMinSteps = 3;
 
 // The answer (or the error) reduced for HostResult.step_signal: per source its last step, the
-// median of its samples (the stall's median when the agent reported it stalled), and its stall.
-// Sources in name order.
+// median of its samples (the stall's median when the agent reported it stalled), and its stall;
+// from the agent's summaries where it sent them (then its samples are not read). Sources in name
+// order.
 profctl::v1::StepSignalAtEnd StepSignalAtEndOf(
     const absl::StatusOr<profctl::v1::GetStepSignalResponse>& answer);
 

@@ -90,6 +90,57 @@ TEST(StepSignalAtEndTest, ReducesAnAnswerPerSource) {
   EXPECT_EQ(HangSignalOf(empty)->sources[0].last_step_end_ns, std::numeric_limits<int64_t>::min());
 }
 
+TEST(StepSignalAtEndTest, TakesTheAgentsSummariesWhereItSentThem) {
+  v1::GetStepSignalResponse r;
+  r.set_now_ns(10'000 * kMs);
+  const auto summary = [&r](const std::string& source, int64_t end_ms, int64_t median_ms, int64_t n,
+                            uint32_t steps) {
+    v1::StepSourceSummary* s = r.add_summaries();
+    s->set_source(source);
+    s->set_last_step_end_ns(end_ms * kMs);
+    s->set_median_step_ns(median_ms * kMs);
+    s->set_last_step_num(n);
+    s->set_steps(steps);
+  };
+  summary("synthetic", 9'900, 100, 9, 16);
+  summary("cupti pid 1 rank 1", 9'100, 0, 4, 2);  // two steps: no median yet
+  summary("cupti pid 2 rank 2", 1'000, 95, 40, 16);
+  v1::StepStall* stall = r.add_stalls();
+  stall->set_source("cupti pid 2 rank 2");
+  stall->set_last_step_end_ns(1'000 * kMs);
+  stall->set_last_step_num(40);
+  stall->set_median_step_ns(95 * kMs);
+  stall->set_stalled_for_ns(9'000 * kMs);
+  // Samples beside summaries (a peer mixing both) are not read: the summaries are the agent's.
+  v1::StepSignalSample* s = r.add_samples();
+  s->set_source("synthetic");
+  s->set_end_ns(9'950 * kMs);
+  s->set_duration_ns(500 * kMs);
+  s->set_step_num(10);
+
+  const v1::StepSignalAtEnd at = StepSignalAtEndOf(r);
+  ASSERT_TRUE(at.answered());
+  ASSERT_EQ(at.sources_size(), 3);
+  EXPECT_EQ(at.sources(0).source(), "cupti pid 1 rank 1");
+  EXPECT_EQ(at.sources(0).median_step_ns(), 0);
+  EXPECT_EQ(at.sources(0).samples(), 2u);
+  EXPECT_EQ(at.sources(0).last_step_num(), 4);
+  EXPECT_FALSE(at.sources(0).stalled());
+  EXPECT_EQ(at.sources(1).source(), "cupti pid 2 rank 2");
+  EXPECT_TRUE(at.sources(1).stalled());
+  EXPECT_EQ(at.sources(1).stalled_for_ns(), 9'000 * kMs);
+  EXPECT_EQ(at.sources(1).median_step_ns(), 95 * kMs);
+  EXPECT_EQ(at.sources(2).source(), "synthetic");
+  EXPECT_EQ(at.sources(2).median_step_ns(), 100 * kMs);
+  EXPECT_EQ(at.sources(2).last_step_end_ns(), 9'900 * kMs);
+  EXPECT_EQ(at.sources(2).last_step_num(), 9);
+  EXPECT_EQ(at.sources(2).samples(), 16u);
+  const std::optional<analysis::StepSignal> signal = HangSignalOf(at);
+  ASSERT_TRUE(signal.has_value());
+  EXPECT_EQ(signal->sources[2].last_step_end_ns, 9'900 * kMs);
+  EXPECT_EQ(signal->sources[2].median_step_ns, 100 * kMs);
+}
+
 // The capture's side: fake agents on a fake clock.
 class StepSignalCaptureTest : public ::testing::Test {
  protected:
@@ -152,6 +203,32 @@ TEST_F(StepSignalCaptureTest, EveryRecordingHostIsAskedOnceAtTheWindowsEnd) {
   const std::string& json = sink_.files["pod_step_breakdown.json"];
   EXPECT_THAT(json, ContainsRegex("\"step_signal_ranks\": *2"));
   EXPECT_THAT(json, ContainsRegex("\"verdict\": *\"none\""));
+}
+
+TEST_F(StepSignalCaptureTest, AnAgentThatSummarizesGivesWhatItsSamplesGave) {
+  // h0 answers the capture's summary_only ask with its sources' state, h1 (an older agent) with
+  // its latest 128 samples: the same job's pace either way.
+  FakeAgent& a = Agent("h0:1", {.name = "w0", .step_summaries = true}, Job(0));
+  FakeAgent& b = Agent("h1:1", {.name = "w1"}, Job(1));
+  const SessionManifest m = Run();
+  ASSERT_EQ(m.status(), v1::SESSION_STATUS_OK);
+  EXPECT_EQ(a.step_signal_calls(), 1);
+  EXPECT_EQ(b.step_signal_calls(), 1);
+  ASSERT_EQ(m.hosts_size(), 2);
+  for (const v1::HostResult& h : m.hosts()) {
+    const v1::StepSignalAtEnd& s = h.step_signal();
+    ASSERT_TRUE(s.answered()) << h.host();
+    ASSERT_EQ(s.sources_size(), 1) << h.host();
+    EXPECT_NEAR(static_cast<double>(s.sources(0).median_step_ns()), 20.0 * kMs, 2.0 * kMs);
+    EXPECT_GT(s.sources(0).last_step_end_ns(), s.now_ns() - 40 * kMs) << h.host();
+    EXPECT_LE(s.sources(0).last_step_end_ns(), s.now_ns()) << h.host();
+    EXPECT_FALSE(s.sources(0).stalled());
+  }
+  // The summary is of the agent's hang detector's last 16 steps (HangDetector::kWindow); the
+  // samples were 128.
+  EXPECT_EQ(m.hosts(0).step_signal().sources(0).samples(), 16u);
+  EXPECT_EQ(m.hosts(1).step_signal().sources(0).samples(), kStepSignalAtEndQuery.max_samples);
+  EXPECT_THAT(sink_.files["pod_step_breakdown.json"], ContainsRegex("\"verdict\": *\"none\""));
 }
 
 TEST_F(StepSignalCaptureTest, AnAgentWithoutASignalOrThatNeverAnswersCostsOneTimeoutAtMost) {
