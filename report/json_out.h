@@ -6,6 +6,7 @@
 #ifndef PROFCTL_REPORT_JSON_OUT_H_
 #define PROFCTL_REPORT_JSON_OUT_H_
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -128,18 +129,37 @@ class JsonOut {
 
   // "12.346": `ns` in units of `unit` ns (a multiple of 1000) with 3 decimals.
   static std::string FormatFixed(int64_t ns, int64_t unit) {
+    std::string out;
+    AppendFixed(&out, ns, unit);
+    return out;
+  }
+  // The same appended to `out`, without a format string or a temporary: a 1,024-host breakdown
+  // writes hundreds of thousands of these (absl::StrFormat was ~3 % of `profctl analyze` there).
+  static void AppendFixed(std::string* out, int64_t ns, int64_t unit) {
     const uint64_t step = static_cast<uint64_t>(unit / 1000);
     uint64_t mag = static_cast<uint64_t>(ns);
     if (ns < 0) mag = ~mag + 1;  // |ns|, also for INT64_MIN
     const uint64_t q = mag / step + (mag % step * 2 >= step ? 1 : 0);
-    if (q == 0) return "0.000";
-    return absl::StrFormat("%s%d.%03d", ns < 0 ? "-" : "", q / 1000, q % 1000);
+    if (q == 0) {
+      out->append("0.000");
+      return;
+    }
+    char buf[32];  // "-" + 20 digits + ".000"
+    char* p = buf;
+    if (ns < 0) *p++ = '-';
+    p = std::to_chars(p, buf + sizeof(buf), q / 1000).ptr;
+    const auto frac = static_cast<unsigned>(q % 1000);
+    *p++ = '.';
+    *p++ = static_cast<char>('0' + frac / 100);
+    *p++ = static_cast<char>('0' + frac / 10 % 10);
+    *p++ = static_cast<char>('0' + frac % 10);
+    out->append(buf, static_cast<size_t>(p - buf));
   }
 
  private:
   void Fixed(int64_t ns, int64_t unit) {
     BeforeValue();
-    out_.append(FormatFixed(ns, unit));
+    AppendFixed(&out_, ns, unit);
   }
   // Depth of the container the next element goes into.
   int Depth() const { return static_cast<int>(first_.size()); }
