@@ -60,4 +60,26 @@ std::vector<StepSourceStatus> Stalled(const std::vector<StepSourceStatus>& statu
   return out;
 }
 
+void AddStepStall(const StepSourceStatus& status, profctl::v1::GetStepSignalResponse* response) {
+  profctl::v1::StepStall* stall = response->add_stalls();
+  stall->set_source(status.source);
+  stall->set_last_step_end_ns(status.last_step_end_ns);
+  stall->set_last_step_num(status.last_step_num);
+  stall->set_median_step_ns(status.median_step_ns);
+  stall->set_stalled_for_ns(status.since_step_end_ns);
+}
+
+void AddStepSummaries(const std::vector<StepSourceStatus>& status,
+                      profctl::v1::GetStepSignalResponse* response) {
+  for (const StepSourceStatus& st : status) {
+    profctl::v1::StepSourceSummary* out = response->add_summaries();
+    out->set_source(st.source);
+    out->set_last_step_end_ns(st.last_step_end_ns);
+    out->set_last_step_num(st.last_step_num);
+    out->set_median_step_ns(st.median_step_ns);
+    out->set_steps(static_cast<uint32_t>(st.steps));
+    if (st.stalled) AddStepStall(st, response);
+  }
+}
+
 }  // namespace profctl::agent

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/capture_manager.h"
 #include "agent/collectors/collector.h"
+#include "profctl/v1/agent.pb.h"
 
 namespace profctl::agent {
 
@@ -63,6 +64,13 @@ class HangDetector {
 
 // The stalled ones of `status`.
 std::vector<StepSourceStatus> Stalled(const std::vector<StepSourceStatus>& status);
+
+// A stalled source as an entry of GetStepSignalResponse.stalls.
+void AddStepStall(const StepSourceStatus& status, profctl::v1::GetStepSignalResponse* response);
+// Every source of `status` as GetStepSignalResponse.summaries (the answer to summary_only), and
+// the stalled ones also as stalls.
+void AddStepSummaries(const std::vector<StepSourceStatus>& status,
+                      profctl::v1::GetStepSignalResponse* response);
 
 }  // namespace profctl::agent
 

@@ -95,5 +95,37 @@ TEST(HangDetectorTest, SourcesAreJudgedApartAndRepeatsIgnored) {
   EXPECT_EQ(st[1].median_step_ns, 10 * kMs);
 }
 
+TEST(HangDetectorTest, SummariesCarryEverySourceAndStallsOnlyTheStalled) {
+  const std::vector<StepSourceStatus> status = {{.source = "a",
+                                                 .last_step_end_ns = 5 * kMs,
+                                                 .last_step_num = 7,
+                                                 .median_step_ns = 2 * kMs,
+                                                 .since_step_end_ns = 1 * kMs,
+                                                 .stalled = false,
+                                                 .steps = 16},
+                                                {.source = "b",
+                                                 .last_step_end_ns = 3 * kMs,
+                                                 .last_step_num = -1,
+                                                 .median_step_ns = 0,
+                                                 .since_step_end_ns = 90 * kMs,
+                                                 .stalled = true,
+                                                 .steps = 3}};
+  profctl::v1::GetStepSignalResponse r;
+  AddStepSummaries(status, &r);
+  ASSERT_EQ(r.summaries_size(), 2);
+  EXPECT_EQ(r.summaries(0).source(), "a");
+  EXPECT_EQ(r.summaries(0).last_step_end_ns(), 5 * kMs);
+  EXPECT_EQ(r.summaries(0).last_step_num(), 7);
+  EXPECT_EQ(r.summaries(0).median_step_ns(), 2 * kMs);
+  EXPECT_EQ(r.summaries(0).steps(), 16u);
+  EXPECT_EQ(r.summaries(1).source(), "b");
+  EXPECT_EQ(r.summaries(1).steps(), 3u);
+  ASSERT_EQ(r.stalls_size(), 1);
+  EXPECT_EQ(r.stalls(0).source(), "b");
+  EXPECT_EQ(r.stalls(0).stalled_for_ns(), 90 * kMs);
+  EXPECT_EQ(r.stalls(0).last_step_end_ns(), 3 * kMs);
+  EXPECT_EQ(r.samples_size(), 0);
+}
+
 }  // namespace
 }  // namespace profctl::agent

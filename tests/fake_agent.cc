@@ -157,23 +157,9 @@ class FakeAgent::Client final : public AgentClient {
       r = *b.step_signal_override;
     } else if (query.summary_only && b.step_summaries) {
       r.set_now_ns(now);
-      for (const agent::StepSourceStatus& st : a_->hang_.Poll(a_->manager_, now)) {
-        profctl::v1::StepSourceSummary* out = r.add_summaries();
-        out->set_source(st.source);
-        out->set_last_step_end_ns(st.last_step_end_ns);
-        out->set_last_step_num(st.last_step_num);
-        out->set_median_step_ns(st.median_step_ns);
-        out->set_steps(static_cast<uint32_t>(st.steps));
-        r.add_sources(st.source);
-        if (st.stalled) {
-          profctl::v1::StepStall* stall = r.add_stalls();
-          stall->set_source(st.source);
-          stall->set_last_step_end_ns(st.last_step_end_ns);
-          stall->set_last_step_num(st.last_step_num);
-          stall->set_median_step_ns(st.median_step_ns);
-          stall->set_stalled_for_ns(st.since_step_end_ns);
-        }
-      }
+      const std::vector<agent::StepSourceStatus> status = a_->hang_.Poll(a_->manager_, now);
+      for (const agent::StepSourceStatus& st : status) r.add_sources(st.source);
+      agent::AddStepSummaries(status, &r);
     } else {
       r.set_now_ns(now);
       std::vector<std::string> sources;

@@ -569,15 +569,6 @@ std::string PeerHost(const std::string& peer) {
   return peer;
 }
 
-void AddStall(const StepSourceStatus& st, profctl::v1::GetStepSignalResponse* response) {
-  profctl::v1::StepStall* stall = response->add_stalls();
-  stall->set_source(st.source);
-  stall->set_last_step_end_ns(st.last_step_end_ns);
-  stall->set_last_step_num(st.last_step_num);
-  stall->set_median_step_ns(st.median_step_ns);
-  stall->set_stalled_for_ns(st.since_step_end_ns);
-}
-
 }  // namespace
 
 grpc::ServerUnaryReactor* AgentServiceImpl::GetInfo(grpc::CallbackServerContext* ctx,
@@ -646,15 +637,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
     std::vector<std::string> sources;
     (*endpoint)->manager->RecentSteps(now, now, 0, &sources);  // the names alone
     for (std::string& s : sources) response->add_sources(std::move(s));
-    for (const StepSourceStatus& st : (*endpoint)->hang->Poll(*(*endpoint)->manager, now)) {
-      profctl::v1::StepSourceSummary* out = response->add_summaries();
-      out->set_source(st.source);
-      out->set_last_step_end_ns(st.last_step_end_ns);
-      out->set_last_step_num(st.last_step_num);
-      out->set_median_step_ns(st.median_step_ns);
-      out->set_steps(static_cast<uint32_t>(st.steps));
-      if (st.stalled) AddStall(st, response);
-    }
+    AddStepSummaries((*endpoint)->hang->Poll(*(*endpoint)->manager, now), response);
     return FinishUnary(ctx, grpc::Status::OK);
   }
   const int64_t since = std::max(request->since_ns(), now - CaptureManager::kStepSignalWindowNs);
@@ -674,7 +657,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
   if ((*endpoint)->hang != nullptr) {
     for (const StepSourceStatus& st :
          Stalled((*endpoint)->hang->Poll(*(*endpoint)->manager, now))) {
-      AddStall(st, response);
+      AddStepStall(st, response);
     }
   }
   return FinishUnary(ctx, grpc::Status::OK);
