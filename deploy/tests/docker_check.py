@@ -23,6 +23,7 @@ Exit 0 if all hold, 1 otherwise.
 
 import argparse
 import fnmatch
+import functools
 import os
 import re
 import shlex
@@ -71,42 +72,76 @@ def needed(binary):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out.stdout)
 
 
-def resolve(soname):
+@functools.lru_cache(maxsize=None)
+def _ld_cache():
+    """{soname: path} of this machine's x86-64 libraries: one `ldconfig -p` for every lookup."""
     out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    libs = {}
     for line in out.splitlines():
         m = re.match(r"\s*(\S+) \(libc6,x86-64[^)]*\) => (\S+)", line)
-        if m and m.group(1) == soname:
-            return m.group(2)
-    return None
+        if m:
+            libs.setdefault(m.group(1), m.group(2))
+    return libs
 
 
-def package_of(path):
+def resolve(soname):
+    return _ld_cache().get(soname)
+
+
+def _candidates(path):
+    """`path`, its real path, and each with /usr/lib and /lib swapped (merged /usr)."""
     cands = [path, os.path.realpath(path)]
     for p in list(cands):
         for a, b in (("/usr/lib/", "/lib/"), ("/lib/", "/usr/lib/")):
             if p.startswith(a):
                 cands.append(b + p[len(a):])
-    for p in cands:
-        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
-        if r.returncode == 0:
-            return r.stdout.split(":")[0].split(",")[0].strip()
-    return None
+    return cands
+
+
+def packages_of(paths):
+    """{path: the Debian package that installed it} for those of `paths` dpkg knows (the first of
+    each path's candidates it knows), in one `dpkg -S` call: each call reads every package's file
+    list, which made this check take a minute when it was one call per candidate."""
+    every = sorted({c for p in paths for c in _candidates(p)})
+    if not every:
+        return {}
+    r = subprocess.run(["dpkg", "-S", *every], capture_output=True, text=True)
+    owner = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("diversion "):
+            continue
+        pkgs, sep, f = line.partition(": ")
+        if sep:
+            owner.setdefault(f.strip(), pkgs.split(",")[0].strip().split(":")[0])
+    out = {}
+    for p in paths:
+        for c in _candidates(p):
+            if c in owner:
+                out[p] = owner[c]
+                break
+    return out
 
 
 def dependency_closure(packages):
-    """`packages` and everything they depend on (Depends, Pre-Depends), as installed here."""
+    """`packages` and everything they depend on (Depends, Pre-Depends), as installed here: one
+    `dpkg-query` for the whole database, walked here."""
+    r = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Depends}, ${Pre-Depends}\n"],
+                       capture_output=True, text=True)
+    depends = {}
+    for line in r.stdout.splitlines():
+        pkg, _, deps = line.partition("\t")
+        depends.setdefault(pkg, []).append(deps)
     seen, todo = set(), list(packages)
     while todo:
         pkg = todo.pop()
         if pkg in seen:
             continue
         seen.add(pkg)
-        r = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", pkg],
-                           capture_output=True, text=True)
-        for dep in r.stdout.split(","):
-            name = dep.split("|")[0].strip().split(" ")[0].split(":")[0]
-            if name:
-                todo.append(name)
+        for deps in depends.get(pkg, []):
+            for dep in deps.split(","):
+                name = dep.split("|")[0].strip().split(" ")[0].split(":")[0]
+                if name:
+                    todo.append(name)
     return seen
 
 
@@ -212,6 +247,7 @@ def main():
             if inst and "rm -rf /var/lib/apt/lists" not in runs:
                 problems.append(f"stage {stage}: the apt lists are left in the image")
             want = set()
+            links = []  # (target, soname, resolved path or None)
             for dest, (target, path) in stage_copies.get(stage, {}).items():
                 if path is None:
                     continue
@@ -219,13 +255,15 @@ def main():
                     if so.startswith(SANITIZER_LIBS):
                         notes.append(f"{target}: {so} (a sanitizer build) ignored")
                         continue
-                    lib = resolve(so)
-                    pkg = package_of(lib) if lib else None
-                    if pkg is None:
-                        problems.append(f"{target}: NEEDED {so} belongs to no Debian package "
-                                        f"here ({lib})")
-                        continue
-                    want.add(pkg.split(":")[0])
+                    links.append((target, so, resolve(so)))
+            owners = packages_of([lib for _, _, lib in links if lib])
+            for target, so, lib in links:
+                pkg = owners.get(lib) if lib else None
+                if pkg is None:
+                    problems.append(f"{target}: NEEDED {so} belongs to no Debian package "
+                                    f"here ({lib})")
+                    continue
+                want.add(pkg.split(":")[0])
             # A library the binaries link directly may come in as a dependency of one the stage
             # installs (a sanitizer or Debug build links gRPC's own libraries directly).
             missing = want - dependency_closure(installed | BASE_PACKAGES)
