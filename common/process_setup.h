@@ -27,8 +27,9 @@ void ReturnLargeBuffersToTheSystem();
 // At most `arenas` glibc malloc arenas (mallopt M_ARENA_MAX; glibc's default is 8 a core). Each
 // thread that allocates takes an arena of its own while there are fewer than the limit, and an
 // arena keeps the pages its peak needed: with gRPC's threads, the session's executor and the save
-// pool each in its own, the coordinator's RSS at 1,024 hosts was ~14 MiB (11 %) above what two
-// shared arenas hold, for no CPU difference there or in `profctl analyze` (docs/perf.md). Call
+// pool each in its own, the coordinator's peak RSS at 1,024 hosts was 3-13 MiB (up to 10 %) above
+// what two shared arenas hold, for no CPU difference there or in `profctl analyze`
+// (docs/perf.md). Call
 // from main before any thread starts. Returns false where the allocator refuses the setting
 // (a sanitizer's malloc).
 bool LimitMallocArenas(int arenas);

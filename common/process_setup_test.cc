@@ -12,7 +12,9 @@ namespace {
 // The arenas glibc made for 8 threads allocating at once (malloc_arena_probe); -1 when the probe
 // failed. The probe is built without sanitizers: this test binary's malloc may not be glibc's.
 int ArenasOfProbe(const std::string& args) {
-  const std::string command = test_paths::PathOf("malloc_arena_probe") + " " + args;
+  // Without the environment's own arena settings, which would change the default.
+  const std::string command = "env -u MALLOC_ARENA_MAX -u GLIBC_TUNABLES " +
+                              test_paths::PathOf("malloc_arena_probe") + " " + args;
   FILE* p = popen(command.c_str(), "r");
   if (p == nullptr) return -1;
   int heaps = -1;
