@@ -60,6 +60,17 @@ std::vector<StepSourceStatus> Stalled(const std::vector<StepSourceStatus>& statu
   return out;
 }
 
+void AddStepSamples(const std::vector<StepSample>& steps,
+                    profctl::v1::GetStepSignalResponse* response) {
+  for (const StepSample& step : steps) {
+    profctl::v1::StepSignalSample* out = response->add_samples();
+    out->set_end_ns(step.end_wall_ns);
+    out->set_duration_ns(step.duration_ns);
+    out->set_step_num(step.step_num);
+    out->set_source(step.source);
+  }
+}
+
 void AddStepStall(const StepSourceStatus& status, profctl::v1::GetStepSignalResponse* response) {
   profctl::v1::StepStall* stall = response->add_stalls();
   stall->set_source(status.source);

@@ -65,6 +65,9 @@ class HangDetector {
 // The stalled ones of `status`.
 std::vector<StepSourceStatus> Stalled(const std::vector<StepSourceStatus>& status);
 
+// Steps as GetStepSignalResponse.samples, in their order.
+void AddStepSamples(const std::vector<StepSample>& steps,
+                    profctl::v1::GetStepSignalResponse* response);
 // A stalled source as an entry of GetStepSignalResponse.stalls.
 void AddStepStall(const StepSourceStatus& status, profctl::v1::GetStepSignalResponse* response);
 // Every source of `status` as GetStepSignalResponse.summaries (the answer to summary_only), and

@@ -127,5 +127,21 @@ TEST(HangDetectorTest, SummariesCarryEverySourceAndStallsOnlyTheStalled) {
   EXPECT_EQ(r.samples_size(), 0);
 }
 
+TEST(HangDetectorTest, SamplesKeepTheirOrderAndEveryField) {
+  const std::vector<StepSample> steps = {
+      {.end_wall_ns = 10 * kMs, .duration_ns = 2 * kMs, .step_num = 4, .source = "a"},
+      {.end_wall_ns = 12 * kMs, .duration_ns = 3 * kMs, .step_num = -1, .source = "b"}};
+  profctl::v1::GetStepSignalResponse r;
+  AddStepSamples(steps, &r);
+  ASSERT_EQ(r.samples_size(), 2);
+  EXPECT_EQ(r.samples(0).end_ns(), 10 * kMs);
+  EXPECT_EQ(r.samples(0).duration_ns(), 2 * kMs);
+  EXPECT_EQ(r.samples(0).step_num(), 4);
+  EXPECT_EQ(r.samples(0).source(), "a");
+  EXPECT_EQ(r.samples(1).source(), "b");
+  EXPECT_EQ(r.samples(1).step_num(), -1);
+  EXPECT_EQ(r.summaries_size(), 0);
+}
+
 }  // namespace
 }  // namespace profctl::agent

@@ -165,13 +165,7 @@ class FakeAgent::Client final : public AgentClient {
       std::vector<std::string> sources;
       const int64_t since = std::max(query.since_ns, now - int64_t{600} * kNanosPerSecond);
       const size_t max = query.max_samples == 0 ? 1024 : std::min<size_t>(query.max_samples, 4096);
-      for (const agent::StepSample& s : a_->manager_.RecentSteps(since, now, max, &sources)) {
-        profctl::v1::StepSignalSample* out = r.add_samples();
-        out->set_end_ns(s.end_wall_ns);
-        out->set_duration_ns(s.duration_ns);
-        out->set_step_num(s.step_num);
-        out->set_source(s.source);
-      }
+      agent::AddStepSamples(a_->manager_.RecentSteps(since, now, max, &sources), &r);
       for (const std::string& src : sources) r.add_sources(src);
     }
     absl::StatusOr<profctl::v1::GetStepSignalResponse> value =

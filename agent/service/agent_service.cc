@@ -647,13 +647,7 @@ grpc::ServerUnaryReactor* AgentServiceImpl::GetStepSignal(
   const std::vector<StepSample> steps =
       (*endpoint)->manager->RecentSteps(since, now, max, &sources);
   for (std::string& s : sources) response->add_sources(std::move(s));
-  for (const StepSample& step : steps) {
-    profctl::v1::StepSignalSample* out = response->add_samples();
-    out->set_end_ns(step.end_wall_ns);
-    out->set_duration_ns(step.duration_ns);
-    out->set_step_num(step.step_num);
-    out->set_source(step.source);
-  }
+  AddStepSamples(steps, response);
   if ((*endpoint)->hang != nullptr) {
     for (const StepSourceStatus& st :
          Stalled((*endpoint)->hang->Poll(*(*endpoint)->manager, now))) {
