@@ -8,7 +8,9 @@
 #     libdeflate-gunzip is installed: the inflate floor), peak RSS;
 #   - the outputs phase, pod trace size and coordinator memory per trace byte: a capture of 8
 #     heavy hosts x 3 s (multihost_benchmark heavy);
-#   - 1,024 hosts, 5 % dead or hung, 1 s window: wall - duration (multihost_benchmark scale).
+#   - 1,024 hosts, 5 % dead or hung, 1 s window: wall - duration (multihost_benchmark scale), and
+#     beside it what gRPC alone costs for the same calls a host (grpc_floor_benchmark): the floor
+#     under the per-host targets.
 # Environment: PROFCTL_BENCH_RUNS (default 1 run per row; the median is reported), PROFCTL_BENCH_SKIP
 # (space-separated: analyze heavy scale), PROFCTL_BENCH_DATA (default /tmp/profctl_bench_kineto4).
 # Notes the load average before each row: on a shared machine compare runs side by side.
@@ -24,7 +26,8 @@ if [ ! -f "$REL/build.ninja" ]; then
   cmake -S . -B "$REL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPROFCTL_BUILD_TESTS=OFF \
     -DPROFCTL_WERROR=ON >/dev/null
 fi
-cmake --build "$REL" -j "$JOBS" --target profctl profctl-agent multihost_benchmark >/dev/null
+cmake --build "$REL" -j "$JOBS" --target profctl profctl-agent multihost_benchmark \
+  grpc_floor_benchmark >/dev/null
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 # cpu CMD...: runs CMD (output discarded); prints "wall_s cpu_s maxrss_mib".
@@ -100,6 +103,10 @@ if [[ "$SKIP" != *" scale "* ]]; then
       "$(awk -v w="${wall%% (*}" 'BEGIN {print (w + 0 < 1500 ? "met" : "MISSED")}')"
   row "1,024 hosts: coordinator peak RSS (MiB) / CPU per host (ms)" "${rss// /} / ${cpuh// /}" \
       "- / <= 1" "$(awk -v c="${cpuh// /}" 'BEGIN {print (c + 0 <= 1 ? "met" : "MISSED")}')"
+  floor=$("$REL/bench/grpc_floor_benchmark" --hosts=1024 2>/dev/null |
+    sed -E 's/.*cpu\/host ([0-9.]+) ms, peak rss above start ([0-9.]+) KiB.*/\1 ms, \2 KiB/')
+  row "gRPC alone, the same calls for 1,024 hosts: CPU / peak RSS a host (the floor)" "$floor" \
+      "<= 1 ms, <= 64 KiB" "-"
 fi
 
 echo "| what | measured | target | |"

@@ -63,6 +63,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/service/agent_server.h"
+#include "bench/time_wait.h"
 #include "common/clock.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -114,28 +115,6 @@ std::string LoadAverage() {
 }
 
 std::string Loopback(int port) { return testkit::LoopbackAddress(port); }
-
-// TCP sockets in TIME_WAIT ("tw N" in /proc/net/sockstat); -1 when unknown.
-int64_t TimeWaitSockets() {
-  const std::string text = ReadFile("/proc/net/sockstat").value_or("");
-  const size_t at = text.find(" tw ");
-  if (at == std::string::npos) return -1;
-  const size_t end = text.find_first_of(" \n", at + 4);
-  int64_t n = -1;
-  return absl::SimpleAtoi(text.substr(at + 4, end - at - 4), &n) ? n : -1;
-}
-
-// A 1,024-host run leaves about 8,000 loopback connections in TIME_WAIT for 60 s, and while they
-// linger every new connection costs the kernel more (picking an ephemeral port walks them): runs
-// back to back got slower one after the other (wall - duration 2.1 s -> 3.2 s over 6 runs).
-// Waits, at most 75 s, until fewer than 100 are left; returns the seconds waited.
-double AwaitTimeWaitDrained() {
-  const absl::Time start = absl::Now();
-  while (TimeWaitSockets() >= 100 && absl::Now() - start < absl::Seconds(75)) {
-    absl::SleepFor(absl::Seconds(1));
-  }
-  return absl::ToDoubleSeconds(absl::Now() - start);
-}
 
 // Nearest-rank percentile of `v` (p in 0..100); 0 for an empty sample.
 double Percentile(std::vector<double> v, double p) {

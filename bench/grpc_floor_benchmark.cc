@@ -1,0 +1,488 @@
+// What gRPC alone costs a coordinator per host: the floor under item 4's per-host targets
+// (docs/perf.md). The client makes, for every host, the calls a `profctl capture` makes (a channel
+// with profctl's arguments, GetInfo, --samples SyncClock round trips one after another, a renewal
+// GetInfo, then a Capture stream of --trace-bytes and a GetStepSignal at the window's end), with
+// nothing of profctl's own work: no clock math, no trace decoding, no files. The servers are
+// minimal AgentService processes (--endpoints-per-process ports each) that answer at once, hold
+// each Capture for --window-ms and then send a header, the bytes and a trailer.
+//
+//   grpc_floor_benchmark [--hosts=1024] [--samples=5] [--trace-bytes=18000] [--window-ms=1000]
+//                        [--endpoints-per-process=256] [--calls=full|info+stream|stream]
+//                        [--arg=NAME=INTEGER ...] [--scheme=ipv4] [--drain=1]
+//
+// Reports the client's CPU time per host (getrusage of the whole client process, gRPC's threads
+// included, from the first channel made to the last one destroyed), wall time, and its peak RSS
+// above what it held before the first channel. --calls=info+stream makes only GetInfo and the
+// Capture stream, --calls=stream only the stream (the least any protocol with a connection a host
+// can make). --arg adds integer channel arguments, to try gRPC's knobs against the floor. Each run
+// first waits (at most 75 s; --drain=0 not at all) for the last run's TIME_WAIT sockets to drain,
+// as multihost_benchmark does.
+#include <fcntl.h>
+#include <malloc.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "bench/time_wait.h"
+#include "grpcpp/grpcpp.h"
+#include "profctl/v1/agent.grpc.pb.h"
+
+extern char** environ;
+
+namespace {
+
+using profctl::v1::AgentService;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Flags {
+  bool serve = false;
+  int hosts = 1024;
+  int samples = 5;
+  int trace_bytes = 18000;
+  int window_ms = 1000;
+  int endpoints_per_process = 256;
+  enum class Calls { kFull, kInfoAndStream, kStream } calls = Calls::kFull;
+  // --arg=NAME=VALUE: extra integer channel arguments, to try gRPC's knobs against the floor.
+  std::vector<std::pair<std::string, int>> channel_args;
+  std::string scheme;  // --scheme=ipv4: targets as ipv4:127.0.0.1:PORT (no DNS resolver)
+  int drain = 1;       // --drain=0: do not wait for the last run's TIME_WAIT sockets
+};
+
+bool ParseFlag(absl::string_view arg, absl::string_view name, int* out) {
+  if (!absl::ConsumePrefix(&arg, name) || !absl::ConsumePrefix(&arg, "=")) return false;
+  if (!absl::SimpleAtoi(arg, out) || *out < 0) {
+    std::cerr << "grpc_floor_benchmark: bad value for " << name << ": " << arg << "\n";
+    std::exit(2);
+  }
+  return true;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "serve") {
+      f.serve = true;
+    } else if (a == "--calls=info+stream") {
+      f.calls = Flags::Calls::kInfoAndStream;
+    } else if (a == "--calls=stream") {
+      f.calls = Flags::Calls::kStream;
+    } else if (absl::ConsumePrefix(&a, "--arg=")) {
+      const size_t eq = a.rfind('=');
+      int v = 0;
+      if (eq == absl::string_view::npos || !absl::SimpleAtoi(a.substr(eq + 1), &v)) {
+        std::cerr << "grpc_floor_benchmark: --arg wants NAME=INTEGER\n";
+        std::exit(2);
+      }
+      f.channel_args.emplace_back(std::string(a.substr(0, eq)), v);
+    } else if (absl::ConsumePrefix(&a, "--scheme=")) {
+      f.scheme = std::string(a);
+    } else if (a == "--calls=full") {
+      f.calls = Flags::Calls::kFull;
+    } else if (!ParseFlag(a, "--hosts", &f.hosts) && !ParseFlag(a, "--samples", &f.samples) &&
+               !ParseFlag(a, "--trace-bytes", &f.trace_bytes) &&
+               !ParseFlag(a, "--window-ms", &f.window_ms) && !ParseFlag(a, "--drain", &f.drain) &&
+               !ParseFlag(a, "--endpoints-per-process", &f.endpoints_per_process)) {
+      std::cerr << "grpc_floor_benchmark: unknown argument " << a << "\n";
+      std::exit(2);
+    }
+  }
+  if (f.hosts < 1 || f.endpoints_per_process < 1) {
+    std::cerr << "grpc_floor_benchmark: --hosts and --endpoints-per-process must be >= 1\n";
+    std::exit(2);
+  }
+  return f;
+}
+
+// ---------------------------------------------------------------- the servers
+
+class MinimalAgent final : public AgentService::Service {
+ public:
+  MinimalAgent(int trace_bytes, int window_ms) : data_(trace_bytes, 'x'), window_ms_(window_ms) {}
+
+  grpc::Status GetInfo(grpc::ServerContext*, const profctl::v1::GetInfoRequest*,
+                       profctl::v1::GetInfoResponse* r) override {
+    r->set_name("floor");
+    r->set_hostname("floor");
+    r->set_version("0");
+    r->add_collectors("synthetic");
+    r->set_max_duration_ms(3'600'000);
+    r->set_instance_id("floor");
+    return grpc::Status::OK;
+  }
+  grpc::Status SyncClock(grpc::ServerContext*, const profctl::v1::SyncClockRequest*,
+                         profctl::v1::SyncClockResponse* r) override {
+    r->set_receive_ns(NowNs());
+    r->set_send_ns(NowNs());
+    return grpc::Status::OK;
+  }
+  grpc::Status GetStepSignal(grpc::ServerContext*, const profctl::v1::GetStepSignalRequest*,
+                             profctl::v1::GetStepSignalResponse* r) override {
+    r->set_now_ns(NowNs());
+    return grpc::Status::OK;
+  }
+  grpc::Status Capture(grpc::ServerContext*, const profctl::v1::CaptureRequest* req,
+                       grpc::ServerWriter<profctl::v1::CaptureChunk>* w) override {
+    profctl::v1::CaptureChunk chunk;
+    chunk.mutable_started();
+    w->Write(chunk);
+    std::this_thread::sleep_for(std::chrono::milliseconds(window_ms_));
+    chunk.Clear();
+    profctl::v1::CaptureHeader* h = chunk.mutable_header();
+    h->set_session_id(req->session_id());
+    h->set_total_bytes(data_.size());
+    h->set_name("floor");
+    w->Write(chunk);
+    chunk.Clear();
+    chunk.set_data(data_);
+    w->Write(chunk);
+    chunk.Clear();
+    chunk.mutable_trailer();
+    w->Write(chunk);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::string data_;
+  const int window_ms_;
+};
+
+int Serve(const Flags& f) {
+  MinimalAgent service(f.trace_bytes, f.window_ms);
+  grpc::ServerBuilder builder;
+  std::vector<int> ports(static_cast<size_t>(f.endpoints_per_process));
+  for (int& p : ports) {
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &p);
+  }
+  builder.RegisterService(&service);
+  // Every Capture holds a thread for the window: one for each endpoint, and some to spare.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 4);
+  grpc::ResourceQuota quota;
+  quota.SetMaxThreads(f.endpoints_per_process * 2 + 16);
+  builder.SetResourceQuota(quota);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) return 1;
+  for (int p : ports) std::cout << p << "\n";
+  std::cout << "ready" << std::endl;
+  // Serve until the client closes our stdin.
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  return 0;
+}
+
+// ---------------------------------------------------------------- the client
+
+struct Server {
+  pid_t pid = -1;
+  int to_child = -1;
+  std::vector<int> ports;
+};
+
+Server SpawnServer(const Flags& f) {
+  int in[2], out[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) std::exit(1);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, in[1]);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::vector<std::string> args = {
+      "/proc/self/exe", "serve", absl::StrCat("--trace-bytes=", f.trace_bytes),
+      absl::StrCat("--window-ms=", f.window_ms),
+      absl::StrCat("--endpoints-per-process=", f.endpoints_per_process)};
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  Server s;
+  if (posix_spawn(&s.pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ) != 0) std::exit(1);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  s.to_child = in[1];
+  FILE* from = fdopen(out[0], "r");
+  char buf[64];
+  while (fgets(buf, sizeof buf, from) != nullptr) {
+    const absl::string_view line = absl::StripSuffix(absl::string_view(buf), "\n");
+    if (line == "ready") break;
+    int port = 0;
+    if (absl::SimpleAtoi(line, &port)) s.ports.push_back(port);
+  }
+  fclose(from);
+  return s;
+}
+
+int64_t ReadStatusKib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, field)) {
+      int64_t v = 0;
+      absl::string_view rest = absl::StripPrefix(absl::string_view(line), field);
+      rest = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(rest), "kB"));
+      return absl::SimpleAtoi(rest, &v) ? v : 0;
+    }
+  }
+  return 0;
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+class Countdown {
+ public:
+  explicit Countdown(int n) : left_(n) {}
+  void Done() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int left_;
+};
+
+struct Host;
+
+class CaptureReader final : public grpc::ClientReadReactor<profctl::v1::CaptureChunk> {
+ public:
+  explicit CaptureReader(Host* host) : host_(host) {}
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& s) override;
+  grpc::ClientContext ctx;
+  profctl::v1::CaptureRequest request;
+  profctl::v1::CaptureChunk chunk;
+  int64_t bytes = 0;
+
+ private:
+  Host* host_;
+};
+
+struct Host {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<AgentService::Stub> stub;
+  const Flags* flags = nullptr;
+  Countdown* prepared = nullptr;
+  Countdown* finished = nullptr;
+  int samples_left = 0;
+  bool failed = false;
+  std::unique_ptr<CaptureReader> capture;
+  // One call at a time in prepare, so one context and response of each kind is enough.
+  std::unique_ptr<grpc::ClientContext> ctx;
+  profctl::v1::GetInfoRequest info_req;
+  profctl::v1::GetInfoResponse info;
+  profctl::v1::SyncClockRequest sync_req;
+  profctl::v1::SyncClockResponse sync;
+  std::unique_ptr<grpc::ClientContext> step_ctx;
+  profctl::v1::GetStepSignalRequest step_req;
+  profctl::v1::GetStepSignalResponse step;
+  std::atomic<int> finish_parts{2};
+
+  grpc::ClientContext* NewContext() {
+    ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return ctx.get();
+  }
+
+  bool Full() const { return flags->calls == Flags::Calls::kFull; }
+
+  void Start() {
+    if (flags->calls == Flags::Calls::kStream) {  // the stream connects the channel itself
+      prepared->Done();
+      return;
+    }
+    info_req.mutable_reserve()->set_session_id("floor-session");
+    info_req.mutable_reserve()->set_session_key("floor-key");
+    info_req.mutable_reserve()->set_ttl_ms(2000);
+    stub->async()->GetInfo(NewContext(), &info_req, &info, [this](const grpc::Status& s) {
+      if (!s.ok()) failed = true;
+      samples_left = Full() ? flags->samples : 0;
+      NextSample();
+    });
+  }
+
+  void NextSample() {
+    if (samples_left == 0) {
+      if (!Full()) {
+        prepared->Done();
+        return;
+      }
+      stub->async()->GetInfo(NewContext(), &info_req, &info, [this](const grpc::Status& s) {
+        if (!s.ok()) failed = true;
+        prepared->Done();
+      });
+      return;
+    }
+    --samples_left;
+    stub->async()->SyncClock(NewContext(), &sync_req, &sync, [this](const grpc::Status& s) {
+      if (!s.ok()) failed = true;
+      NextSample();
+    });
+  }
+
+  void StartCapture() {
+    capture = std::make_unique<CaptureReader>(this);
+    capture->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    capture->request.set_session_id("floor-session");
+    capture->request.set_duration_ms(static_cast<uint64_t>(flags->window_ms));
+    capture->request.set_session_key("floor-key");
+    stub->async()->Capture(&capture->ctx, &capture->request, capture.get());
+    capture->StartRead(&capture->chunk);
+    capture->StartCall();
+    if (!Full()) PartDone();
+  }
+
+  void AskStepSignal() {
+    if (!Full()) return;
+    step_ctx = std::make_unique<grpc::ClientContext>();
+    step_ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    step_req.set_summary_only(true);
+    stub->async()->GetStepSignal(step_ctx.get(), &step_req, &step, [this](const grpc::Status& s) {
+      if (!s.ok()) failed = true;
+      PartDone();
+    });
+  }
+
+  void PartDone() {
+    if (finish_parts.fetch_sub(1) == 1) finished->Done();
+  }
+};
+
+void CaptureReader::OnReadDone(bool ok) {
+  if (!ok) return;
+  if (chunk.has_data()) bytes += static_cast<int64_t>(chunk.data().size());
+  StartRead(&chunk);
+}
+
+void CaptureReader::OnDone(const grpc::Status& s) {
+  if (!s.ok() || bytes != host_->flags->trace_bytes) host_->failed = true;
+  host_->PartDone();
+}
+
+constexpr const char* kCallsNames[] = {"full", "info+stream", "stream"};
+
+int RunClient(const Flags& f) {
+  std::vector<Server> servers;
+  std::vector<int> ports;
+  while (static_cast<int>(ports.size()) < f.hosts) {
+    servers.push_back(SpawnServer(f));
+    for (int p : servers.back().ports) ports.push_back(p);
+    if (servers.back().ports.empty()) {
+      std::cerr << "grpc_floor_benchmark: a server process gave no ports\n";
+      return 1;
+    }
+  }
+  ports.resize(static_cast<size_t>(f.hosts));
+  // The last run's connections, lingering in TIME_WAIT, make new ones cost more.
+  const double waited_s = f.drain != 0 ? profctl::bench::AwaitTimeWaitDrained() : 0.0;
+
+  // gRPC's own start (threads, event engine) happens once per process: not a host's cost.
+  { grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()); }
+  const int64_t rss_before_kib = ReadStatusKib("VmRSS:");
+  const double cpu0 = CpuSeconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+
+  Countdown prepared(f.hosts);
+  Countdown finished(f.hosts);
+  std::vector<std::unique_ptr<Host>> hosts;
+  hosts.reserve(static_cast<size_t>(f.hosts));
+  for (int port : ports) {
+    // The arguments profctl's GrpcAgentClient gives each agent's channel.
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(16 << 20);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_ENABLE_CHANNELZ, 0);
+    for (const auto& [name, value] : f.channel_args) args.SetInt(name, value);
+    auto h = std::make_unique<Host>();
+    h->channel = grpc::CreateCustomChannel(
+        absl::StrCat(f.scheme.empty() ? "" : f.scheme + ":", "127.0.0.1:", port),
+        grpc::InsecureChannelCredentials(), args);
+    h->stub = AgentService::NewStub(h->channel);
+    h->flags = &f;
+    h->prepared = &prepared;
+    h->finished = &finished;
+    hosts.push_back(std::move(h));
+  }
+  for (auto& h : hosts) h->Start();
+  prepared.Wait();
+  const auto prepared_at = std::chrono::steady_clock::now();
+  for (auto& h : hosts) h->StartCapture();
+  std::this_thread::sleep_for(std::chrono::milliseconds(f.window_ms));
+  for (auto& h : hosts) h->AskStepSignal();
+  finished.Wait();
+  int failed = 0;
+  for (auto& h : hosts) failed += h->failed ? 1 : 0;
+  hosts.clear();  // the channels close here, as profctl closes them at the end
+  const double cpu = CpuSeconds() - cpu0;
+  const auto wall1 = std::chrono::steady_clock::now();
+  const int64_t peak_kib = ReadStatusKib("VmHWM:");
+
+  for (Server& s : servers) {
+    close(s.to_child);
+    int status = 0;
+    waitpid(s.pid, &status, 0);
+  }
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::cout << absl::StrFormat(
+      "floor hosts %d calls %s samples %d trace_bytes %d: wall-window %.0f ms (prepare %.0f, "
+      "after the window %.0f), cpu/host %.3f ms, peak rss above start %.1f KiB/host (%.1f MiB "
+      "peak), failed %d, waited %.0f s for TIME_WAIT to drain\n",
+      f.hosts, kCallsNames[static_cast<int>(f.calls)], f.samples, f.trace_bytes,
+      ms(wall1 - wall0) - f.window_ms, ms(prepared_at - wall0),
+      ms(wall1 - prepared_at) - f.window_ms, cpu * 1000.0 / f.hosts,
+      static_cast<double>(peak_kib - rss_before_kib) / f.hosts,
+      static_cast<double>(peak_kib) / 1024.0, failed, waited_s);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // As profctl's and profctl-agent's main do (common/process_setup.h): Debian's abseil checks
+  // every Mutex for lock-order cycles, and glibc gives every allocating thread an arena.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  mallopt(M_ARENA_MAX, 2);
+  const Flags f = ParseFlags(argc, argv);
+  return f.serve ? Serve(f) : RunClient(f);
+}
