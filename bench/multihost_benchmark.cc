@@ -769,8 +769,14 @@ int Main(int argc, char** argv) {
   for (absl::string_view f : absl::StrSplit(capture_flags, ',', absl::SkipEmpty())) {
     paths.capture_flags.emplace_back(f);
   }
-  char tmpl[] = "/tmp/profctl_bench_XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) return 1;
+  // The sessions are written here: under $TMPDIR (default /tmp). Where that file system is slow
+  // to make files (docs/perf.md: 225 us a file in one VM's /tmp), it shows in the coordinator's
+  // CPU.
+  std::string tmpl = (std::filesystem::temp_directory_path() / "profctl_bench_XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::cerr << "cannot make a scratch folder " << tmpl << "\n";
+    return 1;
+  }
   paths.scratch = tmpl;
   int rc = 0;
   if (args[0] == "alignment") {
