@@ -10,13 +10,14 @@
 //                        [--endpoints-per-process=256] [--calls=full|info+stream|stream]
 //                        [--arg=NAME=INTEGER ...] [--scheme=ipv4] [--drain=1]
 //
-// Reports the client's CPU time per host (getrusage of the whole client process, gRPC's threads
-// included, from the first channel made to the last one destroyed), wall time, and its peak RSS
-// above what it held before the first channel. --calls=info+stream makes only GetInfo and the
-// Capture stream, --calls=stream only the stream (the least any protocol with a connection a host
-// can make). --arg adds integer channel arguments, to try gRPC's knobs against the floor. Each run
-// first waits (at most 75 s; --drain=0 not at all) for the last run's TIME_WAIT sockets to drain,
-// as multihost_benchmark does.
+// Reports the client's CPU time per host (getrusage of the whole client process, user and system,
+// gRPC's threads included, from the first channel made to 300 ms after the last one was
+// destroyed), wall time, and its peak RSS above what it held after one warm-up call of each kind.
+// Each call is dropped as it ends, as profctl drops it. --calls=info+stream makes only GetInfo
+// and the Capture stream, --calls=stream only the stream (the least this gRPC client can do with a
+// connection a host). --arg adds integer channel arguments, to try gRPC's knobs against the
+// floor. Each run first waits (at most 75 s; --drain=0 not at all) for the last run's TIME_WAIT
+// sockets to drain, as multihost_benchmark does.
 #include <fcntl.h>
 #include <malloc.h>
 #include <spawn.h>
@@ -256,11 +257,16 @@ int64_t ReadStatusKib(const char* field) {
   return 0;
 }
 
-double CpuSeconds() {
+struct Cpu {
+  double user_s = 0;
+  double sys_s = 0;
+};
+
+Cpu CpuNow() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return {static_cast<double>(ru.ru_utime.tv_sec) + static_cast<double>(ru.ru_utime.tv_usec) / 1e6,
+          static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) / 1e6};
 }
 
 class Countdown {
@@ -304,7 +310,7 @@ struct Host {
   Countdown* prepared = nullptr;
   Countdown* finished = nullptr;
   int samples_left = 0;
-  bool failed = false;
+  std::atomic<bool> failed{false};
   std::unique_ptr<CaptureReader> capture;
   // One call at a time in prepare, so one context and response of each kind is enough.
   std::unique_ptr<grpc::ClientContext> ctx;
@@ -343,11 +349,13 @@ struct Host {
   void NextSample() {
     if (samples_left == 0) {
       if (!Full()) {
+        ctx.reset();  // as profctl drops each call as it ends
         prepared->Done();
         return;
       }
       stub->async()->GetInfo(NewContext(), &info_req, &info, [this](const grpc::Status& s) {
         if (!s.ok()) failed = true;
+        ctx.reset();
         prepared->Done();
       });
       return;
@@ -378,6 +386,7 @@ struct Host {
     step_req.set_summary_only(true);
     stub->async()->GetStepSignal(step_ctx.get(), &step_req, &step, [this](const grpc::Status& s) {
       if (!s.ok()) failed = true;
+      step_ctx.reset();
       PartDone();
     });
   }
@@ -394,8 +403,10 @@ void CaptureReader::OnReadDone(bool ok) {
 }
 
 void CaptureReader::OnDone(const grpc::Status& s) {
-  if (!s.ok() || bytes != host_->flags->trace_bytes) host_->failed = true;
-  host_->PartDone();
+  Host* host = host_;
+  if (!s.ok() || bytes != host->flags->trace_bytes) host->failed = true;
+  host->capture.reset();  // this reader, as profctl deletes its stream call at its end
+  host->PartDone();
 }
 
 constexpr const char* kCallsNames[] = {"full", "info+stream", "stream"};
@@ -415,10 +426,23 @@ int RunClient(const Flags& f) {
   // The last run's connections, lingering in TIME_WAIT, make new ones cost more.
   const double waited_s = f.drain != 0 ? profctl::bench::AwaitTimeWaitDrained() : 0.0;
 
-  // gRPC's own start (threads, event engine) happens once per process: not a host's cost.
-  { grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()); }
+  // gRPC's own start (its threads, the callback API's completion queue, the code first run) is
+  // once a process, not a host's cost: one call of each kind to the first server first.
+  {
+    std::unique_ptr<AgentService::Stub> warm = AgentService::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", ports[0]), grpc::InsecureChannelCredentials()));
+    Countdown done(2);
+    grpc::ClientContext c1, c2;
+    profctl::v1::GetInfoRequest info_req;
+    profctl::v1::GetInfoResponse info;
+    profctl::v1::SyncClockRequest sync_req;
+    profctl::v1::SyncClockResponse sync;
+    warm->async()->GetInfo(&c1, &info_req, &info, [&](const grpc::Status&) { done.Done(); });
+    warm->async()->SyncClock(&c2, &sync_req, &sync, [&](const grpc::Status&) { done.Done(); });
+    done.Wait();
+  }
   const int64_t rss_before_kib = ReadStatusKib("VmRSS:");
-  const double cpu0 = CpuSeconds();
+  const Cpu cpu0 = CpuNow();
   const auto wall0 = std::chrono::steady_clock::now();
 
   Countdown prepared(f.hosts);
@@ -454,8 +478,11 @@ int RunClient(const Flags& f) {
   int failed = 0;
   for (auto& h : hosts) failed += h->failed ? 1 : 0;
   hosts.clear();  // the channels close here, as profctl closes them at the end
-  const double cpu = CpuSeconds() - cpu0;
   const auto wall1 = std::chrono::steady_clock::now();
+  // gRPC closes the transports on its own threads after that: their CPU counts too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Cpu cpu1 = CpuNow();
+  const double user = cpu1.user_s - cpu0.user_s, sys = cpu1.sys_s - cpu0.sys_s;
   const int64_t peak_kib = ReadStatusKib("VmHWM:");
 
   for (Server& s : servers) {
@@ -466,11 +493,12 @@ int RunClient(const Flags& f) {
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::cout << absl::StrFormat(
       "floor hosts %d calls %s samples %d trace_bytes %d: wall-window %.0f ms (prepare %.0f, "
-      "after the window %.0f), cpu/host %.3f ms, peak rss above start %.1f KiB/host (%.1f MiB "
-      "peak), failed %d, waited %.0f s for TIME_WAIT to drain\n",
+      "after the window %.0f), cpu/host %.3f ms (user %.3f, sys %.3f), peak rss above start "
+      "%.1f KiB/host (%.1f MiB peak), failed %d, waited %.0f s for TIME_WAIT to drain\n",
       f.hosts, kCallsNames[static_cast<int>(f.calls)], f.samples, f.trace_bytes,
       ms(wall1 - wall0) - f.window_ms, ms(prepared_at - wall0),
-      ms(wall1 - prepared_at) - f.window_ms, cpu * 1000.0 / f.hosts,
+      ms(wall1 - prepared_at) - f.window_ms, (user + sys) * 1000.0 / f.hosts,
+      user * 1000.0 / f.hosts, sys * 1000.0 / f.hosts,
       static_cast<double>(peak_kib - rss_before_kib) / f.hosts,
       static_cast<double>(peak_kib) / 1024.0, failed, waited_s);
   return failed == 0 ? 0 : 1;
