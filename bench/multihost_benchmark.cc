@@ -772,7 +772,10 @@ int Main(int argc, char** argv) {
   // The sessions are written here: under $TMPDIR (default /tmp). Where that file system is slow
   // to make files (docs/perf.md: 225 us a file in one VM's /tmp), it shows in the coordinator's
   // CPU.
-  std::string tmpl = (std::filesystem::temp_directory_path() / "profctl_bench_XXXXXX").string();
+  std::error_code no_tmpdir;
+  std::filesystem::path base = std::filesystem::temp_directory_path(no_tmpdir);
+  if (no_tmpdir) base = "/tmp";
+  std::string tmpl = (base / "profctl_bench_XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) {
     std::cerr << "cannot make a scratch folder " << tmpl << "\n";
     return 1;
