@@ -62,6 +62,7 @@
 #include "absl/strings/str_split.h"
 #include "analysis/breakdown.h"
 #include "analysis/readers/xspace_reader.h"
+#include "bench/proc_status.h"
 #include "common/byte_source.h"
 #include "common/file_util.h"
 #include "common/flags.h"
@@ -90,23 +91,6 @@ int64_t NowNs() {
 
 double Sec(int64_t ns) { return static_cast<double>(ns) / 1e9; }
 double MiB(double bytes) { return bytes / (1024.0 * 1024.0); }
-
-// VmRSS / VmHWM of this process, bytes.
-int64_t ProcStatusBytes(absl::string_view key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, key)) {
-      int64_t kib = 0;
-      std::string digits;
-      for (char c : line) {
-        if (c >= '0' && c <= '9') digits.push_back(c);
-      }
-      if (absl::SimpleAtoi(digits, &kib)) return kib * 1024;
-    }
-  }
-  return 0;
-}
 
 std::string SelfPath() {
   std::error_code ec;

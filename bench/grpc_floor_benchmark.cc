@@ -1,10 +1,11 @@
-// What gRPC alone costs a coordinator per host: the floor under item 4's per-host targets
-// (docs/perf.md). The client makes, for every host, the calls a `profctl capture` makes (a channel
-// with profctl's arguments, GetInfo, --samples SyncClock round trips one after another, a renewal
-// GetInfo, then a Capture stream of --trace-bytes and a GetStepSignal at the window's end), with
-// nothing of profctl's own work: no clock math, no trace decoding, no files. The servers are
-// minimal AgentService processes (--endpoints-per-process ports each) that answer at once, hold
-// each Capture for --window-ms and then send a header, the bytes and a trailer.
+// What gRPC alone costs a coordinator per host: the floor under the coordinator's per-host CPU
+// and memory (docs/perf.md, "What gRPC alone costs a host"). The client makes, for every host, the
+// calls a `profctl capture` makes (a channel with profctl's arguments, GetInfo, --samples SyncClock
+// round trips one after another, a renewal GetInfo, then a Capture stream of --trace-bytes and a
+// GetStepSignal at the window's end), with nothing of profctl's own work: no clock math, no trace
+// decoding, no files. The servers are minimal AgentService processes (--endpoints-per-process ports
+// each) that answer at once, hold each Capture for --window-ms and then send a header, the bytes
+// and a trailer.
 //
 //   grpc_floor_benchmark [--hosts=1024] [--samples=5] [--trace-bytes=18000] [--window-ms=1000]
 //                        [--endpoints-per-process=256] [--calls=full|info+stream|stream]
@@ -19,7 +20,6 @@
 // floor. Each run first waits (at most 75 s; --drain=0 not at all) for the last run's TIME_WAIT
 // sockets to drain, as multihost_benchmark does.
 #include <fcntl.h>
-#include <malloc.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,26 +27,23 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "bench/proc_status.h"
 #include "bench/time_wait.h"
+#include "common/process_setup.h"
 #include "grpcpp/grpcpp.h"
 #include "profctl/v1/agent.grpc.pb.h"
 
@@ -243,20 +240,6 @@ Server SpawnServer(const Flags& f) {
   return s;
 }
 
-int64_t ReadStatusKib(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, field)) {
-      int64_t v = 0;
-      absl::string_view rest = absl::StripPrefix(absl::string_view(line), field);
-      rest = absl::StripAsciiWhitespace(absl::StripSuffix(absl::StripAsciiWhitespace(rest), "kB"));
-      return absl::SimpleAtoi(rest, &v) ? v : 0;
-    }
-  }
-  return 0;
-}
-
 struct Cpu {
   double user_s = 0;
   double sys_s = 0;
@@ -268,24 +251,6 @@ Cpu CpuNow() {
   return {static_cast<double>(ru.ru_utime.tv_sec) + static_cast<double>(ru.ru_utime.tv_usec) / 1e6,
           static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) / 1e6};
 }
-
-class Countdown {
- public:
-  explicit Countdown(int n) : left_(n) {}
-  void Done() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (--left_ == 0) cv_.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return left_ == 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int left_;
-};
 
 struct Host;
 
@@ -307,8 +272,8 @@ struct Host {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<AgentService::Stub> stub;
   const Flags* flags = nullptr;
-  Countdown* prepared = nullptr;
-  Countdown* finished = nullptr;
+  absl::BlockingCounter* prepared = nullptr;
+  absl::BlockingCounter* finished = nullptr;
   int samples_left = 0;
   std::atomic<bool> failed{false};
   std::unique_ptr<CaptureReader> capture;
@@ -333,7 +298,7 @@ struct Host {
 
   void Start() {
     if (flags->calls == Flags::Calls::kStream) {  // the stream connects the channel itself
-      prepared->Done();
+      prepared->DecrementCount();
       return;
     }
     info_req.mutable_reserve()->set_session_id("floor-session");
@@ -350,13 +315,13 @@ struct Host {
     if (samples_left == 0) {
       if (!Full()) {
         ctx.reset();  // as profctl drops each call as it ends
-        prepared->Done();
+        prepared->DecrementCount();
         return;
       }
       stub->async()->GetInfo(NewContext(), &info_req, &info, [this](const grpc::Status& s) {
         if (!s.ok()) failed = true;
         ctx.reset();
-        prepared->Done();
+        prepared->DecrementCount();
       });
       return;
     }
@@ -392,7 +357,7 @@ struct Host {
   }
 
   void PartDone() {
-    if (finish_parts.fetch_sub(1) == 1) finished->Done();
+    if (finish_parts.fetch_sub(1) == 1) finished->DecrementCount();
   }
 };
 
@@ -431,22 +396,24 @@ int RunClient(const Flags& f) {
   {
     std::unique_ptr<AgentService::Stub> warm = AgentService::NewStub(grpc::CreateChannel(
         absl::StrCat("127.0.0.1:", ports[0]), grpc::InsecureChannelCredentials()));
-    Countdown done(2);
+    absl::BlockingCounter done(2);
     grpc::ClientContext c1, c2;
     profctl::v1::GetInfoRequest info_req;
     profctl::v1::GetInfoResponse info;
     profctl::v1::SyncClockRequest sync_req;
     profctl::v1::SyncClockResponse sync;
-    warm->async()->GetInfo(&c1, &info_req, &info, [&](const grpc::Status&) { done.Done(); });
-    warm->async()->SyncClock(&c2, &sync_req, &sync, [&](const grpc::Status&) { done.Done(); });
+    warm->async()->GetInfo(&c1, &info_req, &info,
+                           [&](const grpc::Status&) { done.DecrementCount(); });
+    warm->async()->SyncClock(&c2, &sync_req, &sync,
+                             [&](const grpc::Status&) { done.DecrementCount(); });
     done.Wait();
   }
-  const int64_t rss_before_kib = ReadStatusKib("VmRSS:");
+  const int64_t rss_before = profctl::bench::ProcStatusBytes("VmRSS:");
   const Cpu cpu0 = CpuNow();
   const auto wall0 = std::chrono::steady_clock::now();
 
-  Countdown prepared(f.hosts);
-  Countdown finished(f.hosts);
+  absl::BlockingCounter prepared(f.hosts);
+  absl::BlockingCounter finished(f.hosts);
   std::vector<std::unique_ptr<Host>> hosts;
   hosts.reserve(static_cast<size_t>(f.hosts));
   for (int port : ports) {
@@ -483,7 +450,7 @@ int RunClient(const Flags& f) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const Cpu cpu1 = CpuNow();
   const double user = cpu1.user_s - cpu0.user_s, sys = cpu1.sys_s - cpu0.sys_s;
-  const int64_t peak_kib = ReadStatusKib("VmHWM:");
+  const int64_t peak = profctl::bench::ProcStatusBytes("VmHWM:");
 
   for (Server& s : servers) {
     close(s.to_child);
@@ -499,18 +466,19 @@ int RunClient(const Flags& f) {
       ms(wall1 - wall0) - f.window_ms, ms(prepared_at - wall0),
       ms(wall1 - prepared_at) - f.window_ms, (user + sys) * 1000.0 / f.hosts,
       user * 1000.0 / f.hosts, sys * 1000.0 / f.hosts,
-      static_cast<double>(peak_kib - rss_before_kib) / f.hosts,
-      static_cast<double>(peak_kib) / 1024.0, failed, waited_s);
+      static_cast<double>(peak - rss_before) / 1024.0 / f.hosts,
+      static_cast<double>(peak) / (1024.0 * 1024.0), failed, waited_s);
   return failed == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As profctl's and profctl-agent's main do (common/process_setup.h): Debian's abseil checks
-  // every Mutex for lock-order cycles, and glibc gives every allocating thread an arena.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  mallopt(M_ARENA_MAX, 2);
+  // The process set up as profctl's main sets it up (common/process_setup.h).
+  profctl::LimitMallocArenas(2);
+  profctl::DisableMutexDeadlockDetection();
+  profctl::RaiseOpenFileLimit();
+  profctl::ReturnLargeBuffersToTheSystem();
   const Flags f = ParseFlags(argc, argv);
   return f.serve ? Serve(f) : RunClient(f);
 }

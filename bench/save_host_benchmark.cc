@@ -1,7 +1,7 @@
-// What saving one host's trace costs the coordinator at scale (docs/perf.md, "gRPC's floor under
-// item 4"): a host of multihost_benchmark scale (one rank of a 1,024-rank synthetic job, 1 GPU, 2
-// kernels a 50 ms step, 1 s: about 18 KB of XSpace), as the capture saves it: its file made and
-// written, read back, parsed and validated, decoded for the breakdown, the hang record, the
+// What saving one host's trace costs the coordinator at scale (docs/perf.md, "What gRPC alone
+// costs a host"): a host of multihost_benchmark scale (one rank of a 1,024-rank synthetic job, 1
+// GPU, 2 kernels a 50 ms step, 1 s: about 18 KB of XSpace), as the capture saves it: its file made
+// and written, read back, parsed and validated, decoded for the breakdown, the hang record, the
 // collective ends and the counts, committed, and its part of the Perfetto pod trace rendered.
 // Beside it the parts alone, to say where the time goes.
 #include <benchmark/benchmark.h>

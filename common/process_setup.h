@@ -29,9 +29,8 @@ void ReturnLargeBuffersToTheSystem();
 // arena keeps the pages its peak needed: with gRPC's threads, the session's executor and the save
 // pool each in its own, the coordinator's peak RSS at 1,024 hosts was 3-13 MiB (up to 10 %) above
 // what two shared arenas hold, for no CPU difference there or in `profctl analyze`
-// (docs/perf.md). Call
-// from main before any thread starts. Returns false where the allocator refuses the setting
-// (a sanitizer's malloc).
+// (docs/perf.md). Call from main before any thread starts. Returns false where the allocator
+// refuses the setting (a sanitizer's malloc).
 bool LimitMallocArenas(int arenas);
 
 }  // namespace profctl
